@@ -1,0 +1,3 @@
+module github.com/duroxide-go/cdb
+
+go 1.23

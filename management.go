@@ -1,0 +1,122 @@
+package cdb
+
+// Management types exchanged through ProviderAdmin (duroxide's
+// src/providers/management.rs). Timestamps are milliseconds since the Unix
+// epoch; JSON names are the Rust field names.
+
+// InstanceInfo describes an instance and its current execution.
+type InstanceInfo struct {
+	InstanceID           string  `json:"instance_id"`
+	OrchestrationName    string  `json:"orchestration_name"`
+	OrchestrationVersion string  `json:"orchestration_version"` // "unknown" when not stored
+	CurrentExecutionID   uint64  `json:"current_execution_id"`
+	Status               string  `json:"status"` // the current execution's status
+	Output               *string `json:"output"`
+	CreatedAt            uint64  `json:"created_at"`
+	UpdatedAt            uint64  `json:"updated_at"`
+	ParentInstanceID     *string `json:"parent_instance_id"`
+}
+
+// ExecutionInfo describes one execution.
+type ExecutionInfo struct {
+	ExecutionID uint64  `json:"execution_id"`
+	Status      string  `json:"status"`
+	Output      *string `json:"output"`
+	StartedAt   uint64  `json:"started_at"`
+	CompletedAt *uint64 `json:"completed_at"` // nil while running
+	EventCount  int     `json:"event_count"`
+}
+
+// SystemMetrics counts instances by the status of their current execution.
+type SystemMetrics struct {
+	TotalInstances     uint64 `json:"total_instances"`
+	TotalExecutions    uint64 `json:"total_executions"`
+	RunningInstances   uint64 `json:"running_instances"`
+	CompletedInstances uint64 `json:"completed_instances"`
+	FailedInstances    uint64 `json:"failed_instances"`
+	TotalEvents        uint64 `json:"total_events"`
+}
+
+// QueueDepths counts unlocked messages per queue. TimerQueue is always 0:
+// timers are delayed orchestrator messages, not a queue of their own.
+type QueueDepths struct {
+	OrchestratorQueue int `json:"orchestrator_queue"`
+	WorkerQueue       int `json:"worker_queue"`
+	TimerQueue        int `json:"timer_queue"`
+}
+
+// InstanceFilter selects instances for bulk operations; its criteria are ANDed.
+type InstanceFilter struct {
+	// InstanceIDs restricts the candidates: nil means any instance, an empty
+	// list means none.
+	InstanceIDs *[]string `json:"instance_ids"`
+	// CompletedBefore keeps instances whose current execution completed
+	// before this time (ms since epoch).
+	CompletedBefore *uint64 `json:"completed_before"`
+	// Limit caps how many instances are touched; nil means
+	// DefaultInstanceFilterLimit.
+	Limit *uint32 `json:"limit"`
+}
+
+// EffectiveLimit returns Limit, or DefaultInstanceFilterLimit when unset.
+func (f InstanceFilter) EffectiveLimit() uint32 {
+	if f.Limit == nil {
+		return DefaultInstanceFilterLimit
+	}
+	return *f.Limit
+}
+
+// PruneOptions selects the executions to prune; its criteria are ANDed. The
+// current execution always survives, so a nil KeepLast, 0 and 1 all keep
+// only the current execution.
+type PruneOptions struct {
+	KeepLast        *uint32 `json:"keep_last"`
+	CompletedBefore *uint64 `json:"completed_before"` // ms since epoch
+}
+
+// DeleteInstanceResult counts what a deletion removed.
+type DeleteInstanceResult struct {
+	InstancesDeleted     uint64 `json:"instances_deleted"`
+	ExecutionsDeleted    uint64 `json:"executions_deleted"`
+	EventsDeleted        uint64 `json:"events_deleted"`
+	QueueMessagesDeleted uint64 `json:"queue_messages_deleted"` // orchestrator plus worker rows
+}
+
+// Add returns the sum of two results, for aggregating bulk deletions.
+func (r DeleteInstanceResult) Add(other DeleteInstanceResult) DeleteInstanceResult {
+	return DeleteInstanceResult{
+		InstancesDeleted:     r.InstancesDeleted + other.InstancesDeleted,
+		ExecutionsDeleted:    r.ExecutionsDeleted + other.ExecutionsDeleted,
+		EventsDeleted:        r.EventsDeleted + other.EventsDeleted,
+		QueueMessagesDeleted: r.QueueMessagesDeleted + other.QueueMessagesDeleted,
+	}
+}
+
+// PruneResult counts what pruning removed.
+type PruneResult struct {
+	InstancesProcessed uint64 `json:"instances_processed"`
+	ExecutionsDeleted  uint64 `json:"executions_deleted"`
+	EventsDeleted      uint64 `json:"events_deleted"`
+}
+
+// Add returns the sum of two results, for aggregating bulk pruning.
+func (r PruneResult) Add(other PruneResult) PruneResult {
+	return PruneResult{
+		InstancesProcessed: r.InstancesProcessed + other.InstancesProcessed,
+		ExecutionsDeleted:  r.ExecutionsDeleted + other.ExecutionsDeleted,
+		EventsDeleted:      r.EventsDeleted + other.EventsDeleted,
+	}
+}
+
+// InstanceTree is a root instance and all its descendants; AllIDs includes
+// the root.
+type InstanceTree struct {
+	RootID string   `json:"root_id"`
+	AllIDs []string `json:"all_ids"`
+}
+
+// IsRootOnly reports whether the instance has no sub-orchestrations.
+func (t InstanceTree) IsRootOnly() bool { return len(t.AllIDs) == 1 }
+
+// Size is the number of instances in the tree, root included.
+func (t InstanceTree) Size() int { return len(t.AllIDs) }

@@ -1,0 +1,213 @@
+package cdb
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Cosmos DB substatus codes the client acts on (reference A.8).
+const (
+	SubStatusWriteForbidden                 = 3
+	SubStatusPartitionKeyMismatch           = 1001
+	SubStatusReadSessionNotAvailable        = 1002 // with 404
+	SubStatusPartitionKeyRangeGone          = 1002 // with 410
+	SubStatusCrossPartitionQueryNotServable = 1004
+	SubStatusCompletingSplit                = 1007
+	SubStatusCompletingPartitionMigration   = 1008 // with 410
+	SubStatusDatabaseAccountNotFound        = 1008 // with 403
+)
+
+// CosmosError is a failed exchange with Cosmos DB: an error status from the
+// service, or a transport failure (StatusCode 0) that left no status.
+type CosmosError struct {
+	Operation     string // client operation, e.g. "ReplaceItem"
+	StatusCode    int    // HTTP status; 0 when no response arrived
+	SubStatusCode int    // x-ms-substatus
+	Code          string // "code" of the error body, e.g. "Conflict"
+	Message       string // "message" of the error body, or the transport failure
+	ActivityID    string
+	RequestCharge float64
+	RetryAfter    time.Duration // the service's advice on 429 and friends
+	// OutcomeUnknown is set on a write whose request may have reached the
+	// service but whose response was lost (a dropped connection, 408, a
+	// gateway timeout, a cancelled context). The write may or may not have
+	// been applied; the caller resolves it, e.g. by re-reading or by relying
+	// on deterministic ids that turn a repeat into 409.
+	OutcomeUnknown bool
+
+	err error // the transport or context error behind a StatusCode 0, if any
+}
+
+func (e *CosmosError) Error() string {
+	var b strings.Builder
+	b.WriteString("cdb: ")
+	b.WriteString(e.Operation)
+	if e.StatusCode == 0 {
+		b.WriteString(": no response")
+	} else {
+		fmt.Fprintf(&b, ": status %d", e.StatusCode)
+		if text := http.StatusText(e.StatusCode); text != "" {
+			fmt.Fprintf(&b, " %s", text)
+		}
+		fmt.Fprintf(&b, " (substatus %d)", e.SubStatusCode)
+	}
+	if e.Code != "" {
+		fmt.Fprintf(&b, " %s", e.Code)
+	}
+	if e.Message != "" {
+		fmt.Fprintf(&b, ": %s", e.Message)
+	}
+	if e.OutcomeUnknown {
+		b.WriteString(" [outcome unknown: the write may have been applied]")
+	}
+	if e.ActivityID != "" {
+		fmt.Fprintf(&b, " (activity id %s)", e.ActivityID)
+	}
+	return b.String()
+}
+
+// Unwrap returns the transport or context error behind a failure without a
+// status, so errors.Is(err, context.DeadlineExceeded) keeps working.
+func (e *CosmosError) Unwrap() error { return e.err }
+
+// Sentinels for input the client refuses before sending anything. They are
+// reached through a *ValidationError with errors.Is.
+var (
+	ErrInvalidID                  = errors.New("invalid id")
+	ErrInvalidName                = errors.New("invalid database or container name")
+	ErrInvalidDocument            = errors.New("invalid document")
+	ErrDocumentTooLarge           = errors.New("document too large")
+	ErrPartitionKeyTooLarge       = errors.New("partition key value too large")
+	ErrInvalidPartitionKey        = errors.New("invalid partition key")
+	ErrInvalidQueryParameter      = errors.New("invalid query parameter")
+	ErrInvalidQueryOptions        = errors.New("invalid query options")
+	ErrInvalidPatch               = errors.New("invalid patch operations")
+	ErrTooManyPatchOperations     = errors.New("too many patch operations")
+	ErrBatchEmpty                 = errors.New("transactional batch has no operations")
+	ErrBatchTooManyOperations     = errors.New("transactional batch has too many operations")
+	ErrBatchTooLarge              = errors.New("transactional batch too large")
+	ErrPartitionKeyPathMismatch   = errors.New("container partition key path mismatch")
+	ErrInvalidContainerProperties = errors.New("invalid container properties")
+)
+
+// ValidationError is input the client refused before sending any request:
+// retrying it cannot help. Err is one of the Err* sentinels above.
+type ValidationError struct {
+	Operation string // client operation, e.g. "CreateItem"
+	Field     string // what was wrong, e.g. "id", "partition key", "batch"
+	Problem   string // how, with the limit and the actual value where useful
+	Err       error
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("cdb: %s: %s: %s", e.Operation, e.Field, e.Problem)
+}
+
+func (e *ValidationError) Unwrap() error { return e.Err }
+
+func invalid(op, field string, sentinel error, format string, args ...any) *ValidationError {
+	return &ValidationError{Operation: op, Field: field, Problem: fmt.Sprintf(format, args...), Err: sentinel}
+}
+
+// HasStatus reports whether err is a *CosmosError with this HTTP status.
+func HasStatus(err error, status int) bool {
+	var ce *CosmosError
+	return errors.As(err, &ce) && ce.StatusCode == status
+}
+
+// IsNotFound reports a 404 from Cosmos DB.
+func IsNotFound(err error) bool { return HasStatus(err, http.StatusNotFound) }
+
+// IsConflict reports a 409 from Cosmos DB (the id exists in the partition).
+func IsConflict(err error) bool { return HasStatus(err, http.StatusConflict) }
+
+// IsPreconditionFailed reports a 412 from Cosmos DB (a stale ETag or a false
+// patch condition).
+func IsPreconditionFailed(err error) bool { return HasStatus(err, http.StatusPreconditionFailed) }
+
+// IsOutcomeUnknown reports a write that may or may not have been applied.
+func IsOutcomeUnknown(err error) bool {
+	var ce *CosmosError
+	return errors.As(err, &ce) && ce.OutcomeUnknown
+}
+
+// ToProviderError turns a client error into the contract's *ProviderError for
+// operation op, deciding Retryable per reference A.8. Context errors stay
+// reachable through errors.Is. A nil err gives nil; a *ProviderError is
+// returned as is.
+func ToProviderError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *ProviderError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return &ProviderError{Op: op, Message: err.Error(), Retryable: retryableError(err), Err: err}
+}
+
+// retryableError decides whether trying again may succeed.
+func retryableError(err error) bool {
+	switch {
+	case errors.Is(err, context.Canceled):
+		// The caller asked to stop; trying again is its decision, not ours.
+		return false
+	case errors.Is(err, context.DeadlineExceeded):
+		return true
+	}
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		return false
+	}
+	if isCertificateError(err) {
+		return false
+	}
+	var ce *CosmosError
+	if errors.As(err, &ce) {
+		return retryableStatus(ce)
+	}
+	// Anything else (a plain transport error) counts as retryable, as
+	// IsRetryable does.
+	return true
+}
+
+// retryableStatus is the table of reference A.8.
+func retryableStatus(ce *CosmosError) bool {
+	if ce.StatusCode == 0 || ce.OutcomeUnknown {
+		return true // connection failures and writes to be resolved
+	}
+	switch ce.StatusCode {
+	case http.StatusRequestTimeout, http.StatusGone, http.StatusTooManyRequests, 449,
+		http.StatusLocked, http.StatusInternalServerError, http.StatusBadGateway,
+		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	case http.StatusNotFound:
+		return ce.SubStatusCode == SubStatusReadSessionNotAvailable
+	case http.StatusForbidden:
+		return ce.SubStatusCode == SubStatusWriteForbidden || ce.SubStatusCode == SubStatusDatabaseAccountNotFound
+	}
+	if ce.StatusCode < 400 {
+		return true // a success we could not read; the request may be sent again
+	}
+	// Other 4xx (400, 401, 403, 404, 409, 412, 413, 424, ...) describe the
+	// request itself; an unknown 5xx is the service's trouble.
+	return ce.StatusCode >= 500
+}
+
+// isCertificateError reports a TLS verification failure: a configuration
+// problem that no retry fixes.
+func isCertificateError(err error) bool {
+	var (
+		verr *tls.CertificateVerificationError
+		uerr x509.UnknownAuthorityError
+		herr x509.HostnameError
+		cerr x509.CertificateInvalidError
+	)
+	return errors.As(err, &verr) || errors.As(err, &uerr) || errors.As(err, &herr) || errors.As(err, &cerr)
+}

@@ -1,0 +1,474 @@
+package cdb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// QueryParameter binds a query parameter: Name starts with '@'; Value is
+// anything encoding/json can encode.
+type QueryParameter struct {
+	Name  string
+	Value any
+}
+
+// QueryOptions scope and page a query.
+type QueryOptions struct {
+	// PartitionKey scopes the query to one logical partition (the pk header).
+	// Also filter on the partition key in WHERE: not every server scopes by
+	// the header. Without it the query is cross-partition.
+	PartitionKey *PartitionKey
+	// PartitionKeyRangeID runs the query on one physical range, where ORDER
+	// BY, TOP and aggregates are allowed. See QueryItemsPerRange.
+	PartitionKeyRangeID string
+	// MaxItemCount caps a page; 0 lets the service choose, -1 asks for all.
+	MaxItemCount int32
+	// ContinuationToken resumes a query where a page left it.
+	ContinuationToken string
+	SessionToken      string
+}
+
+// QueryItemsResponse is one page of results.
+type QueryItemsResponse struct {
+	Items             []json.RawMessage
+	ContinuationToken string // empty on the last page
+	RequestCharge     float64
+	ActivityID        string
+	SessionToken      string
+	Attempts          int
+}
+
+// QueryResult is every page of a query, concatenated.
+type QueryResult struct {
+	Items         []json.RawMessage
+	RequestCharge float64
+	Pages         int
+}
+
+const queryItemsOp = "QueryItems"
+
+// QueryItemsPager walks the pages of a query. A page may be empty and still
+// have a successor: cross-partition results arrive range by range.
+type QueryItemsPager struct {
+	cc           *ContainerClient
+	base         *request // the first page's request, without continuation
+	continuation string
+	done         bool
+	err          error // invalid input, reported by the first NextPage
+}
+
+// NewQueryItemsPager prepares query with params. Input is checked now;
+// problems come back from the first NextPage, before anything is sent.
+func (cc *ContainerClient) NewQueryItemsPager(query string, params []QueryParameter, o *QueryOptions) *QueryItemsPager {
+	var opts QueryOptions
+	if o != nil {
+		opts = *o
+	}
+	p := &QueryItemsPager{cc: cc, continuation: opts.ContinuationToken}
+	p.base, p.err = newQueryRequest(cc, query, params, opts)
+	return p
+}
+
+// More reports whether NextPage has a page to fetch.
+func (p *QueryItemsPager) More() bool { return !p.done }
+
+// NextPage fetches the next page. After an error from the service the pager
+// stays where it was, so calling NextPage again retries that page.
+func (p *QueryItemsPager) NextPage(ctx context.Context) (QueryItemsResponse, error) {
+	if p.err != nil {
+		p.done = true
+		return QueryItemsResponse{}, p.err
+	}
+	if p.done {
+		return QueryItemsResponse{}, fmt.Errorf("cdb: %s: no more pages", queryItemsOp)
+	}
+	r := *p.base
+	r.header = p.base.header.Clone()
+	if p.continuation != "" {
+		r.header.Set("x-ms-continuation", p.continuation)
+	}
+	resp, err := p.cc.client.send(ctx, &r)
+	if err != nil {
+		return QueryItemsResponse{}, err
+	}
+	var body struct {
+		Documents []json.RawMessage `json:"Documents"`
+	}
+	if err := decodeJSON(queryItemsOp, resp.Body, &body); err != nil {
+		return QueryItemsResponse{}, err
+	}
+	p.continuation = resp.Header.Get("x-ms-continuation")
+	p.done = p.continuation == ""
+	return QueryItemsResponse{
+		Items:             body.Documents,
+		ContinuationToken: p.continuation,
+		RequestCharge:     resp.RequestCharge,
+		ActivityID:        resp.ActivityID,
+		SessionToken:      resp.SessionToken,
+		Attempts:          resp.Attempts,
+	}, nil
+}
+
+// QueryItems runs query to the end, following every continuation (empty
+// pages included).
+func (cc *ContainerClient) QueryItems(ctx context.Context, query string, params []QueryParameter, o *QueryOptions) (QueryResult, error) {
+	var out QueryResult
+	pager := cc.NewQueryItemsPager(query, params, o)
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return QueryResult{}, err
+		}
+		out.Items = append(out.Items, page.Items...)
+		out.RequestCharge += page.RequestCharge
+		out.Pages++
+	}
+	return out, nil
+}
+
+type queryBodyWire struct {
+	Query      string               `json:"query"`
+	Parameters []queryParameterWire `json:"parameters"`
+}
+
+type queryParameterWire struct {
+	Name  string          `json:"name"`
+	Value json.RawMessage `json:"value"`
+}
+
+// newQueryRequest checks the input and builds the request of the first page
+// (reference A.6).
+func newQueryRequest(cc *ContainerClient, query string, params []QueryParameter, o QueryOptions) (*request, error) {
+	const op = queryItemsOp
+	if strings.TrimSpace(query) == "" {
+		return nil, invalid(op, "query", ErrInvalidQueryOptions, "empty query")
+	}
+	wire := queryBodyWire{Query: query, Parameters: make([]queryParameterWire, 0, len(params))}
+	seen := make(map[string]bool, len(params))
+	for i, p := range params {
+		if err := validateParameterName(op, i, p.Name, seen); err != nil {
+			return nil, err
+		}
+		v, err := marshalNoEscape(p.Value)
+		if err != nil {
+			return nil, invalid(op, "parameter "+p.Name, ErrInvalidQueryParameter, "value cannot be encoded as JSON: %v", err)
+		}
+		wire.Parameters = append(wire.Parameters, queryParameterWire{Name: p.Name, Value: v})
+	}
+	body, err := marshalNoEscape(wire)
+	if err != nil {
+		return nil, fmt.Errorf("cdb: %s: encoding the query: %w", op, err)
+	}
+	h, err := queryHeaders(op, o)
+	if err != nil {
+		return nil, err
+	}
+	return &request{
+		operation:     op,
+		method:        http.MethodPost,
+		ref:           documentsFeedRef(cc.databaseID, cc.id),
+		header:        h,
+		body:          body,
+		contentType:   "application/query+json",
+		idempotent:    true, // a POST, but it reads
+		rangeTargeted: o.PartitionKeyRangeID != "",
+	}, nil
+}
+
+func validateParameterName(op string, i int, name string, seen map[string]bool) error {
+	switch {
+	case !strings.HasPrefix(name, "@") || len(name) < 2:
+		return invalid(op, fmt.Sprintf("parameter %d", i), ErrInvalidQueryParameter, "name %q must start with '@' and name something", name)
+	case strings.ContainsAny(name[1:], " \t\r\n@,()"):
+		return invalid(op, fmt.Sprintf("parameter %d", i), ErrInvalidQueryParameter, "name %q is not an identifier", name)
+	case seen[name]:
+		return invalid(op, fmt.Sprintf("parameter %d", i), ErrInvalidQueryParameter, "name %q is bound twice", name)
+	}
+	seen[name] = true
+	return nil
+}
+
+func queryHeaders(op string, o QueryOptions) (http.Header, error) {
+	h := http.Header{}
+	// Both: the REST docs name isquery, the Go SDK sends query, and servers
+	// route on one or the other.
+	h.Set("x-ms-documentdb-isquery", "True")
+	h.Set("x-ms-documentdb-query", "True")
+	if o.PartitionKey != nil {
+		if o.PartitionKeyRangeID != "" {
+			return nil, invalid(op, "options", ErrInvalidQueryOptions, "set PartitionKey or PartitionKeyRangeID, not both")
+		}
+		pkh, err := o.PartitionKey.header(op)
+		if err != nil {
+			return nil, err
+		}
+		h.Set("x-ms-documentdb-partitionkey", pkh)
+	} else {
+		h.Set("x-ms-documentdb-query-enablecrosspartition", "True")
+	}
+	if o.PartitionKeyRangeID != "" {
+		h.Set("x-ms-documentdb-partitionkeyrangeid", o.PartitionKeyRangeID)
+	}
+	if o.MaxItemCount != 0 {
+		if o.MaxItemCount < -1 {
+			return nil, invalid(op, "options", ErrInvalidQueryOptions, "MaxItemCount %d: want -1, 0 or a positive count", o.MaxItemCount)
+		}
+		h.Set("x-ms-max-item-count", strconv.Itoa(int(o.MaxItemCount)))
+	}
+	if o.ContinuationToken != "" {
+		h.Set("x-ms-continuation", o.ContinuationToken)
+	}
+	if o.SessionToken != "" {
+		h.Set("x-ms-session-token", o.SessionToken)
+	}
+	return h, nil
+}
+
+// ---------------------------------------------------------------------------
+// Partition key ranges (reference A.9).
+
+// PartitionKeyRange is one physical partition of a container: the effective
+// partition key hashes in [MinInclusive, MaxExclusive).
+type PartitionKeyRange struct {
+	ID           string   `json:"id"`
+	MinInclusive string   `json:"minInclusive"`
+	MaxExclusive string   `json:"maxExclusive"`
+	Parents      []string `json:"parents"` // ranges this one was split or merged from
+}
+
+// rangeCache holds each container's ranges, by container link.
+type rangeCache struct {
+	mu     sync.Mutex
+	ranges map[string][]PartitionKeyRange
+}
+
+func newRangeCache() *rangeCache { return &rangeCache{ranges: make(map[string][]PartitionKeyRange)} }
+
+func (rc *rangeCache) get(link string) ([]PartitionKeyRange, bool) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	r, ok := rc.ranges[link]
+	return slices.Clone(r), ok
+}
+
+func (rc *rangeCache) put(link string, r []PartitionKeyRange) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.ranges[link] = slices.Clone(r)
+}
+
+// ReadPartitionKeyRanges lists the container's partition key ranges, from
+// the client's cache unless forceRefresh or not yet read.
+func (cc *ContainerClient) ReadPartitionKeyRanges(ctx context.Context, forceRefresh bool) ([]PartitionKeyRange, error) {
+	ref := pkRangesRef(cc.databaseID, cc.id)
+	if !forceRefresh {
+		if r, ok := cc.client.ranges.get(ref.link); ok {
+			return r, nil
+		}
+	}
+	ranges, err := cc.fetchPartitionKeyRanges(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	cc.client.ranges.put(ref.link, ranges)
+	return ranges, nil
+}
+
+func (cc *ContainerClient) fetchPartitionKeyRanges(ctx context.Context, ref resourceRef) ([]PartitionKeyRange, error) {
+	const op = "ReadPartitionKeyRanges"
+	var all []PartitionKeyRange
+	continuation := ""
+	for {
+		h := http.Header{}
+		if continuation != "" {
+			h.Set("x-ms-continuation", continuation)
+		}
+		resp, err := cc.client.send(ctx, &request{operation: op, method: http.MethodGet, ref: ref, header: h, idempotent: true})
+		if err != nil {
+			return nil, err
+		}
+		var body struct {
+			PartitionKeyRanges []PartitionKeyRange `json:"PartitionKeyRanges"`
+		}
+		if err := decodeJSON(op, resp.Body, &body); err != nil {
+			return nil, err
+		}
+		all = append(all, body.PartitionKeyRanges...)
+		if continuation = resp.Header.Get("x-ms-continuation"); continuation == "" {
+			break
+		}
+	}
+	if len(all) == 0 {
+		return nil, fmt.Errorf("cdb: %s: the service listed no partition key ranges", op)
+	}
+	return all, nil
+}
+
+// maxRangeConcurrency bounds the ranges queried at once: a large container
+// has hundreds, and one caller should not open hundreds of connections.
+const maxRangeConcurrency = 16
+
+// maxRangeRounds bounds how often QueryItemsPerRange re-plans after ranges
+// went away; splits are rare, a loop would be a bug.
+const maxRangeRounds = 5
+
+// QueryItemsPerRange runs query on every partition key range separately
+// (x-ms-documentdb-partitionkeyrangeid), where the gateway allows ORDER BY,
+// TOP and aggregates that it refuses across partitions (R4). Results are by
+// range id; merging is the caller's. When a range is gone (410: split or
+// migration) the ranges are re-read and the query re-run on those that
+// replaced it.
+func (cc *ContainerClient) QueryItemsPerRange(ctx context.Context, query string, params []QueryParameter, o *QueryOptions) (map[string]QueryResult, error) {
+	const op = "QueryItemsPerRange"
+	var opts QueryOptions
+	if o != nil {
+		opts = *o
+	}
+	if opts.PartitionKey != nil || opts.PartitionKeyRangeID != "" || opts.ContinuationToken != "" {
+		return nil, invalid(op, "options", ErrInvalidQueryOptions, "PartitionKey, PartitionKeyRangeID and ContinuationToken do not apply to a per-range query")
+	}
+	if _, err := newQueryRequest(cc, query, params, opts); err != nil {
+		return nil, err // refuse bad input before reading the ranges
+	}
+	ranges, err := cc.ReadPartitionKeyRanges(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	results := make(map[string]QueryResult, len(ranges))
+	pending := ranges
+	for round := 0; len(pending) > 0; round++ {
+		if round == maxRangeRounds {
+			return nil, fmt.Errorf("cdb: %s: partition key ranges kept going away after %d refreshes", op, round)
+		}
+		done, gone, err := cc.queryRanges(ctx, query, params, opts, pending)
+		if err != nil {
+			return nil, err
+		}
+		for id, r := range done {
+			results[id] = r
+		}
+		if len(gone) == 0 {
+			break
+		}
+		fresh, err := cc.ReadPartitionKeyRanges(ctx, true)
+		if err != nil {
+			return nil, err
+		}
+		pending = replacements(gone, fresh)
+		if len(pending) == 0 {
+			return nil, fmt.Errorf("cdb: %s: range %s is gone and no range replaces it", op, gone[0].ID)
+		}
+		for _, r := range pending {
+			// A replacement that also covers a range already read (a merge)
+			// supersedes that range's results.
+			for _, parent := range r.Parents {
+				delete(results, parent)
+			}
+			delete(results, r.ID)
+		}
+	}
+	return results, nil
+}
+
+// queryRanges queries each range concurrently. A range that is gone is
+// reported in gone, not as an error; any other error cancels the rest.
+func (cc *ContainerClient) queryRanges(ctx context.Context, query string, params []QueryParameter, opts QueryOptions, ranges []PartitionKeyRange) (map[string]QueryResult, []PartitionKeyRange, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type outcome struct {
+		res QueryResult
+		err error
+	}
+	outcomes := make([]outcome, len(ranges))
+	sem := make(chan struct{}, maxRangeConcurrency)
+	var wg sync.WaitGroup
+	for i, r := range ranges {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			o := opts
+			o.PartitionKeyRangeID = r.ID
+			res, err := cc.QueryItems(ctx, query, params, &o)
+			if err != nil && !isGoneRangeError(err) {
+				cancel()
+			}
+			outcomes[i] = outcome{res, err}
+		}()
+	}
+	wg.Wait()
+	done := make(map[string]QueryResult, len(ranges))
+	var gone []PartitionKeyRange
+	var firstErr error
+	for i, oc := range outcomes {
+		switch {
+		case oc.err == nil:
+			done[ranges[i].ID] = oc.res
+		case isGoneRangeError(oc.err):
+			gone = append(gone, ranges[i])
+		case firstErr == nil || errors.Is(firstErr, context.Canceled):
+			// Prefer the cause over the cancellations it triggered.
+			firstErr = fmt.Errorf("cdb: QueryItemsPerRange: range %s: %w", ranges[i].ID, oc.err)
+		}
+	}
+	if firstErr != nil {
+		return nil, nil, firstErr
+	}
+	return done, gone, nil
+}
+
+func isGoneRangeError(err error) bool {
+	var ce *CosmosError
+	return errors.As(err, &ce) && ce.StatusCode == http.StatusGone && isRangeGone(ce.SubStatusCode)
+}
+
+// replacements picks from fresh the ranges that replace the gone ones: those
+// listing a gone range as parent, those overlapping one when no parent is
+// listed, and a gone range that in fact still exists.
+func replacements(gone, fresh []PartitionKeyRange) []PartitionKeyRange {
+	var out []PartitionKeyRange
+	add := func(r PartitionKeyRange) {
+		if !slices.ContainsFunc(out, func(x PartitionKeyRange) bool { return x.ID == r.ID }) {
+			out = append(out, r)
+		}
+	}
+	for _, g := range gone {
+		found := false
+		for _, r := range fresh {
+			if r.ID == g.ID || slices.Contains(r.Parents, g.ID) {
+				add(r)
+				found = true
+			}
+		}
+		if found {
+			continue
+		}
+		for _, r := range fresh {
+			if overlaps(g, r) {
+				add(r)
+			}
+		}
+	}
+	return out
+}
+
+// overlaps compares effective partition key ranges. Bounds are uppercase hex
+// strings, "" the lowest and "FF" the highest, so string order is key order.
+func overlaps(a, b PartitionKeyRange) bool {
+	return lessBound(a.MinInclusive, b.MaxExclusive) && lessBound(b.MinInclusive, a.MaxExclusive)
+}
+
+func lessBound(minInclusive, maxExclusive string) bool {
+	if maxExclusive == "" {
+		return false
+	}
+	return strings.ToUpper(minInclusive) < strings.ToUpper(maxExclusive)
+}

@@ -1,0 +1,49 @@
+# The README's commands. Everything a fresh machine needs is installed here:
+# Go modules through the module proxy, and the third-party Cosmos DB server
+# (pinned in tools/cosmosdb-server) into the git-ignored .tools folder.
+
+GO            ?= go
+TOOLS         := $(CURDIR)/.tools
+NPM_SERVER    := $(TOOLS)/cosmosdb-server
+NPM_SERVER_JS := $(NPM_SERVER)/node_modules/@vercel/cosmosdb-server/lib/cli.js
+GOTESTFLAGS   ?= -race -count=1 -timeout 20m
+
+.PHONY: test test-unit lint emulator demo sdk-compat tools clean
+
+## test: every suite, on the in-memory fake and on @vercel/cosmosdb-server (and on COSMOS_ENDPOINT when set)
+test: lint $(NPM_SERVER_JS)
+	CDB_COSMOSDB_SERVER_CLI=$(NPM_SERVER_JS) $(GO) test $(GOTESTFLAGS) ./...
+	$(MAKE) sdk-compat
+
+## test-unit: the suites on the in-memory fake only (no npm, no network)
+test-unit:
+	$(GO) test $(GOTESTFLAGS) ./...
+
+## lint: gofmt check and go vet
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+## emulator: serve the in-memory Cosmos DB on loopback (prints endpoint=... key=...)
+emulator:
+	$(GO) run ./cmd/cdb emulator $(ARGS)
+
+## demo: the main job, on the embedded fake unless COSMOS_ENDPOINT is set
+demo:
+	$(GO) run ./cmd/cdb demo $(ARGS)
+
+## sdk-compat: Microsoft's azcosmos SDK against `cdb emulator` (its own module, so the library does not depend on the SDK)
+sdk-compat:
+	cd internal/sdkcompat && $(GO) test -count=1 -timeout 10m ./...
+
+tools: $(NPM_SERVER_JS)
+
+$(NPM_SERVER_JS): tools/cosmosdb-server/package.json tools/cosmosdb-server/package-lock.json
+	@mkdir -p $(NPM_SERVER)
+	cp tools/cosmosdb-server/package.json tools/cosmosdb-server/package-lock.json $(NPM_SERVER)/
+	cd $(NPM_SERVER) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+clean:
+	rm -rf $(TOOLS)

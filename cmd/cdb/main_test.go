@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+)
+
+var endpointLine = regexp.MustCompile(`^endpoint=(http://127\.0\.0\.1:\d+) key=(\S+)$`)
+
+// startEmulator runs `cdb emulator args...` in-process and returns the
+// endpoint and key from its stdout line, the rest of stdout, and a stop
+// function that interrupts it and returns its exit code.
+func startEmulator(t *testing.T, args ...string) (endpoint, key string, rest *bytes.Buffer, stop func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, append([]string{"emulator"}, args...), pw, io.Discard)
+		_ = pw.Close()
+	}()
+	reader := bufio.NewReader(pr)
+	line, err := reader.ReadString('\n')
+	require.NoError(t, err)
+	m := endpointLine.FindStringSubmatch(strings.TrimSuffix(line, "\n"))
+	require.NotNil(t, m, "stdout line %q", line)
+	rest = &bytes.Buffer{}
+	drained := make(chan struct{})
+	go func() { _, _ = io.Copy(rest, reader); close(drained) }()
+	stop = func() int {
+		cancel()
+		code := <-exit
+		<-drained
+		return code
+	}
+	return m[1], m[2], rest, stop
+}
+
+func TestEmulatorPrintsExactlyOneLineAndServesUntilInterrupted(t *testing.T) {
+	endpoint, key, rest, stop := startEmulator(t)
+	c, err := cdb.NewClient(endpoint, cdb.ClientOptions{Key: key})
+	require.NoError(t, err)
+	ctx := context.Background()
+	acct, err := c.ReadAccount(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, acct.WritableLocations)
+	assert.Equal(t, endpoint+"/", acct.WritableLocations[0].Endpoint, "the account advertises the loopback endpoint")
+	_, err = c.CreateDatabase(ctx, "db")
+	require.NoError(t, err)
+
+	assert.Equal(t, 0, stop(), "an interrupt is a clean exit")
+	assert.Empty(t, rest.String(), "nothing but the endpoint line goes to stdout")
+}
+
+func TestEmulatorDefaultsToTheEmulatorKey(t *testing.T) {
+	_, key, _, stop := startEmulator(t)
+	defer stop()
+	assert.Equal(t, "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==", key)
+}
+
+func TestEmulatorRangesFlagSetsPartitionKeyRanges(t *testing.T) {
+	endpoint, key, _, stop := startEmulator(t, "-ranges", "3")
+	defer stop()
+	ctx := context.Background()
+	c, err := cdb.NewClient(endpoint, cdb.ClientOptions{Key: key})
+	require.NoError(t, err)
+	require.NoError(t, c.EnsureDatabase(ctx, "db"))
+	cc, err := c.NewContainer("db", "items")
+	require.NoError(t, err)
+	_, err = cc.Ensure(ctx, cdb.ContainerProperties{ID: "items", PartitionKey: cdb.PartitionKeyDefinition{Paths: []string{"/pk"}, Kind: "Hash", Version: 2}})
+	require.NoError(t, err)
+	ranges, err := cc.ReadPartitionKeyRanges(ctx, false)
+	require.NoError(t, err)
+	assert.Len(t, ranges, 3)
+}
+
+func TestEmulatorLatencyFlagDelaysRequests(t *testing.T) {
+	endpoint, key, _, stop := startEmulator(t, "-latency", "40ms")
+	defer stop()
+	c, err := cdb.NewClient(endpoint, cdb.ClientOptions{Key: key})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_, err = c.ReadAccount(ctx)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "a 40ms latency outlasts a 10ms deadline")
+}
+
+func TestEmulatorRefusesBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-ranges", "0"},
+		{"-latency", "-1s"},
+		{"-key", "not base64!"},
+		{"-addr"},
+		{"stray"},
+	} {
+		var stderr bytes.Buffer
+		code := run(context.Background(), append([]string{"emulator"}, args...), io.Discard, &stderr)
+		assert.Equal(t, 2, code, "cdb emulator %v", args)
+		assert.NotEmpty(t, stderr.String(), "cdb emulator %v explains itself", args)
+	}
+}
+
+func TestEmulatorReportsAnAddressInUse(t *testing.T) {
+	endpoint, _, _, stop := startEmulator(t)
+	defer stop()
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"emulator", "-addr", strings.TrimPrefix(endpoint, "http://")}, io.Discard, &stderr)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr.String(), "listen")
+}
+
+func TestUnknownCommandIsAUsageError(t *testing.T) {
+	var stderr bytes.Buffer
+	assert.Equal(t, 2, run(context.Background(), []string{"nope"}, io.Discard, &stderr))
+	assert.Contains(t, stderr.String(), `unknown command "nope"`)
+	assert.Contains(t, stderr.String(), "emulator")
+	assert.Equal(t, 2, run(context.Background(), nil, io.Discard, io.Discard), "no command at all")
+}
+
+func TestDemoRunsOnTheEmbeddedFake(t *testing.T) {
+	t.Setenv("COSMOS_ENDPOINT", "")
+	var stdout bytes.Buffer
+	code := run(context.Background(), []string{"demo", "-customers", "4", "-orders", "3"}, &stdout, io.Discard)
+	require.Equal(t, 0, code, stdout.String())
+	out := stdout.String()
+	assert.Contains(t, out, "embedded in-memory Cosmos DB")
+	assert.Contains(t, out, "412 precondition failed")
+	assert.Contains(t, out, "extra-1 and extra-2 were rolled back")
+	assert.Contains(t, out, "400 substatus 1004")
+	assert.Regexp(t, `total: \d+ requests, [0-9.]+ RU`, out)
+}

@@ -1,0 +1,223 @@
+package fakecosmos
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+)
+
+// The service's transactional batch limits (reference A.5).
+const (
+	maxBatchOperations = 100
+	maxBatchBytes      = 2 * 1024 * 1024
+)
+
+// batchOp is one parsed operation of a batch. An operation whose content
+// is invalid (say, a patch of 11 operations) keeps its error and fails when
+// its turn comes, so the answer is a 207 that points at it.
+type batchOp struct {
+	kind        string // create, upsert, read, replace, delete, patch
+	id          string
+	body        map[string]any
+	patch       patchSpec
+	ifMatch     string
+	ifNoneMatch string
+	invalid     error
+}
+
+// batchResult is one entry of the response array (the shape azcosmos'
+// TransactionalBatchResult and Java's BatchResponseParser read).
+type batchResult struct {
+	StatusCode    int             `json:"statusCode"`
+	SubStatusCode int             `json:"subStatusCode,omitempty"`
+	RequestCharge float64         `json:"requestCharge"`
+	ETag          string          `json:"eTag,omitempty"`
+	ResourceBody  json.RawMessage `json:"resourceBody,omitempty"`
+}
+
+// executeBatch runs an atomic batch: in order, against a staged copy of the
+// logical partition, under the container's lock. The first failure rolls
+// everything back (nothing is committed) and answers 207 with that
+// operation's own status and 424 for every other one.
+func (s *Server) executeBatch(q *request) (*result, error) {
+	if !q.flag(hdrBatchAtomic) {
+		return nil, badRequest("Non-atomic (bulk) batches are not supported by this fake: send x-ms-cosmos-batch-atomic: True.")
+	}
+	if len(q.body) > maxBatchBytes {
+		return nil, tooLarge()
+	}
+	pk, err := requirePartitionKey(q)
+	if err != nil {
+		return nil, err
+	}
+	ops, err := parseBatch(q.body, pk)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.lookupContainer(q.route)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.begin(s, pk)
+	results := make([]batchResult, len(ops))
+	total := 0.0
+	for i, op := range ops {
+		out, err := t.runBatchOp(op)
+		if err != nil {
+			return s.rolledBackBatch(c, results, i, err, total)
+		}
+		results[i] = renderBatchResult(op, out, q.preferMinimal())
+		total += out.charge
+	}
+	lsn, rangeID := t.commit()
+	return &result{status: http.StatusOK, body: encodeJSON(results), charge: total,
+		session: sessionToken(rangeID, lsn), lsn: lsn}, nil
+}
+
+func renderBatchResult(op batchOp, out opResult, minimal bool) batchResult {
+	r := batchResult{StatusCode: out.status, RequestCharge: roundCharge(out.charge)}
+	if out.doc != nil {
+		r.ETag = out.doc.etag
+		if out.status != http.StatusNotModified && (op.kind == "read" || !minimal) {
+			r.ResourceBody = out.doc.raw
+		}
+	}
+	return r
+}
+
+// rolledBackBatch answers 207: the failing operation's own status and
+// substatus, 424 Failed Dependency for all the others.
+func (s *Server) rolledBackBatch(c *container, results []batchResult, failed int, err error, charged float64) (*result, error) {
+	ce, ok := err.(*cosmosError)
+	if !ok {
+		return nil, err
+	}
+	for i := range results {
+		results[i] = batchResult{StatusCode: http.StatusFailedDependency}
+	}
+	results[failed] = batchResult{StatusCode: ce.status, SubStatusCode: ce.subStatus, RequestCharge: chargeRefusal}
+	return &result{status: http.StatusMultiStatus, body: encodeJSON(results), charge: charged + chargeRefusal,
+		session: sessionToken("0", c.lsn), lsn: c.lsn}, nil
+}
+
+func (t *partitionTxn) runBatchOp(op batchOp) (opResult, error) {
+	if op.invalid != nil {
+		return opResult{}, op.invalid
+	}
+	switch op.kind {
+	case "create":
+		return t.create(op.body)
+	case "upsert":
+		return t.upsert(op.body, op.ifMatch)
+	case "read":
+		return t.read(op.id, op.ifNoneMatch)
+	case "replace":
+		return t.replace(op.id, op.body, op.ifMatch)
+	case "delete":
+		return t.remove(op.id, op.ifMatch)
+	case "patch":
+		return t.patch(op.id, op.patch, op.ifMatch)
+	}
+	return opResult{}, badRequest("Unknown batch operation %q.", op.kind)
+}
+
+// parseBatch reads the operation array. Malformed requests (not an array,
+// too many operations, unknown types, a per-operation partition key that
+// differs from the header's) fail as a whole with 400 and no array.
+func parseBatch(body []byte, pk pkValue) ([]batchOp, error) {
+	v, err := decodeJSON(body)
+	if err != nil {
+		return nil, err
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, badRequest("The batch request body must be a JSON array of operations.")
+	}
+	if len(list) == 0 {
+		return nil, badRequest("The batch request must have at least one operation.")
+	}
+	if len(list) > maxBatchOperations {
+		return nil, badRequest("The batch request has %d operations; the limit is %d.", len(list), maxBatchOperations)
+	}
+	ops := make([]batchOp, len(list))
+	for i, item := range list {
+		if ops[i], err = parseBatchOp(i, item, pk); err != nil {
+			return nil, err
+		}
+	}
+	return ops, nil
+}
+
+func parseBatchOp(i int, item any, pk pkValue) (batchOp, error) {
+	obj, ok := item.(map[string]any)
+	if !ok {
+		return batchOp{}, badRequest("Batch operation %d must be a JSON object.", i)
+	}
+	if err := checkBatchOpPartitionKey(i, obj, pk); err != nil {
+		return batchOp{}, err
+	}
+	typ, _ := obj["operationType"].(string)
+	op := batchOp{kind: strings.ToLower(typ)}
+	op.ifMatch, _ = obj["ifMatch"].(string)
+	op.ifNoneMatch, _ = obj["ifNoneMatch"].(string)
+	switch op.kind {
+	case "create", "upsert":
+		return op, op.needBody(i, obj)
+	case "replace":
+		if err := op.needID(i, obj); err != nil {
+			return op, err
+		}
+		return op, op.needBody(i, obj)
+	case "read", "delete":
+		return op, op.needID(i, obj)
+	case "patch":
+		if err := op.needID(i, obj); err != nil {
+			return op, err
+		}
+		spec, err := parsePatchValue(obj["resourceBody"])
+		op.patch, op.invalid = spec, err
+		return op, nil
+	}
+	return batchOp{}, badRequest("Batch operation %d has an unknown operationType %q (Create, Upsert, Read, Replace, Delete, Patch).", i, typ)
+}
+
+func (op *batchOp) needID(i int, obj map[string]any) error {
+	id, ok := obj["id"].(string)
+	if !ok {
+		return badRequest("Batch operation %d (%s) needs an \"id\" string.", i, op.kind)
+	}
+	op.id = id
+	return nil
+}
+
+func (op *batchOp) needBody(i int, obj map[string]any) error {
+	body, ok := obj["resourceBody"].(map[string]any)
+	if !ok {
+		return badRequest("Batch operation %d (%s) needs a \"resourceBody\" object.", i, op.kind)
+	}
+	op.body = body
+	return nil
+}
+
+// checkBatchOpPartitionKey: an operation may repeat the partition key as a
+// JSON string; it must name the header's partition.
+func checkBatchOpPartitionKey(i int, obj map[string]any, pk pkValue) error {
+	raw, present := obj["partitionKey"]
+	if !present {
+		return nil
+	}
+	s, ok := raw.(string)
+	if !ok {
+		return badRequest("Batch operation %d: partitionKey must be a JSON string such as \"[\\\"pk\\\"]\".", i)
+	}
+	opPK, err := parsePartitionKeyHeader(s)
+	if err != nil {
+		return err
+	}
+	if opPK != pk {
+		return badRequest("Batch operation %d targets partition key %s, but all operations of a batch must target the header's partition.", i, s)
+	}
+	return nil
+}

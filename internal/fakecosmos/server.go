@@ -1,0 +1,399 @@
+package fakecosmos
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// EmulatorKey is the well-known master key of Microsoft's Cosmos DB emulator,
+// the default here so that tools configured for the emulator work unchanged.
+const EmulatorKey = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
+
+// DefaultEndpoint is what GET / advertises when Options.Endpoint is empty.
+const DefaultEndpoint = "https://localhost:8081/"
+
+const (
+	defaultMaxClockSkew = 15 * time.Minute
+	// maxRequestBody bounds what is read of a request. Bigger bodies are
+	// refused with 413 without parsing; the per-document and per-batch 2 MB
+	// limits are checked separately, so this only has to exceed them.
+	maxRequestBody = 16 << 20
+)
+
+// Options configures a Server. The zero value is a server with the
+// emulator's key, one partition key range per container and no latency.
+type Options struct {
+	// Key is the master key (base64); default EmulatorKey.
+	Key string
+	// AADToken, if set, is accepted as `type=aad&ver=1.0&sig=<token>`.
+	AADToken string
+	// PartitionKeyRanges is the number of physical ranges of a new
+	// container; default 1.
+	PartitionKeyRanges int
+	// Latency is added to every request, honouring the request's context.
+	Latency time.Duration
+	// Now is the clock (for x-ms-date checks and _ts); default time.Now.
+	Now func() time.Time
+	// MaxClockSkew is how far x-ms-date may be from Now; default 15m.
+	MaxClockSkew time.Duration
+	// Endpoint is what GET / advertises as the writable and readable
+	// location; clients send every later request there. Default
+	// DefaultEndpoint.
+	Endpoint string
+}
+
+// Server is the in-memory gateway. It is safe for concurrent use; all its
+// state lives in the value (there is no package-level mutable state).
+type Server struct {
+	key          string
+	keyBytes     []byte
+	aadToken     string
+	rangesPerNew int
+	now          func() time.Time
+	maxClockSkew time.Duration
+
+	latency  atomic.Int64 // time.Duration
+	endpoint atomic.Value // string
+
+	ids      idSource
+	faults   faultSet
+	counters counters
+
+	// mu guards the database and container maps (not the documents: each
+	// container has its own lock).
+	mu          sync.RWMutex
+	databases   map[string]*database
+	metadataLSN int64
+}
+
+// New returns a Server with opts applied over the defaults. It panics if
+// opts.Key is not base64, which is a programming error.
+func New(opts Options) *Server {
+	if opts.Key == "" {
+		opts.Key = EmulatorKey
+	}
+	keyBytes, err := base64.StdEncoding.DecodeString(opts.Key)
+	if err != nil {
+		panic("fakecosmos: Options.Key is not base64: " + err.Error())
+	}
+	if opts.PartitionKeyRanges < 1 {
+		opts.PartitionKeyRanges = 1
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MaxClockSkew <= 0 {
+		opts.MaxClockSkew = defaultMaxClockSkew
+	}
+	if opts.Endpoint == "" {
+		opts.Endpoint = DefaultEndpoint
+	}
+	s := &Server{
+		key:          opts.Key,
+		keyBytes:     keyBytes,
+		aadToken:     opts.AADToken,
+		rangesPerNew: opts.PartitionKeyRanges,
+		now:          opts.Now,
+		maxClockSkew: opts.MaxClockSkew,
+		databases:    map[string]*database{},
+		ids:          newIDSource(),
+	}
+	s.latency.Store(int64(opts.Latency))
+	s.endpoint.Store(opts.Endpoint)
+	s.counters.reset()
+	return s
+}
+
+// Key returns the master key clients must sign with.
+func (s *Server) Key() string { return s.key }
+
+// SetLatency changes the latency added to every later request.
+func (s *Server) SetLatency(d time.Duration) { s.latency.Store(int64(d)) }
+
+// SetEndpoint changes what GET / advertises; whoever serves the Server on a
+// socket sets it to the address clients can reach.
+func (s *Server) SetEndpoint(url string) { s.endpoint.Store(url) }
+
+func (s *Server) currentEndpoint() string { return s.endpoint.Load().(string) }
+
+// response is a finished answer, or the instruction to drop the connection.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+	drop   bool
+}
+
+// ServeHTTP serves one request. A fault that drops the connection hijacks
+// and closes it (or aborts the handler where hijacking is impossible).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	resp := s.handle(r)
+	if resp == nil {
+		return // the client went away while we waited
+	}
+	if resp.drop {
+		dropConnection(w)
+		return
+	}
+	for k, v := range resp.header {
+		w.Header()[k] = v
+	}
+	if bodyAllowed(resp.status) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(resp.body)))
+	}
+	w.WriteHeader(resp.status)
+	_, _ = w.Write(resp.body)
+}
+
+// bodyAllowed is false for the statuses that carry neither a body nor a
+// Content-Length (RFC 9110).
+func bodyAllowed(status int) bool {
+	return status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+// dropConnection closes the client's connection without an answer, as a
+// crashed gateway or a network failure would.
+func dropConnection(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler) // net/http closes the stream without logging
+}
+
+// handle runs the whole pipeline for one request: read, route, count, wait,
+// authenticate, apply faults, execute. It returns nil when the request's
+// context ended during the latency wait.
+func (s *Server) handle(r *http.Request) *response {
+	activityID := s.ids.activityID()
+	body, bodyErr := readBody(r)
+	rt, routeErr := parseRoute(r.URL.EscapedPath())
+	op := resolveOp(rt, r)
+	s.counters.request(op)
+
+	if err := s.waitLatency(r.Context()); err != nil {
+		return nil
+	}
+	if routeErr != nil { // nothing to sign against: say what is wrong
+		return s.errorResponse(r, routeErr, activityID)
+	}
+	if err := s.authenticate(r, rt); err != nil {
+		return s.errorResponse(r, err, activityID)
+	}
+
+	info := RequestInfo{
+		Op: op, Method: r.Method, Path: r.URL.Path,
+		Database: rt.database, Container: rt.container, ItemID: rt.item,
+		PartitionKey:        r.Header.Get(hdrPartitionKey),
+		PartitionKeyRangeID: r.Header.Get(hdrPartitionKeyRangeID),
+		Body:                body,
+	}
+	fault, faulted := s.faults.match(info)
+	if faulted && fault.Kind != FaultLoseResponse {
+		return s.faultResponse(r, fault, activityID)
+	}
+
+	resp := s.execute(r, rt, op, body, bodyErr, activityID)
+	if faulted { // FaultLoseResponse: executed and committed, answer lost
+		return &response{drop: true}
+	}
+	return resp
+}
+
+// execute runs the operation and renders its answer.
+func (s *Server) execute(r *http.Request, rt route, op Op, body []byte, bodyErr error, activityID string) *response {
+	if bodyErr != nil {
+		return s.errorResponse(r, bodyErr, activityID)
+	}
+	res, err := s.dispatch(&request{http: r, route: rt, op: op, body: body})
+	if err != nil {
+		return s.errorResponse(r, err, activityID)
+	}
+	return s.successResponse(r, res, activityID)
+}
+
+func readBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
+	if err != nil {
+		return nil, badRequest("could not read the request body: %v", err)
+	}
+	if len(body) > maxRequestBody {
+		return nil, tooLarge()
+	}
+	return body, nil
+}
+
+func (s *Server) waitLatency(ctx context.Context) error {
+	d := time.Duration(s.latency.Load())
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// request is what a handler needs of an incoming request.
+type request struct {
+	http  *http.Request
+	route route
+	op    Op
+	body  []byte
+}
+
+func (q *request) header(name string) string { return q.http.Header.Get(name) }
+
+func (q *request) flag(name string) bool { return isTrue(q.http.Header.Get(name)) }
+
+// preferMinimal reports `Prefer: return=minimal`: write responses carry no
+// body (the etag header still does).
+func (q *request) preferMinimal() bool {
+	return strings.EqualFold(strings.TrimSpace(q.header(hdrPrefer)), "return=minimal")
+}
+
+// isTrue reads a boolean header the way the gateway does: "True" (REST docs)
+// and "true" (Go SDK) alike.
+func isTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }
+
+// result is a handler's successful answer.
+type result struct {
+	status  int
+	body    []byte // nil: no body
+	etag    string
+	charge  float64
+	header  http.Header // extra headers (continuation, item count...)
+	session string      // x-ms-session-token; "" keeps the metadata LSN's
+	lsn     int64
+}
+
+func (s *Server) dispatch(q *request) (*result, error) {
+	switch q.op {
+	case OpReadAccount:
+		return s.readAccount(q)
+	case OpListDatabases:
+		return s.listDatabases(q)
+	case OpCreateDatabase:
+		return s.createDatabase(q)
+	case OpReadDatabase:
+		return s.readDatabase(q)
+	case OpDeleteDatabase:
+		return s.deleteDatabase(q)
+	case OpListContainers:
+		return s.listContainers(q)
+	case OpCreateContainer:
+		return s.createContainer(q)
+	case OpReadContainer:
+		return s.readContainer(q)
+	case OpReplaceContainer:
+		return s.replaceContainer(q)
+	case OpDeleteContainer:
+		return s.deleteContainer(q)
+	case OpCreateItem, OpUpsertItem:
+		return s.createOrUpsertItem(q)
+	case OpReadItem:
+		return s.readItem(q)
+	case OpReplaceItem:
+		return s.replaceItem(q)
+	case OpDeleteItem:
+		return s.deleteItem(q)
+	case OpPatchItem:
+		return s.patchItem(q)
+	case OpBatch:
+		return s.executeBatch(q)
+	case OpQuery:
+		return s.queryItems(q)
+	case OpReadFeed:
+		return s.readFeed(q)
+	case OpReadPartitionKeyRanges:
+		return s.readPartitionKeyRanges(q)
+	}
+	return nil, newError(http.StatusMethodNotAllowed, "The requested verb %s is not supported on %s.", q.http.Method, q.http.URL.Path)
+}
+
+// commonHeaders are on every answer, success or refusal.
+func (s *Server) commonHeaders(r *http.Request, activityID string) http.Header {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set(hdrActivityID, activityID)
+	version := r.Header.Get(hdrVersion)
+	if version == "" {
+		version = "2020-11-05"
+	}
+	h.Set(hdrVersion, version)
+	h.Set("Date", s.now().UTC().Format(http.TimeFormat))
+	lsn := s.currentMetadataLSN() // answers about one container replace it
+	h.Set(hdrSessionToken, sessionToken("0", lsn))
+	h.Set(hdrLSN, strconv.FormatInt(lsn, 10))
+	return h
+}
+
+func (s *Server) successResponse(r *http.Request, res *result, activityID string) *response {
+	h := s.commonHeaders(r, activityID)
+	for k, v := range res.header {
+		h[k] = v
+	}
+	charge := roundCharge(res.charge)
+	s.counters.charge(charge)
+	h.Set(hdrRequestCharge, formatCharge(charge))
+	if res.session != "" {
+		h.Set(hdrSessionToken, res.session)
+		h.Set(hdrLSN, strconv.FormatInt(res.lsn, 10))
+	}
+	if res.etag != "" {
+		h.Set("etag", res.etag)
+	}
+	return &response{status: res.status, header: h, body: res.body}
+}
+
+func (s *Server) errorResponse(r *http.Request, err error, activityID string) *response {
+	var ce *cosmosError
+	if !errors.As(err, &ce) {
+		ce = newError(http.StatusInternalServerError, "%v", err)
+	}
+	h := s.commonHeaders(r, activityID)
+	s.counters.charge(chargeRefusal)
+	h.Set(hdrRequestCharge, formatCharge(chargeRefusal))
+	if ce.subStatus != 0 {
+		h.Set(hdrSubStatus, strconv.Itoa(ce.subStatus))
+	}
+	return &response{status: ce.status, header: h, body: errorBody(ce, activityID)}
+}
+
+func (s *Server) currentMetadataLSN() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.metadataLSN
+}
+
+func sessionToken(rangeID string, lsn int64) string {
+	return rangeID + ":-1#" + strconv.FormatInt(lsn, 10)
+}
+
+// randomBytes fills n bytes from crypto/rand; a failure there means the
+// platform is broken, so it panics rather than hand out colliding ids.
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic("fakecosmos: crypto/rand failed: " + err.Error())
+	}
+	return b
+}

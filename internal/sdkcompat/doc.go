@@ -1,0 +1,4 @@
+// Package sdkcompat checks that Microsoft's official Go SDK (azcosmos) works
+// against `cdb emulator` as it works against a real account. It is its own
+// module so that the cdb library never depends on the SDK.
+package sdkcompat

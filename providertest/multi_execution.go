@@ -1,0 +1,4 @@
+package providertest
+
+// multi_executionTests: duroxide's provider_validation/multi_execution.rs, not ported yet.
+func multiExecutionTests() []Test { return nil }

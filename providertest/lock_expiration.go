@@ -1,4 +1,318 @@
 package providertest
 
-// lock_expirationTests: duroxide's provider_validation/lock_expiration.rs, not ported yet.
-func lockExpirationTests() []Test { return nil }
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// lockExpirationTests is duroxide's provider_validation/lock_expiration.rs.
+func lockExpirationTests() []Test {
+	return []Test{
+		{Name: "TestLockExpiresAfterTimeout", Run: testLockExpiresAfterTimeout},
+		{Name: "TestAbandonReleasesLockImmediately", Run: testAbandonReleasesLockImmediately},
+		{Name: "TestLockRenewalOnAck", Run: testLockRenewalOnAck},
+		{Name: "TestConcurrentLockAttemptsRespectExpiration", Run: testConcurrentLockAttemptsRespectExpiration},
+		{Name: "TestWorkerLockRenewalSuccess", Run: testWorkerLockRenewalSuccess},
+		{Name: "TestWorkerLockRenewalInvalidToken", Run: testWorkerLockRenewalInvalidToken},
+		{Name: "TestWorkerLockRenewalAfterExpiration", Run: testWorkerLockRenewalAfterExpiration},
+		{Name: "TestWorkerLockRenewalExtendsTimeout", Run: testWorkerLockRenewalExtendsTimeout},
+		{Name: "TestWorkerLockRenewalAfterAck", Run: testWorkerLockRenewalAfterAck},
+		{Name: "TestAbandonWorkItemReleasesLock", Run: testAbandonWorkItemReleasesLock},
+		{Name: "TestAbandonWorkItemWithDelay", Run: testAbandonWorkItemWithDelay},
+		{Name: "TestWorkerAckFailsAfterLockExpiry", Run: testWorkerAckFailsAfterLockExpiry},
+		{Name: "TestOrchestrationLockRenewalAfterExpiration", Run: testOrchestrationLockRenewalAfterExpiration},
+	}
+}
+
+// testLockExpiresAfterTimeout (4.1): after expiry the instance is refetched
+// with a new token, and the old token can no longer ack.
+func testLockExpiresAfterTimeout(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lockTimeout := f.LockTimeout()
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
+	_, token := b1FetchOrch(ctx, t, p, lockTimeout)
+
+	b1FetchOrchNone(ctx, t, p, lockTimeout, "the instance is locked")
+
+	time.Sleep(lockTimeout + 100*time.Millisecond)
+
+	item2, token2 := b1FetchOrch(ctx, t, p, lockTimeout, "the instance must be fetchable after its lock expired")
+	assert.Equal(t, "instance-A", item2.Instance)
+	assert.NotEqual(t, token, token2, "Should have new lock token")
+
+	err := p.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil)
+	assert.Error(t, err, "the expired token must no longer ack")
+}
+
+// testAbandonReleasesLockImmediately (4.2): abandon (no delay) makes the
+// instance fetchable at once.
+func testAbandonReleasesLockImmediately(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lockTimeout := f.LockTimeout()
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
+	_, token := b1FetchOrch(ctx, t, p, lockTimeout)
+
+	b1FetchOrchNone(ctx, t, p, lockTimeout, "the instance is locked")
+
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token, 0, false))
+
+	item2, _ := b1FetchOrch(ctx, t, p, lockTimeout, "abandon must release the lock at once")
+	assert.Equal(t, "instance-A", item2.Instance)
+}
+
+// testLockRenewalOnAck (4.3): a message enqueued during the lock stays
+// invisible until the ack releases the lock, then is fetchable at once.
+func testLockRenewalOnAck(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lockTimeout := f.LockTimeout()
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
+	_, token := b1FetchOrch(ctx, t, p, lockTimeout)
+
+	b1FetchOrchNone(ctx, t, p, lockTimeout, "the instance is locked")
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
+	b1FetchOrchNone(ctx, t, p, lockTimeout, "the new message must wait for the lock")
+
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
+		[]cdb.Event{b1StartedEvent(1, "instance-A")}, nil, nil, cdb.ExecutionMetadata{}, nil))
+
+	item2, _ := b1FetchOrch(ctx, t, p, lockTimeout, "the new message must be fetchable right after the ack")
+	assert.Equal(t, "instance-A", item2.Instance)
+}
+
+// testConcurrentLockAttemptsRespectExpiration (4.4): staggered concurrent
+// fetches during the lock all find nothing; after the lock's remaining time
+// the instance is fetchable.
+func testConcurrentLockAttemptsRespectExpiration(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lockTimeout := f.LockTimeout()
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
+	b1FetchOrch(ctx, t, p, lockTimeout)
+
+	type result struct {
+		instance string // "" when the fetch found no work
+		err      error
+	}
+	results := make([]result, 5)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * 50 * time.Millisecond) // stagger the attempts
+			item, _, _, err := p.FetchOrchestrationItem(ctx, lockTimeout, noPoll, nil)
+			results[i].err = err
+			if item != nil {
+				results[i].instance = item.Instance
+			}
+		}(i)
+	}
+
+	time.Sleep(200 * time.Millisecond)
+	wg.Wait()
+	for i, r := range results {
+		require.NoError(t, r.err, "fetcher %d", i)
+		assert.Empty(t, r.instance, "fetcher %d must find the instance locked", i)
+	}
+
+	wait := 100 * time.Millisecond
+	if lockTimeout > 200*time.Millisecond {
+		wait += lockTimeout - 200*time.Millisecond
+	}
+	time.Sleep(wait)
+
+	item2, _ := b1FetchOrch(ctx, t, p, lockTimeout, "the instance must be fetchable after its lock expired")
+	assert.Equal(t, "instance-A", item2.Instance)
+}
+
+// testWorkerLockRenewalSuccess (4.5): a valid worker lock renews, and the
+// item stays locked.
+func testWorkerLockRenewalSuccess(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lockTimeout := f.LockTimeout()
+
+	require.NoError(t, p.EnqueueForWorker(ctx, b1ActivityExecute("test-instance", 1)))
+	_, token := b1FetchWork(ctx, t, p, lockTimeout)
+
+	b1FetchWorkNone(ctx, t, p, lockTimeout, "the item is locked")
+
+	time.Sleep(100 * time.Millisecond) // activity in progress
+
+	require.NoError(t, p.RenewWorkItemLock(ctx, token, lockTimeout))
+
+	b1FetchWorkNone(ctx, t, p, lockTimeout, "the item must still be locked after renewal")
+}
+
+// testWorkerLockRenewalInvalidToken (4.6): renewing an unknown token fails.
+func testWorkerLockRenewalInvalidToken(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+
+	err := p.RenewWorkItemLock(ctx, "invalid-token-123", 30*time.Second)
+	assert.Error(t, err, "Should fail with invalid token")
+}
+
+// testWorkerLockRenewalAfterExpiration (4.7): renewing an expired worker lock
+// (1s) fails.
+func testWorkerLockRenewalAfterExpiration(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+
+	require.NoError(t, p.EnqueueForWorker(ctx, b1ActivityExecute("test-instance", 1)))
+
+	const shortTimeout = time.Second
+	_, token := b1FetchWork(ctx, t, p, shortTimeout)
+
+	// duroxide sleeps factory.lock_timeout() + 100ms here, which outlasts the
+	// 1s lock for its factories (1s and 30s); a factory with a shorter lock
+	// timeout still has to wait the 1s lock out.
+	wait := f.LockTimeout()
+	if wait < shortTimeout {
+		wait = shortTimeout
+	}
+	time.Sleep(wait + 100*time.Millisecond)
+
+	err := p.RenewWorkItemLock(ctx, token, f.LockTimeout())
+	assert.Error(t, err, "Should fail to renew expired lock")
+}
+
+// testWorkerLockRenewalExtendsTimeout (4.8): renewing at 60% of the lock
+// keeps the item locked past the original expiry.
+func testWorkerLockRenewalExtendsTimeout(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lockTimeout := f.LockTimeout()
+	const instance = "test-lock-renewal-extends"
+
+	// A running orchestration that schedules the activity.
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem(instance), 0))
+	_, orchToken := b1FetchOrch(ctx, t, p, lockLong)
+	require.NoError(t, p.AckOrchestrationItem(ctx, orchToken, cdb.InitialExecutionID,
+		[]cdb.Event{b1StartedEvent(cdb.InitialEventID, instance)},
+		[]cdb.WorkItem{b1ActivityExecute(instance, 1)}, nil,
+		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), Status: ptr("Running")}, nil))
+
+	_, token := b1FetchWork(ctx, t, p, lockTimeout)
+
+	preRenewal := time.Duration(float64(lockTimeout) * 0.6)
+	time.Sleep(preRenewal)
+
+	// Renewed at ~0.6x for 1.0x: the lock now ends at ~1.6x.
+	require.NoError(t, p.RenewWorkItemLock(ctx, token, lockTimeout))
+
+	// At ~1.0x the original lock would have expired.
+	time.Sleep(lockTimeout - preRenewal)
+
+	b1FetchWorkNone(ctx, t, p, lockTimeout, "Item should still be locked after renewal")
+}
+
+// testWorkerLockRenewalAfterAck (4.9): renewing an acked item's lock fails.
+func testWorkerLockRenewalAfterAck(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lockTimeout := f.LockTimeout()
+
+	require.NoError(t, p.EnqueueForWorker(ctx, b1ActivityExecute("test-instance", 1)))
+	_, token := b1FetchWork(ctx, t, p, lockTimeout)
+
+	require.NoError(t, p.AckWorkItem(ctx, token, b1ActivityCompleted("test-instance", 1, "done")))
+
+	err := p.RenewWorkItemLock(ctx, token, lockTimeout)
+	assert.Error(t, err, "Should fail to renew after ack")
+}
+
+// testAbandonWorkItemReleasesLock: an abandoned worker item is refetchable at
+// once, under a new token.
+func testAbandonWorkItemReleasesLock(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lockTimeout := f.LockTimeout()
+
+	require.NoError(t, p.EnqueueForWorker(ctx, b1ActivityExecute("test-abandon-work", 1)))
+
+	item, token := b1FetchWork(ctx, t, p, lockTimeout)
+	assert.IsType(t, cdb.ActivityExecute{}, item)
+
+	b1FetchWorkNone(ctx, t, p, lockTimeout, "Item should be locked")
+
+	require.NoError(t, p.AbandonWorkItem(ctx, token, 0, false))
+
+	item2, token2 := b1FetchWork(ctx, t, p, lockTimeout, "the abandoned item must be fetchable at once")
+	assert.IsType(t, cdb.ActivityExecute{}, item2)
+	assert.NotEqual(t, token, token2, "Should have new lock token")
+
+	require.NoError(t, p.AckWorkItem(ctx, token2, b1ActivityCompleted("test-abandon-work", 1, "done")))
+}
+
+// testAbandonWorkItemWithDelay: a worker item abandoned with a 500ms delay is
+// invisible until the delay has passed.
+func testAbandonWorkItemWithDelay(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lockTimeout := f.LockTimeout()
+
+	require.NoError(t, p.EnqueueForWorker(ctx, b1ActivityExecute("test-abandon-delay", 1)))
+	_, token := b1FetchWork(ctx, t, p, lockTimeout)
+
+	const delay = 500 * time.Millisecond
+	require.NoError(t, p.AbandonWorkItem(ctx, token, delay, false))
+
+	b1FetchWorkNone(ctx, t, p, lockTimeout, "Item should be delayed, not immediately available")
+
+	time.Sleep(delay + 100*time.Millisecond)
+
+	item2, token2 := b1FetchWork(ctx, t, p, lockTimeout, "the item must be fetchable after the delay")
+	assert.IsType(t, cdb.ActivityExecute{}, item2)
+
+	require.NoError(t, p.AckWorkItem(ctx, token2, b1ActivityCompleted("test-abandon-delay", 1, "done")))
+}
+
+// testWorkerAckFailsAfterLockExpiry: acking after the 1s worker lock expired
+// fails even though nobody took the item, and the item stays queued.
+func testWorkerAckFailsAfterLockExpiry(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+
+	require.NoError(t, p.EnqueueForWorker(ctx, b1ActivityExecute("ack-expiry-test", 1)))
+
+	const shortTimeout = time.Second
+	_, token := b1FetchWork(ctx, t, p, shortTimeout)
+
+	time.Sleep(shortTimeout + 200*time.Millisecond)
+
+	err := p.AckWorkItem(ctx, token, b1ActivityCompleted("ack-expiry-test", 1, "done"))
+	assert.Error(t, err, "Ack must fail when worker lock has expired")
+
+	b1FetchWork(ctx, t, p, 5*time.Second, "Item should still be refetchable after expired ack was rejected")
+}
+
+// testOrchestrationLockRenewalAfterExpiration: renewing an expired
+// orchestration lock fails.
+func testOrchestrationLockRenewalAfterExpiration(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lockTimeout := f.LockTimeout()
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("orch-renewal-expiry"), 0))
+	_, token := b1FetchOrch(ctx, t, p, lockTimeout)
+
+	time.Sleep(lockTimeout + 100*time.Millisecond)
+
+	err := p.RenewOrchestrationItemLock(ctx, token, lockTimeout)
+	assert.Error(t, err, "Should fail to renew expired orchestration lock")
+}

@@ -1,4 +1,235 @@
 package providertest
 
-// poison_messageTests: duroxide's provider_validation/poison_message.rs, not ported yet.
-func poisonMessageTests() []Test { return nil }
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// poisonMessageTests is duroxide's provider_validation/poison_message.rs:
+// attempt counts start at 1, grow with every fetch, shrink with
+// ignore_attempt abandons (never below 0) and are the batch maximum.
+func poisonMessageTests() []Test {
+	return []Test{
+		{Name: "TestOrchestrationAttemptCountStartsAtOne", Run: testOrchestrationAttemptCountStartsAtOne},
+		{Name: "TestOrchestrationAttemptCountIncrementsOnRefetch", Run: testOrchestrationAttemptCountIncrementsOnRefetch},
+		{Name: "TestWorkerAttemptCountStartsAtOne", Run: testWorkerAttemptCountStartsAtOne},
+		{Name: "TestWorkerAttemptCountIncrementsOnLockExpiry", Run: testWorkerAttemptCountIncrementsOnLockExpiry},
+		{Name: "TestAttemptCountIsPerMessage", Run: testAttemptCountIsPerMessage},
+		{Name: "TestAbandonWorkItemIgnoreAttemptDecrements", Run: testAbandonWorkItemIgnoreAttemptDecrements},
+		{Name: "TestAbandonOrchestrationItemIgnoreAttemptDecrements", Run: testAbandonOrchestrationItemIgnoreAttemptDecrements},
+		{Name: "TestIgnoreAttemptNeverGoesNegative", Run: testIgnoreAttemptNeverGoesNegative},
+		{Name: "TestMaxAttemptCountAcrossMessageBatch", Run: testMaxAttemptCountAcrossMessageBatch},
+	}
+}
+
+// pmFetchOrch fetches an orchestration item that must be present.
+func pmFetchOrch(ctx context.Context, t *testing.T, p cdb.Provider, lock time.Duration) (*cdb.OrchestrationItem, string, uint32) {
+	t.Helper()
+	item, token, attempt, err := p.FetchOrchestrationItem(ctx, lock, noPoll, nil)
+	require.NoError(t, err, "fetch should succeed")
+	require.NotNil(t, item, "item should be present")
+	return item, token, attempt
+}
+
+// pmFetchWork fetches a worker item (default tag filter) that must be present.
+func pmFetchWork(ctx context.Context, t *testing.T, p cdb.Provider, lock time.Duration) (cdb.WorkItem, string, uint32) {
+	t.Helper()
+	item, token, attempt, err := p.FetchWorkItem(ctx, lock, noPoll, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err, "fetch should succeed")
+	require.NotNil(t, item, "item should be present")
+	return item, token, attempt
+}
+
+// pmAckEmpty acks an orchestration turn with nothing in it.
+func pmAckEmpty(ctx context.Context, t *testing.T, p cdb.Provider, token string) {
+	t.Helper()
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID, nil, nil, nil,
+		cdb.ExecutionMetadata{}, nil), "ack should succeed")
+}
+
+// pmActivity is the TestActivity worker item of instance.
+func pmActivity(instance string) cdb.ActivityExecute {
+	return b2Activity(instance, cdb.InitialExecutionID, 1, "TestActivity", "{}")
+}
+
+func testOrchestrationAttemptCountStartsAtOne(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lock := f.LockTimeout()
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("poison-test-1"), 0))
+	_, token, attempt := pmFetchOrch(ctx, t, p, lock)
+	require.Equal(t, uint32(1), attempt, "First fetch should have attempt_count = 1")
+	pmAckEmpty(ctx, t, p, token)
+}
+
+func testOrchestrationAttemptCountIncrementsOnRefetch(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lock := f.LockTimeout()
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("poison-test-2"), 0))
+
+	_, token1, attempt1 := pmFetchOrch(ctx, t, p, lock)
+	require.Equal(t, uint32(1), attempt1, "First fetch should have attempt_count = 1")
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token1, 0, false), "abandon should succeed")
+
+	_, token2, attempt2 := pmFetchOrch(ctx, t, p, lock)
+	require.Equal(t, uint32(2), attempt2, "Second fetch should have attempt_count = 2")
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token2, 0, false), "abandon should succeed")
+
+	_, token3, attempt3 := pmFetchOrch(ctx, t, p, lock)
+	require.Equal(t, uint32(3), attempt3, "Third fetch should have attempt_count = 3")
+	pmAckEmpty(ctx, t, p, token3)
+}
+
+func testWorkerAttemptCountStartsAtOne(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lock := f.LockTimeout()
+	const inst = "poison-test-3"
+
+	require.NoError(t, p.EnqueueForWorker(ctx, pmActivity(inst)))
+	item, token, attempt := pmFetchWork(ctx, t, p, lock)
+	require.Equal(t, uint32(1), attempt, "First fetch should have attempt_count = 1")
+	require.NoError(t, p.AckWorkItem(ctx, token, b2Completed(inst, cdb.InitialExecutionID, 1, "done")), "ack should succeed")
+	require.IsType(t, cdb.ActivityExecute{}, item)
+}
+
+func testWorkerAttemptCountIncrementsOnLockExpiry(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	shortLock := time.Second
+	const inst = "poison-test-4"
+
+	require.NoError(t, p.EnqueueForWorker(ctx, pmActivity(inst)))
+	_, _, attempt1 := pmFetchWork(ctx, t, p, shortLock)
+	require.Equal(t, uint32(1), attempt1, "First fetch should have attempt_count = 1")
+
+	time.Sleep(1100 * time.Millisecond)
+
+	_, token2, attempt2 := pmFetchWork(ctx, t, p, shortLock)
+	require.Equal(t, uint32(2), attempt2, "Second fetch after lock expiry should have attempt_count = 2")
+	require.NoError(t, p.AckWorkItem(ctx, token2, b2Completed(inst, cdb.InitialExecutionID, 1, "done")), "ack should succeed")
+}
+
+func testAttemptCountIsPerMessage(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lock := f.LockTimeout()
+
+	require.NoError(t, p.EnqueueForWorker(ctx, b2Activity("poison-test-5a", cdb.InitialExecutionID, 1, "Activity1", "{}")))
+	require.NoError(t, p.EnqueueForWorker(ctx, b2Activity("poison-test-5b", cdb.InitialExecutionID, 2, "Activity2", "{}")))
+
+	item1, token1, attempt1 := pmFetchWork(ctx, t, p, lock)
+	require.Equal(t, uint32(1), attempt1, "First item first fetch should have attempt_count = 1")
+	item2, token2, attempt2 := pmFetchWork(ctx, t, p, lock)
+	require.Equal(t, uint32(1), attempt2, "Second item first fetch should have attempt_count = 1")
+
+	activity1, ok := item1.(cdb.ActivityExecute)
+	require.True(t, ok, "Expected ActivityExecute, got %T", item1)
+	activity2, ok := item2.(cdb.ActivityExecute)
+	require.True(t, ok, "Expected ActivityExecute, got %T", item2)
+	require.NotEqual(t, activity1.ID, activity2.ID, "Should be different items")
+
+	require.NoError(t, p.AckWorkItem(ctx, token1, b2Completed("poison-test-5a", cdb.InitialExecutionID, activity1.ID, "done")), "ack should succeed")
+	require.NoError(t, p.AckWorkItem(ctx, token2, b2Completed("poison-test-5b", cdb.InitialExecutionID, activity2.ID, "done")), "ack should succeed")
+}
+
+func testAbandonWorkItemIgnoreAttemptDecrements(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lock := f.LockTimeout()
+	const inst = "poison-test-ignore-1"
+
+	require.NoError(t, p.EnqueueForWorker(ctx, pmActivity(inst)))
+
+	_, token1, attempt1 := pmFetchWork(ctx, t, p, lock)
+	require.Equal(t, uint32(1), attempt1, "First fetch should have attempt_count = 1")
+	require.NoError(t, p.AbandonWorkItem(ctx, token1, 0, false), "abandon should succeed")
+
+	_, token2, attempt2 := pmFetchWork(ctx, t, p, lock)
+	require.Equal(t, uint32(2), attempt2, "Second fetch should have attempt_count = 2")
+	require.NoError(t, p.AbandonWorkItem(ctx, token2, 0, true), "abandon with ignore_attempt should succeed")
+
+	_, token3, attempt3 := pmFetchWork(ctx, t, p, lock)
+	require.Equal(t, uint32(2), attempt3, "Third fetch should have attempt_count = 2 (decremented then re-incremented)")
+	require.NoError(t, p.AckWorkItem(ctx, token3, b2Completed(inst, cdb.InitialExecutionID, 1, "done")), "ack should succeed")
+}
+
+func testAbandonOrchestrationItemIgnoreAttemptDecrements(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lock := f.LockTimeout()
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("poison-test-ignore-2"), 0))
+
+	_, token1, attempt1 := pmFetchOrch(ctx, t, p, lock)
+	require.Equal(t, uint32(1), attempt1, "First fetch should have attempt_count = 1")
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token1, 0, false), "abandon should succeed")
+
+	_, token2, attempt2 := pmFetchOrch(ctx, t, p, lock)
+	require.Equal(t, uint32(2), attempt2, "Second fetch should have attempt_count = 2")
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token2, 0, true), "abandon with ignore_attempt should succeed")
+
+	_, token3, attempt3 := pmFetchOrch(ctx, t, p, lock)
+	require.Equal(t, uint32(2), attempt3, "Third fetch should have attempt_count = 2 (decremented then re-incremented)")
+	pmAckEmpty(ctx, t, p, token3)
+}
+
+func testIgnoreAttemptNeverGoesNegative(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lock := f.LockTimeout()
+	const inst = "poison-test-never-neg"
+
+	require.NoError(t, p.EnqueueForWorker(ctx, pmActivity(inst)))
+
+	_, token1, attempt1 := pmFetchWork(ctx, t, p, lock)
+	require.Equal(t, uint32(1), attempt1, "First fetch should have attempt_count = 1")
+	require.NoError(t, p.AbandonWorkItem(ctx, token1, 0, true), "abandon with ignore_attempt should succeed")
+
+	_, token2, attempt2 := pmFetchWork(ctx, t, p, lock)
+	require.Equal(t, uint32(1), attempt2, "Second fetch should have attempt_count = 1")
+	require.NoError(t, p.AbandonWorkItem(ctx, token2, 0, true), "abandon with ignore_attempt should succeed")
+
+	_, token3, attempt3 := pmFetchWork(ctx, t, p, lock)
+	require.Equal(t, uint32(1), attempt3, "Attempt count should not go below 0 - third fetch should have attempt_count = 1")
+	require.NoError(t, p.AckWorkItem(ctx, token3, b2Completed(inst, cdb.InitialExecutionID, 1, "done")), "ack should succeed")
+}
+
+// The attempt count of a batch is the maximum over its messages: a message
+// that joins an often-retried batch does not reset it.
+func testMaxAttemptCountAcrossMessageBatch(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lock := f.LockTimeout()
+	const inst = "poison-batch-test"
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem(inst), 0))
+
+	item1, token1, attempt1 := pmFetchOrch(ctx, t, p, lock)
+	require.Equal(t, uint32(1), attempt1, "First fetch should have attempt_count = 1")
+	require.Len(t, item1.Messages, 1, "Should have 1 message")
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token1, 0, false), "abandon should succeed")
+
+	_, token2, attempt2 := pmFetchOrch(ctx, t, p, lock)
+	require.Equal(t, uint32(2), attempt2, "Second fetch should have attempt_count = 2")
+
+	// A completion arrives while the lock is held.
+	require.NoError(t, p.EnqueueForOrchestrator(ctx,
+		b2Completed(inst, cdb.InitialExecutionID, 1, "activity result"), 0), "enqueue should succeed")
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token2, 0, false), "abandon should succeed")
+
+	// The start is now at attempt 3, the completion at 1: the batch reports 3.
+	item3, token3, attempt3 := pmFetchOrch(ctx, t, p, lock)
+	require.Len(t, item3.Messages, 2, "Should have 2 messages in the batch")
+	require.Equal(t, uint32(3), attempt3,
+		"Attempt count should be MAX across messages (3), not the newer message's count (1)")
+	pmAckEmpty(ctx, t, p, token3)
+}

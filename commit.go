@@ -1,0 +1,517 @@
+package cdb
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Ending an instance lock: the ack commits a turn in exactly one
+// transactional batch (R1); abandon and renew are one batch each.
+
+// tombstoneTTL is how long a cancelled activity's tombstone lives, in
+// seconds; it only has to outlive the worker that held the activity.
+const tombstoneTTL = 24 * 60 * 60
+
+// AckOrchestrationItem commits a turn atomically: the instance document
+// (which releases the lock), the consumed messages, the turn's history,
+// the execution, new queue items, cancellations, and an outbox document for
+// everything that belongs to other partitions or would not fit.
+func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken string, executionID uint64, historyDelta []Event, workerItems, orchestratorItems []WorkItem, metadata ExecutionMetadata, cancelledActivities []ScheduledActivityIdentifier) error {
+	const op = "ack_orchestration_item"
+	lock, ok := p.orchLocks.get(lockToken)
+	if !ok {
+		return Permanent(op, "Invalid lock token")
+	}
+	lock.mu.Lock()
+	defer lock.mu.Unlock()
+	if lock.done {
+		return Permanent(op, "Invalid lock token: the lock was already acked or abandoned")
+	}
+	if p.nowMs() >= lock.lockedUntil.Load() {
+		return Permanent(op, "Instance lock expired")
+	}
+	plan, err := p.planAck(op, lock, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)
+	if err != nil {
+		return err
+	}
+	if err := p.commit(ctx, op, lock, plan); err != nil {
+		return err
+	}
+	p.afterCommit(lock, plan)
+	if plan.outbox != nil {
+		p.outbox.deliverNow(ctx, *plan.outbox)
+	}
+	return nil
+}
+
+// ackPlan is a turn's commit, ready to send.
+type ackPlan struct {
+	batch       *TransactionalBatch
+	inst        instanceDoc
+	state       *instanceState
+	outbox      *outboxDoc
+	newMessages []time.Time // visibility of messages this commit writes for the instance itself
+	newWork     bool
+}
+
+// ackWriter collects the batch operations of one ack, folding what would
+// push the batch past its operation limit into the outbox (R1).
+type ackWriter struct {
+	p      *CosmosProvider
+	op     string
+	pk     string
+	token  string
+	now    int64
+	fixed  int // operations that must be in the batch
+	docs   []pendingDoc
+	outbox []outboxEntry
+	remote []outboxEntry
+}
+
+type pendingDoc struct {
+	body    []byte
+	upsert  bool
+	message bool // an orchestrator message (else a worker item or tombstone)
+}
+
+func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID uint64, delta []Event, workerItems, orchItems []WorkItem, md ExecutionMetadata, cancelled []ScheduledActivityIdentifier) (*ackPlan, error) {
+	state := lock.state
+	existing := map[uint64]bool{}
+	if executionID == state.exec {
+		existing = state.eventIDs
+	}
+	if err := checkEventIDs(op, existing, delta); err != nil {
+		return nil, err
+	}
+	now := p.nowMs()
+	inst := nextInstanceDoc(lock, executionID, delta, md, now)
+	execDoc := nextExecutionDoc(lock, executionID, md, now)
+	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now}
+
+	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+	instBody, err := json.Marshal(withoutETag(inst))
+	if err != nil {
+		return nil, Permanent(op, fmt.Sprintf("encode instance: %v", err))
+	}
+	etag := lock.inst.ETag
+	b.ReplaceItem(instanceDocID, instBody, &TransactionalBatchItemOptions{IfMatch: &etag})
+	for _, m := range lock.messages {
+		b.DeleteItem(m.ID, nil)
+	}
+	var hist historyDoc
+	if len(delta) > 0 {
+		body, d, err := encodeHistory(inst.Instance, lock.pk, executionID, delta)
+		if err != nil {
+			return nil, Permanent(op, err.Error())
+		}
+		hist = d
+		b.CreateItem(body, nil)
+		execDoc.Events += len(delta)
+		execDoc.Bytes += d.Bytes
+	}
+	execBody, err := json.Marshal(execDoc)
+	if err != nil {
+		return nil, Permanent(op, fmt.Sprintf("encode execution: %v", err))
+	}
+	b.UpsertItem(execBody, nil)
+	w.fixed = b.Len() + 1 // and the outbox document, should there be one
+
+	plan := &ackPlan{batch: b, inst: inst}
+	if err := w.addWork(workerItems, cancelled, inst.Pinned); err != nil {
+		return nil, err
+	}
+	plan.newWork = len(workerItems) > 0
+	for _, item := range orchItems {
+		visible, err := w.addMessage(item)
+		if err != nil {
+			return nil, err
+		}
+		if item.InstanceID() == inst.Instance {
+			plan.newMessages = append(plan.newMessages, visible)
+		}
+	}
+	if err := w.addCancellations(cancelled, workerItems); err != nil {
+		return nil, err
+	}
+	outbox, err := w.flush(b, inst.Instance)
+	if err != nil {
+		return nil, err
+	}
+	plan.outbox = outbox
+	plan.state = nextState(state, inst, executionID, execDoc, delta, hist)
+	return plan, nil
+}
+
+func withoutETag(d instanceDoc) instanceDoc {
+	d.ETag = ""
+	return d
+}
+
+// nextInstanceDoc applies a turn to the instance document (reference §2.3
+// steps 3, 5, 6, 8, 9) and releases the lock.
+func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event, md ExecutionMetadata, now int64) instanceDoc {
+	inst := lock.inst
+	if md.OrchestrationName != nil && md.OrchestrationVersion != nil {
+		if !inst.exists() {
+			inst.Parent = md.ParentInstanceID
+			inst.CreatedAt = now
+		}
+		inst.Name = *md.OrchestrationName
+		inst.Version = md.OrchestrationVersion
+	}
+	if executionID > inst.CurrentExec {
+		inst.CurrentExec = executionID
+		inst.Status, inst.Output, inst.Pinned = "Running", nil, nil
+	}
+	if executionID == inst.CurrentExec {
+		if inst.Status == "" {
+			inst.Status = "Running"
+		}
+		if md.PinnedDuroxideVersion != nil {
+			packed := md.PinnedDuroxideVersion.PackedVersion()
+			inst.Pinned = &packed
+		}
+		if md.Status != nil {
+			inst.Status, inst.Output = *md.Status, md.Output
+		}
+	}
+	if status, ok := lastCustomStatus(delta); ok {
+		inst.CustomStatus = status
+		inst.CustomVersion++
+	}
+	inst.LockToken, inst.LockedUntil = "", 0
+	inst.LastAck = lock.token
+	inst.Rev++
+	inst.UpdatedAt = now
+	return inst
+}
+
+// lastCustomStatus is the last CustomStatusUpdated of the delta.
+func lastCustomStatus(delta []Event) (*string, bool) {
+	var status *string
+	found := false
+	for _, e := range delta {
+		if u, ok := e.Kind.(CustomStatusUpdated); ok {
+			status, found = u.Status, true
+		}
+	}
+	return status, found
+}
+
+// nextExecutionDoc is the execution document after the turn, created when
+// the execution is new, never resetting a stored status.
+func nextExecutionDoc(lock *orchestrationLock, executionID uint64, md ExecutionMetadata, now int64) executionDoc {
+	var d executionDoc
+	if executionID == lock.state.exec && lock.state.execDoc != nil {
+		d = *lock.state.execDoc
+	} else {
+		d = executionDoc{
+			ID: executionDocID(executionID), PK: lock.pk, Type: docExecution, Instance: lock.inst.Instance,
+			Exec: executionID, Status: "Running", StartedAt: now,
+		}
+	}
+	if md.PinnedDuroxideVersion != nil {
+		packed := md.PinnedDuroxideVersion.PackedVersion()
+		d.Pinned = &packed
+	}
+	if md.Status != nil {
+		d.Status, d.Output = *md.Status, md.Output
+		if *md.Status != "Running" {
+			completed := now
+			d.CompletedAt = &completed
+		}
+	}
+	return d
+}
+
+// nextState is the cached state after the commit, so this process's next
+// fetch of the instance needs no load.
+func nextState(prev *instanceState, inst instanceDoc, executionID uint64, execDoc executionDoc, delta []Event, hist historyDoc) *instanceState {
+	s := &instanceState{rev: inst.Rev, exec: inst.CurrentExec, execDoc: &execDoc, eventIDs: map[uint64]bool{}}
+	if executionID != inst.CurrentExec {
+		return nil // a turn on an older execution: let the next fetch load
+	}
+	if executionID == prev.exec {
+		s.history = append(append([]Event(nil), prev.history...), delta...)
+		s.historyError = prev.historyError
+		for id := range prev.eventIDs {
+			s.eventIDs[id] = true
+		}
+	} else {
+		s.history = append([]Event(nil), delta...)
+	}
+	for _, id := range hist.EventIDs {
+		s.eventIDs[id] = true
+	}
+	if s.historyError != nil {
+		s.history = nil
+	}
+	sortEvents(s.history)
+	return s
+}
+
+// addWork adds the turn's new worker items.
+func (w *ackWriter) addWork(items []WorkItem, cancelled []ScheduledActivityIdentifier, pinned *uint64) error {
+	dropped := cancelledSet(cancelled)
+	for _, item := range items {
+		act, ok := item.(ActivityExecute)
+		if !ok {
+			return Permanent(w.op, fmt.Sprintf("worker item is a %s; only ActivityExecute goes to the worker queue", item.Kind()))
+		}
+		if dropped[ScheduledActivityIdentifier{Instance: act.Instance, ExecutionID: act.ExecutionID, ActivityID: act.ID}] {
+			continue // scheduled and cancelled in the same turn: nothing to do
+		}
+		body, err := w.p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), w.now)
+		if err != nil {
+			return Permanent(w.op, err.Error())
+		}
+		w.add(instancePartitionKey(act.Instance), pendingDoc{body: body})
+	}
+	return nil
+}
+
+func cancelledSet(cancelled []ScheduledActivityIdentifier) map[ScheduledActivityIdentifier]bool {
+	set := make(map[ScheduledActivityIdentifier]bool, len(cancelled))
+	for _, c := range cancelled {
+		set[c] = true
+	}
+	return set
+}
+
+// addMessage adds an orchestrator item: TimerFired becomes visible at its
+// fire time, everything else now.
+func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
+	visible := w.now
+	if t, ok := item.(TimerFired); ok {
+		visible = int64(t.FireAtMs)
+	}
+	target := item.InstanceID()
+	if err := validateInstanceID(w.op, target); err != nil {
+		return time.Time{}, err
+	}
+	id := "m|o|" + w.token + "|" + strconv.Itoa(len(w.docs)+len(w.remote))
+	body, err := w.p.newMessageDoc(item, id, visible)
+	if err != nil {
+		return time.Time{}, Permanent(w.op, err.Error())
+	}
+	w.add(instancePartitionKey(target), pendingDoc{body: body, message: true})
+	return time.UnixMilli(visible), nil
+}
+
+// addCancellations overwrites each cancelled activity's worker item with a
+// tombstone: an upsert succeeds whether the item is queued, held by a
+// worker (whose renew and ack then fail: the cancellation signal) or
+// already gone. Activities scheduled in this same turn were never written.
+func (w *ackWriter) addCancellations(cancelled []ScheduledActivityIdentifier, scheduled []WorkItem) error {
+	fresh := map[ScheduledActivityIdentifier]bool{}
+	for _, item := range scheduled {
+		if act, ok := item.(ActivityExecute); ok {
+			fresh[ScheduledActivityIdentifier{Instance: act.Instance, ExecutionID: act.ExecutionID, ActivityID: act.ID}] = true
+		}
+	}
+	for _, c := range cancelled {
+		if fresh[c] || c.Instance == "" {
+			continue
+		}
+		body, err := json.Marshal(queueDoc{
+			ID: workDocID(c.ExecutionID, c.ActivityID), PK: instancePartitionKey(c.Instance), Type: docWorkGone,
+			Instance: c.Instance, Exec: c.ExecutionID, Activity: c.ActivityID, TTL: tombstoneTTL,
+		})
+		if err != nil {
+			return Permanent(w.op, err.Error())
+		}
+		w.add(instancePartitionKey(c.Instance), pendingDoc{body: body, upsert: true})
+	}
+	return nil
+}
+
+// add places a document: in the batch when it belongs to this partition,
+// otherwise in the outbox.
+func (w *ackWriter) add(pk string, d pendingDoc) {
+	if pk != w.pk {
+		w.remote = append(w.remote, outboxEntry{PK: pk, Upsert: d.upsert, Doc: d.body})
+		return
+	}
+	w.docs = append(w.docs, d)
+}
+
+// flush writes the local documents into the batch, folding those beyond the
+// batch's operation limit into the outbox, and adds the outbox document.
+func (w *ackWriter) flush(b *TransactionalBatch, instance string) (*outboxDoc, error) {
+	room := MaxBatchOperations - w.fixed
+	inline := w.docs
+	if len(inline) > room {
+		inline = w.docs[:room]
+		for _, d := range w.docs[room:] {
+			w.outbox = append(w.outbox, outboxEntry{PK: w.pk, Upsert: d.upsert, Doc: d.body})
+		}
+	}
+	for _, d := range inline {
+		if d.upsert {
+			b.UpsertItem(d.body, nil)
+		} else {
+			b.CreateItem(d.body, nil)
+		}
+	}
+	entries := append(w.outbox, w.remote...)
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	doc := &outboxDoc{ID: "o|" + w.token, PK: w.pk, Type: docOutbox, Instance: instance, CreatedAt: w.now, Entries: entries}
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return nil, Permanent(w.op, err.Error())
+	}
+	b.CreateItem(body, nil)
+	return doc, nil
+}
+
+// commit sends the ack's batch. A lost response is resolved by reading the
+// instance document: LastAck names the commit that wrote it (R8).
+func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrationLock, plan *ackPlan) error {
+	resp, err := p.container.ExecuteTransactionalBatch(ctx, plan.batch, nil)
+	if err != nil {
+		if !IsOutcomeUnknown(err) {
+			return wrap(op, err)
+		}
+		inst, rerr := p.readInstance(ctx, lock.inst.Instance)
+		if rerr != nil || inst == nil || inst.LastAck != lock.token {
+			return wrap(op, err) // not committed (or cannot tell yet): the runtime retries
+		}
+		plan.inst.ETag = inst.ETag
+		return nil
+	}
+	if !resp.Success {
+		idx, ce, _ := resp.FailedOperation()
+		switch {
+		case idx == 0 && ce != nil && (ce.StatusCode == http.StatusPreconditionFailed || ce.StatusCode == http.StatusNotFound):
+			lock.done = true
+			p.orchLocks.remove(lock.token)
+			return Permanent(op, "Instance lock expired: another dispatcher took the instance, or it was deleted")
+		case ce != nil && ce.StatusCode == http.StatusConflict:
+			return Permanent(op, "duplicate event ids or items: history is append-only ("+ce.Message+")")
+		}
+		return batchFailure(op, resp)
+	}
+	plan.inst.ETag = resp.OperationResults[0].ETag
+	return nil
+}
+
+// afterCommit updates this process's view and hands the outbox to the relay.
+func (p *CosmosProvider) afterCommit(lock *orchestrationLock, plan *ackPlan) {
+	lock.done = true
+	p.orchLocks.remove(lock.token)
+	if plan.state != nil {
+		p.cache.put(lock.pk, plan.state)
+	} else {
+		p.cache.drop(lock.pk)
+	}
+	// The released instance may hold messages that arrived during the turn.
+	p.orchSignal.notify()
+	for _, t := range plan.newMessages {
+		p.announceMessage(t)
+	}
+	if plan.newWork {
+		p.workSignal.notify()
+	}
+}
+
+// AbandonOrchestrationItem releases the lock without committing; the
+// messages stay queued, visible after delay.
+func (p *CosmosProvider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
+	const op = "abandon_orchestration_item"
+	lock, ok := p.orchLocks.get(lockToken)
+	if !ok {
+		return Permanent(op, "Invalid lock token")
+	}
+	lock.mu.Lock()
+	defer lock.mu.Unlock()
+	if lock.done {
+		return Permanent(op, "Invalid lock token: the lock was already acked or abandoned")
+	}
+	if err := p.writeAbandon(ctx, lock, delay, ignoreAttempt); err != nil {
+		return wrap(op, err)
+	}
+	lock.done = true
+	p.orchLocks.remove(lockToken)
+	p.announceMessage(p.now().Add(max(delay, 0)))
+	return nil
+}
+
+// writeAbandon is the abandon batch: free the instance, and make the locked
+// messages visible again (after delay), giving back an attempt if asked.
+func (p *CosmosProvider) writeAbandon(ctx context.Context, lock *orchestrationLock, delay time.Duration, ignoreAttempt bool) error {
+	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+	var ops PatchOperations
+	ops.AppendSet("/lockToken", "")
+	ops.AppendSet("/lockedUntil", 0)
+	etag := lock.inst.ETag
+	b.PatchItem(instanceDocID, ops, &TransactionalBatchItemOptions{IfMatch: &etag})
+	visibleAt := p.now().Add(max(delay, 0)).UnixMilli()
+	for _, m := range lock.messages {
+		var mops PatchOperations
+		mops.AppendSet("/lockToken", "")
+		mops.AppendSet("/lockedUntil", 0)
+		if delay > 0 {
+			mops.AppendSet("/visibleAt", visibleAt)
+		}
+		if ignoreAttempt {
+			mops.AppendSet("/attempts", max(m.Attempts, 1)-1)
+		}
+		b.PatchItem(m.ID, mops, nil)
+	}
+	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+	if err != nil {
+		return err
+	}
+	if !resp.Success {
+		if idx, ce, _ := resp.FailedOperation(); idx == 0 && ce != nil && ce.StatusCode == http.StatusPreconditionFailed {
+			return Permanent("abandon_orchestration_item", "the lock expired and another dispatcher took the instance")
+		}
+		return batchFailure("abandon_orchestration_item", resp)
+	}
+	return nil
+}
+
+// RenewOrchestrationItemLock extends a lock that is still valid.
+func (p *CosmosProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
+	const op = "renew_orchestration_item_lock"
+	lock, ok := p.orchLocks.get(lockToken)
+	if !ok {
+		return Permanent(op, "Invalid lock token")
+	}
+	lock.mu.Lock()
+	defer lock.mu.Unlock()
+	now := p.nowMs()
+	if lock.done || now >= lock.lockedUntil.Load() {
+		return Permanent(op, "lock expired or released")
+	}
+	until := now + extendFor.Milliseconds()
+	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+	var ops PatchOperations
+	ops.AppendSet("/lockedUntil", until)
+	etag := lock.inst.ETag
+	b.PatchItem(instanceDocID, ops, &TransactionalBatchItemOptions{IfMatch: &etag})
+	for _, m := range lock.messages {
+		var mops PatchOperations
+		mops.AppendSet("/lockedUntil", until)
+		b.PatchItem(m.ID, mops, nil)
+	}
+	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+	if err != nil {
+		return wrap(op, err)
+	}
+	if !resp.Success {
+		lock.done = true
+		p.orchLocks.remove(lockToken)
+		return Permanent(op, "the lock was lost")
+	}
+	lock.inst.ETag = resp.OperationResults[0].ETag
+	lock.inst.LockedUntil = until
+	lock.lockedUntil.Store(until)
+	return nil
+}

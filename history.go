@@ -1,0 +1,292 @@
+package cdb
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+)
+
+// History is stored one document per ack (historyDoc): the events the turn
+// appended, encoded as duroxide encodes them, plus their ids in the clear so
+// duplicates are caught even when the encoded events are not readable.
+
+// loadState returns what a turn needs of the instance: from this process's
+// cache when the instance's Rev shows it is current (R5), else with one
+// single-partition query.
+func (p *CosmosProvider) loadState(ctx context.Context, inst *instanceDoc) (*instanceState, error) {
+	if s, ok := p.cache.get(inst.PK, inst.Rev); ok && s.exec == max(inst.CurrentExec, InitialExecutionID) {
+		return s, nil
+	}
+	exec := max(inst.CurrentExec, InitialExecutionID)
+	docs, execDoc, err := p.queryExecution(ctx, inst.PK, exec)
+	if err != nil {
+		return nil, err
+	}
+	s := &instanceState{rev: inst.Rev, exec: exec, execDoc: execDoc, eventIDs: map[uint64]bool{}}
+	for _, d := range docs {
+		for _, id := range d.EventIDs {
+			s.eventIDs[id] = true
+		}
+	}
+	history, err := decodeHistory(docs)
+	if err != nil {
+		msg := err.Error()
+		s.historyError = &msg
+	} else {
+		s.history = history
+	}
+	p.cache.put(inst.PK, s)
+	return s, nil
+}
+
+// queryExecution reads one execution's history documents and execution
+// document in one query.
+func (p *CosmosProvider) queryExecution(ctx context.Context, pk string, exec uint64) ([]historyDoc, *executionDoc, error) {
+	key := NewPartitionKeyString(pk)
+	res, err := p.container.QueryItems(ctx,
+		"SELECT * FROM c WHERE c.pk = @pk AND c.exec = @exec AND (c.type = @hist OR c.type = @exe)",
+		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@exec", Value: exec}, {Name: "@hist", Value: docHistory}, {Name: "@exe", Value: docExecution}},
+		&QueryOptions{PartitionKey: &key})
+	if err != nil {
+		return nil, nil, err
+	}
+	var docs []historyDoc
+	var execDoc *executionDoc
+	for _, raw := range res.Items {
+		var head struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(raw, &head); err != nil {
+			return nil, nil, fmt.Errorf("decode document: %w", err)
+		}
+		switch head.Type {
+		case docHistory:
+			var d historyDoc
+			if err := json.Unmarshal(raw, &d); err != nil {
+				return nil, nil, fmt.Errorf("decode history document: %w", err)
+			}
+			docs = append(docs, d)
+		case docExecution:
+			execDoc = new(executionDoc)
+			if err := json.Unmarshal(raw, execDoc); err != nil {
+				return nil, nil, fmt.Errorf("decode execution document: %w", err)
+			}
+		}
+	}
+	sort.Slice(docs, func(i, j int) bool { return docs[i].First < docs[j].First })
+	return docs, execDoc, nil
+}
+
+// decodeHistory decodes the events of history documents, ordered by event
+// id. Any undecodable event fails the whole read: events are never dropped.
+func decodeHistory(docs []historyDoc) ([]Event, error) {
+	var events []Event
+	for _, d := range docs {
+		var raws []json.RawMessage
+		if err := json.Unmarshal([]byte(d.Data), &raws); err != nil {
+			return nil, fmt.Errorf("history deserialization failed: execution %d events from %d: %w", d.Exec, d.First, err)
+		}
+		for _, raw := range raws {
+			e, err := UnmarshalEvent(raw)
+			if err != nil {
+				return nil, fmt.Errorf("history deserialization failed: execution %d: %w", d.Exec, err)
+			}
+			events = append(events, e)
+		}
+	}
+	sort.SliceStable(events, func(i, j int) bool { return events[i].EventID < events[j].EventID })
+	return events, nil
+}
+
+// encodeHistory builds the history document of a delta.
+func encodeHistory(instance, pk string, exec uint64, delta []Event) ([]byte, historyDoc, error) {
+	var buf bytes.Buffer
+	buf.WriteByte('[')
+	ids := make([]uint64, 0, len(delta))
+	size := 0
+	for i, e := range delta {
+		raw, err := MarshalEvent(e)
+		if err != nil {
+			return nil, historyDoc{}, fmt.Errorf("encode event %d: %w", e.EventID, err)
+		}
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(raw)
+		size += len(raw)
+		ids = append(ids, e.EventID)
+	}
+	buf.WriteByte(']')
+	first := ids[0]
+	for _, id := range ids {
+		first = min(first, id)
+	}
+	d := historyDoc{
+		ID: historyDocID(exec, first), PK: pk, Type: docHistory, Instance: instance,
+		Exec: exec, First: first, EventIDs: ids, Bytes: size, Data: buf.String(),
+	}
+	body, err := json.Marshal(d)
+	return body, d, err
+}
+
+// checkEventIDs refuses a delta with event id 0 or an id already stored (or
+// repeated within the delta): history is append-only.
+func checkEventIDs(op string, existing map[uint64]bool, delta []Event) error {
+	seen := map[uint64]bool{}
+	for _, e := range delta {
+		switch {
+		case e.EventID == 0:
+			return Permanent(op, "event_id 0 is not a valid event id")
+		case existing[e.EventID] || seen[e.EventID]:
+			return Permanent(op, fmt.Sprintf("duplicate event_id %d in execution %d: history is append-only", e.EventID, e.ExecutionID))
+		}
+		seen[e.EventID] = true
+	}
+	return nil
+}
+
+// Read returns the history of the instance's latest execution.
+func (p *CosmosProvider) Read(ctx context.Context, instance string) ([]Event, error) {
+	const op = "read"
+	if err := validateInstanceID(op, instance); err != nil {
+		return nil, err
+	}
+	exec, err := p.latestExecution(ctx, instance)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	if exec == 0 {
+		return []Event{}, nil
+	}
+	return p.readExecution(ctx, op, instance, exec)
+}
+
+// ReadWithExecution returns one execution's history.
+func (p *CosmosProvider) ReadWithExecution(ctx context.Context, instance string, executionID uint64) ([]Event, error) {
+	const op = "read_with_execution"
+	if err := validateInstanceID(op, instance); err != nil {
+		return nil, err
+	}
+	return p.readExecution(ctx, op, instance, executionID)
+}
+
+func (p *CosmosProvider) readExecution(ctx context.Context, op, instance string, exec uint64) ([]Event, error) {
+	docs, _, err := p.queryExecution(ctx, instancePartitionKey(instance), exec)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	events, err := decodeHistory(docs)
+	if err != nil {
+		return nil, Permanent(op, err.Error())
+	}
+	if events == nil {
+		events = []Event{}
+	}
+	return events, nil
+}
+
+// latestExecution is the instance's current execution: from its instance
+// document, or, for history written without instance metadata, the highest
+// execution that has history. 0 means none.
+func (p *CosmosProvider) latestExecution(ctx context.Context, instance string) (uint64, error) {
+	inst, err := p.readInstance(ctx, instance)
+	if err != nil {
+		return 0, err
+	}
+	if inst != nil && inst.CurrentExec > 0 {
+		return inst.CurrentExec, nil
+	}
+	pk := instancePartitionKey(instance)
+	key := NewPartitionKeyString(pk)
+	res, err := p.container.QueryItems(ctx, "SELECT VALUE MAX(c.exec) FROM c WHERE c.pk = @pk AND c.type = @hist",
+		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@hist", Value: docHistory}}, &QueryOptions{PartitionKey: &key})
+	if err != nil {
+		return 0, err
+	}
+	if len(res.Items) == 0 {
+		return 0, nil
+	}
+	var exec uint64
+	if err := json.Unmarshal(res.Items[0], &exec); err != nil {
+		return 0, fmt.Errorf("decode latest execution: %w", err)
+	}
+	return exec, nil
+}
+
+// readInstance point-reads the instance document; nil when there is none.
+func (p *CosmosProvider) readInstance(ctx context.Context, instance string) (*instanceDoc, error) {
+	resp, err := p.container.ReadItem(ctx, partitionKey(instance), instanceDocID, nil)
+	if IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var inst instanceDoc
+	if err := json.Unmarshal(resp.Value, &inst); err != nil {
+		return nil, fmt.Errorf("decode instance document: %w", err)
+	}
+	inst.ETag = resp.ETag
+	return &inst, nil
+}
+
+// AppendWithExecution stores events exactly as given (a test and
+// fault-injection helper). A duplicate event id is refused, never
+// overwritten; the instance's Rev moves so no cached history goes stale.
+func (p *CosmosProvider) AppendWithExecution(ctx context.Context, instance string, executionID uint64, newEvents []Event) error {
+	const op = "append_with_execution"
+	if err := validateInstanceID(op, instance); err != nil {
+		return err
+	}
+	if len(newEvents) == 0 {
+		return nil
+	}
+	pk := instancePartitionKey(instance)
+	docs, _, err := p.queryExecution(ctx, pk, executionID)
+	if err != nil {
+		return wrap(op, err)
+	}
+	existing := map[uint64]bool{}
+	for _, d := range docs {
+		for _, id := range d.EventIDs {
+			existing[id] = true
+		}
+	}
+	if err := checkEventIDs(op, existing, newEvents); err != nil {
+		return err
+	}
+	body, _, err := encodeHistory(instance, pk, executionID, newEvents)
+	if err != nil {
+		return Permanent(op, err.Error())
+	}
+	b := p.container.NewTransactionalBatch(NewPartitionKeyString(pk))
+	b.CreateItem(body, nil)
+	inst, err := p.readInstance(ctx, instance)
+	if err != nil {
+		return wrap(op, err)
+	}
+	if inst != nil {
+		var ops PatchOperations
+		ops.AppendIncrement("/rev", 1)
+		b.PatchItem(instanceDocID, ops, nil)
+	}
+	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+	if err != nil {
+		return wrap(op, err)
+	}
+	if !resp.Success {
+		if _, ce, _ := resp.FailedOperation(); ce != nil && ce.StatusCode == http.StatusConflict {
+			return Permanent(op, "duplicate event ids: history is append-only")
+		}
+		return batchFailure(op, resp)
+	}
+	p.cache.drop(pk)
+	return nil
+}
+
+func sortEvents(events []Event) {
+	sort.SliceStable(events, func(i, j int) bool { return events[i].EventID < events[j].EventID })
+}

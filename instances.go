@@ -1,0 +1,237 @@
+package cdb
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Instance-level reads: custom status, instance and execution info, and the
+// parts of the contract that issue #4 (sessions, KV) completes.
+
+// GetCustomStatus returns the custom status when its version is newer than
+// lastSeenVersion.
+func (p *CosmosProvider) GetCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*string, uint64, bool, error) {
+	const op = "get_custom_status"
+	if err := validateInstanceID(op, instance); err != nil {
+		return nil, 0, false, err
+	}
+	inst, err := p.readInstance(ctx, instance)
+	if err != nil {
+		return nil, 0, false, wrap(op, err)
+	}
+	if !inst.exists() || inst.CustomVersion <= lastSeenVersion {
+		return nil, 0, false, nil
+	}
+	return inst.CustomStatus, inst.CustomVersion, true, nil
+}
+
+// errNotYet marks contract methods whose Cosmos DB implementation is still
+// being built (tracked in issue #4); they fail loudly rather than pretend.
+func errNotYet(op string) error {
+	return Permanent(op, "not implemented yet by the Cosmos DB provider (issue #4)")
+}
+
+// GetKVValue is not implemented yet (issue #4).
+func (p *CosmosProvider) GetKVValue(ctx context.Context, instance, key string) (string, bool, error) {
+	return "", false, errNotYet("get_kv_value")
+}
+
+// GetKVAllValues is not implemented yet (issue #4).
+func (p *CosmosProvider) GetKVAllValues(ctx context.Context, instance string) (map[string]string, error) {
+	return nil, errNotYet("get_kv_all_values")
+}
+
+// GetInstanceStats is not implemented yet (issue #4).
+func (p *CosmosProvider) GetInstanceStats(ctx context.Context, instance string) (*SystemStats, error) {
+	return nil, errNotYet("get_instance_stats")
+}
+
+// RenewSessionLock is not implemented yet (issue #4).
+func (p *CosmosProvider) RenewSessionLock(ctx context.Context, ownerIDs []string, extendFor, idleTimeout time.Duration) (int, error) {
+	return 0, errNotYet("renew_session_lock")
+}
+
+// CleanupOrphanedSessions is not implemented yet (issue #4).
+func (p *CosmosProvider) CleanupOrphanedSessions(ctx context.Context, idleTimeout time.Duration) (int, error) {
+	return 0, errNotYet("cleanup_orphaned_sessions")
+}
+
+// ListInstances lists every instance, newest first.
+func (p *CosmosProvider) ListInstances(ctx context.Context) ([]string, error) {
+	return p.listInstances(ctx, "list_instances", "", nil)
+}
+
+// ListInstancesByStatus lists the instances whose current execution has
+// status.
+func (p *CosmosProvider) ListInstancesByStatus(ctx context.Context, status string) ([]string, error) {
+	return p.listInstances(ctx, "list_instances_by_status", "c.status = @status", []QueryParameter{{Name: "@status", Value: status}})
+}
+
+// listInstances runs a cross-partition filter query over instance documents
+// and sorts on the client (R4: no ORDER BY across partitions).
+func (p *CosmosProvider) listInstances(ctx context.Context, op, where string, params []QueryParameter) ([]string, error) {
+	q := "SELECT c.instance, c.createdAt FROM c WHERE c.type = @type AND IS_DEFINED(c.name)"
+	if where != "" {
+		q += " AND " + where
+	}
+	res, err := p.container.QueryItems(ctx, q, append([]QueryParameter{{Name: "@type", Value: docInstance}}, params...), nil)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	type row struct {
+		Instance  string `json:"instance"`
+		CreatedAt int64  `json:"createdAt"`
+	}
+	rows := make([]row, 0, len(res.Items))
+	for _, raw := range res.Items {
+		var r row
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return nil, Permanent(op, fmt.Sprintf("decode instance row: %v", err))
+		}
+		rows = append(rows, r)
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].CreatedAt > rows[j].CreatedAt })
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.Instance
+	}
+	return ids, nil
+}
+
+// ListExecutions lists the instance's execution ids, ascending.
+func (p *CosmosProvider) ListExecutions(ctx context.Context, instance string) ([]uint64, error) {
+	const op = "list_executions"
+	if err := validateInstanceID(op, instance); err != nil {
+		return nil, err
+	}
+	pk := instancePartitionKey(instance)
+	key := NewPartitionKeyString(pk)
+	res, err := p.container.QueryItems(ctx, "SELECT VALUE c.exec FROM c WHERE c.pk = @pk AND c.type = @type",
+		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@type", Value: docExecution}}, &QueryOptions{PartitionKey: &key})
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	execs := make([]uint64, 0, len(res.Items))
+	for _, raw := range res.Items {
+		var e uint64
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return nil, Permanent(op, fmt.Sprintf("decode execution id: %v", err))
+		}
+		execs = append(execs, e)
+	}
+	sort.Slice(execs, func(i, j int) bool { return execs[i] < execs[j] })
+	return execs, nil
+}
+
+// ReadHistoryWithExecutionID is ReadWithExecution.
+func (p *CosmosProvider) ReadHistoryWithExecutionID(ctx context.Context, instance string, executionID uint64) ([]Event, error) {
+	return p.ReadWithExecution(ctx, instance, executionID)
+}
+
+// ReadHistory is Read.
+func (p *CosmosProvider) ReadHistory(ctx context.Context, instance string) ([]Event, error) {
+	return p.Read(ctx, instance)
+}
+
+// LatestExecutionID is the current execution, 1 for an unknown instance.
+func (p *CosmosProvider) LatestExecutionID(ctx context.Context, instance string) (uint64, error) {
+	const op = "latest_execution_id"
+	if err := validateInstanceID(op, instance); err != nil {
+		return 0, err
+	}
+	exec, err := p.latestExecution(ctx, instance)
+	if err != nil {
+		return 0, wrap(op, err)
+	}
+	return max(exec, InitialExecutionID), nil
+}
+
+// GetInstanceInfo describes an instance; an unknown one is an error.
+func (p *CosmosProvider) GetInstanceInfo(ctx context.Context, instance string) (InstanceInfo, error) {
+	const op = "get_instance_info"
+	if err := validateInstanceID(op, instance); err != nil {
+		return InstanceInfo{}, err
+	}
+	inst, err := p.readInstance(ctx, instance)
+	if err != nil {
+		return InstanceInfo{}, wrap(op, err)
+	}
+	if !inst.exists() {
+		return InstanceInfo{}, Permanent(op, fmt.Sprintf("instance %q not found", instance))
+	}
+	status := inst.Status
+	if status == "" {
+		status = "Unknown"
+	}
+	return InstanceInfo{
+		InstanceID:           inst.Instance,
+		OrchestrationName:    inst.Name,
+		OrchestrationVersion: derefOr(inst.Version, "unknown"),
+		CurrentExecutionID:   max(inst.CurrentExec, InitialExecutionID),
+		Status:               status,
+		Output:               inst.Output,
+		CreatedAt:            uint64(inst.CreatedAt),
+		UpdatedAt:            uint64(inst.UpdatedAt),
+		ParentInstanceID:     inst.Parent,
+	}, nil
+}
+
+// GetExecutionInfo describes one execution; an unknown one is an error.
+func (p *CosmosProvider) GetExecutionInfo(ctx context.Context, instance string, executionID uint64) (ExecutionInfo, error) {
+	const op = "get_execution_info"
+	if err := validateInstanceID(op, instance); err != nil {
+		return ExecutionInfo{}, err
+	}
+	resp, err := p.container.ReadItem(ctx, partitionKey(instance), executionDocID(executionID), nil)
+	if IsNotFound(err) {
+		return ExecutionInfo{}, Permanent(op, fmt.Sprintf("execution %d of %q not found", executionID, instance))
+	}
+	if err != nil {
+		return ExecutionInfo{}, wrap(op, err)
+	}
+	var d executionDoc
+	if err := json.Unmarshal(resp.Value, &d); err != nil {
+		return ExecutionInfo{}, Permanent(op, fmt.Sprintf("decode execution: %v", err))
+	}
+	info := ExecutionInfo{ExecutionID: d.Exec, Status: d.Status, Output: d.Output, StartedAt: uint64(d.StartedAt), EventCount: d.Events}
+	if d.CompletedAt != nil {
+		completed := uint64(*d.CompletedAt)
+		info.CompletedAt = &completed
+	}
+	return info, nil
+}
+
+// ListChildren lists the instances whose parent is instance.
+func (p *CosmosProvider) ListChildren(ctx context.Context, instance string) ([]string, error) {
+	return p.listInstances(ctx, "list_children", "c.parent = @parent", []QueryParameter{{Name: "@parent", Value: instance}})
+}
+
+// GetParentID returns the instance's parent, nil for a root; an unknown
+// instance is an error.
+func (p *CosmosProvider) GetParentID(ctx context.Context, instance string) (*string, error) {
+	const op = "get_parent_id"
+	if err := validateInstanceID(op, instance); err != nil {
+		return nil, err
+	}
+	inst, err := p.readInstance(ctx, instance)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	if !inst.exists() {
+		return nil, Permanent(op, fmt.Sprintf("instance %q not found", instance))
+	}
+	return inst.Parent, nil
+}
+
+// GetInstanceTree is the instance and all its descendants.
+func (p *CosmosProvider) GetInstanceTree(ctx context.Context, instance string) (InstanceTree, error) {
+	return GetInstanceTreeDefault(ctx, p, instance)
+}
+
+// DeleteInstance deletes a root instance and its descendants.
+func (p *CosmosProvider) DeleteInstance(ctx context.Context, instance string, force bool) (DeleteInstanceResult, error) {
+	return DeleteInstanceDefault(ctx, p, instance, force)
+}

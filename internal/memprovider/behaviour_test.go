@@ -1,0 +1,369 @@
+package memprovider_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/internal/memprovider"
+)
+
+// Behaviour the validation suite does not pin: the package's own design
+// choices (package doc) and long polling.
+
+func ptr[T any](v T) *T { return &v }
+
+// clock is a manual clock for Options.Now.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.UnixMilli(1_700_000_000_000)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func start(instance string) cdb.StartOrchestration {
+	return cdb.StartOrchestration{Instance: instance, Orchestration: "Orch", Input: "{}", Version: ptr("1.0.0"), ExecutionID: 1}
+}
+
+func started(instance string, execution uint64) cdb.Event {
+	return cdb.Event{EventID: 1, InstanceID: instance, ExecutionID: execution, DuroxideVersion: "0.1.29",
+		Kind: cdb.OrchestrationStarted{Name: "Orch", Version: "1.0.0", Input: "{}"}}
+}
+
+func orchMetadata() cdb.ExecutionMetadata {
+	return cdb.ExecutionMetadata{OrchestrationName: ptr("Orch"), OrchestrationVersion: ptr("1.0.0")}
+}
+
+// createInstance starts instance and acks its first turn.
+func createInstance(t *testing.T, p *memprovider.Provider, instance string, md cdb.ExecutionMetadata) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, start(instance), 0))
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.Equal(t, instance, item.Instance)
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{started(instance, 1)}, nil, nil, md, nil))
+}
+
+// Work other than QueueMessages for a never-started instance is skipped, not
+// locked or counted, and does not starve later instances; it joins the batch
+// when the start arrives.
+func TestUnstartedInstanceIsSkippedNotStarving(t *testing.T) {
+	ctx := context.Background()
+	p := memprovider.New(memprovider.Options{})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.CancelInstance{Instance: "early", Reason: "r"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, start("other"), 0))
+
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "the cancel at the head of the queue must not starve other instances")
+	require.Equal(t, "other", item.Instance)
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token, 0, false))
+	require.Equal(t, uint32(0), p.MaxAttemptCount("early"), "a skipped instance is not attempt-counted")
+
+	// Only the skipped instance is left (other is fetchable again, take it).
+	item, token, _, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Equal(t, "other", item.Instance)
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
+	item, _, _, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, item, "work racing ahead of its start stays queued, unfetched")
+
+	depths, err := p.GetQueueDepths(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, depths.OrchestratorQueue, "the cancel is still queued")
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, start("early"), 0))
+	item, _, attempt, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.Equal(t, "early", item.Instance)
+	require.Equal(t, uint32(1), attempt)
+	require.Len(t, item.Messages, 2)
+	require.IsType(t, cdb.CancelInstance{}, item.Messages[0])
+	require.IsType(t, cdb.StartOrchestration{}, item.Messages[1])
+	require.Equal(t, "Orch", item.OrchestrationName)
+}
+
+// Orphan QueueMessages are dropped and the fetch goes on to the next instance.
+func TestOrphanQueueMessagesDroppedThenNextCandidate(t *testing.T) {
+	ctx := context.Background()
+	p := memprovider.New(memprovider.Options{})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueMessage{Instance: "ghost", Name: "n", Data: "d"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, start("real"), 0))
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.Equal(t, "real", item.Instance)
+	depths, err := p.GetQueueDepths(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 0, depths.OrchestratorQueue, "the orphan was deleted; real's start is locked")
+}
+
+// History without an instance row (first ack without name and version)
+// still gives the instance its name, from OrchestrationStarted.
+func TestHistoryWithoutInstanceRow(t *testing.T) {
+	ctx := context.Background()
+	p := memprovider.New(memprovider.Options{})
+	createInstance(t, p, "anon", cdb.ExecutionMetadata{})
+	_, err := p.GetInstanceInfo(ctx, "anon")
+	require.Error(t, err, "no instance row without name and version")
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "anon", Name: "e", Data: "x"}, 0))
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.Equal(t, "Orch", item.OrchestrationName)
+	require.Equal(t, "1.0.0", item.Version)
+	require.Equal(t, uint64(1), item.ExecutionID)
+	require.Len(t, item.History, 1)
+}
+
+// Lock expiry follows Options.Now.
+func TestClockDrivesLocks(t *testing.T) {
+	ctx := context.Background()
+	c := newClock()
+	p := memprovider.New(memprovider.Options{Now: c.Now})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, start("i"), 0))
+	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Second, 0, nil)
+	require.NoError(t, err)
+	c.Advance(999 * time.Millisecond)
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Second, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, item, "still locked 1 ms before expiry")
+	c.Advance(time.Millisecond)
+	err = p.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil)
+	require.ErrorContains(t, err, "Instance lock expired")
+	item, token2, attempt, err := p.FetchOrchestrationItem(ctx, time.Second, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "fetchable once locked_until <= now")
+	require.NotEqual(t, token, token2)
+	require.Equal(t, uint32(2), attempt)
+	err = p.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil)
+	require.ErrorContains(t, err, "Invalid lock token")
+	var pe *cdb.ProviderError
+	require.ErrorAs(t, err, &pe)
+	require.False(t, pe.Retryable)
+}
+
+// A long-polling fetch returns as soon as work is enqueued.
+func TestLongPollWokenByEnqueue(t *testing.T) {
+	ctx := context.Background()
+	p := memprovider.New(memprovider.Options{LongPolling: true})
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_ = p.EnqueueForOrchestrator(ctx, start("late"), 0)
+		_ = p.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "late", ExecutionID: 1, ID: 2, Name: "A", Input: "{}"})
+	}()
+	begin := time.Now()
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 5*time.Second, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.Less(t, time.Since(begin), time.Second)
+	w, _, _, err := p.FetchWorkItem(ctx, time.Minute, 5*time.Second, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.NotNil(t, w)
+}
+
+// A long poll wakes for a message whose delay runs out, without an enqueue.
+func TestLongPollWokenByDelayedVisibility(t *testing.T) {
+	ctx := context.Background()
+	p := memprovider.New(memprovider.Options{LongPolling: true})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, start("delayed"), 150*time.Millisecond))
+	begin := time.Now()
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 5*time.Second, nil)
+	elapsed := time.Since(begin)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.GreaterOrEqual(t, elapsed, 140*time.Millisecond)
+	require.Less(t, elapsed, time.Second)
+}
+
+// An empty long poll returns close to its poll timeout, not later.
+func TestLongPollUpperBound(t *testing.T) {
+	ctx := context.Background()
+	p := memprovider.New(memprovider.Options{LongPolling: true})
+	for _, fetch := range []func() error{
+		func() error {
+			_, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 300*time.Millisecond, nil)
+			return err
+		},
+		func() error {
+			_, _, _, err := p.FetchWorkItem(ctx, time.Minute, 300*time.Millisecond, nil, cdb.AnyFilter())
+			return err
+		},
+	} {
+		begin := time.Now()
+		require.NoError(t, fetch())
+		elapsed := time.Since(begin)
+		require.GreaterOrEqual(t, elapsed, 300*time.Millisecond)
+		require.Less(t, elapsed, 350*time.Millisecond)
+	}
+}
+
+// A long poll honours its context.
+func TestLongPollHonoursContext(t *testing.T) {
+	p := memprovider.New(memprovider.Options{LongPolling: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 5*time.Second, nil)
+	require.Nil(t, item)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(begin), time.Second)
+}
+
+// Close releases a waiting fetch.
+func TestCloseReleasesLongPoll(t *testing.T) {
+	p := memprovider.New(memprovider.Options{LongPolling: true})
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_ = p.Close()
+	}()
+	begin := time.Now()
+	_, _, _, err := p.FetchWorkItem(context.Background(), time.Minute, 5*time.Second, nil, cdb.AnyFilter())
+	require.Error(t, err)
+	require.Less(t, time.Since(begin), time.Second)
+}
+
+// Ack is all or nothing: a duplicate event id leaves queues, KV, status and
+// the lock untouched.
+func TestAckAllOrNothing(t *testing.T) {
+	ctx := context.Background()
+	p := memprovider.New(memprovider.Options{})
+	createInstance(t, p, "i", orchMetadata())
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "i", Name: "e", Data: "x"}, 0))
+	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	err = p.AckOrchestrationItem(ctx, token, 1,
+		[]cdb.Event{
+			{EventID: 2, InstanceID: "i", ExecutionID: 1, Kind: cdb.KeyValueSet{Key: "k", Value: "v"}},
+			{EventID: 1, InstanceID: "i", ExecutionID: 1, Kind: cdb.CustomStatusUpdated{Status: ptr("s")}},
+		},
+		[]cdb.WorkItem{cdb.ActivityExecute{Instance: "i", ExecutionID: 1, ID: 2, Name: "A", Input: "{}"}},
+		[]cdb.WorkItem{start("child")},
+		cdb.ExecutionMetadata{Status: ptr("Completed"), Output: ptr("out")}, nil)
+	require.Error(t, err)
+	_, found, err := p.GetKVValue(ctx, "i", "k")
+	require.NoError(t, err)
+	require.False(t, found)
+	_, _, changed, err := p.GetCustomStatus(ctx, "i", 0)
+	require.NoError(t, err)
+	require.False(t, changed)
+	info, err := p.GetInstanceInfo(ctx, "i")
+	require.NoError(t, err)
+	require.Equal(t, "Running", info.Status)
+	depths, err := p.GetQueueDepths(ctx)
+	require.NoError(t, err)
+	require.Equal(t, cdb.QueueDepths{}, depths, "nothing enqueued; the poke is still locked")
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, item, "the lock is still held")
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
+}
+
+// Stats count carry-forward events, merged KV and the current execution's
+// history.
+func TestInstanceStats(t *testing.T) {
+	ctx := context.Background()
+	p := memprovider.New(memprovider.Options{})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, start("s"), 0))
+	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	ev := started("s", 1)
+	ev.Kind = cdb.OrchestrationStarted{Name: "Orch", Version: "1.0.0", Input: "{}",
+		CarryForwardEvents: []cdb.CarryForwardEvent{{Name: "a", Data: "1"}, {Name: "b", Data: "2"}}}
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{ev,
+		{EventID: 2, InstanceID: "s", ExecutionID: 1, Kind: cdb.KeyValueSet{Key: "k", Value: "abc"}},
+		{EventID: 3, InstanceID: "s", ExecutionID: 1, Kind: cdb.KeyValueSet{Key: "gone", Value: "zz"}},
+		{EventID: 4, InstanceID: "s", ExecutionID: 1, Kind: cdb.KeyValueCleared{Key: "gone"}},
+	}, nil, nil, orchMetadata(), nil))
+	stats, err := p.GetInstanceStats(ctx, "s")
+	require.NoError(t, err)
+	require.NotNil(t, stats)
+	require.Equal(t, uint64(4), stats.HistoryEventCount)
+	require.Positive(t, stats.HistorySizeBytes)
+	require.Equal(t, uint64(2), stats.QueuePendingCount)
+	require.Equal(t, uint64(1), stats.KVUserKeyCount)
+	require.Equal(t, uint64(3), stats.KVTotalValueBytes)
+}
+
+// Deletion removes worker rows by instance, so a stale worker's ack fails,
+// and the instance lock, so an in-flight turn cannot recreate the instance.
+func TestForceDeleteFencesStaleWork(t *testing.T) {
+	ctx := context.Background()
+	p := memprovider.New(memprovider.Options{})
+	createInstance(t, p, "d", orchMetadata())
+	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "d", ExecutionID: 1, ID: 2, Name: "A", Input: "{}"}))
+	_, wtoken, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "d", Name: "e", Data: "x"}, 0))
+	_, otoken, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+
+	res, err := p.DeleteInstance(ctx, "d", true)
+	require.NoError(t, err)
+	require.Equal(t, cdb.DeleteInstanceResult{InstancesDeleted: 1, ExecutionsDeleted: 1, EventsDeleted: 1, QueueMessagesDeleted: 2}, res)
+
+	require.Error(t, p.AckWorkItem(ctx, wtoken, cdb.ActivityCompleted{Instance: "d", ExecutionID: 1, ID: 2, Result: "r"}))
+	require.Error(t, p.AckOrchestrationItem(ctx, otoken, 1, []cdb.Event{started("d", 1)}, nil, nil, orchMetadata(), nil))
+	_, err = p.GetInstanceInfo(ctx, "d")
+	require.Error(t, err)
+	ids, err := p.ListInstances(ctx)
+	require.NoError(t, err)
+	require.Empty(t, ids)
+}
+
+// Pruning keeps the current execution, running executions and the newest
+// keep_last, and never touches KV.
+func TestPruneKeepLast(t *testing.T) {
+	ctx := context.Background()
+	p := memprovider.New(memprovider.Options{})
+	createInstance(t, p, "p", orchMetadata())
+	for exec := uint64(1); exec <= 4; exec++ {
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "p", Name: "e", Data: "x"}, 0))
+		_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		var delta []cdb.Event
+		if exec > 1 {
+			delta = []cdb.Event{started("p", exec)}
+		}
+		delta = append(delta, cdb.Event{EventID: 2, InstanceID: "p", ExecutionID: exec,
+			Kind: cdb.KeyValueSet{Key: "k", Value: "v"}})
+		md := cdb.ExecutionMetadata{}
+		if exec < 4 {
+			md.Status, md.Output = ptr("ContinuedAsNew"), ptr("in")
+		}
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, exec, delta, nil, nil, md, nil))
+	}
+	res, err := p.PruneExecutions(ctx, "p", cdb.PruneOptions{KeepLast: ptr(uint32(2))})
+	require.NoError(t, err)
+	require.Equal(t, cdb.PruneResult{InstancesProcessed: 1, ExecutionsDeleted: 2, EventsDeleted: 4}, res)
+	execs, err := p.ListExecutions(ctx, "p")
+	require.NoError(t, err)
+	require.Equal(t, []uint64{3, 4}, execs)
+	v, found, err := p.GetKVValue(ctx, "p", "k")
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, "v", v)
+	_, err = p.PruneExecutions(ctx, "nope", cdb.PruneOptions{})
+	require.Error(t, err)
+}

@@ -1,0 +1,135 @@
+package cdb
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"sync/atomic"
+)
+
+// Lock tokens name a lock this process took. The lock itself lives in Cosmos
+// DB (the instance document's or the work item's lockedUntil, taken with a
+// conditional write, R3); the table keeps what a later ack, renew or abandon
+// needs to write it back conditionally: the document's ETag and the items
+// the lock covers.
+
+// newLockToken returns a unique, unguessable token.
+func newLockToken(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// lockTable maps this process's lock tokens to their state.
+type lockTable[T any] struct {
+	mu *sync.Mutex
+	m  map[string]T
+}
+
+func newLockTable[T any]() lockTable[T] {
+	return lockTable[T]{mu: &sync.Mutex{}, m: map[string]T{}}
+}
+
+func (t lockTable[T]) get(token string) (T, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	v, ok := t.m[token]
+	return v, ok
+}
+
+func (t lockTable[T]) put(token string, v T) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.m[token] = v
+}
+
+func (t lockTable[T]) remove(token string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.m, token)
+}
+
+// values returns the current entries.
+func (t lockTable[T]) values() []T {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]T, 0, len(t.m))
+	for _, v := range t.m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// orchestrationLock is an instance lock this process holds.
+type orchestrationLock struct {
+	mu          sync.Mutex // one ack, renew or abandon at a time
+	token       string
+	pk          string
+	inst        instanceDoc // as last written by us; its ETag guards the next write
+	lockedUntil atomic.Int64
+	messages    []queueDoc // the locked batch
+	state       *instanceState
+	done        bool // acked or abandoned
+}
+
+// workLock is a worker-queue item this process holds.
+type workLock struct {
+	mu          sync.Mutex
+	token       string
+	pk          string
+	doc         queueDoc // as last written by us; its ETag guards the next write
+	lockedUntil int64
+	done        bool
+}
+
+// instanceState is what a turn needs of an instance besides its messages:
+// the current execution's history and execution document. A process keeps
+// it after its own ack, so its next fetch of the instance skips the load
+// (R5) when the instance's Rev shows nobody else committed since.
+type instanceState struct {
+	rev          uint64
+	exec         uint64
+	history      []Event
+	historyError *string
+	eventIDs     map[uint64]bool // of exec, including undecodable documents
+	execDoc      *executionDoc
+}
+
+// historyCache keeps instanceStates by partition key, bounded.
+type historyCache struct {
+	mu  *sync.Mutex
+	max int
+	m   map[string]*instanceState
+}
+
+func newHistoryCache(max int) historyCache {
+	return historyCache{mu: &sync.Mutex{}, max: max, m: map[string]*instanceState{}}
+}
+
+func (c historyCache) get(pk string, rev uint64) (*instanceState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.m[pk]
+	if !ok || s.rev != rev {
+		return nil, false
+	}
+	return s, true
+}
+
+func (c historyCache) put(pk string, s *instanceState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[pk]; !ok && len(c.m) >= c.max {
+		for k := range c.m { // evict an arbitrary entry; any one is as good
+			delete(c.m, k)
+			break
+		}
+	}
+	c.m[pk] = s
+}
+
+func (c historyCache) drop(pk string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, pk)
+}

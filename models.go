@@ -1,0 +1,203 @@
+package cdb
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"unicode/utf8"
+)
+
+// The provider keeps every document of an instance in one logical partition
+// (partition key path /pk), so a turn commits in one transactional batch.
+// Document ids are short constants or numbers and never contain the
+// instance id; the instance id lives in the partition key and in the
+// `instance` field. See ARCHITECTURE.md for the model.
+
+// Document types, the `type` field of every provider document.
+const (
+	docInstance  = "inst"   // one per instance: metadata, lock, custom status
+	docMessage   = "msg"    // an orchestrator-queue message
+	docWork      = "work"   // a worker-queue item (ActivityExecute)
+	docWorkGone  = "work-x" // a cancelled activity's tombstone
+	docHistory   = "hist"   // the events one turn appended to one execution
+	docExecution = "exec"   // one execution's status and counters
+	docOutbox    = "outbox" // effects a commit left for the relay to deliver
+)
+
+// partitionKeyPath is the container's partition key path.
+const partitionKeyPath = "/pk"
+
+// instanceDocID is the document id of an instance's instance document.
+const instanceDocID = "inst"
+
+// maxInlinePartitionKeyBytes is the longest instance id used verbatim as a
+// partition key value; longer ids are hashed (Cosmos DB allows 2 KB).
+const maxInlinePartitionKeyBytes = 1024
+
+// maxInstanceIDBytes bounds instance ids: they are stored in every document.
+const maxInstanceIDBytes = 64 * 1024
+
+// dispatchSlots is the number of dispatch slots queue items are spread over.
+const dispatchSlots = 256
+
+// validateInstanceID refuses instance ids that cannot be stored, before
+// anything is written (R6).
+func validateInstanceID(op, instance string) error {
+	switch {
+	case instance == "":
+		return Permanent(op, "instance id must not be empty")
+	case !utf8.ValidString(instance):
+		return Permanent(op, "instance id must be valid UTF-8")
+	case len(instance) > maxInstanceIDBytes:
+		return Permanent(op, fmt.Sprintf("instance id is %d bytes; at most %d can be stored", len(instance), maxInstanceIDBytes))
+	}
+	return nil
+}
+
+// instancePartitionKey is the partition key value of an instance's
+// documents: the id itself, or a hash of it when the id is too long for a
+// partition key. The full id is always stored in the `instance` field.
+func instancePartitionKey(instance string) string {
+	if len(instance) <= maxInlinePartitionKeyBytes {
+		return instance
+	}
+	sum := sha256.Sum256([]byte(instance))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// dispatchSlot spreads instances over the dispatch slots, so concurrent
+// dispatchers can query disjoint sets.
+func dispatchSlot(instance string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(instance))
+	return int(h.Sum32() % dispatchSlots)
+}
+
+// instanceDoc is an instance's metadata, lock and custom status. It is
+// created by the first fetch (as the lock holder) without a name; the
+// instance exists, in the contract's sense, once an ack gives it a name.
+type instanceDoc struct {
+	ID       string `json:"id"`
+	PK       string `json:"pk"`
+	Type     string `json:"type"`
+	Instance string `json:"instance"`
+	Slot     int    `json:"slot"`
+
+	LockToken   string `json:"lockToken,omitempty"`
+	LockedUntil int64  `json:"lockedUntil"`
+
+	Name          string  `json:"name,omitempty"`
+	Version       *string `json:"version,omitempty"`
+	Parent        *string `json:"parent,omitempty"`
+	CurrentExec   uint64  `json:"currentExec"`
+	Status        string  `json:"status,omitempty"` // of the current execution
+	Output        *string `json:"output,omitempty"` // of the current execution
+	Pinned        *uint64 `json:"pinned,omitempty"` // packed pinned duroxide version of the current execution
+	CustomStatus  *string `json:"customStatus,omitempty"`
+	CustomVersion uint64  `json:"customStatusVersion"`
+	CreatedAt     int64   `json:"createdAt"`
+	UpdatedAt     int64   `json:"updatedAt"`
+
+	// LastAck is the lock token of the last committed ack, so an ack whose
+	// response was lost can tell whether it committed.
+	LastAck string `json:"lastAck,omitempty"`
+	// Rev counts commits; a process that holds the instance's history from
+	// its own last ack knows the cache is current when Rev matches.
+	Rev uint64 `json:"rev"`
+
+	ETag ETag `json:"_etag,omitempty"`
+}
+
+// exists reports whether an ack has created the instance (given it a name).
+func (d *instanceDoc) exists() bool { return d != nil && d.Name != "" }
+
+// queueDoc is an orchestrator-queue message or a worker-queue item.
+type queueDoc struct {
+	ID       string `json:"id"`
+	PK       string `json:"pk"`
+	Type     string `json:"type"`
+	Instance string `json:"instance"`
+	Slot     int    `json:"slot"`
+
+	VisibleAt   int64  `json:"visibleAt"`
+	Seq         int64  `json:"seq"` // enqueue order among equal visibleAt
+	LockToken   string `json:"lockToken,omitempty"`
+	LockedUntil int64  `json:"lockedUntil"`
+	Attempts    uint32 `json:"attempts"`
+
+	// Worker items only.
+	Exec     uint64  `json:"exec,omitempty"`
+	Activity uint64  `json:"activity,omitempty"`
+	Session  *string `json:"session,omitempty"`
+	Tag      *string `json:"tag,omitempty"`
+
+	Item string `json:"item"` // the encoded WorkItem
+	TTL  int    `json:"ttl,omitempty"`
+
+	ETag ETag `json:"_etag,omitempty"`
+}
+
+// historyDoc holds the events one ack appended to one execution, so a turn
+// costs one document however many events it adds (R1).
+type historyDoc struct {
+	ID       string   `json:"id"`
+	PK       string   `json:"pk"`
+	Type     string   `json:"type"`
+	Instance string   `json:"instance"`
+	Exec     uint64   `json:"exec"`
+	First    uint64   `json:"first"`
+	EventIDs []uint64 `json:"eventIds"`
+	Bytes    int      `json:"bytes"`
+	Data     string   `json:"data"` // JSON array of encoded events
+}
+
+// executionDoc is one execution's status and counters.
+type executionDoc struct {
+	ID          string  `json:"id"`
+	PK          string  `json:"pk"`
+	Type        string  `json:"type"`
+	Instance    string  `json:"instance"`
+	Exec        uint64  `json:"exec"`
+	Status      string  `json:"status"`
+	Output      *string `json:"output,omitempty"`
+	Pinned      *uint64 `json:"pinned,omitempty"`
+	StartedAt   int64   `json:"startedAt"`
+	CompletedAt *int64  `json:"completedAt,omitempty"`
+	Events      int     `json:"events"`
+	Bytes       int     `json:"bytes"`
+}
+
+// outboxDoc carries effects a commit could not write itself: documents for
+// other instances' partitions (R2), and overflow that would have pushed the
+// commit past a batch's limits (R1). The relay delivers them after the
+// commit; every delivered document has a deterministic id, so a repeat is a
+// 409.
+type outboxDoc struct {
+	ID        string        `json:"id"`
+	PK        string        `json:"pk"`
+	Type      string        `json:"type"`
+	Instance  string        `json:"instance"`
+	CreatedAt int64         `json:"createdAt"`
+	Entries   []outboxEntry `json:"entries"`
+}
+
+// outboxEntry is one document to write into a partition.
+type outboxEntry struct {
+	PK     string `json:"pk"`
+	Upsert bool   `json:"upsert,omitempty"` // tombstones overwrite; everything else is created once
+	Doc    []byte `json:"doc"`
+}
+
+func historyDocID(exec, first uint64) string {
+	return "h|" + strconv.FormatUint(exec, 10) + "|" + strconv.FormatUint(first, 10)
+}
+
+func executionDocID(exec uint64) string { return "x|" + strconv.FormatUint(exec, 10) }
+
+// workDocID is deterministic, so a cancellation can name the item and a
+// relayed item lands once.
+func workDocID(exec, activity uint64) string {
+	return "w|" + strconv.FormatUint(exec, 10) + "|" + strconv.FormatUint(activity, 10)
+}

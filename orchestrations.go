@@ -1,0 +1,404 @@
+package cdb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// The orchestrator queue: enqueue, fetch (candidate query, lock batch, load),
+// ack (one batch), abandon and renew. ARCHITECTURE.md lists the requests of
+// each.
+
+// EnqueueForOrchestrator writes one message into the target instance's
+// partition, visible after delay. It never creates the instance.
+func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkItem, delay time.Duration) error {
+	const op = "enqueue_for_orchestrator"
+	if item == nil {
+		return Permanent(op, "work item is nil")
+	}
+	if _, ok := item.(ActivityExecute); ok {
+		return Permanent(op, "ActivityExecute belongs on the worker queue (use EnqueueForWorker)")
+	}
+	instance := item.InstanceID()
+	if err := validateInstanceID(op, instance); err != nil {
+		return err
+	}
+	visibleAt := p.now().Add(max(delay, 0))
+	doc, err := p.newMessageDoc(item, "m|"+newLockToken(""), visibleAt.UnixMilli())
+	if err != nil {
+		return Permanent(op, err.Error())
+	}
+	if _, err := p.container.CreateItem(ctx, partitionKey(instance), doc, nil); err != nil {
+		return wrap(op, err)
+	}
+	p.announceMessage(visibleAt)
+	return nil
+}
+
+// announceMessage wakes this process's fetches for a message visible at t.
+func (p *CosmosProvider) announceMessage(visibleAt time.Time) {
+	if visibleAt.After(p.now()) {
+		p.orchSignal.notifyAt(visibleAt)
+		return
+	}
+	p.orchSignal.notify()
+}
+
+// newMessageDoc encodes an orchestrator-queue message document.
+func (p *CosmosProvider) newMessageDoc(item WorkItem, id string, visibleAtMs int64) ([]byte, error) {
+	encoded, err := MarshalWorkItem(item)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", item.Kind(), err)
+	}
+	instance := item.InstanceID()
+	return json.Marshal(queueDoc{
+		ID:        id,
+		PK:        instancePartitionKey(instance),
+		Type:      docMessage,
+		Instance:  instance,
+		Slot:      dispatchSlot(instance),
+		VisibleAt: visibleAtMs,
+		Seq:       p.nextSeq(),
+		Item:      string(encoded),
+	})
+}
+
+// fetchedOrchestration is what a successful fetch returns.
+type fetchedOrchestration struct {
+	item     *OrchestrationItem
+	token    string
+	attempts uint32
+}
+
+// FetchOrchestrationItem locks one instance that has visible messages and
+// returns its batch with its current execution's history.
+func (p *CosmosProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *DispatcherCapabilityFilter) (*OrchestrationItem, string, uint32, error) {
+	const op = "fetch_orchestration_item"
+	if filter != nil && len(filter.SupportedDuroxideVersions) == 0 {
+		return nil, "", 0, nil // a dispatcher that supports nothing gets nothing
+	}
+	res, found, err := poll(ctx, p, p.orchSignal, queueOrchestrator, pollTimeout,
+		func(ctx context.Context, slots []int) (fetchedOrchestration, pollOutcome, error) {
+			return p.tryFetchOrchestration(ctx, slots, lockTimeout, filter)
+		})
+	if err != nil {
+		return nil, "", 0, wrap(op, err)
+	}
+	if !found {
+		return nil, "", 0, nil
+	}
+	return res.item, res.token, res.attempts, nil
+}
+
+// maxLockAttempts bounds the instances one look tries to lock.
+const maxLockAttempts = 4
+
+// filterKey names a capability filter, so contention notes of one filter do
+// not hide instances from another.
+func filterKey(filter *DispatcherCapabilityFilter) string {
+	if filter == nil {
+		return "*"
+	}
+	r := filter.SupportedDuroxideVersions[0]
+	return strconv.FormatUint(r.Min.PackedVersion(), 10) + "-" + strconv.FormatUint(r.Max.PackedVersion(), 10)
+}
+
+func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, slots []int, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (fetchedOrchestration, pollOutcome, error) {
+	fk := filterKey(filter)
+	q := candidateQuery{docType: docMessage, slots: slots, skip: p.skippedInstances(fk)}
+	cands, err := p.runCandidateQuery(ctx, q)
+	if err != nil {
+		return fetchedOrchestration{}, outcomeEmpty, err
+	}
+	if len(cands) == 0 {
+		return fetchedOrchestration{}, outcomeEmpty, nil
+	}
+	tried := 0
+	for _, g := range groupByInstance(cands) {
+		if tried == maxLockAttempts {
+			break
+		}
+		tried++
+		res, err := p.lockAndLoad(ctx, g, lockTimeout, filter)
+		switch {
+		case errors.Is(err, errContended):
+			p.contended.note(g.pk+"|"+fk, p.now())
+			continue
+		case err != nil:
+			return fetchedOrchestration{}, outcomeBusy, err
+		case res == nil:
+			continue // orphan messages dropped
+		}
+		return *res, outcomeFound, nil
+	}
+	return fetchedOrchestration{}, outcomeBusy, nil
+}
+
+// skippedInstances are partitions a candidate query should leave out: those
+// this process holds locked, and those it just failed to lock.
+func (p *CosmosProvider) skippedInstances(fk string) []string {
+	now := p.nowMs()
+	skip := p.contended.active(fk, p.now())
+	for _, l := range p.orchLocks.values() {
+		until := l.lockedUntil.Load()
+		if now-until > forgetExpiredLocksAfter.Milliseconds() {
+			p.orchLocks.remove(l.token) // its holder never came back
+			continue
+		}
+		if until > now && len(skip) < maxSkipped {
+			skip = append(skip, l.pk)
+		}
+	}
+	return skip
+}
+
+// forgetExpiredLocksAfter is how long a lock this process let expire is
+// remembered, so its late ack still gets a clear answer.
+const forgetExpiredLocksAfter = time.Minute
+
+// errContended means another dispatcher holds the instance, or the filter
+// excludes it, or a candidate went away: try the next one.
+var errContended = errors.New("instance contended")
+
+// lockAndLoad takes the instance lock and tags the candidate messages in one
+// batch, then loads what the turn needs (unless cached), and builds the item.
+func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (*fetchedOrchestration, error) {
+	msgs := g.docs
+	if len(msgs) > p.cfg.MaxMessagesPerTurn {
+		msgs = msgs[:p.cfg.MaxMessagesPerTurn]
+	}
+	token := newLockToken("lock_")
+	now := p.nowMs()
+	until := now + lockTimeout.Milliseconds()
+	inst, locked, err := p.lockInstance(ctx, g.pk, msgs, token, now, until, filter)
+	if err != nil {
+		return nil, err
+	}
+	lock := &orchestrationLock{token: token, pk: g.pk, inst: inst, messages: locked}
+	lock.lockedUntil.Store(until)
+	items, attempts, err := decodeMessages(locked)
+	if err != nil {
+		p.releaseQuietly(ctx, lock)
+		return nil, err
+	}
+	state, err := p.loadState(ctx, &inst)
+	if err != nil {
+		p.releaseQuietly(ctx, lock)
+		return nil, err
+	}
+	lock.state = state
+	item, orphan := p.buildItem(&inst, state, items)
+	if orphan {
+		return nil, p.dropOrphans(ctx, lock)
+	}
+	p.orchLocks.put(token, lock)
+	return &fetchedOrchestration{item: item, token: token, attempts: attempts}, nil
+}
+
+// lockInstance is the lock batch: a conditional patch of the instance
+// document (free lock, compatible pinned version) and a patch per message
+// (token, expiry, attempt count). A missing instance document is created.
+func (p *CosmosProvider) lockInstance(ctx context.Context, pk string, msgs []queueDoc, token string, now, until int64, filter *DispatcherCapabilityFilter) (instanceDoc, []queueDoc, error) {
+	for _, create := range []bool{false, true} {
+		b := p.container.NewTransactionalBatch(NewPartitionKeyString(pk))
+		if create {
+			shell, err := json.Marshal(instanceDoc{
+				ID: instanceDocID, PK: pk, Type: docInstance, Instance: msgs[0].Instance, Slot: msgs[0].Slot,
+				LockToken: token, LockedUntil: until, CreatedAt: now, UpdatedAt: now,
+			})
+			if err != nil {
+				return instanceDoc{}, nil, err
+			}
+			b.CreateItem(shell, nil)
+		} else {
+			var ops PatchOperations
+			ops.SetCondition(lockCondition(now, filter))
+			ops.AppendSet("/lockToken", token)
+			ops.AppendSet("/lockedUntil", until)
+			b.PatchItem(instanceDocID, ops, nil)
+		}
+		for _, m := range msgs {
+			var ops PatchOperations
+			ops.AppendSet("/lockToken", token)
+			ops.AppendSet("/lockedUntil", until)
+			ops.AppendIncrement("/attempts", 1)
+			b.PatchItem(m.ID, ops, nil)
+		}
+		resp, err := p.container.ExecuteTransactionalBatch(ctx, b, &TransactionalBatchOptions{EnableContentResponseOnWrite: true})
+		if err != nil {
+			return instanceDoc{}, nil, err
+		}
+		if !resp.Success {
+			idx, ce, _ := resp.FailedOperation()
+			switch {
+			case idx == 0 && !create && ce != nil && ce.StatusCode == http.StatusNotFound:
+				continue // no instance document yet: create it
+			case ce != nil && (ce.StatusCode == http.StatusPreconditionFailed || ce.StatusCode == http.StatusConflict || ce.StatusCode == http.StatusNotFound):
+				return instanceDoc{}, nil, errContended
+			case ce != nil:
+				return instanceDoc{}, nil, ce
+			default:
+				return instanceDoc{}, nil, fmt.Errorf("lock batch failed with status %d", resp.StatusCode)
+			}
+		}
+		return decodeLockBatch(resp)
+	}
+	return instanceDoc{}, nil, errContended
+}
+
+// lockCondition is the instance document's PATCH condition: the lock is free
+// (or expired) and, with a filter, the pinned version is compatible.
+// Conditions take no parameters; only numbers are inlined.
+func lockCondition(now int64, filter *DispatcherCapabilityFilter) string {
+	cond := "from c where c.lockedUntil <= " + strconv.FormatInt(now, 10)
+	if filter != nil {
+		r := filter.SupportedDuroxideVersions[0]
+		cond += " and (not is_defined(c.pinned) or (c.pinned >= " + strconv.FormatUint(r.Min.PackedVersion(), 10) +
+			" and c.pinned <= " + strconv.FormatUint(r.Max.PackedVersion(), 10) + "))"
+	}
+	return cond
+}
+
+func decodeLockBatch(resp TransactionalBatchResponse) (instanceDoc, []queueDoc, error) {
+	var inst instanceDoc
+	if err := json.Unmarshal(resp.OperationResults[0].ResourceBody, &inst); err != nil {
+		return instanceDoc{}, nil, fmt.Errorf("decode locked instance: %w", err)
+	}
+	inst.ETag = resp.OperationResults[0].ETag
+	msgs := make([]queueDoc, 0, len(resp.OperationResults)-1)
+	for _, r := range resp.OperationResults[1:] {
+		var m queueDoc
+		if err := json.Unmarshal(r.ResourceBody, &m); err != nil {
+			return instanceDoc{}, nil, fmt.Errorf("decode locked message: %w", err)
+		}
+		m.ETag = r.ETag
+		msgs = append(msgs, m)
+	}
+	return inst, msgs, nil
+}
+
+// decodeMessages decodes the locked batch and its highest attempt count.
+func decodeMessages(msgs []queueDoc) ([]WorkItem, uint32, error) {
+	items := make([]WorkItem, 0, len(msgs))
+	var attempts uint32
+	for _, m := range msgs {
+		item, err := UnmarshalWorkItem([]byte(m.Item))
+		if err != nil {
+			return nil, 0, fmt.Errorf("decode message %s: %w", m.ID, err)
+		}
+		items = append(items, item)
+		attempts = max(attempts, m.Attempts)
+	}
+	return items, attempts, nil
+}
+
+// buildItem applies duroxide's metadata rules (reference §2.2 step 5). It
+// reports orphan when the batch holds only QueueMessages for an instance
+// that was never started.
+func (p *CosmosProvider) buildItem(inst *instanceDoc, state *instanceState, items []WorkItem) (*OrchestrationItem, bool) {
+	item := &OrchestrationItem{
+		Instance:     inst.Instance,
+		ExecutionID:  state.exec,
+		History:      state.history,
+		HistoryError: state.historyError,
+		Messages:     items,
+		KVSnapshot:   map[string]KvEntry{},
+	}
+	if item.History == nil {
+		item.History = []Event{}
+	}
+	switch {
+	case inst.exists():
+		item.OrchestrationName = inst.Name
+		item.Version = derefOr(inst.Version, "unknown")
+	case len(state.history) > 0 || state.historyError != nil:
+		item.OrchestrationName, item.Version = nameFromHistory(state.history)
+	default:
+		if name, version, ok := nameFromStart(items); ok {
+			item.OrchestrationName, item.Version, item.ExecutionID = name, version, InitialExecutionID
+			break
+		}
+		if allQueueMessages(items) {
+			return nil, true
+		}
+		// A message for an instance that was never started (say a cancel
+		// that overtook its start): hand it to the runtime, which acks it
+		// as an empty batch, rather than leave it at the head of the queue.
+		item.OrchestrationName, item.Version, item.ExecutionID = "Unknown", "unknown", InitialExecutionID
+	}
+	if item.ExecutionID == 0 {
+		item.ExecutionID = InitialExecutionID
+	}
+	return item, false
+}
+
+func derefOr(s *string, fallback string) string {
+	if s == nil {
+		return fallback
+	}
+	return *s
+}
+
+func nameFromHistory(history []Event) (string, string) {
+	for _, e := range history {
+		if started, ok := e.Kind.(OrchestrationStarted); ok {
+			return started.Name, started.Version
+		}
+	}
+	return "Unknown", "unknown"
+}
+
+func nameFromStart(items []WorkItem) (string, string, bool) {
+	for _, it := range items {
+		switch w := it.(type) {
+		case StartOrchestration:
+			return w.Orchestration, derefOr(w.Version, "unknown"), true
+		case ContinueAsNew:
+			return w.Orchestration, derefOr(w.Version, "unknown"), true
+		}
+	}
+	return "", "", false
+}
+
+func allQueueMessages(items []WorkItem) bool {
+	for _, it := range items {
+		if _, ok := it.(QueueMessage); !ok {
+			return false
+		}
+	}
+	return len(items) > 0
+}
+
+// dropOrphans deletes QueueMessages for a never-started instance together
+// with the lock document the fetch created.
+func (p *CosmosProvider) dropOrphans(ctx context.Context, lock *orchestrationLock) error {
+	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+	etag := lock.inst.ETag
+	b.DeleteItem(instanceDocID, &TransactionalBatchItemOptions{IfMatch: &etag})
+	for _, m := range lock.messages {
+		b.DeleteItem(m.ID, nil)
+	}
+	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+	if err != nil {
+		return err
+	}
+	if !resp.Success {
+		p.log.Warn("cdb: could not drop orphan queue messages", "instance", lock.inst.Instance)
+		return nil
+	}
+	p.log.Warn("cdb: dropped QueueMessages for an instance that was never started", "instance", lock.inst.Instance, "messages", len(lock.messages))
+	return nil
+}
+
+// releaseQuietly gives a lock back after a fetch failed half way, so the
+// contract's "an error means no lock is held" holds as far as it can.
+func (p *CosmosProvider) releaseQuietly(ctx context.Context, lock *orchestrationLock) {
+	if err := p.writeAbandon(ctx, lock, 0, true); err != nil {
+		p.log.Warn("cdb: could not release a lock after a failed fetch; it will expire", "instance", lock.inst.Instance, "error", err)
+	}
+}

@@ -1,0 +1,311 @@
+package cdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/joho/godotenv"
+)
+
+// ProviderName and ProviderVersion identify this provider in diagnostics.
+const (
+	ProviderName    = "cosmosdb"
+	ProviderVersion = "0.1.0"
+)
+
+// Config configures a CosmosProvider. Either Client is set, or Endpoint and
+// Key (or ClientOptions.Credential) are.
+type Config struct {
+	Endpoint  string
+	Key       string
+	Database  string // default "duroxide"
+	Container string // default "duroxide"
+
+	// Client, when set, is used instead of building one from Endpoint, Key
+	// and ClientOptions; FakeAccount.Client() gives one.
+	Client        *Client
+	ClientOptions ClientOptions
+
+	// ShortPolling makes a fetch that finds nothing return at once instead
+	// of waiting up to its poll timeout.
+	ShortPolling bool
+	// PollInterval is how often an idle queue is polled (default 1s),
+	// whatever the number of fetches waiting on it.
+	PollInterval time.Duration
+	// CandidatesPerRange is how many queue items one candidate query reads
+	// per partition key range (default 32).
+	CandidatesPerRange int
+	// MaxMessagesPerTurn bounds the messages one orchestration fetch locks
+	// (default 40), so the ack's batch keeps room for the turn's writes.
+	MaxMessagesPerTurn int
+	// ReconcileInterval is how often the outbox reconciler looks for
+	// undelivered effects (default 5s); OutboxMinAge is how old they must be
+	// (default 2s), so it does not race the immediate delivery.
+	ReconcileInterval time.Duration
+	OutboxMinAge      time.Duration
+	// Leases spreads dispatch slots over concurrent fetches (default: in
+	// memory, this process only).
+	Leases LeaseProvider
+	// SkipBootstrap skips creating the database and container.
+	SkipBootstrap bool
+
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Environment variables read by ConfigFromEnv.
+const (
+	EnvEndpoint  = "COSMOS_ENDPOINT"
+	EnvKey       = "COSMOS_KEY"
+	EnvDatabase  = "COSMOS_DATABASE"
+	EnvContainer = "COSMOS_CONTAINER"
+	EnvSkipTLS   = "COSMOS_INSECURE_SKIP_VERIFY"
+)
+
+// ConfigFromEnv reads the COSMOS_* variables, after loading a .env file in
+// the working directory when there is one (variables already set win).
+func ConfigFromEnv() (Config, error) {
+	if err := godotenv.Load(); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return Config{}, fmt.Errorf("cdb: read .env: %w", err)
+	}
+	cfg := Config{
+		Endpoint:  os.Getenv(EnvEndpoint),
+		Key:       os.Getenv(EnvKey),
+		Database:  os.Getenv(EnvDatabase),
+		Container: os.Getenv(EnvContainer),
+	}
+	if cfg.Endpoint == "" {
+		return cfg, fmt.Errorf("cdb: %s is not set", EnvEndpoint)
+	}
+	cfg.ClientOptions.TLS.InsecureSkipVerify = os.Getenv(EnvSkipTLS) == "true"
+	return cfg, nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Database == "" {
+		c.Database = "duroxide"
+	}
+	if c.Container == "" {
+		c.Container = "duroxide"
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = time.Second
+	}
+	if c.CandidatesPerRange <= 0 {
+		c.CandidatesPerRange = 32
+	}
+	if c.MaxMessagesPerTurn <= 0 {
+		c.MaxMessagesPerTurn = 40
+	}
+	if c.ReconcileInterval <= 0 {
+		c.ReconcileInterval = 5 * time.Second
+	}
+	if c.OutboxMinAge <= 0 {
+		c.OutboxMinAge = 2 * time.Second
+	}
+	if c.Leases == nil {
+		c.Leases = NewInMemoryLeaseProvider()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// CosmosProvider implements Provider and ProviderAdmin on one Cosmos DB
+// container. It is safe for concurrent use. Close stops its background work.
+type CosmosProvider struct {
+	cfg       Config
+	client    *Client
+	container *ContainerClient
+	log       *slog.Logger
+
+	orchSignal *queueSignal
+	workSignal *queueSignal
+
+	orchLocks lockTable[*orchestrationLock]
+	contended *contention
+	workLocks lockTable[*workLock]
+	cache     historyCache
+
+	outbox *relay
+
+	seq       atomic.Int64 // last enqueue sequence handed out
+	closeOnce sync.Once
+	stop      context.CancelFunc
+	done      sync.WaitGroup
+}
+
+var (
+	_ Provider      = (*CosmosProvider)(nil)
+	_ ProviderAdmin = (*CosmosProvider)(nil)
+)
+
+// NewProvider connects to the container in cfg, creating the database and
+// container when missing (and checking an existing container's partition
+// key), and starts the outbox relay.
+func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
+	cfg = cfg.withDefaults()
+	client := cfg.Client
+	if client == nil {
+		opts := cfg.ClientOptions
+		if cfg.Key != "" {
+			opts.Key = cfg.Key
+		}
+		if opts.Logger == nil {
+			opts.Logger = cfg.Logger
+		}
+		c, err := NewClient(cfg.Endpoint, opts)
+		if err != nil {
+			return nil, fmt.Errorf("cdb: new provider: %w", err)
+		}
+		client = c
+	}
+	container, err := client.NewContainer(cfg.Database, cfg.Container)
+	if err != nil {
+		return nil, fmt.Errorf("cdb: new provider: %w", err)
+	}
+	if !cfg.SkipBootstrap {
+		if err := bootstrap(ctx, client, container, cfg); err != nil {
+			return nil, err
+		}
+	}
+	p := &CosmosProvider{
+		cfg:        cfg,
+		client:     client,
+		container:  container,
+		log:        cfg.Logger,
+		orchSignal: newQueueSignal(),
+		workSignal: newQueueSignal(),
+		orchLocks:  newLockTable[*orchestrationLock](),
+		contended:  newContention(),
+		workLocks:  newLockTable[*workLock](),
+		cache:      newHistoryCache(1024),
+	}
+	bg, stop := context.WithCancel(context.Background())
+	p.stop = stop
+	p.outbox = newRelay(p)
+	p.done.Add(1)
+	go func() {
+		defer p.done.Done()
+		p.outbox.run(bg)
+	}()
+	return p, nil
+}
+
+// bootstrap creates the database and the container with the provider's
+// indexing policy when they are missing.
+func bootstrap(ctx context.Context, client *Client, container *ContainerClient, cfg Config) error {
+	if err := client.EnsureDatabase(ctx, cfg.Database); err != nil {
+		return fmt.Errorf("cdb: bootstrap database %q: %w", cfg.Database, err)
+	}
+	if _, err := container.Ensure(ctx, ProviderContainerProperties(cfg.Container)); err != nil {
+		return fmt.Errorf("cdb: bootstrap container %q: %w", cfg.Container, err)
+	}
+	return nil
+}
+
+// ProviderContainerProperties is the container the provider needs: partition
+// key /pk, per-item TTL enabled (for tombstones), blobs left out of the
+// index, and the composite index the queue queries order by.
+func ProviderContainerProperties(id string) ContainerProperties {
+	policy := DefaultIndexingPolicy()
+	policy.ExcludedPaths = append(policy.ExcludedPaths,
+		ExcludedPath{Path: "/item/?"},
+		ExcludedPath{Path: "/data/?"},
+		ExcludedPath{Path: "/entries/*"},
+		ExcludedPath{Path: "/output/?"},
+		ExcludedPath{Path: "/customStatus/?"},
+	)
+	policy.CompositeIndexes = [][]CompositeIndex{
+		{{Path: "/visibleAt", Order: CompositeIndexAscending}, {Path: "/seq", Order: CompositeIndexAscending}},
+	}
+	ttl := -1
+	return ContainerProperties{
+		ID:                id,
+		PartitionKey:      PartitionKeyDefinition{Paths: []string{partitionKeyPath}, Kind: "Hash", Version: 2},
+		IndexingPolicy:    &policy,
+		DefaultTimeToLive: &ttl,
+	}
+}
+
+// Close stops the outbox relay and the wake timers. Undelivered effects stay
+// in Cosmos DB for the next process's reconciler.
+func (p *CosmosProvider) Close() error {
+	p.closeOnce.Do(func() {
+		p.stop()
+		p.done.Wait()
+		p.orchSignal.stop()
+		p.workSignal.stop()
+	})
+	return nil
+}
+
+// Name identifies the provider.
+func (p *CosmosProvider) Name() string { return ProviderName }
+
+// Version is the provider's version.
+func (p *CosmosProvider) Version() string { return ProviderVersion }
+
+// Admin returns the provider itself: it implements ProviderAdmin.
+func (p *CosmosProvider) Admin() (ProviderAdmin, bool) { return p, true }
+
+// Client is the Cosmos DB client the provider uses (for its diagnostics).
+func (p *CosmosProvider) Client() *Client { return p.client }
+
+// Container is the container the provider stores everything in.
+func (p *CosmosProvider) Container() *ContainerClient { return p.container }
+
+func (p *CosmosProvider) now() time.Time { return p.cfg.Now() }
+
+func (p *CosmosProvider) nowMs() int64 { return p.cfg.Now().UnixMilli() }
+
+// nextSeq orders enqueues of this process; equal visibility times are served
+// in this order.
+func (p *CosmosProvider) nextSeq() int64 {
+	for {
+		last := p.seq.Load()
+		next := p.now().UnixMicro()
+		if next <= last {
+			next = last + 1
+		}
+		if p.seq.CompareAndSwap(last, next) {
+			return next
+		}
+	}
+}
+
+// partitionKey is the PartitionKey of an instance's documents.
+func partitionKey(instance string) PartitionKey {
+	return NewPartitionKeyString(instancePartitionKey(instance))
+}
+
+// wrap turns a client error into the contract's error for op.
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *ProviderError
+	if errors.As(err, &pe) {
+		return err
+	}
+	return ToProviderError(op, err)
+}
+
+// batchFailure is the error of a batch that did not commit.
+func batchFailure(op string, resp TransactionalBatchResponse) error {
+	if _, ce, ok := resp.FailedOperation(); ok && ce != nil {
+		return ToProviderError(op, ce)
+	}
+	return Retryable(op, fmt.Sprintf("transactional batch failed with status %d", resp.StatusCode))
+}

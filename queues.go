@@ -1,0 +1,243 @@
+package cdb
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Queue names, for leases and logs.
+const (
+	queueOrchestrator = "orchestrator"
+	queueWorker       = "worker"
+)
+
+// candidateQuery finds the oldest visible, unlocked items of one queue. It
+// runs once per partition key range (ORDER BY and TOP are allowed there, not
+// across partitions: R4), reading at most CandidatesPerRange documents per
+// range whatever the backlog.
+type candidateQuery struct {
+	docType string
+	slots   []int    // nil: every slot
+	skip    []string // partition keys not to return (held or contended)
+	where   []string // extra conditions
+	params  []QueryParameter
+}
+
+func (q candidateQuery) text() string {
+	var b strings.Builder
+	b.WriteString("SELECT TOP @top * FROM c WHERE c.type = @type AND c.visibleAt <= @now AND c.lockedUntil <= @now")
+	if q.slots != nil {
+		b.WriteString(" AND ARRAY_CONTAINS(@slots, c.slot)")
+	}
+	if len(q.skip) > 0 {
+		b.WriteString(" AND NOT ARRAY_CONTAINS(@skip, c.pk)")
+	}
+	for _, w := range q.where {
+		b.WriteString(" AND (")
+		b.WriteString(w)
+		b.WriteString(")")
+	}
+	b.WriteString(" ORDER BY c.visibleAt ASC, c.seq ASC")
+	return b.String()
+}
+
+// run returns the candidates of every range, oldest first.
+func (p *CosmosProvider) runCandidateQuery(ctx context.Context, q candidateQuery) ([]queueDoc, error) {
+	params := append([]QueryParameter{
+		{Name: "@top", Value: p.cfg.CandidatesPerRange},
+		{Name: "@type", Value: q.docType},
+		{Name: "@now", Value: p.nowMs()},
+	}, q.params...)
+	if q.slots != nil {
+		params = append(params, QueryParameter{Name: "@slots", Value: q.slots})
+	}
+	if len(q.skip) > 0 {
+		params = append(params, QueryParameter{Name: "@skip", Value: q.skip})
+	}
+	byRange, err := p.container.QueryItemsPerRange(ctx, q.text(), params, &QueryOptions{MaxItemCount: int32(p.cfg.CandidatesPerRange)})
+	if err != nil {
+		return nil, err
+	}
+	var docs []queueDoc
+	for _, res := range byRange {
+		for _, raw := range res.Items {
+			var d queueDoc
+			if err := json.Unmarshal(raw, &d); err != nil {
+				return nil, fmt.Errorf("decode queue item: %w", err)
+			}
+			docs = append(docs, d)
+		}
+	}
+	sort.SliceStable(docs, func(i, j int) bool {
+		if docs[i].VisibleAt != docs[j].VisibleAt {
+			return docs[i].VisibleAt < docs[j].VisibleAt
+		}
+		return docs[i].Seq < docs[j].Seq
+	})
+	return docs, nil
+}
+
+// instanceGroup is one instance's candidates, oldest first.
+type instanceGroup struct {
+	pk   string
+	docs []queueDoc
+}
+
+// groupByInstance keeps the instances in the order of their oldest item.
+func groupByInstance(docs []queueDoc) []instanceGroup {
+	index := map[string]int{}
+	var groups []instanceGroup
+	for _, d := range docs {
+		i, ok := index[d.PK]
+		if !ok {
+			i = len(groups)
+			index[d.PK] = i
+			groups = append(groups, instanceGroup{pk: d.PK})
+		}
+		groups[i].docs = append(groups[i].docs, d)
+	}
+	return groups
+}
+
+// contention remembers partitions whose lock this process just failed to
+// take, so the next candidate queries leave them out for a moment instead of
+// fighting over them.
+type contention struct {
+	mu    sync.Mutex
+	until map[string]time.Time // key: partition key + "|" + filter
+}
+
+func newContention() *contention { return &contention{until: map[string]time.Time{}} }
+
+const contentionBackoff = 200 * time.Millisecond
+
+// maxSkipped bounds the partitions a candidate query leaves out.
+const maxSkipped = 64
+
+func (c *contention) note(key string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.until[key] = now.Add(contentionBackoff)
+}
+
+func (c *contention) active(prefixFilter string, now time.Time) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for key, until := range c.until {
+		if !now.Before(until) {
+			delete(c.until, key)
+			continue
+		}
+		pk, filter, _ := strings.Cut(key, "|")
+		if filter == prefixFilter && len(out) < maxSkipped {
+			out = append(out, pk)
+		}
+	}
+	return out
+}
+
+// pollOutcome is what one look at a queue found.
+type pollOutcome int
+
+const (
+	outcomeEmpty pollOutcome = iota // no candidates at all
+	outcomeBusy                     // candidates, none of which could be taken now
+	outcomeFound                    // work taken
+)
+
+// pollAttempt tries once to take work from a queue; slots nil means all.
+type pollAttempt[T any] func(ctx context.Context, slots []int) (T, pollOutcome, error)
+
+// poll runs attempts until one finds work, the poll timeout passes (long
+// polling) or once (short polling). Fetches of this process wait on the
+// queue's signal; an idle queue is queried about once per PollInterval in
+// all (R5), by whichever fetch claims the poll.
+func poll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, queue string, pollTimeout time.Duration, attempt pollAttempt[T]) (T, bool, error) {
+	var zero T
+	deadline := p.now().Add(pollTimeout)
+	seen := ^uint64(0)
+	for {
+		changed, gen := sig.state()
+		res, outcome, err := pollOnce(ctx, p, sig, queue, gen != seen, attempt)
+		if err != nil {
+			return zero, false, err
+		}
+		if outcome == outcomeFound {
+			return res, true, nil
+		}
+		seen = gen
+		now := p.now()
+		if p.cfg.ShortPolling || !now.Before(deadline) {
+			return zero, false, nil
+		}
+		wakeAt := deadline
+		if next := sig.nextPoll(); next.After(now) && next.Before(wakeAt) {
+			wakeAt = next
+		} else if outcome == outcomeBusy {
+			// Candidates exist but are held; look again soon.
+			if soon := now.Add(contentionBackoff); soon.Before(wakeAt) {
+				wakeAt = soon
+			}
+		}
+		timer := time.NewTimer(wakeAt.Sub(now))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return zero, false, ctx.Err()
+		case <-changed:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// pollOnce takes one look at the queue. A long-polling fetch queries its
+// own slots when the queue changed since its last look, and the whole queue
+// when it claims the queue's poll; a short-polling fetch queries the whole
+// queue unless a recent query found it empty and nothing changed since.
+// Only a query that finds no candidates at all closes the queue for a poll
+// interval, so contention never reads as emptiness.
+func pollOnce[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, queue string, fresh bool, attempt pollAttempt[T]) (T, pollOutcome, error) {
+	var zero T
+	if p.cfg.ShortPolling {
+		if !sig.takeChange() && !sig.isOpen(p.now()) {
+			return zero, outcomeEmpty, nil
+		}
+		return lookAtAll(ctx, p, sig, attempt)
+	}
+	slots, release := p.cfg.Leases.Acquire(queue)
+	defer release()
+	if slots != nil && fresh {
+		res, outcome, err := attempt(ctx, slots)
+		if err != nil || outcome == outcomeFound {
+			return res, outcome, err
+		}
+	}
+	if !sig.claimPoll(p.now(), p.cfg.PollInterval) && !(fresh && slots == nil) {
+		return zero, outcomeEmpty, nil
+	}
+	return lookAtAll(ctx, p, sig, attempt)
+}
+
+// lookAtAll queries every slot and keeps the queue's poll window closed only
+// when it found nothing.
+func lookAtAll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, attempt pollAttempt[T]) (T, pollOutcome, error) {
+	res, outcome, err := attempt(ctx, nil)
+	switch {
+	case err != nil:
+		sig.reopen()
+	case outcome == outcomeEmpty:
+		sig.closeFor(p.now(), p.cfg.PollInterval)
+	case outcome == outcomeFound:
+		sig.notify() // there may be more: let the other waiting fetches look
+	default:
+		sig.reopen()
+	}
+	return res, outcome, err
+}

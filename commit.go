@@ -298,7 +298,17 @@ func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, Permanent(w.op, err.Error())
 	}
-	w.add(instancePartitionKey(target), pendingDoc{body: body, message: true})
+	pk := instancePartitionKey(target)
+	if _, ok := item.(StartOrchestration); ok && pk != w.pk {
+		// A child's or detached start brings the child's lock document,
+		// as EnqueueForOrchestrator does; delivering it twice is a 409.
+		shell, err := w.p.newLockDoc(target)
+		if err != nil {
+			return time.Time{}, Permanent(w.op, err.Error())
+		}
+		w.remote = append(w.remote, outboxEntry{PK: pk, Doc: shell})
+	}
+	w.add(pk, pendingDoc{body: body, message: true})
 	return time.UnixMilli(visible), nil
 }
 

@@ -60,3 +60,100 @@ func (a *FakeAccount) Endpoint() string { return fakeEndpoint }
 // Key is the master key the account checks signatures with (the Cosmos DB
 // emulator's well-known key).
 func (a *FakeAccount) Key() string { return a.srv.Key() }
+
+// FakeCounts are the requests a FakeAccount has served, for tests and
+// benchmarks that count round trips and RU.
+type FakeCounts struct {
+	Requests      int64
+	RequestCharge float64
+	// ByOperation counts requests per operation: "CreateItem", "ReadItem",
+	// "ReplaceItem", "UpsertItem", "DeleteItem", "PatchItem", "Batch",
+	// "Query", "ReadPartitionKeyRanges", and the database and container
+	// operations.
+	ByOperation map[string]int64
+	// DocumentsScanned counts documents queries evaluated (the fake has no
+	// index, so it evaluates every document in scope); DocumentsReturned the
+	// documents they returned.
+	DocumentsScanned  int64
+	DocumentsReturned int64
+	// CrossPartitionQueries counts query pages served with neither a
+	// partition key nor a range.
+	CrossPartitionQueries int64
+}
+
+// Counts returns what the account has served so far.
+func (a *FakeAccount) Counts() FakeCounts {
+	c := a.srv.Counts()
+	out := FakeCounts{
+		Requests: c.Requests, RequestCharge: c.RequestCharge, ByOperation: map[string]int64{},
+		DocumentsScanned: c.DocumentsScanned, DocumentsReturned: c.DocumentsReturned, CrossPartitionQueries: c.CrossPartitionQueries,
+	}
+	for op, n := range c.ByOp {
+		out.ByOperation[string(op)] = n
+	}
+	return out
+}
+
+// ResetCounts zeroes the counters.
+func (a *FakeAccount) ResetCounts() { a.srv.ResetCounts() }
+
+// SetLatency changes the latency added to every request.
+func (a *FakeAccount) SetLatency(d time.Duration) { a.srv.SetLatency(d) }
+
+// FakeRequest describes a request a FakeFault may match.
+type FakeRequest struct {
+	Operation           string // as in FakeCounts.ByOperation
+	Method, Path        string
+	ItemID              string
+	PartitionKey        string // the raw x-ms-documentdb-partitionkey header, e.g. ["order-1"]
+	PartitionKeyRangeID string
+	Body                []byte
+}
+
+// FakeFaultKind says what a FakeFault does.
+type FakeFaultKind int
+
+const (
+	// FaultStatus answers Status (and SubStatus, RetryAfter) without
+	// executing the request.
+	FaultStatus FakeFaultKind = iota
+	// FaultDropConnection drops the connection without executing.
+	FaultDropConnection
+	// FaultLoseResponse executes and commits the request, then drops the
+	// connection: the client cannot know it succeeded.
+	FaultLoseResponse
+)
+
+// FakeFault makes the account misbehave on matching requests.
+type FakeFault struct {
+	Match      func(FakeRequest) bool // nil matches every request
+	Kind       FakeFaultKind
+	Status     int
+	SubStatus  int
+	RetryAfter time.Duration
+	Times      int // matching requests it hits; 0 until removed
+}
+
+// InjectFault adds a fault; the returned function removes it.
+func (a *FakeAccount) InjectFault(f FakeFault) (remove func()) {
+	var match func(fakecosmos.RequestInfo) bool
+	if f.Match != nil {
+		match = func(ri fakecosmos.RequestInfo) bool {
+			return f.Match(FakeRequest{
+				Operation: string(ri.Op), Method: ri.Method, Path: ri.Path, ItemID: ri.ItemID,
+				PartitionKey: ri.PartitionKey, PartitionKeyRangeID: ri.PartitionKeyRangeID, Body: ri.Body,
+			})
+		}
+	}
+	kinds := map[FakeFaultKind]fakecosmos.FaultKind{
+		FaultStatus: fakecosmos.FaultStatus, FaultDropConnection: fakecosmos.FaultDropConnection, FaultLoseResponse: fakecosmos.FaultLoseResponse,
+	}
+	return a.srv.InjectFault(fakecosmos.Fault{
+		Match: match, Kind: kinds[f.Kind], Status: f.Status, SubStatus: f.SubStatus, RetryAfter: f.RetryAfter, Times: f.Times,
+	})
+}
+
+// SplitPartitionKeyRanges splits every range of a container in two.
+func (a *FakeAccount) SplitPartitionKeyRanges(database, container string) error {
+	return a.srv.SplitPartitionKeyRanges(database, container)
+}

@@ -33,11 +33,51 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 	if err != nil {
 		return Permanent(op, err.Error())
 	}
-	if _, err := p.container.CreateItem(ctx, partitionKey(instance), doc, nil); err != nil {
+	if _, ok := item.(StartOrchestration); ok {
+		err = p.enqueueStart(ctx, instance, doc)
+	} else {
+		_, err = p.container.CreateItem(ctx, partitionKey(instance), doc, nil)
+	}
+	if err != nil {
 		return wrap(op, err)
 	}
 	p.announceMessage(visibleAt)
 	return nil
+}
+
+// enqueueStart writes a start message together with the instance's lock
+// document, so the instance's first fetch can lock it with one patch. The
+// lock document has no name: the instance exists only once an ack names it.
+// When the document exists already, the message is written alone.
+func (p *CosmosProvider) enqueueStart(ctx context.Context, instance string, msg []byte) error {
+	shell, err := p.newLockDoc(instance)
+	if err != nil {
+		return err
+	}
+	b := p.container.NewTransactionalBatch(partitionKey(instance))
+	b.CreateItem(shell, nil)
+	b.CreateItem(msg, nil)
+	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+	if err != nil {
+		return err
+	}
+	if resp.Success {
+		return nil
+	}
+	if idx, ce, _ := resp.FailedOperation(); idx != 0 || ce == nil || ce.StatusCode != http.StatusConflict {
+		return batchFailure("enqueue_for_orchestrator", resp)
+	}
+	_, err = p.container.CreateItem(ctx, partitionKey(instance), msg, nil)
+	return err
+}
+
+// newLockDoc is an unlocked instance document without a name.
+func (p *CosmosProvider) newLockDoc(instance string) ([]byte, error) {
+	now := p.nowMs()
+	return json.Marshal(instanceDoc{
+		ID: instanceDocID, PK: instancePartitionKey(instance), Type: docInstance, Instance: instance,
+		Slot: dispatchSlot(instance), CreatedAt: now, UpdatedAt: now,
+	})
 }
 
 // announceMessage wakes this process's fetches for a message visible at t.

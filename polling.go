@@ -15,6 +15,7 @@ type queueSignal struct {
 	changed    chan struct{} // closed by notify
 	generation uint64        // counts notifies
 	unseen     bool          // a notify no short-polling fetch has acted on
+	looked     uint64        // generation at the last look at the queue, plus one (0: never)
 	idleUntil  time.Time     // no poll before this unless notified
 	wake       *time.Timer   // pending notify for work that becomes visible later
 	wakeAt     time.Time
@@ -37,6 +38,21 @@ func (q *queueSignal) notifyLocked() {
 	q.generation++
 	q.unseen = true
 	q.idleUntil = time.Time{}
+}
+
+// lastLook is the generation the last look at the queue saw, and whether
+// there was one.
+func (q *queueSignal) lastLook() (uint64, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.looked - 1, q.looked > 0
+}
+
+// lookedAt records that a fetch looked at the queue at generation gen.
+func (q *queueSignal) lookedAt(gen uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.looked = gen + 1
 }
 
 // takeChange reports, once, that the queue changed since a short-polling

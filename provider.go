@@ -180,6 +180,11 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 			return nil, err
 		}
 	}
+	// Every fetch queries per range; read the ranges now rather than on the
+	// first fetch.
+	if _, err := container.ReadPartitionKeyRanges(ctx, false); err != nil {
+		return nil, fmt.Errorf("cdb: new provider: read partition key ranges: %w", err)
+	}
 	p := &CosmosProvider{
 		cfg:        cfg,
 		client:     client,

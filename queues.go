@@ -161,12 +161,21 @@ type pollAttempt[T any] func(ctx context.Context, slots []int) (T, pollOutcome, 
 func poll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, queue string, pollTimeout time.Duration, attempt pollAttempt[T]) (T, bool, error) {
 	var zero T
 	deadline := p.now().Add(pollTimeout)
-	seen := ^uint64(0)
+	// A fetch is fresh (looks at its own slots) only when the queue changed
+	// since anyone last looked, so dispatchers that call in turn do not each
+	// query an idle queue.
+	seen, ok := sig.lastLook()
+	if !ok {
+		seen = ^uint64(0)
+	}
 	for {
 		changed, gen := sig.state()
 		res, outcome, err := pollOnce(ctx, p, sig, queue, gen != seen, attempt)
 		if err != nil {
 			return zero, false, err
+		}
+		if outcome != outcomeFound {
+			sig.lookedAt(gen)
 		}
 		if outcome == outcomeFound {
 			return res, true, nil

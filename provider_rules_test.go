@@ -1,0 +1,431 @@
+package cdb_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/providertest"
+)
+
+// The Cosmos DB-specific properties of the provider (DESIGN.md §4, R1–R6),
+// each shown on the in-memory Cosmos DB with its request counter and faults.
+
+// newRulesProvider is a provider on acct, long polling unless cfg says
+// otherwise, closed when the test ends.
+func newRulesProvider(t *testing.T, acct *cdb.FakeAccount, cfg cdb.Config) *cdb.CosmosProvider {
+	t.Helper()
+	cfg.Client = acct.Client()
+	p, err := cdb.NewProvider(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func rulesContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// requestLog records the requests an account serves, through a fault that
+// never fires.
+type requestLog struct {
+	mu   sync.Mutex
+	reqs []cdb.FakeRequest
+}
+
+func logRequests(acct *cdb.FakeAccount) *requestLog {
+	l := &requestLog{}
+	acct.InjectFault(cdb.FakeFault{Match: func(r cdb.FakeRequest) bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.reqs = append(l.reqs, r)
+		return false
+	}})
+	return l
+}
+
+func (l *requestLog) take() []cdb.FakeRequest {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.reqs
+	l.reqs = nil
+	return out
+}
+
+func (l *requestLog) ops() []string {
+	var ops []string
+	for _, r := range l.take() {
+		ops = append(ops, r.Operation)
+	}
+	return ops
+}
+
+func pokeItem(instance string) cdb.WorkItem {
+	return cdb.ExternalRaised{Instance: instance, Name: "poke", Data: "{}"}
+}
+
+// fanOut is a turn of n ActivityScheduled events (ids from 2) and the n
+// matching ActivityExecute items.
+func fanOut(instance string, n int) ([]cdb.Event, []cdb.WorkItem) {
+	var events []cdb.Event
+	var work []cdb.WorkItem
+	for i := 0; i < n; i++ {
+		id := uint64(i + 2)
+		events = append(events, cdb.Event{EventID: id, InstanceID: instance, ExecutionID: 1, DuroxideVersion: "0.1.29",
+			Kind: cdb.ActivityScheduled{Name: "Work", Input: fmt.Sprintf(`{"n":%d}`, i)}})
+		work = append(work, cdb.ActivityExecute{Instance: instance, ExecutionID: 1, ID: id, Name: "Work", Input: fmt.Sprintf(`{"n":%d}`, i)})
+	}
+	return events, work
+}
+
+func countDocs(t *testing.T, p *cdb.CosmosProvider, instance, docType string) int {
+	t.Helper()
+	pk := cdb.NewPartitionKeyString(instance)
+	res, err := p.Container().QueryItems(context.Background(), "SELECT VALUE COUNT(1) FROM c WHERE c.pk = @pk AND c.type = @t",
+		[]cdb.QueryParameter{{Name: "@pk", Value: instance}, {Name: "@t", Value: docType}}, &cdb.QueryOptions{PartitionKey: &pk})
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, json.Unmarshal(res.Items[0], &n))
+	return n
+}
+
+// R1: a turn of 300 events and 300 activities commits in one batch of at
+// most 100 operations; the activities folded into the outbox all become
+// fetchable; a failure of that batch leaves nothing behind.
+func TestR1OneAckOneBatch(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	providertest.CreateInstance(ctx, t, p, "r1")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("r1"), 0))
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+
+	log := logRequests(acct)
+	events, work := fanOut("r1", 300)
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, events, work, nil, cdb.ExecutionMetadata{}, nil))
+
+	var batches []cdb.FakeRequest
+	for _, r := range log.take() {
+		if r.Operation == "Batch" {
+			batches = append(batches, r)
+		}
+	}
+	require.Len(t, batches, 1, "the turn commits in exactly one transactional batch")
+	var ops []json.RawMessage
+	require.NoError(t, json.Unmarshal(batches[0].Body, &ops))
+	assert.LessOrEqual(t, len(ops), cdb.MaxBatchOperations)
+	t.Logf("the commit batch had %d operations", len(ops))
+
+	history, err := p.Read(ctx, "r1")
+	require.NoError(t, err)
+	assert.Len(t, history, 301, "OrchestrationStarted and the 300 scheduled events")
+
+	seen := map[string]bool{}
+	for {
+		w, wtoken, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+		require.NoError(t, err)
+		if w == nil {
+			break
+		}
+		act := w.(cdb.ActivityExecute)
+		assert.False(t, seen[act.Input], "activity %s fetched twice", act.Input)
+		seen[act.Input] = true
+		require.NoError(t, p.AckWorkItem(ctx, wtoken, nil))
+	}
+	assert.Len(t, seen, 300, "every activity becomes fetchable")
+}
+
+func TestR1FailedCommitLeavesNothingBehind(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	providertest.CreateInstance(ctx, t, p, "r1b")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("r1b"), 0))
+	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+
+	// Something already holds the id the turn's history document takes, so
+	// one operation of the commit fails and the batch must roll back.
+	_, err = p.Container().CreateItem(ctx, cdb.NewPartitionKeyString("r1b"), []byte(`{"id":"h|1|2","pk":"r1b","type":"squatter"}`), nil)
+	require.NoError(t, err)
+	before := acct.Counts()
+
+	events, work := fanOut("r1b", 300)
+	err = p.AckOrchestrationItem(ctx, token, 1, events, work, nil, cdb.ExecutionMetadata{}, nil)
+	require.Error(t, err)
+
+	assert.Equal(t, 0, countDocs(t, p, "r1b", "work"), "no activity was written")
+	assert.Equal(t, 0, countDocs(t, p, "r1b", "outbox"), "no outbox was written")
+	assert.Equal(t, 1, countDocs(t, p, "r1b", "msg"), "the poke is still queued")
+	history, err := p.Read(ctx, "r1b")
+	require.NoError(t, err)
+	assert.Len(t, history, 1, "no event was appended")
+	again, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	assert.Nil(t, again, "the failed commit did not release the lock")
+	assert.Equal(t, before.ByOperation["Batch"]+1, acct.Counts().ByOperation["Batch"], "one batch was tried, and nothing else written")
+}
+
+// R2: the connection drops right after the parent's commit, and the process
+// dies before delivering; the child's start still arrives, exactly once,
+// through another process's reconciler.
+func TestR2OutboxDeliversAfterALostResponseAndACrash(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	a := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour})
+	require.NoError(t, a.EnqueueForOrchestrator(ctx, providertest.StartItem("parent"), 0))
+	_, token, _, err := a.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultLoseResponse, Times: 1,
+		Match: func(r cdb.FakeRequest) bool { return r.Operation == "Batch" && r.PartitionKey == `["parent"]` }})
+	removeChildFault := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultDropConnection,
+		Match: func(r cdb.FakeRequest) bool { return r.Operation == "CreateItem" && r.PartitionKey == `["parent::child"]` }})
+
+	child := cdb.StartOrchestration{Instance: "parent::child", Orchestration: "Child", Input: "{}",
+		ParentInstance: ptrTo("parent"), ParentID: ptrTo(uint64(2)), ExecutionID: 1}
+	require.NoError(t, a.AckOrchestrationItem(ctx, token, 1,
+		[]cdb.Event{providertest.StartedEvent("parent", 1)}, nil, []cdb.WorkItem{child}, providertest.TestOrchMetadata(), nil),
+		"the commit happened; the lost response is resolved by reading it back")
+	require.NoError(t, a.Close(), "the process dies with the child's start undelivered")
+	assert.Equal(t, 0, countDocs(t, a, "parent::child", "msg"))
+	assert.Equal(t, 1, countDocs(t, a, "parent", "outbox"))
+
+	removeChildFault()
+	b := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour, OutboxMinAge: time.Millisecond})
+	time.Sleep(5 * time.Millisecond)
+	require.NoError(t, b.ReconcileOutbox(ctx))
+	require.NoError(t, b.ReconcileOutbox(ctx), "reconciling again is harmless")
+	assert.Equal(t, 1, countDocs(t, b, "parent::child", "msg"), "the child's start arrived exactly once")
+	assert.Equal(t, 0, countDocs(t, b, "parent", "outbox"), "the delivered outbox is gone")
+
+	item, _, _, err := b.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	assert.Equal(t, "parent::child", item.Instance)
+	assert.Equal(t, "Child", item.OrchestrationName)
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// R3: two processes on one account fetch the same instance: one wins; when
+// its lock expires the other takes over, and the first one's ack fails.
+func TestR3TwoProcessesOneLock(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	a := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: 10 * time.Millisecond})
+	b := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: 10 * time.Millisecond})
+	require.NoError(t, a.EnqueueForOrchestrator(ctx, providertest.StartItem("shared"), 0))
+
+	const lock = 300 * time.Millisecond
+	type result struct {
+		item  *cdb.OrchestrationItem
+		token string
+	}
+	results := make([]result, 2)
+	var wg sync.WaitGroup
+	for i, p := range []*cdb.CosmosProvider{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			item, token, _, err := p.FetchOrchestrationItem(ctx, lock, 0, nil)
+			assert.NoError(t, err)
+			results[i] = result{item, token}
+		}()
+	}
+	wg.Wait()
+	winners := 0
+	winner, loser := a, b
+	var winnerToken string
+	for i, r := range results {
+		if r.item != nil {
+			winners++
+			winnerToken = r.token
+			if i == 1 {
+				winner, loser = b, a
+			}
+		}
+	}
+	require.Equal(t, 1, winners, "exactly one process holds the instance")
+
+	time.Sleep(lock + 50*time.Millisecond)
+	item, token, _, err := loser.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "after the lock expires the other process takes over")
+	assert.NotEqual(t, winnerToken, token)
+
+	err = winner.AckOrchestrationItem(ctx, winnerToken, 1, []cdb.Event{providertest.StartedEvent("shared", 1)}, nil, nil, providertest.TestOrchMetadata(), nil)
+	require.Error(t, err, "the first holder's lock is gone")
+	assert.False(t, cdb.IsRetryable(err))
+	require.NoError(t, loser.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("shared", 1)}, nil, nil, providertest.TestOrchMetadata(), nil))
+}
+
+// R4: with 10,000 messages queued for other instances, a fetch reads a
+// bounded number of documents, and no query that spans partitions orders,
+// limits or aggregates.
+func TestR4BoundedFetch(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: 4})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	for i := 0; i < 10000; i++ {
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem(fmt.Sprintf("other-%04d", i%2000)), 0))
+	}
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("mine"), 0))
+	log := logRequests(acct)
+	acct.ResetCounts()
+
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	counts := acct.Counts()
+	const perRange = 32 // Config.CandidatesPerRange's default
+	assert.LessOrEqual(t, counts.DocumentsReturned, int64(4*perRange+10), "documents read: the candidates of each range and the instance's own")
+	assert.LessOrEqual(t, counts.Requests, int64(4+2), "one candidate query per range, the lock batch and the load")
+	t.Logf("a fetch over a 10,001-message backlog on 4 ranges: %d requests, %d documents returned (%d evaluated by the index-less fake)",
+		counts.Requests, counts.DocumentsReturned, counts.DocumentsScanned)
+
+	for _, r := range log.take() {
+		if r.Operation != "Query" || r.PartitionKey != "" || r.PartitionKeyRangeID != "" {
+			continue
+		}
+		q := strings.ToUpper(string(r.Body))
+		for _, word := range []string{"ORDER BY", "TOP ", "COUNT(", "SUM(", "MAX(", "MIN(", "AVG(", "DISTINCT", "OFFSET"} {
+			assert.NotContains(t, q, word, "a cross-partition query must only filter: %s", r.Body)
+		}
+	}
+	assert.Zero(t, counts.CrossPartitionQueries, "the fetch path sends no cross-partition query at all")
+}
+
+// R5: requests per operation, and an idle process's request rate.
+func TestR5RequestBudget(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	providertest.CreateInstance(ctx, t, p, "budget")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("budget"), 0))
+
+	measure := func(f func()) int64 {
+		before := acct.Counts().Requests
+		f()
+		return acct.Counts().Requests - before
+	}
+	var token string
+	fetchCached := measure(func() {
+		var item *cdb.OrchestrationItem
+		var err error
+		item, token, _, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.NotNil(t, item)
+		require.Len(t, item.History, 1)
+	})
+	_, work := fanOut("budget", 1)
+	ack := measure(func() {
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{{EventID: 2, InstanceID: "budget", ExecutionID: 1, Kind: cdb.ActivityScheduled{Name: "Work", Input: `{"n":0}`}}}, work, nil, cdb.ExecutionMetadata{}, nil))
+	})
+	var wtoken string
+	workerFetch := measure(func() {
+		var w cdb.WorkItem
+		var err error
+		w, wtoken, _, err = p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+		require.NoError(t, err)
+		require.NotNil(t, w)
+	})
+	workerAck := measure(func() {
+		require.NoError(t, p.AckWorkItem(ctx, wtoken, cdb.ActivityCompleted{Instance: "budget", ExecutionID: 1, ID: 2, Result: "ok"}))
+	})
+	other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	fetchFresh := measure(func() {
+		item, _, _, err := other.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.NotNil(t, item)
+		require.Len(t, item.History, 2, "the other process loads the history")
+	})
+	t.Logf("requests: fetch %d (history cached) / %d (loaded), ack %d, worker fetch %d, worker ack %d", fetchCached, fetchFresh, ack, workerFetch, workerAck)
+	assert.LessOrEqual(t, fetchCached, int64(2))
+	assert.LessOrEqual(t, fetchFresh, int64(3))
+	assert.Equal(t, int64(1), ack)
+	assert.LessOrEqual(t, workerFetch, int64(2))
+	assert.Equal(t, int64(1), workerAck)
+}
+
+func TestR5IdleProcessPollsAboutOncePerSecondPerQueue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits 3 seconds of idle time")
+	}
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{}) // long polling, 1s poll interval
+	_, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err) // warm the partition key range cache
+	_, _, _, err = p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+
+	const dispatchers, idle = 8, 3 * time.Second
+	before := acct.Counts().Requests
+	var wg sync.WaitGroup
+	for i := 0; i < dispatchers; i++ {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, idle, nil)
+			assert.NoError(t, err)
+		}()
+		go func() {
+			defer wg.Done()
+			_, _, _, err := p.FetchWorkItem(ctx, time.Minute, idle, nil, cdb.DefaultOnlyFilter())
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	requests := acct.Counts().Requests - before
+	perSecondPerQueue := float64(requests) / idle.Seconds() / 2
+	t.Logf("%d dispatchers per queue, idle for %s: %d requests, %.2f per second per queue", dispatchers, idle, requests, perSecondPerQueue)
+	assert.LessOrEqual(t, perSecondPerQueue, 1.4, "about one request per second per queue, whatever the dispatcher count")
+}
+
+// R6: instance ids with characters Cosmos DB ids refuse, unicode, and 1,000
+// characters round-trip; ids that cannot be stored are refused before any
+// request.
+func TestR6AnyInstanceID(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	ids := []string{
+		"orders/2026/42", `back\slash`, "what?", "hash#tag", "ünïcödé-日本語-🚀",
+		"spaces and %20 percent", strings.Repeat("long-", 200), strings.Repeat("é", 1000),
+	}
+	for _, id := range ids {
+		providertest.CreateInstance(ctx, t, p, id)
+		info, err := p.GetInstanceInfo(ctx, id)
+		require.NoError(t, err, "%.40q", id)
+		assert.Equal(t, id, info.InstanceID)
+		history, err := p.Read(ctx, id)
+		require.NoError(t, err)
+		require.Len(t, history, 1)
+		assert.Equal(t, id, history[0].InstanceID)
+	}
+	listed, err := p.ListInstances(ctx)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, ids, listed)
+
+	before := acct.Counts().Requests
+	for _, bad := range []string{"", "bad-\xff-utf8", strings.Repeat("x", 70*1024)} {
+		err := p.EnqueueForOrchestrator(ctx, providertest.StartItem(bad), 0)
+		require.Error(t, err)
+		assert.False(t, cdb.IsRetryable(err), "%v", err)
+		assert.Contains(t, err.Error(), "instance id")
+	}
+	assert.Equal(t, before, acct.Counts().Requests, "nothing was sent for ids that cannot be stored")
+}

@@ -192,7 +192,9 @@ func TestR2OutboxDeliversAfterALostResponseAndACrash(t *testing.T) {
 	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultLoseResponse, Times: 1,
 		Match: func(r cdb.FakeRequest) bool { return r.Operation == "Batch" && r.PartitionKey == `["parent"]` }})
 	removeChildFault := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultDropConnection,
-		Match: func(r cdb.FakeRequest) bool { return r.Operation == "CreateItem" && r.PartitionKey == `["parent::child"]` }})
+		Match: func(r cdb.FakeRequest) bool {
+			return r.Operation == "CreateItem" && r.PartitionKey == `["parent::child"]`
+		}})
 
 	child := cdb.StartOrchestration{Instance: "parent::child", Orchestration: "Child", Input: "{}",
 		ParentInstance: ptrTo("parent"), ParentID: ptrTo(uint64(2)), ExecutionID: 1}

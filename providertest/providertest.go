@@ -76,6 +76,13 @@ func Modules() []Module {
 		{Name: "cancellation", Tests: cancellationTests()},
 		{Name: "capability_filtering", Tests: capabilityFilteringTests()},
 		{Name: "custom_status", Tests: customStatusTests()},
+		{Name: "sessions", Tests: sessionsTests()},
+		{Name: "tag_filtering", Tests: tagFilteringTests()},
+		{Name: "kv_store", Tests: kvStoreTests()},
+		{Name: "management", Tests: managementTests()},
+		{Name: "deletion", Tests: deletionTests()},
+		{Name: "prune", Tests: pruneTests()},
+		{Name: "bulk_deletion", Tests: bulkDeletionTests()},
 	}
 }
 

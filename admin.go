@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sort"
 )
 
 // The admin side: metrics, queue depths and deletion. Counts across
@@ -236,17 +237,221 @@ func (p *CosmosProvider) deletePartition(ctx context.Context, instance string) (
 	return result, nil
 }
 
-// DeleteInstanceBulk is not implemented yet (issue #4).
+// instanceRow is what the bulk operations need of an instance.
+type instanceRow struct {
+	Instance    string  `json:"instance"`
+	Parent      *string `json:"parent"`
+	Status      string  `json:"status"`
+	CompletedAt *int64  `json:"completedAt"`
+	CreatedAt   int64   `json:"createdAt"`
+}
+
+// selectInstances lists the instances a filter matches, oldest first, up to
+// its limit, with a cross-partition filter query (R4).
+func (p *CosmosProvider) selectInstances(ctx context.Context, filter InstanceFilter, keep func(instanceRow) bool) ([]instanceRow, error) {
+	if filter.InstanceIDs != nil && len(*filter.InstanceIDs) == 0 {
+		return nil, nil
+	}
+	q := "SELECT c.instance, c.parent, c.status, c.completedAt, c.createdAt FROM c WHERE c.type = @type AND IS_DEFINED(c.name)"
+	params := []QueryParameter{{Name: "@type", Value: docInstance}}
+	if filter.InstanceIDs != nil {
+		q += " AND ARRAY_CONTAINS(@ids, c.instance)"
+		params = append(params, QueryParameter{Name: "@ids", Value: *filter.InstanceIDs})
+	}
+	if filter.CompletedBefore != nil {
+		q += " AND c.completedAt < @before"
+		params = append(params, QueryParameter{Name: "@before", Value: *filter.CompletedBefore})
+	}
+	res, err := p.container.QueryItems(ctx, q, params, nil)
+	if err != nil {
+		return nil, err
+	}
+	var rows []instanceRow
+	for _, raw := range res.Items {
+		var r instanceRow
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return nil, fmt.Errorf("decode instance row: %w", err)
+		}
+		if keep(r) {
+			rows = append(rows, r)
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].CreatedAt < rows[j].CreatedAt })
+	if limit := int(filter.EffectiveLimit()); len(rows) > limit {
+		rows = rows[:limit]
+	}
+	return rows, nil
+}
+
+func isTerminal(status string) bool {
+	return status == "Completed" || status == "Failed" || status == "ContinuedAsNew"
+}
+
+// DeleteInstanceBulk deletes the terminal root instances the filter matches,
+// each with its whole tree. Running instances are skipped.
 func (p *CosmosProvider) DeleteInstanceBulk(ctx context.Context, filter InstanceFilter) (DeleteInstanceResult, error) {
-	return DeleteInstanceResult{}, errNotYet("delete_instance_bulk")
+	const op = "delete_instance_bulk"
+	var result DeleteInstanceResult
+	roots, err := p.selectInstances(ctx, filter, func(r instanceRow) bool { return r.Parent == nil && isTerminal(r.Status) })
+	if err != nil {
+		return result, wrap(op, err)
+	}
+	for _, root := range roots {
+		tree, err := p.GetInstanceTree(ctx, root.Instance)
+		if err != nil {
+			return result, wrap(op, err)
+		}
+		r, err := p.DeleteInstancesAtomic(ctx, tree.AllIDs, true)
+		if err != nil {
+			return result, wrap(op, err)
+		}
+		result = result.Add(r)
+	}
+	return result, nil
 }
 
-// PruneExecutions is not implemented yet (issue #4).
+// executionRow is what pruning needs of an execution.
+type executionRow struct {
+	ID          string `json:"id"`
+	Type        string `json:"type"`
+	Exec        uint64 `json:"exec"`
+	Status      string `json:"status"`
+	CompletedAt *int64 `json:"completedAt"`
+	Events      int    `json:"events"`
+}
+
+// PruneExecutions deletes old executions and their history: never the
+// current execution, never a Running one, and never KV (instance-scoped).
 func (p *CosmosProvider) PruneExecutions(ctx context.Context, instance string, options PruneOptions) (PruneResult, error) {
-	return PruneResult{}, errNotYet("prune_executions")
+	const op = "prune_executions"
+	if err := validateInstanceID(op, instance); err != nil {
+		return PruneResult{}, err
+	}
+	inst, err := p.readInstance(ctx, instance)
+	if err != nil {
+		return PruneResult{}, wrap(op, err)
+	}
+	if !inst.exists() {
+		return PruneResult{}, Permanent(op, fmt.Sprintf("instance %q not found", instance))
+	}
+	r, err := p.pruneInstance(ctx, inst, options)
+	return r, wrap(op, err)
 }
 
-// PruneExecutionsBulk is not implemented yet (issue #4).
+func (p *CosmosProvider) pruneInstance(ctx context.Context, inst *instanceDoc, options PruneOptions) (PruneResult, error) {
+	result := PruneResult{InstancesProcessed: 1}
+	key := NewPartitionKeyString(inst.PK)
+	res, err := p.container.QueryItems(ctx,
+		"SELECT c.id, c.type, c.exec, c.status, c.completedAt, ARRAY_LENGTH(c.eventIds) AS events FROM c WHERE c.pk = @pk AND (c.type = @exe OR c.type = @hist)",
+		[]QueryParameter{{Name: "@pk", Value: inst.PK}, {Name: "@exe", Value: docExecution}, {Name: "@hist", Value: docHistory}}, &QueryOptions{PartitionKey: &key})
+	if err != nil {
+		return result, err
+	}
+	var execs, hist []executionRow
+	for _, raw := range res.Items {
+		var r executionRow
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return result, fmt.Errorf("decode execution row: %w", err)
+		}
+		if r.Type == docExecution {
+			execs = append(execs, r)
+		} else {
+			hist = append(hist, r)
+		}
+	}
+	doomed := pruneCandidates(execs, inst.CurrentExec, options)
+	var ids []string
+	for _, h := range hist {
+		if doomed[h.Exec] {
+			ids = append(ids, h.ID)
+			result.EventsDeleted += uint64(h.Events)
+		}
+	}
+	for _, e := range execs {
+		if doomed[e.Exec] {
+			ids = append(ids, e.ID) // after its history: a reader never sees history without its execution
+			result.ExecutionsDeleted++
+		}
+	}
+	if err := p.deleteDocs(ctx, inst.PK, ids); err != nil {
+		return result, err
+	}
+	return result, nil
+}
+
+// pruneCandidates applies duroxide's rules (reference §2.13): not the
+// current execution, not Running, outside the newest keep_last, completed
+// before the cutoff.
+func pruneCandidates(execs []executionRow, current uint64, options PruneOptions) map[uint64]bool {
+	sort.Slice(execs, func(i, j int) bool { return execs[i].Exec > execs[j].Exec })
+	keep := 1
+	if options.KeepLast != nil && *options.KeepLast > 1 {
+		keep = int(*options.KeepLast)
+	}
+	doomed := map[uint64]bool{}
+	for i, e := range execs {
+		switch {
+		case e.Exec == current, e.Status == "Running", i < keep:
+		case options.CompletedBefore != nil && (e.CompletedAt == nil || uint64(*e.CompletedAt) >= *options.CompletedBefore):
+		default:
+			doomed[e.Exec] = true
+		}
+	}
+	return doomed
+}
+
+// deleteDocs deletes documents of one partition in batches; one already gone
+// is fine.
+func (p *CosmosProvider) deleteDocs(ctx context.Context, pk string, ids []string) error {
+	key := NewPartitionKeyString(pk)
+	for start := 0; start < len(ids); start += MaxBatchOperations {
+		b := p.container.NewTransactionalBatch(key)
+		for _, id := range ids[start:min(start+MaxBatchOperations, len(ids))] {
+			b.DeleteItem(id, nil)
+		}
+		resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+		if err != nil {
+			return err
+		}
+		if !resp.Success {
+			if _, ce, _ := resp.FailedOperation(); ce != nil && ce.StatusCode == http.StatusNotFound {
+				// Someone deleted one meanwhile: delete the rest one by one.
+				for _, id := range ids[start:min(start+MaxBatchOperations, len(ids))] {
+					if _, err := p.container.DeleteItem(ctx, key, id, nil); err != nil && !IsNotFound(err) {
+						return err
+					}
+				}
+				continue
+			}
+			return batchFailure("delete", resp)
+		}
+	}
+	p.cache.drop(pk)
+	return nil
+}
+
+// PruneExecutionsBulk prunes every instance the filter matches, Running ones
+// included (long continue-as-new chains), and sums the results.
 func (p *CosmosProvider) PruneExecutionsBulk(ctx context.Context, filter InstanceFilter, options PruneOptions) (PruneResult, error) {
-	return PruneResult{}, errNotYet("prune_executions_bulk")
+	const op = "prune_executions_bulk"
+	var total PruneResult
+	rows, err := p.selectInstances(ctx, filter, func(instanceRow) bool { return true })
+	if err != nil {
+		return total, wrap(op, err)
+	}
+	for _, row := range rows {
+		inst, err := p.readInstance(ctx, row.Instance)
+		if err != nil {
+			return total, wrap(op, err)
+		}
+		if !inst.exists() {
+			continue
+		}
+		r, err := p.pruneInstance(ctx, inst, options)
+		if err != nil {
+			return total, wrap(op, err)
+		}
+		total = total.Add(r)
+	}
+	return total, nil
 }

@@ -113,6 +113,11 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 		execDoc.Events += len(delta)
 		execDoc.Bytes += d.Bytes
 	}
+	execDoc.CarryForward = max(execDoc.CarryForward, carryForwardCount(delta))
+	kv, err := writeKV(b, state, inst, lock.pk, delta, md, now)
+	if err != nil {
+		return nil, Permanent(op, err.Error())
+	}
 	execBody, err := json.Marshal(execDoc)
 	if err != nil {
 		return nil, Permanent(op, fmt.Sprintf("encode execution: %v", err))
@@ -143,7 +148,49 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 	}
 	plan.outbox = outbox
 	plan.state = nextState(state, inst, executionID, execDoc, delta, hist)
+	if plan.state != nil {
+		plan.state.kv = kv
+	}
 	return plan, nil
+}
+
+// writeKV adds the turn's KV documents to the batch: the delta when the turn
+// changed it, and, when the execution ends, the store buckets the merge
+// touched (reference §2.3 steps 10 and 11).
+func writeKV(b *TransactionalBatch, state *instanceState, inst instanceDoc, pk string, delta []Event, md ExecutionMetadata, now int64) (kvState, error) {
+	kv := state.kv.clone()
+	changed := kv.applyEvents(delta, uint64(now))
+	var buckets []int
+	if isTerminalStatus(md.Status) && len(kv.delta) > 0 {
+		buckets = kv.merge()
+		changed = true
+	}
+	for _, bucket := range buckets {
+		body, err := json.Marshal(kv.bucketDoc(inst.Instance, pk, bucket))
+		if err != nil {
+			return kv, fmt.Errorf("encode KV bucket: %w", err)
+		}
+		b.UpsertItem(body, nil)
+	}
+	if changed {
+		body, err := json.Marshal(kv.deltaDoc(inst.Instance, pk))
+		if err != nil {
+			return kv, fmt.Errorf("encode KV delta: %w", err)
+		}
+		b.UpsertItem(body, nil)
+	}
+	return kv, nil
+}
+
+// carryForwardCount is the number of carry-forward events of the delta's
+// OrchestrationStarted.
+func carryForwardCount(delta []Event) int {
+	for _, e := range delta {
+		if s, ok := e.Kind.(OrchestrationStarted); ok {
+			return len(s.CarryForwardEvents)
+		}
+	}
+	return 0
 }
 
 func withoutETag(d instanceDoc) instanceDoc {
@@ -165,7 +212,7 @@ func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event,
 	}
 	if executionID > inst.CurrentExec {
 		inst.CurrentExec = executionID
-		inst.Status, inst.Output, inst.Pinned = "Running", nil, nil
+		inst.Status, inst.Output, inst.Pinned, inst.CompletedAt = "Running", nil, nil, nil
 	}
 	if executionID == inst.CurrentExec {
 		if inst.Status == "" {
@@ -177,6 +224,11 @@ func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event,
 		}
 		if md.Status != nil {
 			inst.Status, inst.Output = *md.Status, md.Output
+			inst.CompletedAt = nil
+			if *md.Status != "Running" {
+				completed := now
+				inst.CompletedAt = &completed
+			}
 		}
 	}
 	if status, ok := lastCustomStatus(delta); ok {

@@ -21,11 +21,11 @@ func (p *CosmosProvider) loadState(ctx context.Context, inst *instanceDoc) (*ins
 		return s, nil
 	}
 	exec := max(inst.CurrentExec, InitialExecutionID)
-	docs, execDoc, err := p.queryExecution(ctx, inst.PK, exec)
+	docs, execDoc, kv, err := p.queryTurnState(ctx, inst.PK, exec)
 	if err != nil {
 		return nil, err
 	}
-	s := &instanceState{rev: inst.Rev, exec: exec, execDoc: execDoc, eventIDs: map[uint64]bool{}}
+	s := &instanceState{rev: inst.Rev, exec: exec, execDoc: execDoc, eventIDs: map[uint64]bool{}, kv: kv}
 	for _, d := range docs {
 		for _, id := range d.EventIDs {
 			s.eventIDs[id] = true
@@ -45,13 +45,28 @@ func (p *CosmosProvider) loadState(ctx context.Context, inst *instanceDoc) (*ins
 // queryExecution reads one execution's history documents and execution
 // document in one query.
 func (p *CosmosProvider) queryExecution(ctx context.Context, pk string, exec uint64) ([]historyDoc, *executionDoc, error) {
-	key := NewPartitionKeyString(pk)
-	res, err := p.container.QueryItems(ctx,
+	docs, execDoc, _, err := p.queryDocs(ctx, pk,
 		"SELECT * FROM c WHERE c.pk = @pk AND c.exec = @exec AND (c.type = @hist OR c.type = @exe)",
-		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@exec", Value: exec}, {Name: "@hist", Value: docHistory}, {Name: "@exe", Value: docExecution}},
-		&QueryOptions{PartitionKey: &key})
+		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@exec", Value: exec}, {Name: "@hist", Value: docHistory}, {Name: "@exe", Value: docExecution}})
+	return docs, execDoc, err
+}
+
+// queryTurnState reads what a turn needs in one query: the execution's
+// history and execution documents and the instance's KV documents.
+func (p *CosmosProvider) queryTurnState(ctx context.Context, pk string, exec uint64) ([]historyDoc, *executionDoc, kvState, error) {
+	return p.queryDocs(ctx, pk,
+		"SELECT * FROM c WHERE c.pk = @pk AND ((c.exec = @exec AND (c.type = @hist OR c.type = @exe)) OR c.type = @kv OR c.type = @kvd)",
+		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@exec", Value: exec}, {Name: "@hist", Value: docHistory}, {Name: "@exe", Value: docExecution},
+			{Name: "@kv", Value: docKVStore}, {Name: "@kvd", Value: docKVDelta}})
+}
+
+// queryDocs runs a single-partition query and sorts its documents by type.
+func (p *CosmosProvider) queryDocs(ctx context.Context, pk, query string, params []QueryParameter) ([]historyDoc, *executionDoc, kvState, error) {
+	key := NewPartitionKeyString(pk)
+	kv := newKVState()
+	res, err := p.container.QueryItems(ctx, query, params, &QueryOptions{PartitionKey: &key})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, kv, err
 	}
 	var docs []historyDoc
 	var execDoc *executionDoc
@@ -60,24 +75,30 @@ func (p *CosmosProvider) queryExecution(ctx context.Context, pk string, exec uin
 			Type string `json:"type"`
 		}
 		if err := json.Unmarshal(raw, &head); err != nil {
-			return nil, nil, fmt.Errorf("decode document: %w", err)
+			return nil, nil, kv, fmt.Errorf("decode document: %w", err)
 		}
 		switch head.Type {
 		case docHistory:
 			var d historyDoc
 			if err := json.Unmarshal(raw, &d); err != nil {
-				return nil, nil, fmt.Errorf("decode history document: %w", err)
+				return nil, nil, kv, fmt.Errorf("decode history document: %w", err)
 			}
 			docs = append(docs, d)
 		case docExecution:
 			execDoc = new(executionDoc)
 			if err := json.Unmarshal(raw, execDoc); err != nil {
-				return nil, nil, fmt.Errorf("decode execution document: %w", err)
+				return nil, nil, kv, fmt.Errorf("decode execution document: %w", err)
 			}
+		case docKVStore, docKVDelta:
+			var d kvDoc
+			if err := json.Unmarshal(raw, &d); err != nil {
+				return nil, nil, kv, fmt.Errorf("decode KV document: %w", err)
+			}
+			kv.add(d)
 		}
 	}
 	sort.Slice(docs, func(i, j int) bool { return docs[i].First < docs[j].First })
-	return docs, execDoc, nil
+	return docs, execDoc, kv, nil
 }
 
 // decodeHistory decodes the events of history documents, ordered by event

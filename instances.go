@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"time"
 )
 
 // Instance-level reads: custom status, instance and execution info, and the
@@ -28,35 +27,39 @@ func (p *CosmosProvider) GetCustomStatus(ctx context.Context, instance string, l
 	return inst.CustomStatus, inst.CustomVersion, true, nil
 }
 
-// errNotYet marks contract methods whose Cosmos DB implementation is still
-// being built (tracked in issue #4); they fail loudly rather than pretend.
-func errNotYet(op string) error {
-	return Permanent(op, "not implemented yet by the Cosmos DB provider (issue #4)")
-}
-
-// GetKVValue is not implemented yet (issue #4).
-func (p *CosmosProvider) GetKVValue(ctx context.Context, instance, key string) (string, bool, error) {
-	return "", false, errNotYet("get_kv_value")
-}
-
-// GetKVAllValues is not implemented yet (issue #4).
-func (p *CosmosProvider) GetKVAllValues(ctx context.Context, instance string) (map[string]string, error) {
-	return nil, errNotYet("get_kv_all_values")
-}
-
-// GetInstanceStats is not implemented yet (issue #4).
+// GetInstanceStats reports the current execution's history size, the merged
+// KV view's size and the carried-forward events, with one query; nil for an
+// unknown instance.
 func (p *CosmosProvider) GetInstanceStats(ctx context.Context, instance string) (*SystemStats, error) {
-	return nil, errNotYet("get_instance_stats")
-}
-
-// RenewSessionLock is not implemented yet (issue #4).
-func (p *CosmosProvider) RenewSessionLock(ctx context.Context, ownerIDs []string, extendFor, idleTimeout time.Duration) (int, error) {
-	return 0, errNotYet("renew_session_lock")
-}
-
-// CleanupOrphanedSessions is not implemented yet (issue #4).
-func (p *CosmosProvider) CleanupOrphanedSessions(ctx context.Context, idleTimeout time.Duration) (int, error) {
-	return 0, errNotYet("cleanup_orphaned_sessions")
+	const op = "get_instance_stats"
+	if err := validateInstanceID(op, instance); err != nil {
+		return nil, err
+	}
+	inst, err := p.readInstance(ctx, instance)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	if !inst.exists() {
+		return nil, nil
+	}
+	_, execDoc, kv, err := p.queryDocs(ctx, inst.PK,
+		"SELECT * FROM c WHERE c.pk = @pk AND ((c.type = @exe AND c.exec = @exec) OR c.type = @kv OR c.type = @kvd)",
+		[]QueryParameter{{Name: "@pk", Value: inst.PK}, {Name: "@exe", Value: docExecution}, {Name: "@exec", Value: max(inst.CurrentExec, InitialExecutionID)},
+			{Name: "@kv", Value: docKVStore}, {Name: "@kvd", Value: docKVDelta}})
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	stats := &SystemStats{}
+	if execDoc != nil {
+		stats.HistoryEventCount = uint64(execDoc.Events)
+		stats.HistorySizeBytes = uint64(execDoc.Bytes)
+		stats.QueuePendingCount = uint64(execDoc.CarryForward)
+	}
+	for _, v := range kv.merged() {
+		stats.KVUserKeyCount++
+		stats.KVTotalValueBytes += uint64(len(v))
+	}
+	return stats, nil
 }
 
 // ListInstances lists every instance, newest first.

@@ -93,6 +93,7 @@ type instanceState struct {
 	historyError *string
 	eventIDs     map[uint64]bool // of exec, including undecodable documents
 	execDoc      *executionDoc
+	kv           kvState
 }
 
 // historyCache keeps instanceStates by partition key, bounded.

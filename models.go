@@ -92,9 +92,10 @@ type instanceDoc struct {
 	Version       *string `json:"version,omitempty"`
 	Parent        *string `json:"parent,omitempty"`
 	CurrentExec   uint64  `json:"currentExec"`
-	Status        string  `json:"status,omitempty"` // of the current execution
-	Output        *string `json:"output,omitempty"` // of the current execution
-	Pinned        *uint64 `json:"pinned,omitempty"` // packed pinned duroxide version of the current execution
+	Status        string  `json:"status,omitempty"`      // of the current execution
+	Output        *string `json:"output,omitempty"`      // of the current execution
+	CompletedAt   *int64  `json:"completedAt,omitempty"` // of the current execution, ms
+	Pinned        *uint64 `json:"pinned,omitempty"`      // packed pinned duroxide version of the current execution
 	CustomStatus  *string `json:"customStatus,omitempty"`
 	CustomVersion uint64  `json:"customStatusVersion"`
 	CreatedAt     int64   `json:"createdAt"`
@@ -131,7 +132,10 @@ type queueDoc struct {
 	Exec     uint64  `json:"exec,omitempty"`
 	Activity uint64  `json:"activity,omitempty"`
 	Session  *string `json:"session,omitempty"`
-	Tag      *string `json:"tag,omitempty"`
+	// SessionKey is the partition key and the session id: the identity of
+	// the session document, for leaving a session's items out of a query.
+	SessionKey string  `json:"sessionKey,omitempty"`
+	Tag        *string `json:"tag,omitempty"`
 
 	Item string `json:"item"` // the encoded WorkItem
 	TTL  int    `json:"ttl,omitempty"`
@@ -167,6 +171,9 @@ type executionDoc struct {
 	CompletedAt *int64  `json:"completedAt,omitempty"`
 	Events      int     `json:"events"`
 	Bytes       int     `json:"bytes"`
+	// CarryForward is the number of carry-forward events of the execution's
+	// OrchestrationStarted (get_instance_stats' queue_pending_count).
+	CarryForward int `json:"carryForward,omitempty"`
 }
 
 // outboxDoc carries effects a commit could not write itself: documents for

@@ -122,7 +122,7 @@ func (p *CosmosProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout
 	if filter != nil && len(filter.SupportedDuroxideVersions) == 0 {
 		return nil, "", 0, nil // a dispatcher that supports nothing gets nothing
 	}
-	res, found, err := poll(ctx, p, p.orchSignal, queueOrchestrator, pollTimeout,
+	res, found, err := poll(ctx, p, p.orchSignal, queueOrchestrator, filterKey(filter), pollTimeout,
 		func(ctx context.Context, slots []int) (fetchedOrchestration, pollOutcome, error) {
 			return p.tryFetchOrchestration(ctx, slots, lockTimeout, filter)
 		})
@@ -167,7 +167,7 @@ func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, slots []int,
 		res, err := p.lockAndLoad(ctx, g, lockTimeout, filter)
 		switch {
 		case errors.Is(err, errContended):
-			p.contended.note(g.pk+"|"+fk, p.now())
+			p.contended.note(fk, g.pk, p.now())
 			continue
 		case err != nil:
 			return fetchedOrchestration{}, outcomeBusy, err
@@ -347,7 +347,7 @@ func (p *CosmosProvider) buildItem(inst *instanceDoc, state *instanceState, item
 		History:      state.history,
 		HistoryError: state.historyError,
 		Messages:     items,
-		KVSnapshot:   map[string]KvEntry{},
+		KVSnapshot:   state.kv.snapshot(),
 	}
 	if item.History == nil {
 		item.History = []Event{}

@@ -12,17 +12,17 @@ import (
 // nothing, only the fetch that claims the next poll queries again.
 type queueSignal struct {
 	mu         sync.Mutex
-	changed    chan struct{} // closed by notify
-	generation uint64        // counts notifies
-	unseen     bool          // a notify no short-polling fetch has acted on
-	looked     uint64        // generation at the last look at the queue, plus one (0: never)
-	idleUntil  time.Time     // no poll before this unless notified
-	wake       *time.Timer   // pending notify for work that becomes visible later
+	changed    chan struct{}        // closed by notify
+	generation uint64               // counts notifies
+	unseen     bool                 // a notify no short-polling fetch has acted on
+	looked     uint64               // generation at the last look at the queue, plus one (0: never)
+	idleUntil  map[string]time.Time // per view (filter): no poll before this unless notified
+	wake       *time.Timer          // pending notify for work that becomes visible later
 	wakeAt     time.Time
 }
 
 func newQueueSignal() *queueSignal {
-	return &queueSignal{changed: make(chan struct{})}
+	return &queueSignal{changed: make(chan struct{}), idleUntil: map[string]time.Time{}}
 }
 
 // notify says there may be new work now.
@@ -37,7 +37,7 @@ func (q *queueSignal) notifyLocked() {
 	q.changed = make(chan struct{})
 	q.generation++
 	q.unseen = true
-	q.idleUntil = time.Time{}
+	clear(q.idleUntil)
 }
 
 // lastLook is the generation the last look at the queue saw, and whether
@@ -94,45 +94,50 @@ func (q *queueSignal) state() (<-chan struct{}, uint64) {
 	return q.changed, q.generation
 }
 
-// claimPoll lets one fetch query the whole queue: true when the poll window
-// is open, and then it closes the window for interval, so the fetches that
-// wait with it do not all query at once.
-func (q *queueSignal) claimPoll(now time.Time, interval time.Duration) bool {
+// Fetches see the queue through a view: their filters (tags, sessions,
+// capability range). An idle window belongs to one view, since a queue
+// empty for one filter may hold work for another.
+
+// claimPoll lets one fetch of a view query the whole queue: true when the
+// view's poll window is open, and then it closes the window for interval,
+// so the fetches that wait with it do not all query at once.
+func (q *queueSignal) claimPoll(view string, now time.Time, interval time.Duration) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if now.Before(q.idleUntil) {
+	if now.Before(q.idleUntil[view]) {
 		return false
 	}
-	q.idleUntil = now.Add(interval)
+	q.idleUntil[view] = now.Add(interval)
 	return true
 }
 
-// isOpen reports whether a poll is due.
-func (q *queueSignal) isOpen(now time.Time) bool {
+// isOpen reports whether a poll of view is due.
+func (q *queueSignal) isOpen(view string, now time.Time) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return !now.Before(q.idleUntil)
+	return !now.Before(q.idleUntil[view])
 }
 
-// closeFor marks the queue idle for interval.
-func (q *queueSignal) closeFor(now time.Time, interval time.Duration) {
+// closeFor marks the view idle for interval.
+func (q *queueSignal) closeFor(view string, now time.Time, interval time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.idleUntil = now.Add(interval)
+	q.idleUntil[view] = now.Add(interval)
 }
 
-// reopen ends the idle window: the last look found work or could not tell.
-func (q *queueSignal) reopen() {
+// reopen ends the view's idle window: the last look found work or could
+// not tell.
+func (q *queueSignal) reopen(view string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.idleUntil = time.Time{}
+	delete(q.idleUntil, view)
 }
 
-// nextPoll is when the current idle window ends.
-func (q *queueSignal) nextPoll() time.Time {
+// nextPoll is when the view's idle window ends.
+func (q *queueSignal) nextPoll(view string) time.Time {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.idleUntil
+	return q.idleUntil[view]
 }
 
 // stop cancels a pending wake timer.

@@ -109,23 +109,28 @@ func groupByInstance(docs []queueDoc) []instanceGroup {
 // fighting over them.
 type contention struct {
 	mu    sync.Mutex
-	until map[string]time.Time // key: partition key + "|" + filter
+	until map[contentionKey]time.Time
 }
 
-func newContention() *contention { return &contention{until: map[string]time.Time{}} }
+// contentionKey names what was contended (a partition, or a session) within
+// a scope (a capability filter, or a session owner).
+type contentionKey struct{ scope, id string }
+
+func newContention() *contention { return &contention{until: map[contentionKey]time.Time{}} }
 
 const contentionBackoff = 200 * time.Millisecond
 
 // maxSkipped bounds the partitions a candidate query leaves out.
 const maxSkipped = 64
 
-func (c *contention) note(key string, now time.Time) {
+func (c *contention) note(scope, id string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.until[key] = now.Add(contentionBackoff)
+	c.until[contentionKey{scope, id}] = now.Add(contentionBackoff)
 }
 
-func (c *contention) active(prefixFilter string, now time.Time) []string {
+// active lists the ids of scope contended recently.
+func (c *contention) active(scope string, now time.Time) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
@@ -134,9 +139,8 @@ func (c *contention) active(prefixFilter string, now time.Time) []string {
 			delete(c.until, key)
 			continue
 		}
-		pk, filter, _ := strings.Cut(key, "|")
-		if filter == prefixFilter && len(out) < maxSkipped {
-			out = append(out, pk)
+		if key.scope == scope && len(out) < maxSkipped {
+			out = append(out, key.id)
 		}
 	}
 	return out
@@ -158,7 +162,7 @@ type pollAttempt[T any] func(ctx context.Context, slots []int) (T, pollOutcome, 
 // polling) or once (short polling). Fetches of this process wait on the
 // queue's signal; an idle queue is queried about once per PollInterval in
 // all (R5), by whichever fetch claims the poll.
-func poll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, queue string, pollTimeout time.Duration, attempt pollAttempt[T]) (T, bool, error) {
+func poll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, queue, view string, pollTimeout time.Duration, attempt pollAttempt[T]) (T, bool, error) {
 	var zero T
 	deadline := p.now().Add(pollTimeout)
 	// A fetch is fresh (looks at its own slots) only when the queue changed
@@ -170,7 +174,7 @@ func poll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, queue
 	}
 	for {
 		changed, gen := sig.state()
-		res, outcome, err := pollOnce(ctx, p, sig, queue, gen != seen, attempt)
+		res, outcome, err := pollOnce(ctx, p, sig, queue, view, gen != seen, attempt)
 		if err != nil {
 			return zero, false, err
 		}
@@ -186,7 +190,7 @@ func poll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, queue
 			return zero, false, nil
 		}
 		wakeAt := deadline
-		if next := sig.nextPoll(); next.After(now) && next.Before(wakeAt) {
+		if next := sig.nextPoll(view); next.After(now) && next.Before(wakeAt) {
 			wakeAt = next
 		} else if outcome == outcomeBusy {
 			// Candidates exist but are held; look again soon.
@@ -212,13 +216,13 @@ func poll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, queue
 // queue unless a recent query found it empty and nothing changed since.
 // Only a query that finds no candidates at all closes the queue for a poll
 // interval, so contention never reads as emptiness.
-func pollOnce[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, queue string, fresh bool, attempt pollAttempt[T]) (T, pollOutcome, error) {
+func pollOnce[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, queue, view string, fresh bool, attempt pollAttempt[T]) (T, pollOutcome, error) {
 	var zero T
 	if p.cfg.ShortPolling {
-		if !sig.takeChange() && !sig.isOpen(p.now()) {
+		if !sig.takeChange() && !sig.isOpen(view, p.now()) {
 			return zero, outcomeEmpty, nil
 		}
-		return lookAtAll(ctx, p, sig, attempt)
+		return lookAtAll(ctx, p, sig, view, attempt)
 	}
 	slots, release := p.cfg.Leases.Acquire(queue)
 	defer release()
@@ -228,25 +232,25 @@ func pollOnce[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, q
 			return res, outcome, err
 		}
 	}
-	if !sig.claimPoll(p.now(), p.cfg.PollInterval) && !(fresh && slots == nil) {
+	if !sig.claimPoll(view, p.now(), p.cfg.PollInterval) && !(fresh && slots == nil) {
 		return zero, outcomeEmpty, nil
 	}
-	return lookAtAll(ctx, p, sig, attempt)
+	return lookAtAll(ctx, p, sig, view, attempt)
 }
 
 // lookAtAll queries every slot and keeps the queue's poll window closed only
 // when it found nothing.
-func lookAtAll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, attempt pollAttempt[T]) (T, pollOutcome, error) {
+func lookAtAll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, view string, attempt pollAttempt[T]) (T, pollOutcome, error) {
 	res, outcome, err := attempt(ctx, nil)
 	switch {
 	case err != nil:
-		sig.reopen()
+		sig.reopen(view)
 	case outcome == outcomeEmpty:
-		sig.closeFor(p.now(), p.cfg.PollInterval)
+		sig.closeFor(view, p.now(), p.cfg.PollInterval)
 	case outcome == outcomeFound:
 		sig.notify() // there may be more: let the other waiting fetches look
 	default:
-		sig.reopen()
+		sig.reopen(view)
 	}
 	return res, outcome, err
 }

@@ -55,7 +55,7 @@ func (p *CosmosProvider) newWorkDoc(act ActivityExecute, id string, nowMs int64)
 	return json.Marshal(queueDoc{
 		ID: id, PK: instancePartitionKey(act.Instance), Type: docWork, Instance: act.Instance,
 		Slot: dispatchSlot(act.Instance), VisibleAt: nowMs, Seq: p.nextSeq(),
-		Exec: act.ExecutionID, Activity: act.ID, Session: act.SessionID, Tag: act.Tag,
+		Exec: act.ExecutionID, Activity: act.ID, Session: act.SessionID, SessionKey: sessionKey(act.Instance, act.SessionID), Tag: act.Tag,
 		Item: string(encoded),
 	})
 }
@@ -74,7 +74,7 @@ func (p *CosmosProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTim
 	if tags.Mode() == TagFilterNone {
 		return nil, "", 0, nil
 	}
-	res, found, err := poll(ctx, p, p.workSignal, queueWorker, pollTimeout,
+	res, found, err := poll(ctx, p, p.workSignal, queueWorker, workView(session, tags), pollTimeout,
 		func(ctx context.Context, slots []int) (fetchedWork, pollOutcome, error) {
 			return p.tryFetchWork(ctx, slots, lockTimeout, session, tags)
 		})
@@ -85,6 +85,14 @@ func (p *CosmosProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTim
 		return nil, "", 0, nil
 	}
 	return res.item, res.token, res.attempts, nil
+}
+
+// workView names the queue as a fetch with these filters sees it.
+func workView(session *SessionFetchConfig, tags TagFilter) string {
+	if session == nil {
+		return "nosession/" + tags.String()
+	}
+	return "session:" + session.OwnerID + "/" + tags.String()
 }
 
 // workFilter is the session and tag part of the worker candidate query.
@@ -109,6 +117,13 @@ func workFilter(session *SessionFetchConfig, tags TagFilter) ([]string, []QueryP
 
 func (p *CosmosProvider) tryFetchWork(ctx context.Context, slots []int, lockTimeout time.Duration, session *SessionFetchConfig, tags TagFilter) (fetchedWork, pollOutcome, error) {
 	where, params := workFilter(session, tags)
+	if session != nil {
+		// Sessions another owner holds: leave their items out for a moment.
+		if held := p.contended.active("session:"+session.OwnerID, p.now()); len(held) > 0 {
+			where = append(where, "NOT IS_DEFINED(c.sessionKey) OR NOT ARRAY_CONTAINS(@heldSessions, c.sessionKey)")
+			params = append(params, QueryParameter{Name: "@heldSessions", Value: held})
+		}
+	}
 	cands, err := p.runCandidateQuery(ctx, candidateQuery{docType: docWork, slots: slots, where: where, params: params})
 	if err != nil {
 		return fetchedWork{}, outcomeEmpty, err
@@ -120,7 +135,7 @@ func (p *CosmosProvider) tryFetchWork(ctx context.Context, slots []int, lockTime
 		if i == maxLockAttempts {
 			break
 		}
-		res, err := p.claimWork(ctx, c, lockTimeout)
+		res, err := p.claimWork(ctx, c, lockTimeout, session)
 		if err == errContended {
 			continue
 		}
@@ -133,27 +148,34 @@ func (p *CosmosProvider) tryFetchWork(ctx context.Context, slots []int, lockTime
 }
 
 // claimWork locks one candidate with a patch conditioned on its ETag: of
-// two dispatchers that saw the same item, one wins (R3).
-func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout time.Duration) (fetchedWork, error) {
+// two dispatchers that saw the same item, one wins (R3). A session-bound
+// item is locked in one batch with its session's claim.
+func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout time.Duration, session *SessionFetchConfig) (fetchedWork, error) {
 	token := newLockToken("work_")
 	until := p.nowMs() + lockTimeout.Milliseconds()
-	var ops PatchOperations
-	ops.AppendSet("/lockToken", token)
-	ops.AppendSet("/lockedUntil", until)
-	ops.AppendIncrement("/attempts", 1)
-	etag := c.ETag
-	resp, err := p.container.PatchItem(ctx, NewPartitionKeyString(c.PK), c.ID, ops, &ItemOptions{IfMatch: &etag, EnableContentResponseOnWrite: true})
-	if IsPreconditionFailed(err) || IsNotFound(err) {
-		return fetchedWork{}, errContended
-	}
-	if err != nil {
-		return fetchedWork{}, err
+	var body []byte
+	var etag ETag
+	if c.Session != nil && session != nil {
+		resp, err := p.claimSessionWork(ctx, c, lockTimeout, session, token)
+		if err != nil {
+			return fetchedWork{}, err
+		}
+		body, etag = resp.OperationResults[1].ResourceBody, resp.OperationResults[1].ETag
+	} else {
+		resp, err := p.container.PatchItem(ctx, NewPartitionKeyString(c.PK), c.ID, claimOps(token, until), &ItemOptions{IfMatch: &c.ETag, EnableContentResponseOnWrite: true})
+		if IsPreconditionFailed(err) || IsNotFound(err) {
+			return fetchedWork{}, errContended
+		}
+		if err != nil {
+			return fetchedWork{}, err
+		}
+		body, etag = resp.Value, resp.ETag
 	}
 	var doc queueDoc
-	if err := json.Unmarshal(resp.Value, &doc); err != nil {
+	if err := json.Unmarshal(body, &doc); err != nil {
 		return fetchedWork{}, fmt.Errorf("decode claimed work item: %w", err)
 	}
-	doc.ETag = resp.ETag
+	doc.ETag = etag
 	item, err := UnmarshalWorkItem([]byte(doc.Item))
 	if err != nil {
 		return fetchedWork{}, fmt.Errorf("decode work item %s: %w", doc.ID, err)
@@ -207,6 +229,9 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 			return err
 		}
 	}
+	if lock.doc.Session != nil {
+		touchSession(b, *lock.doc.Session, p.nowMs())
+	}
 	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
 	if err != nil {
 		return wrap(op, err)
@@ -259,20 +284,29 @@ func (p *CosmosProvider) RenewWorkItemLock(ctx context.Context, lockToken string
 		return err
 	}
 	defer lock.mu.Unlock()
-	until := p.nowMs() + extendFor.Milliseconds()
+	now := p.nowMs()
+	until := now + extendFor.Milliseconds()
 	var ops PatchOperations
 	ops.AppendSet("/lockedUntil", until)
 	etag := lock.doc.ETag
-	resp, err := p.container.PatchItem(ctx, NewPartitionKeyString(lock.pk), lock.doc.ID, ops, &ItemOptions{IfMatch: &etag})
-	if IsPreconditionFailed(err) || IsNotFound(err) {
-		lock.done = true
-		p.workLocks.remove(lockToken)
-		return Permanent(op, "the work item was cancelled or its lock was lost")
+	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+	b.PatchItem(lock.doc.ID, ops, &TransactionalBatchItemOptions{IfMatch: &etag})
+	if lock.doc.Session != nil {
+		touchSession(b, *lock.doc.Session, now)
 	}
+	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
 	if err != nil {
 		return wrap(op, err)
 	}
-	lock.doc.ETag = resp.ETag
+	if !resp.Success {
+		if idx, ce, _ := resp.FailedOperation(); idx == 0 && ce != nil && (ce.StatusCode == http.StatusPreconditionFailed || ce.StatusCode == http.StatusNotFound) {
+			lock.done = true
+			p.workLocks.remove(lockToken)
+			return Permanent(op, "the work item was cancelled or its lock was lost")
+		}
+		return batchFailure(op, resp)
+	}
+	lock.doc.ETag = resp.OperationResults[0].ETag
 	lock.lockedUntil = until
 	return nil
 }

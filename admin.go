@@ -57,7 +57,7 @@ func (p *CosmosProvider) sumPerRange(ctx context.Context, expr, where string, pa
 func (p *CosmosProvider) GetSystemMetrics(ctx context.Context) (SystemMetrics, error) {
 	const op = "get_system_metrics"
 	var m SystemMetrics
-	instances := "c.type = @inst AND IS_DEFINED(c.name)"
+	instances := "c.type = @inst AND IS_DEFINED(c.name) AND NOT IS_DEFINED(c.deleting)"
 	counts := []struct {
 		into  *uint64
 		where string
@@ -133,131 +133,26 @@ func (p *CosmosProvider) GetQueueDepths(ctx context.Context) (QueueDepths, error
 	return d, nil
 }
 
-// DeleteInstancesAtomic deletes exactly these instances. Running instances
-// need force; an instance whose child is not among ids is refused. Each
-// instance's instance document goes first, so no turn in flight can commit
-// into a partition being deleted.
-func (p *CosmosProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, force bool) (DeleteInstanceResult, error) {
-	const op = "delete_instances_atomic"
-	var result DeleteInstanceResult
-	if len(ids) == 0 {
-		return result, nil
-	}
-	wanted := map[string]bool{}
-	for _, id := range ids {
-		if err := validateInstanceID(op, id); err != nil {
-			return result, err
-		}
-		wanted[id] = true
-	}
-	for _, id := range ids {
-		inst, err := p.readInstance(ctx, id)
-		if err != nil {
-			return result, wrap(op, err)
-		}
-		if !force && inst.exists() && inst.Status == "Running" {
-			return result, Permanent(op, fmt.Sprintf("instance %q is Running; use force=true to delete it", id))
-		}
-		children, err := p.ListChildren(ctx, id)
-		if err != nil {
-			return result, wrap(op, err)
-		}
-		for _, child := range children {
-			if !wanted[child] {
-				return result, Permanent(op, fmt.Sprintf("instance %q has child %q, which is not being deleted: delete the whole tree", id, child))
-			}
-		}
-	}
-	for _, id := range ids {
-		r, err := p.deletePartition(ctx, id)
-		if err != nil {
-			return result, wrap(op, err)
-		}
-		result = result.Add(r)
-	}
-	return result, nil
-}
-
-// partitionRow is what deletion needs to know of a document.
-type partitionRow struct {
-	ID     string `json:"id"`
-	Type   string `json:"type"`
-	Events int    `json:"events"`
-}
-
-// deletePartition deletes every document of an instance, the instance
-// document first, in batches.
-func (p *CosmosProvider) deletePartition(ctx context.Context, instance string) (DeleteInstanceResult, error) {
-	var result DeleteInstanceResult
-	pk := instancePartitionKey(instance)
-	key := NewPartitionKeyString(pk)
-	res, err := p.container.QueryItems(ctx, "SELECT c.id, c.type, ARRAY_LENGTH(c.eventIds) AS events FROM c WHERE c.pk = @pk",
-		[]QueryParameter{{Name: "@pk", Value: pk}}, &QueryOptions{PartitionKey: &key})
-	if err != nil {
-		return result, err
-	}
-	rows := make([]partitionRow, 0, len(res.Items))
-	for _, raw := range res.Items {
-		var r partitionRow
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return result, fmt.Errorf("decode document row: %w", err)
-		}
-		switch r.Type {
-		case docInstance:
-			result.InstancesDeleted++
-			rows = append([]partitionRow{r}, rows...)
-			continue
-		case docExecution:
-			result.ExecutionsDeleted++
-		case docHistory:
-			result.EventsDeleted += uint64(r.Events)
-		case docMessage, docWork:
-			result.QueueMessagesDeleted++
-		}
-		rows = append(rows, r)
-	}
-	for start := 0; start < len(rows); start += MaxBatchOperations {
-		end := min(start+MaxBatchOperations, len(rows))
-		b := p.container.NewTransactionalBatch(key)
-		for _, r := range rows[start:end] {
-			b.DeleteItem(r.ID, nil)
-		}
-		resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
-		if err != nil {
-			return result, err
-		}
-		if !resp.Success {
-			if _, ce, _ := resp.FailedOperation(); ce != nil && ce.StatusCode == http.StatusNotFound {
-				continue // deleted meanwhile; the next call converges
-			}
-			return result, batchFailure("delete_instances_atomic", resp)
-		}
-	}
-	p.cache.drop(pk)
-	return result, nil
-}
-
-// instanceRow is what the bulk operations need of an instance.
+// instanceRow is what listings and bulk operations need of an instance.
 type instanceRow struct {
 	Instance    string  `json:"instance"`
 	Parent      *string `json:"parent"`
 	Status      string  `json:"status"`
 	CompletedAt *int64  `json:"completedAt"`
 	CreatedAt   int64   `json:"createdAt"`
+	Deleting    string  `json:"deleting"`
 }
 
-// selectInstances lists the instances a filter matches, oldest first, up to
-// its limit, with a cross-partition filter query (R4).
-func (p *CosmosProvider) selectInstances(ctx context.Context, filter InstanceFilter, keep func(instanceRow) bool) ([]instanceRow, error) {
+// liveInstances lists the named instances the filter's ids and cutoff
+// match, with a cross-partition filter query (R4), leaving out every
+// instance that a deletion marked, itself or through an ancestor: a
+// deletion marks its root first, so a tree never lists half deleted.
+func (p *CosmosProvider) liveInstances(ctx context.Context, filter InstanceFilter) ([]instanceRow, error) {
 	if filter.InstanceIDs != nil && len(*filter.InstanceIDs) == 0 {
 		return nil, nil
 	}
-	q := "SELECT c.instance, c.parent, c.status, c.completedAt, c.createdAt FROM c WHERE c.type = @type AND IS_DEFINED(c.name)"
+	q := "SELECT c.instance, c.parent, c.status, c.completedAt, c.createdAt, c.deleting FROM c WHERE c.type = @type AND IS_DEFINED(c.name)"
 	params := []QueryParameter{{Name: "@type", Value: docInstance}}
-	if filter.InstanceIDs != nil {
-		q += " AND ARRAY_CONTAINS(@ids, c.instance)"
-		params = append(params, QueryParameter{Name: "@ids", Value: *filter.InstanceIDs})
-	}
 	if filter.CompletedBefore != nil {
 		q += " AND c.completedAt < @before"
 		params = append(params, QueryParameter{Name: "@before", Value: *filter.CompletedBefore})
@@ -266,12 +161,58 @@ func (p *CosmosProvider) selectInstances(ctx context.Context, filter InstanceFil
 	if err != nil {
 		return nil, err
 	}
-	var rows []instanceRow
+	byID := map[string]instanceRow{}
 	for _, raw := range res.Items {
 		var r instanceRow
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return nil, fmt.Errorf("decode instance row: %w", err)
 		}
+		byID[r.Instance] = r
+	}
+	var wanted map[string]bool
+	if filter.InstanceIDs != nil {
+		wanted = map[string]bool{}
+		for _, id := range *filter.InstanceIDs {
+			wanted[id] = true
+		}
+	}
+	rows := make([]instanceRow, 0, len(byID))
+	for id, r := range byID {
+		if (wanted == nil || wanted[id]) && !markedInTree(byID, r) {
+			rows = append(rows, r)
+		}
+	}
+	return rows, nil
+}
+
+// markedInTree reports whether r or one of its ancestors is being deleted.
+func markedInTree(byID map[string]instanceRow, r instanceRow) bool {
+	seen := map[string]bool{}
+	for {
+		if r.Deleting != "" {
+			return true
+		}
+		if r.Parent == nil || seen[*r.Parent] {
+			return false
+		}
+		seen[*r.Parent] = true
+		parent, ok := byID[*r.Parent]
+		if !ok {
+			return false
+		}
+		r = parent
+	}
+}
+
+// selectInstances lists the live instances the filter and keep match,
+// oldest first, up to the filter's limit.
+func (p *CosmosProvider) selectInstances(ctx context.Context, filter InstanceFilter, keep func(instanceRow) bool) ([]instanceRow, error) {
+	all, err := p.liveInstances(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	var rows []instanceRow
+	for _, r := range all {
 		if keep(r) {
 			rows = append(rows, r)
 		}
@@ -327,7 +268,7 @@ func (p *CosmosProvider) PruneExecutions(ctx context.Context, instance string, o
 	if err := validateInstanceID(op, instance); err != nil {
 		return PruneResult{}, err
 	}
-	inst, err := p.readInstance(ctx, instance)
+	inst, err := p.readLiveInstance(ctx, instance)
 	if err != nil {
 		return PruneResult{}, wrap(op, err)
 	}

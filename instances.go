@@ -17,7 +17,7 @@ func (p *CosmosProvider) GetCustomStatus(ctx context.Context, instance string, l
 	if err := validateInstanceID(op, instance); err != nil {
 		return nil, 0, false, err
 	}
-	inst, err := p.readInstance(ctx, instance)
+	inst, err := p.readLiveInstance(ctx, instance)
 	if err != nil {
 		return nil, 0, false, wrap(op, err)
 	}
@@ -35,7 +35,7 @@ func (p *CosmosProvider) GetInstanceStats(ctx context.Context, instance string) 
 	if err := validateInstanceID(op, instance); err != nil {
 		return nil, err
 	}
-	inst, err := p.readInstance(ctx, instance)
+	inst, err := p.readLiveInstance(ctx, instance)
 	if err != nil {
 		return nil, wrap(op, err)
 	}
@@ -64,42 +64,27 @@ func (p *CosmosProvider) GetInstanceStats(ctx context.Context, instance string) 
 
 // ListInstances lists every instance, newest first.
 func (p *CosmosProvider) ListInstances(ctx context.Context) ([]string, error) {
-	return p.listInstances(ctx, "list_instances", "", nil)
+	return p.listInstances(ctx, "list_instances", func(instanceRow) bool { return true })
 }
 
 // ListInstancesByStatus lists the instances whose current execution has
 // status.
 func (p *CosmosProvider) ListInstancesByStatus(ctx context.Context, status string) ([]string, error) {
-	return p.listInstances(ctx, "list_instances_by_status", "c.status = @status", []QueryParameter{{Name: "@status", Value: status}})
+	return p.listInstances(ctx, "list_instances_by_status", func(r instanceRow) bool { return r.Status == status })
 }
 
-// listInstances runs a cross-partition filter query over instance documents
-// and sorts on the client (R4: no ORDER BY across partitions).
-func (p *CosmosProvider) listInstances(ctx context.Context, op, where string, params []QueryParameter) ([]string, error) {
-	q := "SELECT c.instance, c.createdAt FROM c WHERE c.type = @type AND IS_DEFINED(c.name)"
-	if where != "" {
-		q += " AND " + where
-	}
-	res, err := p.container.QueryItems(ctx, q, append([]QueryParameter{{Name: "@type", Value: docInstance}}, params...), nil)
+// listInstances lists the live instances keep accepts, newest first.
+func (p *CosmosProvider) listInstances(ctx context.Context, op string, keep func(instanceRow) bool) ([]string, error) {
+	rows, err := p.liveInstances(ctx, InstanceFilter{})
 	if err != nil {
 		return nil, wrap(op, err)
 	}
-	type row struct {
-		Instance  string `json:"instance"`
-		CreatedAt int64  `json:"createdAt"`
-	}
-	rows := make([]row, 0, len(res.Items))
-	for _, raw := range res.Items {
-		var r row
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return nil, Permanent(op, fmt.Sprintf("decode instance row: %v", err))
-		}
-		rows = append(rows, r)
-	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].CreatedAt > rows[j].CreatedAt })
-	ids := make([]string, len(rows))
-	for i, r := range rows {
-		ids[i] = r.Instance
+	ids := []string{}
+	for _, r := range rows {
+		if keep(r) {
+			ids = append(ids, r.Instance)
+		}
 	}
 	return ids, nil
 }
@@ -158,7 +143,7 @@ func (p *CosmosProvider) GetInstanceInfo(ctx context.Context, instance string) (
 	if err := validateInstanceID(op, instance); err != nil {
 		return InstanceInfo{}, err
 	}
-	inst, err := p.readInstance(ctx, instance)
+	inst, err := p.readLiveInstance(ctx, instance)
 	if err != nil {
 		return InstanceInfo{}, wrap(op, err)
 	}
@@ -207,9 +192,36 @@ func (p *CosmosProvider) GetExecutionInfo(ctx context.Context, instance string, 
 	return info, nil
 }
 
-// ListChildren lists the instances whose parent is instance.
+// ListChildren lists the instances whose parent is instance; none when the
+// instance is being deleted.
 func (p *CosmosProvider) ListChildren(ctx context.Context, instance string) ([]string, error) {
-	return p.listInstances(ctx, "list_children", "c.parent = @parent", []QueryParameter{{Name: "@parent", Value: instance}})
+	const op = "list_children"
+	if err := validateInstanceID(op, instance); err != nil {
+		return nil, err
+	}
+	inst, err := p.readLiveInstance(ctx, instance)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	if inst == nil {
+		return []string{}, nil
+	}
+	res, err := p.container.QueryItems(ctx,
+		"SELECT VALUE c.instance FROM c WHERE c.type = @type AND IS_DEFINED(c.name) AND NOT IS_DEFINED(c.deleting) AND c.parent = @parent",
+		[]QueryParameter{{Name: "@type", Value: docInstance}, {Name: "@parent", Value: instance}}, nil)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	children := make([]string, 0, len(res.Items))
+	for _, raw := range res.Items {
+		var id string
+		if err := json.Unmarshal(raw, &id); err != nil {
+			return nil, Permanent(op, fmt.Sprintf("decode child id: %v", err))
+		}
+		children = append(children, id)
+	}
+	sort.Strings(children)
+	return children, nil
 }
 
 // GetParentID returns the instance's parent, nil for a root; an unknown
@@ -219,7 +231,7 @@ func (p *CosmosProvider) GetParentID(ctx context.Context, instance string) (*str
 	if err := validateInstanceID(op, instance); err != nil {
 		return nil, err
 	}
-	inst, err := p.readInstance(ctx, instance)
+	inst, err := p.readLiveInstance(ctx, instance)
 	if err != nil {
 		return nil, wrap(op, err)
 	}

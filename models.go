@@ -104,6 +104,9 @@ type instanceDoc struct {
 	// LastAck is the lock token of the last committed ack, so an ack whose
 	// response was lost can tell whether it committed.
 	LastAck string `json:"lastAck,omitempty"`
+	// Deleting names the deletion intent that is removing the instance; a
+	// marked instance reads as deleted (deletion.go).
+	Deleting string `json:"deleting,omitempty"`
 	// Rev counts commits; a process that holds the instance's history from
 	// its own last ack knows the cache is current when Rev matches.
 	Rev uint64 `json:"rev"`

@@ -295,7 +295,7 @@ func (p *CosmosProvider) lockInstance(ctx context.Context, pk string, msgs []que
 // (or expired) and, with a filter, the pinned version is compatible.
 // Conditions take no parameters; only numbers are inlined.
 func lockCondition(now int64, filter *DispatcherCapabilityFilter) string {
-	cond := "from c where c.lockedUntil <= " + strconv.FormatInt(now, 10)
+	cond := "from c where c.lockedUntil <= " + strconv.FormatInt(now, 10) + " and not is_defined(c.deleting)"
 	if filter != nil {
 		r := filter.SupportedDuroxideVersions[0]
 		cond += " and (not is_defined(c.pinned) or (c.pinned >= " + strconv.FormatUint(r.Min.PackedVersion(), 10) +

@@ -143,11 +143,12 @@ func (r *relay) reconcile(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return r.p.finishPendingDeletions(ctx)
 }
 
 // ReconcileOutbox delivers every undelivered outbox document older than
-// OutboxMinAge now, instead of at the reconciler's next tick.
+// OutboxMinAge, and finishes every deletion older than that which its
+// process left half done, now instead of at the reconciler's next tick.
 func (p *CosmosProvider) ReconcileOutbox(ctx context.Context) error {
 	return p.outbox.reconcile(ctx)
 }

@@ -28,6 +28,11 @@ func commands() []command {
 	return []command{
 		{name: "demo", summary: "walk through the storage layer on the in-memory Cosmos DB, or on COSMOS_ENDPOINT", run: runDemo},
 		{name: "emulator", summary: "serve the in-memory Cosmos DB on loopback", run: runEmulator},
+		{name: "instances", summary: "list instances (-status to filter)", run: runInstances},
+		{name: "show", summary: "show an instance: info, executions, history timeline, custom status, KV", run: runShow},
+		{name: "metrics", summary: "system metrics and queue depths", run: runMetrics},
+		{name: "delete", summary: "delete a root instance and its sub-orchestrations (-force if running)", run: runDelete},
+		{name: "prune", summary: "delete an instance's old executions", run: runPrune},
 	}
 }
 

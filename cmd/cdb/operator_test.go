@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/providertest"
+)
+
+// operatorFixture serves a fake account over HTTP, with two instances in the
+// provider's default container: "done" (completed, with KV and a custom
+// status) and "busy" (running).
+func operatorFixture(t *testing.T) (endpoint, key string) {
+	t.Helper()
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	srv := httptest.NewServer(acct.Handler())
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	p, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client(), ShortPolling: true})
+	require.NoError(t, err)
+	defer p.Close()
+	providertest.CreateInstance(ctx, t, p, "busy")
+	providertest.CreateInstance(ctx, t, p, "done")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "done", Name: "go", Data: "{}"}, 0))
+	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	status, output, custom := "Completed", "all good", "shipped"
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{
+		{EventID: 2, InstanceID: "done", ExecutionID: 1, Kind: cdb.KeyValueSet{Key: "color", Value: "blue"}},
+		{EventID: 3, InstanceID: "done", ExecutionID: 1, Kind: cdb.CustomStatusUpdated{Status: &custom}},
+		{EventID: 4, InstanceID: "done", ExecutionID: 1, Kind: cdb.OrchestrationCompleted{Output: output}},
+	}, nil, nil, cdb.ExecutionMetadata{Status: &status, Output: &output}, nil))
+	return srv.URL, acct.Key()
+}
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestInstancesListsAndFiltersByStatus(t *testing.T) {
+	endpoint, key := operatorFixture(t)
+	code, out, stderr := runCLI("instances", "-endpoint", endpoint, "-key", key)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "done")
+	assert.Contains(t, out, "busy")
+	assert.Contains(t, out, "TestOrch@1.0.0")
+
+	code, out, _ = runCLI("instances", "-endpoint", endpoint, "-key", key, "-status", "Completed")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "done")
+	assert.NotContains(t, out, "busy")
+}
+
+func TestShowPrintsInfoTimelineCustomStatusAndKV(t *testing.T) {
+	endpoint, key := operatorFixture(t)
+	code, out, stderr := runCLI("show", "-endpoint", endpoint, "-key", key, "done")
+	require.Equal(t, 0, code, stderr)
+	for _, want := range []string{"status     Completed", "output all good", "custom     shipped", "OrchestrationStarted", "KeyValueSet", "color=blue", "OrchestrationCompleted", "color = blue", "#1 Completed"} {
+		assert.Contains(t, out, want)
+	}
+}
+
+func TestMetricsReportsCountsAndQueues(t *testing.T) {
+	endpoint, key := operatorFixture(t)
+	code, out, stderr := runCLI("metrics", "-endpoint", endpoint, "-key", key)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "instances   2 (running 1, completed 1, failed 0)")
+}
+
+func TestDeleteRefusesARunningInstanceWithoutForce(t *testing.T) {
+	endpoint, key := operatorFixture(t)
+	code, _, stderr := runCLI("delete", "-endpoint", endpoint, "-key", key, "busy")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "force")
+	code, out, stderr := runCLI("delete", "-endpoint", endpoint, "-key", key, "-force", "busy")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "deleted 1 instance(s)")
+	code, _, stderr = runCLI("show", "-endpoint", endpoint, "-key", key, "busy")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, `instance "busy" not found`)
+}
+
+func TestPruneKeepsTheCurrentExecution(t *testing.T) {
+	endpoint, key := operatorFixture(t)
+	code, out, stderr := runCLI("prune", "-endpoint", endpoint, "-key", key, "done")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "pruned 0 execution(s)")
+}
+
+func TestOperatorCommandsExplainConnectionMistakes(t *testing.T) {
+	endpoint, key := operatorFixture(t)
+
+	code, _, stderr := runCLI("instances", "-endpoint", endpoint, "-key", "dGhpcyBpcyBub3QgdGhlIGtleSB0aGUgZW11bGF0b3IgdXNlcw==")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "refused the key (401)")
+	assert.NotContains(t, stderr, "dGhpcyBpcyBub3Qg", "the key never appears in errors")
+
+	code, _, stderr = runCLI("instances", "-endpoint", endpoint, "-key", key, "-container", "nope")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, `container "nope" in database "duroxide" not found`)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+	code, _, stderr = runCLI("metrics", "-endpoint", closed, "-key", key)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "cannot reach "+closed)
+
+	code, _, stderr = runCLI("show", "-endpoint", endpoint, "-key", key, "nobody")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, `instance "nobody" not found`)
+
+	t.Setenv("COSMOS_ENDPOINT", "")
+	code, _, stderr = runCLI("metrics")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "no endpoint")
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// printTimeline prints a history as one line per event: its id, its time
+// relative to the first event, its kind and what it carries.
+func printTimeline(out io.Writer, history []cdb.Event) {
+	if len(history) == 0 {
+		fmt.Fprintln(out, "  (no events)")
+		return
+	}
+	start := history[0].TimestampMs
+	for _, e := range history {
+		offset := "      "
+		if e.TimestampMs >= start && start > 0 {
+			offset = fmt.Sprintf("%+5dms", e.TimestampMs-start)
+		}
+		source := ""
+		if e.SourceEventID != nil {
+			source = fmt.Sprintf(" ←#%d", *e.SourceEventID)
+		}
+		fmt.Fprintf(out, "  #%-4d %s  %-28s%s %s\n", e.EventID, offset, e.Kind.Type(), source, describeEvent(e.Kind))
+	}
+}
+
+// describeEvent is the interesting part of an event, shortened.
+func describeEvent(k cdb.EventKind) string {
+	switch v := k.(type) {
+	case cdb.OrchestrationStarted:
+		return fmt.Sprintf("%s@%s input=%s", v.Name, v.Version, truncate(v.Input, 60))
+	case cdb.OrchestrationCompleted:
+		return "output=" + truncate(v.Output, 80)
+	case cdb.OrchestrationFailed:
+		return "error=" + truncate(v.Details.DisplayMessage(), 80)
+	case cdb.ActivityScheduled:
+		return fmt.Sprintf("%s(%s)%s", v.Name, truncate(v.Input, 60), sessionAndTag(v.SessionID, v.Tag))
+	case cdb.ActivityCompletedEvent:
+		return "result=" + truncate(v.Result, 80)
+	case cdb.ActivityFailedEvent:
+		return "error=" + truncate(v.Details.DisplayMessage(), 80)
+	case cdb.TimerCreated:
+		return fmt.Sprintf("fires at %s", formatMs(v.FireAtMs))
+	case cdb.ExternalSubscribed:
+		return "waiting for " + v.Name
+	case cdb.ExternalEvent:
+		return fmt.Sprintf("%s=%s", v.Name, truncate(v.Data, 60))
+	case cdb.SubOrchestrationScheduled:
+		return fmt.Sprintf("%s as %s", v.Name, v.Instance)
+	case cdb.SubOrchestrationCompleted:
+		return "result=" + truncate(v.Result, 80)
+	case cdb.SubOrchestrationFailed:
+		return "error=" + truncate(v.Details.DisplayMessage(), 80)
+	case cdb.OrchestrationChained:
+		return fmt.Sprintf("%s as %s", v.Name, v.Instance)
+	case cdb.OrchestrationContinuedAsNew:
+		return "input=" + truncate(v.Input, 80)
+	case cdb.CustomStatusUpdated:
+		if v.Status == nil {
+			return "(cleared)"
+		}
+		return truncate(*v.Status, 80)
+	case cdb.KeyValueSet:
+		return fmt.Sprintf("%s=%s", v.Key, truncate(v.Value, 60))
+	case cdb.KeyValueCleared:
+		return v.Key
+	}
+	return ""
+}
+
+func sessionAndTag(session, tag *string) string {
+	var parts []string
+	if session != nil {
+		parts = append(parts, "session="+*session)
+	}
+	if tag != nil {
+		parts = append(parts, "tag="+*tag)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " [" + strings.Join(parts, " ") + "]"
+}

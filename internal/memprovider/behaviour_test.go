@@ -215,7 +215,7 @@ func TestLongPollUpperBound(t *testing.T) {
 		require.NoError(t, fetch())
 		elapsed := time.Since(begin)
 		require.GreaterOrEqual(t, elapsed, 300*time.Millisecond)
-		require.Less(t, elapsed, 350*time.Millisecond)
+		require.Less(t, elapsed, 400*time.Millisecond, "a long poll may overrun its timeout by a few ms, not more (slack for loaded CI)")
 	}
 }
 

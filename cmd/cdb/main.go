@@ -33,6 +33,7 @@ func commands() []command {
 		{name: "metrics", summary: "system metrics and queue depths", run: runMetrics},
 		{name: "delete", summary: "delete a root instance and its sub-orchestrations (-force if running)", run: runDelete},
 		{name: "prune", summary: "delete an instance's old executions", run: runPrune},
+		{name: "bench", summary: "run duroxide's stress protocol and print a table", run: runBench},
 	}
 }
 

@@ -53,6 +53,8 @@ func (p *CosmosProvider) DeleteInstancesAtomic(ctx context.Context, ids []string
 	}
 	intent := deletionDoc{ID: "d|" + newLockToken(""), PK: instancePartitionKey(ids[0]), Type: docDeletion,
 		Instance: ids[0], IDs: ids, CreatedAt: p.nowMs()}
+	p.deleting.claim(intent.ID)
+	defer p.deleting.release(intent.ID)
 	if err := p.recordDeletion(ctx, intent); err != nil {
 		return DeleteInstanceResult{}, wrap(op, err)
 	}
@@ -232,10 +234,11 @@ func (p *CosmosProvider) partitionRows(ctx context.Context, pk, intentID string)
 	return rows, nil
 }
 
-// finishPendingDeletions completes the deletions older than OutboxMinAge that
-// their process did not finish. The reconciler calls it.
+// finishPendingDeletions completes the deletions older than
+// AbandonedDeletionAge that their process did not finish (never one this
+// process is carrying out). The reconciler calls it.
 func (p *CosmosProvider) finishPendingDeletions(ctx context.Context) error {
-	cutoff := p.now().Add(-p.cfg.OutboxMinAge).UnixMilli()
+	cutoff := p.now().Add(-p.cfg.AbandonedDeletionAge).UnixMilli()
 	res, err := p.container.QueryItems(ctx, "SELECT * FROM c WHERE c.type = @type AND c.createdAt <= @cutoff",
 		[]QueryParameter{{Name: "@type", Value: docDeletion}, {Name: "@cutoff", Value: cutoff}}, nil)
 	if err != nil {
@@ -246,7 +249,12 @@ func (p *CosmosProvider) finishPendingDeletions(ctx context.Context) error {
 		if err := json.Unmarshal(raw, &intent); err != nil {
 			return fmt.Errorf("decode deletion intent: %w", err)
 		}
-		if _, err := p.finishDeletion(ctx, intent); err != nil {
+		if !p.deleting.claim(intent.ID) {
+			continue // this process is on it
+		}
+		_, err := p.finishDeletion(ctx, intent)
+		p.deleting.release(intent.ID)
+		if err != nil {
 			return err
 		}
 	}

@@ -148,35 +148,65 @@ func filterKey(filter *DispatcherCapabilityFilter) string {
 	return strconv.FormatUint(r.Min.PackedVersion(), 10) + "-" + strconv.FormatUint(r.Max.PackedVersion(), 10)
 }
 
+// tryFetchOrchestration takes one look: a candidate query, then lock
+// attempts on its instances, oldest first. Instances another fetch of this
+// process is locking right now are passed over without a request; when
+// every attempt meets contention, it queries once more without the
+// contended instances, so contention does not read as emptiness.
 func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, slots []int, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (fetchedOrchestration, pollOutcome, error) {
 	fk := filterKey(filter)
-	q := candidateQuery{docType: docMessage, slots: slots, skip: p.skippedInstances(fk)}
-	cands, err := p.runCandidateQuery(ctx, q)
-	if err != nil {
-		return fetchedOrchestration{}, outcomeEmpty, err
+	outcome := outcomeEmpty
+	for round := 0; round < 2; round++ {
+		cands, err := p.runCandidateQuery(ctx, candidateQuery{docType: docMessage, slots: slots, skip: p.skippedInstances(fk)})
+		if err != nil {
+			return fetchedOrchestration{}, outcome, err
+		}
+		if len(cands) == 0 {
+			return fetchedOrchestration{}, outcome, nil
+		}
+		outcome = outcomeBusy
+		res, contended, err := p.lockFirstFree(ctx, groupByInstance(cands), lockTimeout, filter, fk)
+		if err != nil || res != nil {
+			if res != nil {
+				return *res, outcomeFound, nil
+			}
+			return fetchedOrchestration{}, outcome, err
+		}
+		if !contended {
+			break
+		}
 	}
-	if len(cands) == 0 {
-		return fetchedOrchestration{}, outcomeEmpty, nil
-	}
-	tried := 0
-	for _, g := range groupByInstance(cands) {
+	return fetchedOrchestration{}, outcome, nil
+}
+
+// lockFirstFree tries the groups in order and returns the first instance it
+// locks; contended reports whether any attempt met another holder.
+func (p *CosmosProvider) lockFirstFree(ctx context.Context, groups []instanceGroup, lockTimeout time.Duration, filter *DispatcherCapabilityFilter, fk string) (*fetchedOrchestration, bool, error) {
+	tried, contended := 0, false
+	for _, g := range groups {
 		if tried == maxLockAttempts {
 			break
 		}
+		if !p.locking.claim(g.pk) {
+			contended = true
+			continue // another fetch of this process is locking it
+		}
 		tried++
 		res, err := p.lockAndLoad(ctx, g, lockTimeout, filter)
+		p.locking.release(g.pk)
 		switch {
 		case errors.Is(err, errContended):
 			p.contended.note(fk, g.pk, p.now())
+			contended = true
 			continue
 		case err != nil:
-			return fetchedOrchestration{}, outcomeBusy, err
+			return nil, contended, err
 		case res == nil:
 			continue // orphan messages dropped
 		}
-		return *res, outcomeFound, nil
+		return res, contended, nil
 	}
-	return fetchedOrchestration{}, outcomeBusy, nil
+	return nil, contended, nil
 }
 
 // skippedInstances are partitions a candidate query should leave out: those
@@ -222,6 +252,9 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, lockT
 	lock := &orchestrationLock{token: token, pk: g.pk, inst: inst, messages: locked}
 	lock.lockedUntil.Store(until)
 	items, attempts, err := decodeMessages(locked)
+	if err == nil && inst.Status == "ContinuedAsNew" && !hasContinueAsNew(items) {
+		items, attempts, err = p.completeBatch(ctx, lock, now, until)
+	}
 	if err != nil {
 		p.releaseQuietly(ctx, lock)
 		return nil, err
@@ -238,6 +271,66 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, lockT
 	}
 	p.orchLocks.put(token, lock)
 	return &fetchedOrchestration{item: item, token: token, attempts: attempts}, nil
+}
+
+// maxCompletedBatch bounds a completed batch, leaving the ack's batch room.
+const maxCompletedBatch = 60
+
+func hasContinueAsNew(items []WorkItem) bool {
+	for _, it := range items {
+		if _, ok := it.(ContinueAsNew); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// completeBatch adds every visible message of the locked instance to its
+// batch. A batch is normally the instance's oldest messages among the
+// candidates; but when the execution has continued as new, a batch without
+// the ContinueAsNew message would read as a finished execution's and be
+// consumed, so it must hold all of them, in order, as duroxide's providers'
+// batches do.
+func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationLock, now, until int64) ([]WorkItem, uint32, error) {
+	key := NewPartitionKeyString(lock.pk)
+	res, err := p.container.QueryItems(ctx,
+		"SELECT * FROM c WHERE c.pk = @pk AND c.type = @type AND c.visibleAt <= @now AND (c.lockedUntil <= @now OR c.lockToken = @token) ORDER BY c.visibleAt ASC, c.seq ASC",
+		[]QueryParameter{{Name: "@pk", Value: lock.pk}, {Name: "@type", Value: docMessage}, {Name: "@now", Value: now}, {Name: "@token", Value: lock.token}},
+		&QueryOptions{PartitionKey: &key})
+	if err != nil {
+		return nil, 0, err
+	}
+	held := map[string]bool{}
+	for _, m := range lock.messages {
+		held[m.ID] = true
+	}
+	var batch []queueDoc
+	b := p.container.NewTransactionalBatch(key)
+	for _, raw := range res.Items {
+		var m queueDoc
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, 0, fmt.Errorf("decode message: %w", err)
+		}
+		if len(batch) == maxCompletedBatch {
+			break // the ack's batch needs room for the turn's own writes
+		}
+		if !held[m.ID] {
+			b.PatchItem(m.ID, claimOps(lock.token, until), nil)
+			m.Attempts++
+		}
+		batch = append(batch, m)
+	}
+	if b.Len() > 0 {
+		resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+		if err != nil {
+			return nil, 0, err
+		}
+		if !resp.Success {
+			return nil, 0, errContended // a message went away meanwhile: try again later
+		}
+	}
+	lock.messages = batch
+	return decodeMessages(batch)
 }
 
 // lockInstance is the lock batch: a conditional patch of the instance

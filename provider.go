@@ -50,6 +50,10 @@ type Config struct {
 	// (default 2s), so it does not race the immediate delivery.
 	ReconcileInterval time.Duration
 	OutboxMinAge      time.Duration
+	// AbandonedDeletionAge is how old a deletion intent must be before a
+	// process that did not start it finishes it (default 1m): long enough
+	// that its own process has either finished or died.
+	AbandonedDeletionAge time.Duration
 	// Leases spreads dispatch slots over concurrent fetches (default: in
 	// memory, this process only).
 	Leases LeaseProvider
@@ -110,6 +114,9 @@ func (c Config) withDefaults() Config {
 	if c.OutboxMinAge <= 0 {
 		c.OutboxMinAge = 2 * time.Second
 	}
+	if c.AbandonedDeletionAge <= 0 {
+		c.AbandonedDeletionAge = time.Minute
+	}
 	if c.Leases == nil {
 		c.Leases = NewInMemoryLeaseProvider()
 	}
@@ -135,6 +142,8 @@ type CosmosProvider struct {
 
 	orchLocks lockTable[*orchestrationLock]
 	contended *contention
+	locking   *claimSet // partitions being locked by a fetch of this process
+	deleting  *claimSet // deletion intents this process is carrying out
 	workLocks lockTable[*workLock]
 	cache     historyCache
 
@@ -194,6 +203,8 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		workSignal: newQueueSignal(),
 		orchLocks:  newLockTable[*orchestrationLock](),
 		contended:  newContention(),
+		locking:    newClaimSet(),
+		deleting:   newClaimSet(),
 		workLocks:  newLockTable[*workLock](),
 		cache:      newHistoryCache(1024),
 	}

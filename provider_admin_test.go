@@ -69,7 +69,7 @@ func TestDeleteInterruptedAfterItsFirstStepIsInvisibleAndCompletes(t *testing.T)
 	require.True(t, recorded.Load())
 	remove()
 
-	b := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour, OutboxMinAge: time.Millisecond})
+	b := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour, OutboxMinAge: time.Millisecond, AbandonedDeletionAge: time.Millisecond})
 	for _, id := range tree {
 		_, err := b.GetInstanceInfo(ctx, id)
 		assert.Error(t, err, "%s reads as deleted", id)

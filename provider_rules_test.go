@@ -280,7 +280,9 @@ func TestR3TwoProcessesOneLock(t *testing.T) {
 func TestR4BoundedFetch(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: 4})
-	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	// No reconciler tick inside the measurement: its filter queries are
+	// cross-partition by design.
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour})
 	for i := 0; i < 10000; i++ {
 		require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem(fmt.Sprintf("other-%04d", i%2000)), 0))
 	}
@@ -430,4 +432,36 @@ func TestR6AnyInstanceID(t *testing.T) {
 		assert.Contains(t, err.Error(), "instance id")
 	}
 	assert.Equal(t, before, acct.Counts().Requests, "nothing was sent for ids that cannot be stored")
+}
+
+// A batch of an instance whose execution continued as new always holds the
+// ContinueAsNew message, even when only older messages made it into the
+// candidate page: without it the runtime would take the execution for
+// finished and consume the messages meant for the next one.
+func TestBatchAfterContinueAsNewHoldsTheContinueAsNewMessage(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, CandidatesPerRange: 1})
+	providertest.CreateInstance(ctx, t, p, "eternal")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("eternal"), 0))
+	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+
+	// A queue message arrives during the turn that continues as new, so it
+	// is older than the ContinueAsNew message the turn writes.
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueMessage{Instance: "eternal", Name: "inbox", Data: "keep me"}, 0))
+	can := "ContinuedAsNew"
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
+		[]cdb.Event{{EventID: 2, InstanceID: "eternal", ExecutionID: 1, Kind: cdb.OrchestrationContinuedAsNew{Input: "next"}}},
+		nil, []cdb.WorkItem{cdb.ContinueAsNew{Instance: "eternal", Orchestration: "TestOrch", Input: "next"}},
+		cdb.ExecutionMetadata{Status: &can, Output: ptrTo("next")}, nil))
+
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	var kinds []string
+	for _, m := range item.Messages {
+		kinds = append(kinds, m.Kind())
+	}
+	assert.Equal(t, []string{"QueueMessage", "ContinueAsNew"}, kinds, "the batch holds every visible message, in order")
 }

@@ -2,6 +2,7 @@ package cdb_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/duroxide-go/cdb/providertest"
 )
@@ -14,4 +15,22 @@ func TestValidationOnSeveralRanges(t *testing.T) {
 		t.Skip("-short: the suite already ran on one range in TestValidation")
 	}
 	providertest.Run(t, fakeFactory{ranges: 4})
+}
+
+// TestValidationUnderLatency runs the modules where concurrency and
+// multi-step work meet latency (locking, and deletion with its reconciler)
+// with 30 ms added per request: concurrent fetches must not herd onto the
+// same instances and give up, and a slow deletion must not be taken over by
+// this process's own reconciler.
+func TestValidationUnderLatency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: slow by design")
+	}
+	f := fakeFactory{latency: 30 * time.Millisecond}
+	for _, m := range providertest.Modules() {
+		switch m.Name {
+		case "instance_locking", "deletion", "bulk_deletion":
+			providertest.RunModule(t, f, m)
+		}
+	}
 }

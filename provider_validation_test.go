@@ -14,12 +14,14 @@ import (
 // account. Polling and reconciling run fast so the suite stays quick; the
 // request-budget tests use the defaults.
 type fakeFactory struct {
-	ranges int
+	containerHooks
+	ranges  int
+	latency time.Duration
 }
 
 func (f fakeFactory) NewProvider(t *testing.T, o providertest.ProviderOptions) cdb.Provider {
 	t.Helper()
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: f.ranges})
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: f.ranges, Latency: f.latency})
 	p, err := cdb.NewProvider(context.Background(), cdb.Config{
 		Client:            acct.Client(),
 		ShortPolling:      !o.LongPolling,
@@ -37,11 +39,15 @@ func (f fakeFactory) NewProvider(t *testing.T, o providertest.ProviderOptions) c
 func (fakeFactory) LockTimeout() time.Duration        { return time.Second }
 func (fakeFactory) ShortPollThreshold() time.Duration { return 100 * time.Millisecond }
 
+// containerHooks are the suite's two fault-injection hooks, done through the
+// provider's container, so they work on any Cosmos DB the provider runs on.
+type containerHooks struct{}
+
 // CorruptInstanceHistory overwrites the stored events of instance with bytes
 // that do not decode, as a damaged store would, and moves the instance's
 // revision as every writer of history must, so no process serves the events
 // from its cache.
-func (fakeFactory) CorruptInstanceHistory(ctx context.Context, p cdb.Provider, instance string) error {
+func (containerHooks) CorruptInstanceHistory(ctx context.Context, p cdb.Provider, instance string) error {
 	cc := p.(*cdb.CosmosProvider).Container()
 	pk := cdb.NewPartitionKeyString(instance)
 	res, err := cc.QueryItems(ctx, "SELECT VALUE c.id FROM c WHERE c.pk = @pk AND c.type = 'hist'",
@@ -70,7 +76,7 @@ func (fakeFactory) CorruptInstanceHistory(ctx context.Context, p cdb.Provider, i
 
 // MaxAttemptCount is the highest attempt count of instance's orchestrator
 // messages.
-func (fakeFactory) MaxAttemptCount(ctx context.Context, p cdb.Provider, instance string) (uint32, error) {
+func (containerHooks) MaxAttemptCount(ctx context.Context, p cdb.Provider, instance string) (uint32, error) {
 	cc := p.(*cdb.CosmosProvider).Container()
 	pk := cdb.NewPartitionKeyString(instance)
 	res, err := cc.QueryItems(ctx, "SELECT VALUE MAX(c.attempts) FROM c WHERE c.pk = @pk AND c.type = 'msg'",

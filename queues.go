@@ -146,6 +146,32 @@ func (c *contention) active(scope string, now time.Time) []string {
 	return out
 }
 
+// claimSet is the partitions this process's fetches are locking right now.
+type claimSet struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+func newClaimSet() *claimSet { return &claimSet{m: map[string]bool{}} }
+
+// claim marks pk as being locked by the caller; false when another fetch
+// already is.
+func (c *claimSet) claim(pk string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m[pk] {
+		return false
+	}
+	c.m[pk] = true
+	return true
+}
+
+func (c *claimSet) release(pk string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, pk)
+}
+
 // pollOutcome is what one look at a queue found.
 type pollOutcome int
 

@@ -6,260 +6,473 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"sort"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/internal/runtime"
 )
 
-// runDemo walks through what the storage layer does, on the embedded
-// in-memory Cosmos DB or, when COSMOS_ENDPOINT is set, on that account:
-// bootstrap, writes with ETags, an atomic batch and its rollback, paged and
-// range-targeted queries, and what every step cost in requests and RU.
+// runDemo runs an order-processing workload through the runtime and the
+// Cosmos DB provider: on the embedded in-memory Cosmos DB, or on the account
+// in COSMOS_* when COSMOS_ENDPOINT is set. It shows progress while it runs
+// and a summary at the end.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("demo", stderr)
-	customers := fs.Int("customers", 8, "customers (logical partitions) to create orders for")
-	orders := fs.Int("orders", 5, "orders per customer")
+	orders := fs.Int("orders", 60, "orders to process")
+	concurrency := fs.Int("concurrency", 4, "orchestration and worker dispatchers")
+	latency := fs.Duration("latency", 0, "latency added per request by the in-memory Cosmos DB, e.g. 5ms")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *customers < 1 || *orders < 1 || *orders > 99 {
-		return usageError{msg: "-customers must be ≥ 1 and -orders between 1 and 99"}
+	if *orders < 1 || *orders > 10000 || *concurrency < 1 {
+		return usageError{msg: "-orders must be 1..10000 and -concurrency at least 1"}
 	}
-	client, where, err := demoClient()
+	provider, where, cleanup, err := demoProvider(ctx, *latency)
 	if err != nil {
 		return err
 	}
-	d := &demo{client: client, out: stdout}
-	fmt.Fprintf(stdout, "cdb demo on %s\n\n", where)
-	return d.run(ctx, *customers, *orders)
+	defer cleanup()
+	d := newDemo(provider, *orders, stdout)
+	fmt.Fprintf(stdout, "cdb demo: %d orders on %s, %d:%d dispatchers\n\n", *orders, where, *concurrency, *concurrency)
+	return d.run(ctx, *concurrency)
 }
 
-// demoClient connects to COSMOS_ENDPOINT when set, else to a fresh
-// in-memory account with four partition key ranges.
-func demoClient() (*cdb.Client, string, error) {
-	endpoint := os.Getenv("COSMOS_ENDPOINT")
-	if endpoint == "" {
-		acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: 4})
-		return acct.Client(), "the embedded in-memory Cosmos DB (set COSMOS_ENDPOINT and COSMOS_KEY for a real account)", nil
+// demoProvider is a provider on the account in COSMOS_* (a container of its
+// own, deleted afterwards), else on a fresh in-memory Cosmos DB.
+func demoProvider(ctx context.Context, latency time.Duration) (*cdb.CosmosProvider, string, func(), error) {
+	if os.Getenv(cdb.EnvEndpoint) == "" {
+		acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: 4, Latency: latency})
+		p, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client()})
+		if err != nil {
+			return nil, "", nil, err
+		}
+		where := "the embedded in-memory Cosmos DB (set COSMOS_ENDPOINT and COSMOS_KEY for a real account)"
+		return p, where, func() { _ = p.Close() }, nil
 	}
-	opts := cdb.ClientOptions{Key: os.Getenv("COSMOS_KEY")}
-	opts.TLS.InsecureSkipVerify = os.Getenv("COSMOS_INSECURE_SKIP_VERIFY") == "true"
-	c, err := cdb.NewClient(endpoint, opts)
+	cfg, err := cdb.ConfigFromEnv()
 	if err != nil {
-		return nil, "", fmt.Errorf("connect to COSMOS_ENDPOINT: %w", err)
+		return nil, "", nil, err
 	}
-	return c, c.Endpoint(), nil
+	cfg.Container = fmt.Sprintf("cdb-demo-%d", time.Now().UnixNano())
+	p, err := cdb.NewProvider(ctx, cfg)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("connect to %s: %w", cfg.Endpoint, err)
+	}
+	cleanup := func() {
+		_ = p.Container().Delete(context.Background())
+		_ = p.Close()
+	}
+	return p, fmt.Sprintf("%s (container %s, deleted afterwards)", cfg.Endpoint, cfg.Container), cleanup, nil
 }
 
+// demo is one run of the workload and its counters.
 type demo struct {
-	client *cdb.Client
-	out    io.Writer
-	orders *cdb.ContainerClient
-	db     string
+	provider *cdb.CosmosProvider
+	orders   int
+	out      io.Writer
+
+	shipped, failed, escalated, activities atomic.Int64
+	ledgerDone                             chan struct{}
 }
 
-type demoOrder struct {
+func newDemo(p *cdb.CosmosProvider, orders int, out io.Writer) *demo {
+	return &demo{provider: p, orders: orders, out: out, ledgerDone: make(chan struct{})}
+}
+
+// order is a ProcessOrder input.
+type order struct {
 	ID       string `json:"id"`
 	Customer string `json:"customer"`
+	Items    int    `json:"items"`
 	Total    int    `json:"total"`
-	Status   string `json:"status"`
 }
 
-func (d *demo) run(ctx context.Context, customers, perCustomer int) error {
-	steps := []struct {
-		title string
-		run   func(context.Context) error
-	}{
-		{"bootstrap: database and container, created if missing", d.bootstrap},
-		{fmt.Sprintf("write %d orders for each of %d customers, one atomic batch per customer", perCustomer, customers),
-			func(ctx context.Context) error { return d.writeOrders(ctx, customers, perCustomer) }},
-		{"optimistic concurrency: a stale ETag is refused", d.staleETag},
-		{"atomicity: a batch whose last operation conflicts leaves nothing behind", d.rollback},
-		{"single-partition query with ORDER BY, two orders a page", d.pagedQuery},
-		{"cross-partition ORDER BY: refused by the gateway, served per partition key range", d.perRangeQuery},
+// shipmentWait is how long an order waits for the warehouse before it
+// escalates; the warehouse answers some orders later than that.
+const shipmentWait = time.Second
+
+// ledgerBatch is how many closed orders one ledger execution books before
+// it continues as new.
+const ledgerBatch = 10
+
+func (d *demo) registry() (*runtime.Registry, error) {
+	reg := runtime.NewRegistry()
+	steps := []error{
+		reg.RegisterOrchestration("ProcessOrder", d.processOrder),
+		reg.RegisterOrchestration("ChargePayment", chargePayment),
+		reg.RegisterOrchestration("Ledger", d.ledger),
+		reg.RegisterActivity("ValidateOrder", d.counted(func(_ runtime.ActivityContext, in string) (string, error) { return in, nil })),
+		reg.RegisterActivity("ReserveItem", d.counted(reserveItem)),
+		reg.RegisterActivity("Charge", d.counted(charge)),
+		reg.RegisterActivity("Escalate", d.counted(func(_ runtime.ActivityContext, in string) (string, error) {
+			d.escalated.Add(1)
+			return "escalated " + in, nil
+		})),
+		reg.RegisterActivity("RecordOutcome", d.counted(d.recordOutcome)),
+		reg.RegisterActivity("CloseBooks", d.counted(func(_ runtime.ActivityContext, in string) (string, error) {
+			close(d.ledgerDone)
+			return in, nil
+		})),
 	}
-	total := d.client.Stats()
-	for i, s := range steps {
-		before := d.client.Stats()
-		fmt.Fprintf(d.out, "%d. %s\n", i+1, s.title)
-		if err := s.run(ctx); err != nil {
-			return fmt.Errorf("step %d (%s): %w", i+1, s.title, err)
+	return reg, errors.Join(steps...)
+}
+
+// counted counts an activity's runs for the progress line.
+func (d *demo) counted(fn runtime.ActivityFunc) runtime.ActivityFunc {
+	return func(ctx runtime.ActivityContext, in string) (string, error) {
+		d.activities.Add(1)
+		return fn(ctx, in)
+	}
+}
+
+// processOrder validates an order, reserves its items in parallel, charges
+// it through a sub-orchestration, waits for the warehouse (escalating once
+// if it is slow), and records the outcome.
+func (d *demo) processOrder(ctx *runtime.OrchestrationContext, input string) (string, error) {
+	var o order
+	if err := json.Unmarshal([]byte(input), &o); err != nil {
+		return "", err
+	}
+	setStatus(ctx, "validating")
+	if _, err := ctx.ScheduleActivity("ValidateOrder", input).Await(); err != nil {
+		return "", d.fail(ctx, o, err)
+	}
+	setStatus(ctx, fmt.Sprintf("reserving %d items", o.Items))
+	reservations := make([]*runtime.Future, o.Items)
+	for i := range reservations {
+		reservations[i] = ctx.ScheduleActivity("ReserveItem", fmt.Sprintf(`{"order":%q,"item":%d}`, o.ID, i))
+	}
+	for _, r := range ctx.Join(reservations...) {
+		if r.Err != nil {
+			return "", d.fail(ctx, o, r.Err)
 		}
-		after := d.client.Stats()
-		fmt.Fprintf(d.out, "   cost: %d requests, %.2f RU\n\n", after.Requests-before.Requests, after.RequestCharge-before.RequestCharge)
 	}
-	end := d.client.Stats()
-	fmt.Fprintf(d.out, "total: %d requests, %.2f RU, %d retries\n", end.Requests-total.Requests, end.RequestCharge-total.RequestCharge, end.Retries-total.Retries)
-	if os.Getenv("COSMOS_ENDPOINT") != "" {
-		return d.client.DeleteDatabase(ctx, d.db)
+	setStatus(ctx, "charging")
+	receipt, err := ctx.ScheduleSubOrchestration("ChargePayment", input).Await()
+	if err != nil {
+		return "", d.fail(ctx, o, err)
 	}
-	return nil
+	setStatus(ctx, "awaiting shipment")
+	tracking, err := d.awaitShipment(ctx, o)
+	if err != nil {
+		return "", d.fail(ctx, o, err)
+	}
+	ctx.SetKV("tracking", tracking)
+	ctx.SetKV("receipt", receipt)
+	setStatus(ctx, "shipped")
+	if _, err := ctx.ScheduleActivity("RecordOutcome", fmt.Sprintf(`{"order":%q,"ok":true,"total":%d}`, o.ID, o.Total)).Await(); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf(`{"order":%q,"tracking":%q}`, o.ID, tracking), nil
 }
 
-func (d *demo) bootstrap(ctx context.Context) error {
-	d.db = "cdb-demo"
-	if os.Getenv("COSMOS_ENDPOINT") != "" {
-		d.db = fmt.Sprintf("cdb-demo-%d", time.Now().UnixNano())
+// awaitShipment races the warehouse's message against a timer; a slow
+// warehouse gets an escalation and more time. The message comes through the
+// instance's persistent queue, so the wait that lost the race loses nothing:
+// the next wait takes the message whenever it comes.
+func (d *demo) awaitShipment(ctx *runtime.OrchestrationContext, o order) (string, error) {
+	shipped := ctx.DequeueEvent("shipped")
+	if ctx.Select(shipped, ctx.ScheduleTimer(shipmentWait)) == 0 {
+		return shipped.Await()
 	}
-	if err := d.client.EnsureDatabase(ctx, d.db); err != nil {
-		return err
+	if _, err := ctx.ScheduleActivity("Escalate", o.ID).Await(); err != nil {
+		return "", err
 	}
-	cc, err := d.client.NewContainer(d.db, "orders")
+	return ctx.DequeueEvent("shipped").Await()
+}
+
+// fail records a failed order, then fails the orchestration with err.
+func (d *demo) fail(ctx *runtime.OrchestrationContext, o order, err error) error {
+	setStatus(ctx, "failed")
+	_, _ = ctx.ScheduleActivity("RecordOutcome", fmt.Sprintf(`{"order":%q,"ok":false}`, o.ID)).Await()
+	return err
+}
+
+func setStatus(ctx *runtime.OrchestrationContext, s string) { ctx.SetCustomStatus(&s) }
+
+// chargePayment charges an order, retrying a declined card once after a
+// short timer.
+func chargePayment(ctx *runtime.OrchestrationContext, input string) (string, error) {
+	receipt, err := ctx.ScheduleActivity("Charge", input).Await()
+	if err == nil {
+		return receipt, nil
+	}
+	if _, err := ctx.ScheduleTimer(200 * time.Millisecond).Await(); err != nil {
+		return "", err
+	}
+	return ctx.ScheduleActivity("Charge", input).Await()
+}
+
+// ledger books closed orders from its persistent queue, ten per execution,
+// continuing as new in between, and closes the books when all are in.
+func (d *demo) ledger(ctx *runtime.OrchestrationContext, input string) (string, error) {
+	var state struct{ Booked, Total, Expected int }
+	if err := json.Unmarshal([]byte(input), &state); err != nil {
+		return "", err
+	}
+	for i := 0; i < ledgerBatch && state.Booked < state.Expected; i++ {
+		amount, err := ctx.DequeueEvent("closed").Await()
+		if err != nil {
+			return "", err
+		}
+		var a int
+		_ = json.Unmarshal([]byte(amount), &a)
+		state.Booked++
+		state.Total += a
+	}
+	next, _ := json.Marshal(state)
+	if state.Booked < state.Expected {
+		return ctx.ContinueAsNew(string(next))
+	}
+	return ctx.ScheduleActivity("CloseBooks", string(next)).Await()
+}
+
+func reserveItem(ctx runtime.ActivityContext, in string) (string, error) {
+	return sleepFor(ctx, 5*time.Millisecond, "reserved "+in)
+}
+
+// charge declines about one card in ten.
+func charge(ctx runtime.ActivityContext, in string) (string, error) {
+	if rand.IntN(10) == 0 {
+		return "", errors.New("card declined")
+	}
+	return sleepFor(ctx, 10*time.Millisecond, fmt.Sprintf("receipt-%d", rand.IntN(1_000_000)))
+}
+
+func sleepFor(ctx runtime.ActivityContext, d time.Duration, result string) (string, error) {
+	select {
+	case <-time.After(d):
+		return result, nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// recordOutcome counts an order's outcome and books a shipped one in the
+// ledger's queue.
+func (d *demo) recordOutcome(ctx runtime.ActivityContext, in string) (string, error) {
+	var r struct {
+		Order string `json:"order"`
+		OK    bool   `json:"ok"`
+		Total int    `json:"total"`
+	}
+	if err := json.Unmarshal([]byte(in), &r); err != nil {
+		return "", err
+	}
+	amount := 0
+	if r.OK {
+		d.shipped.Add(1)
+		amount = r.Total
+	} else {
+		d.failed.Add(1)
+	}
+	return in, ctx.Client().EnqueueEvent(ctx, "ledger", "closed", fmt.Sprint(amount))
+}
+
+// run starts the runtime, the orders, the ledger and the warehouse, shows
+// progress until every order is settled and the books are closed, and
+// prints the summary.
+func (d *demo) run(ctx context.Context, concurrency int) error {
+	reg, err := d.registry()
 	if err != nil {
 		return err
 	}
-	policy := cdb.DefaultIndexingPolicy()
-	policy.CompositeIndexes = [][]cdb.CompositeIndex{{{Path: "/status", Order: "ascending"}, {Path: "/total", Order: "descending"}}}
-	props, err := cc.Ensure(ctx, cdb.ContainerProperties{
-		ID:             "orders",
-		PartitionKey:   cdb.PartitionKeyDefinition{Paths: []string{"/customer"}, Kind: "Hash", Version: 2},
-		IndexingPolicy: &policy,
-	})
+	rt, err := runtime.Start(ctx, d.provider, reg, runtime.Options{OrchestrationConcurrency: concurrency, WorkerConcurrency: concurrency})
 	if err != nil {
 		return err
 	}
-	d.orders = cc
-	fmt.Fprintf(d.out, "   database %q, container %q partitioned by %s\n", d.db, props.ID, props.PartitionKey.Paths[0])
-	return nil
+	defer func() {
+		stop, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = rt.Shutdown(stop)
+	}()
+	client := rt.Client()
+	start := time.Now()
+	before := d.provider.Client().Stats()
+	if err := client.StartOrchestration(ctx, "ledger", "Ledger", fmt.Sprintf(`{"Booked":0,"Total":0,"Expected":%d}`, d.orders)); err != nil {
+		return err
+	}
+	for i := 0; i < d.orders; i++ {
+		o := order{ID: fmt.Sprintf("order-%03d", i), Customer: fmt.Sprintf("customer-%02d", i%17), Items: 2 + i%4, Total: 10 + (i*37)%190}
+		body, _ := json.Marshal(o)
+		if err := client.StartOrchestration(ctx, o.ID, "ProcessOrder", string(body)); err != nil {
+			return err
+		}
+		go d.warehouse(ctx, client, o.ID)
+	}
+	if err := d.showProgress(ctx, start); err != nil {
+		return err
+	}
+	if err := waitForQuiet(ctx, client); err != nil {
+		return err
+	}
+	after := d.provider.Client().Stats()
+	return d.summarize(ctx, client, time.Since(start), after.Requests-before.Requests, after.RequestCharge-before.RequestCharge)
 }
 
-func customerName(i int) string { return fmt.Sprintf("customer-%02d", i) }
-
-func (d *demo) writeOrders(ctx context.Context, customers, perCustomer int) error {
-	for c := 0; c < customers; c++ {
-		name := customerName(c)
-		batch := d.orders.NewTransactionalBatch(cdb.NewPartitionKeyString(name))
-		for o := 0; o < perCustomer; o++ {
-			body, err := json.Marshal(demoOrder{ID: fmt.Sprintf("order-%02d", o), Customer: name, Total: (c*7 + o*13) % 100, Status: "new"})
-			if err != nil {
-				return err
-			}
-			batch.CreateItem(body, nil)
-		}
-		resp, err := d.orders.ExecuteTransactionalBatch(ctx, batch, nil)
+// waitForQuiet waits until no orchestration is running: the last orders
+// commit their final turn just after recording their outcome.
+func waitForQuiet(ctx context.Context, client *runtime.Client) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m, err := client.GetSystemMetrics(ctx)
 		if err != nil {
 			return err
 		}
-		if !resp.Success {
-			_, failure, _ := resp.FailedOperation()
-			return fmt.Errorf("batch for %s failed: %w", name, failure)
+		if m.RunningInstances == 0 || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
-	fmt.Fprintf(d.out, "   %d orders in %d batches\n", customers*perCustomer, customers)
-	return nil
 }
 
-func (d *demo) staleETag(ctx context.Context) error {
-	pk := cdb.NewPartitionKeyString(customerName(0))
-	read, err := d.orders.ReadItem(ctx, pk, "order-00", nil)
-	if err != nil {
-		return err
+// warehouse ships an order after a while: most quickly, some too late for
+// the order's patience.
+func (d *demo) warehouse(ctx context.Context, client *runtime.Client, id string) {
+	delay := time.Duration(100+rand.IntN(1200)) * time.Millisecond
+	if rand.IntN(5) == 0 {
+		delay = 3*time.Second + time.Duration(rand.IntN(1000))*time.Millisecond
 	}
-	var o demoOrder
-	if err := json.Unmarshal(read.Value, &o); err != nil {
-		return err
+	select {
+	case <-time.After(delay):
+	case <-ctx.Done():
+		return
 	}
-	o.Status = "paid"
-	body, _ := json.Marshal(o)
-	if _, err := d.orders.ReplaceItem(ctx, pk, o.ID, body, &cdb.ItemOptions{IfMatch: &read.ETag}); err != nil {
-		return err
-	}
-	fmt.Fprintf(d.out, "   replace with the ETag just read: ok\n")
-	_, err = d.orders.ReplaceItem(ctx, pk, o.ID, body, &cdb.ItemOptions{IfMatch: &read.ETag})
-	if !cdb.IsPreconditionFailed(err) {
-		return fmt.Errorf("want 412 for a stale ETag, got %v", err)
-	}
-	fmt.Fprintf(d.out, "   replace with the same (now stale) ETag: 412 precondition failed\n")
-	return nil
+	_ = client.EnqueueEvent(ctx, id, "shipped", fmt.Sprintf("TRK-%06d", rand.IntN(1_000_000)))
 }
 
-func (d *demo) rollback(ctx context.Context) error {
-	name := customerName(1)
-	batch := d.orders.NewTransactionalBatch(cdb.NewPartitionKeyString(name))
-	for _, id := range []string{"extra-1", "extra-2", "order-00"} {
-		body, _ := json.Marshal(demoOrder{ID: id, Customer: name, Status: "new"})
-		batch.CreateItem(body, nil)
+// showProgress repaints a progress line on a terminal, or prints a line
+// every two seconds otherwise, until the books are closed.
+func (d *demo) showProgress(ctx context.Context, start time.Time) error {
+	tty := isTerminal(d.out)
+	every := 2 * time.Second
+	if tty {
+		every = 200 * time.Millisecond
 	}
-	resp, err := d.orders.ExecuteTransactionalBatch(ctx, batch, nil)
-	if err != nil {
-		return err
-	}
-	if resp.Success {
-		return errors.New("a batch with a conflicting create committed")
-	}
-	for i, r := range resp.OperationResults {
-		fmt.Fprintf(d.out, "   operation %d: %d\n", i+1, r.StatusCode)
-	}
-	_, err = d.orders.ReadItem(ctx, cdb.NewPartitionKeyString(name), "extra-1", nil)
-	if !cdb.IsNotFound(err) {
-		return fmt.Errorf("extra-1 should have been rolled back, read gave %v", err)
-	}
-	fmt.Fprintf(d.out, "   extra-1 and extra-2 were rolled back\n")
-	return nil
-}
-
-func (d *demo) pagedQuery(ctx context.Context) error {
-	name := customerName(2)
-	pk := cdb.NewPartitionKeyString(name)
-	res, err := d.orders.QueryItems(ctx,
-		"SELECT VALUE {\"id\": c.id, \"total\": c.total} FROM c WHERE c.customer = @customer ORDER BY c.total DESC",
-		[]cdb.QueryParameter{{Name: "@customer", Value: name}},
-		&cdb.QueryOptions{PartitionKey: &pk, MaxItemCount: 2})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(d.out, "   %s's orders by total, %d pages:", name, res.Pages)
-	for _, raw := range res.Items {
-		fmt.Fprintf(d.out, " %s", raw)
-	}
-	fmt.Fprintln(d.out)
-	return nil
-}
-
-func (d *demo) perRangeQuery(ctx context.Context) error {
-	const q = "SELECT TOP 3 c.customer, c.id, c.total FROM c WHERE c.status = @status ORDER BY c.status ASC, c.total DESC"
-	params := []cdb.QueryParameter{{Name: "@status", Value: "new"}}
-	_, err := d.orders.QueryItems(ctx, q, params, nil)
-	var ce *cdb.CosmosError
-	if errors.As(err, &ce) {
-		fmt.Fprintf(d.out, "   as one cross-partition query: %d substatus %d (the gateway cannot serve it)\n", ce.StatusCode, ce.SubStatusCode)
-	} else {
-		fmt.Fprintf(d.out, "   as one cross-partition query: served (this server does not refuse it, real Cosmos DB does)\n")
-	}
-	byRange, err := d.orders.QueryItemsPerRange(ctx, q, params, nil)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(d.out, "   per range (%d ranges), the top 3 of each:\n", len(byRange))
-	var candidates []demoOrder
-	for _, rangeID := range sortedKeys(byRange) {
-		fmt.Fprintf(d.out, "     range %s:", rangeID)
-		for _, raw := range byRange[rangeID].Items {
-			var o demoOrder
-			if err := json.Unmarshal(raw, &o); err != nil {
-				return err
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	timeout := time.After(5 * time.Minute)
+	for {
+		select {
+		case <-d.ledgerDone:
+			d.printProgress(tty, start)
+			if tty {
+				fmt.Fprintln(d.out)
 			}
-			candidates = append(candidates, o)
-			fmt.Fprintf(d.out, " %s/%s=%d", o.Customer, o.ID, o.Total)
+			return nil
+		case <-ticker.C:
+			d.printProgress(tty, start)
+		case <-timeout:
+			return errors.New("the workload did not finish within 5 minutes")
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		fmt.Fprintln(d.out)
 	}
-	sort.SliceStable(candidates, func(i, j int) bool { return candidates[i].Total > candidates[j].Total })
-	fmt.Fprintf(d.out, "   merged on the client, the top 3 overall:")
-	for _, o := range candidates[:min(3, len(candidates))] {
-		fmt.Fprintf(d.out, " %s/%s=%d", o.Customer, o.ID, o.Total)
+}
+
+func (d *demo) printProgress(tty bool, start time.Time) {
+	settled := int(d.shipped.Load() + d.failed.Load())
+	stats := d.provider.Client().Stats()
+	line := fmt.Sprintf("%s %3d/%d orders settled (%d shipped, %d failed, %d escalated)  %4d activities  %5d requests  %7.0f RU  %4.1fs",
+		progressBar(settled, d.orders, 20), settled, d.orders, d.shipped.Load(), d.failed.Load(), d.escalated.Load(),
+		d.activities.Load(), stats.Requests, stats.RequestCharge, time.Since(start).Seconds())
+	if tty {
+		fmt.Fprintf(d.out, "\r%s", line)
+		return
 	}
-	fmt.Fprintln(d.out)
+	fmt.Fprintln(d.out, line)
+}
+
+func progressBar(done, total, width int) string {
+	filled := done * width / max(total, 1)
+	return "[" + strings.Repeat("#", filled) + strings.Repeat(".", width-filled) + "]"
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
+// summarize prints the totals, the cost per orchestration, and one order's
+// history as a timeline.
+func (d *demo) summarize(ctx context.Context, client *runtime.Client, elapsed time.Duration, requests int64, charge float64) error {
+	metrics, err := client.GetSystemMetrics(ctx)
+	if err != nil {
+		return err
+	}
+	ledgerExecs, err := client.ListExecutions(ctx, "ledger")
+	if err != nil {
+		return err
+	}
+	orchestrations := int(metrics.TotalExecutions)
+	fmt.Fprintf(d.out, "\nsummary after %.1fs\n", elapsed.Seconds())
+	fmt.Fprintf(d.out, "  orders          %d shipped, %d failed (card declined twice), %d escalated to the warehouse after waiting %s\n",
+		d.shipped.Load(), d.failed.Load(), d.escalated.Load(), shipmentWait)
+	fmt.Fprintf(d.out, "  orchestrations  %d instances, %d executions: orders, payment sub-orchestrations, and a ledger that continued as new %d times\n",
+		metrics.TotalInstances, metrics.TotalExecutions, len(ledgerExecs)-1)
+	fmt.Fprintf(d.out, "                  %d completed, %d failed, %d running\n", metrics.CompletedInstances, metrics.FailedInstances, metrics.RunningInstances)
+	fmt.Fprintf(d.out, "  activities      %d\n", d.activities.Load())
+	fmt.Fprintf(d.out, "  Cosmos DB       %d requests, %.0f RU: %.1f requests and %.0f RU per orchestration execution\n",
+		requests, charge, float64(requests)/float64(max(orchestrations, 1)), charge/float64(max(orchestrations, 1)))
+	fmt.Fprintf(d.out, "  throughput      %.1f orders/s\n", float64(d.orders)/elapsed.Seconds())
+	return d.showOneOrder(ctx, client)
+}
+
+// showOneOrder prints the history of an order that escalated (or the first
+// order) as a timeline.
+func (d *demo) showOneOrder(ctx context.Context, client *runtime.Client) error {
+	ids, err := client.ListInstances(ctx)
+	if err != nil {
+		return err
+	}
+	sort.Strings(ids)
+	pick := ""
+	for _, id := range ids {
+		if !strings.HasPrefix(id, "order-") || strings.Contains(id, "::") {
+			continue
+		}
+		if pick == "" {
+			pick = id
+		}
+		history, err := client.ReadHistory(ctx, id)
+		if err != nil {
+			return err
+		}
+		if hasActivity(history, "Escalate") {
+			pick = id
+			break
+		}
+	}
+	if pick == "" {
+		return nil
+	}
+	fmt.Fprintf(d.out, "\none order, %s, as stored (cdb show prints the same for any instance):\n", pick)
+	history, err := client.ReadHistory(ctx, pick)
+	if err != nil {
+		return err
+	}
+	printTimeline(d.out, history)
 	return nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+func hasActivity(history []cdb.Event, name string) bool {
+	for _, e := range history {
+		if s, ok := e.Kind.(cdb.ActivityScheduled); ok && s.Name == name {
+			return true
+		}
 	}
-	sort.Strings(keys)
-	return keys
+	return false
 }

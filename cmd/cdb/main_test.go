@@ -131,12 +131,14 @@ func TestUnknownCommandIsAUsageError(t *testing.T) {
 func TestDemoRunsOnTheEmbeddedFake(t *testing.T) {
 	t.Setenv("COSMOS_ENDPOINT", "")
 	var stdout bytes.Buffer
-	code := run(context.Background(), []string{"demo", "-customers", "4", "-orders", "3"}, &stdout, io.Discard)
+	code := run(context.Background(), []string{"demo", "-orders", "12", "-concurrency", "2"}, &stdout, io.Discard)
 	require.Equal(t, 0, code, stdout.String())
 	out := stdout.String()
 	assert.Contains(t, out, "embedded in-memory Cosmos DB")
-	assert.Contains(t, out, "412 precondition failed")
-	assert.Contains(t, out, "extra-1 and extra-2 were rolled back")
-	assert.Contains(t, out, "400 substatus 1004")
-	assert.Regexp(t, `total: \d+ requests, [0-9.]+ RU`, out)
+	assert.Regexp(t, `12/12 orders settled`, out, "progress reaches every order")
+	assert.Regexp(t, `orders +\d+ shipped, \d+ failed`, out)
+	assert.Regexp(t, `ledger that continued as new 1 times`, out, "12 orders are two ledger executions")
+	assert.Regexp(t, `Cosmos DB +\d+ requests, \d+ RU: [0-9.]+ requests and \d+ RU per orchestration execution`, out)
+	assert.Contains(t, out, "OrchestrationStarted", "one order's history is printed")
+	assert.Contains(t, out, "OrchestrationCompleted")
 }

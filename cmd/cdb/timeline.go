@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 
 	"github.com/duroxide-go/cdb"
@@ -25,7 +26,7 @@ func printTimeline(out io.Writer, history []cdb.Event) {
 		if e.SourceEventID != nil {
 			source = fmt.Sprintf(" ←#%d", *e.SourceEventID)
 		}
-		fmt.Fprintf(out, "  #%-4d %s  %-28s%s %s\n", e.EventID, offset, e.Kind.Type(), source, describeEvent(e.Kind))
+		fmt.Fprintf(out, "  #%-4d %s  %-38s%s %s\n", e.EventID, offset, e.Kind.Type(), source, describeEvent(e.Kind))
 	}
 }
 
@@ -50,6 +51,12 @@ func describeEvent(k cdb.EventKind) string {
 		return "waiting for " + v.Name
 	case cdb.ExternalEvent:
 		return fmt.Sprintf("%s=%s", v.Name, truncate(v.Data, 60))
+	case cdb.QueueSubscribed:
+		return "waiting on queue " + v.Name
+	case cdb.QueueEventDelivered:
+		return fmt.Sprintf("%s: %s", v.Name, truncate(v.Data, 60))
+	case cdb.TimerFiredEvent:
+		return "fired"
 	case cdb.SubOrchestrationScheduled:
 		return fmt.Sprintf("%s as %s", v.Name, v.Instance)
 	case cdb.SubOrchestrationCompleted:
@@ -85,4 +92,14 @@ func sessionAndTag(session, tag *string) string {
 		return ""
 	}
 	return " [" + strings.Join(parts, " ") + "]"
+}
+
+// sortedKeys returns a map's keys in order, for stable output.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

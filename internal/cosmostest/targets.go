@@ -87,7 +87,6 @@ func NPMTarget(endpoint string) *Target {
 		Name: "npm",
 		Quirks: Quirks{
 			NonAtomicBatch:        why + "runs batch operations one by one without rollback and never answers 207 (reference B)",
-			NoPatchInBatch:        why + "refuses Patch inside a batch with 400 (reference B)",
 			NoAuth:                why + "accepts any signature (reference B)",
 			ServesCrossPartition:  why + "serves cross-partition ORDER BY/TOP/aggregates instead of refusing them with 400/1004 (reference B.1)",
 			SingleRange:           why + "has one partition key range and never splits (reference B.1)",

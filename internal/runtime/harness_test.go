@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,9 +63,11 @@ type harness struct {
 	client   *Client
 }
 
-// eachProvider runs body as a parallel subtest on every provider.
+// eachProvider runs body as a parallel subtest on every provider: the
+// in-process ones, then the real-protocol targets of this run
+// (targets_test.go).
 func eachProvider(t *testing.T, body func(t *testing.T, h *harness)) {
-	for _, pc := range testProviders {
+	for _, pc := range slices.Concat(testProviders, externalProviders()) {
 		t.Run(pc.name, func(t *testing.T) {
 			t.Parallel()
 			body(t, newHarness(t, pc.new(t)))

@@ -65,7 +65,7 @@ func TestShutdownWaitsForActivityInFlight(t *testing.T) {
 		rt, err := Start(h.ctx, h.provider, h.registry, fastOptions(t))
 		require.NoError(t, err)
 		h.start("graceful", "Waits", "")
-		<-started
+		awaitSignal(t, started, "the activity to start")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		require.NoError(t, rt.Shutdown(ctx))
@@ -97,7 +97,7 @@ func TestShutdownTimeoutAbandonsActivity(t *testing.T) {
 		rt, err := Start(h.ctx, h.provider, h.registry, fastOptions(t))
 		require.NoError(t, err)
 		h.start("hard-stop", "Blocked", "")
-		<-started
+		awaitSignal(t, started, "the activity to start")
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		err = rt.Shutdown(ctx)
@@ -354,4 +354,15 @@ func TestAutoChildIDsAreUniqueAcrossExecutions(t *testing.T) {
 		require.NoError(t, err)
 		assert.ElementsMatch(t, []string{"loop", "loop::sub::2", "loop::sub::2.2", "loop::sub::3.2"}, tree.AllIDs)
 	})
+}
+
+// awaitSignal waits for ch, failing the test instead of hanging when what
+// it waits for never happens.
+func awaitSignal[T any](t *testing.T, ch <-chan T, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out after 30s waiting for %s", what)
+	}
 }

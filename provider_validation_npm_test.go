@@ -2,6 +2,7 @@ package cdb_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -10,41 +11,50 @@ import (
 	"github.com/duroxide-go/cdb/providertest"
 )
 
-// npmFactory gives every validation test a provider on @vercel/cosmosdb-server,
-// reached through the test-only workaround transport, in a database of its
-// own. Timings are fakeFactory's.
-type npmFactory struct {
+// targetFactory gives every validation test a provider on a Cosmos DB
+// target: @vercel/cosmosdb-server (through the test-only workaround
+// transport) in a database of its own, or an account, in a container of its
+// own inside one database for the run. Timings are fakeFactory's.
+type targetFactory struct {
 	containerHooks
-	target *cosmostest.Target
+	target   *cosmostest.Target
+	database string // shared database; "" gives each test a database
 }
 
-func (f npmFactory) NewProvider(t *testing.T, o providertest.ProviderOptions) cdb.Provider {
+func (f targetFactory) NewProvider(t *testing.T, o providertest.ProviderOptions) cdb.Provider {
 	t.Helper()
 	env := f.target.Open(t)
-	db := cosmostest.UniqueName("cdbval")
+	db, container := f.database, cosmostest.UniqueName("cdbval")
+	if db == "" {
+		db, container = container, "duroxide"
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_ = env.Client.DeleteDatabase(ctx, db)
+		if f.database == "" {
+			_ = env.Client.DeleteDatabase(ctx, db)
+		} else if cc, err := env.Client.NewContainer(db, container); err == nil {
+			_ = cc.Delete(ctx)
+		}
 	})
 	p, err := cdb.NewProvider(context.Background(), cdb.Config{
 		Client:            env.Client,
 		Database:          db,
-		Container:         "duroxide",
+		Container:         container,
 		ShortPolling:      !o.LongPolling,
 		PollInterval:      20 * time.Millisecond,
 		ReconcileInterval: 100 * time.Millisecond,
 		OutboxMinAge:      50 * time.Millisecond,
 	})
 	if err != nil {
-		t.Fatalf("new provider on the npm server: %v", err)
+		t.Fatalf("new provider on %s: %v", f.target.Name, err)
 	}
 	t.Cleanup(func() { _ = p.Close() }) // runs before the database is deleted
 	return p
 }
 
-func (npmFactory) LockTimeout() time.Duration        { return time.Second }
-func (npmFactory) ShortPollThreshold() time.Duration { return 100 * time.Millisecond }
+func (targetFactory) LockTimeout() time.Duration        { return time.Second }
+func (targetFactory) ShortPollThreshold() time.Duration { return 100 * time.Millisecond }
 
 // npmSkips names the validation tests that cannot pass on
 // @vercel/cosmosdb-server 1.0.1 ("module/Test" → why). None is needed: the
@@ -61,7 +71,7 @@ func TestValidationOnNPMServer(t *testing.T) {
 	if npmServer == nil {
 		t.Skip("no @vercel/cosmosdb-server: set CDB_COSMOSDB_SERVER_CLI (make test does)")
 	}
-	f := npmFactory{target: cosmostest.NPMTarget(npmServer.Endpoint)}
+	f := targetFactory{target: cosmostest.NPMTarget(npmServer.Endpoint)}
 	listed := map[string]bool{}
 	for _, m := range providertest.Modules() {
 		t.Run(m.Name, func(t *testing.T) {
@@ -85,4 +95,18 @@ func TestValidationOnNPMServer(t *testing.T) {
 			t.Errorf("npmSkips names %q, which is not a validation test", name)
 		}
 	}
+}
+
+// TestValidationOnAccount runs the whole suite on the account or emulator
+// named by COSMOS_ENDPOINT and COSMOS_KEY, a container per test in one
+// database deleted afterwards.
+func TestValidationOnAccount(t *testing.T) {
+	endpoint := os.Getenv("COSMOS_ENDPOINT")
+	if endpoint == "" {
+		t.Skip("COSMOS_ENDPOINT is not set: no account to run on")
+	}
+	target := cosmostest.AccountTarget(endpoint, os.Getenv("COSMOS_KEY"))
+	env := target.Open(t)
+	db := env.NewDatabase(t)
+	providertest.Run(t, targetFactory{target: target, database: db})
 }

@@ -22,15 +22,11 @@ const tombstoneTTL = 24 * 60 * 60
 // everything that belongs to other partitions or would not fit.
 func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken string, executionID uint64, historyDelta []Event, workerItems, orchestratorItems []WorkItem, metadata ExecutionMetadata, cancelledActivities []ScheduledActivityIdentifier) error {
 	const op = "ack_orchestration_item"
-	lock, ok := p.orchLocks.get(lockToken)
-	if !ok {
-		return Permanent(op, "Invalid lock token")
+	lock, err := p.heldOrchestration(op, lockToken)
+	if err != nil {
+		return err
 	}
-	lock.mu.Lock()
 	defer lock.mu.Unlock()
-	if lock.done {
-		return Permanent(op, "Invalid lock token: the lock was already acked or abandoned")
-	}
 	if p.nowMs() >= lock.lockedUntil.Load() {
 		return Permanent(op, "Instance lock expired")
 	}
@@ -46,6 +42,21 @@ func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken str
 		p.outbox.deliverNow(ctx, *plan.outbox)
 	}
 	return nil
+}
+
+// heldOrchestration returns this process's lock for token with its mutex
+// held (the caller unlocks), or the error for a token it does not hold.
+func (p *CosmosProvider) heldOrchestration(op, token string) (*orchestrationLock, error) {
+	lock, ok := p.orchLocks.get(token)
+	if !ok {
+		return nil, Permanent(op, "Invalid lock token")
+	}
+	lock.mu.Lock()
+	if lock.done {
+		lock.mu.Unlock()
+		return nil, Permanent(op, "Invalid lock token: the lock was already acked or abandoned")
+	}
+	return lock, nil
 }
 
 // ackPlan is a turn's commit, ready to send.
@@ -486,15 +497,11 @@ func (p *CosmosProvider) afterCommit(lock *orchestrationLock, plan *ackPlan) {
 // messages stay queued, visible after delay.
 func (p *CosmosProvider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
 	const op = "abandon_orchestration_item"
-	lock, ok := p.orchLocks.get(lockToken)
-	if !ok {
-		return Permanent(op, "Invalid lock token")
+	lock, err := p.heldOrchestration(op, lockToken)
+	if err != nil {
+		return err
 	}
-	lock.mu.Lock()
 	defer lock.mu.Unlock()
-	if lock.done {
-		return Permanent(op, "Invalid lock token: the lock was already acked or abandoned")
-	}
 	if err := p.writeAbandon(ctx, lock, delay, ignoreAttempt); err != nil {
 		return wrap(op, err)
 	}
@@ -542,14 +549,13 @@ func (p *CosmosProvider) writeAbandon(ctx context.Context, lock *orchestrationLo
 // RenewOrchestrationItemLock extends a lock that is still valid.
 func (p *CosmosProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
 	const op = "renew_orchestration_item_lock"
-	lock, ok := p.orchLocks.get(lockToken)
-	if !ok {
-		return Permanent(op, "Invalid lock token")
+	lock, err := p.heldOrchestration(op, lockToken)
+	if err != nil {
+		return err
 	}
-	lock.mu.Lock()
 	defer lock.mu.Unlock()
 	now := p.nowMs()
-	if lock.done || now >= lock.lockedUntil.Load() {
+	if now >= lock.lockedUntil.Load() {
 		return Permanent(op, "lock expired or released")
 	}
 	until := now + extendFor.Milliseconds()

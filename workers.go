@@ -237,10 +237,8 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 		return wrap(op, err)
 	}
 	if !resp.Success {
-		if idx, ce, _ := resp.FailedOperation(); idx == 0 && ce != nil && (ce.StatusCode == http.StatusPreconditionFailed || ce.StatusCode == http.StatusNotFound) {
-			lock.done = true
-			p.workLocks.remove(lockToken)
-			return Permanent(op, "the work item was cancelled or its lock was lost")
+		if idx, ce, _ := resp.FailedOperation(); idx == 0 && isGone(ce) {
+			return p.lostWork(op, lock)
 		}
 		return batchFailure(op, resp)
 	}
@@ -299,16 +297,28 @@ func (p *CosmosProvider) RenewWorkItemLock(ctx context.Context, lockToken string
 		return wrap(op, err)
 	}
 	if !resp.Success {
-		if idx, ce, _ := resp.FailedOperation(); idx == 0 && ce != nil && (ce.StatusCode == http.StatusPreconditionFailed || ce.StatusCode == http.StatusNotFound) {
-			lock.done = true
-			p.workLocks.remove(lockToken)
-			return Permanent(op, "the work item was cancelled or its lock was lost")
+		if idx, ce, _ := resp.FailedOperation(); idx == 0 && isGone(ce) {
+			return p.lostWork(op, lock)
 		}
 		return batchFailure(op, resp)
 	}
 	lock.doc.ETag = resp.OperationResults[0].ETag
 	lock.lockedUntil = until
 	return nil
+}
+
+// isGone says a write conditioned on a held item's ETag failed because the
+// item changed (a tombstone, another holder) or went away.
+func isGone(ce *CosmosError) bool {
+	return ce != nil && (ce.StatusCode == http.StatusPreconditionFailed || ce.StatusCode == http.StatusNotFound)
+}
+
+// lostWork forgets a lock the item no longer honours and reports it: the
+// runtime's signal that the activity was cancelled.
+func (p *CosmosProvider) lostWork(op string, lock *workLock) error {
+	lock.done = true
+	p.workLocks.remove(lock.token)
+	return Permanent(op, "the work item was cancelled or its lock was lost")
 }
 
 // AbandonWorkItem releases a held item, visible again after delay.
@@ -333,9 +343,7 @@ func (p *CosmosProvider) AbandonWorkItem(ctx context.Context, lockToken string, 
 	etag := lock.doc.ETag
 	_, err := p.container.PatchItem(ctx, NewPartitionKeyString(lock.pk), lock.doc.ID, ops, &ItemOptions{IfMatch: &etag})
 	if IsPreconditionFailed(err) || IsNotFound(err) {
-		lock.done = true
-		p.workLocks.remove(lockToken)
-		return Permanent(op, "the work item was cancelled or its lock was lost")
+		return p.lostWork(op, lock)
 	}
 	if err != nil {
 		return wrap(op, err)

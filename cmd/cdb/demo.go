@@ -26,25 +26,33 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	orders := fs.Int("orders", 60, "orders to process")
 	concurrency := fs.Int("concurrency", 4, "orchestration and worker dispatchers")
 	latency := fs.Duration("latency", 0, "latency added per request by the in-memory Cosmos DB, e.g. 5ms")
+	keep := fs.Bool("keep", false, "on COSMOS_ENDPOINT, keep the demo's container to explore with cdb instances and cdb show")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *orders < 1 || *orders > 10000 || *concurrency < 1 {
 		return usageError{msg: "-orders must be 1..10000 and -concurrency at least 1"}
 	}
-	provider, where, cleanup, err := demoProvider(ctx, *latency)
+	provider, where, cleanup, err := demoProvider(ctx, *latency, *keep)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
 	d := newDemo(provider, *orders, stdout)
 	fmt.Fprintf(stdout, "cdb demo: %d orders on %s, %d:%d dispatchers\n\n", *orders, where, *concurrency, *concurrency)
-	return d.run(ctx, *concurrency)
+	if err := d.run(ctx, *concurrency); err != nil {
+		return err
+	}
+	if *keep && os.Getenv(cdb.EnvEndpoint) != "" {
+		fmt.Fprintf(stdout, "\nexplore it: cdb instances -container %s, then cdb show -container %s order-000\n",
+			provider.Container().ID(), provider.Container().ID())
+	}
+	return nil
 }
 
 // demoProvider is a provider on the account in COSMOS_* (a container of its
 // own, deleted afterwards), else on a fresh in-memory Cosmos DB.
-func demoProvider(ctx context.Context, latency time.Duration) (*cdb.CosmosProvider, string, func(), error) {
+func demoProvider(ctx context.Context, latency time.Duration, keep bool) (*cdb.CosmosProvider, string, func(), error) {
 	if os.Getenv(cdb.EnvEndpoint) == "" {
 		acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: 4, Latency: latency})
 		p, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client()})
@@ -62,6 +70,9 @@ func demoProvider(ctx context.Context, latency time.Duration) (*cdb.CosmosProvid
 	p, err := cdb.NewProvider(ctx, cfg)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("connect to %s: %w", cfg.Endpoint, err)
+	}
+	if keep {
+		return p, fmt.Sprintf("%s (container %s, kept)", cfg.Endpoint, cfg.Container), func() { _ = p.Close() }, nil
 	}
 	cleanup := func() {
 		_ = p.Container().Delete(context.Background())

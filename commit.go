@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -247,10 +248,35 @@ func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event,
 		inst.CustomVersion++
 	}
 	inst.LockToken, inst.LockedUntil = "", 0
+	inst.Consumed = rememberConsumed(inst.Consumed, lock.messages)
 	inst.LastAck = lock.token
 	inst.Rev++
 	inst.UpdatedAt = now
 	return inst
+}
+
+// maxConsumed bounds the relayed message ids an instance remembers: enough
+// for the turns between a delivery and the reconciler's next pass.
+const maxConsumed = 64
+
+// rememberConsumed adds the relayed messages of a committed batch to the
+// instance's memory of consumed ids, keeping the newest maxConsumed.
+func rememberConsumed(consumed []string, batch []queueDoc) []string {
+	for _, m := range batch {
+		if isRelayed(m.ID) {
+			consumed = append(consumed, m.ID)
+		}
+	}
+	if len(consumed) > maxConsumed {
+		consumed = append([]string(nil), consumed[len(consumed)-maxConsumed:]...)
+	}
+	return consumed
+}
+
+// isRelayed says a message id was written by a commit (and so may be
+// delivered by a relay, and delivered again after a crash).
+func isRelayed(id string) bool {
+	return strings.HasPrefix(id, "m|o|") || strings.HasPrefix(id, "m|w|")
 }
 
 // lastCustomStatus is the last CustomStatusUpdated of the delta.

@@ -104,6 +104,10 @@ type instanceDoc struct {
 	// LastAck is the lock token of the last committed ack, so an ack whose
 	// response was lost can tell whether it committed.
 	LastAck string `json:"lastAck,omitempty"`
+	// Consumed holds the ids of the latest relayed messages (delivered from
+	// an outbox) that turns consumed, so a copy the relay delivers again
+	// after a crash is dropped instead of processed twice.
+	Consumed []string `json:"consumed,omitempty"`
 	// Deleting names the deletion intent that is removing the instance; a
 	// marked instance reads as deleted (deletion.go).
 	Deleting string `json:"deleting,omitempty"`

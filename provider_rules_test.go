@@ -465,3 +465,49 @@ func TestBatchAfterContinueAsNewHoldsTheContinueAsNewMessage(t *testing.T) {
 	}
 	assert.Equal(t, []string{"QueueMessage", "ContinueAsNew"}, kinds, "the batch holds every visible message, in order")
 }
+
+// R2, exactly once: a message a relay delivers again after its target
+// consumed it (a process died between delivering and deleting its outbox)
+// is dropped, not processed twice.
+func TestR2RedeliveredMessageIsNotProcessedTwice(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("parent"), 0))
+	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	child := cdb.StartOrchestration{Instance: "parent::child", Orchestration: "Child", Input: "{}",
+		ParentInstance: ptrTo("parent"), ParentID: ptrTo(uint64(2)), ExecutionID: 1}
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("parent", 1)},
+		nil, []cdb.WorkItem{child}, providertest.TestOrchMetadata(), nil))
+
+	// Keep a copy of the delivered start, as the outbox still describes it.
+	pk := cdb.NewPartitionKeyString("parent::child")
+	res, err := p.Container().QueryItems(ctx, "SELECT * FROM c WHERE c.pk = @pk AND c.type = 'msg'",
+		[]cdb.QueryParameter{{Name: "@pk", Value: "parent::child"}}, &cdb.QueryOptions{PartitionKey: &pk})
+	require.NoError(t, err)
+	require.Len(t, res.Items, 1)
+	delivered := res.Items[0]
+
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.Equal(t, "parent::child", item.Instance)
+	md := cdb.ExecutionMetadata{OrchestrationName: ptrTo("Child"), OrchestrationVersion: ptrTo("1.0.0"), ParentInstanceID: ptrTo("parent")}
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("parent::child", 1)}, nil, nil, md, nil))
+
+	// A late relay delivers the same document again.
+	_, err = p.Container().CreateItem(ctx, pk, delivered, nil)
+	require.NoError(t, err)
+	again, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	assert.Nil(t, again, "the copy is dropped, not handed to the runtime")
+	assert.Equal(t, 0, countDocs(t, p, "parent::child", "msg"), "and deleted")
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("parent::child"), 0))
+	next, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, next, "new messages still flow")
+	require.Len(t, next.Messages, 1)
+	assert.Equal(t, "ExternalRaised", next.Messages[0].Kind())
+}

@@ -14,9 +14,11 @@ import (
 // so delivering twice is a 409, which counts as delivered. The outbox
 // document is deleted once all its entries are in place.
 //
-// Known window: if a process dies after delivering but before deleting the
-// outbox document, and the target consumes (deletes) a delivered message
-// before the reconciler runs, the reconciler delivers that message again.
+// If a process dies after delivering but before deleting the outbox
+// document, and the target consumes (deletes) a delivered message before the
+// reconciler runs, the reconciler delivers that message again; the target's
+// instance document remembers the relayed ids it consumed, and its next
+// fetch drops the copy (rememberConsumed, withoutRedelivered).
 
 // relay is the provider's outbox delivery goroutine.
 type relay struct {

@@ -269,9 +269,17 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, lockT
 		return nil, err
 	}
 	lock.state = state
-	item, orphan := p.buildItem(&inst, state, items)
-	if orphan {
+	item, kind := p.buildItem(&inst, state, items)
+	if kind == batchOrphans {
 		return nil, p.dropOrphans(ctx, lock)
+	}
+	if kind == batchBeforeStart && p.waitingForStart(lock.messages) {
+		// Messages that overtook their instance's start (a cancel, an
+		// event): keep them for the start's batch rather than consume them.
+		if err := p.writeAbandon(ctx, lock, 0, true); err != nil {
+			return nil, err
+		}
+		return nil, errContended
 	}
 	p.orchLocks.put(token, lock)
 	return &fetchedOrchestration{item: item, token: token, attempts: attempts}, nil
@@ -477,10 +485,18 @@ func decodeMessages(msgs []queueDoc) ([]WorkItem, uint32, error) {
 	return items, attempts, nil
 }
 
-// buildItem applies duroxide's metadata rules (reference §2.2 step 5). It
-// reports orphan when the batch holds only QueueMessages for an instance
-// that was never started.
-func (p *CosmosProvider) buildItem(inst *instanceDoc, state *instanceState, items []WorkItem) (*OrchestrationItem, bool) {
+// batchKind says what buildItem made of a batch.
+type batchKind int
+
+const (
+	batchOrdinary    batchKind = iota
+	batchOrphans               // only QueueMessages, for an instance never started: dropped
+	batchBeforeStart           // other messages for an instance never started: held for the start
+)
+
+// buildItem applies duroxide's metadata rules (reference §2.2 step 5) and
+// says whether the batch is for an instance that was never started.
+func (p *CosmosProvider) buildItem(inst *instanceDoc, state *instanceState, items []WorkItem) (*OrchestrationItem, batchKind) {
 	item := &OrchestrationItem{
 		Instance:     inst.Instance,
 		ExecutionID:  state.exec,
@@ -504,17 +520,37 @@ func (p *CosmosProvider) buildItem(inst *instanceDoc, state *instanceState, item
 			break
 		}
 		if allQueueMessages(items) {
-			return nil, true
+			return nil, batchOrphans
 		}
 		// A message for an instance that was never started (say a cancel
-		// that overtook its start): hand it to the runtime, which acks it
-		// as an empty batch, rather than leave it at the head of the queue.
-		item.OrchestrationName, item.Version, item.ExecutionID = "Unknown", "unknown", InitialExecutionID
+		// that overtook its start). Past neverStartedGrace it goes to the
+		// runtime, which acks it as an empty batch, rather than stay at the
+		// head of the queue forever; before, lockAndLoad holds it back.
+		item.OrchestrationName, item.Version, item.ExecutionID = unknownOrchestration, "unknown", InitialExecutionID
+		return item, batchBeforeStart
 	}
 	if item.ExecutionID == 0 {
 		item.ExecutionID = InitialExecutionID
 	}
-	return item, false
+	return item, batchOrdinary
+}
+
+// unknownOrchestration names the item of messages whose instance was never
+// started, as duroxide-pg does.
+const unknownOrchestration = "Unknown"
+
+// neverStartedGrace is how long messages for an instance that was never
+// started wait for its start before they are handed over and consumed.
+const neverStartedGrace = 30 * time.Second
+
+// waitingForStart says the newest of these messages is young enough that
+// its instance's start may still come.
+func (p *CosmosProvider) waitingForStart(msgs []queueDoc) bool {
+	var newest int64
+	for _, m := range msgs {
+		newest = max(newest, m.Seq)
+	}
+	return p.now().Sub(time.UnixMicro(newest)) < neverStartedGrace
 }
 
 func derefOr(s *string, fallback string) string {

@@ -511,3 +511,28 @@ func TestR2RedeliveredMessageIsNotProcessedTwice(t *testing.T) {
 	require.Len(t, next.Messages, 1)
 	assert.Equal(t, "ExternalRaised", next.Messages[0].Kind())
 }
+
+// A message that overtakes its instance's start is kept for the start's
+// batch instead of being consumed as an unknown instance's.
+func TestMessageBeforeItsStartWaitsForTheStart(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: time.Millisecond})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.CancelInstance{Instance: "late", Reason: "changed my mind"}, 0))
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	assert.Nil(t, item, "no start yet: the cancel waits")
+	assert.Equal(t, 1, countDocs(t, p, "late", "msg"), "and is still queued")
+
+	time.Sleep(250 * time.Millisecond) // past the contention backoff
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("late"), 0))
+	item, _, attempts, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	var kinds []string
+	for _, m := range item.Messages {
+		kinds = append(kinds, m.Kind())
+	}
+	assert.Equal(t, []string{"CancelInstance", "StartOrchestration"}, kinds)
+	assert.EqualValues(t, 1, attempts, "holding the cancel back cost it no attempt")
+}

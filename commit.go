@@ -35,12 +35,92 @@ func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken str
 	if err != nil {
 		return err
 	}
+	if err := p.stage(ctx, lock.pk, plan.staged); err != nil {
+		return wrap(op, err)
+	}
 	if err := p.commit(ctx, op, lock, plan); err != nil {
 		return err
 	}
 	p.afterCommit(lock, plan)
 	if plan.outbox != nil {
 		p.outbox.deliverNow(ctx, *plan.outbox)
+	}
+	return nil
+}
+
+// A turn whose events would crowd the commit batch (R7) writes them in
+// parts before the commit. Parts expire unless the commit, which references
+// them from the turn's history document, makes them permanent; so a failed
+// commit leaves only expiring documents that no history names.
+const (
+	stageHistoryAbove   = 512 * 1024  // encoded events from which a turn stages them
+	maxHistoryPartBytes = 1024 * 1024 // encoded events per part
+	stagedPartTTL       = 24 * 60 * 60
+)
+
+// historyForCommit is the turn's history document, with its events inline,
+// or, for a large turn, in staged parts whose bodies it returns.
+func historyForCommit(instance, pk string, exec uint64, token string, delta []Event) ([]byte, historyDoc, [][]byte, error) {
+	body, d, err := encodeHistory(instance, pk, exec, delta)
+	if err != nil || len(d.Data) <= stageHistoryAbove {
+		return body, d, nil, err
+	}
+	chunks, err := chunkEvents(delta)
+	if err != nil {
+		return nil, d, nil, err
+	}
+	var parts [][]byte
+	for i, chunk := range chunks {
+		id := "hp|" + token + "|" + strconv.Itoa(i)
+		part, err := json.Marshal(historyPart{ID: id, PK: pk, Type: docHistPart, Instance: instance, Exec: exec, Data: chunk, TTL: stagedPartTTL})
+		if err != nil {
+			return nil, d, nil, err
+		}
+		parts = append(parts, part)
+		d.Parts = append(d.Parts, id)
+	}
+	d.Data = ""
+	body, err = json.Marshal(d)
+	return body, d, parts, err
+}
+
+// chunkEvents splits a delta's encoded events into JSON arrays of at most
+// maxHistoryPartBytes, refusing an event no document can hold.
+func chunkEvents(delta []Event) ([]string, error) {
+	var chunks []string
+	var cur []byte
+	for _, e := range delta {
+		raw, err := MarshalEvent(e)
+		if err != nil {
+			return nil, fmt.Errorf("encode event %d: %w", e.EventID, err)
+		}
+		if len(raw) > MaxDocumentBytes-64*1024 {
+			return nil, fmt.Errorf("event %d is %d bytes encoded; a Cosmos DB document holds %d", e.EventID, len(raw), MaxDocumentBytes)
+		}
+		if len(cur) > 0 && len(cur)+len(raw)+2 > maxHistoryPartBytes {
+			chunks = append(chunks, string(append(cur, ']')))
+			cur = nil
+		}
+		if len(cur) == 0 {
+			cur = append(cur, '[')
+		} else {
+			cur = append(cur, ',')
+		}
+		cur = append(cur, raw...)
+	}
+	if len(cur) > 0 {
+		chunks = append(chunks, string(append(cur, ']')))
+	}
+	return chunks, nil
+}
+
+// stage writes a large turn's history parts; one written by an earlier try
+// of the same ack is fine (409).
+func (p *CosmosProvider) stage(ctx context.Context, pk string, parts [][]byte) error {
+	for _, part := range parts {
+		if _, err := p.container.CreateItem(ctx, NewPartitionKeyString(pk), part, nil); err != nil && !IsConflict(err) {
+			return fmt.Errorf("stage history part: %w", err)
+		}
 	}
 	return nil
 }
@@ -68,6 +148,7 @@ type ackPlan struct {
 	outbox      *outboxDoc
 	newMessages []time.Time // visibility of messages this commit writes for the instance itself
 	newWork     bool
+	staged      [][]byte // history parts to write before the commit (R7)
 }
 
 // ackWriter collects the batch operations of one ack, folding what would
@@ -115,13 +196,19 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 		b.DeleteItem(m.ID, nil)
 	}
 	var hist historyDoc
+	var staged [][]byte
 	if len(delta) > 0 {
-		body, d, err := encodeHistory(inst.Instance, lock.pk, executionID, delta)
+		body, d, parts, err := historyForCommit(inst.Instance, lock.pk, executionID, lock.token, delta)
 		if err != nil {
 			return nil, Permanent(op, err.Error())
 		}
-		hist = d
+		hist, staged = d, parts
 		b.CreateItem(body, nil)
+		for _, id := range d.Parts {
+			var keep PatchOperations
+			keep.AppendSet("/ttl", -1) // the commit makes the staged part permanent
+			b.PatchItem(id, keep, nil)
+		}
 		execDoc.Events += len(delta)
 		execDoc.Bytes += d.Bytes
 	}
@@ -137,7 +224,7 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 	b.UpsertItem(execBody, nil)
 	w.fixed = b.Len() + 1 // and the outbox document, should there be one
 
-	plan := &ackPlan{batch: b, inst: inst}
+	plan := &ackPlan{batch: b, inst: inst, staged: staged}
 	if err := w.addWork(workerItems, cancelled, inst.Pinned); err != nil {
 		return nil, err
 	}

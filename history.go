@@ -21,12 +21,12 @@ func (p *CosmosProvider) loadState(ctx context.Context, inst *instanceDoc) (*ins
 		return s, nil
 	}
 	exec := max(inst.CurrentExec, InitialExecutionID)
-	docs, execDoc, kv, err := p.queryTurnState(ctx, inst.PK, exec)
+	docs, err := p.queryTurnState(ctx, inst.PK, exec)
 	if err != nil {
 		return nil, err
 	}
-	s := &instanceState{rev: inst.Rev, exec: exec, execDoc: execDoc, eventIDs: map[uint64]bool{}, kv: kv}
-	for _, d := range docs {
+	s := &instanceState{rev: inst.Rev, exec: exec, execDoc: docs.exec, eventIDs: map[uint64]bool{}, kv: docs.kv}
+	for _, d := range docs.history {
 		for _, id := range d.EventIDs {
 			s.eventIDs[id] = true
 		}
@@ -42,73 +42,94 @@ func (p *CosmosProvider) loadState(ctx context.Context, inst *instanceDoc) (*ins
 	return s, nil
 }
 
-// queryExecution reads one execution's history documents and execution
-// document in one query.
-func (p *CosmosProvider) queryExecution(ctx context.Context, pk string, exec uint64) ([]historyDoc, *executionDoc, error) {
-	docs, execDoc, _, err := p.queryDocs(ctx, pk,
-		"SELECT * FROM c WHERE c.pk = @pk AND c.exec = @exec AND (c.type = @hist OR c.type = @exe)",
-		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@exec", Value: exec}, {Name: "@hist", Value: docHistory}, {Name: "@exe", Value: docExecution}})
-	return docs, execDoc, err
+// partitionDocs are an instance's documents a read needs, sorted by type.
+type partitionDocs struct {
+	history []historyDoc      // by first event id
+	parts   map[string]string // staged history parts' data, by id
+	exec    *executionDoc
+	kv      kvState
+}
+
+// queryExecution reads one execution's history and execution documents in
+// one query.
+func (p *CosmosProvider) queryExecution(ctx context.Context, pk string, exec uint64) (partitionDocs, error) {
+	return p.queryDocs(ctx, pk,
+		"SELECT * FROM c WHERE c.pk = @pk AND c.exec = @exec AND (c.type = @hist OR c.type = @part OR c.type = @exe)",
+		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@exec", Value: exec}, {Name: "@hist", Value: docHistory},
+			{Name: "@part", Value: docHistPart}, {Name: "@exe", Value: docExecution}})
 }
 
 // queryTurnState reads what a turn needs in one query: the execution's
 // history and execution documents and the instance's KV documents.
-func (p *CosmosProvider) queryTurnState(ctx context.Context, pk string, exec uint64) ([]historyDoc, *executionDoc, kvState, error) {
+func (p *CosmosProvider) queryTurnState(ctx context.Context, pk string, exec uint64) (partitionDocs, error) {
 	return p.queryDocs(ctx, pk,
-		"SELECT * FROM c WHERE c.pk = @pk AND ((c.exec = @exec AND (c.type = @hist OR c.type = @exe)) OR c.type = @kv OR c.type = @kvd)",
-		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@exec", Value: exec}, {Name: "@hist", Value: docHistory}, {Name: "@exe", Value: docExecution},
-			{Name: "@kv", Value: docKVStore}, {Name: "@kvd", Value: docKVDelta}})
+		"SELECT * FROM c WHERE c.pk = @pk AND ((c.exec = @exec AND (c.type = @hist OR c.type = @part OR c.type = @exe)) OR c.type = @kv OR c.type = @kvd)",
+		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@exec", Value: exec}, {Name: "@hist", Value: docHistory}, {Name: "@part", Value: docHistPart},
+			{Name: "@exe", Value: docExecution}, {Name: "@kv", Value: docKVStore}, {Name: "@kvd", Value: docKVDelta}})
 }
 
 // queryDocs runs a single-partition query and sorts its documents by type.
-func (p *CosmosProvider) queryDocs(ctx context.Context, pk, query string, params []QueryParameter) ([]historyDoc, *executionDoc, kvState, error) {
+func (p *CosmosProvider) queryDocs(ctx context.Context, pk, query string, params []QueryParameter) (partitionDocs, error) {
 	key := NewPartitionKeyString(pk)
-	kv := newKVState()
+	out := partitionDocs{parts: map[string]string{}, kv: newKVState()}
 	res, err := p.container.QueryItems(ctx, query, params, &QueryOptions{PartitionKey: &key})
 	if err != nil {
-		return nil, nil, kv, err
+		return out, err
 	}
-	var docs []historyDoc
-	var execDoc *executionDoc
 	for _, raw := range res.Items {
 		var head struct {
 			Type string `json:"type"`
 		}
 		if err := json.Unmarshal(raw, &head); err != nil {
-			return nil, nil, kv, fmt.Errorf("decode document: %w", err)
+			return out, fmt.Errorf("decode document: %w", err)
 		}
-		switch head.Type {
-		case docHistory:
-			var d historyDoc
-			if err := json.Unmarshal(raw, &d); err != nil {
-				return nil, nil, kv, fmt.Errorf("decode history document: %w", err)
-			}
-			docs = append(docs, d)
-		case docExecution:
-			execDoc = new(executionDoc)
-			if err := json.Unmarshal(raw, execDoc); err != nil {
-				return nil, nil, kv, fmt.Errorf("decode execution document: %w", err)
-			}
-		case docKVStore, docKVDelta:
-			var d kvDoc
-			if err := json.Unmarshal(raw, &d); err != nil {
-				return nil, nil, kv, fmt.Errorf("decode KV document: %w", err)
-			}
-			kv.add(d)
+		if err := out.add(head.Type, raw); err != nil {
+			return out, err
 		}
 	}
-	sort.Slice(docs, func(i, j int) bool { return docs[i].First < docs[j].First })
-	return docs, execDoc, kv, nil
+	sort.Slice(out.history, func(i, j int) bool { return out.history[i].First < out.history[j].First })
+	return out, nil
 }
 
-// decodeHistory decodes the events of history documents, ordered by event
-// id. Any undecodable event fails the whole read: events are never dropped.
-func decodeHistory(docs []historyDoc) ([]Event, error) {
+// add files one document by its type.
+func (d *partitionDocs) add(docType string, raw []byte) error {
+	switch docType {
+	case docHistory:
+		var h historyDoc
+		if err := json.Unmarshal(raw, &h); err != nil {
+			return fmt.Errorf("decode history document: %w", err)
+		}
+		d.history = append(d.history, h)
+	case docHistPart:
+		var part historyPart
+		if err := json.Unmarshal(raw, &part); err != nil {
+			return fmt.Errorf("decode history part: %w", err)
+		}
+		d.parts[part.ID] = part.Data
+	case docExecution:
+		d.exec = new(executionDoc)
+		if err := json.Unmarshal(raw, d.exec); err != nil {
+			return fmt.Errorf("decode execution document: %w", err)
+		}
+	case docKVStore, docKVDelta:
+		var kv kvDoc
+		if err := json.Unmarshal(raw, &kv); err != nil {
+			return fmt.Errorf("decode KV document: %w", err)
+		}
+		d.kv.add(kv)
+	}
+	return nil
+}
+
+// decodeHistory decodes the events of history documents (and their staged
+// parts), ordered by event id. Any undecodable event or missing part fails
+// the whole read: events are never dropped.
+func decodeHistory(docs partitionDocs) ([]Event, error) {
 	var events []Event
-	for _, d := range docs {
-		var raws []json.RawMessage
-		if err := json.Unmarshal([]byte(d.Data), &raws); err != nil {
-			return nil, fmt.Errorf("history deserialization failed: execution %d events from %d: %w", d.Exec, d.First, err)
+	for _, d := range docs.history {
+		raws, err := historyData(d, docs.parts)
+		if err != nil {
+			return nil, err
 		}
 		for _, raw := range raws {
 			e, err := UnmarshalEvent(raw)
@@ -120,6 +141,31 @@ func decodeHistory(docs []historyDoc) ([]Event, error) {
 	}
 	sort.SliceStable(events, func(i, j int) bool { return events[i].EventID < events[j].EventID })
 	return events, nil
+}
+
+// historyData is a history document's encoded events, from its own data or
+// from its staged parts.
+func historyData(d historyDoc, parts map[string]string) ([]json.RawMessage, error) {
+	chunks := []string{d.Data}
+	if len(d.Parts) > 0 {
+		chunks = chunks[:0]
+		for _, id := range d.Parts {
+			data, ok := parts[id]
+			if !ok {
+				return nil, fmt.Errorf("history deserialization failed: execution %d events from %d: part %s is missing", d.Exec, d.First, id)
+			}
+			chunks = append(chunks, data)
+		}
+	}
+	var all []json.RawMessage
+	for _, chunk := range chunks {
+		var raws []json.RawMessage
+		if err := json.Unmarshal([]byte(chunk), &raws); err != nil {
+			return nil, fmt.Errorf("history deserialization failed: execution %d events from %d: %w", d.Exec, d.First, err)
+		}
+		all = append(all, raws...)
+	}
+	return all, nil
 }
 
 // encodeHistory builds the history document of a delta.
@@ -195,7 +241,7 @@ func (p *CosmosProvider) ReadWithExecution(ctx context.Context, instance string,
 }
 
 func (p *CosmosProvider) readExecution(ctx context.Context, op, instance string, exec uint64) ([]Event, error) {
-	docs, _, err := p.queryExecution(ctx, instancePartitionKey(instance), exec)
+	docs, err := p.queryExecution(ctx, instancePartitionKey(instance), exec)
 	if err != nil {
 		return nil, wrap(op, err)
 	}
@@ -269,12 +315,12 @@ func (p *CosmosProvider) AppendWithExecution(ctx context.Context, instance strin
 		return nil
 	}
 	pk := instancePartitionKey(instance)
-	docs, _, err := p.queryExecution(ctx, pk, executionID)
+	docs, err := p.queryExecution(ctx, pk, executionID)
 	if err != nil {
 		return wrap(op, err)
 	}
 	existing := map[uint64]bool{}
-	for _, d := range docs {
+	for _, d := range docs.history {
 		for _, id := range d.EventIDs {
 			existing[id] = true
 		}

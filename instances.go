@@ -42,7 +42,7 @@ func (p *CosmosProvider) GetInstanceStats(ctx context.Context, instance string) 
 	if !inst.exists() {
 		return nil, nil
 	}
-	_, execDoc, kv, err := p.queryDocs(ctx, inst.PK,
+	docs, err := p.queryDocs(ctx, inst.PK,
 		"SELECT * FROM c WHERE c.pk = @pk AND ((c.type = @exe AND c.exec = @exec) OR c.type = @kv OR c.type = @kvd)",
 		[]QueryParameter{{Name: "@pk", Value: inst.PK}, {Name: "@exe", Value: docExecution}, {Name: "@exec", Value: max(inst.CurrentExec, InitialExecutionID)},
 			{Name: "@kv", Value: docKVStore}, {Name: "@kvd", Value: docKVDelta}})
@@ -50,6 +50,7 @@ func (p *CosmosProvider) GetInstanceStats(ctx context.Context, instance string) 
 		return nil, wrap(op, err)
 	}
 	stats := &SystemStats{}
+	execDoc, kv := docs.exec, docs.kv
 	if execDoc != nil {
 		stats.HistoryEventCount = uint64(execDoc.Events)
 		stats.HistorySizeBytes = uint64(execDoc.Bytes)

@@ -17,13 +17,14 @@ import (
 
 // Document types, the `type` field of every provider document.
 const (
-	docInstance  = "inst"   // one per instance: metadata, lock, custom status
-	docMessage   = "msg"    // an orchestrator-queue message
-	docWork      = "work"   // a worker-queue item (ActivityExecute)
-	docWorkGone  = "work-x" // a cancelled activity's tombstone
-	docHistory   = "hist"   // the events one turn appended to one execution
-	docExecution = "exec"   // one execution's status and counters
-	docOutbox    = "outbox" // effects a commit left for the relay to deliver
+	docInstance  = "inst"      // one per instance: metadata, lock, custom status
+	docMessage   = "msg"       // an orchestrator-queue message
+	docWork      = "work"      // a worker-queue item (ActivityExecute)
+	docWorkGone  = "work-x"    // a cancelled activity's tombstone
+	docHistory   = "hist"      // the events one turn appended to one execution
+	docHistPart  = "hist-part" // events of a turn too large for its commit batch, staged
+	docExecution = "exec"      // one execution's status and counters
+	docOutbox    = "outbox"    // effects a commit left for the relay to deliver
 )
 
 // partitionKeyPath is the container's partition key path.
@@ -162,6 +163,21 @@ type historyDoc struct {
 	EventIDs []uint64 `json:"eventIds"`
 	Bytes    int      `json:"bytes"`
 	Data     string   `json:"data"` // JSON array of encoded events
+	// Parts, when set, name the staged documents that hold the events
+	// instead of Data, in order (R7: history.go).
+	Parts []string `json:"parts,omitempty"`
+}
+
+// historyPart holds some of a large turn's events. It is written before
+// the commit, expiring, and the commit makes it permanent.
+type historyPart struct {
+	ID       string `json:"id"`
+	PK       string `json:"pk"`
+	Type     string `json:"type"`
+	Instance string `json:"instance"`
+	Exec     uint64 `json:"exec"`
+	Data     string `json:"data"`
+	TTL      int    `json:"ttl,omitempty"`
 }
 
 // executionDoc is one execution's status and counters.

@@ -536,3 +536,82 @@ func TestMessageBeforeItsStartWaitsForTheStart(t *testing.T) {
 	assert.Equal(t, []string{"CancelInstance", "StartOrchestration"}, kinds)
 	assert.EqualValues(t, 1, attempts, "holding the cancel back cost it no attempt")
 }
+
+// R7: a turn bigger than a batch holds commits atomically: its events are
+// staged in parts before the commit, which references them; a failed
+// commit leaves nothing a reader sees.
+func TestR7LargeTurnsStageTheirHistory(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	big := strings.Repeat("x", 1200*1024)
+
+	t.Run("an activity whose input is in history and in its work item", func(t *testing.T) {
+		providertest.CreateInstance(ctx, t, p, "r7")
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("r7"), 0))
+		_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		log := logRequests(acct)
+		scheduled := cdb.Event{EventID: 2, InstanceID: "r7", ExecutionID: 1, Kind: cdb.ActivityScheduled{Name: "Big", Input: big}}
+		work := cdb.ActivityExecute{Instance: "r7", ExecutionID: 1, ID: 2, Name: "Big", Input: big}
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{scheduled}, []cdb.WorkItem{work}, nil, cdb.ExecutionMetadata{}, nil),
+			"2.4 MB of payload commits: the history goes ahead in a staged part")
+		var batches int
+		for _, r := range log.take() {
+			if r.Operation == "Batch" {
+				batches++
+			}
+		}
+		assert.Equal(t, 1, batches, "still one commit batch")
+
+		history, err := p.Read(ctx, "r7")
+		require.NoError(t, err)
+		require.Len(t, history, 2)
+		assert.Equal(t, big, history[1].Kind.(cdb.ActivityScheduled).Input)
+		w, _, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+		require.NoError(t, err)
+		require.NotNil(t, w)
+		assert.Len(t, w.(cdb.ActivityExecute).Input, len(big))
+
+		other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+		require.NoError(t, other.EnqueueForOrchestrator(ctx, pokeItem("r7"), 0))
+		item, _, _, err := other.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.NotNil(t, item)
+		require.Nil(t, item.HistoryError)
+		assert.Len(t, item.History, 2, "a process without the cache loads the staged part")
+	})
+
+	t.Run("a turn of several megabytes", func(t *testing.T) {
+		providertest.CreateInstance(ctx, t, p, "r7-many")
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("r7-many"), 0))
+		_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		var events []cdb.Event
+		for i := 0; i < 3; i++ {
+			events = append(events, cdb.Event{EventID: uint64(i + 2), InstanceID: "r7-many", ExecutionID: 1,
+				Kind: cdb.ActivityScheduled{Name: "Big", Input: fmt.Sprintf("%d%s", i, big)}})
+		}
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, events, nil, nil, cdb.ExecutionMetadata{}, nil))
+		history, err := p.Read(ctx, "r7-many")
+		require.NoError(t, err)
+		require.Len(t, history, 4)
+		for i := 0; i < 3; i++ {
+			assert.Equal(t, fmt.Sprintf("%d%s", i, big), history[i+1].Kind.(cdb.ActivityScheduled).Input)
+		}
+	})
+
+	t.Run("a failed commit leaves nothing a reader sees", func(t *testing.T) {
+		providertest.CreateInstance(ctx, t, p, "r7-fail")
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("r7-fail"), 0))
+		_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		_, err = p.Container().CreateItem(ctx, cdb.NewPartitionKeyString("r7-fail"), []byte(`{"id":"h|1|2","pk":"r7-fail","type":"squatter"}`), nil)
+		require.NoError(t, err)
+		scheduled := cdb.Event{EventID: 2, InstanceID: "r7-fail", ExecutionID: 1, Kind: cdb.ActivityScheduled{Name: "Big", Input: big}}
+		require.Error(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{scheduled}, nil, nil, cdb.ExecutionMetadata{}, nil))
+		history, err := p.Read(ctx, "r7-fail")
+		require.NoError(t, err)
+		assert.Len(t, history, 1, "the staged part is not history: nothing references it")
+	})
+}

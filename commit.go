@@ -628,16 +628,12 @@ func (p *CosmosProvider) AbandonOrchestrationItem(ctx context.Context, lockToken
 // messages visible again (after delay), giving back an attempt if asked.
 func (p *CosmosProvider) writeAbandon(ctx context.Context, lock *orchestrationLock, delay time.Duration, ignoreAttempt bool) error {
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
-	var ops PatchOperations
-	ops.AppendSet("/lockToken", "")
-	ops.AppendSet("/lockedUntil", 0)
+	ops := unlockOps()
 	etag := lock.inst.ETag
 	b.PatchItem(instanceDocID, ops, &TransactionalBatchItemOptions{IfMatch: &etag})
 	visibleAt := p.now().Add(max(delay, 0)).UnixMilli()
 	for _, m := range lock.messages {
-		var mops PatchOperations
-		mops.AppendSet("/lockToken", "")
-		mops.AppendSet("/lockedUntil", 0)
+		mops := unlockOps()
 		if delay > 0 {
 			mops.AppendSet("/visibleAt", visibleAt)
 		}

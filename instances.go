@@ -14,12 +14,9 @@ import (
 // lastSeenVersion.
 func (p *CosmosProvider) GetCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*string, uint64, bool, error) {
 	const op = "get_custom_status"
-	if err := validateInstanceID(op, instance); err != nil {
-		return nil, 0, false, err
-	}
-	inst, err := p.readLiveInstance(ctx, instance)
+	inst, err := p.liveInstanceDoc(ctx, op, instance)
 	if err != nil {
-		return nil, 0, false, wrap(op, err)
+		return nil, 0, false, err
 	}
 	if !inst.exists() || inst.CustomVersion <= lastSeenVersion {
 		return nil, 0, false, nil
@@ -32,12 +29,9 @@ func (p *CosmosProvider) GetCustomStatus(ctx context.Context, instance string, l
 // unknown instance.
 func (p *CosmosProvider) GetInstanceStats(ctx context.Context, instance string) (*SystemStats, error) {
 	const op = "get_instance_stats"
-	if err := validateInstanceID(op, instance); err != nil {
-		return nil, err
-	}
-	inst, err := p.readLiveInstance(ctx, instance)
+	inst, err := p.liveInstanceDoc(ctx, op, instance)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, err
 	}
 	if !inst.exists() {
 		return nil, nil
@@ -141,12 +135,9 @@ func (p *CosmosProvider) LatestExecutionID(ctx context.Context, instance string)
 // GetInstanceInfo describes an instance; an unknown one is an error.
 func (p *CosmosProvider) GetInstanceInfo(ctx context.Context, instance string) (InstanceInfo, error) {
 	const op = "get_instance_info"
-	if err := validateInstanceID(op, instance); err != nil {
-		return InstanceInfo{}, err
-	}
-	inst, err := p.readLiveInstance(ctx, instance)
+	inst, err := p.liveInstanceDoc(ctx, op, instance)
 	if err != nil {
-		return InstanceInfo{}, wrap(op, err)
+		return InstanceInfo{}, err
 	}
 	if !inst.exists() {
 		return InstanceInfo{}, Permanent(op, fmt.Sprintf("instance %q not found", instance))
@@ -197,12 +188,9 @@ func (p *CosmosProvider) GetExecutionInfo(ctx context.Context, instance string, 
 // instance is being deleted.
 func (p *CosmosProvider) ListChildren(ctx context.Context, instance string) ([]string, error) {
 	const op = "list_children"
-	if err := validateInstanceID(op, instance); err != nil {
-		return nil, err
-	}
-	inst, err := p.readLiveInstance(ctx, instance)
+	inst, err := p.liveInstanceDoc(ctx, op, instance)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, err
 	}
 	if inst == nil {
 		return []string{}, nil
@@ -229,12 +217,9 @@ func (p *CosmosProvider) ListChildren(ctx context.Context, instance string) ([]s
 // instance is an error.
 func (p *CosmosProvider) GetParentID(ctx context.Context, instance string) (*string, error) {
 	const op = "get_parent_id"
-	if err := validateInstanceID(op, instance); err != nil {
-		return nil, err
-	}
-	inst, err := p.readLiveInstance(ctx, instance)
+	inst, err := p.liveInstanceDoc(ctx, op, instance)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, err
 	}
 	if !inst.exists() {
 		return nil, Permanent(op, fmt.Sprintf("instance %q not found", instance))
@@ -250,4 +235,17 @@ func (p *CosmosProvider) GetInstanceTree(ctx context.Context, instance string) (
 // DeleteInstance deletes a root instance and its descendants.
 func (p *CosmosProvider) DeleteInstance(ctx context.Context, instance string, force bool) (DeleteInstanceResult, error) {
 	return DeleteInstanceDefault(ctx, p, instance, force)
+}
+
+// liveInstanceDoc validates an instance id and reads its instance document,
+// nil when the instance does not exist or is being deleted.
+func (p *CosmosProvider) liveInstanceDoc(ctx context.Context, op, instance string) (*instanceDoc, error) {
+	if err := validateInstanceID(op, instance); err != nil {
+		return nil, err
+	}
+	inst, err := p.readLiveInstance(ctx, instance)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return inst, nil
 }

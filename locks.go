@@ -134,3 +134,11 @@ func (c historyCache) drop(pk string) {
 	defer c.mu.Unlock()
 	delete(c.m, pk)
 }
+
+// unlockOps are the PATCH operations that clear a document's lock.
+func unlockOps() PatchOperations {
+	var ops PatchOperations
+	ops.AppendSet("/lockToken", "")
+	ops.AppendSet("/lockedUntil", 0)
+	return ops
+}

@@ -309,9 +309,7 @@ func withoutRedelivered(items []WorkItem, msgs []queueDoc, consumed []string) []
 // releases the lock, in one batch.
 func (p *CosmosProvider) dropRedelivered(ctx context.Context, lock *orchestrationLock) error {
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
-	var ops PatchOperations
-	ops.AppendSet("/lockToken", "")
-	ops.AppendSet("/lockedUntil", 0)
+	ops := unlockOps()
 	etag := lock.inst.ETag
 	b.PatchItem(instanceDocID, ops, &TransactionalBatchItemOptions{IfMatch: &etag})
 	for _, m := range lock.messages {

@@ -333,9 +333,7 @@ func (p *CosmosProvider) AbandonWorkItem(ctx context.Context, lockToken string, 
 	if lock.done {
 		return Permanent(op, "the work item was already acked or abandoned")
 	}
-	var ops PatchOperations
-	ops.AppendSet("/lockToken", "")
-	ops.AppendSet("/lockedUntil", 0)
+	ops := unlockOps()
 	ops.AppendSet("/visibleAt", p.now().Add(max(delay, 0)).UnixMilli())
 	if ignoreAttempt {
 		ops.AppendSet("/attempts", max(lock.doc.Attempts, 1)-1)

@@ -407,7 +407,7 @@ func nextExecutionDoc(lock *orchestrationLock, executionID uint64, md ExecutionM
 // nextState is the cached state after the commit, so this process's next
 // fetch of the instance needs no load.
 func nextState(prev *instanceState, inst instanceDoc, executionID uint64, execDoc executionDoc, delta []Event, hist historyDoc) *instanceState {
-	s := &instanceState{rev: inst.Rev, exec: inst.CurrentExec, execDoc: &execDoc, eventIDs: map[uint64]bool{}}
+	s := &instanceState{commit: inst.LastAck, exec: inst.CurrentExec, execDoc: &execDoc, eventIDs: map[uint64]bool{}}
 	if executionID != inst.CurrentExec {
 		return nil // a turn on an older execution: let the next fetch load
 	}

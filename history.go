@@ -14,10 +14,10 @@ import (
 // duplicates are caught even when the encoded events are not readable.
 
 // loadState returns what a turn needs of the instance: from this process's
-// cache when the instance's Rev shows it is current (R5), else with one
+// cache when the instance's lastAck shows it is current (R5), else with one
 // single-partition query.
 func (p *CosmosProvider) loadState(ctx context.Context, inst *instanceDoc) (*instanceState, error) {
-	if s, ok := p.cache.get(inst.PK, inst.Rev); ok && s.exec == max(inst.CurrentExec, InitialExecutionID) {
+	if s, ok := p.cache.get(inst.PK, inst.LastAck); ok && s.exec == max(inst.CurrentExec, InitialExecutionID) {
 		return s, nil
 	}
 	exec := max(inst.CurrentExec, InitialExecutionID)
@@ -25,7 +25,7 @@ func (p *CosmosProvider) loadState(ctx context.Context, inst *instanceDoc) (*ins
 	if err != nil {
 		return nil, err
 	}
-	s := &instanceState{rev: inst.Rev, exec: exec, execDoc: docs.exec, eventIDs: map[uint64]bool{}, kv: docs.kv}
+	s := &instanceState{commit: inst.LastAck, exec: exec, execDoc: docs.exec, eventIDs: map[uint64]bool{}, kv: docs.kv}
 	for _, d := range docs.history {
 		for _, id := range d.EventIDs {
 			s.eventIDs[id] = true
@@ -305,7 +305,7 @@ func (p *CosmosProvider) readInstance(ctx context.Context, instance string) (*in
 
 // AppendWithExecution stores events exactly as given (a test and
 // fault-injection helper). A duplicate event id is refused, never
-// overwritten; the instance's Rev moves so no cached history goes stale.
+// overwritten; the instance's lastAck moves so no cached history goes stale.
 func (p *CosmosProvider) AppendWithExecution(ctx context.Context, instance string, executionID uint64, newEvents []Event) error {
 	const op = "append_with_execution"
 	if err := validateInstanceID(op, instance); err != nil {
@@ -341,6 +341,7 @@ func (p *CosmosProvider) AppendWithExecution(ctx context.Context, instance strin
 	if inst != nil {
 		var ops PatchOperations
 		ops.AppendIncrement("/rev", 1)
+		ops.AppendSet("/lastAck", newLockToken("append_"))
 		b.PatchItem(instanceDocID, ops, nil)
 	}
 	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)

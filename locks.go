@@ -85,9 +85,12 @@ type workLock struct {
 // instanceState is what a turn needs of an instance besides its messages:
 // the current execution's history and execution document. A process keeps
 // it after its own ack, so its next fetch of the instance skips the load
-// (R5) when the instance's Rev shows nobody else committed since.
+// (R5) when the instance's lastAck shows nobody else committed since.
 type instanceState struct {
-	rev          uint64
+	// commit is the lastAck of the instance document this state belongs
+	// to: a lock token, unique per commit. A counter would not do: after a
+	// delete and a restart of the same id it counts from the start again.
+	commit       string
 	exec         uint64
 	history      []Event
 	historyError *string
@@ -107,11 +110,16 @@ func newHistoryCache(max int) historyCache {
 	return historyCache{mu: &sync.Mutex{}, max: max, m: map[string]*instanceState{}}
 }
 
-func (c historyCache) get(pk string, rev uint64) (*instanceState, bool) {
+// get returns the state cached for pk when it belongs to the commit the
+// instance document names; an instance no ack has committed yet never hits.
+func (c historyCache) get(pk, commit string) (*instanceState, bool) {
+	if commit == "" {
+		return nil, false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s, ok := c.m[pk]
-	if !ok || s.rev != rev {
+	if !ok || s.commit != commit {
 		return nil, false
 	}
 	return s, true

@@ -112,8 +112,8 @@ type instanceDoc struct {
 	// Deleting names the deletion intent that is removing the instance; a
 	// marked instance reads as deleted (deletion.go).
 	Deleting string `json:"deleting,omitempty"`
-	// Rev counts commits; a process that holds the instance's history from
-	// its own last ack knows the cache is current when Rev matches.
+	// Rev counts commits. It restarts when an id is reused after a delete,
+	// so caches are keyed by LastAck, never by Rev.
 	Rev uint64 `json:"rev"`
 
 	ETag ETag `json:"_etag,omitempty"`

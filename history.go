@@ -288,19 +288,7 @@ func (p *CosmosProvider) latestExecution(ctx context.Context, instance string) (
 
 // readInstance point-reads the instance document; nil when there is none.
 func (p *CosmosProvider) readInstance(ctx context.Context, instance string) (*instanceDoc, error) {
-	resp, err := p.container.ReadItem(ctx, partitionKey(instance), instanceDocID, nil)
-	if IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var inst instanceDoc
-	if err := json.Unmarshal(resp.Value, &inst); err != nil {
-		return nil, fmt.Errorf("decode instance document: %w", err)
-	}
-	inst.ETag = resp.ETag
-	return &inst, nil
+	return p.readInstanceDoc(ctx, instancePartitionKey(instance))
 }
 
 // AppendWithExecution stores events exactly as given (a test and

@@ -96,6 +96,12 @@ func (p *CosmosProvider) newMessageDoc(item WorkItem, id string, visibleAtMs int
 		return nil, fmt.Errorf("encode %s: %w", item.Kind(), err)
 	}
 	instance := item.InstanceID()
+	if _, ok := item.(ContinueAsNew); ok {
+		// Visible from time zero, so it heads its instance's messages and is
+		// in the next batch however long the backlog: a batch without it
+		// would read as the finished execution's and be consumed.
+		visibleAtMs = 0
+	}
 	return json.Marshal(queueDoc{
 		ID:        id,
 		PK:        instancePartitionKey(instance),
@@ -180,34 +186,88 @@ func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, slots []int,
 }
 
 // lockFirstFree tries the groups in order and returns the first instance it
-// locks; contended reports whether any attempt met another holder.
+// locks; contended reports whether any attempt met another holder, or
+// learned of an instance to leave out, so that a second query is worth it.
+// Instances a fetch cannot take (held for a start, outside the filter,
+// locked elsewhere, broken) are noted until they might be taken and do not
+// use up the lock attempts of real contention (R11).
 func (p *CosmosProvider) lockFirstFree(ctx context.Context, groups []instanceGroup, lockTimeout time.Duration, filter *DispatcherCapabilityFilter, fk string) (*fetchedOrchestration, bool, error) {
-	tried, contended := 0, false
+	tried, skipped, contended := 0, 0, false
 	for _, g := range groups {
-		if tried == maxLockAttempts {
+		if tried == maxLockAttempts || skipped == maxSkipsPerLook {
 			break
 		}
 		if !p.locking.claim(g.pk) {
 			contended = true
 			continue // another fetch of this process is locking it
 		}
-		tried++
 		res, err := p.lockAndLoad(ctx, g, lockTimeout, filter)
 		p.locking.release(g.pk)
+		var skip *skipError
 		switch {
+		case errors.As(err, &skip):
+			skipped++
+			p.contended.noteUntil(fk, g.pk, skip.until)
+			contended = true
+			continue
 		case errors.Is(err, errContended):
+			tried++
 			p.contended.note(fk, g.pk, p.now())
+			contended = true
+			continue
+		case err != nil && !failsTheFetch(err):
+			// One instance's permanent trouble must not stop the queue.
+			skipped++
+			p.log.Error("cdb: cannot fetch an instance; passing it over", "partitionKey", g.pk, "error", err)
+			p.contended.noteUntil(fk, g.pk, p.now().Add(brokenInstanceBackoff))
 			contended = true
 			continue
 		case err != nil:
 			return nil, contended, err
 		case res == nil:
+			tried++
 			continue // orphan messages dropped
 		}
 		return res, contended, nil
 	}
 	return nil, contended, nil
 }
+
+// maxSkipsPerLook bounds the instances one look passes over for reasons
+// other than contention, so a head full of them costs a bounded number of
+// requests before the next query leaves them out.
+const maxSkipsPerLook = 16
+
+// brokenInstanceBackoff is how long an instance whose fetch failed
+// permanently is left out of this process's queries.
+const brokenInstanceBackoff = 30 * time.Second
+
+// skipError says a candidate instance cannot be taken before until (zero
+// when its messages left the head of the queue by themselves).
+type skipError struct {
+	until  time.Time
+	reason string
+}
+
+func (e *skipError) Error() string { return "instance passed over: " + e.reason }
+
+// failsTheFetch says an error is the store's or the caller's (a request that
+// may work when retried, a cancelled context), not one instance's: the
+// fetch returns it rather than pass the instance over.
+func failsTheFetch(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ce *CosmosError
+	if errors.As(err, &ce) {
+		return retryableStatus(ce)
+	}
+	var ve *ValidationError
+	return !errors.As(err, &ve) && !errors.Is(err, errUndecodable)
+}
+
+// errUndecodable marks a document of an instance that does not decode.
+var errUndecodable = errors.New("undecodable document")
 
 // skippedInstances are partitions a candidate query should leave out: those
 // this process holds locked, and those it just failed to lock.
@@ -251,13 +311,20 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, lockT
 	}
 	lock := &orchestrationLock{token: token, pk: g.pk, inst: inst, messages: locked}
 	lock.lockedUntil.Store(until)
-	items, attempts, err := decodeMessages(locked)
-	if err == nil && inst.Status == "ContinuedAsNew" && !hasContinueAsNew(items) {
-		items, attempts, err = p.completeBatch(ctx, lock, now, until)
-	}
+	items, attempts, err := p.takeDecodable(ctx, lock)
 	if err != nil {
-		p.releaseQuietly(ctx, lock)
 		return nil, err
+	}
+	if inst.Status == "ContinuedAsNew" && !hasContinueAsNew(items) {
+		if items, attempts, err = p.completeBatch(ctx, lock, now, until); err != nil {
+			p.releaseQuietly(ctx, lock)
+			return nil, err
+		}
+		if !hasContinueAsNew(items) && p.continueAsNewInFlight(&inst) {
+			// Without its ContinueAsNew message the batch would read as a
+			// finished execution's and be consumed: wait for the message.
+			return nil, p.holdBack(ctx, lock, "its ContinueAsNew message is not delivered yet")
+		}
 	}
 	items = withoutRedelivered(items, lock.messages, inst.Consumed)
 	if len(items) == 0 {
@@ -275,14 +342,117 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, lockT
 	}
 	if kind == batchBeforeStart && p.waitingForStart(lock.messages) {
 		// Messages that overtook their instance's start (a cancel, an
-		// event): keep them for the start's batch rather than consume them.
-		if err := p.writeAbandon(ctx, lock, 0, true); err != nil {
-			return nil, err
-		}
-		return nil, errContended
+		// event): keep them for the start rather than consume them.
+		return nil, p.holdBack(ctx, lock, "waiting for the instance's start")
 	}
 	p.orchLocks.put(token, lock)
 	return &fetchedOrchestration{item: item, token: token, attempts: attempts}, nil
+}
+
+// heldMessageDelay is how long a batch held back (for its instance's start,
+// or for a ContinueAsNew message still in an outbox) stays invisible, so it
+// leaves the head of the queue instead of being locked and released again
+// by every look (R11).
+const heldMessageDelay = time.Second
+
+// holdBack releases the lock and makes the batch visible again after
+// heldMessageDelay, giving back its attempt; the returned error tells the
+// fetch to pass the instance over.
+func (p *CosmosProvider) holdBack(ctx context.Context, lock *orchestrationLock, why string) error {
+	if err := p.writeAbandon(ctx, lock, heldMessageDelay, true); err != nil {
+		return err
+	}
+	return &skipError{reason: why} // invisible for a while: no note needed, so a start still shows
+}
+
+// continueAsNewInFlight says the instance continued as new recently enough
+// that its ContinueAsNew message may still be on its way (an outbox
+// delivery); past neverStartedGrace the batch is handed over as duroxide
+// does, acked as a finished execution's.
+func (p *CosmosProvider) continueAsNewInFlight(inst *instanceDoc) bool {
+	return p.now().Sub(time.UnixMilli(inst.UpdatedAt)) < neverStartedGrace
+}
+
+// takeDecodable decodes the locked batch. A message that does not decode
+// (say a kind a newer version wrote during a rolling upgrade) leaves the
+// batch with its attempt counted: it is queued again later, and set aside
+// as a poison message after maxUndecodableAttempts, so it never blocks its
+// instance or the queue (R11). When nothing decodable is left, the lock is
+// released and the instance passed over.
+func (p *CosmosProvider) takeDecodable(ctx context.Context, lock *orchestrationLock) ([]WorkItem, uint32, error) {
+	var good, bad []queueDoc
+	var items []WorkItem
+	var attempts uint32
+	for _, m := range lock.messages {
+		item, err := UnmarshalWorkItem([]byte(m.Item))
+		if err != nil {
+			p.log.Warn("cdb: an orchestrator message does not decode", "instance", m.Instance, "message", m.ID, "attempts", m.Attempts, "error", err)
+			bad = append(bad, m)
+			continue
+		}
+		good = append(good, m)
+		items = append(items, item)
+		attempts = max(attempts, m.Attempts)
+	}
+	if len(bad) == 0 {
+		return items, attempts, nil
+	}
+	lock.messages = good
+	if err := p.setAsideUndecodable(ctx, lock, bad, len(good) == 0); err != nil {
+		if len(good) > 0 {
+			p.releaseQuietly(ctx, lock)
+		}
+		return nil, 0, err
+	}
+	if len(good) == 0 {
+		return nil, 0, &skipError{reason: "only undecodable messages"} // now invisible for a while
+	}
+	return items, attempts, nil
+}
+
+// maxUndecodableAttempts is how many fetches may find a message undecodable
+// before it is set aside; a newer process that can decode it has had as many
+// chances to take it.
+const maxUndecodableAttempts = 10
+
+// docPoisonMessage is the type of an orchestrator message set aside because
+// it never decoded: kept for an operator, out of every queue query.
+const docPoisonMessage = "msg-poison"
+
+// setAsideUndecodable writes the undecodable messages back in one batch:
+// unlocked and visible again after a delay that grows with their attempts,
+// or, past maxUndecodableAttempts, retyped as poison messages. With
+// releaseInstance the same batch frees the instance lock.
+func (p *CosmosProvider) setAsideUndecodable(ctx context.Context, lock *orchestrationLock, bad []queueDoc, releaseInstance bool) error {
+	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+	if releaseInstance {
+		etag := lock.inst.ETag
+		b.PatchItem(instanceDocID, unlockOps(), &TransactionalBatchItemOptions{IfMatch: &etag})
+	}
+	now := p.now()
+	for _, m := range bad {
+		ops := unlockOps()
+		if m.Attempts >= maxUndecodableAttempts {
+			ops.AppendSet("/type", docPoisonMessage)
+			p.log.Error("cdb: set aside an orchestrator message that never decoded", "instance", m.Instance, "message", m.ID, "attempts", m.Attempts)
+		} else {
+			ops.AppendSet("/visibleAt", now.Add(undecodableDelay(m.Attempts)).UnixMilli())
+		}
+		b.PatchItem(m.ID, ops, nil)
+	}
+	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+	if err != nil {
+		return err
+	}
+	if !resp.Success {
+		return errContended // another holder after an expiry; the next look sees
+	}
+	return nil
+}
+
+// undecodableDelay spaces the looks at a message that does not decode.
+func undecodableDelay(attempts uint32) time.Duration {
+	return min(time.Duration(attempts)*time.Second, 30*time.Second)
 }
 
 // withoutRedelivered leaves out of a batch's items the messages whose ids
@@ -326,9 +496,6 @@ func (p *CosmosProvider) dropRedelivered(ctx context.Context, lock *orchestratio
 	return nil
 }
 
-// maxCompletedBatch bounds a completed batch, leaving the ack's batch room.
-const maxCompletedBatch = 60
-
 func hasContinueAsNew(items []WorkItem) bool {
 	for _, it := range items {
 		if _, ok := it.(ContinueAsNew); ok {
@@ -338,12 +505,15 @@ func hasContinueAsNew(items []WorkItem) bool {
 	return false
 }
 
-// completeBatch adds every visible message of the locked instance to its
-// batch. A batch is normally the instance's oldest messages among the
-// candidates; but when the execution has continued as new, a batch without
-// the ContinueAsNew message would read as a finished execution's and be
-// consumed, so it must hold all of them, in order, as duroxide's providers'
-// batches do.
+// completeBatch makes sure the batch of an instance whose execution
+// continued as new holds the ContinueAsNew message: without it the runtime
+// would read the batch as a finished execution's and consume it. A commit
+// writes that message visible from time zero, so it heads its instance's
+// messages and is normally in the first batch; this is for one that is not
+// (written by an older version, or delivered late by an outbox). The batch
+// becomes the ContinueAsNew message and the oldest other messages up to
+// MaxMessagesPerTurn; the messages the lock took that no longer fit are
+// released in the same request, so none waits for the lock to expire.
 func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationLock, now, until int64) ([]WorkItem, uint32, error) {
 	key := NewPartitionKeyString(lock.pk)
 	res, err := p.container.QueryItems(ctx,
@@ -353,25 +523,42 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 	if err != nil {
 		return nil, 0, err
 	}
+	visible := make([]queueDoc, 0, len(res.Items))
+	items := make([]WorkItem, 0, len(res.Items))
+	for _, raw := range res.Items {
+		var m queueDoc
+		if err := json.Unmarshal(raw, &m); err != nil {
+			continue // a broken document: the regular path sets it aside
+		}
+		item, err := UnmarshalWorkItem([]byte(m.Item))
+		if err != nil {
+			continue
+		}
+		visible = append(visible, m)
+		items = append(items, item)
+	}
+	keep := continueAsNewFirst(items, p.cfg.MaxMessagesPerTurn)
 	held := map[string]bool{}
 	for _, m := range lock.messages {
 		held[m.ID] = true
 	}
-	var batch []queueDoc
 	b := p.container.NewTransactionalBatch(key)
-	for _, raw := range res.Items {
-		var m queueDoc
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return nil, 0, fmt.Errorf("decode message: %w", err)
-		}
-		if len(batch) == maxCompletedBatch {
-			break // the ack's batch needs room for the turn's own writes
-		}
+	var batch []queueDoc
+	var batchItems []WorkItem
+	var attempts uint32
+	for _, i := range keep {
+		m := visible[i]
 		if !held[m.ID] {
 			b.PatchItem(m.ID, claimOps(lock.token, until), nil)
 			m.Attempts++
 		}
+		delete(held, m.ID)
 		batch = append(batch, m)
+		batchItems = append(batchItems, items[i])
+		attempts = max(attempts, m.Attempts)
+	}
+	for id := range held {
+		b.PatchItem(id, unlockOps(), nil) // taken by the lock, left for the next turn
 	}
 	if b.Len() > 0 {
 		resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
@@ -383,7 +570,33 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 		}
 	}
 	lock.messages = batch
-	return decodeMessages(batch)
+	return batchItems, attempts, nil
+}
+
+// continueAsNewFirst picks the indexes of a batch of at most limit items:
+// the first ContinueAsNew, if any, and the oldest others, in queue order.
+func continueAsNewFirst(items []WorkItem, limit int) []int {
+	can := -1
+	for i, it := range items {
+		if _, ok := it.(ContinueAsNew); ok {
+			can = i
+			break
+		}
+	}
+	var keep []int
+	for i := range items {
+		room := limit - len(keep)
+		if can > i {
+			room-- // keep a place for the ContinueAsNew message
+		}
+		if i == can || room > 0 {
+			keep = append(keep, i)
+		}
+		if len(keep) == limit {
+			break
+		}
+	}
+	return keep
 }
 
 // lockInstance is the lock batch: a conditional patch of the instance
@@ -424,6 +637,8 @@ func (p *CosmosProvider) lockInstance(ctx context.Context, pk string, msgs []que
 			switch {
 			case idx == 0 && !create && ce != nil && ce.StatusCode == http.StatusNotFound:
 				continue // no instance document yet: create it
+			case idx == 0 && !create && ce != nil && ce.StatusCode == http.StatusPreconditionFailed:
+				return instanceDoc{}, nil, p.whyNotLocked(ctx, pk, now, filter)
 			case ce != nil && (ce.StatusCode == http.StatusPreconditionFailed || ce.StatusCode == http.StatusConflict || ce.StatusCode == http.StatusNotFound):
 				return instanceDoc{}, nil, errContended
 			case ce != nil:
@@ -435,6 +650,65 @@ func (p *CosmosProvider) lockInstance(ctx context.Context, pk string, msgs []que
 		return decodeLockBatch(resp)
 	}
 	return instanceDoc{}, nil, errContended
+}
+
+// whyNotLocked reads the instance document after its lock condition failed,
+// to tell contention (try again soon) from what will not change soon: a
+// lock another process holds, a pinned version outside the filter, a
+// deletion. Those are passed over until they might change, so they stop
+// costing a lock attempt on every look (R11).
+func (p *CosmosProvider) whyNotLocked(ctx context.Context, pk string, now int64, filter *DispatcherCapabilityFilter) error {
+	inst, err := p.readInstanceDoc(ctx, pk)
+	if err != nil || inst == nil {
+		return errContended
+	}
+	at := time.UnixMilli(now)
+	switch {
+	case inst.Deleting != "":
+		return &skipError{until: at.Add(deletingBackoff), reason: "being deleted"}
+	case inst.LockedUntil > now:
+		return &skipError{until: time.UnixMilli(min(inst.LockedUntil, now+maxHeldLockSkip.Milliseconds())), reason: "locked by another dispatcher"}
+	case pinnedOutside(filter, inst.Pinned):
+		return &skipError{until: at.Add(filterMissBackoff), reason: "pinned to a version outside the capability filter"}
+	}
+	return errContended
+}
+
+// How long a fetch leaves out an instance it learned it cannot take: one
+// being deleted; one locked elsewhere (at most until its lock expires);
+// one whose pinned version its filter excludes (that changes only when a
+// compatible dispatcher continues it as new).
+const (
+	deletingBackoff   = 5 * time.Second
+	maxHeldLockSkip   = 30 * time.Second
+	filterMissBackoff = 10 * time.Second
+)
+
+// pinnedOutside says a filter excludes a pinned version.
+func pinnedOutside(filter *DispatcherCapabilityFilter, pinned *uint64) bool {
+	if filter == nil || pinned == nil {
+		return false
+	}
+	r := filter.SupportedDuroxideVersions[0]
+	return *pinned < r.Min.PackedVersion() || *pinned > r.Max.PackedVersion()
+}
+
+// readInstanceDoc point-reads an instance document by partition key; nil
+// when there is none.
+func (p *CosmosProvider) readInstanceDoc(ctx context.Context, pk string) (*instanceDoc, error) {
+	resp, err := p.container.ReadItem(ctx, NewPartitionKeyString(pk), instanceDocID, nil)
+	if IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var inst instanceDoc
+	if err := json.Unmarshal(resp.Value, &inst); err != nil {
+		return nil, fmt.Errorf("decode instance document: %w: %v", errUndecodable, err)
+	}
+	inst.ETag = resp.ETag
+	return &inst, nil
 }
 
 // lockCondition is the instance document's PATCH condition: the lock is free
@@ -453,34 +727,19 @@ func lockCondition(now int64, filter *DispatcherCapabilityFilter) string {
 func decodeLockBatch(resp TransactionalBatchResponse) (instanceDoc, []queueDoc, error) {
 	var inst instanceDoc
 	if err := json.Unmarshal(resp.OperationResults[0].ResourceBody, &inst); err != nil {
-		return instanceDoc{}, nil, fmt.Errorf("decode locked instance: %w", err)
+		return instanceDoc{}, nil, fmt.Errorf("decode locked instance: %w: %v", errUndecodable, err)
 	}
 	inst.ETag = resp.OperationResults[0].ETag
 	msgs := make([]queueDoc, 0, len(resp.OperationResults)-1)
 	for _, r := range resp.OperationResults[1:] {
 		var m queueDoc
 		if err := json.Unmarshal(r.ResourceBody, &m); err != nil {
-			return instanceDoc{}, nil, fmt.Errorf("decode locked message: %w", err)
+			return instanceDoc{}, nil, fmt.Errorf("decode locked message: %w: %v", errUndecodable, err)
 		}
 		m.ETag = r.ETag
 		msgs = append(msgs, m)
 	}
 	return inst, msgs, nil
-}
-
-// decodeMessages decodes the locked batch and its highest attempt count.
-func decodeMessages(msgs []queueDoc) ([]WorkItem, uint32, error) {
-	items := make([]WorkItem, 0, len(msgs))
-	var attempts uint32
-	for _, m := range msgs {
-		item, err := UnmarshalWorkItem([]byte(m.Item))
-		if err != nil {
-			return nil, 0, fmt.Errorf("decode message %s: %w", m.ID, err)
-		}
-		items = append(items, item)
-		attempts = max(attempts, m.Attempts)
-	}
-	return items, attempts, nil
 }
 
 // batchKind says what buildItem made of a batch.

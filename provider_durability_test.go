@@ -1,9 +1,14 @@
 package cdb_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/duroxide-go/cdb"
@@ -55,4 +60,269 @@ func TestHistoryCacheIsNotFooledByIDReuse(t *testing.T) {
 	require.Len(t, item.History, 1)
 	require.Equal(t, `"second life"`, item.History[0].Kind.(cdb.OrchestrationStarted).Input,
 		"process A served the deleted instance's history from its cache")
+}
+
+// testClock is a provider clock a test moves by hand.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newTestClock() *testClock { return &testClock{now: time.Now()} }
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// messageKinds lists the kinds of a batch's messages, in order.
+func messageKinds(item *cdb.OrchestrationItem) []string {
+	var kinds []string
+	for _, m := range item.Messages {
+		kinds = append(kinds, m.Kind())
+	}
+	return kinds
+}
+
+// continueAsNewWithBacklog leaves instance id's execution 1 continued as
+// new after the first turn, with n QueueMessages queued before the
+// ContinueAsNew message, and returns the QueueMessages the first turn took.
+func continueAsNewWithBacklog(t *testing.T, p *cdb.CosmosProvider, id string, n int) int {
+	t.Helper()
+	ctx := rulesContext(t)
+	providertest.CreateInstance(ctx, t, p, id)
+	for i := 0; i < n; i++ {
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueMessage{Instance: id, Name: "inbox", Data: strconv.Itoa(i)}, 0))
+	}
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	can := "ContinuedAsNew"
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
+		[]cdb.Event{{EventID: 2, InstanceID: id, ExecutionID: 1, Kind: cdb.OrchestrationContinuedAsNew{Input: "next"}}},
+		nil, []cdb.WorkItem{cdb.ContinueAsNew{Instance: id, Orchestration: "TestOrch", Input: "next", Version: ptrTo("1.0.0")}},
+		cdb.ExecutionMetadata{Status: &can, Output: ptrTo("next")}, nil))
+	return len(item.Messages)
+}
+
+// drainInbox runs turns of instance id, whose current execution is exec,
+// until its queue is empty, as the runtime would, and returns the QueueMessage payloads delivered after the
+// ContinueAsNew and how many batches held a ContinueAsNew message.
+func drainInbox(t *testing.T, p *cdb.CosmosProvider, id string, exec uint64) ([]string, int) {
+	t.Helper()
+	ctx := rulesContext(t)
+	var got []string
+	cans := 0
+	for turn := 0; turn < 100; turn++ {
+		item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		if item == nil {
+			return got, cans
+		}
+		var delta []cdb.Event
+		md := cdb.ExecutionMetadata{}
+		for _, m := range item.Messages {
+			switch w := m.(type) {
+			case cdb.ContinueAsNew:
+				cans++
+				exec = item.ExecutionID + 1
+				delta = append(delta, providertest.StartedEvent(id, exec))
+				md = providertest.TestOrchMetadata()
+			case cdb.QueueMessage:
+				got = append(got, w.Data)
+			}
+		}
+		if exec == 1 {
+			t.Fatalf("turn %d: a batch without the ContinueAsNew message reached the continued execution: %v", turn, messageKinds(item))
+		}
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, exec, delta, nil, nil, md, nil))
+	}
+	t.Fatal("the queue never emptied")
+	return nil, 0
+}
+
+// An eternal orchestration continues as new while more messages are queued
+// than a batch holds: the next batch must hold the ContinueAsNew message,
+// and every queued message must reach the new execution once.
+func TestContinueAsNewWithABacklogLosesNothing(t *testing.T) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	const n = 100
+	first := continueAsNewWithBacklog(t, p, "inbox", n)
+	got, cans := drainInbox(t, p, "inbox", 1)
+	assert.Equal(t, 1, cans, "the ContinueAsNew message is delivered once")
+	assert.Len(t, got, n-first, "every message queued behind the first turn reaches the new execution")
+	assert.Equal(t, 0, countDocs(t, p, "inbox", "msg"), "nothing is left queued")
+}
+
+// The same with a ContinueAsNew message queued in its turn's order (as an
+// older version wrote it): the completed batch takes it and the oldest
+// others, and releases at once the messages its lock took that no longer fit.
+func TestContinueAsNewInQueueOrderIsCompletedWithinTheCap(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, MaxMessagesPerTurn: 10, CandidatesPerRange: 10})
+	const id, n = "legacy", 30
+	first := continueAsNewWithBacklog(t, p, id, n)
+	// Rewrite the ContinueAsNew message as an older version queued it.
+	pk := cdb.NewPartitionKeyString(id)
+	res, err := p.Container().QueryItems(ctx, "SELECT * FROM c WHERE c.pk = @pk AND c.type = 'msg' AND c.visibleAt = 0",
+		[]cdb.QueryParameter{{Name: "@pk", Value: id}}, &cdb.QueryOptions{PartitionKey: &pk})
+	require.NoError(t, err)
+	require.Len(t, res.Items, 1, "the commit queued the ContinueAsNew message at the head")
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(res.Items[0], &doc))
+	doc["visibleAt"] = time.Now().UnixMilli()
+	doc["seq"] = time.Now().UnixMicro()
+	_, err = p.Container().UpsertItem(ctx, pk, mustJSON(t, doc), nil)
+	require.NoError(t, err)
+
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.Contains(t, messageKinds(item), "ContinueAsNew")
+	assert.Len(t, item.Messages, 10, "the batch keeps to MaxMessagesPerTurn")
+	taken := len(item.Messages) - 1
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 2, []cdb.Event{providertest.StartedEvent(id, 2)}, nil, nil, providertest.TestOrchMetadata(), nil))
+
+	rest, err := p.Container().QueryItems(ctx, "SELECT VALUE COUNT(1) FROM c WHERE c.pk = @pk AND c.type = 'msg' AND c.lockedUntil > 0",
+		[]cdb.QueryParameter{{Name: "@pk", Value: id}}, &cdb.QueryOptions{PartitionKey: &pk})
+	require.NoError(t, err)
+	assert.JSONEq(t, "0", string(rest.Items[0]), "no message is left locked by a lock that ended")
+	got, cans := drainInbox(t, p, id, 2)
+	assert.Zero(t, cans)
+	assert.Len(t, got, n-first-taken, "the rest arrive in later turns")
+	assert.Equal(t, 0, countDocs(t, p, id, "msg"))
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
+}
+
+// queueRawMessage writes an orchestrator message whose work item is raw, as
+// a newer version of the provider might have written it.
+func queueRawMessage(t *testing.T, p *cdb.CosmosProvider, instance, id, item string) {
+	t.Helper()
+	now := time.Now()
+	doc := map[string]any{"id": id, "pk": instance, "type": "msg", "instance": instance, "slot": 0,
+		"visibleAt": now.UnixMilli(), "seq": now.UnixMicro(), "lockedUntil": 0, "attempts": 0, "item": item}
+	_, err := p.Container().CreateItem(rulesContext(t), cdb.NewPartitionKeyString(instance), mustJSON(t, doc), nil)
+	require.NoError(t, err)
+}
+
+// A message that does not decode (a kind a newer version wrote during a
+// rolling upgrade) never fails a fetch nor blocks its instance: the
+// instance's other messages and other instances go on, and the message
+// itself comes back with its attempts counted until it is set aside as a
+// poison message.
+func TestUndecodableMessageNeverStopsTheQueue(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+	providertest.CreateInstance(ctx, t, p, "upgraded")
+	queueRawMessage(t, p, "upgraded", "m|future", `{"FromTheFuture":{"instance":"upgraded"}}`)
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("upgraded"), 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("bystander"), 0))
+
+	seen := map[string][]string{}
+	for i := 0; i < 2; i++ {
+		item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err, "an undecodable message must not fail the fetch")
+		require.NotNil(t, item)
+		seen[item.Instance] = messageKinds(item)
+		require.NoError(t, p.AbandonOrchestrationItem(ctx, token, time.Hour, false))
+	}
+	assert.Equal(t, []string{"ExternalRaised"}, seen["upgraded"], "the instance's decodable message goes on without it")
+	assert.Equal(t, []string{"StartOrchestration"}, seen["bystander"])
+
+	for i := 0; i < 60; i++ {
+		clock.Advance(30 * time.Second)
+		item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.Nil(t, item, "only the undecodable message is left, and it is never handed over")
+	}
+	resp, err := p.Container().ReadItem(ctx, cdb.NewPartitionKeyString("upgraded"), "m|future", nil)
+	require.NoError(t, err, "set aside, not deleted")
+	var doc struct {
+		Type     string `json:"type"`
+		Attempts int    `json:"attempts"`
+	}
+	require.NoError(t, json.Unmarshal(resp.Value, &doc))
+	assert.Equal(t, "msg-poison", doc.Type, "after its attempts the message leaves the queue")
+	assert.Equal(t, 10, doc.Attempts, "every look counted an attempt")
+}
+
+// Items a fetch cannot take must not use up its lock attempts nor come
+// back to the head on every look: instances pinned outside the fetch's
+// capability filter, ahead of real work.
+func TestFilteredInstancesAtTheHeadDoNotStarveTheFetch(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	v1 := cdb.NewSemanticVersion(1, 0, 0)
+	for i := 0; i < 12; i++ {
+		id := fmt.Sprintf("old-%02d", i)
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem(id), 0))
+		item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.Equal(t, id, item.Instance)
+		md := providertest.TestOrchMetadata()
+		md.PinnedDuroxideVersion = &v1
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent(id, 1)}, nil, nil, md, nil))
+	}
+	for i := 0; i < 12; i++ {
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem(fmt.Sprintf("old-%02d", i)), 0))
+	}
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("new"), 0))
+
+	v2 := &cdb.DispatcherCapabilityFilter{SupportedDuroxideVersions: []cdb.SemverRange{{Min: cdb.NewSemanticVersion(2, 0, 0), Max: cdb.NewSemanticVersion(2, 99, 0)}}}
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, v2)
+	require.NoError(t, err)
+	require.NotNil(t, item, "twelve instances the filter excludes must not hide the one it takes")
+	require.Equal(t, "new", item.Instance)
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("new", 1)}, nil, nil, providertest.TestOrchMetadata(), nil))
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("new"), 0))
+	log := logRequests(acct)
+	item, _, _, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, v2)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.Equal(t, "new", item.Instance)
+	assert.Equal(t, []string{"Query", "Batch"}, log.ops(), "the next look leaves the excluded instances out: a query and the lock, history cached")
+}
+
+// A message held for its instance's start leaves the head of the queue:
+// an idle process does not lock and release it on every look.
+func TestHeldMessageLeavesTheHeadOfTheQueue(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: time.Millisecond, Now: clock.Now})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("not-yet"), 0))
+	log := logRequests(acct)
+	for i := 0; i < 12; i++ { // 3 s of looks every 250 ms
+		item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.Nil(t, item)
+		clock.Advance(250 * time.Millisecond)
+	}
+	batches := 0
+	for _, op := range log.ops() {
+		if op == "Batch" {
+			batches++
+		}
+	}
+	assert.LessOrEqual(t, batches, 8, "the held message is locked and released about once a second, not on every look")
+	assert.Equal(t, 1, countDocs(t, p, "not-yet", "msg"), "and still waits for its start")
 }

@@ -44,8 +44,8 @@ func (fakeFactory) ShortPollThreshold() time.Duration { return 100 * time.Millis
 type containerHooks struct{}
 
 // CorruptInstanceHistory overwrites the stored events of instance with bytes
-// that do not decode, as a damaged store would, and moves the instance's
-// revision as every writer of history must, so no process serves the events
+// that do not decode, as a damaged store would, and gives the instance a new
+// lastAck as every writer of history must, so no process serves the events
 // from its cache.
 func (containerHooks) CorruptInstanceHistory(ctx context.Context, p cdb.Provider, instance string) error {
 	cc := p.(*cdb.CosmosProvider).Container()
@@ -68,6 +68,7 @@ func (containerHooks) CorruptInstanceHistory(ctx context.Context, p cdb.Provider
 	}
 	var rev cdb.PatchOperations
 	rev.AppendIncrement("/rev", 1)
+	rev.AppendSet("/lastAck", "corrupted-"+instance)
 	if _, err := cc.PatchItem(ctx, pk, "inst", rev, nil); err != nil && !cdb.IsNotFound(err) {
 		return err
 	}

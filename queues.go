@@ -121,12 +121,23 @@ func newContention() *contention { return &contention{until: map[contentionKey]t
 const contentionBackoff = 200 * time.Millisecond
 
 // maxSkipped bounds the partitions a candidate query leaves out.
-const maxSkipped = 64
+const maxSkipped = 256
 
 func (c *contention) note(scope, id string, now time.Time) {
+	c.noteUntil(scope, id, now.Add(contentionBackoff))
+}
+
+// noteUntil leaves id out of scope's queries until the given time: for
+// what a fetch learned it cannot take before then (a lock held by another
+// process, a pinned version outside the filter). A later note never
+// shortens an earlier one.
+func (c *contention) noteUntil(scope, id string, until time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.until[contentionKey{scope, id}] = now.Add(contentionBackoff)
+	key := contentionKey{scope, id}
+	if until.After(c.until[key]) {
+		c.until[key] = until
+	}
 }
 
 // active lists the ids of scope contended recently.

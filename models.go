@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -59,14 +60,20 @@ func validateInstanceID(op, instance string) error {
 
 // instancePartitionKey is the partition key value of an instance's
 // documents: the id itself, or a hash of it when the id is too long for a
-// partition key. The full id is always stored in the `instance` field.
+// partition key. Ids that start with the hash prefix are hashed too,
+// whatever their length, so an id spelled like another id's hash never
+// shares its partition. The full id is always stored in the `instance`
+// field.
 func instancePartitionKey(instance string) string {
-	if len(instance) <= maxInlinePartitionKeyBytes {
+	if len(instance) <= maxInlinePartitionKeyBytes && !strings.HasPrefix(instance, hashedPartitionKeyPrefix) {
 		return instance
 	}
 	sum := sha256.Sum256([]byte(instance))
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return hashedPartitionKeyPrefix + hex.EncodeToString(sum[:])
 }
+
+// hashedPartitionKeyPrefix starts the partition key of a hashed id.
+const hashedPartitionKeyPrefix = "sha256:"
 
 // dispatchSlot spreads instances over the dispatch slots, so concurrent
 // dispatchers can query disjoint sets.

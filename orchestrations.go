@@ -36,7 +36,7 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 	if _, ok := item.(StartOrchestration); ok {
 		err = p.enqueueStart(ctx, instance, doc)
 	} else {
-		_, err = p.container.CreateItem(ctx, partitionKey(instance), doc, nil)
+		err = p.createOnce(ctx, partitionKey(instance), doc, false)
 	}
 	if err != nil {
 		return wrap(op, err)
@@ -48,7 +48,9 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 // enqueueStart writes a start message together with the instance's lock
 // document, so the instance's first fetch can lock it with one patch. The
 // lock document has no name: the instance exists only once an ack names it.
-// When the document exists already, the message is written alone.
+// When the document exists already, the message is written alone. The
+// message's id is its own, so a lost response is resolved by sending again:
+// a 409 on the message after an unknown outcome is this write (R8).
 func (p *CosmosProvider) enqueueStart(ctx context.Context, instance string, msg []byte) error {
 	shell, err := p.newLockDoc(instance)
 	if err != nil {
@@ -57,18 +59,17 @@ func (p *CosmosProvider) enqueueStart(ctx context.Context, instance string, msg 
 	b := p.container.NewTransactionalBatch(partitionKey(instance))
 	b.CreateItem(shell, nil)
 	b.CreateItem(msg, nil)
-	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+	resp, unknown, err := p.executeBatchOnce(ctx, b)
 	if err != nil {
 		return err
 	}
 	if resp.Success {
 		return nil
 	}
-	if idx, ce, _ := resp.FailedOperation(); idx != 0 || ce == nil || ce.StatusCode != http.StatusConflict {
+	if !failedWithConflict(resp, 0) {
 		return batchFailure("enqueue_for_orchestrator", resp)
 	}
-	_, err = p.container.CreateItem(ctx, partitionKey(instance), msg, nil)
-	return err
+	return p.createOnce(ctx, partitionKey(instance), msg, unknown)
 }
 
 // newLockDoc is an unlocked instance document without a name.

@@ -1,9 +1,12 @@
 package cdb_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -325,4 +328,57 @@ func TestHeldMessageLeavesTheHeadOfTheQueue(t *testing.T) {
 	}
 	assert.LessOrEqual(t, batches, 8, "the held message is locked and released about once a second, not on every look")
 	assert.Equal(t, 1, countDocs(t, p, "not-yet", "msg"), "and still waits for its start")
+}
+
+// loseFirstResponse commits the first matching request and drops its
+// response, so the client cannot know it succeeded.
+func loseFirstResponse(acct *cdb.FakeAccount, op, bodyContains string) {
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultLoseResponse, Times: 1, Match: func(r cdb.FakeRequest) bool {
+		return r.Operation == op && strings.Contains(string(r.Body), bodyContains)
+	}})
+}
+
+// An enqueue whose response is lost is resolved inside the provider: the
+// caller is told it succeeded, and the message is queued once, so one
+// raise never satisfies two waits.
+func TestEnqueueWithALostResponseQueuesOnce(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+
+	loseFirstResponse(acct, "Batch", "StartOrchestration")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("lossy"), 0), "the start was written")
+	assert.Equal(t, 1, countDocs(t, p, "lossy", "msg"))
+
+	loseFirstResponse(acct, "CreateItem", "ExternalRaised")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "lossy", Name: "approve", Data: "{}"}, 0), "the event was written")
+	assert.Equal(t, 2, countDocs(t, p, "lossy", "msg"), "the start and one event")
+}
+
+// An id spelled like the partition key of a long (hashed) id gets a
+// partition of its own.
+func TestIDSpelledLikeAHashedIDHasItsOwnPartition(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	long := strings.Repeat("L", 1100)
+	sum := sha256.Sum256([]byte(long))
+	crafted := "sha256:" + hex.EncodeToString(sum[:])
+
+	providertest.CreateInstance(ctx, t, p, long)
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem(crafted), 0))
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.Equal(t, crafted, item.Instance)
+	assert.Empty(t, item.History, "the crafted id must not see the long id's history")
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{startedWithInput(crafted, `"crafted"`)}, nil, nil, providertest.TestOrchMetadata(), nil))
+
+	history, err := p.Read(ctx, long)
+	require.NoError(t, err)
+	require.Len(t, history, 1)
+	assert.Equal(t, "{}", history[0].Kind.(cdb.OrchestrationStarted).Input, "the long id's history is its own")
+	info, err := p.GetInstanceInfo(ctx, long)
+	require.NoError(t, err)
+	assert.Equal(t, long, info.InstanceID)
 }

@@ -1,0 +1,79 @@
+package cdb
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Writes whose response was lost (R8, R10). The client returns such a write
+// as OutcomeUnknown: it may or may not have been applied. Where the write
+// creates documents with ids fixed before the first send, sending it again
+// tells: a 409 after an unknown outcome is our own earlier write. Resolving
+// it here means a caller never sees a retryable error for a write that
+// happened, and never repeats one that did.
+
+// maxResends bounds how often a write of unknown outcome is sent again.
+const maxResends = 5
+
+// resendDelay spaces resends: the connection that lost the response may
+// need a moment.
+func resendDelay(attempt int) time.Duration {
+	return min(25*time.Millisecond<<attempt, time.Second)
+}
+
+// waitToResend sleeps before a resend, or returns the context's error.
+func waitToResend(ctx context.Context, attempt int) error {
+	t := time.NewTimer(resendDelay(attempt))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// createOnce creates a document whose id is unique to this write, resending
+// it while the outcome is unknown. It reports whether an earlier send's
+// outcome was unknown, which makes a 409 this write's own.
+func (p *CosmosProvider) createOnce(ctx context.Context, pk PartitionKey, body []byte, unknown bool) error {
+	for attempt := 0; ; attempt++ {
+		_, err := p.container.CreateItem(ctx, pk, body, nil)
+		switch {
+		case err == nil:
+			return nil
+		case unknown && IsConflict(err):
+			return nil // the lost response's write
+		case IsOutcomeUnknown(err) && attempt < maxResends:
+			unknown = true
+			if werr := waitToResend(ctx, attempt); werr != nil {
+				return err
+			}
+			continue
+		}
+		return err
+	}
+}
+
+// executeBatchOnce runs a batch of creates whose ids are fixed, resending it
+// while the outcome is unknown, and reports whether any send's outcome was:
+// then a 409 may be the caller's own earlier write, for it to tell.
+func (p *CosmosProvider) executeBatchOnce(ctx context.Context, b *TransactionalBatch) (resp TransactionalBatchResponse, unknown bool, err error) {
+	for attempt := 0; ; attempt++ {
+		resp, err = p.container.ExecuteTransactionalBatch(ctx, b, nil)
+		if err == nil || !IsOutcomeUnknown(err) || attempt >= maxResends {
+			return resp, unknown, err
+		}
+		unknown = true
+		if werr := waitToResend(ctx, attempt); werr != nil {
+			return resp, unknown, err
+		}
+	}
+}
+
+// failedWithConflict says a batch failed on operation idx with a 409.
+func failedWithConflict(resp TransactionalBatchResponse, idx int) bool {
+	i, ce, _ := resp.FailedOperation()
+	return i == idx && ce != nil && ce.StatusCode == http.StatusConflict
+}

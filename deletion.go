@@ -142,8 +142,12 @@ func (p *CosmosProvider) finishDeletion(ctx context.Context, intent deletionDoc)
 	if err := p.markAll(ctx, intent); err != nil {
 		return result, err
 	}
+	deleted := map[string]bool{}
 	for _, id := range intent.IDs {
-		r, err := p.deletePartition(ctx, id, intent.ID)
+		deleted[instancePartitionKey(id)] = true
+	}
+	for _, id := range intent.IDs {
+		r, err := p.deletePartition(ctx, id, intent.ID, deleted)
 		if err != nil {
 			return result, err
 		}
@@ -158,15 +162,21 @@ func (p *CosmosProvider) finishDeletion(ctx context.Context, intent deletionDoc)
 
 // partitionRow is what deletion needs to know of a document.
 type partitionRow struct {
-	ID     string `json:"id"`
-	Type   string `json:"type"`
-	Events int    `json:"events"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Events   int    `json:"events"`
+	Deleting string `json:"deleting"`
 }
 
 // deletePartition deletes an instance's documents, leaving out the
 // deletion intent, until none is left; the instance document, which carries
-// the mark, goes last.
-func (p *CosmosProvider) deletePartition(ctx context.Context, instance, intentID string) (DeleteInstanceResult, error) {
+// the mark, goes last, and then the partition is left alone: whatever is
+// written there afterwards (a start of the same id) belongs to a new life.
+// So it works only while the instance document carries this intent's mark.
+// Undelivered effects in the instance's outboxes that target instances
+// outside the deletion (a detached start whose delivery failed) are
+// delivered first: the turn that wrote them was told it committed.
+func (p *CosmosProvider) deletePartition(ctx context.Context, instance, intentID string, deleted map[string]bool) (DeleteInstanceResult, error) {
 	var result DeleteInstanceResult
 	pk := instancePartitionKey(instance)
 	for round := 0; round < maxDeleteRounds; round++ {
@@ -174,16 +184,19 @@ func (p *CosmosProvider) deletePartition(ctx context.Context, instance, intentID
 		if err != nil {
 			return result, err
 		}
-		if len(rows) == 0 {
+		if !markedBy(rows, intentID) {
 			p.cache.drop(pk)
-			return result, nil
+			return result, nil // swept already, or never started
 		}
 		var ids []string
-		var instDoc bool
 		for _, r := range rows {
 			if r.Type == docInstance {
-				instDoc = true
 				continue
+			}
+			if r.Type == docOutbox {
+				if err := p.deliverOutside(ctx, pk, r.ID, deleted); err != nil {
+					return result, err
+				}
 			}
 			countDeleted(&result, r)
 			ids = append(ids, r.ID)
@@ -191,14 +204,73 @@ func (p *CosmosProvider) deletePartition(ctx context.Context, instance, intentID
 		if err := p.deleteDocs(ctx, pk, ids); err != nil {
 			return result, err
 		}
-		if instDoc && len(ids) == 0 {
-			if _, err := p.container.DeleteItem(ctx, NewPartitionKeyString(pk), instanceDocID, nil); err != nil && !IsNotFound(err) {
+		if len(ids) == 0 {
+			if err := p.deleteMarkedInstance(ctx, pk, intentID); err != nil {
 				return result, err
 			}
 			result.InstancesDeleted++
+			p.cache.drop(pk)
+			return result, nil
 		}
 	}
 	return result, fmt.Errorf("instance %q still had documents after %d rounds of deletion; the reconciler will finish", instance, maxDeleteRounds)
+}
+
+// markedBy says the partition's instance document carries the intent's mark.
+func markedBy(rows []partitionRow, intentID string) bool {
+	for _, r := range rows {
+		if r.Type == docInstance {
+			return r.Deleting == intentID
+		}
+	}
+	return false
+}
+
+// deleteMarkedInstance deletes the instance document if it still carries
+// the intent's mark.
+func (p *CosmosProvider) deleteMarkedInstance(ctx context.Context, pk, intentID string) error {
+	var ops PatchOperations
+	ops.SetCondition("from c where c.deleting = " + sqlString(intentID))
+	ops.AppendSet("/deleting", intentID)
+	b := p.container.NewTransactionalBatch(NewPartitionKeyString(pk))
+	b.PatchItem(instanceDocID, ops, nil)
+	b.DeleteItem(instanceDocID, nil)
+	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+	if err != nil {
+		return err
+	}
+	if !resp.Success {
+		if _, ce, _ := resp.FailedOperation(); ce != nil && (ce.StatusCode == http.StatusNotFound || ce.StatusCode == http.StatusPreconditionFailed) {
+			return nil // gone already, or a new life's
+		}
+		return batchFailure("delete_instances_atomic", resp)
+	}
+	return nil
+}
+
+// deliverOutside delivers an outbox's entries whose targets are not being
+// deleted.
+func (p *CosmosProvider) deliverOutside(ctx context.Context, pk, outboxID string, deleted map[string]bool) error {
+	resp, err := p.container.ReadItem(ctx, NewPartitionKeyString(pk), outboxID, nil)
+	if IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var doc outboxDoc
+	if err := json.Unmarshal(resp.Value, &doc); err != nil {
+		return fmt.Errorf("decode outbox %s: %w", outboxID, err)
+	}
+	for _, e := range doc.Entries {
+		if deleted[e.PK] {
+			continue
+		}
+		if err := p.outbox.deliverEntry(ctx, e); err != nil {
+			return fmt.Errorf("deliver outbox %s before deleting it: %w", outboxID, err)
+		}
+	}
+	return nil
 }
 
 func countDeleted(result *DeleteInstanceResult, r partitionRow) {
@@ -215,7 +287,7 @@ func countDeleted(result *DeleteInstanceResult, r partitionRow) {
 // partitionRows lists a partition's documents but the deletion intent.
 func (p *CosmosProvider) partitionRows(ctx context.Context, pk, intentID string) ([]partitionRow, error) {
 	key := NewPartitionKeyString(pk)
-	res, err := p.container.QueryItems(ctx, "SELECT c.id, c.type, ARRAY_LENGTH(c.eventIds) AS events FROM c WHERE c.pk = @pk AND c.id != @intent",
+	res, err := p.container.QueryItems(ctx, "SELECT c.id, c.type, ARRAY_LENGTH(c.eventIds) AS events, c.deleting FROM c WHERE c.pk = @pk AND c.id != @intent",
 		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@intent", Value: intentID}}, &QueryOptions{PartitionKey: &key})
 	if err != nil {
 		return nil, err

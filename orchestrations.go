@@ -69,7 +69,31 @@ func (p *CosmosProvider) enqueueStart(ctx context.Context, instance string, msg 
 	if !failedWithConflict(resp, 0) {
 		return batchFailure("enqueue_for_orchestrator", resp)
 	}
-	return p.createOnce(ctx, partitionKey(instance), msg, unknown)
+	if err := p.createOnce(ctx, partitionKey(instance), msg, unknown); err != nil {
+		return err
+	}
+	return p.checkNotBeingDeleted(ctx, instance, msg)
+}
+
+// checkNotBeingDeleted takes back a start written into the partition of an
+// instance that a deletion is sweeping, which would delete it unseen, and
+// says so with a retryable error: once the deletion is done, the same start
+// begins a new life of the id.
+func (p *CosmosProvider) checkNotBeingDeleted(ctx context.Context, instance string, msg []byte) error {
+	inst, err := p.readInstance(ctx, instance)
+	if err != nil || inst == nil || inst.Deleting == "" {
+		return err
+	}
+	var head struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(msg, &head); err != nil {
+		return err
+	}
+	if _, err := p.container.DeleteItem(ctx, partitionKey(instance), head.ID, nil); err != nil && !IsNotFound(err) {
+		return err
+	}
+	return Retryable("enqueue_for_orchestrator", fmt.Sprintf("instance %q is being deleted; start it again once the deletion is done", instance))
 }
 
 // newLockDoc is an unlocked instance document without a name.

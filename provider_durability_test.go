@@ -382,3 +382,67 @@ func TestIDSpelledLikeAHashedIDHasItsOwnPartition(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, long, info.InstanceID)
 }
+
+// Deleting an instance delivers the effects its turns committed for other
+// instances before it deletes their outbox: a detached start whose delivery
+// failed still starts.
+func TestDeletingAnInstanceKeepsItsUndeliveredDetachedStart(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	committer := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, OutboxMinAge: time.Hour})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, OutboxMinAge: time.Hour})
+	require.NoError(t, committer.EnqueueForOrchestrator(ctx, providertest.StartItem("launcher"), 0))
+	_, token, _, err := committer.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	remove := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 403, Match: func(r cdb.FakeRequest) bool {
+		return r.Operation == "CreateItem" && r.PartitionKey == `["detached"]`
+	}})
+	detached := cdb.StartOrchestration{Instance: "detached", Orchestration: "TestOrch", Input: "{}", Version: ptrTo("1.0.0"), ExecutionID: 1}
+	completed := "Completed"
+	require.NoError(t, committer.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("launcher", 1)}, nil,
+		[]cdb.WorkItem{detached}, cdb.ExecutionMetadata{OrchestrationName: ptrTo("TestOrch"), OrchestrationVersion: ptrTo("1.0.0"), Status: &completed, Output: ptrTo("done")}, nil))
+	require.NoError(t, committer.Close(), "the committing process stops before its relay could deliver")
+	remove()
+	require.Equal(t, 1, countDocs(t, p, "launcher", "outbox"), "the delivery failed: the start waits in the outbox")
+
+	_, err = p.DeleteInstance(ctx, "launcher", false)
+	require.NoError(t, err)
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "the detached start survives its launcher's deletion")
+	assert.Equal(t, "detached", item.Instance)
+}
+
+// A start enqueued while a deletion of its id is under way is never
+// deleted unseen: the enqueue fails as retryable while the deletion runs,
+// and once it is done the start begins a new life that later passes of
+// the deletion leave alone.
+func TestStartDuringADeletionIsNotDeletedUnseen(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, AbandonedDeletionAge: time.Second, OutboxMinAge: time.Second, Now: clock.Now})
+	providertest.CreateInstance(ctx, t, p, "phoenix")
+
+	// The deletion marks the instance, then its process loses the store.
+	stall := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 403, Match: func(r cdb.FakeRequest) bool {
+		return r.Operation == "Query" && r.PartitionKey == `["phoenix"]`
+	}})
+	_, err := p.DeleteInstance(ctx, "phoenix", true)
+	require.Error(t, err)
+	stall()
+
+	err = p.EnqueueForOrchestrator(ctx, providertest.StartItem("phoenix"), 0)
+	require.Error(t, err, "the start must not be accepted into a partition being deleted")
+	assert.True(t, cdb.IsRetryable(err), "%v", err)
+
+	clock.Advance(2 * time.Second) // the deletion's process is gone for good
+	require.NoError(t, p.ReconcileOutbox(ctx))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("phoenix"), 0))
+	require.NoError(t, p.ReconcileOutbox(ctx), "a later pass of any reconciler")
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "the new life's start survives")
+	assert.Equal(t, "phoenix", item.Instance)
+	assert.Empty(t, item.History)
+}

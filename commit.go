@@ -655,7 +655,13 @@ func (p *CosmosProvider) writeAbandon(ctx context.Context, lock *orchestrationLo
 	return nil
 }
 
-// RenewOrchestrationItemLock extends a lock that is still valid.
+// RenewOrchestrationItemLock extends a lock that is still valid: one batch
+// that PATCHes the instance document (If-Match) and each locked message. A
+// renewal whose outcome is unknown (a lost response, a timeout), or that
+// meets an instance ETag it did not expect (a renewal of ours whose
+// response was lost), is resolved by reading the instance document back:
+// unchanged but for our renewal, with our token, the lock is ours and its
+// ETag is adopted (R8, R10); the batch is atomic, so the messages agree.
 func (p *CosmosProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
 	const op = "renew_orchestration_item_lock"
 	lock, err := p.heldOrchestration(op, lockToken)
@@ -668,7 +674,35 @@ func (p *CosmosProvider) RenewOrchestrationItemLock(ctx context.Context, lockTok
 		return Permanent(op, "lock expired or released")
 	}
 	until := now + extendFor.Milliseconds()
-	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+	for range maxRenewalTries {
+		resp, err := p.container.ExecuteTransactionalBatch(ctx, renewalBatch(p.container, lock, until), nil)
+		switch {
+		case err == nil && resp.Success:
+			lock.inst.ETag = resp.OperationResults[0].ETag
+			lock.inst.LockedUntil = until
+			lock.lockedUntil.Store(until)
+			return nil
+		case err != nil && !IsOutcomeUnknown(err):
+			return wrap(op, err)
+		case err == nil && !instanceETagFailed(resp):
+			lock.done = true
+			p.orchLocks.remove(lockToken)
+			return Permanent(op, "the lock was lost")
+		}
+		applied, err := p.readBackInstance(ctx, op, lock, until)
+		if err != nil {
+			return err
+		}
+		if applied {
+			return nil
+		}
+	}
+	return Retryable(op, "the lock renewal did not apply; try again")
+}
+
+// renewalBatch extends the instance lock and its messages' locks.
+func renewalBatch(cc *ContainerClient, lock *orchestrationLock, until int64) *TransactionalBatch {
+	b := cc.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	var ops PatchOperations
 	ops.AppendSet("/lockedUntil", until)
 	etag := lock.inst.ETag
@@ -678,17 +712,55 @@ func (p *CosmosProvider) RenewOrchestrationItemLock(ctx context.Context, lockTok
 		mops.AppendSet("/lockedUntil", until)
 		b.PatchItem(m.ID, mops, nil)
 	}
-	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
-	if err != nil {
-		return wrap(op, err)
-	}
-	if !resp.Success {
+	return b
+}
+
+// instanceETagFailed says a renewal batch failed on the instance document's
+// If-Match alone.
+func instanceETagFailed(resp TransactionalBatchResponse) bool {
+	idx, ce, _ := resp.FailedOperation()
+	return idx == 0 && ce != nil && ce.StatusCode == http.StatusPreconditionFailed
+}
+
+// readBackInstance reads the instance document after a renewal of ours
+// with an unknown outcome. The lock is ours when the document is the one we
+// hold but for its lock expiry: our token, no deletion mark, nothing else
+// changed (so adopting its ETag lets no other writer's change be
+// overwritten). Then its ETag and expiry are adopted, and applied reports
+// whether the expiry is the one we wrote. When the read fails the error is
+// retryable: nothing says the lock is gone.
+func (p *CosmosProvider) readBackInstance(ctx context.Context, op string, lock *orchestrationLock, until int64) (applied bool, err error) {
+	lost := func() error {
 		lock.done = true
-		p.orchLocks.remove(lockToken)
+		p.orchLocks.remove(lock.token)
 		return Permanent(op, "the lock was lost")
 	}
-	lock.inst.ETag = resp.OperationResults[0].ETag
-	lock.inst.LockedUntil = until
-	lock.lockedUntil.Store(until)
-	return nil
+	resp, err := p.container.ReadItem(ctx, NewPartitionKeyString(lock.pk), instanceDocID, nil)
+	if IsNotFound(err) {
+		return false, lost()
+	}
+	if err != nil {
+		return false, Retryable(op, "could not tell whether the lock renewal applied: "+err.Error())
+	}
+	var doc instanceDoc
+	if err := json.Unmarshal(resp.Value, &doc); err != nil {
+		return false, Retryable(op, "could not read the instance back: "+err.Error())
+	}
+	if doc.LockedUntil <= p.nowMs() || !sameButLockExpiry(doc, lock.inst) {
+		return false, lost()
+	}
+	lock.inst.ETag = resp.ETag
+	lock.inst.LockedUntil = doc.LockedUntil
+	lock.lockedUntil.Store(doc.LockedUntil)
+	return doc.LockedUntil == until, nil
+}
+
+// sameButLockExpiry compares two instance documents as stored, leaving out
+// the lock expiry and the ETag.
+func sameButLockExpiry(a, b instanceDoc) bool {
+	a.LockedUntil, a.ETag = 0, ""
+	b.LockedUntil, b.ETag = 0, ""
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(ja) == string(jb)
 }

@@ -145,6 +145,7 @@ type CosmosProvider struct {
 	locking   *claimSet // partitions being locked by a fetch of this process
 	deleting  *claimSet // deletion intents this process is carrying out
 	workLocks lockTable[*workLock]
+	sessions  *sessionBook // what this process knows of sessions (sessions.go)
 	cache     historyCache
 
 	outbox *relay
@@ -206,6 +207,7 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		locking:    newClaimSet(),
 		deleting:   newClaimSet(),
 		workLocks:  newLockTable[*workLock](),
+		sessions:   newSessionBook(),
 		cache:      newHistoryCache(1024),
 	}
 	bg, stop := context.WithCancel(context.Background())

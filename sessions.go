@@ -4,28 +4,35 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
-// Sessions pin an instance's session-bound activities to one worker
-// (reference §2.6). duroxide keys a session by its id alone; here a session
-// is keyed by (instance, session id) and its document lives in the
-// instance's partition, next to the work items that name it. That is what
-// lets a fetch claim the session in the same transactional batch that locks
-// the item, and bump it in the same batch that acks the item. The runtime
-// derives session ids per orchestration, so two instances sharing a session
-// id is not something it does; if they did, each would get its own owner.
+// Sessions pin activities to one worker (reference §2.6). As in duroxide, a
+// session is keyed by its id alone: the activities of every instance that
+// names session "gpu-0" go to the owner of "gpu-0" (R12). So a session's
+// document lives in a partition of its own, not in any instance's, and a
+// fetch of a session-bound item takes two writes in two partitions: first
+// the session claim (a conditional write in the session's partition), then
+// the item's lock (If-Match in the instance's partition). There is no
+// transaction between them, and none is needed: a claim whose item lock
+// then fails only makes this owner the session's owner, which it would have
+// become with the item, until the claim expires or its owner takes the
+// session's items. Acks and renewals of items do not write the session:
+// this process notes their time, and RenewSessionLock, the owner's
+// heartbeat, counts it as the session's last activity (and writes it).
 
-const docSession = "session"
+const (
+	docSession   = "session"
+	sessionDocID = "session" // one per partition; no instance document has this id
+)
 
 // sessionDoc is a session's owner and lease.
 type sessionDoc struct {
 	ID           string `json:"id"`
 	PK           string `json:"pk"`
 	Type         string `json:"type"`
-	Instance     string `json:"instance"`
 	Session      string `json:"session"`
 	Owner        string `json:"owner"`
 	LockedUntil  int64  `json:"lockedUntil"`
@@ -33,13 +40,12 @@ type sessionDoc struct {
 	ETag         ETag   `json:"_etag,omitempty"`
 }
 
-func sessionDocID(session string) string { return "s|" + session }
-
-func sessionKey(instance string, session *string) string {
-	if session == nil {
-		return ""
-	}
-	return instancePartitionKey(instance) + "|" + *session
+// sessionPartitionKey is the partition of a session's document. It shares
+// the instances' encoding (a hash when long); an instance literally named
+// "session|<id>" would share the partition, which is harmless: the ids and
+// types differ.
+func sessionPartitionKey(session string) string {
+	return instancePartitionKey("session|" + session)
 }
 
 // sqlString is a Cosmos DB SQL string literal; conditions take no
@@ -49,71 +55,224 @@ func sqlString(s string) string {
 	return string(b)
 }
 
-// claimSessionWork locks a session-bound item and claims its session in one
-// batch: the session must be free, expired or already ours.
-func (p *CosmosProvider) claimSessionWork(ctx context.Context, c queueDoc, lockTimeout time.Duration, cfg *SessionFetchConfig, token string) (TransactionalBatchResponse, error) {
-	now := p.nowMs()
-	for _, create := range []bool{false, true} {
-		b := p.container.NewTransactionalBatch(NewPartitionKeyString(c.PK))
-		if create {
-			body, err := json.Marshal(sessionDoc{ID: sessionDocID(*c.Session), PK: c.PK, Type: docSession, Instance: c.Instance,
-				Session: *c.Session, Owner: cfg.OwnerID, LockedUntil: now + cfg.LockTimeout.Milliseconds(), LastActivity: now})
-			if err != nil {
-				return TransactionalBatchResponse{}, err
+// sessionBook is what this process knows of sessions: their owners and
+// lock expiries as last seen (from its own claims, and from claims it found
+// another owner holding), and when it last claimed, acked or renewed an
+// item of each. Correctness never depends on it: the book only keeps the
+// fetch from asking again about sessions owned elsewhere, and carries the
+// activity the heartbeat reports.
+type sessionBook struct {
+	mu    sync.Mutex
+	notes map[string]*sessionNote
+}
+
+type sessionNote struct {
+	owner        string
+	lockedUntil  int64
+	lastActivity int64
+}
+
+// maxSessionNotes bounds the book; expired notes go first.
+const maxSessionNotes = 4096
+
+func newSessionBook() *sessionBook { return &sessionBook{notes: map[string]*sessionNote{}} }
+
+func (b *sessionBook) note(session string, now int64) *sessionNote {
+	n, ok := b.notes[session]
+	if !ok {
+		if len(b.notes) >= maxSessionNotes {
+			for id, old := range b.notes {
+				if old.lockedUntil <= now {
+					delete(b.notes, id)
+				}
 			}
-			b.CreateItem(body, nil)
-		} else {
-			var ops PatchOperations
-			ops.SetCondition("from c where c.owner = " + sqlString(cfg.OwnerID) + " or c.lockedUntil <= " + strconv.FormatInt(now, 10))
-			ops.AppendSet("/owner", cfg.OwnerID)
-			ops.AppendSet("/lockedUntil", now+cfg.LockTimeout.Milliseconds())
-			ops.AppendSet("/lastActivity", now)
-			b.PatchItem(sessionDocID(*c.Session), ops, nil)
 		}
-		b.PatchItem(c.ID, claimOps(token, now+lockTimeout.Milliseconds()), &TransactionalBatchItemOptions{IfMatch: &c.ETag})
-		resp, err := p.container.ExecuteTransactionalBatch(ctx, b, &TransactionalBatchOptions{EnableContentResponseOnWrite: true})
-		if err != nil {
-			return resp, err
-		}
-		if resp.Success {
-			return resp, nil
-		}
-		idx, ce, _ := resp.FailedOperation()
-		switch {
-		case idx == 0 && !create && ce != nil && ce.StatusCode == http.StatusNotFound:
-			continue // no session document yet
-		case idx == 0 && ce != nil && ce.StatusCode == http.StatusPreconditionFailed:
-			p.contended.note("session:"+cfg.OwnerID, c.SessionKey, p.now())
-			return resp, errContended
-		case ce != nil && (ce.StatusCode == http.StatusPreconditionFailed || ce.StatusCode == http.StatusNotFound || ce.StatusCode == http.StatusConflict):
-			return resp, errContended
-		default:
-			return resp, batchFailure("fetch_work_item", resp)
+		n = &sessionNote{}
+		b.notes[session] = n
+	}
+	return n
+}
+
+// owned records that owner holds the session until lockedUntil.
+func (b *sessionBook) owned(session, owner string, lockedUntil, now int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.note(session, now)
+	n.owner, n.lockedUntil = owner, lockedUntil
+}
+
+// touched records activity of this process on the session.
+func (b *sessionBook) touched(session string, now int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.note(session, now)
+	n.lastActivity = max(n.lastActivity, now)
+}
+
+func (b *sessionBook) known(session string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.notes[session]
+	return ok
+}
+
+func (b *sessionBook) lastActivity(session string) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n, ok := b.notes[session]; ok {
+		return n.lastActivity
+	}
+	return 0
+}
+
+func (b *sessionBook) forget(session string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.notes, session)
+}
+
+// heldElsewhere lists the sessions another owner than owner holds now, for
+// the candidate query to leave out until their locks end.
+func (b *sessionBook) heldElsewhere(owner string, now int64) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for id, n := range b.notes {
+		if n.owner != owner && n.owner != "" && n.lockedUntil > now && len(out) < maxSkipped {
+			out = append(out, id)
 		}
 	}
-	return TransactionalBatchResponse{}, errContended
+	return out
 }
 
-// claimOps lock a work item.
-func claimOps(token string, until int64) PatchOperations {
+// sessionLook is what one look at the worker queue learned of sessions, so
+// it asks about each session once.
+type sessionLook struct {
+	claimed map[string]bool // by this owner, in this look
+	missed  map[string]bool // held by another owner
+}
+
+func newSessionLook() sessionLook {
+	return sessionLook{claimed: map[string]bool{}, missed: map[string]bool{}}
+}
+
+// sessionReady claims the session for cfg's owner unless this look already
+// did, or found it held elsewhere; false means another owner holds it.
+func (p *CosmosProvider) sessionReady(ctx context.Context, look sessionLook, session string, cfg *SessionFetchConfig) (bool, error) {
+	switch {
+	case look.claimed[session]:
+		return true, nil
+	case look.missed[session]:
+		return false, nil
+	}
+	ok, err := p.claimSession(ctx, session, cfg)
+	if err != nil {
+		return false, err
+	}
+	if ok {
+		look.claimed[session] = true
+	} else {
+		look.missed[session] = true
+	}
+	return ok, nil
+}
+
+// maxClaimTries bounds the create/patch exchanges of one session claim.
+const maxClaimTries = 4
+
+// claimSession makes cfg's owner the session's owner for cfg.LockTimeout,
+// if the session is free, expired or already its own: a conditional PATCH of
+// the session document, or its creation. It reports false when another
+// owner holds the session, and remembers that owner until its lock ends.
+func (p *CosmosProvider) claimSession(ctx context.Context, session string, cfg *SessionFetchConfig) (bool, error) {
+	pk := NewPartitionKeyString(sessionPartitionKey(session))
+	create := !p.sessions.known(session) // a session seen before most likely has a document
+	for range maxClaimTries {
+		now := p.nowMs()
+		until := now + cfg.LockTimeout.Milliseconds()
+		var err error
+		if create {
+			err = p.createSession(ctx, pk, session, cfg.OwnerID, now, until)
+		} else {
+			err = p.patchSession(ctx, pk, session, cfg.OwnerID, now, until)
+		}
+		switch {
+		case err == nil:
+			p.sessions.owned(session, cfg.OwnerID, until, now)
+			p.sessions.touched(session, now)
+			return true, nil
+		case create && IsConflict(err), IsOutcomeUnknown(err):
+			// The document exists, or our own write may have landed: the
+			// conditional patch decides (it accepts our own claim).
+			create = false
+		case !create && IsNotFound(err):
+			create = true
+		case !create && IsPreconditionFailed(err):
+			held, err := p.readSessionOwner(ctx, pk, session, cfg.OwnerID)
+			if err != nil || held {
+				return false, err
+			}
+			// It expired or went away since: claim it again.
+		default:
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+func (p *CosmosProvider) createSession(ctx context.Context, pk PartitionKey, session, owner string, now, until int64) error {
+	body, err := json.Marshal(sessionDoc{ID: sessionDocID, PK: sessionPartitionKey(session), Type: docSession,
+		Session: session, Owner: owner, LockedUntil: until, LastActivity: now})
+	if err != nil {
+		return err
+	}
+	_, err = p.container.CreateItem(ctx, pk, body, nil)
+	return err
+}
+
+func (p *CosmosProvider) patchSession(ctx context.Context, pk PartitionKey, session, owner string, now, until int64) error {
 	var ops PatchOperations
-	ops.AppendSet("/lockToken", token)
+	ops.SetCondition("from c where c.owner = " + sqlString(owner) + " or c.lockedUntil <= " + strconv.FormatInt(now, 10))
+	ops.AppendSet("/owner", owner)
 	ops.AppendSet("/lockedUntil", until)
-	ops.AppendIncrement("/attempts", 1)
-	return ops
+	ops.AppendSet("/lastActivity", now)
+	_, err := p.container.PatchItem(ctx, pk, sessionDocID, ops, nil)
+	return err
 }
 
-// touchSession is the batch operation that records activity on a session,
-// taken with an ack or a renew of one of its items.
-func touchSession(b *TransactionalBatch, session string, now int64) {
-	var ops PatchOperations
-	ops.AppendSet("/lastActivity", now)
-	b.PatchItem(sessionDocID(session), ops, nil)
+// readSessionOwner reads a session whose claim was refused and notes its
+// owner; held reports that another owner than owner holds it now.
+func (p *CosmosProvider) readSessionOwner(ctx context.Context, pk PartitionKey, session, owner string) (held bool, err error) {
+	resp, err := p.container.ReadItem(ctx, pk, sessionDocID, nil)
+	if IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var s sessionDoc
+	if err := json.Unmarshal(resp.Value, &s); err != nil {
+		return false, fmt.Errorf("decode session %q: %w", session, err)
+	}
+	now := p.nowMs()
+	p.sessions.owned(session, s.Owner, s.LockedUntil, now)
+	return s.Owner != owner && s.LockedUntil > now, nil
+}
+
+// noteSessionActivity records an ack or renewal of a session-bound item; the
+// owner's next RenewSessionLock counts it (reference §1.1: both bump the
+// session's last activity).
+func (p *CosmosProvider) noteSessionActivity(lock *workLock) {
+	if lock.doc.Session != nil {
+		p.sessions.touched(*lock.doc.Session, p.nowMs())
+	}
 }
 
 // RenewSessionLock extends the sessions of these owners that are still
-// locked and not idle, and returns how many it extended. Idle sessions are
-// left to expire.
+// locked and not idle, and returns how many it extended. A session's last
+// activity is the later of its document's (its claim, or the last renewal)
+// and this process's latest ack or renewal of one of its items. Idle
+// sessions are left to expire.
 func (p *CosmosProvider) RenewSessionLock(ctx context.Context, ownerIDs []string, extendFor, idleTimeout time.Duration) (int, error) {
 	const op = "renew_session_lock"
 	if len(ownerIDs) == 0 {
@@ -121,20 +280,27 @@ func (p *CosmosProvider) RenewSessionLock(ctx context.Context, ownerIDs []string
 	}
 	now := p.nowMs()
 	idleCutoff := now - idleTimeout.Milliseconds()
-	sessions, err := p.querySessions(ctx, "ARRAY_CONTAINS(@owners, c.owner) AND c.lockedUntil > @now AND c.lastActivity > @idle",
-		[]QueryParameter{{Name: "@owners", Value: ownerIDs}, {Name: "@now", Value: now}, {Name: "@idle", Value: idleCutoff}})
+	sessions, err := p.querySessions(ctx, "ARRAY_CONTAINS(@owners, c.owner) AND c.lockedUntil > @now",
+		[]QueryParameter{{Name: "@owners", Value: ownerIDs}, {Name: "@now", Value: now}})
 	if err != nil {
 		return 0, wrap(op, err)
 	}
 	renewed := 0
 	for _, s := range sessions {
+		last := max(s.LastActivity, p.sessions.lastActivity(s.Session))
+		if last <= idleCutoff {
+			continue
+		}
+		until := now + extendFor.Milliseconds()
 		var ops PatchOperations
-		ops.SetCondition(fmt.Sprintf("from c where c.owner = %s and c.lockedUntil > %d and c.lastActivity > %d", sqlString(s.Owner), now, idleCutoff))
-		ops.AppendSet("/lockedUntil", now+extendFor.Milliseconds())
+		ops.SetCondition(fmt.Sprintf("from c where c.owner = %s and c.lockedUntil > %d", sqlString(s.Owner), now))
+		ops.AppendSet("/lockedUntil", until)
+		ops.AppendSet("/lastActivity", last)
 		_, err := p.container.PatchItem(ctx, NewPartitionKeyString(s.PK), s.ID, ops, nil)
 		switch {
 		case err == nil:
 			renewed++
+			p.sessions.owned(s.Session, s.Owner, until, now)
 		case IsPreconditionFailed(err) || IsNotFound(err):
 		default:
 			return renewed, wrap(op, err)
@@ -143,8 +309,8 @@ func (p *CosmosProvider) RenewSessionLock(ctx context.Context, ownerIDs []string
 	return renewed, nil
 }
 
-// CleanupOrphanedSessions deletes expired sessions that no work item names,
-// and returns how many it deleted.
+// CleanupOrphanedSessions deletes expired sessions that no work item of any
+// instance names, and returns how many it deleted.
 func (p *CosmosProvider) CleanupOrphanedSessions(ctx context.Context, idleTimeout time.Duration) (int, error) {
 	const op = "cleanup_orphaned_sessions"
 	now := p.nowMs()
@@ -154,25 +320,21 @@ func (p *CosmosProvider) CleanupOrphanedSessions(ctx context.Context, idleTimeou
 	}
 	deleted := 0
 	for _, s := range sessions {
-		key := NewPartitionKeyString(s.PK)
-		res, err := p.container.QueryItems(ctx, "SELECT VALUE COUNT(1) FROM c WHERE c.pk = @pk AND c.type = @work AND c.session = @session",
-			[]QueryParameter{{Name: "@pk", Value: s.PK}, {Name: "@work", Value: docWork}, {Name: "@session", Value: s.Session}},
-			&QueryOptions{PartitionKey: &key})
+		n, err := p.countPerRange(ctx, "c.type = @work AND c.session = @session",
+			[]QueryParameter{{Name: "@work", Value: docWork}, {Name: "@session", Value: s.Session}})
 		if err != nil {
 			return deleted, wrap(op, err)
-		}
-		var n int
-		if len(res.Items) == 1 {
-			_ = json.Unmarshal(res.Items[0], &n)
 		}
 		if n > 0 {
 			continue
 		}
+		// A claim since the query changed the ETag: the session stays.
 		etag := s.ETag
-		_, err = p.container.DeleteItem(ctx, key, s.ID, &ItemOptions{IfMatch: &etag})
+		_, err = p.container.DeleteItem(ctx, NewPartitionKeyString(s.PK), s.ID, &ItemOptions{IfMatch: &etag})
 		switch {
 		case err == nil:
 			deleted++
+			p.sessions.forget(s.Session)
 		case IsPreconditionFailed(err) || IsNotFound(err):
 		default:
 			return deleted, wrap(op, err)

@@ -1,8 +1,10 @@
 package cdb
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -55,7 +57,7 @@ func (p *CosmosProvider) newWorkDoc(act ActivityExecute, id string, nowMs int64)
 	return json.Marshal(queueDoc{
 		ID: id, PK: instancePartitionKey(act.Instance), Type: docWork, Instance: act.Instance,
 		Slot: dispatchSlot(act.Instance), VisibleAt: nowMs, Seq: p.nextSeq(),
-		Exec: act.ExecutionID, Activity: act.ID, Session: act.SessionID, SessionKey: sessionKey(act.Instance, act.SessionID), Tag: act.Tag,
+		Exec: act.ExecutionID, Activity: act.ID, Session: act.SessionID, Tag: act.Tag,
 		Item: string(encoded),
 	})
 }
@@ -115,12 +117,17 @@ func workFilter(session *SessionFetchConfig, tags TagFilter) ([]string, []QueryP
 	return where, params
 }
 
+// tryFetchWork takes one look at the worker queue: one candidate query,
+// then locks on candidates in order until one holds. Sessions another owner
+// holds are left out of the query until their locks end; one met in this
+// look costs its claim attempt but not a place in the lock budget, so items
+// behind it are still reached. An item that cannot be taken (an error, an
+// undecodable item) does not fail the look while others can be.
 func (p *CosmosProvider) tryFetchWork(ctx context.Context, slots []int, lockTimeout time.Duration, session *SessionFetchConfig, tags TagFilter) (fetchedWork, pollOutcome, error) {
 	where, params := workFilter(session, tags)
 	if session != nil {
-		// Sessions another owner holds: leave their items out for a moment.
-		if held := p.contended.active("session:"+session.OwnerID, p.now()); len(held) > 0 {
-			where = append(where, "NOT IS_DEFINED(c.sessionKey) OR NOT ARRAY_CONTAINS(@heldSessions, c.sessionKey)")
+		if held := p.sessions.heldElsewhere(session.OwnerID, p.nowMs()); len(held) > 0 {
+			where = append(where, "NOT IS_DEFINED(c.session) OR NOT ARRAY_CONTAINS(@heldSessions, c.session)")
 			params = append(params, QueryParameter{Name: "@heldSessions", Value: held})
 		}
 	}
@@ -131,57 +138,146 @@ func (p *CosmosProvider) tryFetchWork(ctx context.Context, slots []int, lockTime
 	if len(cands) == 0 {
 		return fetchedWork{}, outcomeEmpty, nil
 	}
-	for i, c := range cands {
-		if i == maxLockAttempts {
+	look := newSessionLook()
+	tried := 0
+	var firstErr error
+	for _, c := range cands {
+		if tried == maxLockAttempts {
 			break
 		}
-		res, err := p.claimWork(ctx, c, lockTimeout, session)
-		if err == errContended {
-			continue
+		if c.Session != nil && session != nil {
+			ready, err := p.sessionReady(ctx, look, *c.Session, session)
+			if err != nil {
+				firstErr = cmp.Or(firstErr, err)
+				continue
+			}
+			if !ready {
+				continue // held elsewhere: not a lock attempt
+			}
 		}
-		if err != nil {
-			return fetchedWork{}, outcomeBusy, err
+		tried++
+		res, err := p.claimWork(ctx, c, lockTimeout)
+		switch {
+		case err == nil:
+			return res, outcomeFound, nil
+		case errors.Is(err, errContended), errors.Is(err, errUndecodable):
+		default:
+			firstErr = cmp.Or(firstErr, err)
 		}
-		return res, outcomeFound, nil
 	}
-	return fetchedWork{}, outcomeBusy, nil
+	return fetchedWork{}, outcomeBusy, firstErr
 }
 
+// errUndecodable is a candidate that was locked but does not decode; it was
+// released (or failed as poison) already.
+var errUndecodable = errors.New("worker item does not decode")
+
 // claimWork locks one candidate with a patch conditioned on its ETag: of
-// two dispatchers that saw the same item, one wins (R3). A session-bound
-// item is locked in one batch with its session's claim.
-func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout time.Duration, session *SessionFetchConfig) (fetchedWork, error) {
+// two dispatchers that saw the same item, one wins (R3).
+func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout time.Duration) (fetchedWork, error) {
 	token := newLockToken("work_")
 	until := p.nowMs() + lockTimeout.Milliseconds()
-	var body []byte
-	var etag ETag
-	if c.Session != nil && session != nil {
-		resp, err := p.claimSessionWork(ctx, c, lockTimeout, session, token)
-		if err != nil {
-			return fetchedWork{}, err
-		}
-		body, etag = resp.OperationResults[1].ResourceBody, resp.OperationResults[1].ETag
-	} else {
-		resp, err := p.container.PatchItem(ctx, NewPartitionKeyString(c.PK), c.ID, claimOps(token, until), &ItemOptions{IfMatch: &c.ETag, EnableContentResponseOnWrite: true})
-		if IsPreconditionFailed(err) || IsNotFound(err) {
-			return fetchedWork{}, errContended
-		}
-		if err != nil {
-			return fetchedWork{}, err
-		}
-		body, etag = resp.Value, resp.ETag
+	resp, err := p.container.PatchItem(ctx, NewPartitionKeyString(c.PK), c.ID, claimOps(token, until), &ItemOptions{IfMatch: &c.ETag, EnableContentResponseOnWrite: true})
+	if IsPreconditionFailed(err) || IsNotFound(err) {
+		return fetchedWork{}, errContended
+	}
+	if err != nil {
+		return fetchedWork{}, err
 	}
 	var doc queueDoc
-	if err := json.Unmarshal(body, &doc); err != nil {
+	if err := json.Unmarshal(resp.Value, &doc); err != nil {
 		return fetchedWork{}, fmt.Errorf("decode claimed work item: %w", err)
 	}
-	doc.ETag = etag
+	doc.ETag = resp.ETag
+	lock := &workLock{token: token, pk: doc.PK, doc: doc, lockedUntil: until}
+	p.workLocks.put(token, lock)
 	item, err := UnmarshalWorkItem([]byte(doc.Item))
 	if err != nil {
-		return fetchedWork{}, fmt.Errorf("decode work item %s: %w", doc.ID, err)
+		p.setAsideUndecodable(ctx, lock, err)
+		return fetchedWork{}, errUndecodable
 	}
-	p.workLocks.put(token, &workLock{token: token, pk: doc.PK, doc: doc, lockedUntil: until})
 	return fetchedWork{item: item, token: token, attempts: doc.Attempts}, nil
+}
+
+// claimOps lock a work item.
+func claimOps(token string, until int64) PatchOperations {
+	var ops PatchOperations
+	ops.AppendSet("/lockToken", token)
+	ops.AppendSet("/lockedUntil", until)
+	ops.AppendIncrement("/attempts", 1)
+	return ops
+}
+
+// undecodablePoisonAttempts is how often an undecodable worker item is
+// fetched before it fails as poison: duroxide's default max_attempts.
+const undecodablePoisonAttempts = 10
+
+// setAsideUndecodable handles a locked item this version cannot decode (a
+// kind a newer version wrote, during a rolling upgrade). It cannot be handed
+// to the runtime, so the provider does what the runtime would: below the
+// poison bound it releases the item, its attempt counted, visible again
+// after a growing delay (a node that can decode it may take it meanwhile);
+// past the bound it acks the item with an ActivityFailed poison error built
+// from the document's identity fields and holding the item's text, so the
+// orchestration fails instead of waiting forever (R11).
+func (p *CosmosProvider) setAsideUndecodable(ctx context.Context, lock *workLock, cause error) {
+	doc := lock.doc
+	if doc.Attempts > undecodablePoisonAttempts {
+		err := p.AckWorkItem(ctx, lock.token, undecodablePoison(doc, cause))
+		if err == nil {
+			p.log.Error("worker item does not decode; failed its activity as poison", "item", doc.ID,
+				"instance", doc.Instance, "attempts", doc.Attempts, "error", cause)
+			return
+		}
+		p.log.Error("worker item does not decode, and its poison failure could not be written", "item", doc.ID,
+			"instance", doc.Instance, "attempts", doc.Attempts, "error", cause, "ack_error", err)
+	}
+	delay := undecodableDelay(doc.Attempts)
+	p.log.Warn("worker item does not decode; released for a node that can", "item", doc.ID, "instance", doc.Instance,
+		"attempts", doc.Attempts, "retry_in", delay, "error", cause)
+	if err := p.AbandonWorkItem(ctx, lock.token, delay, false); err != nil {
+		p.log.Warn("could not release an undecodable worker item; its lock will expire", "item", doc.ID, "error", err)
+	}
+}
+
+// undecodableDelay grows with the attempts: 1 s·2^(n-1), at most a minute.
+func undecodableDelay(attempts uint32) time.Duration {
+	return min(time.Second<<min(max(attempts, 1)-1, 6), time.Minute)
+}
+
+// maxPoisonText bounds the item text a poison error carries, so the
+// completion always fits in a document.
+const maxPoisonText = 64 << 10
+
+// undecodablePoison is the failure an undecodable item's activity reports.
+func undecodablePoison(doc queueDoc, cause error) ActivityFailed {
+	text := doc.Item
+	if len(text) > maxPoisonText {
+		text = text[:maxPoisonText] + "…(truncated)"
+	}
+	return ActivityFailed{Instance: doc.Instance, ExecutionID: doc.Exec, ID: doc.Activity, Details: PoisonError{
+		AttemptCount: doc.Attempts, MaxAttempts: undecodablePoisonAttempts,
+		Message:     fmt.Sprintf("worker item %s does not decode (%v): %s", doc.ID, cause, text),
+		MessageType: PoisonActivity{Instance: doc.Instance, ExecutionID: doc.Exec, ActivityName: encodedActivityName(doc.Item), ActivityID: doc.Activity},
+	}}
+}
+
+// encodedActivityName reads the name out of an encoded work item of an
+// unknown kind, if it has one.
+func encodedActivityName(encoded string) string {
+	var outer map[string]json.RawMessage
+	if json.Unmarshal([]byte(encoded), &outer) != nil || len(outer) != 1 {
+		return ""
+	}
+	for _, inner := range outer {
+		var fields struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(inner, &fields) == nil {
+			return fields.Name
+		}
+	}
+	return ""
 }
 
 // heldWork returns the lock for token if it is still this process's and
@@ -214,6 +310,9 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 		return err
 	}
 	defer lock.mu.Unlock()
+	if err := p.knownETag(ctx, op, lock); err != nil {
+		return err
+	}
 	if completion != nil {
 		switch completion.(type) {
 		case ActivityCompleted, ActivityFailed:
@@ -229,9 +328,6 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 			return err
 		}
 	}
-	if lock.doc.Session != nil {
-		touchSession(b, *lock.doc.Session, p.nowMs())
-	}
 	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
 	if err != nil {
 		return wrap(op, err)
@@ -244,6 +340,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 	}
 	lock.done = true
 	p.workLocks.remove(lockToken)
+	p.noteSessionActivity(lock)
 	if completion != nil {
 		p.orchSignal.notify()
 	}
@@ -274,7 +371,12 @@ func (p *CosmosProvider) addCompletion(b *TransactionalBatch, lock *workLock, co
 	return nil
 }
 
-// RenewWorkItemLock extends a held, still valid work item lock.
+// RenewWorkItemLock extends a held, still valid work item lock. A renewal
+// whose outcome is unknown (a lost response, a timeout), or that meets an
+// ETag it did not expect (a renewal of ours whose response was lost), is
+// resolved by reading the item back: while it still carries our token the
+// lock is ours, and its ETag is adopted (R8, R10). Only an item gone,
+// replaced or locked by another fails the renewal for good.
 func (p *CosmosProvider) RenewWorkItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
 	const op = "renew_work_item_lock"
 	lock, err := p.heldWork(op, lockToken)
@@ -282,29 +384,74 @@ func (p *CosmosProvider) RenewWorkItemLock(ctx context.Context, lockToken string
 		return err
 	}
 	defer lock.mu.Unlock()
-	now := p.nowMs()
-	until := now + extendFor.Milliseconds()
-	var ops PatchOperations
-	ops.AppendSet("/lockedUntil", until)
-	etag := lock.doc.ETag
-	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
-	b.PatchItem(lock.doc.ID, ops, &TransactionalBatchItemOptions{IfMatch: &etag})
-	if lock.doc.Session != nil {
-		touchSession(b, *lock.doc.Session, now)
+	if err := p.knownETag(ctx, op, lock); err != nil {
+		return err
 	}
-	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
-	if err != nil {
-		return wrap(op, err)
-	}
-	if !resp.Success {
-		if idx, ce, _ := resp.FailedOperation(); idx == 0 && isGone(ce) {
-			return p.lostWork(op, lock)
+	until := p.nowMs() + extendFor.Milliseconds()
+	for range maxRenewalTries {
+		var ops PatchOperations
+		ops.AppendSet("/lockedUntil", until)
+		etag := lock.doc.ETag
+		resp, err := p.container.PatchItem(ctx, NewPartitionKeyString(lock.pk), lock.doc.ID, ops, &ItemOptions{IfMatch: &etag})
+		if err == nil {
+			lock.doc.ETag, lock.doc.LockedUntil, lock.lockedUntil = resp.ETag, until, until
+			p.noteSessionActivity(lock)
+			return nil
 		}
-		return batchFailure(op, resp)
+		if !IsPreconditionFailed(err) && !IsNotFound(err) && !IsOutcomeUnknown(err) {
+			return wrap(op, err)
+		}
+		applied, err := p.readBackWork(ctx, op, lock, until)
+		if err != nil {
+			return err
+		}
+		if applied {
+			p.noteSessionActivity(lock)
+			return nil
+		}
 	}
-	lock.doc.ETag = resp.OperationResults[0].ETag
-	lock.lockedUntil = until
-	return nil
+	return Retryable(op, "the lock renewal did not apply; try again")
+}
+
+// maxRenewalTries bounds the writes of one renewal whose outcomes are
+// unknown.
+const maxRenewalTries = 3
+
+// knownETag makes sure the lock's ETag is the item's: after a write whose
+// outcome could not be resolved it is unknown, and read back first.
+func (p *CosmosProvider) knownETag(ctx context.Context, op string, lock *workLock) error {
+	if lock.doc.ETag != "" {
+		return nil
+	}
+	_, err := p.readBackWork(ctx, op, lock, 0)
+	return err
+}
+
+// readBackWork reads a held item after a write of ours with an unknown
+// outcome. While the item carries our token and its lock has not expired,
+// the lock is ours: its ETag and expiry are adopted, and applied reports
+// whether the expiry is the one we wrote. Otherwise the lock is lost. When
+// the read fails, the ETag stays unknown for the next write to resolve, and
+// the error is retryable: nothing says the lock is gone.
+func (p *CosmosProvider) readBackWork(ctx context.Context, op string, lock *workLock, until int64) (applied bool, err error) {
+	resp, err := p.container.ReadItem(ctx, NewPartitionKeyString(lock.pk), lock.doc.ID, nil)
+	if IsNotFound(err) {
+		return false, p.lostWork(op, lock)
+	}
+	if err != nil {
+		lock.doc.ETag = ""
+		return false, Retryable(op, "could not tell whether a write on the held work item applied: "+err.Error())
+	}
+	var doc queueDoc
+	if err := json.Unmarshal(resp.Value, &doc); err != nil {
+		lock.doc.ETag = ""
+		return false, Retryable(op, "could not read the held work item back: "+err.Error())
+	}
+	if doc.Type != docWork || doc.LockToken != lock.token || doc.LockedUntil <= p.nowMs() {
+		return false, p.lostWork(op, lock)
+	}
+	lock.doc.ETag, lock.doc.LockedUntil, lock.lockedUntil = resp.ETag, doc.LockedUntil, doc.LockedUntil
+	return doc.LockedUntil == until, nil
 }
 
 // isGone says a write conditioned on a held item's ETag failed because the
@@ -332,6 +479,9 @@ func (p *CosmosProvider) AbandonWorkItem(ctx context.Context, lockToken string, 
 	defer lock.mu.Unlock()
 	if lock.done {
 		return Permanent(op, "the work item was already acked or abandoned")
+	}
+	if err := p.knownETag(ctx, op, lock); err != nil {
+		return err
 	}
 	ops := unlockOps()
 	ops.AppendSet("/visibleAt", p.now().Add(max(delay, 0)).UnixMilli())

@@ -63,25 +63,31 @@ func (r *Runtime) renewOrchestrationLock(token string) (stop func()) {
 	})
 }
 
-// renewEvery calls renew every interval until stopped or renew fails.
+// renewEvery calls renew every interval until stopped or renew fails for
+// good. A retryable failure (a timeout, throttling) says nothing about the
+// lock (R10): it is tried again after a short backoff, well before the lock
+// expires, and only a permanent error (the lock is gone, or expired while
+// the renewals failed) calls failed.
 func (r *Runtime) renewEvery(interval time.Duration, renew func(context.Context) error, failed func(error)) (stop func()) {
 	ctx, cancel := context.WithCancel(r.workCtx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
+		wait, retries := interval, 0
+		for sleep(ctx, wait) {
+			err := renew(ctx)
+			switch {
+			case err == nil:
+				wait, retries = interval, 0
+			case ctx.Err() != nil:
 				return
-			case <-t.C:
-				if err := renew(ctx); err != nil {
-					if ctx.Err() == nil {
-						failed(err)
-					}
-					return
-				}
+			case cdb.IsRetryable(err):
+				wait = renewalRetryDelay(interval, retries)
+				retries++
+				r.log.Debug("lock renewal failed; trying again", "error", err, "retry_in", wait)
+			default:
+				failed(err)
+				return
 			}
 		}
 	}()
@@ -89,6 +95,13 @@ func (r *Runtime) renewEvery(interval time.Duration, renew func(context.Context)
 		cancel()
 		<-done
 	}
+}
+
+// renewalRetryDelay spaces the retries of a failed renewal: 100ms·2^n, at
+// most a quarter of the renewal interval, so several fit before the lock
+// expires.
+func renewalRetryDelay(interval time.Duration, retries int) time.Duration {
+	return min(100*time.Millisecond<<min(retries, 6), max(interval/4, 10*time.Millisecond))
 }
 
 // processOrchestrationItem runs one turn and commits it (§5.2 step 3).

@@ -60,7 +60,7 @@ func (r *Runtime) processNextWorkItem(workerID, sessionOwner string) (bool, erro
 		}
 	}
 	if attempt > r.opts.MaxAttempts {
-		r.poisonActivity(w)
+		r.poisonAttempts(w)
 		return true, nil
 	}
 	r.executeActivity(w)
@@ -118,14 +118,15 @@ func runActivity(fn ActivityFunc, ctx ActivityContext, input string) (res activi
 	return activityResult{output: out, err: err}
 }
 
-// renewWorkLock renews the worker lock; the first failure cancels the
-// activity with errLockLost.
+// renewWorkLock renews the worker lock; retryable failures are retried,
+// and the first permanent one (the lock is gone: the activity was
+// cancelled, or its lock expired) cancels the activity with errLockLost.
 func (r *Runtime) renewWorkLock(token string, cancel context.CancelCauseFunc) (stop func()) {
 	interval := renewalInterval(r.opts.WorkerLockTimeout, r.opts.WorkerLockRenewalBuffer)
 	return r.renewEvery(interval, func(ctx context.Context) error {
 		return r.provider.RenewWorkItemLock(ctx, token, r.opts.WorkerLockTimeout)
 	}, func(err error) {
-		r.log.Debug("activity lock renewal failed; cancelling the activity", "error", err)
+		r.log.Debug("activity lock lost; cancelling the activity", "error", err)
 		cancel(errLockLost)
 	})
 }
@@ -144,16 +145,58 @@ func (r *Runtime) ackActivity(w lockedActivity, res activityResult) {
 	}
 	ctx, cancel := r.cleanupContext()
 	defer cancel()
-	if err := r.provider.AckWorkItem(ctx, w.token, completion); err != nil {
+	err := r.provider.AckWorkItem(ctx, w.token, completion)
+	switch {
+	case err == nil:
+	case cdb.IsRetryable(err):
 		r.log.Warn("activity ack failed; abandoning", "activity", w.Name, "instance", w.Instance, "error", err)
 		r.abandonWork(w.token, 100*time.Millisecond, false)
+	default:
+		r.failRefusedActivity(ctx, w, err)
 	}
 }
 
+// maxRefusalText bounds the refusal text a failure carries, so the failure
+// itself is small enough to store.
+const maxRefusalText = 4 << 10
+
+// failRefusedActivity handles a result the provider refused for good (one
+// too large to store, say): running the activity again would give the same
+// result, so it fails now, with the refusal as its error. Should that be
+// refused too, the activity is failed as poison with the cause. When the
+// lock is gone (the activity was cancelled meanwhile) these acks fail as
+// well, and nothing is left to do.
+func (r *Runtime) failRefusedActivity(ctx context.Context, w lockedActivity, refusal error) {
+	cause := refusal.Error()
+	if len(cause) > maxRefusalText {
+		cause = cause[:maxRefusalText] + "…(truncated)"
+	}
+	r.log.Error("activity result refused by the provider; failing the activity", "activity", w.Name,
+		"instance", w.Instance, "attempt", w.attempt, "error", refusal)
+	failure := cdb.ActivityFailed{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID,
+		Details: cdb.ApplicationError{Kind: cdb.AppActivityFailed{}, Message: "the provider refused the activity's result: " + cause}}
+	err := r.provider.AckWorkItem(ctx, w.token, failure)
+	if err == nil {
+		return
+	}
+	if cdb.IsRetryable(err) {
+		r.log.Warn("activity failure ack failed; abandoning", "activity", w.Name, "instance", w.Instance, "error", err)
+		r.abandonWork(w.token, 100*time.Millisecond, false)
+		return
+	}
+	r.log.Error("activity failure refused by the provider too; failing the activity as poison", "activity", w.Name,
+		"instance", w.Instance, "error", err)
+	r.poisonActivity(w, "the provider refused the activity's result: "+cause)
+}
+
 // interruptActivity handles a cancelled activity. After a lost lock it
-// gives the handler the grace period, then drops its result: the ack
-// without completion is expected to fail, the row being gone. When the
-// runtime is stopping it abandons the item for another worker at once.
+// gives the handler the grace period, then drops its result and releases
+// the item. duroxide acks without a completion here, expecting the ack to
+// fail; but such an ack deletes an item whose lock is still held, so the
+// item is abandoned instead: that fails just the same when the lock is
+// gone, and when it is not (R10) the item runs again rather than vanish.
+// When the runtime is stopping it abandons the item for another worker at
+// once.
 func (r *Runtime) interruptActivity(w lockedActivity, cause error, results <-chan activityResult) {
 	if !errors.Is(cause, errLockLost) {
 		r.log.Info("runtime stopping; abandoning activity", "activity", w.Name, "instance", w.Instance)
@@ -169,20 +212,21 @@ func (r *Runtime) interruptActivity(w lockedActivity, cause error, results <-cha
 			"activity", w.Name, "instance", w.Instance)
 	case <-r.workCtx.Done():
 	}
-	ctx, cancel := r.cleanupContext()
-	defer cancel()
-	if err := r.provider.AckWorkItem(ctx, w.token, nil); err != nil {
-		r.log.Debug("ack of a cancelled activity failed, as expected", "activity", w.Name, "error", err)
-	}
+	r.abandonWork(w.token, 0, false)
 }
 
-// poisonActivity fails an activity fetched more than MaxAttempts times.
-func (r *Runtime) poisonActivity(w lockedActivity) {
+// poisonAttempts fails an activity fetched more than MaxAttempts times.
+func (r *Runtime) poisonAttempts(w lockedActivity) {
 	r.log.Warn("activity exceeded max attempts; failing it as poison", "activity", w.Name,
 		"instance", w.Instance, "attempt", w.attempt, "max_attempts", r.opts.MaxAttempts)
 	message, _ := json.Marshal(w.ActivityExecute)
+	r.poisonActivity(w, string(message))
+}
+
+// poisonActivity fails an activity as poison, message saying why.
+func (r *Runtime) poisonActivity(w lockedActivity, message string) {
 	details := cdb.PoisonError{
-		AttemptCount: w.attempt, MaxAttempts: r.opts.MaxAttempts, Message: string(message),
+		AttemptCount: w.attempt, MaxAttempts: r.opts.MaxAttempts, Message: message,
 		MessageType: cdb.PoisonActivity{Instance: w.Instance, ExecutionID: w.ExecutionID, ActivityName: w.Name, ActivityID: w.ID},
 	}
 	ctx, cancel := r.cleanupContext()

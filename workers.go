@@ -160,7 +160,7 @@ func (p *CosmosProvider) tryFetchWork(ctx context.Context, slots []int, lockTime
 		switch {
 		case err == nil:
 			return res, outcomeFound, nil
-		case errors.Is(err, errContended), errors.Is(err, errUndecodable):
+		case errors.Is(err, errContended), errors.Is(err, errUndecodableWork):
 		default:
 			firstErr = cmp.Or(firstErr, err)
 		}
@@ -168,9 +168,9 @@ func (p *CosmosProvider) tryFetchWork(ctx context.Context, slots []int, lockTime
 	return fetchedWork{}, outcomeBusy, firstErr
 }
 
-// errUndecodable is a candidate that was locked but does not decode; it was
+// errUndecodableWork is a candidate that was locked but does not decode; it was
 // released (or failed as poison) already.
-var errUndecodable = errors.New("worker item does not decode")
+var errUndecodableWork = errors.New("worker item does not decode")
 
 // claimWork locks one candidate with a patch conditioned on its ETag: of
 // two dispatchers that saw the same item, one wins (R3).
@@ -193,8 +193,8 @@ func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout 
 	p.workLocks.put(token, lock)
 	item, err := UnmarshalWorkItem([]byte(doc.Item))
 	if err != nil {
-		p.setAsideUndecodable(ctx, lock, err)
-		return fetchedWork{}, errUndecodable
+		p.setAsideUndecodableWork(ctx, lock, err)
+		return fetchedWork{}, errUndecodableWork
 	}
 	return fetchedWork{item: item, token: token, attempts: doc.Attempts}, nil
 }
@@ -212,7 +212,7 @@ func claimOps(token string, until int64) PatchOperations {
 // fetched before it fails as poison: duroxide's default max_attempts.
 const undecodablePoisonAttempts = 10
 
-// setAsideUndecodable handles a locked item this version cannot decode (a
+// setAsideUndecodableWork handles a locked item this version cannot decode (a
 // kind a newer version wrote, during a rolling upgrade). It cannot be handed
 // to the runtime, so the provider does what the runtime would: below the
 // poison bound it releases the item, its attempt counted, visible again
@@ -220,7 +220,7 @@ const undecodablePoisonAttempts = 10
 // past the bound it acks the item with an ActivityFailed poison error built
 // from the document's identity fields and holding the item's text, so the
 // orchestration fails instead of waiting forever (R11).
-func (p *CosmosProvider) setAsideUndecodable(ctx context.Context, lock *workLock, cause error) {
+func (p *CosmosProvider) setAsideUndecodableWork(ctx context.Context, lock *workLock, cause error) {
 	doc := lock.doc
 	if doc.Attempts > undecodablePoisonAttempts {
 		err := p.AckWorkItem(ctx, lock.token, undecodablePoison(doc, cause))
@@ -232,7 +232,7 @@ func (p *CosmosProvider) setAsideUndecodable(ctx context.Context, lock *workLock
 		p.log.Error("worker item does not decode, and its poison failure could not be written", "item", doc.ID,
 			"instance", doc.Instance, "attempts", doc.Attempts, "error", cause, "ack_error", err)
 	}
-	delay := undecodableDelay(doc.Attempts)
+	delay := undecodableWorkDelay(doc.Attempts)
 	p.log.Warn("worker item does not decode; released for a node that can", "item", doc.ID, "instance", doc.Instance,
 		"attempts", doc.Attempts, "retry_in", delay, "error", cause)
 	if err := p.AbandonWorkItem(ctx, lock.token, delay, false); err != nil {
@@ -240,8 +240,8 @@ func (p *CosmosProvider) setAsideUndecodable(ctx context.Context, lock *workLock
 	}
 }
 
-// undecodableDelay grows with the attempts: 1 s·2^(n-1), at most a minute.
-func undecodableDelay(attempts uint32) time.Duration {
+// undecodableWorkDelay grows with the attempts: 1 s·2^(n-1), at most a minute.
+func undecodableWorkDelay(attempts uint32) time.Duration {
 	return min(time.Second<<min(max(attempts, 1)-1, 6), time.Minute)
 }
 

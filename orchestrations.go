@@ -654,6 +654,9 @@ func (p *CosmosProvider) lockInstance(ctx context.Context, pk string, msgs []que
 			b.PatchItem(m.ID, ops, nil)
 		}
 		resp, err := p.container.ExecuteTransactionalBatch(ctx, b, &TransactionalBatchOptions{EnableContentResponseOnWrite: true})
+		if IsOutcomeUnknown(err) {
+			return p.resolveLockBatch(ctx, pk, token, err)
+		}
 		if err != nil {
 			return instanceDoc{}, nil, err
 		}
@@ -675,6 +678,47 @@ func (p *CosmosProvider) lockInstance(ctx context.Context, pk string, msgs []que
 		return decodeLockBatch(resp)
 	}
 	return instanceDoc{}, nil, errContended
+}
+
+// resolveLockBatch finds out whether a lock batch whose response was lost
+// took the lock, with one query for the instance document and the messages
+// carrying our token: if it did, the fetch goes on with what it locked, so
+// the instance does not stay locked by nobody until the lock expires (R8).
+func (p *CosmosProvider) resolveLockBatch(ctx context.Context, pk, token string, cause error) (instanceDoc, []queueDoc, error) {
+	key := NewPartitionKeyString(pk)
+	res, err := p.container.QueryItems(ctx, "SELECT * FROM c WHERE c.pk = @pk AND (c.type = @inst OR (c.type = @msg AND c.lockToken = @token))",
+		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@inst", Value: docInstance}, {Name: "@msg", Value: docMessage}, {Name: "@token", Value: token}},
+		&QueryOptions{PartitionKey: &key})
+	if err != nil {
+		return instanceDoc{}, nil, cause
+	}
+	var inst instanceDoc
+	var msgs []queueDoc
+	for _, raw := range res.Items {
+		var head struct {
+			Type string `json:"type"`
+			ETag ETag   `json:"_etag"`
+		}
+		if err := json.Unmarshal(raw, &head); err != nil {
+			return instanceDoc{}, nil, fmt.Errorf("decode locked document: %w: %v", errUndecodable, err)
+		}
+		if head.Type == docInstance {
+			if err := json.Unmarshal(raw, &inst); err != nil {
+				return instanceDoc{}, nil, fmt.Errorf("decode locked instance: %w: %v", errUndecodable, err)
+			}
+			continue
+		}
+		var m queueDoc
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return instanceDoc{}, nil, fmt.Errorf("decode locked message: %w: %v", errUndecodable, err)
+		}
+		msgs = append(msgs, m)
+	}
+	if inst.LockToken != token || len(msgs) == 0 {
+		return instanceDoc{}, nil, errContended // the batch did not apply
+	}
+	sortQueueDocs(msgs) // in the order the batch took them
+	return inst, msgs, nil
 }
 
 // whyNotLocked reads the instance document after its lock condition failed,

@@ -446,3 +446,27 @@ func TestStartDuringADeletionIsNotDeletedUnseen(t *testing.T) {
 	assert.Equal(t, "phoenix", item.Instance)
 	assert.Empty(t, item.History)
 }
+
+// A lock whose response was lost is found out by reading it back: the fetch
+// goes on with the instance it locked, instead of failing and leaving the
+// instance locked by nobody until the lock expires.
+func TestLostLockResponsesAreResolved(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("lost-lock"), 0))
+	loseFirstResponse(acct, "Batch", "/lockToken")
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "the lock that applied is used")
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("lost-lock", 1)},
+		[]cdb.WorkItem{cdb.ActivityExecute{Instance: "lost-lock", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}}, nil, providertest.TestOrchMetadata(), nil),
+		"and its ETag is current")
+
+	loseFirstResponse(acct, "PatchItem", "/lockToken")
+	work, wtoken, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.NotNil(t, work, "the claim that applied is used")
+	require.NoError(t, p.AckWorkItem(ctx, wtoken, cdb.ActivityCompleted{Instance: "lost-lock", ExecutionID: 1, ID: 2, Result: "ok"}))
+}

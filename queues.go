@@ -73,13 +73,18 @@ func (p *CosmosProvider) runCandidateQuery(ctx context.Context, q candidateQuery
 			docs = append(docs, d)
 		}
 	}
+	sortQueueDocs(docs)
+	return docs, nil
+}
+
+// sortQueueDocs orders queue items as the queue serves them.
+func sortQueueDocs(docs []queueDoc) {
 	sort.SliceStable(docs, func(i, j int) bool {
 		if docs[i].VisibleAt != docs[j].VisibleAt {
 			return docs[i].VisibleAt < docs[j].VisibleAt
 		}
 		return docs[i].Seq < docs[j].Seq
 	})
-	return docs, nil
 }
 
 // instanceGroup is one instance's candidates, oldest first.

@@ -178,6 +178,14 @@ func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout 
 	token := newLockToken("work_")
 	until := p.nowMs() + lockTimeout.Milliseconds()
 	resp, err := p.container.PatchItem(ctx, NewPartitionKeyString(c.PK), c.ID, claimOps(token, until), &ItemOptions{IfMatch: &c.ETag, EnableContentResponseOnWrite: true})
+	if IsOutcomeUnknown(err) {
+		// Read it back: a claim that applied is ours to go on with, rather
+		// than an item locked by nobody until its lock expires (R8).
+		resp, err = p.container.ReadItem(ctx, NewPartitionKeyString(c.PK), c.ID, nil)
+		if err == nil && !claimedBy(resp.Value, token) {
+			return fetchedWork{}, errContended
+		}
+	}
 	if IsPreconditionFailed(err) || IsNotFound(err) {
 		return fetchedWork{}, errContended
 	}
@@ -197,6 +205,14 @@ func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout 
 		return fetchedWork{}, errUndecodableWork
 	}
 	return fetchedWork{item: item, token: token, attempts: doc.Attempts}, nil
+}
+
+// claimedBy says a queue document's body carries this lock token.
+func claimedBy(body []byte, token string) bool {
+	var head struct {
+		LockToken string `json:"lockToken"`
+	}
+	return json.Unmarshal(body, &head) == nil && head.LockToken == token
 }
 
 // claimOps lock a work item.

@@ -65,6 +65,12 @@ type ClientOptions struct {
 	UserAgent string
 	// Now is the clock for x-ms-date; default time.Now. For tests.
 	Now func() time.Time
+	// InsecureAllowPlainHTTP lets an http:// endpoint name a host other than
+	// loopback (127.0.0.0/8, ::1, localhost). DANGER: every request then
+	// carries the master-key signature or the Entra ID token in clear text,
+	// readable and replayable by anyone on the path. Without it such an
+	// endpoint is refused; loopback (the emulator) never needs it.
+	InsecureAllowPlainHTTP bool
 }
 
 // TLSOptions configures certificate verification of the built-in transport.
@@ -132,6 +138,9 @@ func NewClient(endpoint string, opts ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPlainHTTP(base, host, opts.InsecureAllowPlainHTTP); err != nil {
+		return nil, err
+	}
 	auth, err := newAuthorizer(opts)
 	if err != nil {
 		return nil, err
@@ -194,6 +203,19 @@ func parseEndpoint(endpoint string) (base, host string, err error) {
 		return "", "", fmt.Errorf("cdb: invalid endpoint %q: the account endpoint has no path", endpoint)
 	}
 	return u.Scheme + "://" + u.Host, u.Hostname(), nil
+}
+
+// checkPlainHTTP refuses http:// beyond loopback unless the caller opted in:
+// the Authorization header (a signature over the key, or a bearer token)
+// would cross the network in clear text (R9).
+func checkPlainHTTP(base, host string, allowed bool) error {
+	if !strings.HasPrefix(base, "http://") || isLoopback(host) || allowed {
+		return nil
+	}
+	return invalid("NewClient", "endpoint", ErrInsecureEndpoint,
+		"plain http to %q would send the credentials in clear text; use https, a loopback host "+
+			"(127.0.0.0/8, ::1, localhost) for the emulator, or set ClientOptions.InsecureAllowPlainHTTP "+
+			"if you accept that risk", host)
 }
 
 func newAuthorizer(opts ClientOptions) (authorizer, error) {

@@ -94,6 +94,7 @@ var (
 	ErrBatchTooLarge              = errors.New("transactional batch too large")
 	ErrPartitionKeyPathMismatch   = errors.New("container partition key path mismatch")
 	ErrInvalidContainerProperties = errors.New("invalid container properties")
+	ErrInsecureEndpoint           = errors.New("insecure endpoint")
 )
 
 // ValidationError is input the client refused before sending any request:

@@ -38,6 +38,9 @@ type ContainerClient struct {
 // ID is the container id.
 func (cc *ContainerClient) ID() string { return cc.id }
 
+// DatabaseID is the id of the container's database.
+func (cc *ContainerClient) DatabaseID() string { return cc.databaseID }
+
 // sessionLink keys the container's session tokens in the client.
 func (cc *ContainerClient) sessionLink() string { return containerRef(cc.databaseID, cc.id).link }
 
@@ -48,9 +51,6 @@ func (cc *ContainerClient) writeSession() sessionUse { return sessionUse{contain
 func (cc *ContainerClient) readSession() sessionUse {
 	return sessionUse{container: cc.sessionLink(), send: true}
 }
-
-// DatabaseID is the id of the container's database.
-func (cc *ContainerClient) DatabaseID() string { return cc.databaseID }
 
 // ---------------------------------------------------------------------------
 // Container properties and management.
@@ -304,7 +304,8 @@ type ItemOptions struct {
 	// EnableContentResponseOnWrite asks writes to return the item; by
 	// default they return no body (Prefer: return=minimal).
 	EnableContentResponseOnWrite bool
-	// SessionToken is sent as x-ms-session-token (Session consistency).
+	// SessionToken is sent as x-ms-session-token (Session consistency)
+	// instead of the one the client keeps for the container (R13).
 	SessionToken string
 }
 

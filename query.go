@@ -32,7 +32,9 @@ type QueryOptions struct {
 	MaxItemCount int32
 	// ContinuationToken resumes a query where a page left it.
 	ContinuationToken string
-	SessionToken      string
+	// SessionToken is sent as x-ms-session-token instead of the one the
+	// client keeps for the container (R13).
+	SessionToken string
 }
 
 // QueryItemsResponse is one page of results.

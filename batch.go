@@ -307,6 +307,9 @@ func newBatchRequest(cc *ContainerClient, b *TransactionalBatch, o *Transactiona
 		body:       body,
 		idempotent: reads == n,
 		retryOK:    retryRolledBackBatch,
+		// The primary runs a batch, reads included: it needs no token,
+		// and its answer moves the session.
+		session: cc.writeSession(),
 	}, nil
 }
 

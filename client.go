@@ -65,6 +65,12 @@ type ClientOptions struct {
 	UserAgent string
 	// Now is the clock for x-ms-date; default time.Now. For tests.
 	Now func() time.Time
+	// InsecureAllowPlainHTTP lets an http:// endpoint name a host other than
+	// loopback (127.0.0.0/8, ::1, localhost). DANGER: every request then
+	// carries the master-key signature or the Entra ID token in clear text,
+	// readable and replayable by anyone on the path. Without it such an
+	// endpoint is refused; loopback (the emulator) never needs it.
+	InsecureAllowPlainHTTP bool
 }
 
 // TLSOptions configures certificate verification of the built-in transport.
@@ -121,8 +127,9 @@ type Client struct {
 	userAgent  string
 	now        func() time.Time
 
-	stats  *statsRecorder
-	ranges *rangeCache
+	stats    *statsRecorder
+	ranges   *rangeCache
+	sessions *sessionStore
 }
 
 // NewClient checks the endpoint and credentials and builds a client. Errors
@@ -130,6 +137,9 @@ type Client struct {
 func NewClient(endpoint string, opts ClientOptions) (*Client, error) {
 	base, host, err := parseEndpoint(endpoint)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkPlainHTTP(base, host, opts.InsecureAllowPlainHTTP); err != nil {
 		return nil, err
 	}
 	auth, err := newAuthorizer(opts)
@@ -158,6 +168,7 @@ func NewClient(endpoint string, opts ClientOptions) (*Client, error) {
 		now:        opts.Now,
 		stats:      newStatsRecorder(),
 		ranges:     newRangeCache(),
+		sessions:   newSessionStore(),
 	}
 	if c.apiVersion == "" {
 		c.apiVersion = DefaultAPIVersion
@@ -194,6 +205,19 @@ func parseEndpoint(endpoint string) (base, host string, err error) {
 		return "", "", fmt.Errorf("cdb: invalid endpoint %q: the account endpoint has no path", endpoint)
 	}
 	return u.Scheme + "://" + u.Host, u.Hostname(), nil
+}
+
+// checkPlainHTTP refuses http:// beyond loopback unless the caller opted in:
+// the Authorization header (a signature over the key, or a bearer token)
+// would cross the network in clear text (R9).
+func checkPlainHTTP(base, host string, allowed bool) error {
+	if !strings.HasPrefix(base, "http://") || isLoopback(host) || allowed {
+		return nil
+	}
+	return invalid("NewClient", "endpoint", ErrInsecureEndpoint,
+		"plain http to %q would send the credentials in clear text; use https, a loopback host "+
+			"(127.0.0.0/8, ::1, localhost) for the emulator, or set ClientOptions.InsecureAllowPlainHTTP "+
+			"if you accept that risk", host)
 }
 
 func newAuthorizer(opts ClientOptions) (authorizer, error) {
@@ -281,6 +305,7 @@ type request struct {
 	contentType   string
 	idempotent    bool // safe to resend after it may have reached the service
 	rangeTargeted bool // carries x-ms-documentdb-partitionkeyrangeid: a 410 goes back to the caller
+	session       sessionUse
 	// retryOK asks for a retry of a successful response (a rolled-back
 	// batch that was throttled inside); nil never does.
 	retryOK func(*response) (retry bool, after time.Duration)
@@ -311,6 +336,12 @@ func (r *response) bodyOrNil() []byte {
 func (c *Client) send(ctx context.Context, r *request) (*response, error) {
 	resp, err := c.sendWithRetries(ctx, r)
 	c.stats.operation(r.operation, err != nil)
+	if r.session.container != "" && isReadSessionNotAvailable(err) {
+		// Retries did not find a replica at our position: the tokens are
+		// not this container's (it was created again under the same
+		// name). Start over, as the SDKs do, rather than fail every read.
+		c.sessions.forget(r.session.container)
+	}
 	return resp, err
 }
 
@@ -487,6 +518,9 @@ func (c *Client) roundTrip(ctx context.Context, r *request, attempt int) (resp *
 	res.Body.Close()
 	resp = parseResponse(res, body)
 	c.stats.request(r.operation, attempt, resp.RequestCharge, resp.StatusCode == http.StatusTooManyRequests)
+	if r.session.container != "" && capturesSession(resp) {
+		c.sessions.capture(r.session.container, resp.SessionToken)
+	}
 	if err != nil {
 		// The status arrived but the body did not: the request was sent.
 		c.logAttempt(ctx, r, attempt, resp, time.Since(start), err)
@@ -515,6 +549,9 @@ func (c *Client) newHTTPRequest(ctx context.Context, r *request) (*http.Request,
 	h := req.Header
 	for k, v := range r.header {
 		h[k] = v
+	}
+	if token := c.sessionHeader(r); token != "" {
+		h.Set(headerSessionToken, token) // per attempt: a retry sends the latest
 	}
 	h.Set("Authorization", authz)
 	h.Set("x-ms-date", date)
@@ -814,6 +851,9 @@ func (c *Client) DeleteDatabase(ctx context.Context, id string) error {
 		return err
 	}
 	_, err := c.send(ctx, &request{operation: op, method: http.MethodDelete, ref: databaseRef(id)})
+	if err == nil {
+		c.sessions.forgetDatabase(id)
+	}
 	return err
 }
 

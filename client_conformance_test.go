@@ -44,3 +44,11 @@ func TestClientConformance(t *testing.T) {
 func TestClientConformanceOnSeveralRanges(t *testing.T) {
 	cosmostest.RunClientSuite(t, cosmostest.FakeTarget(cosmostest.FakeOptions{PartitionKeyRanges: 4}))
 }
+
+// TestClientConformanceUnderStaleReads runs the suite on a fake whose reads
+// without the session token of a document's last write are served by a
+// lagging replica: every test reads its writes only if the client carries
+// the tokens (R13).
+func TestClientConformanceUnderStaleReads(t *testing.T) {
+	cosmostest.RunClientSuite(t, cosmostest.FakeTarget(cosmostest.FakeOptions{PartitionKeyRanges: 3, StaleReads: true}))
+}

@@ -162,6 +162,50 @@ func TestNewClientRejectsBadEndpoints(t *testing.T) {
 	}
 }
 
+// TestNewClientRefusesPlainHTTPBeyondLoopback: the master-key signature and
+// Entra tokens travel in the Authorization header, so plain http is only for
+// the emulator on this machine (R9).
+func TestNewClientRefusesPlainHTTPBeyondLoopback(t *testing.T) {
+	refused := []string{
+		"http://acct.documents.azure.com/",
+		"http://acct.documents.azure.com:443",
+		"http://10.0.0.5:8081/",
+		"http://192.168.1.20:8081",
+		"http://[2001:db8::1]:8081/",
+		"http://0.0.0.0:8081/",
+		"http://localhost.example.com:8081/",
+		"http://127.0.0.1.nip.io:8081/",
+	}
+	for _, ep := range refused {
+		for _, opts := range []ClientOptions{
+			{Key: testMasterKey},
+			{Credential: staticTokenCred("t")},
+			{Key: testMasterKey, Transport: http.DefaultTransport},
+		} {
+			_, err := NewClient(ep, opts)
+			require.Error(t, err, ep)
+			var ve *ValidationError
+			require.ErrorAs(t, err, &ve, ep)
+			assert.ErrorIs(t, err, ErrInsecureEndpoint, ep)
+			assert.Equal(t, "endpoint", ve.Field)
+			assert.Contains(t, err.Error(), "clear text", ep)
+			assert.Contains(t, err.Error(), "InsecureAllowPlainHTTP", ep)
+			assert.NotContains(t, err.Error(), testMasterKey)
+		}
+	}
+
+	allowed := []string{"http://127.0.0.1:8081", "http://127.1.2.3:8081/", "http://localhost:8081/", "http://LOCALHOST:8081", "http://[::1]:8081/"}
+	for _, ep := range allowed {
+		_, err := NewClient(ep, ClientOptions{Key: testMasterKey})
+		assert.NoError(t, err, ep)
+	}
+
+	// The loudly named opt-in lets a user who knows what it means go on.
+	c, err := NewClient("http://cosmos.internal.example:8081/", ClientOptions{Key: testMasterKey, InsecureAllowPlainHTTP: true})
+	require.NoError(t, err)
+	assert.Equal(t, "http://cosmos.internal.example:8081/", c.Endpoint())
+}
+
 func TestNewClientDoesNotEchoUserInfo(t *testing.T) {
 	_, err := NewClient("https://user:hunter2secret@acct.documents.azure.com/", ClientOptions{Key: testMasterKey})
 	require.Error(t, err)

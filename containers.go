@@ -41,6 +41,17 @@ func (cc *ContainerClient) ID() string { return cc.id }
 // DatabaseID is the id of the container's database.
 func (cc *ContainerClient) DatabaseID() string { return cc.databaseID }
 
+// sessionLink keys the container's session tokens in the client.
+func (cc *ContainerClient) sessionLink() string { return containerRef(cc.databaseID, cc.id).link }
+
+// writeSession: a write's answer moves the container's session.
+func (cc *ContainerClient) writeSession() sessionUse { return sessionUse{container: cc.sessionLink()} }
+
+// readSession: a read sends the session token and takes the answer's.
+func (cc *ContainerClient) readSession() sessionUse {
+	return sessionUse{container: cc.sessionLink(), send: true}
+}
+
 // ---------------------------------------------------------------------------
 // Container properties and management.
 
@@ -114,6 +125,9 @@ func (cc *ContainerClient) Create(ctx context.Context, props ContainerProperties
 	if err != nil {
 		return ContainerProperties{}, err
 	}
+	// A new container starts its own positions; any kept under its name
+	// belong to one deleted before.
+	cc.client.sessions.forget(cc.sessionLink())
 	var out ContainerProperties
 	return out, decodeJSON(op, resp.Body, &out)
 }
@@ -134,6 +148,9 @@ func (cc *ContainerClient) Read(ctx context.Context) (ContainerProperties, error
 func (cc *ContainerClient) Delete(ctx context.Context) error {
 	_, err := cc.client.send(ctx, &request{operation: "DeleteContainer", method: http.MethodDelete,
 		ref: containerRef(cc.databaseID, cc.id)})
+	if err == nil {
+		cc.client.sessions.forget(cc.sessionLink())
+	}
 	return err
 }
 
@@ -287,7 +304,8 @@ type ItemOptions struct {
 	// EnableContentResponseOnWrite asks writes to return the item; by
 	// default they return no body (Prefer: return=minimal).
 	EnableContentResponseOnWrite bool
-	// SessionToken is sent as x-ms-session-token (Session consistency).
+	// SessionToken is sent as x-ms-session-token (Session consistency)
+	// instead of the one the client keeps for the container (R13).
 	SessionToken string
 }
 
@@ -365,7 +383,7 @@ func (cc *ContainerClient) CreateItem(ctx context.Context, pk PartitionKey, item
 		return ItemResponse{}, err
 	}
 	return cc.sendItem(ctx, &request{operation: op, method: http.MethodPost,
-		ref: documentsFeedRef(cc.databaseID, cc.id), header: h, body: item})
+		ref: documentsFeedRef(cc.databaseID, cc.id), header: h, body: item, session: cc.writeSession()})
 }
 
 // UpsertItem creates or replaces item: 201 or 200. With IfMatch it replaces
@@ -381,7 +399,7 @@ func (cc *ContainerClient) UpsertItem(ctx context.Context, pk PartitionKey, item
 	}
 	h.Set("x-ms-documentdb-is-upsert", "True")
 	return cc.sendItem(ctx, &request{operation: op, method: http.MethodPost,
-		ref: documentsFeedRef(cc.databaseID, cc.id), header: h, body: item})
+		ref: documentsFeedRef(cc.databaseID, cc.id), header: h, body: item, session: cc.writeSession()})
 }
 
 // ReadItem reads item id of partition pk: 200, or 404.
@@ -395,7 +413,7 @@ func (cc *ContainerClient) ReadItem(ctx context.Context, pk PartitionKey, id str
 		return ItemResponse{}, err
 	}
 	return cc.sendItem(ctx, &request{operation: op, method: http.MethodGet,
-		ref: documentRef(cc.databaseID, cc.id, id), header: h, idempotent: true})
+		ref: documentRef(cc.databaseID, cc.id, id), header: h, idempotent: true, session: cc.readSession()})
 }
 
 // ReplaceItem replaces item id with item: 200, 404, or 412 on a stale IfMatch.
@@ -416,7 +434,7 @@ func (cc *ContainerClient) ReplaceItem(ctx context.Context, pk PartitionKey, id 
 		return ItemResponse{}, err
 	}
 	return cc.sendItem(ctx, &request{operation: op, method: http.MethodPut,
-		ref: documentRef(cc.databaseID, cc.id, id), header: h, body: item})
+		ref: documentRef(cc.databaseID, cc.id, id), header: h, body: item, session: cc.writeSession()})
 }
 
 // DeleteItem deletes item id: 204, 404, or 412 on a stale IfMatch.
@@ -431,7 +449,7 @@ func (cc *ContainerClient) DeleteItem(ctx context.Context, pk PartitionKey, id s
 	}
 	h.Del("Prefer") // a delete has no body either way
 	return cc.sendItem(ctx, &request{operation: op, method: http.MethodDelete,
-		ref: documentRef(cc.databaseID, cc.id, id), header: h})
+		ref: documentRef(cc.databaseID, cc.id, id), header: h, session: cc.writeSession()})
 }
 
 // PatchItem applies ops to item id: 200, 404, or 412 when IfMatch is stale or
@@ -450,7 +468,7 @@ func (cc *ContainerClient) PatchItem(ctx context.Context, pk PartitionKey, id st
 		return ItemResponse{}, err
 	}
 	return cc.sendItem(ctx, &request{operation: op, method: http.MethodPatch,
-		ref: documentRef(cc.databaseID, cc.id, id), header: h, body: body})
+		ref: documentRef(cc.databaseID, cc.id, id), header: h, body: body, session: cc.writeSession()})
 }
 
 // ---------------------------------------------------------------------------

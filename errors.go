@@ -94,6 +94,7 @@ var (
 	ErrBatchTooLarge              = errors.New("transactional batch too large")
 	ErrPartitionKeyPathMismatch   = errors.New("container partition key path mismatch")
 	ErrInvalidContainerProperties = errors.New("invalid container properties")
+	ErrInsecureEndpoint           = errors.New("insecure endpoint")
 )
 
 // ValidationError is input the client refused before sending any request:
@@ -121,8 +122,19 @@ func HasStatus(err error, status int) bool {
 	return errors.As(err, &ce) && ce.StatusCode == status
 }
 
-// IsNotFound reports a 404 from Cosmos DB.
-func IsNotFound(err error) bool { return HasStatus(err, http.StatusNotFound) }
+// IsNotFound reports a 404 from Cosmos DB: the resource does not exist. A
+// 404 with substatus 1002 (no replica has this session's writes yet) says
+// nothing about existence and is not one.
+func IsNotFound(err error) bool {
+	return HasStatus(err, http.StatusNotFound) && !isReadSessionNotAvailable(err)
+}
+
+// isReadSessionNotAvailable reports a 404/1002: the service could not serve
+// the session token's position (yet).
+func isReadSessionNotAvailable(err error) bool {
+	var ce *CosmosError
+	return errors.As(err, &ce) && ce.StatusCode == http.StatusNotFound && ce.SubStatusCode == SubStatusReadSessionNotAvailable
+}
 
 // IsConflict reports a 409 from Cosmos DB (the id exists in the partition).
 func IsConflict(err error) bool { return HasStatus(err, http.StatusConflict) }

@@ -16,6 +16,14 @@ type FakeAccountOptions struct {
 	// Latency is added to every request, to see how code behaves at a
 	// realistic round-trip time.
 	Latency time.Duration
+	// StaleReadsWithoutSessionToken serves point reads and queries that do
+	// not carry the session token of a document's last write from a
+	// lagging replica, as an account at Session consistency may: they see
+	// the document as it was before that write (absent if it created it,
+	// still there if it deleted it). Batches and writes see the current
+	// state. A Client echoes the tokens of its writes and reads (R13), so
+	// it reads its own writes; code that bypasses it does not.
+	StaleReadsWithoutSessionToken bool
 }
 
 // FakeAccount is a strict in-memory Cosmos DB account: it checks signatures,
@@ -35,6 +43,8 @@ func NewFakeAccount(o FakeAccountOptions) *FakeAccount {
 		PartitionKeyRanges: o.PartitionKeyRanges,
 		Latency:            o.Latency,
 		Endpoint:           fakeEndpoint,
+
+		StaleReadsWithoutSessionToken: o.StaleReadsWithoutSessionToken,
 	})}
 }
 

@@ -32,7 +32,9 @@ type QueryOptions struct {
 	MaxItemCount int32
 	// ContinuationToken resumes a query where a page left it.
 	ContinuationToken string
-	SessionToken      string
+	// SessionToken is sent as x-ms-session-token instead of the one the
+	// client keeps for the container (R13).
+	SessionToken string
 }
 
 // QueryItemsResponse is one page of results.
@@ -179,6 +181,7 @@ func newQueryRequest(cc *ContainerClient, query string, params []QueryParameter,
 		contentType:   "application/query+json",
 		idempotent:    true, // a POST, but it reads
 		rangeTargeted: o.PartitionKeyRangeID != "",
+		session:       cc.querySession(o.PartitionKeyRangeID),
 	}, nil
 }
 
@@ -262,6 +265,23 @@ func (rc *rangeCache) put(link string, r []PartitionKeyRange) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	rc.ranges[link] = slices.Clone(r)
+}
+
+// querySession sends a range-targeted query that range's token (or its
+// parent's, after a split, from the cached ranges); any other query the
+// compound token.
+func (cc *ContainerClient) querySession(rangeID string) sessionUse {
+	s := cc.readSession()
+	if rangeID == "" {
+		return s
+	}
+	s.rangeID = rangeID
+	if ranges, ok := cc.client.ranges.get(pkRangesRef(cc.databaseID, cc.id).link); ok {
+		if i := slices.IndexFunc(ranges, func(r PartitionKeyRange) bool { return r.ID == rangeID }); i >= 0 {
+			s.parents = ranges[i].Parents
+		}
+	}
+	return s
 }
 
 // ReadPartitionKeyRanges lists the container's partition key ranges, from

@@ -15,10 +15,11 @@ import (
 
 // emulatorOptions are the flags of `cdb emulator`.
 type emulatorOptions struct {
-	addr    string
-	key     string
-	ranges  int
-	latency time.Duration
+	addr       string
+	key        string
+	ranges     int
+	latency    time.Duration
+	staleReads bool
 }
 
 func parseEmulatorFlags(args []string, stderr io.Writer) (emulatorOptions, error) {
@@ -28,6 +29,7 @@ func parseEmulatorFlags(args []string, stderr io.Writer) (emulatorOptions, error
 	fs.StringVar(&o.key, "key", "", "master key clients must sign with (default: the Cosmos DB emulator's well-known key)")
 	fs.IntVar(&o.ranges, "ranges", 1, "partition key ranges per new container")
 	fs.DurationVar(&o.latency, "latency", 0, "latency added to every request, e.g. 5ms")
+	fs.BoolVar(&o.staleReads, "stale-reads", false, "serve reads without the session token of a document's last write from a lagging replica (Session consistency)")
 	if err := parseFlags(fs, args); err != nil {
 		return o, err
 	}
@@ -63,6 +65,8 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		PartitionKeyRanges: o.ranges,
 		Latency:            o.latency,
 		Endpoint:           endpoint + "/",
+
+		StaleReadsWithoutSessionToken: o.staleReads,
 	})
 	fmt.Fprintf(stdout, "endpoint=%s key=%s\n", endpoint, srv.Key())
 	return serveUntilDone(ctx, ln, srv)

@@ -96,6 +96,36 @@ func TestEmulatorLatencyFlagDelaysRequests(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "a 40ms latency outlasts a 10ms deadline")
 }
 
+func TestEmulatorStaleReadsFlagServesReadsWithAnOldTokenFromALaggingReplica(t *testing.T) {
+	for _, stale := range []bool{false, true} {
+		var args []string
+		if stale {
+			args = []string{"-stale-reads"}
+		}
+		endpoint, key, _, stop := startEmulator(t, args...)
+		ctx := context.Background()
+		c, err := cdb.NewClient(endpoint, cdb.ClientOptions{Key: key})
+		require.NoError(t, err)
+		require.NoError(t, c.EnsureDatabase(ctx, "db"))
+		cc, err := c.NewContainer("db", "items")
+		require.NoError(t, err)
+		_, err = cc.Ensure(ctx, cdb.ContainerProperties{ID: "items", PartitionKey: cdb.PartitionKeyDefinition{Paths: []string{"/pk"}}})
+		require.NoError(t, err)
+		pk := cdb.NewPartitionKeyString("p")
+		_, err = cc.CreateItem(ctx, pk, []byte(`{"id":"a","pk":"p"}`), nil)
+		require.NoError(t, err)
+		_, err = cc.ReadItem(ctx, pk, "a", &cdb.ItemOptions{SessionToken: "0:-1#0"}) // a token from before the create
+		if stale {
+			assert.True(t, cdb.IsNotFound(err), "the lagging replica has not got the create: %v", err)
+		} else {
+			assert.NoError(t, err, "without -stale-reads every read sees every write")
+		}
+		_, err = cc.ReadItem(ctx, pk, "a", nil)
+		assert.NoError(t, err, "the client's own session token reads its write")
+		stop()
+	}
+}
+
 func TestEmulatorRefusesBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-ranges", "0"},

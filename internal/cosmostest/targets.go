@@ -59,6 +59,10 @@ func (tg *Target) SkipUnless(t *testing.T, reason string) {
 // FakeOptions tunes the in-memory fake target.
 type FakeOptions struct {
 	PartitionKeyRanges int
+	// StaleReads serves reads without the session token of a document's
+	// last write from a lagging replica (R13); the client's tokens must
+	// make every test read its writes.
+	StaleReads bool
 }
 
 // FakeTarget is the strict in-memory fake, a fresh account per test.
@@ -66,7 +70,7 @@ func FakeTarget(o FakeOptions) *Target {
 	return &Target{
 		Name: "fake",
 		open: func(t *testing.T) *Env {
-			srv := fakecosmos.New(fakecosmos.Options{PartitionKeyRanges: o.PartitionKeyRanges})
+			srv := fakecosmos.New(fakecosmos.Options{PartitionKeyRanges: o.PartitionKeyRanges, StaleReadsWithoutSessionToken: o.StaleReads})
 			c, err := cdb.NewClient("https://localhost:8081/", cdb.ClientOptions{Key: srv.Key(), Transport: srv.Transport()})
 			if err != nil {
 				t.Fatalf("client for the fake: %v", err)

@@ -66,14 +66,14 @@ func (s *Server) executeBatch(q *request) (*result, error) {
 	for i, op := range ops {
 		out, err := t.runBatchOp(op)
 		if err != nil {
-			return s.rolledBackBatch(c, results, i, err, total)
+			return s.rolledBackBatch(t.rangeOf(), results, i, err, total)
 		}
 		results[i] = renderBatchResult(op, out, q.preferMinimal())
 		total += out.charge
 	}
-	lsn, rangeID := t.commit()
+	r := t.commit()
 	return &result{status: http.StatusOK, body: encodeJSON(results), charge: total,
-		session: sessionToken(rangeID, lsn), lsn: lsn}, nil
+		session: sessionToken(r.id, r.lsn), lsn: r.lsn}, nil
 }
 
 func renderBatchResult(op batchOp, out opResult, minimal bool) batchResult {
@@ -89,7 +89,7 @@ func renderBatchResult(op batchOp, out opResult, minimal bool) batchResult {
 
 // rolledBackBatch answers 207: the failing operation's own status and
 // substatus, 424 Failed Dependency for all the others.
-func (s *Server) rolledBackBatch(c *container, results []batchResult, failed int, err error, charged float64) (*result, error) {
+func (s *Server) rolledBackBatch(r *pkRange, results []batchResult, failed int, err error, charged float64) (*result, error) {
 	ce, ok := err.(*cosmosError)
 	if !ok {
 		return nil, err
@@ -99,7 +99,7 @@ func (s *Server) rolledBackBatch(c *container, results []batchResult, failed int
 	}
 	results[failed] = batchResult{StatusCode: ce.status, SubStatusCode: ce.subStatus, RequestCharge: chargeRefusal}
 	return &result{status: http.StatusMultiStatus, body: encodeJSON(results), charge: charged + chargeRefusal,
-		session: sessionToken("0", c.lsn), lsn: c.lsn}, nil
+		session: sessionToken(r.id, r.lsn), lsn: r.lsn}, nil
 }
 
 func (t *partitionTxn) runBatchOp(op batchOp) (opResult, error) {

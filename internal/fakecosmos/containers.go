@@ -30,7 +30,6 @@ type container struct {
 	partitions     map[string]*logicalPartition
 	ranges         []*pkRange
 	nextRangeID    int
-	lsn            int64
 	nextSeq        uint64
 }
 

@@ -46,6 +46,34 @@
 // SplitPartitionKeyRanges halves every range; queries that still name a
 // split range answer 410 with substatus 1002.
 //
+// # Session consistency
+//
+// The account says it runs at Session consistency, and the fake keeps
+// session positions as the service does: every partition key range counts
+// its committed writes in an LSN (children of a split start from their
+// parent's), a write stamps the documents it stores with its LSN, and every
+// answer about documents (success or refusal, point operation, batch, query
+// or read feed page) carries x-ms-session-token "<range id>:-1#<lsn>" and
+// the lsn header for the range it touched. Request tokens are checked (a
+// malformed one answers 400) and, by default, change nothing: every read
+// sees every committed write.
+//
+// With Options.StaleReadsWithoutSessionToken, reads may be served by a
+// lagging replica, deterministically: a point read, query or read feed
+// sees a document whose last write its token does not cover (no token for
+// the document's range or any parent of it, or one with a lower LSN) as it
+// was before that write: the previous version, nothing if the write
+// created it, the deleted document if the write deleted it. Each document
+// keeps one previous version (deleted ones a tombstone), so the replica is
+// at most one write behind per document. Transactional batches (their reads
+// included) and writes are served by the primary and always see the current
+// state. A token ahead of the range's LSN (say, kept from a container since
+// deleted and created again) answers 404 with substatus 1002
+// (ReadSessionNotAvailable). A read answers with the range's current LSN, as
+// if the replica caught up right after serving it, so a client that echoes
+// the tokens it receives reads its own and everyone's writes on its next
+// read, and one that sends none keeps reading one write behind.
+//
 // Not implemented (refused with 400 "not supported by this fake", or simply
 // absent): stored procedures, triggers, UDFs, users and permissions,
 // offers/throughput, change feed (A-IM), query plans, hierarchical

@@ -131,11 +131,47 @@ func validateDocumentID(v any, present bool) (string, error) {
 type logicalPartition struct {
 	epk  uint64
 	docs map[string]*document
+	// ghosts are the tombstones of deleted documents, kept in the stale
+	// mode only, for the lagging replica that has not applied the delete.
+	ghosts map[string]*document
 }
 
-// document is a stored document. It is never modified after it is stored:
-// a write stores a new one, so a reader (query, staged batch) can hold it
-// without copying.
+// entry is the document or tombstone stored under id, if any.
+func (p *logicalPartition) entry(id string) *document {
+	if d := p.docs[id]; d != nil {
+		return d
+	}
+	return p.ghosts[id]
+}
+
+func (p *logicalPartition) empty() bool { return len(p.docs) == 0 && len(p.ghosts) == 0 }
+
+// apply commits one staged write (d nil: a delete) at lsn. keepPrevious
+// keeps what a lagging replica still serves: the version it replaced, or
+// the deleted document behind a tombstone.
+func (p *logicalPartition) apply(id string, d *document, lsn int64, keepPrevious bool) {
+	cur := p.docs[id]
+	if d != nil {
+		d.lsn = lsn
+		if keepPrevious {
+			d.prev = cur.previous()
+		}
+		p.docs[id] = d
+		delete(p.ghosts, id)
+		return
+	}
+	delete(p.docs, id)
+	if keepPrevious && cur != nil {
+		if p.ghosts == nil {
+			p.ghosts = map[string]*document{}
+		}
+		p.ghosts[id] = &document{id: id, seq: cur.seq, lsn: lsn, prev: cur.previous(), tombstone: true}
+	}
+}
+
+// document is a stored document. It is never modified after it is
+// committed: a write stores a new one, so a reader (query, staged batch)
+// can hold it without copying.
 type document struct {
 	id   string
 	body map[string]any // as stored, system properties included
@@ -143,6 +179,22 @@ type document struct {
 	etag string
 	rid  string
 	seq  uint64 // creation order in the container; replaces keep it
+	lsn  int64  // the range's LSN of the write that stored it
+	// prev is the version this one replaced (nil: none), kept in the stale
+	// mode for reads that do not cover lsn; tombstone marks a deletion.
+	prev      *document
+	tombstone bool
+}
+
+// previous is d as the lagging replica keeps it: without its own previous
+// version, so versions never chain.
+func (d *document) previous() *document {
+	if d == nil {
+		return nil
+	}
+	cp := *d
+	cp.prev = nil
+	return &cp
 }
 
 // etagMatches is If-Match: "*" matches any existing document, otherwise the
@@ -176,30 +228,33 @@ func (t *partitionTxn) get(id string) *document {
 	return nil
 }
 
-// commit applies the staged writes and returns the session position: the
-// container's LSN and the id of the range holding the partition.
-func (t *partitionTxn) commit() (lsn int64, rangeID string) {
+// rangeOf is the range holding the transaction's partition.
+func (t *partitionTxn) rangeOf() *pkRange {
+	return t.c.rangeFor(effectivePartitionKey(t.pk.canonical))
+}
+
+// commit applies the staged writes under a new LSN of the partition's
+// range and returns that range: its id and LSN are the session position.
+func (t *partitionTxn) commit() *pkRange {
 	c := t.c
+	r := t.rangeOf()
+	if len(t.staged) == 0 {
+		return r
+	}
 	p := c.partitions[t.pk.canonical]
 	if p == nil {
 		p = &logicalPartition{epk: effectivePartitionKey(t.pk.canonical), docs: map[string]*document{}}
 	}
-	if len(t.staged) > 0 {
-		c.lsn++
-		for id, d := range t.staged {
-			if d == nil {
-				delete(p.docs, id)
-			} else {
-				p.docs[id] = d
-			}
-		}
-		if len(p.docs) == 0 {
-			delete(c.partitions, t.pk.canonical)
-		} else {
-			c.partitions[t.pk.canonical] = p
-		}
+	r.lsn++
+	for id, d := range t.staged {
+		p.apply(id, d, r.lsn, t.s.staleReads)
 	}
-	return c.lsn, c.rangeFor(p.epk).id
+	if p.empty() {
+		delete(c.partitions, t.pk.canonical)
+	} else {
+		c.partitions[t.pk.canonical] = p
+	}
+	return r
 }
 
 // opResult is the outcome of one document operation.
@@ -295,8 +350,26 @@ func (t *partitionTxn) upsert(body map[string]any, ifMatch string) (opResult, er
 	return opResult{status: status, doc: d, charge: writeCharge(len(d.raw))}, nil
 }
 
+// read is a batch's read: the primary's current state, staged writes
+// included.
 func (t *partitionTxn) read(id, ifNoneMatch string) (opResult, error) {
-	d := t.get(id)
+	return readResult(t.get(id), ifNoneMatch)
+}
+
+// readAs is a point read through v: possibly a lagging replica's version.
+func (t *partitionTxn) readAs(v readView, id, ifNoneMatch string) (opResult, error) {
+	r := t.rangeOf()
+	if err := v.checkReachable(r); err != nil {
+		return opResult{}, err
+	}
+	var entry *document
+	if p := t.c.partitions[t.pk.canonical]; p != nil {
+		entry = p.entry(id)
+	}
+	return readResult(v.version(entry, r), ifNoneMatch)
+}
+
+func readResult(d *document, ifNoneMatch string) (opResult, error) {
 	if d == nil {
 		return opResult{}, notFound()
 	}
@@ -356,10 +429,10 @@ func (s *Server) itemOperation(q *request, run func(t *partitionTxn) (opResult, 
 	t := c.begin(s, pk)
 	out, err := run(t)
 	if err != nil {
-		return nil, err
+		return nil, withSession(err, t.rangeOf())
 	}
-	lsn, rangeID := t.commit()
-	res := &result{status: out.status, charge: out.charge, session: sessionToken(rangeID, lsn), lsn: lsn}
+	r := t.commit()
+	res := &result{status: out.status, charge: out.charge, session: sessionToken(r.id, r.lsn), lsn: r.lsn}
 	if out.doc != nil {
 		res.etag = out.doc.etag
 		if out.status != http.StatusNotModified && !(q.op != OpReadItem && q.preferMinimal()) {
@@ -383,8 +456,12 @@ func (s *Server) createOrUpsertItem(q *request) (*result, error) {
 }
 
 func (s *Server) readItem(q *request) (*result, error) {
+	view, err := s.newReadView(q)
+	if err != nil {
+		return nil, err
+	}
 	return s.itemOperation(q, func(t *partitionTxn) (opResult, error) {
-		return t.read(q.route.item, q.header(hdrIfNoneMatch))
+		return t.readAs(view, q.route.item, q.header(hdrIfNoneMatch))
 	})
 }
 

@@ -33,6 +33,8 @@ type cosmosError struct {
 	status    int
 	subStatus int
 	message   string
+	session   string // x-ms-session-token of a document operation's refusal
+	lsn       int64
 }
 
 func (e *cosmosError) Error() string {

@@ -109,7 +109,7 @@ func (fs *faultSet) match(info RequestInfo) (Fault, bool) {
 
 // faultResponse answers a FaultStatus (or drops the connection). Nothing
 // ran, so it costs no request units.
-func (s *Server) faultResponse(r *http.Request, f Fault, activityID string) *response {
+func (s *Server) faultResponse(r *http.Request, op Op, f Fault, activityID string) *response {
 	if f.Kind == FaultDropConnection {
 		return &response{drop: true}
 	}
@@ -118,7 +118,7 @@ func (s *Server) faultResponse(r *http.Request, f Fault, activityID string) *res
 		status = http.StatusServiceUnavailable
 	}
 	ce := &cosmosError{status: status, subStatus: f.SubStatus, message: "Injected fault: " + http.StatusText(status) + "."}
-	h := s.commonHeaders(r, activityID)
+	h := s.commonHeaders(r, op, activityID)
 	h.Set(hdrRequestCharge, "0")
 	if f.SubStatus != 0 {
 		h.Set(hdrSubStatus, strconv.Itoa(f.SubStatus))

@@ -21,6 +21,7 @@ type pkRange struct {
 	parents []string
 	etag    string
 	ts      int64
+	lsn     int64 // committed writes; children start from their parent's
 }
 
 func formatEPK(v uint64) string { return fmt.Sprintf("%08X", v) }
@@ -113,8 +114,7 @@ func (s *Server) readPartitionKeyRanges(q *request) (*result, error) {
 	body := encodeJSON(map[string]any{"_rid": c.rid, "PartitionKeyRanges": list, "_count": len(list)})
 	h := http.Header{}
 	h.Set(hdrItemCount, strconv.Itoa(len(list)))
-	return &result{status: http.StatusOK, body: body, etag: c.etag, charge: chargeMetadata, header: h,
-		session: sessionToken("0", c.lsn), lsn: c.lsn}, nil
+	return &result{status: http.StatusOK, body: body, etag: c.etag, charge: chargeMetadata, header: h}, nil
 }
 
 // SplitPartitionKeyRanges splits every range of the container in two, as
@@ -141,12 +141,11 @@ func (s *Server) SplitPartitionKeyRanges(database, containerID string) error {
 		for _, bounds := range [][2]uint64{{r.lo, mid}, {mid, r.hi}} {
 			next = append(next, &pkRange{
 				id: strconv.Itoa(c.nextRangeID), lo: bounds[0], hi: bounds[1],
-				parents: parents, etag: s.ids.etag(ts), ts: ts,
+				parents: parents, etag: s.ids.etag(ts), ts: ts, lsn: r.lsn,
 			})
 			c.nextRangeID++
 		}
 	}
 	c.ranges = next
-	c.lsn++
 	return nil
 }

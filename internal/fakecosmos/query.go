@@ -237,7 +237,7 @@ type page struct {
 	bytes   int
 	scanned int
 	next    *continuation
-	rangeID string
+	rng     *pkRange // the range read, whose session position the page carries
 }
 
 func (p *page) full(maxItems int) bool {
@@ -262,6 +262,10 @@ func (s *Server) queryItems(q *request) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
+	view, err := s.newReadView(q)
+	if err != nil {
+		return nil, err
+	}
 	c, err := s.lookupContainer(q.route)
 	if err != nil {
 		return nil, err
@@ -282,9 +286,9 @@ func (s *Server) queryItems(q *request) (*result, error) {
 	}
 	var pg *page
 	if needsWholeResult(qr.query.Features()) {
-		pg, err = c.wholeResultPage(scope, qr, tok, maxItems)
+		pg, err = c.wholeResultPage(view, scope, qr, tok, maxItems)
 	} else {
-		pg, err = c.streamingPage(scope, qr, tok, resumed, maxItems)
+		pg, err = c.streamingPage(view, scope, qr, tok, resumed, maxItems)
 	}
 	if err != nil {
 		return nil, err
@@ -304,6 +308,10 @@ func (s *Server) readFeed(q *request) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
+	view, err := s.newReadView(q)
+	if err != nil {
+		return nil, err
+	}
 	c, err := s.lookupContainer(q.route)
 	if err != nil {
 		return nil, err
@@ -319,7 +327,7 @@ func (s *Server) readFeed(q *request) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	pg, err := c.streamingPage(scope, nil, tok, resumed, maxItems)
+	pg, err := c.streamingPage(view, scope, nil, tok, resumed, maxItems)
 	if err != nil {
 		return nil, err
 	}
@@ -350,18 +358,26 @@ func (s *Server) renderPage(c *container, scope queryScope, pg *page, isQuery bo
 	return &result{
 		status: http.StatusOK, body: body.Bytes(), header: h,
 		charge:  queryCharge(pg.scanned, pg.bytes),
-		session: sessionToken(pg.rangeID, c.lsn), lsn: c.lsn,
+		session: sessionToken(pg.rng.id, pg.rng.lsn), lsn: pg.rng.lsn,
 	}
 }
 
 // docsIn lists the documents of the scope whose effective key lies in
-// [lo, hi) (a partition scope ignores the span), in creation order. Call
-// with c.mu held.
-func (c *container) docsIn(scope queryScope, lo, hi uint64) []*document {
+// [lo, hi) (a partition scope ignores the span), in creation order, as
+// view sees them. Call with c.mu held.
+func (c *container) docsIn(view readView, scope queryScope, lo, hi uint64) []*document {
 	var docs []*document
 	collect := func(p *logicalPartition) {
+		r := c.rangeFor(p.epk)
 		for _, d := range p.docs {
-			docs = append(docs, d)
+			if v := view.version(d, r); v != nil {
+				docs = append(docs, v)
+			}
+		}
+		for _, g := range p.ghosts {
+			if v := view.version(g, r); v != nil {
+				docs = append(docs, v)
+			}
 		}
 	}
 	if scope.kind == scopePartition {
@@ -393,17 +409,17 @@ func compareUint(a, b uint64) int {
 // the scope's first. A cross-partition scan reads one physical range per
 // page, as the gateway does; the token keeps the span's bounds, so a split
 // between pages neither skips nor repeats documents.
-func (c *container) span(scope queryScope, tok continuation, resumed bool) (lo, hi uint64, rangeID string) {
+func (c *container) span(scope queryScope, tok continuation, resumed bool) (lo, hi uint64, rng *pkRange) {
 	switch {
 	case scope.kind == scopePartition:
-		return 0, epkSpaceEnd, scope.rng.id
+		return 0, epkSpaceEnd, scope.rng
 	case scope.kind == scopeRange:
-		return scope.rng.lo, scope.rng.hi, scope.rng.id
+		return scope.rng.lo, scope.rng.hi, scope.rng
 	case resumed:
-		return tok.Lo, tok.Hi, c.rangeFor(tok.Lo).id
+		return tok.Lo, tok.Hi, c.rangeFor(tok.Lo)
 	}
 	first := c.ranges[0]
-	return first.lo, first.hi, first.id
+	return first.lo, first.hi, first
 }
 
 // nextSpan is the first current range at or after hi, if any.
@@ -419,9 +435,12 @@ func (c *container) nextSpan(hi uint64) (*pkRange, bool) {
 // streamingPage pages a filter-and-project query (or a read feed, qr ==
 // nil) document by document: the documents after the token's position are
 // evaluated in creation order until the page is full.
-func (c *container) streamingPage(scope queryScope, qr *queryRequest, tok continuation, resumed bool, maxItems int) (*page, error) {
-	lo, hi, rangeID := c.span(scope, tok, resumed)
-	pg := &page{rangeID: rangeID}
+func (c *container) streamingPage(view readView, scope queryScope, qr *queryRequest, tok continuation, resumed bool, maxItems int) (*page, error) {
+	lo, hi, rng := c.span(scope, tok, resumed)
+	if err := view.checkReachable(rng); err != nil {
+		return nil, err
+	}
+	pg := &page{rng: rng}
 	var matched []*document
 	matchedBytes := 0 // of the stored documents: an upper bound of the projection
 	full := func() bool {
@@ -429,7 +448,7 @@ func (c *container) streamingPage(scope queryScope, qr *queryRequest, tok contin
 	}
 	var last uint64
 	exhausted := true
-	for _, d := range c.docsIn(scope, lo, hi) {
+	for _, d := range c.docsIn(view, scope, lo, hi) {
 		if d.seq <= tok.After {
 			continue
 		}
@@ -504,12 +523,15 @@ func project(qr *queryRequest, docs []*document) ([][]byte, error) {
 // wholeResultPage serves ORDER BY, TOP, OFFSET, DISTINCT and aggregates
 // (allowed in one partition or one range): the whole result is computed and
 // paged by position. Every page evaluates every document of the scope.
-func (c *container) wholeResultPage(scope queryScope, qr *queryRequest, tok continuation, maxItems int) (*page, error) {
+func (c *container) wholeResultPage(view readView, scope queryScope, qr *queryRequest, tok continuation, maxItems int) (*page, error) {
+	if err := view.checkReachable(scope.rng); err != nil {
+		return nil, err
+	}
 	lo, hi := uint64(0), epkSpaceEnd
 	if scope.kind == scopeRange {
 		lo, hi = scope.rng.lo, scope.rng.hi
 	}
-	docs := c.docsIn(scope, lo, hi)
+	docs := c.docsIn(view, scope, lo, hi)
 	bodies := make([]map[string]any, len(docs))
 	for i, d := range docs {
 		bodies[i] = d.body
@@ -518,7 +540,7 @@ func (c *container) wholeResultPage(scope queryScope, qr *queryRequest, tok cont
 	if err != nil {
 		return nil, badRequest("The query could not be evaluated: %v", err)
 	}
-	pg := &page{scanned: len(docs), rangeID: scope.rng.id}
+	pg := &page{scanned: len(docs), rng: scope.rng}
 	i := tok.Offset
 	for ; i < len(results) && !pg.full(maxItems); i++ {
 		pg.add(encodeJSON(results[i]))

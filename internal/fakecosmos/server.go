@@ -49,6 +49,12 @@ type Options struct {
 	// location; clients send every later request there. Default
 	// DefaultEndpoint.
 	Endpoint string
+	// StaleReadsWithoutSessionToken serves point reads, queries and read
+	// feeds that do not carry the session token of a document's last write
+	// from a lagging replica that has not applied it (see session.go), as
+	// an account with Session consistency may. Clients that echo session
+	// tokens read their own writes; the others see stale data.
+	StaleReadsWithoutSessionToken bool
 }
 
 // Server is the in-memory gateway. It is safe for concurrent use; all its
@@ -58,6 +64,7 @@ type Server struct {
 	keyBytes     []byte
 	aadToken     string
 	rangesPerNew int
+	staleReads   bool
 	now          func() time.Time
 	maxClockSkew time.Duration
 
@@ -102,6 +109,7 @@ func New(opts Options) *Server {
 		keyBytes:     keyBytes,
 		aadToken:     opts.AADToken,
 		rangesPerNew: opts.PartitionKeyRanges,
+		staleReads:   opts.StaleReadsWithoutSessionToken,
 		now:          opts.Now,
 		maxClockSkew: opts.MaxClockSkew,
 		databases:    map[string]*database{},
@@ -186,10 +194,10 @@ func (s *Server) handle(r *http.Request) *response {
 		return nil
 	}
 	if routeErr != nil { // nothing to sign against: say what is wrong
-		return s.errorResponse(r, routeErr, activityID)
+		return s.errorResponse(r, op, routeErr, activityID)
 	}
 	if err := s.authenticate(r, rt); err != nil {
-		return s.errorResponse(r, err, activityID)
+		return s.errorResponse(r, op, err, activityID)
 	}
 
 	info := RequestInfo{
@@ -201,7 +209,7 @@ func (s *Server) handle(r *http.Request) *response {
 	}
 	fault, faulted := s.faults.match(info)
 	if faulted && fault.Kind != FaultLoseResponse {
-		return s.faultResponse(r, fault, activityID)
+		return s.faultResponse(r, op, fault, activityID)
 	}
 
 	resp := s.execute(r, rt, op, body, bodyErr, activityID)
@@ -214,13 +222,13 @@ func (s *Server) handle(r *http.Request) *response {
 // execute runs the operation and renders its answer.
 func (s *Server) execute(r *http.Request, rt route, op Op, body []byte, bodyErr error, activityID string) *response {
 	if bodyErr != nil {
-		return s.errorResponse(r, bodyErr, activityID)
+		return s.errorResponse(r, op, bodyErr, activityID)
 	}
 	res, err := s.dispatch(&request{http: r, route: rt, op: op, body: body})
 	if err != nil {
-		return s.errorResponse(r, err, activityID)
+		return s.errorResponse(r, op, err, activityID)
 	}
-	return s.successResponse(r, res, activityID)
+	return s.successResponse(r, op, res, activityID)
 }
 
 func readBody(r *http.Request) ([]byte, error) {
@@ -281,7 +289,7 @@ type result struct {
 	etag    string
 	charge  float64
 	header  http.Header // extra headers (continuation, item count...)
-	session string      // x-ms-session-token; "" keeps the metadata LSN's
+	session string      // x-ms-session-token: a document answer's range and LSN
 	lsn     int64
 }
 
@@ -329,8 +337,10 @@ func (s *Server) dispatch(q *request) (*result, error) {
 	return nil, newError(http.StatusMethodNotAllowed, "The requested verb %s is not supported on %s.", q.http.Method, q.http.URL.Path)
 }
 
-// commonHeaders are on every answer, success or refusal.
-func (s *Server) commonHeaders(r *http.Request, activityID string) http.Header {
+// commonHeaders are on every answer, success or refusal. Answers about
+// documents carry their range's session token instead of the metadata one,
+// set by the handler, or none when the request never reached a range.
+func (s *Server) commonHeaders(r *http.Request, op Op, activityID string) http.Header {
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
 	h.Set(hdrActivityID, activityID)
@@ -340,14 +350,16 @@ func (s *Server) commonHeaders(r *http.Request, activityID string) http.Header {
 	}
 	h.Set(hdrVersion, version)
 	h.Set("Date", s.now().UTC().Format(http.TimeFormat))
-	lsn := s.currentMetadataLSN() // answers about one container replace it
-	h.Set(hdrSessionToken, sessionToken("0", lsn))
-	h.Set(hdrLSN, strconv.FormatInt(lsn, 10))
+	if !isDocumentOp(op) {
+		lsn := s.currentMetadataLSN()
+		h.Set(hdrSessionToken, sessionToken("0", lsn))
+		h.Set(hdrLSN, strconv.FormatInt(lsn, 10))
+	}
 	return h
 }
 
-func (s *Server) successResponse(r *http.Request, res *result, activityID string) *response {
-	h := s.commonHeaders(r, activityID)
+func (s *Server) successResponse(r *http.Request, op Op, res *result, activityID string) *response {
+	h := s.commonHeaders(r, op, activityID)
 	for k, v := range res.header {
 		h[k] = v
 	}
@@ -364,12 +376,16 @@ func (s *Server) successResponse(r *http.Request, res *result, activityID string
 	return &response{status: res.status, header: h, body: res.body}
 }
 
-func (s *Server) errorResponse(r *http.Request, err error, activityID string) *response {
+func (s *Server) errorResponse(r *http.Request, op Op, err error, activityID string) *response {
 	var ce *cosmosError
 	if !errors.As(err, &ce) {
 		ce = newError(http.StatusInternalServerError, "%v", err)
 	}
-	h := s.commonHeaders(r, activityID)
+	h := s.commonHeaders(r, op, activityID)
+	if ce.session != "" {
+		h.Set(hdrSessionToken, ce.session)
+		h.Set(hdrLSN, strconv.FormatInt(ce.lsn, 10))
+	}
 	s.counters.charge(chargeRefusal)
 	h.Set(hdrRequestCharge, formatCharge(chargeRefusal))
 	if ce.subStatus != 0 {

@@ -1,0 +1,394 @@
+package cdb
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// ---------------------------------------------------------------------------
+// R13 on the strict fake: its lagging replica serves whatever read does not
+// carry the session token of a document's last write.
+
+func staleContainer(t *testing.T, ranges int) (*FakeAccount, *ContainerClient) {
+	t.Helper()
+	acct := NewFakeAccount(FakeAccountOptions{PartitionKeyRanges: ranges, StaleReadsWithoutSessionToken: true})
+	c, err := NewClient(acct.Endpoint(), ClientOptions{Key: acct.Key(), Transport: acct.Transport(), Retry: fastRetryOptions()})
+	require.NoError(t, err)
+	cc, err := c.NewContainer("db", "coll")
+	require.NoError(t, err)
+	require.NoError(t, c.EnsureDatabase(testCtx(t), "db"))
+	_, err = cc.Ensure(testCtx(t), ContainerProperties{PartitionKey: PartitionKeyDefinition{Paths: []string{"/pk"}}})
+	require.NoError(t, err)
+	return acct, cc
+}
+
+func itemJSON(id, pk string, v int) []byte {
+	return []byte(fmt.Sprintf(`{"id":%q,"pk":%q,"v":%d}`, id, pk, v))
+}
+
+func versionOf(t *testing.T, raw []byte) int {
+	t.Helper()
+	var doc struct{ V int }
+	require.NoError(t, json.Unmarshal(raw, &doc), "%s", raw)
+	return doc.V
+}
+
+func versionsByID(t *testing.T, items []json.RawMessage) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, raw := range items {
+		var doc struct {
+			ID string
+			V  int
+		}
+		require.NoError(t, json.Unmarshal(raw, &doc))
+		out[doc.ID] = doc.V
+	}
+	return out
+}
+
+// TestClientReadsItsOwnWritesUnderStaleReads: every kind of read the client
+// has sees the writes before it, in every range, because the client sends
+// the session tokens its writes returned.
+func TestClientReadsItsOwnWritesUnderStaleReads(t *testing.T) {
+	_, cc := staleContainer(t, 3)
+	ctx := testCtx(t)
+	want := map[string]int{}
+	for i := range 12 {
+		pk := fmt.Sprintf("p%d", i)
+		_, err := cc.CreateItem(ctx, NewPartitionKeyString(pk), itemJSON(pk, pk, 1), nil)
+		require.NoError(t, err)
+		got, err := cc.ReadItem(ctx, NewPartitionKeyString(pk), pk, nil)
+		require.NoError(t, err, "read after create of %s", pk)
+		assert.Equal(t, 1, versionOf(t, got.Value))
+
+		_, err = cc.ReplaceItem(ctx, NewPartitionKeyString(pk), pk, itemJSON(pk, pk, 2), nil)
+		require.NoError(t, err)
+		got, err = cc.ReadItem(ctx, NewPartitionKeyString(pk), pk, nil)
+		require.NoError(t, err)
+		assert.Equal(t, 2, versionOf(t, got.Value), "read after replace of %s", pk)
+
+		key := NewPartitionKeyString(pk)
+		res, err := cc.QueryItems(ctx, "SELECT * FROM c WHERE c.pk = @pk", []QueryParameter{{Name: "@pk", Value: pk}}, &QueryOptions{PartitionKey: &key})
+		require.NoError(t, err)
+		assert.Equal(t, map[string]int{pk: 2}, versionsByID(t, res.Items), "single-partition query after replace")
+		want[pk] = 2
+	}
+
+	res, err := cc.QueryItems(ctx, "SELECT * FROM c", nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, want, versionsByID(t, res.Items), "cross-partition query")
+
+	perRange, err := cc.QueryItemsPerRange(ctx, "SELECT * FROM c ORDER BY c.id", nil, nil)
+	require.NoError(t, err)
+	require.Len(t, perRange, 3)
+	merged := map[string]int{}
+	for _, r := range perRange {
+		for id, v := range versionsByID(t, r.Items) {
+			merged[id] = v
+		}
+	}
+	assert.Equal(t, want, merged, "range-targeted queries")
+
+	_, err = cc.DeleteItem(ctx, NewPartitionKeyString("p0"), "p0", nil)
+	require.NoError(t, err)
+	_, err = cc.ReadItem(ctx, NewPartitionKeyString("p0"), "p0", nil)
+	assert.True(t, IsNotFound(err), "read after delete: %v", err)
+
+	// A batch's answer moves the session too.
+	b := cc.NewTransactionalBatch(NewPartitionKeyString("p1"))
+	b.ReplaceItem("p1", itemJSON("p1", "p1", 3), nil)
+	resp, err := cc.ExecuteTransactionalBatch(ctx, b, nil)
+	require.NoError(t, err)
+	require.True(t, resp.Success)
+	got, err := cc.ReadItem(ctx, NewPartitionKeyString("p1"), "p1", nil)
+	require.NoError(t, err)
+	assert.Equal(t, 3, versionOf(t, got.Value), "read after batch")
+}
+
+// TestClientWithoutSessionTokensReadsStaleData shows the fake's lagging
+// replica is real: the same reads, with propagation switched off, miss the
+// writes.
+func TestClientWithoutSessionTokensReadsStaleData(t *testing.T) {
+	_, cc := staleContainer(t, 1)
+	cc.client.sessions.disable()
+	ctx := testCtx(t)
+	pk := NewPartitionKeyString("p")
+	_, err := cc.CreateItem(ctx, pk, itemJSON("a", "p", 1), nil)
+	require.NoError(t, err)
+	_, err = cc.ReadItem(ctx, pk, "a", nil)
+	assert.True(t, IsNotFound(err), "just created, not on the lagging replica: %v", err)
+	_, err = cc.ReplaceItem(ctx, pk, "a", itemJSON("a", "p", 2), nil)
+	require.NoError(t, err)
+	got, err := cc.ReadItem(ctx, pk, "a", nil)
+	require.NoError(t, err)
+	assert.Equal(t, 1, versionOf(t, got.Value), "the version before the replace")
+	res, err := cc.QueryItems(ctx, "SELECT * FROM c", nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"a": 1}, versionsByID(t, res.Items))
+}
+
+// ---------------------------------------------------------------------------
+// What goes on the wire.
+
+// sessionScript answers every document request with the next token of
+// tokens (the last repeating) and records what was sent.
+func sessionScript(tokens ...string) func(int, wireRequest) (*http.Response, error) {
+	i := 0
+	return func(_ int, r wireRequest) (*http.Response, error) {
+		tok := tokens[min(i, len(tokens)-1)]
+		i++
+		body := `{"id":"a","pk":"p"}`
+		switch {
+		case strings.HasSuffix(r.Path, "/pkranges"):
+			body = `{"PartitionKeyRanges":[{"id":"0","minInclusive":"","maxExclusive":"80","parents":[]},{"id":"1","minInclusive":"80","maxExclusive":"FF","parents":[]},{"id":"5","minInclusive":"80","maxExclusive":"C0","parents":["1","3"]}]}`
+		case r.Header.Get("x-ms-documentdb-isquery") != "":
+			body = `{"Documents":[]}`
+		}
+		return reply(http.StatusOK, body, "x-ms-session-token", tok), nil
+	}
+}
+
+func sentTokens(st *scriptedTransport) []string {
+	var out []string
+	for _, r := range st.requests() {
+		out = append(out, r.Header.Get("x-ms-session-token"))
+	}
+	return out
+}
+
+func TestSessionTokensGoOnReadsNotWrites(t *testing.T) {
+	cc, st := newScriptedContainer(t, sessionScript("0:-1#5", "1:-1#7", "0:-1#3", "0:-1#6"))
+	ctx := testCtx(t)
+	pk := NewPartitionKeyString("p")
+	_, err := cc.ReadItem(ctx, pk, "a", nil) // nothing known yet; learns 0:5
+	require.NoError(t, err)
+	_, err = cc.CreateItem(ctx, pk, itemJSON("a", "p", 1), nil) // learns 1:7
+	require.NoError(t, err)
+	_, err = cc.UpsertItem(ctx, pk, itemJSON("a", "p", 1), nil) // 0:3 is older than 0:5
+	require.NoError(t, err)
+	_, err = cc.ReadItem(ctx, pk, "a", nil)
+	require.NoError(t, err)
+	_, err = cc.QueryItems(ctx, "SELECT * FROM c", nil, &QueryOptions{PartitionKey: &pk})
+	require.NoError(t, err)
+	_, err = cc.QueryItems(ctx, "SELECT * FROM c", nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"", "", "", "0:-1#5,1:-1#7", "0:-1#6,1:-1#7", "0:-1#6,1:-1#7"}, sentTokens(st),
+		"reads and queries send the compound token, highest LSN per range; writes send none")
+}
+
+func TestRangeTargetedQueriesSendTheirRangesToken(t *testing.T) {
+	cc, st := newScriptedContainer(t, sessionScript("0:-1#5", "1:-1#7", "3:-1#2", "", "", "", "", ""))
+	ctx := testCtx(t)
+	pk := NewPartitionKeyString("p")
+	for range 3 {
+		_, err := cc.CreateItem(ctx, pk, itemJSON("a", "p", 1), nil)
+		require.NoError(t, err)
+	}
+	_, err := cc.ReadPartitionKeyRanges(ctx, false)
+	require.NoError(t, err)
+	for _, id := range []string{"0", "1", "5", "9"} {
+		_, err := cc.QueryItems(ctx, "SELECT * FROM c", nil, &QueryOptions{PartitionKeyRangeID: id})
+		require.NoError(t, err)
+	}
+	sent := sentTokens(st)
+	assert.Empty(t, sent[3], "no token on the ranges read")
+	assert.Equal(t, []string{"0:-1#5", "1:-1#7", "5:-1#2", ""}, sent[4:],
+		"a range's own token; a split child's from its nearest parent, under its own id; nothing for an unknown range")
+}
+
+func TestCallersSessionTokenWins(t *testing.T) {
+	cc, st := newScriptedContainer(t, sessionScript("0:-1#5"))
+	ctx := testCtx(t)
+	pk := NewPartitionKeyString("p")
+	_, err := cc.CreateItem(ctx, pk, itemJSON("a", "p", 1), nil)
+	require.NoError(t, err)
+	_, err = cc.ReadItem(ctx, pk, "a", &ItemOptions{SessionToken: "0:-1#1"})
+	require.NoError(t, err)
+	_, err = cc.QueryItems(ctx, "SELECT * FROM c", nil, &QueryOptions{SessionToken: "0:-1#2"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"", "0:-1#1", "0:-1#2"}, sentTokens(st))
+}
+
+// TestSessionTokensToleratesServersWithoutThem: no token, or one in a form
+// we do not know, is never sent back.
+func TestSessionTokensToleratesServersWithoutThem(t *testing.T) {
+	for _, tok := range []string{"", "garbage", "a:b:c", "0:x#y", ":-1#4", "0:-1#4#nonsense"} {
+		cc, st := newScriptedContainer(t, sessionScript(tok))
+		ctx := testCtx(t)
+		pk := NewPartitionKeyString("p")
+		_, err := cc.CreateItem(ctx, pk, itemJSON("a", "p", 1), nil)
+		require.NoError(t, err)
+		_, err = cc.ReadItem(ctx, pk, "a", nil)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"", ""}, sentTokens(st), "server token %q", tok)
+	}
+}
+
+func TestSessionTokensAreKeptPerContainer(t *testing.T) {
+	c, st := newScriptedClient(t, sessionScript("0:-1#5", "0:-1#9"))
+	ctx := testCtx(t)
+	pk := NewPartitionKeyString("p")
+	a, err := c.NewContainer("db", "a")
+	require.NoError(t, err)
+	b, err := c.NewContainer("db", "b")
+	require.NoError(t, err)
+	_, err = a.CreateItem(ctx, pk, itemJSON("x", "p", 1), nil)
+	require.NoError(t, err)
+	_, err = b.CreateItem(ctx, pk, itemJSON("x", "p", 1), nil)
+	require.NoError(t, err)
+	a2, err := c.NewContainer("db", "a") // a new handle on the same container shares its session
+	require.NoError(t, err)
+	_, err = a2.ReadItem(ctx, pk, "x", nil)
+	require.NoError(t, err)
+	_, err = b.ReadItem(ctx, pk, "x", nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"", "", "0:-1#5", "0:-1#9"}, sentTokens(st))
+}
+
+func TestSessionTokensFromRefusalsCount(t *testing.T) {
+	answers := []*http.Response{
+		reply(http.StatusPreconditionFailed, `{"code":"PreconditionFailed"}`, "x-ms-session-token", "0:-1#8"),
+		reply(http.StatusNotFound, `{}`, "x-ms-session-token", "0:-1#9", "x-ms-substatus", "1002"),
+		reply(http.StatusOK, `{"id":"a"}`),
+	}
+	i := 0
+	cc, st := newScriptedContainer(t, func(int, wireRequest) (*http.Response, error) {
+		r := answers[min(i, len(answers)-1)]
+		i++
+		return r, nil
+	})
+	ctx := testCtx(t)
+	pk := NewPartitionKeyString("p")
+	etag := ETag(`"old"`)
+	_, err := cc.ReplaceItem(ctx, pk, "a", itemJSON("a", "p", 1), &ItemOptions{IfMatch: &etag})
+	require.True(t, IsPreconditionFailed(err))
+	_, err = cc.ReadItem(ctx, pk, "a", nil)
+	require.NoError(t, err, "404/1002 is retried")
+	assert.Equal(t, []string{"", "0:-1#8", "0:-1#8"}, sentTokens(st), "a 412 names a position; a 404/1002 does not")
+}
+
+// TestReadSessionNotAvailableIsRetriedThenForgetsTheTokens: a replica that
+// never reaches our position (the container was created again elsewhere)
+// fails the read after bounded retries, and later reads start afresh.
+func TestReadSessionNotAvailableIsRetriedThenForgetsTheTokens(t *testing.T) {
+	cc, st := newScriptedContainer(t, func(n int, r wireRequest) (*http.Response, error) {
+		switch {
+		case n == 0:
+			return reply(http.StatusCreated, "", "x-ms-session-token", "0:-1#50"), nil
+		case r.Header.Get("x-ms-session-token") == "0:-1#50":
+			return reply(http.StatusNotFound, `{"code":"NotFound"}`, "x-ms-substatus", "1002"), nil
+		}
+		return reply(http.StatusOK, `{"id":"a"}`, "x-ms-session-token", "0:-1#2"), nil
+	})
+	ctx := testCtx(t)
+	pk := NewPartitionKeyString("p")
+	_, err := cc.CreateItem(ctx, pk, itemJSON("a", "p", 1), nil)
+	require.NoError(t, err)
+	_, err = cc.ReadItem(ctx, pk, "a", nil)
+	require.Error(t, err)
+	assert.False(t, IsNotFound(err), "404/1002 says nothing about the item's existence")
+	assert.True(t, IsRetryable(ToProviderError("read", err)))
+	assert.Equal(t, 1+fastRetryOptions().MaxAttempts, st.count(), "bounded retries")
+
+	_, err = cc.ReadItem(ctx, pk, "a", nil)
+	require.NoError(t, err)
+	sent := sentTokens(st)
+	assert.Empty(t, sent[len(sent)-1], "the tokens no replica could serve are gone")
+	_, err = cc.ReadItem(ctx, pk, "a", nil)
+	require.NoError(t, err)
+	assert.Equal(t, "0:-1#2", sentTokens(st)[st.count()-1], "and new ones are learnt")
+}
+
+func TestContainerDeletionForgetsItsSessionTokens(t *testing.T) {
+	acct, cc := staleContainer(t, 1)
+	ctx := testCtx(t)
+	pk := NewPartitionKeyString("p")
+	for i := range 5 {
+		_, err := cc.CreateItem(ctx, pk, itemJSON(fmt.Sprint(i), "p", 1), nil)
+		require.NoError(t, err)
+	}
+	// Delete and create the container again: its LSNs start over, below
+	// the tokens the client holds.
+	require.NoError(t, cc.Delete(ctx))
+	_, err := cc.Create(ctx, ContainerProperties{PartitionKey: PartitionKeyDefinition{Paths: []string{"/pk"}}})
+	require.NoError(t, err)
+	for i := range 3 {
+		_, err = cc.CreateItem(ctx, pk, itemJSON(fmt.Sprint("a", i), "p", 1), nil)
+		require.NoError(t, err)
+		_, err = cc.ReadItem(ctx, pk, fmt.Sprint("a", i), nil)
+		require.NoError(t, err, "no token left over from the deleted container")
+	}
+
+	// Another client recreating it: ours learns from the 404/1002.
+	other := acct.Client()
+	otherCC, err := other.NewContainer("db", "coll")
+	require.NoError(t, err)
+	require.NoError(t, otherCC.Delete(ctx))
+	_, err = otherCC.Create(ctx, ContainerProperties{PartitionKey: PartitionKeyDefinition{Paths: []string{"/pk"}}})
+	require.NoError(t, err)
+	_, err = otherCC.CreateItem(ctx, pk, itemJSON("b", "p", 1), nil)
+	require.NoError(t, err)
+	_, err = cc.ReadItem(ctx, pk, "b", nil)
+	require.Error(t, err, "our token is ahead of the new container's range")
+	_, err = cc.ReadItem(ctx, pk, "b", nil)
+	assert.True(t, IsNotFound(err), "tokens forgotten: a lagging read, no longer a 1002: %v", err)
+}
+
+// ---------------------------------------------------------------------------
+// Tokens.
+
+func TestSessionTokenMergeKeepsTheHighestPosition(t *testing.T) {
+	merge := func(a, b string) string {
+		s := newSessionStore()
+		s.capture("c", a)
+		s.capture("c", b)
+		return s.compound("c")
+	}
+	cases := []struct{ a, b, want string }{
+		{"0:-1#5", "0:-1#3", "0:-1#5"},
+		{"0:-1#3", "0:-1#5", "0:-1#5"},
+		{"0:7", "0:4", "0:7"},
+		{"0:1#10#1=5#2=8", "0:1#9#1=7#2=3", "0:1#10#1=7#2=8"},
+		{"0:1#10#1=5", "0:2#9#1=4#2=3", "0:2#10#1=5#2=3"},
+		{"0:-1#5", "1:-1#2,2:-1#9", "0:-1#5,1:-1#2,2:-1#9"},
+		{"0:-1#5,0:-1#8", "", "0:-1#8"},
+		{"0:4", "0:-1#2", "0:-1#2"}, // forms that do not compare: the newer
+	}
+	for _, tc := range cases {
+		assert.Equal(t, tc.want, merge(tc.a, tc.b), "%s + %s", tc.a, tc.b)
+	}
+}
+
+func TestSessionTokenRendersWhatItParsed(t *testing.T) {
+	for _, tok := range []string{"-1#12", "3#100#1=20#2=5", "42"} {
+		parsed, ok := parseSessionToken(tok)
+		require.True(t, ok, tok)
+		assert.Equal(t, tok, parsed.String())
+	}
+	for _, bad := range []string{"", "x", "-1#", "#5", "1#2#3", "1#2#a=1", "1#-5", "-3"} {
+		_, ok := parseSessionToken(bad)
+		assert.False(t, ok, bad)
+	}
+}
+
+func TestDatabaseDeletionForgetsItsContainersTokens(t *testing.T) {
+	s := newSessionStore()
+	for _, link := range []string{"dbs/a/colls/x", "dbs/a/colls/y", "dbs/ab/colls/x"} {
+		s.capture(link, "0:-1#1")
+	}
+	s.forgetDatabase("a")
+	var left []string
+	for link := range s.tokens {
+		left = append(left, link)
+	}
+	sort.Strings(left)
+	assert.Equal(t, []string{"dbs/ab/colls/x"}, left)
+}

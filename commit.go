@@ -564,7 +564,7 @@ func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrat
 		if !IsOutcomeUnknown(err) {
 			return wrap(op, err)
 		}
-		inst, rerr := p.readInstance(ctx, lock.inst.Instance)
+		inst, rerr := p.readInstanceLatest(ctx, lock.pk)
 		if rerr != nil || inst == nil || inst.LastAck != lock.token {
 			return wrap(op, err) // not committed (or cannot tell yet): the runtime retries
 		}
@@ -735,7 +735,7 @@ func (p *CosmosProvider) readBackInstance(ctx context.Context, op string, lock *
 		p.orchLocks.remove(lock.token)
 		return Permanent(op, "the lock was lost")
 	}
-	resp, err := p.container.ReadItem(ctx, NewPartitionKeyString(lock.pk), instanceDocID, nil)
+	resp, err := p.readLatest(ctx, NewPartitionKeyString(lock.pk), instanceDocID)
 	if IsNotFound(err) {
 		return false, lost()
 	}

@@ -655,7 +655,7 @@ func (p *CosmosProvider) lockInstance(ctx context.Context, pk string, msgs []que
 		}
 		resp, err := p.container.ExecuteTransactionalBatch(ctx, b, &TransactionalBatchOptions{EnableContentResponseOnWrite: true})
 		if IsOutcomeUnknown(err) {
-			return p.resolveLockBatch(ctx, pk, token, err)
+			return p.resolveLockBatch(ctx, pk, token, msgs, err)
 		}
 		if err != nil {
 			return instanceDoc{}, nil, err
@@ -681,44 +681,59 @@ func (p *CosmosProvider) lockInstance(ctx context.Context, pk string, msgs []que
 }
 
 // resolveLockBatch finds out whether a lock batch whose response was lost
-// took the lock, with one query for the instance document and the messages
-// carrying our token: if it did, the fetch goes on with what it locked, so
-// the instance does not stay locked by nobody until the lock expires (R8).
-func (p *CosmosProvider) resolveLockBatch(ctx context.Context, pk, token string, cause error) (instanceDoc, []queueDoc, error) {
-	key := NewPartitionKeyString(pk)
-	res, err := p.container.QueryItems(ctx, "SELECT * FROM c WHERE c.pk = @pk AND (c.type = @inst OR (c.type = @msg AND c.lockToken = @token))",
-		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@inst", Value: docInstance}, {Name: "@msg", Value: docMessage}, {Name: "@token", Value: token}},
-		&QueryOptions{PartitionKey: &key})
+// took the lock, reading the instance document and the messages from the
+// partition's primary in one batch: if it did, the fetch goes on with what
+// it locked, so the instance does not stay locked by nobody until the lock
+// expires (R8).
+func (p *CosmosProvider) resolveLockBatch(ctx context.Context, pk, token string, msgs []queueDoc, cause error) (instanceDoc, []queueDoc, error) {
+	ids := []string{instanceDocID}
+	for _, m := range msgs {
+		ids = append(ids, m.ID)
+	}
+	res, err := p.readLatestMany(ctx, NewPartitionKeyString(pk), ids)
+	if IsNotFound(err) {
+		return instanceDoc{}, nil, errContended // something went away: the batch could not have applied whole
+	}
 	if err != nil {
 		return instanceDoc{}, nil, cause
 	}
 	var inst instanceDoc
-	var msgs []queueDoc
-	for _, raw := range res.Items {
-		var head struct {
-			Type string `json:"type"`
-			ETag ETag   `json:"_etag"`
-		}
-		if err := json.Unmarshal(raw, &head); err != nil {
-			return instanceDoc{}, nil, fmt.Errorf("decode locked document: %w: %v", errUndecodable, err)
-		}
-		if head.Type == docInstance {
-			if err := json.Unmarshal(raw, &inst); err != nil {
-				return instanceDoc{}, nil, fmt.Errorf("decode locked instance: %w: %v", errUndecodable, err)
-			}
-			continue
-		}
-		var m queueDoc
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return instanceDoc{}, nil, fmt.Errorf("decode locked message: %w: %v", errUndecodable, err)
-		}
-		msgs = append(msgs, m)
+	if err := json.Unmarshal(res[0].Value, &inst); err != nil {
+		return instanceDoc{}, nil, fmt.Errorf("decode locked instance: %w: %v", errUndecodable, err)
 	}
-	if inst.LockToken != token || len(msgs) == 0 {
+	inst.ETag = res[0].ETag
+	if inst.LockToken != token {
 		return instanceDoc{}, nil, errContended // the batch did not apply
 	}
-	sortQueueDocs(msgs) // in the order the batch took them
-	return inst, msgs, nil
+	locked := make([]queueDoc, 0, len(msgs))
+	for _, r := range res[1:] {
+		var m queueDoc
+		if err := json.Unmarshal(r.Value, &m); err != nil {
+			return instanceDoc{}, nil, fmt.Errorf("decode locked message: %w: %v", errUndecodable, err)
+		}
+		m.ETag = r.ETag
+		locked = append(locked, m)
+	}
+	return inst, locked, nil
+}
+
+// readInstanceLatest reads an instance document from its partition's
+// primary (nil when there is none), to tell what a write whose response
+// was lost did.
+func (p *CosmosProvider) readInstanceLatest(ctx context.Context, pk string) (*instanceDoc, error) {
+	resp, err := p.readLatest(ctx, NewPartitionKeyString(pk), instanceDocID)
+	if IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var inst instanceDoc
+	if err := json.Unmarshal(resp.Value, &inst); err != nil {
+		return nil, fmt.Errorf("decode instance document: %w: %v", errUndecodable, err)
+	}
+	inst.ETag = resp.ETag
+	return &inst, nil
 }
 
 // whyNotLocked reads the instance document after its lock condition failed,

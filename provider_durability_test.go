@@ -450,9 +450,16 @@ func TestStartDuringADeletionIsNotDeletedUnseen(t *testing.T) {
 // A lock whose response was lost is found out by reading it back: the fetch
 // goes on with the instance it locked, instead of failing and leaving the
 // instance locked by nobody until the lock expires.
+// Under Session consistency the read-back must see the write whose
+// response (and session token) was lost: it reads from the primary.
 func TestLostLockResponsesAreResolved(t *testing.T) {
+	t.Run("consistent reads", func(t *testing.T) { lostLockResponses(t, false) })
+	t.Run("stale reads without a session token", func(t *testing.T) { lostLockResponses(t, true) })
+}
+
+func lostLockResponses(t *testing.T, stale bool) {
 	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{StaleReadsWithoutSessionToken: stale})
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("lost-lock"), 0))
@@ -469,4 +476,21 @@ func TestLostLockResponsesAreResolved(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, work, "the claim that applied is used")
 	require.NoError(t, p.AckWorkItem(ctx, wtoken, cdb.ActivityCompleted{Instance: "lost-lock", ExecutionID: 1, ID: 2, Result: "ok"}))
+}
+
+// An ack whose response is lost is found committed by reading the instance
+// document from the primary, even when a plain read would be stale.
+func TestLostAckResponseUnderStaleReadsIsResolved(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{StaleReadsWithoutSessionToken: true})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("lost-ack"), 0))
+	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	loseFirstResponse(acct, "Batch", `"lastAck"`)
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("lost-ack", 1)}, nil, nil, providertest.TestOrchMetadata(), nil),
+		"the commit happened, so the caller is told it did")
+	history, err := p.Read(ctx, "lost-ack")
+	require.NoError(t, err)
+	assert.Len(t, history, 1)
 }

@@ -2,6 +2,7 @@ package cdb
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -76,4 +77,41 @@ func (p *CosmosProvider) executeBatchOnce(ctx context.Context, b *TransactionalB
 func failedWithConflict(resp TransactionalBatchResponse, idx int) bool {
 	i, ce, _ := resp.FailedOperation()
 	return i == idx && ce != nil && ce.StatusCode == http.StatusConflict
+}
+
+// readLatest point-reads a document as the partition's primary has it, as
+// a one-read transactional batch. A read-back after a write whose response
+// was lost must see that write; a plain read may not under Session
+// consistency, as the lost response took the write's session token with it
+// (R13). A missing document is a 404 *CosmosError, as ReadItem's.
+func (p *CosmosProvider) readLatest(ctx context.Context, pk PartitionKey, id string) (ItemResponse, error) {
+	res, err := p.readLatestMany(ctx, pk, []string{id})
+	if err != nil {
+		return ItemResponse{}, err
+	}
+	return res[0], nil
+}
+
+// readLatestMany reads several documents of one partition from its
+// primary, in one batch; any missing one makes it a 404.
+func (p *CosmosProvider) readLatestMany(ctx context.Context, pk PartitionKey, ids []string) ([]ItemResponse, error) {
+	b := p.container.NewTransactionalBatch(pk)
+	for _, id := range ids {
+		b.ReadItem(id, nil)
+	}
+	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+	if err != nil {
+		return nil, err
+	}
+	if !resp.Success {
+		if _, ce, ok := resp.FailedOperation(); ok && ce != nil {
+			return nil, ce
+		}
+		return nil, fmt.Errorf("read batch failed with status %d", resp.StatusCode)
+	}
+	out := make([]ItemResponse, len(resp.OperationResults))
+	for i, r := range resp.OperationResults {
+		out[i] = ItemResponse{Value: r.ResourceBody, ETag: r.ETag, StatusCode: r.StatusCode, RequestCharge: r.RequestCharge}
+	}
+	return out, nil
 }

@@ -181,7 +181,7 @@ func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout 
 	if IsOutcomeUnknown(err) {
 		// Read it back: a claim that applied is ours to go on with, rather
 		// than an item locked by nobody until its lock expires (R8).
-		resp, err = p.container.ReadItem(ctx, NewPartitionKeyString(c.PK), c.ID, nil)
+		resp, err = p.readLatest(ctx, NewPartitionKeyString(c.PK), c.ID)
 		if err == nil && !claimedBy(resp.Value, token) {
 			return fetchedWork{}, errContended
 		}
@@ -450,7 +450,7 @@ func (p *CosmosProvider) knownETag(ctx context.Context, op string, lock *workLoc
 // the read fails, the ETag stays unknown for the next write to resolve, and
 // the error is retryable: nothing says the lock is gone.
 func (p *CosmosProvider) readBackWork(ctx context.Context, op string, lock *workLock, until int64) (applied bool, err error) {
-	resp, err := p.container.ReadItem(ctx, NewPartitionKeyString(lock.pk), lock.doc.ID, nil)
+	resp, err := p.readLatest(ctx, NewPartitionKeyString(lock.pk), lock.doc.ID)
 	if IsNotFound(err) {
 		return false, p.lostWork(op, lock)
 	}

@@ -292,7 +292,7 @@ func TestWorkLockRenewalUnresolvedIsResolvedByTheAck(t *testing.T) {
 
 	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultLoseResponse, Times: 1, Match: isLockRenewal("w|1|1")})
 	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 500, Times: 1, Match: func(r cdb.FakeRequest) bool {
-		return r.Operation == "ReadItem" && r.ItemID == "w|1|1"
+		return r.Operation == "Batch" && strings.Contains(string(r.Body), `"Read"`) && strings.Contains(string(r.Body), `"w|1|1"`)
 	}})
 	err := p.RenewWorkItemLock(ctx, token, time.Minute)
 	require.Error(t, err)

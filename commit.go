@@ -3,10 +3,10 @@ package cdb
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -38,12 +38,13 @@ func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken str
 	if err := p.stage(ctx, lock.pk, plan.staged); err != nil {
 		return wrap(op, err)
 	}
-	if err := p.commit(ctx, op, lock, plan); err != nil {
+	known, err := p.commit(ctx, op, lock, plan)
+	if err != nil {
 		return err
 	}
 	p.afterCommit(lock, plan)
 	if plan.outbox != nil {
-		p.outbox.deliverNow(ctx, *plan.outbox)
+		p.outbox.committed(ctx, lock.pk, lock.state.pendingOutboxes, plan.outbox, known)
 	}
 	return nil
 }
@@ -61,7 +62,7 @@ const (
 // historyForCommit is the turn's history document, with its events inline,
 // or, for a large turn, in staged parts whose bodies it returns.
 func historyForCommit(instance, pk string, exec uint64, token string, delta []Event) ([]byte, historyDoc, [][]byte, error) {
-	body, d, err := encodeHistory(instance, pk, exec, delta)
+	body, d, err := encodeHistory(instance, pk, exec, delta, token)
 	if err != nil || len(d.Data) <= stageHistoryAbove {
 		return body, d, nil, err
 	}
@@ -114,12 +115,12 @@ func chunkEvents(delta []Event) ([]string, error) {
 	return chunks, nil
 }
 
-// stage writes a large turn's history parts; one written by an earlier try
-// of the same ack is fine (409).
+// stage writes a large turn's history and outbox parts; one written by an
+// earlier try of the same ack is fine (409).
 func (p *CosmosProvider) stage(ctx context.Context, pk string, parts [][]byte) error {
 	for _, part := range parts {
 		if _, err := p.container.CreateItem(ctx, NewPartitionKeyString(pk), part, nil); err != nil && !IsConflict(err) {
-			return fmt.Errorf("stage history part: %w", err)
+			return fmt.Errorf("stage part: %w", err)
 		}
 	}
 	return nil
@@ -148,27 +149,27 @@ type ackPlan struct {
 	outbox      *outboxDoc
 	newMessages []time.Time // visibility of messages this commit writes for the instance itself
 	newWork     bool
-	staged      [][]byte // history parts to write before the commit (R7)
+	staged      [][]byte // history and outbox parts to write before the commit (R7)
+	historyID   string   // the turn's history document, "" when it has no events
 }
 
-// ackWriter collects the batch operations of one ack, folding what would
-// push the batch past its operation limit into the outbox (R1).
+// ackWriter collects the documents of one ack besides its history and
+// state, and places them: in the batch, or in the outbox (R1).
 type ackWriter struct {
 	p      *CosmosProvider
 	op     string
 	pk     string
 	token  string
 	now    int64
-	fixed  int // operations that must be in the batch
-	docs   []pendingDoc
-	outbox []outboxEntry
-	remote []outboxEntry
+	docs   []pendingDoc // for this partition
+	remote []pendingDoc // for other partitions
 }
 
 type pendingDoc struct {
-	body    []byte
-	upsert  bool
-	message bool // an orchestrator message (else a worker item or tombstone)
+	pk     string
+	body   []byte
+	upsert bool
+	queued bool // a message or worker item: marked relayed when an outbox carries it
 }
 
 func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID uint64, delta []Event, workerItems, orchItems []WorkItem, md ExecutionMetadata, cancelled []ScheduledActivityIdentifier) (*ackPlan, error) {
@@ -193,7 +194,7 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 	etag := lock.inst.ETag
 	b.ReplaceItem(instanceDocID, instBody, &TransactionalBatchItemOptions{IfMatch: &etag})
 	for _, m := range lock.messages {
-		b.DeleteItem(m.ID, nil)
+		consumeItem(b, m, nil)
 	}
 	var hist historyDoc
 	var staged [][]byte
@@ -222,9 +223,8 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 		return nil, Permanent(op, fmt.Sprintf("encode execution: %v", err))
 	}
 	b.UpsertItem(execBody, nil)
-	w.fixed = b.Len() + 1 // and the outbox document, should there be one
 
-	plan := &ackPlan{batch: b, inst: inst, staged: staged}
+	plan := &ackPlan{batch: b, inst: inst, staged: staged, historyID: hist.ID}
 	if err := w.addWork(workerItems, cancelled, inst.Pinned); err != nil {
 		return nil, err
 	}
@@ -241,16 +241,38 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 	if err := w.addCancellations(cancelled, workerItems); err != nil {
 		return nil, err
 	}
-	outbox, err := w.flush(b, inst.Instance)
+	outbox, parts, err := w.flush(b, inst.Instance, inst.Rev)
 	if err != nil {
 		return nil, err
 	}
 	plan.outbox = outbox
+	plan.staged = append(plan.staged, parts...)
 	plan.state = nextState(state, inst, executionID, execDoc, delta, hist)
 	if plan.state != nil {
 		plan.state.kv = kv
+		if outbox == nil {
+			// Outboxes the load saw are still to be ordered before this
+			// instance's next outbox.
+			plan.state.pendingOutboxes = state.pendingOutboxes
+		}
 	}
 	return plan, nil
+}
+
+// consumeItem removes a queue item its holder consumed. A relayed one
+// leaves a consumedMarker in its place, so that a relay delivering it again
+// gets a 409 instead of creating work that was done.
+func consumeItem(b *TransactionalBatch, doc queueDoc, o *TransactionalBatchItemOptions) {
+	if !doc.Relayed {
+		b.DeleteItem(doc.ID, o)
+		return
+	}
+	marker, err := json.Marshal(consumedMarker{ID: doc.ID, PK: doc.PK, Type: docConsumed, Instance: doc.Instance, TTL: consumedMarkerTTL})
+	if err != nil {
+		b.fail(fmt.Errorf("encode consumed marker: %w", err))
+		return
+	}
+	b.ReplaceItem(doc.ID, marker, o)
 }
 
 // writeKV adds the turn's KV documents to the batch: the delta when the turn
@@ -335,35 +357,10 @@ func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event,
 		inst.CustomVersion++
 	}
 	inst.LockToken, inst.LockedUntil = "", 0
-	inst.Consumed = rememberConsumed(inst.Consumed, lock.messages)
 	inst.LastAck = lock.token
 	inst.Rev++
 	inst.UpdatedAt = now
 	return inst
-}
-
-// maxConsumed bounds the relayed message ids an instance remembers: enough
-// for the turns between a delivery and the reconciler's next pass.
-const maxConsumed = 64
-
-// rememberConsumed adds the relayed messages of a committed batch to the
-// instance's memory of consumed ids, keeping the newest maxConsumed.
-func rememberConsumed(consumed []string, batch []queueDoc) []string {
-	for _, m := range batch {
-		if isRelayed(m.ID) {
-			consumed = append(consumed, m.ID)
-		}
-	}
-	if len(consumed) > maxConsumed {
-		consumed = append([]string(nil), consumed[len(consumed)-maxConsumed:]...)
-	}
-	return consumed
-}
-
-// isRelayed says a message id was written by a commit (and so may be
-// delivered by a relay, and delivered again after a crash).
-func isRelayed(id string) bool {
-	return strings.HasPrefix(id, "m|o|") || strings.HasPrefix(id, "m|w|")
 }
 
 // lastCustomStatus is the last CustomStatusUpdated of the delta.
@@ -445,7 +442,19 @@ func (w *ackWriter) addWork(items []WorkItem, cancelled []ScheduledActivityIdent
 		if err != nil {
 			return Permanent(w.op, err.Error())
 		}
-		w.add(instancePartitionKey(act.Instance), pendingDoc{body: body})
+		if err := w.fits(body, fmt.Sprintf("the work item of activity %d", act.ID)); err != nil {
+			return err
+		}
+		w.add(instancePartitionKey(act.Instance), pendingDoc{body: body, queued: true})
+	}
+	return nil
+}
+
+// fits refuses, before anything is written, a document no Cosmos DB
+// document can hold (R6, R7).
+func (w *ackWriter) fits(body []byte, what string) error {
+	if len(body) > MaxDocumentBytes {
+		return Permanent(w.op, fmt.Sprintf("%s is %d bytes encoded; a Cosmos DB document holds at most %d", what, len(body), MaxDocumentBytes))
 	}
 	return nil
 }
@@ -474,6 +483,9 @@ func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, Permanent(w.op, err.Error())
 	}
+	if err := w.fits(body, fmt.Sprintf("the %s for %q", item.Kind(), target)); err != nil {
+		return time.Time{}, err
+	}
 	pk := instancePartitionKey(target)
 	if _, ok := item.(StartOrchestration); ok && pk != w.pk {
 		// A child's or detached start brings the child's lock document,
@@ -482,9 +494,9 @@ func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
 		if err != nil {
 			return time.Time{}, Permanent(w.op, err.Error())
 		}
-		w.remote = append(w.remote, outboxEntry{PK: pk, Doc: shell})
+		w.remote = append(w.remote, pendingDoc{pk: pk, body: shell})
 	}
-	w.add(pk, pendingDoc{body: body, message: true})
+	w.add(pk, pendingDoc{body: body, queued: true})
 	return time.UnixMilli(visible), nil
 }
 
@@ -515,76 +527,307 @@ func (w *ackWriter) addCancellations(cancelled []ScheduledActivityIdentifier, sc
 	return nil
 }
 
-// add places a document: in the batch when it belongs to this partition,
-// otherwise in the outbox.
+// add places a document: with this partition's, or with the other
+// partitions', which only an outbox can write.
 func (w *ackWriter) add(pk string, d pendingDoc) {
+	d.pk = pk
 	if pk != w.pk {
-		w.remote = append(w.remote, outboxEntry{PK: pk, Upsert: d.upsert, Doc: d.body})
+		w.remote = append(w.remote, d)
 		return
 	}
 	w.docs = append(w.docs, d)
 }
 
-// flush writes the local documents into the batch, folding those beyond the
-// batch's operation limit into the outbox, and adds the outbox document.
-func (w *ackWriter) flush(b *TransactionalBatch, instance string) (*outboxDoc, error) {
-	room := MaxBatchOperations - w.fixed
-	inline := w.docs
-	if len(inline) > room {
-		inline = w.docs[:room]
-		for _, d := range w.docs[room:] {
-			w.outbox = append(w.outbox, outboxEntry{PK: w.pk, Upsert: d.upsert, Doc: d.body})
+// Commit sizes (R1, R7). The batch keeps room for its encoding; an outbox
+// document holds at most outboxInlineBytes of entries itself (a fetch's load
+// reads pending outboxes), and stages the rest in parts.
+const (
+	commitBatchBytes  = MaxBatchBytes - 32*1024
+	batchOpOverhead   = 128 // bytes an operation adds to the batch body besides its document and id
+	outboxInlineBytes = 256 * 1024
+	outboxRefsReserve = 16 * 1024 // the outbox document's own fields and part names
+)
+
+// batchBytes estimates the encoded size of a batch from its operations.
+func batchBytes(b *TransactionalBatch) int {
+	n := 2
+	for _, op := range b.ops {
+		n += len(op.ResourceBody) + len(op.ID) + batchOpOverhead
+	}
+	return n
+}
+
+// sizedEntry is an outbox entry with its encoded size in an entries array.
+type sizedEntry struct {
+	entry outboxEntry
+	size  int
+}
+
+// outboxLayout is where the documents that leave the batch go: the outbox
+// document's own entries, then staged parts.
+type outboxLayout struct {
+	inline []outboxEntry
+	parts  [][]outboxEntry
+}
+
+// flush places the turn's documents (R1, R7): this partition's in the batch
+// while its operations and bytes allow, the rest, and every other
+// partition's, in an outbox document; entries that would make that document
+// too large go to staged parts, which the batch makes permanent. It returns
+// the outbox document (nil when none is needed) and the parts to stage.
+func (w *ackWriter) flush(b *TransactionalBatch, instance string, rev uint64) (*outboxDoc, [][]byte, error) {
+	used := batchBytes(b)
+	if used > commitBatchBytes || b.Len() >= MaxBatchOperations {
+		return nil, nil, Permanent(w.op, fmt.Sprintf("the turn's history, state and consumed messages take %d operations and %d bytes; a commit batch holds %d and %d",
+			b.Len(), used, MaxBatchOperations, commitBatchBytes))
+	}
+	if len(w.remote) == 0 && b.Len()+len(w.docs) <= MaxBatchOperations && used+opsBytes(w.docs) <= commitBatchBytes {
+		w.inline(b, w.docs)
+		return nil, nil, nil
+	}
+	entries, err := w.entries()
+	if err != nil {
+		return nil, nil, err
+	}
+	opsFree := MaxBatchOperations - b.Len() - 1 // the outbox document's
+	bytesFree := commitBatchBytes - used - outboxRefsReserve - len(instance) - len(w.pk) - batchOpOverhead
+	inlineBytes := make([]int, len(w.docs)+1) // of the first k documents
+	for i, d := range w.docs {
+		inlineBytes[i+1] = inlineBytes[i] + opBytes(d)
+	}
+	k := 0
+	for k < len(w.docs) && k < opsFree && inlineBytes[k+1] <= bytesFree {
+		k++
+	}
+	partCap := w.partCapacity(instance)
+	for ; k >= 0; k-- {
+		layout, err := w.layout(entries[k:], bytesFree-inlineBytes[k], partCap)
+		if err != nil {
+			return nil, nil, err
+		}
+		if k+len(layout.parts) <= opsFree {
+			w.inline(b, w.docs[:k])
+			return w.writeOutbox(b, instance, rev, layout)
 		}
 	}
-	for _, d := range inline {
+	return nil, nil, Permanent(w.op, fmt.Sprintf("the turn writes %d documents; even with its outbox staged in parts they need more than a commit batch's %d operations",
+		len(w.docs)+len(w.remote), MaxBatchOperations))
+}
+
+func opBytes(d pendingDoc) int { return len(d.body) + batchOpOverhead }
+
+func opsBytes(docs []pendingDoc) int {
+	n := 0
+	for _, d := range docs {
+		n += opBytes(d)
+	}
+	return n
+}
+
+// inline adds documents to the batch.
+func (w *ackWriter) inline(b *TransactionalBatch, docs []pendingDoc) {
+	for _, d := range docs {
 		if d.upsert {
 			b.UpsertItem(d.body, nil)
 		} else {
 			b.CreateItem(d.body, nil)
 		}
 	}
-	entries := append(w.outbox, w.remote...)
-	if len(entries) == 0 {
-		return nil, nil
-	}
-	doc := &outboxDoc{ID: "o|" + w.token, PK: w.pk, Type: docOutbox, Instance: instance, CreatedAt: w.now, Entries: entries}
-	body, err := json.Marshal(doc)
-	if err != nil {
-		return nil, Permanent(w.op, err.Error())
-	}
-	b.CreateItem(body, nil)
-	return doc, nil
 }
 
-// commit sends the ack's batch. A lost response is resolved by reading the
-// instance document: LastAck names the commit that wrote it (R8).
-func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrationLock, plan *ackPlan) error {
+// entries are the outbox entries of this partition's documents, then the
+// other partitions', in the turn's order; queue items are marked relayed.
+func (w *ackWriter) entries() ([]sizedEntry, error) {
+	all := make([]sizedEntry, 0, len(w.docs)+len(w.remote))
+	for _, d := range append(w.docs[:len(w.docs):len(w.docs)], w.remote...) {
+		body := d.body
+		if d.queued {
+			body = relayedBody(body)
+		}
+		e := outboxEntry{PK: d.pk, Upsert: d.upsert, Doc: body}
+		raw, err := json.Marshal(e)
+		if err != nil {
+			return nil, Permanent(w.op, fmt.Sprintf("encode outbox entry: %v", err))
+		}
+		all = append(all, sizedEntry{entry: e, size: len(raw) + 1})
+	}
+	return all, nil
+}
+
+// relayedBody marks an encoded queue document as delivered by an outbox
+// (queueDoc.Relayed), without decoding it again.
+func relayedBody(body []byte) []byte {
+	return append([]byte(`{"relayed":true,`), body[1:]...)
+}
+
+// partCapacity is the entry bytes an outbox part of this instance holds.
+func (w *ackWriter) partCapacity(instance string) int {
+	empty, _ := json.Marshal(outboxPart{ID: w.partID(99), PK: w.pk, Type: docOutboxPart, Instance: instance, Outbox: "o|" + w.token, TTL: stagedPartTTL})
+	return MaxDocumentBytes - len(empty) - 1024
+}
+
+func (w *ackWriter) partID(n int) string { return "op|" + w.token + "|" + strconv.Itoa(n) }
+
+// layout puts the first entries that fit in room (at most
+// outboxInlineBytes) into the outbox document, and packs the others, in
+// order, into parts of at most partCap bytes.
+func (w *ackWriter) layout(entries []sizedEntry, room, partCap int) (outboxLayout, error) {
+	var l outboxLayout
+	i, size := 0, 0
+	for room = min(room, outboxInlineBytes); i < len(entries) && size+entries[i].size <= room; i++ {
+		size += entries[i].size
+		l.inline = append(l.inline, entries[i].entry)
+	}
+	var cur []outboxEntry
+	size = 0
+	for _, e := range entries[i:] {
+		if e.size > partCap {
+			return l, Permanent(w.op, fmt.Sprintf("a document for partition %q is %d bytes; with its envelope it fits neither the commit batch nor an outbox part (%d bytes)", e.entry.PK, len(e.entry.Doc), partCap))
+		}
+		if len(cur) > 0 && size+e.size > partCap {
+			l.parts = append(l.parts, cur)
+			cur, size = nil, 0
+		}
+		cur = append(cur, e.entry)
+		size += e.size
+	}
+	if len(cur) > 0 {
+		l.parts = append(l.parts, cur)
+	}
+	return l, nil
+}
+
+// writeOutbox adds the outbox document, and the permanence of its staged
+// parts, to the batch; it returns the document and the parts' bodies.
+func (w *ackWriter) writeOutbox(b *TransactionalBatch, instance string, rev uint64, l outboxLayout) (*outboxDoc, [][]byte, error) {
+	doc := &outboxDoc{ID: "o|" + w.token, PK: w.pk, Type: docOutbox, Instance: instance, CreatedAt: w.now,
+		Entries: l.inline, Rev: rev, Owner: w.token, BeatAt: w.now}
+	if doc.Entries == nil {
+		doc.Entries = []outboxEntry{}
+	}
+	var staged [][]byte
+	for n, entries := range l.parts {
+		part := outboxPart{ID: w.partID(n), PK: w.pk, Type: docOutboxPart, Instance: instance, Outbox: doc.ID, Entries: entries, TTL: stagedPartTTL}
+		body, err := json.Marshal(part)
+		if err != nil {
+			return nil, nil, Permanent(w.op, fmt.Sprintf("encode outbox part: %v", err))
+		}
+		staged = append(staged, body)
+		doc.Parts = append(doc.Parts, outboxPartRef{ID: part.ID, Entries: len(entries)})
+	}
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return nil, nil, Permanent(w.op, fmt.Sprintf("encode outbox: %v", err))
+	}
+	b.CreateItem(body, nil)
+	for _, ref := range doc.Parts {
+		var keep PatchOperations
+		keep.AppendSet("/ttl", -1) // the commit makes the staged part permanent
+		b.PatchItem(ref.ID, keep, nil)
+	}
+	if n := batchBytes(b); n > MaxBatchBytes {
+		return nil, nil, Permanent(w.op, fmt.Sprintf("the commit batch would be %d bytes; at most %d are allowed", n, MaxBatchBytes))
+	}
+	return doc, staged, nil
+}
+
+// commit sends the ack's batch and says whether this plan is what committed.
+// An unknown outcome (a lost response), or a retry of the ack that finds the
+// instance changed, is resolved by ackCommitted (R8): an earlier try of the
+// same ack may have committed.
+func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrationLock, plan *ackPlan) (bool, error) {
 	resp, err := p.container.ExecuteTransactionalBatch(ctx, plan.batch, nil)
 	if err != nil {
 		if !IsOutcomeUnknown(err) {
-			return wrap(op, err)
+			return false, wrap(op, err)
 		}
-		inst, rerr := p.readInstanceLatest(ctx, lock.pk)
-		if rerr != nil || inst == nil || inst.LastAck != lock.token {
-			return wrap(op, err) // not committed (or cannot tell yet): the runtime retries
+		ok, cerr := p.ackCommitted(ctx, lock, plan)
+		if cerr != nil || !ok {
+			return false, wrap(op, err) // not committed, or cannot tell yet: the runtime retries
 		}
-		plan.inst.ETag = inst.ETag
-		return nil
+		return true, nil
 	}
 	if !resp.Success {
 		idx, ce, _ := resp.FailedOperation()
 		switch {
 		case idx == 0 && ce != nil && (ce.StatusCode == http.StatusPreconditionFailed || ce.StatusCode == http.StatusNotFound):
+			ok, cerr := p.ackCommitted(ctx, lock, plan)
+			if cerr != nil {
+				return false, Retryable(op, "the instance changed, and whether an earlier try of this ack committed cannot be told yet: "+cerr.Error())
+			}
+			if ok {
+				return false, nil // an earlier try, whose response was lost, committed
+			}
 			lock.done = true
 			p.orchLocks.remove(lock.token)
-			return Permanent(op, "Instance lock expired: another dispatcher took the instance, or it was deleted")
+			return false, Permanent(op, "Instance lock expired: another dispatcher took the instance, or it was deleted")
 		case ce != nil && ce.StatusCode == http.StatusConflict:
-			return Permanent(op, "duplicate event ids or items: history is append-only ("+ce.Message+")")
+			return false, Permanent(op, "duplicate event ids or items: history is append-only ("+ce.Message+")")
 		}
-		return batchFailure(op, resp)
+		return false, batchFailure(op, resp)
 	}
 	plan.inst.ETag = resp.OperationResults[0].ETag
-	return nil
+	return true, nil
+}
+
+// outcomeReadAttempts bounds the reads that resolve an ack's outcome; a
+// transient failure of one is not an answer (R10).
+const outcomeReadAttempts = 5
+
+// ackCommitted tells whether this ack's batch committed: the instance's
+// lastAck names the last commit, and, should another turn have committed
+// since, the turn's history document names the ack that wrote it.
+func (p *CosmosProvider) ackCommitted(ctx context.Context, lock *orchestrationLock, plan *ackPlan) (bool, error) {
+	inst, err := retryTransient(ctx, func() (*instanceDoc, error) { return p.readInstanceLatest(ctx, lock.pk) })
+	if err != nil {
+		return false, err
+	}
+	if inst == nil {
+		return false, nil // deleted
+	}
+	if inst.LastAck == lock.token {
+		plan.inst.ETag = inst.ETag
+		return true, nil
+	}
+	if plan.historyID == "" {
+		return false, nil
+	}
+	hist, err := retryTransient(ctx, func() (*historyDoc, error) {
+		resp, err := p.readLatest(ctx, NewPartitionKeyString(lock.pk), plan.historyID)
+		if IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		var d historyDoc
+		if err := json.Unmarshal(resp.Value, &d); err != nil {
+			return nil, fmt.Errorf("decode history document: %w", err)
+		}
+		return &d, nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return hist != nil && hist.Ack == lock.token, nil
+}
+
+// retryTransient runs read until it succeeds, fails for good, or
+// outcomeReadAttempts tries failed transiently.
+func retryTransient[T any](ctx context.Context, read func() (T, error)) (T, error) {
+	var v T
+	var err error
+	for attempt := 0; attempt < outcomeReadAttempts; attempt++ {
+		if v, err = read(); err == nil || !retryableError(err) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, errors.Join(err, ctx.Err())
+		case <-time.After(20 * time.Millisecond << attempt):
+		}
+	}
+	return v, err
 }
 
 // afterCommit updates this process's view and hands the outbox to the relay.

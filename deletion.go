@@ -262,7 +262,12 @@ func (p *CosmosProvider) deliverOutside(ctx context.Context, pk, outboxID string
 	if err := json.Unmarshal(resp.Value, &doc); err != nil {
 		return fmt.Errorf("decode outbox %s: %w", outboxID, err)
 	}
-	for _, e := range doc.Entries {
+	entries := outboxEntries{r: p.outbox, doc: &doc}
+	for i := 0; i < doc.total(); i++ {
+		e, err := entries.at(ctx, i)
+		if err != nil {
+			return fmt.Errorf("read outbox %s before deleting it: %w", outboxID, err)
+		}
 		if deleted[e.PK] {
 			continue
 		}

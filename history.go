@@ -25,7 +25,7 @@ func (p *CosmosProvider) loadState(ctx context.Context, inst *instanceDoc) (*ins
 	if err != nil {
 		return nil, err
 	}
-	s := &instanceState{commit: inst.LastAck, exec: exec, execDoc: docs.exec, eventIDs: map[uint64]bool{}, kv: docs.kv}
+	s := &instanceState{commit: inst.LastAck, exec: exec, execDoc: docs.exec, eventIDs: map[uint64]bool{}, kv: docs.kv, pendingOutboxes: docs.outboxes}
 	for _, d := range docs.history {
 		for _, id := range d.EventIDs {
 			s.eventIDs[id] = true
@@ -48,6 +48,9 @@ type partitionDocs struct {
 	parts   map[string]string // staged history parts' data, by id
 	exec    *executionDoc
 	kv      kvState
+	// outboxes are the partition's undelivered outboxes (the turn-state
+	// query reads them, so a turn's outbox is delivered after them, R12).
+	outboxes []outboxRef
 }
 
 // queryExecution reads one execution's history and execution documents in
@@ -60,12 +63,13 @@ func (p *CosmosProvider) queryExecution(ctx context.Context, pk string, exec uin
 }
 
 // queryTurnState reads what a turn needs in one query: the execution's
-// history and execution documents and the instance's KV documents.
+// history and execution documents, the instance's KV documents, and its
+// undelivered outboxes.
 func (p *CosmosProvider) queryTurnState(ctx context.Context, pk string, exec uint64) (partitionDocs, error) {
 	return p.queryDocs(ctx, pk,
-		"SELECT * FROM c WHERE c.pk = @pk AND ((c.exec = @exec AND (c.type = @hist OR c.type = @part OR c.type = @exe)) OR c.type = @kv OR c.type = @kvd)",
+		"SELECT * FROM c WHERE c.pk = @pk AND ((c.exec = @exec AND (c.type = @hist OR c.type = @part OR c.type = @exe)) OR c.type = @kv OR c.type = @kvd OR c.type = @outbox)",
 		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@exec", Value: exec}, {Name: "@hist", Value: docHistory}, {Name: "@part", Value: docHistPart},
-			{Name: "@exe", Value: docExecution}, {Name: "@kv", Value: docKVStore}, {Name: "@kvd", Value: docKVDelta}})
+			{Name: "@exe", Value: docExecution}, {Name: "@kv", Value: docKVStore}, {Name: "@kvd", Value: docKVDelta}, {Name: "@outbox", Value: docOutbox}})
 }
 
 // queryDocs runs a single-partition query and sorts its documents by type.
@@ -117,6 +121,12 @@ func (d *partitionDocs) add(docType string, raw []byte) error {
 			return fmt.Errorf("decode KV document: %w", err)
 		}
 		d.kv.add(kv)
+	case docOutbox:
+		var ref outboxRef
+		if err := json.Unmarshal(raw, &ref); err != nil {
+			return fmt.Errorf("decode outbox document: %w", err)
+		}
+		d.outboxes = append(d.outboxes, ref)
 	}
 	return nil
 }
@@ -168,8 +178,9 @@ func historyData(d historyDoc, parts map[string]string) ([]json.RawMessage, erro
 	return all, nil
 }
 
-// encodeHistory builds the history document of a delta.
-func encodeHistory(instance, pk string, exec uint64, delta []Event) ([]byte, historyDoc, error) {
+// encodeHistory builds the history document of a delta, written by the ack
+// whose lock token is ack ("" for none).
+func encodeHistory(instance, pk string, exec uint64, delta []Event, ack string) ([]byte, historyDoc, error) {
 	var buf bytes.Buffer
 	buf.WriteByte('[')
 	ids := make([]uint64, 0, len(delta))
@@ -193,7 +204,7 @@ func encodeHistory(instance, pk string, exec uint64, delta []Event) ([]byte, his
 	}
 	d := historyDoc{
 		ID: historyDocID(exec, first), PK: pk, Type: docHistory, Instance: instance,
-		Exec: exec, First: first, EventIDs: ids, Bytes: size, Data: buf.String(),
+		Exec: exec, First: first, EventIDs: ids, Bytes: size, Data: buf.String(), Ack: ack,
 	}
 	body, err := json.Marshal(d)
 	return body, d, err
@@ -316,7 +327,7 @@ func (p *CosmosProvider) AppendWithExecution(ctx context.Context, instance strin
 	if err := checkEventIDs(op, existing, newEvents); err != nil {
 		return err
 	}
-	body, _, err := encodeHistory(instance, pk, executionID, newEvents)
+	body, _, err := encodeHistory(instance, pk, executionID, newEvents, "")
 	if err != nil {
 		return Permanent(op, err.Error())
 	}

@@ -97,6 +97,9 @@ type instanceState struct {
 	eventIDs     map[uint64]bool // of exec, including undecodable documents
 	execDoc      *executionDoc
 	kv           kvState
+	// pendingOutboxes are the instance's outboxes the load found not yet
+	// delivered: the next outbox of the instance is delivered after them.
+	pendingOutboxes []outboxRef
 }
 
 // historyCache keeps instanceStates by partition key, bounded.

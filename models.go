@@ -3,6 +3,7 @@ package cdb
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -18,14 +19,16 @@ import (
 
 // Document types, the `type` field of every provider document.
 const (
-	docInstance  = "inst"      // one per instance: metadata, lock, custom status
-	docMessage   = "msg"       // an orchestrator-queue message
-	docWork      = "work"      // a worker-queue item (ActivityExecute)
-	docWorkGone  = "work-x"    // a cancelled activity's tombstone
-	docHistory   = "hist"      // the events one turn appended to one execution
-	docHistPart  = "hist-part" // events of a turn too large for its commit batch, staged
-	docExecution = "exec"      // one execution's status and counters
-	docOutbox    = "outbox"    // effects a commit left for the relay to deliver
+	docInstance   = "inst"        // one per instance: metadata, lock, custom status
+	docMessage    = "msg"         // an orchestrator-queue message
+	docWork       = "work"        // a worker-queue item (ActivityExecute)
+	docWorkGone   = "work-x"      // a cancelled activity's tombstone
+	docHistory    = "hist"        // the events one turn appended to one execution
+	docHistPart   = "hist-part"   // events of a turn too large for its commit batch, staged
+	docExecution  = "exec"        // one execution's status and counters
+	docOutbox     = "outbox"      // effects a commit left for the relay to deliver
+	docOutboxPart = "outbox-part" // entries of an outbox too large for its commit batch, staged
+	docConsumed   = "consumed"    // a relayed queue item that was consumed: refuses a redelivery
 )
 
 // partitionKeyPath is the container's partition key path.
@@ -112,10 +115,6 @@ type instanceDoc struct {
 	// LastAck is the lock token of the last committed ack, so an ack whose
 	// response was lost can tell whether it committed.
 	LastAck string `json:"lastAck,omitempty"`
-	// Consumed holds the ids of the latest relayed messages (delivered from
-	// an outbox) that turns consumed, so a copy the relay delivers again
-	// after a crash is dropped instead of processed twice.
-	Consumed []string `json:"consumed,omitempty"`
 	// Deleting names the deletion intent that is removing the instance; a
 	// marked instance reads as deleted (deletion.go).
 	Deleting string `json:"deleting,omitempty"`
@@ -154,6 +153,10 @@ type queueDoc struct {
 
 	Item string `json:"item"` // the encoded WorkItem
 	TTL  int    `json:"ttl,omitempty"`
+	// Relayed marks an item an outbox delivered: whoever consumes it leaves
+	// a consumedMarker in its place, so a relay that delivers it again gets
+	// a 409 (outbox.go).
+	Relayed bool `json:"relayed,omitempty"`
 
 	ETag ETag `json:"_etag,omitempty"`
 }
@@ -173,6 +176,10 @@ type historyDoc struct {
 	// Parts, when set, name the staged documents that hold the events
 	// instead of Data, in order (R7: history.go).
 	Parts []string `json:"parts,omitempty"`
+	// Ack is the lock token of the ack that wrote it, so an ack whose
+	// response was lost can recognise its own commit even after another
+	// turn has committed since (commit.go).
+	Ack string `json:"ack,omitempty"`
 }
 
 // historyPart holds some of a large turn's events. It is written before
@@ -209,8 +216,9 @@ type executionDoc struct {
 // outboxDoc carries effects a commit could not write itself: documents for
 // other instances' partitions (R2), and overflow that would have pushed the
 // commit past a batch's limits (R1). The relay delivers them after the
-// commit; every delivered document has a deterministic id, so a repeat is a
-// 409.
+// commit, in order; every delivered document has a deterministic id, so a
+// repeat is a 409. Entries that do not fit in the commit batch are staged in
+// outbox parts (R7).
 type outboxDoc struct {
 	ID        string        `json:"id"`
 	PK        string        `json:"pk"`
@@ -218,13 +226,83 @@ type outboxDoc struct {
 	Instance  string        `json:"instance"`
 	CreatedAt int64         `json:"createdAt"`
 	Entries   []outboxEntry `json:"entries"`
+	// Parts name the staged outbox-part documents that hold the entries
+	// after Entries, in order.
+	Parts []outboxPartRef `json:"parts,omitempty"`
+	// Rev is the instance's rev the commit wrote: an instance's outboxes
+	// are delivered in this order (R12). 0 (a worker's completion) is
+	// unordered.
+	Rev uint64 `json:"rev,omitempty"`
+	// Owner is the lease token of the relay delivering the outbox and
+	// BeatAt (ms) its last sign of life: no other relay takes an outbox
+	// whose beat is younger than its OutboxMinAge.
+	Owner  string `json:"owner,omitempty"`
+	BeatAt int64  `json:"beatAt,omitempty"`
+	// Delivered counts the entries known delivered, in order: a relay that
+	// takes the outbox over goes on from there.
+	Delivered int `json:"delivered,omitempty"`
+
+	ETag ETag `json:"_etag,omitempty"`
+}
+
+// outboxPartRef names a staged part of an outbox and its entry count.
+type outboxPartRef struct {
+	ID      string `json:"id"`
+	Entries int    `json:"entries"`
+}
+
+// outboxPart holds some of a large outbox's entries. It is written before
+// the commit, expiring, and the commit makes it permanent.
+type outboxPart struct {
+	ID       string        `json:"id"`
+	PK       string        `json:"pk"`
+	Type     string        `json:"type"`
+	Instance string        `json:"instance"`
+	Outbox   string        `json:"outbox"`
+	Entries  []outboxEntry `json:"entries"`
+	TTL      int           `json:"ttl,omitempty"`
 }
 
 // outboxEntry is one document to write into a partition.
 type outboxEntry struct {
-	PK     string `json:"pk"`
-	Upsert bool   `json:"upsert,omitempty"` // tombstones overwrite; everything else is created once
-	Doc    []byte `json:"doc"`
+	PK     string    `json:"pk"`
+	Upsert bool      `json:"upsert,omitempty"` // tombstones overwrite; everything else is created once
+	Doc    entryBody `json:"doc"`
+}
+
+// entryBody is an entry's document, stored as JSON. Outboxes written before
+// it was stored as base64 text; those still decode.
+type entryBody []byte
+
+func (b entryBody) MarshalJSON() ([]byte, error) {
+	if len(b) == 0 {
+		return []byte("null"), nil
+	}
+	return b, nil
+}
+
+func (b *entryBody) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] == '"' {
+		var legacy []byte
+		if err := json.Unmarshal(data, &legacy); err != nil {
+			return fmt.Errorf("decode outbox entry: %w", err)
+		}
+		*b = legacy
+		return nil
+	}
+	*b = append((*b)[:0], data...)
+	return nil
+}
+
+// consumedMarker takes the place of a relayed queue item its consumer
+// deleted: same id, so a relay delivering the item again gets a 409, and a
+// TTL, so markers do not accumulate (outbox.go).
+type consumedMarker struct {
+	ID       string `json:"id"`
+	PK       string `json:"pk"`
+	Type     string `json:"type"`
+	Instance string `json:"instance"`
+	TTL      int    `json:"ttl"`
 }
 
 func historyDocID(exec, first uint64) string {

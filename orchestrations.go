@@ -351,10 +351,6 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, lockT
 			return nil, p.holdBack(ctx, lock, "its ContinueAsNew message is not delivered yet")
 		}
 	}
-	items = withoutRedelivered(items, lock.messages, inst.Consumed)
-	if len(items) == 0 {
-		return nil, p.dropRedelivered(ctx, lock)
-	}
 	state, err := p.loadState(ctx, &inst)
 	if err != nil {
 		p.releaseQuietly(ctx, lock)
@@ -478,47 +474,6 @@ func (p *CosmosProvider) setAsideUndecodable(ctx context.Context, lock *orchestr
 // undecodableDelay spaces the looks at a message that does not decode.
 func undecodableDelay(attempts uint32) time.Duration {
 	return min(time.Duration(attempts)*time.Second, 30*time.Second)
-}
-
-// withoutRedelivered leaves out of a batch's items the messages whose ids
-// the instance already consumed: copies a relay delivered again. They stay
-// in the lock's messages, so the ack deletes them.
-func withoutRedelivered(items []WorkItem, msgs []queueDoc, consumed []string) []WorkItem {
-	if len(consumed) == 0 {
-		return items
-	}
-	seen := make(map[string]bool, len(consumed))
-	for _, id := range consumed {
-		seen[id] = true
-	}
-	kept := items[:0:0]
-	for i, m := range msgs {
-		if !seen[m.ID] {
-			kept = append(kept, items[i])
-		}
-	}
-	return kept
-}
-
-// dropRedelivered deletes a batch made only of redelivered copies and
-// releases the lock, in one batch.
-func (p *CosmosProvider) dropRedelivered(ctx context.Context, lock *orchestrationLock) error {
-	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
-	ops := unlockOps()
-	etag := lock.inst.ETag
-	b.PatchItem(instanceDocID, ops, &TransactionalBatchItemOptions{IfMatch: &etag})
-	for _, m := range lock.messages {
-		b.DeleteItem(m.ID, nil)
-	}
-	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
-	if err != nil {
-		return err
-	}
-	if !resp.Success {
-		return errContended // the lock expires; the next fetch drops them
-	}
-	p.log.Info("cdb: dropped messages a relay delivered again", "instance", lock.inst.Instance, "messages", len(lock.messages))
-	return nil
 }
 
 func hasContinueAsNew(items []WorkItem) bool {

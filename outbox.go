@@ -3,115 +3,486 @@ package cdb
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
 	"time"
 )
 
 // The relay delivers outbox documents (R2): right after the commit that
-// wrote them, and, for those a crash or an error left behind, from the
-// reconciler, which looks for outbox documents older than OutboxMinAge
-// every ReconcileInterval. Every delivered document has a deterministic id,
-// so delivering twice is a 409, which counts as delivered. The outbox
-// document is deleted once all its entries are in place.
+// wrote them, in the ack's own request, and, for those an error or a crash
+// left behind, from the reconciler. The guarantees (ARCHITECTURE.md, Outbox):
 //
-// If a process dies after delivering but before deleting the outbox
-// document, and the target consumes (deletes) a delivered message before the
-// reconciler runs, the reconciler delivers that message again; the target's
-// instance document remembers the relayed ids it consumed, and its next
-// fetch drops the copy (rememberConsumed, withoutRedelivered).
+//   - Exactly once. Every delivered document has a deterministic id, so
+//     delivering it again is a 409. A queue item an outbox delivered carries
+//     `relayed`; whoever consumes it (a worker's ack, a turn's ack) replaces
+//     it with a consumedMarker of the same id instead of deleting it, so a
+//     relay that delivers it again after it was consumed also gets a 409.
+//     Markers expire after consumedMarkerTTL, far longer than an outbox
+//     waits for a live process to take it over.
+//   - One relay at a time. An outbox names its owner (a lease token) and
+//     the owner's last sign of life (beatAt), renewed while it delivers; no
+//     relay takes an outbox whose beat is younger than OutboxMinAge, and
+//     taking one is a PATCH conditioned on its ETag. The owner records its
+//     progress (delivered) with each beat and when it stops, so a relay that
+//     takes over goes on from there.
+//   - Order. An instance's outboxes are delivered in commit order (their
+//     rev): an ack that commits an outbox while an older one of its
+//     instance is pending (known from this process's relay, or seen by the
+//     fetch's load) queues behind it; so does the reconciler.
+//   - No stall. The reconciler goes on past an outbox it cannot deliver,
+//     and always runs the deletion pass.
 
-// relay is the provider's outbox delivery goroutine.
+// consumedMarkerTTL is how long a consumed relayed item's marker lives, in
+// seconds: it only has to outlive the outbox that delivered the item, which
+// a live process takes over within OutboxMinAge and a reconcile interval.
+const consumedMarkerTTL = 24 * 60 * 60
+
+// relay is the provider's outbox delivery: the chains of outboxes this
+// process is delivering, per instance partition, and the goroutine that
+// retries them, deletes delivered outboxes and runs the reconciler.
 type relay struct {
-	p     *CosmosProvider
-	queue chan relayJob
+	p    *CosmosProvider
+	kick chan struct{}
+
+	mu      sync.Mutex
+	chains  map[string]*outboxChain // by partition key
+	cleanup []*pendingOutbox        // delivered, to be deleted
+	deleted map[string]bool         // ids in cleanup: delivered, though they still exist
 }
 
-// relayJob is an outbox document to deliver, or only to delete when its
-// entries were delivered already.
-type relayJob struct {
-	doc       outboxDoc
-	delivered bool
+// outboxChain is an instance's pending outboxes in commit order. One
+// goroutine at a time works a chain (busy).
+type outboxChain struct {
+	items    []*pendingOutbox
+	busy     bool
+	retryAt  int64 // ms, provider clock: when a stopped chain is tried again
+	failures int
 }
+
+// pendingOutbox is one outbox as this process knows it.
+type pendingOutbox struct {
+	id, pk  string
+	rev     uint64
+	created int64
+	parts   []outboxPartRef // for deleting; set once the document is known
+	// doc is the document when known: the commit's own, or as read or
+	// taken over. nil means read it first.
+	doc *outboxDoc
+	// token is this process's lease when it holds the outbox.
+	token string
+	// etag, owner and beat are as last seen, for taking it over.
+	etag  ETag
+	owner string
+	beat  int64
+	// committedHere marks an outbox this process's ack committed: its
+	// chain is kept until it is delivered, by whomever, so this process's
+	// later turns of the instance queue behind it.
+	committedHere bool
+}
+
+// outboxRef is an outbox as a query sees it, without its entries.
+type outboxRef struct {
+	ID        string `json:"id"`
+	PK        string `json:"pk"`
+	Rev       uint64 `json:"rev"`
+	CreatedAt int64  `json:"createdAt"`
+	Owner     string `json:"owner"`
+	BeatAt    int64  `json:"beatAt"`
+	ETag      ETag   `json:"_etag"`
+}
+
+func (o outboxRef) pending() *pendingOutbox {
+	return &pendingOutbox{id: o.ID, pk: o.PK, rev: o.Rev, created: o.CreatedAt, etag: o.ETag, owner: o.Owner, beat: o.BeatAt}
+}
+
+// deliveryResult is how far one attempt at an outbox got.
+type deliveryResult int
+
+const (
+	resultDelivered deliveryResult = iota // every entry is in place (or the outbox is gone)
+	resultHeld                            // the outbox is this process's to deliver
+	resultBlocked                         // another live relay holds it: wait
+	resultFailed                          // an entry or a write failed: try again later
+)
 
 func newRelay(p *CosmosProvider) *relay {
-	return &relay{p: p, queue: make(chan relayJob, 1024)}
+	return &relay{p: p, kick: make(chan struct{}, 1), chains: map[string]*outboxChain{}, deleted: map[string]bool{}}
 }
 
-// deliverNow delivers a committed outbox document's entries in the caller's
-// request, so the effects are visible when the commit returns, and leaves
-// deleting the document to the relay. On failure the relay retries it all.
-func (r *relay) deliverNow(ctx context.Context, doc outboxDoc) {
-	for _, e := range doc.Entries {
-		if err := r.deliverEntry(ctx, e); err != nil {
-			r.p.log.Debug("cdb: outbox delivery failed; the relay will retry", "outbox", doc.ID, "error", err)
-			r.enqueue(relayJob{doc: doc})
-			return
+// committed takes an outbox an ack just committed, after the older outboxes
+// of its instance the fetch's load saw, and delivers the instance's chain up
+// to it, in the ack's request, so the effects are in place when the ack
+// returns; unless another goroutine is working the chain, which goes on to
+// it. known says doc is what was committed; otherwise (an earlier try of the
+// ack committed) the stored document is read first.
+func (r *relay) committed(ctx context.Context, pk string, older []outboxRef, doc *outboxDoc, known bool) {
+	own := &pendingOutbox{id: doc.ID, pk: pk, rev: doc.Rev, created: doc.CreatedAt, parts: doc.Parts,
+		token: doc.Owner, owner: doc.Owner, beat: doc.BeatAt, committedHere: true}
+	if known {
+		own.doc = doc
+	}
+	if !r.enlist(pk, older, own) {
+		return
+	}
+	if err := r.work(ctx, pk, own); err != nil {
+		r.p.log.Debug("cdb: outbox delivery stopped; the relay will go on", "outbox", doc.ID, "error", err)
+	}
+}
+
+// enlist adds outboxes to pk's chain in commit order, and claims the chain
+// for the caller unless another goroutine works it.
+func (r *relay) enlist(pk string, older []outboxRef, own *pendingOutbox) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch := r.chains[pk]
+	if ch == nil {
+		ch = &outboxChain{}
+		r.chains[pk] = ch
+	}
+	for _, o := range older {
+		if o.Rev > 0 && o.ID != own.id && !r.deleted[o.ID] && !ch.has(o.ID) {
+			ch.insert(o.pending())
 		}
 	}
-	r.p.orchSignal.notify()
-	r.p.workSignal.notify()
-	r.enqueue(relayJob{doc: doc, delivered: true})
-}
-
-// deliverSoon hands a committed outbox document to the relay.
-func (r *relay) deliverSoon(doc outboxDoc) { r.enqueue(relayJob{doc: doc}) }
-
-// enqueue queues a job; when the relay is saturated the reconciler finds the
-// document later, so nothing is lost.
-func (r *relay) enqueue(job relayJob) {
-	select {
-	case r.queue <- job:
-	default:
-		r.p.log.Warn("cdb: outbox relay saturated; the reconciler will deliver", "outbox", job.doc.ID)
+	ch.insert(own)
+	if ch.busy {
+		return false
 	}
+	ch.busy = true
+	return true
 }
 
-// run delivers until ctx ends.
-func (r *relay) run(ctx context.Context) {
-	ticker := time.NewTicker(r.p.cfg.ReconcileInterval)
-	defer ticker.Stop()
+func (ch *outboxChain) has(id string) bool {
+	for _, o := range ch.items {
+		if o.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+// insert keeps the chain in commit order.
+func (ch *outboxChain) insert(o *pendingOutbox) {
+	i := sort.Search(len(ch.items), func(i int) bool { return o.before(ch.items[i]) })
+	ch.items = append(ch.items, nil)
+	copy(ch.items[i+1:], ch.items[i:])
+	ch.items[i] = o
+}
+
+func (o *pendingOutbox) before(other *pendingOutbox) bool {
+	if o.rev != other.rev {
+		return o.rev < other.rev
+	}
+	return o.created < other.created
+}
+
+func (ch *outboxChain) holdsCommittedHere() bool {
+	for _, o := range ch.items {
+		if o.committedHere {
+			return true
+		}
+	}
+	return false
+}
+
+// work delivers pk's chain in order, up to and including until (all of it
+// when until is nil), then releases the chain. The caller has claimed it.
+func (r *relay) work(ctx context.Context, pk string, until *pendingOutbox) error {
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case job := <-r.queue:
-			if err := r.run1(ctx, job); err != nil && ctx.Err() == nil {
-				r.p.log.Debug("cdb: outbox delivery failed; the reconciler will retry", "outbox", job.doc.ID, "error", err)
-			}
-		case <-ticker.C:
-			if err := r.reconcile(ctx); err != nil && ctx.Err() == nil {
-				r.p.log.Warn("cdb: outbox reconciliation failed", "error", err)
-			}
+		head := r.head(pk)
+		if head == nil {
+			r.release(pk, resultDelivered)
+			return nil
+		}
+		res, err := r.advance(ctx, head)
+		if res != resultDelivered {
+			r.release(pk, res)
+			return err
+		}
+		r.delivered(pk, head)
+		if head == until {
+			r.release(pk, resultDelivered)
+			return nil
 		}
 	}
 }
 
-func (r *relay) run1(ctx context.Context, job relayJob) error {
-	if job.delivered {
-		return r.remove(ctx, job.doc)
-	}
-	return r.deliver(ctx, job.doc)
-}
-
-// deliver writes every entry of doc, then deletes doc.
-func (r *relay) deliver(ctx context.Context, doc outboxDoc) error {
-	for _, e := range doc.Entries {
-		if err := r.deliverEntry(ctx, e); err != nil {
-			return fmt.Errorf("deliver outbox %s: %w", doc.ID, err)
-		}
-	}
-	r.p.orchSignal.notify()
-	r.p.workSignal.notify()
-	return r.remove(ctx, doc)
-}
-
-// remove deletes a delivered outbox document.
-func (r *relay) remove(ctx context.Context, doc outboxDoc) error {
-	_, err := r.p.container.DeleteItem(ctx, NewPartitionKeyString(doc.PK), doc.ID, nil)
-	if err != nil && !IsNotFound(err) {
-		return fmt.Errorf("delete delivered outbox %s: %w", doc.ID, err)
+func (r *relay) head(pk string) *pendingOutbox {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ch := r.chains[pk]; ch != nil && len(ch.items) > 0 {
+		return ch.items[0]
 	}
 	return nil
+}
+
+// delivered takes a delivered outbox off its chain and queues its deletion.
+func (r *relay) delivered(pk string, o *pendingOutbox) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ch := r.chains[pk]; ch != nil {
+		for i, item := range ch.items {
+			if item == o {
+				ch.items = append(ch.items[:i:i], ch.items[i+1:]...)
+				ch.failures = 0
+				break
+			}
+		}
+	}
+	if o.doc != nil || o.token != "" {
+		r.cleanup = append(r.cleanup, o)
+		r.deleted[o.id] = true
+	}
+}
+
+// release ends a goroutine's work on a chain: an empty chain goes away; a
+// stopped one is tried again later, unless nothing this process committed
+// depends on it (the reconciler finds it again); one left for the relay
+// goroutine wakes it.
+func (r *relay) release(pk string, res deliveryResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch := r.chains[pk]
+	if ch == nil {
+		return
+	}
+	ch.busy = false
+	switch {
+	case len(ch.items) == 0:
+		delete(r.chains, pk)
+	case res == resultDelivered:
+		r.wake() // an ack delivered up to its own outbox; the relay goes on
+	case !ch.holdsCommittedHere():
+		delete(r.chains, pk)
+	case res == resultBlocked:
+		ch.retryAt = r.p.nowMs() + r.retryDelay().Milliseconds()
+	default:
+		ch.failures++
+		ch.retryAt = r.p.nowMs() + r.backoff(ch.failures).Milliseconds()
+	}
+}
+
+func (r *relay) wake() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// retryDelay is how often a chain waiting for another relay looks again.
+func (r *relay) retryDelay() time.Duration {
+	return min(max(r.p.cfg.OutboxMinAge/4, 10*time.Millisecond), time.Second)
+}
+
+// backoff is the wait after the n-th failure in a row of a chain.
+func (r *relay) backoff(n int) time.Duration {
+	d := 250 * time.Millisecond << min(n-1, 8)
+	return min(d, r.p.cfg.ReconcileInterval)
+}
+
+// advance delivers one outbox: the caller's own goes straight on; another
+// relay's is taken over first, if its owner shows no life.
+func (r *relay) advance(ctx context.Context, o *pendingOutbox) (deliveryResult, error) {
+	if o.doc == nil || o.token == "" || o.owner != o.token {
+		res, err := r.acquire(ctx, o)
+		if res != resultHeld {
+			return res, err
+		}
+	}
+	return r.deliver(ctx, o)
+}
+
+// acquire makes o this process's: it reads o when needed (gone means
+// delivered), and takes it over with a PATCH conditioned on its ETag when
+// its owner's beat is older than OutboxMinAge.
+func (r *relay) acquire(ctx context.Context, o *pendingOutbox) (deliveryResult, error) {
+	if o.etag == "" {
+		doc, err := r.read(ctx, o)
+		if IsNotFound(err) {
+			return resultDelivered, nil
+		}
+		if err != nil {
+			return resultFailed, err
+		}
+		o.learn(doc)
+	}
+	if o.token != "" && o.owner == o.token {
+		return resultHeld, nil // ours all along (an earlier try of the ack committed it)
+	}
+	if o.owner != "" && r.p.nowMs()-o.beat < r.p.cfg.OutboxMinAge.Milliseconds() {
+		o.etag = "" // look again next time
+		return resultBlocked, nil
+	}
+	token := newLockToken("relay_")
+	now := r.p.nowMs()
+	var ops PatchOperations
+	ops.AppendSet("/owner", token)
+	ops.AppendSet("/beatAt", now)
+	etag := o.etag
+	resp, err := r.p.container.PatchItem(ctx, NewPartitionKeyString(o.pk), o.id, ops, &ItemOptions{IfMatch: &etag, EnableContentResponseOnWrite: true})
+	switch {
+	case IsNotFound(err):
+		return resultDelivered, nil
+	case IsPreconditionFailed(err):
+		o.etag = "" // another relay moved first
+		return resultBlocked, nil
+	case err != nil:
+		return resultFailed, fmt.Errorf("take over outbox %s: %w", o.id, err)
+	}
+	var doc outboxDoc
+	if err := json.Unmarshal(resp.Value, &doc); err != nil {
+		return resultFailed, fmt.Errorf("decode outbox %s: %w", o.id, err)
+	}
+	doc.ETag = resp.ETag
+	o.learn(&doc)
+	o.token = token
+	r.p.log.Info("cdb: took over an outbox its relay left", "outbox", o.id, "delivered", doc.Delivered)
+	return resultHeld, nil
+}
+
+func (o *pendingOutbox) learn(doc *outboxDoc) {
+	o.doc, o.etag, o.owner, o.beat, o.parts = doc, doc.ETag, doc.Owner, doc.BeatAt, doc.Parts
+	o.rev, o.created = doc.Rev, doc.CreatedAt
+}
+
+func (r *relay) read(ctx context.Context, o *pendingOutbox) (*outboxDoc, error) {
+	resp, err := r.p.container.ReadItem(ctx, NewPartitionKeyString(o.pk), o.id, nil)
+	if err != nil {
+		return nil, err
+	}
+	var doc outboxDoc
+	if err := json.Unmarshal(resp.Value, &doc); err != nil {
+		return nil, fmt.Errorf("decode outbox %s: %w", o.id, err)
+	}
+	doc.ETag = resp.ETag
+	return &doc, nil
+}
+
+// deliver writes o's entries from its recorded progress on, renewing its
+// beat (and recording progress) every third of OutboxMinAge; it stops when
+// another relay took o over meanwhile.
+func (r *relay) deliver(ctx context.Context, o *pendingOutbox) (deliveryResult, error) {
+	doc := o.doc
+	entries := outboxEntries{r: r, doc: doc}
+	total := doc.total()
+	renewEvery := max(r.p.cfg.OutboxMinAge.Milliseconds()/3, 1)
+	for i := doc.Delivered; i < total; i++ {
+		if r.p.nowMs()-o.beat >= renewEvery {
+			if res, err := r.renew(ctx, o, i); res != resultHeld {
+				return res, err
+			}
+		}
+		e, err := entries.at(ctx, i)
+		if err == nil {
+			err = r.deliverEntry(ctx, e)
+		}
+		if err != nil {
+			r.record(ctx, o, i)
+			return resultFailed, fmt.Errorf("deliver outbox %s entry %d: %w", o.id, i, err)
+		}
+		doc.Delivered = i + 1
+	}
+	r.p.orchSignal.notify()
+	r.p.workSignal.notify()
+	return resultDelivered, nil
+}
+
+// renew is the owner's sign of life, with its progress; it fails when
+// another relay took the outbox over.
+func (r *relay) renew(ctx context.Context, o *pendingOutbox, delivered int) (deliveryResult, error) {
+	now := r.p.nowMs()
+	var ops PatchOperations
+	ops.SetCondition(ownedBy(o.token))
+	ops.AppendSet("/beatAt", now)
+	ops.AppendSet("/delivered", delivered)
+	_, err := r.p.container.PatchItem(ctx, NewPartitionKeyString(o.pk), o.id, ops, nil)
+	switch {
+	case IsNotFound(err):
+		return resultDelivered, nil // another relay finished it
+	case IsPreconditionFailed(err):
+		o.token, o.etag = "", ""
+		return resultBlocked, nil
+	case err != nil:
+		return resultFailed, fmt.Errorf("renew outbox %s: %w", o.id, err)
+	}
+	o.beat = now
+	return resultHeld, nil
+}
+
+// record notes how far a stopped delivery got, for whoever goes on. It is
+// best effort: a relay that goes on from an earlier point meets 409s.
+func (r *relay) record(ctx context.Context, o *pendingOutbox, delivered int) {
+	var ops PatchOperations
+	ops.SetCondition(ownedBy(o.token))
+	ops.AppendSet("/delivered", delivered)
+	if _, err := r.p.container.PatchItem(ctx, NewPartitionKeyString(o.pk), o.id, ops, nil); err != nil {
+		r.p.log.Debug("cdb: could not record outbox progress", "outbox", o.id, "error", err)
+	}
+}
+
+// ownedBy is the PATCH condition "this relay still owns the outbox". Lease
+// tokens are hex, so inlining one is safe.
+func ownedBy(token string) string {
+	return "from c where c.owner = '" + token + "'"
+}
+
+// total is the number of entries of an outbox, inline and staged.
+func (d *outboxDoc) total() int {
+	n := len(d.Entries)
+	for _, p := range d.Parts {
+		n += p.Entries
+	}
+	return n
+}
+
+// outboxEntries reads an outbox's entries by index, loading its staged parts
+// one at a time as delivery reaches them.
+type outboxEntries struct {
+	r      *relay
+	doc    *outboxDoc
+	part   int // index in doc.Parts of loaded, -1 for none
+	first  int // entry index of loaded[0]
+	loaded []outboxEntry
+}
+
+func (s *outboxEntries) at(ctx context.Context, i int) (outboxEntry, error) {
+	if i < len(s.doc.Entries) {
+		return s.doc.Entries[i], nil
+	}
+	if s.loaded != nil && i >= s.first && i < s.first+len(s.loaded) {
+		return s.loaded[i-s.first], nil
+	}
+	first := len(s.doc.Entries)
+	for _, ref := range s.doc.Parts {
+		if i < first+ref.Entries {
+			part, err := s.r.readPart(ctx, s.doc.PK, ref.ID)
+			if err != nil {
+				return outboxEntry{}, err
+			}
+			if len(part.Entries) != ref.Entries {
+				return outboxEntry{}, fmt.Errorf("outbox part %s holds %d entries, not %d", ref.ID, len(part.Entries), ref.Entries)
+			}
+			s.first, s.loaded = first, part.Entries
+			return s.loaded[i-first], nil
+		}
+		first += ref.Entries
+	}
+	return outboxEntry{}, fmt.Errorf("outbox %s has no entry %d", s.doc.ID, i)
+}
+
+func (r *relay) readPart(ctx context.Context, pk, id string) (*outboxPart, error) {
+	resp, err := r.p.container.ReadItem(ctx, NewPartitionKeyString(pk), id, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read outbox part %s: %w", id, err)
+	}
+	var part outboxPart
+	if err := json.Unmarshal(resp.Value, &part); err != nil {
+		return nil, fmt.Errorf("decode outbox part %s: %w", id, err)
+	}
+	return &part, nil
 }
 
 func (r *relay) deliverEntry(ctx context.Context, e outboxEntry) error {
@@ -122,35 +493,220 @@ func (r *relay) deliverEntry(ctx context.Context, e outboxEntry) error {
 	}
 	_, err := r.p.container.CreateItem(ctx, pk, e.Doc, nil)
 	if IsConflict(err) {
-		return nil // delivered before
+		return nil // delivered before (and maybe consumed since: its marker)
 	}
 	return err
 }
 
-// reconcile delivers outbox documents that have waited longer than
-// OutboxMinAge. The query filters only, as a cross-partition query must (R4).
-func (r *relay) reconcile(ctx context.Context) error {
-	cutoff := r.p.now().Add(-r.p.cfg.OutboxMinAge).UnixMilli()
-	res, err := r.p.container.QueryItems(ctx, "SELECT * FROM c WHERE c.type = @type AND c.createdAt <= @cutoff",
-		[]QueryParameter{{Name: "@type", Value: docOutbox}, {Name: "@cutoff", Value: cutoff}}, nil)
-	if err != nil {
-		return err
-	}
-	for _, raw := range res.Items {
-		var doc outboxDoc
-		if err := json.Unmarshal(raw, &doc); err != nil {
-			return fmt.Errorf("decode outbox document: %w", err)
+// flushCleanup deletes delivered outboxes with their parts, in one batch
+// each (so no outbox ever names a missing part); failures stay queued.
+func (r *relay) flushCleanup(ctx context.Context) error {
+	r.mu.Lock()
+	todo := r.cleanup
+	r.cleanup = nil
+	r.mu.Unlock()
+	var errs []error
+	for i, o := range todo {
+		if err := r.remove(ctx, o); err != nil {
+			errs = append(errs, err)
+			r.mu.Lock()
+			r.cleanup = append(r.cleanup, todo[i:]...)
+			r.mu.Unlock()
+			break
 		}
-		if err := r.deliver(ctx, doc); err != nil {
-			return err
-		}
+		r.mu.Lock()
+		delete(r.deleted, o.id)
+		r.mu.Unlock()
 	}
-	return r.p.finishPendingDeletions(ctx)
+	return errors.Join(errs...)
 }
 
-// ReconcileOutbox delivers every undelivered outbox document older than
-// OutboxMinAge, and finishes every deletion older than that which its
-// process left half done, now instead of at the reconciler's next tick.
+func (r *relay) remove(ctx context.Context, o *pendingOutbox) error {
+	pk := NewPartitionKeyString(o.pk)
+	if len(o.parts) == 0 {
+		_, err := r.p.container.DeleteItem(ctx, pk, o.id, nil)
+		if err != nil && !IsNotFound(err) {
+			return fmt.Errorf("delete delivered outbox %s: %w", o.id, err)
+		}
+		return nil
+	}
+	b := r.p.container.NewTransactionalBatch(pk)
+	b.DeleteItem(o.id, nil)
+	for _, part := range o.parts {
+		b.DeleteItem(part.ID, nil)
+	}
+	resp, err := r.p.container.ExecuteTransactionalBatch(ctx, b, nil)
+	if err != nil {
+		return fmt.Errorf("delete delivered outbox %s: %w", o.id, err)
+	}
+	if !resp.Success {
+		if idx, ce, _ := resp.FailedOperation(); idx == 0 && ce != nil && ce.StatusCode == 404 {
+			return nil // another relay deleted it, with its parts
+		}
+		return fmt.Errorf("delete delivered outbox %s: %w", o.id, batchFailure("outbox", resp))
+	}
+	return nil
+}
+
+// run retries stopped chains, deletes delivered outboxes and reconciles,
+// until ctx ends.
+func (r *relay) run(ctx context.Context) {
+	reconcile := time.NewTicker(r.p.cfg.ReconcileInterval)
+	defer reconcile.Stop()
+	retry := time.NewTicker(r.retryDelay())
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reconcile.C:
+			if err := r.reconcile(ctx); err != nil && ctx.Err() == nil {
+				r.p.log.Warn("cdb: outbox reconciliation left work undone", "error", err)
+			}
+			continue
+		case <-r.kick:
+		case <-retry.C:
+		}
+		if err := r.drain(ctx, false); err != nil && ctx.Err() == nil {
+			r.p.log.Debug("cdb: outbox delivery stopped; the relay will retry", "error", err)
+		}
+	}
+}
+
+// drain deletes delivered outboxes and works every chain nobody works
+// whose retry time has come (every one, when force).
+func (r *relay) drain(ctx context.Context, force bool) error {
+	errs := []error{r.flushCleanup(ctx)}
+	for _, pk := range r.claimReady(force) {
+		errs = append(errs, r.work(ctx, pk, nil))
+	}
+	errs = append(errs, r.flushCleanup(ctx))
+	return errors.Join(errs...)
+}
+
+func (r *relay) claimReady(force bool) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.p.nowMs()
+	var ready []string
+	for pk, ch := range r.chains {
+		if !ch.busy && (force || ch.retryAt <= now) {
+			ch.busy = true
+			ready = append(ready, pk)
+		}
+	}
+	return ready
+}
+
+// reconcile delivers what this process's chains still hold, then every
+// outbox whose owner shows no life, per instance in commit order; an
+// outbox it cannot deliver holds back only its own instance's later ones.
+// Then it deletes what was delivered and finishes abandoned deletions,
+// whatever failed before. The query filters and projects only, as a
+// cross-partition query must (R4).
+func (r *relay) reconcile(ctx context.Context) error {
+	errs := []error{r.drain(ctx, true)}
+	res, err := r.p.container.QueryItems(ctx,
+		"SELECT c.id, c.pk, c.rev, c.createdAt, c.owner, c.beatAt, c._etag FROM c WHERE c.type = @type",
+		[]QueryParameter{{Name: "@type", Value: docOutbox}}, nil)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("query outboxes: %w", err))
+	} else {
+		for _, group := range outboxGroups(res.Items, r.p.log) {
+			if err := r.reconcileGroup(ctx, group); err != nil {
+				r.p.log.Warn("cdb: could not deliver an outbox; going on with the others", "instance", group[0].PK, "error", err)
+				errs = append(errs, err)
+			}
+		}
+	}
+	errs = append(errs, r.flushCleanup(ctx))
+	if err := r.p.finishPendingDeletions(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("finish pending deletions: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// outboxGroups sorts outbox rows into groups delivered in order: an
+// instance's ordered outboxes by rev, and each unordered one alone.
+func outboxGroups(rows []json.RawMessage, log *slog.Logger) [][]outboxRef {
+	byPK := map[string][]outboxRef{}
+	var groups [][]outboxRef
+	for _, raw := range rows {
+		var ref outboxRef
+		if err := json.Unmarshal(raw, &ref); err != nil {
+			log.Warn("cdb: undecodable outbox row", "error", err)
+			continue
+		}
+		if ref.Rev == 0 {
+			groups = append(groups, []outboxRef{ref})
+			continue
+		}
+		byPK[ref.PK] = append(byPK[ref.PK], ref)
+	}
+	for _, refs := range byPK {
+		sort.Slice(refs, func(i, j int) bool {
+			if refs[i].Rev != refs[j].Rev {
+				return refs[i].Rev < refs[j].Rev
+			}
+			return refs[i].CreatedAt < refs[j].CreatedAt
+		})
+		groups = append(groups, refs)
+	}
+	return groups
+}
+
+// reconcileGroup delivers a group's outboxes up to the first one a live
+// relay holds.
+func (r *relay) reconcileGroup(ctx context.Context, group []outboxRef) error {
+	cutoff := r.p.nowMs() - r.p.cfg.OutboxMinAge.Milliseconds()
+	var stale []*pendingOutbox
+	for _, ref := range group {
+		if ref.Owner != "" && ref.BeatAt > cutoff {
+			break // a live relay delivers it; the later ones wait for it
+		}
+		stale = append(stale, ref.pending())
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	if group[0].Rev == 0 {
+		return r.reconcileAlone(ctx, stale[0])
+	}
+	if !r.adopt(stale[0].pk, stale) {
+		return nil // this process works that instance's chain
+	}
+	return r.work(ctx, stale[0].pk, nil)
+}
+
+// adopt makes a chain of outboxes the reconciler found, unless this
+// process has one for the instance already.
+func (r *relay) adopt(pk string, items []*pendingOutbox) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.chains[pk]; ok {
+		return false
+	}
+	r.chains[pk] = &outboxChain{items: items, busy: true}
+	return true
+}
+
+// reconcileAlone delivers an unordered outbox (a worker's).
+func (r *relay) reconcileAlone(ctx context.Context, o *pendingOutbox) error {
+	res, err := r.advance(ctx, o)
+	if res == resultDelivered {
+		r.mu.Lock()
+		r.cleanup = append(r.cleanup, o)
+		r.deleted[o.id] = true
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// ReconcileOutbox delivers, now instead of at the reconciler's next tick,
+// what this process's relay still holds and every outbox whose relay shows
+// no life for OutboxMinAge, and finishes every deletion older than
+// AbandonedDeletionAge that its process left half done. It goes on past
+// what fails, and reports it.
 func (p *CosmosProvider) ReconcileOutbox(ctx context.Context) error {
 	return p.outbox.reconcile(ctx)
 }

@@ -46,8 +46,10 @@ type Config struct {
 	// (default 40), so the ack's batch keeps room for the turn's writes.
 	MaxMessagesPerTurn int
 	// ReconcileInterval is how often the outbox reconciler looks for
-	// undelivered effects (default 5s); OutboxMinAge is how old they must be
-	// (default 2s), so it does not race the immediate delivery.
+	// undelivered effects (default 5s); OutboxMinAge is how long the relay
+	// delivering an outbox may show no sign of life before another takes it
+	// over (default 2s); a delivering relay renews its lease every third of
+	// it.
 	ReconcileInterval time.Duration
 	OutboxMinAge      time.Duration
 	// AbandonedDeletionAge is how old a deletion intent must be before a

@@ -464,7 +464,7 @@ func TestBatchAfterContinueAsNewHoldsTheContinueAsNewMessage(t *testing.T) {
 
 // R2, exactly once: a message a relay delivers again after its target
 // consumed it (a process died between delivering and deleting its outbox)
-// is dropped, not processed twice.
+// is refused, not processed twice.
 func TestR2RedeliveredMessageIsNotProcessedTwice(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
@@ -492,13 +492,14 @@ func TestR2RedeliveredMessageIsNotProcessedTwice(t *testing.T) {
 	md := cdb.ExecutionMetadata{OrchestrationName: ptrTo("Child"), OrchestrationVersion: ptrTo("1.0.0"), ParentInstanceID: ptrTo("parent")}
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("parent::child", 1)}, nil, nil, md, nil))
 
-	// A late relay delivers the same document again.
+	// A late relay delivers the same document again: the marker its
+	// consumption left refuses the copy.
 	_, err = p.Container().CreateItem(ctx, pk, delivered, nil)
-	require.NoError(t, err)
+	require.True(t, cdb.IsConflict(err), "%v", err)
 	again, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
-	assert.Nil(t, again, "the copy is dropped, not handed to the runtime")
-	assert.Equal(t, 0, countDocs(t, p, "parent::child", "msg"), "and deleted")
+	assert.Nil(t, again, "nothing is handed to the runtime")
+	assert.Equal(t, 0, countDocs(t, p, "parent::child", "msg"))
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("parent::child"), 0))
 	next, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)

@@ -338,7 +338,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 	}
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	etag := lock.doc.ETag
-	b.DeleteItem(lock.doc.ID, &TransactionalBatchItemOptions{IfMatch: &etag})
+	consumeItem(b, lock.doc, &TransactionalBatchItemOptions{IfMatch: &etag})
 	if completion != nil {
 		if err := p.addCompletion(b, lock, completion); err != nil {
 			return err
@@ -377,8 +377,11 @@ func (p *CosmosProvider) addCompletion(b *TransactionalBatch, lock *workLock, co
 		b.CreateItem(body, nil)
 		return nil
 	}
+	// Left to the reconciler (no owner, no order among the instance's
+	// outboxes); the message is marked relayed, so its consumer leaves a
+	// marker.
 	doc := outboxDoc{ID: "o|" + lock.token, PK: lock.pk, Type: docOutbox, Instance: lock.doc.Instance, CreatedAt: p.nowMs(),
-		Entries: []outboxEntry{{PK: instancePartitionKey(target), Doc: body}}}
+		Entries: []outboxEntry{{PK: instancePartitionKey(target), Doc: relayedBody(body)}}}
 	ob, err := json.Marshal(doc)
 	if err != nil {
 		return Permanent(op, err.Error())

@@ -494,3 +494,14 @@ func TestLostAckResponseUnderStaleReadsIsResolved(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, history, 1)
 }
+
+// A worker enqueue whose response is lost queues the activity once: the
+// resend's 409 is the lost write, not another item of the same identity.
+func TestWorkerEnqueueWithALostResponseQueuesOnce(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	loseFirstResponse(acct, "CreateItem", "ActivityExecute")
+	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "w-lost", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
+	assert.Equal(t, 1, countDocs(t, p, "w-lost", "work"), "one activity, not two")
+}

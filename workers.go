@@ -31,7 +31,9 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 	if err != nil {
 		return Permanent(op, err.Error())
 	}
-	_, err = p.container.CreateItem(ctx, pk, body, nil)
+	// A lost response is resolved by sending again (R8): a 409 after an
+	// unknown outcome is this write, not an item queued before.
+	err = p.createOnce(ctx, pk, body, false)
 	if IsConflict(err) {
 		// The same activity identity is queued already; keep both, as
 		// duroxide's SQLite provider would.
@@ -39,7 +41,7 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 		if err != nil {
 			return Permanent(op, err.Error())
 		}
-		_, err = p.container.CreateItem(ctx, pk, body, nil)
+		err = p.createOnce(ctx, pk, body, false)
 	}
 	if err != nil {
 		return wrap(op, err)

@@ -505,3 +505,19 @@ func TestWorkerEnqueueWithALostResponseQueuesOnce(t *testing.T) {
 	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "w-lost", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
 	assert.Equal(t, 1, countDocs(t, p, "w-lost", "work"), "one activity, not two")
 }
+
+// A worker ack whose response is lost is found committed by reading the
+// item from the primary: the caller is told it succeeded, and the activity
+// does not run again.
+func TestWorkerAckWithALostResponseIsResolved(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{StaleReadsWithoutSessionToken: true})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "w-ack", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
+	_, token, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	loseFirstResponse(acct, "Batch", "ActivityCompleted")
+	require.NoError(t, p.AckWorkItem(ctx, token, cdb.ActivityCompleted{Instance: "w-ack", ExecutionID: 1, ID: 2, Result: "ok"}), "the ack committed")
+	assert.Equal(t, 0, countDocs(t, p, "w-ack", "work"))
+	assert.Equal(t, 1, countDocs(t, p, "w-ack", "msg"), "one completion")
+}

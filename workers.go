@@ -347,6 +347,17 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 		}
 	}
 	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+	for attempt := 0; IsOutcomeUnknown(err) && attempt < maxResends; attempt++ {
+		applied, rerr := p.workAckApplied(ctx, lock)
+		switch {
+		case rerr != nil:
+			return wrap(op, err) // cannot tell yet: the caller retries, and so do we then
+		case applied:
+			resp, err = TransactionalBatchResponse{Success: true}, nil
+		default:
+			resp, err = p.container.ExecuteTransactionalBatch(ctx, b, nil)
+		}
+	}
 	if err != nil {
 		return wrap(op, err)
 	}
@@ -363,6 +374,27 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 		p.orchSignal.notify()
 	}
 	return nil
+}
+
+// workAckApplied tells whether an ack of ours whose response was lost
+// committed, from the item as the partition's primary has it: gone, or
+// replaced by its consumed marker, means it did (only the lock's holder
+// consumes an item); still ours and unchanged means it did not. Anything
+// else (a cancellation's tombstone, another holder) is a lost lock, which
+// the resent batch reports.
+func (p *CosmosProvider) workAckApplied(ctx context.Context, lock *workLock) (bool, error) {
+	resp, err := p.readLatest(ctx, NewPartitionKeyString(lock.pk), lock.doc.ID)
+	if IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var doc queueDoc
+	if err := json.Unmarshal(resp.Value, &doc); err != nil {
+		return false, fmt.Errorf("decode work item %s: %w", lock.doc.ID, err)
+	}
+	return doc.Type == docConsumed, nil
 }
 
 // addCompletion adds the completion message to the ack's batch; one for

@@ -151,6 +151,7 @@ type ackPlan struct {
 	newWork     bool
 	staged      [][]byte // history and outbox parts to write before the commit (R7)
 	historyID   string   // the turn's history document, "" when it has no events
+	consumeOnly bool     // deletes the nameless instance document (planConsumeOnly)
 }
 
 // ackWriter collects the documents of one ack besides its history and
@@ -180,6 +181,9 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 	}
 	if err := checkEventIDs(op, existing, delta); err != nil {
 		return nil, err
+	}
+	if consumesOnly(lock, delta, workerItems, orchItems, md, cancelled) {
+		return p.planConsumeOnly(lock), nil
 	}
 	now := p.nowMs()
 	inst := nextInstanceDoc(lock, executionID, delta, md, now)
@@ -273,6 +277,32 @@ func consumeItem(b *TransactionalBatch, doc queueDoc, o *TransactionalBatchItemO
 		return
 	}
 	b.ReplaceItem(doc.ID, marker, o)
+}
+
+// consumesOnly says a turn only consumes messages of an id that was never
+// started (or was deleted): no instance, no history, and the turn names
+// nothing and writes nothing, as the runtime acks an Unknown batch.
+func consumesOnly(lock *orchestrationLock, delta []Event, workerItems, orchItems []WorkItem, md ExecutionMetadata, cancelled []ScheduledActivityIdentifier) bool {
+	s := lock.state
+	return !lock.inst.exists() && lock.inst.CurrentExec == 0 && s != nil && len(s.history) == 0 && s.historyError == nil && s.execDoc == nil &&
+		len(delta) == 0 && len(workerItems) == 0 && len(orchItems) == 0 && len(cancelled) == 0 &&
+		md.OrchestrationName == nil && md.Status == nil
+}
+
+// planConsumeOnly is the commit of such a turn: the messages go, and so
+// does the nameless instance document the fetch created for them, so that
+// messages to ids that never started leave nothing behind. A start or a
+// fetch creates the document again when one is needed.
+func (p *CosmosProvider) planConsumeOnly(lock *orchestrationLock) *ackPlan {
+	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+	etag := lock.inst.ETag
+	b.DeleteItem(instanceDocID, &TransactionalBatchItemOptions{IfMatch: &etag})
+	for _, m := range lock.messages {
+		consumeItem(b, m, nil)
+	}
+	inst := lock.inst
+	inst.LastAck = lock.token
+	return &ackPlan{batch: b, inst: inst, consumeOnly: true}
 }
 
 // writeKV adds the turn's KV documents to the batch: the delta when the turn
@@ -783,7 +813,7 @@ func (p *CosmosProvider) ackCommitted(ctx context.Context, lock *orchestrationLo
 		return false, err
 	}
 	if inst == nil {
-		return false, nil // deleted
+		return plan.consumeOnly, nil // deleted: by this commit when it was to delete it
 	}
 	if inst.LastAck == lock.token {
 		plan.inst.ETag = inst.ETag

@@ -521,3 +521,24 @@ func TestWorkerAckWithALostResponseIsResolved(t *testing.T) {
 	assert.Equal(t, 0, countDocs(t, p, "w-ack", "work"))
 	assert.Equal(t, 1, countDocs(t, p, "w-ack", "msg"), "one completion")
 }
+// A message to an id that was never started is consumed in the end, and
+// leaves no instance document behind.
+func TestMessageToANeverStartedIDLeavesNothingBehind(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("nobody"), 0))
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, item, "held for a start at first")
+
+	clock.Advance(time.Minute)
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "handed over once no start came")
+	require.Equal(t, "Unknown", item.OrchestrationName)
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, item.ExecutionID, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
+	assert.Equal(t, 0, countDocs(t, p, "nobody", "msg"))
+	assert.Equal(t, 0, countDocs(t, p, "nobody", "inst"), "no nameless instance document is left")
+}

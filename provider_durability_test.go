@@ -521,6 +521,7 @@ func TestWorkerAckWithALostResponseIsResolved(t *testing.T) {
 	assert.Equal(t, 0, countDocs(t, p, "w-ack", "work"))
 	assert.Equal(t, 1, countDocs(t, p, "w-ack", "msg"), "one completion")
 }
+
 // A message to an id that was never started is consumed in the end, and
 // leaves no instance document behind.
 func TestMessageToANeverStartedIDLeavesNothingBehind(t *testing.T) {

@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 )
 
@@ -29,9 +31,18 @@ type Config struct {
 	// (default 30s).
 	SettleTimeout time.Duration
 	CleanTimeout  time.Duration
+	// ScenarioTimeout is how long a scenario waits for its instances
+	// before it gives its in-flight slot up (default 20s); CallTimeout
+	// bounds one call from outside, retries included (default 60s).
+	ScenarioTimeout time.Duration
+	CallTimeout     time.Duration
 
 	Features Features
 	Faults   Faults
+
+	// ReplayFlags are the test flags that make this configuration (besides
+	// the seed), for the replay command a report prints.
+	ReplayFlags string
 
 	// Logger receives the providers' and runtimes' logs (default: none).
 	Logger *slog.Logger
@@ -58,14 +69,20 @@ type Features struct {
 	// whose replay range excludes every execution (an old build during a
 	// rolling upgrade): the work must flow around them.
 	CapabilityFilters bool
+	// CappedTurns gives some nodes a cap of 10 messages per turn, so an
+	// event backlog overflows a turn's batch (the default cap is 40).
+	CappedTurns bool
 	// LongActivities makes some activities outlive their worker lock, so
 	// the lock is renewed (and renewal faults matter).
 	LongActivities bool
 
-	// FanOutMax bounds a fan-out's width (default 20); LargeFanOuts adds
-	// fan-outs of 101–FanOutMax activities with inputs up to
-	// LargePayloadBytes (multi-MB totals).
+	// FanOutMax bounds a fan-out's width (default 20, 150 with wide or
+	// large fan-outs). WideFanOuts adds fan-outs of 101–FanOutMax activities
+	// with small inputs (their overflow goes through an outbox);
+	// LargeFanOuts adds such fan-outs with inputs up to LargePayloadBytes
+	// (multi-MB totals).
 	FanOutMax         int
+	WideFanOuts       bool
 	LargeFanOuts      bool
 	LargePayloadBytes int
 	// BacklogMax bounds the events queued for one instance (default 20);
@@ -105,7 +122,7 @@ func AllFeatures() Features {
 		Chains: true, FanOuts: true, Timers: true, SubOrchestrations: true, DetachedStarts: true,
 		QueueEvents: true, ExternalEvents: true, ActivityEvents: true, Sessions: true, KV: true,
 		Cancellation: true, DeleteReuse: true, Prune: true, Tags: true, CapabilityFilters: true,
-		LongActivities: true, LargeFanOuts: true, BacklogMax: 100,
+		LongActivities: true, CappedTurns: true, WideFanOuts: true, LargeFanOuts: true, BacklogMax: 100,
 	}
 }
 
@@ -151,13 +168,49 @@ func (c Config) withDefaults() Config {
 	setInt(&c.InFlight, 8)
 	setDuration(&c.SettleTimeout, 90*time.Second)
 	setDuration(&c.CleanTimeout, 30*time.Second)
+	setDuration(&c.ScenarioTimeout, 20*time.Second)
+	setDuration(&c.CallTimeout, time.Minute)
 	setInt(&c.Features.FanOutMax, 20)
 	setInt(&c.Features.LargePayloadBytes, 25*1024)
 	setInt(&c.Features.BacklogMax, 20)
 	setDuration(&c.Faults.CrashEvery, 3*time.Second)
 	setDuration(&c.Faults.LatencySpikeMaxDelay, 200*time.Millisecond)
-	if c.Features.LargeFanOuts && c.Features.FanOutMax <= 100 {
+	if (c.Features.LargeFanOuts || c.Features.WideFanOuts) && c.Features.FanOutMax <= 100 {
 		c.Features.FanOutMax = 150
 	}
 	return c
+}
+
+// Enable turns on the named toggles of Features and Faults (field names,
+// e.g. "Sessions", "LoseResponse", "Crashes"), so a command line can widen a
+// run: -sim.enable=Sessions,Crashes.
+func (c *Config) Enable(names ...string) error {
+	for _, name := range names {
+		if name == "" {
+			continue
+		}
+		if !setToggle(reflect.ValueOf(&c.Features).Elem(), name) && !setToggle(reflect.ValueOf(&c.Faults).Elem(), name) {
+			return fmt.Errorf("sim: no toggle named %q (see Features and Faults)", name)
+		}
+	}
+	return nil
+}
+
+func setToggle(v reflect.Value, name string) bool {
+	f := v.FieldByName(name)
+	if !f.IsValid() || f.Kind() != reflect.Bool {
+		return false
+	}
+	f.SetBool(true)
+	return true
+}
+
+// ProcessFeatures is the workload of the two-process scenario: what holds
+// today, plus fan-outs over 100 activities (whose overflow goes through an
+// outbox, so a kill can land mid-delivery) with small inputs.
+func ProcessFeatures() Features {
+	f := Passing(0).Features
+	f.Tags = false // every worker process runs every activity
+	f.WideFanOuts = true
+	return f
 }

@@ -72,11 +72,13 @@ func drawSettings(rng *rand.Rand, cfg Config, r role, id string) nodeSettings {
 		SkipBootstrap:        true,
 		PollInterval:         time.Duration(10+rng.Intn(90)) * time.Millisecond,
 		CandidatesPerRange:   []int{4, 8, 32}[rng.Intn(3)],
-		MaxMessagesPerTurn:   []int{10, 40}[rng.Intn(2)],
 		ReconcileInterval:    time.Duration(200+rng.Intn(300)) * time.Millisecond,
 		OutboxMinAge:         time.Duration(100+rng.Intn(200)) * time.Millisecond,
 		AbandonedDeletionAge: 2 * time.Second,
 		Now:                  now,
+	}
+	if cfg.Features.CappedTurns && rng.Intn(2) == 0 {
+		s.provider.MaxMessagesPerTurn = 10
 	}
 	o := rt.Options{
 		OrchestrationConcurrency:  1 + rng.Intn(4),
@@ -257,6 +259,14 @@ func (c *cluster) live() *node {
 		return nil
 	}
 	return up[c.rng.Intn(len(up))]
+}
+
+// caller is the client of a random live node, nil when none is up.
+func (c *cluster) caller() *rt.Client {
+	if n := c.live(); n != nil {
+		return n.client
+	}
+	return nil
 }
 
 // all returns the nodes up now.

@@ -58,6 +58,7 @@ type recorder struct {
 	crashed    map[string]bool // nodes
 	violations *violations
 	sink       func(kind string, v any) // optional: another process's log
+	stats      *Stats                   // optional: counts the commits seen
 }
 
 func newRecorder(v *violations) *recorder {
@@ -103,6 +104,9 @@ func (r *recorder) committed(c commitRecord) {
 		return
 	}
 	r.commits[c.Key] = c
+	if r.stats != nil {
+		r.stats.count(&r.stats.Commits, 1)
+	}
 	if r.sink != nil {
 		r.sink("commit", c)
 	}

@@ -65,6 +65,7 @@ type Stats struct {
 	Crashes     map[string]int            // by where the node died
 	Nodes       int                       // nodes started, replacements included
 	Activities  int                       // activity bodies run
+	Commits     int                       // activity completions seen committing
 	Retries     int                       // harness calls retried after a retryable error
 	Deletes     int
 	Prunes      int
@@ -125,8 +126,8 @@ func (r Report) Print(w io.Writer) {
 	defer s.mu.Unlock()
 	fmt.Fprintf(w, "sim seed=%d elapsed=%s\n", r.Seed, r.Elapsed.Round(time.Millisecond))
 	fmt.Fprintf(w, "  orchestrations: %d scenarios (%s), %d instances checked\n", sum(s.Scenarios), counts(s.Scenarios), s.Instances)
-	fmt.Fprintf(w, "  activities run: %d; events sent: %d; cancels: %d; deletes: %d; prunes: %d; harness retries: %d\n",
-		s.Activities, s.EventsSent, s.CancelsSent, s.Deletes, s.Prunes, s.Retries)
+	fmt.Fprintf(w, "  activities run: %d (%d completions seen committing); events sent: %d; cancels: %d; deletes: %d; prunes: %d; harness retries: %d\n",
+		s.Activities, s.Commits, s.EventsSent, s.CancelsSent, s.Deletes, s.Prunes, s.Retries)
 	fmt.Fprintf(w, "  faults injected: %d (%s)\n", sum(s.Faults), counts(s.Faults))
 	var ops []string
 	for op, kinds := range s.FaultsByOp {

@@ -14,6 +14,7 @@ import (
 
 // Scenario kinds that are not a single orchestration kind.
 const (
+	scenarioWideFanOut  = "WideFanOut"
 	scenarioLargeFanOut = "LargeFanOut"
 	scenarioCancel      = "Cancel" // a Sleeper cancelled from outside
 	scenarioReuse       = "DeleteReuse"
@@ -30,10 +31,14 @@ type expectation struct {
 	kv     map[string]string // the store a KV instance must end with
 }
 
-// harness drives the workload on a cluster and keeps the expectations.
+// harness drives the workload on the nodes and keeps the expectations.
 type harness struct {
-	env      *env
-	cluster  *cluster
+	env *env
+	// caller returns the client of a random live node for the workload's
+	// calls from outside (nil when none is up); crash kills a node and
+	// starts its replacement.
+	caller   func() *rt.Client
+	crash    func(ctx context.Context)
 	observer *rt.Client // faultless, for watching; it runs no reconciler
 	viol     *violations
 
@@ -69,7 +74,8 @@ func kinds(f Features) []string {
 	}
 	add(f.Chains, kindChain, 3)
 	add(f.FanOuts, kindFanOut, 3)
-	add(f.FanOuts && f.LargeFanOuts, scenarioLargeFanOut, 1)
+	add(f.WideFanOuts, scenarioWideFanOut, 1)
+	add(f.LargeFanOuts, scenarioLargeFanOut, 1)
 	add(f.Timers, kindTimer, 2)
 	add(f.SubOrchestrations, kindParent, 2)
 	add(f.DetachedStarts, kindDetach, 2)
@@ -87,12 +93,14 @@ func kinds(f Features) []string {
 // call runs f against a random live node's client until it succeeds or
 // fails permanently; a retryable error is retried as any caller would.
 func (h *harness) call(ctx context.Context, f func(context.Context, *rt.Client) error) error {
+	ctx, cancel := context.WithTimeout(ctx, h.env.cfg.CallTimeout)
+	defer cancel()
 	return retry(ctx, h.env.stats, func(ctx context.Context) error {
-		n := h.cluster.live()
-		if n == nil {
+		c := h.caller()
+		if c == nil {
 			return errNodeDown
 		}
-		return f(ctx, n.client)
+		return f(ctx, c)
 	})
 }
 
@@ -129,6 +137,9 @@ func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.
 		startOne(id, h.activitySpec(rng, spec{Kind: kindChain, Run: run, N: 1 + rng.Intn(5), Size: rng.Intn(2000)}))
 	case kindFanOut:
 		startOne(id, h.activitySpec(rng, spec{Kind: kindFanOut, Run: run, N: 2 + rng.Intn(max(f.FanOutMax-1, 1)), Size: rng.Intn(2000)}))
+	case scenarioWideFanOut:
+		n := 101 + rng.Intn(max(f.FanOutMax-100, 1))
+		startOne(id, spec{Kind: kindFanOut, Run: run, N: n, Size: rng.Intn(200)})
 	case scenarioLargeFanOut:
 		n := 101 + rng.Intn(max(f.FanOutMax-100, 1))
 		startOne(id, spec{Kind: kindFanOut, Run: run, N: n, Size: f.LargePayloadBytes/2 + rng.Intn(f.LargePayloadBytes/2+1)})
@@ -175,7 +186,7 @@ func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.
 		h.deleteAndReuse(ctx, idx, id, rng)
 		instances = append(instances, id)
 	}
-	h.waitTerminal(ctx, instances, h.env.cfg.SettleTimeout)
+	h.waitTerminal(ctx, instances, h.env.cfg.ScenarioTimeout)
 }
 
 // activitySpec adds the random activity traits: long activities (longer
@@ -234,7 +245,7 @@ func (h *harness) prune(ctx context.Context, id string) {
 func (h *harness) raiseWhenSubscribed(ctx context.Context, id string, s spec) {
 	for i := range s.N {
 		name := waiterEvent(i)
-		ok := h.waitHistory(ctx, id, h.env.cfg.SettleTimeout, func(history []cdb.Event) bool {
+		ok := h.waitHistory(ctx, id, h.env.cfg.ScenarioTimeout, func(history []cdb.Event) bool {
 			for _, ev := range history {
 				if sub, isSub := ev.Kind.(cdb.ExternalSubscribed); isSub && sub.Name == name {
 					return true
@@ -259,7 +270,7 @@ func (h *harness) raiseWhenSubscribed(ctx context.Context, id string, s spec) {
 // overtakes the start).
 func (h *harness) cancelLater(ctx context.Context, id string, rng *rand.Rand) {
 	if rng.Intn(3) > 0 {
-		h.waitHistory(ctx, id, h.env.cfg.SettleTimeout, func(history []cdb.Event) bool { return len(history) > 0 })
+		h.waitHistory(ctx, id, h.env.cfg.ScenarioTimeout, func(history []cdb.Event) bool { return len(history) > 0 })
 		sleepCtx(ctx, time.Duration(rng.Intn(200))*time.Millisecond)
 	}
 	err := h.call(ctx, func(ctx context.Context, c *rt.Client) error { return c.CancelInstance(ctx, id, "sim") })
@@ -282,7 +293,7 @@ func (h *harness) deleteAndReuse(ctx context.Context, idx int, id string, rng *r
 	if force {
 		sleepCtx(ctx, time.Duration(rng.Intn(300))*time.Millisecond)
 	} else {
-		h.waitTerminal(ctx, []string{id}, h.env.cfg.SettleTimeout)
+		h.waitTerminal(ctx, []string{id}, h.env.cfg.ScenarioTimeout)
 	}
 	err := h.call(ctx, func(ctx context.Context, c *rt.Client) error {
 		_, err := c.DeleteInstance(ctx, id, force)

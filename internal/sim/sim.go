@@ -30,8 +30,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	viol := &violations{}
 	stats := newStats()
+	rec := newRecorder(viol)
+	rec.stats = stats
 	e := &env{cfg: cfg, endpoint: acct.Endpoint(), key: acct.Key(), transport: acct.Transport(),
-		rec: newRecorder(viol), stats: stats, logger: logger}
+		rec: rec, stats: stats, logger: logger}
 
 	// The observer bootstraps the container and watches; it sees no fault
 	// and reconciles nothing, so it does not change what the nodes do.
@@ -49,7 +51,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 	}
 	defer c.shutdown()
-	h := &harness{env: e, cluster: c, observer: rt.NewClient(observer), viol: viol, expect: map[string]*expectation{}}
+	h := &harness{env: e, caller: c.caller, crash: c.crashOne, observer: rt.NewClient(observer), viol: viol,
+		expect: map[string]*expectation{}}
 
 	h.runWorkload(ctx, rng)
 	logger.Info("workload done; faults off", "elapsed", time.Since(began))
@@ -62,7 +65,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	checkSessions(viol, execs, crashed)
 
 	return Report{Seed: cfg.Seed, Elapsed: time.Since(began), Stats: stats, Violations: viol.all(),
-		Replay: ReplayCommand(cfg.Seed)}, nil
+		Replay: ReplayCommand(cfg.Seed) + cfg.ReplayFlags}, nil
 }
 
 // ReplayCommand is the command that runs seed again with the test's
@@ -120,7 +123,7 @@ func (h *harness) crashLoop(ctx context.Context, rng *rand.Rand) {
 		if !sleepCtx(ctx, wait) {
 			return
 		}
-		h.cluster.crashOne(ctx)
+		h.crash(ctx)
 	}
 }
 

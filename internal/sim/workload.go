@@ -106,7 +106,7 @@ func expected(s spec) outcome {
 	done := func(out string) outcome { return outcome{State: rt.StateCompleted, Output: out} }
 	switch s.Kind {
 	case kindChain:
-		return done("chain:" + strings.Join(workResults(s.N, s.Size, "w"), ","))
+		return done("chain:" + s.Run + ":" + strings.Join(workResults(s.N, s.Size, "w"), ","))
 	case kindFanOut:
 		return done("fan:" + strings.Join(workResults(s.N, s.Size, "w"), ","))
 	case kindTimer:
@@ -194,7 +194,7 @@ func orchChain(ctx *rt.OrchestrationContext, input string) (string, error) {
 		}
 		outs[i] = stripRun(out)
 	}
-	return "chain:" + strings.Join(outs, ","), nil
+	return "chain:" + s.Run + ":" + strings.Join(outs, ","), nil
 }
 
 func orchFanOut(ctx *rt.OrchestrationContext, input string) (string, error) {

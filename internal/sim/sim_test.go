@@ -19,6 +19,8 @@ var (
 	flagAll     = flag.Bool("sim.all", false, "turn every feature and fault on")
 	flagRate    = flag.Float64("sim.rate", 0, "fault rate (0: the configuration's)")
 	flagCount   = flag.Int("sim.scenarios", 0, "scenarios per seed (0: the configuration's)")
+	flagBacklog = flag.Int("sim.backlog", 0, "most events queued for one instance (0: the configuration's)")
+	flagSkew    = flag.Duration("sim.skew", 0, "most a node's clock is off (0: the configuration's)")
 )
 
 // boundedSeeds are the seeds `go test` runs with Passing().
@@ -54,6 +56,12 @@ func configFromFlags(t *testing.T, seed int64) Config {
 	}
 	if *flagCount > 0 {
 		cfg.Scenarios = *flagCount
+	}
+	if *flagBacklog > 0 {
+		cfg.Features.BacklogMax = *flagBacklog
+	}
+	if *flagSkew > 0 {
+		cfg.Faults.ClockSkew = *flagSkew
 	}
 	cfg.Logger = testLogger()
 	flag.Visit(func(f *flag.Flag) {

@@ -41,7 +41,7 @@ func TestRecorderFlagsASecondCommittedCompletion(t *testing.T) {
 	assert.Equal(t, invCompletionOnce, got[0].Invariant)
 }
 
-func TestSessionsFlagTwoOwnersAtOnce(t *testing.T) {
+func TestSessionsFlagAnotherOwnerWhileTheSessionIsHeld(t *testing.T) {
 	v := &violations{}
 	t0 := time.Now()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
@@ -49,12 +49,22 @@ func TestSessionsFlagTwoOwnersAtOnce(t *testing.T) {
 		{Key: activityKey{Instance: "x", ID: 1}, Node: "a", Owner: "a", Session: "s", Start: at(0), End: at(10), Finished: true},
 		{Key: activityKey{Instance: "y", ID: 1}, Node: "b", Owner: "b", Session: "s", Start: at(5), End: at(15), Finished: true},
 		{Key: activityKey{Instance: "z", ID: 1}, Node: "b", Owner: "b", Session: "s", Start: at(20), End: at(30), Finished: true},
+		{Key: activityKey{Instance: "w", ID: 1}, Node: "c", Owner: "c", Session: "s", Start: at(5000), End: at(5010), Finished: true},
 	}
 	checkSessions(v, execs, map[string]bool{})
 	got := v.all()
-	require.Len(t, got, 1, "only the overlapping pair")
+	require.Len(t, got, 2, "y overlaps x on another owner, z starts right after x on another owner; w comes long after")
 	assert.Equal(t, invSessionAffinity, got[0].Invariant)
-	assert.Equal(t, "y", got[0].Instance)
+	assert.ElementsMatch(t, []string{"y", "z"}, []string{got[0].Instance, got[1].Instance})
+
+	handover := []execution{
+		{Key: activityKey{Instance: "x", ID: 1}, Node: "a", Owner: "a", Session: "s", Start: at(0), End: at(10), Finished: true},
+		{Key: activityKey{Instance: "y", ID: 1}, Node: "b", Owner: "b", Session: "s", Start: at(100), End: at(110), Finished: true},
+	}
+	checkSessions(v, handover, map[string]bool{})
+	assert.Len(t, v.all(), 3, "a session moving to another owner right after an activity")
+	checkSessions(v, handover, map[string]bool{"a": true})
+	assert.Len(t, v.all(), 3, "a crashed owner's runs are left out: its sessions may move")
 }
 
 func TestOutcomeMismatchesAreViolations(t *testing.T) {

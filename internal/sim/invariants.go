@@ -157,8 +157,15 @@ func sendsTwice(execs []execution) map[string]bool {
 	return out
 }
 
-// checkSessions checks that a session's activities never ran on two owners
-// at once (executions on crashed nodes aside).
+// sessionHoldGap is how soon after one of a session's activities ends the
+// next must still go to the same owner: well inside the session's idle
+// timeout and lock (node.go), so only a crash could move it legitimately.
+const sessionHoldGap = time.Second
+
+// checkSessions checks session affinity: a session's activities never run
+// on two owners at once, and one that starts soon after another ended runs
+// on the same owner (executions on crashed nodes aside). duroxide keys a
+// session by its id alone, so this holds across instances.
 func checkSessions(v *violations, execs []execution, crashed map[string]bool) {
 	bySession := map[string][]execution{}
 	for _, e := range execs {
@@ -169,13 +176,18 @@ func checkSessions(v *violations, execs []execution, crashed map[string]bool) {
 	for session, list := range bySession {
 		sort.Slice(list, func(i, j int) bool { return list[i].Start.Before(list[j].Start) })
 		for i := range list {
-			for j := i + 1; j < len(list) && list[j].Start.Before(list[i].End); j++ {
-				if list[i].Owner != list[j].Owner {
-					v.add(invSessionAffinity, list[j].Key.Instance, fmt.Sprintf(
-						"session %q ran on %s (%s, %s–%s) while %s held it (%s, %s–%s)", session,
-						list[j].Owner, list[j].Key, stamp(list[j].Start), stamp(list[j].End),
-						list[i].Owner, list[i].Key, stamp(list[i].Start), stamp(list[i].End)))
+			for j := i + 1; j < len(list) && list[j].Start.Before(list[i].End.Add(sessionHoldGap)); j++ {
+				if list[i].Owner == list[j].Owner {
+					continue
 				}
+				how := "while"
+				if !list[j].Start.Before(list[i].End) {
+					how = "just after"
+				}
+				v.add(invSessionAffinity, list[j].Key.Instance, fmt.Sprintf(
+					"session %q ran on %s (%s, %s–%s) %s %s held it (%s, %s–%s)", session,
+					list[j].Owner, list[j].Key, stamp(list[j].Start), stamp(list[j].End), how,
+					list[i].Owner, list[i].Key, stamp(list[i].Start), stamp(list[i].End)))
 			}
 		}
 	}

@@ -168,7 +168,7 @@ func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.
 		_ = h.start(ctx, id+"-rx", rx)
 		startOne(id, spec{Kind: kindSender, Run: run, N: rx.N, Target: id + "-rx", Child: &rx})
 	case kindSessions:
-		startOne(id, spec{Kind: kindSessions, Run: run, N: 2 + rng.Intn(5), SleepMs: rng.Intn(50), Session: fmt.Sprintf("session-%d", rng.Intn(3))})
+		startOne(id, spec{Kind: kindSessions, Run: run, N: 2 + rng.Intn(5), SleepMs: 20 + rng.Intn(150), Session: fmt.Sprintf("session-%d", rng.Intn(2))})
 	case kindKV:
 		s := spec{Kind: kindKV, Run: run, N: 3 + rng.Intn(10), Batch: 2 + rng.Intn(4)}
 		h.expectOutcome(&expectation{instance: id, spec: s, want: expected(s), kv: kvFinal(s.N)})

@@ -142,8 +142,10 @@ func drawTagFilter(rng *rand.Rand, tags, full bool) cdb.TagFilter {
 }
 
 // startNode builds a node's client, provider and runtime over its own
-// fault transport. Faults may make the start fail; the caller retries.
-func startNode(ctx context.Context, e *env, id string, slot int, s nodeSettings) (*node, error) {
+// fault transport; a clientOnly node runs no runtime (an application that
+// starts and signals instances). Faults may make the start fail; the
+// caller retries.
+func startNode(ctx context.Context, e *env, id string, slot int, s nodeSettings, clientOnly bool) (*node, error) {
 	ft := newFaultTransport(e.transport, e.cfg.Faults, s.faultSeed, e.stats)
 	ft.commit = e.rec.observeCommits(id)
 	ft.quiet.Store(e.quiet.Load())
@@ -158,6 +160,10 @@ func startNode(ctx context.Context, e *env, id string, slot int, s nodeSettings)
 	p, err := cdb.NewProvider(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("sim: node %s: provider: %w", id, err)
+	}
+	if clientOnly {
+		e.stats.count(&e.stats.Nodes, 1)
+		return &node{id: id, slot: slot, transport: ft, provider: p, client: rt.NewClient(p), stop: func() {}, settings: s}, nil
 	}
 	reg := rt.NewRegistry()
 	if err := register(reg, &activities{node: id, stableNode: s.stableOwner, rec: e.rec, stats: e.stats}); err != nil {
@@ -194,7 +200,9 @@ func (n *node) shutdown(ctx context.Context) {
 	if !n.down.CompareAndSwap(false, true) {
 		return
 	}
-	_ = n.runtime.Shutdown(ctx)
+	if n.runtime != nil {
+		_ = n.runtime.Shutdown(ctx)
+	}
 	n.stop()
 	_ = n.provider.Close()
 }
@@ -210,6 +218,10 @@ type cluster struct {
 	roles []role
 	nodes []*node // by slot; nil while a slot restarts
 	next  int     // node ids
+	// app is where the workload's calls from outside come from: one
+	// process (one clock, like one application), with faults but never
+	// crashed, so a call it retries is a call its caller saw fail.
+	app *node
 }
 
 func newCluster(e *env, rng *rand.Rand) *cluster {
@@ -229,7 +241,7 @@ func (c *cluster) start(ctx context.Context, slot int) error {
 		id := fmt.Sprintf("n%d", c.next)
 		s := drawSettings(c.rng, c.env.cfg, c.roles[slot], id)
 		c.mu.Unlock()
-		n, err := startNode(ctx, c.env, id, slot, s)
+		n, err := startNode(ctx, c.env, id, slot, s, false)
 		if err == nil {
 			c.env.logger.Info("node started", "node", id, "slot", slot, "settings", s.describeSelf)
 			c.mu.Lock()
@@ -245,29 +257,26 @@ func (c *cluster) start(ctx context.Context, slot int) error {
 	}
 }
 
-// live returns a random live node, nil when none is up.
-func (c *cluster) live() *node {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var up []*node
-	for _, n := range c.nodes {
-		if n != nil && !n.down.Load() {
-			up = append(up, n)
+// startApp starts the application node the workload calls through.
+func (c *cluster) startApp(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		s := drawSettings(c.rng, c.env.cfg, role{}, "app")
+		c.mu.Unlock()
+		n, err := startNode(ctx, c.env, "app", -1, s, true)
+		if err == nil {
+			c.app = n
+			return nil
 		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("sim: start the application node: %w", ctx.Err())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	if len(up) == 0 {
-		return nil
-	}
-	return up[c.rng.Intn(len(up))]
 }
 
-// caller is the client of a random live node, nil when none is up.
-func (c *cluster) caller() *rt.Client {
-	if n := c.live(); n != nil {
-		return n.client
-	}
-	return nil
-}
+// caller is the application's client.
+func (c *cluster) caller() *rt.Client { return c.app.client }
 
 // all returns the nodes up now.
 func (c *cluster) all() []*node {
@@ -333,12 +342,19 @@ func (c *cluster) quiet() {
 	for _, n := range c.all() {
 		n.quiet()
 	}
+	if c.app != nil {
+		c.app.quiet()
+	}
 }
 
 // shutdown stops every node gracefully.
 func (c *cluster) shutdown() {
+	nodes := c.all()
+	if c.app != nil {
+		nodes = append(nodes, c.app)
+	}
 	var wg sync.WaitGroup
-	for _, n := range c.all() {
+	for _, n := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -60,7 +60,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	settings := drawSettings(rand.New(rand.NewSource(o.Seed)), cfg, role{full: true}, o.ID)
 	var n *node
 	for n == nil {
-		n, err = startNode(ctx, e, o.ID, 0, settings)
+		n, err = startNode(ctx, e, o.ID, 0, settings, false)
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("sim: node %s: %w", o.ID, ctx.Err())

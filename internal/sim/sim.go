@@ -51,6 +51,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 	}
 	defer c.shutdown()
+	if err := c.startApp(ctx); err != nil {
+		return Report{}, err
+	}
 	h := &harness{env: e, caller: c.caller, crash: c.crashOne, observer: rt.NewClient(observer), viol: viol,
 		expect: map[string]*expectation{}}
 

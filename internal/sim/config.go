@@ -143,8 +143,8 @@ func Passing(seed int64) Config {
 		Seed: seed,
 		Features: Features{
 			Chains: true, FanOuts: true, Timers: true, SubOrchestrations: true, DetachedStarts: true,
-			QueueEvents: true, ExternalEvents: true, Sessions: false, KV: true, Cancellation: true,
-			Tags: true, LongActivities: true,
+			QueueEvents: true, ExternalEvents: true, ActivityEvents: true, KV: true, Cancellation: true,
+			Prune: true, Tags: true, CapabilityFilters: true, LongActivities: true,
 		},
 		Faults: Faults{
 			Rate: 0.02, Throttle: true, Unavailable: true, Gone: true, DropConnection: true, LatencySpike: true,

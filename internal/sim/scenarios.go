@@ -294,6 +294,9 @@ func (h *harness) deleteAndReuse(ctx context.Context, idx int, id string, rng *r
 		sleepCtx(ctx, time.Duration(rng.Intn(300))*time.Millisecond)
 	} else {
 		h.waitTerminal(ctx, []string{id}, h.env.cfg.ScenarioTimeout)
+		if st, err := h.observer.GetStatus(ctx, id); err != nil || !st.IsTerminal() {
+			force = true // slow (or stuck: the final check says so); a plain delete would be refused
+		}
 	}
 	err := h.call(ctx, func(ctx context.Context, c *rt.Client) error {
 		_, err := c.DeleteInstance(ctx, id, force)

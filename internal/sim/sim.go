@@ -44,7 +44,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	defer observer.Close()
 
-	c := newCluster(e, rng)
+	c := newCluster(e, rand.New(rand.NewSource(rng.Int63())))
 	for slot := range c.nodes {
 		if err := c.start(ctx, slot); err != nil {
 			return Report{}, err
@@ -88,9 +88,10 @@ func (h *harness) runWorkload(ctx context.Context, rng *rand.Rand) {
 	}
 	crashCtx, stopCrashes := context.WithCancel(ctx)
 	crashesDone := make(chan struct{})
+	crashRng := rand.New(rand.NewSource(rng.Int63()))
 	go func() {
 		defer close(crashesDone)
-		h.crashLoop(crashCtx, rand.New(rand.NewSource(rng.Int63())))
+		h.crashLoop(crashCtx, crashRng)
 	}()
 
 	began := time.Now()

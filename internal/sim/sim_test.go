@@ -24,7 +24,7 @@ var (
 )
 
 // boundedSeeds are the seeds `go test` runs with Passing().
-var boundedSeeds = []int64{1, 2, 3}
+var boundedSeeds = []int64{1, 2, 3, 4, 5}
 
 // TestSimulation runs the bounded seeds with the configuration that holds
 // today (Passing); -sim.seed=N replays one.

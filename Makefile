@@ -8,7 +8,7 @@ NPM_SERVER    := $(TOOLS)/cosmosdb-server
 NPM_SERVER_JS := $(NPM_SERVER)/node_modules/@vercel/cosmosdb-server/lib/cli.js
 GOTESTFLAGS   ?= -race -count=1 -timeout 20m
 
-.PHONY: test test-unit lint emulator demo sdk-compat tools clean
+.PHONY: test test-unit lint emulator demo sdk-compat soak tools clean
 
 ## test: every suite, on the in-memory fake and on @vercel/cosmosdb-server (and on COSMOS_ENDPOINT when set)
 test: lint $(NPM_SERVER_JS)
@@ -36,6 +36,18 @@ demo:
 ## sdk-compat: Microsoft's azcosmos SDK against `cdb emulator` (its own module, so the library does not depend on the SDK)
 sdk-compat:
 	cd internal/sdkcompat && $(GO) test -count=1 -timeout 10m ./...
+
+## soak: the simulation for SOAK_SECONDS (default 60) with SOAK_SEED (default random), then the
+## two-process scenario over `cdb emulator` for SOAK_PROCESS_SECONDS (default 30). SOAK_ENABLE
+## (comma-separated toggles), SOAK_ALL=1 and SOAK_RATE widen it beyond what passes today.
+SOAK_SECONDS         ?= 60
+SOAK_PROCESS_SECONDS ?= 30
+soak:
+	@mkdir -p $(TOOLS)
+	$(GO) build -o $(TOOLS)/cdb ./cmd/cdb
+	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_SEED=$(SOAK_SEED) $(GO) test -count=1 -v -timeout 0 -run 'TestSoak$$' ./internal/sim
+	SOAK_PROCESS_SECONDS=$(SOAK_PROCESS_SECONDS) SOAK_SEED=$(SOAK_SEED) SIM_CDB_BIN=$(TOOLS)/cdb \
+		$(GO) test -count=1 -v -timeout 0 -run 'TestSoakProcesses$$' ./internal/sim
 
 tools: $(NPM_SERVER_JS)
 

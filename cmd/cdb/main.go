@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	for _, c := range commands() {
+	for _, c := range append(commands(), hiddenCommands()...) {
 		if c.name != args[0] {
 			continue
 		}

@@ -1,0 +1,268 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Fault kinds, as the report counts them.
+const (
+	faultThrottle     = "429"
+	faultUnavailable  = "503"
+	faultTimeout      = "408"
+	faultGone         = "410"
+	faultDrop         = "drop"
+	faultLoseResponse = "lost-response"
+	faultLatency      = "latency-spike"
+)
+
+// errNodeDown is what a crashed node's requests fail with: the process is
+// gone, nothing it sends arrives and nothing comes back.
+var errNodeDown = errors.New("sim: node is down")
+
+// faultTransport sits between one node's Cosmos DB client and the account.
+// It injects the configured faults at random, and it is how a node
+// crashes: once killed, every request fails, including those in flight
+// (whose effects may already have committed).
+type faultTransport struct {
+	next   http.RoundTripper
+	faults Faults
+	kinds  []string
+	stats  *Stats
+	commit func(req *http.Request, body []byte, resp *http.Response)
+
+	mu  sync.Mutex
+	rng *rand.Rand
+
+	dead  atomic.Bool
+	quiet atomic.Bool // faults off (the end of a run); crashes still apply
+	// crashOn, when set, is checked on every request: it returns whether
+	// the node dies before sending the request or after its response.
+	crashOn atomic.Pointer[crashTrigger]
+}
+
+// crashTrigger kills the node at the first request it matches.
+type crashTrigger struct {
+	match func(op string) bool
+	after bool // let the request execute, then die before the response
+	fired func()
+	once  sync.Once
+}
+
+func newFaultTransport(next http.RoundTripper, faults Faults, seed int64, stats *Stats) *faultTransport {
+	t := &faultTransport{next: next, faults: faults, stats: stats, rng: rand.New(rand.NewSource(seed))}
+	for kind, on := range map[string]bool{
+		faultThrottle: faults.Throttle, faultUnavailable: faults.Unavailable, faultTimeout: faults.Timeout,
+		faultGone: faults.Gone, faultDrop: faults.DropConnection, faultLoseResponse: faults.LoseResponse,
+		faultLatency: faults.LatencySpike,
+	} {
+		if on {
+			t.kinds = append(t.kinds, kind)
+		}
+	}
+	// Map order is random; the draw must depend on the seed only.
+	slices.Sort(t.kinds)
+	return t
+}
+
+// kill makes every request from now on fail, as if the process died.
+func (t *faultTransport) kill() { t.dead.Store(true) }
+
+// RoundTrip applies a pending crash or a random fault, or forwards.
+func (t *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.dead.Load() {
+		return nil, t.downError(req)
+	}
+	body, err := readAll(req)
+	if err != nil {
+		return nil, err
+	}
+	op := operationOf(req)
+	crashAfter := false
+	if trig := t.crashOn.Load(); trig != nil && trig.match(op) {
+		if !trig.after {
+			trig.once.Do(trig.fired)
+			return nil, t.downError(req)
+		}
+		crashAfter = true
+	}
+	kind := t.draw()
+	if kind != "" {
+		t.stats.fault(kind, op)
+	}
+	switch kind {
+	case faultThrottle:
+		return statusResponse(req, http.StatusTooManyRequests, 3200, 5*time.Millisecond), nil
+	case faultUnavailable:
+		return statusResponse(req, http.StatusServiceUnavailable, 0, 0), nil
+	case faultTimeout:
+		return statusResponse(req, http.StatusRequestTimeout, 0, 0), nil
+	case faultGone:
+		return statusResponse(req, http.StatusGone, 1002, 0), nil
+	case faultDrop:
+		return nil, fmt.Errorf("sim: %s %s: connection reset before the request was sent: %w", req.Method, req.URL.Path, io.ErrUnexpectedEOF)
+	case faultLatency:
+		if err := t.spike(req.Context()); err != nil {
+			return nil, err
+		}
+	}
+	resp, err := t.forward(req, body)
+	if err != nil {
+		return nil, err
+	}
+	if t.commit != nil && resp.StatusCode < 300 {
+		t.commit(req, body, resp)
+	}
+	if crashAfter {
+		trig := t.crashOn.Load()
+		trig.once.Do(trig.fired)
+		return nil, t.downError(req)
+	}
+	if t.dead.Load() {
+		// The node died while the request was in flight: it committed,
+		// nobody will read the answer.
+		return nil, t.downError(req)
+	}
+	if kind == faultLoseResponse {
+		return nil, fmt.Errorf("sim: %s %s: connection closed before the response: %w", req.Method, req.URL.Path, io.ErrUnexpectedEOF)
+	}
+	return resp, nil
+}
+
+func (t *faultTransport) forward(req *http.Request, body []byte) (*http.Response, error) {
+	out := req.Clone(req.Context())
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.ContentLength = int64(len(body))
+	resp, err := t.next.RoundTrip(out)
+	if err != nil {
+		return nil, err
+	}
+	// Read the body now, so a lost response still lets the request finish.
+	data, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("sim: read response: %w", err)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	return resp, nil
+}
+
+func (t *faultTransport) downError(req *http.Request) error {
+	return fmt.Errorf("sim: %s %s: %w", req.Method, req.URL.Path, errNodeDown)
+}
+
+// draw picks this request's fault, "" for none.
+func (t *faultTransport) draw() string {
+	if len(t.kinds) == 0 || t.faults.Rate <= 0 || t.quiet.Load() {
+		return ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.rng.Float64() >= t.faults.Rate {
+		return ""
+	}
+	return t.kinds[t.rng.Intn(len(t.kinds))]
+}
+
+func (t *faultTransport) spike(ctx context.Context) error {
+	t.mu.Lock()
+	d := time.Duration(t.rng.Int63n(int64(t.faults.LatencySpikeMaxDelay))) + 10*time.Millisecond
+	t.mu.Unlock()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("sim: latency spike: %w", ctx.Err())
+	case <-timer.C:
+		return nil
+	}
+}
+
+func readAll(req *http.Request) ([]byte, error) {
+	if req.Body == nil {
+		return nil, nil
+	}
+	defer req.Body.Close()
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, fmt.Errorf("sim: read request body: %w", err)
+	}
+	return body, nil
+}
+
+// statusResponse is a Cosmos DB error answer that did not execute.
+func statusResponse(req *http.Request, status, subStatus int, retryAfter time.Duration) *http.Response {
+	body := []byte(`{"code":"` + strings.ReplaceAll(http.StatusText(status), " ", "") + `","message":"sim: injected fault"}`)
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("x-ms-request-charge", "0")
+	h.Set("x-ms-activity-id", "00000000-0000-0000-0000-000000000000")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if subStatus != 0 {
+		h.Set("x-ms-substatus", strconv.Itoa(subStatus))
+	}
+	if retryAfter > 0 {
+		h.Set("x-ms-retry-after-ms", strconv.FormatInt(retryAfter.Milliseconds(), 10))
+	}
+	return &http.Response{
+		Status: strconv.Itoa(status) + " " + http.StatusText(status), StatusCode: status,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h,
+		Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: req,
+	}
+}
+
+// operationOf names a request's Cosmos DB operation, as the fake's
+// counters do.
+func operationOf(req *http.Request) string {
+	path := strings.Trim(req.URL.Path, "/")
+	segments := strings.Split(path, "/")
+	last := segments[len(segments)-1]
+	switch {
+	case last == "pkranges":
+		return "ReadPartitionKeyRanges"
+	case last == "docs" && req.Method == http.MethodPost:
+		switch {
+		case isTrue(req.Header.Get("x-ms-cosmos-is-batch-request")):
+			return "Batch"
+		case isTrue(req.Header.Get("x-ms-documentdb-isquery")):
+			return "Query"
+		case isTrue(req.Header.Get("x-ms-documentdb-is-upsert")):
+			return "UpsertItem"
+		}
+		return "CreateItem"
+	case len(segments) >= 2 && segments[len(segments)-2] == "docs":
+		switch req.Method {
+		case http.MethodGet:
+			return "ReadItem"
+		case http.MethodPut:
+			return "ReplaceItem"
+		case http.MethodDelete:
+			return "DeleteItem"
+		case http.MethodPatch:
+			return "PatchItem"
+		}
+	}
+	return "Other"
+}
+
+func isTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }
+
+// isWrite reports the operations a crash may interrupt half way.
+func isWrite(op string) bool {
+	switch op {
+	case "Batch", "CreateItem", "UpsertItem", "ReplaceItem", "DeleteItem", "PatchItem":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,93 @@
+package sim
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rt "github.com/duroxide-go/cdb/internal/runtime"
+)
+
+// The harness's own checks: an invariant that never fires proves nothing,
+// so each is shown firing on a fabricated record.
+
+func TestRecorderFlagsAnActivityStartedAfterItsCompletionCommitted(t *testing.T) {
+	v := &violations{}
+	rec := newRecorder(v)
+	key := activityKey{Instance: "i", Exec: 1, ID: 2, Run: "0.0"}
+	t0 := time.Now()
+	rec.started(execution{Key: key, Node: "a", Start: t0})
+	rec.ended(execution{Key: key, Node: "a", Start: t0, End: t0.Add(time.Millisecond), Finished: true})
+	rec.committed(commitRecord{Key: key, At: t0.Add(2 * time.Millisecond), Node: "a"})
+	require.Empty(t, v.all(), "a first run is fine")
+
+	rec.started(execution{Key: key, Node: "b", Start: t0.Add(3 * time.Millisecond)})
+	got := v.all()
+	require.Len(t, got, 1)
+	assert.Equal(t, invActivityRanAfterCompletion, got[0].Invariant)
+}
+
+func TestRecorderFlagsASecondCommittedCompletion(t *testing.T) {
+	v := &violations{}
+	rec := newRecorder(v)
+	key := activityKey{Instance: "i", Exec: 1, ID: 2, Run: "0.0"}
+	rec.committed(commitRecord{Key: key, At: time.Now(), Node: "a"})
+	rec.committed(commitRecord{Key: key, At: time.Now(), Node: "b"})
+	got := v.all()
+	require.Len(t, got, 1)
+	assert.Equal(t, invCompletionOnce, got[0].Invariant)
+}
+
+func TestSessionsFlagAnotherOwnerWhileTheSessionIsHeld(t *testing.T) {
+	v := &violations{}
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	execs := []execution{
+		{Key: activityKey{Instance: "x", ID: 1}, Node: "a", Owner: "a", Session: "s", Start: at(0), End: at(10), Finished: true},
+		{Key: activityKey{Instance: "y", ID: 1}, Node: "b", Owner: "b", Session: "s", Start: at(5), End: at(15), Finished: true},
+		{Key: activityKey{Instance: "z", ID: 1}, Node: "b", Owner: "b", Session: "s", Start: at(20), End: at(30), Finished: true},
+		{Key: activityKey{Instance: "w", ID: 1}, Node: "c", Owner: "c", Session: "s", Start: at(5000), End: at(5010), Finished: true},
+	}
+	checkSessions(v, execs, map[string]bool{})
+	got := v.all()
+	require.Len(t, got, 2, "y overlaps x on another owner, z starts right after x on another owner; w comes long after")
+	assert.Equal(t, invSessionAffinity, got[0].Invariant)
+	assert.ElementsMatch(t, []string{"y", "z"}, []string{got[0].Instance, got[1].Instance})
+
+	handover := []execution{
+		{Key: activityKey{Instance: "x", ID: 1}, Node: "a", Owner: "a", Session: "s", Start: at(0), End: at(10), Finished: true},
+		{Key: activityKey{Instance: "y", ID: 1}, Node: "b", Owner: "b", Session: "s", Start: at(100), End: at(110), Finished: true},
+	}
+	checkSessions(v, handover, map[string]bool{})
+	assert.Len(t, v.all(), 3, "a session moving to another owner right after an activity")
+	checkSessions(v, handover, map[string]bool{"a": true})
+	assert.Len(t, v.all(), 3, "a crashed owner's runs are left out: its sessions may move")
+}
+
+func TestOutcomeMismatchesAreViolations(t *testing.T) {
+	v := &violations{}
+	s := spec{Kind: kindChain, Run: "1.0", N: 2}
+	e := &expectation{instance: "c", spec: s, want: expected(s)}
+	checkOutcome(v, e, statusCompleted("chain:1.0:w0:0,w1:0"))
+	require.Empty(t, v.all())
+	checkOutcome(v, e, statusCompleted("chain:1.0:w0:0"))
+	require.Len(t, v.all(), 1)
+	assert.Equal(t, invOutput, v.all()[0].Invariant)
+}
+
+// TestTheTransportSeesCompletionsCommit guards the no-run-after-complete
+// check: if the provider's ack changed shape so that the transport no
+// longer recognised completions, that check would pass vacuously.
+func TestTheTransportSeesCompletionsCommit(t *testing.T) {
+	cfg := Config{Seed: 7, Scenarios: 4, Features: Features{Chains: true}}
+	report, err := Run(context.Background(), cfg)
+	require.NoError(t, err)
+	require.True(t, report.OK(), "%v", report.Violations)
+	assert.Positive(t, report.Stats.Commits)
+	assert.Equal(t, report.Stats.Activities, report.Stats.Commits, "every activity of a fault-free run commits once")
+}
+
+func statusCompleted(out string) rt.Status { return rt.Status{State: rt.StateCompleted, Output: out} }

@@ -1,0 +1,273 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/duroxide-go/cdb"
+	rt "github.com/duroxide-go/cdb/internal/runtime"
+)
+
+// checkOutcomes compares every expected instance with what it ended as.
+func (h *harness) checkOutcomes(ctx context.Context, sendsTwice map[string]bool) {
+	for _, e := range h.expectations() {
+		st, err := h.observer.GetStatus(ctx, e.instance)
+		if err != nil {
+			h.viol.add(invHarness, e.instance, fmt.Sprintf("read status: %v", err))
+			continue
+		}
+		h.env.stats.count(&h.env.stats.Instances, 1)
+		if !st.IsTerminal() {
+			h.viol.add(invStuck, e.instance, fmt.Sprintf("%s is %s after the settle timeout (want %s); %s",
+				e.spec.Kind, st.State, e.want.State, h.pending(ctx, e.instance)))
+			continue
+		}
+		if e.sender != "" && st.State == rt.StateFailed && sendsTwice[e.sender] {
+			// The sender's activity ran twice (at least once) and sent an
+			// event twice: a duplicate the store cannot know of.
+			continue
+		}
+		checkOutcome(h.viol, e, st)
+		if e.kv != nil && st.State == rt.StateCompleted {
+			h.checkKV(ctx, e)
+		}
+	}
+}
+
+func checkOutcome(v *violations, e *expectation, st rt.Status) {
+	got := describeStatus(st)
+	switch {
+	case st.State != e.want.State:
+		v.add(invTerminalState, e.instance, fmt.Sprintf("%s ended %s, want %s", e.spec.Kind, got, e.want.State))
+	case st.State == rt.StateCompleted && st.Output != e.want.Output:
+		v.add(invOutput, e.instance, fmt.Sprintf("%s output %q, want %q", e.spec.Kind, clip(st.Output), clip(e.want.Output)))
+	case st.State == rt.StateFailed && !strings.Contains(strings.ToLower(got), e.want.Error):
+		v.add(invOutput, e.instance, fmt.Sprintf("%s failed with %s, want an error containing %q", e.spec.Kind, got, e.want.Error))
+	}
+}
+
+func describeStatus(st rt.Status) string {
+	switch st.State {
+	case rt.StateCompleted:
+		return fmt.Sprintf("Completed(%q)", clip(st.Output))
+	case rt.StateFailed:
+		if st.Error != nil {
+			return fmt.Sprintf("Failed(%s)", clip(st.Error.DisplayMessage()))
+		}
+		return "Failed"
+	}
+	return string(st.State)
+}
+
+func clip(s string) string {
+	if len(s) > 160 {
+		return s[:160] + "…"
+	}
+	return s
+}
+
+func (h *harness) checkKV(ctx context.Context, e *expectation) {
+	got, err := h.observer.GetKVAllValues(ctx, e.instance)
+	if err != nil {
+		h.viol.add(invHarness, e.instance, fmt.Sprintf("read KV: %v", err))
+		return
+	}
+	if !maps.Equal(got, e.kv) {
+		h.viol.add(invKV, e.instance, fmt.Sprintf("KV store %v, want %v", got, e.kv))
+	}
+}
+
+// checkHistories reads every instance's executions: each completion
+// appears once per scheduling, each external event once per name, and no
+// instance is left running.
+func (h *harness) checkHistories(ctx context.Context) {
+	ids, err := h.observer.ListInstances(ctx)
+	if err != nil {
+		h.viol.add(invHarness, "", fmt.Sprintf("list instances: %v", err))
+		return
+	}
+	for _, id := range ids {
+		execs, err := h.observer.ListExecutions(ctx, id)
+		if err != nil {
+			h.viol.add(invHarness, id, fmt.Sprintf("list executions: %v", err))
+			continue
+		}
+		for _, exec := range execs {
+			history, err := h.observer.ReadExecutionHistory(ctx, id, exec)
+			if err != nil {
+				h.viol.add(invHarness, id, fmt.Sprintf("read execution %d: %v", exec, err))
+				continue
+			}
+			checkHistory(h.viol, id, exec, history)
+		}
+		st, err := h.observer.GetStatus(ctx, id)
+		if err == nil && !st.IsTerminal() {
+			h.viol.add(invStuck, id, fmt.Sprintf("still %s at the end; %s", st.State, h.pending(ctx, id)))
+		}
+	}
+}
+
+// checkHistory checks one execution's events.
+func checkHistory(v *violations, id string, exec uint64, history []cdb.Event) {
+	completions := map[uint64]int{}
+	raised := map[string]int{}
+	for _, ev := range history {
+		switch k := ev.Kind.(type) {
+		case cdb.ActivityCompletedEvent, cdb.ActivityFailedEvent, cdb.SubOrchestrationCompleted,
+			cdb.SubOrchestrationFailed, cdb.TimerFiredEvent:
+			if ev.SourceEventID != nil {
+				completions[*ev.SourceEventID]++
+			}
+		case cdb.ExternalEvent:
+			raised[k.Name]++
+		}
+	}
+	for source, n := range completions {
+		if n > 1 {
+			v.add(invCompletionOnce, id, fmt.Sprintf("execution %d: event %d completed %d times in history", exec, source, n))
+		}
+	}
+	for name, n := range raised {
+		if n > 1 {
+			v.add(invEventOnce, id, fmt.Sprintf("execution %d: external event %q raised once, delivered %d times", exec, name, n))
+		}
+	}
+}
+
+// sendsTwice finds the Sender instances one of whose Send activities ran
+// more than once (allowed: activities run at least once).
+func sendsTwice(execs []execution) map[string]bool {
+	runs := map[activityKey]int{}
+	out := map[string]bool{}
+	for _, e := range execs {
+		if e.Name != actSend {
+			continue
+		}
+		runs[e.Key]++
+		if runs[e.Key] > 1 {
+			out[e.Key.Instance] = true
+		}
+	}
+	return out
+}
+
+// sessionHoldGap is how soon after one of a session's activities ends the
+// next must still go to the same owner: well inside the session's idle
+// timeout and lock (node.go), so only a crash could move it legitimately.
+const sessionHoldGap = time.Second
+
+// checkSessions checks session affinity: a session's activities never run
+// on two owners at once, and one that starts soon after another ended runs
+// on the same owner (executions on crashed nodes aside). duroxide keys a
+// session by its id alone, so this holds across instances.
+func checkSessions(v *violations, execs []execution, crashed map[string]bool) {
+	bySession := map[string][]execution{}
+	for _, e := range execs {
+		if e.Session != "" && e.Finished && !crashed[e.Node] {
+			bySession[e.Session] = append(bySession[e.Session], e)
+		}
+	}
+	for session, list := range bySession {
+		sort.Slice(list, func(i, j int) bool { return list[i].Start.Before(list[j].Start) })
+		for i := range list {
+			for j := i + 1; j < len(list) && list[j].Start.Before(list[i].End.Add(sessionHoldGap)); j++ {
+				if list[i].Owner == list[j].Owner {
+					continue
+				}
+				how := "while"
+				if !list[j].Start.Before(list[i].End) {
+					how = "just after"
+				}
+				v.add(invSessionAffinity, list[j].Key.Instance, fmt.Sprintf(
+					"session %q ran on %s (%s, %s–%s) %s %s held it (%s, %s–%s)", session,
+					list[j].Owner, list[j].Key, stamp(list[j].Start), stamp(list[j].End), how,
+					list[i].Owner, list[i].Key, stamp(list[i].Start), stamp(list[i].End)))
+			}
+		}
+	}
+}
+
+// leftover is a document that should not outlive the work.
+type leftover struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Instance string `json:"instance"`
+	Item     string `json:"item"`
+}
+
+// leftoversQuery finds queue messages, worker items, outboxes, staged
+// history parts never made permanent, deletion intents, instances marked
+// for deletion and instance documents no start ever named.
+const leftoversQuery = `SELECT c.id, c.type, c.instance, c.item FROM c WHERE c.type IN ('msg', 'work', 'outbox', 'delete')
+ OR (c.type = 'hist-part' AND c.ttl > 0)
+ OR (c.type = 'inst' AND (NOT IS_DEFINED(c.name) OR IS_DEFINED(c.deleting)))`
+
+// checkLeftovers waits up to timeout for the container to drain, then
+// reports what is left.
+func (h *harness) checkLeftovers(ctx context.Context, container *cdb.ContainerClient, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	var left []leftover
+	for {
+		var err error
+		left, err = queryLeftovers(ctx, container)
+		if err != nil {
+			h.viol.add(invHarness, "", fmt.Sprintf("query leftovers: %v", err))
+			return
+		}
+		if len(left) == 0 || time.Now().After(deadline) || !sleepCtx(ctx, 200*time.Millisecond) {
+			break
+		}
+	}
+	for _, l := range left {
+		h.viol.add(invLeftovers, l.Instance, fmt.Sprintf("%s document %q left after %s with faults off%s", l.Type, l.ID, timeout, itemKind(l.Item)))
+	}
+}
+
+func queryLeftovers(ctx context.Context, container *cdb.ContainerClient) ([]leftover, error) {
+	res, err := container.QueryItems(ctx, leftoversQuery, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]leftover, 0, len(res.Items))
+	for _, raw := range res.Items {
+		var l leftover
+		if err := json.Unmarshal(raw, &l); err != nil {
+			return nil, fmt.Errorf("decode leftover: %w", err)
+		}
+		out = append(out, l)
+	}
+	slices.SortFunc(out, func(a, b leftover) int { return strings.Compare(a.Instance+a.ID, b.Instance+b.ID) })
+	return out, nil
+}
+
+// itemKind names the work item a queue document carries, for diagnostics.
+func itemKind(item string) string {
+	if item == "" {
+		return ""
+	}
+	w, err := cdb.UnmarshalWorkItem([]byte(item))
+	if err != nil {
+		return " (undecodable item)"
+	}
+	return fmt.Sprintf(" (%s)", w.Kind())
+}
+
+// pending describes what an unfinished instance still has queued.
+func (h *harness) pending(ctx context.Context, id string) string {
+	history, err := h.observer.ReadHistory(ctx, id)
+	if err != nil {
+		return "history unreadable"
+	}
+	last := "none"
+	if len(history) > 0 {
+		b, _ := json.Marshal(history[len(history)-1])
+		last = clip(string(b))
+	}
+	return fmt.Sprintf("%d events in its latest execution, last %s", len(history), last)
+}

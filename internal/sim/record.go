@@ -1,0 +1,181 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// activityKey names one scheduling of an activity: its instance, execution
+// and ActivityScheduled event id, and the run token of the incarnation that
+// scheduled it (an id reused after a delete schedules the same ids again).
+type activityKey struct {
+	Instance string `json:"instance"`
+	Exec     uint64 `json:"exec"`
+	ID       uint64 `json:"id"`
+	Run      string `json:"run"`
+}
+
+func (k activityKey) String() string {
+	return fmt.Sprintf("%s exec %d activity %d (run %s)", k.Instance, k.Exec, k.ID, k.Run)
+}
+
+// execution is one run of an activity body.
+type execution struct {
+	Key     activityKey `json:"key"`
+	Name    string      `json:"name"`
+	Node    string      `json:"node"`
+	Owner   string      `json:"owner,omitempty"`   // session owner, for session activities
+	Session string      `json:"session,omitempty"` // session id
+	Start   time.Time   `json:"start"`
+	End     time.Time   `json:"end"`
+	// Finished is false when the body stopped early because its context
+	// ended (lock lost, node stopping).
+	Finished bool `json:"finished"`
+}
+
+// commitRecord is an activity completion that a worker's ack committed, as
+// the node's transport saw it go through.
+type commitRecord struct {
+	Key  activityKey `json:"key"`
+	At   time.Time   `json:"at"`
+	Node string      `json:"node"`
+}
+
+// recorder collects what activities and transports observed, and checks
+// the cheap invariants as the records arrive. A node of another process
+// writes the same records to a file (process.go).
+type recorder struct {
+	mu         sync.Mutex
+	executions []execution
+	running    map[activityKey]int // bodies running now
+	commits    map[activityKey]commitRecord
+	crashed    map[string]bool // nodes
+	violations *violations
+	sink       func(kind string, v any) // optional: another process's log
+	stats      *Stats                   // optional: counts the commits seen
+}
+
+func newRecorder(v *violations) *recorder {
+	return &recorder{running: map[activityKey]int{}, commits: map[activityKey]commitRecord{}, crashed: map[string]bool{}, violations: v}
+}
+
+// started notes an activity body starting; an activity whose completion
+// already committed must not run again (at least once, but not after it is
+// done).
+func (r *recorder) started(e execution) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.running[e.Key]++
+	if c, ok := r.commits[e.Key]; ok && c.At.Before(e.Start) {
+		r.violations.add(invActivityRanAfterCompletion, e.Key.Instance,
+			fmt.Sprintf("%s (%s) started on %s at %s, after its completion committed on %s at %s",
+				e.Key, e.Name, e.Node, stamp(e.Start), c.Node, stamp(c.At)))
+	}
+	if r.sink != nil {
+		r.sink("start", e)
+	}
+}
+
+// ended records a finished or interrupted body.
+func (r *recorder) ended(e execution) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.running[e.Key]--
+	r.executions = append(r.executions, e)
+	if r.sink != nil {
+		r.sink("end", e)
+	}
+}
+
+// committed records a completion committed by node's ack.
+func (r *recorder) committed(c commitRecord) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if prev, dup := r.commits[c.Key]; dup {
+		r.violations.add(invCompletionOnce, c.Key.Instance,
+			fmt.Sprintf("%s: a second completion committed on %s at %s (first on %s at %s)",
+				c.Key, c.Node, stamp(c.At), prev.Node, stamp(prev.At)))
+		return
+	}
+	r.commits[c.Key] = c
+	if r.stats != nil {
+		r.stats.count(&r.stats.Commits, 1)
+	}
+	if r.sink != nil {
+		r.sink("commit", c)
+	}
+}
+
+func (r *recorder) nodeCrashed(node string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.crashed[node] = true
+}
+
+func (r *recorder) snapshot() ([]execution, map[string]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	crashed := make(map[string]bool, len(r.crashed))
+	for n := range r.crashed {
+		crashed[n] = true
+	}
+	return append([]execution(nil), r.executions...), crashed
+}
+
+// observeCommits is a node transport's commit hook: it finds, in a
+// transactional batch that committed, the activity completions it creates
+// (the worker's ack) and records them.
+func (r *recorder) observeCommits(node string) func(req *http.Request, body []byte, resp *http.Response) {
+	return func(req *http.Request, body []byte, resp *http.Response) {
+		if resp.StatusCode != http.StatusOK || operationOf(req) != "Batch" {
+			return
+		}
+		for _, key := range completionsIn(body) {
+			r.committed(commitRecord{Key: key, At: time.Now(), Node: node})
+		}
+	}
+}
+
+// completionsIn reads the activity completions a batch creates. It knows the
+// provider's message documents only as far as "a created document whose
+// item is an encoded work item"; a batch it cannot read yields nothing, so
+// a format change weakens this check rather than making it lie.
+func completionsIn(body []byte) []activityKey {
+	var ops []struct {
+		OperationType string          `json:"operationType"`
+		ResourceBody  json.RawMessage `json:"resourceBody"`
+	}
+	if json.Unmarshal(body, &ops) != nil {
+		return nil
+	}
+	var keys []activityKey
+	for _, op := range ops {
+		if !strings.EqualFold(op.OperationType, "Create") && !strings.EqualFold(op.OperationType, "Upsert") {
+			continue
+		}
+		var doc struct {
+			Item string `json:"item"`
+		}
+		if json.Unmarshal(op.ResourceBody, &doc) != nil || doc.Item == "" {
+			continue
+		}
+		item, err := cdb.UnmarshalWorkItem([]byte(doc.Item))
+		if err != nil {
+			continue
+		}
+		if done, ok := item.(cdb.ActivityCompleted); ok {
+			if run, _, ok := splitRun(done.Result); ok {
+				keys = append(keys, activityKey{Instance: done.Instance, Exec: done.ExecutionID, ID: done.ID, Run: run})
+			}
+		}
+	}
+	return keys
+}
+
+func stamp(t time.Time) string { return t.Format("15:04:05.000") }

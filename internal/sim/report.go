@@ -1,0 +1,173 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Invariant names, as violations and the report show them.
+const (
+	invTerminalState              = "terminal-state"        // an instance ended in the state its input determines
+	invOutput                     = "output"                // ... with the output its input determines
+	invStuck                      = "stuck"                 // an instance did not finish in time
+	invEventOnce                  = "event-once-in-order"   // an event raised once is consumed once, in its sender's order
+	invCompletionOnce             = "completion-once"       // an activity completion appears once
+	invActivityRanAfterCompletion = "no-run-after-complete" // an activity whose completion committed never runs again
+	invSessionAffinity            = "session-affinity"      // a session runs on one owner at a time
+	invKV                         = "kv"                    // the KV store holds what the orchestration wrote
+	invLeftovers                  = "nothing-left"          // no message, work item, outbox, staged part or intent left
+	invHarness                    = "harness"               // the harness could not do what the workload asked
+)
+
+// Violation is one broken invariant.
+type Violation struct {
+	Invariant string
+	Instance  string
+	Detail    string
+}
+
+func (v Violation) String() string {
+	if v.Instance == "" {
+		return fmt.Sprintf("[%s] %s", v.Invariant, v.Detail)
+	}
+	return fmt.Sprintf("[%s] %s: %s", v.Invariant, v.Instance, v.Detail)
+}
+
+type violations struct {
+	mu   sync.Mutex
+	list []Violation
+}
+
+func (v *violations) add(invariant, instance, detail string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.list = append(v.list, Violation{Invariant: invariant, Instance: instance, Detail: detail})
+}
+
+func (v *violations) all() []Violation {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.list)
+}
+
+// Stats counts what a run did and injected.
+type Stats struct {
+	mu          sync.Mutex
+	Scenarios   map[string]int            // started, by kind
+	Instances   int                       // instances with an expected outcome
+	Faults      map[string]int            // injected, by kind
+	FaultsByOp  map[string]map[string]int // injected, by operation then kind
+	Crashes     map[string]int            // by where the node died
+	Nodes       int                       // nodes started, replacements included
+	Activities  int                       // activity bodies run
+	Commits     int                       // activity completions seen committing
+	Retries     int                       // harness calls retried after a retryable error
+	Deletes     int
+	Prunes      int
+	EventsSent  int
+	CancelsSent int
+}
+
+func newStats() *Stats {
+	return &Stats{Scenarios: map[string]int{}, Faults: map[string]int{}, FaultsByOp: map[string]map[string]int{}, Crashes: map[string]int{}}
+}
+
+func (s *Stats) fault(kind, op string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Faults[kind]++
+	if s.FaultsByOp[op] == nil {
+		s.FaultsByOp[op] = map[string]int{}
+	}
+	s.FaultsByOp[op][kind]++
+}
+
+// count adds n to one of the plain counters.
+func (s *Stats) count(field *int, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	*field += n
+}
+
+func (s *Stats) scenario(kind string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Scenarios[kind]++
+}
+
+func (s *Stats) crash(where string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Crashes[where]++
+}
+
+// Report is a run's outcome.
+type Report struct {
+	Seed       int64
+	Elapsed    time.Duration
+	Stats      *Stats
+	Violations []Violation
+	// Replay is the command that runs this seed again.
+	Replay string
+}
+
+// OK reports a run without violations.
+func (r Report) OK() bool { return len(r.Violations) == 0 }
+
+// Print writes the summary: what ran, what was injected, what broke.
+func (r Report) Print(w io.Writer) {
+	s := r.Stats
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(w, "sim seed=%d elapsed=%s\n", r.Seed, r.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "  orchestrations: %d scenarios (%s), %d instances checked\n", sum(s.Scenarios), counts(s.Scenarios), s.Instances)
+	fmt.Fprintf(w, "  activities run: %d (%d completions seen committing); events sent: %d; cancels: %d; deletes: %d; prunes: %d; harness retries: %d\n",
+		s.Activities, s.Commits, s.EventsSent, s.CancelsSent, s.Deletes, s.Prunes, s.Retries)
+	fmt.Fprintf(w, "  faults injected: %d (%s)\n", sum(s.Faults), counts(s.Faults))
+	var ops []string
+	for op, kinds := range s.FaultsByOp {
+		ops = append(ops, fmt.Sprintf("%s: %s", op, counts(kinds)))
+	}
+	sort.Strings(ops)
+	for _, op := range ops {
+		fmt.Fprintf(w, "    %s\n", op)
+	}
+	fmt.Fprintf(w, "  nodes started: %d; crashes: %d (%s)\n", s.Nodes, sum(s.Crashes), counts(s.Crashes))
+	fmt.Fprintf(w, "  invariant violations: %d\n", len(r.Violations))
+	for i, v := range r.Violations {
+		if i == 50 {
+			fmt.Fprintf(w, "    ... %d more\n", len(r.Violations)-i)
+			break
+		}
+		fmt.Fprintf(w, "    %s\n", v)
+	}
+	if !r.OK() {
+		fmt.Fprintf(w, "  replay: %s\n", r.Replay)
+	}
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func counts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
+}

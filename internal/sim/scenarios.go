@@ -1,0 +1,364 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/duroxide-go/cdb"
+	rt "github.com/duroxide-go/cdb/internal/runtime"
+)
+
+// Scenario kinds that are not a single orchestration kind.
+const (
+	scenarioWideFanOut  = "WideFanOut"
+	scenarioLargeFanOut = "LargeFanOut"
+	scenarioCancel      = "Cancel" // a Sleeper cancelled from outside
+	scenarioReuse       = "DeleteReuse"
+)
+
+// expectation is what one instance must end with.
+type expectation struct {
+	instance string
+	spec     spec
+	want     outcome
+	// sender is the instance whose activities feed this Inbox: they may
+	// legitimately run twice (at least once), and then send an event twice.
+	sender string
+	kv     map[string]string // the store a KV instance must end with
+}
+
+// harness drives the workload on the nodes and keeps the expectations.
+type harness struct {
+	env *env
+	// caller returns the client of a random live node for the workload's
+	// calls from outside (nil when none is up); crash kills a node and
+	// starts its replacement.
+	caller   func() *rt.Client
+	crash    func(ctx context.Context)
+	observer *rt.Client // faultless, for watching; it runs no reconciler
+	viol     *violations
+
+	mu     sync.Mutex
+	expect map[string]*expectation
+}
+
+func (h *harness) expectOutcome(e *expectation) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.expect[e.instance] = e
+}
+
+func (h *harness) expectations() []*expectation {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]*expectation, 0, len(h.expect))
+	for _, e := range h.expect {
+		out = append(out, e)
+	}
+	return out
+}
+
+// kinds are the scenario kinds the features allow, weighted by repetition.
+func kinds(f Features) []string {
+	var ks []string
+	add := func(on bool, kind string, weight int) {
+		for range weight {
+			if on {
+				ks = append(ks, kind)
+			}
+		}
+	}
+	add(f.Chains, kindChain, 3)
+	add(f.FanOuts, kindFanOut, 3)
+	add(f.WideFanOuts, scenarioWideFanOut, 1)
+	add(f.LargeFanOuts, scenarioLargeFanOut, 1)
+	add(f.Timers, kindTimer, 2)
+	add(f.SubOrchestrations, kindParent, 2)
+	add(f.DetachedStarts, kindDetach, 2)
+	add(f.QueueEvents, kindInbox, 3)
+	add(f.ExternalEvents, kindWaiter, 2)
+	add(f.ActivityEvents, kindSender, 2)
+	add(f.Sessions, kindSessions, 2)
+	add(f.KV, kindKV, 2)
+	add(f.Cancellation, kindRace, 1)
+	add(f.Cancellation, scenarioCancel, 1)
+	add(f.DeleteReuse, scenarioReuse, 2)
+	return ks
+}
+
+// call runs f against a random live node's client until it succeeds or
+// fails permanently; a retryable error is retried as any caller would.
+func (h *harness) call(ctx context.Context, f func(context.Context, *rt.Client) error) error {
+	ctx, cancel := context.WithTimeout(ctx, h.env.cfg.CallTimeout)
+	defer cancel()
+	return retry(ctx, h.env.stats, func(ctx context.Context) error {
+		c := h.caller()
+		if c == nil {
+			return errNodeDown
+		}
+		return f(ctx, c)
+	})
+}
+
+func (h *harness) start(ctx context.Context, instance string, s spec) error {
+	h.env.stats.scenario(s.Kind)
+	err := h.call(ctx, func(ctx context.Context, c *rt.Client) error {
+		return c.StartOrchestration(ctx, instance, s.Kind, s.encode())
+	})
+	if err != nil {
+		h.viol.add(invHarness, instance, fmt.Sprintf("start %s: %v", s.Kind, err))
+	}
+	return err
+}
+
+// startExpecting starts instance and expects what its spec determines.
+func (h *harness) startExpecting(ctx context.Context, instance string, s spec) error {
+	h.expectOutcome(&expectation{instance: instance, spec: s, want: expected(s)})
+	return h.start(ctx, instance, s)
+}
+
+// scenario runs one scenario: starts its instances and does what it does
+// from outside (events, cancels, deletes), then waits for its instances.
+func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.Rand) {
+	id := fmt.Sprintf("s%d-%s", idx, strings.ToLower(kind))
+	run := fmt.Sprintf("%d.0", idx)
+	f := h.env.cfg.Features
+	var instances []string
+	startOne := func(instance string, s spec) {
+		instances = append(instances, instance)
+		_ = h.startExpecting(ctx, instance, s)
+	}
+	switch kind {
+	case kindChain:
+		startOne(id, h.activitySpec(rng, spec{Kind: kindChain, Run: run, N: 1 + rng.Intn(5), Size: rng.Intn(2000)}))
+	case kindFanOut:
+		startOne(id, h.activitySpec(rng, spec{Kind: kindFanOut, Run: run, N: 2 + rng.Intn(max(f.FanOutMax-1, 1)), Size: rng.Intn(2000)}))
+	case scenarioWideFanOut:
+		n := 101 + rng.Intn(max(f.FanOutMax-100, 1))
+		startOne(id, spec{Kind: kindFanOut, Run: run, N: n, Size: rng.Intn(200)})
+	case scenarioLargeFanOut:
+		n := 101 + rng.Intn(max(f.FanOutMax-100, 1))
+		startOne(id, spec{Kind: kindFanOut, Run: run, N: n, Size: f.LargePayloadBytes/2 + rng.Intn(f.LargePayloadBytes/2+1)})
+	case kindTimer:
+		startOne(id, spec{Kind: kindTimer, Run: run, SleepMs: 50 + rng.Intn(450)})
+	case kindParent:
+		startOne(id, h.activitySpec(rng, spec{Kind: kindParent, Run: run, N: 1 + rng.Intn(4)}))
+	case kindDetach:
+		target := id + "-detached"
+		child := spec{Kind: kindChain, Run: run + ".d", N: 1 + rng.Intn(3)}
+		h.expectOutcome(&expectation{instance: target, spec: child, want: expected(child)})
+		instances = append(instances, target)
+		startOne(id, spec{Kind: kindDetach, Run: run, Target: target, Child: &child})
+	case kindInbox:
+		s := spec{Kind: kindInbox, Run: run, N: 1 + rng.Intn(f.BacklogMax), Batch: 1 + rng.Intn(10)}
+		startOne(id, s)
+		h.feedInbox(ctx, id, s, rng)
+	case kindWaiter:
+		s := spec{Kind: kindWaiter, Run: run, N: 1 + rng.Intn(3)}
+		startOne(id, s)
+		h.raiseWhenSubscribed(ctx, id, s)
+	case kindSender:
+		rx := spec{Kind: kindInbox, Run: run + ".rx", N: 1 + rng.Intn(8), Batch: 1 + rng.Intn(5)}
+		h.expectOutcome(&expectation{instance: id + "-rx", spec: rx, want: expected(rx), sender: id})
+		instances = append(instances, id+"-rx")
+		_ = h.start(ctx, id+"-rx", rx)
+		startOne(id, spec{Kind: kindSender, Run: run, N: rx.N, Target: id + "-rx", Child: &rx})
+	case kindSessions:
+		startOne(id, spec{Kind: kindSessions, Run: run, N: 2 + rng.Intn(5), SleepMs: 20 + rng.Intn(150), Session: fmt.Sprintf("session-%d", rng.Intn(2))})
+	case kindKV:
+		s := spec{Kind: kindKV, Run: run, N: 3 + rng.Intn(10), Batch: 2 + rng.Intn(4)}
+		h.expectOutcome(&expectation{instance: id, spec: s, want: expected(s), kv: kvFinal(s.N)})
+		instances = append(instances, id)
+		_ = h.start(ctx, id, s)
+	case kindRace:
+		child := spec{Kind: kindSleeper, Run: run + ".sleeper", SleepMs: 5000}
+		h.expectOutcome(&expectation{instance: id + "-child", spec: child, want: expected(child)})
+		instances = append(instances, id+"-child")
+		startOne(id, spec{Kind: kindRace, Run: run, SleepMs: 100 + rng.Intn(300), Target: id + "-child", Child: &child})
+	case scenarioCancel:
+		startOne(id, spec{Kind: kindSleeper, Run: run, SleepMs: 3000})
+		h.cancelLater(ctx, id, rng)
+	case scenarioReuse:
+		h.deleteAndReuse(ctx, idx, id, rng)
+		instances = append(instances, id)
+	}
+	h.waitTerminal(ctx, instances, h.env.cfg.ScenarioTimeout)
+}
+
+// activitySpec adds the random activity traits: long activities (longer
+// than a short worker lock) and the gpu tag.
+func (h *harness) activitySpec(rng *rand.Rand, s spec) spec {
+	f := h.env.cfg.Features
+	if f.LongActivities && rng.Intn(4) == 0 {
+		s.SleepMs = 800 + rng.Intn(700)
+	} else {
+		s.SleepMs = rng.Intn(30)
+	}
+	if f.Tags && rng.Intn(3) == 0 {
+		s.Tag = tagGPU
+	}
+	return s
+}
+
+// feedInbox sends the Inbox its events in order, in a burst (a backlog for
+// its continue-as-new) or paced; with Prune on it prunes the instance's old
+// executions half way.
+func (h *harness) feedInbox(ctx context.Context, id string, s spec, rng *rand.Rand) {
+	burst := rng.Intn(2) == 0
+	for seq := 1; seq <= s.N; seq++ {
+		if !burst {
+			sleepCtx(ctx, time.Duration(rng.Intn(40))*time.Millisecond)
+		}
+		data := eventData(s.Run, seq)
+		err := h.call(ctx, func(ctx context.Context, c *rt.Client) error { return c.EnqueueEvent(ctx, id, queueName, data) })
+		if err != nil {
+			h.viol.add(invHarness, id, fmt.Sprintf("enqueue event %d: %v", seq, err))
+			return
+		}
+		h.env.stats.count(&h.env.stats.EventsSent, 1)
+		if seq == s.N/2 && h.env.cfg.Features.Prune {
+			h.prune(ctx, id)
+		}
+	}
+}
+
+func (h *harness) prune(ctx context.Context, id string) {
+	keep := uint32(1)
+	err := h.call(ctx, func(ctx context.Context, c *rt.Client) error {
+		_, err := c.PruneExecutions(ctx, id, cdb.PruneOptions{KeepLast: &keep})
+		return err
+	})
+	if err != nil && !isNotFound(err) {
+		h.viol.add(invHarness, id, fmt.Sprintf("prune: %v", err))
+		return
+	}
+	h.env.stats.count(&h.env.stats.Prunes, 1)
+}
+
+// raiseWhenSubscribed raises each of the Waiter's events once its
+// subscription is in history: an event raised before it is not delivered
+// (duroxide's semantics), which would make the outcome a race.
+func (h *harness) raiseWhenSubscribed(ctx context.Context, id string, s spec) {
+	for i := range s.N {
+		name := waiterEvent(i)
+		ok := h.waitHistory(ctx, id, h.env.cfg.ScenarioTimeout, func(history []cdb.Event) bool {
+			for _, ev := range history {
+				if sub, isSub := ev.Kind.(cdb.ExternalSubscribed); isSub && sub.Name == name {
+					return true
+				}
+			}
+			return false
+		})
+		if !ok {
+			return // the stuck check reports the instance
+		}
+		data := eventData(s.Run, i)
+		err := h.call(ctx, func(ctx context.Context, c *rt.Client) error { return c.RaiseEvent(ctx, id, name, data) })
+		if err != nil {
+			h.viol.add(invHarness, id, fmt.Sprintf("raise %s: %v", name, err))
+			return
+		}
+		h.env.stats.count(&h.env.stats.EventsSent, 1)
+	}
+}
+
+// cancelLater cancels a Sleeper once it runs, or at once (the cancel then
+// overtakes the start).
+func (h *harness) cancelLater(ctx context.Context, id string, rng *rand.Rand) {
+	if rng.Intn(3) > 0 {
+		h.waitHistory(ctx, id, h.env.cfg.ScenarioTimeout, func(history []cdb.Event) bool { return len(history) > 0 })
+		sleepCtx(ctx, time.Duration(rng.Intn(200))*time.Millisecond)
+	}
+	err := h.call(ctx, func(ctx context.Context, c *rt.Client) error { return c.CancelInstance(ctx, id, "sim") })
+	if err != nil {
+		h.viol.add(invHarness, id, fmt.Sprintf("cancel: %v", err))
+		return
+	}
+	h.env.stats.count(&h.env.stats.CancelsSent, 1)
+}
+
+// deleteAndReuse runs a chain at id, deletes it (once finished, or forced
+// while it runs) and starts the id again with another input: only the
+// second incarnation's outcome may show.
+func (h *harness) deleteAndReuse(ctx context.Context, idx int, id string, rng *rand.Rand) {
+	first := h.activitySpec(rng, spec{Kind: kindChain, Run: fmt.Sprintf("%d.0", idx), N: 1 + rng.Intn(3)})
+	if err := h.startExpecting(ctx, id, first); err != nil {
+		return
+	}
+	force := rng.Intn(2) == 0
+	if force {
+		sleepCtx(ctx, time.Duration(rng.Intn(300))*time.Millisecond)
+	} else {
+		h.waitTerminal(ctx, []string{id}, h.env.cfg.ScenarioTimeout)
+		if st, err := h.observer.GetStatus(ctx, id); err != nil || !st.IsTerminal() {
+			force = true // slow (or stuck: the final check says so); a plain delete would be refused
+		}
+	}
+	err := h.call(ctx, func(ctx context.Context, c *rt.Client) error {
+		_, err := c.DeleteInstance(ctx, id, force)
+		return err
+	})
+	if err != nil && !isNotFound(err) {
+		h.viol.add(invHarness, id, fmt.Sprintf("delete (force=%t): %v", force, err))
+		return
+	}
+	h.env.stats.count(&h.env.stats.Deletes, 1)
+	second := h.activitySpec(rng, spec{Kind: kindChain, Run: fmt.Sprintf("%d.1", idx), N: 1 + rng.Intn(3)})
+	_ = h.startExpecting(ctx, id, second)
+}
+
+func isNotFound(err error) bool {
+	return err != nil && strings.Contains(strings.ToLower(err.Error()), "not found")
+}
+
+// waitHistory polls the instance's latest history until ok holds; false
+// after timeout.
+func (h *harness) waitHistory(ctx context.Context, id string, timeout time.Duration, ok func([]cdb.Event) bool) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		history, err := h.observer.ReadHistory(ctx, id)
+		if err == nil && ok(history) {
+			return true
+		}
+		if !sleepCtx(ctx, 20*time.Millisecond) {
+			return false
+		}
+	}
+	return false
+}
+
+// waitTerminal waits until every instance has completed or failed, or the
+// timeout passes (the final check reports what did not finish).
+func (h *harness) waitTerminal(ctx context.Context, instances []string, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for _, id := range instances {
+		for time.Now().Before(deadline) {
+			st, err := h.observer.GetStatus(ctx, id)
+			if err == nil && st.IsTerminal() {
+				break
+			}
+			if !sleepCtx(ctx, 50*time.Millisecond) {
+				return
+			}
+		}
+	}
+}
+
+// sleepCtx sleeps d; false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,140 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand"
+	"sync"
+	"time"
+
+	"github.com/duroxide-go/cdb"
+	rt "github.com/duroxide-go/cdb/internal/runtime"
+)
+
+// Run runs one simulation on a fresh in-memory account and returns its
+// report; an error means the harness itself could not run.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	cfg = cfg.withDefaults()
+	began := time.Now()
+	rng := rand.New(rand.NewSource(cfg.Seed))
+	ranges := cfg.PartitionKeyRanges
+	if ranges <= 0 {
+		ranges = 1 + rng.Intn(4)
+	}
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: ranges})
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	viol := &violations{}
+	stats := newStats()
+	rec := newRecorder(viol)
+	rec.stats = stats
+	e := &env{cfg: cfg, endpoint: acct.Endpoint(), key: acct.Key(), transport: acct.Transport(),
+		rec: rec, stats: stats, logger: logger}
+
+	// The observer bootstraps the container and watches; it sees no fault
+	// and reconciles nothing, so it does not change what the nodes do.
+	observer, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client(), ReconcileInterval: time.Hour,
+		AbandonedDeletionAge: time.Hour, Logger: logger.With("node", "observer")})
+	if err != nil {
+		return Report{}, fmt.Errorf("sim: observer: %w", err)
+	}
+	defer observer.Close()
+
+	c := newCluster(e, rand.New(rand.NewSource(rng.Int63())))
+	for slot := range c.nodes {
+		if err := c.start(ctx, slot); err != nil {
+			return Report{}, err
+		}
+	}
+	defer c.shutdown()
+	if err := c.startApp(ctx); err != nil {
+		return Report{}, err
+	}
+	h := &harness{env: e, caller: c.caller, crash: c.crashOne, observer: rt.NewClient(observer), viol: viol,
+		expect: map[string]*expectation{}}
+
+	h.runWorkload(ctx, rng)
+	logger.Info("workload done; faults off", "elapsed", time.Since(began))
+	c.quiet()
+	h.waitTerminal(ctx, instancesOf(h.expectations()), cfg.SettleTimeout)
+	h.checkLeftovers(ctx, observer.Container(), cfg.CleanTimeout)
+	execs, crashed := e.rec.snapshot()
+	h.checkOutcomes(ctx, sendsTwice(execs))
+	h.checkHistories(ctx)
+	checkSessions(viol, execs, crashed)
+
+	return Report{Seed: cfg.Seed, Elapsed: time.Since(began), Stats: stats, Violations: viol.all(),
+		Replay: ReplayCommand(cfg.Seed) + cfg.ReplayFlags}, nil
+}
+
+// ReplayCommand is the command that runs seed again with the test's
+// configuration.
+func ReplayCommand(seed int64) string {
+	return fmt.Sprintf("go test ./internal/sim -run 'TestSimulation$' -count=1 -v -sim.seed=%d", seed)
+}
+
+// runWorkload starts scenarios (InFlight at a time) until Scenarios have
+// started or Duration has passed, crashing nodes meanwhile, and waits for
+// the scenarios' own steps to end.
+func (h *harness) runWorkload(ctx context.Context, rng *rand.Rand) {
+	cfg := h.env.cfg
+	ks := kinds(cfg.Features)
+	if len(ks) == 0 {
+		return
+	}
+	crashCtx, stopCrashes := context.WithCancel(ctx)
+	crashesDone := make(chan struct{})
+	crashRng := rand.New(rand.NewSource(rng.Int63()))
+	go func() {
+		defer close(crashesDone)
+		h.crashLoop(crashCtx, crashRng)
+	}()
+
+	began := time.Now()
+	slots := make(chan struct{}, cfg.InFlight)
+	var wg sync.WaitGroup
+	for idx := 0; ctx.Err() == nil; idx++ {
+		if cfg.Duration > 0 && time.Since(began) >= cfg.Duration || cfg.Duration <= 0 && idx >= cfg.Scenarios {
+			break
+		}
+		kind := ks[rng.Intn(len(ks))]
+		srng := rand.New(rand.NewSource(rng.Int63()))
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			h.scenario(ctx, idx, kind, srng)
+		}()
+	}
+	wg.Wait()
+	stopCrashes()
+	<-crashesDone
+}
+
+// crashLoop crashes a node every CrashEvery on average.
+func (h *harness) crashLoop(ctx context.Context, rng *rand.Rand) {
+	f := h.env.cfg.Faults
+	if !f.Crashes {
+		return
+	}
+	for {
+		wait := time.Duration(rng.ExpFloat64() * float64(f.CrashEvery))
+		if !sleepCtx(ctx, wait) {
+			return
+		}
+		h.crash(ctx)
+	}
+}
+
+func instancesOf(es []*expectation) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.instance
+	}
+	return out
+}

@@ -1,0 +1,192 @@
+package sim
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	flagSeed    = flag.Int64("sim.seed", 0, "run only this seed (0: the bounded set)")
+	flagVerbose = flag.Bool("sim.log", false, "log the nodes' warnings to stderr")
+	flagEnable  = flag.String("sim.enable", "", "comma-separated Features/Faults toggles to turn on besides Passing's, e.g. Sessions,Crashes")
+	flagAll     = flag.Bool("sim.all", false, "turn every feature and fault on")
+	flagRate    = flag.Float64("sim.rate", 0, "fault rate (0: the configuration's)")
+	flagCount   = flag.Int("sim.scenarios", 0, "scenarios per seed (0: the configuration's)")
+	flagBacklog = flag.Int("sim.backlog", 0, "most events queued for one instance (0: the configuration's)")
+	flagSkew    = flag.Duration("sim.skew", 0, "most a node's clock is off (0: the configuration's)")
+)
+
+// boundedSeeds are the seeds `go test` runs with Passing().
+var boundedSeeds = []int64{1, 2, 3, 4, 5}
+
+// TestSimulation runs the bounded seeds with the configuration that holds
+// today (Passing); -sim.seed=N replays one.
+func TestSimulation(t *testing.T) {
+	seeds := boundedSeeds
+	if *flagSeed != 0 {
+		seeds = []int64{*flagSeed}
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			cfg := configFromFlags(t, seed)
+			runAndReport(t, cfg)
+		})
+	}
+}
+
+// configFromFlags is Passing(seed) widened by the -sim.* flags.
+func configFromFlags(t *testing.T, seed int64) Config {
+	cfg := Passing(seed)
+	if *flagAll {
+		cfg.Features = AllFeatures()
+		cfg.Faults = AllFaults(0.05)
+	}
+	if err := cfg.Enable(strings.Split(*flagEnable, ",")...); err != nil {
+		t.Fatal(err)
+	}
+	if *flagRate > 0 {
+		cfg.Faults.Rate = *flagRate
+	}
+	if *flagCount > 0 {
+		cfg.Scenarios = *flagCount
+	}
+	if *flagBacklog > 0 {
+		cfg.Features.BacklogMax = *flagBacklog
+	}
+	if *flagSkew > 0 {
+		cfg.Faults.ClockSkew = *flagSkew
+	}
+	cfg.Logger = testLogger()
+	flag.Visit(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Name, "sim.") && f.Name != "sim.seed" {
+			cfg.ReplayFlags += fmt.Sprintf(" -%s=%s", f.Name, f.Value)
+		}
+	})
+	return cfg
+}
+
+func runAndReport(t *testing.T, cfg Config) Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	report, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("seed %d: %v", cfg.Seed, err)
+	}
+	report.Print(os.Stdout)
+	if !report.OK() {
+		t.Errorf("seed %d: %d invariant violations; replay with: %s", cfg.Seed, len(report.Violations), report.Replay)
+	}
+	return report
+}
+
+func testLogger() *slog.Logger {
+	if !*flagVerbose {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// envInt64 reads an integer environment variable, def when unset.
+func envInt64(t *testing.T, name string, def int64) int64 {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return n
+}
+
+// TestSoak is `make soak`: one run of SOAK_SECONDS (default 60) with
+// SOAK_SEED (default: from the clock, printed), on Passing's configuration
+// widened by SOAK_ENABLE (comma-separated toggles) or SOAK_ALL=1 (every
+// feature and fault) and SOAK_RATE. It is skipped unless SOAK_SECONDS or
+// SOAK_SEED is set.
+func TestSoak(t *testing.T) {
+	if os.Getenv("SOAK_SECONDS") == "" && os.Getenv("SOAK_SEED") == "" {
+		t.Skip("set SOAK_SECONDS (make soak) to run the soak")
+	}
+	cfg, flags := soakConfig(t)
+	cfg.Duration = time.Duration(envInt64(t, "SOAK_SECONDS", 60)) * time.Second
+	cfg.ReplayFlags = flags
+	report := runAndReport(t, cfg)
+	if !report.OK() {
+		t.Logf("replay the soak with: make soak SOAK_SEED=%d SOAK_SECONDS=%d%s", cfg.Seed, int(cfg.Duration.Seconds()), soakEnvSuffix())
+	}
+}
+
+// TestSoakProcesses is the two-process scenario of `make soak`: `cdb
+// emulator`, two `cdb sim-node` workers, one SIGKILLed now and then
+// (preferably while an outbox is being delivered) and replaced. It needs
+// SIM_CDB_BIN (the built cdb command) and runs SOAK_PROCESS_SECONDS
+// (default 30).
+func TestSoakProcesses(t *testing.T) {
+	bin := os.Getenv("SIM_CDB_BIN")
+	if bin == "" {
+		t.Skip("set SIM_CDB_BIN to a built cdb command (make soak does) to run the two-process scenario")
+	}
+	cfg, _ := soakConfig(t)
+	cfg.Duration = time.Duration(envInt64(t, "SOAK_PROCESS_SECONDS", 30)) * time.Second
+	cfg.Features = ProcessFeatures()
+	if os.Getenv("SOAK_ALL") == "1" {
+		cfg.Features.LargeFanOuts = true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+10*time.Minute)
+	defer cancel()
+	report, err := RunProcesses(ctx, ProcessConfig{Config: cfg, Binary: bin, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	report.Print(os.Stdout)
+	if !report.OK() {
+		t.Errorf("two-process scenario, seed %d: %d invariant violations; replay with: %s",
+			cfg.Seed, len(report.Violations), report.Replay)
+	}
+}
+
+// soakConfig reads SOAK_SEED, SOAK_ENABLE, SOAK_ALL and SOAK_RATE.
+func soakConfig(t *testing.T) (Config, string) {
+	seed := envInt64(t, "SOAK_SEED", 0)
+	if seed == 0 {
+		seed = time.Now().UnixNano() % 1_000_000_000
+	}
+	fmt.Printf("soak seed=%d\n", seed)
+	cfg := Passing(seed)
+	if os.Getenv("SOAK_ALL") == "1" {
+		cfg.Features = AllFeatures()
+		cfg.Faults = AllFaults(0.05)
+	}
+	if err := cfg.Enable(strings.Split(os.Getenv("SOAK_ENABLE"), ",")...); err != nil {
+		t.Fatal(err)
+	}
+	if rate := os.Getenv("SOAK_RATE"); rate != "" {
+		r, err := strconv.ParseFloat(rate, 64)
+		if err != nil {
+			t.Fatalf("SOAK_RATE=%q: %v", rate, err)
+		}
+		cfg.Faults.Rate = r
+	}
+	cfg.InFlight = 16
+	cfg.Logger = testLogger()
+	return cfg, ""
+}
+
+func soakEnvSuffix() string {
+	var out string
+	for _, name := range []string{"SOAK_ENABLE", "SOAK_ALL", "SOAK_RATE"} {
+		if v := os.Getenv(name); v != "" {
+			out += fmt.Sprintf(" %s=%s", name, v)
+		}
+	}
+	return out
+}

@@ -267,11 +267,15 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 // leaves a consumedMarker in its place, so that a relay delivering it again
 // gets a 409 instead of creating work that was done.
 func consumeItem(b *TransactionalBatch, doc queueDoc, o *TransactionalBatchItemOptions) {
-	if !doc.Relayed {
+	ttl := doc.ConsumedTTL
+	if doc.Relayed {
+		ttl = consumedMarkerTTL
+	}
+	if ttl <= 0 {
 		b.DeleteItem(doc.ID, o)
 		return
 	}
-	marker, err := json.Marshal(consumedMarker{ID: doc.ID, PK: doc.PK, Type: docConsumed, Instance: doc.Instance, TTL: consumedMarkerTTL})
+	marker, err := json.Marshal(consumedMarker{ID: doc.ID, PK: doc.PK, Type: docConsumed, Instance: doc.Instance, TTL: ttl})
 	if err != nil {
 		b.fail(fmt.Errorf("encode consumed marker: %w", err))
 		return

@@ -157,6 +157,11 @@ type queueDoc struct {
 	// a consumedMarker in its place, so a relay that delivers it again gets
 	// a 409 (outbox.go).
 	Relayed bool `json:"relayed,omitempty"`
+	// ConsumedTTL, when set, makes whoever consumes the item leave a
+	// consumedMarker that lives this many seconds: an enqueue whose
+	// response was lost resends the item with the same id, and must meet
+	// the marker, not an empty place, if the item was consumed meanwhile.
+	ConsumedTTL int `json:"consumedTtl,omitempty"`
 
 	ETag ETag `json:"_etag,omitempty"`
 }

@@ -33,6 +33,7 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 	if err != nil {
 		return Permanent(op, err.Error())
 	}
+	doc = markedOnConsume(doc)
 	if _, ok := item.(StartOrchestration); ok {
 		err = p.enqueueStart(ctx, instance, doc)
 	} else {

@@ -1,10 +1,14 @@
 package cdb_test
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -542,4 +546,90 @@ func TestMessageToANeverStartedIDLeavesNothingBehind(t *testing.T) {
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, item.ExecutionID, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
 	assert.Equal(t, 0, countDocs(t, p, "nobody", "msg"))
 	assert.Equal(t, 0, countDocs(t, p, "nobody", "inst"), "no nameless instance document is left")
+}
+
+// consumeThenLose is a transport that, for the first request whose body
+// contains marker, lets it commit, has consume run (another process taking
+// the item at once), and then loses the response.
+type consumeThenLose struct {
+	next    http.RoundTripper
+	marker  string
+	consume func()
+	once    sync.Once
+}
+
+func (c *consumeThenLose) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil {
+		body, _ = io.ReadAll(req.Body)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	if req.Method != http.MethodPost || !strings.Contains(string(body), c.marker) {
+		return c.next.RoundTrip(req)
+	}
+	fired := false
+	c.once.Do(func() { fired = true })
+	resp, err := c.next.RoundTrip(req)
+	if !fired || err != nil {
+		return resp, err
+	}
+	resp.Body.Close()
+	c.consume()
+	return nil, fmt.Errorf("connection closed before the response: %w", io.ErrUnexpectedEOF)
+}
+
+// providerOver is a provider whose client goes through transport.
+func providerOver(t *testing.T, acct *cdb.FakeAccount, transport http.RoundTripper) *cdb.CosmosProvider {
+	t.Helper()
+	client, err := cdb.NewClient(acct.Endpoint(), cdb.ClientOptions{Key: acct.Key(), Transport: transport})
+	require.NoError(t, err)
+	p, err := cdb.NewProvider(context.Background(), cdb.Config{ShortPolling: true, Client: client})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// An enqueue whose response is lost after another process already consumed
+// the message must not write it again: the resend meets the consumed
+// message's marker, not an empty place.
+func TestEnqueueResendAfterTheMessageWasConsumedIsNotADuplicate(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	providertest.CreateInstance(ctx, t, other, "fast")
+	delivered := 0
+	consume := func() {
+		item, token, _, err := other.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.NotNil(t, item)
+		delivered += len(item.Messages)
+		require.NoError(t, other.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
+	}
+	p := providerOver(t, acct, &consumeThenLose{next: acct.Transport(), marker: "ExternalRaised", consume: consume})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "fast", Name: "go", Data: "{}"}, 0))
+	require.Equal(t, 1, delivered, "consumed once, before the response was lost")
+	again, _, _, err := other.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	assert.Nil(t, again, "the resend wrote no second copy")
+}
+
+// The same for a worker item: an activity that already ran and was acked
+// is not queued again by the enqueue's resend.
+func TestWorkerEnqueueResendAfterTheItemWasConsumedIsNotADuplicate(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	ran := 0
+	consume := func() {
+		_, token, _, err := other.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+		require.NoError(t, err)
+		ran++
+		require.NoError(t, other.AckWorkItem(ctx, token, cdb.ActivityCompleted{Instance: "fast-w", ExecutionID: 1, ID: 2, Result: "ok"}))
+	}
+	p := providerOver(t, acct, &consumeThenLose{next: acct.Transport(), marker: "ActivityExecute", consume: consume})
+	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "fast-w", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
+	require.Equal(t, 1, ran)
+	again, _, _, err := other.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	assert.Nil(t, again, "the activity is not queued again")
 }

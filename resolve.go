@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -114,4 +115,16 @@ func (p *CosmosProvider) readLatestMany(ctx context.Context, pk PartitionKey, id
 		out[i] = ItemResponse{Value: r.ResourceBody, ETag: r.ETag, StatusCode: r.StatusCode, RequestCharge: r.RequestCharge}
 	}
 	return out, nil
+}
+
+// enqueuedMarkerTTL is how long the marker of a consumed enqueued item
+// lives, in seconds: far longer than createOnce resends for.
+const enqueuedMarkerTTL = 10 * 60
+
+// markedOnConsume marks an encoded queue document enqueued from outside a
+// commit (queueDoc.ConsumedTTL), without decoding it again: its consumer
+// leaves a marker, so a resend of the enqueue after a lost response is a
+// 409 even when the item was consumed in between.
+func markedOnConsume(body []byte) []byte {
+	return append([]byte(`{"consumedTtl":`+strconv.Itoa(enqueuedMarkerTTL)+`,`), body[1:]...)
 }

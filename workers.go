@@ -31,6 +31,7 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 	if err != nil {
 		return Permanent(op, err.Error())
 	}
+	body = markedOnConsume(body)
 	// A lost response is resolved by sending again (R8): a 409 after an
 	// unknown outcome is this write, not an item queued before.
 	err = p.createOnce(ctx, pk, body, false)
@@ -41,6 +42,7 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 		if err != nil {
 			return Permanent(op, err.Error())
 		}
+		body = markedOnConsume(body)
 		err = p.createOnce(ctx, pk, body, false)
 	}
 	if err != nil {

@@ -302,7 +302,13 @@ func (h *harness) deleteAndReuse(ctx context.Context, idx int, id string, rng *r
 		_, err := c.DeleteInstance(ctx, id, force)
 		return err
 	})
-	if err != nil && !isNotFound(err) {
+	if isNotFound(err) {
+		// The first start was not taken yet: there is no instance to
+		// delete, and a second start would be a duplicate of a start that
+		// still runs (duroxide keeps the first). Nothing to reuse.
+		return
+	}
+	if err != nil {
 		h.viol.add(invHarness, id, fmt.Sprintf("delete (force=%t): %v", force, err))
 		return
 	}

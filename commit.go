@@ -903,17 +903,17 @@ func (p *CosmosProvider) AbandonOrchestrationItem(ctx context.Context, lockToken
 
 // writeAbandon is the abandon batch: free the instance, and make the locked
 // messages visible again (after delay), giving back an attempt if asked.
+//
+// A delay holds the instance, not only the batch: the instance document and
+// the messages stay unavailable (lockedUntil, with no token) until it ends.
+// Pushing only the batch's visibility back would let messages that arrive
+// meanwhile be processed before it, out of their sender's order (R12).
 func (p *CosmosProvider) writeAbandon(ctx context.Context, lock *orchestrationLock, delay time.Duration, ignoreAttempt bool) error {
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
-	ops := unlockOps()
 	etag := lock.inst.ETag
-	b.PatchItem(instanceDocID, ops, &TransactionalBatchItemOptions{IfMatch: &etag})
-	visibleAt := p.now().Add(max(delay, 0)).UnixMilli()
+	b.PatchItem(instanceDocID, heldUntilOps(p.now(), delay), &TransactionalBatchItemOptions{IfMatch: &etag})
 	for _, m := range lock.messages {
-		mops := unlockOps()
-		if delay > 0 {
-			mops.AppendSet("/visibleAt", visibleAt)
-		}
+		mops := heldUntilOps(p.now(), delay)
 		if ignoreAttempt {
 			mops.AppendSet("/attempts", max(m.Attempts, 1)-1)
 		}
@@ -930,6 +930,17 @@ func (p *CosmosProvider) writeAbandon(ctx context.Context, lock *orchestrationLo
 		return batchFailure("abandon_orchestration_item", resp)
 	}
 	return nil
+}
+
+// heldUntilOps release a lock, leaving the document unavailable for delay.
+func heldUntilOps(now time.Time, delay time.Duration) PatchOperations {
+	if delay <= 0 {
+		return unlockOps()
+	}
+	var ops PatchOperations
+	ops.AppendSet("/lockToken", "")
+	ops.AppendSet("/lockedUntil", now.Add(delay).UnixMilli())
+	return ops
 }
 
 // RenewOrchestrationItemLock extends a lock that is still valid: one batch

@@ -248,7 +248,12 @@ func TestUndecodableMessageNeverStopsTheQueue(t *testing.T) {
 		require.NoError(t, err, "an undecodable message must not fail the fetch")
 		require.NotNil(t, item)
 		seen[item.Instance] = messageKinds(item)
-		require.NoError(t, p.AbandonOrchestrationItem(ctx, token, time.Hour, false))
+		var delta []cdb.Event
+		md := cdb.ExecutionMetadata{}
+		if item.Instance == "bystander" {
+			delta, md = []cdb.Event{providertest.StartedEvent("bystander", 1)}, providertest.TestOrchMetadata()
+		}
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, delta, nil, nil, md, nil))
 	}
 	assert.Equal(t, []string{"ExternalRaised"}, seen["upgraded"], "the instance's decodable message goes on without it")
 	assert.Equal(t, []string{"StartOrchestration"}, seen["bystander"])
@@ -632,4 +637,35 @@ func TestWorkerEnqueueResendAfterTheItemWasConsumedIsNotADuplicate(t *testing.T)
 	again, _, _, err := other.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	assert.Nil(t, again, "the activity is not queued again")
+}
+
+// A batch abandoned with a delay holds its instance: a message that arrives
+// meanwhile does not overtake it (found by the simulation: the runtime
+// abandons with a delay after its ack retries run out).
+func TestAbandonWithADelayKeepsTheSendersOrder(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+	providertest.CreateInstance(ctx, t, p, "ordered")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "ordered", Name: "first", Data: "1"}, 0))
+	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token, time.Second, false))
+
+	clock.Advance(time.Millisecond)
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "ordered", Name: "second", Data: "2"}, 0))
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, item, "the instance waits out the abandon's delay; the second message must not go first")
+
+	clock.Advance(time.Second)
+	item, _, _, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	var names []string
+	for _, m := range item.Messages {
+		names = append(names, m.(cdb.ExternalRaised).Name)
+	}
+	assert.Equal(t, []string{"first", "second"}, names)
 }

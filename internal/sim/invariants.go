@@ -201,11 +201,14 @@ type leftover struct {
 	Item     string `json:"item"`
 }
 
-// leftoversQuery finds queue messages, worker items, outboxes, staged
-// history parts never made permanent, deletion intents, instances marked
-// for deletion and instance documents no start ever named.
+// leftoversQuery finds queue messages, worker items, outboxes and the
+// outbox parts a commit made permanent, deletion intents, instances marked
+// for deletion and instance documents no start ever named. Staged parts a
+// commit never made permanent (a crash between staging and committing) are
+// not leftovers: they keep their TTL and expire (the fake does not expire
+// documents, a real account does), and nothing names them.
 const leftoversQuery = `SELECT c.id, c.type, c.instance, c.item FROM c WHERE c.type IN ('msg', 'work', 'outbox', 'delete')
- OR (c.type = 'hist-part' AND c.ttl > 0)
+ OR (c.type = 'outbox-part' AND c.ttl = -1)
  OR (c.type = 'inst' AND (NOT IS_DEFINED(c.name) OR IS_DEFINED(c.deleting)))`
 
 // checkLeftovers waits up to timeout for the container to drain, then

@@ -298,15 +298,20 @@ func (h *harness) deleteAndReuse(ctx context.Context, idx int, id string, rng *r
 			force = true // slow (or stuck: the final check says so); a plain delete would be refused
 		}
 	}
+	attempts := 0
 	err := h.call(ctx, func(ctx context.Context, c *rt.Client) error {
+		attempts++
 		_, err := c.DeleteInstance(ctx, id, force)
 		return err
 	})
-	if isNotFound(err) {
+	if isNotFound(err) && attempts == 1 {
 		// The first start was not taken yet: there is no instance to
 		// delete, and a second start would be a duplicate of a start that
 		// still runs (duroxide keeps the first). Nothing to reuse.
 		return
+	}
+	if isNotFound(err) {
+		err = nil // an earlier attempt, whose answer was lost, deleted it
 	}
 	if err != nil {
 		h.viol.add(invHarness, id, fmt.Sprintf("delete (force=%t): %v", force, err))

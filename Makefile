@@ -37,9 +37,10 @@ demo:
 sdk-compat:
 	cd internal/sdkcompat && $(GO) test -count=1 -timeout 10m ./...
 
-## soak: the simulation for SOAK_SECONDS (default 60) with SOAK_SEED (default random), then the
-## two-process scenario over `cdb emulator` for SOAK_PROCESS_SECONDS (default 30). SOAK_ENABLE
-## (comma-separated toggles), SOAK_ALL=1 and SOAK_RATE widen it beyond what passes today.
+## soak: the simulation for SOAK_SECONDS (default 60) with SOAK_SEED (default random): every
+## feature and fault at 5%, node crashes included; then the two-process scenario over
+## `cdb emulator` for SOAK_PROCESS_SECONDS (default 30). SOAK_ALL=1 adds full-size fan-outs
+## (up to 150 activities, multi-MB), SOAK_RATE changes the fault rate, SOAK_ENABLE toggles.
 SOAK_SECONDS         ?= 60
 SOAK_PROCESS_SECONDS ?= 30
 soak:

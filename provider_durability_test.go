@@ -19,11 +19,40 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/internal/cosmostest"
 	"github.com/duroxide-go/cdb/providertest"
 )
 
 // Durability regressions of the orchestrator queue (issue 8): each test
 // reproduces what a user saw lose, repeat or stall work.
+
+// openProvider opens a provider on the test's account (every call on the
+// same one, as several processes would share it).
+type openProvider func(t *testing.T, cfg cdb.Config) *cdb.CosmosProvider
+
+// onFakeAndNPM runs a regression that needs no fault injection on the
+// in-memory account and, when make test started it, on
+// @vercel/cosmosdb-server.
+func onFakeAndNPM(t *testing.T, body func(t *testing.T, open openProvider)) {
+	t.Run("fake", func(t *testing.T) {
+		acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+		body(t, func(t *testing.T, cfg cdb.Config) *cdb.CosmosProvider { return newRulesProvider(t, acct, cfg) })
+	})
+	t.Run("npm", func(t *testing.T) {
+		if npmServer == nil {
+			t.Skip("no @vercel/cosmosdb-server: set CDB_COSMOSDB_SERVER_CLI (make test does)")
+		}
+		env := cosmostest.NPMTarget(npmServer.Endpoint).Open(t)
+		db := env.NewDatabase(t)
+		body(t, func(t *testing.T, cfg cdb.Config) *cdb.CosmosProvider {
+			cfg.Client, cfg.Database = env.Client, db
+			p, err := cdb.NewProvider(context.Background(), cfg)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Close() })
+			return p
+		})
+	})
+}
 
 // startedWithInput is the OrchestrationStarted event of a TestOrch instance
 // with this input, so two lives of one id can be told apart.
@@ -39,34 +68,35 @@ func startedWithInput(instance, input string) cdb.Event {
 // x, starts it again and commits its first turn. A's next fetch must hand
 // the runtime the live instance's history, not the deleted one's.
 func TestHistoryCacheIsNotFooledByIDReuse(t *testing.T) {
-	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	a := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
-	b := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
-	const x = "reused"
+	onFakeAndNPM(t, func(t *testing.T, open openProvider) {
+		ctx := rulesContext(t)
+		a := open(t, cdb.Config{ShortPolling: true})
+		b := open(t, cdb.Config{ShortPolling: true})
+		const x = "reused"
 
-	require.NoError(t, a.EnqueueForOrchestrator(ctx, providertest.StartItem(x), 0))
-	item, token, _, err := a.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item)
-	require.NoError(t, a.AckOrchestrationItem(ctx, token, 1, []cdb.Event{startedWithInput(x, `"first life"`)}, nil, nil, providertest.TestOrchMetadata(), nil))
+		require.NoError(t, a.EnqueueForOrchestrator(ctx, providertest.StartItem(x), 0))
+		item, token, _, err := a.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.NotNil(t, item)
+		require.NoError(t, a.AckOrchestrationItem(ctx, token, 1, []cdb.Event{startedWithInput(x, `"first life"`)}, nil, nil, providertest.TestOrchMetadata(), nil))
 
-	_, err = b.DeleteInstance(ctx, x, true)
-	require.NoError(t, err)
-	require.NoError(t, b.EnqueueForOrchestrator(ctx, providertest.StartItem(x), 0))
-	item, token, _, err = b.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item)
-	require.Empty(t, item.History, "a restarted id starts with an empty history")
-	require.NoError(t, b.AckOrchestrationItem(ctx, token, 1, []cdb.Event{startedWithInput(x, `"second life"`)}, nil, nil, providertest.TestOrchMetadata(), nil))
+		_, err = b.DeleteInstance(ctx, x, true)
+		require.NoError(t, err)
+		require.NoError(t, b.EnqueueForOrchestrator(ctx, providertest.StartItem(x), 0))
+		item, token, _, err = b.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.NotNil(t, item)
+		require.Empty(t, item.History, "a restarted id starts with an empty history")
+		require.NoError(t, b.AckOrchestrationItem(ctx, token, 1, []cdb.Event{startedWithInput(x, `"second life"`)}, nil, nil, providertest.TestOrchMetadata(), nil))
 
-	require.NoError(t, b.EnqueueForOrchestrator(ctx, pokeItem(x), 0))
-	item, _, _, err = a.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item)
-	require.Len(t, item.History, 1)
-	require.Equal(t, `"second life"`, item.History[0].Kind.(cdb.OrchestrationStarted).Input,
-		"process A served the deleted instance's history from its cache")
+		require.NoError(t, b.EnqueueForOrchestrator(ctx, pokeItem(x), 0))
+		item, _, _, err = a.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.NotNil(t, item)
+		require.Len(t, item.History, 1)
+		require.Equal(t, `"second life"`, item.History[0].Kind.(cdb.OrchestrationStarted).Input,
+			"process A served the deleted instance's history from its cache")
+	})
 }
 
 // testClock is a provider clock a test moves by hand.
@@ -159,14 +189,15 @@ func drainInbox(t *testing.T, p *cdb.CosmosProvider, id string, exec uint64) ([]
 // than a batch holds: the next batch must hold the ContinueAsNew message,
 // and every queued message must reach the new execution once.
 func TestContinueAsNewWithABacklogLosesNothing(t *testing.T) {
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
-	const n = 100
-	first := continueAsNewWithBacklog(t, p, "inbox", n)
-	got, cans := drainInbox(t, p, "inbox", 1)
-	assert.Equal(t, 1, cans, "the ContinueAsNew message is delivered once")
-	assert.Len(t, got, n-first, "every message queued behind the first turn reaches the new execution")
-	assert.Equal(t, 0, countDocs(t, p, "inbox", "msg"), "nothing is left queued")
+	onFakeAndNPM(t, func(t *testing.T, open openProvider) {
+		p := open(t, cdb.Config{ShortPolling: true})
+		const n = 100
+		first := continueAsNewWithBacklog(t, p, "inbox", n)
+		got, cans := drainInbox(t, p, "inbox", 1)
+		assert.Equal(t, 1, cans, "the ContinueAsNew message is delivered once")
+		assert.Len(t, got, n-first, "every message queued behind the first turn reaches the new execution")
+		assert.Equal(t, 0, countDocs(t, p, "inbox", "msg"), "nothing is left queued")
+	})
 }
 
 // The same with a ContinueAsNew message queued in its turn's order (as an
@@ -367,29 +398,30 @@ func TestEnqueueWithALostResponseQueuesOnce(t *testing.T) {
 // An id spelled like the partition key of a long (hashed) id gets a
 // partition of its own.
 func TestIDSpelledLikeAHashedIDHasItsOwnPartition(t *testing.T) {
-	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
-	long := strings.Repeat("L", 1100)
-	sum := sha256.Sum256([]byte(long))
-	crafted := "sha256:" + hex.EncodeToString(sum[:])
+	onFakeAndNPM(t, func(t *testing.T, open openProvider) {
+		ctx := rulesContext(t)
+		p := open(t, cdb.Config{ShortPolling: true})
+		long := strings.Repeat("L", 1100)
+		sum := sha256.Sum256([]byte(long))
+		crafted := "sha256:" + hex.EncodeToString(sum[:])
 
-	providertest.CreateInstance(ctx, t, p, long)
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem(crafted), 0))
-	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item)
-	require.Equal(t, crafted, item.Instance)
-	assert.Empty(t, item.History, "the crafted id must not see the long id's history")
-	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{startedWithInput(crafted, `"crafted"`)}, nil, nil, providertest.TestOrchMetadata(), nil))
+		providertest.CreateInstance(ctx, t, p, long)
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem(crafted), 0))
+		item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.NotNil(t, item)
+		require.Equal(t, crafted, item.Instance)
+		assert.Empty(t, item.History, "the crafted id must not see the long id's history")
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{startedWithInput(crafted, `"crafted"`)}, nil, nil, providertest.TestOrchMetadata(), nil))
 
-	history, err := p.Read(ctx, long)
-	require.NoError(t, err)
-	require.Len(t, history, 1)
-	assert.Equal(t, "{}", history[0].Kind.(cdb.OrchestrationStarted).Input, "the long id's history is its own")
-	info, err := p.GetInstanceInfo(ctx, long)
-	require.NoError(t, err)
-	assert.Equal(t, long, info.InstanceID)
+		history, err := p.Read(ctx, long)
+		require.NoError(t, err)
+		require.Len(t, history, 1)
+		assert.Equal(t, "{}", history[0].Kind.(cdb.OrchestrationStarted).Input, "the long id's history is its own")
+		info, err := p.GetInstanceInfo(ctx, long)
+		require.NoError(t, err)
+		assert.Equal(t, long, info.InstanceID)
+	})
 }
 
 // Deleting an instance delivers the effects its turns committed for other
@@ -534,23 +566,24 @@ func TestWorkerAckWithALostResponseIsResolved(t *testing.T) {
 // A message to an id that was never started is consumed in the end, and
 // leaves no instance document behind.
 func TestMessageToANeverStartedIDLeavesNothingBehind(t *testing.T) {
-	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	clock := newTestClock()
-	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("nobody"), 0))
-	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	require.Nil(t, item, "held for a start at first")
+	onFakeAndNPM(t, func(t *testing.T, open openProvider) {
+		ctx := rulesContext(t)
+		clock := newTestClock()
+		p := open(t, cdb.Config{ShortPolling: true, Now: clock.Now})
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("nobody"), 0))
+		item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.Nil(t, item, "held for a start at first")
 
-	clock.Advance(time.Minute)
-	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "handed over once no start came")
-	require.Equal(t, "Unknown", item.OrchestrationName)
-	require.NoError(t, p.AckOrchestrationItem(ctx, token, item.ExecutionID, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
-	assert.Equal(t, 0, countDocs(t, p, "nobody", "msg"))
-	assert.Equal(t, 0, countDocs(t, p, "nobody", "inst"), "no nameless instance document is left")
+		clock.Advance(time.Minute)
+		item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.NotNil(t, item, "handed over once no start came")
+		require.Equal(t, "Unknown", item.OrchestrationName)
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, item.ExecutionID, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
+		assert.Equal(t, 0, countDocs(t, p, "nobody", "msg"))
+		assert.Equal(t, 0, countDocs(t, p, "nobody", "inst"), "no nameless instance document is left")
+	})
 }
 
 // consumeThenLose is a transport that, for the first request whose body
@@ -643,29 +676,30 @@ func TestWorkerEnqueueResendAfterTheItemWasConsumedIsNotADuplicate(t *testing.T)
 // meanwhile does not overtake it (found by the simulation: the runtime
 // abandons with a delay after its ack retries run out).
 func TestAbandonWithADelayKeepsTheSendersOrder(t *testing.T) {
-	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	clock := newTestClock()
-	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
-	providertest.CreateInstance(ctx, t, p, "ordered")
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "ordered", Name: "first", Data: "1"}, 0))
-	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	require.NoError(t, p.AbandonOrchestrationItem(ctx, token, time.Second, false))
+	onFakeAndNPM(t, func(t *testing.T, open openProvider) {
+		ctx := rulesContext(t)
+		clock := newTestClock()
+		p := open(t, cdb.Config{ShortPolling: true, Now: clock.Now})
+		providertest.CreateInstance(ctx, t, p, "ordered")
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "ordered", Name: "first", Data: "1"}, 0))
+		_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.NoError(t, p.AbandonOrchestrationItem(ctx, token, time.Second, false))
 
-	clock.Advance(time.Millisecond)
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "ordered", Name: "second", Data: "2"}, 0))
-	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	require.Nil(t, item, "the instance waits out the abandon's delay; the second message must not go first")
+		clock.Advance(time.Millisecond)
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "ordered", Name: "second", Data: "2"}, 0))
+		item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.Nil(t, item, "the instance waits out the abandon's delay; the second message must not go first")
 
-	clock.Advance(time.Second)
-	item, _, _, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item)
-	var names []string
-	for _, m := range item.Messages {
-		names = append(names, m.(cdb.ExternalRaised).Name)
-	}
-	assert.Equal(t, []string{"first", "second"}, names)
+		clock.Advance(time.Second)
+		item, _, _, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.NotNil(t, item)
+		var names []string
+		for _, m := range item.Messages {
+			names = append(names, m.(cdb.ExternalRaised).Name)
+		}
+		assert.Equal(t, []string{"first", "second"}, names)
+	})
 }

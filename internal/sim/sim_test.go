@@ -74,7 +74,8 @@ func configFromFlags(t *testing.T, seed int64) Config {
 
 func runAndReport(t *testing.T, cfg Config) Report {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	// Room for the run itself (a soak's Duration), then settling and the checks.
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+10*time.Minute)
 	defer cancel()
 	report, err := Run(ctx, cfg)
 	if err != nil {

@@ -37,16 +37,18 @@ demo:
 sdk-compat:
 	cd internal/sdkcompat && $(GO) test -count=1 -timeout 10m ./...
 
-## soak: the simulation for SOAK_SECONDS (default 60) with SOAK_SEED (default random): every
-## feature and fault at 5%, node crashes included; then the two-process scenario over
+## soak: the simulation for SOAK_SECONDS (default 60), in rounds of SOAK_ROUND_SECONDS (default 60)
+## on fresh accounts, from SOAK_SEED (default random): every feature and fault at 5%, node crashes
+## included; then the two-process scenario over
 ## `cdb emulator` for SOAK_PROCESS_SECONDS (default 30). SOAK_ALL=1 adds full-size fan-outs
 ## (up to 150 activities, multi-MB), SOAK_RATE changes the fault rate, SOAK_ENABLE toggles.
 SOAK_SECONDS         ?= 60
+SOAK_ROUND_SECONDS   ?= 60
 SOAK_PROCESS_SECONDS ?= 30
 soak:
 	@mkdir -p $(TOOLS)
 	$(GO) build -o $(TOOLS)/cdb ./cmd/cdb
-	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_SEED=$(SOAK_SEED) $(GO) test -count=1 -v -timeout 0 -run 'TestSoak$$' ./internal/sim
+	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_ROUND_SECONDS=$(SOAK_ROUND_SECONDS) SOAK_SEED=$(SOAK_SEED) $(GO) test -count=1 -v -timeout 0 -run 'TestSoak$$' ./internal/sim
 	SOAK_PROCESS_SECONDS=$(SOAK_PROCESS_SECONDS) SOAK_SEED=$(SOAK_SEED) SIM_CDB_BIN=$(TOOLS)/cdb \
 		$(GO) test -count=1 -v -timeout 0 -run 'TestSoakProcesses$$' ./internal/sim
 

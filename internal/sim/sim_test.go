@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -108,22 +109,67 @@ func envInt64(t *testing.T, name string, def int64) int64 {
 	return n
 }
 
-// TestSoak is `make soak`: one run of SOAK_SECONDS (default 60) with
-// SOAK_SEED (default: from the clock, printed), on Passing's configuration
-// widened by SOAK_ENABLE (comma-separated toggles) or SOAK_ALL=1 (every
-// feature and fault) and SOAK_RATE. It is skipped unless SOAK_SECONDS or
+// TestSoak is `make soak`: SOAK_SECONDS (default 60) of rounds of
+// SOAK_ROUND_SECONDS (default 60) each, the first seeded with SOAK_SEED
+// (default: from the clock, printed) and each next one with the next seed,
+// on Passing's configuration widened by SOAK_ENABLE (comma-separated
+// toggles) or SOAK_ALL=1 (every feature and fault at full size) and
+// SOAK_RATE. Each round runs on a fresh account: the in-memory account has
+// no index, so a container that only grows would make every query, and so
+// the run, slower and slower; a round still crashes nodes, loses responses
+// and checks every invariant. It is skipped unless SOAK_SECONDS or
 // SOAK_SEED is set.
 func TestSoak(t *testing.T) {
 	if os.Getenv("SOAK_SECONDS") == "" && os.Getenv("SOAK_SEED") == "" {
 		t.Skip("set SOAK_SECONDS (make soak) to run the soak")
 	}
 	cfg, flags := soakConfig(t)
-	cfg.Duration = time.Duration(envInt64(t, "SOAK_SECONDS", 60)) * time.Second
-	cfg.ReplayFlags = flags
-	report := runAndReport(t, cfg)
-	if !report.OK() {
-		t.Logf("replay the soak with: make soak SOAK_SEED=%d SOAK_SECONDS=%d%s", cfg.Seed, int(cfg.Duration.Seconds()), soakEnvSuffix())
+	total := time.Duration(envInt64(t, "SOAK_SECONDS", 60)) * time.Second
+	round := min(time.Duration(envInt64(t, "SOAK_ROUND_SECONDS", 60))*time.Second, total)
+	began := time.Now()
+	var summary soakSummary
+	for seed := cfg.Seed; time.Since(began) < total; seed++ {
+		rc := cfg
+		rc.Seed = seed
+		rc.Duration = min(round, total-time.Since(began))
+		rc.ReplayFlags = flags
+		report := runAndReport(t, rc)
+		summary.add(report)
+		if !report.OK() {
+			t.Logf("replay this round with: make soak SOAK_SEED=%d SOAK_SECONDS=%d%s", seed, int(rc.Duration.Seconds()), soakEnvSuffix())
+		}
 	}
+	summary.print(os.Stdout, time.Since(began))
+}
+
+// soakSummary adds the rounds of a soak up.
+type soakSummary struct {
+	rounds, scenarios, instances, activities, faults, crashes, violations int
+	failed                                                                []int64
+}
+
+func (s *soakSummary) add(r Report) {
+	s.rounds++
+	r.Stats.mu.Lock()
+	s.scenarios += sum(r.Stats.Scenarios)
+	s.instances += r.Stats.Instances
+	s.activities += r.Stats.Activities
+	s.faults += sum(r.Stats.Faults)
+	s.crashes += sum(r.Stats.Crashes)
+	r.Stats.mu.Unlock()
+	s.violations += len(r.Violations)
+	if !r.OK() {
+		s.failed = append(s.failed, r.Seed)
+	}
+}
+
+func (s *soakSummary) print(w io.Writer, elapsed time.Duration) {
+	fmt.Fprintf(w, "soak: %d rounds in %s: %d scenarios, %d instances checked, %d activities run, %d faults injected, %d node crashes; %d invariant violations",
+		s.rounds, elapsed.Round(time.Second), s.scenarios, s.instances, s.activities, s.faults, s.crashes, s.violations)
+	if len(s.failed) > 0 {
+		fmt.Fprintf(w, " (rounds with seeds %v)", s.failed)
+	}
+	fmt.Fprintln(w)
 }
 
 // TestSoakProcesses is the two-process scenario of `make soak`: `cdb

@@ -189,7 +189,12 @@ func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, slots []int,
 	fk := filterKey(filter)
 	outcome := outcomeEmpty
 	for round := 0; round < 2; round++ {
-		cands, err := p.runCandidateQuery(ctx, candidateQuery{docType: docMessage, slots: slots, skip: p.skippedInstances(fk)})
+		// The lock batch's condition uses the query's time, so an instance
+		// is locked only if it was free when its messages were read: one
+		// whose lock expired in between held messages the query did not
+		// see, and a batch without them would put newer ones first (R12).
+		seen := p.nowMs()
+		cands, err := p.runCandidateQuery(ctx, candidateQuery{docType: docMessage, now: seen, slots: slots, skip: p.skippedInstances(fk)})
 		if err != nil {
 			return fetchedOrchestration{}, outcome, err
 		}
@@ -197,7 +202,7 @@ func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, slots []int,
 			return fetchedOrchestration{}, outcome, nil
 		}
 		outcome = outcomeBusy
-		res, contended, err := p.lockFirstFree(ctx, groupByInstance(cands), lockTimeout, filter, fk)
+		res, contended, err := p.lockFirstFree(ctx, groupByInstance(cands), seen, lockTimeout, filter, fk)
 		if err != nil || res != nil {
 			if res != nil {
 				return *res, outcomeFound, nil
@@ -217,7 +222,7 @@ func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, slots []int,
 // Instances a fetch cannot take (held for a start, outside the filter,
 // locked elsewhere, broken) are noted until they might be taken and do not
 // use up the lock attempts of real contention (R11).
-func (p *CosmosProvider) lockFirstFree(ctx context.Context, groups []instanceGroup, lockTimeout time.Duration, filter *DispatcherCapabilityFilter, fk string) (*fetchedOrchestration, bool, error) {
+func (p *CosmosProvider) lockFirstFree(ctx context.Context, groups []instanceGroup, seen int64, lockTimeout time.Duration, filter *DispatcherCapabilityFilter, fk string) (*fetchedOrchestration, bool, error) {
 	tried, skipped, contended := 0, 0, false
 	for _, g := range groups {
 		if tried == maxLockAttempts || skipped == maxSkipsPerLook {
@@ -227,7 +232,7 @@ func (p *CosmosProvider) lockFirstFree(ctx context.Context, groups []instanceGro
 			contended = true
 			continue // another fetch of this process is locking it
 		}
-		res, err := p.lockAndLoad(ctx, g, lockTimeout, filter)
+		res, err := p.lockAndLoad(ctx, g, seen, lockTimeout, filter)
 		p.locking.release(g.pk)
 		var skip *skipError
 		switch {
@@ -323,14 +328,14 @@ var errContended = errors.New("instance contended")
 
 // lockAndLoad takes the instance lock and tags the candidate messages in one
 // batch, then loads what the turn needs (unless cached), and builds the item.
-func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (*fetchedOrchestration, error) {
+func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen int64, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (*fetchedOrchestration, error) {
 	msgs := g.docs
 	if len(msgs) > p.cfg.MaxMessagesPerTurn {
 		msgs = msgs[:p.cfg.MaxMessagesPerTurn]
 	}
 	token := newLockToken("lock_")
-	now := p.nowMs()
-	until := now + lockTimeout.Milliseconds()
+	now := seen
+	until := p.nowMs() + lockTimeout.Milliseconds()
 	inst, locked, err := p.lockInstance(ctx, g.pk, msgs, token, now, until, filter)
 	if err != nil {
 		return nil, err

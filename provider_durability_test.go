@@ -703,3 +703,45 @@ func TestAbandonWithADelayKeepsTheSendersOrder(t *testing.T) {
 		assert.Equal(t, []string{"first", "second"}, names)
 	})
 }
+
+// A fetch locks an instance only if it was free when its candidates were
+// read: a lock that expires between the candidate query and the lock batch
+// had messages the query did not see, and a batch of only the newer ones
+// would put them before the older (found by the simulation).
+func TestALockExpiringDuringAFetchDoesNotReorderTheBatch(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	a := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+	b := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+	providertest.CreateInstance(ctx, t, a, "seq")
+	require.NoError(t, a.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "seq", Name: "17", Data: "{}"}, 0))
+	held, _, _, err := a.FetchOrchestrationItem(ctx, time.Second, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, held, "process A holds the instance with message 17, then stalls")
+	clock.Advance(time.Millisecond)
+	require.NoError(t, a.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "seq", Name: "18", Data: "{}"}, 0))
+
+	// A's lock expires while B's fetch is between its query and its lock.
+	var once sync.Once
+	acct.InjectFault(cdb.FakeFault{Match: func(r cdb.FakeRequest) bool {
+		if r.Operation == "Query" {
+			once.Do(func() { clock.Advance(2 * time.Second) })
+		}
+		return false
+	}})
+	for i := 0; i < 2; i++ {
+		item, _, _, err := b.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		if item == nil {
+			continue // passed over while A's lock held, looked again after
+		}
+		var names []string
+		for _, m := range item.Messages {
+			names = append(names, m.(cdb.ExternalRaised).Name)
+		}
+		require.Equal(t, []string{"17", "18"}, names, "message 18 must not go before 17")
+		return
+	}
+	t.Fatal("process B never took the instance after A's lock expired")
+}

@@ -1,6 +1,7 @@
 package cdb
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,6 +23,7 @@ const (
 // range whatever the backlog.
 type candidateQuery struct {
 	docType string
+	now     int64 // ms: what is visible and unlocked as of then
 	slots   []int    // nil: every slot
 	skip    []string // partition keys not to return (held or contended)
 	where   []string // extra conditions
@@ -51,7 +53,7 @@ func (p *CosmosProvider) runCandidateQuery(ctx context.Context, q candidateQuery
 	params := append([]QueryParameter{
 		{Name: "@top", Value: p.cfg.CandidatesPerRange},
 		{Name: "@type", Value: q.docType},
-		{Name: "@now", Value: p.nowMs()},
+		{Name: "@now", Value: cmp.Or(q.now, p.nowMs())},
 	}, q.params...)
 	if q.slots != nil {
 		params = append(params, QueryParameter{Name: "@slots", Value: q.slots})

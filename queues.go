@@ -23,7 +23,7 @@ const (
 // range whatever the backlog.
 type candidateQuery struct {
 	docType string
-	now     int64 // ms: what is visible and unlocked as of then
+	now     int64    // ms: what is visible and unlocked as of then
 	slots   []int    // nil: every slot
 	skip    []string // partition keys not to return (held or contended)
 	where   []string // extra conditions

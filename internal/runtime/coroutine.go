@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 )
 
 // coroutine runs an orchestration function in its own goroutine but only
@@ -18,9 +19,15 @@ type coroutine struct {
 	started  bool
 	finished bool
 	// aborting is set by the engine before the last resume; the function
-	// then unwinds instead of waiting again. Written only while the
-	// function is parked, read only after it is resumed.
-	aborting bool
+	// then unwinds instead of waiting again. It is atomic because the engine
+	// may set it while the function still runs: after a step gave up
+	// waiting (its context ended), stop aborts a function that is not
+	// parked.
+	aborting atomic.Bool
+	// owed says a step gave up waiting for the function's handoff, which
+	// is still to come: it must be received before the function can be
+	// resumed (engine side only).
+	owed bool
 }
 
 // coroutineEvKind says why the function handed control back.
@@ -73,11 +80,13 @@ func (c *coroutine) step(ctx context.Context, body func() (string, error)) (coro
 func (c *coroutine) await(ctx context.Context) (coroutineEv, error) {
 	select {
 	case ev := <-c.yield:
+		c.owed = false
 		if ev.kind != evSuspended {
 			c.finished = true
 		}
 		return ev, nil
 	case <-ctx.Done():
+		c.owed = true
 		return coroutineEv{}, fmt.Errorf("runtime: wait for orchestration: %w", ctx.Err())
 	}
 }
@@ -98,7 +107,7 @@ func (c *coroutine) run(body func() (string, error)) {
 		c.yield <- ev
 	}()
 	ev.output, ev.err = body()
-	if c.aborting {
+	if c.aborting.Load() {
 		// The code swallowed the abort panic and returned anyway; the turn
 		// is over, so what it returned does not count.
 		ev = coroutineEv{kind: evAborted}
@@ -109,12 +118,12 @@ func (c *coroutine) run(body func() (string, error)) {
 // cannot make progress: it hands control to the engine and waits to be
 // resumed. It does not return once the turn has ended.
 func (c *coroutine) suspend() {
-	if c.aborting {
+	if c.aborting.Load() {
 		panic(abortTurn{})
 	}
 	c.yield <- coroutineEv{kind: evSuspended}
 	<-c.resume
-	if c.aborting {
+	if c.aborting.Load() {
 		panic(abortTurn{})
 	}
 }
@@ -126,7 +135,14 @@ func (c *coroutine) stop(ctx context.Context) error {
 	if !c.started || c.finished {
 		return nil
 	}
-	c.aborting = true
+	c.aborting.Store(true)
+	if c.owed {
+		// The function is still running from a step that gave up: take
+		// its handoff first, or resuming it would wait forever.
+		if _, err := c.await(ctx); err != nil {
+			return err
+		}
+	}
 	for !c.finished {
 		if _, err := c.step(ctx, nil); err != nil {
 			return err

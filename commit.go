@@ -35,8 +35,16 @@ func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken str
 	if err != nil {
 		return err
 	}
-	if err := p.stage(ctx, lock.pk, plan.staged); err != nil {
-		return wrap(op, err)
+	if len(plan.staged) > 0 {
+		// Staging a large turn takes requests of its own: keep the lock
+		// for it, so no other dispatcher takes the instance meanwhile and
+		// the turn can commit, then plan again for the renewed ETag.
+		if err := p.stageKeepingLock(ctx, op, lock, plan.staged); err != nil {
+			return wrap(op, err)
+		}
+		if plan, err = p.planAck(op, lock, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities); err != nil {
+			return err
+		}
 	}
 	known, err := p.commit(ctx, op, lock, plan)
 	if err != nil {
@@ -113,6 +121,22 @@ func chunkEvents(delta []Event) ([]string, error) {
 		chunks = append(chunks, string(append(cur, ']')))
 	}
 	return chunks, nil
+}
+
+// stageKeepingLock stages parts, renewing the lock by its timeout whenever
+// less than half of it is left.
+func (p *CosmosProvider) stageKeepingLock(ctx context.Context, op string, lock *orchestrationLock, parts [][]byte) error {
+	for _, part := range parts {
+		if lock.timeout > 0 && lock.lockedUntil.Load()-p.nowMs() < lock.timeout.Milliseconds()/2 {
+			if err := p.renewHeld(ctx, op, lock, lock.timeout); err != nil {
+				return err
+			}
+		}
+		if err := p.stage(ctx, lock.pk, [][]byte{part}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stage writes a large turn's history and outbox parts; one written by an
@@ -957,6 +981,12 @@ func (p *CosmosProvider) RenewOrchestrationItemLock(ctx context.Context, lockTok
 		return err
 	}
 	defer lock.mu.Unlock()
+	return p.renewHeld(ctx, op, lock, extendFor)
+}
+
+// renewHeld renews a lock whose mutex the caller holds.
+func (p *CosmosProvider) renewHeld(ctx context.Context, op string, lock *orchestrationLock, extendFor time.Duration) error {
+	lockToken := lock.token
 	now := p.nowMs()
 	if now >= lock.lockedUntil.Load() {
 		return Permanent(op, "lock expired or released")

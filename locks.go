@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Lock tokens name a lock this process took. The lock itself lives in Cosmos
@@ -65,7 +66,8 @@ type orchestrationLock struct {
 	mu          sync.Mutex // one ack, renew or abandon at a time
 	token       string
 	pk          string
-	inst        instanceDoc // as last written by us; its ETag guards the next write
+	timeout     time.Duration // the lock timeout it was taken with
+	inst        instanceDoc   // as last written by us; its ETag guards the next write
 	lockedUntil atomic.Int64
 	messages    []queueDoc // the locked batch
 	state       *instanceState

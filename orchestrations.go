@@ -340,7 +340,7 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 	if err != nil {
 		return nil, err
 	}
-	lock := &orchestrationLock{token: token, pk: g.pk, inst: inst, messages: locked}
+	lock := &orchestrationLock{token: token, pk: g.pk, timeout: lockTimeout, inst: inst, messages: locked}
 	lock.lockedUntil.Store(until)
 	items, attempts, err := p.takeDecodable(ctx, lock)
 	if err != nil {

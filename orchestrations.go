@@ -682,19 +682,7 @@ func (p *CosmosProvider) resolveLockBatch(ctx context.Context, pk, token string,
 // primary (nil when there is none), to tell what a write whose response
 // was lost did.
 func (p *CosmosProvider) readInstanceLatest(ctx context.Context, pk string) (*instanceDoc, error) {
-	resp, err := p.readLatest(ctx, NewPartitionKeyString(pk), instanceDocID)
-	if IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var inst instanceDoc
-	if err := json.Unmarshal(resp.Value, &inst); err != nil {
-		return nil, fmt.Errorf("decode instance document: %w: %v", errUndecodable, err)
-	}
-	inst.ETag = resp.ETag
-	return &inst, nil
+	return decodeInstanceRead(p.readLatest(ctx, NewPartitionKeyString(pk), instanceDocID))
 }
 
 // whyNotLocked reads the instance document after its lock condition failed,
@@ -741,7 +729,12 @@ func pinnedOutside(filter *DispatcherCapabilityFilter, pinned *uint64) bool {
 // readInstanceDoc point-reads an instance document by partition key; nil
 // when there is none.
 func (p *CosmosProvider) readInstanceDoc(ctx context.Context, pk string) (*instanceDoc, error) {
-	resp, err := p.container.ReadItem(ctx, NewPartitionKeyString(pk), instanceDocID, nil)
+	return decodeInstanceRead(p.container.ReadItem(ctx, NewPartitionKeyString(pk), instanceDocID, nil))
+}
+
+// decodeInstanceRead turns a point read of an instance document into the
+// document with its ETag, nil when there is none.
+func decodeInstanceRead(resp ItemResponse, err error) (*instanceDoc, error) {
 	if IsNotFound(err) {
 		return nil, nil
 	}

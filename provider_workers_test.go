@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,30 +18,10 @@ import (
 // The worker queue and sessions under faults (issue 8: defects 3, 4, 8, 9,
 // 13 and 14), on the in-memory Cosmos DB with a clock the test moves.
 
-// stepClock is a clock that moves only when the test says so.
-type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newStepClock() *stepClock { return &stepClock{now: time.Now()} }
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *stepClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // newWorkerProvider is a short-polling provider on a fresh account whose
 // clock the test moves.
-func newWorkerProvider(t *testing.T) (*cdb.FakeAccount, *cdb.CosmosProvider, *stepClock) {
-	clock := newStepClock()
+func newWorkerProvider(t *testing.T) (*cdb.FakeAccount, *cdb.CosmosProvider, *testClock) {
+	clock := newTestClock()
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
 	return acct, p, clock

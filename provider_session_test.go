@@ -12,47 +12,12 @@ import (
 	"github.com/duroxide-go/cdb/providertest"
 )
 
-// staleReadsFactory gives every validation test a provider on a fresh
-// in-memory account whose reads, without the session token of a document's
-// last write, are served by a lagging replica (R13).
-type staleReadsFactory struct {
-	containerHooks
-	ranges int
-	// configure adjusts the client before the provider uses it (the test
-	// hook that stops session tokens).
-	configure func(*cdb.Client)
-}
-
-func (f staleReadsFactory) NewProvider(t *testing.T, o providertest.ProviderOptions) cdb.Provider {
-	t.Helper()
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: f.ranges, StaleReadsWithoutSessionToken: true})
-	client := acct.Client()
-	if f.configure != nil {
-		f.configure(client)
-	}
-	p, err := cdb.NewProvider(context.Background(), cdb.Config{
-		Client:            client,
-		ShortPolling:      !o.LongPolling,
-		PollInterval:      20 * time.Millisecond,
-		ReconcileInterval: 100 * time.Millisecond,
-		OutboxMinAge:      50 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatalf("new provider: %v", err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	return p
-}
-
-func (staleReadsFactory) LockTimeout() time.Duration        { return time.Second }
-func (staleReadsFactory) ShortPollThreshold() time.Duration { return 100 * time.Millisecond }
-
 // TestValidationUnderStaleReads runs the validation suite on accounts that
 // serve reads without the writer's session token from a lagging replica:
 // the provider reads its own writes because its client carries the tokens
 // (R13).
 func TestValidationUnderStaleReads(t *testing.T) {
-	providertest.Run(t, staleReadsFactory{ranges: 2})
+	providertest.Run(t, fakeFactory{ranges: 2, staleReads: true})
 }
 
 // TestStaleReadsAreObservedWithoutSessionTokens shows that the fake's
@@ -65,7 +30,7 @@ func TestStaleReadsAreObservedWithoutSessionTokens(t *testing.T) {
 	defer cancel()
 
 	t.Run("with session tokens", func(t *testing.T) {
-		p := staleReadsFactory{ranges: 1}.NewProvider(t, providertest.ProviderOptions{})
+		p := fakeFactory{ranges: 1, staleReads: true}.NewProvider(t, providertest.ProviderOptions{})
 		providertest.CreateInstance(ctx, t, p, instance) // enqueue, fetch, ack
 		events, err := p.Read(ctx, instance)
 		require.NoError(t, err)
@@ -75,7 +40,7 @@ func TestStaleReadsAreObservedWithoutSessionTokens(t *testing.T) {
 	})
 
 	t.Run("without session tokens", func(t *testing.T) {
-		p := staleReadsFactory{ranges: 1, configure: cdb.DisableSessionTokensForTest}.NewProvider(t, providertest.ProviderOptions{})
+		p := fakeFactory{ranges: 1, staleReads: true, configure: cdb.DisableSessionTokensForTest}.NewProvider(t, providertest.ProviderOptions{})
 		require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem(instance), 0))
 		item, _, _, err := p.FetchOrchestrationItem(ctx, 30*time.Second, 0, nil)
 		require.NoError(t, err)

@@ -17,13 +17,23 @@ type fakeFactory struct {
 	containerHooks
 	ranges  int
 	latency time.Duration
+	// staleReads serves reads without the session token of a document's
+	// last write from a lagging replica (R13).
+	staleReads bool
+	// configure adjusts the client before the provider uses it (the test
+	// hook that stops session tokens).
+	configure func(*cdb.Client)
 }
 
 func (f fakeFactory) NewProvider(t *testing.T, o providertest.ProviderOptions) cdb.Provider {
 	t.Helper()
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: f.ranges, Latency: f.latency})
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: f.ranges, Latency: f.latency, StaleReadsWithoutSessionToken: f.staleReads})
+	client := acct.Client()
+	if f.configure != nil {
+		f.configure(client)
+	}
 	p, err := cdb.NewProvider(context.Background(), cdb.Config{
-		Client:            acct.Client(),
+		Client:            client,
 		ShortPolling:      !o.LongPolling,
 		PollInterval:      20 * time.Millisecond,
 		ReconcileInterval: 100 * time.Millisecond,

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/duroxide-go/cdb"
-	"github.com/duroxide-go/cdb/internal/runtime"
+	"github.com/duroxide-go/cdb/durable"
 )
 
 // runDemo runs an order-processing workload through the runtime and the
@@ -111,21 +111,21 @@ const shipmentWait = time.Second
 // it continues as new.
 const ledgerBatch = 10
 
-func (d *demo) registry() (*runtime.Registry, error) {
-	reg := runtime.NewRegistry()
+func (d *demo) registry() (*durable.Registry, error) {
+	reg := durable.NewRegistry()
 	steps := []error{
 		reg.RegisterOrchestration("ProcessOrder", d.processOrder),
 		reg.RegisterOrchestration("ChargePayment", chargePayment),
 		reg.RegisterOrchestration("Ledger", d.ledger),
-		reg.RegisterActivity("ValidateOrder", d.counted(func(_ runtime.ActivityContext, in string) (string, error) { return in, nil })),
+		reg.RegisterActivity("ValidateOrder", d.counted(func(_ durable.ActivityContext, in string) (string, error) { return in, nil })),
 		reg.RegisterActivity("ReserveItem", d.counted(reserveItem)),
 		reg.RegisterActivity("Charge", d.counted(charge)),
-		reg.RegisterActivity("Escalate", d.counted(func(_ runtime.ActivityContext, in string) (string, error) {
+		reg.RegisterActivity("Escalate", d.counted(func(_ durable.ActivityContext, in string) (string, error) {
 			d.escalated.Add(1)
 			return "escalated " + in, nil
 		})),
 		reg.RegisterActivity("RecordOutcome", d.counted(d.recordOutcome)),
-		reg.RegisterActivity("CloseBooks", d.counted(func(_ runtime.ActivityContext, in string) (string, error) {
+		reg.RegisterActivity("CloseBooks", d.counted(func(_ durable.ActivityContext, in string) (string, error) {
 			close(d.ledgerDone)
 			return in, nil
 		})),
@@ -134,8 +134,8 @@ func (d *demo) registry() (*runtime.Registry, error) {
 }
 
 // counted counts an activity's runs for the progress line.
-func (d *demo) counted(fn runtime.ActivityFunc) runtime.ActivityFunc {
-	return func(ctx runtime.ActivityContext, in string) (string, error) {
+func (d *demo) counted(fn durable.ActivityFunc) durable.ActivityFunc {
+	return func(ctx durable.ActivityContext, in string) (string, error) {
 		d.activities.Add(1)
 		return fn(ctx, in)
 	}
@@ -144,7 +144,7 @@ func (d *demo) counted(fn runtime.ActivityFunc) runtime.ActivityFunc {
 // processOrder validates an order, reserves its items in parallel, charges
 // it through a sub-orchestration, waits for the warehouse (escalating once
 // if it is slow), and records the outcome.
-func (d *demo) processOrder(ctx *runtime.OrchestrationContext, input string) (string, error) {
+func (d *demo) processOrder(ctx *durable.OrchestrationContext, input string) (string, error) {
 	var o order
 	if err := json.Unmarshal([]byte(input), &o); err != nil {
 		return "", err
@@ -154,7 +154,7 @@ func (d *demo) processOrder(ctx *runtime.OrchestrationContext, input string) (st
 		return "", d.fail(ctx, o, err)
 	}
 	setStatus(ctx, fmt.Sprintf("reserving %d items", o.Items))
-	reservations := make([]*runtime.Future, o.Items)
+	reservations := make([]*durable.Future, o.Items)
 	for i := range reservations {
 		reservations[i] = ctx.ScheduleActivity("ReserveItem", fmt.Sprintf(`{"order":%q,"item":%d}`, o.ID, i))
 	}
@@ -186,7 +186,7 @@ func (d *demo) processOrder(ctx *runtime.OrchestrationContext, input string) (st
 // warehouse gets an escalation and more time. The message comes through the
 // instance's persistent queue, so the wait that lost the race loses nothing:
 // the next wait takes the message whenever it comes.
-func (d *demo) awaitShipment(ctx *runtime.OrchestrationContext, o order) (string, error) {
+func (d *demo) awaitShipment(ctx *durable.OrchestrationContext, o order) (string, error) {
 	shipped := ctx.DequeueEvent("shipped")
 	if ctx.Select(shipped, ctx.ScheduleTimer(shipmentWait)) == 0 {
 		return shipped.Await()
@@ -198,17 +198,17 @@ func (d *demo) awaitShipment(ctx *runtime.OrchestrationContext, o order) (string
 }
 
 // fail records a failed order, then fails the orchestration with err.
-func (d *demo) fail(ctx *runtime.OrchestrationContext, o order, err error) error {
+func (d *demo) fail(ctx *durable.OrchestrationContext, o order, err error) error {
 	setStatus(ctx, "failed")
 	_, _ = ctx.ScheduleActivity("RecordOutcome", fmt.Sprintf(`{"order":%q,"ok":false}`, o.ID)).Await()
 	return err
 }
 
-func setStatus(ctx *runtime.OrchestrationContext, s string) { ctx.SetCustomStatus(&s) }
+func setStatus(ctx *durable.OrchestrationContext, s string) { ctx.SetCustomStatus(&s) }
 
 // chargePayment charges an order, retrying a declined card once after a
 // short timer.
-func chargePayment(ctx *runtime.OrchestrationContext, input string) (string, error) {
+func chargePayment(ctx *durable.OrchestrationContext, input string) (string, error) {
 	receipt, err := ctx.ScheduleActivity("Charge", input).Await()
 	if err == nil {
 		return receipt, nil
@@ -221,7 +221,7 @@ func chargePayment(ctx *runtime.OrchestrationContext, input string) (string, err
 
 // ledger books closed orders from its persistent queue, ten per execution,
 // continuing as new in between, and closes the books when all are in.
-func (d *demo) ledger(ctx *runtime.OrchestrationContext, input string) (string, error) {
+func (d *demo) ledger(ctx *durable.OrchestrationContext, input string) (string, error) {
 	var state struct{ Booked, Total, Expected int }
 	if err := json.Unmarshal([]byte(input), &state); err != nil {
 		return "", err
@@ -243,19 +243,19 @@ func (d *demo) ledger(ctx *runtime.OrchestrationContext, input string) (string, 
 	return ctx.ScheduleActivity("CloseBooks", string(next)).Await()
 }
 
-func reserveItem(ctx runtime.ActivityContext, in string) (string, error) {
+func reserveItem(ctx durable.ActivityContext, in string) (string, error) {
 	return sleepFor(ctx, 5*time.Millisecond, "reserved "+in)
 }
 
 // charge declines about one card in ten.
-func charge(ctx runtime.ActivityContext, in string) (string, error) {
+func charge(ctx durable.ActivityContext, in string) (string, error) {
 	if rand.IntN(10) == 0 {
 		return "", errors.New("card declined")
 	}
 	return sleepFor(ctx, 10*time.Millisecond, fmt.Sprintf("receipt-%d", rand.IntN(1_000_000)))
 }
 
-func sleepFor(ctx runtime.ActivityContext, d time.Duration, result string) (string, error) {
+func sleepFor(ctx durable.ActivityContext, d time.Duration, result string) (string, error) {
 	select {
 	case <-time.After(d):
 		return result, nil
@@ -266,7 +266,7 @@ func sleepFor(ctx runtime.ActivityContext, d time.Duration, result string) (stri
 
 // recordOutcome counts an order's outcome and books a shipped one in the
 // ledger's queue.
-func (d *demo) recordOutcome(ctx runtime.ActivityContext, in string) (string, error) {
+func (d *demo) recordOutcome(ctx durable.ActivityContext, in string) (string, error) {
 	var r struct {
 		Order string `json:"order"`
 		OK    bool   `json:"ok"`
@@ -293,7 +293,7 @@ func (d *demo) run(ctx context.Context, concurrency int) error {
 	if err != nil {
 		return err
 	}
-	rt, err := runtime.Start(ctx, d.provider, reg, runtime.Options{OrchestrationConcurrency: concurrency, WorkerConcurrency: concurrency})
+	rt, err := durable.Start(ctx, d.provider, reg, durable.Options{OrchestrationConcurrency: concurrency, WorkerConcurrency: concurrency})
 	if err != nil {
 		return err
 	}
@@ -328,7 +328,7 @@ func (d *demo) run(ctx context.Context, concurrency int) error {
 
 // waitForQuiet waits until no orchestration is running: the last orders
 // commit their final turn just after recording their outcome.
-func waitForQuiet(ctx context.Context, client *runtime.Client) error {
+func waitForQuiet(ctx context.Context, client *durable.Client) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		m, err := client.GetSystemMetrics(ctx)
@@ -348,7 +348,7 @@ func waitForQuiet(ctx context.Context, client *runtime.Client) error {
 
 // warehouse ships an order after a while: most quickly, some too late for
 // the order's patience.
-func (d *demo) warehouse(ctx context.Context, client *runtime.Client, id string) {
+func (d *demo) warehouse(ctx context.Context, client *durable.Client, id string) {
 	delay := time.Duration(100+rand.IntN(1200)) * time.Millisecond
 	if rand.IntN(5) == 0 {
 		delay = 3*time.Second + time.Duration(rand.IntN(1000))*time.Millisecond
@@ -419,7 +419,7 @@ func isTerminal(w io.Writer) bool {
 
 // summarize prints the totals, the cost per orchestration, and one order's
 // history as a timeline.
-func (d *demo) summarize(ctx context.Context, client *runtime.Client, elapsed time.Duration, requests int64, charge float64) error {
+func (d *demo) summarize(ctx context.Context, client *durable.Client, elapsed time.Duration, requests int64, charge float64) error {
 	metrics, err := client.GetSystemMetrics(ctx)
 	if err != nil {
 		return err
@@ -444,7 +444,7 @@ func (d *demo) summarize(ctx context.Context, client *runtime.Client, elapsed ti
 
 // showOneOrder prints the history of an order that escalated (or the first
 // order) as a timeline.
-func (d *demo) showOneOrder(ctx context.Context, client *runtime.Client) error {
+func (d *demo) showOneOrder(ctx context.Context, client *durable.Client) error {
 	ids, err := client.ListInstances(ctx)
 	if err != nil {
 		return err

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/duroxide-go/cdb"
-	"github.com/duroxide-go/cdb/internal/runtime"
+	"github.com/duroxide-go/cdb/durable"
 )
 
 // Config is one stress run. The zero value of each field is duroxide's
@@ -86,14 +86,14 @@ const (
 )
 
 // fanOut schedules task_count activities and waits for them all.
-func fanOut(ctx *runtime.OrchestrationContext, input string) (string, error) {
+func fanOut(ctx *durable.OrchestrationContext, input string) (string, error) {
 	var in struct {
 		TaskCount int `json:"task_count"`
 	}
 	if err := json.Unmarshal([]byte(input), &in); err != nil {
 		return "", fmt.Errorf("fan-out input: %w", err)
 	}
-	futures := make([]*runtime.Future, in.TaskCount)
+	futures := make([]*durable.Future, in.TaskCount)
 	for i := range futures {
 		futures[i] = ctx.ScheduleActivity(activityName, fmt.Sprintf(`{"task":%d}`, i))
 	}
@@ -105,12 +105,12 @@ func fanOut(ctx *runtime.OrchestrationContext, input string) (string, error) {
 	return fmt.Sprintf(`{"tasks":%d}`, in.TaskCount), nil
 }
 
-func newRegistry(delay time.Duration) (*runtime.Registry, error) {
-	reg := runtime.NewRegistry()
+func newRegistry(delay time.Duration) (*durable.Registry, error) {
+	reg := durable.NewRegistry()
 	if err := reg.RegisterOrchestration(fanOutName, fanOut); err != nil {
 		return nil, err
 	}
-	err := reg.RegisterActivity(activityName, func(ctx runtime.ActivityContext, input string) (string, error) {
+	err := reg.RegisterActivity(activityName, func(ctx durable.ActivityContext, input string) (string, error) {
 		select {
 		case <-time.After(delay):
 			return input, nil
@@ -138,7 +138,7 @@ func Run(ctx context.Context, cfg Config, target Target) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("bench: registry: %w", err)
 	}
-	rt, err := runtime.Start(ctx, provider, reg, runtime.Options{
+	rt, err := durable.Start(ctx, provider, reg, durable.Options{
 		OrchestrationConcurrency: cfg.OrchestrationConcurrency,
 		WorkerConcurrency:        cfg.WorkerConcurrency,
 		MinPollInterval:          100 * time.Millisecond,
@@ -165,7 +165,7 @@ func Run(ctx context.Context, cfg Config, target Target) (Result, error) {
 
 // pump keeps MaxInFlight orchestrations running until Duration passes (or
 // Orchestrations were launched), then waits for them all.
-func pump(ctx context.Context, cfg Config, client *runtime.Client) (latencies []time.Duration, launched, failed int, err error) {
+func pump(ctx context.Context, cfg Config, client *durable.Client) (latencies []time.Duration, launched, failed int, err error) {
 	var (
 		mu       sync.Mutex
 		wg       sync.WaitGroup
@@ -209,7 +209,7 @@ func pump(ctx context.Context, cfg Config, client *runtime.Client) (latencies []
 }
 
 // runOne starts one orchestration and waits for it.
-func runOne(ctx context.Context, client *runtime.Client, instance, input string, timeout time.Duration) (time.Duration, bool, error) {
+func runOne(ctx context.Context, client *durable.Client, instance, input string, timeout time.Duration) (time.Duration, bool, error) {
 	start := time.Now()
 	if err := client.StartOrchestration(ctx, instance, fanOutName, input); err != nil {
 		return 0, false, fmt.Errorf("bench: start %s: %w", instance, err)
@@ -221,7 +221,7 @@ func runOne(ctx context.Context, client *runtime.Client, instance, input string,
 	if err != nil {
 		return 0, false, fmt.Errorf("bench: wait for %s: %w", instance, err)
 	}
-	return time.Since(start), status.State == runtime.StateCompleted, nil
+	return time.Since(start), status.State == durable.StateCompleted, nil
 }
 
 func summarize(cfg Config, launched, failed int, latencies []time.Duration, elapsed time.Duration, requests int64, charge float64) Result {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/duroxide-go/cdb"
-	rt "github.com/duroxide-go/cdb/internal/runtime"
+	rt "github.com/duroxide-go/cdb/durable"
 )
 
 // role is what kind of node a slot runs; a replacement keeps its slot's

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/duroxide-go/cdb"
-	rt "github.com/duroxide-go/cdb/internal/runtime"
+	rt "github.com/duroxide-go/cdb/durable"
 )
 
 // The two-process scenario: `cdb emulator` serves the in-memory account on

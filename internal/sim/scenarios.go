@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/duroxide-go/cdb"
-	rt "github.com/duroxide-go/cdb/internal/runtime"
+	rt "github.com/duroxide-go/cdb/durable"
 )
 
 // Scenario kinds that are not a single orchestration kind.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/duroxide-go/cdb"
-	rt "github.com/duroxide-go/cdb/internal/runtime"
+	rt "github.com/duroxide-go/cdb/durable"
 )
 
 // Run runs one simulation on a fresh in-memory account and returns its

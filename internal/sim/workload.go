@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/duroxide-go/cdb"
-	rt "github.com/duroxide-go/cdb/internal/runtime"
+	rt "github.com/duroxide-go/cdb/durable"
 )
 
 // Scenario kinds; each is an orchestration of that name, whose outcome is a

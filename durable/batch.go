@@ -1,0 +1,142 @@
+package durable
+
+import (
+	"log/slog"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// historyState is what a fetched execution's history says about it
+// (duroxide's HistoryManager).
+type historyState struct {
+	started        *cdb.OrchestrationStarted // the execution's start, nil for a new instance
+	startedVersion string                    // the duroxide version that wrote it
+	completed      bool
+	failed         bool
+	continuedAsNew bool
+}
+
+func readHistory(history []cdb.Event) historyState {
+	var h historyState
+	for _, ev := range history {
+		switch k := ev.Kind.(type) {
+		case cdb.OrchestrationStarted:
+			h = historyState{started: &k, startedVersion: ev.DuroxideVersion}
+		case cdb.OrchestrationCompleted:
+			h.completed = true
+		case cdb.OrchestrationFailed:
+			h.failed = true
+		case cdb.OrchestrationContinuedAsNew:
+			h.continuedAsNew = true
+		}
+	}
+	return h
+}
+
+// parentLink is a sub-orchestration's parent: the instance and the event id
+// of its SubOrchestrationScheduled.
+type parentLink struct {
+	instance string
+	eventID  uint64
+}
+
+// parent returns the link a start event records, if any.
+func parentOf(started *cdb.OrchestrationStarted) *parentLink {
+	if started == nil || started.ParentInstance == nil || started.ParentID == nil {
+		return nil
+	}
+	return &parentLink{instance: *started.ParentInstance, eventID: *started.ParentID}
+}
+
+// batch is a fetched batch of messages split into the start (a
+// StartOrchestration or ContinueAsNew) and the completions, with the
+// parameters of the execution to run (duroxide's WorkItemReader).
+type batch struct {
+	start       cdb.WorkItem // nil when the batch only completes work
+	completions []cdb.WorkItem
+
+	name          string  // "" when nothing names the orchestration
+	input         string  // for a new execution
+	version       *string // exact version to run, nil for the registry's policy
+	parent        *parentLink
+	continueAsNew bool
+	carryForward  []cdb.CarryForwardEvent
+	initialStatus *string
+}
+
+// readBatch splits messages; a second start in one batch is ignored. The
+// execution's parameters come from a ContinueAsNew, else from the history's
+// start, else from a StartOrchestration.
+func readBatch(instance string, messages []cdb.WorkItem, h historyState, log *slog.Logger) batch {
+	var b batch
+	for _, msg := range messages {
+		switch msg.(type) {
+		case cdb.StartOrchestration, cdb.ContinueAsNew:
+			if b.start != nil {
+				log.Warn("ignoring a second start in one batch", "instance", instance, "kind", msg.Kind())
+				continue
+			}
+			b.start = msg
+		case cdb.ActivityExecute:
+			log.Warn("ignoring an activity on the orchestrator queue", "instance", instance)
+		default:
+			b.completions = append(b.completions, msg)
+		}
+	}
+	if can, ok := b.start.(cdb.ContinueAsNew); ok {
+		b.readContinueAsNew(instance, can, h)
+		return b
+	}
+	switch {
+	case h.started != nil:
+		// A running execution: its start fixes what runs, and a repeated
+		// StartOrchestration changes nothing.
+		b.name, b.input = h.started.Name, h.started.Input
+		b.version = exactVersion(h.started.Version)
+		b.parent = parentOf(h.started)
+	case b.start != nil:
+		s := b.start.(cdb.StartOrchestration)
+		b.name, b.input, b.version = s.Orchestration, s.Input, s.Version
+		if s.ParentInstance != nil && s.ParentID != nil {
+			b.parent = &parentLink{instance: *s.ParentInstance, eventID: *s.ParentID}
+		}
+	}
+	return b
+}
+
+// readContinueAsNew takes the next execution's parameters from a
+// ContinueAsNew. duroxide 0.1.29's ContinueAsNew carries no parent; the
+// previous execution's start does, and a child that continues as new must
+// still report to its parent. The carried queue messages come first, so
+// they keep their place before messages enqueued since.
+func (b *batch) readContinueAsNew(instance string, s cdb.ContinueAsNew, h historyState) {
+	b.name, b.input, b.version = s.Orchestration, s.Input, s.Version
+	b.continueAsNew = true
+	b.carryForward, b.initialStatus = s.CarryForwardEvents, s.InitialCustomStatus
+	b.parent = parentOf(h.started)
+	b.completions = append(carriedMessages(instance, s.CarryForwardEvents), b.completions...)
+}
+
+// exactVersion is a recorded version to resolve exactly; duroxide treats
+// "0.0.0" as a placeholder meaning "use the policy".
+func exactVersion(v string) *string {
+	if v == "" || v == "0.0.0" {
+		return nil
+	}
+	return &v
+}
+
+// carriedMessages turns carried-forward events back into queue messages.
+func carriedMessages(instance string, events []cdb.CarryForwardEvent) []cdb.WorkItem {
+	out := make([]cdb.WorkItem, 0, len(events))
+	for _, ev := range events {
+		out = append(out, cdb.QueueMessage{Instance: instance, Name: ev.Name, Data: ev.Data})
+	}
+	return out
+}
+
+// isTerminal reports an execution that takes no more turns: it completed or
+// failed, or continued as new and the batch does not start the next one.
+func (b batch) isTerminal(h historyState) bool {
+	return h.completed || h.failed || (h.continuedAsNew && !b.continueAsNew)
+}

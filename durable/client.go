@@ -1,0 +1,356 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// Client starts, signals and inspects orchestrations through a provider.
+// It needs no running Runtime and is safe for concurrent use.
+type Client struct {
+	provider cdb.Provider
+}
+
+// NewClient returns a client on provider.
+func NewClient(provider cdb.Provider) *Client { return &Client{provider: provider} }
+
+// Provider is the provider the client uses.
+func (c *Client) Provider() cdb.Provider { return c.provider }
+
+// StartOrchestration enqueues the start of a new instance of the
+// orchestration name, at the registry policy's version unless WithVersion
+// says otherwise. The instance comes into being on its first turn.
+func (c *Client) StartOrchestration(ctx context.Context, instance, name, input string, opts ...StartOption) error {
+	var o startOptions
+	for _, opt := range opts {
+		opt.applyStart(&o)
+	}
+	if instance == "" || name == "" {
+		return fmt.Errorf("durable: start orchestration: instance and name are required")
+	}
+	if o.version != nil {
+		if _, err := cdb.ParseSemanticVersion(*o.version); err != nil {
+			return fmt.Errorf("durable: start orchestration %q: %w", instance, err)
+		}
+	}
+	item := cdb.StartOrchestration{Instance: instance, Orchestration: name, Input: input,
+		Version: o.version, ExecutionID: cdb.InitialExecutionID}
+	return c.enqueue(ctx, "start orchestration", item)
+}
+
+// RaiseEvent delivers an external event to a WaitForEvent subscription.
+func (c *Client) RaiseEvent(ctx context.Context, instance, name, data string) error {
+	return c.enqueue(ctx, "raise event", cdb.ExternalRaised{Instance: instance, Name: name, Data: data})
+}
+
+// EnqueueEvent puts a message on an instance's persistent queue (DequeueEvent).
+func (c *Client) EnqueueEvent(ctx context.Context, instance, queue, data string) error {
+	return c.enqueue(ctx, "enqueue event", cdb.QueueMessage{Instance: instance, Name: queue, Data: data})
+}
+
+// CancelInstance requests an instance's cancellation: it fails with
+// "canceled: {reason}", and its outstanding children are cancelled too.
+func (c *Client) CancelInstance(ctx context.Context, instance, reason string) error {
+	return c.enqueue(ctx, "cancel instance", cdb.CancelInstance{Instance: instance, Reason: reason})
+}
+
+func (c *Client) enqueue(ctx context.Context, op string, item cdb.WorkItem) error {
+	if err := c.provider.EnqueueForOrchestrator(ctx, item, 0); err != nil {
+		return fmt.Errorf("durable: %s %q: %w", op, item.InstanceID(), err)
+	}
+	return nil
+}
+
+// State is an instance's lifecycle state as GetStatus reports it.
+type State string
+
+const (
+	StateNotFound       State = "NotFound"
+	StateRunning        State = "Running"
+	StateCompleted      State = "Completed"
+	StateFailed         State = "Failed"
+	StateContinuedAsNew State = "ContinuedAsNew" // between two executions
+)
+
+// Status is an instance's state, as of its latest execution.
+type Status struct {
+	State  State
+	Output string           // Completed: the output; ContinuedAsNew: the next input
+	Error  cdb.ErrorDetails // Failed: why
+	// CustomStatus is the status the orchestration last set (nil: none);
+	// CustomStatusVersion counts its changes.
+	CustomStatus        *string
+	CustomStatusVersion uint64
+}
+
+// IsTerminal reports whether the instance has finished for good.
+func (s Status) IsTerminal() bool { return s.State == StateCompleted || s.State == StateFailed }
+
+// GetStatus reads an instance's status from its latest execution's history
+// and its custom status.
+func (c *Client) GetStatus(ctx context.Context, instance string) (Status, error) {
+	history, err := c.provider.Read(ctx, instance)
+	if err != nil {
+		return Status{}, fmt.Errorf("durable: get status of %q: %w", instance, err)
+	}
+	st := statusOf(history)
+	if st.State == StateNotFound {
+		return st, nil
+	}
+	custom, version, changed, err := c.provider.GetCustomStatus(ctx, instance, 0)
+	if err != nil {
+		return Status{}, fmt.Errorf("durable: get status of %q: %w", instance, err)
+	}
+	if changed {
+		st.CustomStatus, st.CustomStatusVersion = custom, version
+	}
+	return st, nil
+}
+
+// statusOf reads the state of an execution from its history.
+func statusOf(history []cdb.Event) Status {
+	for i := len(history) - 1; i >= 0; i-- {
+		switch k := history[i].Kind.(type) {
+		case cdb.OrchestrationCompleted:
+			return Status{State: StateCompleted, Output: k.Output}
+		case cdb.OrchestrationFailed:
+			return Status{State: StateFailed, Error: k.Details}
+		case cdb.OrchestrationContinuedAsNew:
+			return Status{State: StateContinuedAsNew, Output: k.Input}
+		}
+	}
+	for _, ev := range history {
+		if _, ok := ev.Kind.(cdb.OrchestrationStarted); ok {
+			return Status{State: StateRunning}
+		}
+	}
+	return Status{State: StateNotFound}
+}
+
+// WaitForCompletion polls until the instance completes or fails, and
+// returns its final status; ErrTimeout after timeout. An instance that does
+// not exist yet is waited for (its start may still be queued).
+func (c *Client) WaitForCompletion(ctx context.Context, instance string, timeout time.Duration) (Status, error) {
+	var st Status
+	err := poll(ctx, timeout, func() (bool, error) {
+		var err error
+		st, err = c.GetStatus(ctx, instance)
+		return err == nil && st.IsTerminal(), err
+	})
+	if err != nil {
+		return st, fmt.Errorf("durable: wait for %q: %w", instance, err)
+	}
+	return st, nil
+}
+
+// WaitForStatusChange polls until the instance's custom status changes
+// past lastSeenVersion, or the instance finishes, and returns its status;
+// ErrTimeout after timeout.
+func (c *Client) WaitForStatusChange(ctx context.Context, instance string, lastSeenVersion uint64, timeout time.Duration) (Status, error) {
+	var st Status
+	err := poll(ctx, timeout, func() (bool, error) {
+		_, _, changed, err := c.provider.GetCustomStatus(ctx, instance, lastSeenVersion)
+		if err != nil {
+			return false, err
+		}
+		st, err = c.GetStatus(ctx, instance)
+		return err == nil && (changed || st.IsTerminal()), err
+	})
+	if err != nil {
+		return st, fmt.Errorf("durable: wait for a status change of %q: %w", instance, err)
+	}
+	return st, nil
+}
+
+// poll calls check with a backoff from 5ms doubling to 100ms until it is
+// done or fails, timeout passes (ErrTimeout) or ctx ends.
+func poll(ctx context.Context, timeout time.Duration, check func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	delay := 5 * time.Millisecond
+	for {
+		done, err := check()
+		if err != nil || done {
+			return err
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			return ErrTimeout
+		}
+		t := time.NewTimer(min(delay, remaining))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		delay = min(delay*2, 100*time.Millisecond)
+	}
+}
+
+// ReadHistory returns the latest execution's history.
+func (c *Client) ReadHistory(ctx context.Context, instance string) ([]cdb.Event, error) {
+	h, err := c.provider.Read(ctx, instance)
+	if err != nil {
+		return nil, fmt.Errorf("durable: read history of %q: %w", instance, err)
+	}
+	return h, nil
+}
+
+// ReadExecutionHistory returns one execution's history.
+func (c *Client) ReadExecutionHistory(ctx context.Context, instance string, executionID uint64) ([]cdb.Event, error) {
+	h, err := c.provider.ReadWithExecution(ctx, instance, executionID)
+	if err != nil {
+		return nil, fmt.Errorf("durable: read execution %d of %q: %w", executionID, instance, err)
+	}
+	return h, nil
+}
+
+// GetKVValue reads one key of an instance's key-value store.
+func (c *Client) GetKVValue(ctx context.Context, instance, key string) (string, bool, error) {
+	v, ok, err := c.provider.GetKVValue(ctx, instance, key)
+	if err != nil {
+		return "", false, fmt.Errorf("durable: get KV %q of %q: %w", key, instance, err)
+	}
+	return v, ok, nil
+}
+
+// WaitForKVValue polls until an instance's key-value store has key, and
+// returns its value; ErrTimeout after timeout.
+func (c *Client) WaitForKVValue(ctx context.Context, instance, key string, timeout time.Duration) (string, error) {
+	var value string
+	err := poll(ctx, timeout, func() (bool, error) {
+		v, found, err := c.provider.GetKVValue(ctx, instance, key)
+		value = v
+		return found, err
+	})
+	if err != nil {
+		return "", fmt.Errorf("durable: wait for KV %q of %q: %w", key, instance, err)
+	}
+	return value, nil
+}
+
+// GetKVAllValues reads an instance's whole key-value store.
+func (c *Client) GetKVAllValues(ctx context.Context, instance string) (map[string]string, error) {
+	m, err := c.provider.GetKVAllValues(ctx, instance)
+	if err != nil {
+		return nil, fmt.Errorf("durable: get KV of %q: %w", instance, err)
+	}
+	return m, nil
+}
+
+// GetOrchestrationStats reports an instance's history and KV sizes; nil
+// for an unknown instance.
+func (c *Client) GetOrchestrationStats(ctx context.Context, instance string) (*cdb.SystemStats, error) {
+	s, err := c.provider.GetInstanceStats(ctx, instance)
+	if err != nil {
+		return nil, fmt.Errorf("durable: get stats of %q: %w", instance, err)
+	}
+	return s, nil
+}
+
+// ErrNoAdmin is returned by management calls on a provider without the
+// management capability.
+var ErrNoAdmin = errors.New("durable: the provider has no management capability")
+
+func (c *Client) admin(op string) (cdb.ProviderAdmin, error) {
+	a, ok := c.provider.Admin()
+	if !ok {
+		return nil, fmt.Errorf("durable: %s: %w", op, ErrNoAdmin)
+	}
+	return a, nil
+}
+
+// adminCall runs a management call and wraps its error with the operation.
+func adminCall[T any](c *Client, op string, call func(cdb.ProviderAdmin) (T, error)) (T, error) {
+	var zero T
+	a, err := c.admin(op)
+	if err != nil {
+		return zero, err
+	}
+	v, err := call(a)
+	if err != nil {
+		return zero, fmt.Errorf("durable: %s: %w", op, err)
+	}
+	return v, nil
+}
+
+// ListInstances lists every instance id.
+func (c *Client) ListInstances(ctx context.Context) ([]string, error) {
+	return adminCall(c, "list instances", func(a cdb.ProviderAdmin) ([]string, error) { return a.ListInstances(ctx) })
+}
+
+// ListInstancesByStatus lists the instances whose current execution has status.
+func (c *Client) ListInstancesByStatus(ctx context.Context, status string) ([]string, error) {
+	return adminCall(c, "list instances by status", func(a cdb.ProviderAdmin) ([]string, error) {
+		return a.ListInstancesByStatus(ctx, status)
+	})
+}
+
+// ListExecutions lists an instance's execution ids, ascending.
+func (c *Client) ListExecutions(ctx context.Context, instance string) ([]uint64, error) {
+	return adminCall(c, "list executions", func(a cdb.ProviderAdmin) ([]uint64, error) { return a.ListExecutions(ctx, instance) })
+}
+
+// GetInstanceInfo describes an instance; an unknown one is an error.
+func (c *Client) GetInstanceInfo(ctx context.Context, instance string) (cdb.InstanceInfo, error) {
+	return adminCall(c, "get instance info", func(a cdb.ProviderAdmin) (cdb.InstanceInfo, error) {
+		return a.GetInstanceInfo(ctx, instance)
+	})
+}
+
+// GetExecutionInfo describes one execution of an instance.
+func (c *Client) GetExecutionInfo(ctx context.Context, instance string, executionID uint64) (cdb.ExecutionInfo, error) {
+	return adminCall(c, "get execution info", func(a cdb.ProviderAdmin) (cdb.ExecutionInfo, error) {
+		return a.GetExecutionInfo(ctx, instance, executionID)
+	})
+}
+
+// GetSystemMetrics counts instances, executions and events.
+func (c *Client) GetSystemMetrics(ctx context.Context) (cdb.SystemMetrics, error) {
+	return adminCall(c, "get system metrics", func(a cdb.ProviderAdmin) (cdb.SystemMetrics, error) { return a.GetSystemMetrics(ctx) })
+}
+
+// GetQueueDepths counts the unlocked messages of each queue.
+func (c *Client) GetQueueDepths(ctx context.Context) (cdb.QueueDepths, error) {
+	return adminCall(c, "get queue depths", func(a cdb.ProviderAdmin) (cdb.QueueDepths, error) { return a.GetQueueDepths(ctx) })
+}
+
+// GetInstanceTree returns an instance and all its descendants.
+func (c *Client) GetInstanceTree(ctx context.Context, instance string) (cdb.InstanceTree, error) {
+	return adminCall(c, "get instance tree", func(a cdb.ProviderAdmin) (cdb.InstanceTree, error) {
+		return a.GetInstanceTree(ctx, instance)
+	})
+}
+
+// DeleteInstance deletes a root instance with its tree; force deletes a
+// running one.
+func (c *Client) DeleteInstance(ctx context.Context, instance string, force bool) (cdb.DeleteInstanceResult, error) {
+	return adminCall(c, "delete instance", func(a cdb.ProviderAdmin) (cdb.DeleteInstanceResult, error) {
+		return a.DeleteInstance(ctx, instance, force)
+	})
+}
+
+// DeleteInstanceBulk deletes the finished root instances matching filter.
+func (c *Client) DeleteInstanceBulk(ctx context.Context, filter cdb.InstanceFilter) (cdb.DeleteInstanceResult, error) {
+	return adminCall(c, "delete instances", func(a cdb.ProviderAdmin) (cdb.DeleteInstanceResult, error) {
+		return a.DeleteInstanceBulk(ctx, filter)
+	})
+}
+
+// PruneExecutions deletes an instance's old executions.
+func (c *Client) PruneExecutions(ctx context.Context, instance string, options cdb.PruneOptions) (cdb.PruneResult, error) {
+	return adminCall(c, "prune executions", func(a cdb.ProviderAdmin) (cdb.PruneResult, error) {
+		return a.PruneExecutions(ctx, instance, options)
+	})
+}
+
+// PruneExecutionsBulk prunes every instance matching filter.
+func (c *Client) PruneExecutionsBulk(ctx context.Context, filter cdb.InstanceFilter, options cdb.PruneOptions) (cdb.PruneResult, error) {
+	return adminCall(c, "prune executions", func(a cdb.ProviderAdmin) (cdb.PruneResult, error) {
+		return a.PruneExecutionsBulk(ctx, filter, options)
+	})
+}

@@ -1,0 +1,330 @@
+package durable
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// OrchestrationFunc is an orchestration: it runs again from the start on
+// every turn, so it must be deterministic (see the package doc). Returning
+// an error fails the orchestration with that error's message.
+type OrchestrationFunc func(ctx *OrchestrationContext, input string) (string, error)
+
+// Names of duroxide's built-in system activities, registered in every
+// Registry. Their results are recorded in history like any activity's, which
+// makes them replay-safe.
+const (
+	SyscallPrefix     = "__duroxide_syscall:"
+	SyscallNewGUID    = SyscallPrefix + "new_guid"
+	SyscallUtcNowMs   = SyscallPrefix + "utc_now_ms"
+	SyscallGetKVValue = SyscallPrefix + "get_kv_value"
+)
+
+// OrchestrationContext is what orchestration code schedules durable work
+// with. It is valid only inside the orchestration's own call (not from
+// other goroutines, not after it returns).
+type OrchestrationContext struct {
+	instance    string
+	executionID uint64
+	name        string
+	version     string
+	now         func() time.Time
+	co          *coroutine
+	replaying   bool
+
+	nextToken      uint64
+	emitted        []emittedAction
+	results        map[uint64]completion // token → delivered result
+	bindings       map[uint64]uint64     // token → scheduling event id
+	tokens         map[uint64]uint64     // scheduling event id → token
+	external       externalEvents
+	queue          queueMessages
+	childInstances map[uint64]string // token → child id as scheduled
+	dropped        []droppedFuture   // Select losers, in drop order
+	customStatus   *string
+	kv             map[string]string
+}
+
+// completion is a delivered result: err is a *TaskFailedError or nil.
+type completion struct {
+	value string
+	err   error
+}
+
+// droppedFuture is a Select loser whose work must be cancelled.
+type droppedFuture struct {
+	token uint64
+	kind  futureKind
+}
+
+// orchestrationIdentity names the execution a context runs.
+type orchestrationIdentity struct {
+	instance    string
+	executionID uint64
+	name        string
+	version     string
+}
+
+func newOrchestrationContext(id orchestrationIdentity, now func() time.Time, kv map[string]cdb.KvEntry) *OrchestrationContext {
+	c := &OrchestrationContext{
+		instance: id.instance, executionID: id.executionID, name: id.name, version: id.version,
+		now: now, co: newCoroutine(), replaying: true,
+		results: map[uint64]completion{}, bindings: map[uint64]uint64{}, tokens: map[uint64]uint64{},
+		external: newExternalEvents(), queue: newQueueMessages(),
+		childInstances: map[uint64]string{}, kv: map[string]string{},
+	}
+	for key, entry := range kv {
+		c.kv[key] = entry.Value
+	}
+	return c
+}
+
+// InstanceID is the orchestration instance's id.
+func (c *OrchestrationContext) InstanceID() string { return c.instance }
+
+// ExecutionID is the current execution, 1 at first and one more after each
+// continue-as-new.
+func (c *OrchestrationContext) ExecutionID() uint64 { return c.executionID }
+
+// OrchestrationName is the name the orchestration is registered under.
+func (c *OrchestrationContext) OrchestrationName() string { return c.name }
+
+// OrchestrationVersion is the registered version running this execution.
+func (c *OrchestrationContext) OrchestrationVersion() string { return c.version }
+
+// IsReplaying reports whether the code is re-executing history rather than
+// making new decisions; use it to skip side effects such as logging.
+func (c *OrchestrationContext) IsReplaying() bool { return c.replaying }
+
+// ActivityOption configures ScheduleActivity.
+type ActivityOption func(*action)
+
+// WithSession pins the activity to the worker that owns the session.
+func WithSession(sessionID string) ActivityOption {
+	return func(a *action) { a.sessionID = ptr(sessionID) }
+}
+
+// WithTag routes the activity to workers whose tag filter accepts tag.
+func WithTag(tag string) ActivityOption {
+	return func(a *action) { a.tag = ptr(tag) }
+}
+
+// ScheduleActivity schedules an activity; Await gives its result.
+func (c *OrchestrationContext) ScheduleActivity(name, input string, opts ...ActivityOption) *Future {
+	a := action{kind: actCallActivity, name: name, input: input}
+	for _, opt := range opts {
+		opt(&a)
+	}
+	return c.newFuture(futureActivity, a)
+}
+
+// ScheduleTimer schedules a durable timer; Await returns when it fires.
+func (c *OrchestrationContext) ScheduleTimer(delay time.Duration) *Future {
+	fireAt := c.now().Add(delay).UnixMilli()
+	return c.newFuture(futureTimer, action{kind: actCreateTimer, fireAtMs: uint64(max(fireAt, 0))})
+}
+
+// WaitForEvent subscribes to an external event (Client.RaiseEvent); Await
+// returns its data. Events raised before the subscription is recorded are
+// not delivered to it.
+func (c *OrchestrationContext) WaitForEvent(name string) *Future {
+	return c.newFuture(futureExternal, action{kind: actWaitExternal, name: name})
+}
+
+// DequeueEvent takes the next message of a persistent queue
+// (Client.EnqueueEvent); messages wait for a subscriber, in FIFO order, and
+// survive continue-as-new.
+func (c *OrchestrationContext) DequeueEvent(queue string) *Future {
+	return c.newFuture(futureQueue, action{kind: actDequeueEvent, name: queue})
+}
+
+// SubOrchestrationOption configures ScheduleSubOrchestration.
+type SubOrchestrationOption interface{ applySubOrchestration(*action) }
+
+// StartOption configures Client.StartOrchestration, StartOrchestration and
+// ContinueAsNew.
+type StartOption interface{ applyStart(*startOptions) }
+
+type startOptions struct{ version *string }
+
+// VersionOption selects an exact orchestration version instead of the
+// registry's policy.
+type VersionOption string
+
+// WithVersion runs the orchestration at exactly this (semantic) version.
+func WithVersion(version string) VersionOption { return VersionOption(version) }
+
+func (v VersionOption) applySubOrchestration(a *action) { a.version = ptr(string(v)) }
+func (v VersionOption) applyStart(o *startOptions)      { o.version = ptr(string(v)) }
+
+// InstanceIDOption names a sub-orchestration's instance explicitly.
+type InstanceIDOption string
+
+// WithInstanceID gives the child this instance id instead of the generated
+// "{parent}::sub::{n}".
+func WithInstanceID(instance string) InstanceIDOption { return InstanceIDOption(instance) }
+
+func (o InstanceIDOption) applySubOrchestration(a *action) { a.instance = string(o) }
+
+// ScheduleSubOrchestration starts a child orchestration; Await gives its
+// output, or a *TaskFailedError if it failed.
+func (c *OrchestrationContext) ScheduleSubOrchestration(name, input string, opts ...SubOrchestrationOption) *Future {
+	a := action{kind: actStartSubOrchestration, name: name, input: input}
+	for _, opt := range opts {
+		opt.applySubOrchestration(&a)
+	}
+	f := c.newFuture(futureSubOrchestration, a)
+	if a.instance != "" {
+		c.childInstances[f.token] = a.instance
+	}
+	return f
+}
+
+// StartOrchestration starts an independent orchestration (fire and forget):
+// the new instance has no parent and its result is not reported here.
+func (c *OrchestrationContext) StartOrchestration(name, instance, input string, opts ...StartOption) {
+	var o startOptions
+	for _, opt := range opts {
+		opt.applyStart(&o)
+	}
+	c.emit(action{kind: actStartDetached, name: name, instance: instance, input: input, version: o.version})
+}
+
+// ContinueAsNew ends this execution and starts the next one with input
+// (and, with WithVersion, at that version). It does not return: write
+// `return ctx.ContinueAsNew(next)`.
+func (c *OrchestrationContext) ContinueAsNew(input string, opts ...StartOption) (string, error) {
+	var o startOptions
+	for _, opt := range opts {
+		opt.applyStart(&o)
+	}
+	c.emit(action{kind: actContinueAsNew, input: input, version: o.version})
+	for {
+		c.co.suspend() // the turn ends as continue-as-new; the engine aborts us
+	}
+}
+
+// SetCustomStatus publishes a progress status for clients (nil clears it).
+func (c *OrchestrationContext) SetCustomStatus(status *string) {
+	if status != nil {
+		status = ptr(*status)
+	}
+	c.customStatus = status
+	c.emit(action{kind: actUpdateCustomStatus, status: status})
+}
+
+// CustomStatus is the status as of this point of the code, including one
+// carried over by continue-as-new.
+func (c *OrchestrationContext) CustomStatus() *string {
+	if c.customStatus == nil {
+		return nil
+	}
+	return ptr(*c.customStatus)
+}
+
+// SetKV sets a key of the instance's key-value store.
+func (c *OrchestrationContext) SetKV(key, value string) {
+	c.kv[key] = value
+	c.emit(action{kind: actSetKV, key: key, value: value, updatedAtMs: uint64(max(c.now().UnixMilli(), 0))})
+}
+
+// ClearKV removes a key of the instance's key-value store.
+func (c *OrchestrationContext) ClearKV(key string) {
+	delete(c.kv, key)
+	c.emit(action{kind: actClearKV, key: key})
+}
+
+// ClearAllKV empties the instance's key-value store.
+func (c *OrchestrationContext) ClearAllKV() {
+	clear(c.kv)
+	c.emit(action{kind: actClearAllKV})
+}
+
+// GetKV reads the instance's key-value store as of this point of the code.
+func (c *OrchestrationContext) GetKV(key string) (string, bool) {
+	v, ok := c.kv[key]
+	return v, ok
+}
+
+// NewGUID returns a random UUID recorded in history (a system activity), so
+// replays see the same value.
+func (c *OrchestrationContext) NewGUID() (string, error) {
+	return c.ScheduleActivity(SyscallNewGUID, "").Await()
+}
+
+// UtcNow returns the current time recorded in history (a system activity),
+// so replays see the same value.
+func (c *OrchestrationContext) UtcNow() (time.Time, error) {
+	s, err := c.ScheduleActivity(SyscallUtcNowMs, "").Await()
+	if err != nil {
+		return time.Time{}, err
+	}
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("durable: utc_now: bad result %q: %w", s, err)
+	}
+	return time.UnixMilli(ms).UTC(), nil
+}
+
+// GetKVFromInstance reads a key of another instance's key-value store,
+// through a system activity: the value read is recorded in history, so
+// replays see the same one.
+func (c *OrchestrationContext) GetKVFromInstance(instance, key string) (string, bool, error) {
+	input, err := json.Marshal(struct {
+		InstanceID string `json:"instance_id"`
+		Key        string `json:"key"`
+	}{instance, key})
+	if err != nil {
+		return "", false, fmt.Errorf("durable: get KV from %q: %w", instance, err)
+	}
+	out, err := c.ScheduleActivity(SyscallGetKVValue, string(input)).Await()
+	if err != nil {
+		return "", false, err
+	}
+	var value *string
+	if err := json.Unmarshal([]byte(out), &value); err != nil {
+		return "", false, fmt.Errorf("durable: get KV from %q: bad result %q: %w", instance, out, err)
+	}
+	if value == nil {
+		return "", false, nil
+	}
+	return *value, true, nil
+}
+
+// emit records an action for the engine and returns its token.
+func (c *OrchestrationContext) emit(a action) uint64 {
+	c.nextToken++
+	c.emitted = append(c.emitted, emittedAction{token: c.nextToken, action: a})
+	return c.nextToken
+}
+
+// drainEmitted hands the recorded actions to the engine.
+func (c *OrchestrationContext) drainEmitted() []emittedAction {
+	out := c.emitted
+	c.emitted = nil
+	return out
+}
+
+// bind ties a future's token to the event its action became.
+func (c *OrchestrationContext) bind(token, scheduleID uint64) {
+	c.bindings[token] = scheduleID
+	c.tokens[scheduleID] = token
+}
+
+// deliver stores the result for the future bound to scheduleID.
+func (c *OrchestrationContext) deliver(scheduleID uint64, result completion) {
+	if token, ok := c.tokens[scheduleID]; ok {
+		c.results[token] = result
+	}
+}
+
+// takeDropped returns the Select losers recorded since the last call.
+func (c *OrchestrationContext) takeDropped() []droppedFuture {
+	out := c.dropped
+	c.dropped = nil
+	return out
+}

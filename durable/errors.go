@@ -1,0 +1,46 @@
+package durable
+
+import (
+	"errors"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// TaskFailedError is what Await returns when an activity or a
+// sub-orchestration failed. Its message is duroxide's display message of
+// the failure, so an orchestration that returns it fails with the same text.
+type TaskFailedError struct {
+	Details cdb.ErrorDetails
+}
+
+func (e *TaskFailedError) Error() string { return e.Details.DisplayMessage() }
+
+// ErrFutureCancelled is what Await returns for a future that lost a Select:
+// its work was cancelled when the winner was chosen.
+var ErrFutureCancelled = errors.New("durable: future was cancelled: it lost a Select")
+
+// ErrTimeout is returned by Client waits that reach their timeout.
+var ErrTimeout = errors.New("durable: timed out waiting for the orchestration")
+
+// nondeterminism is the failure of a turn whose code no longer matches its
+// history.
+func nondeterminism(message string) cdb.ErrorDetails {
+	return cdb.ConfigurationError{Kind: cdb.ConfigNondeterminism, Message: &message}
+}
+
+// orchestrationFailure is the failure of an orchestration that returned an
+// error.
+func orchestrationFailure(message string) cdb.ErrorDetails {
+	return cdb.ApplicationError{Kind: cdb.AppOrchestrationFailed{}, Message: message}
+}
+
+// isSystemFailure reports failures that abort the receiving turn instead of
+// being handed to orchestration code: infrastructure, configuration and
+// poison, never application errors.
+func isSystemFailure(d cdb.ErrorDetails) bool {
+	switch d.(type) {
+	case cdb.InfrastructureError, cdb.ConfigurationError, cdb.PoisonError:
+		return true
+	}
+	return false
+}

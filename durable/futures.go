@@ -1,0 +1,139 @@
+package durable
+
+// futureKind says what a future waits for; it decides how it resolves and
+// what cancelling it means.
+type futureKind int
+
+const (
+	futureActivity futureKind = iota
+	futureTimer
+	futureExternal
+	futureQueue
+	futureSubOrchestration
+)
+
+// Future is durable work scheduled by an orchestration. Its result comes
+// from the history, so awaiting it is deterministic across replays.
+type Future struct {
+	octx  *OrchestrationContext
+	token uint64
+	kind  futureKind
+
+	done  bool
+	value string
+	err   error
+}
+
+func (c *OrchestrationContext) newFuture(kind futureKind, a action) *Future {
+	return &Future{octx: c, token: c.emit(a), kind: kind}
+}
+
+// Await blocks until the work is done and returns its result: an activity's
+// or sub-orchestration's output (or a *TaskFailedError), an event's data,
+// or "" for a timer. A future that lost a Select returns ErrFutureCancelled.
+func (f *Future) Await() (string, error) {
+	for !f.resolve() {
+		f.octx.co.suspend()
+	}
+	return f.value, f.err
+}
+
+// resolve reports whether the result is available, caching it.
+func (f *Future) resolve() bool {
+	if f.done {
+		return true
+	}
+	c := f.octx
+	switch f.kind {
+	case futureActivity, futureTimer, futureSubOrchestration:
+		r, ok := c.results[f.token]
+		if !ok {
+			return false
+		}
+		f.value, f.err = r.value, r.err
+	case futureExternal:
+		id, bound := c.bindings[f.token]
+		if !bound {
+			return false
+		}
+		data, ok := c.external.lookup(id)
+		if !ok {
+			return false
+		}
+		f.value = data
+	case futureQueue:
+		id, bound := c.bindings[f.token]
+		if !bound {
+			return false
+		}
+		data, ok := c.queue.lookup(id)
+		if !ok {
+			return false
+		}
+		f.value = data
+	}
+	f.done = true
+	return true
+}
+
+// drop cancels a future that lost a Select: its scheduled work is cancelled
+// at the end of the turn and Await returns ErrFutureCancelled.
+func (f *Future) drop() {
+	f.done, f.value, f.err = true, "", ErrFutureCancelled
+	f.octx.dropped = append(f.octx.dropped, droppedFuture{token: f.token, kind: f.kind})
+}
+
+// Result is one future's outcome, as Join returns it.
+type Result struct {
+	Value string
+	Err   error
+}
+
+// Select blocks until one of the futures is done and returns its index; the
+// first in argument order wins when several are. The others lose: their
+// activities and sub-orchestrations are cancelled, their subscriptions
+// dropped. Read the winner with Await, which then returns at once.
+func (c *OrchestrationContext) Select(futures ...*Future) int {
+	if len(futures) == 0 {
+		panic("durable: Select needs at least one future")
+	}
+	for {
+		for i, f := range futures {
+			if f.resolve() {
+				c.dropLosers(futures, i)
+				return i
+			}
+		}
+		c.co.suspend()
+	}
+}
+
+func (c *OrchestrationContext) dropLosers(futures []*Future, winner int) {
+	for i, f := range futures {
+		if i != winner && !f.done {
+			f.drop()
+		}
+	}
+}
+
+// Join blocks until every future is done and returns their results in
+// argument order.
+func (c *OrchestrationContext) Join(futures ...*Future) []Result {
+	for {
+		all := true
+		for _, f := range futures {
+			if !f.resolve() {
+				all = false // keep resolving the rest: results are cached
+			}
+		}
+		if all {
+			break
+		}
+		c.co.suspend()
+	}
+	out := make([]Result, len(futures))
+	for i, f := range futures {
+		out[i] = Result{Value: f.value, Err: f.err}
+	}
+	return out
+}

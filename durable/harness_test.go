@@ -1,0 +1,186 @@
+package durable
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/internal/memprovider"
+)
+
+// providerCase is a provider the end-to-end tests run on.
+type providerCase struct {
+	name string
+	new  func(t *testing.T) cdb.Provider
+}
+
+// testProviders are the in-memory reference provider and the Cosmos DB
+// provider on the in-memory Cosmos DB account, both long polling.
+var testProviders = []providerCase{
+	{name: "memory", new: func(t *testing.T) cdb.Provider {
+		p := memprovider.New(memprovider.Options{LongPolling: true})
+		t.Cleanup(func() { _ = p.Close() })
+		return p
+	}},
+	{name: "cosmos", new: func(t *testing.T) cdb.Provider {
+		acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+		p, err := cdb.NewProvider(context.Background(), cdb.Config{
+			Client:            acct.Client(),
+			PollInterval:      20 * time.Millisecond,
+			ReconcileInterval: 100 * time.Millisecond,
+			OutboxMinAge:      50 * time.Millisecond,
+		})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		return p
+	}},
+}
+
+// fastOptions keep the end-to-end tests quick: short polls, short locks.
+func fastOptions(t *testing.T) Options {
+	return Options{
+		MinPollInterval:         10 * time.Millisecond,
+		LongPollTimeout:         500 * time.Millisecond,
+		OrchestratorLockTimeout: 2 * time.Second,
+		WorkerLockTimeout:       time.Second,
+		Logger:                  slog.New(&testLogHandler{t: t}),
+	}
+}
+
+// harness is a runtime and a client on one provider, for one test.
+type harness struct {
+	t        *testing.T
+	ctx      context.Context
+	provider cdb.Provider
+	registry *Registry
+	rt       *Runtime
+	client   *Client
+}
+
+// eachProvider runs body as a parallel subtest on every provider: the
+// in-process ones, then the real-protocol targets of this run
+// (targets_test.go).
+func eachProvider(t *testing.T, body func(t *testing.T, h *harness)) {
+	for _, pc := range slices.Concat(testProviders, externalProviders()) {
+		t.Run(pc.name, func(t *testing.T) {
+			t.Parallel()
+			body(t, newHarness(t, pc.new(t)))
+		})
+	}
+}
+
+func newHarness(t *testing.T, p cdb.Provider) *harness {
+	return &harness{t: t, ctx: context.Background(), provider: p, registry: NewRegistry(), client: NewClient(p)}
+}
+
+func (h *harness) activity(name string, fn ActivityFunc) {
+	require.NoError(h.t, h.registry.RegisterActivity(name, fn))
+}
+
+func (h *harness) orchestration(name string, fn OrchestrationFunc) {
+	require.NoError(h.t, h.registry.RegisterOrchestration(name, fn))
+}
+
+// run starts the runtime; it is shut down (and must stop cleanly) when the
+// test ends.
+func (h *harness) run(tweak ...func(*Options)) {
+	opts := fastOptions(h.t)
+	for _, f := range tweak {
+		f(&opts)
+	}
+	rt, err := Start(h.ctx, h.provider, h.registry, opts)
+	require.NoError(h.t, err)
+	h.rt = rt
+	h.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(h.t, rt.Shutdown(ctx))
+	})
+}
+
+func (h *harness) start(instance, name, input string, opts ...StartOption) {
+	require.NoError(h.t, h.client.StartOrchestration(h.ctx, instance, name, input, opts...))
+}
+
+// wait waits for the instance to finish and returns its status.
+func (h *harness) wait(instance string) Status {
+	st, err := h.client.WaitForCompletion(h.ctx, instance, 15*time.Second)
+	require.NoError(h.t, err, "instance %s", instance)
+	return st
+}
+
+// completed waits for the instance and requires it completed.
+func (h *harness) completed(instance string) string {
+	st := h.wait(instance)
+	if st.State == StateFailed {
+		h.t.Fatalf("%s failed: %s", instance, st.Error.DisplayMessage())
+	}
+	require.Equal(h.t, StateCompleted, st.State)
+	return st.Output
+}
+
+// waitForHistory polls the latest execution's history until cond holds.
+func (h *harness) waitForHistory(instance string, cond func([]cdb.Event) bool) []cdb.Event {
+	var history []cdb.Event
+	err := poll(h.ctx, 15*time.Second, func() (bool, error) {
+		var err error
+		history, err = h.provider.Read(h.ctx, instance)
+		return err == nil && cond(history), err
+	})
+	require.NoError(h.t, err, "waiting for the history of %s", instance)
+	return history
+}
+
+func hasEvent[T cdb.EventKind](history []cdb.Event) bool {
+	for _, ev := range history {
+		if _, ok := ev.Kind.(T); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func eventsOf[T cdb.EventKind](history []cdb.Event) []T {
+	var out []T
+	for _, ev := range history {
+		if k, ok := ev.Kind.(T); ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// testLogHandler sends warnings and errors to the test log, so a failing
+// test shows what the runtime complained about.
+type testLogHandler struct {
+	t     *testing.T
+	attrs []slog.Attr
+}
+
+func (h *testLogHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h *testLogHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Level.String() + " " + r.Message)
+	for _, a := range h.attrs {
+		b.WriteString(" " + a.String())
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		b.WriteString(" " + a.String())
+		return true
+	})
+	h.t.Log(b.String())
+	return nil
+}
+
+func (h *testLogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &testLogHandler{t: h.t, attrs: append(append([]slog.Attr{}, h.attrs...), attrs...)}
+}
+
+func (h *testLogHandler) WithGroup(string) slog.Handler { return h }

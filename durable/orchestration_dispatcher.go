@@ -1,0 +1,301 @@
+package durable
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// orchestrationLoop is one orchestration dispatcher (contract §5.2).
+func (r *Runtime) orchestrationLoop(slot int) {
+	workerID := fmt.Sprintf("orch-%d-%s", slot, r.id)
+	r.pollLoop(workerID, func() (bool, error) {
+		item, token, attempt, err := r.provider.FetchOrchestrationItem(r.fetchCtx,
+			r.opts.OrchestratorLockTimeout, r.opts.LongPollTimeout, &r.filter)
+		if err != nil || item == nil {
+			return false, err
+		}
+		r.handleOrchestrationItem(item, token, attempt)
+		return true, nil
+	})
+}
+
+// handleOrchestrationItem processes a locked item while renewing its lock.
+// Once an item is locked its turn runs to completion, shutdown or not, so
+// it can be acked.
+func (r *Runtime) handleOrchestrationItem(item *cdb.OrchestrationItem, token string, attempt uint32) {
+	ctx := r.workCtx
+	if pinned, ok := pinnedVersion(item.History); ok && !r.opts.replayRange().Contains(pinned) {
+		// Defence in depth: the provider's filter should have skipped it.
+		r.log.Warn("execution pinned at an incompatible duroxide version; abandoning",
+			"instance", item.Instance, "pinned", pinned.String())
+		r.abandonOrchestration(token, time.Second, false)
+		return
+	}
+	stop := r.renewOrchestrationLock(token)
+	defer stop()
+	r.processOrchestrationItem(ctx, item, token, attempt)
+}
+
+// pinnedVersion is the duroxide version that started the execution.
+func pinnedVersion(history []cdb.Event) (cdb.SemanticVersion, bool) {
+	for _, ev := range history {
+		if _, ok := ev.Kind.(cdb.OrchestrationStarted); ok {
+			v, err := cdb.ParseSemanticVersion(ev.DuroxideVersion)
+			return v, err == nil
+		}
+	}
+	return cdb.SemanticVersion{}, false
+}
+
+// renewOrchestrationLock renews the instance lock until the returned stop
+// is called or a renewal fails (the lock is gone; the ack will say so).
+func (r *Runtime) renewOrchestrationLock(token string) (stop func()) {
+	interval := renewalInterval(r.opts.OrchestratorLockTimeout, r.opts.OrchestratorLockRenewalBuffer)
+	return r.renewEvery(interval, func(ctx context.Context) error {
+		return r.provider.RenewOrchestrationItemLock(ctx, token, r.opts.OrchestratorLockTimeout)
+	}, func(err error) {
+		r.log.Debug("orchestration lock renewal failed", "error", err)
+	})
+}
+
+// renewEvery calls renew every interval until stopped or renew fails for
+// good. A retryable failure (a timeout, throttling) says nothing about the
+// lock (R10): it is tried again after a short backoff, well before the lock
+// expires, and only a permanent error (the lock is gone, or expired while
+// the renewals failed) calls failed.
+func (r *Runtime) renewEvery(interval time.Duration, renew func(context.Context) error, failed func(error)) (stop func()) {
+	ctx, cancel := context.WithCancel(r.workCtx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wait, retries := interval, 0
+		for sleep(ctx, wait) {
+			err := renew(ctx)
+			switch {
+			case err == nil:
+				wait, retries = interval, 0
+			case ctx.Err() != nil:
+				return
+			case cdb.IsRetryable(err):
+				wait = renewalRetryDelay(interval, retries)
+				retries++
+				r.log.Debug("lock renewal failed; trying again", "error", err, "retry_in", wait)
+			default:
+				failed(err)
+				return
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// renewalRetryDelay spaces the retries of a failed renewal: 100ms·2^n, at
+// most a quarter of the renewal interval, so several fit before the lock
+// expires.
+func renewalRetryDelay(interval time.Duration, retries int) time.Duration {
+	return min(100*time.Millisecond<<min(retries, 6), max(interval/4, 10*time.Millisecond))
+}
+
+// processOrchestrationItem runs one turn and commits it (§5.2 step 3).
+func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32) {
+	if attempt > r.opts.MaxAttempts {
+		r.poisonOrchestration(ctx, item, token, attempt)
+		return
+	}
+	if item.HistoryError != nil {
+		// Another node (a newer duroxide) may read it; the attempt count
+		// keeps growing until the poison path ends it.
+		r.log.Warn("history could not be decoded; abandoning", "instance", item.Instance,
+			"error", *item.HistoryError, "attempt", attempt, "max_attempts", r.opts.MaxAttempts)
+		r.abandonOrchestration(token, time.Second, false)
+		return
+	}
+	h := readHistory(item.History)
+	b := readBatch(item.Instance, item.Messages, h, r.log)
+	if b.isTerminal(h) || b.name == "" {
+		// A finished execution, or messages for an instance nothing
+		// started: consume the batch without a turn.
+		r.log.Debug("acking a batch without a turn", "instance", item.Instance, "terminal", b.isTerminal(h))
+		r.commit(ctx, item, token, turn{executionID: item.ExecutionID})
+		return
+	}
+	executionID, persisted := item.ExecutionID, item.History
+	if b.continueAsNew {
+		executionID, persisted = item.ExecutionID+1, nil
+	}
+	fn, version, ok := r.registry.resolveOrchestration(b.name, b.version)
+	if !ok {
+		backoff := r.opts.unregisteredBackoff(attempt)
+		r.log.Warn("orchestration not registered; abandoning with backoff", "instance", item.Instance,
+			"orchestration", b.name, "version", deref(b.version), "attempt", attempt, "backoff", backoff)
+		r.abandonOrchestration(token, backoff, false)
+		return
+	}
+	t, err := runTurn(ctx, turnPlan{
+		instance: item.Instance, executionID: executionID, name: b.name, version: version,
+		fn: fn, persisted: persisted, batch: b, kvSnapshot: item.KVSnapshot,
+	}, r.turnEnv())
+	if err != nil {
+		r.log.Warn("turn interrupted; abandoning", "instance", item.Instance, "error", err)
+		r.abandonOrchestration(token, 0, true)
+		return
+	}
+	r.commit(ctx, item, token, t)
+}
+
+// commit acks a turn. A permanent failure fails the orchestration with an
+// infrastructure error instead, as duroxide does.
+func (r *Runtime) commit(ctx context.Context, item *cdb.OrchestrationItem, token string, t turn) {
+	md := executionMetadata(t.delta)
+	err := r.ackTurn(ctx, token, t, md)
+	switch {
+	case err == nil:
+		r.recordExecution(item.Instance, t.executionID)
+	case errors.Is(err, errAckAbandoned):
+		r.log.Warn("turn not committed; the batch will be retried", "instance", item.Instance, "error", err)
+	case ctx.Err() != nil:
+		r.log.Warn("runtime stopping; turn not committed, abandoning", "instance", item.Instance, "error", err)
+		r.abandonOrchestration(token, 0, true)
+	default:
+		r.log.Warn("turn commit failed; failing the orchestration", "instance", item.Instance, "error", err)
+		r.failOnCommitError(ctx, item, token, err)
+	}
+}
+
+// errAckAbandoned marks an ack given up after its retries, its lock
+// released.
+var errAckAbandoned = errors.New("ack retries exhausted; item abandoned")
+
+// maxAckRetries bounds the retries of a retryable ack failure.
+const maxAckRetries = 5
+
+// ackTurn acks with retries of retryable failures (10ms·2^n backoff); when
+// they run out it abandons the item with a short delay.
+func (r *Runtime) ackTurn(ctx context.Context, token string, t turn, md cdb.ExecutionMetadata) error {
+	for attempt := 0; ; attempt++ {
+		err := r.provider.AckOrchestrationItem(ctx, token, t.executionID, t.delta,
+			t.workerItems, t.orchestratorItems, md, t.cancelled)
+		if err == nil || !cdb.IsRetryable(err) || ctx.Err() != nil {
+			return err
+		}
+		if attempt == maxAckRetries {
+			r.abandonOrchestration(token, 50*time.Millisecond, false)
+			return fmt.Errorf("%w: %w", errAckAbandoned, err)
+		}
+		if !sleep(ctx, 10*time.Millisecond<<attempt) {
+			return ctx.Err()
+		}
+	}
+}
+
+// failOnCommitError commits OrchestrationFailed{Infrastructure} for a turn
+// the provider refused; if that fails too the item is abandoned.
+func (r *Runtime) failOnCommitError(ctx context.Context, item *cdb.OrchestrationItem, token string, cause error) {
+	details := infrastructureDetails("ack_orchestration_item", cause)
+	failedEv := newEvent(item.Instance, item.ExecutionID, nextEventID(item.History), nil, r.nowMs(),
+		cdb.OrchestrationFailed{Details: details})
+	t := turn{executionID: item.ExecutionID, delta: []cdb.Event{failedEv}}
+	if err := r.ackTurn(ctx, token, t, executionMetadata(t.delta)); err != nil && !errors.Is(err, errAckAbandoned) {
+		r.log.Warn("could not commit the failure either; abandoning", "instance", item.Instance, "error", err)
+		r.abandonOrchestration(token, 50*time.Millisecond, false)
+	}
+}
+
+// infrastructureDetails turns a provider failure into ErrorDetails.
+func infrastructureDetails(op string, err error) cdb.ErrorDetails {
+	var pe *cdb.ProviderError
+	if errors.As(err, &pe) {
+		return pe.ToInfrastructureError()
+	}
+	return cdb.InfrastructureError{Operation: op, Message: err.Error(), Retryable: cdb.IsRetryable(err)}
+}
+
+func nextEventID(history []cdb.Event) uint64 {
+	if len(history) == 0 {
+		return cdb.InitialEventID
+	}
+	return history[len(history)-1].EventID + 1
+}
+
+func (r *Runtime) nowMs() uint64 { return uint64(max(r.opts.Now().UnixMilli(), 0)) }
+
+// abandonOrchestration releases an instance lock; it runs even after the
+// work context has ended, so a stopping runtime does not sit on locks.
+func (r *Runtime) abandonOrchestration(token string, delay time.Duration, ignoreAttempt bool) {
+	ctx, cancel := r.cleanupContext()
+	defer cancel()
+	if err := r.provider.AbandonOrchestrationItem(ctx, token, delay, ignoreAttempt); err != nil {
+		r.log.Debug("abandon orchestration item failed", "error", err)
+	}
+}
+
+// poisonOrchestration fails an instance whose messages were fetched more
+// than MaxAttempts times (contract §2.8), telling its parent.
+func (r *Runtime) poisonOrchestration(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32) {
+	r.log.Warn("orchestration message exceeded max attempts; failing it as poison",
+		"instance", item.Instance, "attempt", attempt, "max_attempts", r.opts.MaxAttempts)
+	if item.HistoryError != nil {
+		r.poisonUndecodable(ctx, item, token, attempt)
+		return
+	}
+	messages, _ := json.Marshal(item.Messages)
+	details := cdb.PoisonError{
+		AttemptCount: attempt, MaxAttempts: r.opts.MaxAttempts, Message: string(messages),
+		MessageType: cdb.PoisonOrchestration{Instance: item.Instance, ExecutionID: item.ExecutionID},
+	}
+	h := readHistory(item.History)
+	b := readBatch(item.Instance, item.Messages, h, r.log)
+	var delta []cdb.Event
+	next := nextEventID(item.History)
+	if len(item.History) == 0 {
+		// A start that never got through: record it so the failure has an
+		// execution to belong to.
+		delta = append(delta, startEvent(turnPlan{instance: item.Instance, executionID: item.ExecutionID,
+			name: orElse(b.name, item.OrchestrationName), version: item.Version, batch: b}, r.nowMs()))
+		next = cdb.InitialEventID + 1
+	}
+	delta = append(delta, newEvent(item.Instance, item.ExecutionID, next, nil, r.nowMs(), cdb.OrchestrationFailed{Details: details}))
+	md := executionMetadata(delta)
+	md.PinnedDuroxideVersion = nil // the execution keeps the version it started with
+	t := turn{executionID: item.ExecutionID, delta: delta}
+	if b.parent != nil {
+		t.orchestratorItems = []cdb.WorkItem{cdb.SubOrchFailed{ParentInstance: b.parent.instance,
+			ParentExecutionID: r.parentExecution(ctx, b.parent.instance, item.Instance), ParentID: b.parent.eventID, Details: details}}
+	}
+	if err := r.ackTurn(ctx, token, t, md); err != nil {
+		r.log.Warn("could not commit the poison failure", "instance", item.Instance, "error", err)
+	}
+}
+
+// poisonUndecodable fails an instance whose history cannot be decoded. The
+// next event id is unknowable, so the failure takes duroxide's sentinel id
+// 99999; the provider appends without reading the corrupted rows.
+func (r *Runtime) poisonUndecodable(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32) {
+	details := cdb.PoisonError{
+		AttemptCount: attempt, MaxAttempts: r.opts.MaxAttempts, Message: *item.HistoryError,
+		MessageType: cdb.PoisonFailedDeserialization{Instance: item.Instance, ExecutionID: item.ExecutionID, Error: *item.HistoryError},
+	}
+	const sentinelEventID = 99999
+	failedEv := newEvent(item.Instance, item.ExecutionID, sentinelEventID, nil, r.nowMs(), cdb.OrchestrationFailed{Details: details})
+	md := executionMetadata([]cdb.Event{failedEv})
+	md.OrchestrationName, md.OrchestrationVersion = ptr(item.OrchestrationName), ptr(item.Version)
+	t := turn{executionID: item.ExecutionID, delta: []cdb.Event{failedEv}}
+	if err := r.ackTurn(ctx, token, t, md); err != nil {
+		r.log.Warn("could not commit the poison failure", "instance", item.Instance, "error", err)
+	}
+}
+
+func orElse(s, fallback string) string {
+	if s == "" {
+		return fallback
+	}
+	return s
+}

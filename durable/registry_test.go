@@ -1,0 +1,84 @@
+package durable
+
+import (
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func orchReturning(s string) OrchestrationFunc {
+	return func(*OrchestrationContext, string) (string, error) { return s, nil }
+}
+
+func resolvedOutput(t *testing.T, r *Registry, name string, exact *string) (string, string) {
+	t.Helper()
+	fn, version, ok := r.resolveOrchestration(name, exact)
+	require.True(t, ok, "resolve %s", name)
+	out, _ := fn(nil, "")
+	return out, version
+}
+
+func TestRegistryResolvesLatestByDefault(t *testing.T) {
+	r := NewRegistry()
+	require.NoError(t, r.RegisterOrchestration("O", orchReturning("one")))
+	require.NoError(t, r.RegisterOrchestrationVersion("O", "1.10.0", orchReturning("ten")))
+	require.NoError(t, r.RegisterOrchestrationVersion("O", "2.0.0-beta.1", orchReturning("beta")))
+
+	out, v := resolvedOutput(t, r, "O", nil)
+	assert.Equal(t, "beta", out)
+	assert.Equal(t, "2.0.0-beta.1", v)
+	out, v = resolvedOutput(t, r, "O", ptr("1.10.0"))
+	assert.Equal(t, "ten", out)
+	assert.Equal(t, "1.10.0", v)
+
+	_, _, ok := r.resolveOrchestration("O", ptr("3.0.0"))
+	assert.False(t, ok, "an exact version must exist")
+	_, _, ok = r.resolveOrchestration("Missing", nil)
+	assert.False(t, ok)
+}
+
+func TestRegistryPolicyPinsNewExecutions(t *testing.T) {
+	r := NewRegistry()
+	require.NoError(t, r.RegisterOrchestration("O", orchReturning("v1")))
+	require.NoError(t, r.RegisterOrchestrationVersion("O", "2.0.0", orchReturning("v2")))
+	pin, err := ExactVersion("1.0.0")
+	require.NoError(t, err)
+	r.SetVersionPolicy("O", pin)
+	out, _ := resolvedOutput(t, r, "O", nil)
+	assert.Equal(t, "v1", out)
+	out, _ = resolvedOutput(t, r, "O", ptr("2.0.0"))
+	assert.Equal(t, "v2", out, "an explicit version beats the policy")
+	r.SetVersionPolicy("O", LatestVersion())
+	out, _ = resolvedOutput(t, r, "O", nil)
+	assert.Equal(t, "v2", out)
+
+	_, err = ExactVersion("v1")
+	assert.Error(t, err)
+}
+
+func TestRegistryRejectsBadRegistrations(t *testing.T) {
+	r := NewRegistry()
+	require.NoError(t, r.RegisterOrchestrationVersion("O", "2.0.0", orchReturning("")))
+	assert.ErrorContains(t, r.RegisterOrchestrationVersion("O", "1.0.0", orchReturning("")), "versions must increase")
+	assert.ErrorContains(t, r.RegisterOrchestrationVersion("O", "2.0.0", orchReturning("")), "versions must increase")
+	assert.Error(t, r.RegisterOrchestrationVersion("O", "three", orchReturning("")))
+	assert.Error(t, r.RegisterOrchestration("", orchReturning("")))
+
+	act := func(ActivityContext, string) (string, error) { return "", nil }
+	require.NoError(t, r.RegisterActivity("A", act))
+	assert.ErrorContains(t, r.RegisterActivity("A", act), "already registered")
+	assert.ErrorContains(t, r.RegisterActivity(SyscallNewGUID, act), "reserved")
+}
+
+func TestRegistryHasSystemActivities(t *testing.T) {
+	r := NewRegistry()
+	for _, name := range []string{SyscallNewGUID, SyscallUtcNowMs, SyscallGetKVValue} {
+		_, ok := r.activity(name)
+		assert.True(t, ok, name)
+	}
+	guid, err := newGUID()
+	require.NoError(t, err)
+	assert.Regexp(t, regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`), guid)
+}

@@ -1,0 +1,230 @@
+package durable
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// Runtime runs orchestrations and activities of a Registry against a
+// provider: orchestration dispatchers replay turns, worker dispatchers run
+// activities. Several runtimes (processes) may share one provider.
+type Runtime struct {
+	provider cdb.Provider
+	registry *Registry
+	opts     Options
+	log      *slog.Logger
+	client   *Client
+	id       string
+	filter   cdb.DispatcherCapabilityFilter
+	sessions *sessionTracker
+
+	// fetchCtx ends when shutdown begins: no new work is fetched. workCtx
+	// ends when shutdown runs out of time (or Start's context ends): work
+	// in flight is abandoned.
+	fetchCtx     context.Context
+	stopFetching context.CancelFunc
+	workCtx      context.Context
+	stopWork     context.CancelFunc
+	loops        sync.WaitGroup
+
+	mu         sync.Mutex
+	executions map[string]uint64 // instance → latest execution this runtime committed
+}
+
+// Start validates the options and starts the dispatchers. The runtime runs
+// until Shutdown, or until ctx ends (which abandons work in flight).
+func Start(ctx context.Context, provider cdb.Provider, registry *Registry, opts Options) (*Runtime, error) {
+	if provider == nil || registry == nil {
+		return nil, errors.New("durable: start: provider and registry are required")
+	}
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	id, err := randomID()
+	if err != nil {
+		return nil, fmt.Errorf("durable: start: %w", err)
+	}
+	r := &Runtime{
+		provider: provider, registry: registry, opts: opts, log: opts.Logger.With("runtime", id),
+		client: NewClient(provider), id: id, filter: opts.capabilityFilter(),
+		sessions: newSessionTracker(), executions: map[string]uint64{},
+	}
+	r.workCtx, r.stopWork = context.WithCancel(ctx)
+	r.fetchCtx, r.stopFetching = context.WithCancel(r.workCtx)
+	r.startDispatchers()
+	return r, nil
+}
+
+func (r *Runtime) startDispatchers() {
+	if !r.opts.WorkerOnly {
+		for slot := range r.opts.OrchestrationConcurrency {
+			r.spawn(func() { r.orchestrationLoop(slot) })
+		}
+	}
+	if r.opts.WorkerTagFilter.Mode() == cdb.TagFilterNone {
+		return // an orchestration-only runtime runs no activities
+	}
+	var owners []string
+	for slot := range r.opts.WorkerConcurrency {
+		owner := r.sessionOwner(slot)
+		if len(owners) == 0 || owners[len(owners)-1] != owner {
+			owners = append(owners, owner)
+		}
+		r.spawn(func() { r.workerLoop(slot, owner) })
+	}
+	r.spawn(func() { r.sessionManager(owners) })
+}
+
+func (r *Runtime) spawn(loop func()) {
+	r.loops.Add(1)
+	go func() {
+		defer r.loops.Done()
+		loop()
+	}()
+}
+
+// Shutdown stops fetching work and waits for the turns and activities in
+// flight to finish. When ctx ends first, it cancels them (activities see
+// their context cancelled), abandons their locks, waits for the
+// dispatchers to exit, and returns ctx's error.
+func (r *Runtime) Shutdown(ctx context.Context) error {
+	r.stopFetching()
+	stopped := make(chan struct{})
+	go func() {
+		r.loops.Wait()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+		r.stopWork()
+		return nil
+	case <-ctx.Done():
+		r.stopWork()
+		<-stopped
+		return fmt.Errorf("durable: shutdown: work in flight abandoned: %w", ctx.Err())
+	}
+}
+
+// Client is a client on the runtime's provider.
+func (r *Runtime) Client() *Client { return r.client }
+
+// ID identifies this runtime in logs and worker ids.
+func (r *Runtime) ID() string { return r.id }
+
+// recordExecution remembers an instance's latest execution after an ack,
+// for the completions its children send it.
+func (r *Runtime) recordExecution(instance string, executionID uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.executions[instance] = executionID
+}
+
+// parentExecution is the parent execution a child's completion is
+// addressed to. duroxide 0.1.29 records no parent execution in the child,
+// so it is recovered: a generated child id names the execution that
+// scheduled it (see autoChildSuffix); otherwise the parent's latest
+// execution is asked of the provider (a child only starts once its
+// parent's turn is committed), then what this runtime last committed for
+// the parent, then 1.
+func (r *Runtime) parentExecution(ctx context.Context, parent, child string) uint64 {
+	if id, ok := executionFromChildID(parent, child); ok {
+		return id
+	}
+	if admin, ok := r.provider.Admin(); ok {
+		if id, err := admin.LatestExecutionID(ctx, parent); err == nil {
+			return id
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id, ok := r.executions[parent]; ok {
+		return id
+	}
+	return cdb.InitialExecutionID
+}
+
+func (r *Runtime) turnEnv() turnEnv {
+	return turnEnv{now: r.opts.Now, log: r.log, parentExecution: r.parentExecution}
+}
+
+// cleanupContext bounds the calls that release locks after the work
+// context has ended (abandons during a hard stop).
+func (r *Runtime) cleanupContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.workCtx), 5*time.Second)
+}
+
+// idle waits out the rest of the minimum poll interval after a fetch that
+// found nothing; a fetch that already took that long (a long poll) goes
+// again at once. It reports false when fetching has stopped.
+func (r *Runtime) idle(fetchStarted time.Time) bool {
+	rest := r.opts.MinPollInterval - time.Since(fetchStarted)
+	if rest <= 0 {
+		return r.fetchCtx.Err() == nil
+	}
+	return sleep(r.fetchCtx, rest)
+}
+
+// fetchBackoff is the pause after a failed fetch: retryable errors back off
+// exponentially (100ms·2^n, at most 3s), permanent ones wait 100ms.
+func fetchBackoff(err error, consecutive *uint32) time.Duration {
+	if !cdb.IsRetryable(err) {
+		*consecutive = 0
+		return 100 * time.Millisecond
+	}
+	*consecutive++
+	return min(100*time.Millisecond<<min(*consecutive, 6), 3*time.Second)
+}
+
+// sleep waits d or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// pollLoop is a dispatcher loop: fetch and process until fetching stops,
+// pacing idle polls and backing off after errors.
+func (r *Runtime) pollLoop(what string, next func() (found bool, err error)) {
+	var failures uint32
+	for r.fetchCtx.Err() == nil {
+		started := time.Now()
+		found, err := next()
+		if err != nil {
+			if r.fetchCtx.Err() != nil {
+				return // the fetch was interrupted by shutdown
+			}
+			delay := fetchBackoff(err, &failures)
+			r.log.Warn("fetch failed", "dispatcher", what, "error", err, "retryable", cdb.IsRetryable(err), "backoff", delay)
+			if !sleep(r.fetchCtx, delay) {
+				return
+			}
+			continue
+		}
+		failures = 0
+		if !found && !r.idle(started) {
+			return
+		}
+	}
+}
+
+func randomID() (string, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("runtime id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}

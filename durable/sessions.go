@@ -1,0 +1,70 @@
+package durable
+
+import (
+	"sync"
+	"time"
+)
+
+// sessionTracker counts the activities in flight per session across this
+// runtime's worker slots, so the runtime holds at most
+// MaxSessionsPerRuntime distinct sessions.
+type sessionTracker struct {
+	mu       sync.Mutex
+	inFlight map[string]int
+}
+
+func newSessionTracker() *sessionTracker { return &sessionTracker{inFlight: map[string]int{}} }
+
+// distinct is the number of sessions with work in flight.
+func (t *sessionTracker) distinct() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.inFlight)
+}
+
+// acquire counts an activity of the session until release is called.
+func (t *sessionTracker) acquire(session string) (release func()) {
+	t.mu.Lock()
+	t.inFlight[session]++
+	t.mu.Unlock()
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.inFlight[session]--; t.inFlight[session] <= 0 {
+			delete(t.inFlight, session)
+		}
+	}
+}
+
+// sessionManager keeps this runtime's sessions: it renews the locks of the
+// busy ones (idle ones are left to expire, unpinning them) and periodically
+// deletes orphaned sessions.
+func (r *Runtime) sessionManager(owners []string) {
+	renew := time.NewTicker(renewalInterval(r.opts.SessionLockTimeout, r.opts.SessionLockRenewalBuffer))
+	defer renew.Stop()
+	cleanup := time.NewTicker(r.opts.SessionCleanupInterval)
+	defer cleanup.Stop()
+	var lastProblem string // report a persistent failure once, not every tick
+	report := func(op string, err error) {
+		if err == nil {
+			lastProblem = ""
+			return
+		}
+		if problem := op + ": " + err.Error(); problem != lastProblem {
+			lastProblem = problem
+			r.log.Warn("session maintenance failed", "op", op, "error", err)
+		}
+	}
+	for {
+		select {
+		case <-r.fetchCtx.Done():
+			return
+		case <-renew.C:
+			_, err := r.provider.RenewSessionLock(r.fetchCtx, owners, r.opts.SessionLockTimeout, r.opts.SessionIdleTimeout)
+			report("renew_session_lock", err)
+		case <-cleanup.C:
+			_, err := r.provider.CleanupOrphanedSessions(r.fetchCtx, r.opts.SessionIdleTimeout)
+			report("cleanup_orphaned_sessions", err)
+		}
+	}
+}

@@ -1,0 +1,247 @@
+package durable
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// workerLoop is one worker dispatcher slot (contract §5.3).
+func (r *Runtime) workerLoop(slot int, sessionOwner string) {
+	workerID := fmt.Sprintf("work-%d-%s", slot, orElse(r.opts.WorkerNodeID, r.id))
+	r.pollLoop(workerID, func() (bool, error) { return r.processNextWorkItem(workerID, sessionOwner) })
+}
+
+// sessionOwner is the identity a slot claims sessions with: the stable
+// node id shared by all slots, or an ephemeral per-slot id.
+func (r *Runtime) sessionOwner(slot int) string {
+	if r.opts.WorkerNodeID != "" {
+		return r.opts.WorkerNodeID
+	}
+	return fmt.Sprintf("work-%d-%s", slot, r.id)
+}
+
+// lockedActivity is a fetched, locked activity.
+type lockedActivity struct {
+	cdb.ActivityExecute
+	token    string
+	attempt  uint32
+	workerID string
+}
+
+func (r *Runtime) processNextWorkItem(workerID, sessionOwner string) (bool, error) {
+	var session *cdb.SessionFetchConfig
+	if r.sessions.distinct() < r.opts.MaxSessionsPerRuntime {
+		session = &cdb.SessionFetchConfig{OwnerID: sessionOwner, LockTimeout: r.opts.SessionLockTimeout}
+	}
+	item, token, attempt, err := r.provider.FetchWorkItem(r.fetchCtx, r.opts.WorkerLockTimeout,
+		r.opts.LongPollTimeout, session, r.opts.WorkerTagFilter)
+	if err != nil || item == nil {
+		return false, err
+	}
+	act, ok := item.(cdb.ActivityExecute)
+	if !ok {
+		r.log.Error("worker queue returned a non-activity item; abandoning it", "kind", item.Kind())
+		r.abandonWork(token, time.Second, false)
+		return true, nil
+	}
+	w := lockedActivity{ActivityExecute: act, token: token, attempt: attempt, workerID: workerID}
+	if act.SessionID != nil {
+		release := r.sessions.acquire(*act.SessionID)
+		defer release()
+		if r.sessions.distinct() > r.opts.MaxSessionsPerRuntime {
+			// Another slot claimed a new session meanwhile: give it back.
+			r.abandonWork(token, 100*time.Millisecond, true)
+			return true, nil
+		}
+	}
+	if attempt > r.opts.MaxAttempts {
+		r.poisonAttempts(w)
+		return true, nil
+	}
+	r.executeActivity(w)
+	return true, nil
+}
+
+// errLockLost cancels an activity whose worker lock could not be renewed:
+// its orchestration ended or cancelled it (lock stealing).
+var errLockLost = errors.New("durable: activity lock lost")
+
+// activityResult is what a handler returned.
+type activityResult struct {
+	output string
+	err    error
+}
+
+// executeActivity runs the handler while renewing the lock, and acks its
+// result; a lost lock cancels it.
+func (r *Runtime) executeActivity(w lockedActivity) {
+	fn, ok := r.registry.activity(w.Name)
+	if !ok {
+		backoff := r.opts.unregisteredBackoff(w.attempt)
+		r.log.Warn("activity not registered; abandoning with backoff", "activity", w.Name,
+			"instance", w.Instance, "attempt", w.attempt, "backoff", backoff)
+		r.abandonWork(w.token, backoff, false)
+		return
+	}
+	ctx, cancel := context.WithCancelCause(r.workCtx)
+	defer cancel(nil)
+	stopRenewal := r.renewWorkLock(w.token, cancel)
+	defer stopRenewal()
+	results := make(chan activityResult, 1) // the handler never blocks on it
+	actx := ActivityContext{Context: ctx, instance: w.Instance, executionID: w.ExecutionID, activityID: w.ID,
+		name: w.Name, sessionID: w.SessionID, tag: w.Tag, workerID: w.workerID, client: r.client, clock: r.opts.Now}
+	go func() { results <- runActivity(fn, actx, w.Input) }()
+
+	select {
+	case res := <-results:
+		stopRenewal()
+		r.ackActivity(w, res)
+	case <-ctx.Done():
+		stopRenewal()
+		r.interruptActivity(w, context.Cause(ctx), results)
+	}
+}
+
+// runActivity calls the handler, turning a panic into a failure.
+func runActivity(fn ActivityFunc, ctx ActivityContext, input string) (res activityResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = activityResult{err: fmt.Errorf("activity panicked: %v", p)}
+		}
+	}()
+	out, err := fn(ctx, input)
+	return activityResult{output: out, err: err}
+}
+
+// renewWorkLock renews the worker lock; retryable failures are retried,
+// and the first permanent one (the lock is gone: the activity was
+// cancelled, or its lock expired) cancels the activity with errLockLost.
+func (r *Runtime) renewWorkLock(token string, cancel context.CancelCauseFunc) (stop func()) {
+	interval := renewalInterval(r.opts.WorkerLockTimeout, r.opts.WorkerLockRenewalBuffer)
+	return r.renewEvery(interval, func(ctx context.Context) error {
+		return r.provider.RenewWorkItemLock(ctx, token, r.opts.WorkerLockTimeout)
+	}, func(err error) {
+		r.log.Debug("activity lock lost; cancelling the activity", "error", err)
+		cancel(errLockLost)
+	})
+}
+
+// ackActivity reports the handler's result. A failure caused by the runtime
+// stopping is not the activity's: the item is abandoned for a retry.
+func (r *Runtime) ackActivity(w lockedActivity, res activityResult) {
+	if res.err != nil && r.workCtx.Err() != nil {
+		r.abandonWork(w.token, 0, true)
+		return
+	}
+	var completion cdb.WorkItem = cdb.ActivityCompleted{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID, Result: res.output}
+	if res.err != nil {
+		completion = cdb.ActivityFailed{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID,
+			Details: cdb.ApplicationError{Kind: cdb.AppActivityFailed{}, Message: res.err.Error()}}
+	}
+	ctx, cancel := r.cleanupContext()
+	defer cancel()
+	err := r.provider.AckWorkItem(ctx, w.token, completion)
+	switch {
+	case err == nil:
+	case cdb.IsRetryable(err):
+		r.log.Warn("activity ack failed; abandoning", "activity", w.Name, "instance", w.Instance, "error", err)
+		r.abandonWork(w.token, 100*time.Millisecond, false)
+	default:
+		r.failRefusedActivity(ctx, w, err)
+	}
+}
+
+// maxRefusalText bounds the refusal text a failure carries, so the failure
+// itself is small enough to store.
+const maxRefusalText = 4 << 10
+
+// failRefusedActivity handles a result the provider refused for good (one
+// too large to store, say): running the activity again would give the same
+// result, so it fails now, with the refusal as its error. Should that be
+// refused too, the activity is failed as poison with the cause. When the
+// lock is gone (the activity was cancelled meanwhile) these acks fail as
+// well, and nothing is left to do.
+func (r *Runtime) failRefusedActivity(ctx context.Context, w lockedActivity, refusal error) {
+	cause := refusal.Error()
+	if len(cause) > maxRefusalText {
+		cause = cause[:maxRefusalText] + "…(truncated)"
+	}
+	r.log.Error("activity result refused by the provider; failing the activity", "activity", w.Name,
+		"instance", w.Instance, "attempt", w.attempt, "error", refusal)
+	failure := cdb.ActivityFailed{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID,
+		Details: cdb.ApplicationError{Kind: cdb.AppActivityFailed{}, Message: "the provider refused the activity's result: " + cause}}
+	err := r.provider.AckWorkItem(ctx, w.token, failure)
+	if err == nil {
+		return
+	}
+	if cdb.IsRetryable(err) {
+		r.log.Warn("activity failure ack failed; abandoning", "activity", w.Name, "instance", w.Instance, "error", err)
+		r.abandonWork(w.token, 100*time.Millisecond, false)
+		return
+	}
+	r.log.Error("activity failure refused by the provider too; failing the activity as poison", "activity", w.Name,
+		"instance", w.Instance, "error", err)
+	r.poisonActivity(w, "the provider refused the activity's result: "+cause)
+}
+
+// interruptActivity handles a cancelled activity. After a lost lock it
+// gives the handler the grace period, then drops its result and releases
+// the item. duroxide acks without a completion here, expecting the ack to
+// fail; but such an ack deletes an item whose lock is still held, so the
+// item is abandoned instead: that fails just the same when the lock is
+// gone, and when it is not (R10) the item runs again rather than vanish.
+// When the runtime is stopping it abandons the item for another worker at
+// once.
+func (r *Runtime) interruptActivity(w lockedActivity, cause error, results <-chan activityResult) {
+	if !errors.Is(cause, errLockLost) {
+		r.log.Info("runtime stopping; abandoning activity", "activity", w.Name, "instance", w.Instance)
+		r.abandonWork(w.token, 0, true)
+		return
+	}
+	grace := time.NewTimer(r.opts.ActivityCancellationGrace)
+	defer grace.Stop()
+	select {
+	case <-results:
+	case <-grace.C:
+		r.log.Warn("cancelled activity did not stop within the grace period; dropping its result",
+			"activity", w.Name, "instance", w.Instance)
+	case <-r.workCtx.Done():
+	}
+	r.abandonWork(w.token, 0, false)
+}
+
+// poisonAttempts fails an activity fetched more than MaxAttempts times.
+func (r *Runtime) poisonAttempts(w lockedActivity) {
+	r.log.Warn("activity exceeded max attempts; failing it as poison", "activity", w.Name,
+		"instance", w.Instance, "attempt", w.attempt, "max_attempts", r.opts.MaxAttempts)
+	message, _ := json.Marshal(w.ActivityExecute)
+	r.poisonActivity(w, string(message))
+}
+
+// poisonActivity fails an activity as poison, message saying why.
+func (r *Runtime) poisonActivity(w lockedActivity, message string) {
+	details := cdb.PoisonError{
+		AttemptCount: w.attempt, MaxAttempts: r.opts.MaxAttempts, Message: message,
+		MessageType: cdb.PoisonActivity{Instance: w.Instance, ExecutionID: w.ExecutionID, ActivityName: w.Name, ActivityID: w.ID},
+	}
+	ctx, cancel := r.cleanupContext()
+	defer cancel()
+	failure := cdb.ActivityFailed{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID, Details: details}
+	if err := r.provider.AckWorkItem(ctx, w.token, failure); err != nil {
+		r.log.Warn("could not commit the activity poison failure", "activity", w.Name, "error", err)
+	}
+}
+
+// abandonWork releases a worker lock, even after the work context ended.
+func (r *Runtime) abandonWork(token string, delay time.Duration, ignoreAttempt bool) {
+	ctx, cancel := r.cleanupContext()
+	defer cancel()
+	if err := r.provider.AbandonWorkItem(ctx, token, delay, ignoreAttempt); err != nil {
+		r.log.Debug("abandon work item failed", "error", err)
+	}
+}

@@ -1,0 +1,146 @@
+package durable
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/internal/memprovider"
+)
+
+// Worker-side faults (issue 8: defects 8 and 13): what a worker does when
+// a lock renewal or an ack fails.
+
+// workerFaultProvider wraps a provider and fails worker calls on demand.
+type workerFaultProvider struct {
+	cdb.Provider
+	renewErr      error
+	failRenewals  atomic.Int32 // renewals still to fail with renewErr
+	renewals      atomic.Int32
+	refuseResults atomic.Bool // refuse every ActivityCompleted for good
+	acks          atomic.Int32
+}
+
+func newWorkerFaultProvider(t *testing.T, inner cdb.Provider) *workerFaultProvider {
+	if inner == nil {
+		mem := memprovider.New(memprovider.Options{LongPolling: true})
+		t.Cleanup(func() { _ = mem.Close() })
+		inner = mem
+	}
+	return &workerFaultProvider{Provider: inner}
+}
+
+func (p *workerFaultProvider) RenewWorkItemLock(ctx context.Context, token string, extend time.Duration) error {
+	p.renewals.Add(1)
+	if p.failRenewals.Add(-1) >= 0 {
+		return p.renewErr
+	}
+	return p.Provider.RenewWorkItemLock(ctx, token, extend)
+}
+
+func (p *workerFaultProvider) AckWorkItem(ctx context.Context, token string, completion cdb.WorkItem) error {
+	p.acks.Add(1)
+	if _, ok := completion.(cdb.ActivityCompleted); ok && p.refuseResults.Load() {
+		return cdb.Permanent("ack_work_item", "the completion is 2.5 MB; a document holds at most 2 MB")
+	}
+	return p.Provider.AckWorkItem(ctx, token, completion)
+}
+
+// slowEcho is an orchestration whose activity outlasts a few renewals of
+// its lock.
+func slowEcho(h *harness, runs *atomic.Int32, d time.Duration) {
+	h.activity("Slow", func(_ ActivityContext, in string) (string, error) {
+		runs.Add(1)
+		time.Sleep(d)
+		return in, nil
+	})
+	h.orchestration("SlowEcho", func(ctx *OrchestrationContext, in string) (string, error) {
+		return ctx.ScheduleActivity("Slow", in).Await()
+	})
+}
+
+// Defect 8: a retryable renewal error (a 408 or 503 the provider could not
+// resolve) is retried, not read as a lost lock: the activity finishes and
+// its result reaches the orchestration.
+func TestRetryableLockRenewalErrorDoesNotDropTheActivity(t *testing.T) {
+	p := newWorkerFaultProvider(t, nil)
+	p.renewErr = cdb.Retryable("renew_work_item_lock", "request timeout")
+	p.failRenewals.Store(1)
+	h := newHarness(t, p)
+	var runs atomic.Int32
+	// The lock (2 s) is renewed every second; the activity ends while the
+	// lock taken at the fetch is still valid.
+	slowEcho(h, &runs, 1500*time.Millisecond)
+	h.run(func(o *Options) { o.WorkerLockTimeout = 2 * time.Second })
+	h.start("renewal-retried", "SlowEcho", "kept")
+	assert.Equal(t, "kept", h.completed("renewal-retried"))
+	assert.Equal(t, int32(1), runs.Load(), "the activity ran once")
+	assert.Negative(t, p.failRenewals.Load(), "the injected failure was hit")
+}
+
+// Defect 8: after a renewal fails for good the activity is cancelled, but
+// the worker never deletes an item it may still hold: it releases it, so
+// an item whose lock was not really lost runs again instead of vanishing.
+func TestCancelledActivityIsReleasedNotDeleted(t *testing.T) {
+	p := newWorkerFaultProvider(t, nil)
+	p.renewErr = cdb.Permanent("renew_work_item_lock", "forbidden")
+	p.failRenewals.Store(1)
+	h := newHarness(t, p)
+	var runs atomic.Int32
+	slowEcho(h, &runs, 700*time.Millisecond)
+	h.run(func(o *Options) { o.ActivityCancellationGrace = time.Second })
+	h.start("released", "SlowEcho", "again")
+	assert.Equal(t, "again", h.completed("released"), "the item ran again")
+	assert.Equal(t, int32(2), runs.Load())
+}
+
+// Defect 13: a result the provider refuses for good (too large to store)
+// fails the activity at once, with the refusal as its error, instead of
+// running it again until it is poison.
+func TestPermanentlyRefusedResultFailsTheActivityOnce(t *testing.T) {
+	p := newWorkerFaultProvider(t, nil)
+	p.refuseResults.Store(true)
+	h := newHarness(t, p)
+	var runs atomic.Int32
+	slowEcho(h, &runs, 0)
+	h.run()
+	h.start("refused", "SlowEcho", "big")
+	st := h.wait("refused")
+	require.Equal(t, StateFailed, st.State)
+	assert.Contains(t, st.Error.DisplayMessage(), "a document holds at most 2 MB", "the cause is the activity's error")
+	assert.Equal(t, int32(1), runs.Load(), "the activity ran once")
+}
+
+// Defect 13 on the Cosmos DB provider: an activity output over the
+// document limit fails the activity once, with the cause.
+func TestOversizedActivityOutputFailsTheActivityOnce(t *testing.T) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	cp, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client(), PollInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cp.Close() })
+	h := newHarness(t, cp)
+	var runs atomic.Int32
+	h.activity("Huge", func(ActivityContext, string) (string, error) {
+		runs.Add(1)
+		return strings.Repeat("x", 2<<20+1), nil
+	})
+	h.orchestration("Huge", func(ctx *OrchestrationContext, in string) (string, error) {
+		_, err := ctx.ScheduleActivity("Huge", in).Await()
+		if err != nil {
+			return "", err
+		}
+		return "stored", nil
+	})
+	h.run()
+	h.start("huge", "Huge", "")
+	st := h.wait("huge")
+	require.Equal(t, StateFailed, st.State)
+	assert.Contains(t, st.Error.DisplayMessage(), "ack_work_item", "the refusal is the activity's error")
+	assert.Equal(t, int32(1), runs.Load(), "the activity ran once")
+}

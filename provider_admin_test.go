@@ -217,3 +217,17 @@ func TestMetricsOnSeveralRangesAreExact(t *testing.T) {
 	assert.Equal(t, 6, d.WorkerQueue)
 	assert.Zero(t, acct.Counts().CrossPartitionQueries-0, "counts are per range, never a cross-partition aggregate")
 }
+
+func TestNotFoundIsRecognisableThroughWrapping(t *testing.T) {
+	ctx := context.Background()
+	_, p, _ := newWorkerProvider(t)
+	_, err := p.GetInstanceInfo(ctx, "nobody")
+	require.Error(t, err)
+	wrapped := fmt.Errorf("caller: %w", err)
+	assert.ErrorIs(t, wrapped, cdb.ErrInstanceNotFound)
+	assert.False(t, cdb.IsRetryable(wrapped), "a missing instance does not appear on retry")
+	_, err = p.GetParentID(ctx, "nobody")
+	assert.ErrorIs(t, err, cdb.ErrInstanceNotFound)
+	_, err = p.PruneExecutions(ctx, "nobody", cdb.PruneOptions{})
+	assert.ErrorIs(t, err, cdb.ErrInstanceNotFound)
+}

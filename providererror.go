@@ -30,6 +30,22 @@ func Retryable(op, message string) *ProviderError {
 	return &ProviderError{Op: op, Message: message, Retryable: true}
 }
 
+// Conditions a caller branches on. A *ProviderError reporting one of them
+// wraps the sentinel, so errors.Is(err, cdb.ErrInstanceNotFound) holds
+// however the error was wrapped on its way up.
+var (
+	// ErrInstanceNotFound: no instance has this id (or it is being deleted).
+	ErrInstanceNotFound = errors.New("instance not found")
+	// ErrExecutionNotFound: the instance exists but has no such execution.
+	ErrExecutionNotFound = errors.New("execution not found")
+)
+
+// notFound builds the permanent ProviderError for a missing instance or
+// execution, wrapping sentinel.
+func notFound(op, message string, sentinel error) *ProviderError {
+	return &ProviderError{Op: op, Message: message, Err: sentinel}
+}
+
 // Permanent builds a permanent ProviderError.
 func Permanent(op, message string) *ProviderError {
 	return &ProviderError{Op: op, Message: message, Retryable: false}

@@ -107,7 +107,7 @@ func (p *Provider) GetInstanceInfo(ctx context.Context, instance string) (cdb.In
 	defer p.mu.Unlock()
 	inst := p.instances[instance]
 	if inst == nil {
-		return cdb.InstanceInfo{}, cdb.Permanent(op, fmt.Sprintf("Instance %s not found", instance))
+		return cdb.InstanceInfo{}, &cdb.ProviderError{Op: op, Message: fmt.Sprintf("Instance %s not found", instance), Err: cdb.ErrInstanceNotFound}
 	}
 	info := cdb.InstanceInfo{
 		InstanceID:           instance,
@@ -138,7 +138,7 @@ func (p *Provider) GetExecutionInfo(ctx context.Context, instance string, execut
 	defer p.mu.Unlock()
 	exec := p.executions[instance][executionID]
 	if exec == nil {
-		return cdb.ExecutionInfo{}, cdb.Permanent(op, fmt.Sprintf("Execution %d not found for instance %s", executionID, instance))
+		return cdb.ExecutionInfo{}, &cdb.ProviderError{Op: op, Message: fmt.Sprintf("Execution %d not found for instance %s", executionID, instance), Err: cdb.ErrExecutionNotFound}
 	}
 	info := cdb.ExecutionInfo{
 		ExecutionID: executionID,
@@ -239,7 +239,7 @@ func (p *Provider) GetParentID(ctx context.Context, instance string) (*string, e
 	defer p.mu.Unlock()
 	inst := p.instances[instance]
 	if inst == nil {
-		return nil, cdb.Permanent(op, fmt.Sprintf("Instance %s not found", instance))
+		return nil, &cdb.ProviderError{Op: op, Message: fmt.Sprintf("Instance %s not found", instance), Err: cdb.ErrInstanceNotFound}
 	}
 	return cloneString(inst.parent), nil
 }
@@ -338,7 +338,7 @@ func (p *Provider) DeleteInstance(ctx context.Context, instance string, force bo
 	defer p.mu.Unlock()
 	inst := p.instances[instance]
 	if inst == nil {
-		return cdb.DeleteInstanceResult{}, cdb.Permanent("get_parent_id", fmt.Sprintf("Instance %s not found", instance))
+		return cdb.DeleteInstanceResult{}, &cdb.ProviderError{Op: "get_parent_id", Message: fmt.Sprintf("Instance %s not found", instance), Err: cdb.ErrInstanceNotFound}
 	}
 	if inst.parent != nil {
 		return cdb.DeleteInstanceResult{}, cdb.Permanent(op,
@@ -423,7 +423,7 @@ func (p *Provider) PruneExecutions(ctx context.Context, instance string, options
 func (p *Provider) pruneLocked(op, instance string, options cdb.PruneOptions) (cdb.PruneResult, error) {
 	inst := p.instances[instance]
 	if inst == nil {
-		return cdb.PruneResult{}, cdb.Permanent(op, fmt.Sprintf("Instance %s not found", instance))
+		return cdb.PruneResult{}, &cdb.ProviderError{Op: op, Message: fmt.Sprintf("Instance %s not found", instance), Err: cdb.ErrInstanceNotFound}
 	}
 	ids := p.executionIDs(instance) // ascending
 	keep := map[uint64]bool{}

@@ -1,13 +1,14 @@
 package durable
 
 import (
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/google/uuid"
 
 	"github.com/duroxide-go/cdb"
 )
@@ -186,11 +187,9 @@ func syscallGetKVValue(ctx ActivityContext, input string) (string, error) {
 
 // newGUID returns a random (version 4) UUID.
 func newGUID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	id, err := uuid.NewRandom()
+	if err != nil {
 		return "", fmt.Errorf("new guid: %w", err)
 	}
-	b[6] = b[6]&0x0f | 0x40 // version 4
-	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
+	return id.String(), nil
 }

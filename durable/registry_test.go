@@ -2,10 +2,14 @@ package durable
 
 import (
 	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
 )
 
 func orchReturning(s string) OrchestrationFunc {
@@ -81,4 +85,37 @@ func TestRegistryHasSystemActivities(t *testing.T) {
 	guid, err := newGUID()
 	require.NoError(t, err)
 	assert.Regexp(t, regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`), guid)
+}
+
+// NewGUID is random when first called and the recorded value on every
+// replay: the timer makes a second turn replay the first GUID, and the
+// output must carry the value history holds, not a fresh one.
+func TestNewGUIDIsReplayedFromHistory(t *testing.T) {
+	eachProvider(t, func(t *testing.T, h *harness) {
+		h.orchestration("Guids", func(ctx *OrchestrationContext, _ string) (string, error) {
+			first, err := ctx.NewGUID()
+			if err != nil {
+				return "", err
+			}
+			if _, err := ctx.ScheduleTimer(time.Millisecond).Await(); err != nil {
+				return "", err
+			}
+			second, err := ctx.NewGUID()
+			if err != nil {
+				return "", err
+			}
+			return first + " " + second, nil
+		})
+		h.run()
+		h.start("guids", "Guids", "")
+		first, second, _ := strings.Cut(h.completed("guids"), " ")
+
+		history := h.waitForHistory("guids", func([]cdb.Event) bool { return true })
+		var recorded []string
+		for _, c := range eventsOf[cdb.ActivityCompletedEvent](history) {
+			recorded = append(recorded, c.Result)
+		}
+		assert.Equal(t, []string{first, second}, recorded, "the output holds the GUIDs history recorded")
+		assert.NotEqual(t, first, second)
+	})
 }

@@ -2,13 +2,13 @@ package durable
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/duroxide-go/cdb"
 )
@@ -221,10 +221,12 @@ func (r *Runtime) pollLoop(what string, next func() (found bool, err error)) {
 	}
 }
 
+// randomID names a runtime: a random UUID, so runtimes sharing a provider
+// never share a worker id or session owner.
 func randomID() (string, error) {
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	id, err := uuid.NewRandom()
+	if err != nil {
 		return "", fmt.Errorf("runtime id: %w", err)
 	}
-	return hex.EncodeToString(b[:]), nil
+	return id.String(), nil
 }

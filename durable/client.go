@@ -18,9 +18,6 @@ type Client struct {
 // NewClient returns a client on provider.
 func NewClient(provider cdb.Provider) *Client { return &Client{provider: provider} }
 
-// Provider is the provider the client uses.
-func (c *Client) Provider() cdb.Provider { return c.provider }
-
 // StartOrchestration enqueues the start of a new instance of the
 // orchestration name, at the registry policy's version unless WithVersion
 // says otherwise. The instance comes into being on its first turn.
@@ -69,21 +66,21 @@ func (c *Client) enqueue(ctx context.Context, op string, item cdb.WorkItem) erro
 type State string
 
 const (
-	StateNotFound       State = "NotFound"
-	StateRunning        State = "Running"
-	StateCompleted      State = "Completed"
-	StateFailed         State = "Failed"
-	StateContinuedAsNew State = "ContinuedAsNew" // between two executions
+	StateNotFound       State = "NotFound"       // no execution has started (yet)
+	StateRunning        State = "Running"        // started and not finished
+	StateCompleted      State = "Completed"      // returned an output
+	StateFailed         State = "Failed"         // returned an error, was cancelled, or failed for the runtime
+	StateContinuedAsNew State = "ContinuedAsNew" // between two executions of a continue-as-new
 )
 
 // Status is an instance's state, as of its latest execution.
 type Status struct {
-	State  State
+	State  State            // where the instance is in its lifecycle
 	Output string           // Completed: the output; ContinuedAsNew: the next input
 	Error  cdb.ErrorDetails // Failed: why
-	// CustomStatus is the status the orchestration last set (nil: none);
-	// CustomStatusVersion counts its changes.
-	CustomStatus        *string
+	// CustomStatus is the status the orchestration last set (nil: none).
+	CustomStatus *string
+	// CustomStatusVersion counts the changes of CustomStatus.
 	CustomStatusVersion uint64
 }
 
@@ -132,8 +129,9 @@ func statusOf(history []cdb.Event) Status {
 }
 
 // WaitForCompletion polls until the instance completes or fails, and
-// returns its final status; ErrTimeout after timeout. An instance that does
-// not exist yet is waited for (its start may still be queued).
+// returns its final status: a failed instance is a Status with StateFailed,
+// not an error. An instance that does not exist yet is waited for (its
+// start may still be queued). After timeout the error matches ErrTimeout.
 func (c *Client) WaitForCompletion(ctx context.Context, instance string, timeout time.Duration) (Status, error) {
 	var st Status
 	err := poll(ctx, timeout, func() (bool, error) {
@@ -295,7 +293,8 @@ func (c *Client) ListExecutions(ctx context.Context, instance string) ([]uint64,
 	return adminCall(c, "list executions", func(a cdb.ProviderAdmin) ([]uint64, error) { return a.ListExecutions(ctx, instance) })
 }
 
-// GetInstanceInfo describes an instance; an unknown one is an error.
+// GetInstanceInfo describes an instance; for an unknown one the error
+// matches cdb.ErrInstanceNotFound.
 func (c *Client) GetInstanceInfo(ctx context.Context, instance string) (cdb.InstanceInfo, error) {
 	return adminCall(c, "get instance info", func(a cdb.ProviderAdmin) (cdb.InstanceInfo, error) {
 		return a.GetInstanceInfo(ctx, instance)

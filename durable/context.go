@@ -18,10 +18,10 @@ type OrchestrationFunc func(ctx *OrchestrationContext, input string) (string, er
 // Registry. Their results are recorded in history like any activity's, which
 // makes them replay-safe.
 const (
-	SyscallPrefix     = "__duroxide_syscall:"
-	SyscallNewGUID    = SyscallPrefix + "new_guid"
-	SyscallUtcNowMs   = SyscallPrefix + "utc_now_ms"
-	SyscallGetKVValue = SyscallPrefix + "get_kv_value"
+	sysActivityPrefix = "__duroxide_syscall:"
+	sysNewGUID        = sysActivityPrefix + "new_guid"
+	sysUtcNowMs       = sysActivityPrefix + "utc_now_ms"
+	sysGetKVValue     = sysActivityPrefix + "get_kv_value"
 )
 
 // OrchestrationContext is what orchestration code schedules durable work
@@ -253,13 +253,13 @@ func (c *OrchestrationContext) GetKV(key string) (string, bool) {
 // NewGUID returns a random UUID recorded in history (a system activity), so
 // replays see the same value.
 func (c *OrchestrationContext) NewGUID() (string, error) {
-	return c.ScheduleActivity(SyscallNewGUID, "").Await()
+	return c.ScheduleActivity(sysNewGUID, "").Await()
 }
 
 // UtcNow returns the current time recorded in history (a system activity),
 // so replays see the same value.
 func (c *OrchestrationContext) UtcNow() (time.Time, error) {
-	s, err := c.ScheduleActivity(SyscallUtcNowMs, "").Await()
+	s, err := c.ScheduleActivity(sysUtcNowMs, "").Await()
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -281,7 +281,7 @@ func (c *OrchestrationContext) GetKVFromInstance(instance, key string) (string, 
 	if err != nil {
 		return "", false, fmt.Errorf("durable: get KV from %q: %w", instance, err)
 	}
-	out, err := c.ScheduleActivity(SyscallGetKVValue, string(input)).Await()
+	out, err := c.ScheduleActivity(sysGetKVValue, string(input)).Await()
 	if err != nil {
 		return "", false, err
 	}

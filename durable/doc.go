@@ -1,66 +1,129 @@
-// Package durable is a duroxide-style deterministic replay runtime (duroxide
-// 0.1.29) that drives any cdb.Provider: the samples, the demo and the
-// benchmarks run orchestrations through it.
+// Package durable runs durable orchestrations in Go: workflows written as
+// plain functions whose progress is stored by a cdb.Provider, so they
+// survive process restarts, run their steps (activities) at least once on
+// any process sharing the provider, and wait for timers and external
+// events for as long as needed. It is a runtime in the style of duroxide
+// (version 0.1.29, DuroxideVersion), and it works with any cdb.Provider:
+// cdb.CosmosProvider on Azure Cosmos DB, and the same provider on the
+// in-memory Cosmos DB of cdb.NewFakeAccount for tests and local runs.
 //
-// # Orchestrations are plain Go functions
+// # A minimal program
 //
-// An orchestration is a func(*OrchestrationContext, string) (string, error).
-// Its durable operations (ScheduleActivity, ScheduleTimer, WaitForEvent,
-// DequeueEvent, ScheduleSubOrchestration, ...) return a *Future right away
-// and record an action; Future.Await, Select and Join block until the
-// history holds the result. Every turn runs the function again from the
-// start against the instance's history, so orchestration code must be
-// deterministic: no clocks, randomness, goroutines or I/O of its own (use
-// UtcNow, NewGUID and activities instead).
+//	ctx := context.Background()
+//	account := cdb.NewFakeAccount(cdb.FakeAccountOptions{}) // or cdb.ConfigFromEnv() for a real account
+//	provider, err := cdb.NewProvider(ctx, cdb.Config{Client: account.Client()})
+//	if err != nil { ... }
+//	defer provider.Close()
 //
-// # Coroutine stepping
+//	registry := durable.NewRegistry()
+//	registry.RegisterActivity("Greet", func(_ durable.ActivityContext, name string) (string, error) {
+//		return "Hello, " + name + "!", nil
+//	})
+//	registry.RegisterOrchestration("Hello", func(ctx *durable.OrchestrationContext, name string) (string, error) {
+//		return ctx.ScheduleActivity("Greet", name).Await()
+//	})
 //
-// The function runs in its own goroutine, but never at the same time as the
-// replay engine: the two hand control back and forth over unbuffered
-// channels (coroutine.go). The engine "polls" the orchestration by resuming
-// the goroutine; the goroutine runs until it either returns or awaits a
-// future whose result is not in the history yet, and then hands control
-// back. This is exactly Rust's poll of duroxide's orchestration future: a
-// poll either finishes the orchestration or leaves it pending. Because only
-// one side runs at a time, the OrchestrationContext needs no locks, and the
-// channel handoffs give the race detector its happens-before edges.
+//	rt, err := durable.Start(ctx, provider, registry, durable.Options{})
+//	if err != nil { ... }
+//	defer rt.Shutdown(ctx)
 //
-// When a turn ends with the function still blocked (it waits for work that
-// has not completed yet), the engine aborts it: it resumes the goroutine
-// with an abort flag set, the blocked Await panics with a private sentinel,
-// and the goroutine's top-level recover turns that into a clean exit the
-// engine waits for. No goroutine outlives its turn.
+//	client := rt.Client()
+//	err = client.StartOrchestration(ctx, "hello-1", "Hello", "Gopher")
+//	status, err := client.WaitForCompletion(ctx, "hello-1", time.Minute)
+//	fmt.Println(status.Output) // Hello, Gopher!
 //
-// # Replay
+// Registry names orchestrations and activities, Start runs dispatchers
+// that execute them on the provider until Shutdown, and Client starts and
+// observes instances. Several processes may run a Runtime on the same
+// provider: work is shared between them.
 //
-// A turn (replay.go) replays the execution's persisted history plus the
-// completions of the fetched batch: each scheduling event must match, in
-// order, the action the code emitted at that point (name and input for
-// activities, position for timers, ...), or the turn fails with a
-// cdb.ConfigurationError of kind Nondeterminism. Completions are delivered
-// to the futures bound to their scheduling events, and the code is polled
-// after each delivery, so a Select picks the winner the history recorded
-// first. Actions the code emits beyond the history become new events (ids
-// continue after the last event) and the work items of the turn (turn.go):
-// activities for the worker queue, timers, child and detached starts,
-// completions for a parent, cancellations, continue-as-new.
+// # Orchestrations, activities and futures
+//
+// An OrchestrationFunc receives an *OrchestrationContext and its input.
+// ScheduleActivity, ScheduleTimer, WaitForEvent, DequeueEvent and
+// ScheduleSubOrchestration return a *Future at once; Future.Await blocks
+// until the result is there. Schedule several futures and Join them for a
+// fan-out/fan-in, or Select the first one done (the losers are
+// cancelled). Returning an error fails the orchestration; an activity that
+// failed makes Await return a *TaskFailedError.
+//
+// An ActivityFunc is ordinary code: it may do I/O, call services and take
+// its time. Its ActivityContext is a context.Context that is cancelled
+// when the activity should stop. An activity runs at least once: when its
+// process dies before the result is stored, another one runs it again, so
+// make activities idempotent.
+//
+// # Determinism
+//
+// The runtime does not keep a running orchestration in memory between
+// turns. When something it waits for happens, it runs the function again
+// from the start against the instance's history: scheduling calls whose
+// results are recorded return them at once, and the code goes on to its
+// next decision. So an orchestration must make the same scheduling calls
+// in the same order every time it runs with the same results:
+//
+//   - no time.Now: use ctx.UtcNow, or a timer;
+//   - no random numbers or UUIDs of its own: use ctx.NewGUID;
+//   - no I/O, no shared mutable state, no environment: do it in an activity
+//     and use its result;
+//   - no goroutines, channels or select: use Join and Select;
+//   - no decisions on map iteration order;
+//   - logging is fine, but ctx.IsReplaying tells a replay from the first run.
+//
+// Changing what a running orchestration schedules breaks its replay: the
+// runtime fails the instance with a nondeterminism error
+// (cdb.ConfigurationError). To change an orchestration that has running
+// instances, register a new version with RegisterOrchestrationVersion;
+// running instances keep the version they started with.
+//
+// # Typed inputs and outputs
+//
+// Inputs, outputs and event data are strings in history. The typed helpers
+// carry Go values through them as JSON: RegisterTypedActivity and
+// RegisterTypedOrchestration (or TypedActivity and TypedOrchestration),
+// ScheduleActivityTyped with AwaitAs, Client.StartOrchestrationTyped,
+// Client.RaiseEventTyped and WaitForCompletionAs. Typed and string code
+// mix freely.
+//
+// # The client
+//
+// A Client (Runtime.Client, or NewClient for a process that runs no
+// runtime) starts instances (StartOrchestration), delivers external events
+// (RaiseEvent, to WaitForEvent) and queued messages (EnqueueEvent, to
+// DequeueEvent), waits for an instance to finish (WaitForCompletion),
+// reads its status and history (GetStatus, ReadHistory), and cancels it
+// (CancelInstance). Its management calls (listing, instance info, delete,
+// prune) need a provider with the management capability (cdb.Provider's
+// Admin); errors wrap the provider's, so errors.Is(err,
+// cdb.ErrInstanceNotFound) tells an unknown instance.
+//
+// # Options
+//
+// Options{} works. Options sets how many turns and activities run at once
+// (OrchestrationConcurrency, WorkerConcurrency, or WorkerOnly for a
+// process that only runs activities), how often an idle runtime polls
+// (MinPollInterval, LongPollTimeout), lock timeouts, poison handling
+// (MaxAttempts), sessions, activity tags (WorkerTagFilter with WithTag),
+// the logger and the clock.
+//
+// # Beyond the basics
+//
+// Sub-orchestrations (ScheduleSubOrchestration) and detached starts
+// (OrchestrationContext.StartOrchestration), continue-as-new for
+// long-running loops (ContinueAsNew), a per-instance key-value store
+// (SetKV, GetKV, Client.GetKVValue), custom status for progress
+// (SetCustomStatus, Client.WaitForStatusChange), sessions that pin
+// activities to one worker (WithSession), and versioned orchestrations
+// (RegisterOrchestrationVersion, SetVersionPolicy, WithVersion).
 //
 // # Where this runtime differs from duroxide 0.1.29
 //
 //   - Generated child ids of executions after the first are
 //     "sub::{execution}.{event}" (execution 1 keeps "sub::{event}"), so a
-//     continue-as-new loop never reuses a finished child's id; the id also
-//     tells the child which parent execution to report to.
+//     continue-as-new loop never reuses a finished child's id.
 //   - A child that continues as new keeps its parent link.
 //   - Detached starts are honoured on a continue-as-new turn too.
-//   - Terminal cancellation breadcrumbs are written before the terminal
-//     event, which always comes last; a runtime-limit violation replaces the
+//   - Terminal cancellation records are written before the terminal event,
+//     which always comes last; a runtime-limit violation replaces the
 //     turn's result instead of adding a second terminal event.
-//
-// # Dispatchers
-//
-// Runtime (runtime.go) runs orchestration and worker dispatchers against the
-// provider, with lock renewal, poison handling, backoff and graceful
-// shutdown, as duroxide's runtime does (contract §5.2, §5.3). Client
-// (client.go) starts, signals and inspects instances.
 package durable

@@ -10,9 +10,12 @@ import (
 // sub-orchestration failed. Its message is duroxide's display message of
 // the failure, so an orchestration that returns it fails with the same text.
 type TaskFailedError struct {
+	// Details is the failure as history records it: an application error
+	// for an error the activity or child returned, or a system failure.
 	Details cdb.ErrorDetails
 }
 
+// Error is duroxide's display message of the failure.
 func (e *TaskFailedError) Error() string { return e.Details.DisplayMessage() }
 
 // ErrFutureCancelled is what Await returns for a future that lost a Select:

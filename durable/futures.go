@@ -85,8 +85,8 @@ func (f *Future) drop() {
 
 // Result is one future's outcome, as Join returns it.
 type Result struct {
-	Value string
-	Err   error
+	Value string // the future's output, as Await returns it
+	Err   error  // the future's error, as Await returns it
 }
 
 // Select blocks until one of the futures is done and returns its index; the

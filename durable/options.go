@@ -19,21 +19,41 @@ const DuroxideVersion = "0.1.29"
 // duroxideSemver is DuroxideVersion parsed.
 var duroxideSemver = cdb.NewSemanticVersion(0, 1, 29)
 
-// Options configures a Runtime. The zero value of each field means
-// duroxide's default (contract §5.1).
+// Options configures a Runtime. The zero value of every field means its
+// default, so Options{} is a working configuration.
 type Options struct {
-	OrchestrationConcurrency int // orchestration dispatcher loops (default 2)
-	// WorkerOnly runs no orchestration dispatchers: a node that only runs
-	// activities (duroxide's orchestration_concurrency = 0).
-	WorkerOnly        bool
-	WorkerConcurrency int           // worker dispatcher loops (default 2)
-	MinPollInterval   time.Duration // least time between two fetches that found nothing (default 100ms)
-	LongPollTimeout   time.Duration // poll timeout passed to the provider's fetches (default 30s)
+	// OrchestrationConcurrency is the number of orchestration turns run at
+	// once (default 2).
+	OrchestrationConcurrency int
+	// WorkerOnly runs no orchestration turns: a process that only runs
+	// activities.
+	WorkerOnly bool
+	// WorkerConcurrency is the number of activities run at once (default 2).
+	WorkerConcurrency int
+	// MinPollInterval is the least time between two fetches of a dispatcher
+	// that found no work (default 100ms). How soon new work is seen also
+	// depends on the provider: cdb.Config.PollInterval for the Cosmos DB
+	// provider, which wakes waiting fetches at once for work enqueued by
+	// the same process.
+	MinPollInterval time.Duration
+	// LongPollTimeout is how long a fetch may wait in the provider for
+	// work to arrive (default 30s). Shutdown interrupts it.
+	LongPollTimeout time.Duration
 
-	OrchestratorLockTimeout       time.Duration // instance lock per fetch (default 5s)
-	OrchestratorLockRenewalBuffer time.Duration // renew this long before expiry, for long locks (default 2s)
-	WorkerLockTimeout             time.Duration // worker item lock per fetch (default 30s)
-	WorkerLockRenewalBuffer       time.Duration // (default 5s)
+	// OrchestratorLockTimeout is how long a fetched instance stays locked
+	// to this runtime (default 5s); the lock is renewed while the turn
+	// runs.
+	OrchestratorLockTimeout time.Duration
+	// OrchestratorLockRenewalBuffer is how long before its expiry a long
+	// instance lock is renewed (default 2s).
+	OrchestratorLockRenewalBuffer time.Duration
+	// WorkerLockTimeout is how long a fetched activity stays locked to this
+	// runtime (default 30s); the lock is renewed while the activity runs.
+	// Another runtime runs the activity again if the lock expires.
+	WorkerLockTimeout time.Duration
+	// WorkerLockRenewalBuffer is how long before its expiry a long
+	// activity lock is renewed (default 5s).
+	WorkerLockRenewalBuffer time.Duration
 
 	// MaxAttempts is the poison threshold: a message fetched more often
 	// than this fails its orchestration or activity (default 10).
@@ -42,28 +62,46 @@ type Options struct {
 	// running before its result is dropped (default 10s).
 	ActivityCancellationGrace time.Duration
 
-	SessionLockTimeout       time.Duration // (default 30s)
-	SessionLockRenewalBuffer time.Duration // (default 5s)
-	SessionIdleTimeout       time.Duration // an idle session is left to expire (default 5m)
-	SessionCleanupInterval   time.Duration // how often orphaned sessions are deleted (default 5m)
-	MaxSessionsPerRuntime    int           // distinct sessions in flight (default 10)
-	// WorkerNodeID is a stable session owner for all worker slots; empty
-	// gives each slot an ephemeral owner "work-{slot}-{runtime id}".
+	// SessionLockTimeout is how long a session (see WithSession) stays
+	// locked to this runtime without a renewal (default 30s).
+	SessionLockTimeout time.Duration
+	// SessionLockRenewalBuffer is how long before its expiry a session
+	// lock is renewed (default 5s).
+	SessionLockRenewalBuffer time.Duration
+	// SessionIdleTimeout is how long a session without work stays pinned
+	// to this runtime (default 5m); it must exceed WorkerLockTimeout -
+	// WorkerLockRenewalBuffer.
+	SessionIdleTimeout time.Duration
+	// SessionCleanupInterval is how often sessions nobody owns any more are
+	// deleted (default 5m).
+	SessionCleanupInterval time.Duration
+	// MaxSessionsPerRuntime bounds the distinct sessions with activities
+	// in flight in this runtime (default 10).
+	MaxSessionsPerRuntime int
+	// WorkerNodeID is a stable session owner for all worker slots, so a
+	// restarted process keeps its sessions; empty gives each slot an
+	// owner of its own that ends with the runtime.
 	WorkerNodeID string
-	// WorkerTagFilter selects the activity tags this runtime runs (zero
-	// value: untagged activities only).
+	// WorkerTagFilter selects the activity tags this runtime runs (see
+	// WithTag); the zero value runs untagged activities only.
 	WorkerTagFilter cdb.TagFilter
-	// SupportedReplayVersions bounds the pinned duroxide versions this
-	// runtime replays (default [0.0.0, DuroxideVersion]).
+	// SupportedReplayVersions bounds the duroxide versions whose executions
+	// this runtime replays (default 0.0.0 to DuroxideVersion); executions
+	// pinned to other versions are left to other runtimes.
 	SupportedReplayVersions *cdb.SemverRange
 
-	// UnregisteredBackoffBase and UnregisteredBackoffMax space the retries
-	// of work whose handler is not registered here (default 1s and 60s).
+	// UnregisteredBackoffBase is the first wait before retrying work whose
+	// orchestration or activity is not registered here (default 1s):
+	// another runtime, or a later registration, may run it. The wait
+	// doubles up to UnregisteredBackoffMax (default 60s).
 	UnregisteredBackoffBase time.Duration
-	UnregisteredBackoffMax  time.Duration
+	// UnregisteredBackoffMax is the longest wait between such retries.
+	UnregisteredBackoffMax time.Duration
 
-	Logger *slog.Logger     // default: discard
-	Now    func() time.Time // clock for timers and timestamps (default time.Now)
+	// Logger receives the runtime's logs (default: discarded).
+	Logger *slog.Logger
+	// Now is the clock for timers and event timestamps (default time.Now).
+	Now func() time.Time
 }
 
 // withDefaults fills the zero fields.

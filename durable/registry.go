@@ -63,9 +63,9 @@ func NewRegistry() *Registry {
 		policies:       map[string]VersionPolicy{},
 		activities:     map[string]ActivityFunc{},
 	}
-	r.activities[SyscallNewGUID] = syscallNewGUID
-	r.activities[SyscallUtcNowMs] = syscallUtcNowMs
-	r.activities[SyscallGetKVValue] = syscallGetKVValue
+	r.activities[sysNewGUID] = syscallNewGUID
+	r.activities[sysUtcNowMs] = syscallUtcNowMs
+	r.activities[sysGetKVValue] = syscallGetKVValue
 	return r
 }
 
@@ -96,13 +96,13 @@ func (r *Registry) RegisterOrchestrationVersion(name, version string, fn Orchest
 }
 
 // RegisterActivity registers an activity. Names starting with
-// SyscallPrefix are reserved.
+// sysActivityPrefix are reserved.
 func (r *Registry) RegisterActivity(name string, fn ActivityFunc) error {
 	if name == "" || fn == nil {
 		return fmt.Errorf("durable: register activity %q: name and function are required", name)
 	}
-	if strings.HasPrefix(name, SyscallPrefix) {
-		return fmt.Errorf("durable: register activity %q: the %q prefix is reserved for system activities", name, SyscallPrefix)
+	if strings.HasPrefix(name, sysActivityPrefix) {
+		return fmt.Errorf("durable: register activity %q: the %q prefix is reserved for system activities", name, sysActivityPrefix)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -73,12 +73,12 @@ func TestRegistryRejectsBadRegistrations(t *testing.T) {
 	act := func(ActivityContext, string) (string, error) { return "", nil }
 	require.NoError(t, r.RegisterActivity("A", act))
 	assert.ErrorContains(t, r.RegisterActivity("A", act), "already registered")
-	assert.ErrorContains(t, r.RegisterActivity(SyscallNewGUID, act), "reserved")
+	assert.ErrorContains(t, r.RegisterActivity(sysNewGUID, act), "reserved")
 }
 
 func TestRegistryHasSystemActivities(t *testing.T) {
 	r := NewRegistry()
-	for _, name := range []string{SyscallNewGUID, SyscallUtcNowMs, SyscallGetKVValue} {
+	for _, name := range []string{sysNewGUID, sysUtcNowMs, sysGetKVValue} {
 		_, ok := r.activity(name)
 		assert.True(t, ok, name)
 	}

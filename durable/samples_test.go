@@ -233,7 +233,7 @@ func TestSampleSystemActivities(t *testing.T) {
 		for _, s := range eventsOf[cdb.ActivityScheduled](history) {
 			names = append(names, s.Name)
 		}
-		assert.Equal(t, []string{SyscallUtcNowMs, SyscallNewGUID}, names)
+		assert.Equal(t, []string{sysUtcNowMs, sysNewGUID}, names)
 	})
 }
 

@@ -133,10 +133,11 @@ func (c *Client) RaiseEventTyped(ctx context.Context, instance, name string, dat
 // OrchestrationFailedError is what WaitForCompletionAs returns for an
 // instance that failed.
 type OrchestrationFailedError struct {
-	Instance string
-	Status   Status
+	Instance string // the instance that failed
+	Status   Status // its final status; Status.Error says why
 }
 
+// Error describes the failure with the instance id and its message.
 func (e *OrchestrationFailedError) Error() string {
 	return fmt.Sprintf("durable: orchestration %q failed: %s", e.Instance, e.Status.Error.DisplayMessage())
 }

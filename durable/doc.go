@@ -10,7 +10,9 @@
 // # A minimal program
 //
 //	ctx := context.Background()
-//	account := cdb.NewFakeAccount(cdb.FakeAccountOptions{}) // or cdb.ConfigFromEnv() for a real account
+//	// The in-memory Cosmos DB; on a real account, pass the Config of
+//	// cdb.ConfigFromEnv() instead.
+//	account := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 //	provider, err := cdb.NewProvider(ctx, cdb.Config{Client: account.Client()})
 //	if err != nil { ... }
 //	defer provider.Close()

@@ -39,7 +39,11 @@ func (c *Client) StartOrchestration(ctx context.Context, instance, name, input s
 	return c.enqueue(ctx, "start orchestration", item)
 }
 
-// RaiseEvent delivers an external event to a WaitForEvent subscription.
+// RaiseEvent delivers an external event to the instance's WaitForEvent
+// subscription of that name. Only a subscription the instance has already
+// recorded receives it: an event raised earlier is kept in the history but
+// delivered to no one. To send data that waits for its reader, use
+// EnqueueEvent and DequeueEvent.
 func (c *Client) RaiseEvent(ctx context.Context, instance, name, data string) error {
 	return c.enqueue(ctx, "raise event", cdb.ExternalRaised{Instance: instance, Name: name, Data: data})
 }

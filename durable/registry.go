@@ -95,8 +95,9 @@ func (r *Registry) RegisterOrchestrationVersion(name, version string, fn Orchest
 	return nil
 }
 
-// RegisterActivity registers an activity. Names starting with
-// sysActivityPrefix are reserved.
+// RegisterActivity registers an activity under name. Names starting with
+// "__duroxide_syscall:" are reserved for the runtime's system activities
+// (NewGUID, UtcNow, GetKVFromInstance).
 func (r *Registry) RegisterActivity(name string, fn ActivityFunc) error {
 	if name == "" || fn == nil {
 		return fmt.Errorf("durable: register activity %q: name and function are required", name)

@@ -2,14 +2,13 @@ package memprovider
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/duroxide-go/cdb"
+	"github.com/google/uuid"
 )
 
 // Options configures a Provider.
@@ -130,14 +129,10 @@ func New(o Options) *Provider {
 	if now == nil {
 		now = time.Now
 	}
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("memprovider: random token prefix: %v", err)) // crypto/rand does not fail
-	}
 	return &Provider{
 		longPolling: o.LongPolling,
 		now:         now,
-		tokenPrefix: hex.EncodeToString(b[:]),
+		tokenPrefix: uuid.NewString(),
 		wake:        make(chan struct{}),
 		instances:   map[string]*instanceRow{},
 		executions:  map[string]map[uint64]*executionRow{},

@@ -55,7 +55,7 @@ func (p *CosmosProvider) sumPerRange(ctx context.Context, expr, where string, pa
 // GetSystemMetrics counts instances by the status of their current
 // execution, executions and events.
 func (p *CosmosProvider) GetSystemMetrics(ctx context.Context) (SystemMetrics, error) {
-	const op = "get_system_metrics"
+	const op = "GetSystemMetrics"
 	var m SystemMetrics
 	instances := "c.type = @inst AND IS_DEFINED(c.name) AND NOT IS_DEFINED(c.deleting)"
 	counts := []struct {
@@ -116,7 +116,7 @@ func isIdentByte(b byte) bool {
 
 // GetQueueDepths counts the unlocked items of each queue.
 func (p *CosmosProvider) GetQueueDepths(ctx context.Context) (QueueDepths, error) {
-	const op = "get_queue_depths"
+	const op = "GetQueueDepths"
 	now := p.nowMs()
 	var d QueueDepths
 	for _, q := range []struct {
@@ -231,7 +231,7 @@ func isTerminal(status string) bool {
 // DeleteInstanceBulk deletes the terminal root instances the filter matches,
 // each with its whole tree. Running instances are skipped.
 func (p *CosmosProvider) DeleteInstanceBulk(ctx context.Context, filter InstanceFilter) (DeleteInstanceResult, error) {
-	const op = "delete_instance_bulk"
+	const op = "DeleteInstanceBulk"
 	var result DeleteInstanceResult
 	roots, err := p.selectInstances(ctx, filter, func(r instanceRow) bool { return r.Parent == nil && isTerminal(r.Status) })
 	if err != nil {
@@ -264,7 +264,7 @@ type executionRow struct {
 // PruneExecutions deletes old executions and their history: never the
 // current execution, never a Running one, and never KV (instance-scoped).
 func (p *CosmosProvider) PruneExecutions(ctx context.Context, instance string, options PruneOptions) (PruneResult, error) {
-	const op = "prune_executions"
+	const op = "PruneExecutions"
 	if err := validateInstanceID(op, instance); err != nil {
 		return PruneResult{}, err
 	}
@@ -374,7 +374,7 @@ func (p *CosmosProvider) deleteDocs(ctx context.Context, pk string, ids []string
 // PruneExecutionsBulk prunes every instance the filter matches, Running ones
 // included (long continue-as-new chains), and sums the results.
 func (p *CosmosProvider) PruneExecutionsBulk(ctx context.Context, filter InstanceFilter, options PruneOptions) (PruneResult, error) {
-	const op = "prune_executions_bulk"
+	const op = "PruneExecutionsBulk"
 	var total PruneResult
 	rows, err := p.selectInstances(ctx, filter, func(instanceRow) bool { return true })
 	if err != nil {

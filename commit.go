@@ -22,7 +22,7 @@ const tombstoneTTL = 24 * 60 * 60
 // the execution, new queue items, cancellations, and an outbox document for
 // everything that belongs to other partitions or would not fit.
 func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken string, executionID uint64, historyDelta []Event, workerItems, orchestratorItems []WorkItem, metadata ExecutionMetadata, cancelledActivities []ScheduledActivityIdentifier) error {
-	const op = "ack_orchestration_item"
+	const op = "AckOrchestrationItem"
 	lock, err := p.heldOrchestration(op, lockToken)
 	if err != nil {
 		return err
@@ -910,7 +910,7 @@ func (p *CosmosProvider) afterCommit(lock *orchestrationLock, plan *ackPlan) {
 // AbandonOrchestrationItem releases the lock without committing; the
 // messages stay queued, visible after delay.
 func (p *CosmosProvider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
-	const op = "abandon_orchestration_item"
+	const op = "AbandonOrchestrationItem"
 	lock, err := p.heldOrchestration(op, lockToken)
 	if err != nil {
 		return err
@@ -949,9 +949,9 @@ func (p *CosmosProvider) writeAbandon(ctx context.Context, lock *orchestrationLo
 	}
 	if !resp.Success {
 		if idx, ce, _ := resp.FailedOperation(); idx == 0 && ce != nil && ce.StatusCode == http.StatusPreconditionFailed {
-			return Permanent("abandon_orchestration_item", "the lock expired and another dispatcher took the instance")
+			return Permanent("AbandonOrchestrationItem", "the lock expired and another dispatcher took the instance")
 		}
-		return batchFailure("abandon_orchestration_item", resp)
+		return batchFailure("AbandonOrchestrationItem", resp)
 	}
 	return nil
 }
@@ -975,7 +975,7 @@ func heldUntilOps(now time.Time, delay time.Duration) PatchOperations {
 // unchanged but for our renewal, with our token, the lock is ours and its
 // ETag is adopted (R8, R10); the batch is atomic, so the messages agree.
 func (p *CosmosProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
-	const op = "renew_orchestration_item_lock"
+	const op = "RenewOrchestrationItemLock"
 	lock, err := p.heldOrchestration(op, lockToken)
 	if err != nil {
 		return err

@@ -293,7 +293,7 @@ func DeleteInstanceDefault(ctx context.Context, admin ProviderAdmin, instance st
 		return DeleteInstanceResult{}, err
 	}
 	if parent != nil {
-		return DeleteInstanceResult{}, Permanent("delete_instance",
+		return DeleteInstanceResult{}, Permanent("DeleteInstance",
 			fmt.Sprintf("Cannot delete sub-orchestration %s directly. Delete root instance instead.", instance))
 	}
 	tree, err := admin.GetInstanceTree(ctx, instance)

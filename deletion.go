@@ -44,7 +44,7 @@ const maxDeleteRounds = 5
 // need force; an instance whose child is not among ids is refused, before
 // anything is written.
 func (p *CosmosProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, force bool) (DeleteInstanceResult, error) {
-	const op = "delete_instances_atomic"
+	const op = "DeleteInstancesAtomic"
 	if len(ids) == 0 {
 		return DeleteInstanceResult{}, nil
 	}
@@ -109,7 +109,7 @@ func (p *CosmosProvider) recordDeletion(ctx context.Context, intent deletionDoc)
 	}
 	if !resp.Success {
 		if idx, ce, _ := resp.FailedOperation(); idx != 1 || ce == nil || ce.StatusCode != http.StatusNotFound {
-			return batchFailure("delete_instances_atomic", resp)
+			return batchFailure("DeleteInstancesAtomic", resp)
 		}
 		// No instance document: record the intent alone.
 		if _, err := p.container.CreateItem(ctx, NewPartitionKeyString(intent.PK), body, nil); err != nil {
@@ -243,7 +243,7 @@ func (p *CosmosProvider) deleteMarkedInstance(ctx context.Context, pk, intentID 
 		if _, ce, _ := resp.FailedOperation(); ce != nil && (ce.StatusCode == http.StatusNotFound || ce.StatusCode == http.StatusPreconditionFailed) {
 			return nil // gone already, or a new life's
 		}
-		return batchFailure("delete_instances_atomic", resp)
+		return batchFailure("DeleteInstancesAtomic", resp)
 	}
 	return nil
 }

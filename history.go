@@ -228,7 +228,7 @@ func checkEventIDs(op string, existing map[uint64]bool, delta []Event) error {
 
 // Read returns the history of the instance's latest execution.
 func (p *CosmosProvider) Read(ctx context.Context, instance string) ([]Event, error) {
-	const op = "read"
+	const op = "Read"
 	if err := validateInstanceID(op, instance); err != nil {
 		return nil, err
 	}
@@ -244,7 +244,7 @@ func (p *CosmosProvider) Read(ctx context.Context, instance string) ([]Event, er
 
 // ReadWithExecution returns one execution's history.
 func (p *CosmosProvider) ReadWithExecution(ctx context.Context, instance string, executionID uint64) ([]Event, error) {
-	const op = "read_with_execution"
+	const op = "ReadWithExecution"
 	if err := validateInstanceID(op, instance); err != nil {
 		return nil, err
 	}
@@ -306,7 +306,7 @@ func (p *CosmosProvider) readInstance(ctx context.Context, instance string) (*in
 // fault-injection helper). A duplicate event id is refused, never
 // overwritten; the instance's lastAck moves so no cached history goes stale.
 func (p *CosmosProvider) AppendWithExecution(ctx context.Context, instance string, executionID uint64, newEvents []Event) error {
-	const op = "append_with_execution"
+	const op = "AppendWithExecution"
 	if err := validateInstanceID(op, instance); err != nil {
 		return err
 	}

@@ -215,7 +215,7 @@ func (p *CosmosProvider) readKV(ctx context.Context, instance string) (kvState, 
 
 // GetKVValue reads a key from the merged view (delta over store).
 func (p *CosmosProvider) GetKVValue(ctx context.Context, instance, key string) (string, bool, error) {
-	const op = "get_kv_value"
+	const op = "GetKVValue"
 	if err := validateInstanceID(op, instance); err != nil {
 		return "", false, err
 	}
@@ -229,7 +229,7 @@ func (p *CosmosProvider) GetKVValue(ctx context.Context, instance, key string) (
 
 // GetKVAllValues reads every key of the merged view.
 func (p *CosmosProvider) GetKVAllValues(ctx context.Context, instance string) (map[string]string, error) {
-	const op = "get_kv_all_values"
+	const op = "GetKVAllValues"
 	if err := validateInstanceID(op, instance); err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ import (
 // EnqueueForOrchestrator writes one message into the target instance's
 // partition, visible after delay. It never creates the instance.
 func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkItem, delay time.Duration) error {
-	const op = "enqueue_for_orchestrator"
+	const op = "EnqueueForOrchestrator"
 	if item == nil {
 		return Permanent(op, "work item is nil")
 	}
@@ -68,7 +68,7 @@ func (p *CosmosProvider) enqueueStart(ctx context.Context, instance string, msg 
 		return nil
 	}
 	if !failedWithConflict(resp, 0) {
-		return batchFailure("enqueue_for_orchestrator", resp)
+		return batchFailure("EnqueueForOrchestrator", resp)
 	}
 	if err := p.createOnce(ctx, partitionKey(instance), msg, unknown); err != nil {
 		return err
@@ -94,7 +94,7 @@ func (p *CosmosProvider) checkNotBeingDeleted(ctx context.Context, instance stri
 	if _, err := p.container.DeleteItem(ctx, partitionKey(instance), head.ID, nil); err != nil && !IsNotFound(err) {
 		return err
 	}
-	return Retryable("enqueue_for_orchestrator", fmt.Sprintf("instance %q is being deleted; start it again once the deletion is done", instance))
+	return Retryable("EnqueueForOrchestrator", fmt.Sprintf("instance %q is being deleted; start it again once the deletion is done", instance))
 }
 
 // newLockDoc is an unlocked instance document without a name.
@@ -150,7 +150,7 @@ type fetchedOrchestration struct {
 // FetchOrchestrationItem locks one instance that has visible messages and
 // returns its batch with its current execution's history.
 func (p *CosmosProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *DispatcherCapabilityFilter) (*OrchestrationItem, string, uint32, error) {
-	const op = "fetch_orchestration_item"
+	const op = "FetchOrchestrationItem"
 	if filter != nil && len(filter.SupportedDuroxideVersions) == 0 {
 		return nil, "", 0, nil // a dispatcher that supports nothing gets nothing
 	}

@@ -325,6 +325,6 @@ func TestOversizedCompletionIsRefusedAndTheLockKept(t *testing.T) {
 	require.Error(t, err)
 	assert.False(t, cdb.IsRetryable(err), "a completion over the document limit never fits: %v", err)
 	require.NoError(t, p.AckWorkItem(ctx, token, cdb.ActivityFailed{Instance: act.Instance, ExecutionID: 1, ID: act.ID,
-		Details: cdb.InfrastructureError{Operation: "ack_work_item", Message: err.Error()}}))
+		Details: cdb.InfrastructureError{Operation: "AckWorkItem", Message: err.Error()}}))
 	assert.Zero(t, countDocs(t, p, "oversized", "work"))
 }

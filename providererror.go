@@ -10,7 +10,7 @@ import (
 // again may succeed (throttling, timeouts, lost connections) or not (invalid
 // lock tokens, duplicate events, bad input).
 type ProviderError struct {
-	Op        string // the contract operation, e.g. "ack_orchestration_item"
+	Op        string // the contract operation, e.g. "AckOrchestrationItem"
 	Message   string
 	Retryable bool
 	Err       error // the cause, if any; reached by errors.Unwrap

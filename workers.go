@@ -15,7 +15,7 @@ import (
 
 // EnqueueForWorker writes an ActivityExecute, visible at once.
 func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) error {
-	const op = "enqueue_for_worker"
+	const op = "EnqueueForWorker"
 	act, ok := item.(ActivityExecute)
 	if !ok {
 		if item == nil {
@@ -76,7 +76,7 @@ type fetchedWork struct {
 // FetchWorkItem claims the oldest visible, unlocked worker item that the
 // session and tag rules allow.
 func (p *CosmosProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *SessionFetchConfig, tags TagFilter) (WorkItem, string, uint32, error) {
-	const op = "fetch_work_item"
+	const op = "FetchWorkItem"
 	if tags.Mode() == TagFilterNone {
 		return nil, "", 0, nil
 	}
@@ -324,7 +324,7 @@ func (p *CosmosProvider) heldWork(op, token string) (*workLock, error) {
 // AckWorkItem deletes the held item and enqueues its completion in one
 // batch; it fails permanently when the item was cancelled or its lock lost.
 func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, completion WorkItem) error {
-	const op = "ack_work_item"
+	const op = "AckWorkItem"
 	lock, err := p.heldWork(op, lockToken)
 	if err != nil {
 		return err
@@ -402,7 +402,7 @@ func (p *CosmosProvider) workAckApplied(ctx context.Context, lock *workLock) (bo
 // addCompletion adds the completion message to the ack's batch; one for
 // another instance goes through an outbox document instead.
 func (p *CosmosProvider) addCompletion(b *TransactionalBatch, lock *workLock, completion WorkItem) error {
-	const op = "ack_work_item"
+	const op = "AckWorkItem"
 	target := completion.InstanceID()
 	id := "m|w|" + lock.token
 	body, err := p.newMessageDoc(completion, id, p.nowMs())
@@ -433,7 +433,7 @@ func (p *CosmosProvider) addCompletion(b *TransactionalBatch, lock *workLock, co
 // lock is ours, and its ETag is adopted (R8, R10). Only an item gone,
 // replaced or locked by another fails the renewal for good.
 func (p *CosmosProvider) RenewWorkItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
-	const op = "renew_work_item_lock"
+	const op = "RenewWorkItemLock"
 	lock, err := p.heldWork(op, lockToken)
 	if err != nil {
 		return err
@@ -525,7 +525,7 @@ func (p *CosmosProvider) lostWork(op string, lock *workLock) error {
 
 // AbandonWorkItem releases a held item, visible again after delay.
 func (p *CosmosProvider) AbandonWorkItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
-	const op = "abandon_work_item"
+	const op = "AbandonWorkItem"
 	lock, ok := p.workLocks.get(lockToken)
 	if !ok {
 		return Permanent(op, "unknown lock token: the work item was acked, abandoned or never fetched here")

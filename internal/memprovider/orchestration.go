@@ -13,7 +13,7 @@ import (
 // and returns all its visible messages as one batch (contract §2.2).
 func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration,
 	filter *cdb.DispatcherCapabilityFilter) (*cdb.OrchestrationItem, string, uint32, error) {
-	const op = "fetch_orchestration_item"
+	const op = "FetchOrchestrationItem"
 	var (
 		item    *cdb.OrchestrationItem
 		token   string
@@ -277,7 +277,7 @@ func (p *Provider) lockByToken(token string) (string, *instanceLock) {
 func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, executionID uint64,
 	historyDelta []cdb.Event, workerItems, orchestratorItems []cdb.WorkItem,
 	metadata cdb.ExecutionMetadata, cancelledActivities []cdb.ScheduledActivityIdentifier) error {
-	const op = "ack_orchestration_item"
+	const op = "AckOrchestrationItem"
 	if err := p.begin(ctx, op); err != nil {
 		return err
 	}
@@ -466,7 +466,7 @@ func (p *Provider) deltaFor(instance string) map[string]kvDeltaEntry {
 // An unknown token is an error; an expired one is accepted while nobody has
 // re-locked the instance, as in SQLite.
 func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
-	const op = "abandon_orchestration_item"
+	const op = "AbandonOrchestrationItem"
 	if err := p.begin(ctx, op); err != nil {
 		return err
 	}
@@ -499,7 +499,7 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 
 // RenewOrchestrationItemLock extends a still-valid instance lock.
 func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
-	const op = "renew_orchestration_item_lock"
+	const op = "RenewOrchestrationItemLock"
 	if err := p.begin(ctx, op); err != nil {
 		return err
 	}
@@ -515,7 +515,7 @@ func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, lockToken str
 
 // Read returns the latest execution's history; empty for an unknown instance.
 func (p *Provider) Read(ctx context.Context, instance string) ([]cdb.Event, error) {
-	const op = "read"
+	const op = "Read"
 	if err := p.begin(ctx, op); err != nil {
 		return nil, err
 	}
@@ -525,7 +525,7 @@ func (p *Provider) Read(ctx context.Context, instance string) ([]cdb.Event, erro
 
 // ReadWithExecution returns one execution's history.
 func (p *Provider) ReadWithExecution(ctx context.Context, instance string, executionID uint64) ([]cdb.Event, error) {
-	const op = "read_with_execution"
+	const op = "ReadWithExecution"
 	if err := p.begin(ctx, op); err != nil {
 		return nil, err
 	}
@@ -536,7 +536,7 @@ func (p *Provider) ReadWithExecution(ctx context.Context, instance string, execu
 // AppendWithExecution stores events as given, all or none; an event id of 0
 // or one already stored is refused, never overwritten.
 func (p *Provider) AppendWithExecution(ctx context.Context, instance string, executionID uint64, newEvents []cdb.Event) error {
-	const op = "append_with_execution"
+	const op = "AppendWithExecution"
 	if err := p.begin(ctx, op); err != nil {
 		return err
 	}
@@ -552,7 +552,7 @@ func (p *Provider) AppendWithExecution(ctx context.Context, instance string, exe
 // EnqueueForOrchestrator queues a message for the instance it routes to,
 // visible after delay. It never creates the instance.
 func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item cdb.WorkItem, delay time.Duration) error {
-	const op = "enqueue_for_orchestrator"
+	const op = "EnqueueForOrchestrator"
 	e, err := encodeOrchItem(item)
 	if err != nil {
 		return cdb.Permanent(op, err.Error())

@@ -273,7 +273,7 @@ func (p *CosmosProvider) PruneExecutions(ctx context.Context, instance string, o
 		return PruneResult{}, wrap(op, err)
 	}
 	if !inst.exists() {
-		return PruneResult{}, notFound(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
+		return PruneResult{}, refusal(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
 	}
 	r, err := p.pruneInstance(ctx, inst, options)
 	return r, wrap(op, err)

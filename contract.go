@@ -286,21 +286,24 @@ func GetInstanceTreeDefault(ctx context.Context, admin ProviderAdmin, instance s
 
 // DeleteInstanceDefault is duroxide's default DeleteInstance: refuse a
 // sub-orchestration, then delete the instance's whole tree atomically. An
-// unknown instance fails through GetParentID.
+// unknown instance fails through GetParentID, with ErrInstanceNotFound.
+// Failures are reported as DeleteInstance's, wrapping the failed call's.
 func DeleteInstanceDefault(ctx context.Context, admin ProviderAdmin, instance string, force bool) (DeleteInstanceResult, error) {
+	const op = "DeleteInstance"
 	parent, err := admin.GetParentID(ctx, instance)
 	if err != nil {
-		return DeleteInstanceResult{}, err
+		return DeleteInstanceResult{}, asOperation(op, err)
 	}
 	if parent != nil {
-		return DeleteInstanceResult{}, Permanent("DeleteInstance",
-			fmt.Sprintf("Cannot delete sub-orchestration %s directly. Delete root instance instead.", instance))
+		return DeleteInstanceResult{}, refusal(op,
+			fmt.Sprintf("Cannot delete sub-orchestration %s directly. Delete root instance instead.", instance), ErrSubOrchestration)
 	}
 	tree, err := admin.GetInstanceTree(ctx, instance)
 	if err != nil {
-		return DeleteInstanceResult{}, err
+		return DeleteInstanceResult{}, asOperation(op, err)
 	}
-	return admin.DeleteInstancesAtomic(ctx, tree.AllIDs, force)
+	result, err := admin.DeleteInstancesAtomic(ctx, tree.AllIDs, force)
+	return result, asOperation(op, err)
 }
 
 // ---------------------------------------------------------------------------

@@ -78,7 +78,7 @@ func (p *CosmosProvider) checkDeletable(ctx context.Context, op string, ids []st
 			return wrap(op, err)
 		}
 		if !force && inst.exists() && inst.Status == "Running" {
-			return Permanent(op, fmt.Sprintf("instance %q is Running; use force=true to delete it", id))
+			return refusal(op, fmt.Sprintf("instance %q is Running; use force=true to delete it", id), ErrInstanceRunning)
 		}
 		children, err := p.ListChildren(ctx, id)
 		if err != nil {
@@ -86,7 +86,7 @@ func (p *CosmosProvider) checkDeletable(ctx context.Context, op string, ids []st
 		}
 		for _, child := range children {
 			if !wanted[child] {
-				return Permanent(op, fmt.Sprintf("instance %q has child %q, which is not being deleted: delete the whole tree", id, child))
+				return refusal(op, fmt.Sprintf("instance %q has child %q, which is not being deleted: delete the whole tree", id, child), ErrOrphanedChild)
 			}
 		}
 	}

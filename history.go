@@ -217,9 +217,9 @@ func checkEventIDs(op string, existing map[uint64]bool, delta []Event) error {
 	for _, e := range delta {
 		switch {
 		case e.EventID == 0:
-			return Permanent(op, "event_id 0 is not a valid event id")
+			return refusal(op, "event_id 0 is not a valid event id", ErrInvalidInput)
 		case existing[e.EventID] || seen[e.EventID]:
-			return Permanent(op, fmt.Sprintf("duplicate event_id %d in execution %d: history is append-only", e.EventID, e.ExecutionID))
+			return refusal(op, fmt.Sprintf("duplicate event_id %d in execution %d: history is append-only", e.EventID, e.ExecutionID), ErrDuplicateEvent)
 		}
 		seen[e.EventID] = true
 	}
@@ -258,7 +258,7 @@ func (p *CosmosProvider) readExecution(ctx context.Context, op, instance string,
 	}
 	events, err := decodeHistory(docs)
 	if err != nil {
-		return nil, Permanent(op, err.Error())
+		return nil, refused(op, err)
 	}
 	if events == nil {
 		events = []Event{}
@@ -329,7 +329,7 @@ func (p *CosmosProvider) AppendWithExecution(ctx context.Context, instance strin
 	}
 	body, _, err := encodeHistory(instance, pk, executionID, newEvents, "")
 	if err != nil {
-		return Permanent(op, err.Error())
+		return refused(op, err)
 	}
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(pk))
 	b.CreateItem(body, nil)
@@ -349,7 +349,7 @@ func (p *CosmosProvider) AppendWithExecution(ctx context.Context, instance strin
 	}
 	if !resp.Success {
 		if _, ce, _ := resp.FailedOperation(); ce != nil && ce.StatusCode == http.StatusConflict {
-			return Permanent(op, "duplicate event ids: history is append-only")
+			return refusal(op, "duplicate event ids: history is append-only", ErrDuplicateEvent)
 		}
 		return batchFailure(op, resp)
 	}

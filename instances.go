@@ -140,7 +140,7 @@ func (p *CosmosProvider) GetInstanceInfo(ctx context.Context, instance string) (
 		return InstanceInfo{}, err
 	}
 	if !inst.exists() {
-		return InstanceInfo{}, notFound(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
+		return InstanceInfo{}, refusal(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
 	}
 	status := inst.Status
 	if status == "" {
@@ -167,7 +167,7 @@ func (p *CosmosProvider) GetExecutionInfo(ctx context.Context, instance string, 
 	}
 	resp, err := p.container.ReadItem(ctx, partitionKey(instance), executionDocID(executionID), nil)
 	if IsNotFound(err) {
-		return ExecutionInfo{}, notFound(op, fmt.Sprintf("execution %d of %q not found", executionID, instance), ErrExecutionNotFound)
+		return ExecutionInfo{}, refusal(op, fmt.Sprintf("execution %d of %q not found", executionID, instance), ErrExecutionNotFound)
 	}
 	if err != nil {
 		return ExecutionInfo{}, wrap(op, err)
@@ -222,7 +222,7 @@ func (p *CosmosProvider) GetParentID(ctx context.Context, instance string) (*str
 		return nil, err
 	}
 	if !inst.exists() {
-		return nil, notFound(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
+		return nil, refusal(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
 	}
 	return inst.Parent, nil
 }

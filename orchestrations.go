@@ -19,10 +19,10 @@ import (
 func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkItem, delay time.Duration) error {
 	const op = "EnqueueForOrchestrator"
 	if item == nil {
-		return Permanent(op, "work item is nil")
+		return refusal(op, "work item is nil", ErrInvalidInput)
 	}
 	if _, ok := item.(ActivityExecute); ok {
-		return Permanent(op, "ActivityExecute belongs on the worker queue (use EnqueueForWorker)")
+		return refusal(op, "ActivityExecute belongs on the worker queue (use EnqueueForWorker)", ErrInvalidInput)
 	}
 	instance := item.InstanceID()
 	if err := validateInstanceID(op, instance); err != nil {
@@ -31,7 +31,7 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 	visibleAt := p.now().Add(max(delay, 0))
 	doc, err := p.newMessageDoc(item, "m|"+newLockToken(""), visibleAt.UnixMilli())
 	if err != nil {
-		return Permanent(op, err.Error())
+		return refused(op, err)
 	}
 	doc = markedOnConsume(doc)
 	if _, ok := item.(StartOrchestration); ok {

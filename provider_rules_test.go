@@ -430,6 +430,7 @@ func TestR6AnyInstanceID(t *testing.T) {
 		require.Error(t, err)
 		assert.False(t, cdb.IsRetryable(err), "%v", err)
 		assert.Contains(t, err.Error(), "instance id")
+		assert.ErrorIs(t, fmt.Errorf("caller: %w", err), cdb.ErrInvalidInput)
 	}
 	assert.Equal(t, before, acct.Counts().Requests, "nothing was sent for ids that cannot be stored")
 }

@@ -19,9 +19,9 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 	act, ok := item.(ActivityExecute)
 	if !ok {
 		if item == nil {
-			return Permanent(op, "work item is nil")
+			return refusal(op, "work item is nil", ErrInvalidInput)
 		}
-		return Permanent(op, fmt.Sprintf("%s belongs on the orchestrator queue; only ActivityExecute goes to the worker queue", item.Kind()))
+		return refusal(op, fmt.Sprintf("%s belongs on the orchestrator queue; only ActivityExecute goes to the worker queue", item.Kind()), ErrInvalidInput)
 	}
 	if err := validateInstanceID(op, act.Instance); err != nil {
 		return err
@@ -29,7 +29,7 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 	pk := partitionKey(act.Instance)
 	body, err := p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), p.nowMs())
 	if err != nil {
-		return Permanent(op, err.Error())
+		return refused(op, err)
 	}
 	body = markedOnConsume(body)
 	// A lost response is resolved by sending again (R8): a 409 after an
@@ -40,7 +40,7 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 		// duroxide's SQLite provider would.
 		body, err = p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID)+"|"+newLockToken(""), p.nowMs())
 		if err != nil {
-			return Permanent(op, err.Error())
+			return refused(op, err)
 		}
 		body = markedOnConsume(body)
 		err = p.createOnce(ctx, pk, body, false)
@@ -305,18 +305,18 @@ func encodedActivityName(encoded string) string {
 func (p *CosmosProvider) heldWork(op, token string) (*workLock, error) {
 	lock, ok := p.workLocks.get(token)
 	if !ok {
-		return nil, Permanent(op, "unknown lock token: the work item was acked, abandoned or never fetched here")
+		return nil, refusal(op, "unknown lock token: the work item was acked, abandoned or never fetched here", ErrInvalidLockToken)
 	}
 	lock.mu.Lock()
 	if lock.done {
 		lock.mu.Unlock()
-		return nil, Permanent(op, "the work item was already acked or abandoned")
+		return nil, refusal(op, "the work item was already acked or abandoned", ErrInvalidLockToken)
 	}
 	if p.nowMs() >= lock.lockedUntil {
 		lock.done = true
 		lock.mu.Unlock()
 		p.workLocks.remove(token)
-		return nil, Permanent(op, "the work item's lock expired")
+		return nil, refusal(op, "the work item's lock expired", ErrInvalidLockToken)
 	}
 	return lock, nil
 }
@@ -337,7 +337,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 		switch completion.(type) {
 		case ActivityCompleted, ActivityFailed:
 		default:
-			return Permanent(op, fmt.Sprintf("a completion is ActivityCompleted or ActivityFailed, not %s", completion.Kind()))
+			return refusal(op, fmt.Sprintf("a completion is ActivityCompleted or ActivityFailed, not %s", completion.Kind()), ErrInvalidInput)
 		}
 	}
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
@@ -407,7 +407,7 @@ func (p *CosmosProvider) addCompletion(b *TransactionalBatch, lock *workLock, co
 	id := "m|w|" + lock.token
 	body, err := p.newMessageDoc(completion, id, p.nowMs())
 	if err != nil {
-		return Permanent(op, err.Error())
+		return refused(op, err)
 	}
 	if instancePartitionKey(target) == lock.pk {
 		b.CreateItem(body, nil)
@@ -420,7 +420,7 @@ func (p *CosmosProvider) addCompletion(b *TransactionalBatch, lock *workLock, co
 		Entries: []outboxEntry{{PK: instancePartitionKey(target), Doc: relayedBody(body)}}}
 	ob, err := json.Marshal(doc)
 	if err != nil {
-		return Permanent(op, err.Error())
+		return refused(op, err)
 	}
 	b.CreateItem(ob, nil)
 	return nil
@@ -520,7 +520,7 @@ func isGone(ce *CosmosError) bool {
 func (p *CosmosProvider) lostWork(op string, lock *workLock) error {
 	lock.done = true
 	p.workLocks.remove(lock.token)
-	return Permanent(op, "the work item was cancelled or its lock was lost")
+	return refusal(op, "the work item was cancelled or its lock was lost", ErrInvalidLockToken)
 }
 
 // AbandonWorkItem releases a held item, visible again after delay.
@@ -528,12 +528,12 @@ func (p *CosmosProvider) AbandonWorkItem(ctx context.Context, lockToken string, 
 	const op = "AbandonWorkItem"
 	lock, ok := p.workLocks.get(lockToken)
 	if !ok {
-		return Permanent(op, "unknown lock token: the work item was acked, abandoned or never fetched here")
+		return refusal(op, "unknown lock token: the work item was acked, abandoned or never fetched here", ErrInvalidLockToken)
 	}
 	lock.mu.Lock()
 	defer lock.mu.Unlock()
 	if lock.done {
-		return Permanent(op, "the work item was already acked or abandoned")
+		return refusal(op, "the work item was already acked or abandoned", ErrInvalidLockToken)
 	}
 	if err := p.knownETag(ctx, op, lock); err != nil {
 		return err

@@ -107,7 +107,7 @@ func (p *Provider) GetInstanceInfo(ctx context.Context, instance string) (cdb.In
 	defer p.mu.Unlock()
 	inst := p.instances[instance]
 	if inst == nil {
-		return cdb.InstanceInfo{}, &cdb.ProviderError{Op: op, Message: fmt.Sprintf("Instance %s not found", instance), Err: cdb.ErrInstanceNotFound}
+		return cdb.InstanceInfo{}, refuse(op, fmt.Sprintf("Instance %s not found", instance), cdb.ErrInstanceNotFound)
 	}
 	info := cdb.InstanceInfo{
 		InstanceID:           instance,
@@ -138,7 +138,7 @@ func (p *Provider) GetExecutionInfo(ctx context.Context, instance string, execut
 	defer p.mu.Unlock()
 	exec := p.executions[instance][executionID]
 	if exec == nil {
-		return cdb.ExecutionInfo{}, &cdb.ProviderError{Op: op, Message: fmt.Sprintf("Execution %d not found for instance %s", executionID, instance), Err: cdb.ErrExecutionNotFound}
+		return cdb.ExecutionInfo{}, refuse(op, fmt.Sprintf("Execution %d not found for instance %s", executionID, instance), cdb.ErrExecutionNotFound)
 	}
 	info := cdb.ExecutionInfo{
 		ExecutionID: executionID,
@@ -239,7 +239,7 @@ func (p *Provider) GetParentID(ctx context.Context, instance string) (*string, e
 	defer p.mu.Unlock()
 	inst := p.instances[instance]
 	if inst == nil {
-		return nil, &cdb.ProviderError{Op: op, Message: fmt.Sprintf("Instance %s not found", instance), Err: cdb.ErrInstanceNotFound}
+		return nil, refuse(op, fmt.Sprintf("Instance %s not found", instance), cdb.ErrInstanceNotFound)
 	}
 	return cloneString(inst.parent), nil
 }
@@ -291,8 +291,8 @@ func (p *Provider) deleteInstancesLocked(op string, ids []string, force bool) (c
 	if !force {
 		for _, id := range ids {
 			if exec := p.currentExecutionRow(id); exec != nil && exec.status == "Running" {
-				return res, cdb.Permanent(op, fmt.Sprintf(
-					"Instance %s is still running. Use force=true to delete anyway, or cancel first.", id))
+				return res, refuse(op, fmt.Sprintf(
+					"Instance %s is still running. Use force=true to delete anyway, or cancel first.", id), cdb.ErrInstanceRunning)
 			}
 		}
 	}
@@ -303,9 +303,9 @@ func (p *Provider) deleteInstancesLocked(op string, ids []string, force bool) (c
 	// Orphan check: a child left behind would lose its parent.
 	for _, id := range p.instanceIDs() {
 		if parent := p.instances[id].parent; parent != nil && set[*parent] && !set[id] {
-			return res, cdb.Permanent(op, fmt.Sprintf(
+			return res, refuse(op, fmt.Sprintf(
 				"Cannot delete: instance %s has child %s that was created after tree traversal. Re-fetch the tree and retry.",
-				*parent, id))
+				*parent, id), cdb.ErrOrphanedChild)
 		}
 	}
 
@@ -338,13 +338,13 @@ func (p *Provider) DeleteInstance(ctx context.Context, instance string, force bo
 	defer p.mu.Unlock()
 	inst := p.instances[instance]
 	if inst == nil {
-		return cdb.DeleteInstanceResult{}, &cdb.ProviderError{Op: "GetParentID", Message: fmt.Sprintf("Instance %s not found", instance), Err: cdb.ErrInstanceNotFound}
+		return cdb.DeleteInstanceResult{}, refuse(op, fmt.Sprintf("Instance %s not found", instance), cdb.ErrInstanceNotFound)
 	}
 	if inst.parent != nil {
-		return cdb.DeleteInstanceResult{}, cdb.Permanent(op,
-			fmt.Sprintf("Cannot delete sub-orchestration %s directly. Delete root instance instead.", instance))
+		return cdb.DeleteInstanceResult{}, refuse(op,
+			fmt.Sprintf("Cannot delete sub-orchestration %s directly. Delete root instance instead.", instance), cdb.ErrSubOrchestration)
 	}
-	return p.deleteInstancesLocked("DeleteInstancesAtomic", p.tree(instance).AllIDs, force)
+	return p.deleteInstancesLocked(op, p.tree(instance).AllIDs, force)
 }
 
 func terminal(status string) bool {
@@ -400,7 +400,7 @@ func (p *Provider) DeleteInstanceBulk(ctx context.Context, filter cdb.InstanceFi
 		if p.instances[root] == nil {
 			continue // already deleted as part of an earlier tree
 		}
-		res, err := p.deleteInstancesLocked("DeleteInstancesAtomic", p.tree(root).AllIDs, true)
+		res, err := p.deleteInstancesLocked(op, p.tree(root).AllIDs, true)
 		if err != nil {
 			return total, err
 		}
@@ -423,7 +423,7 @@ func (p *Provider) PruneExecutions(ctx context.Context, instance string, options
 func (p *Provider) pruneLocked(op, instance string, options cdb.PruneOptions) (cdb.PruneResult, error) {
 	inst := p.instances[instance]
 	if inst == nil {
-		return cdb.PruneResult{}, &cdb.ProviderError{Op: op, Message: fmt.Sprintf("Instance %s not found", instance), Err: cdb.ErrInstanceNotFound}
+		return cdb.PruneResult{}, refuse(op, fmt.Sprintf("Instance %s not found", instance), cdb.ErrInstanceNotFound)
 	}
 	ids := p.executionIDs(instance) // ascending
 	keep := map[uint64]bool{}

@@ -287,20 +287,20 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 	// Validate.
 	instance, lock := p.lockByToken(lockToken)
 	if lock == nil {
-		return cdb.Permanent(op, "Invalid lock token")
+		return refuse(op, "Invalid lock token", cdb.ErrInvalidLockToken)
 	}
 	if lock.lockedUntil <= now {
-		return cdb.Permanent(op, "Instance lock expired")
+		return refuse(op, "Instance lock expired", cdb.ErrInvalidLockToken)
 	}
 	delta, err := p.encodeEvents(instance, executionID, historyDelta)
 	if err != nil {
-		return cdb.Permanent(op, "Failed to append history: "+err.Error())
+		return refuse(op, "Failed to append history: "+err.Error(), err)
 	}
 	workers := make([]encodedWorkItem, 0, len(workerItems))
 	for _, w := range workerItems {
 		e, err := encodeWorkItem(w)
 		if err != nil {
-			return cdb.Permanent(op, "worker item: "+err.Error())
+			return refuse(op, "worker item: "+err.Error(), err)
 		}
 		workers = append(workers, e)
 	}
@@ -308,7 +308,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 	for _, o := range orchestratorItems {
 		e, err := encodeOrchItem(o)
 		if err != nil {
-			return cdb.Permanent(op, "orchestrator item: "+err.Error())
+			return refuse(op, "orchestrator item: "+err.Error(), err)
 		}
 		orchs = append(orchs, e)
 	}
@@ -475,7 +475,7 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 
 	instance, lock := p.lockByToken(lockToken)
 	if lock == nil {
-		return cdb.Permanent(op, "Invalid lock token")
+		return refuse(op, "Invalid lock token", cdb.ErrInvalidLockToken)
 	}
 	delete(p.locks, instance)
 	visibleAt := after(now, delay)
@@ -507,7 +507,7 @@ func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, lockToken str
 	now := p.nowMs()
 	_, lock := p.lockByToken(lockToken)
 	if lock == nil || lock.lockedUntil <= now {
-		return cdb.Permanent(op, "Lock token invalid, expired, or already acked")
+		return refuse(op, "Lock token invalid, expired, or already acked", cdb.ErrInvalidLockToken)
 	}
 	lock.lockedUntil = after(now, extendFor)
 	return nil
@@ -543,7 +543,7 @@ func (p *Provider) AppendWithExecution(ctx context.Context, instance string, exe
 	defer p.mu.Unlock()
 	events, err := p.encodeEvents(instance, executionID, newEvents)
 	if err != nil {
-		return cdb.Permanent(op, "Failed to append history: "+err.Error())
+		return refuse(op, "Failed to append history: "+err.Error(), err)
 	}
 	p.appendEncoded(instance, executionID, events)
 	return nil
@@ -555,7 +555,7 @@ func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item cdb.WorkItem
 	const op = "EnqueueForOrchestrator"
 	e, err := encodeOrchItem(item)
 	if err != nil {
-		return cdb.Permanent(op, err.Error())
+		return refuse(op, err.Error(), err)
 	}
 	if err := p.begin(ctx, op); err != nil {
 		return err

@@ -14,7 +14,7 @@ func (p *Provider) EnqueueForWorker(ctx context.Context, item cdb.WorkItem) erro
 	const op = "EnqueueForWorker"
 	e, err := encodeWorkItem(item)
 	if err != nil {
-		return cdb.Permanent(op, err.Error())
+		return refuse(op, err.Error(), err)
 	}
 	if err := p.begin(ctx, op); err != nil {
 		return err
@@ -147,10 +147,10 @@ func (p *Provider) AckWorkItem(ctx context.Context, lockToken string, completion
 	if completion != nil {
 		e, err := encodeOrchItem(completion)
 		if err != nil {
-			return cdb.Permanent(op, err.Error())
+			return refuse(op, err.Error(), err)
 		}
 		if e.kind != "ActivityCompleted" && e.kind != "ActivityFailed" {
-			return cdb.Permanent(op, "Invalid completion type for worker ack")
+			return refuse(op, "Invalid completion type for worker ack", cdb.ErrInvalidInput)
 		}
 		enc = &e
 	}
@@ -161,7 +161,7 @@ func (p *Provider) AckWorkItem(ctx context.Context, lockToken string, completion
 	now := p.nowMs()
 	r := p.workByToken(lockToken)
 	if r == nil || r.lockedUntil <= now {
-		return cdb.Permanent(op, "Activity was cancelled or lock expired (worker queue row not found or lock invalid)")
+		return refuse(op, "Activity was cancelled or lock expired (worker queue row not found or lock invalid)", cdb.ErrInvalidLockToken)
 	}
 	p.removeWork(func(w *workRow) bool { return w == r })
 	p.touchSession(r.sessionID, now)
@@ -183,7 +183,7 @@ func (p *Provider) RenewWorkItemLock(ctx context.Context, lockToken string, exte
 	now := p.nowMs()
 	r := p.workByToken(lockToken)
 	if r == nil || r.lockedUntil <= now {
-		return cdb.Permanent(op, "Lock renewal failed - activity was cancelled or lock expired")
+		return refuse(op, "Lock renewal failed - activity was cancelled or lock expired", cdb.ErrInvalidLockToken)
 	}
 	r.lockedUntil = after(now, extendFor)
 	p.touchSession(r.sessionID, now)
@@ -202,7 +202,7 @@ func (p *Provider) AbandonWorkItem(ctx context.Context, lockToken string, delay 
 	now := p.nowMs()
 	r := p.workByToken(lockToken)
 	if r == nil {
-		return cdb.Permanent(op, "Invalid lock token or already acked")
+		return refuse(op, "Invalid lock token or already acked", cdb.ErrInvalidLockToken)
 	}
 	r.lockToken = ""
 	r.lockedUntil = 0

@@ -64,9 +64,9 @@ func (p *CosmosProvider) GetSystemMetrics(ctx context.Context) (SystemMetrics, e
 		extra []QueryParameter
 	}{
 		{&m.TotalInstances, instances, nil},
-		{&m.RunningInstances, instances + " AND c.status = @s", []QueryParameter{{Name: "@s", Value: "Running"}}},
-		{&m.CompletedInstances, instances + " AND c.status = @s", []QueryParameter{{Name: "@s", Value: "Completed"}}},
-		{&m.FailedInstances, instances + " AND c.status = @s", []QueryParameter{{Name: "@s", Value: "Failed"}}},
+		{&m.RunningInstances, instances + " AND c.status = @s", []QueryParameter{{Name: "@s", Value: StatusRunning}}},
+		{&m.CompletedInstances, instances + " AND c.status = @s", []QueryParameter{{Name: "@s", Value: StatusCompleted}}},
+		{&m.FailedInstances, instances + " AND c.status = @s", []QueryParameter{{Name: "@s", Value: StatusFailed}}},
 		{&m.TotalExecutions, "c.type = @exec", nil},
 	}
 	for _, c := range counts {
@@ -135,12 +135,12 @@ func (p *CosmosProvider) GetQueueDepths(ctx context.Context) (QueueDepths, error
 
 // instanceRow is what listings and bulk operations need of an instance.
 type instanceRow struct {
-	Instance    string  `json:"instance"`
-	Parent      *string `json:"parent"`
-	Status      string  `json:"status"`
-	CompletedAt *int64  `json:"completedAt"`
-	CreatedAt   int64   `json:"createdAt"`
-	Deleting    string  `json:"deleting"`
+	Instance    string         `json:"instance"`
+	Parent      *string        `json:"parent"`
+	Status      InstanceStatus `json:"status"`
+	CompletedAt *int64         `json:"completedAt"`
+	CreatedAt   int64          `json:"createdAt"`
+	Deleting    string         `json:"deleting"`
 }
 
 // liveInstances lists the named instances the filter's ids and cutoff
@@ -224,9 +224,7 @@ func (p *CosmosProvider) selectInstances(ctx context.Context, filter InstanceFil
 	return rows, nil
 }
 
-func isTerminal(status string) bool {
-	return status == "Completed" || status == "Failed" || status == "ContinuedAsNew"
-}
+func isTerminal(status InstanceStatus) bool { return status.IsTerminal() }
 
 // DeleteInstanceBulk deletes the terminal root instances the filter matches,
 // each with its whole tree. Running instances are skipped.
@@ -253,12 +251,12 @@ func (p *CosmosProvider) DeleteInstanceBulk(ctx context.Context, filter Instance
 
 // executionRow is what pruning needs of an execution.
 type executionRow struct {
-	ID          string `json:"id"`
-	Type        string `json:"type"`
-	Exec        uint64 `json:"exec"`
-	Status      string `json:"status"`
-	CompletedAt *int64 `json:"completedAt"`
-	Events      int    `json:"events"`
+	ID          string         `json:"id"`
+	Type        string         `json:"type"`
+	Exec        uint64         `json:"exec"`
+	Status      InstanceStatus `json:"status"`
+	CompletedAt *int64         `json:"completedAt"`
+	Events      int            `json:"events"`
 }
 
 // PruneExecutions deletes old executions and their history: never the
@@ -332,7 +330,7 @@ func pruneCandidates(execs []executionRow, current uint64, options PruneOptions)
 	doomed := map[uint64]bool{}
 	for i, e := range execs {
 		switch {
-		case e.Exec == current, e.Status == "Running", i < keep:
+		case e.Exec == current, e.Status == StatusRunning, i < keep:
 		case options.CompletedBefore != nil && (e.CompletedAt == nil || uint64(*e.CompletedAt) >= *options.CompletedBefore):
 		default:
 			doomed[e.Exec] = true

@@ -391,11 +391,11 @@ func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event,
 	}
 	if executionID > inst.CurrentExec {
 		inst.CurrentExec = executionID
-		inst.Status, inst.Output, inst.Pinned, inst.CompletedAt = "Running", nil, nil, nil
+		inst.Status, inst.Output, inst.Pinned, inst.CompletedAt = StatusRunning, nil, nil, nil
 	}
 	if executionID == inst.CurrentExec {
 		if inst.Status == "" {
-			inst.Status = "Running"
+			inst.Status = StatusRunning
 		}
 		if md.PinnedDuroxideVersion != nil {
 			packed := md.PinnedDuroxideVersion.PackedVersion()
@@ -404,7 +404,7 @@ func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event,
 		if md.Status != nil {
 			inst.Status, inst.Output = *md.Status, md.Output
 			inst.CompletedAt = nil
-			if *md.Status != "Running" {
+			if *md.Status != StatusRunning {
 				completed := now
 				inst.CompletedAt = &completed
 			}
@@ -442,7 +442,7 @@ func nextExecutionDoc(lock *orchestrationLock, executionID uint64, md ExecutionM
 	} else {
 		d = executionDoc{
 			ID: executionDocID(executionID), PK: lock.pk, Type: docExecution, Instance: lock.inst.Instance,
-			Exec: executionID, Status: "Running", StartedAt: now,
+			Exec: executionID, Status: StatusRunning, StartedAt: now,
 		}
 	}
 	if md.PinnedDuroxideVersion != nil {
@@ -451,7 +451,7 @@ func nextExecutionDoc(lock *orchestrationLock, executionID uint64, md ExecutionM
 	}
 	if md.Status != nil {
 		d.Status, d.Output = *md.Status, md.Output
-		if *md.Status != "Running" {
+		if *md.Status != StatusRunning {
 			completed := now
 			d.CompletedAt = &completed
 		}

@@ -90,7 +90,7 @@ type KvEntry struct {
 // provider can store it without inspecting events. Nil fields mean "leave the
 // stored value alone".
 type ExecutionMetadata struct {
-	Status               *string // "Completed", "Failed", "ContinuedAsNew" on terminal turns
+	Status               *InstanceStatus // Completed, Failed or ContinuedAsNew on terminal turns
 	Output               *string
 	OrchestrationName    *string
 	OrchestrationVersion *string
@@ -212,8 +212,8 @@ type ProviderAdmin interface {
 	// ListInstances returns every instance id.
 	ListInstances(ctx context.Context) ([]string, error)
 	// ListInstancesByStatus returns the instances whose current execution has
-	// this status ("Running", "Completed", "Failed", "ContinuedAsNew").
-	ListInstancesByStatus(ctx context.Context, status string) ([]string, error)
+	// this status.
+	ListInstancesByStatus(ctx context.Context, status InstanceStatus) ([]string, error)
 	// ListExecutions returns an instance's execution ids in ascending order,
 	// empty for an unknown instance.
 	ListExecutions(ctx context.Context, instance string) ([]uint64, error)

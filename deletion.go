@@ -77,7 +77,7 @@ func (p *CosmosProvider) checkDeletable(ctx context.Context, op string, ids []st
 		if err != nil {
 			return wrap(op, err)
 		}
-		if !force && inst.exists() && inst.Status == "Running" {
+		if !force && inst.exists() && inst.Status == StatusRunning {
 			return refusal(op, fmt.Sprintf("instance %q is Running; use force=true to delete it", id), ErrInstanceRunning)
 		}
 		children, err := p.ListChildren(ctx, id)

@@ -64,7 +64,7 @@ func (p *CosmosProvider) ListInstances(ctx context.Context) ([]string, error) {
 
 // ListInstancesByStatus lists the instances whose current execution has
 // status.
-func (p *CosmosProvider) ListInstancesByStatus(ctx context.Context, status string) ([]string, error) {
+func (p *CosmosProvider) ListInstancesByStatus(ctx context.Context, status InstanceStatus) ([]string, error) {
 	return p.listInstances(ctx, "ListInstancesByStatus", func(r instanceRow) bool { return r.Status == status })
 }
 
@@ -144,7 +144,7 @@ func (p *CosmosProvider) GetInstanceInfo(ctx context.Context, instance string) (
 	}
 	status := inst.Status
 	if status == "" {
-		status = "Unknown"
+		status = StatusUnknown
 	}
 	return InstanceInfo{
 		InstanceID:           inst.Instance,

@@ -188,8 +188,8 @@ func (s kvState) bucketDoc(instance, pk string, b int) kvDoc {
 
 // isTerminalStatus says whether a status ends an execution (and so merges
 // its KV delta).
-func isTerminalStatus(status *string) bool {
-	return status != nil && (*status == "Completed" || *status == "ContinuedAsNew" || *status == "Failed")
+func isTerminalStatus(status *InstanceStatus) bool {
+	return status != nil && status.IsTerminal()
 }
 
 // readKV reads an instance's KV documents with one single-partition query.

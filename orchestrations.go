@@ -346,7 +346,7 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 	if err != nil {
 		return nil, err
 	}
-	if inst.Status == "ContinuedAsNew" && !hasContinueAsNew(items) {
+	if inst.Status == StatusContinuedAsNew && !hasContinueAsNew(items) {
 		if items, attempts, err = p.completeBatch(ctx, lock, now, until); err != nil {
 			p.releaseQuietly(ctx, lock)
 			return nil, err

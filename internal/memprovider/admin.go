@@ -36,7 +36,7 @@ func (p *Provider) ListInstances(ctx context.Context) ([]string, error) {
 
 // ListInstancesByStatus returns the instances whose current execution has
 // this status, newest first.
-func (p *Provider) ListInstancesByStatus(ctx context.Context, status string) ([]string, error) {
+func (p *Provider) ListInstancesByStatus(ctx context.Context, status cdb.InstanceStatus) ([]string, error) {
 	if err := p.begin(ctx, "ListInstancesByStatus"); err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func (p *Provider) GetInstanceInfo(ctx context.Context, instance string) (cdb.In
 		OrchestrationName:    inst.name,
 		OrchestrationVersion: "unknown",
 		CurrentExecutionID:   inst.currentExecution,
-		Status:               "Unknown",
+		Status:               cdb.StatusUnknown,
 		CreatedAt:            uint64(inst.createdAt),
 		UpdatedAt:            uint64(inst.updatedAt),
 		ParentInstanceID:     cloneString(inst.parent),
@@ -166,11 +166,11 @@ func (p *Provider) GetSystemMetrics(ctx context.Context) (cdb.SystemMetrics, err
 		m.TotalInstances++
 		if exec := p.currentExecutionRow(id); exec != nil {
 			switch exec.status {
-			case "Running":
+			case cdb.StatusRunning:
 				m.RunningInstances++
-			case "Completed":
+			case cdb.StatusCompleted:
 				m.CompletedInstances++
-			case "Failed":
+			case cdb.StatusFailed:
 				m.FailedInstances++
 			}
 		}
@@ -290,7 +290,7 @@ func (p *Provider) deleteInstancesLocked(op string, ids []string, force bool) (c
 	}
 	if !force {
 		for _, id := range ids {
-			if exec := p.currentExecutionRow(id); exec != nil && exec.status == "Running" {
+			if exec := p.currentExecutionRow(id); exec != nil && exec.status == cdb.StatusRunning {
 				return res, refuse(op, fmt.Sprintf(
 					"Instance %s is still running. Use force=true to delete anyway, or cancel first.", id), cdb.ErrInstanceRunning)
 			}
@@ -347,9 +347,7 @@ func (p *Provider) DeleteInstance(ctx context.Context, instance string, force bo
 	return p.deleteInstancesLocked(op, p.tree(instance).AllIDs, force)
 }
 
-func terminal(status string) bool {
-	return status == "Completed" || status == "Failed" || status == "ContinuedAsNew"
-}
+func terminal(status cdb.InstanceStatus) bool { return status.IsTerminal() }
 
 // matches applies an InstanceFilter's id and completed_before criteria to an
 // instance whose current execution is exec (nil if missing).
@@ -435,7 +433,7 @@ func (p *Provider) pruneLocked(op, instance string, options cdb.PruneOptions) (c
 	res := cdb.PruneResult{InstancesProcessed: 1}
 	for _, id := range ids {
 		exec := p.executions[instance][id]
-		if id == inst.currentExecution || exec.status == "Running" || keep[id] {
+		if id == inst.currentExecution || exec.status == cdb.StatusRunning || keep[id] {
 			continue
 		}
 		if options.CompletedBefore != nil && (exec.completedAt == nil || *exec.completedAt < 0 ||

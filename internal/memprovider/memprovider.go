@@ -60,7 +60,7 @@ type instanceRow struct {
 
 // executionRow is a row of the executions table.
 type executionRow struct {
-	status      string
+	status      cdb.InstanceStatus
 	output      *string
 	pinned      *cdb.SemanticVersion
 	startedAt   int64

@@ -343,7 +343,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 	}
 	exec := execs[executionID]
 	if exec == nil {
-		exec = &executionRow{status: "Running", startedAt: now}
+		exec = &executionRow{status: cdb.StatusRunning, startedAt: now}
 		execs[executionID] = exec
 	}
 	if metadata.PinnedDuroxideVersion != nil {
@@ -364,7 +364,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 	if metadata.Status != nil {
 		exec.status = *metadata.Status
 		exec.output = cloneString(metadata.Output)
-		if exec.status == "Running" {
+		if exec.status == cdb.StatusRunning {
 			exec.completedAt = nil
 		} else {
 			t := now
@@ -404,7 +404,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 		}
 	}
 	// A terminal turn merges kv_delta into kv_store and clears it.
-	if s := metadata.Status; s != nil && (*s == "Completed" || *s == "ContinuedAsNew" || *s == "Failed") {
+	if s := metadata.Status; s != nil && s.IsTerminal() {
 		for k, d := range p.kvDelta[instance] {
 			if d.value == nil {
 				delete(p.kvStore[instance], k)

@@ -973,7 +973,8 @@ func heldUntilOps(now time.Time, delay time.Duration) PatchOperations {
 // meets an instance ETag it did not expect (a renewal of ours whose
 // response was lost), is resolved by reading the instance document back:
 // unchanged but for our renewal, with our token, the lock is ours and its
-// ETag is adopted (R8, R10); the batch is atomic, so the messages agree.
+// ETag is adopted; a transient failure is never read as a lost lock. The
+// batch is atomic, so the messages agree.
 func (p *CosmosProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
 	const op = "RenewOrchestrationItemLock"
 	lock, err := p.heldOrchestration(op, lockToken)

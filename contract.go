@@ -77,13 +77,13 @@ type OrchestrationItem struct {
 	HistoryError *string
 	// KVSnapshot is the KV state as of the end of the last completed
 	// execution; it deliberately excludes the current execution's mutations.
-	KVSnapshot map[string]KvEntry
+	KVSnapshot map[string]KVEntry
 }
 
-// KvEntry is one key of the KV snapshot.
-type KvEntry struct {
+// KVEntry is one key of the KV snapshot.
+type KVEntry struct {
 	Value           string `json:"value"`
-	LastUpdatedAtMs uint64 `json:"last_updated_at_ms"`
+	LastUpdatedAtMs uint64 `json:"last_updated_at_ms"` // milliseconds since the Unix epoch
 }
 
 // ExecutionMetadata is what the runtime computed about a turn, so the

@@ -55,12 +55,12 @@ func kvBucketID(b int) string { return "kv|" + strconv.Itoa(b) }
 
 // kvState is an instance's store and delta.
 type kvState struct {
-	store map[string]KvEntry
+	store map[string]KVEntry
 	delta map[string]kvEntry
 }
 
 func newKVState() kvState {
-	return kvState{store: map[string]KvEntry{}, delta: map[string]kvEntry{}}
+	return kvState{store: map[string]KVEntry{}, delta: map[string]kvEntry{}}
 }
 
 func (s kvState) clone() kvState {
@@ -81,7 +81,7 @@ func (s kvState) add(d kvDoc) {
 		case d.Type == docKVDelta:
 			s.delta[e.Key] = e
 		case e.Value != nil:
-			s.store[e.Key] = KvEntry{Value: *e.Value, LastUpdatedAtMs: e.UpdatedAt}
+			s.store[e.Key] = KVEntry{Value: *e.Value, LastUpdatedAtMs: e.UpdatedAt}
 		}
 	}
 }
@@ -105,8 +105,8 @@ func (s kvState) merged() map[string]string {
 
 // snapshot is the fetch's view: the store only, never the delta, so a
 // replayed read-modify-write sees what it saw the first time.
-func (s kvState) snapshot() map[string]KvEntry {
-	out := make(map[string]KvEntry, len(s.store))
+func (s kvState) snapshot() map[string]KVEntry {
+	out := make(map[string]KVEntry, len(s.store))
 	for k, v := range s.store {
 		out[k] = v
 	}
@@ -151,7 +151,7 @@ func (s kvState) merge() []int {
 		if e.Value == nil {
 			delete(s.store, key)
 		} else {
-			s.store[key] = KvEntry{Value: *e.Value, LastUpdatedAtMs: e.UpdatedAt}
+			s.store[key] = KVEntry{Value: *e.Value, LastUpdatedAtMs: e.UpdatedAt}
 		}
 		touched[kvBucket(key)] = true
 		delete(s.delta, key)

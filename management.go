@@ -46,8 +46,8 @@ type InstanceInfo struct {
 	CurrentExecutionID   uint64         `json:"current_execution_id"`
 	Status               InstanceStatus `json:"status"` // the current execution's status
 	Output               *string        `json:"output"`
-	CreatedAt            uint64         `json:"created_at"`
-	UpdatedAt            uint64         `json:"updated_at"`
+	CreatedAt            uint64         `json:"created_at"` // milliseconds since the Unix epoch
+	UpdatedAt            uint64         `json:"updated_at"` // milliseconds since the Unix epoch
 	ParentInstanceID     *string        `json:"parent_instance_id"`
 }
 
@@ -56,8 +56,8 @@ type ExecutionInfo struct {
 	ExecutionID uint64         `json:"execution_id"`
 	Status      InstanceStatus `json:"status"`
 	Output      *string        `json:"output"`
-	StartedAt   uint64         `json:"started_at"`
-	CompletedAt *uint64        `json:"completed_at"` // nil while running
+	StartedAt   uint64         `json:"started_at"`   // milliseconds since the Unix epoch
+	CompletedAt *uint64        `json:"completed_at"` // milliseconds since the Unix epoch; nil while running
 	EventCount  int            `json:"event_count"`
 }
 
@@ -85,7 +85,7 @@ type InstanceFilter struct {
 	// list means none.
 	InstanceIDs *[]string `json:"instance_ids"`
 	// CompletedBefore keeps instances whose current execution completed
-	// before this time (ms since epoch).
+	// before this time, in milliseconds since the Unix epoch.
 	CompletedBefore *uint64 `json:"completed_before"`
 	// Limit caps how many instances are touched; nil means
 	// DefaultInstanceFilterLimit.
@@ -105,7 +105,7 @@ func (f InstanceFilter) EffectiveLimit() uint32 {
 // only the current execution.
 type PruneOptions struct {
 	KeepLast        *uint32 `json:"keep_last"`
-	CompletedBefore *uint64 `json:"completed_before"` // ms since epoch
+	CompletedBefore *uint64 `json:"completed_before"` // milliseconds since the Unix epoch
 }
 
 // DeleteInstanceResult counts what a deletion removed.

@@ -16,10 +16,12 @@ type ProviderError struct {
 	Err       error // the cause, if any; reached by errors.Unwrap
 }
 
+// Error describes the failure.
 func (e *ProviderError) Error() string {
 	return fmt.Sprintf("%s: %s", e.Op, e.Message)
 }
 
+// Unwrap returns the cause.
 func (e *ProviderError) Unwrap() error { return e.Err }
 
 // IsRetryable reports whether this error may go away on retry.

@@ -430,7 +430,8 @@ func (p *CosmosProvider) addCompletion(b *TransactionalBatch, lock *workLock, co
 // whose outcome is unknown (a lost response, a timeout), or that meets an
 // ETag it did not expect (a renewal of ours whose response was lost), is
 // resolved by reading the item back: while it still carries our token the
-// lock is ours, and its ETag is adopted (R8, R10). Only an item gone,
+// lock is ours, and its ETag is adopted; a transient failure is never
+// read as a lost lock. Only an item gone,
 // replaced or locked by another fails the renewal for good.
 func (p *CosmosProvider) RenewWorkItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
 	const op = "RenewWorkItemLock"

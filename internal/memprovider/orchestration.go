@@ -108,7 +108,7 @@ func (p *Provider) fetchOrchestrationLocked(op string, now int64, lockTimeout ti
 			messages = append(messages, m)
 		}
 
-		item := &cdb.OrchestrationItem{Instance: instance, Messages: messages, KVSnapshot: map[string]cdb.KvEntry{}}
+		item := &cdb.OrchestrationItem{Instance: instance, Messages: messages, KVSnapshot: map[string]cdb.KVEntry{}}
 		var historyErr error
 		if inst := p.instances[instance]; inst != nil {
 			item.OrchestrationName = inst.name
@@ -158,7 +158,7 @@ func (p *Provider) fetchOrchestrationLocked(op string, now int64, lockTimeout ti
 			return item, token, maxAttempt, nil
 		}
 		for k, e := range p.kvStore[instance] { // the snapshot excludes kv_delta
-			item.KVSnapshot[k] = cdb.KvEntry{Value: e.value, LastUpdatedAtMs: e.updatedAt}
+			item.KVSnapshot[k] = cdb.KVEntry{Value: e.value, LastUpdatedAtMs: e.updatedAt}
 		}
 		return item, token, maxAttempt, nil
 	}

@@ -319,3 +319,64 @@ func exportedNames(p parsedPackage) []string {
 	}
 	return names
 }
+
+// timestampName matches an integer field that holds a point in time.
+var timestampName = regexp.MustCompile(`(Ms|At|Before|After|Until)$`)
+
+// Every exported integer timestamp says its unit in its comment.
+func TestTimestampsDocumentTheirUnit(t *testing.T) {
+	for _, p := range docPackages(t) {
+		t.Run(p.dir, func(t *testing.T) {
+			for _, typ := range p.doc.Types {
+				for _, field := range exportedIntegerFields(typ) {
+					name := field.Names[0].Name
+					if !timestampName.MatchString(name) {
+						continue
+					}
+					text := field.Doc.Text() + field.Comment.Text()
+					assert.Regexp(t, `(?i)(milli)?seconds`, text, "%s.%s does not say its unit", typ.Name, name)
+				}
+			}
+		})
+	}
+}
+
+func exportedIntegerFields(typ *doc.Type) []*ast.Field {
+	var out []*ast.Field
+	for _, spec := range typ.Decl.Specs {
+		ts, ok := spec.(*ast.TypeSpec)
+		if !ok {
+			continue
+		}
+		st, ok := ts.Type.(*ast.StructType)
+		if !ok {
+			continue
+		}
+		for _, field := range st.Fields.List {
+			fieldType := field.Type
+			if star, ok := fieldType.(*ast.StarExpr); ok {
+				fieldType = star.X
+			}
+			ident, ok := fieldType.(*ast.Ident)
+			if !ok || !strings.Contains(ident.Name, "int") || len(field.Names) == 0 || !field.Names[0].IsExported() {
+				continue
+			}
+			out = append(out, field)
+		}
+	}
+	return out
+}
+
+// lowerInitialism matches a Go initialism spelled as a word (KvEntry, Id).
+var lowerInitialism = regexp.MustCompile(`(Kv|Id|Json|Url|Http|Uuid|Ttl|Ru|Etag)([A-Z]|$)`)
+
+// Exported names spell initialisms in Go style: KVEntry, InstanceID.
+func TestExportedNamesSpellInitialismsInGoStyle(t *testing.T) {
+	for _, p := range docPackages(t) {
+		t.Run(p.dir, func(t *testing.T) {
+			for _, name := range exportedNames(p) {
+				assert.NotRegexp(t, lowerInitialism, name, "%s: use Go initialisms", name)
+			}
+		})
+	}
+}

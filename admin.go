@@ -55,7 +55,7 @@ func (p *CosmosProvider) sumPerRange(ctx context.Context, expr, where string, pa
 // GetSystemMetrics counts instances by the status of their current
 // execution, executions and events.
 func (p *CosmosProvider) GetSystemMetrics(ctx context.Context) (SystemMetrics, error) {
-	const op = "get_system_metrics"
+	const op = "GetSystemMetrics"
 	var m SystemMetrics
 	instances := "c.type = @inst AND IS_DEFINED(c.name) AND NOT IS_DEFINED(c.deleting)"
 	counts := []struct {
@@ -64,9 +64,9 @@ func (p *CosmosProvider) GetSystemMetrics(ctx context.Context) (SystemMetrics, e
 		extra []QueryParameter
 	}{
 		{&m.TotalInstances, instances, nil},
-		{&m.RunningInstances, instances + " AND c.status = @s", []QueryParameter{{Name: "@s", Value: "Running"}}},
-		{&m.CompletedInstances, instances + " AND c.status = @s", []QueryParameter{{Name: "@s", Value: "Completed"}}},
-		{&m.FailedInstances, instances + " AND c.status = @s", []QueryParameter{{Name: "@s", Value: "Failed"}}},
+		{&m.RunningInstances, instances + " AND c.status = @s", []QueryParameter{{Name: "@s", Value: StatusRunning}}},
+		{&m.CompletedInstances, instances + " AND c.status = @s", []QueryParameter{{Name: "@s", Value: StatusCompleted}}},
+		{&m.FailedInstances, instances + " AND c.status = @s", []QueryParameter{{Name: "@s", Value: StatusFailed}}},
 		{&m.TotalExecutions, "c.type = @exec", nil},
 	}
 	for _, c := range counts {
@@ -116,7 +116,7 @@ func isIdentByte(b byte) bool {
 
 // GetQueueDepths counts the unlocked items of each queue.
 func (p *CosmosProvider) GetQueueDepths(ctx context.Context) (QueueDepths, error) {
-	const op = "get_queue_depths"
+	const op = "GetQueueDepths"
 	now := p.nowMs()
 	var d QueueDepths
 	for _, q := range []struct {
@@ -135,12 +135,12 @@ func (p *CosmosProvider) GetQueueDepths(ctx context.Context) (QueueDepths, error
 
 // instanceRow is what listings and bulk operations need of an instance.
 type instanceRow struct {
-	Instance    string  `json:"instance"`
-	Parent      *string `json:"parent"`
-	Status      string  `json:"status"`
-	CompletedAt *int64  `json:"completedAt"`
-	CreatedAt   int64   `json:"createdAt"`
-	Deleting    string  `json:"deleting"`
+	Instance    string         `json:"instance"`
+	Parent      *string        `json:"parent"`
+	Status      InstanceStatus `json:"status"`
+	CompletedAt *int64         `json:"completedAt"`
+	CreatedAt   int64          `json:"createdAt"`
+	Deleting    string         `json:"deleting"`
 }
 
 // liveInstances lists the named instances the filter's ids and cutoff
@@ -224,14 +224,12 @@ func (p *CosmosProvider) selectInstances(ctx context.Context, filter InstanceFil
 	return rows, nil
 }
 
-func isTerminal(status string) bool {
-	return status == "Completed" || status == "Failed" || status == "ContinuedAsNew"
-}
+func isTerminal(status InstanceStatus) bool { return status.IsTerminal() }
 
 // DeleteInstanceBulk deletes the terminal root instances the filter matches,
 // each with its whole tree. Running instances are skipped.
 func (p *CosmosProvider) DeleteInstanceBulk(ctx context.Context, filter InstanceFilter) (DeleteInstanceResult, error) {
-	const op = "delete_instance_bulk"
+	const op = "DeleteInstanceBulk"
 	var result DeleteInstanceResult
 	roots, err := p.selectInstances(ctx, filter, func(r instanceRow) bool { return r.Parent == nil && isTerminal(r.Status) })
 	if err != nil {
@@ -253,18 +251,18 @@ func (p *CosmosProvider) DeleteInstanceBulk(ctx context.Context, filter Instance
 
 // executionRow is what pruning needs of an execution.
 type executionRow struct {
-	ID          string `json:"id"`
-	Type        string `json:"type"`
-	Exec        uint64 `json:"exec"`
-	Status      string `json:"status"`
-	CompletedAt *int64 `json:"completedAt"`
-	Events      int    `json:"events"`
+	ID          string         `json:"id"`
+	Type        string         `json:"type"`
+	Exec        uint64         `json:"exec"`
+	Status      InstanceStatus `json:"status"`
+	CompletedAt *int64         `json:"completedAt"`
+	Events      int            `json:"events"`
 }
 
 // PruneExecutions deletes old executions and their history: never the
 // current execution, never a Running one, and never KV (instance-scoped).
 func (p *CosmosProvider) PruneExecutions(ctx context.Context, instance string, options PruneOptions) (PruneResult, error) {
-	const op = "prune_executions"
+	const op = "PruneExecutions"
 	if err := validateInstanceID(op, instance); err != nil {
 		return PruneResult{}, err
 	}
@@ -273,7 +271,7 @@ func (p *CosmosProvider) PruneExecutions(ctx context.Context, instance string, o
 		return PruneResult{}, wrap(op, err)
 	}
 	if !inst.exists() {
-		return PruneResult{}, notFound(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
+		return PruneResult{}, refusal(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
 	}
 	r, err := p.pruneInstance(ctx, inst, options)
 	return r, wrap(op, err)
@@ -332,7 +330,7 @@ func pruneCandidates(execs []executionRow, current uint64, options PruneOptions)
 	doomed := map[uint64]bool{}
 	for i, e := range execs {
 		switch {
-		case e.Exec == current, e.Status == "Running", i < keep:
+		case e.Exec == current, e.Status == StatusRunning, i < keep:
 		case options.CompletedBefore != nil && (e.CompletedAt == nil || uint64(*e.CompletedAt) >= *options.CompletedBefore):
 		default:
 			doomed[e.Exec] = true
@@ -374,7 +372,7 @@ func (p *CosmosProvider) deleteDocs(ctx context.Context, pk string, ids []string
 // PruneExecutionsBulk prunes every instance the filter matches, Running ones
 // included (long continue-as-new chains), and sums the results.
 func (p *CosmosProvider) PruneExecutionsBulk(ctx context.Context, filter InstanceFilter, options PruneOptions) (PruneResult, error) {
-	const op = "prune_executions_bulk"
+	const op = "PruneExecutionsBulk"
 	var total PruneResult
 	rows, err := p.selectInstances(ctx, filter, func(instanceRow) bool { return true })
 	if err != nil {

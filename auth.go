@@ -16,6 +16,8 @@ import (
 // else, can be plugged in without this module depending on it. Token is called
 // before every attempt; implementations cache and refresh as they see fit.
 type TokenCredential interface {
+	// Token returns a bearer token for the Cosmos DB data plane, fresh
+	// enough for the request about to be sent; it is called per attempt.
 	Token(ctx context.Context) (string, error)
 }
 

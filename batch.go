@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Transactional batch limits (reference A.5), checked before sending.
+// Transactional batch limits of Cosmos DB, checked before sending.
 const (
 	MaxBatchOperations = 100
 	MaxBatchBytes      = 2 * 1024 * 1024 // the encoded request body
@@ -238,7 +238,8 @@ func (r TransactionalBatchResponse) operationError(i int) *CosmosError {
 	return ce
 }
 
-// ExecuteTransactionalBatch sends b (reference A.5). A batch the service
+// ExecuteTransactionalBatch sends b, atomically: all its operations commit
+// or none does. A batch the service
 // answered per operation returns a nil error, Success telling whether it
 // committed; a whole-request failure (no per-operation results) returns a
 // *CosmosError. Limits are checked before sending.

@@ -24,7 +24,7 @@ import (
 )
 
 // DefaultAPIVersion is the x-ms-version sent unless ClientOptions says
-// otherwise: enough for CRUD, PATCH, batch and queries (reference A.2).
+// otherwise: enough for CRUD, PATCH, batch and queries.
 const DefaultAPIVersion = "2020-07-15"
 
 const (

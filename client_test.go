@@ -273,7 +273,7 @@ func TestTLSVerificationIsOnByDefault(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, isCertificateError(err), "got %v", err)
 	assert.Equal(t, int64(1), c.Stats().Requests, "a certificate failure is not retried")
-	assert.False(t, IsRetryable(ToProviderError("read", err)), "a certificate failure is permanent")
+	assert.False(t, IsRetryable(ToProviderError("Read", err)), "a certificate failure is permanent")
 }
 
 func TestTLSCustomCAAccepted(t *testing.T) {
@@ -397,7 +397,7 @@ func TestRetryIsBoundedByMaxAttempts(t *testing.T) {
 	assert.Equal(t, int64(3), s.Throttles)
 	assert.Equal(t, int64(2), s.Retries)
 	assert.Equal(t, int64(1), s.ByOperation["ReadItem"].Errors)
-	assert.True(t, IsRetryable(ToProviderError("read", err)))
+	assert.True(t, IsRetryable(ToProviderError("Read", err)))
 }
 
 func TestRetryIsBoundedByMaxElapsed(t *testing.T) {
@@ -418,7 +418,7 @@ func TestContextCancelStopsTheRetryWait(t *testing.T) {
 	_, err := cc.ReadItem(ctx, NewPartitionKeyString("p"), "a", nil)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Equal(t, 1, st.count())
-	assert.ErrorIs(t, ToProviderError("read", err), context.Canceled)
+	assert.ErrorIs(t, ToProviderError("Read", err), context.Canceled)
 }
 
 func TestRetriedStatuses(t *testing.T) {

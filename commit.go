@@ -22,14 +22,14 @@ const tombstoneTTL = 24 * 60 * 60
 // the execution, new queue items, cancellations, and an outbox document for
 // everything that belongs to other partitions or would not fit.
 func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken string, executionID uint64, historyDelta []Event, workerItems, orchestratorItems []WorkItem, metadata ExecutionMetadata, cancelledActivities []ScheduledActivityIdentifier) error {
-	const op = "ack_orchestration_item"
+	const op = "AckOrchestrationItem"
 	lock, err := p.heldOrchestration(op, lockToken)
 	if err != nil {
 		return err
 	}
 	defer lock.mu.Unlock()
 	if p.nowMs() >= lock.lockedUntil.Load() {
-		return Permanent(op, "Instance lock expired")
+		return refusal(op, "Instance lock expired", ErrInvalidLockToken)
 	}
 	plan, err := p.planAck(op, lock, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)
 	if err != nil {
@@ -104,7 +104,7 @@ func chunkEvents(delta []Event) ([]string, error) {
 			return nil, fmt.Errorf("encode event %d: %w", e.EventID, err)
 		}
 		if len(raw) > MaxDocumentBytes-64*1024 {
-			return nil, fmt.Errorf("event %d is %d bytes encoded; a Cosmos DB document holds %d", e.EventID, len(raw), MaxDocumentBytes)
+			return nil, fmt.Errorf("event %d is %d bytes encoded; a Cosmos DB document holds %d: %w", e.EventID, len(raw), MaxDocumentBytes, ErrDocumentTooLarge)
 		}
 		if len(cur) > 0 && len(cur)+len(raw)+2 > maxHistoryPartBytes {
 			chunks = append(chunks, string(append(cur, ']')))
@@ -155,12 +155,12 @@ func (p *CosmosProvider) stage(ctx context.Context, pk string, parts [][]byte) e
 func (p *CosmosProvider) heldOrchestration(op, token string) (*orchestrationLock, error) {
 	lock, ok := p.orchLocks.get(token)
 	if !ok {
-		return nil, Permanent(op, "Invalid lock token")
+		return nil, refusal(op, "Invalid lock token", ErrInvalidLockToken)
 	}
 	lock.mu.Lock()
 	if lock.done {
 		lock.mu.Unlock()
-		return nil, Permanent(op, "Invalid lock token: the lock was already acked or abandoned")
+		return nil, refusal(op, "Invalid lock token: the lock was already acked or abandoned", ErrInvalidLockToken)
 	}
 	return lock, nil
 }
@@ -229,7 +229,7 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 	if len(delta) > 0 {
 		body, d, parts, err := historyForCommit(inst.Instance, lock.pk, executionID, lock.token, delta)
 		if err != nil {
-			return nil, Permanent(op, err.Error())
+			return nil, refused(op, err)
 		}
 		hist, staged = d, parts
 		b.CreateItem(body, nil)
@@ -244,7 +244,7 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 	execDoc.CarryForward = max(execDoc.CarryForward, carryForwardCount(delta))
 	kv, err := writeKV(b, state, inst, lock.pk, delta, md, now)
 	if err != nil {
-		return nil, Permanent(op, err.Error())
+		return nil, refused(op, err)
 	}
 	execBody, err := json.Marshal(execDoc)
 	if err != nil {
@@ -391,11 +391,11 @@ func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event,
 	}
 	if executionID > inst.CurrentExec {
 		inst.CurrentExec = executionID
-		inst.Status, inst.Output, inst.Pinned, inst.CompletedAt = "Running", nil, nil, nil
+		inst.Status, inst.Output, inst.Pinned, inst.CompletedAt = StatusRunning, nil, nil, nil
 	}
 	if executionID == inst.CurrentExec {
 		if inst.Status == "" {
-			inst.Status = "Running"
+			inst.Status = StatusRunning
 		}
 		if md.PinnedDuroxideVersion != nil {
 			packed := md.PinnedDuroxideVersion.PackedVersion()
@@ -404,7 +404,7 @@ func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event,
 		if md.Status != nil {
 			inst.Status, inst.Output = *md.Status, md.Output
 			inst.CompletedAt = nil
-			if *md.Status != "Running" {
+			if *md.Status != StatusRunning {
 				completed := now
 				inst.CompletedAt = &completed
 			}
@@ -442,7 +442,7 @@ func nextExecutionDoc(lock *orchestrationLock, executionID uint64, md ExecutionM
 	} else {
 		d = executionDoc{
 			ID: executionDocID(executionID), PK: lock.pk, Type: docExecution, Instance: lock.inst.Instance,
-			Exec: executionID, Status: "Running", StartedAt: now,
+			Exec: executionID, Status: StatusRunning, StartedAt: now,
 		}
 	}
 	if md.PinnedDuroxideVersion != nil {
@@ -451,7 +451,7 @@ func nextExecutionDoc(lock *orchestrationLock, executionID uint64, md ExecutionM
 	}
 	if md.Status != nil {
 		d.Status, d.Output = *md.Status, md.Output
-		if *md.Status != "Running" {
+		if *md.Status != StatusRunning {
 			completed := now
 			d.CompletedAt = &completed
 		}
@@ -491,14 +491,14 @@ func (w *ackWriter) addWork(items []WorkItem, cancelled []ScheduledActivityIdent
 	for _, item := range items {
 		act, ok := item.(ActivityExecute)
 		if !ok {
-			return Permanent(w.op, fmt.Sprintf("worker item is a %s; only ActivityExecute goes to the worker queue", item.Kind()))
+			return refusal(w.op, fmt.Sprintf("worker item is a %s; only ActivityExecute goes to the worker queue", item.Kind()), ErrInvalidInput)
 		}
 		if dropped[ScheduledActivityIdentifier{Instance: act.Instance, ExecutionID: act.ExecutionID, ActivityID: act.ID}] {
 			continue // scheduled and cancelled in the same turn: nothing to do
 		}
 		body, err := w.p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), w.now)
 		if err != nil {
-			return Permanent(w.op, err.Error())
+			return refused(w.op, err)
 		}
 		if err := w.fits(body, fmt.Sprintf("the work item of activity %d", act.ID)); err != nil {
 			return err
@@ -512,7 +512,7 @@ func (w *ackWriter) addWork(items []WorkItem, cancelled []ScheduledActivityIdent
 // document can hold (R6, R7).
 func (w *ackWriter) fits(body []byte, what string) error {
 	if len(body) > MaxDocumentBytes {
-		return Permanent(w.op, fmt.Sprintf("%s is %d bytes encoded; a Cosmos DB document holds at most %d", what, len(body), MaxDocumentBytes))
+		return refusal(w.op, fmt.Sprintf("%s is %d bytes encoded; a Cosmos DB document holds at most %d", what, len(body), MaxDocumentBytes), ErrDocumentTooLarge)
 	}
 	return nil
 }
@@ -539,7 +539,7 @@ func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
 	id := "m|o|" + w.token + "|" + strconv.Itoa(len(w.docs)+len(w.remote))
 	body, err := w.p.newMessageDoc(item, id, visible)
 	if err != nil {
-		return time.Time{}, Permanent(w.op, err.Error())
+		return time.Time{}, refused(w.op, err)
 	}
 	if err := w.fits(body, fmt.Sprintf("the %s for %q", item.Kind(), target)); err != nil {
 		return time.Time{}, err
@@ -550,7 +550,7 @@ func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
 		// as EnqueueForOrchestrator does; delivering it twice is a 409.
 		shell, err := w.p.newLockDoc(target)
 		if err != nil {
-			return time.Time{}, Permanent(w.op, err.Error())
+			return time.Time{}, refused(w.op, err)
 		}
 		w.remote = append(w.remote, pendingDoc{pk: pk, body: shell})
 	}
@@ -578,7 +578,7 @@ func (w *ackWriter) addCancellations(cancelled []ScheduledActivityIdentifier, sc
 			Instance: c.Instance, Exec: c.ExecutionID, Activity: c.ActivityID, TTL: tombstoneTTL,
 		})
 		if err != nil {
-			return Permanent(w.op, err.Error())
+			return refused(w.op, err)
 		}
 		w.add(instancePartitionKey(c.Instance), pendingDoc{body: body, upsert: true})
 	}
@@ -636,8 +636,8 @@ type outboxLayout struct {
 func (w *ackWriter) flush(b *TransactionalBatch, instance string, rev uint64) (*outboxDoc, [][]byte, error) {
 	used := batchBytes(b)
 	if used > commitBatchBytes || b.Len() >= MaxBatchOperations {
-		return nil, nil, Permanent(w.op, fmt.Sprintf("the turn's history, state and consumed messages take %d operations and %d bytes; a commit batch holds %d and %d",
-			b.Len(), used, MaxBatchOperations, commitBatchBytes))
+		return nil, nil, refusal(w.op, fmt.Sprintf("the turn's history, state and consumed messages take %d operations and %d bytes; a commit batch holds %d and %d",
+			b.Len(), used, MaxBatchOperations, commitBatchBytes), ErrBatchTooLarge)
 	}
 	if len(w.remote) == 0 && b.Len()+len(w.docs) <= MaxBatchOperations && used+opsBytes(w.docs) <= commitBatchBytes {
 		w.inline(b, w.docs)
@@ -668,8 +668,8 @@ func (w *ackWriter) flush(b *TransactionalBatch, instance string, rev uint64) (*
 			return w.writeOutbox(b, instance, rev, layout)
 		}
 	}
-	return nil, nil, Permanent(w.op, fmt.Sprintf("the turn writes %d documents; even with its outbox staged in parts they need more than a commit batch's %d operations",
-		len(w.docs)+len(w.remote), MaxBatchOperations))
+	return nil, nil, refusal(w.op, fmt.Sprintf("the turn writes %d documents; even with its outbox staged in parts they need more than a commit batch's %d operations",
+		len(w.docs)+len(w.remote), MaxBatchOperations), ErrBatchTooManyOperations)
 }
 
 func opBytes(d pendingDoc) int { return len(d.body) + batchOpOverhead }
@@ -740,7 +740,7 @@ func (w *ackWriter) layout(entries []sizedEntry, room, partCap int) (outboxLayou
 	size = 0
 	for _, e := range entries[i:] {
 		if e.size > partCap {
-			return l, Permanent(w.op, fmt.Sprintf("a document for partition %q is %d bytes; with its envelope it fits neither the commit batch nor an outbox part (%d bytes)", e.entry.PK, len(e.entry.Doc), partCap))
+			return l, refusal(w.op, fmt.Sprintf("a document for partition %q is %d bytes; with its envelope it fits neither the commit batch nor an outbox part (%d bytes)", e.entry.PK, len(e.entry.Doc), partCap), ErrDocumentTooLarge)
 		}
 		if len(cur) > 0 && size+e.size > partCap {
 			l.parts = append(l.parts, cur)
@@ -784,7 +784,7 @@ func (w *ackWriter) writeOutbox(b *TransactionalBatch, instance string, rev uint
 		b.PatchItem(ref.ID, keep, nil)
 	}
 	if n := batchBytes(b); n > MaxBatchBytes {
-		return nil, nil, Permanent(w.op, fmt.Sprintf("the commit batch would be %d bytes; at most %d are allowed", n, MaxBatchBytes))
+		return nil, nil, refusal(w.op, fmt.Sprintf("the commit batch would be %d bytes; at most %d are allowed", n, MaxBatchBytes), ErrBatchTooLarge)
 	}
 	return doc, staged, nil
 }
@@ -818,9 +818,9 @@ func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrat
 			}
 			lock.done = true
 			p.orchLocks.remove(lock.token)
-			return false, Permanent(op, "Instance lock expired: another dispatcher took the instance, or it was deleted")
+			return false, refusal(op, "Instance lock expired: another dispatcher took the instance, or it was deleted", ErrInvalidLockToken)
 		case ce != nil && ce.StatusCode == http.StatusConflict:
-			return false, Permanent(op, "duplicate event ids or items: history is append-only ("+ce.Message+")")
+			return false, refusal(op, "duplicate event ids or items: history is append-only ("+ce.Message+")", ErrDuplicateEvent)
 		}
 		return false, batchFailure(op, resp)
 	}
@@ -910,7 +910,7 @@ func (p *CosmosProvider) afterCommit(lock *orchestrationLock, plan *ackPlan) {
 // AbandonOrchestrationItem releases the lock without committing; the
 // messages stay queued, visible after delay.
 func (p *CosmosProvider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
-	const op = "abandon_orchestration_item"
+	const op = "AbandonOrchestrationItem"
 	lock, err := p.heldOrchestration(op, lockToken)
 	if err != nil {
 		return err
@@ -949,9 +949,9 @@ func (p *CosmosProvider) writeAbandon(ctx context.Context, lock *orchestrationLo
 	}
 	if !resp.Success {
 		if idx, ce, _ := resp.FailedOperation(); idx == 0 && ce != nil && ce.StatusCode == http.StatusPreconditionFailed {
-			return Permanent("abandon_orchestration_item", "the lock expired and another dispatcher took the instance")
+			return refusal("AbandonOrchestrationItem", "the lock expired and another dispatcher took the instance", ErrInvalidLockToken)
 		}
-		return batchFailure("abandon_orchestration_item", resp)
+		return batchFailure("AbandonOrchestrationItem", resp)
 	}
 	return nil
 }
@@ -973,9 +973,10 @@ func heldUntilOps(now time.Time, delay time.Duration) PatchOperations {
 // meets an instance ETag it did not expect (a renewal of ours whose
 // response was lost), is resolved by reading the instance document back:
 // unchanged but for our renewal, with our token, the lock is ours and its
-// ETag is adopted (R8, R10); the batch is atomic, so the messages agree.
+// ETag is adopted; a transient failure is never read as a lost lock. The
+// batch is atomic, so the messages agree.
 func (p *CosmosProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
-	const op = "renew_orchestration_item_lock"
+	const op = "RenewOrchestrationItemLock"
 	lock, err := p.heldOrchestration(op, lockToken)
 	if err != nil {
 		return err
@@ -989,7 +990,7 @@ func (p *CosmosProvider) renewHeld(ctx context.Context, op string, lock *orchest
 	lockToken := lock.token
 	now := p.nowMs()
 	if now >= lock.lockedUntil.Load() {
-		return Permanent(op, "lock expired or released")
+		return refusal(op, "lock expired or released", ErrInvalidLockToken)
 	}
 	until := now + extendFor.Milliseconds()
 	for range maxRenewalTries {
@@ -1005,7 +1006,7 @@ func (p *CosmosProvider) renewHeld(ctx context.Context, op string, lock *orchest
 		case err == nil && !instanceETagFailed(resp):
 			lock.done = true
 			p.orchLocks.remove(lockToken)
-			return Permanent(op, "the lock was lost")
+			return refusal(op, "the lock was lost", ErrInvalidLockToken)
 		}
 		applied, err := p.readBackInstance(ctx, op, lock, until)
 		if err != nil {
@@ -1051,7 +1052,7 @@ func (p *CosmosProvider) readBackInstance(ctx context.Context, op string, lock *
 	lost := func() error {
 		lock.done = true
 		p.orchLocks.remove(lock.token)
-		return Permanent(op, "the lock was lost")
+		return refusal(op, "the lock was lost", ErrInvalidLockToken)
 	}
 	resp, err := p.readLatest(ctx, NewPartitionKeyString(lock.pk), instanceDocID)
 	if IsNotFound(err) {

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// Service limits the client checks before sending (R6).
+// Service limits the client checks before sending.
 const (
 	MaxIDLength        = 255             // characters, for item ids and database/container names
 	MaxDocumentBytes   = 2 * 1024 * 1024 // one item's JSON
@@ -55,7 +55,8 @@ func (cc *ContainerClient) readSession() sessionUse {
 // ---------------------------------------------------------------------------
 // Container properties and management.
 
-// ContainerProperties describes a container (reference A.7).
+// ContainerProperties describes a container: its id, partition key,
+// indexing policy and default time to live.
 type ContainerProperties struct {
 	ID                string                 `json:"id"`
 	PartitionKey      PartitionKeyDefinition `json:"partitionKey"`
@@ -305,7 +306,7 @@ type ItemOptions struct {
 	// default they return no body (Prefer: return=minimal).
 	EnableContentResponseOnWrite bool
 	// SessionToken is sent as x-ms-session-token (Session consistency)
-	// instead of the one the client keeps for the container (R13).
+	// instead of the one the client keeps for the container.
 	SessionToken string
 }
 

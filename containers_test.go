@@ -260,7 +260,7 @@ func TestNotFoundAndPreconditionFailed(t *testing.T) {
 	cc, _ := newScriptedContainer(t, replyAlways(404, `{"code":"NotFound","message":"Entity with the specified id does not exist in the system."}`))
 	_, err := cc.ReadItem(testCtx(t), NewPartitionKeyString("p"), "a", nil)
 	assert.True(t, IsNotFound(err))
-	assert.False(t, IsRetryable(ToProviderError("read", err)))
+	assert.False(t, IsRetryable(ToProviderError("Read", err)))
 
 	cc, _ = newScriptedContainer(t, replyAlways(412, `{"code":"PreconditionFailed","message":"x"}`))
 	etag := ETag(`"old"`)

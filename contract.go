@@ -77,20 +77,20 @@ type OrchestrationItem struct {
 	HistoryError *string
 	// KVSnapshot is the KV state as of the end of the last completed
 	// execution; it deliberately excludes the current execution's mutations.
-	KVSnapshot map[string]KvEntry
+	KVSnapshot map[string]KVEntry
 }
 
-// KvEntry is one key of the KV snapshot.
-type KvEntry struct {
+// KVEntry is one key of the KV snapshot.
+type KVEntry struct {
 	Value           string `json:"value"`
-	LastUpdatedAtMs uint64 `json:"last_updated_at_ms"`
+	LastUpdatedAtMs uint64 `json:"last_updated_at_ms"` // milliseconds since the Unix epoch
 }
 
 // ExecutionMetadata is what the runtime computed about a turn, so the
 // provider can store it without inspecting events. Nil fields mean "leave the
 // stored value alone".
 type ExecutionMetadata struct {
-	Status               *string // "Completed", "Failed", "ContinuedAsNew" on terminal turns
+	Status               *InstanceStatus // Completed, Failed or ContinuedAsNew on terminal turns
 	Output               *string
 	OrchestrationName    *string
 	OrchestrationVersion *string
@@ -212,8 +212,8 @@ type ProviderAdmin interface {
 	// ListInstances returns every instance id.
 	ListInstances(ctx context.Context) ([]string, error)
 	// ListInstancesByStatus returns the instances whose current execution has
-	// this status ("Running", "Completed", "Failed", "ContinuedAsNew").
-	ListInstancesByStatus(ctx context.Context, status string) ([]string, error)
+	// this status.
+	ListInstancesByStatus(ctx context.Context, status InstanceStatus) ([]string, error)
 	// ListExecutions returns an instance's execution ids in ascending order,
 	// empty for an unknown instance.
 	ListExecutions(ctx context.Context, instance string) ([]uint64, error)
@@ -286,21 +286,24 @@ func GetInstanceTreeDefault(ctx context.Context, admin ProviderAdmin, instance s
 
 // DeleteInstanceDefault is duroxide's default DeleteInstance: refuse a
 // sub-orchestration, then delete the instance's whole tree atomically. An
-// unknown instance fails through GetParentID.
+// unknown instance fails through GetParentID, with ErrInstanceNotFound.
+// Failures are reported as DeleteInstance's, wrapping the failed call's.
 func DeleteInstanceDefault(ctx context.Context, admin ProviderAdmin, instance string, force bool) (DeleteInstanceResult, error) {
+	const op = "DeleteInstance"
 	parent, err := admin.GetParentID(ctx, instance)
 	if err != nil {
-		return DeleteInstanceResult{}, err
+		return DeleteInstanceResult{}, asOperation(op, err)
 	}
 	if parent != nil {
-		return DeleteInstanceResult{}, Permanent("delete_instance",
-			fmt.Sprintf("Cannot delete sub-orchestration %s directly. Delete root instance instead.", instance))
+		return DeleteInstanceResult{}, refusal(op,
+			fmt.Sprintf("Cannot delete sub-orchestration %s directly. Delete root instance instead.", instance), ErrSubOrchestration)
 	}
 	tree, err := admin.GetInstanceTree(ctx, instance)
 	if err != nil {
-		return DeleteInstanceResult{}, err
+		return DeleteInstanceResult{}, asOperation(op, err)
 	}
-	return admin.DeleteInstancesAtomic(ctx, tree.AllIDs, force)
+	result, err := admin.DeleteInstancesAtomic(ctx, tree.AllIDs, force)
+	return result, asOperation(op, err)
 }
 
 // ---------------------------------------------------------------------------

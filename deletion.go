@@ -44,7 +44,7 @@ const maxDeleteRounds = 5
 // need force; an instance whose child is not among ids is refused, before
 // anything is written.
 func (p *CosmosProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, force bool) (DeleteInstanceResult, error) {
-	const op = "delete_instances_atomic"
+	const op = "DeleteInstancesAtomic"
 	if len(ids) == 0 {
 		return DeleteInstanceResult{}, nil
 	}
@@ -77,8 +77,8 @@ func (p *CosmosProvider) checkDeletable(ctx context.Context, op string, ids []st
 		if err != nil {
 			return wrap(op, err)
 		}
-		if !force && inst.exists() && inst.Status == "Running" {
-			return Permanent(op, fmt.Sprintf("instance %q is Running; use force=true to delete it", id))
+		if !force && inst.exists() && inst.Status == StatusRunning {
+			return refusal(op, fmt.Sprintf("instance %q is Running; use force=true to delete it", id), ErrInstanceRunning)
 		}
 		children, err := p.ListChildren(ctx, id)
 		if err != nil {
@@ -86,7 +86,7 @@ func (p *CosmosProvider) checkDeletable(ctx context.Context, op string, ids []st
 		}
 		for _, child := range children {
 			if !wanted[child] {
-				return Permanent(op, fmt.Sprintf("instance %q has child %q, which is not being deleted: delete the whole tree", id, child))
+				return refusal(op, fmt.Sprintf("instance %q has child %q, which is not being deleted: delete the whole tree", id, child), ErrOrphanedChild)
 			}
 		}
 	}
@@ -109,7 +109,7 @@ func (p *CosmosProvider) recordDeletion(ctx context.Context, intent deletionDoc)
 	}
 	if !resp.Success {
 		if idx, ce, _ := resp.FailedOperation(); idx != 1 || ce == nil || ce.StatusCode != http.StatusNotFound {
-			return batchFailure("delete_instances_atomic", resp)
+			return batchFailure("DeleteInstancesAtomic", resp)
 		}
 		// No instance document: record the intent alone.
 		if _, err := p.container.CreateItem(ctx, NewPartitionKeyString(intent.PK), body, nil); err != nil {
@@ -243,7 +243,7 @@ func (p *CosmosProvider) deleteMarkedInstance(ctx context.Context, pk, intentID 
 		if _, ce, _ := resp.FailedOperation(); ce != nil && (ce.StatusCode == http.StatusNotFound || ce.StatusCode == http.StatusPreconditionFailed) {
 			return nil // gone already, or a new life's
 		}
-		return batchFailure("delete_instances_atomic", resp)
+		return batchFailure("DeleteInstancesAtomic", resp)
 	}
 	return nil
 }

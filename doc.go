@@ -1,15 +1,73 @@
-// Package cdb stores durable orchestrations in Azure Cosmos DB (NoSQL API)
-// behind a duroxide-style Provider / ProviderAdmin contract.
+// Package cdb stores durable orchestrations in Azure Cosmos DB for NoSQL,
+// behind duroxide's storage contract (duroxide 0.1.29): the Provider and
+// ProviderAdmin interfaces.
 //
-// The package has three layers, bottom to top:
+// # The provider
 //
-//   - the Cosmos DB REST client (client.go, auth.go, batch.go, query.go,
-//     containers.go, errors.go): wire details, signing, retries, diagnostics;
-//   - the contract types (contract.go, workitem.go, event.go, management.go,
-//     filters.go): Go shapes of duroxide 0.1.29's storage contract, with JSON
-//     equal to duroxide's serde encoding;
-//   - the provider built from the two.
+// NewProvider returns a *CosmosProvider for a Config: an account's
+// endpoint and key (or a Microsoft Entra ID TokenCredential in
+// ClientOptions), a database and a container, which it creates unless
+// SkipBootstrap is set. ConfigFromEnv reads COSMOS_ENDPOINT, COSMOS_KEY,
+// COSMOS_DATABASE and COSMOS_CONTAINER. The package durable runs
+// orchestrations on any Provider; the package providertest validates an
+// implementation of the contract.
 //
-// An in-memory Cosmos DB (the strict fake) backs tests and the demo; see
-// NewFakeTransport.
+// NewFakeAccount is an in-memory Cosmos DB, strict about what the service
+// refuses: no network and no emulator, for unit tests and demos. Its
+// Client, or its Endpoint, Key and Transport, plug into Config and
+// NewClient.
+//
+// The contract's types keep duroxide's JSON: WorkItem, Event (whose Kind is
+// an EventKind) and ErrorDetails are tagged unions that MarshalWorkItem,
+// MarshalEvent and MarshalErrorDetails encode, and UnmarshalWorkItem,
+// UnmarshalEvent and UnmarshalErrorDetails decode, byte for byte as
+// duroxide's serde does. InstanceStatus is an execution's status.
+// Timestamps are milliseconds since the Unix epoch.
+//
+// # The Cosmos DB client
+//
+// The provider is built on a small Cosmos DB REST client, exported for
+// use on its own: NewClient, Client.NewContainer, and on a ContainerClient
+// the item operations (CreateItem, ReadItem, ReplaceItem and DeleteItem with
+// an optional ETag condition in ItemOptions, UpsertItem, PatchItem with
+// PatchOperations), parameterised queries (QueryItems, NewQueryItemsPager
+// for paging with continuation tokens, QueryItemsPerRange), and
+// transactional batches (NewTransactionalBatch, ExecuteTransactionalBatch:
+// all operations commit or none does). Requests are signed, retried on
+// throttling and transient failures, and carry session tokens so a client
+// reads its own writes.
+//
+// # Errors
+//
+// Provider and ProviderAdmin methods fail with a *ProviderError: Op names
+// the method (for example "AckOrchestrationItem") and IsRetryable tells
+// whether the same call may succeed later. A condition a caller branches on
+// is reported by wrapping a sentinel, found with errors.Is however the error
+// was wrapped since:
+//
+//   - ErrInstanceNotFound: GetInstanceInfo, GetParentID, DeleteInstance and
+//     PruneExecutions of an unknown instance (the methods that read, list or
+//     count answer empty for one instead, as duroxide's contract says);
+//   - ErrExecutionNotFound: GetExecutionInfo of a missing execution;
+//   - ErrInvalidLockToken: an ack, abandon or renewal whose lock token is
+//     unknown, already used, expired or taken over (for a work item: its
+//     activity was cancelled);
+//   - ErrInstanceRunning: a deletion without force that meets a Running
+//     instance;
+//   - ErrOrphanedChild: DeleteInstancesAtomic that would leave a child
+//     instance behind;
+//   - ErrSubOrchestration: DeleteInstance of a sub-orchestration;
+//   - ErrDuplicateEvent: an event id already stored for the execution;
+//   - ErrInvalidInput: an argument refused before anything is written (an
+//     instance id that cannot be stored, a work item on the wrong queue,
+//     event id 0, a completion of the wrong kind);
+//   - ErrDocumentTooLarge, ErrBatchTooLarge, ErrBatchTooManyOperations: data
+//     that Cosmos DB cannot hold, refused before anything is written.
+//
+// The client fails with a *CosmosError (the service's status, substatus
+// and message; IsNotFound, IsConflict, IsPreconditionFailed and
+// IsOutcomeUnknown classify it) or, for input it refuses before sending,
+// a *ValidationError wrapping one of the client sentinels (ErrInvalidID,
+// ErrDocumentTooLarge, ...). ToProviderError converts either into a
+// *ProviderError.
 package cdb

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Cosmos DB substatus codes the client acts on (reference A.8).
+// Cosmos DB substatus codes (x-ms-substatus) the client acts on.
 const (
 	SubStatusWriteForbidden                 = 3
 	SubStatusPartitionKeyMismatch           = 1001
@@ -44,6 +44,7 @@ type CosmosError struct {
 	err error // the transport or context error behind a StatusCode 0, if any
 }
 
+// Error describes the failure.
 func (e *CosmosError) Error() string {
 	var b strings.Builder
 	b.WriteString("cdb: ")
@@ -106,10 +107,12 @@ type ValidationError struct {
 	Err       error
 }
 
+// Error describes the failure.
 func (e *ValidationError) Error() string {
 	return fmt.Sprintf("cdb: %s: %s: %s", e.Operation, e.Field, e.Problem)
 }
 
+// Unwrap returns the cause.
 func (e *ValidationError) Unwrap() error { return e.Err }
 
 func invalid(op, field string, sentinel error, format string, args ...any) *ValidationError {
@@ -150,7 +153,10 @@ func IsOutcomeUnknown(err error) bool {
 }
 
 // ToProviderError turns a client error into the contract's *ProviderError for
-// operation op, deciding Retryable per reference A.8. Context errors stay
+// operation op. Retryable is set for what may succeed on retry (throttling,
+// timeouts, unavailability, lost connections, a write whose outcome is
+// unknown) and clear for what describes the request itself (other 4xx
+// statuses, validation and certificate failures). Context errors stay
 // reachable through errors.Is. A nil err gives nil; a *ProviderError is
 // returned as is.
 func ToProviderError(op string, err error) error {

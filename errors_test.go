@@ -82,16 +82,16 @@ func TestToProviderErrorMapping(t *testing.T) {
 		&CosmosError{Operation: "op", err: x509.UnknownAuthorityError{}},
 	}
 	for _, err := range retryable {
-		pe := ToProviderError("fetch_work_item", err)
+		pe := ToProviderError("FetchWorkItem", err)
 		var p *ProviderError
 		require.ErrorAs(t, pe, &p)
 		assert.True(t, p.Retryable, "%v", err)
-		assert.Equal(t, "fetch_work_item", p.Op)
+		assert.Equal(t, "FetchWorkItem", p.Op)
 		assert.Equal(t, err.Error(), p.Message)
 		assert.ErrorIs(t, pe, err, "the cause stays reachable")
 	}
 	for _, err := range permanent {
-		assert.False(t, IsRetryable(ToProviderError("fetch_work_item", err)), "%v", err)
+		assert.False(t, IsRetryable(ToProviderError("FetchWorkItem", err)), "%v", err)
 	}
 	assert.Nil(t, ToProviderError("x", nil))
 	orig := Permanent("ack", "bad token")

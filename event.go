@@ -17,7 +17,7 @@ type Event struct {
 	SourceEventID   *uint64   `json:"source_event_id"` // for completions: the scheduling event; null otherwise
 	InstanceID      string    `json:"instance_id"`
 	ExecutionID     uint64    `json:"execution_id"`
-	TimestampMs     uint64    `json:"timestamp_ms"`
+	TimestampMs     uint64    `json:"timestamp_ms"`     // when it was written, in milliseconds since the Unix epoch
 	DuroxideVersion string    `json:"duroxide_version"` // semver of the duroxide that wrote it
 	Kind            EventKind `json:"-"`
 }
@@ -108,14 +108,18 @@ type OrchestrationStarted struct {
 	InitialCustomStatus *string // omitted when nil
 }
 
+// OrchestrationCompleted ends an execution with its output.
 type OrchestrationCompleted struct {
 	Output string `json:"output"`
 }
 
+// OrchestrationFailed ends an execution with its failure.
 type OrchestrationFailed struct {
 	Details ErrorDetails `json:"details"`
 }
 
+// ActivityScheduled records an activity the orchestration scheduled; its
+// event id is the activity id its completion refers to.
 type ActivityScheduled struct {
 	Name      string  `json:"name"`
 	Input     string  `json:"input"`
@@ -133,23 +137,30 @@ type ActivityFailedEvent struct {
 	Details ErrorDetails `json:"details"`
 }
 
+// ActivityCancelRequested records that the orchestration cancelled a
+// scheduled activity (for example when it lost a race to a timer).
 type ActivityCancelRequested struct {
 	Reason string `json:"reason"`
 }
 
+// TimerCreated records a durable timer.
 type TimerCreated struct {
-	FireAtMs uint64 `json:"fire_at_ms"`
+	FireAtMs uint64 `json:"fire_at_ms"` // when it fires, in milliseconds since the Unix epoch
 }
 
 // TimerFiredEvent is the EventKind TimerFired.
 type TimerFiredEvent struct {
-	FireAtMs uint64 `json:"fire_at_ms"`
+	FireAtMs uint64 `json:"fire_at_ms"` // when it was due, in milliseconds since the Unix epoch
 }
 
+// ExternalSubscribed records that the orchestration waits for the external
+// event Name.
 type ExternalSubscribed struct {
 	Name string `json:"name"`
 }
 
+// ExternalEvent records the arrival of an external event raised for the
+// instance.
 type ExternalEvent struct {
 	Name string `json:"name"`
 	Data string `json:"data"`
@@ -162,32 +173,42 @@ type OrchestrationChained struct {
 	Input    string `json:"input"`
 }
 
+// SubOrchestrationScheduled records the start of a child orchestration.
 type SubOrchestrationScheduled struct {
 	Name     string `json:"name"`
 	Instance string `json:"instance"` // the child id as scheduled (see BuildChildInstanceID)
 	Input    string `json:"input"`
 }
 
+// SubOrchestrationCompleted records a child orchestration's result.
 type SubOrchestrationCompleted struct {
 	Result string `json:"result"`
 }
 
+// SubOrchestrationFailed records a child orchestration's failure.
 type SubOrchestrationFailed struct {
 	Details ErrorDetails `json:"details"`
 }
 
+// SubOrchestrationCancelRequested records that the orchestration cancelled a
+// child orchestration.
 type SubOrchestrationCancelRequested struct {
 	Reason string `json:"reason"`
 }
 
+// OrchestrationContinuedAsNew ends an execution that continues as a new
+// one with Input.
 type OrchestrationContinuedAsNew struct {
 	Input string `json:"input"`
 }
 
+// OrchestrationCancelRequested records a request to cancel the instance.
 type OrchestrationCancelRequested struct {
 	Reason string `json:"reason"`
 }
 
+// ExternalSubscribedCancelled records that a wait for an external event was
+// cancelled.
 type ExternalSubscribedCancelled struct {
 	Reason string `json:"reason"`
 }
@@ -215,12 +236,14 @@ type CustomStatusUpdated struct {
 	Status *string `json:"status"`
 }
 
+// KeyValueSet sets one key of the instance's KV store.
 type KeyValueSet struct {
 	Key             string `json:"key"`
 	Value           string `json:"value"`
-	LastUpdatedAtMs uint64 `json:"last_updated_at_ms"` // 0 when decoded from pre-0.1.26 events
+	LastUpdatedAtMs uint64 `json:"last_updated_at_ms"` // milliseconds since the Unix epoch; 0 when decoded from pre-0.1.26 events
 }
 
+// KeyValueCleared removes one key of the instance's KV store.
 type KeyValueCleared struct {
 	Key string `json:"key"`
 }
@@ -255,36 +278,88 @@ func (KeyValueSet) isEventKind()                     {}
 func (KeyValueCleared) isEventKind()                 {}
 func (KeyValuesCleared) isEventKind()                {}
 
-func (OrchestrationStarted) Type() string            { return "OrchestrationStarted" }
-func (OrchestrationCompleted) Type() string          { return "OrchestrationCompleted" }
-func (OrchestrationFailed) Type() string             { return "OrchestrationFailed" }
-func (ActivityScheduled) Type() string               { return "ActivityScheduled" }
-func (ActivityCompletedEvent) Type() string          { return "ActivityCompleted" }
-func (ActivityFailedEvent) Type() string             { return "ActivityFailed" }
-func (ActivityCancelRequested) Type() string         { return "ActivityCancelRequested" }
-func (TimerCreated) Type() string                    { return "TimerCreated" }
-func (TimerFiredEvent) Type() string                 { return "TimerFired" }
-func (ExternalSubscribed) Type() string              { return "ExternalSubscribed" }
-func (ExternalEvent) Type() string                   { return "ExternalEvent" }
-func (OrchestrationChained) Type() string            { return "OrchestrationChained" }
-func (SubOrchestrationScheduled) Type() string       { return "SubOrchestrationScheduled" }
-func (SubOrchestrationCompleted) Type() string       { return "SubOrchestrationCompleted" }
-func (SubOrchestrationFailed) Type() string          { return "SubOrchestrationFailed" }
+// Type returns the event's serde "type" tag.
+func (OrchestrationStarted) Type() string { return "OrchestrationStarted" }
+
+// Type returns the event's serde "type" tag.
+func (OrchestrationCompleted) Type() string { return "OrchestrationCompleted" }
+
+// Type returns the event's serde "type" tag.
+func (OrchestrationFailed) Type() string { return "OrchestrationFailed" }
+
+// Type returns the event's serde "type" tag.
+func (ActivityScheduled) Type() string { return "ActivityScheduled" }
+
+// Type returns the event's serde "type" tag.
+func (ActivityCompletedEvent) Type() string { return "ActivityCompleted" }
+
+// Type returns the event's serde "type" tag.
+func (ActivityFailedEvent) Type() string { return "ActivityFailed" }
+
+// Type returns the event's serde "type" tag.
+func (ActivityCancelRequested) Type() string { return "ActivityCancelRequested" }
+
+// Type returns the event's serde "type" tag.
+func (TimerCreated) Type() string { return "TimerCreated" }
+
+// Type returns the event's serde "type" tag.
+func (TimerFiredEvent) Type() string { return "TimerFired" }
+
+// Type returns the event's serde "type" tag.
+func (ExternalSubscribed) Type() string { return "ExternalSubscribed" }
+
+// Type returns the event's serde "type" tag.
+func (ExternalEvent) Type() string { return "ExternalEvent" }
+
+// Type returns the event's serde "type" tag.
+func (OrchestrationChained) Type() string { return "OrchestrationChained" }
+
+// Type returns the event's serde "type" tag.
+func (SubOrchestrationScheduled) Type() string { return "SubOrchestrationScheduled" }
+
+// Type returns the event's serde "type" tag.
+func (SubOrchestrationCompleted) Type() string { return "SubOrchestrationCompleted" }
+
+// Type returns the event's serde "type" tag.
+func (SubOrchestrationFailed) Type() string { return "SubOrchestrationFailed" }
+
+// Type returns the event's serde "type" tag.
 func (SubOrchestrationCancelRequested) Type() string { return "SubOrchestrationCancelRequested" }
-func (OrchestrationContinuedAsNew) Type() string     { return "OrchestrationContinuedAsNew" }
-func (OrchestrationCancelRequested) Type() string    { return "OrchestrationCancelRequested" }
-func (ExternalSubscribedCancelled) Type() string     { return "ExternalSubscribedCancelled" }
-func (QueueSubscribed) Type() string                 { return "ExternalSubscribedPersistent" }
-func (QueueEventDelivered) Type() string             { return "ExternalEventPersistent" }
-func (QueueSubscriptionCancelled) Type() string      { return "ExternalSubscribedPersistentCancelled" }
-func (CustomStatusUpdated) Type() string             { return "CustomStatusUpdated" }
-func (KeyValueSet) Type() string                     { return "KeyValueSet" }
-func (KeyValueCleared) Type() string                 { return "KeyValueCleared" }
-func (KeyValuesCleared) Type() string                { return "KeyValuesCleared" }
+
+// Type returns the event's serde "type" tag.
+func (OrchestrationContinuedAsNew) Type() string { return "OrchestrationContinuedAsNew" }
+
+// Type returns the event's serde "type" tag.
+func (OrchestrationCancelRequested) Type() string { return "OrchestrationCancelRequested" }
+
+// Type returns the event's serde "type" tag.
+func (ExternalSubscribedCancelled) Type() string { return "ExternalSubscribedCancelled" }
+
+// Type returns the event's serde "type" tag.
+func (QueueSubscribed) Type() string { return "ExternalSubscribedPersistent" }
+
+// Type returns the event's serde "type" tag.
+func (QueueEventDelivered) Type() string { return "ExternalEventPersistent" }
+
+// Type returns the event's serde "type" tag.
+func (QueueSubscriptionCancelled) Type() string { return "ExternalSubscribedPersistentCancelled" }
+
+// Type returns the event's serde "type" tag.
+func (CustomStatusUpdated) Type() string { return "CustomStatusUpdated" }
+
+// Type returns the event's serde "type" tag.
+func (KeyValueSet) Type() string { return "KeyValueSet" }
+
+// Type returns the event's serde "type" tag.
+func (KeyValueCleared) Type() string { return "KeyValueCleared" }
+
+// Type returns the event's serde "type" tag.
+func (KeyValuesCleared) Type() string { return "KeyValuesCleared" }
 
 // Each MarshalJSON converts to a method-less copy of the type (so the struct
 // tags apply without recursing) and puts the "type" tag first.
 
+// MarshalJSON encodes OrchestrationStarted in duroxide's serde JSON.
 func (k OrchestrationStarted) MarshalJSON() ([]byte, error) {
 	// serde skips a None carry_forward_events but writes Some(vec![]) as [],
 	// which a slice with omitempty cannot express; a pointer can.
@@ -308,11 +383,13 @@ func (k OrchestrationStarted) MarshalJSON() ([]byte, error) {
 	return internallyTagged(k.Type(), f)
 }
 
+// MarshalJSON encodes OrchestrationCompleted in duroxide's serde JSON.
 func (k OrchestrationCompleted) MarshalJSON() ([]byte, error) {
 	type fields OrchestrationCompleted
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes OrchestrationFailed in duroxide's serde JSON.
 func (k OrchestrationFailed) MarshalJSON() ([]byte, error) {
 	if k.Details == nil {
 		return nil, errors.New("cdb: encode OrchestrationFailed: Details is nil")
@@ -321,16 +398,19 @@ func (k OrchestrationFailed) MarshalJSON() ([]byte, error) {
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes ActivityScheduled in duroxide's serde JSON.
 func (k ActivityScheduled) MarshalJSON() ([]byte, error) {
 	type fields ActivityScheduled
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes ActivityCompletedEvent in duroxide's serde JSON.
 func (k ActivityCompletedEvent) MarshalJSON() ([]byte, error) {
 	type fields ActivityCompletedEvent
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes ActivityFailedEvent in duroxide's serde JSON.
 func (k ActivityFailedEvent) MarshalJSON() ([]byte, error) {
 	if k.Details == nil {
 		return nil, errors.New("cdb: encode ActivityFailed event: Details is nil")
@@ -339,46 +419,55 @@ func (k ActivityFailedEvent) MarshalJSON() ([]byte, error) {
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes ActivityCancelRequested in duroxide's serde JSON.
 func (k ActivityCancelRequested) MarshalJSON() ([]byte, error) {
 	type fields ActivityCancelRequested
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes TimerCreated in duroxide's serde JSON.
 func (k TimerCreated) MarshalJSON() ([]byte, error) {
 	type fields TimerCreated
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes TimerFiredEvent in duroxide's serde JSON.
 func (k TimerFiredEvent) MarshalJSON() ([]byte, error) {
 	type fields TimerFiredEvent
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes ExternalSubscribed in duroxide's serde JSON.
 func (k ExternalSubscribed) MarshalJSON() ([]byte, error) {
 	type fields ExternalSubscribed
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes ExternalEvent in duroxide's serde JSON.
 func (k ExternalEvent) MarshalJSON() ([]byte, error) {
 	type fields ExternalEvent
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes OrchestrationChained in duroxide's serde JSON.
 func (k OrchestrationChained) MarshalJSON() ([]byte, error) {
 	type fields OrchestrationChained
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes SubOrchestrationScheduled in duroxide's serde JSON.
 func (k SubOrchestrationScheduled) MarshalJSON() ([]byte, error) {
 	type fields SubOrchestrationScheduled
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes SubOrchestrationCompleted in duroxide's serde JSON.
 func (k SubOrchestrationCompleted) MarshalJSON() ([]byte, error) {
 	type fields SubOrchestrationCompleted
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes SubOrchestrationFailed in duroxide's serde JSON.
 func (k SubOrchestrationFailed) MarshalJSON() ([]byte, error) {
 	if k.Details == nil {
 		return nil, errors.New("cdb: encode SubOrchestrationFailed: Details is nil")
@@ -387,56 +476,67 @@ func (k SubOrchestrationFailed) MarshalJSON() ([]byte, error) {
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes SubOrchestrationCancelRequested in duroxide's serde JSON.
 func (k SubOrchestrationCancelRequested) MarshalJSON() ([]byte, error) {
 	type fields SubOrchestrationCancelRequested
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes OrchestrationContinuedAsNew in duroxide's serde JSON.
 func (k OrchestrationContinuedAsNew) MarshalJSON() ([]byte, error) {
 	type fields OrchestrationContinuedAsNew
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes OrchestrationCancelRequested in duroxide's serde JSON.
 func (k OrchestrationCancelRequested) MarshalJSON() ([]byte, error) {
 	type fields OrchestrationCancelRequested
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes ExternalSubscribedCancelled in duroxide's serde JSON.
 func (k ExternalSubscribedCancelled) MarshalJSON() ([]byte, error) {
 	type fields ExternalSubscribedCancelled
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes QueueSubscribed in duroxide's serde JSON.
 func (k QueueSubscribed) MarshalJSON() ([]byte, error) {
 	type fields QueueSubscribed
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes QueueEventDelivered in duroxide's serde JSON.
 func (k QueueEventDelivered) MarshalJSON() ([]byte, error) {
 	type fields QueueEventDelivered
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes QueueSubscriptionCancelled in duroxide's serde JSON.
 func (k QueueSubscriptionCancelled) MarshalJSON() ([]byte, error) {
 	type fields QueueSubscriptionCancelled
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes CustomStatusUpdated in duroxide's serde JSON.
 func (k CustomStatusUpdated) MarshalJSON() ([]byte, error) {
 	type fields CustomStatusUpdated
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes KeyValueSet in duroxide's serde JSON.
 func (k KeyValueSet) MarshalJSON() ([]byte, error) {
 	type fields KeyValueSet
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes KeyValueCleared in duroxide's serde JSON.
 func (k KeyValueCleared) MarshalJSON() ([]byte, error) {
 	type fields KeyValueCleared
 	return internallyTagged(k.Type(), fields(k))
 }
 
+// MarshalJSON encodes KeyValuesCleared in duroxide's serde JSON.
 func (k KeyValuesCleared) MarshalJSON() ([]byte, error) {
 	return internallyTagged(k.Type(), struct{}{})
 }
@@ -656,52 +756,103 @@ func unmarshalEventKindInto[T EventKind](data []byte, dst *T) error {
 	return nil
 }
 
-func (k *OrchestrationStarted) UnmarshalJSON(d []byte) error   { return unmarshalEventKindInto(d, k) }
+// UnmarshalJSON decodes OrchestrationStarted from duroxide's serde JSON.
+func (k *OrchestrationStarted) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
+
+// UnmarshalJSON decodes OrchestrationCompleted from duroxide's serde JSON.
 func (k *OrchestrationCompleted) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
-func (k *OrchestrationFailed) UnmarshalJSON(d []byte) error    { return unmarshalEventKindInto(d, k) }
-func (k *ActivityScheduled) UnmarshalJSON(d []byte) error      { return unmarshalEventKindInto(d, k) }
+
+// UnmarshalJSON decodes OrchestrationFailed from duroxide's serde JSON.
+func (k *OrchestrationFailed) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
+
+// UnmarshalJSON decodes ActivityScheduled from duroxide's serde JSON.
+func (k *ActivityScheduled) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
+
+// UnmarshalJSON decodes ActivityCompletedEvent from duroxide's serde JSON.
 func (k *ActivityCompletedEvent) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
-func (k *ActivityFailedEvent) UnmarshalJSON(d []byte) error    { return unmarshalEventKindInto(d, k) }
+
+// UnmarshalJSON decodes ActivityFailedEvent from duroxide's serde JSON.
+func (k *ActivityFailedEvent) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
+
+// UnmarshalJSON decodes ActivityCancelRequested from duroxide's serde JSON.
 func (k *ActivityCancelRequested) UnmarshalJSON(d []byte) error {
 	return unmarshalEventKindInto(d, k)
 }
-func (k *TimerCreated) UnmarshalJSON(d []byte) error       { return unmarshalEventKindInto(d, k) }
-func (k *TimerFiredEvent) UnmarshalJSON(d []byte) error    { return unmarshalEventKindInto(d, k) }
+
+// UnmarshalJSON decodes TimerCreated from duroxide's serde JSON.
+func (k *TimerCreated) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
+
+// UnmarshalJSON decodes TimerFiredEvent from duroxide's serde JSON.
+func (k *TimerFiredEvent) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
+
+// UnmarshalJSON decodes ExternalSubscribed from duroxide's serde JSON.
 func (k *ExternalSubscribed) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
-func (k *ExternalEvent) UnmarshalJSON(d []byte) error      { return unmarshalEventKindInto(d, k) }
+
+// UnmarshalJSON decodes ExternalEvent from duroxide's serde JSON.
+func (k *ExternalEvent) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
+
+// UnmarshalJSON decodes OrchestrationChained from duroxide's serde JSON.
 func (k *OrchestrationChained) UnmarshalJSON(d []byte) error {
 	return unmarshalEventKindInto(d, k)
 }
+
+// UnmarshalJSON decodes SubOrchestrationScheduled from duroxide's serde JSON.
 func (k *SubOrchestrationScheduled) UnmarshalJSON(d []byte) error {
 	return unmarshalEventKindInto(d, k)
 }
+
+// UnmarshalJSON decodes SubOrchestrationCompleted from duroxide's serde JSON.
 func (k *SubOrchestrationCompleted) UnmarshalJSON(d []byte) error {
 	return unmarshalEventKindInto(d, k)
 }
+
+// UnmarshalJSON decodes SubOrchestrationFailed from duroxide's serde JSON.
 func (k *SubOrchestrationFailed) UnmarshalJSON(d []byte) error {
 	return unmarshalEventKindInto(d, k)
 }
+
+// UnmarshalJSON decodes SubOrchestrationCancelRequested from duroxide's serde JSON.
 func (k *SubOrchestrationCancelRequested) UnmarshalJSON(d []byte) error {
 	return unmarshalEventKindInto(d, k)
 }
+
+// UnmarshalJSON decodes OrchestrationContinuedAsNew from duroxide's serde JSON.
 func (k *OrchestrationContinuedAsNew) UnmarshalJSON(d []byte) error {
 	return unmarshalEventKindInto(d, k)
 }
+
+// UnmarshalJSON decodes OrchestrationCancelRequested from duroxide's serde JSON.
 func (k *OrchestrationCancelRequested) UnmarshalJSON(d []byte) error {
 	return unmarshalEventKindInto(d, k)
 }
+
+// UnmarshalJSON decodes ExternalSubscribedCancelled from duroxide's serde JSON.
 func (k *ExternalSubscribedCancelled) UnmarshalJSON(d []byte) error {
 	return unmarshalEventKindInto(d, k)
 }
-func (k *QueueSubscribed) UnmarshalJSON(d []byte) error     { return unmarshalEventKindInto(d, k) }
+
+// UnmarshalJSON decodes QueueSubscribed from duroxide's serde JSON.
+func (k *QueueSubscribed) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
+
+// UnmarshalJSON decodes QueueEventDelivered from duroxide's serde JSON.
 func (k *QueueEventDelivered) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
+
+// UnmarshalJSON decodes QueueSubscriptionCancelled from duroxide's serde JSON.
 func (k *QueueSubscriptionCancelled) UnmarshalJSON(d []byte) error {
 	return unmarshalEventKindInto(d, k)
 }
+
+// UnmarshalJSON decodes CustomStatusUpdated from duroxide's serde JSON.
 func (k *CustomStatusUpdated) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
-func (k *KeyValueSet) UnmarshalJSON(d []byte) error         { return unmarshalEventKindInto(d, k) }
-func (k *KeyValueCleared) UnmarshalJSON(d []byte) error     { return unmarshalEventKindInto(d, k) }
-func (k *KeyValuesCleared) UnmarshalJSON(d []byte) error    { return unmarshalEventKindInto(d, k) }
+
+// UnmarshalJSON decodes KeyValueSet from duroxide's serde JSON.
+func (k *KeyValueSet) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
+
+// UnmarshalJSON decodes KeyValueCleared from duroxide's serde JSON.
+func (k *KeyValueCleared) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
+
+// UnmarshalJSON decodes KeyValuesCleared from duroxide's serde JSON.
+func (k *KeyValuesCleared) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
 
 // ErrorDetails is duroxide's structured failure (src/lib.rs), externally
 // tagged in JSON: {"Infrastructure":{...}}, {"Configuration":{...}},
@@ -755,21 +906,43 @@ func (ConfigurationError) isErrorDetails()  {}
 func (ApplicationError) isErrorDetails()    {}
 func (PoisonError) isErrorDetails()         {}
 
+// Variant returns the serde tag.
 func (InfrastructureError) Variant() string { return "Infrastructure" }
-func (ConfigurationError) Variant() string  { return "Configuration" }
-func (ApplicationError) Variant() string    { return "Application" }
-func (PoisonError) Variant() string         { return "Poison" }
 
+// Variant returns the serde tag.
+func (ConfigurationError) Variant() string { return "Configuration" }
+
+// Variant returns the serde tag.
+func (ApplicationError) Variant() string { return "Application" }
+
+// Variant returns the serde tag.
+func (PoisonError) Variant() string { return "Poison" }
+
+// Category names the failure's category.
 func (InfrastructureError) Category() string { return "infrastructure" }
-func (ConfigurationError) Category() string  { return "configuration" }
-func (ApplicationError) Category() string    { return "application" }
-func (PoisonError) Category() string         { return "poison" }
 
+// Category names the failure's category.
+func (ConfigurationError) Category() string { return "configuration" }
+
+// Category names the failure's category.
+func (ApplicationError) Category() string { return "application" }
+
+// Category names the failure's category.
+func (PoisonError) Category() string { return "poison" }
+
+// IsRetryable reports whether the failure may go away on retry.
 func (d InfrastructureError) IsRetryable() bool { return d.Retryable }
-func (ConfigurationError) IsRetryable() bool    { return false }
-func (d ApplicationError) IsRetryable() bool    { return d.Retryable }
-func (PoisonError) IsRetryable() bool           { return false }
 
+// IsRetryable reports whether the failure may go away on retry.
+func (ConfigurationError) IsRetryable() bool { return false }
+
+// IsRetryable reports whether the failure may go away on retry.
+func (d ApplicationError) IsRetryable() bool { return d.Retryable }
+
+// IsRetryable reports whether the failure may go away on retry.
+func (PoisonError) IsRetryable() bool { return false }
+
+// DisplayMessage is the failure as duroxide displays it.
 func (d InfrastructureError) DisplayMessage() string {
 	return fmt.Sprintf("infrastructure:%s: %s", d.Operation, d.Message)
 }
@@ -783,6 +956,7 @@ func (d ConfigurationError) DisplayMessage() string {
 	return "nondeterministic in " + d.Resource
 }
 
+// DisplayMessage is the failure as duroxide displays it.
 func (d ApplicationError) DisplayMessage() string {
 	switch kind := d.Kind.(type) {
 	case AppCancelled:
@@ -793,6 +967,7 @@ func (d ApplicationError) DisplayMessage() string {
 	return d.Message
 }
 
+// DisplayMessage is the failure as duroxide displays it.
 func (d PoisonError) DisplayMessage() string {
 	switch t := d.MessageType.(type) {
 	case PoisonActivity:
@@ -808,16 +983,19 @@ func (d PoisonError) DisplayMessage() string {
 	return fmt.Sprintf("poison: exceeded %d attempts (max %d)", d.AttemptCount, d.MaxAttempts)
 }
 
+// MarshalJSON encodes InfrastructureError in duroxide's serde JSON.
 func (d InfrastructureError) MarshalJSON() ([]byte, error) {
 	type fields InfrastructureError
 	return externallyTagged(d.Variant(), fields(d))
 }
 
+// MarshalJSON encodes ConfigurationError in duroxide's serde JSON.
 func (d ConfigurationError) MarshalJSON() ([]byte, error) {
 	type fields ConfigurationError
 	return externallyTagged(d.Variant(), fields(d))
 }
 
+// MarshalJSON encodes ApplicationError in duroxide's serde JSON.
 func (d ApplicationError) MarshalJSON() ([]byte, error) {
 	if d.Kind == nil {
 		return nil, errors.New("cdb: encode ErrorDetails Application: Kind is nil")
@@ -826,6 +1004,7 @@ func (d ApplicationError) MarshalJSON() ([]byte, error) {
 	return externallyTagged(d.Variant(), fields(d))
 }
 
+// MarshalJSON encodes PoisonError in duroxide's serde JSON.
 func (d PoisonError) MarshalJSON() ([]byte, error) {
 	if d.MessageType == nil {
 		return nil, errors.New("cdb: encode ErrorDetails Poison: MessageType is nil")
@@ -894,10 +1073,17 @@ func unmarshalErrorDetailsInto[T ErrorDetails](data []byte, dst *T) error {
 	return nil
 }
 
+// UnmarshalJSON decodes InfrastructureError from duroxide's serde JSON.
 func (d *InfrastructureError) UnmarshalJSON(b []byte) error { return unmarshalErrorDetailsInto(b, d) }
-func (d *ConfigurationError) UnmarshalJSON(b []byte) error  { return unmarshalErrorDetailsInto(b, d) }
-func (d *ApplicationError) UnmarshalJSON(b []byte) error    { return unmarshalErrorDetailsInto(b, d) }
-func (d *PoisonError) UnmarshalJSON(b []byte) error         { return unmarshalErrorDetailsInto(b, d) }
+
+// UnmarshalJSON decodes ConfigurationError from duroxide's serde JSON.
+func (d *ConfigurationError) UnmarshalJSON(b []byte) error { return unmarshalErrorDetailsInto(b, d) }
+
+// UnmarshalJSON decodes ApplicationError from duroxide's serde JSON.
+func (d *ApplicationError) UnmarshalJSON(b []byte) error { return unmarshalErrorDetailsInto(b, d) }
+
+// UnmarshalJSON decodes PoisonError from duroxide's serde JSON.
+func (d *PoisonError) UnmarshalJSON(b []byte) error { return unmarshalErrorDetailsInto(b, d) }
 
 // ConfigErrorKind is duroxide's ConfigErrorKind, a unit-only enum encoded as
 // a bare string.
@@ -906,6 +1092,7 @@ type ConfigErrorKind string
 // ConfigNondeterminism is the only ConfigErrorKind in duroxide 0.1.29.
 const ConfigNondeterminism ConfigErrorKind = "Nondeterminism"
 
+// MarshalJSON encodes ConfigErrorKind in duroxide's serde JSON.
 func (k ConfigErrorKind) MarshalJSON() ([]byte, error) {
 	if k != ConfigNondeterminism {
 		return nil, fmt.Errorf("cdb: encode ConfigErrorKind: %w %q", ErrUnknownVariant, string(k))
@@ -913,6 +1100,7 @@ func (k ConfigErrorKind) MarshalJSON() ([]byte, error) {
 	return marshalCompact(string(k))
 }
 
+// UnmarshalJSON decodes ConfigErrorKind from duroxide's serde JSON.
 func (k *ConfigErrorKind) UnmarshalJSON(data []byte) error {
 	var name string
 	if err := json.Unmarshal(data, &name); err != nil {
@@ -933,8 +1121,14 @@ type AppErrorKind interface {
 	Variant() string
 }
 
+// AppActivityFailed is the AppErrorKind of a failed activity.
 type AppActivityFailed struct{}
+
+// AppOrchestrationFailed is the AppErrorKind of orchestration code that
+// returned an error.
 type AppOrchestrationFailed struct{}
+
+// AppPanicked is the AppErrorKind of code that panicked.
 type AppPanicked struct{}
 
 // AppCancelled is a cancellation; DisplayMessage shows "canceled: {reason}".
@@ -947,15 +1141,28 @@ func (AppOrchestrationFailed) isAppErrorKind() {}
 func (AppPanicked) isAppErrorKind()            {}
 func (AppCancelled) isAppErrorKind()           {}
 
-func (AppActivityFailed) Variant() string      { return "ActivityFailed" }
+// Variant returns the serde tag.
+func (AppActivityFailed) Variant() string { return "ActivityFailed" }
+
+// Variant returns the serde tag.
 func (AppOrchestrationFailed) Variant() string { return "OrchestrationFailed" }
-func (AppPanicked) Variant() string            { return "Panicked" }
-func (AppCancelled) Variant() string           { return "Cancelled" }
 
-func (k AppActivityFailed) MarshalJSON() ([]byte, error)      { return marshalCompact(k.Variant()) }
+// Variant returns the serde tag.
+func (AppPanicked) Variant() string { return "Panicked" }
+
+// Variant returns the serde tag.
+func (AppCancelled) Variant() string { return "Cancelled" }
+
+// MarshalJSON encodes AppActivityFailed in duroxide's serde JSON.
+func (k AppActivityFailed) MarshalJSON() ([]byte, error) { return marshalCompact(k.Variant()) }
+
+// MarshalJSON encodes AppOrchestrationFailed in duroxide's serde JSON.
 func (k AppOrchestrationFailed) MarshalJSON() ([]byte, error) { return marshalCompact(k.Variant()) }
-func (k AppPanicked) MarshalJSON() ([]byte, error)            { return marshalCompact(k.Variant()) }
 
+// MarshalJSON encodes AppPanicked in duroxide's serde JSON.
+func (k AppPanicked) MarshalJSON() ([]byte, error) { return marshalCompact(k.Variant()) }
+
+// MarshalJSON encodes AppCancelled in duroxide's serde JSON.
 func (k AppCancelled) MarshalJSON() ([]byte, error) {
 	type fields AppCancelled
 	return externallyTagged(k.Variant(), fields(k))
@@ -1036,20 +1243,28 @@ func (PoisonOrchestration) isPoisonMessageType()         {}
 func (PoisonActivity) isPoisonMessageType()              {}
 func (PoisonFailedDeserialization) isPoisonMessageType() {}
 
-func (PoisonOrchestration) Variant() string         { return "Orchestration" }
-func (PoisonActivity) Variant() string              { return "Activity" }
+// Variant returns the serde tag.
+func (PoisonOrchestration) Variant() string { return "Orchestration" }
+
+// Variant returns the serde tag.
+func (PoisonActivity) Variant() string { return "Activity" }
+
+// Variant returns the serde tag.
 func (PoisonFailedDeserialization) Variant() string { return "FailedDeserialization" }
 
+// MarshalJSON encodes PoisonOrchestration in duroxide's serde JSON.
 func (t PoisonOrchestration) MarshalJSON() ([]byte, error) {
 	type fields PoisonOrchestration
 	return externallyTagged(t.Variant(), fields(t))
 }
 
+// MarshalJSON encodes PoisonActivity in duroxide's serde JSON.
 func (t PoisonActivity) MarshalJSON() ([]byte, error) {
 	type fields PoisonActivity
 	return externallyTagged(t.Variant(), fields(t))
 }
 
+// MarshalJSON encodes PoisonFailedDeserialization in duroxide's serde JSON.
 func (t PoisonFailedDeserialization) MarshalJSON() ([]byte, error) {
 	type fields PoisonFailedDeserialization
 	return externallyTagged(t.Variant(), fields(t))

@@ -21,7 +21,7 @@ type FakeAccountOptions struct {
 	// lagging replica, as an account at Session consistency may: they see
 	// the document as it was before that write (absent if it created it,
 	// still there if it deleted it). Batches and writes see the current
-	// state. A Client echoes the tokens of its writes and reads (R13), so
+	// state. A Client echoes the session tokens of its writes and reads, so
 	// it reads its own writes; code that bypasses it does not.
 	StaleReadsWithoutSessionToken bool
 }

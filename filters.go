@@ -19,6 +19,7 @@ const (
 	TagFilterNone                             // no activity (orchestrator-only worker)
 )
 
+// String returns the TagFilterMode as text.
 func (m TagFilterMode) String() string {
 	switch m {
 	case TagFilterDefaultOnly:
@@ -116,6 +117,7 @@ func (f TagFilter) Equal(other TagFilter) bool {
 	return f.mode == other.mode && slices.Equal(f.tags, other.tags)
 }
 
+// String returns the TagFilter as text.
 func (f TagFilter) String() string {
 	if f.mode == TagFilterTags || f.mode == TagFilterDefaultAnd {
 		return f.mode.String() + "(" + strings.Join(f.tags, ",") + ")"
@@ -219,6 +221,7 @@ func isDigits(s string) bool {
 	return true
 }
 
+// String returns the SemanticVersion as text.
 func (v SemanticVersion) String() string {
 	s := fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch)
 	if v.Pre != "" {

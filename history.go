@@ -217,9 +217,9 @@ func checkEventIDs(op string, existing map[uint64]bool, delta []Event) error {
 	for _, e := range delta {
 		switch {
 		case e.EventID == 0:
-			return Permanent(op, "event_id 0 is not a valid event id")
+			return refusal(op, "event_id 0 is not a valid event id", ErrInvalidInput)
 		case existing[e.EventID] || seen[e.EventID]:
-			return Permanent(op, fmt.Sprintf("duplicate event_id %d in execution %d: history is append-only", e.EventID, e.ExecutionID))
+			return refusal(op, fmt.Sprintf("duplicate event_id %d in execution %d: history is append-only", e.EventID, e.ExecutionID), ErrDuplicateEvent)
 		}
 		seen[e.EventID] = true
 	}
@@ -228,7 +228,7 @@ func checkEventIDs(op string, existing map[uint64]bool, delta []Event) error {
 
 // Read returns the history of the instance's latest execution.
 func (p *CosmosProvider) Read(ctx context.Context, instance string) ([]Event, error) {
-	const op = "read"
+	const op = "Read"
 	if err := validateInstanceID(op, instance); err != nil {
 		return nil, err
 	}
@@ -244,7 +244,7 @@ func (p *CosmosProvider) Read(ctx context.Context, instance string) ([]Event, er
 
 // ReadWithExecution returns one execution's history.
 func (p *CosmosProvider) ReadWithExecution(ctx context.Context, instance string, executionID uint64) ([]Event, error) {
-	const op = "read_with_execution"
+	const op = "ReadWithExecution"
 	if err := validateInstanceID(op, instance); err != nil {
 		return nil, err
 	}
@@ -258,7 +258,7 @@ func (p *CosmosProvider) readExecution(ctx context.Context, op, instance string,
 	}
 	events, err := decodeHistory(docs)
 	if err != nil {
-		return nil, Permanent(op, err.Error())
+		return nil, refused(op, err)
 	}
 	if events == nil {
 		events = []Event{}
@@ -306,7 +306,7 @@ func (p *CosmosProvider) readInstance(ctx context.Context, instance string) (*in
 // fault-injection helper). A duplicate event id is refused, never
 // overwritten; the instance's lastAck moves so no cached history goes stale.
 func (p *CosmosProvider) AppendWithExecution(ctx context.Context, instance string, executionID uint64, newEvents []Event) error {
-	const op = "append_with_execution"
+	const op = "AppendWithExecution"
 	if err := validateInstanceID(op, instance); err != nil {
 		return err
 	}
@@ -329,7 +329,7 @@ func (p *CosmosProvider) AppendWithExecution(ctx context.Context, instance strin
 	}
 	body, _, err := encodeHistory(instance, pk, executionID, newEvents, "")
 	if err != nil {
-		return Permanent(op, err.Error())
+		return refused(op, err)
 	}
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(pk))
 	b.CreateItem(body, nil)
@@ -349,7 +349,7 @@ func (p *CosmosProvider) AppendWithExecution(ctx context.Context, instance strin
 	}
 	if !resp.Success {
 		if _, ce, _ := resp.FailedOperation(); ce != nil && ce.StatusCode == http.StatusConflict {
-			return Permanent(op, "duplicate event ids: history is append-only")
+			return refusal(op, "duplicate event ids: history is append-only", ErrDuplicateEvent)
 		}
 		return batchFailure(op, resp)
 	}

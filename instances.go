@@ -13,7 +13,7 @@ import (
 // GetCustomStatus returns the custom status when its version is newer than
 // lastSeenVersion.
 func (p *CosmosProvider) GetCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*string, uint64, bool, error) {
-	const op = "get_custom_status"
+	const op = "GetCustomStatus"
 	inst, err := p.liveInstanceDoc(ctx, op, instance)
 	if err != nil {
 		return nil, 0, false, err
@@ -28,7 +28,7 @@ func (p *CosmosProvider) GetCustomStatus(ctx context.Context, instance string, l
 // KV view's size and the carried-forward events, with one query; nil for an
 // unknown instance.
 func (p *CosmosProvider) GetInstanceStats(ctx context.Context, instance string) (*SystemStats, error) {
-	const op = "get_instance_stats"
+	const op = "GetInstanceStats"
 	inst, err := p.liveInstanceDoc(ctx, op, instance)
 	if err != nil {
 		return nil, err
@@ -59,13 +59,13 @@ func (p *CosmosProvider) GetInstanceStats(ctx context.Context, instance string) 
 
 // ListInstances lists every instance, newest first.
 func (p *CosmosProvider) ListInstances(ctx context.Context) ([]string, error) {
-	return p.listInstances(ctx, "list_instances", func(instanceRow) bool { return true })
+	return p.listInstances(ctx, "ListInstances", func(instanceRow) bool { return true })
 }
 
 // ListInstancesByStatus lists the instances whose current execution has
 // status.
-func (p *CosmosProvider) ListInstancesByStatus(ctx context.Context, status string) ([]string, error) {
-	return p.listInstances(ctx, "list_instances_by_status", func(r instanceRow) bool { return r.Status == status })
+func (p *CosmosProvider) ListInstancesByStatus(ctx context.Context, status InstanceStatus) ([]string, error) {
+	return p.listInstances(ctx, "ListInstancesByStatus", func(r instanceRow) bool { return r.Status == status })
 }
 
 // listInstances lists the live instances keep accepts, newest first.
@@ -86,7 +86,7 @@ func (p *CosmosProvider) listInstances(ctx context.Context, op string, keep func
 
 // ListExecutions lists the instance's execution ids, ascending.
 func (p *CosmosProvider) ListExecutions(ctx context.Context, instance string) ([]uint64, error) {
-	const op = "list_executions"
+	const op = "ListExecutions"
 	if err := validateInstanceID(op, instance); err != nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func (p *CosmosProvider) ReadHistory(ctx context.Context, instance string) ([]Ev
 
 // LatestExecutionID is the current execution, 1 for an unknown instance.
 func (p *CosmosProvider) LatestExecutionID(ctx context.Context, instance string) (uint64, error) {
-	const op = "latest_execution_id"
+	const op = "LatestExecutionID"
 	if err := validateInstanceID(op, instance); err != nil {
 		return 0, err
 	}
@@ -134,17 +134,17 @@ func (p *CosmosProvider) LatestExecutionID(ctx context.Context, instance string)
 
 // GetInstanceInfo describes an instance; an unknown one is an error.
 func (p *CosmosProvider) GetInstanceInfo(ctx context.Context, instance string) (InstanceInfo, error) {
-	const op = "get_instance_info"
+	const op = "GetInstanceInfo"
 	inst, err := p.liveInstanceDoc(ctx, op, instance)
 	if err != nil {
 		return InstanceInfo{}, err
 	}
 	if !inst.exists() {
-		return InstanceInfo{}, notFound(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
+		return InstanceInfo{}, refusal(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
 	}
 	status := inst.Status
 	if status == "" {
-		status = "Unknown"
+		status = StatusUnknown
 	}
 	return InstanceInfo{
 		InstanceID:           inst.Instance,
@@ -161,13 +161,13 @@ func (p *CosmosProvider) GetInstanceInfo(ctx context.Context, instance string) (
 
 // GetExecutionInfo describes one execution; an unknown one is an error.
 func (p *CosmosProvider) GetExecutionInfo(ctx context.Context, instance string, executionID uint64) (ExecutionInfo, error) {
-	const op = "get_execution_info"
+	const op = "GetExecutionInfo"
 	if err := validateInstanceID(op, instance); err != nil {
 		return ExecutionInfo{}, err
 	}
 	resp, err := p.container.ReadItem(ctx, partitionKey(instance), executionDocID(executionID), nil)
 	if IsNotFound(err) {
-		return ExecutionInfo{}, notFound(op, fmt.Sprintf("execution %d of %q not found", executionID, instance), ErrExecutionNotFound)
+		return ExecutionInfo{}, refusal(op, fmt.Sprintf("execution %d of %q not found", executionID, instance), ErrExecutionNotFound)
 	}
 	if err != nil {
 		return ExecutionInfo{}, wrap(op, err)
@@ -187,7 +187,7 @@ func (p *CosmosProvider) GetExecutionInfo(ctx context.Context, instance string, 
 // ListChildren lists the instances whose parent is instance; none when the
 // instance is being deleted.
 func (p *CosmosProvider) ListChildren(ctx context.Context, instance string) ([]string, error) {
-	const op = "list_children"
+	const op = "ListChildren"
 	inst, err := p.liveInstanceDoc(ctx, op, instance)
 	if err != nil {
 		return nil, err
@@ -216,13 +216,13 @@ func (p *CosmosProvider) ListChildren(ctx context.Context, instance string) ([]s
 // GetParentID returns the instance's parent, nil for a root; an unknown
 // instance is an error.
 func (p *CosmosProvider) GetParentID(ctx context.Context, instance string) (*string, error) {
-	const op = "get_parent_id"
+	const op = "GetParentID"
 	inst, err := p.liveInstanceDoc(ctx, op, instance)
 	if err != nil {
 		return nil, err
 	}
 	if !inst.exists() {
-		return nil, notFound(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
+		return nil, refusal(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
 	}
 	return inst.Parent, nil
 }

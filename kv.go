@@ -55,12 +55,12 @@ func kvBucketID(b int) string { return "kv|" + strconv.Itoa(b) }
 
 // kvState is an instance's store and delta.
 type kvState struct {
-	store map[string]KvEntry
+	store map[string]KVEntry
 	delta map[string]kvEntry
 }
 
 func newKVState() kvState {
-	return kvState{store: map[string]KvEntry{}, delta: map[string]kvEntry{}}
+	return kvState{store: map[string]KVEntry{}, delta: map[string]kvEntry{}}
 }
 
 func (s kvState) clone() kvState {
@@ -81,7 +81,7 @@ func (s kvState) add(d kvDoc) {
 		case d.Type == docKVDelta:
 			s.delta[e.Key] = e
 		case e.Value != nil:
-			s.store[e.Key] = KvEntry{Value: *e.Value, LastUpdatedAtMs: e.UpdatedAt}
+			s.store[e.Key] = KVEntry{Value: *e.Value, LastUpdatedAtMs: e.UpdatedAt}
 		}
 	}
 }
@@ -105,8 +105,8 @@ func (s kvState) merged() map[string]string {
 
 // snapshot is the fetch's view: the store only, never the delta, so a
 // replayed read-modify-write sees what it saw the first time.
-func (s kvState) snapshot() map[string]KvEntry {
-	out := make(map[string]KvEntry, len(s.store))
+func (s kvState) snapshot() map[string]KVEntry {
+	out := make(map[string]KVEntry, len(s.store))
 	for k, v := range s.store {
 		out[k] = v
 	}
@@ -151,7 +151,7 @@ func (s kvState) merge() []int {
 		if e.Value == nil {
 			delete(s.store, key)
 		} else {
-			s.store[key] = KvEntry{Value: *e.Value, LastUpdatedAtMs: e.UpdatedAt}
+			s.store[key] = KVEntry{Value: *e.Value, LastUpdatedAtMs: e.UpdatedAt}
 		}
 		touched[kvBucket(key)] = true
 		delete(s.delta, key)
@@ -188,8 +188,8 @@ func (s kvState) bucketDoc(instance, pk string, b int) kvDoc {
 
 // isTerminalStatus says whether a status ends an execution (and so merges
 // its KV delta).
-func isTerminalStatus(status *string) bool {
-	return status != nil && (*status == "Completed" || *status == "ContinuedAsNew" || *status == "Failed")
+func isTerminalStatus(status *InstanceStatus) bool {
+	return status != nil && status.IsTerminal()
 }
 
 // readKV reads an instance's KV documents with one single-partition query.
@@ -215,7 +215,7 @@ func (p *CosmosProvider) readKV(ctx context.Context, instance string) (kvState, 
 
 // GetKVValue reads a key from the merged view (delta over store).
 func (p *CosmosProvider) GetKVValue(ctx context.Context, instance, key string) (string, bool, error) {
-	const op = "get_kv_value"
+	const op = "GetKVValue"
 	if err := validateInstanceID(op, instance); err != nil {
 		return "", false, err
 	}
@@ -229,7 +229,7 @@ func (p *CosmosProvider) GetKVValue(ctx context.Context, instance, key string) (
 
 // GetKVAllValues reads every key of the merged view.
 func (p *CosmosProvider) GetKVAllValues(ctx context.Context, instance string) (map[string]string, error) {
-	const op = "get_kv_all_values"
+	const op = "GetKVAllValues"
 	if err := validateInstanceID(op, instance); err != nil {
 		return nil, err
 	}

@@ -4,8 +4,9 @@ import "sync"
 
 // LeaseProvider spreads the dispatch slots over the dispatchers that fetch
 // concurrently, so they query disjoint slots and rarely race for the same
-// item (seeds §5). Correctness never depends on it: every claim is a
-// conditional write (R3). A Cosmos DB-backed implementation can coordinate
+// item. Correctness never depends on it: every claim is a conditional
+// write, so two dispatchers in the same slot cost a retry, not a
+// duplicate. A Cosmos DB-backed implementation can coordinate
 // several processes the same way.
 type LeaseProvider interface {
 	// Acquire returns the slots the calling fetch should query, nil meaning

@@ -1,11 +1,11 @@
 package cdb
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Lock tokens name a lock this process took. The lock itself lives in Cosmos
@@ -14,11 +14,11 @@ import (
 // needs to write it back conditionally: the document's ETag and the items
 // the lock covers.
 
-// newLockToken returns a unique, unguessable token.
+// newLockToken returns a unique, unguessable token: prefix and a random
+// (version 4) UUID. It also names the random ids of messages, deletion
+// intents and the like, whose uniqueness is all that matters.
 func newLockToken(prefix string) string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
+	return prefix + uuid.NewString()
 }
 
 // lockTable maps this process's lock tokens to their state.

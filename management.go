@@ -1,30 +1,64 @@
 package cdb
 
+import "strings"
+
 // Management types exchanged through ProviderAdmin (duroxide's
 // src/providers/management.rs). Timestamps are milliseconds since the Unix
 // epoch; JSON names are the Rust field names.
 
+// InstanceStatus is the status of an execution, and of an instance: its
+// current execution's. Its JSON is the bare string, as duroxide stores it.
+type InstanceStatus string
+
+// The statuses duroxide stores. A cancelled orchestration is Failed (its
+// error says it was cancelled).
+const (
+	StatusRunning        InstanceStatus = "Running"
+	StatusCompleted      InstanceStatus = "Completed"
+	StatusFailed         InstanceStatus = "Failed"
+	StatusContinuedAsNew InstanceStatus = "ContinuedAsNew"
+	// StatusUnknown is reported for an instance with no execution recorded.
+	StatusUnknown InstanceStatus = "Unknown"
+)
+
+// IsTerminal reports whether an execution with this status is over:
+// Completed, Failed or ContinuedAsNew.
+func (s InstanceStatus) IsTerminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusContinuedAsNew
+}
+
+// ParseInstanceStatus returns the status named by s, ignoring case
+// ("completed", "RUNNING"); ok is false for any other string.
+func ParseInstanceStatus(s string) (status InstanceStatus, ok bool) {
+	for _, known := range []InstanceStatus{StatusRunning, StatusCompleted, StatusFailed, StatusContinuedAsNew, StatusUnknown} {
+		if strings.EqualFold(s, string(known)) {
+			return known, true
+		}
+	}
+	return "", false
+}
+
 // InstanceInfo describes an instance and its current execution.
 type InstanceInfo struct {
-	InstanceID           string  `json:"instance_id"`
-	OrchestrationName    string  `json:"orchestration_name"`
-	OrchestrationVersion string  `json:"orchestration_version"` // "unknown" when not stored
-	CurrentExecutionID   uint64  `json:"current_execution_id"`
-	Status               string  `json:"status"` // the current execution's status
-	Output               *string `json:"output"`
-	CreatedAt            uint64  `json:"created_at"`
-	UpdatedAt            uint64  `json:"updated_at"`
-	ParentInstanceID     *string `json:"parent_instance_id"`
+	InstanceID           string         `json:"instance_id"`
+	OrchestrationName    string         `json:"orchestration_name"`
+	OrchestrationVersion string         `json:"orchestration_version"` // "unknown" when not stored
+	CurrentExecutionID   uint64         `json:"current_execution_id"`
+	Status               InstanceStatus `json:"status"` // the current execution's status
+	Output               *string        `json:"output"`
+	CreatedAt            uint64         `json:"created_at"` // milliseconds since the Unix epoch
+	UpdatedAt            uint64         `json:"updated_at"` // milliseconds since the Unix epoch
+	ParentInstanceID     *string        `json:"parent_instance_id"`
 }
 
 // ExecutionInfo describes one execution.
 type ExecutionInfo struct {
-	ExecutionID uint64  `json:"execution_id"`
-	Status      string  `json:"status"`
-	Output      *string `json:"output"`
-	StartedAt   uint64  `json:"started_at"`
-	CompletedAt *uint64 `json:"completed_at"` // nil while running
-	EventCount  int     `json:"event_count"`
+	ExecutionID uint64         `json:"execution_id"`
+	Status      InstanceStatus `json:"status"`
+	Output      *string        `json:"output"`
+	StartedAt   uint64         `json:"started_at"`   // milliseconds since the Unix epoch
+	CompletedAt *uint64        `json:"completed_at"` // milliseconds since the Unix epoch; nil while running
+	EventCount  int            `json:"event_count"`
 }
 
 // SystemMetrics counts instances by the status of their current execution.
@@ -51,7 +85,7 @@ type InstanceFilter struct {
 	// list means none.
 	InstanceIDs *[]string `json:"instance_ids"`
 	// CompletedBefore keeps instances whose current execution completed
-	// before this time (ms since epoch).
+	// before this time, in milliseconds since the Unix epoch.
 	CompletedBefore *uint64 `json:"completed_before"`
 	// Limit caps how many instances are touched; nil means
 	// DefaultInstanceFilterLimit.
@@ -71,7 +105,7 @@ func (f InstanceFilter) EffectiveLimit() uint32 {
 // only the current execution.
 type PruneOptions struct {
 	KeepLast        *uint32 `json:"keep_last"`
-	CompletedBefore *uint64 `json:"completed_before"` // ms since epoch
+	CompletedBefore *uint64 `json:"completed_before"` // milliseconds since the Unix epoch
 }
 
 // DeleteInstanceResult counts what a deletion removed.

@@ -52,11 +52,11 @@ const dispatchSlots = 256
 func validateInstanceID(op, instance string) error {
 	switch {
 	case instance == "":
-		return Permanent(op, "instance id must not be empty")
+		return refusal(op, "instance id must not be empty", ErrInvalidInput)
 	case !utf8.ValidString(instance):
-		return Permanent(op, "instance id must be valid UTF-8")
+		return refusal(op, "instance id must be valid UTF-8", ErrInvalidInput)
 	case len(instance) > maxInstanceIDBytes:
-		return Permanent(op, fmt.Sprintf("instance id is %d bytes; at most %d can be stored", len(instance), maxInstanceIDBytes))
+		return refusal(op, fmt.Sprintf("instance id is %d bytes; at most %d can be stored", len(instance), maxInstanceIDBytes), ErrInvalidInput)
 	}
 	return nil
 }
@@ -99,18 +99,18 @@ type instanceDoc struct {
 	LockToken   string `json:"lockToken,omitempty"`
 	LockedUntil int64  `json:"lockedUntil"`
 
-	Name          string  `json:"name,omitempty"`
-	Version       *string `json:"version,omitempty"`
-	Parent        *string `json:"parent,omitempty"`
-	CurrentExec   uint64  `json:"currentExec"`
-	Status        string  `json:"status,omitempty"`      // of the current execution
-	Output        *string `json:"output,omitempty"`      // of the current execution
-	CompletedAt   *int64  `json:"completedAt,omitempty"` // of the current execution, ms
-	Pinned        *uint64 `json:"pinned,omitempty"`      // packed pinned duroxide version of the current execution
-	CustomStatus  *string `json:"customStatus,omitempty"`
-	CustomVersion uint64  `json:"customStatusVersion"`
-	CreatedAt     int64   `json:"createdAt"`
-	UpdatedAt     int64   `json:"updatedAt"`
+	Name          string         `json:"name,omitempty"`
+	Version       *string        `json:"version,omitempty"`
+	Parent        *string        `json:"parent,omitempty"`
+	CurrentExec   uint64         `json:"currentExec"`
+	Status        InstanceStatus `json:"status,omitempty"`      // of the current execution
+	Output        *string        `json:"output,omitempty"`      // of the current execution
+	CompletedAt   *int64         `json:"completedAt,omitempty"` // of the current execution, ms
+	Pinned        *uint64        `json:"pinned,omitempty"`      // packed pinned duroxide version of the current execution
+	CustomStatus  *string        `json:"customStatus,omitempty"`
+	CustomVersion uint64         `json:"customStatusVersion"`
+	CreatedAt     int64          `json:"createdAt"`
+	UpdatedAt     int64          `json:"updatedAt"`
 
 	// LastAck is the lock token of the last committed ack, so an ack whose
 	// response was lost can tell whether it committed.
@@ -201,18 +201,18 @@ type historyPart struct {
 
 // executionDoc is one execution's status and counters.
 type executionDoc struct {
-	ID          string  `json:"id"`
-	PK          string  `json:"pk"`
-	Type        string  `json:"type"`
-	Instance    string  `json:"instance"`
-	Exec        uint64  `json:"exec"`
-	Status      string  `json:"status"`
-	Output      *string `json:"output,omitempty"`
-	Pinned      *uint64 `json:"pinned,omitempty"`
-	StartedAt   int64   `json:"startedAt"`
-	CompletedAt *int64  `json:"completedAt,omitempty"`
-	Events      int     `json:"events"`
-	Bytes       int     `json:"bytes"`
+	ID          string         `json:"id"`
+	PK          string         `json:"pk"`
+	Type        string         `json:"type"`
+	Instance    string         `json:"instance"`
+	Exec        uint64         `json:"exec"`
+	Status      InstanceStatus `json:"status"`
+	Output      *string        `json:"output,omitempty"`
+	Pinned      *uint64        `json:"pinned,omitempty"`
+	StartedAt   int64          `json:"startedAt"`
+	CompletedAt *int64         `json:"completedAt,omitempty"`
+	Events      int            `json:"events"`
+	Bytes       int            `json:"bytes"`
 	// CarryForward is the number of carry-forward events of the execution's
 	// OrchestrationStarted (get_instance_stats' queue_pending_count).
 	CarryForward int `json:"carryForward,omitempty"`

@@ -17,12 +17,12 @@ import (
 // EnqueueForOrchestrator writes one message into the target instance's
 // partition, visible after delay. It never creates the instance.
 func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkItem, delay time.Duration) error {
-	const op = "enqueue_for_orchestrator"
+	const op = "EnqueueForOrchestrator"
 	if item == nil {
-		return Permanent(op, "work item is nil")
+		return refusal(op, "work item is nil", ErrInvalidInput)
 	}
 	if _, ok := item.(ActivityExecute); ok {
-		return Permanent(op, "ActivityExecute belongs on the worker queue (use EnqueueForWorker)")
+		return refusal(op, "ActivityExecute belongs on the worker queue (use EnqueueForWorker)", ErrInvalidInput)
 	}
 	instance := item.InstanceID()
 	if err := validateInstanceID(op, instance); err != nil {
@@ -31,7 +31,7 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 	visibleAt := p.now().Add(max(delay, 0))
 	doc, err := p.newMessageDoc(item, "m|"+newLockToken(""), visibleAt.UnixMilli())
 	if err != nil {
-		return Permanent(op, err.Error())
+		return refused(op, err)
 	}
 	doc = markedOnConsume(doc)
 	if _, ok := item.(StartOrchestration); ok {
@@ -68,7 +68,7 @@ func (p *CosmosProvider) enqueueStart(ctx context.Context, instance string, msg 
 		return nil
 	}
 	if !failedWithConflict(resp, 0) {
-		return batchFailure("enqueue_for_orchestrator", resp)
+		return batchFailure("EnqueueForOrchestrator", resp)
 	}
 	if err := p.createOnce(ctx, partitionKey(instance), msg, unknown); err != nil {
 		return err
@@ -94,7 +94,7 @@ func (p *CosmosProvider) checkNotBeingDeleted(ctx context.Context, instance stri
 	if _, err := p.container.DeleteItem(ctx, partitionKey(instance), head.ID, nil); err != nil && !IsNotFound(err) {
 		return err
 	}
-	return Retryable("enqueue_for_orchestrator", fmt.Sprintf("instance %q is being deleted; start it again once the deletion is done", instance))
+	return Retryable("EnqueueForOrchestrator", fmt.Sprintf("instance %q is being deleted; start it again once the deletion is done", instance))
 }
 
 // newLockDoc is an unlocked instance document without a name.
@@ -150,7 +150,7 @@ type fetchedOrchestration struct {
 // FetchOrchestrationItem locks one instance that has visible messages and
 // returns its batch with its current execution's history.
 func (p *CosmosProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *DispatcherCapabilityFilter) (*OrchestrationItem, string, uint32, error) {
-	const op = "fetch_orchestration_item"
+	const op = "FetchOrchestrationItem"
 	if filter != nil && len(filter.SupportedDuroxideVersions) == 0 {
 		return nil, "", 0, nil // a dispatcher that supports nothing gets nothing
 	}
@@ -346,7 +346,7 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 	if err != nil {
 		return nil, err
 	}
-	if inst.Status == "ContinuedAsNew" && !hasContinueAsNew(items) {
+	if inst.Status == StatusContinuedAsNew && !hasContinueAsNew(items) {
 		if items, attempts, err = p.completeBatch(ctx, lock, now, until); err != nil {
 			p.releaseQuietly(ctx, lock)
 			return nil, err

@@ -130,7 +130,7 @@ func TestKVHeavyTurnCommitsInOneBatch(t *testing.T) {
 			Kind: cdb.KeyValueSet{Key: fmt.Sprintf("key-%03d", i), Value: fmt.Sprintf("value-%03d", i), LastUpdatedAtMs: 1}})
 	}
 	events = append(events, cdb.Event{EventID: uint64(cdb.MaxKVKeys + 2), InstanceID: "kv", ExecutionID: 1, Kind: cdb.OrchestrationCompleted{Output: "done"}})
-	completed := "Completed"
+	completed := cdb.StatusCompleted
 	log := logRequests(acct)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, events, nil, nil, cdb.ExecutionMetadata{Status: &completed, Output: ptrTo("done")}, nil))
 	var batches int
@@ -160,13 +160,13 @@ func TestMetricsOnSeveralRangesAreExact(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: 4})
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
-	status := map[string]string{}
+	status := map[string]cdb.InstanceStatus{}
 	for i := 0; i < 24; i++ {
 		id := fmt.Sprintf("m-%02d", i)
 		providertest.CreateInstance(ctx, t, p, id)
-		status[id] = "Running"
+		status[id] = cdb.StatusRunning
 	}
-	finish := func(id, s string) {
+	finish := func(id string, s cdb.InstanceStatus) {
 		require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem(id), 0))
 		item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 		require.NoError(t, err)
@@ -175,10 +175,10 @@ func TestMetricsOnSeveralRangesAreExact(t *testing.T) {
 		status[item.Instance] = s
 	}
 	for i := 0; i < 7; i++ {
-		finish(fmt.Sprintf("m-%02d", i), "Completed")
+		finish(fmt.Sprintf("m-%02d", i), cdb.StatusCompleted)
 	}
 	for i := 7; i < 10; i++ {
-		finish(fmt.Sprintf("m-%02d", i), "Failed")
+		finish(fmt.Sprintf("m-%02d", i), cdb.StatusFailed)
 	}
 	for i := 0; i < 5; i++ {
 		require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem(fmt.Sprintf("m-%02d", 20+i%4)), 0))
@@ -196,11 +196,11 @@ func TestMetricsOnSeveralRangesAreExact(t *testing.T) {
 	var running, completed, failed uint64
 	for _, s := range status {
 		switch s {
-		case "Running":
+		case cdb.StatusRunning:
 			running++
-		case "Completed":
+		case cdb.StatusCompleted:
 			completed++
-		case "Failed":
+		case cdb.StatusFailed:
 			failed++
 		}
 	}

@@ -141,7 +141,7 @@ func continueAsNewWithBacklog(t *testing.T, p *cdb.CosmosProvider, id string, n 
 	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
 	require.NotNil(t, item)
-	can := "ContinuedAsNew"
+	can := cdb.StatusContinuedAsNew
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{{EventID: 2, InstanceID: id, ExecutionID: 1, Kind: cdb.OrchestrationContinuedAsNew{Input: "next"}}},
 		nil, []cdb.WorkItem{cdb.ContinueAsNew{Instance: id, Orchestration: "TestOrch", Input: "next", Version: ptrTo("1.0.0")}},
@@ -439,7 +439,7 @@ func TestDeletingAnInstanceKeepsItsUndeliveredDetachedStart(t *testing.T) {
 		return r.Operation == "CreateItem" && r.PartitionKey == `["detached"]`
 	}})
 	detached := cdb.StartOrchestration{Instance: "detached", Orchestration: "TestOrch", Input: "{}", Version: ptrTo("1.0.0"), ExecutionID: 1}
-	completed := "Completed"
+	completed := cdb.StatusCompleted
 	require.NoError(t, committer.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("launcher", 1)}, nil,
 		[]cdb.WorkItem{detached}, cdb.ExecutionMetadata{OrchestrationName: ptrTo("TestOrch"), OrchestrationVersion: ptrTo("1.0.0"), Status: &completed, Output: ptrTo("done")}, nil))
 	require.NoError(t, committer.Close(), "the committing process stops before its relay could deliver")

@@ -438,6 +438,7 @@ func TestOutboxLargeFanOutsCommit(t *testing.T) {
 		require.Error(t, err)
 		assert.False(t, cdb.IsRetryable(err), "%v", err)
 		assert.Contains(t, err.Error(), "bytes")
+		assert.ErrorIs(t, fmt.Errorf("caller: %w", err), cdb.ErrDocumentTooLarge)
 		assert.Equal(t, before, acct.Counts().Requests, "nothing was written")
 	})
 }

@@ -430,6 +430,7 @@ func TestR6AnyInstanceID(t *testing.T) {
 		require.Error(t, err)
 		assert.False(t, cdb.IsRetryable(err), "%v", err)
 		assert.Contains(t, err.Error(), "instance id")
+		assert.ErrorIs(t, fmt.Errorf("caller: %w", err), cdb.ErrInvalidInput)
 	}
 	assert.Equal(t, before, acct.Counts().Requests, "nothing was sent for ids that cannot be stored")
 }
@@ -450,7 +451,7 @@ func TestBatchAfterContinueAsNewHoldsTheContinueAsNewMessage(t *testing.T) {
 	// A queue message arrives during the turn that continues as new, so it
 	// is older than the ContinueAsNew message the turn writes.
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueMessage{Instance: "eternal", Name: "inbox", Data: "keep me"}, 0))
-	can := "ContinuedAsNew"
+	can := cdb.StatusContinuedAsNew
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{{EventID: 2, InstanceID: "eternal", ExecutionID: 1, Kind: cdb.OrchestrationContinuedAsNew{Input: "next"}}},
 		nil, []cdb.WorkItem{cdb.ContinueAsNew{Instance: "eternal", Orchestration: "TestOrch", Input: "next"}},

@@ -105,3 +105,9 @@ func (containerHooks) MaxAttemptCount(ctx context.Context, p cdb.Provider, insta
 func TestValidation(t *testing.T) {
 	providertest.Run(t, fakeFactory{})
 }
+
+// TestErrorConditions runs providertest's own module: every condition a
+// caller branches on is a cdb sentinel, reached with errors.Is.
+func TestErrorConditions(t *testing.T) {
+	providertest.RunModule(t, fakeFactory{}, providertest.ErrorConditions())
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -324,7 +325,8 @@ func TestOversizedCompletionIsRefusedAndTheLockKept(t *testing.T) {
 	err := p.AckWorkItem(ctx, token, completionOf(act, strings.Repeat("x", 2<<20+1)))
 	require.Error(t, err)
 	assert.False(t, cdb.IsRetryable(err), "a completion over the document limit never fits: %v", err)
+	assert.ErrorIs(t, fmt.Errorf("caller: %w", err), cdb.ErrDocumentTooLarge)
 	require.NoError(t, p.AckWorkItem(ctx, token, cdb.ActivityFailed{Instance: act.Instance, ExecutionID: 1, ID: act.ID,
-		Details: cdb.InfrastructureError{Operation: "ack_work_item", Message: err.Error()}}))
+		Details: cdb.InfrastructureError{Operation: "AckWorkItem", Message: err.Error()}}))
 	assert.Zero(t, countDocs(t, p, "oversized", "work"))
 }

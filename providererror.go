@@ -10,16 +10,18 @@ import (
 // again may succeed (throttling, timeouts, lost connections) or not (invalid
 // lock tokens, duplicate events, bad input).
 type ProviderError struct {
-	Op        string // the contract operation, e.g. "ack_orchestration_item"
+	Op        string // the contract operation, e.g. "AckOrchestrationItem"
 	Message   string
 	Retryable bool
 	Err       error // the cause, if any; reached by errors.Unwrap
 }
 
+// Error describes the failure.
 func (e *ProviderError) Error() string {
 	return fmt.Sprintf("%s: %s", e.Op, e.Message)
 }
 
+// Unwrap returns the cause.
 func (e *ProviderError) Unwrap() error { return e.Err }
 
 // IsRetryable reports whether this error may go away on retry.
@@ -38,12 +40,39 @@ var (
 	ErrInstanceNotFound = errors.New("instance not found")
 	// ErrExecutionNotFound: the instance exists but has no such execution.
 	ErrExecutionNotFound = errors.New("execution not found")
+	// ErrInvalidLockToken: the lock token is not (or no longer) a valid
+	// lock: never returned by a fetch, already acked or abandoned, expired,
+	// or taken over by another dispatcher; for a work item, also an
+	// activity cancelled meanwhile. The work it covered was not committed.
+	ErrInvalidLockToken = errors.New("invalid lock token")
+	// ErrInstanceRunning: a deletion without force met a Running instance.
+	ErrInstanceRunning = errors.New("instance is running")
+	// ErrOrphanedChild: an atomic deletion would leave a child instance
+	// without its parent; delete the whole tree (GetInstanceTree).
+	ErrOrphanedChild = errors.New("child instance left out of the deletion")
+	// ErrSubOrchestration: DeleteInstance named a sub-orchestration, which
+	// is deleted only with its root.
+	ErrSubOrchestration = errors.New("instance is a sub-orchestration")
+	// ErrDuplicateEvent: history is append-only, and an event id given is
+	// already stored for that execution.
+	ErrDuplicateEvent = errors.New("duplicate event id")
+	// ErrInvalidInput: an argument the contract refuses whatever is stored:
+	// an instance id that cannot be stored (empty, not UTF-8, too long), a
+	// work item on the wrong queue, an event id 0, a completion that is not
+	// ActivityCompleted or ActivityFailed.
+	ErrInvalidInput = errors.New("invalid input")
 )
 
-// notFound builds the permanent ProviderError for a missing instance or
-// execution, wrapping sentinel.
-func notFound(op, message string, sentinel error) *ProviderError {
+// refusal builds the permanent ProviderError for a condition a caller
+// branches on, wrapping its sentinel.
+func refusal(op, message string, sentinel error) *ProviderError {
 	return &ProviderError{Op: op, Message: message, Err: sentinel}
+}
+
+// refused builds the permanent ProviderError for input the provider cannot
+// take, keeping cause (and any sentinel it wraps) reachable.
+func refused(op string, cause error) *ProviderError {
+	return &ProviderError{Op: op, Message: cause.Error(), Err: cause}
 }
 
 // Permanent builds a permanent ProviderError.
@@ -63,4 +92,21 @@ func IsRetryable(err error) bool {
 		return pe.Retryable
 	}
 	return true
+}
+
+// asOperation reports the failure of a call that method op made as op's
+// own, keeping the call's error (and its sentinel) reachable and its
+// retryability.
+func asOperation(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *ProviderError
+	if !errors.As(err, &pe) {
+		return ToProviderError(op, err)
+	}
+	if pe.Op == op {
+		return err
+	}
+	return &ProviderError{Op: op, Message: pe.Op + ": " + pe.Message, Retryable: pe.Retryable, Err: err}
 }

@@ -10,13 +10,13 @@ import (
 )
 
 func TestProviderErrorFoundThroughWrapping(t *testing.T) {
-	err := fmt.Errorf("ack: %w", Permanent("ack_orchestration_item", "Invalid lock token"))
+	err := fmt.Errorf("ack: %w", Permanent("AckOrchestrationItem", "Invalid lock token"))
 
 	var pe *ProviderError
 	require.True(t, errors.As(err, &pe))
-	assert.Equal(t, "ack_orchestration_item", pe.Op)
+	assert.Equal(t, "AckOrchestrationItem", pe.Op)
 	assert.False(t, IsRetryable(err))
-	assert.Equal(t, "ack_orchestration_item: Invalid lock token", pe.Error())
+	assert.Equal(t, "AckOrchestrationItem: Invalid lock token", pe.Error())
 }
 
 func TestIsRetryable(t *testing.T) {
@@ -28,6 +28,6 @@ func TestIsRetryable(t *testing.T) {
 
 func TestProviderErrorUnwrapsItsCause(t *testing.T) {
 	cause := errors.New("connection reset")
-	err := &ProviderError{Op: "read", Message: "lost connection", Retryable: true, Err: cause}
+	err := &ProviderError{Op: "Read", Message: "lost connection", Retryable: true, Err: cause}
 	assert.ErrorIs(t, err, cause)
 }

@@ -33,7 +33,7 @@ type QueryOptions struct {
 	// ContinuationToken resumes a query where a page left it.
 	ContinuationToken string
 	// SessionToken is sent as x-ms-session-token instead of the one the
-	// client keeps for the container (R13).
+	// client keeps for the container.
 	SessionToken string
 }
 
@@ -341,7 +341,7 @@ const maxRangeRounds = 5
 
 // QueryItemsPerRange runs query on every partition key range separately
 // (x-ms-documentdb-partitionkeyrangeid), where the gateway allows ORDER BY,
-// TOP and aggregates that it refuses across partitions (R4). Results are by
+// TOP and aggregates that it refuses across partitions. Results are by
 // range id; merging is the caller's. When a range is gone (410: split or
 // migration) the ranges are re-read and the query re-run on those that
 // replaced it.

@@ -274,7 +274,7 @@ func (p *CosmosProvider) noteSessionActivity(lock *workLock) {
 // and this process's latest ack or renewal of one of its items. Idle
 // sessions are left to expire.
 func (p *CosmosProvider) RenewSessionLock(ctx context.Context, ownerIDs []string, extendFor, idleTimeout time.Duration) (int, error) {
-	const op = "renew_session_lock"
+	const op = "RenewSessionLock"
 	if len(ownerIDs) == 0 {
 		return 0, nil
 	}
@@ -312,7 +312,7 @@ func (p *CosmosProvider) RenewSessionLock(ctx context.Context, ownerIDs []string
 // CleanupOrphanedSessions deletes expired sessions that no work item of any
 // instance names, and returns how many it deleted.
 func (p *CosmosProvider) CleanupOrphanedSessions(ctx context.Context, idleTimeout time.Duration) (int, error) {
-	const op = "cleanup_orphaned_sessions"
+	const op = "CleanupOrphanedSessions"
 	now := p.nowMs()
 	sessions, err := p.querySessions(ctx, "c.lockedUntil <= @now", []QueryParameter{{Name: "@now", Value: now}})
 	if err != nil {

@@ -295,7 +295,7 @@ func TestReadSessionNotAvailableIsRetriedThenForgetsTheTokens(t *testing.T) {
 	_, err = cc.ReadItem(ctx, pk, "a", nil)
 	require.Error(t, err)
 	assert.False(t, IsNotFound(err), "404/1002 says nothing about the item's existence")
-	assert.True(t, IsRetryable(ToProviderError("read", err)))
+	assert.True(t, IsRetryable(ToProviderError("Read", err)))
 	assert.Equal(t, 1+fastRetryOptions().MaxAttempts, st.count(), "bounded retries")
 
 	_, err = cc.ReadItem(ctx, pk, "a", nil)

@@ -15,13 +15,13 @@ import (
 
 // EnqueueForWorker writes an ActivityExecute, visible at once.
 func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) error {
-	const op = "enqueue_for_worker"
+	const op = "EnqueueForWorker"
 	act, ok := item.(ActivityExecute)
 	if !ok {
 		if item == nil {
-			return Permanent(op, "work item is nil")
+			return refusal(op, "work item is nil", ErrInvalidInput)
 		}
-		return Permanent(op, fmt.Sprintf("%s belongs on the orchestrator queue; only ActivityExecute goes to the worker queue", item.Kind()))
+		return refusal(op, fmt.Sprintf("%s belongs on the orchestrator queue; only ActivityExecute goes to the worker queue", item.Kind()), ErrInvalidInput)
 	}
 	if err := validateInstanceID(op, act.Instance); err != nil {
 		return err
@@ -29,7 +29,7 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 	pk := partitionKey(act.Instance)
 	body, err := p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), p.nowMs())
 	if err != nil {
-		return Permanent(op, err.Error())
+		return refused(op, err)
 	}
 	body = markedOnConsume(body)
 	// A lost response is resolved by sending again (R8): a 409 after an
@@ -40,7 +40,7 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 		// duroxide's SQLite provider would.
 		body, err = p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID)+"|"+newLockToken(""), p.nowMs())
 		if err != nil {
-			return Permanent(op, err.Error())
+			return refused(op, err)
 		}
 		body = markedOnConsume(body)
 		err = p.createOnce(ctx, pk, body, false)
@@ -76,7 +76,7 @@ type fetchedWork struct {
 // FetchWorkItem claims the oldest visible, unlocked worker item that the
 // session and tag rules allow.
 func (p *CosmosProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *SessionFetchConfig, tags TagFilter) (WorkItem, string, uint32, error) {
-	const op = "fetch_work_item"
+	const op = "FetchWorkItem"
 	if tags.Mode() == TagFilterNone {
 		return nil, "", 0, nil
 	}
@@ -305,18 +305,18 @@ func encodedActivityName(encoded string) string {
 func (p *CosmosProvider) heldWork(op, token string) (*workLock, error) {
 	lock, ok := p.workLocks.get(token)
 	if !ok {
-		return nil, Permanent(op, "unknown lock token: the work item was acked, abandoned or never fetched here")
+		return nil, refusal(op, "unknown lock token: the work item was acked, abandoned or never fetched here", ErrInvalidLockToken)
 	}
 	lock.mu.Lock()
 	if lock.done {
 		lock.mu.Unlock()
-		return nil, Permanent(op, "the work item was already acked or abandoned")
+		return nil, refusal(op, "the work item was already acked or abandoned", ErrInvalidLockToken)
 	}
 	if p.nowMs() >= lock.lockedUntil {
 		lock.done = true
 		lock.mu.Unlock()
 		p.workLocks.remove(token)
-		return nil, Permanent(op, "the work item's lock expired")
+		return nil, refusal(op, "the work item's lock expired", ErrInvalidLockToken)
 	}
 	return lock, nil
 }
@@ -324,7 +324,7 @@ func (p *CosmosProvider) heldWork(op, token string) (*workLock, error) {
 // AckWorkItem deletes the held item and enqueues its completion in one
 // batch; it fails permanently when the item was cancelled or its lock lost.
 func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, completion WorkItem) error {
-	const op = "ack_work_item"
+	const op = "AckWorkItem"
 	lock, err := p.heldWork(op, lockToken)
 	if err != nil {
 		return err
@@ -337,7 +337,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 		switch completion.(type) {
 		case ActivityCompleted, ActivityFailed:
 		default:
-			return Permanent(op, fmt.Sprintf("a completion is ActivityCompleted or ActivityFailed, not %s", completion.Kind()))
+			return refusal(op, fmt.Sprintf("a completion is ActivityCompleted or ActivityFailed, not %s", completion.Kind()), ErrInvalidInput)
 		}
 	}
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
@@ -402,12 +402,12 @@ func (p *CosmosProvider) workAckApplied(ctx context.Context, lock *workLock) (bo
 // addCompletion adds the completion message to the ack's batch; one for
 // another instance goes through an outbox document instead.
 func (p *CosmosProvider) addCompletion(b *TransactionalBatch, lock *workLock, completion WorkItem) error {
-	const op = "ack_work_item"
+	const op = "AckWorkItem"
 	target := completion.InstanceID()
 	id := "m|w|" + lock.token
 	body, err := p.newMessageDoc(completion, id, p.nowMs())
 	if err != nil {
-		return Permanent(op, err.Error())
+		return refused(op, err)
 	}
 	if instancePartitionKey(target) == lock.pk {
 		b.CreateItem(body, nil)
@@ -420,7 +420,7 @@ func (p *CosmosProvider) addCompletion(b *TransactionalBatch, lock *workLock, co
 		Entries: []outboxEntry{{PK: instancePartitionKey(target), Doc: relayedBody(body)}}}
 	ob, err := json.Marshal(doc)
 	if err != nil {
-		return Permanent(op, err.Error())
+		return refused(op, err)
 	}
 	b.CreateItem(ob, nil)
 	return nil
@@ -430,10 +430,11 @@ func (p *CosmosProvider) addCompletion(b *TransactionalBatch, lock *workLock, co
 // whose outcome is unknown (a lost response, a timeout), or that meets an
 // ETag it did not expect (a renewal of ours whose response was lost), is
 // resolved by reading the item back: while it still carries our token the
-// lock is ours, and its ETag is adopted (R8, R10). Only an item gone,
+// lock is ours, and its ETag is adopted; a transient failure is never
+// read as a lost lock. Only an item gone,
 // replaced or locked by another fails the renewal for good.
 func (p *CosmosProvider) RenewWorkItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
-	const op = "renew_work_item_lock"
+	const op = "RenewWorkItemLock"
 	lock, err := p.heldWork(op, lockToken)
 	if err != nil {
 		return err
@@ -520,20 +521,20 @@ func isGone(ce *CosmosError) bool {
 func (p *CosmosProvider) lostWork(op string, lock *workLock) error {
 	lock.done = true
 	p.workLocks.remove(lock.token)
-	return Permanent(op, "the work item was cancelled or its lock was lost")
+	return refusal(op, "the work item was cancelled or its lock was lost", ErrInvalidLockToken)
 }
 
 // AbandonWorkItem releases a held item, visible again after delay.
 func (p *CosmosProvider) AbandonWorkItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
-	const op = "abandon_work_item"
+	const op = "AbandonWorkItem"
 	lock, ok := p.workLocks.get(lockToken)
 	if !ok {
-		return Permanent(op, "unknown lock token: the work item was acked, abandoned or never fetched here")
+		return refusal(op, "unknown lock token: the work item was acked, abandoned or never fetched here", ErrInvalidLockToken)
 	}
 	lock.mu.Lock()
 	defer lock.mu.Unlock()
 	if lock.done {
-		return Permanent(op, "the work item was already acked or abandoned")
+		return refusal(op, "the work item was already acked or abandoned", ErrInvalidLockToken)
 	}
 	if err := p.knownETag(ctx, op, lock); err != nil {
 		return err

@@ -90,8 +90,8 @@ type ActivityFailed struct {
 type TimerFired struct {
 	Instance    string `json:"instance"`
 	ExecutionID uint64 `json:"execution_id"`
-	ID          uint64 `json:"id"` // the TimerCreated event id
-	FireAtMs    uint64 `json:"fire_at_ms"`
+	ID          uint64 `json:"id"`         // the TimerCreated event id
+	FireAtMs    uint64 `json:"fire_at_ms"` // when it fires, in milliseconds since the Unix epoch
 }
 
 // ExternalRaised delivers an external event, matched by name.
@@ -153,48 +153,94 @@ func (CancelInstance) isWorkItem()     {}
 func (ContinueAsNew) isWorkItem()      {}
 func (QueueMessage) isWorkItem()       {}
 
+// Kind returns the work item's serde variant tag.
 func (StartOrchestration) Kind() string { return "StartOrchestration" }
-func (ActivityExecute) Kind() string    { return "ActivityExecute" }
-func (ActivityCompleted) Kind() string  { return "ActivityCompleted" }
-func (ActivityFailed) Kind() string     { return "ActivityFailed" }
-func (TimerFired) Kind() string         { return "TimerFired" }
-func (ExternalRaised) Kind() string     { return "ExternalRaised" }
-func (SubOrchCompleted) Kind() string   { return "SubOrchCompleted" }
-func (SubOrchFailed) Kind() string      { return "SubOrchFailed" }
-func (CancelInstance) Kind() string     { return "CancelInstance" }
-func (ContinueAsNew) Kind() string      { return "ContinueAsNew" }
-func (QueueMessage) Kind() string       { return "QueueMessage" }
 
+// Kind returns the work item's serde variant tag.
+func (ActivityExecute) Kind() string { return "ActivityExecute" }
+
+// Kind returns the work item's serde variant tag.
+func (ActivityCompleted) Kind() string { return "ActivityCompleted" }
+
+// Kind returns the work item's serde variant tag.
+func (ActivityFailed) Kind() string { return "ActivityFailed" }
+
+// Kind returns the work item's serde variant tag.
+func (TimerFired) Kind() string { return "TimerFired" }
+
+// Kind returns the work item's serde variant tag.
+func (ExternalRaised) Kind() string { return "ExternalRaised" }
+
+// Kind returns the work item's serde variant tag.
+func (SubOrchCompleted) Kind() string { return "SubOrchCompleted" }
+
+// Kind returns the work item's serde variant tag.
+func (SubOrchFailed) Kind() string { return "SubOrchFailed" }
+
+// Kind returns the work item's serde variant tag.
+func (CancelInstance) Kind() string { return "CancelInstance" }
+
+// Kind returns the work item's serde variant tag.
+func (ContinueAsNew) Kind() string { return "ContinueAsNew" }
+
+// Kind returns the work item's serde variant tag.
+func (QueueMessage) Kind() string { return "QueueMessage" }
+
+// InstanceID returns the instance whose queue the item routes to.
 func (w StartOrchestration) InstanceID() string { return w.Instance }
-func (w ActivityExecute) InstanceID() string    { return w.Instance }
-func (w ActivityCompleted) InstanceID() string  { return w.Instance }
-func (w ActivityFailed) InstanceID() string     { return w.Instance }
-func (w TimerFired) InstanceID() string         { return w.Instance }
-func (w ExternalRaised) InstanceID() string     { return w.Instance }
-func (w SubOrchCompleted) InstanceID() string   { return w.ParentInstance }
-func (w SubOrchFailed) InstanceID() string      { return w.ParentInstance }
-func (w CancelInstance) InstanceID() string     { return w.Instance }
-func (w ContinueAsNew) InstanceID() string      { return w.Instance }
-func (w QueueMessage) InstanceID() string       { return w.Instance }
+
+// InstanceID returns the instance whose queue the item routes to.
+func (w ActivityExecute) InstanceID() string { return w.Instance }
+
+// InstanceID returns the instance whose queue the item routes to.
+func (w ActivityCompleted) InstanceID() string { return w.Instance }
+
+// InstanceID returns the instance whose queue the item routes to.
+func (w ActivityFailed) InstanceID() string { return w.Instance }
+
+// InstanceID returns the instance whose queue the item routes to.
+func (w TimerFired) InstanceID() string { return w.Instance }
+
+// InstanceID returns the instance whose queue the item routes to.
+func (w ExternalRaised) InstanceID() string { return w.Instance }
+
+// InstanceID returns the instance whose queue the item routes to.
+func (w SubOrchCompleted) InstanceID() string { return w.ParentInstance }
+
+// InstanceID returns the instance whose queue the item routes to.
+func (w SubOrchFailed) InstanceID() string { return w.ParentInstance }
+
+// InstanceID returns the instance whose queue the item routes to.
+func (w CancelInstance) InstanceID() string { return w.Instance }
+
+// InstanceID returns the instance whose queue the item routes to.
+func (w ContinueAsNew) InstanceID() string { return w.Instance }
+
+// InstanceID returns the instance whose queue the item routes to.
+func (w QueueMessage) InstanceID() string { return w.Instance }
 
 // Each MarshalJSON converts to a method-less copy of the type (so the struct
 // tags apply without recursing) and wraps it in the variant tag.
 
+// MarshalJSON encodes StartOrchestration in duroxide's serde JSON.
 func (w StartOrchestration) MarshalJSON() ([]byte, error) {
 	type fields StartOrchestration
 	return externallyTagged(w.Kind(), fields(w))
 }
 
+// MarshalJSON encodes ActivityExecute in duroxide's serde JSON.
 func (w ActivityExecute) MarshalJSON() ([]byte, error) {
 	type fields ActivityExecute
 	return externallyTagged(w.Kind(), fields(w))
 }
 
+// MarshalJSON encodes ActivityCompleted in duroxide's serde JSON.
 func (w ActivityCompleted) MarshalJSON() ([]byte, error) {
 	type fields ActivityCompleted
 	return externallyTagged(w.Kind(), fields(w))
 }
 
+// MarshalJSON encodes ActivityFailed in duroxide's serde JSON.
 func (w ActivityFailed) MarshalJSON() ([]byte, error) {
 	if w.Details == nil {
 		return nil, errors.New("cdb: encode ActivityFailed: Details is nil")
@@ -203,21 +249,25 @@ func (w ActivityFailed) MarshalJSON() ([]byte, error) {
 	return externallyTagged(w.Kind(), fields(w))
 }
 
+// MarshalJSON encodes TimerFired in duroxide's serde JSON.
 func (w TimerFired) MarshalJSON() ([]byte, error) {
 	type fields TimerFired
 	return externallyTagged(w.Kind(), fields(w))
 }
 
+// MarshalJSON encodes ExternalRaised in duroxide's serde JSON.
 func (w ExternalRaised) MarshalJSON() ([]byte, error) {
 	type fields ExternalRaised
 	return externallyTagged(w.Kind(), fields(w))
 }
 
+// MarshalJSON encodes SubOrchCompleted in duroxide's serde JSON.
 func (w SubOrchCompleted) MarshalJSON() ([]byte, error) {
 	type fields SubOrchCompleted
 	return externallyTagged(w.Kind(), fields(w))
 }
 
+// MarshalJSON encodes SubOrchFailed in duroxide's serde JSON.
 func (w SubOrchFailed) MarshalJSON() ([]byte, error) {
 	if w.Details == nil {
 		return nil, errors.New("cdb: encode SubOrchFailed: Details is nil")
@@ -226,11 +276,13 @@ func (w SubOrchFailed) MarshalJSON() ([]byte, error) {
 	return externallyTagged(w.Kind(), fields(w))
 }
 
+// MarshalJSON encodes CancelInstance in duroxide's serde JSON.
 func (w CancelInstance) MarshalJSON() ([]byte, error) {
 	type fields CancelInstance
 	return externallyTagged(w.Kind(), fields(w))
 }
 
+// MarshalJSON encodes ContinueAsNew in duroxide's serde JSON.
 func (w ContinueAsNew) MarshalJSON() ([]byte, error) {
 	type fields ContinueAsNew
 	if w.CarryForwardEvents == nil {
@@ -240,6 +292,7 @@ func (w ContinueAsNew) MarshalJSON() ([]byte, error) {
 	return externallyTagged(w.Kind(), fields(w))
 }
 
+// MarshalJSON encodes QueueMessage in duroxide's serde JSON.
 func (w QueueMessage) MarshalJSON() ([]byte, error) {
 	type fields QueueMessage
 	return externallyTagged(w.Kind(), fields(w))
@@ -416,14 +469,35 @@ func unmarshalWorkItemInto[T WorkItem](data []byte, dst *T) error {
 	return nil
 }
 
+// UnmarshalJSON decodes StartOrchestration from duroxide's serde JSON.
 func (w *StartOrchestration) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
-func (w *ActivityExecute) UnmarshalJSON(data []byte) error    { return unmarshalWorkItemInto(data, w) }
-func (w *ActivityCompleted) UnmarshalJSON(data []byte) error  { return unmarshalWorkItemInto(data, w) }
-func (w *ActivityFailed) UnmarshalJSON(data []byte) error     { return unmarshalWorkItemInto(data, w) }
-func (w *TimerFired) UnmarshalJSON(data []byte) error         { return unmarshalWorkItemInto(data, w) }
-func (w *ExternalRaised) UnmarshalJSON(data []byte) error     { return unmarshalWorkItemInto(data, w) }
-func (w *SubOrchCompleted) UnmarshalJSON(data []byte) error   { return unmarshalWorkItemInto(data, w) }
-func (w *SubOrchFailed) UnmarshalJSON(data []byte) error      { return unmarshalWorkItemInto(data, w) }
-func (w *CancelInstance) UnmarshalJSON(data []byte) error     { return unmarshalWorkItemInto(data, w) }
-func (w *ContinueAsNew) UnmarshalJSON(data []byte) error      { return unmarshalWorkItemInto(data, w) }
-func (w *QueueMessage) UnmarshalJSON(data []byte) error       { return unmarshalWorkItemInto(data, w) }
+
+// UnmarshalJSON decodes ActivityExecute from duroxide's serde JSON.
+func (w *ActivityExecute) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+
+// UnmarshalJSON decodes ActivityCompleted from duroxide's serde JSON.
+func (w *ActivityCompleted) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+
+// UnmarshalJSON decodes ActivityFailed from duroxide's serde JSON.
+func (w *ActivityFailed) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+
+// UnmarshalJSON decodes TimerFired from duroxide's serde JSON.
+func (w *TimerFired) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+
+// UnmarshalJSON decodes ExternalRaised from duroxide's serde JSON.
+func (w *ExternalRaised) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+
+// UnmarshalJSON decodes SubOrchCompleted from duroxide's serde JSON.
+func (w *SubOrchCompleted) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+
+// UnmarshalJSON decodes SubOrchFailed from duroxide's serde JSON.
+func (w *SubOrchFailed) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+
+// UnmarshalJSON decodes CancelInstance from duroxide's serde JSON.
+func (w *CancelInstance) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+
+// UnmarshalJSON decodes ContinueAsNew from duroxide's serde JSON.
+func (w *ContinueAsNew) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+
+// UnmarshalJSON decodes QueueMessage from duroxide's serde JSON.
+func (w *QueueMessage) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }

@@ -286,7 +286,7 @@ func (c *Client) ListInstances(ctx context.Context) ([]string, error) {
 }
 
 // ListInstancesByStatus lists the instances whose current execution has status.
-func (c *Client) ListInstancesByStatus(ctx context.Context, status string) ([]string, error) {
+func (c *Client) ListInstancesByStatus(ctx context.Context, status cdb.InstanceStatus) ([]string, error) {
 	return adminCall(c, "list instances by status", func(a cdb.ProviderAdmin) ([]string, error) {
 		return a.ListInstancesByStatus(ctx, status)
 	})

@@ -69,7 +69,7 @@ type orchestrationIdentity struct {
 	version     string
 }
 
-func newOrchestrationContext(id orchestrationIdentity, now func() time.Time, kv map[string]cdb.KvEntry) *OrchestrationContext {
+func newOrchestrationContext(id orchestrationIdentity, now func() time.Time, kv map[string]cdb.KVEntry) *OrchestrationContext {
 	c := &OrchestrationContext{
 		instance: id.instance, executionID: id.executionID, name: id.name, version: id.version,
 		now: now, co: newCoroutine(), replaying: true,

@@ -11,7 +11,7 @@ import (
 // sets, the tags of the activities it schedules, the KV values it writes and
 // the number of KV keys the execution ends up with. It returns "" when the
 // turn is within them.
-func limitViolation(delta, execution []cdb.Event, kvSnapshot map[string]cdb.KvEntry) string {
+func limitViolation(delta, execution []cdb.Event, kvSnapshot map[string]cdb.KVEntry) string {
 	if s := lastCustomStatus(delta); s != nil && len(*s) > cdb.MaxCustomStatusBytes {
 		return fmt.Sprintf("Custom status size (%d bytes) exceeds limit (%d bytes)", len(*s), cdb.MaxCustomStatusBytes)
 	}
@@ -47,7 +47,7 @@ func lastCustomStatus(delta []cdb.Event) *string {
 
 // kvKeyCount is the number of keys after the execution's KV events are
 // applied to the snapshot of earlier executions.
-func kvKeyCount(execution []cdb.Event, snapshot map[string]cdb.KvEntry) int {
+func kvKeyCount(execution []cdb.Event, snapshot map[string]cdb.KVEntry) int {
 	keys := map[string]bool{}
 	for k := range snapshot {
 		keys[k] = true

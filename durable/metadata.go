@@ -6,9 +6,9 @@ import (
 
 // Terminal execution statuses as providers store them.
 const (
-	statusCompleted      = "Completed"
-	statusFailed         = "Failed"
-	statusContinuedAsNew = "ContinuedAsNew"
+	statusCompleted      = cdb.StatusCompleted
+	statusFailed         = cdb.StatusFailed
+	statusContinuedAsNew = cdb.StatusContinuedAsNew
 )
 
 // executionMetadata computes what the provider stores about a turn from its

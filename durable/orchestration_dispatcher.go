@@ -199,7 +199,7 @@ func (r *Runtime) ackTurn(ctx context.Context, token string, t turn, md cdb.Exec
 // failOnCommitError commits OrchestrationFailed{Infrastructure} for a turn
 // the provider refused; if that fails too the item is abandoned.
 func (r *Runtime) failOnCommitError(ctx context.Context, item *cdb.OrchestrationItem, token string, cause error) {
-	details := infrastructureDetails("ack_orchestration_item", cause)
+	details := infrastructureDetails("AckOrchestrationItem", cause)
 	failedEv := newEvent(item.Instance, item.ExecutionID, nextEventID(item.History), nil, r.nowMs(),
 		cdb.OrchestrationFailed{Details: details})
 	t := turn{executionID: item.ExecutionID, delta: []cdb.Event{failedEv}}

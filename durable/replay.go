@@ -56,13 +56,13 @@ type replayEngine struct {
 	droppedActivities []uint64
 	droppedChildren   []string
 
-	kvSnapshot map[string]cdb.KvEntry
+	kvSnapshot map[string]cdb.KVEntry
 	now        func() time.Time
 	log        *slog.Logger
 }
 
 func newReplayEngine(instance string, executionID uint64, baseline []cdb.Event, persistedLen int,
-	kvSnapshot map[string]cdb.KvEntry, now func() time.Time, log *slog.Logger) *replayEngine {
+	kvSnapshot map[string]cdb.KVEntry, now func() time.Time, log *slog.Logger) *replayEngine {
 	next := uint64(1)
 	if len(baseline) > 0 {
 		next = baseline[len(baseline)-1].EventID + 1

@@ -483,7 +483,7 @@ func TestTurnSeesKVSnapshotOfEarlierExecutions(t *testing.T) {
 	out, err := runTurn(context.Background(), turnPlan{
 		instance: testInstance, executionID: 1, name: "Orch", version: "1.0.0", fn: fn,
 		batch:      readBatch(testInstance, []cdb.WorkItem{startMessage("")}, historyState{}, env.log),
-		kvSnapshot: map[string]cdb.KvEntry{"k": {Value: "from before"}},
+		kvSnapshot: map[string]cdb.KVEntry{"k": {Value: "from before"}},
 	}, env)
 	require.NoError(t, err)
 	assert.Equal(t, "from before", out.result.output)

@@ -18,7 +18,7 @@ type turnPlan struct {
 	fn          OrchestrationFunc
 	persisted   []cdb.Event // the execution's history; empty for a new execution
 	batch       batch
-	kvSnapshot  map[string]cdb.KvEntry
+	kvSnapshot  map[string]cdb.KVEntry
 }
 
 // turn is what one turn commits in one ack.

@@ -141,6 +141,6 @@ func TestOversizedActivityOutputFailsTheActivityOnce(t *testing.T) {
 	h.start("huge", "Huge", "")
 	st := h.wait("huge")
 	require.Equal(t, StateFailed, st.State)
-	assert.Contains(t, st.Error.DisplayMessage(), "ack_work_item", "the refusal is the activity's error")
+	assert.Contains(t, st.Error.DisplayMessage(), "AckWorkItem", "the refusal is the activity's error")
 	assert.Equal(t, int32(1), runs.Load(), "the activity ran once")
 }

@@ -95,7 +95,7 @@ func cancFetchWork(t *testing.T, p cdb.Provider, lock time.Duration) (cdb.WorkIt
 }
 
 func cancRunning() cdb.ExecutionMetadata {
-	return cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), Status: ptr("Running")}
+	return cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), Status: ptr(cdb.StatusRunning)}
 }
 
 func testFetchReturnsRunningStateForActiveOrchestration(t *testing.T, f Factory) {
@@ -125,7 +125,7 @@ func testFetchReturnsTerminalStateWhenOrchestrationCompleted(t *testing.T, f Fac
 			cancEvent(2, inst, 1, cdb.OrchestrationCompleted{Output: "done"}),
 		},
 		[]cdb.WorkItem{cancActivity(inst, 1, "TestActivity", "{}")}, nil,
-		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), Status: ptr("Completed"), Output: ptr("done")},
+		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), Status: ptr(cdb.StatusCompleted), Output: ptr("done")},
 		nil))
 
 	item, _ := cancFetchWork(t, p, lockLong)
@@ -147,7 +147,7 @@ func testFetchReturnsTerminalStateWhenOrchestrationFailed(t *testing.T, f Factor
 			}}),
 		},
 		[]cdb.WorkItem{cancActivity(inst, 1, "TestActivity", "{}")}, nil,
-		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), Status: ptr("Failed")},
+		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), Status: ptr(cdb.StatusFailed)},
 		nil))
 
 	item, _ := cancFetchWork(t, p, lockLong)
@@ -166,7 +166,7 @@ func testFetchReturnsTerminalStateWhenOrchestrationContinuedAsNew(t *testing.T, 
 			cancEvent(2, inst, 1, cdb.OrchestrationContinuedAsNew{Input: "new-input"}),
 		},
 		[]cdb.WorkItem{cancActivity(inst, 1, "TestActivity", "{}")}, nil,
-		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), Status: ptr("ContinuedAsNew"), Output: ptr("new-input")},
+		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), Status: ptr(cdb.StatusContinuedAsNew), Output: ptr("new-input")},
 		nil))
 
 	item, _ := cancFetchWork(t, p, lockLong)
@@ -220,7 +220,7 @@ func testRenewReturnsTerminalWhenOrchestrationCompleted(t *testing.T, f Factory)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token2, 1,
 		[]cdb.Event{cancEvent(2, inst, 1, cdb.OrchestrationCompleted{Output: "done"})},
 		nil, nil,
-		cdb.ExecutionMetadata{Status: ptr("Completed"), Output: ptr("done")},
+		cdb.ExecutionMetadata{Status: ptr(cdb.StatusCompleted), Output: ptr("done")},
 		nil))
 
 	require.NoError(t, p.RenewWorkItemLock(ctx, lockToken, lockLong))
@@ -410,7 +410,7 @@ func testOrphanActivityAfterInstanceForceDeletion(t *testing.T, f Factory) {
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{cancEvent(1, inst, 1, cdb.OrchestrationStarted{Name: "TestOrch", Version: "1.0.0", Input: "{}"})},
 		[]cdb.WorkItem{cancActivity(inst, 1, "TestActivity", "test-input")}, nil,
-		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), OrchestrationVersion: ptr("1.0.0"), Status: ptr("Running")},
+		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), OrchestrationVersion: ptr("1.0.0"), Status: ptr(cdb.StatusRunning)},
 		nil))
 
 	// Force-delete the running instance while its activity is queued.

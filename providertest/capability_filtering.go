@@ -291,7 +291,7 @@ func testContinueAsNewExecutionGetsOwnPinnedVersion(t *testing.T, f Factory) {
 			CarryForwardEvents: []cdb.CarryForwardEvent{},
 		}},
 		cdb.ExecutionMetadata{
-			Status:               ptr("ContinuedAsNew"),
+			Status:               ptr(cdb.StatusContinuedAsNew),
 			OrchestrationName:    ptr("TestOrch"),
 			OrchestrationVersion: ptr("1.0.0"),
 		},
@@ -535,7 +535,7 @@ func testAckAppendsEventToCorruptedHistory(t *testing.T, f Factory) {
 		Kind:            cdb.OrchestrationFailed{Details: poison},
 	}
 	metadata := cdb.ExecutionMetadata{
-		Status:               ptr("Failed"),
+		Status:               ptr(cdb.StatusFailed),
 		Output:               ptr(poison.DisplayMessage()),
 		OrchestrationName:    ptr(item.OrchestrationName),
 		OrchestrationVersion: ptr(item.Version),
@@ -548,7 +548,7 @@ func testAckAppendsEventToCorruptedHistory(t *testing.T, f Factory) {
 
 	info, err := Admin(t, p).GetInstanceInfo(ctx, inst)
 	require.NoError(t, err, "get_instance_info should succeed")
-	assert.Equal(t, "Failed", info.Status, "Execution status should be 'Failed' after poison ack")
+	assert.Equal(t, cdb.StatusFailed, info.Status, "Execution status should be 'Failed' after poison ack")
 	if assert.NotNil(t, info.Output, "Output should contain deserialization error message, got nil") {
 		assert.Contains(t, *info.Output, "deserialization failed",
 			"Output should contain deserialization error message, got: %q", *info.Output)

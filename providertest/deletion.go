@@ -119,7 +119,7 @@ func testDeleteCleansQueuesAndLocks(t *testing.T, f Factory) {
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{admEvent(1, inst, 1, admStarted("TestOrch", "1.0.0", "{}"))}, nil, nil,
 		cdb.ExecutionMetadata{
-			Status:               ptr("Completed"),
+			Status:               ptr(cdb.StatusCompleted),
 			OrchestrationName:    ptr("TestOrch"),
 			OrchestrationVersion: ptr("1.0.0"),
 		}, nil))
@@ -476,6 +476,6 @@ func testStaleActivityAfterDeleteRecreate(t *testing.T, f Factory) {
 
 	// Cleanup; results ignored, as in duroxide.
 	_ = p.AckOrchestrationItem(ctx, lockToken, cdb.InitialExecutionID, nil, nil, nil,
-		cdb.ExecutionMetadata{Status: ptr("Completed")}, nil)
+		cdb.ExecutionMetadata{Status: ptr(cdb.StatusCompleted)}, nil)
 	_, _ = admin.DeleteInstance(ctx, inst, true)
 }

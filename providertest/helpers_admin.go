@@ -93,7 +93,7 @@ func admCreateCompletedInstanceWithParent(ctx context.Context, t *testing.T, p c
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{admEvent(1, instance, 1, started)}, nil, nil,
 		cdb.ExecutionMetadata{
-			Status:               ptr("Completed"),
+			Status:               ptr(cdb.StatusCompleted),
 			Output:               ptr("done"),
 			OrchestrationName:    ptr("TestOrch"),
 			OrchestrationVersion: ptr("1.0.0"),
@@ -104,7 +104,7 @@ func admCreateCompletedInstanceWithParent(ctx context.Context, t *testing.T, p c
 // admCreateTerminalInstance starts a root TestOrch instance and acks its
 // first turn with status and output (no terminal event in the history, as
 // in duroxide's helpers).
-func admCreateTerminalInstance(ctx context.Context, t *testing.T, p cdb.Provider, instance, status, output string) {
+func admCreateTerminalInstance(ctx context.Context, t *testing.T, p cdb.Provider, instance string, status cdb.InstanceStatus, output string) {
 	t.Helper()
 	_, token := admEnqueueAndFetch(ctx, t, p, StartItem(instance))
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
@@ -120,14 +120,14 @@ func admCreateTerminalInstance(ctx context.Context, t *testing.T, p cdb.Provider
 // admCreateFailedInstance is deletion.rs's create_failed_instance.
 func admCreateFailedInstance(ctx context.Context, t *testing.T, p cdb.Provider, instance string) {
 	t.Helper()
-	admCreateTerminalInstance(ctx, t, p, instance, "Failed", "error: something went wrong")
+	admCreateTerminalInstance(ctx, t, p, instance, cdb.StatusFailed, "error: something went wrong")
 }
 
 // admCreateCancelledInstance is deletion.rs's create_cancelled_instance: a
 // cancelled orchestration is stored as Failed with a cancellation output.
 func admCreateCancelledInstance(ctx context.Context, t *testing.T, p cdb.Provider, instance string) {
 	t.Helper()
-	admCreateTerminalInstance(ctx, t, p, instance, "Failed", "cancelled: user requested cancellation")
+	admCreateTerminalInstance(ctx, t, p, instance, cdb.StatusFailed, "cancelled: user requested cancellation")
 }
 
 // admCreateChildInstance is deletion.rs's create_child_instance: mod.rs's
@@ -151,7 +151,7 @@ func admCreateChildInstance(ctx context.Context, t *testing.T, p cdb.Provider, i
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID,
 		[]cdb.Event{admEvent(1, instance, cdb.InitialExecutionID, started)}, nil, nil,
 		cdb.ExecutionMetadata{
-			Status:               ptr("Completed"),
+			Status:               ptr(cdb.StatusCompleted),
 			Output:               ptr("done"),
 			OrchestrationName:    ptr("ChildOrch"),
 			OrchestrationVersion: ptr("1.0.0"),
@@ -164,7 +164,7 @@ func admCreateChildInstance(ctx context.Context, t *testing.T, p cdb.Provider, i
 // executions, 1..n-1 ContinuedAsNew and n Completed.
 func admCreateMultiExecutionInstance(ctx context.Context, t *testing.T, p cdb.Provider, instance string, n uint64) {
 	t.Helper()
-	admCreateExecutionChain(ctx, t, p, instance, n, "TestOrch", "Completed")
+	admCreateExecutionChain(ctx, t, p, instance, n, "TestOrch", cdb.StatusCompleted)
 }
 
 // admCreateRunningMultiExecutionInstance is prune.rs's
@@ -172,17 +172,17 @@ func admCreateMultiExecutionInstance(ctx context.Context, t *testing.T, p cdb.Pr
 // executions, 1..n-1 ContinuedAsNew and n still Running.
 func admCreateRunningMultiExecutionInstance(ctx context.Context, t *testing.T, p cdb.Provider, instance string, n uint64) {
 	t.Helper()
-	admCreateExecutionChain(ctx, t, p, instance, n, "LongRunning", "Running")
+	admCreateExecutionChain(ctx, t, p, instance, n, "LongRunning", cdb.StatusRunning)
 }
 
 // admCreateExecutionChain is the loop both prune.rs helpers share: execution
 // 1 starts from start_item, each later one from a ContinueAsNew of name; each
 // turn acks OrchestrationStarted (event 1) of name into its own execution
 // with status ContinuedAsNew, or lastStatus for the last one.
-func admCreateExecutionChain(ctx context.Context, t *testing.T, p cdb.Provider, instance string, n uint64, name, lastStatus string) {
+func admCreateExecutionChain(ctx context.Context, t *testing.T, p cdb.Provider, instance string, n uint64, name string, lastStatus cdb.InstanceStatus) {
 	t.Helper()
 	for exec := uint64(1); exec <= n; exec++ {
-		status := "ContinuedAsNew"
+		status := cdb.StatusContinuedAsNew
 		if exec == n {
 			status = lastStatus
 		}

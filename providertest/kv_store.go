@@ -119,7 +119,7 @@ func kvContinueAsNew(ctx context.Context, t *testing.T, p cdb.Provider, instance
 
 	_, token := kvFetchPoke(ctx, t, p, instance, "expected orchestration item to mark ContinuedAsNew")
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, prevExecutionID, nil, nil, nil, cdb.ExecutionMetadata{
-		Status:               ptr("ContinuedAsNew"),
+		Status:               ptr(cdb.StatusContinuedAsNew),
 		OrchestrationName:    ptr("TestOrch"),
 		OrchestrationVersion: ptr("1.0.0"),
 	}, nil))
@@ -150,7 +150,7 @@ func kvCompleteInstance(ctx context.Context, t *testing.T, p cdb.Provider, insta
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, executionID,
 		[]cdb.Event{b2Event(9999, instance, executionID, cdb.OrchestrationCompleted{Output: "done"})},
 		nil, nil, cdb.ExecutionMetadata{
-			Status:               ptr("Completed"),
+			Status:               ptr(cdb.StatusCompleted),
 			Output:               ptr("done"),
 			OrchestrationName:    ptr("TestOrch"),
 			OrchestrationVersion: ptr("1.0.0"),

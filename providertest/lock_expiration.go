@@ -205,7 +205,7 @@ func testWorkerLockRenewalExtendsTimeout(t *testing.T, f Factory) {
 	require.NoError(t, p.AckOrchestrationItem(ctx, orchToken, cdb.InitialExecutionID,
 		[]cdb.Event{b1StartedEvent(cdb.InitialEventID, instance)},
 		[]cdb.WorkItem{b1ActivityExecute(instance, 1)}, nil,
-		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), Status: ptr("Running")}, nil))
+		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), Status: ptr(cdb.StatusRunning)}, nil))
 
 	_, token := b1FetchWork(ctx, t, p, lockTimeout)
 

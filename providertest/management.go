@@ -56,13 +56,13 @@ func testListInstancesByStatus(t *testing.T, f Factory) {
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{admEvent(1, "mgmt-completed", 1, admStarted("TestOrch", "1.0.0", "{}"))}, nil, nil,
 		cdb.ExecutionMetadata{
-			Status:               ptr("Completed"),
+			Status:               ptr(cdb.StatusCompleted),
 			Output:               ptr("done"),
 			OrchestrationName:    ptr("TestOrch"),
 			OrchestrationVersion: ptr("1.0.0"),
 		}, nil))
 
-	completed, err := admin.ListInstancesByStatus(ctx, "Completed")
+	completed, err := admin.ListInstancesByStatus(ctx, cdb.StatusCompleted)
 	require.NoError(t, err)
 	require.Contains(t, completed, "mgmt-completed", "Should list completed instance")
 }
@@ -111,12 +111,12 @@ func testGetExecutionInfo(t *testing.T, f Factory) {
 	// under the locked instance.
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{admEvent(1, "mgmt-bulk-del", 1, admStarted("TestOrch", "1.0.0", "{}"))}, nil, nil,
-		cdb.ExecutionMetadata{Status: ptr("Completed"), Output: ptr("result")}, nil))
+		cdb.ExecutionMetadata{Status: ptr(cdb.StatusCompleted), Output: ptr("result")}, nil))
 
 	info, err := admin.GetExecutionInfo(ctx, "mgmt-exec-info", 1)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), info.ExecutionID)
-	require.Equal(t, "Completed", info.Status)
+	require.Equal(t, cdb.StatusCompleted, info.Status)
 	require.Equal(t, ptr("result"), info.Output)
 }
 
@@ -198,7 +198,7 @@ func admNoopScheduled(eventID uint64, instance string) cdb.Event {
 }
 
 func admCompletedDone() cdb.ExecutionMetadata {
-	return cdb.ExecutionMetadata{Status: ptr("Completed"), Output: ptr("done")}
+	return cdb.ExecutionMetadata{Status: ptr(cdb.StatusCompleted), Output: ptr("done")}
 }
 
 func testGetInstanceStatsHistory(t *testing.T, f Factory) {

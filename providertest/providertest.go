@@ -8,6 +8,11 @@
 //
 // Every test creates its own provider through the Factory, so the suite needs
 // an isolated store per provider. Independent tests run in parallel.
+//
+// Beside duroxide's modules, ErrorConditions checks what duroxide leaves
+// open: that each condition a caller branches on is reported with the cdb
+// sentinel error for it (cdb.ErrInstanceNotFound, cdb.ErrInvalidLockToken,
+// ...), as RunModule(t, f, ErrorConditions()).
 package providertest
 
 import (

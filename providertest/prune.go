@@ -98,7 +98,7 @@ func testPruneSafety(t *testing.T, f Factory) {
 
 		info, err := admin.GetInstanceInfo(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, "Completed", info.Status, "Instance should be terminal")
+		require.Equal(t, cdb.StatusCompleted, info.Status, "Instance should be terminal")
 		currentExec := info.CurrentExecutionID
 
 		res, err := admin.PruneExecutions(ctx, id, cdb.PruneOptions{KeepLast: c.keepLast})
@@ -158,7 +158,7 @@ func testPruneBulkIncludesRunningInstances(t *testing.T, f Factory) {
 	require.Len(t, executions, 3, "Should have 3 executions")
 	info, err := admin.GetInstanceInfo(ctx, inst)
 	require.NoError(t, err)
-	require.Equal(t, "Running", info.Status, "Instance should still be Running")
+	require.Equal(t, cdb.StatusRunning, info.Status, "Instance should still be Running")
 	require.Equal(t, uint64(3), info.CurrentExecutionID, "Current execution should be 3")
 
 	// keep_last = 1 deletes executions 1 and 2 and keeps 3.
@@ -176,5 +176,5 @@ func testPruneBulkIncludesRunningInstances(t *testing.T, f Factory) {
 
 	info, err = admin.GetInstanceInfo(ctx, inst)
 	require.NoError(t, err)
-	require.Equal(t, "Running", info.Status, "Instance should still be Running after prune")
+	require.Equal(t, cdb.StatusRunning, info.Status, "Instance should still be Running after prune")
 }

@@ -126,7 +126,7 @@ func runInstances(ctx context.Context, argv []string, stdout, stderr io.Writer) 
 		var ids []string
 		var err error
 		if status != "" {
-			ids, err = p.ListInstancesByStatus(ctx, status)
+			ids, err = p.ListInstancesByStatus(ctx, cdb.InstanceStatus(status))
 		} else {
 			ids, err = p.ListInstances(ctx)
 		}

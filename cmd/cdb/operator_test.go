@@ -32,7 +32,7 @@ func operatorFixture(t *testing.T) (endpoint, key string) {
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "done", Name: "go", Data: "{}"}, 0))
 	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
-	status, output, custom := "Completed", "all good", "shipped"
+	status, output, custom := cdb.StatusCompleted, "all good", "shipped"
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{
 		{EventID: 2, InstanceID: "done", ExecutionID: 1, Kind: cdb.KeyValueSet{Key: "color", Value: "blue"}},
 		{EventID: 3, InstanceID: "done", ExecutionID: 1, Kind: cdb.CustomStatusUpdated{Status: &custom}},

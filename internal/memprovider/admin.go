@@ -27,7 +27,7 @@ func reversed(ids []string) []string {
 
 // ListInstances returns every instance id, newest first.
 func (p *Provider) ListInstances(ctx context.Context) ([]string, error) {
-	if err := p.begin(ctx, "list_instances"); err != nil {
+	if err := p.begin(ctx, "ListInstances"); err != nil {
 		return nil, err
 	}
 	defer p.mu.Unlock()
@@ -36,8 +36,8 @@ func (p *Provider) ListInstances(ctx context.Context) ([]string, error) {
 
 // ListInstancesByStatus returns the instances whose current execution has
 // this status, newest first.
-func (p *Provider) ListInstancesByStatus(ctx context.Context, status string) ([]string, error) {
-	if err := p.begin(ctx, "list_instances_by_status"); err != nil {
+func (p *Provider) ListInstancesByStatus(ctx context.Context, status cdb.InstanceStatus) ([]string, error) {
+	if err := p.begin(ctx, "ListInstancesByStatus"); err != nil {
 		return nil, err
 	}
 	defer p.mu.Unlock()
@@ -52,7 +52,7 @@ func (p *Provider) ListInstancesByStatus(ctx context.Context, status string) ([]
 
 // ListExecutions returns the execution ids of an instance in ascending order.
 func (p *Provider) ListExecutions(ctx context.Context, instance string) ([]uint64, error) {
-	if err := p.begin(ctx, "list_executions"); err != nil {
+	if err := p.begin(ctx, "ListExecutions"); err != nil {
 		return nil, err
 	}
 	defer p.mu.Unlock()
@@ -70,7 +70,7 @@ func (p *Provider) executionIDs(instance string) []uint64 {
 
 // ReadHistoryWithExecutionID has ReadWithExecution's contract.
 func (p *Provider) ReadHistoryWithExecutionID(ctx context.Context, instance string, executionID uint64) ([]cdb.Event, error) {
-	const op = "read_history_with_execution_id"
+	const op = "ReadHistoryWithExecutionID"
 	if err := p.begin(ctx, op); err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func (p *Provider) ReadHistoryWithExecutionID(ctx context.Context, instance stri
 
 // ReadHistory returns the latest execution's history.
 func (p *Provider) ReadHistory(ctx context.Context, instance string) ([]cdb.Event, error) {
-	const op = "read_history"
+	const op = "ReadHistory"
 	if err := p.begin(ctx, op); err != nil {
 		return nil, err
 	}
@@ -90,7 +90,7 @@ func (p *Provider) ReadHistory(ctx context.Context, instance string) ([]cdb.Even
 
 // LatestExecutionID returns the highest execution id, 1 when there is none.
 func (p *Provider) LatestExecutionID(ctx context.Context, instance string) (uint64, error) {
-	if err := p.begin(ctx, "latest_execution_id"); err != nil {
+	if err := p.begin(ctx, "LatestExecutionID"); err != nil {
 		return 0, err
 	}
 	defer p.mu.Unlock()
@@ -100,21 +100,21 @@ func (p *Provider) LatestExecutionID(ctx context.Context, instance string) (uint
 // GetInstanceInfo describes an instance and its current execution; an
 // unknown instance is a permanent error.
 func (p *Provider) GetInstanceInfo(ctx context.Context, instance string) (cdb.InstanceInfo, error) {
-	const op = "get_instance_info"
+	const op = "GetInstanceInfo"
 	if err := p.begin(ctx, op); err != nil {
 		return cdb.InstanceInfo{}, err
 	}
 	defer p.mu.Unlock()
 	inst := p.instances[instance]
 	if inst == nil {
-		return cdb.InstanceInfo{}, &cdb.ProviderError{Op: op, Message: fmt.Sprintf("Instance %s not found", instance), Err: cdb.ErrInstanceNotFound}
+		return cdb.InstanceInfo{}, refuse(op, fmt.Sprintf("Instance %s not found", instance), cdb.ErrInstanceNotFound)
 	}
 	info := cdb.InstanceInfo{
 		InstanceID:           instance,
 		OrchestrationName:    inst.name,
 		OrchestrationVersion: "unknown",
 		CurrentExecutionID:   inst.currentExecution,
-		Status:               "Unknown",
+		Status:               cdb.StatusUnknown,
 		CreatedAt:            uint64(inst.createdAt),
 		UpdatedAt:            uint64(inst.updatedAt),
 		ParentInstanceID:     cloneString(inst.parent),
@@ -131,14 +131,14 @@ func (p *Provider) GetInstanceInfo(ctx context.Context, instance string) (cdb.In
 
 // GetExecutionInfo describes one execution; a missing one is an error.
 func (p *Provider) GetExecutionInfo(ctx context.Context, instance string, executionID uint64) (cdb.ExecutionInfo, error) {
-	const op = "get_execution_info"
+	const op = "GetExecutionInfo"
 	if err := p.begin(ctx, op); err != nil {
 		return cdb.ExecutionInfo{}, err
 	}
 	defer p.mu.Unlock()
 	exec := p.executions[instance][executionID]
 	if exec == nil {
-		return cdb.ExecutionInfo{}, &cdb.ProviderError{Op: op, Message: fmt.Sprintf("Execution %d not found for instance %s", executionID, instance), Err: cdb.ErrExecutionNotFound}
+		return cdb.ExecutionInfo{}, refuse(op, fmt.Sprintf("Execution %d not found for instance %s", executionID, instance), cdb.ErrExecutionNotFound)
 	}
 	info := cdb.ExecutionInfo{
 		ExecutionID: executionID,
@@ -157,7 +157,7 @@ func (p *Provider) GetExecutionInfo(ctx context.Context, instance string, execut
 // GetSystemMetrics counts instances by the status of their current
 // execution, and all executions and events.
 func (p *Provider) GetSystemMetrics(ctx context.Context) (cdb.SystemMetrics, error) {
-	if err := p.begin(ctx, "get_system_metrics"); err != nil {
+	if err := p.begin(ctx, "GetSystemMetrics"); err != nil {
 		return cdb.SystemMetrics{}, err
 	}
 	defer p.mu.Unlock()
@@ -166,11 +166,11 @@ func (p *Provider) GetSystemMetrics(ctx context.Context) (cdb.SystemMetrics, err
 		m.TotalInstances++
 		if exec := p.currentExecutionRow(id); exec != nil {
 			switch exec.status {
-			case "Running":
+			case cdb.StatusRunning:
 				m.RunningInstances++
-			case "Completed":
+			case cdb.StatusCompleted:
 				m.CompletedInstances++
-			case "Failed":
+			case cdb.StatusFailed:
 				m.FailedInstances++
 			}
 		}
@@ -188,7 +188,7 @@ func (p *Provider) GetSystemMetrics(ctx context.Context) (cdb.SystemMetrics, err
 
 // GetQueueDepths counts the messages of each queue not held by a valid lock.
 func (p *Provider) GetQueueDepths(ctx context.Context) (cdb.QueueDepths, error) {
-	if err := p.begin(ctx, "get_queue_depths"); err != nil {
+	if err := p.begin(ctx, "GetQueueDepths"); err != nil {
 		return cdb.QueueDepths{}, err
 	}
 	defer p.mu.Unlock()
@@ -222,7 +222,7 @@ func (p *Provider) children(instance string) []string {
 // ListChildren returns an instance's direct sub-orchestrations; empty for a
 // leaf or an unknown instance.
 func (p *Provider) ListChildren(ctx context.Context, instance string) ([]string, error) {
-	if err := p.begin(ctx, "list_children"); err != nil {
+	if err := p.begin(ctx, "ListChildren"); err != nil {
 		return nil, err
 	}
 	defer p.mu.Unlock()
@@ -232,14 +232,14 @@ func (p *Provider) ListChildren(ctx context.Context, instance string) ([]string,
 // GetParentID returns the parent of a sub-orchestration, nil for a root; an
 // unknown instance is an error.
 func (p *Provider) GetParentID(ctx context.Context, instance string) (*string, error) {
-	const op = "get_parent_id"
+	const op = "GetParentID"
 	if err := p.begin(ctx, op); err != nil {
 		return nil, err
 	}
 	defer p.mu.Unlock()
 	inst := p.instances[instance]
 	if inst == nil {
-		return nil, &cdb.ProviderError{Op: op, Message: fmt.Sprintf("Instance %s not found", instance), Err: cdb.ErrInstanceNotFound}
+		return nil, refuse(op, fmt.Sprintf("Instance %s not found", instance), cdb.ErrInstanceNotFound)
 	}
 	return cloneString(inst.parent), nil
 }
@@ -265,7 +265,7 @@ func (p *Provider) tree(instance string) cdb.InstanceTree {
 // GetInstanceTree returns an instance and all its descendants, root first.
 // An unknown instance gives a tree of just that id, as duroxide's default does.
 func (p *Provider) GetInstanceTree(ctx context.Context, instance string) (cdb.InstanceTree, error) {
-	if err := p.begin(ctx, "get_instance_tree"); err != nil {
+	if err := p.begin(ctx, "GetInstanceTree"); err != nil {
 		return cdb.InstanceTree{}, err
 	}
 	defer p.mu.Unlock()
@@ -275,7 +275,7 @@ func (p *Provider) GetInstanceTree(ctx context.Context, instance string) (cdb.In
 // DeleteInstancesAtomic deletes exactly these instances and all their data,
 // all or nothing (contract §2.13).
 func (p *Provider) DeleteInstancesAtomic(ctx context.Context, ids []string, force bool) (cdb.DeleteInstanceResult, error) {
-	const op = "delete_instances_atomic"
+	const op = "DeleteInstancesAtomic"
 	if err := p.begin(ctx, op); err != nil {
 		return cdb.DeleteInstanceResult{}, err
 	}
@@ -290,9 +290,9 @@ func (p *Provider) deleteInstancesLocked(op string, ids []string, force bool) (c
 	}
 	if !force {
 		for _, id := range ids {
-			if exec := p.currentExecutionRow(id); exec != nil && exec.status == "Running" {
-				return res, cdb.Permanent(op, fmt.Sprintf(
-					"Instance %s is still running. Use force=true to delete anyway, or cancel first.", id))
+			if exec := p.currentExecutionRow(id); exec != nil && exec.status == cdb.StatusRunning {
+				return res, refuse(op, fmt.Sprintf(
+					"Instance %s is still running. Use force=true to delete anyway, or cancel first.", id), cdb.ErrInstanceRunning)
 			}
 		}
 	}
@@ -303,9 +303,9 @@ func (p *Provider) deleteInstancesLocked(op string, ids []string, force bool) (c
 	// Orphan check: a child left behind would lose its parent.
 	for _, id := range p.instanceIDs() {
 		if parent := p.instances[id].parent; parent != nil && set[*parent] && !set[id] {
-			return res, cdb.Permanent(op, fmt.Sprintf(
+			return res, refuse(op, fmt.Sprintf(
 				"Cannot delete: instance %s has child %s that was created after tree traversal. Re-fetch the tree and retry.",
-				*parent, id))
+				*parent, id), cdb.ErrOrphanedChild)
 		}
 	}
 
@@ -331,25 +331,23 @@ func (p *Provider) deleteInstancesLocked(op string, ids []string, force bool) (c
 // DeleteInstance deletes a root instance with its whole tree; a
 // sub-orchestration or an unknown instance is an error.
 func (p *Provider) DeleteInstance(ctx context.Context, instance string, force bool) (cdb.DeleteInstanceResult, error) {
-	const op = "delete_instance"
+	const op = "DeleteInstance"
 	if err := p.begin(ctx, op); err != nil {
 		return cdb.DeleteInstanceResult{}, err
 	}
 	defer p.mu.Unlock()
 	inst := p.instances[instance]
 	if inst == nil {
-		return cdb.DeleteInstanceResult{}, &cdb.ProviderError{Op: "get_parent_id", Message: fmt.Sprintf("Instance %s not found", instance), Err: cdb.ErrInstanceNotFound}
+		return cdb.DeleteInstanceResult{}, refuse(op, fmt.Sprintf("Instance %s not found", instance), cdb.ErrInstanceNotFound)
 	}
 	if inst.parent != nil {
-		return cdb.DeleteInstanceResult{}, cdb.Permanent(op,
-			fmt.Sprintf("Cannot delete sub-orchestration %s directly. Delete root instance instead.", instance))
+		return cdb.DeleteInstanceResult{}, refuse(op,
+			fmt.Sprintf("Cannot delete sub-orchestration %s directly. Delete root instance instead.", instance), cdb.ErrSubOrchestration)
 	}
-	return p.deleteInstancesLocked("delete_instances_atomic", p.tree(instance).AllIDs, force)
+	return p.deleteInstancesLocked(op, p.tree(instance).AllIDs, force)
 }
 
-func terminal(status string) bool {
-	return status == "Completed" || status == "Failed" || status == "ContinuedAsNew"
-}
+func terminal(status cdb.InstanceStatus) bool { return status.IsTerminal() }
 
 // matches applies an InstanceFilter's id and completed_before criteria to an
 // instance whose current execution is exec (nil if missing).
@@ -378,7 +376,7 @@ func matches(filter cdb.InstanceFilter, id string, exec *executionRow) bool {
 // DeleteInstanceBulk deletes the terminal root instances matching the
 // filter, each with its whole tree; running instances are skipped.
 func (p *Provider) DeleteInstanceBulk(ctx context.Context, filter cdb.InstanceFilter) (cdb.DeleteInstanceResult, error) {
-	const op = "delete_instance_bulk"
+	const op = "DeleteInstanceBulk"
 	if err := p.begin(ctx, op); err != nil {
 		return cdb.DeleteInstanceResult{}, err
 	}
@@ -400,7 +398,7 @@ func (p *Provider) DeleteInstanceBulk(ctx context.Context, filter cdb.InstanceFi
 		if p.instances[root] == nil {
 			continue // already deleted as part of an earlier tree
 		}
-		res, err := p.deleteInstancesLocked("delete_instances_atomic", p.tree(root).AllIDs, true)
+		res, err := p.deleteInstancesLocked(op, p.tree(root).AllIDs, true)
 		if err != nil {
 			return total, err
 		}
@@ -412,7 +410,7 @@ func (p *Provider) DeleteInstanceBulk(ctx context.Context, filter cdb.InstanceFi
 // PruneExecutions deletes an instance's old executions and their history,
 // never the current one nor a running one; KV is instance-scoped and stays.
 func (p *Provider) PruneExecutions(ctx context.Context, instance string, options cdb.PruneOptions) (cdb.PruneResult, error) {
-	const op = "prune_executions"
+	const op = "PruneExecutions"
 	if err := p.begin(ctx, op); err != nil {
 		return cdb.PruneResult{}, err
 	}
@@ -423,7 +421,7 @@ func (p *Provider) PruneExecutions(ctx context.Context, instance string, options
 func (p *Provider) pruneLocked(op, instance string, options cdb.PruneOptions) (cdb.PruneResult, error) {
 	inst := p.instances[instance]
 	if inst == nil {
-		return cdb.PruneResult{}, &cdb.ProviderError{Op: op, Message: fmt.Sprintf("Instance %s not found", instance), Err: cdb.ErrInstanceNotFound}
+		return cdb.PruneResult{}, refuse(op, fmt.Sprintf("Instance %s not found", instance), cdb.ErrInstanceNotFound)
 	}
 	ids := p.executionIDs(instance) // ascending
 	keep := map[uint64]bool{}
@@ -435,7 +433,7 @@ func (p *Provider) pruneLocked(op, instance string, options cdb.PruneOptions) (c
 	res := cdb.PruneResult{InstancesProcessed: 1}
 	for _, id := range ids {
 		exec := p.executions[instance][id]
-		if id == inst.currentExecution || exec.status == "Running" || keep[id] {
+		if id == inst.currentExecution || exec.status == cdb.StatusRunning || keep[id] {
 			continue
 		}
 		if options.CompletedBefore != nil && (exec.completedAt == nil || *exec.completedAt < 0 ||
@@ -453,7 +451,7 @@ func (p *Provider) pruneLocked(op, instance string, options cdb.PruneOptions) (c
 // PruneExecutionsBulk prunes every instance matching the filter, running
 // ones included (long continue-as-new chains).
 func (p *Provider) PruneExecutionsBulk(ctx context.Context, filter cdb.InstanceFilter, options cdb.PruneOptions) (cdb.PruneResult, error) {
-	const op = "prune_executions_bulk"
+	const op = "PruneExecutionsBulk"
 	if err := p.begin(ctx, op); err != nil {
 		return cdb.PruneResult{}, err
 	}
@@ -469,7 +467,7 @@ func (p *Provider) PruneExecutionsBulk(ctx context.Context, filter cdb.InstanceF
 			continue
 		}
 		n++
-		res, err := p.pruneLocked("prune_executions", id, options)
+		res, err := p.pruneLocked("PruneExecutions", id, options)
 		if err != nil {
 			return total, err
 		}

@@ -260,7 +260,7 @@ func TestAckAllOrNothing(t *testing.T) {
 		},
 		[]cdb.WorkItem{cdb.ActivityExecute{Instance: "i", ExecutionID: 1, ID: 2, Name: "A", Input: "{}"}},
 		[]cdb.WorkItem{start("child")},
-		cdb.ExecutionMetadata{Status: ptr("Completed"), Output: ptr("out")}, nil)
+		cdb.ExecutionMetadata{Status: ptr(cdb.StatusCompleted), Output: ptr("out")}, nil)
 	require.Error(t, err)
 	_, found, err := p.GetKVValue(ctx, "i", "k")
 	require.NoError(t, err)
@@ -270,7 +270,7 @@ func TestAckAllOrNothing(t *testing.T) {
 	require.False(t, changed)
 	info, err := p.GetInstanceInfo(ctx, "i")
 	require.NoError(t, err)
-	require.Equal(t, "Running", info.Status)
+	require.Equal(t, cdb.StatusRunning, info.Status)
 	depths, err := p.GetQueueDepths(ctx)
 	require.NoError(t, err)
 	require.Equal(t, cdb.QueueDepths{}, depths, "nothing enqueued; the poke is still locked")
@@ -350,7 +350,7 @@ func TestPruneKeepLast(t *testing.T) {
 			Kind: cdb.KeyValueSet{Key: "k", Value: "v"}})
 		md := cdb.ExecutionMetadata{}
 		if exec < 4 {
-			md.Status, md.Output = ptr("ContinuedAsNew"), ptr("in")
+			md.Status, md.Output = ptr(cdb.StatusContinuedAsNew), ptr("in")
 		}
 		require.NoError(t, p.AckOrchestrationItem(ctx, token, exec, delta, nil, nil, md, nil))
 	}

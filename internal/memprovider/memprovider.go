@@ -2,14 +2,13 @@ package memprovider
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/duroxide-go/cdb"
+	"github.com/google/uuid"
 )
 
 // Options configures a Provider.
@@ -61,7 +60,7 @@ type instanceRow struct {
 
 // executionRow is a row of the executions table.
 type executionRow struct {
-	status      string
+	status      cdb.InstanceStatus
 	output      *string
 	pinned      *cdb.SemanticVersion
 	startedAt   int64
@@ -130,14 +129,10 @@ func New(o Options) *Provider {
 	if now == nil {
 		now = time.Now
 	}
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("memprovider: random token prefix: %v", err)) // crypto/rand does not fail
-	}
 	return &Provider{
 		longPolling: o.LongPolling,
 		now:         now,
-		tokenPrefix: hex.EncodeToString(b[:]),
+		tokenPrefix: uuid.NewString(),
 		wake:        make(chan struct{}),
 		instances:   map[string]*instanceRow{},
 		executions:  map[string]map[uint64]*executionRow{},
@@ -208,6 +203,12 @@ func (p *Provider) begin(ctx context.Context, op string) error {
 		return cdb.Permanent(op, "provider is closed")
 	}
 	return nil
+}
+
+// refuse is the permanent error for a condition a caller branches on,
+// keeping cause (a cdb sentinel, or an error wrapping one) reachable.
+func refuse(op, message string, cause error) error {
+	return &cdb.ProviderError{Op: op, Message: message, Err: cause}
 }
 
 // notify wakes every waiting long-poll fetch. Called with the mutex held
@@ -364,10 +365,10 @@ func (p *Provider) encodeEvents(instance string, execution uint64, events []cdb.
 	out := make([]encodedEvent, 0, len(events))
 	for _, ev := range events {
 		if ev.EventID == 0 {
-			return nil, fmt.Errorf("event_id must be set by runtime")
+			return nil, fmt.Errorf("event_id must be set by runtime: %w", cdb.ErrInvalidInput)
 		}
 		if _, dup := existing[ev.EventID]; dup || seen[ev.EventID] {
-			return nil, fmt.Errorf("duplicate event_id %d for instance %q execution %d", ev.EventID, instance, execution)
+			return nil, fmt.Errorf("duplicate event_id %d for instance %q execution %d: %w", ev.EventID, instance, execution, cdb.ErrDuplicateEvent)
 		}
 		seen[ev.EventID] = true
 		data, err := cdb.MarshalEvent(ev)
@@ -414,7 +415,7 @@ type encodedOrchItem struct {
 // routed by WorkItem.InstanceID (the parent for sub-orchestration results).
 func encodeOrchItem(item cdb.WorkItem) (encodedOrchItem, error) {
 	if item == nil {
-		return encodedOrchItem{}, fmt.Errorf("nil work item")
+		return encodedOrchItem{}, fmt.Errorf("nil work item: %w", cdb.ErrInvalidInput)
 	}
 	data, err := cdb.MarshalWorkItem(item)
 	if err != nil {
@@ -425,7 +426,7 @@ func encodeOrchItem(item cdb.WorkItem) (encodedOrchItem, error) {
 		return encodedOrchItem{}, fmt.Errorf("work item does not round-trip: %w", err)
 	}
 	if _, ok := canonical.(cdb.ActivityExecute); ok {
-		return encodedOrchItem{}, fmt.Errorf("Invalid work item type: ActivityExecute belongs to the worker queue")
+		return encodedOrchItem{}, fmt.Errorf("Invalid work item type: ActivityExecute belongs to the worker queue: %w", cdb.ErrInvalidInput)
 	}
 	out := encodedOrchItem{instance: canonical.InstanceID(), kind: canonical.Kind(), data: data}
 	if t, ok := canonical.(cdb.TimerFired); ok {
@@ -461,7 +462,7 @@ type encodedWorkItem struct {
 // encodeWorkItem validates and encodes an ActivityExecute for the worker queue.
 func encodeWorkItem(item cdb.WorkItem) (encodedWorkItem, error) {
 	if item == nil {
-		return encodedWorkItem{}, fmt.Errorf("nil work item")
+		return encodedWorkItem{}, fmt.Errorf("nil work item: %w", cdb.ErrInvalidInput)
 	}
 	data, err := cdb.MarshalWorkItem(item)
 	if err != nil {
@@ -473,7 +474,7 @@ func encodeWorkItem(item cdb.WorkItem) (encodedWorkItem, error) {
 	}
 	act, ok := canonical.(cdb.ActivityExecute)
 	if !ok {
-		return encodedWorkItem{}, fmt.Errorf("Invalid work item type: %s does not belong to the worker queue", canonical.Kind())
+		return encodedWorkItem{}, fmt.Errorf("Invalid work item type: %s does not belong to the worker queue: %w", canonical.Kind(), cdb.ErrInvalidInput)
 	}
 	return encodedWorkItem{
 		data:       data,

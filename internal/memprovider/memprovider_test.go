@@ -49,3 +49,7 @@ func (factory) MaxAttemptCount(_ context.Context, p cdb.Provider, instance strin
 }
 
 func TestValidation(t *testing.T) { providertest.Run(t, factory{}) }
+
+func TestErrorConditions(t *testing.T) {
+	providertest.RunModule(t, factory{}, providertest.ErrorConditions())
+}

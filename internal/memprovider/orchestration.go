@@ -13,7 +13,7 @@ import (
 // and returns all its visible messages as one batch (contract §2.2).
 func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration,
 	filter *cdb.DispatcherCapabilityFilter) (*cdb.OrchestrationItem, string, uint32, error) {
-	const op = "fetch_orchestration_item"
+	const op = "FetchOrchestrationItem"
 	var (
 		item    *cdb.OrchestrationItem
 		token   string
@@ -108,7 +108,7 @@ func (p *Provider) fetchOrchestrationLocked(op string, now int64, lockTimeout ti
 			messages = append(messages, m)
 		}
 
-		item := &cdb.OrchestrationItem{Instance: instance, Messages: messages, KVSnapshot: map[string]cdb.KvEntry{}}
+		item := &cdb.OrchestrationItem{Instance: instance, Messages: messages, KVSnapshot: map[string]cdb.KVEntry{}}
 		var historyErr error
 		if inst := p.instances[instance]; inst != nil {
 			item.OrchestrationName = inst.name
@@ -158,7 +158,7 @@ func (p *Provider) fetchOrchestrationLocked(op string, now int64, lockTimeout ti
 			return item, token, maxAttempt, nil
 		}
 		for k, e := range p.kvStore[instance] { // the snapshot excludes kv_delta
-			item.KVSnapshot[k] = cdb.KvEntry{Value: e.value, LastUpdatedAtMs: e.updatedAt}
+			item.KVSnapshot[k] = cdb.KVEntry{Value: e.value, LastUpdatedAtMs: e.updatedAt}
 		}
 		return item, token, maxAttempt, nil
 	}
@@ -277,7 +277,7 @@ func (p *Provider) lockByToken(token string) (string, *instanceLock) {
 func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, executionID uint64,
 	historyDelta []cdb.Event, workerItems, orchestratorItems []cdb.WorkItem,
 	metadata cdb.ExecutionMetadata, cancelledActivities []cdb.ScheduledActivityIdentifier) error {
-	const op = "ack_orchestration_item"
+	const op = "AckOrchestrationItem"
 	if err := p.begin(ctx, op); err != nil {
 		return err
 	}
@@ -287,20 +287,20 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 	// Validate.
 	instance, lock := p.lockByToken(lockToken)
 	if lock == nil {
-		return cdb.Permanent(op, "Invalid lock token")
+		return refuse(op, "Invalid lock token", cdb.ErrInvalidLockToken)
 	}
 	if lock.lockedUntil <= now {
-		return cdb.Permanent(op, "Instance lock expired")
+		return refuse(op, "Instance lock expired", cdb.ErrInvalidLockToken)
 	}
 	delta, err := p.encodeEvents(instance, executionID, historyDelta)
 	if err != nil {
-		return cdb.Permanent(op, "Failed to append history: "+err.Error())
+		return refuse(op, "Failed to append history: "+err.Error(), err)
 	}
 	workers := make([]encodedWorkItem, 0, len(workerItems))
 	for _, w := range workerItems {
 		e, err := encodeWorkItem(w)
 		if err != nil {
-			return cdb.Permanent(op, "worker item: "+err.Error())
+			return refuse(op, "worker item: "+err.Error(), err)
 		}
 		workers = append(workers, e)
 	}
@@ -308,7 +308,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 	for _, o := range orchestratorItems {
 		e, err := encodeOrchItem(o)
 		if err != nil {
-			return cdb.Permanent(op, "orchestrator item: "+err.Error())
+			return refuse(op, "orchestrator item: "+err.Error(), err)
 		}
 		orchs = append(orchs, e)
 	}
@@ -343,7 +343,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 	}
 	exec := execs[executionID]
 	if exec == nil {
-		exec = &executionRow{status: "Running", startedAt: now}
+		exec = &executionRow{status: cdb.StatusRunning, startedAt: now}
 		execs[executionID] = exec
 	}
 	if metadata.PinnedDuroxideVersion != nil {
@@ -364,7 +364,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 	if metadata.Status != nil {
 		exec.status = *metadata.Status
 		exec.output = cloneString(metadata.Output)
-		if exec.status == "Running" {
+		if exec.status == cdb.StatusRunning {
 			exec.completedAt = nil
 		} else {
 			t := now
@@ -404,7 +404,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 		}
 	}
 	// A terminal turn merges kv_delta into kv_store and clears it.
-	if s := metadata.Status; s != nil && (*s == "Completed" || *s == "ContinuedAsNew" || *s == "Failed") {
+	if s := metadata.Status; s != nil && s.IsTerminal() {
 		for k, d := range p.kvDelta[instance] {
 			if d.value == nil {
 				delete(p.kvStore[instance], k)
@@ -466,7 +466,7 @@ func (p *Provider) deltaFor(instance string) map[string]kvDeltaEntry {
 // An unknown token is an error; an expired one is accepted while nobody has
 // re-locked the instance, as in SQLite.
 func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
-	const op = "abandon_orchestration_item"
+	const op = "AbandonOrchestrationItem"
 	if err := p.begin(ctx, op); err != nil {
 		return err
 	}
@@ -475,7 +475,7 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 
 	instance, lock := p.lockByToken(lockToken)
 	if lock == nil {
-		return cdb.Permanent(op, "Invalid lock token")
+		return refuse(op, "Invalid lock token", cdb.ErrInvalidLockToken)
 	}
 	delete(p.locks, instance)
 	visibleAt := after(now, delay)
@@ -499,7 +499,7 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 
 // RenewOrchestrationItemLock extends a still-valid instance lock.
 func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
-	const op = "renew_orchestration_item_lock"
+	const op = "RenewOrchestrationItemLock"
 	if err := p.begin(ctx, op); err != nil {
 		return err
 	}
@@ -507,7 +507,7 @@ func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, lockToken str
 	now := p.nowMs()
 	_, lock := p.lockByToken(lockToken)
 	if lock == nil || lock.lockedUntil <= now {
-		return cdb.Permanent(op, "Lock token invalid, expired, or already acked")
+		return refuse(op, "Lock token invalid, expired, or already acked", cdb.ErrInvalidLockToken)
 	}
 	lock.lockedUntil = after(now, extendFor)
 	return nil
@@ -515,7 +515,7 @@ func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, lockToken str
 
 // Read returns the latest execution's history; empty for an unknown instance.
 func (p *Provider) Read(ctx context.Context, instance string) ([]cdb.Event, error) {
-	const op = "read"
+	const op = "Read"
 	if err := p.begin(ctx, op); err != nil {
 		return nil, err
 	}
@@ -525,7 +525,7 @@ func (p *Provider) Read(ctx context.Context, instance string) ([]cdb.Event, erro
 
 // ReadWithExecution returns one execution's history.
 func (p *Provider) ReadWithExecution(ctx context.Context, instance string, executionID uint64) ([]cdb.Event, error) {
-	const op = "read_with_execution"
+	const op = "ReadWithExecution"
 	if err := p.begin(ctx, op); err != nil {
 		return nil, err
 	}
@@ -536,14 +536,14 @@ func (p *Provider) ReadWithExecution(ctx context.Context, instance string, execu
 // AppendWithExecution stores events as given, all or none; an event id of 0
 // or one already stored is refused, never overwritten.
 func (p *Provider) AppendWithExecution(ctx context.Context, instance string, executionID uint64, newEvents []cdb.Event) error {
-	const op = "append_with_execution"
+	const op = "AppendWithExecution"
 	if err := p.begin(ctx, op); err != nil {
 		return err
 	}
 	defer p.mu.Unlock()
 	events, err := p.encodeEvents(instance, executionID, newEvents)
 	if err != nil {
-		return cdb.Permanent(op, "Failed to append history: "+err.Error())
+		return refuse(op, "Failed to append history: "+err.Error(), err)
 	}
 	p.appendEncoded(instance, executionID, events)
 	return nil
@@ -552,10 +552,10 @@ func (p *Provider) AppendWithExecution(ctx context.Context, instance string, exe
 // EnqueueForOrchestrator queues a message for the instance it routes to,
 // visible after delay. It never creates the instance.
 func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item cdb.WorkItem, delay time.Duration) error {
-	const op = "enqueue_for_orchestrator"
+	const op = "EnqueueForOrchestrator"
 	e, err := encodeOrchItem(item)
 	if err != nil {
-		return cdb.Permanent(op, err.Error())
+		return refuse(op, err.Error(), err)
 	}
 	if err := p.begin(ctx, op); err != nil {
 		return err

@@ -9,7 +9,7 @@ import (
 // GetCustomStatus reports the custom status only when its version is newer
 // than lastSeenVersion; an unknown instance reports no change.
 func (p *Provider) GetCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*string, uint64, bool, error) {
-	const op = "get_custom_status"
+	const op = "GetCustomStatus"
 	if err := p.begin(ctx, op); err != nil {
 		return nil, 0, false, err
 	}
@@ -40,7 +40,7 @@ func (p *Provider) mergedKV(instance string) map[string]string {
 
 // GetKVValue reads one key of the merged view.
 func (p *Provider) GetKVValue(ctx context.Context, instance, key string) (string, bool, error) {
-	const op = "get_kv_value"
+	const op = "GetKVValue"
 	if err := p.begin(ctx, op); err != nil {
 		return "", false, err
 	}
@@ -59,7 +59,7 @@ func (p *Provider) GetKVValue(ctx context.Context, instance, key string) (string
 
 // GetKVAllValues returns the whole merged view.
 func (p *Provider) GetKVAllValues(ctx context.Context, instance string) (map[string]string, error) {
-	const op = "get_kv_all_values"
+	const op = "GetKVAllValues"
 	if err := p.begin(ctx, op); err != nil {
 		return nil, err
 	}
@@ -72,7 +72,7 @@ func (p *Provider) GetKVAllValues(ctx context.Context, instance string) (map[str
 // carry-forward events on the current execution's OrchestrationStarted
 // (event 1). Nil means no instance row.
 func (p *Provider) GetInstanceStats(ctx context.Context, instance string) (*cdb.SystemStats, error) {
-	const op = "get_instance_stats"
+	const op = "GetInstanceStats"
 	if err := p.begin(ctx, op); err != nil {
 		return nil, err
 	}

@@ -11,10 +11,10 @@ import (
 // EnqueueForWorker queues an ActivityExecute, unlocked and visible now, with
 // its identity, session and tag.
 func (p *Provider) EnqueueForWorker(ctx context.Context, item cdb.WorkItem) error {
-	const op = "enqueue_for_worker"
+	const op = "EnqueueForWorker"
 	e, err := encodeWorkItem(item)
 	if err != nil {
-		return cdb.Permanent(op, err.Error())
+		return refuse(op, err.Error(), err)
 	}
 	if err := p.begin(ctx, op); err != nil {
 		return err
@@ -30,7 +30,7 @@ func (p *Provider) EnqueueForWorker(ctx context.Context, item cdb.WorkItem) erro
 // (contract §2.5–2.7).
 func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration,
 	session *cdb.SessionFetchConfig, tags cdb.TagFilter) (cdb.WorkItem, string, uint32, error) {
-	const op = "fetch_work_item"
+	const op = "FetchWorkItem"
 	if tags.Mode() == cdb.TagFilterNone {
 		return nil, "", 0, nil // this worker takes no activities; storage is not touched
 	}
@@ -142,15 +142,15 @@ func (p *Provider) touchSession(sessionID *string, now int64) {
 // AckWorkItem deletes the locked item, only while its lock is valid, and
 // enqueues the completion (nil: delete only) in the same step.
 func (p *Provider) AckWorkItem(ctx context.Context, lockToken string, completion cdb.WorkItem) error {
-	const op = "ack_work_item"
+	const op = "AckWorkItem"
 	var enc *encodedOrchItem
 	if completion != nil {
 		e, err := encodeOrchItem(completion)
 		if err != nil {
-			return cdb.Permanent(op, err.Error())
+			return refuse(op, err.Error(), err)
 		}
 		if e.kind != "ActivityCompleted" && e.kind != "ActivityFailed" {
-			return cdb.Permanent(op, "Invalid completion type for worker ack")
+			return refuse(op, "Invalid completion type for worker ack", cdb.ErrInvalidInput)
 		}
 		enc = &e
 	}
@@ -161,7 +161,7 @@ func (p *Provider) AckWorkItem(ctx context.Context, lockToken string, completion
 	now := p.nowMs()
 	r := p.workByToken(lockToken)
 	if r == nil || r.lockedUntil <= now {
-		return cdb.Permanent(op, "Activity was cancelled or lock expired (worker queue row not found or lock invalid)")
+		return refuse(op, "Activity was cancelled or lock expired (worker queue row not found or lock invalid)", cdb.ErrInvalidLockToken)
 	}
 	p.removeWork(func(w *workRow) bool { return w == r })
 	p.touchSession(r.sessionID, now)
@@ -175,7 +175,7 @@ func (p *Provider) AckWorkItem(ctx context.Context, lockToken string, completion
 // RenewWorkItemLock extends a still-valid worker lock; failure is the
 // worker's cancellation signal.
 func (p *Provider) RenewWorkItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
-	const op = "renew_work_item_lock"
+	const op = "RenewWorkItemLock"
 	if err := p.begin(ctx, op); err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (p *Provider) RenewWorkItemLock(ctx context.Context, lockToken string, exte
 	now := p.nowMs()
 	r := p.workByToken(lockToken)
 	if r == nil || r.lockedUntil <= now {
-		return cdb.Permanent(op, "Lock renewal failed - activity was cancelled or lock expired")
+		return refuse(op, "Lock renewal failed - activity was cancelled or lock expired", cdb.ErrInvalidLockToken)
 	}
 	r.lockedUntil = after(now, extendFor)
 	p.touchSession(r.sessionID, now)
@@ -194,7 +194,7 @@ func (p *Provider) RenewWorkItemLock(ctx context.Context, lockToken string, exte
 // must still be on the row (it may have expired, as long as nobody has
 // fetched the item since).
 func (p *Provider) AbandonWorkItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
-	const op = "abandon_work_item"
+	const op = "AbandonWorkItem"
 	if err := p.begin(ctx, op); err != nil {
 		return err
 	}
@@ -202,7 +202,7 @@ func (p *Provider) AbandonWorkItem(ctx context.Context, lockToken string, delay 
 	now := p.nowMs()
 	r := p.workByToken(lockToken)
 	if r == nil {
-		return cdb.Permanent(op, "Invalid lock token or already acked")
+		return refuse(op, "Invalid lock token or already acked", cdb.ErrInvalidLockToken)
 	}
 	r.lockToken = ""
 	r.lockedUntil = 0
@@ -217,7 +217,7 @@ func (p *Provider) AbandonWorkItem(ctx context.Context, lockToken string, delay 
 // RenewSessionLock extends the sessions of these owners that are still
 // locked and not idle, and returns how many it renewed.
 func (p *Provider) RenewSessionLock(ctx context.Context, ownerIDs []string, extendFor, idleTimeout time.Duration) (int, error) {
-	const op = "renew_session_lock"
+	const op = "RenewSessionLock"
 	if err := p.begin(ctx, op); err != nil {
 		return 0, err
 	}
@@ -244,7 +244,7 @@ func (p *Provider) RenewSessionLock(ctx context.Context, ownerIDs []string, exte
 // CleanupOrphanedSessions deletes sessions whose lock has expired and that no
 // worker item references. idleTimeout is unused, as in SQLite.
 func (p *Provider) CleanupOrphanedSessions(ctx context.Context, idleTimeout time.Duration) (int, error) {
-	const op = "cleanup_orphaned_sessions"
+	const op = "CleanupOrphanedSessions"
 	if err := p.begin(ctx, op); err != nil {
 		return 0, err
 	}

@@ -289,6 +289,7 @@ func TestBinaryWritesJSONForScripts(t *testing.T) {
 	assert.Equal(t, "Completed", show.Executions[0].Status)
 	require.NotEmpty(t, show.History)
 	assert.Equal(t, float64(1), show.History[0]["event_id"], "history events are in duroxide's JSON form")
+	assert.Equal(t, "OrchestrationStarted", show.History[0]["type"])
 
 	code, stdout, stderr = cli(append([]string{"metrics", "-o", "json"}, conn...)...).run(t)
 	require.Equal(t, 0, code, stderr)

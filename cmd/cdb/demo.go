@@ -397,7 +397,7 @@ func (d *demo) printProgress(tty bool, start time.Time) {
 		progressBar(settled, d.orders, 20), settled, d.orders, d.shipped.Load(), d.failed.Load(), d.escalated.Load(),
 		d.activities.Load(), stats.Requests, stats.RequestCharge, time.Since(start).Seconds())
 	if tty {
-		fmt.Fprintf(d.out, "\r%s", line)
+		repaintLine(d.out, line)
 		return
 	}
 	fmt.Fprintln(d.out, line)

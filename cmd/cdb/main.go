@@ -1,8 +1,13 @@
 // Command cdb is the project's one CLI: an in-memory Cosmos DB for local
 // work (emulator), and the commands newcomers and operators run.
+//
+// Exit codes: 0 success (and help asked for), 1 failure, 2 usage error,
+// 130 interrupted (Ctrl-C; 143 on SIGTERM). The servers (emulator, sim-node)
+// exit 0 when interrupted: that is how they are stopped.
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -11,30 +16,46 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/joho/godotenv"
 )
 
-// command is one subcommand: its name, a one-line summary, and how to run it
-// with the arguments after its name.
+// command is one subcommand: its name, its positional arguments, a one-line
+// summary, and how to run it with the arguments after its name.
 type command struct {
 	name    string
+	args    string // e.g. "INSTANCE"; empty when it takes none
 	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	// server commands run until interrupted, which is their clean exit.
+	server bool
+	run    func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 func commands() []command {
 	return []command{
 		{name: "demo", summary: "walk through the storage layer on the in-memory Cosmos DB, or on COSMOS_ENDPOINT", run: runDemo},
-		{name: "emulator", summary: "serve the in-memory Cosmos DB on loopback", run: runEmulator},
+		{name: "emulator", summary: "serve the in-memory Cosmos DB on loopback", server: true, run: runEmulator},
 		{name: "instances", summary: "list instances (-status to filter)", run: runInstances},
-		{name: "show", summary: "show an instance: info, executions, history timeline, custom status, KV", run: runShow},
+		{name: "show", args: "INSTANCE", summary: "show an instance: info, executions, history timeline, custom status, KV", run: runShow},
 		{name: "metrics", summary: "system metrics and queue depths", run: runMetrics},
-		{name: "delete", summary: "delete a root instance and its sub-orchestrations (-force if running)", run: runDelete},
-		{name: "prune", summary: "delete an instance's old executions", run: runPrune},
-		{name: "bench", summary: "run duroxide's stress protocol and print a table", run: runBench},
+		{name: "delete", args: "INSTANCE", summary: "delete a root instance and its sub-orchestrations (-force if running)", run: runDelete},
+		{name: "prune", args: "INSTANCE", summary: "delete an instance's old executions", run: runPrune},
+		{name: "bench", summary: "run duroxide's stress protocol (in memory, or on COSMOS_ENDPOINT in a container of its own) and print a table", run: runBench},
+		{name: "version", summary: "print the module's and the provider's versions", run: runVersion},
 	}
+}
+
+// findCommand looks a command up by name, hidden ones included.
+func findCommand(name string) (command, bool) {
+	for _, c := range append(commands(), hiddenCommands()...) {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
 }
 
 func main() {
@@ -42,53 +63,124 @@ func main() {
 		fmt.Fprintf(os.Stderr, "cdb: %v\n", err)
 		os.Exit(1)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(context.Background())
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run dispatches to a subcommand and turns its error into an exit code:
-// 2 for usage errors, 1 for failures.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return 2
+// interrupted is the cause of a context cancelled by a signal.
+type interrupted struct{ signal syscall.Signal }
+
+func (i interrupted) Error() string { return "interrupted (" + i.signal.String() + ")" }
+
+// exitCode is the shell's convention for a process ended by a signal.
+func (i interrupted) exitCode() int { return 128 + int(i.signal) }
+
+// interruptible cancels ctx on the first SIGINT or SIGTERM, with the signal
+// as its cause; a second one kills the process the default way, for a
+// command slow to stop.
+func interruptible(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-signals:
+			signal.Stop(signals)
+			sig, _ := s.(syscall.Signal)
+			cancel(interrupted{signal: sig})
+		case <-ctx.Done():
 		}
+	}()
+	return ctx, func() { signal.Stop(signals); cancel(nil) }
+}
+
+// run dispatches to a subcommand and turns its outcome into an exit code:
+// 0 on success or help asked for, 1 on failure, 2 on a usage error, 128+n
+// when signal n interrupted it.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		usage(stdout)
+		return 0
+	case "help":
+		return runHelp(ctx, args[1:], stdout, stderr)
+	}
+	c, ok := findCommand(args[0])
+	if !ok {
+		fmt.Fprintf(stderr, "cdb: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	return report(ctx, c, c.run(ctx, args[1:], stdout, stderr), stdout, stderr)
+}
+
+// report prints a command's outcome where it belongs and returns the exit
+// code.
+func report(ctx context.Context, c command, err error, stdout, stderr io.Writer) int {
+	var help helpRequest
+	var usageErr usageError
+	var intr interrupted
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &help):
+		fmt.Fprint(stdout, help.text)
+		return 0
+	case errors.As(err, &usageErr):
+		fmt.Fprintf(stderr, "cdb %s: %s\n", c.name, usageErr.msg)
+		fmt.Fprintln(stderr, usageLine(c))
+		fmt.Fprintf(stderr, "Run 'cdb help %s' for details.\n", c.name)
+		return 2
+	case !c.server && errors.As(context.Cause(ctx), &intr):
+		fmt.Fprintf(stderr, "cdb %s: %v\n", c.name, intr)
+		return intr.exitCode()
+	default:
+		fmt.Fprintf(stderr, "cdb %s: %v\n", c.name, err)
+		return 1
+	}
+}
+
+// runHelp is `cdb help [command]`: the overview, or a command's help.
+func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stdout)
 		return 0
 	}
-	for _, c := range append(commands(), hiddenCommands()...) {
-		if c.name != args[0] {
-			continue
-		}
-		err := c.run(ctx, args[1:], stdout, stderr)
-		switch {
-		case err == nil:
-			return 0
-		case errors.Is(err, flag.ErrHelp):
-			return 0
-		case errors.As(err, new(usageError)):
-			fmt.Fprintf(stderr, "cdb %s: %v\n", c.name, err)
-			return 2
-		default:
-			fmt.Fprintf(stderr, "cdb %s: %v\n", c.name, err)
-			return 1
-		}
+	c, ok := findCommand(args[0])
+	if !ok || len(args) > 1 {
+		fmt.Fprintf(stderr, "cdb help: unknown command %q\n\n", strings.Join(args, " "))
+		usage(stderr)
+		return 2
 	}
-	fmt.Fprintf(stderr, "cdb: unknown command %q\n\n", args[0])
-	usage(stderr)
-	return 2
+	// Every command parses its flags before doing anything, so -h prints
+	// its help and does nothing else.
+	return report(ctx, c, c.run(ctx, []string{"-h"}, stdout, stderr), stdout, stderr)
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: cdb <command> [flags]")
+	fmt.Fprintln(w, "usage: cdb <command> [flags] [arguments]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "commands:")
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'cdb <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "Run 'cdb help <command>' (or 'cdb <command> -h') for a command's flags.")
+	fmt.Fprintln(w, "Exit codes: 0 done, 1 failed, 2 usage error, 130 interrupted.")
+}
+
+// usageLine is a command's synopsis, e.g. "usage: cdb show [flags] INSTANCE".
+func usageLine(c command) string {
+	line := "usage: cdb " + c.name + " [flags]"
+	if c.args != "" {
+		line += " " + c.args
+	}
+	return line
 }
 
 // loadDotEnv reads COSMOS_* settings from a .env file when there is one;
@@ -101,29 +193,109 @@ func loadDotEnv(path string) error {
 	return fmt.Errorf("read %s: %w", path, err)
 }
 
+// positiveInt is an int flag that must be at least 1.
+type positiveInt int
+
+func (n *positiveInt) String() string { return strconv.Itoa(int(*n)) }
+
+func (n *positiveInt) Set(s string) error {
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return errors.New("not a number")
+	}
+	if v < 1 {
+		return fmt.Errorf("must be at least 1, got %d", v)
+	}
+	*n = positiveInt(v)
+	return nil
+}
+
 // usageError marks a mistake in the command line rather than a failure.
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
-// newFlagSet builds a flag set that reports errors instead of exiting, so
-// run decides the exit code.
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+// helpRequest carries a command's help, asked for with -h: not a failure,
+// and printed to stdout.
+type helpRequest struct{ text string }
+
+func (h helpRequest) Error() string { return "help requested" }
+
+// newFlagSet builds a flag set that neither prints nor exits: parseArgs
+// turns its outcome into a help request or a usage error, and run decides
+// where they go (so the writer is not used). No flag's default comes from
+// the environment, so no help text can show a secret.
+func newFlagSet(name string, _ io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("cdb "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	return fs
 }
 
-// parseFlags parses args and refuses stray positional arguments.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+// parseArgs parses flags anywhere among the positional arguments (`cdb
+// show ORDER-1 -o json`); after "--" everything is an argument.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, helpRequest{text: helpText(fs)}
+			}
+			return nil, usageError{msg: err.Error()}
 		}
-		return usageError{msg: err.Error()}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
 	}
-	if fs.NArg() > 0 {
-		return usageError{msg: fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+}
+
+// parseFlags parses args and refuses positional arguments.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	return parseExactly(fs, args, 0)
+}
+
+// parseExactly parses args and wants exactly n positional arguments, which
+// are left in fs.Args().
+func parseExactly(fs *flag.FlagSet, args []string, n int) error {
+	positional, err := parseArgs(fs, args)
+	if err != nil {
+		return err
 	}
+	if len(positional) != n {
+		if n == 0 {
+			return usageError{msg: fmt.Sprintf("unexpected argument %q", positional[0])}
+		}
+		return usageError{msg: fmt.Sprintf("want %d argument(s), got %d", n, len(positional))}
+	}
+	// Leave the arguments where callers look for them.
+	_ = fs.Parse(append([]string{"--"}, positional...))
 	return nil
+}
+
+// helpText is a command's help: synopsis, summary, flags. It has the same
+// shape for every command.
+func helpText(fs *flag.FlagSet) string {
+	name := strings.TrimPrefix(fs.Name(), "cdb ")
+	c, _ := findCommand(name)
+	c.name = name
+	var b bytes.Buffer
+	fmt.Fprintln(&b, usageLine(c))
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, c.summary)
+	hasFlags := false
+	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+	if hasFlags {
+		fmt.Fprintln(&b)
+		fmt.Fprintln(&b, "flags:")
+		fs.SetOutput(&b)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	return b.String()
 }

@@ -15,10 +15,27 @@ import (
 	"github.com/duroxide-go/cdb/providertest"
 )
 
+// fixture is a fake account served over HTTP.
+type fixture struct {
+	endpoint string
+	account  *cdb.FakeAccount
+}
+
+// instances lists the instances in a container of the fixture's account.
+func (fx fixture) instances(t *testing.T, container string) []string {
+	t.Helper()
+	p, err := cdb.NewProvider(context.Background(), cdb.Config{Client: fx.account.Client(), Container: container, SkipBootstrap: true, ShortPolling: true})
+	require.NoError(t, err)
+	defer p.Close()
+	ids, err := p.ListInstances(context.Background())
+	require.NoError(t, err)
+	return ids
+}
+
 // operatorFixture serves a fake account over HTTP, with two instances in the
 // provider's default container: "done" (completed, with KV and a custom
 // status) and "busy" (running).
-func operatorFixture(t *testing.T) (endpoint, key string) {
+func operatorFixture(t *testing.T) (fx fixture, key string) {
 	t.Helper()
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	srv := httptest.NewServer(acct.Handler())
@@ -38,7 +55,7 @@ func operatorFixture(t *testing.T) (endpoint, key string) {
 		{EventID: 3, InstanceID: "done", ExecutionID: 1, Kind: cdb.CustomStatusUpdated{Status: &custom}},
 		{EventID: 4, InstanceID: "done", ExecutionID: 1, Kind: cdb.OrchestrationCompleted{Output: output}},
 	}, nil, nil, cdb.ExecutionMetadata{Status: &status, Output: &output}, nil))
-	return srv.URL, acct.Key()
+	return fixture{endpoint: srv.URL, account: acct}, acct.Key()
 }
 
 func runCLI(args ...string) (code int, stdout, stderr string) {
@@ -48,7 +65,8 @@ func runCLI(args ...string) (code int, stdout, stderr string) {
 }
 
 func TestInstancesListsAndFiltersByStatus(t *testing.T) {
-	endpoint, key := operatorFixture(t)
+	fx, key := operatorFixture(t)
+	endpoint := fx.endpoint
 	code, out, stderr := runCLI("instances", "-endpoint", endpoint, "-key", key)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "done")
@@ -62,7 +80,8 @@ func TestInstancesListsAndFiltersByStatus(t *testing.T) {
 }
 
 func TestShowPrintsInfoTimelineCustomStatusAndKV(t *testing.T) {
-	endpoint, key := operatorFixture(t)
+	fx, key := operatorFixture(t)
+	endpoint := fx.endpoint
 	code, out, stderr := runCLI("show", "-endpoint", endpoint, "-key", key, "done")
 	require.Equal(t, 0, code, stderr)
 	for _, want := range []string{"status     Completed", "output all good", "custom     shipped", "OrchestrationStarted", "KeyValueSet", "color=blue", "OrchestrationCompleted", "color = blue", "#1 Completed"} {
@@ -71,14 +90,16 @@ func TestShowPrintsInfoTimelineCustomStatusAndKV(t *testing.T) {
 }
 
 func TestMetricsReportsCountsAndQueues(t *testing.T) {
-	endpoint, key := operatorFixture(t)
+	fx, key := operatorFixture(t)
+	endpoint := fx.endpoint
 	code, out, stderr := runCLI("metrics", "-endpoint", endpoint, "-key", key)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "instances   2 (running 1, completed 1, failed 0)")
 }
 
 func TestDeleteRefusesARunningInstanceWithoutForce(t *testing.T) {
-	endpoint, key := operatorFixture(t)
+	fx, key := operatorFixture(t)
+	endpoint := fx.endpoint
 	code, _, stderr := runCLI("delete", "-endpoint", endpoint, "-key", key, "busy")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "force")
@@ -91,14 +112,16 @@ func TestDeleteRefusesARunningInstanceWithoutForce(t *testing.T) {
 }
 
 func TestPruneKeepsTheCurrentExecution(t *testing.T) {
-	endpoint, key := operatorFixture(t)
+	fx, key := operatorFixture(t)
+	endpoint := fx.endpoint
 	code, out, stderr := runCLI("prune", "-endpoint", endpoint, "-key", key, "done")
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "pruned 0 execution(s)")
 }
 
 func TestOperatorCommandsExplainConnectionMistakes(t *testing.T) {
-	endpoint, key := operatorFixture(t)
+	fx, key := operatorFixture(t)
+	endpoint := fx.endpoint
 
 	code, _, stderr := runCLI("instances", "-endpoint", endpoint, "-key", "dGhpcyBpcyBub3QgdGhlIGtleSB0aGUgZW11bGF0b3IgdXNlcw==")
 	assert.Equal(t, 1, code)
@@ -107,7 +130,11 @@ func TestOperatorCommandsExplainConnectionMistakes(t *testing.T) {
 
 	code, _, stderr = runCLI("instances", "-endpoint", endpoint, "-key", key, "-container", "nope")
 	assert.Equal(t, 1, code)
-	assert.Contains(t, stderr, `container "nope" in database "duroxide" not found`)
+	assert.Contains(t, stderr, `container "nope" not found in database "duroxide"`)
+
+	code, _, stderr = runCLI("instances", "-endpoint", endpoint, "-key", key, "-database", "nodb")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, `database "nodb" not found`, "a missing database is named as such")
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

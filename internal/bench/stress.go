@@ -80,6 +80,10 @@ type Target struct {
 	Provider *cdb.CosmosProvider
 }
 
+// InstancePrefix begins the id of every instance a run starts, so a
+// caller can find them in a container it shares.
+const InstancePrefix = "stress-"
+
 const (
 	fanOutName   = "FanoutOrchestration"
 	activityName = "ProcessTask"
@@ -202,7 +206,7 @@ func pump(ctx context.Context, cfg Config, client *durable.Client) (latencies []
 			default:
 				failed++
 			}
-		}(fmt.Sprintf("stress-%d-%d", runID, n))
+		}(fmt.Sprintf("%s%d-%d", InstancePrefix, runID, n))
 	}
 	wg.Wait()
 	return latencies, launched, failed, firstErr

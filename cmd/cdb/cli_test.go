@@ -1,0 +1,437 @@
+package main
+
+// These tests run the built cdb binary, as a user does: exit codes, which
+// stream gets what, signals and terminals are only real that way.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// cdbPath is the binary TestMain builds once for the package's tests.
+var cdbPath string
+
+func TestMain(m *testing.M) {
+	os.Exit(buildAndRun(m))
+}
+
+func buildAndRun(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "cdb-cli-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	cdbPath = filepath.Join(dir, "cdb")
+	build := exec.Command("go", "build", "-o", cdbPath, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build cdb:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// fakeKey is a recognisable master key that must never show up in output.
+const fakeKey = "U0VDUkVULUtFWS1ORVZFUi1QUklOVC1NRQ=="
+
+// binary is one run of the built cdb.
+type binary struct {
+	env  []string // added to a clean environment
+	args []string
+}
+
+// cleanEnv is the test's environment without anything that changes cdb's
+// behaviour: COSMOS_* settings and the terminal width.
+func cleanEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "COSMOS_") || strings.HasPrefix(kv, "COLUMNS=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}
+
+func (b binary) command(t *testing.T) *exec.Cmd {
+	cmd := exec.Command(cdbPath, b.args...)
+	cmd.Env = cleanEnv(b.env...)
+	cmd.Dir = t.TempDir() // no .env of the repository's
+	return cmd
+}
+
+// run runs it to the end and returns its exit code and output.
+func (b binary) run(t *testing.T) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := b.command(t)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("cdb %v: %v", b.args, err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+}
+
+func cli(args ...string) binary { return binary{args: args} }
+
+func (b binary) with(env ...string) binary { b.env = append(b.env, env...); return b }
+
+// everyCommand is each command users can run, hidden ones included.
+var everyCommand = []string{"demo", "emulator", "instances", "show", "metrics", "delete", "prune", "bench", "version", "sim-node"}
+
+// closedEndpoint is an http endpoint nothing listens on.
+func closedEndpoint(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	endpoint := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return endpoint
+}
+
+func assertNoKey(t *testing.T, what, stdout, stderr string) {
+	t.Helper()
+	for _, s := range []string{stdout, stderr} {
+		assert.NotContains(t, s, fakeKey[:16], "%s prints the key", what)
+	}
+}
+
+func TestBinaryNeverPrintsTheKey(t *testing.T) {
+	endpoint := closedEndpoint(t)
+	env := []string{"COSMOS_KEY=" + fakeKey, "COSMOS_ENDPOINT=" + endpoint}
+	for _, name := range everyCommand {
+		for _, args := range [][]string{{name, "-h"}, {name, "-no-such-flag"}, {"help", name}, {name, "-limit", "many"}} {
+			_, stdout, stderr := cli(args...).with(env...).run(t)
+			assertNoKey(t, fmt.Sprintf("cdb %v", args), stdout, stderr)
+		}
+	}
+	refusing, _ := operatorFixture(t) // its key is not fakeKey: a 401
+	for _, b := range []binary{
+		cli("instances").with(env...),
+		cli("show", "x").with("COSMOS_KEY="+fakeKey, "COSMOS_ENDPOINT="+refusing.endpoint),
+		cli("metrics", "-key", fakeKey, "-endpoint", refusing.endpoint),
+		cli("metrics", "-key", fakeKey, "-endpoint", "ftp://nowhere"),
+		cli("bench", "-duration", "1s").with("COSMOS_KEY="+fakeKey, "COSMOS_ENDPOINT="+refusing.endpoint),
+	} {
+		code, stdout, stderr := b.run(t)
+		assert.Equal(t, 1, code, "cdb %v fails: %s", b.args, stderr)
+		assertNoKey(t, fmt.Sprintf("cdb %v", b.args), stdout, stderr)
+	}
+}
+
+func TestBinaryHelpGoesToStdoutUsageErrorsToStderr(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}} {
+		code, stdout, stderr := cli(args...).run(t)
+		assert.Equal(t, 0, code, "cdb %v", args)
+		assert.True(t, strings.HasPrefix(stdout, "usage: cdb <command> [flags] [arguments]\n"), "cdb %v: %q", args, stdout)
+		assert.Empty(t, stderr)
+	}
+	for _, name := range everyCommand {
+		for _, args := range [][]string{{name, "-h"}, {name, "--help"}, {"help", name}} {
+			code, stdout, stderr := cli(args...).run(t)
+			assert.Equal(t, 0, code, "cdb %v", args)
+			assert.Regexp(t, `^usage: cdb `+name+`( \[flags\])?( [A-Z]+)?\n\n[a-z].*\n`, stdout, "cdb %v", args)
+			assert.Empty(t, stderr, "cdb %v", args)
+		}
+		code, stdout, stderr := cli(name, "-no-such-flag").run(t)
+		assert.Equal(t, 2, code, "cdb %s with a bad flag", name)
+		assert.Empty(t, stdout, "cdb %s with a bad flag", name)
+		assert.Contains(t, stderr, "cdb "+name+": flag provided but not defined: -no-such-flag\nusage: cdb "+name)
+		assert.Contains(t, stderr, "Run 'cdb help "+name+"' for details.")
+	}
+	for _, b := range []binary{cli(), cli("nope"), cli("help", "nope")} {
+		code, stdout, stderr := b.run(t)
+		assert.Equal(t, 2, code, "cdb %v", b.args)
+		assert.Empty(t, stdout, "cdb %v", b.args)
+		assert.Contains(t, stderr, "usage: cdb <command>", "cdb %v", b.args)
+	}
+}
+
+func TestBinaryVersionNamesTheModuleAndTheProvider(t *testing.T) {
+	code, stdout, stderr := cli("version").run(t)
+	require.Equal(t, 0, code, stderr)
+	assert.Regexp(t, `^cdb \S+\n`, stdout)
+	assert.Contains(t, stdout, "module   github.com/duroxide-go/cdb")
+	assert.Contains(t, stdout, "provider "+cdb.ProviderName+" "+cdb.ProviderVersion)
+}
+
+func TestBinaryShowDeletePruneSayNotFoundOnlyForAnUnknownInstance(t *testing.T) {
+	fx, key := operatorFixture(t)
+	conn := []string{"-endpoint", fx.endpoint, "-key", key}
+	for _, name := range []string{"show", "delete", "prune"} {
+		code, _, stderr := cli(append(append([]string{name}, conn...), "nobody")...).run(t)
+		assert.Equal(t, 1, code, "cdb %s nobody", name)
+		assert.Contains(t, stderr, `instance "nobody" not found`, "cdb %s nobody", name)
+	}
+	onDone := func(r cdb.FakeRequest) bool { return strings.Contains(r.PartitionKey, `"done"`) }
+	remove := fx.account.InjectFault(cdb.FakeFault{Match: onDone, Status: http.StatusTooManyRequests, RetryAfter: time.Millisecond})
+	for _, args := range [][]string{{"show"}, {"delete", "-force"}, {"prune"}} {
+		name := args[0]
+		code, _, stderr := cli(append(append(args, conn...), "done")...).run(t)
+		assert.Equal(t, 1, code, "cdb %s done", name)
+		assert.NotContains(t, stderr, "not found", "cdb %s done while throttled", name)
+		assert.Contains(t, stderr, "throttled (429)", "cdb %s done", name)
+	}
+	remove()
+	remove = fx.account.InjectFault(cdb.FakeFault{Match: onDone, Status: http.StatusForbidden})
+	code, _, stderr := cli(append(append([]string{"show"}, conn...), "done")...).run(t)
+	assert.Equal(t, 1, code)
+	assert.NotContains(t, stderr, "not found")
+	assert.Contains(t, stderr, "refused the request (403)")
+	remove()
+	fx.account.InjectFault(cdb.FakeFault{Match: onDone, Kind: cdb.FaultDropConnection})
+	code, _, stderr = cli(append(append([]string{"show"}, conn...), "done")...).run(t)
+	assert.Equal(t, 1, code)
+	assert.NotContains(t, stderr, "not found")
+	assert.Contains(t, stderr, "network")
+}
+
+func TestBinaryReportsAPlainWebServerAsNotACosmosEndpoint(t *testing.T) {
+	for name, h := range map[string]http.HandlerFunc{
+		"404 html": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, "<html><body>Not Found</body></html>")
+		},
+		"404 json": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"code":"NotFound","message":"no such route"}`)
+		},
+		"200 html": func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, "<html><body>Welcome</body></html>")
+		},
+	} {
+		srv := httptest.NewServer(h)
+		code, _, stderr := cli("instances", "-endpoint", srv.URL, "-key", fakeKey).run(t)
+		srv.Close()
+		assert.Equal(t, 1, code, name)
+		assert.Contains(t, stderr, "not a Cosmos DB endpoint", name)
+		assert.NotContains(t, stderr, "container", name)
+	}
+}
+
+func TestBinaryWritesJSONForScripts(t *testing.T) {
+	fx, key := operatorFixture(t)
+	conn := []string{"-endpoint", fx.endpoint, "-key", key}
+
+	code, stdout, stderr := cli(append([]string{"instances", "-o", "json"}, conn...)...).run(t)
+	require.Equal(t, 0, code, stderr)
+	var list struct {
+		Instances []struct {
+			InstanceID           string  `json:"instance_id"`
+			Status               string  `json:"status"`
+			OrchestrationName    string  `json:"orchestration_name"`
+			OrchestrationVersion string  `json:"orchestration_version"`
+			ExecutionID          uint64  `json:"current_execution_id"`
+			CreatedAt            *string `json:"created_at"`
+		} `json:"instances"`
+		Total int `json:"total"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &list), stdout)
+	assert.Equal(t, 2, list.Total)
+	require.Len(t, list.Instances, 2)
+	for _, i := range list.Instances {
+		assert.Contains(t, []string{"done", "busy"}, i.InstanceID)
+		assert.Equal(t, "TestOrch", i.OrchestrationName)
+		assert.Equal(t, "1.0.0", i.OrchestrationVersion)
+		assert.Equal(t, uint64(1), i.ExecutionID)
+		require.NotNil(t, i.CreatedAt)
+		_, err := time.Parse(time.RFC3339, *i.CreatedAt)
+		assert.NoError(t, err)
+	}
+
+	code, stdout, stderr = cli(append(append([]string{"show", "-o", "json"}, conn...), "done")...).run(t)
+	require.Equal(t, 0, code, stderr)
+	var show struct {
+		InstanceID   string            `json:"instance_id"`
+		Status       string            `json:"status"`
+		Output       *string           `json:"output"`
+		CustomStatus *string           `json:"custom_status"`
+		KV           map[string]string `json:"kv"`
+		Executions   []struct {
+			ExecutionID uint64 `json:"execution_id"`
+			Status      string `json:"status"`
+			EventCount  int    `json:"event_count"`
+		} `json:"executions"`
+		History []map[string]any `json:"history"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &show), stdout)
+	assert.Equal(t, "done", show.InstanceID)
+	assert.Equal(t, "Completed", show.Status)
+	require.NotNil(t, show.Output)
+	assert.Equal(t, "all good", *show.Output)
+	require.NotNil(t, show.CustomStatus)
+	assert.Equal(t, "shipped", *show.CustomStatus)
+	assert.Equal(t, map[string]string{"color": "blue"}, show.KV)
+	require.Len(t, show.Executions, 1)
+	assert.Equal(t, "Completed", show.Executions[0].Status)
+	require.NotEmpty(t, show.History)
+	assert.Equal(t, float64(1), show.History[0]["event_id"], "history events are in duroxide's JSON form")
+	assert.Equal(t, "OrchestrationStarted", show.History[0]["type"])
+
+	code, stdout, stderr = cli(append([]string{"metrics", "-o", "json"}, conn...)...).run(t)
+	require.Equal(t, 0, code, stderr)
+	var metrics map[string]int
+	require.NoError(t, json.Unmarshal([]byte(stdout), &metrics), stdout)
+	assert.Equal(t, map[string]int{
+		"total_instances": 2, "running_instances": 1, "completed_instances": 1, "failed_instances": 0,
+		"total_executions": 2, "total_events": metrics["total_events"], "orchestrator_queue": 0, "worker_queue": 0,
+	}, metrics)
+	assert.Positive(t, metrics["total_events"])
+
+	code, stdout, stderr = cli(append([]string{"metrics", "-o", "yaml"}, conn...)...).run(t)
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, `-o: "yaml" is not one of text, json`)
+}
+
+func TestBinaryValidatesStatusCaseInsensitively(t *testing.T) {
+	fx, key := operatorFixture(t)
+	conn := []string{"-endpoint", fx.endpoint, "-key", key}
+	code, stdout, stderr := cli(append([]string{"instances", "-status", "completed"}, conn...)...).run(t)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "done")
+	assert.NotContains(t, stdout, "busy")
+
+	code, stdout, stderr = cli(append([]string{"instances", "-status", "Done"}, conn...)...).run(t)
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, `-status: "Done" is not one of Running, Completed, Failed, ContinuedAsNew`)
+}
+
+func TestBinaryAcceptsFlagsAfterArguments(t *testing.T) {
+	fx, key := operatorFixture(t)
+	code, stdout, stderr := cli("show", "done", "-endpoint", fx.endpoint, "-key", key).run(t)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "status     Completed")
+
+	code, _, stderr = cli("show", "done", "extra", "-endpoint", fx.endpoint, "-key", key).run(t)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "usage: cdb show [flags] INSTANCE")
+
+	code, stdout, stderr = cli("show", "-endpoint", fx.endpoint, "-key", key, "--", "-done").run(t)
+	assert.Equal(t, 1, code, "after -- an argument that looks like a flag is an instance id")
+	assert.Contains(t, stderr, `instance "-done" not found`)
+	assert.Empty(t, stdout)
+}
+
+// startUntilLine starts cmd and waits until its stdout has a line containing
+// want; the rest of stdout is drained in the background.
+func startUntilLine(t *testing.T, cmd *exec.Cmd, want string) {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	var seen bytes.Buffer
+	buf := make([]byte, 4096)
+	for !strings.Contains(seen.String(), want) {
+		n, err := out.Read(buf)
+		seen.Write(buf[:n])
+		require.NoError(t, err, "stdout so far: %s", seen.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+}
+
+func TestBinaryExitsWith130OnInterrupt(t *testing.T) {
+	for _, b := range []binary{
+		cli("bench", "-duration", "10m", "-concurrency", "1:1", "-latency", "0"),
+		cli("demo", "-orders", "10000"),
+	} {
+		cmd := b.command(t)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		startUntilLine(t, cmd, "\n")
+		require.NoError(t, cmd.Process.Signal(os.Interrupt))
+		err := cmd.Wait()
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "cdb %v", b.args)
+		assert.Equal(t, 130, exit.ExitCode(), "cdb %v: %s", b.args, stderr.String())
+		assert.Contains(t, stderr.String(), "interrupted", "cdb %v", b.args)
+	}
+}
+
+func TestBinaryEmulatorStopsCleanlyOnInterrupt(t *testing.T) {
+	cmd := cli("emulator").command(t)
+	startUntilLine(t, cmd, "endpoint=")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	assert.NoError(t, cmd.Wait(), "Ctrl-C is how a server is stopped: exit 0")
+}
+
+func TestBinaryBenchRefusesNonsense(t *testing.T) {
+	for _, args := range [][]string{
+		{"-duration", "0"},
+		{"-duration", "-1s"},
+		{"-inflight", "0"},
+		{"-inflight", "-3"},
+		{"-tasks", "0"},
+		{"-latency", "5ms,abc"},
+		{"-latency", ","},
+		{"-latency", "-5ms"},
+		{"-concurrency", "0:1"},
+		{"-concurrency", ""},
+	} {
+		code, stdout, stderr := cli(append([]string{"bench"}, args...)...).run(t)
+		assert.Equal(t, 2, code, "cdb bench %v", args)
+		assert.Empty(t, stdout, "cdb bench %v runs nothing", args)
+		assert.Regexp(t, `^cdb bench: .*`+args[0], stderr, "cdb bench %v names the flag", args)
+		assert.Contains(t, stderr, "usage: cdb bench", "cdb bench %v", args)
+	}
+}
+
+func TestBinaryBenchRunsOnCOSMOS_ENDPOINTInAContainerOfItsOwn(t *testing.T) {
+	fx, key := operatorFixture(t)
+	env := []string{"COSMOS_ENDPOINT=" + fx.endpoint, "COSMOS_KEY=" + key, "COSMOS_CONTAINER=duroxide"}
+	quick := []string{"bench", "-duration", "300ms", "-inflight", "2", "-tasks", "1", "-concurrency", "1:1"}
+
+	code, stdout, stderr := cli(quick...).with(env...).run(t)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, `database "duroxide", container "cdb-bench" (created for this run, deleted afterwards)`)
+	assert.Regexp(t, `\| network \| 1:1 \| [0-9.]+ \|`, stdout)
+	ctx := context.Background()
+	client := fx.account.Client()
+	bench, err := client.NewContainer("duroxide", "cdb-bench")
+	require.NoError(t, err)
+	_, err = bench.Read(ctx)
+	assert.True(t, cdb.IsNotFound(err), "the container bench created is gone: %v", err)
+	assert.ElementsMatch(t, []string{"done", "busy"}, fx.instances(t, "duroxide"), "the user's container is untouched")
+
+	p, err := cdb.NewProvider(ctx, cdb.Config{Client: client, Container: "mine", ShortPolling: true})
+	require.NoError(t, err)
+	require.NoError(t, p.Close())
+	code, stdout, stderr = cli(append(quick, "-container", "mine")...).with(env...).run(t)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, `container "mine" (existing, its bench instances deleted afterwards)`)
+	assert.Empty(t, fx.instances(t, "mine"), "bench leaves no instances in a container it did not create")
+
+	code, _, stderr = cli(append(quick, "-container", "duroxide")...).with(env...).run(t)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, `container "duroxide" already holds instances: bench needs a container of its own`)
+	assert.ElementsMatch(t, []string{"done", "busy"}, fx.instances(t, "duroxide"))
+
+	code, _, stderr = cli(append(quick, "-latency", "5ms")...).with(env...).run(t)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "-latency applies to the in-memory Cosmos DB only")
+}

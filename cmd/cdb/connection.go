@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// connection is the endpoint flags shared by the operator commands and
+// bench. Flags win over the environment (COSMOS_*, and .env through
+// cdb.ConfigFromEnv). No flag's default is read from the environment: a
+// default shows in help and usage text, and the key must not.
+type connection struct {
+	endpoint, key, database, container string
+	insecure                           bool
+	// containerFromEnv says whether COSMOS_CONTAINER may name the
+	// container: not for bench, which must not write into the
+	// application's container.
+	containerFromEnv bool
+	defaultContainer string
+}
+
+func (c *connection) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.endpoint, "endpoint", "", "Cosmos DB endpoint (default $"+cdb.EnvEndpoint+")")
+	fs.StringVar(&c.key, "key", "", "master key (default $"+cdb.EnvKey+"; prefer it: a flag shows in the process list)")
+	fs.StringVar(&c.database, "database", "", "database (default $"+cdb.EnvDatabase+" or duroxide)")
+	containerHelp := "container (default $" + cdb.EnvContainer + " or duroxide)"
+	if !c.containerFromEnv {
+		containerHelp = "container (default " + c.defaultContainer + ")"
+	}
+	fs.StringVar(&c.container, "container", "", containerHelp)
+	fs.BoolVar(&c.insecure, "insecure-skip-verify", false, "accept the local emulator's self-signed certificate (default $"+cdb.EnvSkipTLS+")")
+}
+
+// operatorConnection is the connection of the commands that look at the
+// application's container.
+func operatorConnection() *connection {
+	return &connection{containerFromEnv: true, defaultContainer: "duroxide"}
+}
+
+// configured reports whether an endpoint is given, by flag or environment.
+func (c *connection) configured() bool {
+	if c.endpoint != "" {
+		return true
+	}
+	_, err := cdb.ConfigFromEnv()
+	return err == nil
+}
+
+// config is the provider configuration: the flags over the environment.
+func (c *connection) config() (cdb.Config, error) {
+	cfg, err := cdb.ConfigFromEnv()
+	if err != nil && c.endpoint == "" {
+		return cdb.Config{}, usageError{msg: "no endpoint: set " + cdb.EnvEndpoint + " or pass -endpoint"}
+	}
+	if c.endpoint != "" {
+		cfg.Endpoint = c.endpoint
+	}
+	if c.key != "" {
+		cfg.Key = c.key
+	}
+	if cfg.Key == "" && cfg.ClientOptions.Credential == nil {
+		return cdb.Config{}, usageError{msg: "no key: set " + cdb.EnvKey + " or pass -key"}
+	}
+	cfg.Database = firstOf(c.database, cfg.Database, "duroxide")
+	if !c.containerFromEnv {
+		cfg.Container = ""
+	}
+	cfg.Container = firstOf(c.container, cfg.Container, c.defaultContainer)
+	if c.insecure {
+		cfg.ClientOptions.TLS.InsecureSkipVerify = true
+	}
+	return cfg, nil
+}
+
+func firstOf(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// client builds the client of cfg.
+func client(cfg cdb.Config) (*cdb.Client, error) {
+	opts := cfg.ClientOptions
+	opts.Key = cfg.Key
+	c, err := cdb.NewClient(cfg.Endpoint, opts)
+	if err != nil {
+		return nil, fmt.Errorf("client for %s: %w", cfg.Endpoint, err)
+	}
+	return c, nil
+}
+
+// open connects to the container without creating anything, and turns the
+// usual mistakes into errors that say what to fix.
+func (c *connection) open(ctx context.Context) (*cdb.CosmosProvider, error) {
+	cfg, err := c.config()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := client(cfg)
+	if err != nil {
+		return nil, err
+	}
+	probe, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := checkCosmosEndpoint(probe, cl); err != nil {
+		return nil, err
+	}
+	container, err := cl.NewContainer(cfg.Database, cfg.Container)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := container.Read(probe); err != nil {
+		return nil, explainMissing(probe, cl, cfg, err)
+	}
+	cfg.Client, cfg.SkipBootstrap, cfg.ShortPolling = cl, true, true
+	return cdb.NewProvider(ctx, cfg)
+}
+
+// checkCosmosEndpoint reads the account: a Cosmos DB endpoint answers with
+// its regions, and its errors carry an activity id. Anything else is some
+// other web server, which would otherwise look like a missing container.
+func checkCosmosEndpoint(ctx context.Context, cl *cdb.Client) error {
+	account, err := cl.ReadAccount(ctx)
+	var ce *cdb.CosmosError
+	switch {
+	case errors.As(err, &ce) && ce.StatusCode != 0 && ce.ActivityID == "":
+		return fmt.Errorf("%s is not a Cosmos DB endpoint: it answered %d %s without Cosmos DB's headers",
+			cl.Endpoint(), ce.StatusCode, http.StatusText(ce.StatusCode))
+	case err != nil && ce == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
+		return fmt.Errorf("%s is not a Cosmos DB endpoint: %w", cl.Endpoint(), err)
+	case err != nil:
+		return describe(cl.Endpoint(), err)
+	case len(account.WritableLocations) == 0 && len(account.ReadableLocations) == 0:
+		return fmt.Errorf("%s is not a Cosmos DB endpoint: it does not describe a database account", cl.Endpoint())
+	}
+	return nil
+}
+
+// explainMissing names what is missing, the database or the container,
+// when reading the container failed.
+func explainMissing(ctx context.Context, cl *cdb.Client, cfg cdb.Config, err error) error {
+	if !cdb.IsNotFound(err) {
+		return describe(cfg.Endpoint, err)
+	}
+	if _, dbErr := cl.ReadDatabase(ctx, cfg.Database); cdb.IsNotFound(dbErr) {
+		return fmt.Errorf("database %q not found at %s: check -database (%s)", cfg.Database, cfg.Endpoint, cdb.EnvDatabase)
+	}
+	return fmt.Errorf("container %q not found in database %q at %s: check -container (%s)", cfg.Container, cfg.Database, cfg.Endpoint, cdb.EnvContainer)
+}
+
+// describe says what a failed request means for the user, keeping the
+// cause. It never says "not found": only the caller knows what was looked
+// for.
+func describe(endpoint string, err error) error {
+	var ce *cdb.CosmosError
+	isCosmos := errors.As(err, &ce)
+	switch {
+	case isCosmos && ce.StatusCode == http.StatusUnauthorized:
+		return fmt.Errorf("%s refused the key (401): check %s or -key: %w", endpoint, cdb.EnvKey, err)
+	case isCosmos && ce.StatusCode == http.StatusForbidden:
+		return fmt.Errorf("%s refused the request (403): the key's permissions, a firewall, or this machine's clock: %w", endpoint, err)
+	case isCosmos && ce.StatusCode == http.StatusTooManyRequests:
+		return fmt.Errorf("throttled (429) by %s: the container's throughput (RU/s) is used up; try again later or raise it: %w", endpoint, err)
+	case isCosmos && ce.StatusCode >= 500:
+		return fmt.Errorf("%s failed (%d %s); try again later: %w", endpoint, ce.StatusCode, http.StatusText(ce.StatusCode), err)
+	case isUntrustedCertificate(err):
+		return fmt.Errorf("%s's TLS certificate is not trusted: for the local emulator pass -insecure-skip-verify (%s=true): %w", endpoint, cdb.EnvSkipTLS, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("cannot reach %s in time: check the endpoint and the network: %w", endpoint, err)
+	case isCosmos && ce.StatusCode == 0:
+		return fmt.Errorf("cannot reach %s (network): %w", endpoint, err)
+	default:
+		return err
+	}
+}
+
+// instanceError is the error of an operation on one instance: "not found"
+// only when the provider says so.
+func instanceError(endpoint, id string, err error) error {
+	if errors.Is(err, cdb.ErrInstanceNotFound) {
+		return fmt.Errorf("instance %q not found", id)
+	}
+	return fmt.Errorf("instance %q: %w", id, describe(endpoint, err))
+}
+
+func isUntrustedCertificate(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var authority x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	return errors.As(err, &verify) || errors.As(err, &authority) || errors.As(err, &hostname)
+}

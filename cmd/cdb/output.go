@@ -1,0 +1,136 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// The JSON that `-o json` prints. Its field names are part of the CLI's
+// interface (the README lists them): they are the CLI's own, not the
+// library's, so a rename in the library does not break a script.
+
+// instanceJSON is one instance in `instances` and the head of `show`.
+type instanceJSON struct {
+	InstanceID           string     `json:"instance_id"`
+	Status               string     `json:"status"`
+	OrchestrationName    string     `json:"orchestration_name"`
+	OrchestrationVersion string     `json:"orchestration_version"`
+	CurrentExecutionID   uint64     `json:"current_execution_id"`
+	Output               *string    `json:"output"`
+	ParentInstanceID     *string    `json:"parent_instance_id"`
+	CreatedAt            *time.Time `json:"created_at"`
+	UpdatedAt            *time.Time `json:"updated_at"`
+}
+
+// instancesJSON is `instances -o json`: at most -limit instances, newest
+// first, and how many matched.
+type instancesJSON struct {
+	Instances []instanceJSON `json:"instances"`
+	Total     int            `json:"total"`
+}
+
+// showJSON is `show -o json`; history is the current execution's, each
+// event in duroxide's JSON form.
+type showJSON struct {
+	instanceJSON
+	CustomStatus *string           `json:"custom_status"`
+	Executions   []executionJSON   `json:"executions"`
+	History      []cdb.Event       `json:"history"`
+	KV           map[string]string `json:"kv"`
+}
+
+type executionJSON struct {
+	ExecutionID uint64     `json:"execution_id"`
+	Status      string     `json:"status"`
+	Output      *string    `json:"output"`
+	EventCount  int        `json:"event_count"`
+	StartedAt   *time.Time `json:"started_at"`
+	CompletedAt *time.Time `json:"completed_at"`
+}
+
+// metricsJSON is `metrics -o json`.
+type metricsJSON struct {
+	TotalInstances     uint64 `json:"total_instances"`
+	RunningInstances   uint64 `json:"running_instances"`
+	CompletedInstances uint64 `json:"completed_instances"`
+	FailedInstances    uint64 `json:"failed_instances"`
+	TotalExecutions    uint64 `json:"total_executions"`
+	TotalEvents        uint64 `json:"total_events"`
+	OrchestratorQueue  int    `json:"orchestrator_queue"`
+	WorkerQueue        int    `json:"worker_queue"`
+}
+
+func instanceToJSON(info cdb.InstanceInfo) instanceJSON {
+	return instanceJSON{
+		InstanceID:           info.InstanceID,
+		Status:               string(info.Status),
+		OrchestrationName:    info.OrchestrationName,
+		OrchestrationVersion: info.OrchestrationVersion,
+		CurrentExecutionID:   info.CurrentExecutionID,
+		Output:               info.Output,
+		ParentInstanceID:     info.ParentInstanceID,
+		CreatedAt:            msTime(info.CreatedAt),
+		UpdatedAt:            msTime(info.UpdatedAt),
+	}
+}
+
+func executionToJSON(e cdb.ExecutionInfo) executionJSON {
+	out := executionJSON{
+		ExecutionID: e.ExecutionID, Status: string(e.Status), Output: e.Output, EventCount: e.EventCount,
+		StartedAt: msTime(e.StartedAt),
+	}
+	if e.CompletedAt != nil {
+		out.CompletedAt = msTime(*e.CompletedAt)
+	}
+	return out
+}
+
+// msTime is a time in ms since the epoch as a UTC time, nil when unset.
+func msTime(ms uint64) *time.Time {
+	if ms == 0 {
+		return nil
+	}
+	t := time.UnixMilli(int64(ms)).UTC()
+	return &t
+}
+
+// outputFormat is the -o flag: text (the default) or json.
+type outputFormat string
+
+const (
+	formatText outputFormat = "text"
+	formatJSON outputFormat = "json"
+)
+
+func (f *outputFormat) String() string { return string(*f) }
+
+func (f *outputFormat) Set(s string) error {
+	switch outputFormat(strings.ToLower(s)) {
+	case formatText, formatJSON:
+		*f = outputFormat(strings.ToLower(s))
+		return nil
+	}
+	return fmt.Errorf("%q is not one of text, json", s)
+}
+
+// registerOutput adds -o to a flag set.
+func registerOutput(fs *flag.FlagSet, f *outputFormat) {
+	*f = formatText
+	fs.Var(f, "o", "output `format`: text or json (json field names are in the README)")
+}
+
+// writeJSON prints v indented, for people and jq alike.
+func writeJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("write json: %w", err)
+	}
+	return nil
+}

@@ -73,25 +73,51 @@ const (
 	EnvDatabase  = "COSMOS_DATABASE"
 	EnvContainer = "COSMOS_CONTAINER"
 	EnvSkipTLS   = "COSMOS_INSECURE_SKIP_VERIFY"
+	// EnvCAFile names a PEM file of extra trusted roots, e.g. the
+	// Microsoft emulator's exported certificate (TLSOptions.CAFile).
+	EnvCAFile = "COSMOS_CA_FILE"
 )
 
-// ConfigFromEnv reads the COSMOS_* variables, after loading a .env file in
-// the working directory when there is one (variables already set win).
+// ConfigFromEnv reads the COSMOS_* variables from the environment and, for
+// those the environment does not set, from a .env file in the working
+// directory when there is one. The file is only read: nothing in it is
+// exported into the process environment.
 func ConfigFromEnv() (Config, error) {
-	if err := godotenv.Load(); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return Config{}, fmt.Errorf("cdb: read .env: %w", err)
+	lookup, err := envWithDotEnv(".env")
+	if err != nil {
+		return Config{}, err
 	}
 	cfg := Config{
-		Endpoint:  os.Getenv(EnvEndpoint),
-		Key:       os.Getenv(EnvKey),
-		Database:  os.Getenv(EnvDatabase),
-		Container: os.Getenv(EnvContainer),
+		Endpoint:  lookup(EnvEndpoint),
+		Key:       lookup(EnvKey),
+		Database:  lookup(EnvDatabase),
+		Container: lookup(EnvContainer),
 	}
 	if cfg.Endpoint == "" {
-		return cfg, fmt.Errorf("cdb: %s is not set", EnvEndpoint)
+		return cfg, fmt.Errorf("cdb: %s is not set (in the environment or .env)", EnvEndpoint)
 	}
-	cfg.ClientOptions.TLS.InsecureSkipVerify = os.Getenv(EnvSkipTLS) == "true"
+	cfg.ClientOptions.TLS.InsecureSkipVerify = lookup(EnvSkipTLS) == "true"
+	cfg.ClientOptions.TLS.CAFile = lookup(EnvCAFile)
 	return cfg, nil
+}
+
+// envWithDotEnv returns a lookup of the environment that falls back to the
+// values of the dotenv file at path (a missing file has none). A variable
+// set in the environment, even to "", wins, as with godotenv.Load.
+func envWithDotEnv(path string) (func(string) string, error) {
+	file, err := godotenv.Read(path)
+	if errors.Is(err, os.ErrNotExist) {
+		file, err = nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cdb: read %s: %w", path, err)
+	}
+	return func(name string) string {
+		if v, ok := os.LookupEnv(name); ok {
+			return v
+		}
+		return file[name]
+	}, nil
 }
 
 func (c Config) withDefaults() Config {

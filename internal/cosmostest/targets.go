@@ -120,7 +120,8 @@ func AccountTarget(endpoint, key string) *Target {
 		},
 		open: func(t *testing.T) *Env {
 			opts := cdb.ClientOptions{Key: key}
-			opts.TLS.InsecureSkipVerify = os.Getenv("COSMOS_INSECURE_SKIP_VERIFY") == "true"
+			opts.TLS.InsecureSkipVerify = os.Getenv(cdb.EnvSkipTLS) == "true"
+			opts.TLS.CAFile = os.Getenv(cdb.EnvCAFile) // e.g. the Microsoft emulator's certificate
 			c, err := cdb.NewClient(endpoint, opts)
 			if err != nil {
 				t.Fatalf("client for COSMOS_ENDPOINT: %v", err)

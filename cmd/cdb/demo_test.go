@@ -199,4 +199,15 @@ func TestDemoOnATLSEmulatorWithTheCAFile(t *testing.T) {
 	assert.Contains(t, out, "pacing: orders start so that the demo uses about 20000 RU/s")
 	assert.Contains(t, out, "2/2 orders settled")
 	assert.Contains(t, out, "deleted afterwards")
+
+	// The operator commands trust the same file; the demo's container is
+	// gone, so the container check finds nothing.
+	metrics := exec.CommandContext(ctx, bin, "metrics", "-container", "cdb-demo-gone")
+	metrics.Dir = dir
+	metrics.Env = append(os.Environ(), "COSMOS_ENDPOINT="+m[1], "COSMOS_KEY="+m[2], "COSMOS_INSECURE_SKIP_VERIFY=", "COSMOS_CA_FILE="+caFile)
+	mout, err := metrics.CombinedOutput()
+	require.Error(t, err)
+	assert.NotContains(t, string(mout), "certificate", "the certificate is trusted")
+	assert.Contains(t, string(mout), `container "cdb-demo-gone"`)
+	assert.Contains(t, string(mout), "not found")
 }

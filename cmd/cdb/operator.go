@@ -51,6 +51,7 @@ func (c *connection) open(ctx context.Context) (*cdb.CosmosProvider, error) {
 	}
 	opts := cdb.ClientOptions{Key: c.key}
 	opts.TLS.InsecureSkipVerify = c.insecure
+	opts.TLS.CAFile = os.Getenv(cdb.EnvCAFile) // e.g. an emulator's exported certificate
 	client, err := cdb.NewClient(c.endpoint, opts)
 	if err != nil {
 		return nil, err

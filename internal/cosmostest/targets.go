@@ -38,6 +38,9 @@ type Env struct {
 	Client *cdb.Client
 	Fake   *fakecosmos.Server // nil unless the target is the in-memory fake
 	Target *Target
+	// TLS is what the target's client trusts (the account's CA file or
+	// skip-verify), for a test that builds a client of its own.
+	TLS cdb.TLSOptions
 }
 
 // Open connects a test to the target.
@@ -126,7 +129,7 @@ func AccountTarget(endpoint, key string) *Target {
 			if err != nil {
 				t.Fatalf("client for COSMOS_ENDPOINT: %v", err)
 			}
-			return &Env{Client: c}
+			return &Env{Client: c, TLS: opts.TLS}
 		},
 	}
 }

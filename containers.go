@@ -582,3 +582,125 @@ func (p PatchOperations) validate(op string) error {
 	}
 	return nil
 }
+
+// ---------------------------------------------------------------------------
+// The provider's container, and the check of an existing one.
+
+// ContainerMismatchError is NewProvider's refusal of an existing container
+// that lacks what the provider needs. Problems says, one entry each, what
+// differs and how to fix it.
+type ContainerMismatchError struct {
+	Database  string
+	Container string
+	Problems  []string
+	pkDiffers bool
+}
+
+func (e *ContainerMismatchError) Error() string {
+	return fmt.Sprintf("cdb: container %q in database %q cannot hold the provider's documents: %s "+
+		"(the definition it needs is ProviderContainerProperties, shown as az CLI and Bicep in docs/real-account.md of github.com/duroxide-go/cdb)",
+		e.Container, e.Database, strings.Join(e.Problems, "; "))
+}
+
+// Is makes a partition key difference match ErrPartitionKeyPathMismatch, as
+// ContainerClient.Ensure's does.
+func (e *ContainerMismatchError) Is(target error) bool {
+	return target == ErrPartitionKeyPathMismatch && e.pkDiffers
+}
+
+// checkProviderContainer compares an existing container with
+// ProviderContainerProperties and returns a *ContainerMismatchError listing
+// what the provider cannot do without. It asks no more than that: other
+// indexes, excluded paths and composite indexes are the owner's business.
+func checkProviderContainer(database string, props ContainerProperties) error {
+	e := &ContainerMismatchError{Database: database, Container: props.ID}
+	want := ProviderContainerProperties(props.ID).PartitionKey.Paths
+	if !slices.Equal(props.PartitionKey.Paths, want) {
+		e.pkDiffers = true
+		e.Problems = append(e.Problems, fmt.Sprintf("its partition key path is %s; it must be %s "+
+			"(a partition key cannot change: create a new container and point Config.Container at it)",
+			strings.Join(props.PartitionKey.Paths, ","), strings.Join(want, ",")))
+	}
+	e.Problems = append(e.Problems, indexingProblems(props.IndexingPolicy)...)
+	if p := timeToLiveProblem(props.DefaultTimeToLive); p != "" {
+		e.Problems = append(e.Problems, p)
+	}
+	if len(e.Problems) == 0 {
+		return nil
+	}
+	return e
+}
+
+// queueOrder is the ORDER BY of the queue queries: (visibleAt, seq), both
+// ascending.
+var queueOrder = []CompositeIndex{{Path: "/visibleAt", Order: CompositeIndexAscending}, {Path: "/seq", Order: CompositeIndexAscending}}
+
+// indexingProblems: the queue queries need consistent indexing and a
+// composite index that serves their ORDER BY. A policy the service did not
+// return is taken as its default, which has no composite index.
+func indexingProblems(policy *IndexingPolicy) []string {
+	if policy == nil {
+		p := DefaultIndexingPolicy()
+		policy = &p
+	}
+	if strings.EqualFold(policy.IndexingMode, IndexingModeNone) {
+		return []string{fmt.Sprintf("its indexing mode is %q: the queue queries need %q indexing with the composite index %s "+
+			"(change the indexing policy; no new container needed)", policy.IndexingMode, IndexingModeConsistent, describeComposite(queueOrder))}
+	}
+	for _, ci := range policy.CompositeIndexes {
+		if compositeServes(ci, queueOrder) {
+			return nil
+		}
+	}
+	return []string{fmt.Sprintf("it has no composite index %s, which the queue queries' ORDER BY c.visibleAt, c.seq needs "+
+		"(add it to the indexing policy; no new container needed)", describeComposite(queueOrder))}
+}
+
+// compositeServes reports whether a composite index serves an ORDER BY: the
+// same paths in the same order, with every direction equal to the query's
+// or every one inverted. An empty order is the service's default,
+// ascending.
+func compositeServes(ci, order []CompositeIndex) bool {
+	if len(ci) != len(order) {
+		return false
+	}
+	same, inverted := true, true
+	for i, want := range order {
+		if ci[i].Path != want.Path {
+			return false
+		}
+		if compositeDescending(ci[i]) == compositeDescending(want) {
+			inverted = false
+		} else {
+			same = false
+		}
+	}
+	return same || inverted
+}
+
+func compositeDescending(c CompositeIndex) bool {
+	return strings.EqualFold(c.Order, CompositeIndexDescending)
+}
+
+func describeComposite(ci []CompositeIndex) string {
+	parts := make([]string, len(ci))
+	for i, c := range ci {
+		parts[i] = c.Path + " " + c.Order
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// timeToLiveProblem: the provider's tombstones, consumed markers and staged
+// parts expire by their own ttl, which needs time to live on; everything
+// else must never expire, so there must be no default.
+func timeToLiveProblem(defaultTTL *int) string {
+	switch {
+	case defaultTTL == nil:
+		return "its time to live is off, so the provider's tombstones, consumed markers and staged parts would never expire " +
+			"(set defaultTtl -1: on, with no default; no new container needed)"
+	case *defaultTTL != -1:
+		return fmt.Sprintf("its default time to live is %d seconds, so every document without a ttl of its own, orchestration "+
+			"state included, would expire (set defaultTtl -1: on, with no default; no new container needed)", *defaultTTL)
+	}
+	return ""
+}

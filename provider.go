@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -73,25 +74,56 @@ const (
 	EnvDatabase  = "COSMOS_DATABASE"
 	EnvContainer = "COSMOS_CONTAINER"
 	EnvSkipTLS   = "COSMOS_INSECURE_SKIP_VERIFY"
+	// EnvCAFile names a PEM file of extra trusted roots, e.g. the
+	// Microsoft emulator's exported certificate (TLSOptions.CAFile).
+	EnvCAFile = "COSMOS_CA_FILE"
 )
 
-// ConfigFromEnv reads the COSMOS_* variables, after loading a .env file in
-// the working directory when there is one (variables already set win).
+// ErrEndpointNotSet is what ConfigFromEnv reports when neither the
+// environment nor .env names an endpoint, so a program can fall back to the
+// in-memory Cosmos DB (NewFakeAccount) and still see a broken .env.
+var ErrEndpointNotSet = errors.New("no Cosmos DB endpoint configured")
+
+// ConfigFromEnv reads the COSMOS_* variables from the environment and, for
+// those the environment does not set, from a .env file in the working
+// directory when there is one. The file is only read: nothing in it is
+// exported into the process environment.
 func ConfigFromEnv() (Config, error) {
-	if err := godotenv.Load(); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return Config{}, fmt.Errorf("cdb: read .env: %w", err)
+	lookup, err := envWithDotEnv(".env")
+	if err != nil {
+		return Config{}, err
 	}
 	cfg := Config{
-		Endpoint:  os.Getenv(EnvEndpoint),
-		Key:       os.Getenv(EnvKey),
-		Database:  os.Getenv(EnvDatabase),
-		Container: os.Getenv(EnvContainer),
+		Endpoint:  lookup(EnvEndpoint),
+		Key:       lookup(EnvKey),
+		Database:  lookup(EnvDatabase),
+		Container: lookup(EnvContainer),
 	}
 	if cfg.Endpoint == "" {
-		return cfg, fmt.Errorf("cdb: %s is not set", EnvEndpoint)
+		return cfg, fmt.Errorf("cdb: %s is not set (in the environment or .env): %w", EnvEndpoint, ErrEndpointNotSet)
 	}
-	cfg.ClientOptions.TLS.InsecureSkipVerify = os.Getenv(EnvSkipTLS) == "true"
+	cfg.ClientOptions.TLS.InsecureSkipVerify = lookup(EnvSkipTLS) == "true"
+	cfg.ClientOptions.TLS.CAFile = lookup(EnvCAFile)
 	return cfg, nil
+}
+
+// envWithDotEnv returns a lookup of the environment that falls back to the
+// values of the dotenv file at path (a missing file has none). A variable
+// set in the environment, even to "", wins, as with godotenv.Load.
+func envWithDotEnv(path string) (func(string) string, error) {
+	file, err := godotenv.Read(path)
+	if errors.Is(err, os.ErrNotExist) {
+		file, err = nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cdb: read %s: %w", path, err)
+	}
+	return func(name string) string {
+		if v, ok := os.LookupEnv(name); ok {
+			return v
+		}
+		return file[name]
+	}, nil
 }
 
 func (c Config) withDefaults() Config {
@@ -163,9 +195,13 @@ var (
 	_ ProviderAdmin = (*CosmosProvider)(nil)
 )
 
-// NewProvider connects to the container in cfg, creating the database and
-// container when missing (and checking an existing container's partition
-// key), and starts the outbox relay.
+// NewProvider connects to the container in cfg and starts the outbox relay.
+// Unless cfg.SkipBootstrap is set it creates the database and container
+// when they are missing. A container that already exists is checked against
+// ProviderContainerProperties (partition key, composite index, time to
+// live): one that lacks what the provider needs is refused with a
+// *ContainerMismatchError, a missing one with an error naming the database or
+// the container.
 func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	cfg = cfg.withDefaults()
 	client := cfg.Client
@@ -187,10 +223,8 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cdb: new provider: %w", err)
 	}
-	if !cfg.SkipBootstrap {
-		if err := bootstrap(ctx, client, container, cfg); err != nil {
-			return nil, err
-		}
+	if err := openContainer(ctx, client, container, cfg); err != nil {
+		return nil, err
 	}
 	// Every fetch queries per range; read the ranges now rather than on the
 	// first fetch.
@@ -223,16 +257,63 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	return p, nil
 }
 
-// bootstrap creates the database and the container with the provider's
-// indexing policy when they are missing.
-func bootstrap(ctx context.Context, client *Client, container *ContainerClient, cfg Config) error {
+// openContainer makes sure the container exists with what the provider
+// needs: bootstrapping creates what is missing, and a container this call
+// did not create is read and checked.
+func openContainer(ctx context.Context, client *Client, container *ContainerClient, cfg Config) error {
+	if !cfg.SkipBootstrap {
+		created, err := bootstrap(ctx, client, container, cfg)
+		if err != nil || created {
+			return err
+		}
+	}
+	props, err := container.Read(ctx)
+	if err != nil {
+		return explainContainerRead(ctx, client, cfg, err)
+	}
+	return checkProviderContainer(cfg.Database, props)
+}
+
+// bootstrap creates the database and the container when they are missing;
+// created reports that it created the container, so there is nothing to
+// check.
+func bootstrap(ctx context.Context, client *Client, container *ContainerClient, cfg Config) (created bool, err error) {
 	if err := client.EnsureDatabase(ctx, cfg.Database); err != nil {
-		return fmt.Errorf("cdb: bootstrap database %q: %w", cfg.Database, err)
+		return false, fmt.Errorf("cdb: bootstrap database %q: %w%s", cfg.Database, err, forbiddenHint(err))
 	}
-	if _, err := container.Ensure(ctx, ProviderContainerProperties(cfg.Container)); err != nil {
-		return fmt.Errorf("cdb: bootstrap container %q: %w", cfg.Container, err)
+	_, err = container.Create(ctx, ProviderContainerProperties(cfg.Container))
+	switch {
+	case err == nil:
+		return true, nil
+	case IsConflict(err):
+		return false, nil
 	}
-	return nil
+	return false, fmt.Errorf("cdb: bootstrap container %q in database %q: %w%s", cfg.Container, cfg.Database, err, forbiddenHint(err))
+}
+
+// forbiddenHint explains the usual 403 of a bootstrap: Entra ID data-plane
+// roles cannot create databases or containers.
+func forbiddenHint(err error) string {
+	var ce *CosmosError
+	if !errors.As(err, &ce) || ce.StatusCode != http.StatusForbidden {
+		return ""
+	}
+	return " (an Entra ID data-plane role cannot create databases or containers: create them with the " +
+		"definition in docs/real-account.md and set Config.SkipBootstrap)"
+}
+
+// explainContainerRead turns a failed read of the container into an error
+// that names what is missing, the database or the container.
+func explainContainerRead(ctx context.Context, client *Client, cfg Config, err error) error {
+	if !IsNotFound(err) {
+		return fmt.Errorf("cdb: new provider: read container %q in database %q: %w", cfg.Container, cfg.Database, err)
+	}
+	if _, dbErr := client.ReadDatabase(ctx, cfg.Database); IsNotFound(dbErr) {
+		return fmt.Errorf("cdb: new provider: database %q not found: create it and the container with the definition "+
+			"in docs/real-account.md, or let NewProvider create them (Config.SkipBootstrap false): %w", cfg.Database, dbErr)
+	}
+	const fix = "create it with the definition in docs/real-account.md, or let NewProvider create it (Config.SkipBootstrap false)"
+	return fmt.Errorf("cdb: new provider: container %q in database %q not found: %s: %w", cfg.Container, cfg.Database, fix, err)
 }
 
 // ProviderContainerProperties is the container the provider needs: partition

@@ -45,6 +45,16 @@ func operatorConnection() *connection {
 	return &connection{containerFromEnv: true, defaultContainer: "duroxide"}
 }
 
+// accountConfigured reports whether the environment (or .env) names an
+// account; a .env that cannot be read is an error, not "no account".
+func accountConfigured() (bool, error) {
+	_, err := cdb.ConfigFromEnv()
+	if errors.Is(err, cdb.ErrEndpointNotSet) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // configured reports whether an endpoint is given, by flag or environment.
 func (c *connection) configured() bool {
 	if c.endpoint != "" {
@@ -57,6 +67,9 @@ func (c *connection) configured() bool {
 // config is the provider configuration: the flags over the environment.
 func (c *connection) config() (cdb.Config, error) {
 	cfg, err := cdb.ConfigFromEnv()
+	if err != nil && !errors.Is(err, cdb.ErrEndpointNotSet) {
+		return cdb.Config{}, err // e.g. a .env that cannot be read
+	}
 	if err != nil && c.endpoint == "" {
 		return cdb.Config{}, usageError{msg: "no endpoint: set " + cdb.EnvEndpoint + " or pass -endpoint"}
 	}

@@ -20,18 +20,26 @@ import (
 // runDemo runs an order-processing workload through the runtime and the
 // Cosmos DB provider: on the embedded in-memory Cosmos DB, or on the account
 // in COSMOS_* when COSMOS_ENDPOINT is set. It shows progress while it runs
-// and a summary at the end.
+// and a summary at the end. On an account it processes fewer orders and
+// paces their starts to an RU budget, so a new 400 RU/s container is not
+// throttled into a timeout.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	onAccount, err := accountConfigured()
+	if err != nil {
+		return err
+	}
+	def := demoDefaultsFor(onAccount)
 	fs := newFlagSet("demo", stderr)
-	orders := fs.Int("orders", 60, "orders to process")
+	orders := fs.Int("orders", def.orders, "orders to process (fewer on COSMOS_ENDPOINT, to fit a new container's 400 RU/s)")
 	concurrency := fs.Int("concurrency", 4, "orchestration and worker dispatchers")
+	ruPerSecond := fs.Float64("ru-per-second", def.ruPerSecond, "RU per second the demo paces the orders' starts to, on average; 0 does not pace (paced on COSMOS_ENDPOINT)")
 	latency := fs.Duration("latency", 0, "latency added per request by the in-memory Cosmos DB, e.g. 5ms")
 	keep := fs.Bool("keep", false, "on COSMOS_ENDPOINT, keep the demo's container to explore with cdb instances and cdb show")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *orders < 1 || *orders > 10000 || *concurrency < 1 {
-		return usageError{msg: "-orders must be 1..10000 and -concurrency at least 1"}
+	if *orders < 1 || *orders > 10000 || *concurrency < 1 || *ruPerSecond < 0 {
+		return usageError{msg: "-orders must be 1..10000, -concurrency at least 1 and -ru-per-second at least 0"}
 	}
 	provider, where, cleanup, err := demoProvider(ctx, *latency, *keep)
 	if err != nil {
@@ -39,21 +47,49 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer cleanup()
 	d := newDemo(provider, *orders, stdout)
-	fmt.Fprintf(stdout, "cdb demo: %d orders on %s, %d:%d dispatchers\n\n", *orders, where, *concurrency, *concurrency)
+	fmt.Fprintf(stdout, "cdb demo: %d orders on %s, %d:%d dispatchers\n", *orders, where, *concurrency, *concurrency)
+	if *ruPerSecond > 0 {
+		d.pace(*ruPerSecond)
+		fmt.Fprintf(stdout, "pacing: orders start so that the demo uses about %.0f RU/s on average (an order costs about %d RU; "+
+			"-ru-per-second 0 does not pace)\n", *ruPerSecond, demoOrderRU)
+	}
+	fmt.Fprintln(stdout)
 	if err := d.run(ctx, *concurrency); err != nil {
 		return err
 	}
-	if *keep && os.Getenv(cdb.EnvEndpoint) != "" {
+	if *keep && onAccount {
 		fmt.Fprintf(stdout, "\nexplore it: cdb instances -container %s, then cdb show -container %s order-000\n",
 			provider.Container().ID(), provider.Container().ID())
 	}
 	return nil
 }
 
+// demoDefaults are the flag defaults that depend on where the demo runs.
+type demoDefaults struct {
+	orders      int
+	ruPerSecond float64 // 0: not paced
+}
+
+// demoDefaultsFor: in memory, 60 orders as fast as they go; on an account,
+// 12 orders paced to 300 RU/s, which leaves a new container's 400 RU/s room
+// for the dispatchers' polling.
+func demoDefaultsFor(onAccount bool) demoDefaults {
+	if onAccount {
+		return demoDefaults{orders: 12, ruPerSecond: 300}
+	}
+	return demoDefaults{orders: 60}
+}
+
+// demoOrderRU is about what one order costs: measured with `cdb demo` on
+// the in-memory Cosmos DB's RU model (one partition key range), without
+// the charges of its index-less query scans.
+const demoOrderRU = 1000
+
 // demoProvider is a provider on the account in COSMOS_* (a container of its
 // own, deleted afterwards), else on a fresh in-memory Cosmos DB.
 func demoProvider(ctx context.Context, latency time.Duration, keep bool) (*cdb.CosmosProvider, string, func(), error) {
-	if os.Getenv(cdb.EnvEndpoint) == "" {
+	cfg, err := cdb.ConfigFromEnv()
+	if errors.Is(err, cdb.ErrEndpointNotSet) {
 		acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: 4, Latency: latency})
 		p, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client()})
 		if err != nil {
@@ -62,11 +98,10 @@ func demoProvider(ctx context.Context, latency time.Duration, keep bool) (*cdb.C
 		where := "the embedded in-memory Cosmos DB (set COSMOS_ENDPOINT and COSMOS_KEY for a real account)"
 		return p, where, func() { _ = p.Close() }, nil
 	}
-	cfg, err := cdb.ConfigFromEnv()
 	if err != nil {
 		return nil, "", nil, err
 	}
-	cfg.Container = fmt.Sprintf("cdb-demo-%d", time.Now().UnixNano())
+	cfg = demoAccountConfig(cfg, fmt.Sprintf("cdb-demo-%d", time.Now().UnixNano()))
 	p, err := cdb.NewProvider(ctx, cfg)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("connect to %s: %w", cfg.Endpoint, err)
@@ -81,6 +116,17 @@ func demoProvider(ctx context.Context, latency time.Duration, keep bool) (*cdb.C
 	return p, fmt.Sprintf("%s (container %s, deleted afterwards)", cfg.Endpoint, cfg.Container), cleanup, nil
 }
 
+// demoAccountConfig is cfg for the demo's own container on an account. The
+// client rides out throttling longer than by default: a burst over the
+// container's RU/s answers 429 with the wait in x-ms-retry-after-ms, and
+// waiting is all there is to do.
+func demoAccountConfig(cfg cdb.Config, container string) cdb.Config {
+	cfg.Container = container
+	cfg.ClientOptions.Retry.MaxAttempts = max(cfg.ClientOptions.Retry.MaxAttempts, 60)
+	cfg.ClientOptions.Retry.MaxElapsed = max(cfg.ClientOptions.Retry.MaxElapsed, 2*time.Minute)
+	return cfg
+}
+
 // demo is one run of the workload and its counters.
 type demo struct {
 	provider *cdb.CosmosProvider
@@ -89,6 +135,15 @@ type demo struct {
 
 	shipped, failed, escalated, activities atomic.Int64
 	ledgerDone                             chan struct{}
+
+	pacer *ruPacer // nil: orders start at once
+}
+
+// pace makes the orders start no faster than ruPerSecond allows.
+func (d *demo) pace(ruPerSecond float64) {
+	stats := d.provider.Client().Stats
+	before := stats().RequestCharge
+	d.pacer = newRUPacer(ruPerSecond, demoOrderRU, func() float64 { return stats().RequestCharge - before })
 }
 
 func newDemo(p *cdb.CosmosProvider, orders int, out io.Writer) *demo {
@@ -302,13 +357,38 @@ func (d *demo) run(ctx context.Context, concurrency int) error {
 		defer cancel()
 		_ = rt.Shutdown(stop)
 	}()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops a paced start loop when progress gives up
 	client := rt.Client()
 	start := time.Now()
 	before := d.provider.Client().Stats()
+	if d.pacer != nil {
+		d.pacer.restart()
+	}
 	if err := client.StartOrchestration(ctx, "ledger", "Ledger", fmt.Sprintf(`{"Booked":0,"Total":0,"Expected":%d}`, d.orders)); err != nil {
 		return err
 	}
+	started := make(chan error, 1)
+	go func() { started <- d.startOrders(ctx, client) }()
+	if err := d.showProgress(ctx, start, started); err != nil {
+		return err
+	}
+	if err := d.waitForQuiet(ctx, client); err != nil {
+		return err
+	}
+	after := d.provider.Client().Stats()
+	return d.summarize(ctx, client, time.Since(start), after.Requests-before.Requests, after.RequestCharge-before.RequestCharge)
+}
+
+// startOrders starts every order, each when the pacer lets it, with the
+// warehouse that will ship it.
+func (d *demo) startOrders(ctx context.Context, client *durable.Client) error {
 	for i := 0; i < d.orders; i++ {
+		if d.pacer != nil {
+			if err := d.pacer.wait(ctx, i); err != nil {
+				return err
+			}
+		}
 		o := order{ID: fmt.Sprintf("order-%03d", i), Customer: fmt.Sprintf("customer-%02d", i%17), Items: 2 + i%4, Total: 10 + (i*37)%190}
 		body, _ := json.Marshal(o)
 		if err := client.StartOrchestration(ctx, o.ID, "ProcessOrder", string(body)); err != nil {
@@ -316,20 +396,18 @@ func (d *demo) run(ctx context.Context, concurrency int) error {
 		}
 		go d.warehouse(ctx, client, o.ID)
 	}
-	if err := d.showProgress(ctx, start); err != nil {
-		return err
-	}
-	if err := waitForQuiet(ctx, client); err != nil {
-		return err
-	}
-	after := d.provider.Client().Stats()
-	return d.summarize(ctx, client, time.Since(start), after.Requests-before.Requests, after.RequestCharge-before.RequestCharge)
+	return nil
 }
 
 // waitForQuiet waits until no orchestration is running: the last orders
-// commit their final turn just after recording their outcome.
-func waitForQuiet(ctx context.Context, client *durable.Client) error {
+// commit their final turn just after recording their outcome. A paced demo
+// asks less often: each look is a few aggregate queries.
+func (d *demo) waitForQuiet(ctx context.Context, client *durable.Client) error {
 	deadline := time.Now().Add(30 * time.Second)
+	every := 100 * time.Millisecond
+	if d.pacer != nil {
+		every = time.Second
+	}
 	for {
 		m, err := client.GetSystemMetrics(ctx)
 		if err != nil {
@@ -339,7 +417,7 @@ func waitForQuiet(ctx context.Context, client *durable.Client) error {
 			return nil
 		}
 		select {
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(every):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -362,8 +440,9 @@ func (d *demo) warehouse(ctx context.Context, client *durable.Client, id string)
 }
 
 // showProgress repaints a progress line on a terminal, or prints a line
-// every two seconds otherwise, until the books are closed.
-func (d *demo) showProgress(ctx context.Context, start time.Time) error {
+// every two seconds otherwise, until the books are closed. started reports
+// the end of the start loop.
+func (d *demo) showProgress(ctx context.Context, start time.Time, started <-chan error) error {
 	tty := isTerminal(d.out)
 	every := 2 * time.Second
 	if tty {
@@ -371,9 +450,15 @@ func (d *demo) showProgress(ctx context.Context, start time.Time) error {
 	}
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
-	timeout := time.After(5 * time.Minute)
+	limit := d.timeLimit()
+	timeout := time.After(limit)
 	for {
 		select {
+		case err := <-started:
+			if err != nil {
+				return fmt.Errorf("start orders: %w", err)
+			}
+			started = nil
 		case <-d.ledgerDone:
 			d.printProgress(tty, start)
 			if tty {
@@ -383,11 +468,21 @@ func (d *demo) showProgress(ctx context.Context, start time.Time) error {
 		case <-ticker.C:
 			d.printProgress(tty, start)
 		case <-timeout:
-			return errors.New("the workload did not finish within 5 minutes")
+			return fmt.Errorf("the workload did not finish within %s", limit)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// timeLimit is how long the workload may take: five minutes, plus, when
+// paced, twice the time its RU budget needs.
+func (d *demo) timeLimit() time.Duration {
+	limit := 5 * time.Minute
+	if d.pacer != nil {
+		limit += 2 * d.pacer.timeFor(d.orders)
+	}
+	return limit
 }
 
 func (d *demo) printProgress(tty bool, start time.Time) {

@@ -2,12 +2,21 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/duroxide-go/cdb/internal/fakecosmos"
@@ -20,6 +29,7 @@ type emulatorOptions struct {
 	ranges     int
 	latency    time.Duration
 	staleReads bool
+	tlsCert    string // when set, serve https and write the certificate here
 }
 
 func parseEmulatorFlags(args []string, stderr io.Writer) (emulatorOptions, error) {
@@ -30,6 +40,7 @@ func parseEmulatorFlags(args []string, stderr io.Writer) (emulatorOptions, error
 	fs.IntVar(&o.ranges, "ranges", 1, "partition key ranges per new container")
 	fs.DurationVar(&o.latency, "latency", 0, "latency added to every request, e.g. 5ms")
 	fs.BoolVar(&o.staleReads, "stale-reads", false, "serve reads without the session token of a document's last write from a lagging replica (Session consistency)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve https with a new self-signed certificate for 127.0.0.1 and localhost, written to this PEM file (for COSMOS_CA_FILE)")
 	if err := parseFlags(fs, args); err != nil {
 		return o, err
 	}
@@ -60,6 +71,15 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return fmt.Errorf("listen on %s: %w", o.addr, err)
 	}
 	endpoint := "http://" + ln.Addr().String()
+	if o.tlsCert != "" {
+		cert, err := newSelfSignedCertificate(o.tlsCert)
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		endpoint = "https://" + ln.Addr().String()
+	}
 	srv := fakecosmos.New(fakecosmos.Options{
 		Key:                o.key,
 		PartitionKeyRanges: o.ranges,
@@ -70,6 +90,41 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	})
 	fmt.Fprintf(stdout, "endpoint=%s key=%s\n", endpoint, srv.Key())
 	return serveUntilDone(ctx, ln, srv)
+}
+
+// newSelfSignedCertificate makes a certificate for the loopback names, as
+// the Microsoft emulator has one of its own, and writes it to path (PEM) for
+// clients to trust with COSMOS_CA_FILE. The private key stays in memory.
+func newSelfSignedCertificate(path string) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("tls certificate: %w", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("tls certificate: %w", err)
+	}
+	now := time.Now()
+	template := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "cdb emulator"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.AddDate(1, 0, 0),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true, // it is its own root, as the file clients trust
+		DNSNames:              []string{"localhost"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("tls certificate: %w", err)
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return tls.Certificate{}, fmt.Errorf("write the tls certificate: %w", err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 // serveUntilDone serves h on ln and shuts down gracefully when ctx ends.

@@ -13,14 +13,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
-
-	"github.com/joho/godotenv"
 )
 
 // command is one subcommand: its name, its positional arguments, a one-line
@@ -59,10 +56,6 @@ func findCommand(name string) (command, bool) {
 }
 
 func main() {
-	if err := loadDotEnv(".env"); err != nil {
-		fmt.Fprintf(os.Stderr, "cdb: %v\n", err)
-		os.Exit(1)
-	}
 	ctx, stop := interruptible(context.Background())
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
@@ -181,16 +174,6 @@ func usageLine(c command) string {
 		line += " " + c.args
 	}
 	return line
-}
-
-// loadDotEnv reads COSMOS_* settings from a .env file when there is one;
-// variables already set in the environment win.
-func loadDotEnv(path string) error {
-	err := godotenv.Load(path)
-	if err == nil || errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	return fmt.Errorf("read %s: %w", path, err)
 }
 
 // positiveInt is an int flag that must be at least 1.

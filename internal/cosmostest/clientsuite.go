@@ -624,10 +624,14 @@ func testStatsCountRequestsAndCharge(t *testing.T, tg *Target) {
 func testWrongKeyIsUnauthorized(t *testing.T, tg *Target) {
 	tg.SkipUnless(t, tg.Quirks.NoAuth)
 	env := tg.Open(t)
-	wrong, err := cdb.NewClient(env.Client.Endpoint(), cdb.ClientOptions{
+	opts := cdb.ClientOptions{
 		Key:       "dGhpcyBpcyBub3QgdGhlIGtleSB0aGUgZW11bGF0b3IgdXNlcw==",
 		Transport: clientTransport(env),
-	})
+	}
+	if opts.Transport == nil {
+		opts.TLS = env.TLS // trust what the target's client trusts
+	}
+	wrong, err := cdb.NewClient(env.Client.Endpoint(), opts)
 	require.NoError(t, err)
 	_, err = wrong.CreateDatabase(suiteContext(t), UniqueName("cdbtest"))
 	requireStatus(t, err, http.StatusUnauthorized, "a request signed with the wrong key")

@@ -38,6 +38,9 @@ type Env struct {
 	Client *cdb.Client
 	Fake   *fakecosmos.Server // nil unless the target is the in-memory fake
 	Target *Target
+	// TLS is what the target's client trusts (the account's CA file or
+	// skip-verify), for a test that builds a client of its own.
+	TLS cdb.TLSOptions
 }
 
 // Open connects a test to the target.
@@ -120,12 +123,13 @@ func AccountTarget(endpoint, key string) *Target {
 		},
 		open: func(t *testing.T) *Env {
 			opts := cdb.ClientOptions{Key: key}
-			opts.TLS.InsecureSkipVerify = os.Getenv("COSMOS_INSECURE_SKIP_VERIFY") == "true"
+			opts.TLS.InsecureSkipVerify = os.Getenv(cdb.EnvSkipTLS) == "true"
+			opts.TLS.CAFile = os.Getenv(cdb.EnvCAFile) // e.g. the Microsoft emulator's certificate
 			c, err := cdb.NewClient(endpoint, opts)
 			if err != nil {
 				t.Fatalf("client for COSMOS_ENDPOINT: %v", err)
 			}
-			return &Env{Client: c}
+			return &Env{Client: c, TLS: opts.TLS}
 		},
 	}
 }

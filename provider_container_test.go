@@ -1,0 +1,186 @@
+package cdb_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/providertest"
+)
+
+func containerTestContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// createContainer creates database db and container coll on acct with props
+// as given, as an administrator (or a script) would before the application
+// starts.
+func createContainer(t *testing.T, acct *cdb.FakeAccount, db, coll string, props cdb.ContainerProperties) {
+	t.Helper()
+	ctx := containerTestContext(t)
+	c := acct.Client()
+	require.NoError(t, c.EnsureDatabase(ctx, db))
+	cc, err := c.NewContainer(db, coll)
+	require.NoError(t, err)
+	props.ID = coll
+	_, err = cc.Create(ctx, props)
+	require.NoError(t, err)
+}
+
+func TestNewProviderSkipBootstrapNamesTheMissingDatabase(t *testing.T) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	_, err := cdb.NewProvider(containerTestContext(t), cdb.Config{Client: acct.Client(), Database: "shop", Container: "orders", SkipBootstrap: true})
+	require.Error(t, err)
+	assert.ErrorContains(t, err, `database "shop" not found`)
+	assert.NotContains(t, err.Error(), `container "orders"`, "the container is not what is missing")
+	assert.True(t, cdb.IsNotFound(err), "the service's 404 is kept: %v", err)
+}
+
+func TestNewProviderSkipBootstrapNamesTheMissingContainer(t *testing.T) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	ctx := containerTestContext(t)
+	p, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client(), Database: "shop", Container: "orders"})
+	require.NoError(t, err)
+	require.NoError(t, p.Container().Delete(ctx))
+	require.NoError(t, p.Close())
+
+	_, err = cdb.NewProvider(ctx, cdb.Config{Client: acct.Client(), Database: "shop", Container: "orders", SkipBootstrap: true})
+	require.Error(t, err)
+	assert.ErrorContains(t, err, `container "orders" in database "shop" not found`)
+	assert.True(t, cdb.IsNotFound(err), "the service's 404 is kept: %v", err)
+}
+
+// providerProperties is ProviderContainerProperties("orders") with change
+// applied to a copy.
+func providerProperties(change func(*cdb.ContainerProperties)) cdb.ContainerProperties {
+	props := cdb.ProviderContainerProperties("orders")
+	policy := *props.IndexingPolicy
+	policy.CompositeIndexes = append([][]cdb.CompositeIndex(nil), policy.CompositeIndexes...)
+	props.IndexingPolicy = &policy
+	change(&props)
+	return props
+}
+
+func ttl(seconds int) *int { return &seconds }
+
+// Each way an existing container can differ from what the provider needs is
+// refused at startup, whether NewProvider found it while bootstrapping or
+// was told not to bootstrap, with an error that names the difference.
+func TestNewProviderRefusesAContainerItCannotUse(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*cdb.ContainerProperties)
+		want   []string
+	}{
+		{"partition key", func(p *cdb.ContainerProperties) { p.PartitionKey.Paths = []string{"/id"} },
+			[]string{`partition key path is /id`, `must be /pk`}},
+		{"no composite index", func(p *cdb.ContainerProperties) { p.IndexingPolicy.CompositeIndexes = nil },
+			[]string{"composite index", "(/visibleAt ascending, /seq ascending)"}},
+		{"composite index in the other order", func(p *cdb.ContainerProperties) {
+			p.IndexingPolicy.CompositeIndexes = [][]cdb.CompositeIndex{{{Path: "/seq", Order: "ascending"}, {Path: "/visibleAt", Order: "ascending"}}}
+		}, []string{"composite index", "(/visibleAt ascending, /seq ascending)"}},
+		{"composite index with mixed directions", func(p *cdb.ContainerProperties) {
+			p.IndexingPolicy.CompositeIndexes = [][]cdb.CompositeIndex{{{Path: "/visibleAt", Order: "ascending"}, {Path: "/seq", Order: "descending"}}}
+		}, []string{"composite index"}},
+		{"indexing off", func(p *cdb.ContainerProperties) {
+			p.IndexingPolicy = &cdb.IndexingPolicy{IndexingMode: cdb.IndexingModeNone}
+		}, []string{`indexing mode is "none"`}},
+		{"time to live off", func(p *cdb.ContainerProperties) { p.DefaultTimeToLive = nil },
+			[]string{"time to live is off", "defaultTtl -1"}},
+		{"a default time to live", func(p *cdb.ContainerProperties) { p.DefaultTimeToLive = ttl(3600) },
+			[]string{"default time to live is 3600 seconds", "defaultTtl -1"}},
+	} {
+		for _, skip := range []bool{false, true} {
+			name := tc.name + "/bootstrap"
+			if skip {
+				name = tc.name + "/skip bootstrap"
+			}
+			t.Run(name, func(t *testing.T) {
+				acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+				createContainer(t, acct, "shop", "orders", providerProperties(tc.change))
+				_, err := cdb.NewProvider(containerTestContext(t), cdb.Config{Client: acct.Client(), Database: "shop", Container: "orders", SkipBootstrap: skip})
+				require.Error(t, err)
+				var mismatch *cdb.ContainerMismatchError
+				require.True(t, errors.As(err, &mismatch), "a *ContainerMismatchError: %v", err)
+				assert.Equal(t, "shop", mismatch.Database)
+				assert.Equal(t, "orders", mismatch.Container)
+				assert.Len(t, mismatch.Problems, 1, "only what differs: %v", mismatch.Problems)
+				for _, want := range tc.want {
+					assert.ErrorContains(t, err, want)
+				}
+				assert.ErrorContains(t, err, "docs/real-account.md", "the error says where the definition is")
+			})
+		}
+	}
+}
+
+func TestNewProviderNamesEveryDifferenceAtOnce(t *testing.T) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	createContainer(t, acct, "shop", "orders", cdb.ContainerProperties{PartitionKey: cdb.PartitionKeyDefinition{Paths: []string{"/customer"}}})
+	_, err := cdb.NewProvider(containerTestContext(t), cdb.Config{Client: acct.Client(), Database: "shop", Container: "orders", SkipBootstrap: true})
+	var mismatch *cdb.ContainerMismatchError
+	require.True(t, errors.As(err, &mismatch), "a *ContainerMismatchError: %v", err)
+	assert.Len(t, mismatch.Problems, 3, "partition key, composite index, time to live: %v", mismatch.Problems)
+	assert.ErrorIs(t, err, cdb.ErrPartitionKeyPathMismatch)
+}
+
+// The check asks for what the provider's queries and documents need, no
+// more: extra indexes, other excluded paths and a composite index served in
+// the inverted direction are fine.
+func TestNewProviderAcceptsAContainerWithMoreThanItNeeds(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*cdb.ContainerProperties)
+	}{
+		{"as the provider creates it", func(*cdb.ContainerProperties) {}},
+		{"everything indexed, extra composite indexes", func(p *cdb.ContainerProperties) {
+			p.IndexingPolicy.ExcludedPaths = nil
+			p.IndexingPolicy.CompositeIndexes = append([][]cdb.CompositeIndex{
+				{{Path: "/instance", Order: "ascending"}, {Path: "/seq", Order: "descending"}},
+			}, p.IndexingPolicy.CompositeIndexes...)
+		}},
+		{"composite index inverted", func(p *cdb.ContainerProperties) {
+			p.IndexingPolicy.CompositeIndexes = [][]cdb.CompositeIndex{{{Path: "/visibleAt", Order: "descending"}, {Path: "/seq", Order: "descending"}}}
+		}},
+	} {
+		for _, skip := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/skip bootstrap %t", tc.name, skip), func(t *testing.T) {
+				acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+				createContainer(t, acct, "shop", "orders", providerProperties(tc.change))
+				ctx := containerTestContext(t)
+				p, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client(), Database: "shop", Container: "orders", SkipBootstrap: skip, ShortPolling: true})
+				require.NoError(t, err)
+				defer p.Close()
+				// The candidate query's ORDER BY is served.
+				require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("i1"), 0))
+				item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+				require.NoError(t, err)
+				assert.NotNil(t, item)
+			})
+		}
+	}
+}
+
+// An Entra ID data-plane role cannot create databases or containers (403):
+// the error says what to do instead.
+func TestNewProviderForbiddenBootstrapPointsToSkipBootstrap(t *testing.T) {
+	for _, op := range []string{"CreateDatabase", "CreateContainer"} {
+		t.Run(op, func(t *testing.T) {
+			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+			acct.InjectFault(cdb.FakeFault{Match: func(r cdb.FakeRequest) bool { return r.Operation == op }, Status: http.StatusForbidden})
+			_, err := cdb.NewProvider(containerTestContext(t), cdb.Config{Client: acct.Client(), Database: "shop", Container: "orders"})
+			require.Error(t, err)
+			assert.ErrorContains(t, err, "Config.SkipBootstrap")
+			assert.ErrorContains(t, err, "docs/real-account.md")
+		})
+	}
+}

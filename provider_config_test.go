@@ -89,6 +89,7 @@ func TestConfigFromEnvWithoutDotEnvReadsTheEnvironment(t *testing.T) {
 	unsetEnv(t, cosmosEnv...)
 	_, err := cdb.ConfigFromEnv()
 	assert.ErrorContains(t, err, cdb.EnvEndpoint+" is not set")
+	assert.ErrorIs(t, err, cdb.ErrEndpointNotSet, "a program falls back to the in-memory account on this error only")
 
 	t.Setenv(cdb.EnvEndpoint, "https://127.0.0.1:8081/")
 	t.Setenv(cdb.EnvSkipTLS, "true")
@@ -104,6 +105,7 @@ func TestConfigFromEnvRefusesAnUnreadableDotEnv(t *testing.T) {
 	inDir(t, dir)
 	_, err := cdb.ConfigFromEnv()
 	assert.ErrorContains(t, err, ".env")
+	assert.NotErrorIs(t, err, cdb.ErrEndpointNotSet, "a broken .env is not the absence of an account")
 }
 
 // COSMOS_CA_FILE makes a server with a private certificate (the Microsoft

@@ -435,3 +435,27 @@ func TestBinaryBenchRunsOnCOSMOS_ENDPOINTInAContainerOfItsOwn(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "-latency applies to the in-memory Cosmos DB only")
 }
+
+// The CLI takes its account from .env when the environment has none, and
+// says so when .env cannot be read, rather than falling back to something
+// else.
+func TestBinaryReadsItsAccountFromDotEnv(t *testing.T) {
+	fx, key := operatorFixture(t)
+	dir := t.TempDir()
+	dotEnv := "COSMOS_ENDPOINT=" + fx.endpoint + "\nCOSMOS_KEY=" + key + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".env"), []byte(dotEnv), 0o600))
+	cmd := cli("instances", "-o", "json").command(t)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	assert.Contains(t, string(out), `"done"`)
+
+	broken := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(broken, ".env"), 0o700)) // a directory cannot be read as a file
+	cmd = cli("metrics").command(t)
+	cmd.Dir = broken
+	combined, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(combined), ".env")
+	assert.NotContains(t, string(combined), "no endpoint")
+}

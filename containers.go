@@ -596,6 +596,7 @@ type ContainerMismatchError struct {
 	pkDiffers bool
 }
 
+// Error names the container and every difference, each with its fix.
 func (e *ContainerMismatchError) Error() string {
 	return fmt.Sprintf("cdb: container %q in database %q cannot hold the provider's documents: %s "+
 		"(the definition it needs is ProviderContainerProperties, shown as az CLI and Bicep in docs/real-account.md of github.com/duroxide-go/cdb)",

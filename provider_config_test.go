@@ -3,6 +3,8 @@ package cdb_test
 import (
 	"context"
 	"encoding/pem"
+	"io"
+	"log"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -112,7 +114,9 @@ func TestConfigFromEnvRefusesAnUnreadableDotEnv(t *testing.T) {
 // emulator's) trusted without turning verification off.
 func TestConfigFromEnvCAFileTrustsTheEmulatorsCertificate(t *testing.T) {
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	srv := httptest.NewTLSServer(acct.Handler())
+	srv := httptest.NewUnstartedServer(acct.Handler())
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is expected, not news
+	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	caFile := filepath.Join(t.TempDir(), "emulator.pem")
 	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600))

@@ -96,7 +96,7 @@ type ExcludedPath struct {
 // properties needs one.
 type CompositeIndex struct {
 	Path  string `json:"path"`
-	Order string `json:"order"` // "ascending" or "descending"
+	Order string `json:"order,omitempty"` // "ascending" (also when empty, as on the service) or "descending"
 }
 
 // DefaultIndexingPolicy indexes everything but _etag, consistently. The
@@ -686,7 +686,11 @@ func compositeDescending(c CompositeIndex) bool {
 func describeComposite(ci []CompositeIndex) string {
 	parts := make([]string, len(ci))
 	for i, c := range ci {
-		parts[i] = c.Path + " " + c.Order
+		order := c.Order
+		if order == "" {
+			order = CompositeIndexAscending
+		}
+		parts[i] = c.Path + " " + order
 	}
 	return "(" + strings.Join(parts, ", ") + ")"
 }

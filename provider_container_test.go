@@ -148,6 +148,9 @@ func TestNewProviderAcceptsAContainerWithMoreThanItNeeds(t *testing.T) {
 				{{Path: "/instance", Order: "ascending"}, {Path: "/seq", Order: "descending"}},
 			}, p.IndexingPolicy.CompositeIndexes...)
 		}},
+		{"composite index order left out (ascending)", func(p *cdb.ContainerProperties) {
+			p.IndexingPolicy.CompositeIndexes = [][]cdb.CompositeIndex{{{Path: "/visibleAt"}, {Path: "/seq"}}}
+		}},
 		{"composite index inverted", func(p *cdb.ContainerProperties) {
 			p.IndexingPolicy.CompositeIndexes = [][]cdb.CompositeIndex{{{Path: "/visibleAt", Order: "descending"}, {Path: "/seq", Order: "descending"}}}
 		}},

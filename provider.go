@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -223,6 +224,9 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cdb: new provider: %w", err)
 	}
+	if err := checkAccount(ctx, client); err != nil {
+		return nil, err
+	}
 	if err := openContainer(ctx, client, container, cfg); err != nil {
 		return nil, err
 	}
@@ -255,6 +259,35 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		p.outbox.run(bg)
 	}()
 	return p, nil
+}
+
+// ErrAccountUnsupported is what NewProvider reports for an account whose
+// settings break what the provider relies on: a default consistency level
+// weaker than Session, or multi-region writes.
+var ErrAccountUnsupported = errors.New("account settings the provider cannot run on")
+
+// checkAccount reads the account and refuses the settings under which the
+// provider's reads could miss its own writes (Consistent Prefix and
+// Eventual ignore session tokens) or two regions could both take a lock
+// (multi-region writes settle conflicts after the fact).
+func checkAccount(ctx context.Context, client *Client) error {
+	account, err := client.ReadAccount(ctx)
+	if err != nil {
+		return fmt.Errorf("cdb: new provider: read account: %w", err)
+	}
+	var problems []string
+	switch level := account.ConsistencyPolicy.DefaultConsistencyLevel; {
+	case strings.EqualFold(level, "Eventual"), strings.EqualFold(level, "ConsistentPrefix"):
+		problems = append(problems, fmt.Sprintf("its default consistency level is %s; the provider needs Session (the default), Bounded Staleness or Strong", level))
+	}
+	if account.EnableMultipleWriteLocations {
+		problems = append(problems, "it has multi-region writes on; the provider's locks hold only within one write region")
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("cdb: new provider: account at %s: %s (see docs/real-account.md, Consistency and Regions): %w",
+		client.Endpoint(), strings.Join(problems, "; "), ErrAccountUnsupported)
 }
 
 // openContainer makes sure the container exists with what the provider

@@ -46,8 +46,7 @@ func (f fakeFactory) NewProvider(t *testing.T, o providertest.ProviderOptions) c
 	return p
 }
 
-func (fakeFactory) LockTimeout() time.Duration        { return time.Second }
-func (fakeFactory) ShortPollThreshold() time.Duration { return 100 * time.Millisecond }
+func (fakeFactory) LockTimeout() time.Duration { return time.Second }
 
 // containerHooks are the suite's two fault-injection hooks, done through the
 // provider's container, so they work on any Cosmos DB the provider runs on.

@@ -196,7 +196,12 @@ func testWorkerLockRenewalAfterExpiration(t *testing.T, f Factory) {
 func testWorkerLockRenewalExtendsTimeout(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
-	lockTimeout := f.LockTimeout()
+	// Renewed at 0.6 of the lock and checked at 1.0, the test has two
+	// windows: 0.4 of the lock for the renewal to land before the lock ends
+	// and 0.6 for the check to run before the renewed lock ends. At least
+	// 3 s (1.2 s and 1.8 s of margin) holds on a loaded machine, where
+	// duroxide's 1 s lock leaves only 400 ms.
+	lockTimeout := max(f.LockTimeout(), 3*time.Second)
 	const instance = "test-lock-renewal-extends"
 
 	// A running orchestration that schedules the activity.

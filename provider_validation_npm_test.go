@@ -16,7 +16,7 @@ import (
 // transport) in a database of its own, or an account, in a container of its
 // own inside one database for the run. Timings are fakeFactory's.
 type targetFactory struct {
-	containerHooks
+	providertest.ContainerHooks
 	target   *cosmostest.Target
 	database string // shared database; "" gives each test a database
 }

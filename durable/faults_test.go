@@ -244,6 +244,9 @@ func TestSessionManagerMaintainsSessions(t *testing.T) {
 		o.SessionLockTimeout = time.Second // renewed every 500 ms
 		o.SessionCleanupInterval = 50 * time.Millisecond
 	})
+	var releaseOnce sync.Once
+	letGo := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(letGo) // before the runtime's shutdown, should the test fail
 	h.start("sessions", "InSession", "held")
 	<-started
 	firstLock, ok := mem.SessionLockedUntil("busy-session")
@@ -261,7 +264,7 @@ func TestSessionManagerMaintainsSessions(t *testing.T) {
 		return !ok, nil
 	}), "the session manager deletes the orphaned session")
 
-	close(release)
+	letGo()
 	assert.Equal(t, "held", h.completed("sessions"))
 }
 

@@ -98,7 +98,11 @@ func testLockRenewalOnAck(t *testing.T, f Factory) {
 func testConcurrentLockAttemptsRespectExpiration(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
-	lockTimeout := f.LockTimeout()
+	// The last fetcher starts 200 ms into the lock and must still find it
+	// held: duroxide's 1 s lock leaves 800 ms for a loaded machine to start
+	// it; at least 3 s leaves 2.8 s. The wait after the fetchers counts from
+	// the lock's start, so it only ever runs long.
+	lockTimeout := max(f.LockTimeout(), 3*time.Second)
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
 	b1FetchOrch(ctx, t, p, lockTimeout)

@@ -224,11 +224,15 @@ func ptrTo[T any](v T) *T { return &v }
 
 // R3: two processes on one account fetch the same instance: one wins; when
 // its lock expires the other takes over, and the first one's ack fails.
+// Both processes share a clock the test moves, so the lock cannot expire
+// while the two race (a loaded machine made two winners of a 300 ms lock)
+// and expires exactly when the test says.
 func TestR3TwoProcessesOneLock(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	a := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: 10 * time.Millisecond})
-	b := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: 10 * time.Millisecond})
+	clock := newTestClock()
+	a := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: 10 * time.Millisecond, Now: clock.Now})
+	b := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: 10 * time.Millisecond, Now: clock.Now})
 	require.NoError(t, a.EnqueueForOrchestrator(ctx, providertest.StartItem("shared"), 0))
 
 	const lock = 300 * time.Millisecond
@@ -262,7 +266,12 @@ func TestR3TwoProcessesOneLock(t *testing.T) {
 	}
 	require.Equal(t, 1, winners, "exactly one process holds the instance")
 
-	time.Sleep(lock + 50*time.Millisecond)
+	clock.Advance(lock - time.Millisecond)
+	item, _, _, err := loser.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, item, "until the lock expires the other process cannot take the instance")
+
+	clock.Advance(20 * time.Millisecond) // past the expiry and the 10 ms poll window
 	item, token, _, err := loser.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
 	require.NotNil(t, item, "after the lock expires the other process takes over")
@@ -364,19 +373,26 @@ func TestR5RequestBudget(t *testing.T) {
 	assert.Equal(t, int64(1), workerAck)
 }
 
-func TestR5IdleProcessPollsAboutOncePerSecondPerQueue(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits 3 seconds of idle time")
-	}
+// R5: an idle process queries each queue at most once per PollInterval of
+// its clock, whatever its dispatcher count. The clock moves only when the
+// test moves it, one PollInterval at a time, so the bound is exact and no
+// scheduler delay can add or remove a poll window (the wall-clock version,
+// "about 1 per second over 3 s", failed when a loaded machine started the
+// dispatchers late). Waiting fetches still sleep on real timers, of at most
+// a PollInterval of the clock's time; the test gives them that between
+// moves.
+func TestR5IdleProcessPollsOncePerIntervalPerQueue(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	p := newRulesProvider(t, acct, cdb.Config{}) // long polling, 1s poll interval
+	clock := newTestClock()
+	const interval = 20 * time.Millisecond
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: interval, ReconcileInterval: time.Hour, Now: clock.Now})
 	_, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err) // warm the partition key range cache
 	_, _, _, err = p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 
-	const dispatchers, idle = 8, 3 * time.Second
+	const dispatchers, idle = 8, 10 * interval
 	before := acct.Counts().Requests
 	var wg sync.WaitGroup
 	for i := 0; i < dispatchers; i++ {
@@ -392,11 +408,58 @@ func TestR5IdleProcessPollsAboutOncePerSecondPerQueue(t *testing.T) {
 			assert.NoError(t, err)
 		}()
 	}
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	intervals := 0
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			waiting = false
+		case <-time.After(3 * interval): // the waiters wake and look
+			clock.Advance(interval)
+			intervals++
+		}
+	}
 	requests := acct.Counts().Requests - before
-	perSecondPerQueue := float64(requests) / idle.Seconds() / 2
-	t.Logf("%d dispatchers per queue, idle for %s: %d requests, %.2f per second per queue", dispatchers, idle, requests, perSecondPerQueue)
-	assert.LessOrEqual(t, perSecondPerQueue, 1.4, "about one request per second per queue, whatever the dispatcher count")
+	t.Logf("%d dispatchers per queue, idle for %d poll intervals: %d requests", dispatchers, intervals, requests)
+	assert.Positive(t, requests, "an idle process still polls")
+	assert.LessOrEqual(t, requests, int64(2*(intervals+1)), "at most one query per queue per poll interval, whatever the dispatcher count")
+}
+
+// The Cosmos DB provider's long poll ends by its clock: a fetch with a poll
+// timeout of an hour keeps waiting through several polls while its clock is
+// short of the hour, and returns no work, by itself, once the clock passes
+// it. That is the
+// long-poll upper bound of duroxide's long_polling module, checked on the
+// long-polling provider without timing it.
+func TestLongPollReturnsWhenItsClockPassesThePollTimeout(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	const interval = 20 * time.Millisecond
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: interval, ReconcileInterval: time.Hour, Now: clock.Now})
+	type result struct {
+		item *cdb.OrchestrationItem
+		err  error
+	}
+	returned := make(chan result, 1)
+	go func() {
+		item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, time.Hour, nil)
+		returned <- result{item, err}
+	}()
+	// Let it poll a few times, well within the hour: it must keep waiting.
+	for polls := acct.Counts().Requests; acct.Counts().Requests < polls+3; {
+		select {
+		case r := <-returned:
+			t.Fatalf("the fetch returned before its poll timeout on the provider's clock: %+v", r)
+		case <-time.After(3 * interval):
+			clock.Advance(interval) // opens the next poll window
+		}
+	}
+	clock.Advance(time.Hour)
+	r := <-returned
+	require.NoError(t, r.err, "the poll timeout, not the test's context, ends the fetch")
+	assert.Nil(t, r.item)
 }
 
 // R6: instance ids with characters Cosmos DB ids refuse, unicode, and 1,000

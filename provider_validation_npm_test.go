@@ -16,7 +16,7 @@ import (
 // transport) in a database of its own, or an account, in a container of its
 // own inside one database for the run. Timings are fakeFactory's.
 type targetFactory struct {
-	containerHooks
+	providertest.ContainerHooks
 	target   *cosmostest.Target
 	database string // shared database; "" gives each test a database
 }
@@ -53,8 +53,7 @@ func (f targetFactory) NewProvider(t *testing.T, o providertest.ProviderOptions)
 	return p
 }
 
-func (targetFactory) LockTimeout() time.Duration        { return time.Second }
-func (targetFactory) ShortPollThreshold() time.Duration { return 100 * time.Millisecond }
+func (targetFactory) LockTimeout() time.Duration { return time.Second }
 
 // npmSkips names the validation tests that cannot pass on
 // @vercel/cosmosdb-server 1.0.1 ("module/Test" → why). None is needed: the

@@ -17,20 +17,13 @@ func TestValidationOnSeveralRanges(t *testing.T) {
 	providertest.Run(t, fakeFactory{ranges: 4})
 }
 
-// TestValidationUnderLatency runs the modules where concurrency and
-// multi-step work meet latency (locking, and deletion with its reconciler)
-// with 30 ms added per request: concurrent fetches must not herd onto the
-// same instances and give up, and a slow deletion must not be taken over by
-// this process's own reconciler.
+// TestValidationUnderLatency runs the whole suite with 30 ms added per
+// request: concurrent fetches must not herd onto the same instances and
+// give up, a slow deletion must not be taken over by this process's own
+// reconciler, and no test may lean on requests being instant.
 func TestValidationUnderLatency(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: slow by design")
 	}
-	f := fakeFactory{latency: 30 * time.Millisecond}
-	for _, m := range providertest.Modules() {
-		switch m.Name {
-		case "instance_locking", "deletion", "bulk_deletion":
-			providertest.RunModule(t, f, m)
-		}
-	}
+	providertest.Run(t, fakeFactory{latency: 30 * time.Millisecond})
 }

@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,12 +20,13 @@ import (
 // faultyProvider wraps a provider; its hooks, when set, replace calls.
 type faultyProvider struct {
 	cdb.Provider
-	failAcks      atomic.Int32 // acks still to fail
-	ackErr        error
-	failFetches   atomic.Int32 // orchestration fetches still to fail
-	ignoreFilter  bool         // fetch as if no capability filter were given
-	sessionRenews atomic.Int32
-	cleanups      atomic.Int32
+	failAcks     atomic.Int32 // acks still to fail
+	ackErr       error
+	failFetches  atomic.Int32 // orchestration fetches still to fail
+	ignoreFilter bool         // fetch as if no capability filter were given
+	abandons     atomic.Int32 // successful orchestration abandons
+	maxAttempt   atomic.Uint32
+	turnsFetched chan string // instance of every orchestration item fetched, when set
 }
 
 func newFaultyProvider(t *testing.T) *faultyProvider {
@@ -49,17 +51,35 @@ func (p *faultyProvider) FetchOrchestrationItem(ctx context.Context, lock, poll 
 	if p.ignoreFilter {
 		filter = nil
 	}
-	return p.Provider.FetchOrchestrationItem(ctx, lock, poll, filter)
+	item, token, attempt, err := p.Provider.FetchOrchestrationItem(ctx, lock, poll, filter)
+	if item != nil {
+		p.recordAttempt(attempt)
+		if p.turnsFetched != nil {
+			select {
+			case p.turnsFetched <- item.Instance:
+			default: // the test reads the first few only
+			}
+		}
+	}
+	return item, token, attempt, err
 }
 
-func (p *faultyProvider) RenewSessionLock(ctx context.Context, owners []string, extend, idle time.Duration) (int, error) {
-	p.sessionRenews.Add(1)
-	return p.Provider.RenewSessionLock(ctx, owners, extend, idle)
+// recordAttempt keeps the highest attempt count a fetch returned.
+func (p *faultyProvider) recordAttempt(attempt uint32) {
+	for {
+		seen := p.maxAttempt.Load()
+		if attempt <= seen || p.maxAttempt.CompareAndSwap(seen, attempt) {
+			return
+		}
+	}
 }
 
-func (p *faultyProvider) CleanupOrphanedSessions(ctx context.Context, idle time.Duration) (int, error) {
-	p.cleanups.Add(1)
-	return p.Provider.CleanupOrphanedSessions(ctx, idle)
+func (p *faultyProvider) AbandonOrchestrationItem(ctx context.Context, token string, delay time.Duration, ignoreAttempt bool) error {
+	err := p.Provider.AbandonOrchestrationItem(ctx, token, delay, ignoreAttempt)
+	if err == nil {
+		p.abandons.Add(1)
+	}
+	return err
 }
 
 func echoOrchestration(h *harness) {
@@ -107,6 +127,9 @@ func TestRetryableAckFailuresExhaustedAreRetriedLater(t *testing.T) {
 	h.run()
 	h.start("abandoned-then-done", "Echoes", "hi")
 	assert.Equal(t, "hi", h.completed("abandoned-then-done"))
+	assert.Negative(t, p.failAcks.Load(), "every injected failure was hit: one turn's acks ran out")
+	assert.Positive(t, p.abandons.Load(), "the turn whose acks ran out was abandoned")
+	assert.GreaterOrEqual(t, p.maxAttempt.Load(), uint32(2), "its batch came back for another turn")
 }
 
 // TestPermanentAckFailureFailsOrchestration: a turn the provider refuses
@@ -155,6 +178,8 @@ func TestIncompatiblePinnedVersionIsNotReplayed(t *testing.T) {
 	require.NoError(t, rt.Shutdown(context.Background()))
 
 	p.ignoreFilter = true
+	p.turnsFetched = make(chan string, 16)
+	abandonsBefore := p.abandons.Load()
 	old := newHarness(t, p)
 	register(old)
 	opts := fastOptions(t)
@@ -162,8 +187,15 @@ func TestIncompatiblePinnedVersionIsNotReplayed(t *testing.T) {
 	rt, err = Start(old.ctx, p, old.registry, opts)
 	require.NoError(t, err)
 	require.NoError(t, old.client.RaiseEvent(old.ctx, "pinned", "go", "ok"))
-	time.Sleep(300 * time.Millisecond)
+	// The old runtime is handed the instance (the filter is bypassed) and
+	// gives it back: wait for that, not for a fixed time, before checking
+	// that no turn ran.
+	require.Equal(t, "pinned", <-p.turnsFetched, "the old runtime is handed the pinned instance")
+	require.NoError(t, poll(old.ctx, time.Minute, func() (bool, error) {
+		return p.abandons.Load() > abandonsBefore, nil
+	}), "the old runtime abandons what it cannot replay")
 	require.NoError(t, rt.Shutdown(context.Background()))
+	p.turnsFetched = nil
 	st, err := old.client.GetStatus(old.ctx, "pinned")
 	require.NoError(t, err)
 	assert.Equal(t, StateRunning, st.State)
@@ -175,17 +207,83 @@ func TestIncompatiblePinnedVersionIsNotReplayed(t *testing.T) {
 	assert.Equal(t, "ok", current.completed("pinned"))
 }
 
-// TestSessionManagerMaintainsSessions: the session manager renews session
-// locks and cleans up orphaned sessions on their intervals.
+// TestSessionManagerMaintainsSessions: the session manager renews the lock
+// of a session in use, so it outlives its first lock, and deletes a session
+// nobody owns any more. The provider's clock stands still except when the
+// test moves it, so no lock lapses behind the test's back.
 func TestSessionManagerMaintainsSessions(t *testing.T) {
-	p := newFaultyProvider(t)
-	h := newHarness(t, p)
-	h.run(func(o *Options) {
-		o.SessionLockTimeout = 200 * time.Millisecond
-		o.SessionCleanupInterval = 50 * time.Millisecond
-		o.WorkerLockTimeout = 100 * time.Millisecond
+	clock := newManualClock()
+	mem := memprovider.New(memprovider.Options{LongPolling: true, Now: clock.Now})
+	t.Cleanup(func() { _ = mem.Close() })
+	ctx := context.Background()
+
+	// An orphan: a session whose owner took its one item and vanished.
+	orphan := "orphan-session"
+	require.NoError(t, mem.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "gone", ExecutionID: 1, ID: 1,
+		Name: "Gone", Input: "", SessionID: &orphan}))
+	_, token, _, err := mem.FetchWorkItem(ctx, time.Minute, 0,
+		&cdb.SessionFetchConfig{OwnerID: "vanished-worker", LockTimeout: time.Second}, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.NoError(t, mem.AckWorkItem(ctx, token, nil))
+	clock.Advance(2 * time.Second) // its lock has ended
+	_, ok := mem.SessionLockedUntil(orphan)
+	require.True(t, ok, "the orphan exists until cleaned up")
+
+	h := newHarness(t, mem)
+	started := make(chan struct{})
+	release := make(chan struct{})
+	h.activity("Hold", func(_ ActivityContext, in string) (string, error) {
+		close(started)
+		<-release
+		return in, nil
 	})
-	require.NoError(t, poll(h.ctx, 5*time.Second, func() (bool, error) {
-		return p.sessionRenews.Load() >= 2 && p.cleanups.Load() >= 2, nil
-	}))
+	h.orchestration("InSession", func(ctx *OrchestrationContext, in string) (string, error) {
+		return ctx.ScheduleActivity("Hold", in, WithSession("busy-session")).Await()
+	})
+	h.run(func(o *Options) {
+		o.SessionLockTimeout = time.Second // renewed every 500 ms
+		o.SessionCleanupInterval = 50 * time.Millisecond
+	})
+	var releaseOnce sync.Once
+	letGo := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(letGo) // before the runtime's shutdown, should the test fail
+	h.start("sessions", "InSession", "held")
+	<-started
+	firstLock, ok := mem.SessionLockedUntil("busy-session")
+	require.True(t, ok)
+
+	// Within the first lock, move the clock so a renewal shows: it extends
+	// the lock past where the first one ended.
+	clock.Advance(500 * time.Millisecond)
+	require.NoError(t, poll(h.ctx, time.Minute, func() (bool, error) {
+		until, ok := mem.SessionLockedUntil("busy-session")
+		return ok && until.After(firstLock), nil
+	}), "the session manager renews the session in use")
+	require.NoError(t, poll(h.ctx, time.Minute, func() (bool, error) {
+		_, ok := mem.SessionLockedUntil(orphan)
+		return !ok, nil
+	}), "the session manager deletes the orphaned session")
+
+	letGo()
+	assert.Equal(t, "held", h.completed("sessions"))
+}
+
+// manualClock is a provider clock the test moves by hand.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newManualClock() *manualClock { return &manualClock{now: time.UnixMilli(1_700_000_000_000)} }
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }

@@ -157,6 +157,11 @@ func TestUnregisteredOrchestrationIsPoisoned(t *testing.T) {
 // TestActivityLockIsRenewed: an activity running for several lock
 // timeouts keeps its lock and completes uncancelled.
 func TestActivityLockIsRenewed(t *testing.T) {
+	// A lock of 2 s is renewed every second: a renewal may be up to 1 s
+	// late on a loaded machine before the lock lapses (a 300 ms lock
+	// renewed every 150 ms left 150 ms). The activity outlasts two such
+	// locks, so it completes unshared only if the renewals work.
+	const lock = 2 * time.Second
 	eachProvider(t, func(t *testing.T, h *harness) {
 		var runs, cancelled atomic.Int32
 		h.activity("Long", func(ctx ActivityContext, _ string) (string, error) {
@@ -165,14 +170,14 @@ func TestActivityLockIsRenewed(t *testing.T) {
 			case <-ctx.Done():
 				cancelled.Add(1)
 				return "", ctx.Err()
-			case <-time.After(time.Second):
+			case <-time.After(2*lock + lock/4):
 				return "kept", nil
 			}
 		})
 		h.orchestration("Renews", func(ctx *OrchestrationContext, _ string) (string, error) {
 			return ctx.ScheduleActivity("Long", "").Await()
 		})
-		h.run(func(o *Options) { o.WorkerLockTimeout = 300 * time.Millisecond })
+		h.run(func(o *Options) { o.WorkerLockTimeout = lock })
 		h.start("renewed", "Renews", "")
 		assert.Equal(t, "kept", h.completed("renewed"))
 		assert.Equal(t, int32(1), runs.Load(), "no other worker took the activity over")

@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/duroxide-go/cdb"
 	"github.com/duroxide-go/cdb/internal/memprovider"
+	"github.com/duroxide-go/cdb/providertest"
 )
 
 // duroxide's later samples: pruning, persistent events, tags, KV, stats,
@@ -433,27 +435,38 @@ func TestSessionActivitiesStayOnOneWorker(t *testing.T) {
 
 // Corrupted history: an instance whose history cannot be decoded is
 // abandoned until its attempts run out, then failed as poison with
-// duroxide's sentinel event. Memory only: corrupting stored history needs
-// the provider's test hook, which only the in-memory provider exports.
+// duroxide's sentinel event; on every provider, each corrupted by its own
+// test hook.
 func TestCorruptedHistoryIsPoisoned(t *testing.T) {
-	mem := memprovider.New(memprovider.Options{LongPolling: true})
-	t.Cleanup(func() { _ = mem.Close() })
-	h := newHarness(t, mem)
-	h.orchestration("Waits", func(ctx *OrchestrationContext, _ string) (string, error) {
-		return ctx.WaitForEvent("go").Await()
-	})
-	h.run(func(o *Options) { o.MaxAttempts = 1 })
-	h.start("corrupt", "Waits", "")
-	h.waitForHistory("corrupt", hasEvent[cdb.ExternalSubscribed])
-	mem.CorruptInstanceHistory("corrupt")
-	require.NoError(t, h.client.RaiseEvent(h.ctx, "corrupt", "go", ""))
+	eachProvider(t, func(t *testing.T, h *harness) {
+		h.orchestration("Waits", func(ctx *OrchestrationContext, _ string) (string, error) {
+			return ctx.WaitForEvent("go").Await()
+		})
+		h.run(func(o *Options) { o.MaxAttempts = 1 })
+		h.start("corrupt", "Waits", "")
+		h.waitForHistory("corrupt", hasEvent[cdb.ExternalSubscribed])
+		corruptHistory(h.ctx, t, h.provider, "corrupt")
+		require.NoError(t, h.client.RaiseEvent(h.ctx, "corrupt", "go", ""))
 
-	var info cdb.InstanceInfo
-	require.NoError(t, poll(h.ctx, 10*time.Second, func() (bool, error) {
-		var err error
-		info, err = h.client.GetInstanceInfo(h.ctx, "corrupt")
-		return err == nil && info.Status == statusFailed, err
-	}))
-	require.NotNil(t, info.Output)
-	assert.Contains(t, *info.Output, "history deserialization failed")
+		var info cdb.InstanceInfo
+		require.NoError(t, poll(h.ctx, 10*time.Second, func() (bool, error) {
+			var err error
+			info, err = h.client.GetInstanceInfo(h.ctx, "corrupt")
+			return err == nil && info.Status == statusFailed, err
+		}))
+		require.NotNil(t, info.Output)
+		assert.Contains(t, *info.Output, "history deserialization failed")
+	})
+}
+
+// corruptHistory makes the stored history of instance undecodable through
+// p's test hook: the in-memory provider's own, or providertest's for a
+// Cosmos DB provider.
+func corruptHistory(ctx context.Context, t *testing.T, p cdb.Provider, instance string) {
+	t.Helper()
+	if mem, ok := p.(*memprovider.Provider); ok {
+		mem.CorruptInstanceHistory(instance)
+		return
+	}
+	require.NoError(t, providertest.ContainerHooks{}.CorruptInstanceHistory(ctx, p, instance))
 }

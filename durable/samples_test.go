@@ -149,14 +149,19 @@ func TestSampleTimeoutWithTimerRace(t *testing.T) {
 }
 
 // select2_activity_vs_external: an activity races an external event; the
-// winner's index decides the branch.
+// winner's index decides the branch. duroxide's activity sleeps 300 ms so
+// that the event, raised as soon as the orchestration waits for it, wins;
+// on a loaded machine the sleep could end first. Here the activity cannot
+// finish before the orchestration has completed, so the event always wins,
+// as the sample means it to.
 func TestSampleSelect2ActivityVsExternal(t *testing.T) {
 	eachProvider(t, func(t *testing.T, h *harness) {
+		orchestrationDone := make(chan struct{})
 		h.activity("Sleep", func(ctx ActivityContext, _ string) (string, error) {
 			select {
 			case <-ctx.Done():
 				return "", ctx.Err()
-			case <-time.After(300 * time.Millisecond):
+			case <-orchestrationDone:
 				return "slept", nil
 			}
 		})
@@ -177,6 +182,7 @@ func TestSampleSelect2ActivityVsExternal(t *testing.T) {
 		h.waitForHistory("inst-s2-mixed", hasEvent[cdb.ExternalSubscribed])
 		require.NoError(t, h.client.RaiseEvent(h.ctx, "inst-s2-mixed", "Go", "ok"))
 		assert.Equal(t, "event:ok", h.completed("inst-s2-mixed"))
+		close(orchestrationDone)
 	})
 }
 

@@ -32,7 +32,7 @@ func testAtomicityFailureRollback(t *testing.T, f Factory) {
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{b1StartedEvent(1, "instance-A")}, nil, nil, cdb.ExecutionMetadata{}, nil))
 
-	require.Len(t, b1ReadOrEmpty(ctx, p, "instance-A"), 1)
+	require.Len(t, b1ReadOrEmpty(ctx, t, p, "instance-A"), 1)
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
 	_, token2 := b1FetchOrch(ctx, t, p, lockLong)
@@ -42,7 +42,7 @@ func testAtomicityFailureRollback(t *testing.T, f Factory) {
 		nil, nil, cdb.ExecutionMetadata{}, nil)
 	require.Error(t, err, "Should reject duplicate event_id")
 
-	require.Len(t, b1ReadOrEmpty(ctx, p, "instance-A"), 1, "History should remain unchanged after failed ack")
+	require.Len(t, b1ReadOrEmpty(ctx, t, p, "instance-A"), 1, "History should remain unchanged after failed ack")
 
 	// The failed ack must not have released the lock.
 	b1FetchOrchNone(ctx, t, p, lockLong, "the lock must still be held after a failed ack")
@@ -77,7 +77,7 @@ func testMultiOperationAtomicAck(t *testing.T, f Factory) {
 		cdb.ExecutionMetadata{}, nil))
 
 	// 1. All 5 history events.
-	require.Len(t, b1ReadOrEmpty(ctx, p, "instance-A"), 5, "All 5 history events should be persisted")
+	require.Len(t, b1ReadOrEmpty(ctx, t, p, "instance-A"), 5, "All 5 history events should be persisted")
 
 	// 2. Exactly 3 worker items.
 	for i := 0; i < 3; i++ {

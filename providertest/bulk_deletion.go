@@ -39,9 +39,9 @@ func testDeleteInstanceBulkFilterCombinations(t *testing.T, f Factory) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), res.InstancesDeleted, "Should delete 2 instances by ID")
 
-	require.False(t, admExists(ctx, admin, "bulk-del-filter-0"))
-	require.False(t, admExists(ctx, admin, "bulk-del-filter-1"))
-	require.True(t, admExists(ctx, admin, "bulk-del-filter-2"))
+	require.False(t, admExists(ctx, t, admin, "bulk-del-filter-0"))
+	require.False(t, admExists(ctx, t, admin, "bulk-del-filter-1"))
+	require.True(t, admExists(ctx, t, admin, "bulk-del-filter-2"))
 
 	// Unknown ids delete nothing.
 	res, err = admin.DeleteInstanceBulk(ctx, cdb.InstanceFilter{
@@ -55,9 +55,9 @@ func testDeleteInstanceBulkFilterCombinations(t *testing.T, f Factory) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, res.InstancesDeleted, uint64(3), "Empty filter should delete remaining terminal instances")
 
-	require.False(t, admExists(ctx, admin, "bulk-del-filter-2"))
-	require.False(t, admExists(ctx, admin, "bulk-del-filter-3"))
-	require.False(t, admExists(ctx, admin, "bulk-del-filter-4"))
+	require.False(t, admExists(ctx, t, admin, "bulk-del-filter-2"))
+	require.False(t, admExists(ctx, t, admin, "bulk-del-filter-3"))
+	require.False(t, admExists(ctx, t, admin, "bulk-del-filter-4"))
 }
 
 func testDeleteInstanceBulkSafetyAndLimits(t *testing.T, f Factory) {
@@ -81,8 +81,8 @@ func testDeleteInstanceBulkSafetyAndLimits(t *testing.T, f Factory) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), res.InstancesDeleted, "Should only delete completed instances")
-	require.True(t, admExists(ctx, admin, "bulk-del-safe-running-1"), "Running instance should not be deleted")
-	require.True(t, admExists(ctx, admin, "bulk-del-safe-running-2"), "Running instance should not be deleted")
+	require.True(t, admExists(ctx, t, admin, "bulk-del-safe-running-1"), "Running instance should not be deleted")
+	require.True(t, admExists(ctx, t, admin, "bulk-del-safe-running-2"), "Running instance should not be deleted")
 
 	// Iterative batching with a limit.
 	for i := 0; i < 4; i++ {
@@ -129,8 +129,8 @@ func testDeleteInstanceBulkCompletedBeforeFilter(t *testing.T, f Factory) {
 	require.Equal(t, uint64(0), res.InstancesDeleted,
 		"No instances should be deleted - they were completed after the cutoff")
 
-	require.True(t, admExists(ctx, admin, "bulk-del-time-1"), "Instance 1 should still exist")
-	require.True(t, admExists(ctx, admin, "bulk-del-time-2"), "Instance 2 should still exist")
+	require.True(t, admExists(ctx, t, admin, "bulk-del-time-1"), "Instance 1 should still exist")
+	require.True(t, admExists(ctx, t, admin, "bulk-del-time-2"), "Instance 2 should still exist")
 
 	// A cutoff after the completions matches both.
 	res, err = admin.DeleteInstanceBulk(ctx, cdb.InstanceFilter{
@@ -141,8 +141,8 @@ func testDeleteInstanceBulkCompletedBeforeFilter(t *testing.T, f Factory) {
 	require.Equal(t, uint64(2), res.InstancesDeleted,
 		"Both instances should be deleted - they were completed before the cutoff")
 
-	require.False(t, admExists(ctx, admin, "bulk-del-time-1"), "Instance 1 should be deleted")
-	require.False(t, admExists(ctx, admin, "bulk-del-time-2"), "Instance 2 should be deleted")
+	require.False(t, admExists(ctx, t, admin, "bulk-del-time-1"), "Instance 1 should be deleted")
+	require.False(t, admExists(ctx, t, admin, "bulk-del-time-2"), "Instance 2 should be deleted")
 }
 
 func testDeleteInstanceBulkCascadesToChildren(t *testing.T, f Factory) {
@@ -171,7 +171,7 @@ func testDeleteInstanceBulkCascadesToChildren(t *testing.T, f Factory) {
 	admCreateCompletedInstance(ctx, t, p, standalone)
 
 	for _, id := range []string{parent1, child1, parent2, child2a, child2b, child2c, standalone} {
-		require.True(t, admExists(ctx, admin, id))
+		require.True(t, admExists(ctx, t, admin, id))
 	}
 
 	// All roots in one request.
@@ -182,11 +182,11 @@ func testDeleteInstanceBulkCascadesToChildren(t *testing.T, f Factory) {
 	// 3 roots + 1 child of parent1 + 3 children of parent2.
 	require.Equal(t, uint64(7), res.InstancesDeleted, "Should delete all roots and their children")
 
-	require.False(t, admExists(ctx, admin, parent1), "Parent1 should be deleted")
-	require.False(t, admExists(ctx, admin, child1), "Child1 should be cascade deleted")
-	require.False(t, admExists(ctx, admin, parent2), "Parent2 should be deleted")
-	require.False(t, admExists(ctx, admin, child2a), "Child2a should be cascade deleted")
-	require.False(t, admExists(ctx, admin, child2b), "Child2b should be cascade deleted")
-	require.False(t, admExists(ctx, admin, child2c), "Child2c should be cascade deleted")
-	require.False(t, admExists(ctx, admin, standalone), "Standalone should be deleted")
+	require.False(t, admExists(ctx, t, admin, parent1), "Parent1 should be deleted")
+	require.False(t, admExists(ctx, t, admin, child1), "Child1 should be cascade deleted")
+	require.False(t, admExists(ctx, t, admin, parent2), "Parent2 should be deleted")
+	require.False(t, admExists(ctx, t, admin, child2a), "Child2a should be cascade deleted")
+	require.False(t, admExists(ctx, t, admin, child2b), "Child2b should be cascade deleted")
+	require.False(t, admExists(ctx, t, admin, child2c), "Child2c should be cascade deleted")
+	require.False(t, admExists(ctx, t, admin, standalone), "Standalone should be deleted")
 }

@@ -47,26 +47,26 @@ func testDeleteTerminalInstances(t *testing.T, f Factory) {
 	const cancelledID = "delete-term-cancelled"
 	admCreateCancelledInstance(ctx, t, p, cancelledID)
 
-	require.True(t, admExists(ctx, admin, completedID))
-	require.True(t, admExists(ctx, admin, failedID))
-	require.True(t, admExists(ctx, admin, cancelledID))
+	require.True(t, admExists(ctx, t, admin, completedID))
+	require.True(t, admExists(ctx, t, admin, failedID))
+	require.True(t, admExists(ctx, t, admin, cancelledID))
 
 	res, err := admin.DeleteInstance(ctx, completedID, false)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, res.InstancesDeleted, uint64(1), "Completed instance should be deleted")
 	require.GreaterOrEqual(t, res.ExecutionsDeleted, uint64(1), "Should delete at least 1 execution")
 	require.GreaterOrEqual(t, res.EventsDeleted, uint64(1), "Should delete at least 1 event")
-	require.False(t, admExists(ctx, admin, completedID), "Completed instance should not exist after deletion")
+	require.False(t, admExists(ctx, t, admin, completedID), "Completed instance should not exist after deletion")
 
 	res, err = admin.DeleteInstance(ctx, failedID, false)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, res.InstancesDeleted, uint64(1), "Failed instance should be deleted")
-	require.False(t, admExists(ctx, admin, failedID), "Failed instance should not exist after deletion")
+	require.False(t, admExists(ctx, t, admin, failedID), "Failed instance should not exist after deletion")
 
 	res, err = admin.DeleteInstance(ctx, cancelledID, false)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, res.InstancesDeleted, uint64(1), "Cancelled instance should be deleted")
-	require.False(t, admExists(ctx, admin, cancelledID), "Cancelled instance should not exist after deletion")
+	require.False(t, admExists(ctx, t, admin, cancelledID), "Cancelled instance should not exist after deletion")
 }
 
 func testDeleteRunningRejectedForceSucceeds(t *testing.T, f Factory) {
@@ -82,13 +82,13 @@ func testDeleteRunningRejectedForceSucceeds(t *testing.T, f Factory) {
 	require.False(t, cdb.IsRetryable(err), "Error should be permanent")
 	require.Contains(t, strings.ToLower(err.Error()), "running", "Error message should mention 'running'")
 
-	require.True(t, admExists(ctx, admin, inst), "Instance should still exist after rejected deletion")
+	require.True(t, admExists(ctx, t, admin, inst), "Instance should still exist after rejected deletion")
 
 	res, err := admin.DeleteInstance(ctx, inst, true)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, res.InstancesDeleted, uint64(1), "Force delete should succeed")
 
-	require.False(t, admExists(ctx, admin, inst), "Instance should not exist after force deletion")
+	require.False(t, admExists(ctx, t, admin, inst), "Instance should not exist after force deletion")
 }
 
 func testDeleteNonexistentInstance(t *testing.T, f Factory) {
@@ -171,10 +171,10 @@ func testCascadeDeleteHierarchy(t *testing.T, f Factory) {
 	admCreateCompletedInstanceWithParent(ctx, t, p, child2ID, ptr(rootID))
 	admCreateCompletedInstanceWithParent(ctx, t, p, grandchildID, ptr(child1ID))
 
-	require.True(t, admExists(ctx, admin, rootID))
-	require.True(t, admExists(ctx, admin, child1ID))
-	require.True(t, admExists(ctx, admin, child2ID))
-	require.True(t, admExists(ctx, admin, grandchildID))
+	require.True(t, admExists(ctx, t, admin, rootID))
+	require.True(t, admExists(ctx, t, admin, child1ID))
+	require.True(t, admExists(ctx, t, admin, child2ID))
+	require.True(t, admExists(ctx, t, admin, grandchildID))
 
 	_, err := admin.DeleteInstance(ctx, child1ID, false)
 	require.Error(t, err, "Should not allow direct deletion of sub-orchestration")
@@ -195,10 +195,10 @@ func testCascadeDeleteHierarchy(t *testing.T, f Factory) {
 	require.GreaterOrEqual(t, res.InstancesDeleted, uint64(1), "Root should be deleted")
 	require.GreaterOrEqual(t, res.ExecutionsDeleted, uint64(4), "Should delete executions from all 4 instances")
 
-	require.False(t, admExists(ctx, admin, rootID), "Root should be deleted")
-	require.False(t, admExists(ctx, admin, child1ID), "Child1 should be cascade deleted")
-	require.False(t, admExists(ctx, admin, child2ID), "Child2 should be cascade deleted")
-	require.False(t, admExists(ctx, admin, grandchildID), "Grandchild should be cascade deleted")
+	require.False(t, admExists(ctx, t, admin, rootID), "Root should be deleted")
+	require.False(t, admExists(ctx, t, admin, child1ID), "Child1 should be cascade deleted")
+	require.False(t, admExists(ctx, t, admin, child2ID), "Child2 should be cascade deleted")
+	require.False(t, admExists(ctx, t, admin, grandchildID), "Grandchild should be cascade deleted")
 }
 
 func testForceDeletePreventsAckRecreation(t *testing.T, f Factory) {
@@ -228,7 +228,7 @@ func testForceDeletePreventsAckRecreation(t *testing.T, f Factory) {
 		cdb.ExecutionMetadata{}, nil)
 	require.Error(t, err, "CRITICAL: Ack must fail after force delete to prevent zombie recreation")
 
-	require.False(t, admExists(ctx, admin, inst), "CRITICAL: Instance must NOT be recreated after force delete")
+	require.False(t, admExists(ctx, t, admin, inst), "CRITICAL: Instance must NOT be recreated after force delete")
 }
 
 // admThreeLevelTree builds deletion.rs's tree of root (completed) ->
@@ -342,7 +342,7 @@ func testDeleteInstancesAtomic(t *testing.T, f Factory) {
 		admCreateCompletedInstance(ctx, t, p, id)
 	}
 	for _, id := range ids {
-		require.True(t, admExists(ctx, admin, id))
+		require.True(t, admExists(ctx, t, admin, id))
 	}
 
 	res, err := admin.DeleteInstancesAtomic(ctx, ids, false)
@@ -351,7 +351,7 @@ func testDeleteInstancesAtomic(t *testing.T, f Factory) {
 	require.GreaterOrEqual(t, res.ExecutionsDeleted, uint64(3), "Should delete at least 3 executions")
 
 	for _, id := range ids {
-		require.False(t, admExists(ctx, admin, id), "Instance %s should be gone", id)
+		require.False(t, admExists(ctx, t, admin, id), "Instance %s should be gone", id)
 	}
 }
 
@@ -370,15 +370,15 @@ func testDeleteInstancesAtomicForce(t *testing.T, f Factory) {
 	_, err := admin.DeleteInstancesAtomic(ctx, ids, false)
 	require.Error(t, err, "Should fail without force when running instance present")
 
-	require.True(t, admExists(ctx, admin, completedID))
-	require.True(t, admExists(ctx, admin, runningID))
+	require.True(t, admExists(ctx, t, admin, completedID))
+	require.True(t, admExists(ctx, t, admin, runningID))
 
 	res, err := admin.DeleteInstancesAtomic(ctx, ids, true)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, res.InstancesDeleted, uint64(1), "Should delete with force")
 
-	require.False(t, admExists(ctx, admin, completedID))
-	require.False(t, admExists(ctx, admin, runningID))
+	require.False(t, admExists(ctx, t, admin, completedID))
+	require.False(t, admExists(ctx, t, admin, runningID))
 }
 
 func testDeleteInstancesAtomicOrphanDetection(t *testing.T, f Factory) {
@@ -391,8 +391,8 @@ func testDeleteInstancesAtomicOrphanDetection(t *testing.T, f Factory) {
 	admCreateCompletedInstance(ctx, t, p, rootID)
 	admCreateChildInstance(ctx, t, p, childID, rootID)
 
-	require.True(t, admExists(ctx, admin, rootID))
-	require.True(t, admExists(ctx, admin, childID))
+	require.True(t, admExists(ctx, t, admin, rootID))
+	require.True(t, admExists(ctx, t, admin, childID))
 
 	// Deleting only the root (as if the child were spawned after the tree
 	// was read) would orphan the child, so it must fail.
@@ -404,14 +404,14 @@ func testDeleteInstancesAtomicOrphanDetection(t *testing.T, f Factory) {
 		"Error should mention child/orphan/tree issue: %v", err)
 
 	// Nothing was deleted.
-	require.True(t, admExists(ctx, admin, rootID), "Root should still exist after failed delete")
-	require.True(t, admExists(ctx, admin, childID), "Child should still exist after failed delete")
+	require.True(t, admExists(ctx, t, admin, rootID), "Root should still exist after failed delete")
+	require.True(t, admExists(ctx, t, admin, childID), "Child should still exist after failed delete")
 
 	_, err = admin.DeleteInstancesAtomic(ctx, []string{rootID, childID}, false)
 	require.NoError(t, err, "Delete with complete tree should succeed")
 
-	require.False(t, admExists(ctx, admin, rootID), "Root should be deleted")
-	require.False(t, admExists(ctx, admin, childID), "Child should be deleted")
+	require.False(t, admExists(ctx, t, admin, rootID), "Root should be deleted")
+	require.False(t, admExists(ctx, t, admin, childID), "Child should be deleted")
 }
 
 func testStaleActivityAfterDeleteRecreate(t *testing.T, f Factory) {
@@ -444,7 +444,7 @@ func testStaleActivityAfterDeleteRecreate(t *testing.T, f Factory) {
 	res, err := admin.DeleteInstance(ctx, inst, true)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, res.InstancesDeleted, uint64(1), "Force delete should succeed")
-	require.False(t, admExists(ctx, admin, inst), "Instance should be deleted")
+	require.False(t, admExists(ctx, t, admin, inst), "Instance should be deleted")
 
 	// Step 4: recreate it with the same id, name, version and input.
 	_, orchLock2 := admEnqueueAndFetch(ctx, t, p, StartItem(inst))

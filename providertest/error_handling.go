@@ -59,7 +59,7 @@ func testDuplicateEventIDRejection(t *testing.T, f Factory) {
 		nil, nil, cdb.ExecutionMetadata{}, nil)
 	require.Error(t, err, "an ack repeating event_id 1 must fail")
 
-	history := b1ReadOrEmpty(ctx, p, "instance-A")
+	history := b1ReadOrEmpty(ctx, t, p, "instance-A")
 	require.Len(t, history, 1)
 	assert.IsType(t, cdb.OrchestrationStarted{}, history[0].Kind)
 }
@@ -70,7 +70,7 @@ func testMissingInstanceMetadata(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 
-	assert.Len(t, b1ReadOrEmpty(ctx, p, "non-existent-instance"), 0)
+	assert.Len(t, b1ReadOrEmpty(ctx, t, p, "non-existent-instance"), 0)
 }
 
 // testCorruptedSerializationData (3.4): a fetch on an empty store succeeds

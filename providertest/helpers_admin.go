@@ -2,6 +2,7 @@ package providertest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -207,8 +208,16 @@ func admCreateExecutionChain(ctx context.Context, t *testing.T, p cdb.Provider, 
 	}
 }
 
-// admExists is get_instance_info(instance).is_ok().
-func admExists(ctx context.Context, admin cdb.ProviderAdmin, instance string) bool {
+// admExists is get_instance_info(instance).is_ok(), where duroxide means
+// "not found" by the error: here only cdb.ErrInstanceNotFound reads as
+// absent, and any other error fails the test, so a broken GetInstanceInfo
+// cannot pass for a deletion.
+func admExists(ctx context.Context, t *testing.T, admin cdb.ProviderAdmin, instance string) bool {
+	t.Helper()
 	_, err := admin.GetInstanceInfo(ctx, instance)
-	return err == nil
+	if errors.Is(err, cdb.ErrInstanceNotFound) {
+		return false
+	}
+	require.NoError(t, err, "GetInstanceInfo(%s): only not-found means absent", instance)
+	return true
 }

@@ -2,6 +2,7 @@ package providertest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -98,13 +99,17 @@ func b1FetchWorkNone(ctx context.Context, t *testing.T, p cdb.Provider, lock tim
 	require.Nil(t, item, msgAndArgs...)
 }
 
-// b1ReadOrEmpty is read(instance).unwrap_or_default(): an error counts as
-// an empty history.
-func b1ReadOrEmpty(ctx context.Context, p cdb.Provider, instance string) []cdb.Event {
+// b1ReadOrEmpty is read(instance).unwrap_or_default(), where duroxide's
+// default stands for an instance that is not there: here only
+// cdb.ErrInstanceNotFound reads as an empty history, and any other error
+// fails the test rather than passing for "no events".
+func b1ReadOrEmpty(ctx context.Context, t *testing.T, p cdb.Provider, instance string) []cdb.Event {
+	t.Helper()
 	events, err := p.Read(ctx, instance)
-	if err != nil {
+	if errors.Is(err, cdb.ErrInstanceNotFound) {
 		return nil
 	}
+	require.NoError(t, err, "Read(%s): only not-found reads as an empty history", instance)
 	return events
 }
 

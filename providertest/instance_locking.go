@@ -41,6 +41,8 @@ func testExclusiveInstanceLock(t *testing.T, f Factory) {
 
 	b1FetchOrchNone(ctx, t, p, lockTimeout, "the instance is locked")
 
+	// The expiry was set before the fetch returned, so this wait ends past
+	// it however loaded the machine; 100 ms covers clock granularity.
 	time.Sleep(lockTimeout + 100*time.Millisecond)
 
 	_, token2 := b1FetchOrch(ctx, t, p, lockTimeout, "the instance must be fetchable after its lock expired")
@@ -293,24 +295,28 @@ func testMultiThreadedNoDuplicateProcessing(t *testing.T, f Factory) {
 	}
 
 	const numFetchers = numInstances * 2
-	fetched := make([]string, numFetchers) // "" when no work or an error
+	fetched := make([]string, numFetchers) // "" when no work
+	errs := make([]error, numFetchers)
 	var wg sync.WaitGroup
 	for i := 0; i < numFetchers; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			time.Sleep(time.Duration((i*3)%50) * time.Millisecond)
-			// Up to 3 attempts on retryable errors; any error ends this
-			// fetcher without a result, as in duroxide.
+			// Up to 3 attempts on retryable errors, as in duroxide; an
+			// error that outlasts them is kept and fails the test below
+			// (duroxide drops the fetcher, which let a provider that
+			// always errs pass with no fetch at all).
 			for attempt := 0; attempt < 3; attempt++ {
 				item, _, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
+				errs[i] = err
 				if err == nil {
 					if item != nil {
 						fetched[i] = item.Instance
 					}
 					return
 				}
-				if !cdb.IsRetryable(err) || attempt == 2 {
+				if !cdb.IsRetryable(err) {
 					return
 				}
 				time.Sleep(time.Duration(10*(attempt+1)) * time.Millisecond)
@@ -321,7 +327,8 @@ func testMultiThreadedNoDuplicateProcessing(t *testing.T, f Factory) {
 
 	var results []string
 	unique := map[string]bool{}
-	for _, inst := range fetched {
+	for i, inst := range fetched {
+		require.NoError(t, errs[i], "fetcher %d", i)
 		if inst != "" {
 			results = append(results, inst)
 			unique[inst] = true
@@ -329,6 +336,20 @@ func testMultiThreadedNoDuplicateProcessing(t *testing.T, f Factory) {
 	}
 	assert.Len(t, unique, len(results), "No duplicate instances should be fetched: %v", results)
 	assert.LessOrEqual(t, len(results), numInstances, "Cannot fetch more instances than exist")
+	require.NotEmpty(t, results, "the concurrent fetchers must fetch something")
+
+	// Every instance the concurrent fetchers did not take is still there to
+	// fetch, once: together they account for each instance exactly once.
+	for {
+		item, _, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
+		require.NoError(t, err)
+		if item == nil {
+			break
+		}
+		require.False(t, unique[item.Instance], "%s was fetched concurrently and again after", item.Instance)
+		unique[item.Instance] = true
+	}
+	assert.Len(t, unique, numInstances, "every instance is fetched exactly once")
 }
 
 // testMultiThreadedLockExpirationRecovery (1.11): while a crashed holder keeps
@@ -347,32 +368,37 @@ func testMultiThreadedLockExpirationRecovery(t *testing.T, f Factory) {
 		err   error
 	}
 	var holder, blocked, recovered fetchResult
-	start := make(chan struct{}) // released at once for all three, like duroxide's barrier
+	// duroxide releases the three at once and orders them by sleeps (200 ms
+	// for the blocked fetch, lock + 100 ms for the recovery, both counted
+	// from the barrier): a holder whose fetch is slow on a loaded machine
+	// then loses the race. Here both later fetches start from the holder's
+	// fetch returning. The lock's expiry is set before that return, so the
+	// recovery's wait of lock + 100 ms is past it however slow the machine
+	// (the 100 ms only covers clock granularity); the blocked fetch runs at
+	// once and has the whole lock timeout as its margin.
+	held := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(3)
 
 	// The holder fetches and never acks: a crashed worker.
 	go func() {
 		defer wg.Done()
-		<-start
+		defer close(held)
 		holder.item, holder.token, _, holder.err = p.FetchOrchestrationItem(ctx, lockTimeout, noPoll, nil)
-		time.Sleep(lockTimeout + 200*time.Millisecond)
 	}()
 	// A fetch while the lock is held finds nothing.
 	go func() {
 		defer wg.Done()
-		<-start
-		time.Sleep(200 * time.Millisecond) // lets the holder take the lock
+		<-held
 		blocked.item, blocked.token, _, blocked.err = p.FetchOrchestrationItem(ctx, lockTimeout, noPoll, nil)
 	}()
 	// A fetch after expiry recovers the instance.
 	go func() {
 		defer wg.Done()
-		<-start
+		<-held
 		time.Sleep(lockTimeout + 100*time.Millisecond)
 		recovered.item, recovered.token, _, recovered.err = p.FetchOrchestrationItem(ctx, lockTimeout, noPoll, nil)
 	}()
-	close(start)
 	wg.Wait()
 
 	require.NoError(t, holder.err)

@@ -98,7 +98,11 @@ func testLockRenewalOnAck(t *testing.T, f Factory) {
 func testConcurrentLockAttemptsRespectExpiration(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
-	lockTimeout := f.LockTimeout()
+	// The last fetcher starts 200 ms into the lock and must still find it
+	// held: duroxide's 1 s lock leaves 800 ms for a loaded machine to start
+	// it; at least 3 s leaves 2.8 s. The wait after the fetchers counts from
+	// the lock's start, so it only ever runs long.
+	lockTimeout := max(f.LockTimeout(), 3*time.Second)
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
 	b1FetchOrch(ctx, t, p, lockTimeout)
@@ -196,7 +200,12 @@ func testWorkerLockRenewalAfterExpiration(t *testing.T, f Factory) {
 func testWorkerLockRenewalExtendsTimeout(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
-	lockTimeout := f.LockTimeout()
+	// Renewed at 0.6 of the lock and checked at 1.0, the test has two
+	// windows: 0.4 of the lock for the renewal to land before the lock ends
+	// and 0.6 for the check to run before the renewed lock ends. At least
+	// 3 s (1.2 s and 1.8 s of margin) holds on a loaded machine, where
+	// duroxide's 1 s lock leaves only 400 ms.
+	lockTimeout := max(f.LockTimeout(), 3*time.Second)
 	const instance = "test-lock-renewal-extends"
 
 	// A running orchestration that schedules the activity.

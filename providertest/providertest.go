@@ -40,9 +40,6 @@ type Factory interface {
 	// LockTimeout is the lock duration the lock-expiry tests use and wait
 	// out; short values keep the suite fast (duroxide's default is 5s).
 	LockTimeout() time.Duration
-	// ShortPollThreshold bounds how long a short-polling fetch that finds
-	// nothing may take.
-	ShortPollThreshold() time.Duration
 	// CorruptInstanceHistory makes every stored history event of instance
 	// undecodable, in the store behind p.
 	CorruptInstanceHistory(ctx context.Context, p cdb.Provider, instance string) error

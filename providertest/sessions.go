@@ -57,6 +57,13 @@ func sessionsTests() []Test {
 // sessWorkLock is the 5s worker-item lock nearly every sessions.rs fetch uses.
 const sessWorkLock = 5 * time.Second
 
+// sessIdleWindow is the idle timeout of the tests that check an ack or a
+// renewal bumps a session's last activity. duroxide uses 200 ms; the wait
+// before the bump is past it however slow the machine, but the renewal
+// that follows the bump must come within it, so 200 ms fails on a loaded
+// machine. 2 s is the margin for that step.
+const sessIdleWindow = 2 * time.Second
+
 // sessIdleLong is the 300s idle timeout under which no session counts as idle.
 const sessIdleLong = 300 * time.Second
 
@@ -399,7 +406,7 @@ func testCleanupKeepsActiveSessions(t *testing.T, f Factory) {
 func testAckUpdatesSessionLastActivity(t *testing.T, f Factory) {
 	p := f.NewProvider(t, ProviderOptions{})
 	ctx := testContext(t)
-	idleWindow := 200 * time.Millisecond
+	idleWindow := sessIdleWindow
 
 	sessEnqueue(ctx, t, p, sessActivity("inst-1", 1, "session-1"))
 	_, token, _ := sessMustFetch(ctx, t, p, sessWorkLock, sessConfig("worker-A"))
@@ -419,7 +426,7 @@ func testAckUpdatesSessionLastActivity(t *testing.T, f Factory) {
 func testRenewWorkItemUpdatesSessionLastActivity(t *testing.T, f Factory) {
 	p := f.NewProvider(t, ProviderOptions{})
 	ctx := testContext(t)
-	idleWindow := 200 * time.Millisecond
+	idleWindow := sessIdleWindow
 
 	sessEnqueue(ctx, t, p, sessActivity("inst-1", 1, "session-1"))
 	_, token, _ := sessMustFetch(ctx, t, p, sessWorkLock, sessConfig("worker-A"))
@@ -754,22 +761,27 @@ func testSessionLockExpiresActivityLockValidAckSucceeds(t *testing.T, f Factory)
 		"Ack must succeed — activity lock is still valid even though session lock expired")
 }
 
-// A 1s session renewed at 600ms is still owned at 1000ms.
+// A session renewed at 0.6 of its lock is still owned at 1.0 of it.
 func testSessionLockRenewalExtendsPastOriginalTimeout(t *testing.T, f Factory) {
 	p := f.NewProvider(t, ProviderOptions{})
 	ctx := testContext(t)
-	sessionLock := time.Second
+	// duroxide: a 1 s lock renewed at 600 ms and checked at 1 s, windows of
+	// 400 ms (the renewal must come before the lock ends) and 600 ms (the
+	// check before the renewed lock ends). The same proportions on a 3 s
+	// lock give margins of 1.2 s and 1.8 s for a loaded machine; the waits
+	// before each step only ever run long, which the assertions allow.
+	sessionLock := 3 * time.Second
 
 	sessEnqueue(ctx, t, p, sessActivity("inst-1", 1, "renew-ext-sess"))
 	sessClaim(ctx, t, p, sessConfigWithLock("worker-A", sessionLock))
 
-	time.Sleep(600 * time.Millisecond)
+	time.Sleep(sessionLock * 6 / 10)
 	renewed, err := p.RenewSessionLock(ctx, []string{"worker-A"}, sessionLock, sessIdleLong)
 	require.NoError(t, err)
 	require.Equal(t, 1, renewed, "Should renew the active session")
 
 	// Past the original expiry.
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(sessionLock * 4 / 10)
 
 	sessEnqueue(ctx, t, p, sessActivity("inst-1", 2, "renew-ext-sess"))
 

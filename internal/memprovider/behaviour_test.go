@@ -164,7 +164,17 @@ func TestClockDrivesLocks(t *testing.T) {
 	require.False(t, pe.Retryable)
 }
 
-// A long-polling fetch returns as soon as work is enqueued.
+// The long-poll tests below assert what a fetch does, not how fast: each
+// gives a poll timeout (farPoll) longer than go test lets a test run, so a
+// fetch that returns with work, an error or nothing shows which event ended
+// its wait, and a fetch that missed the event fails the test instead of
+// passing late. Only lower bounds are timed: a loaded machine only makes
+// waits longer.
+const farPoll = time.Hour
+
+// A long-polling fetch returns when work is enqueued. (On a loaded machine
+// the enqueue may come before the fetch starts waiting; the fetch then finds
+// the work at once, which the test allows.)
 func TestLongPollWokenByEnqueue(t *testing.T) {
 	ctx := context.Background()
 	p := memprovider.New(memprovider.Options{LongPolling: true})
@@ -173,75 +183,73 @@ func TestLongPollWokenByEnqueue(t *testing.T) {
 		_ = p.EnqueueForOrchestrator(ctx, start("late"), 0)
 		_ = p.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "late", ExecutionID: 1, ID: 2, Name: "A", Input: "{}"})
 	}()
-	begin := time.Now()
-	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 5*time.Second, nil)
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, farPoll, nil)
 	require.NoError(t, err)
-	require.NotNil(t, item)
-	require.Less(t, time.Since(begin), time.Second)
-	w, _, _, err := p.FetchWorkItem(ctx, time.Minute, 5*time.Second, nil, cdb.DefaultOnlyFilter())
+	require.NotNil(t, item, "the enqueue ends the wait with the work")
+	w, _, _, err := p.FetchWorkItem(ctx, time.Minute, farPoll, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	require.NotNil(t, w)
 }
 
-// A long poll wakes for a message whose delay runs out, without an enqueue.
+// A long poll wakes for a message whose delay runs out, without an enqueue,
+// and not before.
 func TestLongPollWokenByDelayedVisibility(t *testing.T) {
 	ctx := context.Background()
 	p := memprovider.New(memprovider.Options{LongPolling: true})
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, start("delayed"), 150*time.Millisecond))
 	begin := time.Now()
-	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 5*time.Second, nil)
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, farPoll, nil)
 	elapsed := time.Since(begin)
 	require.NoError(t, err)
-	require.NotNil(t, item)
-	require.GreaterOrEqual(t, elapsed, 140*time.Millisecond)
-	require.Less(t, elapsed, time.Second)
+	require.NotNil(t, item, "the message becoming visible ends the wait")
+	require.GreaterOrEqual(t, elapsed, 140*time.Millisecond) // 10 ms for the store's ms rounding
 }
 
-// An empty long poll returns close to its poll timeout, not later.
-func TestLongPollUpperBound(t *testing.T) {
-	ctx := context.Background()
+// An empty long poll waits out its poll timeout, then returns no work and
+// no error by itself (a fetch that overran it would meet the test's
+// deadline instead). How soon after the timeout is speed, for benchmarks.
+func TestLongPollReturnsAfterItsTimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	p := memprovider.New(memprovider.Options{LongPolling: true})
-	for _, fetch := range []func() error{
-		func() error {
-			_, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 300*time.Millisecond, nil)
-			return err
+	for _, fetch := range []func() (bool, error){
+		func() (bool, error) {
+			item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 300*time.Millisecond, nil)
+			return item != nil, err
 		},
-		func() error {
-			_, _, _, err := p.FetchWorkItem(ctx, time.Minute, 300*time.Millisecond, nil, cdb.AnyFilter())
-			return err
+		func() (bool, error) {
+			item, _, _, err := p.FetchWorkItem(ctx, time.Minute, 300*time.Millisecond, nil, cdb.AnyFilter())
+			return item != nil, err
 		},
 	} {
 		begin := time.Now()
-		require.NoError(t, fetch())
-		elapsed := time.Since(begin)
-		require.GreaterOrEqual(t, elapsed, 300*time.Millisecond)
-		require.Less(t, elapsed, 400*time.Millisecond, "a long poll may overrun its timeout by a few ms, not more (slack for loaded CI)")
+		found, err := fetch()
+		require.NoError(t, err, "the poll timeout, not the test's deadline, ends the fetch")
+		require.False(t, found)
+		require.GreaterOrEqual(t, time.Since(begin), 300*time.Millisecond)
 	}
 }
 
-// A long poll honours its context.
+// A long poll honours its context: the context's end, not the poll
+// timeout, ends the wait.
 func TestLongPollHonoursContext(t *testing.T) {
 	p := memprovider.New(memprovider.Options{LongPolling: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	begin := time.Now()
-	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 5*time.Second, nil)
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, farPoll, nil)
 	require.Nil(t, item)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.Less(t, time.Since(begin), time.Second)
 }
 
-// Close releases a waiting fetch.
+// Close releases a waiting fetch with an error.
 func TestCloseReleasesLongPoll(t *testing.T) {
 	p := memprovider.New(memprovider.Options{LongPolling: true})
 	go func() {
 		time.Sleep(50 * time.Millisecond)
 		_ = p.Close()
 	}()
-	begin := time.Now()
-	_, _, _, err := p.FetchWorkItem(context.Background(), time.Minute, 5*time.Second, nil, cdb.AnyFilter())
+	_, _, _, err := p.FetchWorkItem(context.Background(), time.Minute, farPoll, nil, cdb.AnyFilter())
 	require.Error(t, err)
-	require.Less(t, time.Since(begin), time.Second)
 }
 
 // Ack is all or nothing: a duplicate event id leaves queues, KV, status and

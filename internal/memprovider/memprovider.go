@@ -176,6 +176,19 @@ func (p *Provider) CorruptInstanceHistory(instance string) {
 	}
 }
 
+// SessionLockedUntil is when the session's lock ends, on the provider's
+// clock, and whether the session exists (a test hook: runtime tests check
+// the effect of session renewal and cleanup with it).
+func (p *Provider) SessionLockedUntil(sessionID string) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, ok := p.sessions[sessionID]
+	if !ok {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(s.lockedUntil), true
+}
+
 // MaxAttemptCount is the highest attempt count over the orchestrator-queue
 // messages of instance, 0 when it has none (the factory hook of the
 // validation suite).

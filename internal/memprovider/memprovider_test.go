@@ -20,8 +20,7 @@ func (factory) NewProvider(t *testing.T, o providertest.ProviderOptions) cdb.Pro
 	return p
 }
 
-func (factory) LockTimeout() time.Duration        { return time.Second }
-func (factory) ShortPollThreshold() time.Duration { return 100 * time.Millisecond }
+func (factory) LockTimeout() time.Duration { return time.Second }
 
 func memory(p cdb.Provider) (*memprovider.Provider, error) {
 	mp, ok := p.(*memprovider.Provider)

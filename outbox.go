@@ -307,7 +307,7 @@ func (r *relay) acquire(ctx context.Context, o *pendingOutbox) (deliveryResult, 
 		if err != nil {
 			return resultFailed, err
 		}
-		o.learn(doc)
+		r.learn(o, doc)
 	}
 	if o.token != "" && o.owner == o.token {
 		return resultHeld, nil // ours all along (an earlier try of the ack committed it)
@@ -337,14 +337,20 @@ func (r *relay) acquire(ctx context.Context, o *pendingOutbox) (deliveryResult, 
 		return resultFailed, fmt.Errorf("decode outbox %s: %w", o.id, err)
 	}
 	doc.ETag = resp.ETag
-	o.learn(&doc)
+	r.learn(o, &doc)
 	o.token = token
 	r.p.log.Info("cdb: took over an outbox its relay left", "outbox", o.id, "delivered", doc.Delivered)
 	return resultHeld, nil
 }
 
-func (o *pendingOutbox) learn(doc *outboxDoc) {
+// learn takes what the stored document says into o. The fields only the
+// goroutine working o's chain uses are set as they are; rev and created
+// order the chain, which an ack's enlist reads at any time, so they change
+// under the relay's lock.
+func (r *relay) learn(o *pendingOutbox, doc *outboxDoc) {
 	o.doc, o.etag, o.owner, o.beat, o.parts = doc, doc.ETag, doc.Owner, doc.BeatAt, doc.Parts
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	o.rev, o.created = doc.Rev, doc.CreatedAt
 }
 

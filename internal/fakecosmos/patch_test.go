@@ -168,6 +168,23 @@ func TestPatchAcceptsABareArrayAndBothContentTypes(t *testing.T) {
 	assert.EqualValues(t, 2, c.do("GET", docPath("a"), nil, pkHeader("p")).object(t)["n"])
 }
 
+// The JavaScript SDK sends PATCH without a Content-Type, and real accounts
+// accept it, conditional or not.
+func TestPatchWithoutAContentTypeIsAccepted(t *testing.T) {
+	_, c := newTestServer(t, Options{})
+	c.standardContainer()
+	c.createDoc(map[string]any{"id": "a", "pk": "p", "n": 0})
+	noType := pkHeader("p").with("Content-Type", "")
+	r := c.do("PATCH", docPath("a"), ops(op("incr", "/n", 1)), noType)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+
+	conditional := ops(op("incr", "/n", 1))
+	conditional["condition"] = "from c where c.n = 1"
+	assert.Equal(t, http.StatusOK, c.do("PATCH", docPath("a"), conditional, noType).status)
+	assert.Equal(t, http.StatusPreconditionFailed, c.do("PATCH", docPath("a"), conditional, noType).status, "n is 2 now")
+	assert.EqualValues(t, 2, c.do("GET", docPath("a"), nil, pkHeader("p")).object(t)["n"])
+}
+
 func TestPatchedDocumentOver2MBAnswers413(t *testing.T) {
 	half := strings.Repeat("x", 1_100_000)
 	r, c, _ := patchDoc(t, map[string]any{"a": half}, ops(op("set", "/b", half)))

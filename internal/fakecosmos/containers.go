@@ -2,6 +2,7 @@ package fakecosmos
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"sort"
@@ -295,7 +296,39 @@ func (s *Server) readContainer(q *request) (*result, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return &result{status: http.StatusOK, body: encodeJSON(c.resource()), etag: c.etag, charge: chargeMetadata}, nil
+	return &result{status: http.StatusOK, body: encodeJSON(c.resource()), etag: c.etag, charge: chargeMetadata, header: c.quotaHeaders()}, nil
+}
+
+// The quota headers of a container read (kept here, not with the other
+// header names in routes.go, because only container reads send them).
+const (
+	hdrResourceQuota = "x-ms-resource-quota"
+	hdrResourceUsage = "x-ms-resource-usage"
+)
+
+// containerQuota is what x-ms-resource-quota advertises for a container:
+// the service's per-document limit (in MB, as the service states it), and
+// no limit on the documents' count or size (-1).
+const containerQuota = "documentSize=2;documentsSize=-1;documentsCount=-1;collectionSize=-1"
+
+// quotaHeaders are x-ms-resource-quota and x-ms-resource-usage, which the
+// service sends on a container read and SDKs read the document count and
+// size from ("name=value;" pairs; sizes in KB, started KB counted as
+// whole). The fake has no index, so collectionSize is the documents' size.
+// Call with c.mu held.
+func (c *container) quotaHeaders() http.Header {
+	count, size := 0, 0
+	for _, p := range c.partitions {
+		for _, d := range p.docs {
+			count++
+			size += len(d.raw)
+		}
+	}
+	kb := (size + 1023) / 1024
+	h := http.Header{}
+	h.Set(hdrResourceQuota, containerQuota)
+	h.Set(hdrResourceUsage, fmt.Sprintf("documentSize=%d;documentsSize=%d;documentsCount=%d;collectionSize=%d", (kb+1023)/1024, kb, count, kb))
+	return h
 }
 
 // replaceContainer changes the indexing policy and default TTL; the id and

@@ -35,6 +35,18 @@ type cosmosError struct {
 	message   string
 	session   string // x-ms-session-token of a document operation's refusal
 	lsn       int64
+	// additionalErrorInfo, when set, is sent as the body's
+	// "additionalErrorInfo" string: the gateway puts the query plan
+	// (JSON) there when it refuses a cross-partition query (400/1004), and
+	// the SDKs parse it from there.
+	additionalErrorInfo string
+}
+
+// withAdditionalErrorInfo returns a copy of e whose body carries info.
+func (e *cosmosError) withAdditionalErrorInfo(info string) *cosmosError {
+	cp := *e
+	cp.additionalErrorInfo = info
+	return &cp
 }
 
 func (e *cosmosError) Error() string {
@@ -109,11 +121,13 @@ func errorCode(status int) string {
 func errorBody(e *cosmosError, activityID string) []byte {
 	quoted, _ := json.Marshal(e.message)
 	body, _ := json.Marshal(struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
+		Code                string `json:"code"`
+		Message             string `json:"message"`
+		AdditionalErrorInfo string `json:"additionalErrorInfo,omitempty"`
 	}{
-		Code:    errorCode(e.status),
-		Message: fmt.Sprintf("Message: {\"Errors\":[%s]}\r\nActivityId: %s, Request URI: fakecosmos, RequestStats: , SDK: fakecosmos", quoted, activityID),
+		Code:                errorCode(e.status),
+		Message:             fmt.Sprintf("Message: {\"Errors\":[%s]}\r\nActivityId: %s, Request URI: fakecosmos, RequestStats: , SDK: fakecosmos", quoted, activityID),
+		AdditionalErrorInfo: e.additionalErrorInfo,
 	})
 	return body
 }

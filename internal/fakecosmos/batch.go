@@ -23,6 +23,10 @@ type batchOp struct {
 	ifMatch     string
 	ifNoneMatch string
 	invalid     error
+	// partitionKey is the operation's own "partitionKey" (a JSON array in
+	// a string), nil when absent. Atomic batches must match the header's;
+	// bulk operations are routed by it.
+	partitionKey *pkValue
 }
 
 // batchResult is one entry of the response array (the shape azcosmos'
@@ -41,7 +45,7 @@ type batchResult struct {
 // operation's own status and 424 for every other one.
 func (s *Server) executeBatch(q *request) (*result, error) {
 	if !q.flag(hdrBatchAtomic) {
-		return nil, badRequest("Non-atomic (bulk) batches are not supported by this fake: send x-ms-cosmos-batch-atomic: True.")
+		return s.executeBulk(q)
 	}
 	if len(q.body) > maxBatchBytes {
 		return nil, tooLarge()
@@ -50,8 +54,11 @@ func (s *Server) executeBatch(q *request) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	ops, err := parseBatch(q.body, pk)
+	ops, err := parseBatch(q.body)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkBatchPartitionKeys(ops, pk); err != nil {
 		return nil, err
 	}
 	c, err := s.lookupContainer(q.route)
@@ -124,9 +131,9 @@ func (t *partitionTxn) runBatchOp(op batchOp) (opResult, error) {
 }
 
 // parseBatch reads the operation array. Malformed requests (not an array,
-// too many operations, unknown types, a per-operation partition key that
-// differs from the header's) fail as a whole with 400 and no array.
-func parseBatch(body []byte, pk pkValue) ([]batchOp, error) {
+// too many operations, unknown types, a malformed per-operation partition
+// key) fail as a whole with 400 and no array.
+func parseBatch(body []byte) ([]batchOp, error) {
 	v, err := decodeJSON(body)
 	if err != nil {
 		return nil, err
@@ -143,23 +150,24 @@ func parseBatch(body []byte, pk pkValue) ([]batchOp, error) {
 	}
 	ops := make([]batchOp, len(list))
 	for i, item := range list {
-		if ops[i], err = parseBatchOp(i, item, pk); err != nil {
+		if ops[i], err = parseBatchOp(i, item); err != nil {
 			return nil, err
 		}
 	}
 	return ops, nil
 }
 
-func parseBatchOp(i int, item any, pk pkValue) (batchOp, error) {
+func parseBatchOp(i int, item any) (batchOp, error) {
 	obj, ok := item.(map[string]any)
 	if !ok {
 		return batchOp{}, badRequest("Batch operation %d must be a JSON object.", i)
 	}
-	if err := checkBatchOpPartitionKey(i, obj, pk); err != nil {
+	opPK, err := parseBatchOpPartitionKey(i, obj)
+	if err != nil {
 		return batchOp{}, err
 	}
 	typ, _ := obj["operationType"].(string)
-	op := batchOp{kind: strings.ToLower(typ)}
+	op := batchOp{kind: strings.ToLower(typ), partitionKey: opPK}
 	op.ifMatch, _ = obj["ifMatch"].(string)
 	op.ifNoneMatch, _ = obj["ifNoneMatch"].(string)
 	switch op.kind {
@@ -201,23 +209,31 @@ func (op *batchOp) needBody(i int, obj map[string]any) error {
 	return nil
 }
 
-// checkBatchOpPartitionKey: an operation may repeat the partition key as a
-// JSON string; it must name the header's partition.
-func checkBatchOpPartitionKey(i int, obj map[string]any, pk pkValue) error {
+// parseBatchOpPartitionKey reads an operation's own partition key, a JSON
+// array in a string (nil when absent).
+func parseBatchOpPartitionKey(i int, obj map[string]any) (*pkValue, error) {
 	raw, present := obj["partitionKey"]
 	if !present {
-		return nil
+		return nil, nil
 	}
 	s, ok := raw.(string)
 	if !ok {
-		return badRequest("Batch operation %d: partitionKey must be a JSON string such as \"[\\\"pk\\\"]\".", i)
+		return nil, badRequest("Batch operation %d: partitionKey must be a JSON string such as \"[\\\"pk\\\"]\".", i)
 	}
-	opPK, err := parsePartitionKeyHeader(s)
+	pk, err := parsePartitionKeyHeader(s)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if opPK != pk {
-		return badRequest("Batch operation %d targets partition key %s, but all operations of a batch must target the header's partition.", i, s)
+	return &pk, nil
+}
+
+// checkBatchPartitionKeys: the operations of an atomic batch may repeat
+// the partition key; they must name the header's partition.
+func checkBatchPartitionKeys(ops []batchOp, pk pkValue) error {
+	for i, op := range ops {
+		if op.partitionKey != nil && *op.partitionKey != pk {
+			return badRequest("Batch operation %d targets another partition key than the header's, but all operations of a batch must target the header's partition.", i)
+		}
 	}
 	return nil
 }

@@ -137,13 +137,16 @@ func TestBatchOver2MBAnswers413(t *testing.T) {
 	assert.Equal(t, 0, srv.Documents("db", "coll"))
 }
 
-func TestNonAtomicBatchIsRefused(t *testing.T) {
-	_, c := newTestServer(t, Options{})
+// Only x-ms-cosmos-batch-atomic: True makes a batch transactional; without
+// it the batch is a bulk request (bulk_test.go): no rollback.
+func TestBatchWithoutTheAtomicHeaderIsBulk(t *testing.T) {
+	srv, c := newTestServer(t, Options{})
 	c.standardContainer()
 	h := pkHeader("p").with("x-ms-cosmos-is-batch-request", "True")
-	r := c.do("POST", docsPath, []any{createOp("a")}, h)
-	assert.Equal(t, http.StatusBadRequest, r.status)
-	assert.Contains(t, errorText(t, r), "not supported by this fake")
+	r := c.do("POST", docsPath, []any{createOp("a"), createOp("a")}, h)
+	require.Equal(t, http.StatusMultiStatus, r.status)
+	assert.Equal(t, []int{201, 409}, statuses(t, r))
+	assert.Equal(t, 1, srv.Documents("db", "coll"))
 }
 
 func TestBatchPerOperationPartitionKeyMustMatchTheHeader(t *testing.T) {

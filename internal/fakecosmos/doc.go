@@ -74,9 +74,22 @@
 // the tokens it receives reads its own and everyone's writes on its next
 // read, and one that sends none keeps reading one write behind.
 //
+// # Bulk
+//
+// A batch request without x-ms-cosmos-batch-atomic: True is a bulk request,
+// as the SDKs' bulk executors send it: addressed to a partition key range
+// (x-ms-documentdb-partitionkeyrangeid, each operation naming its
+// "partitionKey") or to one logical partition (the pk header). Every
+// operation runs and commits on its own, in order; a failure undoes
+// nothing. The answer is the per-operation array, 200 if all succeeded,
+// else 207. Without x-ms-cosmos-batch-continue-on-error: True the
+// operations after the first failure do not run and answer 424. An
+// operation whose partition lies outside the addressed range answers
+// 410/1002 in its slot. The batch limits (100 operations, 2 MB) apply.
+//
 // Not implemented (refused with 400 "not supported by this fake", or simply
 // absent): stored procedures, triggers, UDFs, users and permissions,
 // offers/throughput, change feed (A-IM), query plans, hierarchical
-// (MultiHash) partition keys, non-atomic bulk batches, TTL expiry (defaultTtl
+// (MultiHash) partition keys, TTL expiry (defaultTtl
 // is stored, not enforced), and addressing resources by _rid.
 package fakecosmos

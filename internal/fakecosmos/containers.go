@@ -28,6 +28,7 @@ type container struct {
 	indexingPolicy map[string]any
 	composites     [][]compositePath
 	defaultTTL     json.Number // "" when unset
+	ttl            *ttlPolicy  // defaultTTL applied, shared with the documents
 	partitions     map[string]*logicalPartition
 	ranges         []*pkRange
 	nextRangeID    int
@@ -267,6 +268,7 @@ func (s *Server) newContainer(d *database, cs containerSettings) *container {
 		partitionKey: cs.partitionKey, pkPath: cs.pkPath,
 		indexingPolicy: cs.indexingPolicy, composites: cs.composites, defaultTTL: cs.defaultTTL,
 		partitions: map[string]*logicalPartition{},
+		ttl:        newTTLPolicy(s.now, cs.defaultTTL),
 	}
 	c.ranges = initialRanges(s.rangesPerNew, ts, s.ids.etag)
 	c.nextRangeID = len(c.ranges)
@@ -320,8 +322,10 @@ func (c *container) quotaHeaders() http.Header {
 	count, size := 0, 0
 	for _, p := range c.partitions {
 		for _, d := range p.docs {
-			count++
-			size += len(d.raw)
+			if !d.expired() {
+				count++
+				size += len(d.raw)
+			}
 		}
 	}
 	kb := (size + 1023) / 1024
@@ -353,7 +357,9 @@ func (s *Server) replaceContainer(q *request) (*result, error) {
 	if !reflect.DeepEqual(cs.partitionKey, c.partitionKey) {
 		return nil, badRequest("The partition key of a container cannot change.")
 	}
+	c.dropExpired() // what expired under the old setting stays gone
 	c.indexingPolicy, c.composites, c.defaultTTL = cs.indexingPolicy, cs.composites, cs.defaultTTL
+	c.ttl.set(cs.defaultTTL)
 	c.ts = s.now().Unix()
 	c.etag = s.ids.etag(c.ts)
 	return &result{status: http.StatusOK, body: encodeJSON(c.resource()), etag: c.etag, charge: chargeMetadata}, nil
@@ -409,7 +415,11 @@ func (s *Server) Documents(database, container string) int {
 	defer c.mu.Unlock()
 	n := 0
 	for _, p := range c.partitions {
-		n += len(p.docs)
+		for _, d := range p.docs {
+			if !d.expired() {
+				n++
+			}
+		}
 	}
 	return n
 }

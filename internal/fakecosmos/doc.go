@@ -87,9 +87,19 @@
 // operation whose partition lies outside the addressed range answers
 // 410/1002 in its slot. The batch limits (100 operations, 2 MB) apply.
 //
+// # Time to live
+//
+// defaultTtl and items' "ttl" are enforced on the server's clock
+// (Options.Now, which also stamps _ts): with a container defaultTtl (-1 or
+// n seconds), an item whose _ts plus its ttl (its own "ttl", else the
+// default; -1 never) is not in the future is gone from point reads,
+// queries, read feeds, batches and bulk, and writes treat its id as free
+// (create succeeds, replace/patch/delete answer 404, If-Match 412).
+// Without a defaultTtl items' ttl is ignored. The predicate is
+// (*document).expiredAt (ttl.go).
+//
 // Not implemented (refused with 400 "not supported by this fake", or simply
 // absent): stored procedures, triggers, UDFs, users and permissions,
 // offers/throughput, change feed (A-IM), query plans, hierarchical
-// (MultiHash) partition keys, TTL expiry (defaultTtl
-// is stored, not enforced), and addressing resources by _rid.
+// (MultiHash) partition keys, and addressing resources by _rid.
 package fakecosmos

@@ -178,8 +178,10 @@ type document struct {
 	raw  []byte         // body encoded
 	etag string
 	rid  string
-	seq  uint64 // creation order in the container; replaces keep it
-	lsn  int64  // the range's LSN of the write that stored it
+	seq  uint64     // creation order in the container; replaces keep it
+	lsn  int64      // the range's LSN of the write that stored it
+	ts   int64      // _ts
+	ttl  *ttlPolicy // its container's, for expiry (ttl.go)
 	// prev is the version this one replaced (nil: none), kept in the stale
 	// mode for reads that do not cover lsn; tombstone marks a deletion.
 	prev      *document
@@ -223,7 +225,7 @@ func (t *partitionTxn) get(id string) *document {
 		return d
 	}
 	if p := t.c.partitions[t.pk.canonical]; p != nil {
-		return p.docs[id]
+		return live(p.docs[id]) // an expired document is gone
 	}
 	return nil
 }
@@ -273,7 +275,7 @@ func (t *partitionTxn) store(id string, body map[string]any, prev *document) (*d
 		stored[k] = v
 	}
 	ts := t.s.now().Unix()
-	d := &document{id: id, etag: t.s.ids.etag(ts)}
+	d := &document{id: id, etag: t.s.ids.etag(ts), ts: ts, ttl: t.c.ttl}
 	if prev != nil {
 		d.rid, d.seq = prev.rid, prev.seq
 	} else {

@@ -131,11 +131,11 @@ func (v readView) version(entry *document, r *pkRange) *document {
 	}
 	switch {
 	case !fresh:
-		return entry.prev
+		return live(entry.prev)
 	case entry.tombstone:
 		return nil
 	}
-	return entry
+	return live(entry) // an expired document is gone from every read
 }
 
 // withSession attaches the range's session position to an error answer of

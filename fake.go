@@ -24,6 +24,12 @@ type FakeAccountOptions struct {
 	// state. A Client echoes the session tokens of its writes and reads, so
 	// it reads its own writes; code that bypasses it does not.
 	StaleReadsWithoutSessionToken bool
+	// Now is the account's clock (default time.Now): it stamps _ts and
+	// decides when items expire by their container's defaultTtl and their
+	// own ttl, so a test can move it past an expiry. The account checks
+	// x-ms-date against it; Client signs with it, and other clients should
+	// too (ClientOptions.Now).
+	Now func() time.Time
 }
 
 // FakeAccount is a strict in-memory Cosmos DB account: it checks signatures,
@@ -31,6 +37,7 @@ type FakeAccountOptions struct {
 // gateway refuses. Tests and demos use it with no network and no Docker.
 type FakeAccount struct {
 	srv *fakecosmos.Server
+	now func() time.Time
 }
 
 // fakeEndpoint is what clients of a FakeAccount are configured with; the
@@ -39,10 +46,14 @@ const fakeEndpoint = "https://localhost:8081/"
 
 // NewFakeAccount starts a fresh, empty in-memory account.
 func NewFakeAccount(o FakeAccountOptions) *FakeAccount {
-	return &FakeAccount{srv: fakecosmos.New(fakecosmos.Options{
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &FakeAccount{now: o.Now, srv: fakecosmos.New(fakecosmos.Options{
 		PartitionKeyRanges: o.PartitionKeyRanges,
 		Latency:            o.Latency,
 		Endpoint:           fakeEndpoint,
+		Now:                o.Now,
 
 		StaleReadsWithoutSessionToken: o.StaleReadsWithoutSessionToken,
 	})}
@@ -50,7 +61,7 @@ func NewFakeAccount(o FakeAccountOptions) *FakeAccount {
 
 // Client returns a Client wired to the account in-process.
 func (a *FakeAccount) Client() *Client {
-	c, err := NewClient(fakeEndpoint, ClientOptions{Key: a.srv.Key(), Transport: a.srv.Transport()})
+	c, err := NewClient(fakeEndpoint, ClientOptions{Key: a.srv.Key(), Transport: a.srv.Transport(), Now: a.now})
 	if err != nil {
 		// The endpoint and key are the fake's own, so this is a bug here.
 		panic(fmt.Sprintf("cdb: client for the fake account: %v", err))

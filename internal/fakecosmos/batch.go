@@ -12,6 +12,10 @@ const (
 	maxBatchBytes      = 2 * 1024 * 1024
 )
 
+// msgBatchTooManyOperations is the service's text for a batch of more than
+// 100 operations (400, no substatus), which clients may match.
+const msgBatchTooManyOperations = "Batch request has more operations than what is supported."
+
 // batchOp is one parsed operation of a batch. An operation whose content
 // is invalid (say, a patch of 11 operations) keeps its error and fails when
 // its turn comes, so the answer is a 207 that points at it.
@@ -146,7 +150,7 @@ func parseBatch(body []byte) ([]batchOp, error) {
 		return nil, badRequest("The batch request must have at least one operation.")
 	}
 	if len(list) > maxBatchOperations {
-		return nil, badRequest("The batch request has %d operations; the limit is %d.", len(list), maxBatchOperations)
+		return nil, badRequest(msgBatchTooManyOperations)
 	}
 	ops := make([]batchOp, len(list))
 	for i, item := range list {

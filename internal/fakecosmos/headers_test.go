@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -162,4 +163,39 @@ func TestErrorBodyCarriesAdditionalErrorInfoOnlyWhenSet(t *testing.T) {
 	require.NoError(t, json.Unmarshal(errorBody(plain.withAdditionalErrorInfo(info), "id"), &body))
 	assert.Equal(t, info, body["additionalErrorInfo"], "a JSON string, as the gateway sends it")
 	assert.Equal(t, "BadRequest", body["code"])
+}
+
+// The limits' refusals answer as the gateway does: a whole-request error in
+// the {"code","message"} shape, with no substatus and no operation array.
+func TestLimitRefusalsHaveTheGatewaysShape(t *testing.T) {
+	_, c := newTestServer(t, Options{})
+	c.standardContainer()
+	big := strings.Repeat("x", 2_100_000)
+	many := make([]any, 101)
+	for i := range many {
+		many[i] = createOp("d" + strconv.Itoa(i))
+	}
+	bulkMany := make([]any, 101)
+	for i := range bulkMany {
+		bulkMany[i] = bulkCreate("d"+strconv.Itoa(i), "p")
+	}
+	cases := []struct {
+		name   string
+		r      testResponse
+		status int
+		text   string
+	}{
+		{"document over 2 MB", c.do("POST", docsPath, map[string]any{"id": "big", "pk": "p", "data": big}, pkHeader("p")), 413, msgEntityTooLarge},
+		{"batch over 2 MB", c.do("POST", docsPath, []any{map[string]any{"operationType": "Create", "resourceBody": map[string]any{"id": "big", "pk": "p", "data": big}}}, batchHeaders("p")), 413, msgEntityTooLarge},
+		{"batch of 101 operations", c.do("POST", docsPath, many, batchHeaders("p")), 400, "Batch request has more operations than what is supported."},
+		{"bulk of 101 operations", c.do("POST", docsPath, bulkMany, bulkHeaders("0", true)), 400, "Batch request has more operations than what is supported."},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.status, tc.r.status)
+			assert.Empty(t, tc.r.subStatus())
+			assert.Equal(t, errorCode(tc.status), tc.r.object(t)["code"])
+			assert.Equal(t, tc.text, errorText(t, tc.r))
+		})
+	}
 }

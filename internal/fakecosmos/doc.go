@@ -8,9 +8,29 @@
 // the date are checked, If-Match is honoured everywhere (also inside
 // batches), documents over 2 MB, batches over 100 operations or 2 MB, patches
 // over 10 operations are refused, and cross-partition queries that the real
-// gateway cannot serve (ORDER BY, TOP, OFFSET, DISTINCT, aggregates, GROUP
-// BY) answer 400 with substatus 1004. Multi-field ORDER BY needs a composite
-// index, as on a real account.
+// gateway cannot serve (ORDER BY, TOP, OFFSET, DISTINCT, aggregates) answer
+// 400 with substatus 1004. Multi-field ORDER BY needs a composite index, as
+// on a real account.
+//
+// # Query plans
+//
+// A POST to docs with x-ms-cosmos-is-query-plan-request answers the
+// gateway's PartitionedQueryExecutionInfo (version 2): queryInfo (distinct
+// type, top, offset, limit, orderBy, orderByExpressions, aggregates,
+// hasSelectValue, rewrittenQuery) and queryRanges (always the whole key
+// space), so that the SDKs run cross-partition ORDER BY, TOP, OFFSET/LIMIT,
+// DISTINCT and VALUE aggregates range by range and merge. The rewritten
+// query is the gateway's: ORDER BY projects {_rid, orderByItems: [{item}],
+// payload} and keeps the SDK's {documentdb-formattableorderbyquery-filter}
+// placeholder; COUNT and SUM become SELECT VALUE [{"item": COUNT(...)}], AVG
+// sends {sum, count}, MIN and MAX {min|max, count}; OFFSET n LIMIT m becomes
+// OFFSET 0 LIMIT n+m. The 1004 refusal carries the same plan in the error
+// body's additionalErrorInfo, which is what makes the SDKs ask for a plan.
+// A query whose merge needs a feature the client did not list in
+// x-ms-cosmos-supported-query-features is refused as the gateway does; GROUP
+// BY, aggregates without VALUE, and aggregates combined with TOP, OFFSET,
+// DISTINCT or ORDER BY are refused with 400 naming them (also instead of the
+// 1004 of a plain query). A plan answer carries no session token.
 //
 // # Request units
 //
@@ -76,7 +96,7 @@
 //
 // Not implemented (refused with 400 "not supported by this fake", or simply
 // absent): stored procedures, triggers, UDFs, users and permissions,
-// offers/throughput, change feed (A-IM), query plans, hierarchical
+// offers/throughput, change feed (A-IM), hierarchical
 // (MultiHash) partition keys, non-atomic bulk batches, TTL expiry (defaultTtl
 // is stored, not enforced), and addressing resources by _rid.
 package fakecosmos

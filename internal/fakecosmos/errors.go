@@ -35,6 +35,9 @@ type cosmosError struct {
 	message   string
 	session   string // x-ms-session-token of a document operation's refusal
 	lsn       int64
+	// additionalErrorInfo is the body's member of that name: the query
+	// plan of a first-chance 1004 refusal, which the SDKs act on.
+	additionalErrorInfo string
 }
 
 func (e *cosmosError) Error() string {
@@ -109,11 +112,13 @@ func errorCode(status int) string {
 func errorBody(e *cosmosError, activityID string) []byte {
 	quoted, _ := json.Marshal(e.message)
 	body, _ := json.Marshal(struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
+		Code                string `json:"code"`
+		Message             string `json:"message"`
+		AdditionalErrorInfo string `json:"additionalErrorInfo,omitempty"`
 	}{
-		Code:    errorCode(e.status),
-		Message: fmt.Sprintf("Message: {\"Errors\":[%s]}\r\nActivityId: %s, Request URI: fakecosmos, RequestStats: , SDK: fakecosmos", quoted, activityID),
+		Code:                errorCode(e.status),
+		Message:             fmt.Sprintf("Message: {\"Errors\":[%s]}\r\nActivityId: %s, Request URI: fakecosmos, RequestStats: , SDK: fakecosmos", quoted, activityID),
+		AdditionalErrorInfo: e.additionalErrorInfo,
 	})
 	return body
 }

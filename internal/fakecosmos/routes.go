@@ -59,6 +59,7 @@ const (
 	OpPatchItem              Op = "PatchItem"
 	OpBatch                  Op = "Batch"
 	OpQuery                  Op = "Query"
+	OpQueryPlan              Op = "QueryPlan"
 	OpReadFeed               Op = "ReadFeed"
 	OpReadPartitionKeyRanges Op = "ReadPartitionKeyRanges"
 	// OpUnknown is a request that names no resource or uses a verb the
@@ -205,6 +206,8 @@ func documentsFeedOp(r *http.Request, isQuery bool) Op {
 		return OpUnknown
 	case isTrue(r.Header.Get(hdrIsBatch)):
 		return OpBatch
+	case isTrue(r.Header.Get(hdrIsQueryPlan)):
+		return OpQueryPlan
 	case isQuery:
 		return OpQuery
 	case isTrue(r.Header.Get(hdrIsUpsert)):

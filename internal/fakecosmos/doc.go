@@ -94,9 +94,26 @@
 // the tokens it receives reads its own and everyone's writes on its next
 // read, and one that sends none keeps reading one write behind.
 //
+// # Change feed
+//
+// GET docs with A-IM: Incremental feed reads the latest-version change feed
+// of one partition key range (x-ms-documentdb-partitionkeyrangeid) or one
+// logical partition (pk header): the current version of every document
+// whose last write comes after the start, in LSN order, deleted documents
+// left out. If-None-Match selects the start: absent, from the beginning;
+// "*", from now; otherwise the etag of an earlier answer, which is the
+// range's LSN quoted ("42"). If-Modified-Since keeps documents written
+// since. A page holds up to x-ms-max-item-count documents (default 100),
+// extended to the end of its last LSN so that a batch's writes are never
+// split; its etag continues after it. Nothing new answers 304 with the
+// etag. The feed is served by the primary. Refused with 400: the
+// all-versions-and-deletes mode ("Full-Fidelity Feed"), a feed without a
+// range or partition key, and a part of a range (x-ms-start-epk); a split
+// range answers 410/1002.
+//
 // Not implemented (refused with 400 "not supported by this fake", or simply
 // absent): stored procedures, triggers, UDFs, users and permissions,
-// offers/throughput, change feed (A-IM), hierarchical
+// offers/throughput, hierarchical
 // (MultiHash) partition keys, non-atomic bulk batches, TTL expiry (defaultTtl
 // is stored, not enforced), and addressing resources by _rid.
 package fakecosmos

@@ -298,9 +298,6 @@ func (s *Server) queryItems(q *request) (*result, error) {
 
 // readFeed serves GET .../docs: every document of the scope, paged.
 func (s *Server) readFeed(q *request) (*result, error) {
-	if q.header(hdrAIM) != "" {
-		return nil, badRequest("The change feed (A-IM) is not supported by this fake.")
-	}
 	maxItems, err := pageLimits(q)
 	if err != nil {
 		return nil, err

@@ -61,6 +61,7 @@ const (
 	OpQuery                  Op = "Query"
 	OpQueryPlan              Op = "QueryPlan"
 	OpReadFeed               Op = "ReadFeed"
+	OpChangeFeed             Op = "ChangeFeed"
 	OpReadPartitionKeyRanges Op = "ReadPartitionKeyRanges"
 	// OpUnknown is a request that names no resource or uses a verb the
 	// resource does not support; it is still counted.
@@ -200,6 +201,8 @@ func resolveOp(rt route, r *http.Request) Op {
 
 func documentsFeedOp(r *http.Request, isQuery bool) Op {
 	switch {
+	case r.Method == http.MethodGet && r.Header.Get(hdrAIM) != "":
+		return OpChangeFeed
 	case r.Method == http.MethodGet:
 		return OpReadFeed
 	case r.Method != http.MethodPost:

@@ -333,6 +333,8 @@ func (s *Server) dispatch(q *request) (*result, error) {
 		return s.serveQueryPlan(q)
 	case OpReadFeed:
 		return s.readFeed(q)
+	case OpChangeFeed:
+		return s.readChangeFeed(q)
 	case OpReadPartitionKeyRanges:
 		return s.readPartitionKeyRanges(q)
 	}

@@ -1,18 +1,22 @@
 # The README's commands. Everything a fresh machine needs is installed here:
-# Go modules through the module proxy, and the third-party Cosmos DB server
-# (pinned in tools/cosmosdb-server) into the git-ignored .tools folder.
+# Go modules through the module proxy, and from npm the third-party Cosmos DB
+# server (pinned in tools/cosmosdb-server) and Microsoft's JavaScript SDK
+# (pinned in tools/azure-cosmos) into the git-ignored .tools folder.
 
 GO            ?= go
 TOOLS         := $(CURDIR)/.tools
 NPM_SERVER    := $(TOOLS)/cosmosdb-server
 NPM_SERVER_JS := $(NPM_SERVER)/node_modules/@vercel/cosmosdb-server/lib/cli.js
+JS_SDK        := $(TOOLS)/azure-cosmos
+JS_SDK_PKG    := $(JS_SDK)/node_modules/@azure/cosmos/package.json
 GOTESTFLAGS   ?= -race -count=1 -timeout 20m
 
 .PHONY: test test-unit lint emulator demo sdk-compat soak tools clean
 
-## test: every suite, on the in-memory fake and on @vercel/cosmosdb-server (and on COSMOS_ENDPOINT when set)
-test: lint $(NPM_SERVER_JS)
-	CDB_COSMOSDB_SERVER_CLI=$(NPM_SERVER_JS) $(GO) test $(GOTESTFLAGS) ./...
+## test: every suite, on the in-memory fake and on @vercel/cosmosdb-server (and on COSMOS_ENDPOINT when set),
+## and @azure/cosmos against `cdb emulator` (internal/jscompat)
+test: lint $(NPM_SERVER_JS) $(JS_SDK_PKG)
+	CDB_COSMOSDB_SERVER_CLI=$(NPM_SERVER_JS) CDB_AZURE_COSMOS_MODULES=$(JS_SDK)/node_modules $(GO) test $(GOTESTFLAGS) ./...
 	$(MAKE) sdk-compat
 
 ## test-unit: the suites on the in-memory fake only (no npm, no network)
@@ -52,12 +56,18 @@ soak:
 	SOAK_PROCESS_SECONDS=$(SOAK_PROCESS_SECONDS) SOAK_SEED=$(SOAK_SEED) SIM_CDB_BIN=$(TOOLS)/cdb \
 		$(GO) test -count=1 -v -timeout 0 -run 'TestSoakProcesses$$' ./internal/sim
 
-tools: $(NPM_SERVER_JS)
+tools: $(NPM_SERVER_JS) $(JS_SDK_PKG)
 
 $(NPM_SERVER_JS): tools/cosmosdb-server/package.json tools/cosmosdb-server/package-lock.json
 	@mkdir -p $(NPM_SERVER)
 	cp tools/cosmosdb-server/package.json tools/cosmosdb-server/package-lock.json $(NPM_SERVER)/
 	cd $(NPM_SERVER) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+$(JS_SDK_PKG): tools/azure-cosmos/package.json tools/azure-cosmos/package-lock.json
+	@mkdir -p $(JS_SDK)
+	cp tools/azure-cosmos/package.json tools/azure-cosmos/package-lock.json $(JS_SDK)/
+	cd $(JS_SDK) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 clean:

@@ -5,7 +5,7 @@ package cosmossql
 // SELECT VALUE MAX(...) returns no row and MAX(...) AS m returns {}.
 func (q *Query) aggregateRows(rows []map[string]any, bound map[string]any) []any {
 	if q.selectValue != nil {
-		v := aggregate(q.selectValue.(*aggregateExpr), rows, bound)
+		v := q.selectValue.eval(&env{params: bound, aggregates: computeAggregates(q.selectValue, rows, bound)})
 		if isUndefined(v) {
 			return []any{}
 		}
@@ -18,6 +18,20 @@ func (q *Query) aggregateRows(rows []map[string]any, bound map[string]any) []any
 		}
 	}
 	return []any{out}
+}
+
+// computeAggregates folds every aggregate of a SELECT VALUE expression (one,
+// or several inside constructors) over rows.
+func computeAggregates(root expr, rows []map[string]any, bound map[string]any) map[*aggregateExpr]any {
+	computed := map[*aggregateExpr]any{}
+	walk(root, func(e expr) bool {
+		if agg, ok := e.(*aggregateExpr); ok {
+			computed[agg] = aggregate(agg, rows, bound)
+			return false
+		}
+		return true
+	})
+	return computed
 }
 
 // aggregate evaluates the argument on each row, skipping undefined values

@@ -14,6 +14,9 @@ type expr interface {
 type env struct {
 	root   any            // the document bound to the FROM alias
 	params map[string]any // normalized, keyed by name with its "@"
+	// aggregates holds the computed aggregates while an aggregate query's
+	// SELECT VALUE builds its row; nil otherwise.
+	aggregates map[*aggregateExpr]any
 }
 
 type literalExpr struct {
@@ -98,12 +101,15 @@ type callExpr struct {
 	args []expr
 }
 
-// aggregateExpr is COUNT, SUM, MIN, MAX or AVG. Validation allows it only as
-// a whole select item; the aggregation pass evaluates it, never eval.
+// aggregateExpr is COUNT, SUM, MIN, MAX or AVG. Validation allows it as a
+// whole select item, or inside the array and object constructors of SELECT
+// VALUE (the form query plans rewrite aggregates into); the aggregation pass
+// computes it and eval reads the result from env.
 type aggregateExpr struct {
-	at   int
-	name string // upper case
-	arg  expr
+	at      int
+	name    string // upper case
+	arg     expr
+	argText string // the argument as written
 }
 
 type arrayExpr struct {

@@ -268,9 +268,14 @@ func (e *callExpr) eval(env *env) any {
 	return e.fn.call(args)
 }
 
-// eval of an aggregate outside the aggregation pass cannot happen after
-// validation; undefined keeps it harmless.
-func (e *aggregateExpr) eval(*env) any { return undefinedValue{} }
+// eval of an aggregate reads what the aggregation pass computed; outside it
+// (which validation rules out) undefined keeps it harmless.
+func (e *aggregateExpr) eval(env *env) any {
+	if v, ok := env.aggregates[e]; ok {
+		return v
+	}
+	return undefinedValue{}
+}
 
 // eval of an array literal drops undefined items, which JSON cannot hold.
 func (e *arrayExpr) eval(env *env) any {

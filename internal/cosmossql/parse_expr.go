@@ -376,6 +376,7 @@ func (p *parser) parseCall() (expr, error) {
 	nameTok := p.advance()
 	name := strings.ToUpper(nameTok.text)
 	p.advance() // '('
+	argsStart := p.i
 	var args []expr
 	if !p.isPunct(")") {
 		var err error
@@ -383,6 +384,7 @@ func (p *parser) parseCall() (expr, error) {
 			return nil, err
 		}
 	}
+	argsText := p.textSince(argsStart)
 	if err := p.expectPunct(")"); err != nil {
 		return nil, err
 	}
@@ -390,7 +392,7 @@ func (p *parser) parseCall() (expr, error) {
 		if len(args) != 1 {
 			return nil, syntaxErrorf(nameTok.pos, "%s takes exactly 1 argument, got %d", name, len(args))
 		}
-		return &aggregateExpr{at: nameTok.pos, name: name, arg: args[0]}, nil
+		return &aggregateExpr{at: nameTok.pos, name: name, arg: args[0], argText: argsText}, nil
 	}
 	fn, ok := lookupBuiltin(name)
 	if !ok {

@@ -41,6 +41,8 @@ func TestSyntaxErrors(t *testing.T) {
 		{"aggregate inside an expression", `SELECT VALUE COUNT(1) + 1 FROM c`, 13, "only as a whole SELECT item"},
 		{"aggregate in WHERE", `SELECT * FROM c WHERE COUNT(1) > 1`, 22, "only as a whole SELECT item"},
 		{"nested aggregates", `SELECT VALUE MAX(COUNT(1)) FROM c`, 17, "cannot be nested"},
+		{"aggregate in a constructor beside a document value", `SELECT VALUE [COUNT(1), c.x] FROM c`, 24, "cannot be mixed"},
+		{"aggregate in a constructor of a plain item", `SELECT [COUNT(1)] AS n FROM c`, 8, "only as a whole SELECT item"},
 		{"ORDER BY a computed value", `SELECT * FROM c ORDER BY LOWER(c.x)`, 25, "only property paths"},
 		{"ORDER BY the alias itself", `SELECT * FROM c ORDER BY c`, 25, "only property paths"},
 		{"NOT must be followed by IN, BETWEEN or LIKE after an operand", `SELECT * FROM c WHERE c.x NOT = 1`, 30, `expected IN, BETWEEN or LIKE after NOT, found "="`},

@@ -33,9 +33,17 @@ func isLiteralWord(text string) bool {
 }
 
 type parser struct {
+	src   string
 	toks  []token
 	i     int
 	depth int
+}
+
+// textSince is the source text from token index start up to the current
+// token, trimmed: the written form of what was parsed since, which query
+// plans reuse when they rewrite a query.
+func (p *parser) textSince(start int) string {
+	return strings.TrimSpace(p.src[p.toks[start].pos:p.toks[p.i].pos])
 }
 
 func (p *parser) peek() token { return p.toks[p.i] }
@@ -179,11 +187,13 @@ func (p *parser) parseSelection(q *Query) error {
 		if p.isPunct("*") {
 			return syntaxErrorf(p.peek().pos, "SELECT VALUE * is not valid; use SELECT * or SELECT VALUE c")
 		}
+		start := p.i
 		e, err := p.parseExpr()
 		if err != nil {
 			return err
 		}
 		q.selectValue = e
+		q.source.selectValue = p.textSince(start)
 		return nil
 	}
 	for {
@@ -202,11 +212,12 @@ func (p *parser) parseSelectItem() (selectItem, error) {
 	if p.isPunct("*") {
 		return selectItem{}, syntaxErrorf(p.peek().pos, "'*' must be the only item in SELECT")
 	}
+	start := p.i
 	e, err := p.parseExpr()
 	if err != nil {
 		return selectItem{}, err
 	}
-	item := selectItem{expr: e}
+	item := selectItem{expr: e, text: p.textSince(start)}
 	if p.acceptKeyword("AS") {
 		name, err := p.parseIdentifier("an alias after AS")
 		if err != nil {
@@ -232,6 +243,8 @@ func (p *parser) parseIdentifier(what string) (token, error) {
 
 // parseFrom reads FROM ident [[AS] ident]; the last identifier is the alias.
 func (p *parser) parseFrom(q *Query) error {
+	start := p.i
+	defer func() { q.source.from = p.textSince(start) }()
 	if err := p.expectKeyword("FROM"); err != nil {
 		return err
 	}
@@ -267,9 +280,11 @@ func (p *parser) parseFrom(q *Query) error {
 func (p *parser) parseClauses(q *Query) error {
 	var err error
 	if p.acceptKeyword("WHERE") {
+		start := p.i
 		if q.where, err = p.parseExpr(); err != nil {
 			return err
 		}
+		q.source.where = p.textSince(start)
 	}
 	if p.isKeyword("GROUP") {
 		if q.groupBy, err = p.parseGroupBy(); err != nil {
@@ -277,9 +292,11 @@ func (p *parser) parseClauses(q *Query) error {
 		}
 	}
 	if p.isKeyword("ORDER") {
+		start := p.i
 		if q.orderBy, err = p.parseOrderBy(); err != nil {
 			return err
 		}
+		q.source.orderBy = p.textSince(start)
 	}
 	if p.acceptKeyword("OFFSET") {
 		if q.offset, err = p.parseCount("OFFSET"); err != nil {
@@ -313,11 +330,12 @@ func (p *parser) parseOrderBy() ([]orderTerm, error) {
 	}
 	var terms []orderTerm
 	for {
+		start := p.i
 		e, err := p.parseExpr()
 		if err != nil {
 			return nil, err
 		}
-		term := orderTerm{expr: e}
+		term := orderTerm{expr: e, text: p.textSince(start)}
 		if p.acceptKeyword("DESC") {
 			term.descending = true
 		} else {

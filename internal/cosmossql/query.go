@@ -21,6 +21,16 @@ type Query struct {
 	limit       *countSpec
 	params      []string // referenced parameters, sorted, with their "@"
 	aggregate   bool
+	source      clauseSource
+}
+
+// clauseSource keeps the written form of the clauses a query plan reuses
+// when it rewrites the query for range-by-range execution (plan.go).
+type clauseSource struct {
+	selectValue string // the expression after SELECT VALUE
+	from        string // "FROM c" as written, alias included
+	where       string // the WHERE predicate, without WHERE
+	orderBy     string // "ORDER BY c.a DESC, c.b" as written
 }
 
 // countSpec is the operand of TOP, OFFSET or LIMIT: a literal or a parameter.
@@ -35,10 +45,12 @@ type selectItem struct {
 	alias    string // as written after AS; empty if none
 	aliasPos int
 	name     string // the output property: the alias, or one Cosmos would derive
+	text     string // the expression as written
 }
 
 type orderTerm struct {
 	expr       expr
+	text       string // the expression as written, without ASC/DESC
 	path       []string
 	descending bool
 }
@@ -62,7 +74,7 @@ func Parse(text string) (*Query, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &parser{toks: toks}
+	p := &parser{src: text, toks: toks}
 	q, err := p.parseQuery()
 	if err != nil {
 		return nil, err
@@ -194,6 +206,12 @@ func (q *Query) checkAggregates() error {
 		selectRoots[item.expr] = true
 	}
 	for _, root := range q.allExprs() {
+		if root == q.selectValue && isConstructor(root) && containsAggregate(root) {
+			if err := checkConstructedAggregates(root); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := checkAggregatePlacement(root, selectRoots[root]); err != nil {
 			return err
 		}
@@ -232,9 +250,57 @@ func checkAggregatePlacement(root expr, isSelectRoot bool) error {
 	return err
 }
 
+func isConstructor(e expr) bool {
+	switch e.(type) {
+	case *arrayExpr, *objectExpr:
+		return true
+	}
+	return false
+}
+
+func containsAggregate(root expr) bool {
+	found := false
+	walk(root, func(e expr) bool {
+		if _, ok := e.(*aggregateExpr); ok {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+// checkConstructedAggregates allows SELECT VALUE [{"item": COUNT(1)}], the
+// form a query plan rewrites aggregates into: array and object constructors
+// whose leaves are whole aggregates or constants. A leaf that reads the
+// document would need a row per document, which an aggregate query has not.
+func checkConstructedAggregates(root expr) error {
+	if isConstructor(root) {
+		for _, child := range root.children() {
+			if err := checkConstructedAggregates(child); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if _, ok := root.(*aggregateExpr); ok {
+		return checkAggregatePlacement(root, true)
+	}
+	var err error
+	walk(root, func(e expr) bool {
+		switch e := e.(type) {
+		case *rootRef:
+			err = syntaxErrorf(e.at, "aggregates cannot be mixed with values of the document in SELECT VALUE")
+		case *aggregateExpr:
+			err = checkAggregatePlacement(e, false)
+		}
+		return err == nil
+	})
+	return err
+}
+
 func (q *Query) countAggregateItems() int {
 	n := 0
-	if _, ok := q.selectValue.(*aggregateExpr); ok {
+	if q.selectValue != nil && containsAggregate(q.selectValue) {
 		n++
 	}
 	for _, item := range q.items {

@@ -306,6 +306,10 @@ func TestAggregates(t *testing.T) {
 		{"AVG over empty input yields no row", `SELECT VALUE AVG(c.n) FROM c`, ``, `[]`},
 		{"an undefined aggregate is omitted from the row", `SELECT COUNT(1) AS n, MAX(c.n) AS m FROM c`, ``, `[{"n":0}]`},
 		{"keywords and aggregates are case-insensitive", `select value count(1) from c`, docs, `[4]`},
+		// The form a query plan rewrites aggregates into for range-by-range execution.
+		{"aggregates inside VALUE constructors", `SELECT VALUE [{"item": COUNT(1)}] FROM c`, docs, `[[{"item":4}]]`},
+		{"several aggregates inside one constructor", `SELECT VALUE [{"item": {"sum": SUM(c.n), "count": COUNT(c.n)}}] FROM c`, docs, `[[{"item":{"sum":7,"count":3}}]]`},
+		{"an undefined aggregate inside a constructor is omitted", `SELECT VALUE [{"item": {"min": MIN(c.n), "count": COUNT(c.n)}}] FROM c`, ``, `[[{"item":{"count":0}}]]`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,9 +8,29 @@
 // the date are checked, If-Match is honoured everywhere (also inside
 // batches), documents over 2 MB, batches over 100 operations or 2 MB, patches
 // over 10 operations are refused, and cross-partition queries that the real
-// gateway cannot serve (ORDER BY, TOP, OFFSET, DISTINCT, aggregates, GROUP
-// BY) answer 400 with substatus 1004. Multi-field ORDER BY needs a composite
-// index, as on a real account.
+// gateway cannot serve (ORDER BY, TOP, OFFSET, DISTINCT, aggregates) answer
+// 400 with substatus 1004. Multi-field ORDER BY needs a composite index, as
+// on a real account.
+//
+// # Query plans
+//
+// A POST to docs with x-ms-cosmos-is-query-plan-request answers the
+// gateway's PartitionedQueryExecutionInfo (version 2): queryInfo (distinct
+// type, top, offset, limit, orderBy, orderByExpressions, aggregates,
+// hasSelectValue, rewrittenQuery) and queryRanges (always the whole key
+// space), so that the SDKs run cross-partition ORDER BY, TOP, OFFSET/LIMIT,
+// DISTINCT and VALUE aggregates range by range and merge. The rewritten
+// query is the gateway's: ORDER BY projects {_rid, orderByItems: [{item}],
+// payload} and keeps the SDK's {documentdb-formattableorderbyquery-filter}
+// placeholder; COUNT and SUM become SELECT VALUE [{"item": COUNT(...)}], AVG
+// sends {sum, count}, MIN and MAX {min|max, count}; OFFSET n LIMIT m becomes
+// OFFSET 0 LIMIT n+m. The 1004 refusal carries the same plan in the error
+// body's additionalErrorInfo, which is what makes the SDKs ask for a plan.
+// A query whose merge needs a feature the client did not list in
+// x-ms-cosmos-supported-query-features is refused as the gateway does; GROUP
+// BY, aggregates without VALUE, and aggregates combined with TOP, OFFSET,
+// DISTINCT or ORDER BY are refused with 400 naming them (also instead of the
+// 1004 of a plain query). A plan answer carries no session token.
 //
 // # Request units
 //
@@ -98,8 +118,25 @@
 // Without a defaultTtl items' ttl is ignored. The predicate is
 // (*document).expiredAt (ttl.go).
 //
+// # Change feed
+//
+// GET docs with A-IM: Incremental feed reads the latest-version change feed
+// of one partition key range (x-ms-documentdb-partitionkeyrangeid) or one
+// logical partition (pk header): the current version of every document
+// whose last write comes after the start, in LSN order, deleted documents
+// left out. If-None-Match selects the start: absent, from the beginning;
+// "*", from now; otherwise the etag of an earlier answer, which is the
+// range's LSN quoted ("42"). If-Modified-Since keeps documents written
+// since. A page holds up to x-ms-max-item-count documents (default 100),
+// extended to the end of its last LSN so that a batch's writes are never
+// split; its etag continues after it. Nothing new answers 304 with the
+// etag. The feed is served by the primary. Refused with 400: the
+// all-versions-and-deletes mode ("Full-Fidelity Feed"), a feed without a
+// range or partition key, and a part of a range (x-ms-start-epk); a split
+// range answers 410/1002.
+//
 // Not implemented (refused with 400 "not supported by this fake", or simply
 // absent): stored procedures, triggers, UDFs, users and permissions,
-// offers/throughput, change feed (A-IM), query plans, hierarchical
-// (MultiHash) partition keys, and addressing resources by _rid.
+// offers/throughput, hierarchical (MultiHash) partition keys, and addressing
+// resources by _rid.
 package fakecosmos

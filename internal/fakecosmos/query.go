@@ -122,24 +122,24 @@ func resolveScope(q *request, c *container) (queryScope, error) {
 
 // checkServable refuses what the gateway cannot serve in this scope. Call
 // with c.mu held.
-func checkServable(q *request, c *container, scope queryScope, query *cosmossql.Query) error {
+func checkServable(q *request, c *container, scope queryScope, qr *queryRequest) error {
 	if scope.kind == scopeCross {
-		if err := checkCrossPartition(q, query.Features()); err != nil {
+		if err := checkCrossPartition(q, qr); err != nil {
 			return err
 		}
 	}
-	return checkCompositeIndex(c, query.OrderBy())
+	return checkCompositeIndex(c, qr.query.OrderBy())
 }
 
 // checkCrossPartition applies the gateway's rules for queries with neither
 // a partition key nor a range: they must be enabled, and they may only
-// filter and project.
-func checkCrossPartition(q *request, f cosmossql.Features) error {
+// filter and project (the rest needs a query plan, queryplan.go).
+func checkCrossPartition(q *request, qr *queryRequest) error {
 	if !q.flag(hdrEnableCrossPart) {
 		return badRequest(msgCrossPartitionDisabled)
 	}
-	if needsWholeResult(f) {
-		return newSubError(http.StatusBadRequest, subStatusCrossPartitionServing, msgCrossPartitionNotServable)
+	if needsWholeResult(qr.query.Features()) {
+		return crossPartitionNotServable(qr)
 	}
 	return nil
 }
@@ -251,9 +251,6 @@ func (p *page) add(encoded []byte) {
 
 // queryItems serves POST .../docs with a query.
 func (s *Server) queryItems(q *request) (*result, error) {
-	if q.flag(hdrIsQueryPlan) {
-		return nil, badRequest("Query plan requests are not supported by this fake; query per partition key or per range instead.")
-	}
 	qr, err := parseQueryRequest(q)
 	if err != nil {
 		return nil, err
@@ -276,7 +273,7 @@ func (s *Server) queryItems(q *request) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkServable(q, c, scope, qr.query); err != nil {
+	if err := checkServable(q, c, scope, qr); err != nil {
 		return nil, err
 	}
 	fp := fingerprint(qr.text, qr.params, scope)
@@ -301,9 +298,6 @@ func (s *Server) queryItems(q *request) (*result, error) {
 
 // readFeed serves GET .../docs: every document of the scope, paged.
 func (s *Server) readFeed(q *request) (*result, error) {
-	if q.header(hdrAIM) != "" {
-		return nil, badRequest("The change feed (A-IM) is not supported by this fake.")
-	}
 	maxItems, err := pageLimits(q)
 	if err != nil {
 		return nil, err

@@ -59,7 +59,9 @@ const (
 	OpPatchItem              Op = "PatchItem"
 	OpBatch                  Op = "Batch"
 	OpQuery                  Op = "Query"
+	OpQueryPlan              Op = "QueryPlan"
 	OpReadFeed               Op = "ReadFeed"
+	OpChangeFeed             Op = "ChangeFeed"
 	OpReadPartitionKeyRanges Op = "ReadPartitionKeyRanges"
 	// OpUnknown is a request that names no resource or uses a verb the
 	// resource does not support; it is still counted.
@@ -199,12 +201,16 @@ func resolveOp(rt route, r *http.Request) Op {
 
 func documentsFeedOp(r *http.Request, isQuery bool) Op {
 	switch {
+	case r.Method == http.MethodGet && r.Header.Get(hdrAIM) != "":
+		return OpChangeFeed
 	case r.Method == http.MethodGet:
 		return OpReadFeed
 	case r.Method != http.MethodPost:
 		return OpUnknown
 	case isTrue(r.Header.Get(hdrIsBatch)):
 		return OpBatch
+	case isTrue(r.Header.Get(hdrIsQueryPlan)):
+		return OpQueryPlan
 	case isQuery:
 		return OpQuery
 	case isTrue(r.Header.Get(hdrIsUpsert)):

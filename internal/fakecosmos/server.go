@@ -329,8 +329,12 @@ func (s *Server) dispatch(q *request) (*result, error) {
 		return s.executeBatch(q)
 	case OpQuery:
 		return s.queryItems(q)
+	case OpQueryPlan:
+		return s.serveQueryPlan(q)
 	case OpReadFeed:
 		return s.readFeed(q)
+	case OpChangeFeed:
+		return s.readChangeFeed(q)
 	case OpReadPartitionKeyRanges:
 		return s.readPartitionKeyRanges(q)
 	}

@@ -153,7 +153,7 @@ func withSession(err error, r *pkRange) error {
 // the others carry the account's metadata LSN.
 func isDocumentOp(op Op) bool {
 	switch op {
-	case OpCreateItem, OpUpsertItem, OpReadItem, OpReplaceItem, OpDeleteItem, OpPatchItem, OpBatch, OpQuery, OpReadFeed:
+	case OpCreateItem, OpUpsertItem, OpReadItem, OpReplaceItem, OpDeleteItem, OpPatchItem, OpBatch, OpQuery, OpQueryPlan, OpReadFeed, OpChangeFeed:
 		return true
 	}
 	return false

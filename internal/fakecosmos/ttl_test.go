@@ -93,6 +93,9 @@ func TestAnExpiredItemDisappearsFromEveryRead(t *testing.T) {
 	require.Equal(t, http.StatusMultiStatus, read.status)
 	assert.EqualValues(t, 404, read.array(t)[0]["statusCode"])
 	assert.Equal(t, 1, srv.Documents("db", "coll"))
+	changes := c.changes(pkHeader("p"), "")
+	require.Equal(t, http.StatusOK, changes.status, "%s", changes.body)
+	assert.Equal(t, []string{"forever"}, docIDs(t, changes), "the change feed leaves expired items out too")
 }
 
 func TestWritesTreatAnExpiredItemAsAbsent(t *testing.T) {

@@ -987,12 +987,19 @@ func (p *CosmosProvider) RenewOrchestrationItemLock(ctx context.Context, lockTok
 
 // renewHeld renews a lock whose mutex the caller holds.
 func (p *CosmosProvider) renewHeld(ctx context.Context, op string, lock *orchestrationLock, extendFor time.Duration) error {
-	lockToken := lock.token
-	now := p.nowMs()
-	if now >= lock.lockedUntil.Load() {
+	if p.nowMs() >= lock.lockedUntil.Load() {
 		return refusal(op, "lock expired or released", ErrInvalidLockToken)
 	}
-	until := now + extendFor.Milliseconds()
+	return p.extendLock(ctx, op, lock, extendFor)
+}
+
+// extendLock writes a new expiry for a lock whose mutex the caller holds.
+// The write is conditioned on the instance document's ETag, so it succeeds
+// only if no other dispatcher locked the instance since, whatever the
+// local clock says about the expiry.
+func (p *CosmosProvider) extendLock(ctx context.Context, op string, lock *orchestrationLock, extendFor time.Duration) error {
+	lockToken := lock.token
+	until := p.nowMs() + extendFor.Milliseconds()
 	for range maxRenewalTries {
 		resp, err := p.container.ExecuteTransactionalBatch(ctx, renewalBatch(p.container, lock, until), nil)
 		switch {

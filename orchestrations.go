@@ -357,7 +357,10 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 			return nil, p.holdBack(ctx, lock, "its ContinueAsNew message is not delivered yet")
 		}
 	}
-	state, err := p.loadState(ctx, &inst)
+	state, err := p.loadKeepingLock(ctx, lock, &inst)
+	if errors.Is(err, ErrInvalidLockToken) {
+		return nil, errContended // another dispatcher took the instance meanwhile
+	}
 	if err != nil {
 		p.releaseQuietly(ctx, lock)
 		return nil, err
@@ -372,8 +375,76 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 		// event): keep them for the start rather than consume them.
 		return nil, p.holdBack(ctx, lock, "waiting for the instance's start")
 	}
+	if err := p.refreshFreshLock(ctx, lock); err != nil {
+		return nil, err
+	}
 	p.orchLocks.put(token, lock)
 	return &fetchedOrchestration{item: item, token: token, attempts: attempts}, nil
+}
+
+// loadKeepingLock loads what the turn needs while the lock is renewed in
+// the background: a large history can take longer to read than a short lock
+// lasts, and a lock that expired before the runtime saw it would be taken by
+// another dispatcher, whose own load would outlast its lock in turn.
+func (p *CosmosProvider) loadKeepingLock(ctx context.Context, lock *orchestrationLock, inst *instanceDoc) (*instanceState, error) {
+	keepCtx, stopKeeping := context.WithCancel(ctx)
+	lost := make(chan error, 1)
+	go func() { lost <- p.keepFreshLock(keepCtx, lock) }()
+	state, err := p.loadState(ctx, inst)
+	stopKeeping()
+	if lostErr := <-lost; lostErr != nil {
+		return nil, lostErr
+	}
+	return state, err
+}
+
+// keepFreshLock renews a lock fetch holds whenever half its timeout is
+// gone, until ctx ends; it returns an error only when the lock is lost.
+// A failed renewal that may be transient is tried again at the next wake.
+func (p *CosmosProvider) keepFreshLock(ctx context.Context, lock *orchestrationLock) error {
+	half := lock.timeout.Milliseconds() / 2
+	retry := max(lock.timeout/8, minFreshLockWait)
+	wait := time.Duration(lock.lockedUntil.Load()-half-p.nowMs()) * time.Millisecond
+	for sleep(ctx, max(wait, minFreshLockWait)) == nil {
+		lock.mu.Lock()
+		err := p.extendLock(ctx, "FetchOrchestrationItem", lock, lock.timeout)
+		lock.mu.Unlock()
+		switch {
+		case errors.Is(err, ErrInvalidLockToken):
+			return err
+		case err != nil:
+			wait = retry
+		default:
+			wait = time.Duration(lock.lockedUntil.Load()-half-p.nowMs()) * time.Millisecond
+		}
+	}
+	return nil
+}
+
+// minFreshLockWait is the least time between keepFreshLock's renewals, so
+// a slow clock does not turn it into a busy loop.
+const minFreshLockWait = 10 * time.Millisecond
+
+// refreshFreshLock renews a lock about to be handed to the runtime when
+// fetching it used up more than a quarter of its timeout: the runtime
+// renews half a timeout after it gets the item, which must land before the
+// expiry.
+func (p *CosmosProvider) refreshFreshLock(ctx context.Context, lock *orchestrationLock) error {
+	if lock.lockedUntil.Load()-p.nowMs() >= lock.timeout.Milliseconds()*3/4 {
+		return nil
+	}
+	lock.mu.Lock()
+	defer lock.mu.Unlock()
+	err := p.extendLock(ctx, "FetchOrchestrationItem", lock, lock.timeout)
+	if errors.Is(err, ErrInvalidLockToken) {
+		return errContended
+	}
+	if err != nil {
+		// The lock is still ours: hand the loaded turn over, and let the
+		// runtime's renewal try again.
+		p.log.Debug("cdb: could not refresh a fetched lock", "instance", lock.inst.Instance, "error", err)
+	}
+	return nil
 }
 
 // heldMessageDelay is how long a batch held back (for its instance's start,

@@ -745,3 +745,81 @@ func TestALockExpiringDuringAFetchDoesNotReorderTheBatch(t *testing.T) {
 	}
 	t.Fatal("process B never took the instance after A's lock expired")
 }
+
+// isTurnStateQuery says r is a fetch's load of instance's turn state (its
+// history, execution, KV and outbox documents), reading and restoring the
+// body.
+func isTurnStateQuery(t *testing.T, r *http.Request, instance string) bool {
+	if r.Header.Get("x-ms-documentdb-isquery") == "" || r.Header.Get("x-ms-documentdb-partitionkey") != `["`+instance+`"]` {
+		return false
+	}
+	body, err := io.ReadAll(r.Body)
+	require.NoError(t, err)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return bytes.Contains(body, []byte("@outbox"))
+}
+
+// A fetch whose load outlasts the lock timeout (a large history on a
+// loaded machine: found by the simulation, where such an instance was
+// fetched again and again until it was poisoned) hands the runtime a lock
+// that still holds: no other dispatcher takes the instance, and the turn
+// commits.
+func TestAFetchWhoseLoadOutlastsTheLockStillHoldsIt(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	cfg := cdb.Config{ShortPolling: true, Now: clock.Now}
+	rival := newRulesProvider(t, acct, cfg)
+	providertest.CreateInstance(ctx, t, rival, "slow")
+	require.NoError(t, rival.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "slow", Name: "go", Data: "{}"}, 0))
+
+	var once sync.Once
+	slow := newHookedProvider(t, acct, cfg, func(r *http.Request) {
+		if isTurnStateQuery(t, r, "slow") {
+			once.Do(func() { clock.Advance(3 * time.Second) }) // three lock timeouts pass while the history loads
+		}
+	})
+	item, token, attempts, err := slow.FetchOrchestrationItem(ctx, time.Second, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.EqualValues(t, 1, attempts)
+
+	other, _, _, err := rival.FetchOrchestrationItem(ctx, time.Second, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, other, "the instance is still locked by the slow fetch")
+	require.NoError(t, slow.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID, nil, nil, nil, providertest.TestOrchMetadata(), nil),
+		"the slow fetch's turn commits")
+}
+
+// Keeping a lock through a slow load never takes it from a dispatcher that
+// locked the instance after it expired: the slow fetch hands nothing over.
+func TestAFetchWhoseLockWasTakenDuringItsLoadReturnsNothing(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	cfg := cdb.Config{ShortPolling: true, Now: clock.Now}
+	rival := newRulesProvider(t, acct, cfg)
+	providertest.CreateInstance(ctx, t, rival, "taken")
+	require.NoError(t, rival.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "taken", Name: "go", Data: "{}"}, 0))
+
+	var once sync.Once
+	var rivalToken string
+	slow := newHookedProvider(t, acct, cfg, func(r *http.Request) {
+		if !isTurnStateQuery(t, r, "taken") {
+			return
+		}
+		once.Do(func() {
+			clock.Advance(3 * time.Second)
+			item, token, _, err := rival.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+			require.NoError(t, err)
+			require.NotNil(t, item, "the rival takes the instance whose lock expired")
+			rivalToken = token
+		})
+	})
+	item, _, _, err := slow.FetchOrchestrationItem(ctx, time.Second, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, item, "the slow fetch lost its lock and must not hand the turn over")
+	require.NotEmpty(t, rivalToken)
+	require.NoError(t, rival.AckOrchestrationItem(ctx, rivalToken, cdb.InitialExecutionID, nil, nil, nil, providertest.TestOrchMetadata(), nil),
+		"the rival's turn commits")
+}

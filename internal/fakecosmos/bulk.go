@@ -71,7 +71,7 @@ func resolveBulkTarget(q *request, c *container) (bulkTarget, error) {
 		if err != nil {
 			return bulkTarget{}, err
 		}
-		return bulkTarget{pk: &pk, rng: c.rangeFor(effectivePartitionKey(pk.canonical))}, nil
+		return bulkTarget{pk: &pk, rng: c.rangeFor(c.epkPosition(pk))}, nil
 	}
 	if id := q.header(hdrPartitionKeyRangeID); id != "" {
 		rng := c.rangeByID(id)
@@ -126,7 +126,7 @@ func bulkOpPartition(c *container, target bulkTarget, op batchOp) (pkValue, erro
 }
 
 func inRange(c *container, rng *pkRange, pk pkValue) (pkValue, error) {
-	if c.rangeFor(effectivePartitionKey(pk.canonical)) != rng {
+	if c.rangeFor(c.epkPosition(pk)) != rng {
 		return pkValue{}, newSubError(http.StatusGone, subStatusRangeGone, msgRangeGone)
 	}
 	return pk, nil

@@ -270,7 +270,7 @@ func (s *Server) newContainer(d *database, cs containerSettings) *container {
 		partitions: map[string]*logicalPartition{},
 		ttl:        newTTLPolicy(s.now, cs.defaultTTL),
 	}
-	c.ranges = initialRanges(s.rangesPerNew, ts, s.ids.etag)
+	c.ranges = initialRanges(s.rangesPerNew, cs.partitionKey.epkSpaceEnd(), ts, s.ids.etag)
 	c.nextRangeID = len(c.ranges)
 	return c
 }

@@ -58,12 +58,18 @@
 // # Partition key ranges
 //
 // A container starts with Options.PartitionKeyRanges ranges that split the
-// effective-partition-key space evenly. A partition key value's effective key
-// is the first 32 bits of SHA-256 over its canonical JSON form, scaled into
-// [0, 0xFF000000) and written as 8 upper-case hex digits, so that every key
-// sorts below the space's end "FF" as on a real account. Range boundaries
-// are written the same way ("" is the start, "FF" the end).
-// SplitPartitionKeyRanges halves every range; queries that still name a
+// effective-partition-key (EPK) space evenly. A partition key value's EPK is
+// the service's, as the SDKs compute it to route requests (bulk picks each
+// operation's range by it), in the container's partitionKey.version: V2
+// (version 2) is MurmurHash3 x64 128-bit over the value's binary encoding,
+// reversed, top two bits cleared, 32 hex digits below "4000"; V1 (version 1
+// or absent) is the number encoding of MurmurHash3 x86 32-bit over the value
+// (strings cut to 100 characters) followed by the value's encoding
+// ("05C1..."). Ranges compare EPKs as strings, "" is the start and "FF" the
+// end; the even split is over the hash a version uses (the first 64 bits
+// for V2, the 32-bit hash for V1), so keys spread over every range, and
+// bounds are EPKs: 32 hex digits for V2, the number encoding of a hash for
+// V1. SplitPartitionKeyRanges halves every range; queries that still name a
 // split range answer 410 with substatus 1002.
 //
 // # Session consistency
@@ -104,8 +110,8 @@
 // nothing. The answer is the per-operation array, 200 if all succeeded,
 // else 207. Without x-ms-cosmos-batch-continue-on-error: True the
 // operations after the first failure do not run and answer 424. An
-// operation whose partition lies outside the addressed range answers
-// 410/1002 in its slot. The batch limits (100 operations, 2 MB) apply.
+// operation whose partition lies outside the addressed range (by the EPK,
+// as the SDK routed it) answers 410/1002 in its slot. The batch limits (100 operations, 2 MB) apply.
 //
 // # Time to live
 //

@@ -27,31 +27,35 @@ func isSystemProperty(name string) bool {
 // "none" (the document has no property at the key's path, header `[{}]`).
 type pkValue struct {
 	canonical string // identity: equal values have equal canonical forms
+	value     any    // nil (null), bool, string, float64 or pkNone, for hashing
 }
 
 // noneCanonical is the canonical form of "none", the partition of documents
 // without the key's property.
 const noneCanonical = "none"
 
+// nonePartitionKey is the "none" partition key value.
+func nonePartitionKey() pkValue { return pkValue{canonical: noneCanonical, value: pkNone{}} }
+
 // pkFromJSON classifies a decoded JSON value (json.Number for numbers).
 // Numbers compare by value, so [1] and [1.0] name the same partition.
 func pkFromJSON(v any) (pkValue, bool) {
 	switch x := v.(type) {
 	case nil:
-		return pkValue{canonical: "null"}, true
+		return pkValue{canonical: "null", value: nil}, true
 	case bool:
-		return pkValue{canonical: strconv.FormatBool(x)}, true
+		return pkValue{canonical: strconv.FormatBool(x), value: x}, true
 	case string:
-		return pkValue{canonical: "s:" + x}, true
+		return pkValue{canonical: "s:" + x, value: x}, true
 	case json.Number:
 		f, err := x.Float64()
 		if err != nil || math.IsInf(f, 0) {
 			return pkValue{}, false
 		}
-		return pkValue{canonical: "n:" + strconv.FormatFloat(f, 'g', -1, 64)}, true
+		return pkValue{canonical: "n:" + strconv.FormatFloat(f, 'g', -1, 64), value: f}, true
 	case map[string]any:
 		if len(x) == 0 { // `{}` is how the header spells "none"
-			return pkValue{canonical: noneCanonical}, true
+			return nonePartitionKey(), true
 		}
 	}
 	return pkValue{}, false
@@ -92,10 +96,10 @@ func partitionKeyOf(doc map[string]any, path []string) (pkValue, error) {
 	for _, seg := range path {
 		obj, ok := node.(map[string]any)
 		if !ok {
-			return pkValue{canonical: noneCanonical}, nil
+			return nonePartitionKey(), nil
 		}
 		if node, ok = obj[seg]; !ok {
-			return pkValue{canonical: noneCanonical}, nil
+			return nonePartitionKey(), nil
 		}
 	}
 	if m, isObject := node.(map[string]any); isObject && len(m) == 0 {
@@ -129,7 +133,7 @@ func validateDocumentID(v any, present bool) (string, error) {
 
 // logicalPartition holds the documents sharing one partition key value.
 type logicalPartition struct {
-	epk  uint64
+	epk  uint64 // position in the EPK space (partitionKeyDef.epkPosition)
 	docs map[string]*document
 	// ghosts are the tombstones of deleted documents, kept in the stale
 	// mode only, for the lagging replica that has not applied the delete.
@@ -232,7 +236,7 @@ func (t *partitionTxn) get(id string) *document {
 
 // rangeOf is the range holding the transaction's partition.
 func (t *partitionTxn) rangeOf() *pkRange {
-	return t.c.rangeFor(effectivePartitionKey(t.pk.canonical))
+	return t.c.rangeFor(t.c.epkPosition(t.pk))
 }
 
 // commit applies the staged writes under a new LSN of the partition's
@@ -245,7 +249,7 @@ func (t *partitionTxn) commit() *pkRange {
 	}
 	p := c.partitions[t.pk.canonical]
 	if p == nil {
-		p = &logicalPartition{epk: effectivePartitionKey(t.pk.canonical), docs: map[string]*document{}}
+		p = &logicalPartition{epk: c.epkPosition(t.pk), docs: map[string]*document{}}
 	}
 	r.lsn++
 	for id, d := range t.staged {

@@ -1,20 +1,18 @@
 package fakecosmos
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
+	"math/bits"
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 )
 
-// epkSpaceEnd bounds the effective-partition-key space. Keys are written as
-// 8 hex digits, so keeping them below 0xFF000000 keeps every key sorting
-// below "FF", the space's end on the wire.
-const epkSpaceEnd uint64 = 0xFF000000
-
-// pkRange is a physical partition: the effective keys [lo, hi).
+// pkRange is a physical partition: the keys whose EPK position (see
+// partitionKeyDef.epkPosition) lies in [lo, hi).
 type pkRange struct {
 	id      string
 	lo, hi  uint64
@@ -24,44 +22,78 @@ type pkRange struct {
 	lsn     int64 // committed writes; children start from their parent's
 }
 
-func formatEPK(v uint64) string { return fmt.Sprintf("%08X", v) }
+// epkPosition places a key in its container's EPK space: a uint64 that
+// sorts against every range bound the fake writes (formatBound) as the
+// key's EPK string sorts against that bound, which is how the SDKs pick a
+// key's range.
+//
+//   - V2: the EPK's first 8 bytes. EPKs are below "4000...", so the space is
+//     [0, 2^62) and a bound is the position as 16 hex digits padded with
+//     zeros to a full 32-digit EPK.
+//   - V1: the 32-bit hash, which leads the EPK (the value's encoding only
+//     follows it), so the space is [0, 2^32) and a bound is the hash's
+//     number encoding, as the service writes V1 bounds ("05C1D...").
+func (d partitionKeyDef) epkPosition(pk pkValue) uint64 {
+	if d.Version == 2 {
+		return binary.BigEndian.Uint64(effectivePartitionKeyV2(pk.value)[:8])
+	}
+	return uint64(murmur3x86x32(hashingEncoding(truncateV1(pk.value), prefixUndefined)))
+}
 
-func (r *pkRange) minInclusive() string {
-	if r.lo == 0 {
+// epkSpaceEnd is where the container's EPK positions end (exclusive).
+func (d partitionKeyDef) epkSpaceEnd() uint64 {
+	if d.Version == 2 {
+		return 1 << 62
+	}
+	return 1 << 32
+}
+
+// formatBound writes a range bound at a position: "" at the start, "FF" at
+// the end, else an EPK prefix in the container's version.
+func (d partitionKeyDef) formatBound(pos uint64) string {
+	switch {
+	case pos == 0:
 		return ""
-	}
-	return formatEPK(r.lo)
-}
-
-func (r *pkRange) maxExclusive() string {
-	if r.hi >= epkSpaceEnd {
+	case pos >= d.epkSpaceEnd():
 		return "FF"
+	case d.Version == 2:
+		return fmt.Sprintf("%016X0000000000000000", pos)
 	}
-	return formatEPK(r.hi)
+	return strings.ToUpper(hex.EncodeToString(encodeNumber(float64(pos))))
 }
 
-// effectivePartitionKey hashes a partition key value's canonical form. Any
-// well-distributed stable hash serves (the service uses MurmurHash3); this
-// is SHA-256's first 32 bits scaled into [0, epkSpaceEnd).
-func effectivePartitionKey(canonical string) uint64 {
-	sum := sha256.Sum256([]byte(canonical))
-	return uint64(binary.BigEndian.Uint32(sum[:4])) * epkSpaceEnd >> 32
+// epkPosition is the position of pk in the container. c.partitionKey is
+// fixed at creation, so c.mu need not be held.
+func (c *container) epkPosition(pk pkValue) uint64 {
+	return c.partitionKey.epkPosition(pk)
 }
 
-// initialRanges splits the space evenly into n ranges with ids "0".."n-1".
-func initialRanges(n int, ts int64, etag func(int64) string) []*pkRange {
+func (c *container) minInclusive(r *pkRange) string { return c.partitionKey.formatBound(r.lo) }
+
+func (c *container) maxExclusive(r *pkRange) string { return c.partitionKey.formatBound(r.hi) }
+
+// initialRanges splits the space [0, end) evenly into n ranges with ids
+// "0".."n-1", so keys spread over them as the hash spreads.
+func initialRanges(n int, end uint64, ts int64, etag func(int64) string) []*pkRange {
 	ranges := make([]*pkRange, n)
 	for i := range ranges {
 		ranges[i] = &pkRange{
 			id:      strconv.Itoa(i),
-			lo:      epkSpaceEnd * uint64(i) / uint64(n),
-			hi:      epkSpaceEnd * uint64(i+1) / uint64(n),
+			lo:      splitPoint(end, i, n),
+			hi:      splitPoint(end, i+1, n),
 			parents: []string{},
 			etag:    etag(ts),
 			ts:      ts,
 		}
 	}
 	return ranges
+}
+
+// splitPoint is i/n of the way through [0, end), without overflowing.
+func splitPoint(end uint64, i, n int) uint64 {
+	hi, lo := bits.Mul64(end, uint64(i))
+	q, _ := bits.Div64(hi, lo, uint64(n))
+	return q
 }
 
 // rangeByID finds a current range; nil if it never existed or was split.
@@ -75,9 +107,9 @@ func (c *container) rangeByID(id string) *pkRange {
 	return nil
 }
 
-// rangeFor is the range holding an effective key. Call with c.mu held.
-func (c *container) rangeFor(epk uint64) *pkRange {
-	i := sort.Search(len(c.ranges), func(i int) bool { return c.ranges[i].hi > epk })
+// rangeFor is the range holding an EPK position. Call with c.mu held.
+func (c *container) rangeFor(pos uint64) *pkRange {
+	i := sort.Search(len(c.ranges), func(i int) bool { return c.ranges[i].hi > pos })
 	if i == len(c.ranges) {
 		return c.ranges[len(c.ranges)-1]
 	}
@@ -89,11 +121,11 @@ func (c *container) rangeResource(r *pkRange, index int) map[string]any {
 		"_rid":               c.rid,
 		"id":                 r.id,
 		"_etag":              r.etag,
-		"minInclusive":       r.minInclusive(),
-		"maxExclusive":       r.maxExclusive(),
+		"minInclusive":       c.minInclusive(r),
+		"maxExclusive":       c.maxExclusive(r),
 		"ridPrefix":          index,
 		"_self":              c.selfLink() + "pkranges/" + r.id + "/",
-		"throughputFraction": float64(r.hi-r.lo) / float64(epkSpaceEnd),
+		"throughputFraction": float64(r.hi-r.lo) / float64(c.partitionKey.epkSpaceEnd()),
 		"status":             "online",
 		"parents":            r.parents,
 		"_ts":                r.ts,

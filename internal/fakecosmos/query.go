@@ -108,7 +108,7 @@ func resolveScope(q *request, c *container) (queryScope, error) {
 		if err != nil {
 			return queryScope{}, err
 		}
-		return queryScope{kind: scopePartition, pk: pk, rng: c.rangeFor(effectivePartitionKey(pk.canonical)), label: "pk:" + pk.canonical}, nil
+		return queryScope{kind: scopePartition, pk: pk, rng: c.rangeFor(c.epkPosition(pk)), label: "pk:" + pk.canonical}, nil
 	}
 	if id := q.header(hdrPartitionKeyRangeID); id != "" {
 		rng := c.rangeByID(id)
@@ -406,7 +406,7 @@ func compareUint(a, b uint64) int {
 func (c *container) span(scope queryScope, tok continuation, resumed bool) (lo, hi uint64, rng *pkRange) {
 	switch {
 	case scope.kind == scopePartition:
-		return 0, epkSpaceEnd, scope.rng
+		return 0, c.partitionKey.epkSpaceEnd(), scope.rng
 	case scope.kind == scopeRange:
 		return scope.rng.lo, scope.rng.hi, scope.rng
 	case resumed:
@@ -521,7 +521,7 @@ func (c *container) wholeResultPage(view readView, scope queryScope, qr *queryRe
 	if err := view.checkReachable(scope.rng); err != nil {
 		return nil, err
 	}
-	lo, hi := uint64(0), epkSpaceEnd
+	lo, hi := uint64(0), c.partitionKey.epkSpaceEnd()
 	if scope.kind == scopeRange {
 		lo, hi = scope.rng.lo, scope.rng.hi
 	}

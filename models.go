@@ -86,6 +86,13 @@ func dispatchSlot(instance string) int {
 	return int(h.Sum32() % dispatchSlots)
 }
 
+// activitySlot spreads activities over the dispatch slots one by one, not
+// by instance: a fan-out's activities land in different slots, so
+// concurrent fetches querying disjoint slots pick them up in parallel.
+func activitySlot(act ActivityExecute) int {
+	return dispatchSlot(act.Instance + "\x00" + strconv.FormatUint(act.ExecutionID, 10) + "\x00" + strconv.FormatUint(act.ID, 10))
+}
+
 // instanceDoc is an instance's metadata, lock and custom status. It is
 // created by the first fetch (as the lock holder) without a name; the
 // instance exists, in the contract's sense, once an ack gives it a name.

@@ -387,11 +387,11 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 // lasts, and a lock that expired before the runtime saw it would be taken by
 // another dispatcher, whose own load would outlast its lock in turn.
 func (p *CosmosProvider) loadKeepingLock(ctx context.Context, lock *orchestrationLock, inst *instanceDoc) (*instanceState, error) {
-	keepCtx, stopKeeping := context.WithCancel(ctx)
+	stop := make(chan struct{})
 	lost := make(chan error, 1)
-	go func() { lost <- p.keepFreshLock(keepCtx, lock) }()
+	go func() { lost <- p.keepFreshLock(ctx, lock, stop) }()
 	state, err := p.loadState(ctx, inst)
-	stopKeeping()
+	close(stop)
 	if lostErr := <-lost; lostErr != nil {
 		return nil, lostErr
 	}
@@ -399,13 +399,16 @@ func (p *CosmosProvider) loadKeepingLock(ctx context.Context, lock *orchestratio
 }
 
 // keepFreshLock renews a lock fetch holds whenever half its timeout is
-// gone, until ctx ends; it returns an error only when the lock is lost.
-// A failed renewal that may be transient is tried again at the next wake.
-func (p *CosmosProvider) keepFreshLock(ctx context.Context, lock *orchestrationLock) error {
+// gone, until stop is closed; it returns an error only when the lock is
+// lost. A failed renewal that may be transient is tried again at the next
+// wake. A renewal in flight when stop closes runs to its end: cancelling it
+// could leave it applied with its new ETag unknown, and the next write of
+// the lock would read that as a lost lock.
+func (p *CosmosProvider) keepFreshLock(ctx context.Context, lock *orchestrationLock, stop <-chan struct{}) error {
 	half := lock.timeout.Milliseconds() / 2
 	retry := max(lock.timeout/8, minFreshLockWait)
 	wait := time.Duration(lock.lockedUntil.Load()-half-p.nowMs()) * time.Millisecond
-	for sleep(ctx, max(wait, minFreshLockWait)) == nil {
+	for waitOrStop(ctx, stop, max(wait, minFreshLockWait)) {
 		lock.mu.Lock()
 		err := p.extendLock(ctx, "FetchOrchestrationItem", lock, lock.timeout)
 		lock.mu.Unlock()
@@ -419,6 +422,20 @@ func (p *CosmosProvider) keepFreshLock(ctx context.Context, lock *orchestrationL
 		}
 	}
 	return nil
+}
+
+// waitOrStop waits for d; false when stop closed or ctx ended first.
+func waitOrStop(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-stop:
+		return false
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // minFreshLockWait is the least time between keepFreshLock's renewals, so

@@ -175,13 +175,14 @@ type CosmosProvider struct {
 	orchSignal *queueSignal
 	workSignal *queueSignal
 
-	orchLocks lockTable[*orchestrationLock]
-	contended *contention
-	locking   *claimSet // partitions being locked by a fetch of this process
-	deleting  *claimSet // deletion intents this process is carrying out
-	workLocks lockTable[*workLock]
-	sessions  *sessionBook // what this process knows of sessions (sessions.go)
-	cache     historyCache
+	orchLocks  lockTable[*orchestrationLock]
+	contended  *contention
+	locking    *claimSet // partitions being locked by a fetch of this process
+	deleting   *claimSet // deletion intents this process is carrying out
+	workLocks  lockTable[*workLock]
+	workClaims *itemClaims  // worker items being claimed or held here
+	sessions   *sessionBook // what this process knows of sessions (sessions.go)
+	cache      historyCache
 
 	outbox *relay
 
@@ -247,6 +248,7 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		locking:    newClaimSet(),
 		deleting:   newClaimSet(),
 		workLocks:  newLockTable[*workLock](),
+		workClaims: newItemClaims(),
 		sessions:   newSessionBook(),
 		cache:      newHistoryCache(1024),
 	}

@@ -190,6 +190,39 @@ func (c *claimSet) release(pk string) {
 	delete(c.m, pk)
 }
 
+// itemClaims are the worker items this process's fetches are claiming or
+// hold, so two of its fetches that read the same candidates do not both
+// send a claim for one item (the loser's request would only meet a 412).
+// An entry lasts until the item is let go, or until the lock it was taken
+// with would have expired, whichever comes first.
+type itemClaims struct {
+	mu    sync.Mutex
+	until map[string]int64 // item key → ms
+}
+
+func newItemClaims() *itemClaims { return &itemClaims{until: map[string]int64{}} }
+
+// take marks key as claimed until the given time; false when another fetch
+// of this process claims or holds it.
+func (c *itemClaims) take(key string, now, until int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.until[key] > now {
+		return false
+	}
+	c.until[key] = until
+	return true
+}
+
+func (c *itemClaims) forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.until, key)
+}
+
+// itemKey names a queue document within the container.
+func itemKey(pk, id string) string { return pk + "/" + id }
+
 // pollOutcome is what one look at a queue found.
 type pollOutcome int
 

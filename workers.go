@@ -60,7 +60,7 @@ func (p *CosmosProvider) newWorkDoc(act ActivityExecute, id string, nowMs int64)
 	}
 	return json.Marshal(queueDoc{
 		ID: id, PK: instancePartitionKey(act.Instance), Type: docWork, Instance: act.Instance,
-		Slot: dispatchSlot(act.Instance), VisibleAt: nowMs, Seq: p.nextSeq(),
+		Slot: activitySlot(act), VisibleAt: nowMs, Seq: p.nextSeq(),
 		Exec: act.ExecutionID, Activity: act.ID, Session: act.SessionID, Tag: act.Tag,
 		Item: string(encoded),
 	})
@@ -159,8 +159,15 @@ func (p *CosmosProvider) tryFetchWork(ctx context.Context, slots []int, lockTime
 				continue // held elsewhere: not a lock attempt
 			}
 		}
+		now := p.nowMs()
+		if !p.workClaims.take(itemKey(c.PK, c.ID), now, now+lockTimeout.Milliseconds()) {
+			continue // another fetch of this process has it: not a lock attempt
+		}
 		tried++
 		res, err := p.claimWork(ctx, c, lockTimeout)
+		if err != nil {
+			p.workClaims.forget(itemKey(c.PK, c.ID))
+		}
 		switch {
 		case err == nil:
 			return res, outcomeFound, nil
@@ -315,7 +322,7 @@ func (p *CosmosProvider) heldWork(op, token string) (*workLock, error) {
 	if p.nowMs() >= lock.lockedUntil {
 		lock.done = true
 		lock.mu.Unlock()
-		p.workLocks.remove(token)
+		p.forgetWork(lock)
 		return nil, refusal(op, "the work item's lock expired", ErrInvalidLockToken)
 	}
 	return lock, nil
@@ -370,7 +377,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 		return batchFailure(op, resp)
 	}
 	lock.done = true
-	p.workLocks.remove(lockToken)
+	p.forgetWork(lock)
 	p.noteSessionActivity(lock)
 	if completion != nil {
 		p.orchSignal.notify()
@@ -516,11 +523,17 @@ func isGone(ce *CosmosError) bool {
 	return ce != nil && (ce.StatusCode == http.StatusPreconditionFailed || ce.StatusCode == http.StatusNotFound)
 }
 
+// forgetWork drops a lock this process no longer holds, and its claim.
+func (p *CosmosProvider) forgetWork(lock *workLock) {
+	p.workLocks.remove(lock.token)
+	p.workClaims.forget(itemKey(lock.pk, lock.doc.ID))
+}
+
 // lostWork forgets a lock the item no longer honours and reports it: the
 // runtime's signal that the activity was cancelled.
 func (p *CosmosProvider) lostWork(op string, lock *workLock) error {
 	lock.done = true
-	p.workLocks.remove(lock.token)
+	p.forgetWork(lock)
 	return refusal(op, "the work item was cancelled or its lock was lost", ErrInvalidLockToken)
 }
 
@@ -553,7 +566,7 @@ func (p *CosmosProvider) AbandonWorkItem(ctx context.Context, lockToken string, 
 		return wrap(op, err)
 	}
 	lock.done = true
-	p.workLocks.remove(lockToken)
+	p.forgetWork(lock)
 	if delay > 0 {
 		p.workSignal.notifyAt(p.now().Add(delay))
 	} else {

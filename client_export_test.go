@@ -5,3 +5,15 @@ package cdb
 // StaleReadsWithoutSessionToken it then reads the lagging replica. Tests of
 // package cdb_test use it to show that the fake's stale mode is real.
 func DisableSessionTokensForTest(c *Client) { c.sessions.disable() }
+
+// WaitingFetchesForTest is how many long-polling fetches of queue
+// ("orchestrator" or "worker") wait for an announcement in p.
+func WaitingFetchesForTest(p *CosmosProvider, queue string) int {
+	sig := p.workSignal
+	if queue == queueOrchestrator {
+		sig = p.orchSignal
+	}
+	sig.mu.Lock()
+	defer sig.mu.Unlock()
+	return len(sig.waiters)
+}

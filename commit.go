@@ -172,10 +172,10 @@ type ackPlan struct {
 	state       *instanceState
 	outbox      *outboxDoc
 	newMessages []time.Time // visibility of messages this commit writes for the instance itself
-	newWork     bool
-	staged      [][]byte // history and outbox parts to write before the commit (R7)
-	historyID   string   // the turn's history document, "" when it has no events
-	consumeOnly bool     // deletes the nameless instance document (planConsumeOnly)
+	newWork     int         // worker items it writes (some maybe through the outbox)
+	staged      [][]byte    // history and outbox parts to write before the commit (R7)
+	historyID   string      // the turn's history document, "" when it has no events
+	consumeOnly bool        // deletes the nameless instance document (planConsumeOnly)
 }
 
 // ackWriter collects the documents of one ack besides its history and
@@ -256,7 +256,7 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 	if err := w.addWork(workerItems, cancelled, inst.Pinned); err != nil {
 		return nil, err
 	}
-	plan.newWork = len(workerItems) > 0
+	plan.newWork = len(workerItems)
 	for _, item := range orchItems {
 		visible, err := w.addMessage(item)
 		if err != nil {
@@ -897,14 +897,31 @@ func (p *CosmosProvider) afterCommit(lock *orchestrationLock, plan *ackPlan) {
 	} else {
 		p.cache.drop(lock.pk)
 	}
-	// The released instance may hold messages that arrived during the turn.
-	p.orchSignal.notify()
+	// Messages announced during the turn waited for the lock to go.
+	p.announceDeferred(lock.pk)
 	for _, t := range plan.newMessages {
-		p.announceMessage(t)
+		p.announceMessage(lock.pk, t)
 	}
-	if plan.newWork {
-		p.workSignal.notify()
+	p.workSignal.announce(repeated(lock.pk, plan.newWork)...)
+}
+
+// announceDeferred announces pk's messages that arrived while this process
+// held it; call it once the lock is let go. Short-polling fetches never
+// defer (they look at the whole queue), so for them every release reopens
+// the queue: messages may have arrived meanwhile.
+func (p *CosmosProvider) announceDeferred(pk string) {
+	if p.wakeLater.take(pk) || p.cfg.ShortPolling {
+		p.orchSignal.announce(pk)
 	}
+}
+
+// repeated is n copies of s.
+func repeated(s string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
 }
 
 // AbandonOrchestrationItem releases the lock without committing; the
@@ -921,7 +938,8 @@ func (p *CosmosProvider) AbandonOrchestrationItem(ctx context.Context, lockToken
 	}
 	lock.done = true
 	p.orchLocks.remove(lockToken)
-	p.announceMessage(p.now().Add(max(delay, 0)))
+	p.announceDeferred(lock.pk)
+	p.announceMessage(lock.pk, p.now().Add(max(delay, 0)))
 	return nil
 }
 

@@ -42,7 +42,7 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 	if err != nil {
 		return wrap(op, err)
 	}
-	p.announceMessage(visibleAt)
+	p.announceMessage(instancePartitionKey(instance), visibleAt)
 	return nil
 }
 
@@ -106,13 +106,14 @@ func (p *CosmosProvider) newLockDoc(instance string) ([]byte, error) {
 	})
 }
 
-// announceMessage wakes this process's fetches for a message visible at t.
-func (p *CosmosProvider) announceMessage(visibleAt time.Time) {
+// announceMessage wakes a fetch of this process for a message in pk
+// visible at t (a later one through the signal's timer, which wakes all).
+func (p *CosmosProvider) announceMessage(pk string, visibleAt time.Time) {
 	if visibleAt.After(p.now()) {
 		p.orchSignal.notifyAt(visibleAt)
 		return
 	}
-	p.orchSignal.notify()
+	p.orchSignal.announce(pk)
 }
 
 // newMessageDoc encodes an orchestrator-queue message document.
@@ -155,8 +156,8 @@ func (p *CosmosProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout
 		return nil, "", 0, nil // a dispatcher that supports nothing gets nothing
 	}
 	res, found, err := poll(ctx, p, p.orchSignal, queueOrchestrator, filterKey(filter), pollTimeout,
-		func(ctx context.Context, slots []int) (fetchedOrchestration, pollOutcome, error) {
-			return p.tryFetchOrchestration(ctx, slots, lockTimeout, filter)
+		func(ctx context.Context, scope lookScope) (fetchedOrchestration, pollOutcome, error) {
+			return p.tryFetchOrchestration(ctx, scope, lockTimeout, filter)
 		})
 	if err != nil {
 		return nil, "", 0, wrap(op, err)
@@ -185,16 +186,19 @@ func filterKey(filter *DispatcherCapabilityFilter) string {
 // process is locking right now are passed over without a request; when
 // every attempt meets contention, it queries once more without the
 // contended instances, so contention does not read as emptiness.
-func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, slots []int, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (fetchedOrchestration, pollOutcome, error) {
+func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, scope lookScope, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (fetchedOrchestration, pollOutcome, error) {
 	fk := filterKey(filter)
 	outcome := outcomeEmpty
+	if scope.pk != "" && p.wakeLater.deferIfHeld(scope.pk, p.holdsInstance) {
+		return fetchedOrchestration{}, outcome, nil // announced again when this process lets it go
+	}
 	for round := 0; round < 2; round++ {
 		// The lock batch's condition uses the query's time, so an instance
 		// is locked only if it was free when its messages were read: one
 		// whose lock expired in between held messages the query did not
 		// see, and a batch without them would put newer ones first (R12).
 		seen := p.nowMs()
-		cands, err := p.runCandidateQuery(ctx, candidateQuery{docType: docMessage, now: seen, slots: slots, skip: p.skippedInstances(fk)})
+		cands, err := p.runCandidateQuery(ctx, candidateQuery{docType: docMessage, now: seen, pk: scope.pk, slots: scope.slots, skip: p.skippedInstances(fk)})
 		if err != nil {
 			return fetchedOrchestration{}, outcome, err
 		}
@@ -202,9 +206,13 @@ func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, slots []int,
 			return fetchedOrchestration{}, outcome, nil
 		}
 		outcome = outcomeBusy
-		res, contended, err := p.lockFirstFree(ctx, groupByInstance(cands), seen, lockTimeout, filter, fk)
+		groups := groupByInstance(cands)
+		res, contended, err := p.lockFirstFree(ctx, groups, seen, lockTimeout, filter, fk)
 		if err != nil || res != nil {
 			if res != nil {
+				if scope.pk == "" {
+					p.announceOtherInstances(groups, res.item.Instance)
+				}
 				return *res, outcomeFound, nil
 			}
 			return fetchedOrchestration{}, outcome, err
@@ -214,6 +222,36 @@ func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, slots []int,
 		}
 	}
 	return fetchedOrchestration{}, outcome, nil
+}
+
+// announceOtherInstances hands the instances a look at many partitions saw
+// but did not lock to this process's other fetches.
+func (p *CosmosProvider) announceOtherInstances(groups []instanceGroup, taken string) {
+	var pks []string
+	for _, g := range groups {
+		if len(pks) == maxAnnouncedPerLook {
+			break
+		}
+		if g.pk != instancePartitionKey(taken) && !p.holdsInstance(g.pk) {
+			pks = append(pks, g.pk)
+		}
+	}
+	p.orchSignal.announce(pks...)
+}
+
+// holdsInstance says this process holds pk's instance lock, or one of its
+// fetches is taking it.
+func (p *CosmosProvider) holdsInstance(pk string) bool {
+	if p.locking.has(pk) {
+		return true
+	}
+	now := p.nowMs()
+	for _, l := range p.orchLocks.values() {
+		if l.pk == pk && l.lockedUntil.Load() > now {
+			return true
+		}
+	}
+	return false
 }
 
 // lockFirstFree tries the groups in order and returns the first instance it
@@ -234,6 +272,9 @@ func (p *CosmosProvider) lockFirstFree(ctx context.Context, groups []instanceGro
 		}
 		res, err := p.lockAndLoad(ctx, g, seen, lockTimeout, filter)
 		p.locking.release(g.pk)
+		if res == nil {
+			p.announceDeferred(g.pk) // not taken after all
+		}
 		var skip *skipError
 		switch {
 		case errors.As(err, &skip):

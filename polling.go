@@ -19,10 +19,83 @@ type queueSignal struct {
 	idleUntil  map[string]time.Time // per view (filter): no poll before this unless notified
 	wake       *time.Timer          // pending notify for work that becomes visible later
 	wakeAt     time.Time
+	waiters    []chan string // waiting long-polling fetches, oldest first
+	tokens     []string      // partitions announced while no fetch waited
+	// shortPolling fetches never wait, so an announcement reopens every
+	// view's idle window for them, as a notify does.
+	shortPolling bool
 }
 
-func newQueueSignal() *queueSignal {
-	return &queueSignal{changed: make(chan struct{}), idleUntil: map[string]time.Time{}}
+func newQueueSignal(shortPolling bool) *queueSignal {
+	return &queueSignal{changed: make(chan struct{}), idleUntil: map[string]time.Time{}, shortPolling: shortPolling}
+}
+
+// maxWakeTokens bounds the announcements kept for fetches to come; older
+// ones are dropped (the idle poll finds their work).
+const maxWakeTokens = 256
+
+// announce says this process just put work in partition pk, one call per
+// item: it wakes one waiting fetch per item, which looks in that partition
+// alone, and keeps the rest for the next fetches to call. Unlike notify it
+// wakes no other fetch, and does not reopen the idle windows.
+func (q *queueSignal) announce(pks ...string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.unseen = true
+	if q.shortPolling {
+		clear(q.idleUntil)
+		return
+	}
+	for _, pk := range pks {
+		if len(q.waiters) > 0 {
+			w := q.waiters[0]
+			q.waiters = q.waiters[1:]
+			w <- pk // buffered, and each waiter gets at most one
+			continue
+		}
+		if len(q.tokens) == maxWakeTokens {
+			q.tokens = q.tokens[1:]
+		}
+		q.tokens = append(q.tokens, pk)
+	}
+}
+
+// takeToken returns a partition announced while no fetch waited.
+func (q *queueSignal) takeToken() (string, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.tokens) == 0 {
+		return "", false
+	}
+	pk := q.tokens[0]
+	q.tokens = q.tokens[1:]
+	return pk, true
+}
+
+// await registers a waiting fetch: the channel receives the partition of
+// the next announcement it is picked for. cancel withdraws it and returns
+// a partition it was handed meanwhile, so no announcement is lost.
+func (q *queueSignal) await() (announced <-chan string, cancel func() (string, bool)) {
+	ch := make(chan string, 1)
+	q.mu.Lock()
+	q.waiters = append(q.waiters, ch)
+	q.mu.Unlock()
+	return ch, func() (string, bool) {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		for i, w := range q.waiters {
+			if w == ch {
+				q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+				break
+			}
+		}
+		select {
+		case pk := <-ch:
+			return pk, true
+		default:
+			return "", false
+		}
+	}
 }
 
 // notify says there may be new work now.

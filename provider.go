@@ -180,7 +180,8 @@ type CosmosProvider struct {
 	locking    *claimSet // partitions being locked by a fetch of this process
 	deleting   *claimSet // deletion intents this process is carrying out
 	workLocks  lockTable[*workLock]
-	workClaims *itemClaims  // worker items being claimed or held here
+	workClaims *itemClaims // worker items being claimed or held here
+	wakeLater  *deferredWakes
 	sessions   *sessionBook // what this process knows of sessions (sessions.go)
 	cache      historyCache
 
@@ -241,14 +242,15 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		client:     client,
 		container:  container,
 		log:        cfg.Logger,
-		orchSignal: newQueueSignal(),
-		workSignal: newQueueSignal(),
+		orchSignal: newQueueSignal(cfg.ShortPolling),
+		workSignal: newQueueSignal(cfg.ShortPolling),
 		orchLocks:  newLockTable[*orchestrationLock](),
 		contended:  newContention(),
 		locking:    newClaimSet(),
 		deleting:   newClaimSet(),
 		workLocks:  newLockTable[*workLock](),
 		workClaims: newItemClaims(),
+		wakeLater:  newDeferredWakes(),
 		sessions:   newSessionBook(),
 		cache:      newHistoryCache(1024),
 	}

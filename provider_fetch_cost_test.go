@@ -1,7 +1,9 @@
 package cdb_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -89,4 +91,95 @@ func TestConcurrentWorkerFetchesOfOneProcessDoNotRaceForAnItem(t *testing.T) {
 	require.NotNil(t, b)
 	assert.NotEqual(t, a.ID, b.ID, "each fetch took its own item")
 	assert.Equal(t, before, p.Client().Stats().ByOperation["PatchItem"].Errors, "no claim met a 412")
+}
+
+// fetchResult is what a background fetch returned.
+type fetchResult struct {
+	item  any
+	token string
+	err   error
+}
+
+// waitForWaiters waits until n fetches of queue wait on p's signal.
+func waitForWaiters(t *testing.T, p *cdb.CosmosProvider, queue string, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return cdb.WaitingFetchesForTest(p, queue) == n }, time.Minute, time.Millisecond,
+		"%d fetches of the %s queue should be waiting", n, queue)
+}
+
+// A worker item this process writes wakes one of the fetches waiting for
+// work, which finds it with one single-partition query and one claim,
+// however many fetches wait and however many partition key ranges the
+// container has; the others go on waiting without a request.
+func TestAnAnnouncedWorkItemWakesOneFetchForOneQuery(t *testing.T) {
+	for _, ranges := range []int{1, 4} {
+		t.Run(fmt.Sprintf("ranges=%d", ranges), func(t *testing.T) {
+			ctx := rulesContext(t)
+			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: ranges})
+			p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+			providertest.CreateInstance(ctx, t, p, "one")
+
+			const waiting = 4
+			fetchCtx, stopFetches := context.WithCancel(ctx)
+			defer stopFetches()
+			results := make(chan fetchResult, waiting)
+			for range waiting {
+				go func() {
+					item, token, _, err := p.FetchWorkItem(fetchCtx, time.Minute, time.Minute, nil, cdb.DefaultOnlyFilter())
+					results <- fetchResult{item, token, err}
+				}()
+			}
+			waitForWaiters(t, p, "worker", waiting)
+			log := logRequests(acct)
+
+			require.NoError(t, p.EnqueueForWorker(ctx, activity("one", 2, "")))
+			first := <-results
+			require.NoError(t, first.err)
+			require.NotNil(t, first.item, "a waiting fetch takes the item")
+			waitForWaiters(t, p, "worker", waiting-1)
+			stopFetches()
+			for range waiting - 1 {
+				r := <-results
+				require.Nil(t, r.item)
+			}
+			assert.Equal(t, []string{"CreateItem", "Query", "PatchItem"}, log.ops(),
+				"the enqueue, then one query and one claim: no other fetch woke")
+		})
+	}
+}
+
+// A message for an instance this process holds is announced when the lock
+// is let go: a fetch waiting meanwhile takes it right after the ack, not at
+// the next idle poll (an hour away here).
+func TestAMessageArrivingDuringATurnIsFetchedAfterTheAck(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	providertest.CreateInstance(ctx, t, p, "held")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "held", Name: "first", Data: "{}"}, 0))
+	held, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, held)
+
+	results := make(chan fetchResult, 1)
+	go func() {
+		item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 30*time.Second, nil)
+		results <- fetchResult{item, token, err}
+	}()
+	waitForWaiters(t, p, "orchestrator", 1)
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "held", Name: "second", Data: "{}"}, 0))
+	waitForWaiters(t, p, "orchestrator", 1) // woken, found the instance held, waiting again
+	select {
+	case r := <-results:
+		t.Fatalf("the instance is held, yet the fetch returned %+v", r)
+	default:
+	}
+
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID, nil, nil, nil, providertest.TestOrchMetadata(), nil))
+	r := <-results
+	require.NoError(t, r.err)
+	require.NotNil(t, r.item, "the waiting fetch takes the message once the lock is let go")
+	item := r.item.(*cdb.OrchestrationItem)
+	require.Len(t, item.Messages, 1)
+	assert.Equal(t, "second", item.Messages[0].(cdb.ExternalRaised).Name)
 }

@@ -23,6 +23,7 @@ const (
 // range whatever the backlog.
 type candidateQuery struct {
 	docType string
+	pk      string   // set: this partition alone, one request
 	now     int64    // ms: what is visible and unlocked as of then
 	slots   []int    // nil: every slot
 	skip    []string // partition keys not to return (held or contended)
@@ -61,9 +62,19 @@ func (p *CosmosProvider) runCandidateQuery(ctx context.Context, q candidateQuery
 	if len(q.skip) > 0 {
 		params = append(params, QueryParameter{Name: "@skip", Value: q.skip})
 	}
-	byRange, err := p.container.QueryItemsPerRange(ctx, q.text(), params, &QueryOptions{MaxItemCount: int32(p.cfg.CandidatesPerRange)})
-	if err != nil {
-		return nil, err
+	var byRange map[string]QueryResult
+	if q.pk != "" {
+		key := NewPartitionKeyString(q.pk)
+		res, err := p.container.QueryItems(ctx, q.text(), params, &QueryOptions{PartitionKey: &key, MaxItemCount: int32(p.cfg.CandidatesPerRange)})
+		if err != nil {
+			return nil, err
+		}
+		byRange = map[string]QueryResult{q.pk: res}
+	} else {
+		var err error
+		if byRange, err = p.container.QueryItemsPerRange(ctx, q.text(), params, &QueryOptions{MaxItemCount: int32(p.cfg.CandidatesPerRange)}); err != nil {
+			return nil, err
+		}
 	}
 	var docs []queueDoc
 	for _, res := range byRange {
@@ -184,6 +195,13 @@ func (c *claimSet) claim(pk string) bool {
 	return true
 }
 
+// has says a fetch is locking pk.
+func (c *claimSet) has(pk string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[pk]
+}
+
 func (c *claimSet) release(pk string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -214,6 +232,13 @@ func (c *itemClaims) take(key string, now, until int64) bool {
 	return true
 }
 
+// busy says another fetch of this process claims or holds key.
+func (c *itemClaims) busy(key string, now int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.until[key] > now
+}
+
 func (c *itemClaims) forget(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -222,6 +247,37 @@ func (c *itemClaims) forget(key string) {
 
 // itemKey names a queue document within the container.
 func itemKey(pk, id string) string { return pk + "/" + id }
+
+// deferredWakes are partitions announced while this process held them:
+// their messages wait for the lock to be let go, and are announced then.
+type deferredWakes struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+func newDeferredWakes() *deferredWakes { return &deferredWakes{m: map[string]bool{}} }
+
+// deferIfHeld records pk when held says this process holds it. The check
+// and the record are one step, so a release that comes after the check
+// finds the record (see take).
+func (d *deferredWakes) deferIfHeld(pk string, held func(string) bool) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !held(pk) {
+		return false
+	}
+	d.m[pk] = true
+	return true
+}
+
+// take removes pk's record: call it after the lock is let go.
+func (d *deferredWakes) take(pk string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	was := d.m[pk]
+	delete(d.m, pk)
+	return was
+}
 
 // pollOutcome is what one look at a queue found.
 type pollOutcome int
@@ -232,12 +288,22 @@ const (
 	outcomeFound                    // work taken
 )
 
-// pollAttempt tries once to take work from a queue; slots nil means all.
-type pollAttempt[T any] func(ctx context.Context, slots []int) (T, pollOutcome, error)
+// lookScope is where one look at a queue searches: one partition (an
+// announced one: a single-partition query), some dispatch slots, or, with
+// neither, the whole queue.
+type lookScope struct {
+	pk    string
+	slots []int
+}
+
+// pollAttempt tries once to take work from a queue within scope.
+type pollAttempt[T any] func(ctx context.Context, scope lookScope) (T, pollOutcome, error)
 
 // poll runs attempts until one finds work, the poll timeout passes (long
 // polling) or once (short polling). Fetches of this process wait on the
-// queue's signal; an idle queue is queried about once per PollInterval in
+// queue's signal: work this process writes is announced with its
+// partition, and wakes one waiting fetch per item, which looks in that
+// partition alone; an idle queue is queried about once per PollInterval in
 // all (R5), by whichever fetch claims the poll.
 func poll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, queue, view string, pollTimeout time.Duration, attempt pollAttempt[T]) (T, bool, error) {
 	var zero T
@@ -249,18 +315,27 @@ func poll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, queue
 	if !ok {
 		seen = ^uint64(0)
 	}
+	announced, hasAnnounced := "", false
 	for {
+		if !hasAnnounced && !p.cfg.ShortPolling {
+			announced, hasAnnounced = sig.takeToken()
+		}
+		if hasAnnounced {
+			res, outcome, err := attempt(ctx, lookScope{pk: announced})
+			hasAnnounced = false
+			if err != nil || outcome == outcomeFound {
+				return res, outcome == outcomeFound, err
+			}
+		}
 		changed, gen := sig.state()
 		res, outcome, err := pollOnce(ctx, p, sig, queue, view, gen != seen, attempt)
 		if err != nil {
 			return zero, false, err
 		}
-		if outcome != outcomeFound {
-			sig.lookedAt(gen)
-		}
 		if outcome == outcomeFound {
 			return res, true, nil
 		}
+		sig.lookedAt(gen)
 		seen = gen
 		now := p.now()
 		if p.cfg.ShortPolling || !now.Before(deadline) {
@@ -275,15 +350,28 @@ func poll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, queue
 				wakeAt = soon
 			}
 		}
+		if announced, hasAnnounced = sig.takeToken(); hasAnnounced {
+			continue // announced while this fetch looked
+		}
+		wake, cancel := sig.await()
 		timer := time.NewTimer(wakeAt.Sub(now))
 		select {
 		case <-ctx.Done():
-			timer.Stop()
-			return zero, false, ctx.Err()
+		case announced = <-wake:
+			hasAnnounced = true
 		case <-changed:
 		case <-timer.C:
 		}
 		timer.Stop()
+		if pk, ok := cancel(); ok {
+			announced, hasAnnounced = pk, true
+		}
+		if ctx.Err() != nil {
+			if hasAnnounced {
+				sig.announce(announced) // hand it to another fetch
+			}
+			return zero, false, ctx.Err()
+		}
 	}
 }
 
@@ -304,7 +392,7 @@ func pollOnce[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, q
 	slots, release := p.cfg.Leases.Acquire(queue)
 	defer release()
 	if slots != nil && fresh {
-		res, outcome, err := attempt(ctx, slots)
+		res, outcome, err := attempt(ctx, lookScope{slots: slots})
 		if err != nil || outcome == outcomeFound {
 			return res, outcome, err
 		}
@@ -318,14 +406,14 @@ func pollOnce[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, q
 // lookAtAll queries every slot and keeps the queue's poll window closed only
 // when it found nothing.
 func lookAtAll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, view string, attempt pollAttempt[T]) (T, pollOutcome, error) {
-	res, outcome, err := attempt(ctx, nil)
+	res, outcome, err := attempt(ctx, lookScope{})
 	switch {
 	case err != nil:
 		sig.reopen(view)
 	case outcome == outcomeEmpty:
 		sig.closeFor(view, p.now(), p.cfg.PollInterval)
 	case outcome == outcomeFound:
-		sig.notify() // there may be more: let the other waiting fetches look
+		// The attempt announced the other candidates it saw.
 	default:
 		sig.reopen(view)
 	}

@@ -48,7 +48,7 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 	if err != nil {
 		return wrap(op, err)
 	}
-	p.workSignal.notify()
+	p.workSignal.announce(instancePartitionKey(act.Instance))
 	return nil
 }
 
@@ -81,8 +81,8 @@ func (p *CosmosProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTim
 		return nil, "", 0, nil
 	}
 	res, found, err := poll(ctx, p, p.workSignal, queueWorker, workView(session, tags), pollTimeout,
-		func(ctx context.Context, slots []int) (fetchedWork, pollOutcome, error) {
-			return p.tryFetchWork(ctx, slots, lockTimeout, session, tags)
+		func(ctx context.Context, scope lookScope) (fetchedWork, pollOutcome, error) {
+			return p.tryFetchWork(ctx, scope, lockTimeout, session, tags)
 		})
 	if err != nil {
 		return nil, "", 0, wrap(op, err)
@@ -127,7 +127,7 @@ func workFilter(session *SessionFetchConfig, tags TagFilter) ([]string, []QueryP
 // look costs its claim attempt but not a place in the lock budget, so items
 // behind it are still reached. An item that cannot be taken (an error, an
 // undecodable item) does not fail the look while others can be.
-func (p *CosmosProvider) tryFetchWork(ctx context.Context, slots []int, lockTimeout time.Duration, session *SessionFetchConfig, tags TagFilter) (fetchedWork, pollOutcome, error) {
+func (p *CosmosProvider) tryFetchWork(ctx context.Context, scope lookScope, lockTimeout time.Duration, session *SessionFetchConfig, tags TagFilter) (fetchedWork, pollOutcome, error) {
 	where, params := workFilter(session, tags)
 	if session != nil {
 		if held := p.sessions.heldElsewhere(session.OwnerID, p.nowMs()); len(held) > 0 {
@@ -135,7 +135,7 @@ func (p *CosmosProvider) tryFetchWork(ctx context.Context, slots []int, lockTime
 			params = append(params, QueryParameter{Name: "@heldSessions", Value: held})
 		}
 	}
-	cands, err := p.runCandidateQuery(ctx, candidateQuery{docType: docWork, slots: slots, where: where, params: params})
+	cands, err := p.runCandidateQuery(ctx, candidateQuery{docType: docWork, pk: scope.pk, slots: scope.slots, where: where, params: params})
 	if err != nil {
 		return fetchedWork{}, outcomeEmpty, err
 	}
@@ -145,7 +145,7 @@ func (p *CosmosProvider) tryFetchWork(ctx context.Context, slots []int, lockTime
 	look := newSessionLook()
 	tried := 0
 	var firstErr error
-	for _, c := range cands {
+	for i, c := range cands {
 		if tried == maxLockAttempts {
 			break
 		}
@@ -170,6 +170,9 @@ func (p *CosmosProvider) tryFetchWork(ctx context.Context, slots []int, lockTime
 		}
 		switch {
 		case err == nil:
+			if scope.pk == "" {
+				p.announceOthers(cands[i+1:])
+			}
 			return res, outcomeFound, nil
 		case errors.Is(err, errContended), errors.Is(err, errUndecodableWork):
 		default:
@@ -178,6 +181,26 @@ func (p *CosmosProvider) tryFetchWork(ctx context.Context, slots []int, lockTime
 	}
 	return fetchedWork{}, outcomeBusy, firstErr
 }
+
+// announceOthers hands the candidates a look at many partitions saw but
+// did not take to this process's other fetches, one announcement per item,
+// so they look where the work is instead of all querying the queue.
+func (p *CosmosProvider) announceOthers(cands []queueDoc) {
+	var pks []string
+	now := p.nowMs()
+	for _, c := range cands {
+		if len(pks) == maxAnnouncedPerLook {
+			break
+		}
+		if !p.workClaims.busy(itemKey(c.PK, c.ID), now) {
+			pks = append(pks, c.PK)
+		}
+	}
+	p.workSignal.announce(pks...)
+}
+
+// maxAnnouncedPerLook bounds the announcements one look hands out.
+const maxAnnouncedPerLook = 16
 
 // errUndecodableWork is a candidate that was locked but does not decode; it was
 // released (or failed as poison) already.
@@ -380,7 +403,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 	p.forgetWork(lock)
 	p.noteSessionActivity(lock)
 	if completion != nil {
-		p.orchSignal.notify()
+		p.orchSignal.announce(lock.pk)
 	}
 	return nil
 }
@@ -570,7 +593,7 @@ func (p *CosmosProvider) AbandonWorkItem(ctx context.Context, lockToken string, 
 	if delay > 0 {
 		p.workSignal.notifyAt(p.now().Add(delay))
 	} else {
-		p.workSignal.notify()
+		p.workSignal.announce(lock.pk)
 	}
 	return nil
 }

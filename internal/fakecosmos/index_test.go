@@ -176,3 +176,42 @@ func TestIndexingPathsAreValidated(t *testing.T) {
 		assert.Equal(t, http.StatusCreated, r.status, "excluded path %q: %s", path, r.body)
 	}
 }
+
+func TestAnOrderByIndexThatDoesNotLeadWithTheFilterStepsOverOtherDocuments(t *testing.T) {
+	_, c := newTestServer(t, Options{})
+	c.createDatabase(testDB)
+	c.createContainer(testDB, map[string]any{"id": testColl,
+		"partitionKey": map[string]any{"paths": []string{"/pk"}, "kind": "Hash", "version": 2},
+		"indexingPolicy": map[string]any{"compositeIndexes": []any{[]any{
+			map[string]any{"path": "/visibleAt"}, map[string]any{"path": "/seq"}}}}})
+	query := func() float64 {
+		return c.charge(c.query("SELECT TOP 32 * FROM c WHERE c.type = 'work' AND c.visibleAt <= 5000 ORDER BY c.visibleAt, c.seq",
+			nil, hdr{"x-ms-documentdb-partitionkeyrangeid": "0"}))
+	}
+	queueDocs(c, "w", "work", 40, 2000, 0)
+	before := query()
+	queueDocs(c, "m", "msg", 100, 1000, 0) // visible earlier: walked first
+	assert.InDelta(t, before+100*chargeQueryPerDoc, query(), 1e-9, "type is residual: the walk by (visibleAt, seq) reads the other queue's items")
+}
+
+func TestEachPageIsChargedForItsPartOfTheWalk(t *testing.T) {
+	_, c := newTestServer(t, Options{})
+	queueContainer(c, nil)
+	queueDocs(c, "w", "work", 30, 1000, 0)
+	queueDocs(c, "l", "work", 10, 1000, 9999) // interleaved with the free ones by visibleAt
+	h := hdr{"x-ms-documentdb-partitionkeyrangeid": "0", "x-ms-max-item-count": "10"}
+	text := "SELECT * FROM c WHERE c.type = 'work' AND c.visibleAt >= 0 AND c.lockedUntil = 0 ORDER BY c.type, c.visibleAt, c.seq"
+	pages, docs := c.queryAll(text, h)
+	require.Len(t, docs, 30)
+	require.Len(t, pages, 3)
+	total := 0.0
+	for _, p := range pages {
+		total += c.charge(p) - chargeQueryBase - chargeQueryPerKBOut*startedKB(len(p.body))
+	}
+	assert.InDelta(t, 40*chargeQueryPerDoc, total, 1e-9, "the 40 documents the walk hands over, each charged once over the pages")
+
+	offset := c.query(text+" OFFSET 25 LIMIT 2", nil, hdr{"x-ms-documentdb-partitionkeyrangeid": "0"})
+	assert.Len(t, offset.object(t)["Documents"], 2)
+	assert.InDelta(t, 37*chargeQueryPerDoc, c.charge(offset)-chargeQueryBase-chargeQueryPerKBOut, 1e-9,
+		"OFFSET skips what the walk reads: it stops at the 27th match, the 37th document (the locked ones alternate with the first 10)")
+}

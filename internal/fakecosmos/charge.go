@@ -10,8 +10,9 @@ import (
 const (
 	chargeMetadata      = 1.0
 	chargeRefusal       = 1.0
-	chargeWriteBase     = 5.5
+	chargeWriteBase     = 5.2
 	chargeWritePerKB    = 1.2
+	chargeWritePerTerm  = 0.1
 	chargeReadPerKB     = 1.0
 	chargeDelete        = 5.0
 	chargeQueryBase     = 2.3
@@ -29,14 +30,17 @@ func startedKB(bytes int) float64 {
 
 func readCharge(docBytes int) float64 { return chargeReadPerKB * startedKB(docBytes) }
 
-func writeCharge(docBytes int) float64 {
-	return chargeWriteBase + chargeWritePerKB*startedKB(docBytes)
+// writeCharge prices storing d: its size and the index entries it adds
+// (indexedTerms), so that an opt-in indexing policy makes writes cheaper.
+// Call with c.mu held.
+func (c *container) writeCharge(d *document) float64 {
+	return chargeWriteBase + chargeWritePerKB*startedKB(len(d.raw)) + chargeWritePerTerm*float64(c.index.indexedTerms(d.body))
 }
 
-// queryCharge prices one page: the documents evaluated and the bytes
-// returned.
-func queryCharge(scanned, returnedBytes int) float64 {
-	c := chargeQueryBase + chargeQueryPerDoc*float64(scanned)
+// queryCharge prices one page: the documents evaluated (traversed in an
+// index, or scanned) and the bytes returned.
+func queryCharge(evaluated, returnedBytes int) float64 {
+	c := chargeQueryBase + chargeQueryPerDoc*float64(evaluated)
 	if returnedBytes > 0 {
 		c += chargeQueryPerKBOut * startedKB(returnedBytes)
 	}

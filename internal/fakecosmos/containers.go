@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -26,7 +27,7 @@ type container struct {
 	partitionKey   partitionKeyDef
 	pkPath         []string
 	indexingPolicy map[string]any
-	composites     [][]compositePath
+	index          indexPolicy
 	defaultTTL     json.Number // "" when unset
 	ttl            *ttlPolicy  // defaultTTL applied, shared with the documents
 	partitions     map[string]*logicalPartition
@@ -81,7 +82,7 @@ type containerSettings struct {
 	partitionKey   partitionKeyDef
 	pkPath         []string
 	indexingPolicy map[string]any
-	composites     [][]compositePath
+	index          indexPolicy
 	defaultTTL     json.Number
 }
 
@@ -102,7 +103,7 @@ func parseContainerSettings(body []byte) (containerSettings, error) {
 	if cs.partitionKey, cs.pkPath, err = parsePartitionKeyDef(obj["partitionKey"]); err != nil {
 		return cs, err
 	}
-	if cs.indexingPolicy, cs.composites, err = parseIndexingPolicy(obj["indexingPolicy"]); err != nil {
+	if cs.indexingPolicy, cs.index, err = parseIndexingPolicy(obj["indexingPolicy"]); err != nil {
 		return cs, err
 	}
 	if cs.defaultTTL, err = parseDefaultTTL(obj["defaultTtl"]); err != nil {
@@ -167,34 +168,82 @@ func defaultIndexingPolicy() map[string]any {
 	}
 }
 
-// parseIndexingPolicy stores the policy as given and validates its
-// composite indexes: at least two paths each, order ascending or
-// descending (absent means ascending, as on the service).
-func parseIndexingPolicy(v any) (map[string]any, [][]compositePath, error) {
+// parseIndexingPolicy stores the policy as given and reads what the fake
+// models of it: the indexing mode, the included and excluded paths (none
+// included means "/*", as the service fills in), and the composite indexes:
+// at least two paths each, order ascending or descending (absent means
+// ascending, as on the service).
+func parseIndexingPolicy(v any) (map[string]any, indexPolicy, error) {
 	if v == nil {
-		return defaultIndexingPolicy(), nil, nil
+		v = defaultIndexingPolicy()
 	}
 	policy, ok := v.(map[string]any)
 	if !ok {
-		return nil, nil, badRequest("The indexingPolicy must be a JSON object.")
+		return nil, indexPolicy{}, badRequest("The indexingPolicy must be a JSON object.")
 	}
-	raw, present := policy["compositeIndexes"]
-	if !present || raw == nil {
-		return policy, nil, nil
+	var ip indexPolicy
+	switch mode := policy["indexingMode"]; mode {
+	case nil, "consistent", "Consistent", "lazy", "Lazy":
+	case "none", "None":
+		ip.none = true
+	default:
+		return nil, indexPolicy{}, badRequest("The indexingMode %v is invalid: use \"consistent\" or \"none\".", mode)
+	}
+	var err error
+	if ip.rules, err = parsePathRules(policy); err != nil {
+		return nil, indexPolicy{}, err
+	}
+	if ip.composites, err = parseCompositeIndexes(policy["compositeIndexes"]); err != nil {
+		return nil, indexPolicy{}, err
+	}
+	return policy, ip, nil
+}
+
+func parsePathRules(policy map[string]any) ([]pathRule, error) {
+	var rules []pathRule
+	for _, list := range []struct {
+		key      string
+		included bool
+	}{{"includedPaths", true}, {"excludedPaths", false}} {
+		entries, ok := policy[list.key].([]any)
+		if policy[list.key] != nil && !ok {
+			return nil, badRequest("The indexingPolicy's %s must be an array of {\"path\"}.", list.key)
+		}
+		for _, e := range entries {
+			obj, _ := e.(map[string]any)
+			path, _ := obj["path"].(string)
+			r, ok := parseIndexPath(path)
+			if !ok {
+				return nil, badRequest("The indexing path %q could not be accepted. Please ensure that the path is a valid path: "+
+					"\"/\" and names (or \"quoted names\", [] for array elements) separated by \"/\", ending in \"/?\" or \"/*\".", path)
+			}
+			r.included = list.included
+			rules = append(rules, r)
+		}
+	}
+	if !slices.ContainsFunc(rules, func(r pathRule) bool { return r.included }) {
+		rules = append(rules, pathRule{included: true}) // the service's default: "/*"
+	}
+	return rules, nil
+}
+
+func parseCompositeIndexes(raw any) ([][]compositePath, error) {
+	if raw == nil {
+		return nil, nil
 	}
 	list, ok := raw.([]any)
 	if !ok {
-		return nil, nil, badRequest("The indexingPolicy's compositeIndexes must be an array of arrays.")
+		return nil, badRequest("The indexingPolicy's compositeIndexes must be an array of arrays.")
 	}
 	composites := make([][]compositePath, 0, len(list))
 	for i, entry := range list {
 		ci, err := parseCompositeIndex(i, entry)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		composites = append(composites, ci)
 	}
-	return policy, composites, nil
+	return composites, nil
 }
 
 func parseCompositeIndex(i int, entry any) ([]compositePath, error) {
@@ -266,7 +315,7 @@ func (s *Server) newContainer(d *database, cs containerSettings) *container {
 		id: cs.id, rid: rid, ridRaw: raw, dbRID: d.rid, created: s.ids.next.Add(1),
 		etag: s.ids.etag(ts), ts: ts,
 		partitionKey: cs.partitionKey, pkPath: cs.pkPath,
-		indexingPolicy: cs.indexingPolicy, composites: cs.composites, defaultTTL: cs.defaultTTL,
+		indexingPolicy: cs.indexingPolicy, index: cs.index, defaultTTL: cs.defaultTTL,
 		partitions: map[string]*logicalPartition{},
 		ttl:        newTTLPolicy(s.now, cs.defaultTTL),
 	}
@@ -358,7 +407,7 @@ func (s *Server) replaceContainer(q *request) (*result, error) {
 		return nil, badRequest("The partition key of a container cannot change.")
 	}
 	c.dropExpired() // what expired under the old setting stays gone
-	c.indexingPolicy, c.composites, c.defaultTTL = cs.indexingPolicy, cs.composites, cs.defaultTTL
+	c.indexingPolicy, c.index, c.defaultTTL = cs.indexingPolicy, cs.index, cs.defaultTTL
 	c.ttl.set(cs.defaultTTL)
 	c.ts = s.now().Unix()
 	c.etag = s.ids.etag(c.ts)

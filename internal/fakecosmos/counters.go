@@ -11,7 +11,9 @@ type Counts struct {
 	// ByOp counts requests per operation (OpUnknown for unroutable ones).
 	ByOp map[Op]int64
 	// DocumentsScanned counts the documents queries and read feeds
-	// evaluated; DocumentsReturned the results they returned.
+	// evaluated (those an index hands over, or every one a scan reads:
+	// what they are charged for); DocumentsReturned the results they
+	// returned.
 	DocumentsScanned  int64
 	DocumentsReturned int64
 	// CrossPartitionQueries counts query pages served without a partition

@@ -331,7 +331,7 @@ func (t *partitionTxn) create(body map[string]any) (opResult, error) {
 	if err != nil {
 		return opResult{}, err
 	}
-	return opResult{status: http.StatusCreated, doc: d, charge: writeCharge(len(d.raw))}, nil
+	return opResult{status: http.StatusCreated, doc: d, charge: t.c.writeCharge(d)}, nil
 }
 
 // upsert replaces (200) or creates (201). With If-Match it only replaces:
@@ -353,7 +353,7 @@ func (t *partitionTxn) upsert(body map[string]any, ifMatch string) (opResult, er
 	if prev == nil {
 		status = http.StatusCreated
 	}
-	return opResult{status: status, doc: d, charge: writeCharge(len(d.raw))}, nil
+	return opResult{status: status, doc: d, charge: t.c.writeCharge(d)}, nil
 }
 
 // read is a batch's read: the primary's current state, staged writes
@@ -404,7 +404,7 @@ func (t *partitionTxn) replace(id string, body map[string]any, ifMatch string) (
 	if err != nil {
 		return opResult{}, err
 	}
-	return opResult{status: http.StatusOK, doc: d, charge: writeCharge(len(d.raw))}, nil
+	return opResult{status: http.StatusOK, doc: d, charge: t.c.writeCharge(d)}, nil
 }
 
 func (t *partitionTxn) remove(id, ifMatch string) (opResult, error) {

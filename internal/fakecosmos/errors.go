@@ -19,6 +19,7 @@ const (
 	msgCrossPartitionNotServable = "The provided cross partition query can not be directly served by the gateway. This is a first chance (internal) exception that all newer clients will know how to handle gracefully. This exception is traced, but unless you see it bubble up as an exception (which only happens on older SDK clients), then you can safely ignore this message."
 	msgCrossPartitionDisabled    = "Cross partition query is required but disabled. Please set x-ms-documentdb-query-enablecrosspartition to true, specify x-ms-documentdb-partitionkey, or revise your query to avoid this exception."
 	msgNoCompositeIndex          = "The order by query does not have a corresponding composite index that it can be served from."
+	msgOrderByNotIndexed         = "Order-by item requires a range index to be defined on the corresponding index path."
 	msgPartitionKeyMismatch      = "PartitionKey extracted from document doesn't match the one specified in the header. Learn more: https://aka.ms/CosmosDB/sql/errors/wrong-pk-value"
 	msgResourceExists            = "Entity with the specified id already exists in the system."
 	msgResourceNotFound          = "Entity with the specified id does not exist in the system."

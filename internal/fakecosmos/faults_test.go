@@ -145,7 +145,7 @@ func TestCountersCountEveryRequestIncludingRefusedAndFaultedOnes(t *testing.T) {
 	counts := srv.Counts()
 	assert.EqualValues(t, 5, counts.Requests)
 	assert.Equal(t, map[Op]int64{OpCreateItem: 1, OpReadItem: 2, OpDeleteItem: 1, OpUnknown: 1}, counts.ByOp)
-	// create 5.5+1.2 (one KB) + read 1 + refusal 1 + fault 0 + refusal 1
+	// create 5.2+1.2+0.3 (one KB, 3 indexed terms) + read 1 + refusal 1 + fault 0 + refusal 1
 	assert.InDelta(t, 9.7, counts.RequestCharge, 1e-9)
 
 	srv.ResetCounts()
@@ -156,10 +156,10 @@ func TestRequestChargeFollowsTheDocumentedModel(t *testing.T) {
 	_, c := newTestServer(t, Options{})
 	c.standardContainer()
 	small := map[string]any{"id": "a", "pk": "p"}
-	assert.Equal(t, "6.7", c.createDoc(small).header.Get("x-ms-request-charge"), "create: 5.5 + 1.2 per started KB")
+	assert.Equal(t, "6.7", c.createDoc(small).header.Get("x-ms-request-charge"), "create: 5.2 + 1.2 per started KB + 0.1 per indexed term (id, pk, _ts)")
 	assert.Equal(t, "1", c.do("GET", docPath("a"), nil, pkHeader("p")).header.Get("x-ms-request-charge"), "read: 1 per started KB")
 	big := map[string]any{"id": "b", "pk": "p", "data": strings.Repeat("x", 3000)}
-	assert.Equal(t, "10.3", c.createDoc(big).header.Get("x-ms-request-charge"), "a 3-4 KB document: 5.5 + 1.2*4")
+	assert.Equal(t, "10.4", c.createDoc(big).header.Get("x-ms-request-charge"), "a 3-4 KB document with 4 indexed terms: 5.2 + 1.2*4 + 0.1*4")
 	assert.Equal(t, "4", c.do("GET", docPath("b"), nil, pkHeader("p")).header.Get("x-ms-request-charge"))
 	assert.Equal(t, "5", c.do("DELETE", docPath("b"), nil, pkHeader("p")).header.Get("x-ms-request-charge"), "delete: 5")
 	q := c.query("SELECT * FROM c", nil, pkHeader("p"))

@@ -128,7 +128,7 @@ func checkServable(q *request, c *container, scope queryScope, qr *queryRequest)
 			return err
 		}
 	}
-	return checkCompositeIndex(c, qr.query.OrderBy())
+	return checkOrderByIndex(c, qr.query.OrderBy())
 }
 
 // checkCrossPartition applies the gateway's rules for queries with neither
@@ -144,20 +144,31 @@ func checkCrossPartition(q *request, qr *queryRequest) error {
 	return nil
 }
 
-// checkCompositeIndex: ORDER BY on two or more properties is served only
-// from a composite index with the same paths in the same order, whose
-// directions are all equal to the query's or all inverted. Call with c.mu
-// held.
-func checkCompositeIndex(c *container, order []cosmossql.OrderItem) error {
-	if len(order) < 2 {
+// checkOrderByIndex: ORDER BY is served from the index. One property needs
+// its path in the range index; two or more, a composite index with the same
+// paths in the same order, whose directions are all equal to the query's or
+// all inverted (the refusal names it). Call with c.mu held.
+func checkOrderByIndex(c *container, order []cosmossql.OrderItem) error {
+	switch {
+	case len(order) == 1 && !c.index.indexes(order[0].Path):
+		return badRequest(msgOrderByNotIndexed)
+	case len(order) < 2:
 		return nil
 	}
-	for _, ci := range c.composites {
+	for _, ci := range c.index.composites {
 		if compositeServes(ci, order) {
 			return nil
 		}
 	}
-	return badRequest(msgNoCompositeIndex)
+	return badRequest("%s Add the composite index (%s) to the indexing policy.", msgNoCompositeIndex, describeOrder(order))
+}
+
+func describeOrder(order []cosmossql.OrderItem) string {
+	parts := make([]string, len(order))
+	for i, item := range order {
+		parts[i] = "/" + strings.Join(item.Path, "/") + map[bool]string{false: " ascending", true: " descending"}[item.Descending]
+	}
+	return strings.Join(parts, ", ")
 }
 
 func compositeServes(ci []compositePath, order []cosmossql.OrderItem) bool {
@@ -235,7 +246,7 @@ func pageLimits(q *request) (int, error) {
 type page struct {
 	results [][]byte // encoded results
 	bytes   int
-	scanned int
+	scanned int // documents evaluated: handed over by the index, or scanned
 	next    *continuation
 	rng     *pkRange // the range read, whose session position the page carries
 }
@@ -434,6 +445,10 @@ func (c *container) streamingPage(view readView, scope queryScope, qr *queryRequ
 	if err := view.checkReachable(rng); err != nil {
 		return nil, err
 	}
+	use, err := c.planIndexUse(qr)
+	if err != nil {
+		return nil, err
+	}
 	pg := &page{rng: rng}
 	var matched []*document
 	matchedBytes := 0 // of the stored documents: an upper bound of the projection
@@ -450,8 +465,11 @@ func (c *container) streamingPage(view readView, scope queryScope, qr *queryRequ
 			exhausted = false
 			break
 		}
-		pg.scanned++
 		last = d.seq
+		if !use.handsOver(d) {
+			continue
+		}
+		pg.scanned++
 		ok, err := matchesQuery(qr, d)
 		if err != nil {
 			return nil, err
@@ -516,7 +534,8 @@ func project(qr *queryRequest, docs []*document) ([][]byte, error) {
 
 // wholeResultPage serves ORDER BY, TOP, OFFSET, DISTINCT and aggregates
 // (allowed in one partition or one range): the whole result is computed and
-// paged by position. Every page evaluates every document of the scope.
+// paged by position; each page is charged for the documents the index
+// walks to produce it (queryindex.go).
 func (c *container) wholeResultPage(view readView, scope queryScope, qr *queryRequest, tok continuation, maxItems int) (*page, error) {
 	if err := view.checkReachable(scope.rng); err != nil {
 		return nil, err
@@ -534,13 +553,20 @@ func (c *container) wholeResultPage(view readView, scope queryScope, qr *queryRe
 	if err != nil {
 		return nil, badRequest("The query could not be evaluated: %v", err)
 	}
-	pg := &page{scanned: len(docs), rng: scope.rng}
+	pg := &page{rng: scope.rng}
 	i := tok.Offset
 	for ; i < len(results) && !pg.full(maxItems); i++ {
 		pg.add(encodeJSON(results[i]))
 	}
 	if i < len(results) {
 		pg.next = &continuation{Offset: i}
+	}
+	use, err := c.planIndexUse(qr)
+	if err != nil {
+		return nil, err
+	}
+	if pg.scanned, err = use.evaluatedFor(docs, tok.Offset, i, pg.next == nil); err != nil {
+		return nil, err
 	}
 	return pg, nil
 }

@@ -613,7 +613,7 @@ func (e *ContainerMismatchError) Is(target error) bool {
 // ProviderContainerProperties and returns a *ContainerMismatchError listing
 // what the provider cannot do without. It asks no more than that: other
 // indexes, excluded paths and composite indexes are the owner's business.
-func checkProviderContainer(database string, props ContainerProperties) error {
+func checkProviderContainer(database string, props ContainerProperties) (queueIndex queueIndex, err error) {
 	e := &ContainerMismatchError{Database: database, Container: props.ID}
 	want := ProviderContainerProperties(props.ID).PartitionKey.Paths
 	if !slices.Equal(props.PartitionKey.Paths, want) {
@@ -622,39 +622,71 @@ func checkProviderContainer(database string, props ContainerProperties) error {
 			"(a partition key cannot change: create a new container and point Config.Container at it)",
 			strings.Join(props.PartitionKey.Paths, ","), strings.Join(want, ",")))
 	}
-	e.Problems = append(e.Problems, indexingProblems(props.IndexingPolicy)...)
+	queueIndex, problem := queueIndexOf(props.IndexingPolicy)
+	if problem != "" {
+		e.Problems = append(e.Problems, problem)
+	}
 	if p := timeToLiveProblem(props.DefaultTimeToLive); p != "" {
 		e.Problems = append(e.Problems, p)
 	}
 	if len(e.Problems) == 0 {
-		return nil
+		return queueIndex, nil
 	}
-	return e
+	return queueIndex, e
 }
 
-// queueOrder is the ORDER BY of the queue queries: (visibleAt, seq), both
-// ascending.
-var queueOrder = []CompositeIndex{{Path: "/visibleAt", Order: CompositeIndexAscending}, {Path: "/seq", Order: CompositeIndexAscending}}
+// queueIndex is the composite index the queue queries order by.
+type queueIndex int
 
-// indexingProblems: the queue queries need consistent indexing and a
-// composite index that serves their ORDER BY. A policy the service did not
-// return is taken as its default, which has no composite index.
-func indexingProblems(policy *IndexingPolicy) []string {
+const (
+	// queueIndexByType is (type, visibleAt, seq): a queue's candidates are
+	// read in index order without stepping over the other queue's items.
+	queueIndexByType queueIndex = iota
+	// queueIndexLegacy is (visibleAt, seq), which containers created by
+	// earlier versions have: it serves the queries, at a cost that grows
+	// with the other queue's visible backlog.
+	queueIndexLegacy
+)
+
+// queueOrders are the ORDER BY paths each index serves.
+var queueOrders = map[queueIndex][]CompositeIndex{
+	queueIndexByType: {{Path: "/type", Order: CompositeIndexAscending}, {Path: "/visibleAt", Order: CompositeIndexAscending}, {Path: "/seq", Order: CompositeIndexAscending}},
+	queueIndexLegacy: {{Path: "/visibleAt", Order: CompositeIndexAscending}, {Path: "/seq", Order: CompositeIndexAscending}},
+}
+
+// orderBy is the queue queries' ORDER BY clause for the index.
+func (q queueIndex) orderBy() string {
+	paths := queueOrders[q]
+	parts := make([]string, len(paths))
+	for i, p := range paths {
+		parts[i] = "c." + strings.TrimPrefix(p.Path, "/") + " ASC"
+	}
+	return " ORDER BY " + strings.Join(parts, ", ")
+}
+
+// queueIndexOf finds the composite index the queue queries can order by,
+// preferring (type, visibleAt, seq); problem says why there is none. A
+// policy the service did not return is taken as its default, which has no
+// composite index.
+func queueIndexOf(policy *IndexingPolicy) (queueIndex, string) {
 	if policy == nil {
 		p := DefaultIndexingPolicy()
 		policy = &p
 	}
+	want := describeComposite(queueOrders[queueIndexByType])
 	if strings.EqualFold(policy.IndexingMode, IndexingModeNone) {
-		return []string{fmt.Sprintf("its indexing mode is %q: the queue queries need %q indexing with the composite index %s "+
-			"(change the indexing policy; no new container needed)", policy.IndexingMode, IndexingModeConsistent, describeComposite(queueOrder))}
+		return queueIndexByType, fmt.Sprintf("its indexing mode is %q: the queue queries need %q indexing with the composite index %s "+
+			"(change the indexing policy; no new container needed)", policy.IndexingMode, IndexingModeConsistent, want)
 	}
-	for _, ci := range policy.CompositeIndexes {
-		if compositeServes(ci, queueOrder) {
-			return nil
+	for _, q := range []queueIndex{queueIndexByType, queueIndexLegacy} {
+		for _, ci := range policy.CompositeIndexes {
+			if compositeServes(ci, queueOrders[q]) {
+				return q, ""
+			}
 		}
 	}
-	return []string{fmt.Sprintf("it has no composite index %s, which the queue queries' ORDER BY c.visibleAt, c.seq needs "+
-		"(add it to the indexing policy; no new container needed)", describeComposite(queueOrder))}
+	return queueIndexByType, fmt.Sprintf("it has no composite index %s, which the queue queries' ORDER BY c.type, c.visibleAt, c.seq needs "+
+		"(add it to the indexing policy; no new container needed)", want)
 }
 
 // compositeServes reports whether a composite index serves an ORDER BY: the

@@ -182,6 +182,7 @@ type CosmosProvider struct {
 	workLocks  lockTable[*workLock]
 	workClaims *itemClaims // worker items being claimed or held here
 	wakeLater  *deferredWakes
+	queueIndex queueIndex   // which composite index the queue queries order by
 	sessions   *sessionBook // what this process knows of sessions (sessions.go)
 	cache      historyCache
 
@@ -229,8 +230,14 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	if err := checkAccount(ctx, client); err != nil {
 		return nil, err
 	}
-	if err := openContainer(ctx, client, container, cfg); err != nil {
+	queueIndex, err := openContainer(ctx, client, container, cfg)
+	if err != nil {
 		return nil, err
+	}
+	if queueIndex == queueIndexLegacy {
+		cfg.Logger.Warn("cdb: the container orders its queues by the composite index (/visibleAt, /seq) only; "+
+			"add (/type, /visibleAt, /seq) to its indexing policy so a queue's queries stop paying for the other queue's backlog",
+			"database", cfg.Database, "container", cfg.Container)
 	}
 	// Every fetch queries per range; read the ranges now rather than on the
 	// first fetch.
@@ -250,6 +257,7 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		deleting:   newClaimSet(),
 		workLocks:  newLockTable[*workLock](),
 		workClaims: newItemClaims(),
+		queueIndex: queueIndex,
 		wakeLater:  newDeferredWakes(),
 		sessions:   newSessionBook(),
 		cache:      newHistoryCache(1024),
@@ -297,16 +305,16 @@ func checkAccount(ctx context.Context, client *Client) error {
 // openContainer makes sure the container exists with what the provider
 // needs: bootstrapping creates what is missing, and a container this call
 // did not create is read and checked.
-func openContainer(ctx context.Context, client *Client, container *ContainerClient, cfg Config) error {
+func openContainer(ctx context.Context, client *Client, container *ContainerClient, cfg Config) (queueIndex, error) {
 	if !cfg.SkipBootstrap {
 		created, err := bootstrap(ctx, client, container, cfg)
 		if err != nil || created {
-			return err
+			return queueIndexByType, err
 		}
 	}
 	props, err := container.Read(ctx)
 	if err != nil {
-		return explainContainerRead(ctx, client, cfg, err)
+		return queueIndexByType, explainContainerRead(ctx, client, cfg, err)
 	}
 	return checkProviderContainer(cfg.Database, props)
 }
@@ -365,9 +373,7 @@ func ProviderContainerProperties(id string) ContainerProperties {
 		ExcludedPath{Path: "/output/?"},
 		ExcludedPath{Path: "/customStatus/?"},
 	)
-	policy.CompositeIndexes = [][]CompositeIndex{
-		{{Path: "/visibleAt", Order: CompositeIndexAscending}, {Path: "/seq", Order: CompositeIndexAscending}},
-	}
+	policy.CompositeIndexes = [][]CompositeIndex{queueOrders[queueIndexByType]}
 	ttl := -1
 	return ContainerProperties{
 		ID:                id,

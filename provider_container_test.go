@@ -84,10 +84,10 @@ func TestNewProviderRefusesAContainerItCannotUse(t *testing.T) {
 		{"partition key", func(p *cdb.ContainerProperties) { p.PartitionKey.Paths = []string{"/id"} },
 			[]string{`partition key path is /id`, `must be /pk`}},
 		{"no composite index", func(p *cdb.ContainerProperties) { p.IndexingPolicy.CompositeIndexes = nil },
-			[]string{"composite index", "(/visibleAt ascending, /seq ascending)"}},
+			[]string{"composite index", "(/type ascending, /visibleAt ascending, /seq ascending)"}},
 		{"composite index in the other order", func(p *cdb.ContainerProperties) {
 			p.IndexingPolicy.CompositeIndexes = [][]cdb.CompositeIndex{{{Path: "/seq", Order: "ascending"}, {Path: "/visibleAt", Order: "ascending"}}}
-		}, []string{"composite index", "(/visibleAt ascending, /seq ascending)"}},
+		}, []string{"composite index", "(/type ascending, /visibleAt ascending, /seq ascending)"}},
 		{"composite index with mixed directions", func(p *cdb.ContainerProperties) {
 			p.IndexingPolicy.CompositeIndexes = [][]cdb.CompositeIndex{{{Path: "/visibleAt", Order: "ascending"}, {Path: "/seq", Order: "descending"}}}
 		}, []string{"composite index"}},
@@ -186,4 +186,23 @@ func TestNewProviderForbiddenBootstrapPointsToSkipBootstrap(t *testing.T) {
 			assert.ErrorContains(t, err, "docs/real-account.md")
 		})
 	}
+}
+
+// A container made by an earlier version, whose composite index is
+// (visibleAt, seq) only, is still served: the queue queries order by what
+// it has.
+func TestAContainerWithTheEarlierQueueIndexIsServed(t *testing.T) {
+	ctx := containerTestContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	createContainer(t, acct, "shop", "orders", providerProperties(func(p *cdb.ContainerProperties) {
+		p.IndexingPolicy.CompositeIndexes = [][]cdb.CompositeIndex{{{Path: "/visibleAt", Order: "ascending"}, {Path: "/seq", Order: "ascending"}}}
+	}))
+	p, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client(), Database: "shop", Container: "orders", ShortPolling: true})
+	require.NoError(t, err)
+	defer p.Close()
+	providertest.CreateInstance(ctx, t, p, "legacy")
+	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "legacy", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
+	item, _, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.NotNil(t, item, "the worker queue is served by the earlier index")
 }

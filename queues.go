@@ -23,7 +23,8 @@ const (
 // range whatever the backlog.
 type candidateQuery struct {
 	docType string
-	pk      string   // set: this partition alone, one request
+	pk      string // set: this partition alone, one request
+	index   queueIndex
 	now     int64    // ms: what is visible and unlocked as of then
 	slots   []int    // nil: every slot
 	skip    []string // partition keys not to return (held or contended)
@@ -45,12 +46,13 @@ func (q candidateQuery) text() string {
 		b.WriteString(w)
 		b.WriteString(")")
 	}
-	b.WriteString(" ORDER BY c.visibleAt ASC, c.seq ASC")
+	b.WriteString(q.index.orderBy())
 	return b.String()
 }
 
 // run returns the candidates of every range, oldest first.
 func (p *CosmosProvider) runCandidateQuery(ctx context.Context, q candidateQuery) ([]queueDoc, error) {
+	q.index = p.queueIndex
 	params := append([]QueryParameter{
 		{Name: "@top", Value: p.cfg.CandidatesPerRange},
 		{Name: "@type", Value: q.docType},
@@ -412,6 +414,8 @@ func lookAtAll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, 
 		sig.reopen(view)
 	case outcome == outcomeEmpty:
 		sig.closeFor(view, p.now(), p.cfg.PollInterval)
+	case outcome == outcomeFound && p.cfg.ShortPolling:
+		sig.notify() // there may be more: the next short poll looks again
 	case outcome == outcomeFound:
 		// The attempt announced the other candidates it saw.
 	default:

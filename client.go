@@ -510,14 +510,14 @@ func (c *Client) roundTrip(ctx context.Context, r *request, attempt int) (resp *
 	res, err := c.http.Do(req)
 	if err != nil {
 		sent = c.mayHaveBeenSent(err, wrote.Load())
-		c.stats.request(r.operation, attempt, 0, false)
+		c.stats.request(r.operation, attempt, 0, responseCounts{})
 		c.logAttempt(ctx, r, attempt, nil, time.Since(start), err)
 		return nil, sent, err
 	}
 	body, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes))
 	res.Body.Close()
 	resp = parseResponse(res, body)
-	c.stats.request(r.operation, attempt, resp.RequestCharge, resp.StatusCode == http.StatusTooManyRequests)
+	c.stats.request(r.operation, attempt, resp.RequestCharge, countsOf(resp))
 	if r.session.container != "" && capturesSession(resp) {
 		c.sessions.capture(r.session.container, resp.SessionToken)
 	}
@@ -700,17 +700,21 @@ type ClientStats struct {
 	RequestCharge float64 // RU, over all requests
 	Retries       int64   // attempts after the first
 	Throttles     int64   // 429 responses
-	ByOperation   map[string]OperationStats
+	// PreconditionFailed counts 412 responses, a batch's included: a
+	// write whose ETag or condition no longer held (a lost race).
+	PreconditionFailed int64
+	ByOperation        map[string]OperationStats
 }
 
 // OperationStats are the diagnostics of one operation name, e.g. "ReadItem".
 type OperationStats struct {
-	Operations    int64 // calls, however many attempts each took
-	Errors        int64 // calls that ended in an error
-	Requests      int64
-	RequestCharge float64
-	Retries       int64
-	Throttles     int64
+	Operations         int64 // calls, however many attempts each took
+	Errors             int64 // calls that ended in an error
+	Requests           int64
+	RequestCharge      float64
+	Retries            int64
+	Throttles          int64
+	PreconditionFailed int64
 }
 
 type statsRecorder struct {
@@ -732,7 +736,31 @@ func (s *statsRecorder) entry(op string) *OperationStats {
 	return e
 }
 
-func (s *statsRecorder) request(op string, attempt int, charge float64, throttled bool) {
+// responseCounts is what a response adds to the statistics besides the
+// request and its charge.
+type responseCounts struct {
+	throttled, preconditionFailed bool
+}
+
+// countsOf classifies a response. A batch the service rolled back (207)
+// failed on a precondition when one of its operations answered 412.
+func countsOf(resp *response) responseCounts {
+	out := responseCounts{
+		throttled:          resp.StatusCode == http.StatusTooManyRequests,
+		preconditionFailed: resp.StatusCode == http.StatusPreconditionFailed,
+	}
+	if resp.StatusCode == http.StatusMultiStatus {
+		var results []batchResultWire
+		if json.Unmarshal(resp.Body, &results) == nil {
+			for _, r := range results {
+				out.preconditionFailed = out.preconditionFailed || r.StatusCode == http.StatusPreconditionFailed
+			}
+		}
+	}
+	return out
+}
+
+func (s *statsRecorder) request(op string, attempt int, charge float64, counts responseCounts) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.entry(op)
@@ -744,9 +772,13 @@ func (s *statsRecorder) request(op string, attempt int, charge float64, throttle
 		s.total.Retries++
 		e.Retries++
 	}
-	if throttled {
+	if counts.throttled {
 		s.total.Throttles++
 		e.Throttles++
+	}
+	if counts.preconditionFailed {
+		s.total.PreconditionFailed++
+		e.PreconditionFailed++
 	}
 }
 

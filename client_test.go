@@ -663,6 +663,39 @@ func TestStatsAreSafeForConcurrentUse(t *testing.T) {
 	assert.Equal(t, int64(50), cc.client.Stats().ByOperation["ReadItem"].Requests)
 }
 
+// TestStatsCountPreconditionFailures: a 412 (a stale ETag or a false PATCH
+// condition) is counted per operation, whether the service answers it for
+// the request or, in a batch it rolled back, for one of its operations; the
+// bench reports lost claim races from this count.
+func TestStatsCountPreconditionFailures(t *testing.T) {
+	cc, _ := newScriptedContainer(t, replySequence(
+		replyAlways(412, `{"code":"PreconditionFailed","message":"stale"}`),
+		replyAlways(207, `[{"statusCode":412},{"statusCode":424}]`),
+		replyAlways(207, `[{"statusCode":409},{"statusCode":424}]`),
+		replyAlways(200, `{"id":"a"}`),
+	))
+	ctx, pk, etag := testCtx(t), NewPartitionKeyString("p"), ETag(`"stale"`)
+	var ops PatchOperations
+	ops.AppendSet("/x", 1)
+	_, err := cc.PatchItem(ctx, pk, "a", ops, &ItemOptions{IfMatch: &etag})
+	require.True(t, IsPreconditionFailed(err))
+	for range 2 {
+		b := cc.NewTransactionalBatch(pk)
+		b.PatchItem("a", ops, &TransactionalBatchItemOptions{IfMatch: &etag})
+		b.DeleteItem("b", nil)
+		_, err = cc.ExecuteTransactionalBatch(ctx, b, nil)
+		require.NoError(t, err)
+	}
+	_, err = cc.ReadItem(ctx, pk, "a", nil)
+	require.NoError(t, err)
+
+	s := cc.client.Stats()
+	assert.Equal(t, int64(2), s.PreconditionFailed, "the 412 and the batch rolled back on a 412; not the 409")
+	assert.Equal(t, int64(1), s.ByOperation["PatchItem"].PreconditionFailed)
+	assert.Equal(t, int64(1), s.ByOperation["ExecuteTransactionalBatch"].PreconditionFailed)
+	assert.Equal(t, int64(0), s.ByOperation["ReadItem"].PreconditionFailed)
+}
+
 func TestDebugLogPerRequest(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))

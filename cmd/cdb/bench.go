@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,8 @@ type benchOptions struct {
 	conn        connection
 	onEndpoint  bool
 	description string
+	verbose     bool
+	format      outputFormat
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
@@ -39,6 +42,8 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long each run keeps launching orchestrations")
 	fs.Var(&o.inFlight, "inflight", "`n` orchestrations in flight")
 	fs.Var(&o.tasks, "tasks", "`n` activities per orchestration")
+	fs.BoolVar(&o.verbose, "v", false, "also print the provider's requests per orchestration by operation")
+	registerOutput(fs, &o.format)
 	o.conn.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return o, err
@@ -65,8 +70,9 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 }
 
 // runBench runs duroxide's stress protocol at each added latency and
-// concurrency and prints a Markdown table. On the in-memory Cosmos DB, or
-// on the account in COSMOS_* or -endpoint, in a container of its own.
+// concurrency and prints a Markdown table (with -v, a second one by
+// operation) or, with -o json, the whole results. On the in-memory Cosmos
+// DB, or on the account in COSMOS_* or -endpoint, in a container of its own.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseBenchFlags(args, stderr)
 	if err != nil {
@@ -77,9 +83,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer cleanup()
-	fmt.Fprintf(stdout, "duroxide stress protocol on %s: %d in flight, %d activities of 10 ms each, %s per run\n\n", where, o.inFlight, o.tasks, o.duration)
-	fmt.Fprintln(stdout, "| added latency | orch:worker | orch/s | activities/s | requests/orch | RU/orch | p50 | p99 | completed/failed |")
-	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|---|")
+	report := benchReport{opts: o, out: stdout, where: where}
+	report.begin()
 	for _, lat := range o.latencies {
 		for _, c := range o.pairs {
 			res, err := bench.Run(ctx, bench.Config{
@@ -89,24 +94,201 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if err != nil {
 				return err
 			}
-			latency := lat.String()
-			if o.onEndpoint {
-				latency = "network"
-			}
-			fmt.Fprintf(stdout, "| %s | %d:%d | %.2f | %.1f | %.1f | %.0f | %s | %s | %d/%d |\n", latency, c[0], c[1],
-				res.OrchestrationsPerSecond, res.ActivitiesPerSecond, res.RequestsPerOrchestration, res.RUPerOrchestration,
-				res.P50.Round(time.Millisecond), res.P99.Round(time.Millisecond), res.Completed, res.Failed)
+			report.add(res)
+		}
+	}
+	return report.end()
+}
+
+// benchReport prints the runs as they finish (text) or all at the end
+// (-o json).
+type benchReport struct {
+	opts  benchOptions
+	out   io.Writer
+	where string
+	runs  []bench.Result
+}
+
+func (r *benchReport) begin() {
+	if r.opts.format == formatJSON {
+		return
+	}
+	fmt.Fprintf(r.out, "duroxide stress protocol on %s: %d in flight, %d activities of 10 ms each, %s per run\n", r.where, r.opts.inFlight, r.opts.tasks, r.opts.duration)
+	fmt.Fprintln(r.out, "requests, RU and 412s are the runtime's provider's; the harness's starts (their enqueue) and status polls are counted apart, on a client of their own")
+	fmt.Fprintln(r.out)
+	fmt.Fprintln(r.out, "| added latency | orch:worker | orch/s | p50 | p99 | requests/orch | turns/orch | RU/orch | 412/item | harness requests/orch | completed/failed |")
+	fmt.Fprintln(r.out, "|---|---|---|---|---|---|---|---|---|---|---|")
+}
+
+func (r *benchReport) add(res bench.Result) {
+	r.runs = append(r.runs, res)
+	if r.opts.format == formatJSON {
+		return
+	}
+	fmt.Fprintf(r.out, "| %s | %d:%d | %.2f | %s | %s | %.1f | %.2f | %.0f | %.2f | %.1f | %d/%d |\n",
+		r.latency(res), res.Config.OrchestrationConcurrency, res.Config.WorkerConcurrency,
+		res.OrchestrationsPerSecond, res.P50.Round(time.Millisecond), res.P99.Round(time.Millisecond),
+		res.RequestsPerOrchestration, res.TurnsPerOrchestration, res.RUPerOrchestration, res.PreconditionFailedPerItem,
+		res.HarnessRequestsPerOrchestration, res.Completed, res.Failed)
+}
+
+func (r *benchReport) end() error {
+	if r.opts.format == formatJSON {
+		return writeJSON(r.out, r.json())
+	}
+	if !r.opts.verbose {
+		return nil
+	}
+	fmt.Fprintln(r.out)
+	fmt.Fprintln(r.out, "The provider's requests by operation:")
+	fmt.Fprintln(r.out)
+	fmt.Fprintln(r.out, "| added latency | orch:worker | operation | requests/orch | RU/orch | 412/orch |")
+	fmt.Fprintln(r.out, "|---|---|---|---|---|---|")
+	for _, res := range r.runs {
+		for _, op := range operationsByRequests(res.Provider.ByOperation) {
+			s, n := res.Provider.ByOperation[op], float64(max(res.Completed, 1))
+			fmt.Fprintf(r.out, "| %s | %d:%d | %s | %.2f | %.0f | %.2f |\n", r.latency(res),
+				res.Config.OrchestrationConcurrency, res.Config.WorkerConcurrency, op,
+				float64(s.Requests)/n, s.RequestCharge/n, float64(s.PreconditionFailed)/n)
 		}
 	}
 	return nil
 }
+
+// latency is a run's added latency as the table shows it.
+func (r *benchReport) latency(res bench.Result) string {
+	if r.opts.onEndpoint {
+		return "network"
+	}
+	return res.Config.Latency.String()
+}
+
+// operationsByRequests orders operations by requests, most first.
+func operationsByRequests(by map[string]cdb.OperationStats) []string {
+	ops := make([]string, 0, len(by))
+	for op := range by {
+		ops = append(ops, op)
+	}
+	sort.Slice(ops, func(i, j int) bool {
+		a, b := by[ops[i]], by[ops[j]]
+		if a.Requests != b.Requests {
+			return a.Requests > b.Requests
+		}
+		return ops[i] < ops[j]
+	})
+	return ops
+}
+
+// benchJSON is `bench -o json`: the runs in the order they ran. Like the
+// other commands' JSON, its field names are the CLI's own.
+type benchJSON struct {
+	Target          string         `json:"target"`
+	InFlight        int            `json:"in_flight"`
+	Tasks           int            `json:"tasks"`
+	ActivityDelayMs float64        `json:"activity_delay_ms"`
+	DurationS       float64        `json:"duration_s"`
+	Runs            []benchRunJSON `json:"runs"`
+}
+
+// benchRunJSON is one run. Per-orchestration figures divide by completed
+// orchestrations; precondition_failed_per_item by turns plus worker items.
+type benchRunJSON struct {
+	AddedLatencyMs                  *float64       `json:"added_latency_ms"` // null on an account
+	OrchestrationConcurrency        int            `json:"orchestration_concurrency"`
+	WorkerConcurrency               int            `json:"worker_concurrency"`
+	Launched                        int            `json:"launched"`
+	Completed                       int            `json:"completed"`
+	Failed                          int            `json:"failed"`
+	ElapsedS                        float64        `json:"elapsed_s"`
+	OrchestrationsPerSecond         float64        `json:"orchestrations_per_second"`
+	ActivitiesPerSecond             float64        `json:"activities_per_second"`
+	P50Ms                           float64        `json:"p50_ms"`
+	P99Ms                           float64        `json:"p99_ms"`
+	RequestsPerOrchestration        float64        `json:"requests_per_orchestration"`
+	RUPerOrchestration              float64        `json:"ru_per_orchestration"`
+	TurnsPerOrchestration           float64        `json:"turns_per_orchestration"`
+	PreconditionFailedPerItem       float64        `json:"precondition_failed_per_item"`
+	HarnessRequestsPerOrchestration float64        `json:"harness_requests_per_orchestration"`
+	Turns                           int64          `json:"turns"`
+	WorkerItems                     int64          `json:"worker_items"`
+	Provider                        benchUsageJSON `json:"provider"`
+	Harness                         benchUsageJSON `json:"harness"`
+}
+
+// benchUsageJSON is what one client spent in a run.
+type benchUsageJSON struct {
+	Requests           int64                         `json:"requests"`
+	RequestCharge      float64                       `json:"request_charge"`
+	PreconditionFailed int64                         `json:"precondition_failed"`
+	ByOperation        map[string]benchOperationJSON `json:"by_operation"`
+}
+
+type benchOperationJSON struct {
+	Operations                    int64   `json:"operations"`
+	Errors                        int64   `json:"errors"`
+	Requests                      int64   `json:"requests"`
+	RequestCharge                 float64 `json:"request_charge"`
+	Retries                       int64   `json:"retries"`
+	Throttles                     int64   `json:"throttles"`
+	PreconditionFailed            int64   `json:"precondition_failed"`
+	RequestsPerOrchestration      float64 `json:"requests_per_orchestration"`
+	RequestChargePerOrchestration float64 `json:"request_charge_per_orchestration"`
+}
+
+func (r *benchReport) json() benchJSON {
+	out := benchJSON{
+		Target: r.where, InFlight: int(r.opts.inFlight), Tasks: int(r.opts.tasks),
+		ActivityDelayMs: 10, DurationS: r.opts.duration.Seconds(), Runs: []benchRunJSON{},
+	}
+	for _, res := range r.runs {
+		run := benchRunJSON{
+			OrchestrationConcurrency: res.Config.OrchestrationConcurrency, WorkerConcurrency: res.Config.WorkerConcurrency,
+			Launched: res.Launched, Completed: res.Completed, Failed: res.Failed, ElapsedS: res.Elapsed.Seconds(),
+			OrchestrationsPerSecond: res.OrchestrationsPerSecond, ActivitiesPerSecond: res.ActivitiesPerSecond,
+			P50Ms: milliseconds(res.P50), P99Ms: milliseconds(res.P99),
+			RequestsPerOrchestration: res.RequestsPerOrchestration, RUPerOrchestration: res.RUPerOrchestration,
+			TurnsPerOrchestration: res.TurnsPerOrchestration, PreconditionFailedPerItem: res.PreconditionFailedPerItem,
+			HarnessRequestsPerOrchestration: res.HarnessRequestsPerOrchestration, Turns: res.Turns, WorkerItems: res.WorkerItems,
+			Provider: usageToJSON(res.Provider, res.Completed), Harness: usageToJSON(res.Harness, res.Completed),
+		}
+		if !r.opts.onEndpoint {
+			ms := milliseconds(res.Config.Latency)
+			run.AddedLatencyMs = &ms
+		}
+		out.Runs = append(out.Runs, run)
+	}
+	return out
+}
+
+func usageToJSON(u bench.Usage, completed int) benchUsageJSON {
+	out := benchUsageJSON{
+		Requests: u.Requests, RequestCharge: u.RequestCharge, PreconditionFailed: u.PreconditionFailed,
+		ByOperation: make(map[string]benchOperationJSON, len(u.ByOperation)),
+	}
+	for op, s := range u.ByOperation {
+		o := benchOperationJSON{
+			Operations: s.Operations, Errors: s.Errors, Requests: s.Requests, RequestCharge: s.RequestCharge,
+			Retries: s.Retries, Throttles: s.Throttles, PreconditionFailed: s.PreconditionFailed,
+		}
+		if completed > 0 {
+			o.RequestsPerOrchestration = float64(s.Requests) / float64(completed)
+			o.RequestChargePerOrchestration = s.RequestCharge / float64(completed)
+		}
+		out.ByOperation[op] = o
+	}
+	return out
+}
+
+func milliseconds(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // benchTarget is the configured account when there is one, else fresh
 // in-memory accounts (one per run, made by bench.Run). On an account it
 // uses its own container: one it creates and deletes afterwards, or an
 // existing one without instances, from which it deletes its instances
 // afterwards. It refuses a container that holds instances: they are
-// someone's, and bench's would mix with them.
+// someone's, and bench's would mix with them. The harness (starts and
+// status polls) has a provider and client of its own on the same container,
+// so its requests are not counted as the runtime's.
 func benchTarget(ctx context.Context, conn *connection, onEndpoint bool) (bench.Target, string, func(), error) {
 	if !onEndpoint {
 		return bench.Target{}, "the in-memory Cosmos DB", func() {}, nil
@@ -131,27 +313,51 @@ func benchTarget(ctx context.Context, conn *connection, onEndpoint bool) (bench.
 	if err != nil {
 		return bench.Target{}, "", nil, describe(cfg.Endpoint, err)
 	}
+	harness, err := harnessProvider(ctx, cfg)
+	if err != nil {
+		_ = p.Close()
+		return bench.Target{}, "", nil, err
+	}
+	target := bench.Target{Provider: p, Harness: harness}
 	where := fmt.Sprintf("%s, database %q, container %q", cfg.Endpoint, cfg.Database, cfg.Container)
 	if !existed {
 		cleanup := func() {
+			_ = harness.Close()
 			_ = p.Container().Delete(context.Background())
 			_ = p.Close()
 		}
-		return bench.Target{Provider: p}, where + " (created for this run, deleted afterwards)", cleanup, nil
+		return target, where + " (created for this run, deleted afterwards)", cleanup, nil
 	}
 	ids, err := p.ListInstances(ctx)
 	if err == nil && len(ids) > 0 {
 		err = fmt.Errorf("container %q already holds instances: bench needs a container of its own (-container, default %s)", cfg.Container, benchContainer)
 	}
 	if err != nil {
+		_ = harness.Close()
 		_ = p.Close()
 		return bench.Target{}, "", nil, err
 	}
 	cleanup := func() {
+		_ = harness.Close()
 		deleteBenchInstances(p)
 		_ = p.Close()
 	}
-	return bench.Target{Provider: p}, where + " (existing, its bench instances deleted afterwards)", cleanup, nil
+	return target, where + " (existing, its bench instances deleted afterwards)", cleanup, nil
+}
+
+// harnessProvider is a provider on cfg's container through a client of its
+// own, so its statistics are the harness's alone.
+func harnessProvider(ctx context.Context, cfg cdb.Config) (*cdb.CosmosProvider, error) {
+	cl, err := client(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Client = cl
+	p, err := cdb.NewProvider(ctx, cfg)
+	if err != nil {
+		return nil, describe(cfg.Endpoint, fmt.Errorf("harness provider: %w", err))
+	}
+	return p, nil
 }
 
 // containerExists reads the container, so bench knows whether it is its

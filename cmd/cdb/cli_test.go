@@ -401,6 +401,71 @@ func TestBinaryBenchRefusesNonsense(t *testing.T) {
 	}
 }
 
+// TestBinaryBenchReportsIssue10Metrics: per run, the table has orch/s,
+// p50/p99, the provider's requests per orchestration, turns per
+// orchestration, RU per orchestration, 412s per work item and the harness's
+// requests apart; -v adds the provider's requests by operation, and -o json
+// prints the whole result.
+func TestBinaryBenchReportsIssue10Metrics(t *testing.T) {
+	quick := []string{"bench", "-duration", "300ms", "-inflight", "2", "-tasks", "2", "-concurrency", "1:1", "-latency", "0"}
+	code, stdout, stderr := cli(append(quick, "-v")...).run(t)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "| added latency | orch:worker | orch/s | p50 | p99 | requests/orch | turns/orch | RU/orch | 412/item | harness requests/orch | completed/failed |")
+	assert.Regexp(t, `\| 0s \| 1:1 \| [0-9.]+ \| [0-9.]+m?s \| [0-9.]+m?s \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+/0 \|`, stdout)
+	assert.Contains(t, stdout, "| added latency | orch:worker | operation | requests/orch | RU/orch | 412/orch |")
+	assert.Regexp(t, `\| 0s \| 1:1 \| ExecuteTransactionalBatch \| [0-9.]+ \| [0-9]+ \| [0-9.]+ \|`, stdout)
+
+	code, stdout, stderr = cli(append(quick, "-o", "json")...).run(t)
+	require.Equal(t, 0, code, stderr)
+	type usage struct {
+		Requests    int64 `json:"requests"`
+		ByOperation map[string]struct {
+			Requests                 int64   `json:"requests"`
+			RequestsPerOrchestration float64 `json:"requests_per_orchestration"`
+		} `json:"by_operation"`
+	}
+	var out struct {
+		Target string `json:"target"`
+		Runs   []struct {
+			AddedLatencyMs            *float64 `json:"added_latency_ms"`
+			OrchestrationConcurrency  int      `json:"orchestration_concurrency"`
+			Completed                 int      `json:"completed"`
+			OrchestrationsPerSecond   float64  `json:"orchestrations_per_second"`
+			P50Ms                     float64  `json:"p50_ms"`
+			RequestsPerOrchestration  float64  `json:"requests_per_orchestration"`
+			HarnessRequestsPerOrch    float64  `json:"harness_requests_per_orchestration"`
+			TurnsPerOrchestration     float64  `json:"turns_per_orchestration"`
+			RUPerOrchestration        float64  `json:"ru_per_orchestration"`
+			PreconditionFailedPerItem *float64 `json:"precondition_failed_per_item"`
+			Provider                  usage    `json:"provider"`
+			Harness                   usage    `json:"harness"`
+		} `json:"runs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out), stdout)
+	assert.Equal(t, "the in-memory Cosmos DB", out.Target)
+	require.Len(t, out.Runs, 1)
+	r := out.Runs[0]
+	require.NotNil(t, r.AddedLatencyMs)
+	assert.Equal(t, 0.0, *r.AddedLatencyMs)
+	assert.Equal(t, 1, r.OrchestrationConcurrency)
+	assert.Positive(t, r.Completed)
+	assert.Positive(t, r.OrchestrationsPerSecond)
+	assert.Positive(t, r.P50Ms)
+	assert.Positive(t, r.RequestsPerOrchestration)
+	assert.Positive(t, r.HarnessRequestsPerOrch)
+	assert.GreaterOrEqual(t, r.TurnsPerOrchestration, 2.0)
+	assert.Positive(t, r.RUPerOrchestration)
+	assert.NotNil(t, r.PreconditionFailedPerItem)
+	assert.Positive(t, r.Provider.Requests)
+	assert.Positive(t, r.Harness.Requests)
+	assert.Positive(t, r.Provider.ByOperation["ExecuteTransactionalBatch"].RequestsPerOrchestration)
+
+	code, stdout, stderr = cli(append(quick, "-o", "yaml")...).run(t)
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "usage: cdb bench")
+}
+
 func TestBinaryBenchRunsOnCOSMOS_ENDPOINTInAContainerOfItsOwn(t *testing.T) {
 	fx, key := operatorFixture(t)
 	env := []string{"COSMOS_ENDPOINT=" + fx.endpoint, "COSMOS_KEY=" + key, "COSMOS_CONTAINER=duroxide"}

@@ -1,8 +1,13 @@
 // Package bench runs duroxide's stress protocol (DESIGN.md §7, reference
 // §4.2) on the Cosmos DB provider: a fan-out orchestration of short
 // activities, kept at a fixed number in flight, measured in orchestrations
-// and activities per second, requests and RU per orchestration, and
-// per-instance latency.
+// and activities per second, per-instance latency, and per orchestration
+// the provider's requests (by operation) and RU, the turns committed and
+// the 412s per work item. The harness (starts and status polls) runs on a
+// provider and Client of its own on the same container, so its requests
+// are reported apart: a start from it reaches the runtime as one from
+// another process would, by the runtime's polling rather than an
+// in-process wake-up.
 package bench
 
 import (
@@ -60,24 +65,132 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Result is what a run measured.
+// Result is what a run measured. The provider's figures are the runtime's
+// alone: starting the orchestrations (their enqueue) and polling their
+// status are the harness's, counted apart on a Client of its own.
 type Result struct {
-	Config                   Config
-	Launched, Completed      int
-	Failed                   int
-	Elapsed                  time.Duration
-	OrchestrationsPerSecond  float64
-	ActivitiesPerSecond      float64
-	RequestsPerOrchestration float64
-	RUPerOrchestration       float64
-	P50, P99                 time.Duration
+	Config              Config
+	Launched, Completed int
+	Failed              int
+	Elapsed             time.Duration
+	P50, P99            time.Duration
+
+	OrchestrationsPerSecond float64
+	ActivitiesPerSecond     float64
+
+	// Provider is what the runtime's provider spent, Harness what the
+	// harness's starts and status polls spent.
+	Provider, Harness Usage
+	// Turns counts the orchestration turns that committed (acks that
+	// succeeded), WorkerItems the worker items acked.
+	Turns, WorkerItems int64
+
+	RequestsPerOrchestration        float64 // the provider's
+	RUPerOrchestration              float64 // the provider's
+	HarnessRequestsPerOrchestration float64
+	TurnsPerOrchestration           float64
+	// PreconditionFailedPerItem is the provider's 412 responses (claims
+	// and locks that lost a race) per work item processed: turns plus
+	// worker items.
+	PreconditionFailedPerItem float64
 }
 
-// Target is where a run's provider lives.
+// Usage is what one Client spent during a run.
+type Usage struct {
+	Requests           int64
+	RequestCharge      float64
+	PreconditionFailed int64
+	ByOperation        map[string]cdb.OperationStats
+}
+
+// RequestsPerOrchestrationByOperation splits the provider's requests per
+// completed orchestration by Client operation ("Query", "PatchItem", ...).
+func (r Result) RequestsPerOrchestrationByOperation() map[string]float64 {
+	out := make(map[string]float64, len(r.Provider.ByOperation))
+	if r.Completed == 0 {
+		return out
+	}
+	for op, s := range r.Provider.ByOperation {
+		out[op] = float64(s.Requests) / float64(r.Completed)
+	}
+	return out
+}
+
+// usageBetween is what a Client spent between two snapshots of its
+// statistics.
+func usageBetween(before, after cdb.ClientStats) Usage {
+	u := Usage{
+		Requests:           after.Requests - before.Requests,
+		RequestCharge:      after.RequestCharge - before.RequestCharge,
+		PreconditionFailed: after.PreconditionFailed - before.PreconditionFailed,
+		ByOperation:        map[string]cdb.OperationStats{},
+	}
+	for op, a := range after.ByOperation {
+		b := before.ByOperation[op]
+		d := cdb.OperationStats{
+			Operations: a.Operations - b.Operations, Errors: a.Errors - b.Errors,
+			Requests: a.Requests - b.Requests, RequestCharge: a.RequestCharge - b.RequestCharge,
+			Retries: a.Retries - b.Retries, Throttles: a.Throttles - b.Throttles,
+			PreconditionFailed: a.PreconditionFailed - b.PreconditionFailed,
+		}
+		if d.Requests > 0 || d.Operations > 0 {
+			u.ByOperation[op] = d
+		}
+	}
+	return u
+}
+
+// Target is where a run's providers live.
 type Target struct {
-	// Provider is the provider to run on; its Client's statistics count the
-	// requests and RU. Nil: a fresh in-memory Cosmos DB with Config.Latency.
+	// Provider is the runtime's provider; its Client's statistics count the
+	// provider's requests, RU and 412s. Nil: a fresh in-memory Cosmos DB
+	// with Config.Latency, for both providers.
 	Provider *cdb.CosmosProvider
+	// Harness starts the orchestrations and polls their status: a provider
+	// on Provider's container through a Client of its own, so that its
+	// requests are not counted as the provider's. Required with Provider.
+	Harness *cdb.CosmosProvider
+
+	// wrapHarness, when set, stands between the harness and its provider
+	// (tests make the status polling heavier with it).
+	wrapHarness func(cdb.Provider) cdb.Provider
+}
+
+// onFake is a Target on a fresh in-memory Cosmos DB, and how to close it.
+func onFake(ctx context.Context, latency time.Duration) (Target, func(), error) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Latency: latency})
+	runtime, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client()})
+	if err != nil {
+		return Target{}, nil, fmt.Errorf("bench: provider: %w", err)
+	}
+	harness, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client()})
+	if err != nil {
+		_ = runtime.Close()
+		return Target{}, nil, fmt.Errorf("bench: harness provider: %w", err)
+	}
+	return Target{Provider: runtime, Harness: harness}, func() { _ = harness.Close(); _ = runtime.Close() }, nil
+}
+
+// countingProvider counts the work the runtime commits through it.
+type countingProvider struct {
+	cdb.Provider
+	turns, workerItems atomic.Int64
+}
+
+func (p *countingProvider) AckOrchestrationItem(ctx context.Context, lockToken string, executionID uint64, historyDelta []cdb.Event, workerItems, orchestratorItems []cdb.WorkItem, metadata cdb.ExecutionMetadata, cancelled []cdb.ScheduledActivityIdentifier) error {
+	err := p.Provider.AckOrchestrationItem(ctx, lockToken, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelled)
+	if err == nil {
+		p.turns.Add(1)
+	}
+	return err
+}
+
+func (p *countingProvider) AckWorkItem(ctx context.Context, lockToken string, completion cdb.WorkItem) error {
+	err := p.Provider.AckWorkItem(ctx, lockToken, completion)
+	if err == nil {
+		p.workerItems.Add(1)
+	}
+	return err
 }
 
 // InstancePrefix begins the id of every instance a run starts, so a
@@ -128,21 +241,24 @@ func newRegistry(delay time.Duration) (*durable.Registry, error) {
 // Run carries out one stress run.
 func Run(ctx context.Context, cfg Config, target Target) (Result, error) {
 	cfg = cfg.withDefaults()
-	provider := target.Provider
-	if provider == nil {
-		acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Latency: cfg.Latency})
-		p, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client()})
+	if target.Provider == nil {
+		fake, closeFake, err := onFake(ctx, cfg.Latency)
 		if err != nil {
-			return Result{}, fmt.Errorf("bench: provider: %w", err)
+			return Result{}, err
 		}
-		defer p.Close()
-		provider = p
+		defer closeFake()
+		fake.wrapHarness = target.wrapHarness
+		target = fake
+	}
+	if target.Harness == nil {
+		return Result{}, errors.New("bench: a target with a provider needs a harness provider too")
 	}
 	reg, err := newRegistry(cfg.ActivityDelay)
 	if err != nil {
 		return Result{}, fmt.Errorf("bench: registry: %w", err)
 	}
-	rt, err := durable.Start(ctx, provider, reg, durable.Options{
+	counted := &countingProvider{Provider: target.Provider}
+	rt, err := durable.Start(ctx, counted, reg, durable.Options{
 		OrchestrationConcurrency: cfg.OrchestrationConcurrency,
 		WorkerConcurrency:        cfg.WorkerConcurrency,
 		MinPollInterval:          100 * time.Millisecond,
@@ -155,16 +271,33 @@ func Run(ctx context.Context, cfg Config, target Target) (Result, error) {
 		defer cancel()
 		_ = rt.Shutdown(shutdownCtx)
 	}()
+	var harness cdb.Provider = target.Harness
+	if target.wrapHarness != nil {
+		harness = target.wrapHarness(harness)
+	}
 
-	before := provider.Client().Stats()
+	before := snapshotOf(target, counted)
 	start := time.Now()
-	latencies, launched, failed, err := pump(ctx, cfg, rt.Client())
+	latencies, launched, failed, err := pump(ctx, cfg, durable.NewClient(harness))
 	elapsed := time.Since(start)
-	after := provider.Client().Stats()
+	after := snapshotOf(target, counted)
 	if err != nil {
 		return Result{}, err
 	}
-	return summarize(cfg, launched, failed, latencies, elapsed, after.Requests-before.Requests, after.RequestCharge-before.RequestCharge), nil
+	return summarize(cfg, launched, failed, latencies, elapsed, before, after), nil
+}
+
+// snapshot is the counters of a run at one moment.
+type snapshot struct {
+	provider, harness  cdb.ClientStats
+	turns, workerItems int64
+}
+
+func snapshotOf(t Target, counted *countingProvider) snapshot {
+	return snapshot{
+		provider: t.Provider.Client().Stats(), harness: t.Harness.Client().Stats(),
+		turns: counted.turns.Load(), workerItems: counted.workerItems.Load(),
+	}
 }
 
 // pump keeps MaxInFlight orchestrations running until Duration passes (or
@@ -228,16 +361,25 @@ func runOne(ctx context.Context, client *durable.Client, instance, input string,
 	return time.Since(start), status.State == durable.StateCompleted, nil
 }
 
-func summarize(cfg Config, launched, failed int, latencies []time.Duration, elapsed time.Duration, requests int64, charge float64) Result {
-	r := Result{Config: cfg, Launched: launched, Completed: len(latencies), Failed: failed, Elapsed: elapsed}
-	secs := elapsed.Seconds()
-	if secs > 0 {
+func summarize(cfg Config, launched, failed int, latencies []time.Duration, elapsed time.Duration, before, after snapshot) Result {
+	r := Result{
+		Config: cfg, Launched: launched, Completed: len(latencies), Failed: failed, Elapsed: elapsed,
+		Provider: usageBetween(before.provider, after.provider), Harness: usageBetween(before.harness, after.harness),
+		Turns: after.turns - before.turns, WorkerItems: after.workerItems - before.workerItems,
+	}
+	if secs := elapsed.Seconds(); secs > 0 {
 		r.OrchestrationsPerSecond = float64(r.Completed) / secs
 		r.ActivitiesPerSecond = float64(r.Completed*cfg.TasksPerInstance) / secs
 	}
 	if r.Completed > 0 {
-		r.RequestsPerOrchestration = float64(requests) / float64(r.Completed)
-		r.RUPerOrchestration = charge / float64(r.Completed)
+		n := float64(r.Completed)
+		r.RequestsPerOrchestration = float64(r.Provider.Requests) / n
+		r.RUPerOrchestration = r.Provider.RequestCharge / n
+		r.HarnessRequestsPerOrchestration = float64(r.Harness.Requests) / n
+		r.TurnsPerOrchestration = float64(r.Turns) / n
+	}
+	if items := r.Turns + r.WorkerItems; items > 0 {
+		r.PreconditionFailedPerItem = float64(r.Provider.PreconditionFailed) / float64(items)
 	}
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 	r.P50 = percentile(latencies, 0.50)

@@ -1,6 +1,7 @@
 package cdb
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -24,10 +25,21 @@ type queueSignal struct {
 	// shortPolling fetches never wait, so an announcement reopens every
 	// view's idle window for them, as a notify does.
 	shortPolling bool
+	// coalesce keeps at most one pending announcement per partition: on the
+	// orchestrator queue one fetch takes all of an instance's messages.
+	coalesce bool
 }
 
 func newQueueSignal(shortPolling bool) *queueSignal {
 	return &queueSignal{changed: make(chan struct{}), idleUntil: map[string]time.Time{}, shortPolling: shortPolling}
+}
+
+// newCoalescingQueueSignal is a signal whose announcements for one partition
+// wait as one (the orchestrator queue's).
+func newCoalescingQueueSignal(shortPolling bool) *queueSignal {
+	q := newQueueSignal(shortPolling)
+	q.coalesce = true
+	return q
 }
 
 // maxWakeTokens bounds the announcements kept for fetches to come; older
@@ -51,6 +63,9 @@ func (q *queueSignal) announce(pks ...string) {
 			w := q.waiters[0]
 			q.waiters = q.waiters[1:]
 			w <- pk // buffered, and each waiter gets at most one
+			continue
+		}
+		if q.coalesce && slices.Contains(q.tokens, pk) {
 			continue
 		}
 		if len(q.tokens) == maxWakeTokens {

@@ -249,7 +249,7 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		client:     client,
 		container:  container,
 		log:        cfg.Logger,
-		orchSignal: newQueueSignal(cfg.ShortPolling),
+		orchSignal: newCoalescingQueueSignal(cfg.ShortPolling),
 		workSignal: newQueueSignal(cfg.ShortPolling),
 		orchLocks:  newLockTable[*orchestrationLock](),
 		contended:  newContention(),

@@ -114,7 +114,7 @@ func (r *benchReport) begin() {
 		return
 	}
 	fmt.Fprintf(r.out, "duroxide stress protocol on %s: %d in flight, %d activities of 10 ms each, %s per run\n", r.where, r.opts.inFlight, r.opts.tasks, r.opts.duration)
-	fmt.Fprintln(r.out, "requests, RU and 412s are the runtime's provider's; the harness's starts (their enqueue) and status polls are counted apart, on a client of their own")
+	fmt.Fprintln(r.out, "requests, RU and 412s are the runtime's provider's, the starts' enqueue included; the harness's status polls are counted apart, on a client of their own")
 	fmt.Fprintln(r.out)
 	fmt.Fprintln(r.out, "| added latency | orch:worker | orch/s | p50 | p99 | requests/orch | turns/orch | RU/orch | 412/item | harness requests/orch | completed/failed |")
 	fmt.Fprintln(r.out, "|---|---|---|---|---|---|---|---|---|---|---|")

@@ -3,11 +3,11 @@
 // activities, kept at a fixed number in flight, measured in orchestrations
 // and activities per second, per-instance latency, and per orchestration
 // the provider's requests (by operation) and RU, the turns committed and
-// the 412s per work item. The harness (starts and status polls) runs on a
-// provider and Client of its own on the same container, so its requests
-// are reported apart: a start from it reaches the runtime as one from
-// another process would, by the runtime's polling rather than an
-// in-process wake-up.
+// the 412s per work item. Orchestrations are started through the runtime's
+// client, as an application in the same process starts them (one request
+// each, counted with the provider's, and woken in process); the harness's
+// status polls run on a provider and Client of their own on the same
+// container, so their requests are reported apart.
 package bench
 
 import (
@@ -66,8 +66,8 @@ func (c Config) withDefaults() Config {
 }
 
 // Result is what a run measured. The provider's figures are the runtime's
-// alone: starting the orchestrations (their enqueue) and polling their
-// status are the harness's, counted apart on a Client of its own.
+// provider's, the starts' enqueue included; polling the orchestrations'
+// status is the harness's, counted apart on a Client of its own.
 type Result struct {
 	Config              Config
 	Launched, Completed int
@@ -146,7 +146,7 @@ type Target struct {
 	// provider's requests, RU and 412s. Nil: a fresh in-memory Cosmos DB
 	// with Config.Latency, for both providers.
 	Provider *cdb.CosmosProvider
-	// Harness starts the orchestrations and polls their status: a provider
+	// Harness polls the orchestrations' status: a provider
 	// on Provider's container through a Client of its own, so that its
 	// requests are not counted as the provider's. Required with Provider.
 	Harness *cdb.CosmosProvider
@@ -278,7 +278,7 @@ func Run(ctx context.Context, cfg Config, target Target) (Result, error) {
 
 	before := snapshotOf(target, counted)
 	start := time.Now()
-	latencies, launched, failed, err := pump(ctx, cfg, durable.NewClient(harness))
+	latencies, launched, failed, err := pump(ctx, cfg, rt.Client(), durable.NewClient(harness))
 	elapsed := time.Since(start)
 	after := snapshotOf(target, counted)
 	if err != nil {
@@ -302,7 +302,7 @@ func snapshotOf(t Target, counted *countingProvider) snapshot {
 
 // pump keeps MaxInFlight orchestrations running until Duration passes (or
 // Orchestrations were launched), then waits for them all.
-func pump(ctx context.Context, cfg Config, client *durable.Client) (latencies []time.Duration, launched, failed int, err error) {
+func pump(ctx context.Context, cfg Config, starter, waiter *durable.Client) (latencies []time.Duration, launched, failed int, err error) {
 	var (
 		mu       sync.Mutex
 		wg       sync.WaitGroup
@@ -328,7 +328,7 @@ func pump(ctx context.Context, cfg Config, client *durable.Client) (latencies []
 		go func(instance string) {
 			defer wg.Done()
 			defer func() { <-slots; inFlight.Add(-1) }()
-			took, ok, err := runOne(ctx, client, instance, input, cfg.WaitTimeout)
+			took, ok, err := runOne(ctx, starter, waiter, instance, input, cfg.WaitTimeout)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -346,12 +346,12 @@ func pump(ctx context.Context, cfg Config, client *durable.Client) (latencies []
 }
 
 // runOne starts one orchestration and waits for it.
-func runOne(ctx context.Context, client *durable.Client, instance, input string, timeout time.Duration) (time.Duration, bool, error) {
+func runOne(ctx context.Context, starter, waiter *durable.Client, instance, input string, timeout time.Duration) (time.Duration, bool, error) {
 	start := time.Now()
-	if err := client.StartOrchestration(ctx, instance, fanOutName, input); err != nil {
+	if err := starter.StartOrchestration(ctx, instance, fanOutName, input); err != nil {
 		return 0, false, fmt.Errorf("bench: start %s: %w", instance, err)
 	}
-	status, err := client.WaitForCompletion(ctx, instance, timeout)
+	status, err := waiter.WaitForCompletion(ctx, instance, timeout)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return 0, false, nil
 	}

@@ -198,7 +198,13 @@ func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, scope lookSc
 		// whose lock expired in between held messages the query did not
 		// see, and a batch without them would put newer ones first (R12).
 		seen := p.nowMs()
-		cands, err := p.runCandidateQuery(ctx, candidateQuery{docType: docMessage, now: seen, pk: scope.pk, slots: scope.slots, skip: p.skippedInstances(fk)})
+		q := candidateQuery{docType: docMessage, now: seen, pk: scope.pk, slots: scope.slots}
+		if scope.pk == "" {
+			// A look at one announced partition leaves nothing out: held
+			// here, it was deferred above; contended, the lock attempt says so.
+			q.skip = p.skippedInstances(fk)
+		}
+		cands, err := p.runCandidateQuery(ctx, q)
 		if err != nil {
 			return fetchedOrchestration{}, outcome, err
 		}
@@ -217,8 +223,8 @@ func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, scope lookSc
 			}
 			return fetchedOrchestration{}, outcome, err
 		}
-		if !contended {
-			break
+		if !contended || scope.pk != "" {
+			break // a second query of one partition would see the same
 		}
 	}
 	return fetchedOrchestration{}, outcome, nil
@@ -268,7 +274,10 @@ func (p *CosmosProvider) lockFirstFree(ctx context.Context, groups []instanceGro
 		}
 		if !p.locking.claim(g.pk) {
 			contended = true
-			continue // another fetch of this process is locking it
+			// Another fetch of this process is locking it, maybe without
+			// the messages this look saw: look again once it lets go.
+			p.wakeLater.deferIfHeld(g.pk, p.holdsInstance)
+			continue
 		}
 		res, err := p.lockAndLoad(ctx, g, seen, lockTimeout, filter)
 		p.locking.release(g.pk)

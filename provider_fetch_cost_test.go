@@ -183,3 +183,44 @@ func TestAMessageArrivingDuringATurnIsFetchedAfterTheAck(t *testing.T) {
 	require.Len(t, item.Messages, 1)
 	assert.Equal(t, "second", item.Messages[0].(cdb.ExternalRaised).Name)
 }
+
+// A message this process writes is fetched on the busy path with one
+// single-partition query, the lock batch and the load query, whatever the
+// number of partition key ranges; when this process committed the
+// instance's last turn, the load is skipped (its state is cached).
+func TestAnAnnouncedMessageIsFetchedInThreeRequestsAtAnyRangeCount(t *testing.T) {
+	for _, ranges := range []int{1, 4} {
+		t.Run(fmt.Sprintf("ranges=%d", ranges), func(t *testing.T) {
+			ctx := rulesContext(t)
+			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: ranges})
+			p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+			other := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+			providertest.CreateInstance(ctx, t, other, "busy") // committed elsewhere: not cached here
+
+			results := make(chan fetchResult, 1)
+			fetch := func() {
+				item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, time.Minute, nil)
+				results <- fetchResult{item, token, err}
+			}
+			go fetch()
+			waitForWaiters(t, p, "orchestrator", 1)
+			log := logRequests(acct)
+			require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "busy", Name: "a", Data: "{}"}, 0))
+			r := <-results
+			require.NoError(t, r.err)
+			require.NotNil(t, r.item)
+			assert.Equal(t, []string{"CreateItem", "Query", "Batch", "Query"}, log.ops(),
+				"the enqueue, then the partition's candidates, the lock, the load")
+			require.NoError(t, p.AckOrchestrationItem(ctx, r.token, cdb.InitialExecutionID, nil, nil, nil, providertest.TestOrchMetadata(), nil))
+
+			go fetch()
+			waitForWaiters(t, p, "orchestrator", 1)
+			log.take()
+			require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "busy", Name: "b", Data: "{}"}, 0))
+			r = <-results
+			require.NoError(t, r.err)
+			require.NotNil(t, r.item)
+			assert.Equal(t, []string{"CreateItem", "Query", "Batch"}, log.ops(), "this process committed the last turn: no load")
+		})
+	}
+}

@@ -204,6 +204,18 @@ type Provider interface {
 	GetInstanceStats(ctx context.Context, instance string) (*SystemStats, error)
 }
 
+// StatusReader is an optional capability of a Provider: reading an
+// instance's status, output and custom status at once. The Cosmos provider
+// implements it with one read of the instance document; the runtime's
+// client uses it when the provider has it, and reads the history
+// otherwise.
+type StatusReader interface {
+	// ReadOrchestrationStatus describes the instance's current execution;
+	// an unknown instance (or one not started yet, or being deleted) is
+	// Found false, not an error.
+	ReadOrchestrationStatus(ctx context.Context, instance string) (OrchestrationStatus, error)
+}
+
 // ProviderAdmin is the optional management capability: listing, inspection,
 // deletion and pruning. GetInstanceTreeDefault and DeleteInstanceDefault
 // implement the two methods duroxide defaults, for implementations to

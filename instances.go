@@ -24,6 +24,28 @@ func (p *CosmosProvider) GetCustomStatus(ctx context.Context, instance string, l
 	return inst.CustomStatus, inst.CustomVersion, true, nil
 }
 
+// ReadOrchestrationStatus reads the instance document: one request for an
+// instance without a parent (its ancestors are read too, as a deletion of
+// one of them hides it).
+func (p *CosmosProvider) ReadOrchestrationStatus(ctx context.Context, instance string) (OrchestrationStatus, error) {
+	const op = "ReadOrchestrationStatus"
+	inst, err := p.liveInstanceDoc(ctx, op, instance)
+	if err != nil {
+		return OrchestrationStatus{}, err
+	}
+	if !inst.exists() {
+		return OrchestrationStatus{}, nil
+	}
+	status := inst.Status
+	if status == "" || status == StatusUnknown {
+		status = StatusRunning
+	}
+	return OrchestrationStatus{
+		Found: true, Status: status, Output: inst.Output,
+		CustomStatus: inst.CustomStatus, CustomStatusVersion: inst.CustomVersion,
+	}, nil
+}
+
 // GetInstanceStats reports the current execution's history size, the merged
 // KV view's size and the carried-forward events, with one query; nil for an
 // unknown instance.

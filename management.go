@@ -51,6 +51,20 @@ type InstanceInfo struct {
 	ParentInstanceID     *string        `json:"parent_instance_id"`
 }
 
+// OrchestrationStatus is what StatusReader reads of an instance.
+type OrchestrationStatus struct {
+	Found  bool           // false: no such instance (yet)
+	Status InstanceStatus // of the current execution; StatusRunning until it ends
+	// Output is the current execution's output once it ended: Completed,
+	// the output; Failed, the error's display message; ContinuedAsNew, the
+	// next execution's input.
+	Output *string
+	// CustomStatus is the status the orchestration last set (nil: none);
+	// CustomStatusVersion counts its changes (0: never set).
+	CustomStatus        *string
+	CustomStatusVersion uint64
+}
+
 // ExecutionInfo describes one execution.
 type ExecutionInfo struct {
 	ExecutionID uint64         `json:"execution_id"`

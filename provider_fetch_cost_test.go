@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/durable"
 	"github.com/duroxide-go/cdb/providertest"
 )
 
@@ -223,4 +224,31 @@ func TestAnAnnouncedMessageIsFetchedInThreeRequestsAtAnyRangeCount(t *testing.T)
 			assert.Equal(t, []string{"CreateItem", "Query", "Batch"}, log.ops(), "this process committed the last turn: no load")
 		})
 	}
+}
+
+// The runtime's client reads an instance's status with one request on the
+// Cosmos provider: the instance document holds status, output and custom
+// status.
+func TestGetStatusIsOneRead(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	providertest.CreateInstance(ctx, t, p, "done")
+	item, token, _, err := func() (*cdb.OrchestrationItem, string, uint32, error) {
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "done", Name: "go", Data: "{}"}, 0))
+		return p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	}()
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	completed := cdb.StatusCompleted
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID,
+		[]cdb.Event{{EventID: 2, InstanceID: "done", ExecutionID: 1, Kind: cdb.OrchestrationCompleted{Output: `"ok"`}}},
+		nil, nil, cdb.ExecutionMetadata{Status: &completed, Output: ptrTo(`"ok"`)}, nil))
+
+	log := logRequests(acct)
+	st, err := durable.NewClient(p).GetStatus(ctx, "done")
+	require.NoError(t, err)
+	assert.Equal(t, durable.StateCompleted, st.State)
+	assert.Equal(t, `"ok"`, st.Output)
+	assert.Equal(t, []string{"ReadItem"}, log.ops())
 }

@@ -94,6 +94,15 @@ func (s Status) IsTerminal() bool { return s.State == StateCompleted || s.State 
 // GetStatus reads an instance's status from its latest execution's history
 // and its custom status.
 func (c *Client) GetStatus(ctx context.Context, instance string) (Status, error) {
+	if reader, ok := c.provider.(cdb.StatusReader); ok {
+		st, done, err := readStatus(ctx, reader, instance)
+		if err != nil {
+			return Status{}, fmt.Errorf("durable: get status of %q: %w", instance, err)
+		}
+		if done {
+			return st, nil
+		}
+	}
 	history, err := c.provider.Read(ctx, instance)
 	if err != nil {
 		return Status{}, fmt.Errorf("durable: get status of %q: %w", instance, err)
@@ -110,6 +119,37 @@ func (c *Client) GetStatus(ctx context.Context, instance string) (Status, error)
 		st.CustomStatus, st.CustomStatusVersion = custom, version
 	}
 	return st, nil
+}
+
+// readStatus reads an instance's status in one request from a provider
+// that can; done is false for a failed instance, whose structured error
+// only its history holds.
+func readStatus(ctx context.Context, reader cdb.StatusReader, instance string) (st Status, done bool, err error) {
+	snap, err := reader.ReadOrchestrationStatus(ctx, instance)
+	if err != nil || !snap.Found {
+		return Status{State: StateNotFound}, err == nil, err
+	}
+	switch snap.Status {
+	case cdb.StatusFailed:
+		return Status{}, false, nil
+	case cdb.StatusCompleted:
+		st = Status{State: StateCompleted, Output: derefString(snap.Output)}
+	case cdb.StatusContinuedAsNew:
+		st = Status{State: StateContinuedAsNew, Output: derefString(snap.Output)}
+	default:
+		st = Status{State: StateRunning}
+	}
+	if snap.CustomStatusVersion > 0 {
+		st.CustomStatus, st.CustomStatusVersion = snap.CustomStatus, snap.CustomStatusVersion
+	}
+	return st, true, nil
+}
+
+func derefString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // statusOf reads the state of an execution from its history.

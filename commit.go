@@ -128,7 +128,10 @@ func chunkEvents(delta []Event) ([]string, error) {
 func (p *CosmosProvider) stageKeepingLock(ctx context.Context, op string, lock *orchestrationLock, parts [][]byte) error {
 	for _, part := range parts {
 		if lock.timeout > 0 && lock.lockedUntil.Load()-p.nowMs() < lock.timeout.Milliseconds()/2 {
-			if err := p.renewHeld(ctx, op, lock, lock.timeout); err != nil {
+			// The ack was let in with its lock valid; planning a large turn
+			// may outlast what was left of it. The renewal's If-Match still
+			// makes it ours only if nobody took the instance since.
+			if err := p.extendLock(ctx, op, lock, lock.timeout); err != nil {
 				return err
 			}
 		}

@@ -823,3 +823,39 @@ func TestAFetchWhoseLockWasTakenDuringItsLoadReturnsNothing(t *testing.T) {
 	require.NoError(t, rival.AckOrchestrationItem(ctx, rivalToken, cdb.InitialExecutionID, nil, nil, nil, providertest.TestOrchMetadata(), nil),
 		"the rival's turn commits")
 }
+
+// An ack let in while its lock held commits even when staging a large
+// turn outlasts the lock, if no other dispatcher took the instance: the
+// lock is renewed between parts with If-Match (found by the simulation
+// under load, where planning a turn of megabytes took longer than the
+// rest of a short lock, and the instance was fetched again and again until
+// it was poisoned).
+func TestALargeAckWhoseStagingOutlastsTheLockCommits(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+	providertest.CreateInstance(ctx, t, p, "stager")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "stager", Name: "go", Data: "{}"}, 0))
+	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Second, 0, nil)
+	require.NoError(t, err)
+
+	var once sync.Once
+	acct.InjectFault(cdb.FakeFault{Match: func(r cdb.FakeRequest) bool {
+		if r.Operation == "CreateItem" && r.PartitionKey == `["stager"]` {
+			once.Do(func() { clock.Advance(3 * time.Second) }) // the lock's end passes while the first part is written
+		}
+		return false
+	}})
+	big := strings.Repeat("x", 1200*1024)
+	var events []cdb.Event
+	for i := 0; i < 3; i++ {
+		events = append(events, cdb.Event{EventID: uint64(i + 2), InstanceID: "stager", ExecutionID: 1,
+			Kind: cdb.ActivityScheduled{Name: "Big", Input: fmt.Sprintf("%d%s", i, big)}})
+	}
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, events, nil, nil, cdb.ExecutionMetadata{}, nil),
+		"nobody took the instance: the turn commits")
+	history, err := p.Read(ctx, "stager")
+	require.NoError(t, err)
+	assert.Len(t, history, 4)
+}

@@ -17,3 +17,11 @@ func WaitingFetchesForTest(p *CosmosProvider, queue string) int {
 	defer sig.mu.Unlock()
 	return len(sig.waiters)
 }
+
+// AnnouncementDeferredForTest says an announcement of pk waits for p to let
+// go of the instance's lock.
+func AnnouncementDeferredForTest(p *CosmosProvider, pk string) bool {
+	p.wakeLater.mu.Lock()
+	defer p.wakeLater.mu.Unlock()
+	return p.wakeLater.m[pk]
+}

@@ -909,13 +909,12 @@ func (p *CosmosProvider) afterCommit(lock *orchestrationLock, plan *ackPlan) {
 }
 
 // announceDeferred announces pk's messages that arrived while this process
-// held it; call it once the lock is let go. Short-polling fetches never
-// defer (they look at the whole queue), so for them every release reopens
-// the queue: messages may have arrived meanwhile.
+// held it; call it once the lock is let go.
 func (p *CosmosProvider) announceDeferred(pk string) {
-	if p.wakeLater.take(pk) || p.cfg.ShortPolling {
+	if p.wakeLater.take(pk) {
 		p.orchSignal.announce(pk)
 	}
+	p.orchSignal.mayHoldMore()
 }
 
 // repeated is n copies of s.

@@ -17,7 +17,7 @@ import (
 // cache when the instance's lastAck shows it is current (R5), else with one
 // single-partition query.
 func (p *CosmosProvider) loadState(ctx context.Context, inst *instanceDoc) (*instanceState, error) {
-	if s, ok := p.cache.get(inst.PK, inst.LastAck); ok && s.exec == max(inst.CurrentExec, InitialExecutionID) {
+	if s, ok := p.cachedState(inst); ok {
 		return s, nil
 	}
 	exec := max(inst.CurrentExec, InitialExecutionID)
@@ -40,6 +40,13 @@ func (p *CosmosProvider) loadState(ctx context.Context, inst *instanceDoc) (*ins
 	}
 	p.cache.put(inst.PK, s)
 	return s, nil
+}
+
+// cachedState is the state this process kept after committing the
+// instance's last turn, if nobody committed since.
+func (p *CosmosProvider) cachedState(inst *instanceDoc) (*instanceState, bool) {
+	s, ok := p.cache.get(inst.PK, inst.LastAck)
+	return s, ok && s.exec == max(inst.CurrentExec, InitialExecutionID)
 }
 
 // partitionDocs are an instance's documents a read needs, sorted by type.

@@ -437,6 +437,9 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 // lasts, and a lock that expired before the runtime saw it would be taken by
 // another dispatcher, whose own load would outlast its lock in turn.
 func (p *CosmosProvider) loadKeepingLock(ctx context.Context, lock *orchestrationLock, inst *instanceDoc) (*instanceState, error) {
+	if s, ok := p.cachedState(inst); ok {
+		return s, nil // no request: nothing to keep the lock through
+	}
 	stop := make(chan struct{})
 	lost := make(chan error, 1)
 	go func() { lost <- p.keepFreshLock(ctx, lock, stop) }()

@@ -75,6 +75,20 @@ func (q *queueSignal) announce(pks ...string) {
 	}
 }
 
+// mayHoldMore says a look or a released lock may have left work behind
+// that no announcement names. Waiting fetches are not woken for it (the
+// deferred announcements and the idle poll cover them); short-polling
+// fetches, which never wait, look at the whole queue again.
+func (q *queueSignal) mayHoldMore() {
+	if !q.shortPolling {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.unseen = true
+	clear(q.idleUntil)
+}
+
 // takeToken returns a partition announced while no fetch waited.
 func (q *queueSignal) takeToken() (string, bool) {
 	q.mu.Lock()

@@ -759,6 +759,32 @@ func isTurnStateQuery(t *testing.T, r *http.Request, instance string) bool {
 	return bytes.Contains(body, []byte("@outbox"))
 }
 
+// slowLoad sets up instance, started and with one message queued by rival,
+// and a second provider, slow, whose fetch of it sees three lock timeouts
+// (of 1 s) pass while it loads the turn state; duringLoad (if not nil) runs
+// then, once.
+func slowLoad(ctx context.Context, t *testing.T, instance string, duringLoad func(rival *cdb.CosmosProvider)) (rival, slow *cdb.CosmosProvider) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	cfg := cdb.Config{ShortPolling: true, Now: clock.Now}
+	rival = newRulesProvider(t, acct, cfg)
+	providertest.CreateInstance(ctx, t, rival, instance)
+	require.NoError(t, rival.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: instance, Name: "go", Data: "{}"}, 0))
+	var once sync.Once
+	slow = newHookedProvider(t, acct, cfg, func(r *http.Request) {
+		if !isTurnStateQuery(t, r, instance) {
+			return
+		}
+		once.Do(func() {
+			clock.Advance(3 * time.Second)
+			if duringLoad != nil {
+				duringLoad(rival)
+			}
+		})
+	})
+	return rival, slow
+}
+
 // A fetch whose load outlasts the lock timeout (a large history on a
 // loaded machine: found by the simulation, where such an instance was
 // fetched again and again until it was poisoned) hands the runtime a lock
@@ -766,19 +792,7 @@ func isTurnStateQuery(t *testing.T, r *http.Request, instance string) bool {
 // commits.
 func TestAFetchWhoseLoadOutlastsTheLockStillHoldsIt(t *testing.T) {
 	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	clock := newTestClock()
-	cfg := cdb.Config{ShortPolling: true, Now: clock.Now}
-	rival := newRulesProvider(t, acct, cfg)
-	providertest.CreateInstance(ctx, t, rival, "slow")
-	require.NoError(t, rival.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "slow", Name: "go", Data: "{}"}, 0))
-
-	var once sync.Once
-	slow := newHookedProvider(t, acct, cfg, func(r *http.Request) {
-		if isTurnStateQuery(t, r, "slow") {
-			once.Do(func() { clock.Advance(3 * time.Second) }) // three lock timeouts pass while the history loads
-		}
-	})
+	rival, slow := slowLoad(ctx, t, "slow", nil)
 	item, token, attempts, err := slow.FetchOrchestrationItem(ctx, time.Second, 0, nil)
 	require.NoError(t, err)
 	require.NotNil(t, item)
@@ -795,26 +809,12 @@ func TestAFetchWhoseLoadOutlastsTheLockStillHoldsIt(t *testing.T) {
 // locked the instance after it expired: the slow fetch hands nothing over.
 func TestAFetchWhoseLockWasTakenDuringItsLoadReturnsNothing(t *testing.T) {
 	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	clock := newTestClock()
-	cfg := cdb.Config{ShortPolling: true, Now: clock.Now}
-	rival := newRulesProvider(t, acct, cfg)
-	providertest.CreateInstance(ctx, t, rival, "taken")
-	require.NoError(t, rival.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "taken", Name: "go", Data: "{}"}, 0))
-
-	var once sync.Once
 	var rivalToken string
-	slow := newHookedProvider(t, acct, cfg, func(r *http.Request) {
-		if !isTurnStateQuery(t, r, "taken") {
-			return
-		}
-		once.Do(func() {
-			clock.Advance(3 * time.Second)
-			item, token, _, err := rival.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-			require.NoError(t, err)
-			require.NotNil(t, item, "the rival takes the instance whose lock expired")
-			rivalToken = token
-		})
+	rival, slow := slowLoad(ctx, t, "taken", func(rival *cdb.CosmosProvider) {
+		item, token, _, err := rival.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.NotNil(t, item, "the rival takes the instance whose lock expired")
+		rivalToken = token
 	})
 	item, _, _, err := slow.FetchOrchestrationItem(ctx, time.Second, 0, nil)
 	require.NoError(t, err)

@@ -169,7 +169,9 @@ func TestAMessageArrivingDuringATurnIsFetchedAfterTheAck(t *testing.T) {
 	}()
 	waitForWaiters(t, p, "orchestrator", 1)
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "held", Name: "second", Data: "{}"}, 0))
-	waitForWaiters(t, p, "orchestrator", 1) // woken, found the instance held, waiting again
+	require.Eventually(t, func() bool { return cdb.AnnouncementDeferredForTest(p, "held") }, time.Minute, time.Millisecond,
+		"the woken fetch finds the instance held here and defers the announcement")
+	waitForWaiters(t, p, "orchestrator", 1) // and waits again
 	select {
 	case r := <-results:
 		t.Fatalf("the instance is held, yet the fetch returned %+v", r)

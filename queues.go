@@ -414,10 +414,9 @@ func lookAtAll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, 
 		sig.reopen(view)
 	case outcome == outcomeEmpty:
 		sig.closeFor(view, p.now(), p.cfg.PollInterval)
-	case outcome == outcomeFound && p.cfg.ShortPolling:
-		sig.notify() // there may be more: the next short poll looks again
 	case outcome == outcomeFound:
 		// The attempt announced the other candidates it saw.
+		sig.mayHoldMore()
 	default:
 		sig.reopen(view)
 	}

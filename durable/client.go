@@ -133,9 +133,9 @@ func readStatus(ctx context.Context, reader cdb.StatusReader, instance string) (
 	case cdb.StatusFailed:
 		return Status{}, false, nil
 	case cdb.StatusCompleted:
-		st = Status{State: StateCompleted, Output: derefString(snap.Output)}
+		st = Status{State: StateCompleted, Output: deref(snap.Output)}
 	case cdb.StatusContinuedAsNew:
-		st = Status{State: StateContinuedAsNew, Output: derefString(snap.Output)}
+		st = Status{State: StateContinuedAsNew, Output: deref(snap.Output)}
 	default:
 		st = Status{State: StateRunning}
 	}
@@ -143,13 +143,6 @@ func readStatus(ctx context.Context, reader cdb.StatusReader, instance string) (
 		st.CustomStatus, st.CustomStatusVersion = snap.CustomStatus, snap.CustomStatusVersion
 	}
 	return st, true, nil
-}
-
-func derefString(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // statusOf reads the state of an execution from its history.

@@ -189,6 +189,7 @@ type ackWriter struct {
 	pk     string
 	token  string
 	now    int64
+	seq    int64        // the next message's, from the commit's reserved block
 	docs   []pendingDoc // for this partition
 	remote []pendingDoc // for other partitions
 }
@@ -215,7 +216,8 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 	now := p.nowMs()
 	inst := nextInstanceDoc(lock, executionID, delta, md, now)
 	execDoc := nextExecutionDoc(lock, executionID, md, now)
-	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now}
+	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now, seq: p.reserveSeqs(len(orchItems) + 1)}
+	inst.Seq = w.seq + int64(len(orchItems))
 
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	instBody, err := json.Marshal(withoutETag(inst))
@@ -529,9 +531,13 @@ func cancelledSet(cancelled []ScheduledActivityIdentifier) map[ScheduledActivity
 }
 
 // addMessage adds an orchestrator item: TimerFired becomes visible at its
-// fire time, everything else now.
+// fire time, everything else at its seq's millisecond (now, unless seqs
+// this process has seen run ahead of its clock), so what this turn sends
+// is visible after what the instance's last turn sent.
 func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
-	visible := w.now
+	seq := w.seq
+	w.seq++
+	visible := sequencedVisibleAt(seq, time.UnixMilli(w.now), 0).UnixMilli()
 	if t, ok := item.(TimerFired); ok {
 		visible = int64(t.FireAtMs)
 	}
@@ -540,7 +546,7 @@ func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
 		return time.Time{}, err
 	}
 	id := "m|o|" + w.token + "|" + strconv.Itoa(len(w.docs)+len(w.remote))
-	body, err := w.p.newMessageDoc(item, id, visible)
+	body, err := w.p.newMessageDoc(item, id, visible, seq)
 	if err != nil {
 		return time.Time{}, refused(w.op, err)
 	}

@@ -125,6 +125,11 @@ type instanceDoc struct {
 	// Deleting names the deletion intent that is removing the instance; a
 	// marked instance reads as deleted (deletion.go).
 	Deleting string `json:"deleting,omitempty"`
+	// Seq is above every seq the last commit gave a message: a process that
+	// locks the instance hands out higher ones, so what an orchestration
+	// sends keeps its order across turns taken by processes whose clocks
+	// disagree.
+	Seq int64 `json:"seq,omitempty"`
 	// Rev counts commits. It restarts when an id is reused after a delete,
 	// so caches are keyed by LastAck, never by Rev.
 	Rev uint64 `json:"rev"`

@@ -28,18 +28,22 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 	if err := validateInstanceID(op, instance); err != nil {
 		return err
 	}
+	id := "m|" + newLockToken("")
+	if _, ok := item.(StartOrchestration); !ok {
+		visibleAt, err := p.enqueueSequenced(ctx, item, id, delay)
+		if err != nil {
+			return wrap(op, err)
+		}
+		p.announceMessage(instancePartitionKey(instance), visibleAt)
+		return nil
+	}
+	seq := p.nextSeq()
 	visibleAt := p.now().Add(max(delay, 0))
-	doc, err := p.newMessageDoc(item, "m|"+newLockToken(""), visibleAt.UnixMilli())
+	doc, err := p.newMessageDoc(item, id, visibleAt.UnixMilli(), seq)
 	if err != nil {
 		return refused(op, err)
 	}
-	doc = markedOnConsume(doc)
-	if _, ok := item.(StartOrchestration); ok {
-		err = p.enqueueStart(ctx, instance, doc)
-	} else {
-		err = p.createOnce(ctx, partitionKey(instance), doc, false)
-	}
-	if err != nil {
+	if err := p.enqueueStart(ctx, instance, markedOnConsume(doc), seq); err != nil {
 		return wrap(op, err)
 	}
 	p.announceMessage(instancePartitionKey(instance), visibleAt)
@@ -47,33 +51,50 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 }
 
 // enqueueStart writes a start message together with the instance's lock
-// document, so the instance's first fetch can lock it with one patch. The
-// lock document has no name: the instance exists only once an ack names it.
-// When the document exists already, the message is written alone. The
-// message's id is its own, so a lost response is resolved by sending again:
-// a 409 on the message after an unknown outcome is this write (R8).
-func (p *CosmosProvider) enqueueStart(ctx context.Context, instance string, msg []byte) error {
+// document and the partition's sequencer (sequencer.go), so the instance's
+// first fetch can lock it with one patch and its first event is one
+// request too. The lock document has no name: the instance exists only
+// once an ack names it. When the lock document exists already, the message
+// is written alone; when only the sequencer does (events came first), the
+// start goes without it. The message's id is its own, so a lost response is
+// resolved by sending again: a 409 on the message after an unknown outcome
+// is this write (R8).
+func (p *CosmosProvider) enqueueStart(ctx context.Context, instance string, msg []byte, seq int64) error {
 	shell, err := p.newLockDoc(instance)
 	if err != nil {
 		return err
 	}
-	b := p.container.NewTransactionalBatch(partitionKey(instance))
-	b.CreateItem(shell, nil)
-	b.CreateItem(msg, nil)
-	resp, unknown, err := p.executeBatchOnce(ctx, b)
+	sequencer, err := newSequencerDoc(instancePartitionKey(instance), seq)
 	if err != nil {
 		return err
 	}
-	if resp.Success {
-		return nil
+	unknown := false
+	for _, withSequencer := range []bool{true, false} {
+		b := p.container.NewTransactionalBatch(partitionKey(instance))
+		b.CreateItem(shell, nil)
+		if withSequencer {
+			b.CreateItem(sequencer, nil)
+		}
+		b.CreateItem(msg, nil)
+		resp, sent, err := p.executeBatchOnce(ctx, b)
+		unknown = unknown || sent
+		if err != nil {
+			return err
+		}
+		switch {
+		case resp.Success:
+			return nil
+		case withSequencer && failedWithConflict(resp, 1):
+			continue
+		case !failedWithConflict(resp, 0):
+			return batchFailure("EnqueueForOrchestrator", resp)
+		}
+		if err := p.createOnce(ctx, partitionKey(instance), msg, unknown); err != nil {
+			return err
+		}
+		return p.checkNotBeingDeleted(ctx, instance, msg)
 	}
-	if !failedWithConflict(resp, 0) {
-		return batchFailure("EnqueueForOrchestrator", resp)
-	}
-	if err := p.createOnce(ctx, partitionKey(instance), msg, unknown); err != nil {
-		return err
-	}
-	return p.checkNotBeingDeleted(ctx, instance, msg)
+	return nil
 }
 
 // checkNotBeingDeleted takes back a start written into the partition of an
@@ -117,7 +138,7 @@ func (p *CosmosProvider) announceMessage(pk string, visibleAt time.Time) {
 }
 
 // newMessageDoc encodes an orchestrator-queue message document.
-func (p *CosmosProvider) newMessageDoc(item WorkItem, id string, visibleAtMs int64) ([]byte, error) {
+func (p *CosmosProvider) newMessageDoc(item WorkItem, id string, visibleAtMs, seq int64) ([]byte, error) {
 	encoded, err := MarshalWorkItem(item)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", item.Kind(), err)
@@ -136,7 +157,7 @@ func (p *CosmosProvider) newMessageDoc(item WorkItem, id string, visibleAtMs int
 		Instance:  instance,
 		Slot:      dispatchSlot(instance),
 		VisibleAt: visibleAtMs,
-		Seq:       p.nextSeq(),
+		Seq:       seq,
 		Item:      string(encoded),
 	})
 }
@@ -390,6 +411,7 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 	if err != nil {
 		return nil, err
 	}
+	p.observeSeq(inst.Seq) // what this turn sends goes after what the last one sent
 	lock := &orchestrationLock{token: token, pk: g.pk, timeout: lockTimeout, inst: inst, messages: locked}
 	lock.lockedUntil.Store(until)
 	items, attempts, err := p.takeDecodable(ctx, lock)

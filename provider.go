@@ -415,7 +415,8 @@ func (p *CosmosProvider) now() time.Time { return p.cfg.Now() }
 func (p *CosmosProvider) nowMs() int64 { return p.cfg.Now().UnixMilli() }
 
 // nextSeq orders enqueues of this process; equal visibility times are served
-// in this order.
+// in this order. It follows the clock, but never goes back, nor below a seq
+// this process has seen (observeSeq): a hybrid logical clock.
 func (p *CosmosProvider) nextSeq() int64 {
 	for {
 		last := p.seq.Load()
@@ -425,6 +426,27 @@ func (p *CosmosProvider) nextSeq() int64 {
 		}
 		if p.seq.CompareAndSwap(last, next) {
 			return next
+		}
+	}
+}
+
+// reserveSeqs hands out n consecutive seqs at once and returns the first.
+func (p *CosmosProvider) reserveSeqs(n int) int64 {
+	for {
+		last := p.seq.Load()
+		first := max(p.now().UnixMicro(), last+1)
+		if p.seq.CompareAndSwap(last, first+int64(n)-1) {
+			return first
+		}
+	}
+}
+
+// observeSeq moves the seqs this process hands out past seen.
+func (p *CosmosProvider) observeSeq(seen int64) {
+	for {
+		last := p.seq.Load()
+		if seen <= last || p.seq.CompareAndSwap(last, seen) {
+			return
 		}
 	}
 }

@@ -390,7 +390,7 @@ func TestEnqueueWithALostResponseQueuesOnce(t *testing.T) {
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("lossy"), 0), "the start was written")
 	assert.Equal(t, 1, countDocs(t, p, "lossy", "msg"))
 
-	loseFirstResponse(acct, "CreateItem", "ExternalRaised")
+	loseFirstResponse(acct, "Batch", "ExternalRaised")
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "lossy", Name: "approve", Data: "{}"}, 0), "the event was written")
 	assert.Equal(t, 2, countDocs(t, p, "lossy", "msg"), "the start and one event")
 }
@@ -587,7 +587,7 @@ func TestMessageToANeverStartedIDLeavesNothingBehind(t *testing.T) {
 }
 
 // consumeThenLose is a transport that, for the first request whose body
-// contains marker, lets it commit, has consume run (another process taking
+// contains marker and that commits, has consume run (another process taking
 // the item at once), and then loses the response.
 type consumeThenLose struct {
 	next    http.RoundTripper
@@ -605,10 +605,13 @@ func (c *consumeThenLose) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodPost || !strings.Contains(string(body), c.marker) {
 		return c.next.RoundTrip(req)
 	}
+	resp, err := c.next.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
+		return resp, err // not written (a failed batch is a 207): nothing to consume
+	}
 	fired := false
 	c.once.Do(func() { fired = true })
-	resp, err := c.next.RoundTrip(req)
-	if !fired || err != nil {
+	if !fired {
 		return resp, err
 	}
 	resp.Body.Close()

@@ -435,7 +435,7 @@ func (p *CosmosProvider) addCompletion(b *TransactionalBatch, lock *workLock, co
 	const op = "AckWorkItem"
 	target := completion.InstanceID()
 	id := "m|w|" + lock.token
-	body, err := p.newMessageDoc(completion, id, p.nowMs())
+	body, err := p.newMessageDoc(completion, id, p.nowMs(), p.nextSeq())
 	if err != nil {
 		return refused(op, err)
 	}

@@ -1,0 +1,146 @@
+package cdb_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/providertest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// skewedProcesses are providers on one account whose clocks are off the
+// shared clock by the given offsets.
+func skewedProcesses(t *testing.T, acct *cdb.FakeAccount, clock *testClock, offsets ...time.Duration) []*cdb.CosmosProvider {
+	out := make([]*cdb.CosmosProvider, len(offsets))
+	for i, off := range offsets {
+		out[i] = newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: func() time.Time { return clock.Now().Add(off) }})
+	}
+	return out
+}
+
+// fetchEventNames takes the instance's batches until none is left and
+// returns the names of their ExternalRaised messages, in order.
+func fetchEventNames(ctx context.Context, t *testing.T, p *cdb.CosmosProvider) []string {
+	t.Helper()
+	var names []string
+	for {
+		item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		if item == nil {
+			return names
+		}
+		for _, m := range item.Messages {
+			if ev, ok := m.(cdb.ExternalRaised); ok {
+				names = append(names, ev.Name)
+			}
+		}
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, item.ExecutionID, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
+	}
+}
+
+// Events enqueued one after another, each through another process, are
+// delivered in the order they were enqueued, though the processes' clocks
+// are ±45 ms apart and the events 1 ms (found by the simulation: an Inbox
+// got event 13 before 10).
+func TestEventsEnqueuedThroughSkewedProcessesArriveInOrder(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	procs := skewedProcesses(t, acct, clock, 45*time.Millisecond, 0, -45*time.Millisecond)
+	providertest.CreateInstance(ctx, t, procs[1], "fifo")
+
+	var want []string
+	for i := range 12 {
+		name := strconv.Itoa(i)
+		want = append(want, name)
+		require.NoError(t, procs[i%3].EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "fifo", Name: name, Data: "{}"}, 0))
+		clock.Advance(time.Millisecond)
+	}
+	clock.Advance(time.Second) // all visible to every process
+	assert.Equal(t, want, fetchEventNames(ctx, t, procs[2]), "the process whose clock is behind fetches")
+}
+
+// A process whose clock is behind pays for catching up once: its first
+// enqueue after a process ahead meets the higher seq, reads it and sends
+// again; its next enqueue is one request.
+func TestAProcessBehindCatchesUpWithTheSequencerOnce(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	procs := skewedProcesses(t, acct, clock, 45*time.Millisecond, -45*time.Millisecond)
+	ahead, behind := procs[0], procs[1]
+	providertest.CreateInstance(ctx, t, ahead, "catch-up")
+	require.NoError(t, ahead.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "catch-up", Name: "0", Data: "{}"}, 0))
+
+	log := logRequests(acct)
+	require.NoError(t, behind.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "catch-up", Name: "1", Data: "{}"}, 0))
+	assert.Equal(t, []string{"Batch", "Batch", "Batch"}, log.ops(), "the refused send, the sequencer's read, the send")
+	clock.Advance(time.Millisecond)
+	require.NoError(t, behind.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "catch-up", Name: "2", Data: "{}"}, 0))
+	assert.Equal(t, []string{"Batch"}, log.ops(), "caught up: one send")
+
+	clock.Advance(time.Second)
+	assert.Equal(t, []string{"0", "1", "2"}, fetchEventNames(ctx, t, behind))
+}
+
+// A sequenced enqueue whose response is lost, resent, meets its own seq on
+// the sequencer: it finds its message (or, once consumed, its marker) and
+// reports success, and the message is queued once.
+func TestASequencedEnqueueWithALostResponseQueuesOnce(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	providertest.CreateInstance(ctx, t, p, "lossy-seq")
+
+	for i, lose := range []string{"created the sequencer", "patched the sequencer"} {
+		loseFirstResponse(acct, "Batch", "ExternalRaised")
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "lossy-seq", Name: strconv.Itoa(i), Data: "{}"}, 0), lose)
+		assert.Equal(t, i+1, countDocs(t, p, "lossy-seq", "msg"), lose)
+	}
+	assert.Equal(t, []string{"0", "1"}, fetchEventNames(ctx, t, p))
+}
+
+// What an orchestration sends keeps its order across its turns though
+// they are taken by processes whose clocks disagree: the process that
+// locks the instance hands out seqs, and visibility times, above those of
+// the last commit.
+func TestMessagesAnOrchestrationSendsKeepTheirOrderAcrossSkewedProcesses(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	ahead := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, MaxMessagesPerTurn: 1,
+		Now: func() time.Time { return clock.Now().Add(45 * time.Millisecond) }})
+	behind := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: func() time.Time { return clock.Now().Add(-45 * time.Millisecond) }})
+	providertest.CreateInstance(ctx, t, ahead, "receiver")
+	providertest.CreateInstance(ctx, t, ahead, "sender")
+	require.NoError(t, ahead.EnqueueForOrchestrator(ctx, pokeItem("sender"), 0))
+	require.NoError(t, ahead.EnqueueForOrchestrator(ctx, pokeItem("sender"), 0))
+
+	// Turn 1, ahead: one poke (one message per turn), and it sends "0".
+	item, token, _, err := ahead.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.Equal(t, "sender", item.Instance)
+	clock.Advance(100 * time.Millisecond) // the second poke is visible to the process behind
+	send := cdb.ExternalRaised{Instance: "receiver", Name: "0", Data: "{}"}
+	require.NoError(t, ahead.AckOrchestrationItem(ctx, token, item.ExecutionID, nil, nil, []cdb.WorkItem{send}, cdb.ExecutionMetadata{}, nil))
+
+	// Turn 2, behind, at once: the other poke, and it sends "1".
+	item, token, _, err = behind.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.Equal(t, "sender", item.Instance)
+	send = cdb.ExternalRaised{Instance: "receiver", Name: "1", Data: "{}"}
+	require.NoError(t, behind.AckOrchestrationItem(ctx, token, item.ExecutionID, nil, nil, []cdb.WorkItem{send}, cdb.ExecutionMetadata{}, nil))
+
+	require.Eventually(t, func() bool {
+		clock.Advance(50 * time.Millisecond) // an outbox that waited for the one before it is retried
+		return countDocs(t, ahead, "receiver", "msg") == 2
+	}, 20*time.Second, 10*time.Millisecond, "the relays deliver both")
+	clock.Advance(time.Second)
+	assert.Equal(t, []string{"0", "1"}, fetchEventNames(ctx, t, behind))
+}

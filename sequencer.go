@@ -1,0 +1,163 @@
+package cdb
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// A message's seq orders it among its instance's messages. Each process
+// hands out seqs from its own clock (nextSeq), and clocks are skewed: an
+// event enqueued through a process whose clock is behind, after one through
+// a process whose clock is ahead had returned, would get the lower seq and
+// be delivered first (found by the simulation with ±50 ms of skew). So a
+// message enqueued from outside a commit (an event, a raise, a cancel) is
+// written together with the partition's sequencer document, in one
+// transactional batch whose patch only applies while the sequencer is below
+// the message's seq: writes into one partition are serialised, so a message
+// written after another returned always has the higher seq, whichever
+// processes wrote them. A process whose seq is too low reads the sequencer,
+// moves its own clock past it and sends again.
+//
+// The sequencer expires (sequencerTTL) once the partition is quiet: after
+// that long every process's clock has moved past it, so a new one starts
+// from the writer's clock without reordering anything.
+
+const (
+	docSequencer   = "seq" // a partition's highest enqueue seq
+	sequencerDocID = "seq"
+	// sequencerTTL is how long, in seconds, a partition's sequencer
+	// outlives its last enqueue: far longer than any clock skew.
+	sequencerTTL = 24 * 60 * 60
+	// maxSequencerRounds bounds the sends of one enqueue that meets a
+	// higher seq each time (writers racing into one partition).
+	maxSequencerRounds = 16
+)
+
+type sequencerDoc struct {
+	ID   string `json:"id"`
+	PK   string `json:"pk"`
+	Type string `json:"type"`
+	Seq  int64  `json:"seq"`
+	TTL  int    `json:"ttl"`
+}
+
+// enqueueSequenced writes the orchestrator message item (id fixed) into its
+// instance's partition, after every message sequenced there before, and
+// returns when it becomes visible.
+func (p *CosmosProvider) enqueueSequenced(ctx context.Context, item WorkItem, id string, delay time.Duration) (time.Time, error) {
+	pkValue := instancePartitionKey(item.InstanceID())
+	pk := NewPartitionKeyString(pkValue)
+	unknown := false // some send's outcome was unknown: the message may be in
+	for round := 0; round < maxSequencerRounds; round++ {
+		seq := p.nextSeq()
+		visibleAt := sequencedVisibleAt(seq, p.now(), delay)
+		doc, err := p.newMessageDoc(item, id, visibleAt.UnixMilli(), seq)
+		if err != nil {
+			return time.Time{}, refused("EnqueueForOrchestrator", err)
+		}
+		done, sent, err := p.sendSequenced(ctx, pkValue, seq, markedOnConsume(doc))
+		unknown = unknown || sent
+		if err != nil || done {
+			return visibleAt, err
+		}
+		// A higher seq is there: ours, if a lost response hid our write.
+		if unknown {
+			if _, err := p.readLatest(ctx, pk, id); err == nil {
+				return visibleAt, nil // the message, or its consumer's marker
+			} else if !IsNotFound(err) {
+				return time.Time{}, err
+			}
+		}
+		if err := p.catchUpWithSequencer(ctx, pk); err != nil {
+			return time.Time{}, err
+		}
+	}
+	return time.Time{}, Retryable("EnqueueForOrchestrator", fmt.Sprintf("instance %q: other writers kept moving its message sequence ahead", item.InstanceID()))
+}
+
+// sendSequenced sends the message with the sequencer's patch, or with its
+// creation where the partition has none. done says the message is written;
+// neither done nor an error means the sequencer is at or past seq. unknown
+// says a send's outcome was unknown.
+func (p *CosmosProvider) sendSequenced(ctx context.Context, pk string, seq int64, doc []byte) (done, unknown bool, err error) {
+	for _, create := range []bool{false, true} {
+		b := p.container.NewTransactionalBatch(NewPartitionKeyString(pk))
+		if create {
+			seqDoc, err := newSequencerDoc(pk, seq)
+			if err != nil {
+				return false, unknown, err
+			}
+			b.CreateItem(seqDoc, nil)
+		} else {
+			var ops PatchOperations
+			ops.SetCondition("from c where c.seq < " + strconv.FormatInt(seq, 10))
+			ops.AppendSet("/seq", seq)
+			ops.AppendSet("/ttl", sequencerTTL) // refreshes its expiry too
+			b.PatchItem(sequencerDocID, ops, nil)
+		}
+		b.CreateItem(doc, nil)
+		resp, sent, err := p.executeBatchOnce(ctx, b)
+		unknown = unknown || sent
+		if err != nil {
+			return false, unknown, err
+		}
+		if resp.Success {
+			return true, unknown, nil
+		}
+		idx, ce, _ := resp.FailedOperation()
+		switch {
+		case ce == nil:
+			return false, unknown, batchFailure("EnqueueForOrchestrator", resp)
+		case idx == 0 && !create && ce.StatusCode == http.StatusNotFound:
+			continue // the partition has no sequencer yet
+		case idx == 0 && (ce.StatusCode == http.StatusPreconditionFailed || ce.StatusCode == http.StatusConflict):
+			return false, unknown, nil // a sequencer at or past seq (a 409: created meanwhile)
+		case idx == 1 && ce.StatusCode == http.StatusConflict && unknown:
+			return true, unknown, nil // the lost response's write
+		default:
+			return false, unknown, batchFailure("EnqueueForOrchestrator", resp)
+		}
+	}
+	return false, unknown, nil
+}
+
+// catchUpWithSequencer moves this process's seqs past the partition's
+// sequencer.
+func (p *CosmosProvider) catchUpWithSequencer(ctx context.Context, pk PartitionKey) error {
+	resp, err := p.readLatest(ctx, pk, sequencerDocID)
+	if IsNotFound(err) {
+		return nil // expired or swept meanwhile: the next send creates one
+	}
+	if err != nil {
+		return err
+	}
+	var s sequencerDoc
+	if err := json.Unmarshal(resp.Value, &s); err != nil {
+		return fmt.Errorf("decode sequencer: %w", err)
+	}
+	p.observeSeq(s.Seq)
+	return nil
+}
+
+func newSequencerDoc(pk string, seq int64) ([]byte, error) {
+	return json.Marshal(sequencerDoc{ID: sequencerDocID, PK: pk, Type: docSequencer, Seq: seq, TTL: sequencerTTL})
+}
+
+// sequencedVisibleAt is when a sequenced message becomes visible: after
+// delay, or for an immediate one at its seq's millisecond, never before
+// now. Immediate messages then become visible in seq order on every
+// process, so a fetch never sees one without those sequenced before it.
+func sequencedVisibleAt(seq int64, now time.Time, delay time.Duration) time.Time {
+	if delay > 0 {
+		return now.Add(delay)
+	}
+	at := time.UnixMicro(seq).Truncate(time.Millisecond)
+	if at.Before(now.Truncate(time.Millisecond)) {
+		return now
+	}
+	return at
+}

@@ -176,6 +176,7 @@ type ackPlan struct {
 	outbox      *outboxDoc
 	newMessages []time.Time // visibility of messages this commit writes for the instance itself
 	newWork     int         // worker items it writes (some maybe through the outbox)
+	workVisible time.Time   // when they become visible
 	staged      [][]byte    // history and outbox parts to write before the commit (R7)
 	historyID   string      // the turn's history document, "" when it has no events
 	consumeOnly bool        // deletes the nameless instance document (planConsumeOnly)
@@ -184,14 +185,19 @@ type ackPlan struct {
 // ackWriter collects the documents of one ack besides its history and
 // state, and places them: in the batch, or in the outbox (R1).
 type ackWriter struct {
-	p      *CosmosProvider
-	op     string
-	pk     string
-	token  string
-	now    int64
-	seq    int64        // the next message's, from the commit's reserved block
-	docs   []pendingDoc // for this partition
-	remote []pendingDoc // for other partitions
+	p     *CosmosProvider
+	op    string
+	pk    string
+	token string
+	now   int64
+	seq   int64 // the next queue item's, from the commit's reserved block
+	// visible is when the items it queues become visible: now, or the
+	// millisecond of its seqs where those run ahead of this process's
+	// clock (seqs it has seen from another), so what one turn queues is
+	// visible after what the instance's last turn queued.
+	visible int64
+	docs    []pendingDoc // for this partition
+	remote  []pendingDoc // for other partitions
 }
 
 type pendingDoc struct {
@@ -216,8 +222,10 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 	now := p.nowMs()
 	inst := nextInstanceDoc(lock, executionID, delta, md, now)
 	execDoc := nextExecutionDoc(lock, executionID, md, now)
-	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now, seq: p.reserveSeqs(len(orchItems) + 1)}
-	inst.Seq = w.seq + int64(len(orchItems))
+	queued := len(workerItems) + len(orchItems)
+	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now, seq: p.reserveSeqs(queued + 1)}
+	w.visible = sequencedVisibleAt(w.seq, time.UnixMilli(now), 0).UnixMilli()
+	inst.Seq = w.seq + int64(queued)
 
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	instBody, err := json.Marshal(withoutETag(inst))
@@ -261,7 +269,7 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 	if err := w.addWork(workerItems, cancelled, inst.Pinned); err != nil {
 		return nil, err
 	}
-	plan.newWork = len(workerItems)
+	plan.newWork, plan.workVisible = len(workerItems), time.UnixMilli(w.visible)
 	for _, item := range orchItems {
 		visible, err := w.addMessage(item)
 		if err != nil {
@@ -501,7 +509,7 @@ func (w *ackWriter) addWork(items []WorkItem, cancelled []ScheduledActivityIdent
 		if dropped[ScheduledActivityIdentifier{Instance: act.Instance, ExecutionID: act.ExecutionID, ActivityID: act.ID}] {
 			continue // scheduled and cancelled in the same turn: nothing to do
 		}
-		body, err := w.p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), w.now)
+		body, err := w.p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), w.visible, w.takeSeq())
 		if err != nil {
 			return refused(w.op, err)
 		}
@@ -530,14 +538,17 @@ func cancelledSet(cancelled []ScheduledActivityIdentifier) map[ScheduledActivity
 	return set
 }
 
-// addMessage adds an orchestrator item: TimerFired becomes visible at its
-// fire time, everything else at its seq's millisecond (now, unless seqs
-// this process has seen run ahead of its clock), so what this turn sends
-// is visible after what the instance's last turn sent.
-func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
-	seq := w.seq
+// takeSeq hands out the next seq of the commit's reserved block.
+func (w *ackWriter) takeSeq() int64 {
 	w.seq++
-	visible := sequencedVisibleAt(seq, time.UnixMilli(w.now), 0).UnixMilli()
+	return w.seq - 1
+}
+
+// addMessage adds an orchestrator item: TimerFired becomes visible at its
+// fire time, everything else with the commit's other items.
+func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
+	visible := w.visible
+	seq := w.takeSeq()
 	if t, ok := item.(TimerFired); ok {
 		visible = int64(t.FireAtMs)
 	}
@@ -910,6 +921,10 @@ func (p *CosmosProvider) afterCommit(lock *orchestrationLock, plan *ackPlan) {
 	p.announceDeferred(lock.pk)
 	for _, t := range plan.newMessages {
 		p.announceMessage(lock.pk, t)
+	}
+	if plan.newWork > 0 && plan.workVisible.After(p.now()) {
+		p.workSignal.notifyAt(plan.workVisible) // seqs ahead of this process's clock
+		return
 	}
 	p.workSignal.announce(repeated(lock.pk, plan.newWork)...)
 }

@@ -666,8 +666,9 @@ func hasContinueAsNew(items []WorkItem) bool {
 func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationLock, now, until int64) ([]WorkItem, uint32, error) {
 	key := NewPartitionKeyString(lock.pk)
 	res, err := p.container.QueryItems(ctx,
-		"SELECT * FROM c WHERE c.pk = @pk AND c.type = @type AND c.visibleAt <= @now AND (c.lockedUntil <= @now OR c.lockToken = @token)"+p.queueIndex.orderBy(),
-		[]QueryParameter{{Name: "@pk", Value: lock.pk}, {Name: "@type", Value: docMessage}, {Name: "@now", Value: now}, {Name: "@token", Value: lock.token}},
+		"SELECT * FROM c WHERE c.pk = @pk AND c.type = @type AND c.visibleAt <= @visible AND (c.lockedUntil <= @now OR c.lockToken = @token)"+p.queueIndex.orderBy(),
+		[]QueryParameter{{Name: "@pk", Value: lock.pk}, {Name: "@type", Value: docMessage}, {Name: "@now", Value: now},
+			{Name: "@visible", Value: p.visibleHorizon(now)}, {Name: "@token", Value: lock.token}},
 		&QueryOptions{PartitionKey: &key})
 	if err != nil {
 		return nil, 0, err

@@ -414,27 +414,23 @@ func (p *CosmosProvider) now() time.Time { return p.cfg.Now() }
 
 func (p *CosmosProvider) nowMs() int64 { return p.cfg.Now().UnixMilli() }
 
-// nextSeq orders enqueues of this process; equal visibility times are served
-// in this order. It follows the clock, but never goes back, nor below a seq
-// this process has seen (observeSeq): a hybrid logical clock.
-func (p *CosmosProvider) nextSeq() int64 {
-	for {
-		last := p.seq.Load()
-		next := p.now().UnixMicro()
-		if next <= last {
-			next = last + 1
-		}
-		if p.seq.CompareAndSwap(last, next) {
-			return next
-		}
-	}
-}
+// A seq orders queue items: it is a hybrid logical clock, microsecond
+// shaped (as the seqs of earlier versions, which were the clock in µs): the
+// milliseconds of this process's clock, or of the highest seq it has seen
+// from another process (observeSeq) where that is ahead, times 1000, plus a
+// counter for the seqs handed out within one millisecond. Its millisecond
+// part (seqMs) only runs ahead of the clock by what was seen elsewhere (or
+// past 1000 seqs in one millisecond), so a queue item may be made visible
+// at it (sequencedVisibleAt) without hiding it from its own writer.
+
+// nextSeq hands out the next seq.
+func (p *CosmosProvider) nextSeq() int64 { return p.reserveSeqs(1) }
 
 // reserveSeqs hands out n consecutive seqs at once and returns the first.
 func (p *CosmosProvider) reserveSeqs(n int) int64 {
 	for {
 		last := p.seq.Load()
-		first := max(p.now().UnixMicro(), last+1)
+		first := max(p.nowMs()*1000, last+1)
 		if p.seq.CompareAndSwap(last, first+int64(n)-1) {
 			return first
 		}
@@ -449,6 +445,17 @@ func (p *CosmosProvider) observeSeq(seen int64) {
 			return
 		}
 	}
+}
+
+func seqMs(seq int64) int64 { return seq / 1000 }
+
+// visibleHorizon is the latest visibility time a fetch serves: now, or the
+// millisecond of the highest seq this process has handed out or seen where
+// that is ahead, so its own items, and those sequenced after one it has
+// seen, are never hidden from it by a clock that lags (or, in a test,
+// stands still).
+func (p *CosmosProvider) visibleHorizon(now int64) int64 {
+	return max(now, seqMs(p.seq.Load()))
 }
 
 // partitionKey is the PartitionKey of an instance's documents.

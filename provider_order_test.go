@@ -104,43 +104,97 @@ func TestASequencedEnqueueWithALostResponseQueuesOnce(t *testing.T) {
 	assert.Equal(t, []string{"0", "1"}, fetchEventNames(ctx, t, p))
 }
 
+// turnsOnSkewedProcesses commits two turns of instance "sender", the first
+// on a process 45 ms ahead, the second at once on one 45 ms behind; turn i
+// queues what queue(i) returns. It returns the processes and the clock.
+func turnsOnSkewedProcesses(t *testing.T, queue func(turn int) (work, orch []cdb.WorkItem)) (ahead, behind *cdb.CosmosProvider, clock *testClock) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock = newTestClock()
+	ahead = newRulesProvider(t, acct, cdb.Config{ShortPolling: true, MaxMessagesPerTurn: 1,
+		Now: func() time.Time { return clock.Now().Add(45 * time.Millisecond) }})
+	behind = newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: func() time.Time { return clock.Now().Add(-45 * time.Millisecond) }})
+	providertest.CreateInstance(ctx, t, ahead, "receiver")
+	providertest.CreateInstance(ctx, t, ahead, "sender")
+	require.NoError(t, ahead.EnqueueForOrchestrator(ctx, pokeItem("sender"), 0))
+	require.NoError(t, ahead.EnqueueForOrchestrator(ctx, pokeItem("sender"), 0))
+	for turn, p := range []*cdb.CosmosProvider{ahead, behind} {
+		item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.NotNil(t, item, "turn %d", turn)
+		require.Equal(t, "sender", item.Instance)
+		if turn == 0 {
+			// One poke per turn on this process; 100 ms on, the other is
+			// visible to the process behind, which takes it at once.
+			clock.Advance(100 * time.Millisecond)
+		}
+		work, orch := queue(turn)
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, item.ExecutionID, nil, work, orch, cdb.ExecutionMetadata{}, nil))
+	}
+	return ahead, behind, clock
+}
+
 // What an orchestration sends keeps its order across its turns though
 // they are taken by processes whose clocks disagree: the process that
 // locks the instance hands out seqs, and visibility times, above those of
 // the last commit.
 func TestMessagesAnOrchestrationSendsKeepTheirOrderAcrossSkewedProcesses(t *testing.T) {
 	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	clock := newTestClock()
-	ahead := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, MaxMessagesPerTurn: 1,
-		Now: func() time.Time { return clock.Now().Add(45 * time.Millisecond) }})
-	behind := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: func() time.Time { return clock.Now().Add(-45 * time.Millisecond) }})
-	providertest.CreateInstance(ctx, t, ahead, "receiver")
-	providertest.CreateInstance(ctx, t, ahead, "sender")
-	require.NoError(t, ahead.EnqueueForOrchestrator(ctx, pokeItem("sender"), 0))
-	require.NoError(t, ahead.EnqueueForOrchestrator(ctx, pokeItem("sender"), 0))
-
-	// Turn 1, ahead: one poke (one message per turn), and it sends "0".
-	item, token, _, err := ahead.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item)
-	require.Equal(t, "sender", item.Instance)
-	clock.Advance(100 * time.Millisecond) // the second poke is visible to the process behind
-	send := cdb.ExternalRaised{Instance: "receiver", Name: "0", Data: "{}"}
-	require.NoError(t, ahead.AckOrchestrationItem(ctx, token, item.ExecutionID, nil, nil, []cdb.WorkItem{send}, cdb.ExecutionMetadata{}, nil))
-
-	// Turn 2, behind, at once: the other poke, and it sends "1".
-	item, token, _, err = behind.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item)
-	require.Equal(t, "sender", item.Instance)
-	send = cdb.ExternalRaised{Instance: "receiver", Name: "1", Data: "{}"}
-	require.NoError(t, behind.AckOrchestrationItem(ctx, token, item.ExecutionID, nil, nil, []cdb.WorkItem{send}, cdb.ExecutionMetadata{}, nil))
-
+	ahead, behind, clock := turnsOnSkewedProcesses(t, func(turn int) (work, orch []cdb.WorkItem) {
+		return nil, []cdb.WorkItem{cdb.ExternalRaised{Instance: "receiver", Name: strconv.Itoa(turn), Data: "{}"}}
+	})
 	require.Eventually(t, func() bool {
 		clock.Advance(50 * time.Millisecond) // an outbox that waited for the one before it is retried
 		return countDocs(t, ahead, "receiver", "msg") == 2
 	}, 20*time.Second, 10*time.Millisecond, "the relays deliver both")
 	clock.Advance(time.Second)
 	assert.Equal(t, []string{"0", "1"}, fetchEventNames(ctx, t, behind))
+}
+
+// The same for the activities of one session: its worker items are served
+// in the order the turns scheduled them.
+func TestASessionsActivitiesKeepTheirOrderAcrossSkewedProcesses(t *testing.T) {
+	ctx := rulesContext(t)
+	session := "s"
+	_, behind, clock := turnsOnSkewedProcesses(t, func(turn int) (work, orch []cdb.WorkItem) {
+		return []cdb.WorkItem{cdb.ActivityExecute{Instance: "sender", ExecutionID: 1, ID: uint64(turn + 2), Name: "Work", Input: "{}", SessionID: &session}}, nil
+	})
+	clock.Advance(time.Second)
+	owner := &cdb.SessionFetchConfig{OwnerID: "worker", LockTimeout: time.Minute}
+	var ids []uint64
+	for range 2 {
+		item, token, _, err := behind.FetchWorkItem(ctx, time.Minute, 0, owner, cdb.DefaultOnlyFilter())
+		require.NoError(t, err)
+		require.NotNil(t, item)
+		act := item.(cdb.ActivityExecute)
+		ids = append(ids, act.ID)
+		require.NoError(t, behind.AckWorkItem(ctx, token, cdb.ActivityCompleted{Instance: "sender", ExecutionID: 1, ID: act.ID, Result: "ok"}))
+	}
+	assert.Equal(t, []uint64{2, 3}, ids)
+}
+
+// A process whose clock stands still (a test's) still sees what it queues
+// after handing out more seqs than one millisecond holds: seqs past the
+// clock move what it serves along with them.
+func TestAStoppedClockStillSeesItsOwnItemsPastAThousandSeqs(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+	providertest.CreateInstance(ctx, t, p, "still")
+	fanOut := make([]cdb.WorkItem, 1200)
+	for i := range fanOut {
+		fanOut[i] = cdb.ActivityExecute{Instance: "still", ExecutionID: 1, ID: uint64(i + 2), Name: "Work", Input: "{}"}
+	}
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("still"), 0))
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, nil, fanOut, nil, cdb.ExecutionMetadata{}, nil))
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "still", Name: "after", Data: "{}"}, 0))
+	assert.Equal(t, []string{"after"}, fetchEventNames(ctx, t, p), "the event queued after 1200 seqs in one millisecond")
+	work, _, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	assert.NotNil(t, work, "the fan-out's items")
 }

@@ -34,7 +34,7 @@ type candidateQuery struct {
 
 func (q candidateQuery) text() string {
 	var b strings.Builder
-	b.WriteString("SELECT TOP @top * FROM c WHERE c.type = @type AND c.visibleAt <= @now AND c.lockedUntil <= @now")
+	b.WriteString("SELECT TOP @top * FROM c WHERE c.type = @type AND c.visibleAt <= @visible AND c.lockedUntil <= @now")
 	if q.slots != nil {
 		b.WriteString(" AND ARRAY_CONTAINS(@slots, c.slot)")
 	}
@@ -53,10 +53,12 @@ func (q candidateQuery) text() string {
 // run returns the candidates of every range, oldest first.
 func (p *CosmosProvider) runCandidateQuery(ctx context.Context, q candidateQuery) ([]queueDoc, error) {
 	q.index = p.queueIndex
+	now := cmp.Or(q.now, p.nowMs())
 	params := append([]QueryParameter{
 		{Name: "@top", Value: p.cfg.CandidatesPerRange},
 		{Name: "@type", Value: q.docType},
-		{Name: "@now", Value: cmp.Or(q.now, p.nowMs())},
+		{Name: "@now", Value: now},
+		{Name: "@visible", Value: p.visibleHorizon(now)},
 	}, q.params...)
 	if q.slots != nil {
 		params = append(params, QueryParameter{Name: "@slots", Value: q.slots})

@@ -147,17 +147,13 @@ func newSequencerDoc(pk string, seq int64) ([]byte, error) {
 	return json.Marshal(sequencerDoc{ID: sequencerDocID, PK: pk, Type: docSequencer, Seq: seq, TTL: sequencerTTL})
 }
 
-// sequencedVisibleAt is when a sequenced message becomes visible: after
+// sequencedVisibleAt is when a queue item with seq becomes visible: after
 // delay, or for an immediate one at its seq's millisecond, never before
-// now. Immediate messages then become visible in seq order on every
-// process, so a fetch never sees one without those sequenced before it.
+// now. Immediate items then become visible in seq order on every process,
+// so a fetch never sees one without those sequenced before it.
 func sequencedVisibleAt(seq int64, now time.Time, delay time.Duration) time.Time {
 	if delay > 0 {
 		return now.Add(delay)
 	}
-	at := time.UnixMicro(seq).Truncate(time.Millisecond)
-	if at.Before(now.Truncate(time.Millisecond)) {
-		return now
-	}
-	return at
+	return time.UnixMilli(max(seqMs(seq), now.UnixMilli()))
 }

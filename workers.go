@@ -27,7 +27,7 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 		return err
 	}
 	pk := partitionKey(act.Instance)
-	body, err := p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), p.nowMs())
+	body, err := p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), p.nowMs(), p.nextSeq())
 	if err != nil {
 		return refused(op, err)
 	}
@@ -38,7 +38,7 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 	if IsConflict(err) {
 		// The same activity identity is queued already; keep both, as
 		// duroxide's SQLite provider would.
-		body, err = p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID)+"|"+newLockToken(""), p.nowMs())
+		body, err = p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID)+"|"+newLockToken(""), p.nowMs(), p.nextSeq())
 		if err != nil {
 			return refused(op, err)
 		}
@@ -53,14 +53,14 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 }
 
 // newWorkDoc encodes a worker-queue document.
-func (p *CosmosProvider) newWorkDoc(act ActivityExecute, id string, nowMs int64) ([]byte, error) {
+func (p *CosmosProvider) newWorkDoc(act ActivityExecute, id string, visibleAtMs, seq int64) ([]byte, error) {
 	encoded, err := MarshalWorkItem(act)
 	if err != nil {
 		return nil, fmt.Errorf("encode ActivityExecute: %w", err)
 	}
 	return json.Marshal(queueDoc{
 		ID: id, PK: instancePartitionKey(act.Instance), Type: docWork, Instance: act.Instance,
-		Slot: activitySlot(act), VisibleAt: nowMs, Seq: p.nextSeq(),
+		Slot: activitySlot(act), VisibleAt: visibleAtMs, Seq: seq,
 		Exec: act.ExecutionID, Activity: act.ID, Session: act.SessionID, Tag: act.Tag,
 		Item: string(encoded),
 	})

@@ -72,6 +72,15 @@ func (b *TransactionalBatch) add(kind, id string, body []byte, o *TransactionalB
 	b.ops = append(b.ops, op)
 }
 
+// setIfMatch changes the If-Match of operation i: a batch planned before
+// the document was last written (by its planner's own renewal) goes with
+// the version that write left.
+func (b *TransactionalBatch) setIfMatch(i int, etag ETag) {
+	if i < len(b.ops) && b.ops[i].IfMatch != "" {
+		b.ops[i].IfMatch = etag
+	}
+}
+
 // field names operation i in validation errors.
 func (b *TransactionalBatch) field(kind string) string {
 	return fmt.Sprintf("operation %d (%s)", len(b.ops), kind)

@@ -25,3 +25,7 @@ func AnnouncementDeferredForTest(p *CosmosProvider, pk string) bool {
 	defer p.wakeLater.mu.Unlock()
 	return p.wakeLater.m[pk]
 }
+
+// AfterAckPlannedForTest makes f run in each ack of p between its planning
+// and its commit, while renewals of the lock may run.
+func AfterAckPlannedForTest(p *CosmosProvider, f func()) { p.afterPlanForTest = f }

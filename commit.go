@@ -27,25 +27,39 @@ func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken str
 	if err != nil {
 		return err
 	}
-	defer lock.mu.Unlock()
 	if p.nowMs() >= lock.lockedUntil.Load() {
+		lock.mu.Unlock()
 		return refusal(op, "Instance lock expired", ErrInvalidLockToken)
 	}
-	plan, err := p.planAck(op, lock, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)
+	// Planning a large turn takes CPU time (seconds for megabytes on a
+	// loaded machine): the lock's renewals go on meanwhile, or it would
+	// expire under the plan.
+	view := lock.planningView()
+	lock.mu.Unlock()
+	plan, err := p.planAck(op, view, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)
+	if p.afterPlanForTest != nil {
+		p.afterPlanForTest()
+	}
+	lock.mu.Lock()
+	defer lock.mu.Unlock()
 	if err != nil {
 		return err
+	}
+	if lock.done {
+		return refusal(op, "Invalid lock token: the lock was acked or abandoned while the ack was planned", ErrInvalidLockToken)
 	}
 	if len(plan.staged) > 0 {
 		// Staging a large turn takes requests of its own: keep the lock
 		// for it, so no other dispatcher takes the instance meanwhile and
-		// the turn can commit, then plan again for the renewed ETag.
+		// the turn can commit.
 		if err := p.stageKeepingLock(ctx, op, lock, plan.staged); err != nil {
 			return wrap(op, err)
 		}
-		if plan, err = p.planAck(op, lock, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities); err != nil {
-			return err
-		}
 	}
+	// The lock was valid when the ack came; renewals since (during the
+	// planning or the staging) gave it a new ETag. The commit is ours only
+	// if nobody took the instance meanwhile, which this ETag checks.
+	plan.batch.setIfMatch(instanceWrite, lock.inst.ETag)
 	known, err := p.commit(ctx, op, lock, plan)
 	if err != nil {
 		return err
@@ -181,6 +195,10 @@ type ackPlan struct {
 	historyID   string      // the turn's history document, "" when it has no events
 	consumeOnly bool        // deletes the nameless instance document (planConsumeOnly)
 }
+
+// instanceWrite is the index of the batch's write of the instance document
+// (guarded by the lock's ETag) in every ack plan.
+const instanceWrite = 0
 
 // ackWriter collects the documents of one ack besides its history and
 // state, and places them: in the batch, or in the outbox (R1).

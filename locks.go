@@ -74,6 +74,14 @@ type orchestrationLock struct {
 	done        bool // acked or abandoned
 }
 
+// planningView copies what planning a commit reads, under the mutex, so
+// renewals may go on while the commit is planned from the copy.
+func (l *orchestrationLock) planningView() *orchestrationLock {
+	v := &orchestrationLock{token: l.token, pk: l.pk, timeout: l.timeout, inst: l.inst, messages: l.messages, state: l.state}
+	v.lockedUntil.Store(l.lockedUntil.Load())
+	return v
+}
+
 // workLock is a worker-queue item this process holds.
 type workLock struct {
 	mu          sync.Mutex

@@ -188,10 +188,12 @@ type CosmosProvider struct {
 
 	outbox *relay
 
-	seq       atomic.Int64 // last enqueue sequence handed out
-	closeOnce sync.Once
-	stop      context.CancelFunc
-	done      sync.WaitGroup
+	seq atomic.Int64 // last enqueue sequence handed out
+
+	afterPlanForTest func() // runs between an ack's planning and its commit
+	closeOnce        sync.Once
+	stop             context.CancelFunc
+	done             sync.WaitGroup
 }
 
 var (

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -859,6 +860,49 @@ func TestALargeAckWhoseStagingOutlastsTheLockCommits(t *testing.T) {
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, events, nil, nil, cdb.ExecutionMetadata{}, nil),
 		"nobody took the instance: the turn commits")
 	history, err := p.Read(ctx, "stager")
+	require.NoError(t, err)
+	assert.Len(t, history, 4)
+}
+
+// An ack lets the lock's renewals run while it plans the turn, which for a
+// turn of megabytes on a loaded machine outlasts a short lock: a renewal
+// made meanwhile keeps the instance from a rival, and the ack commits with
+// the renewed lock (found by the simulation under load: a large fan-out
+// lost its lock to a rival on every try, as the runtime's renewals waited
+// behind the planning).
+func TestRenewalsRunWhileAnAckIsPlanned(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	cfg := cdb.Config{ShortPolling: true, Now: clock.Now}
+	p := newRulesProvider(t, acct, cfg)
+	rival := newRulesProvider(t, acct, cfg)
+	providertest.CreateInstance(ctx, t, p, "planner")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("planner"), 0))
+	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Second, 0, nil)
+	require.NoError(t, err)
+
+	var renewed error
+	var rivalItem *cdb.OrchestrationItem
+	cdb.AfterAckPlannedForTest(p, func() {
+		done := make(chan error, 1)
+		go func() { done <- p.RenewOrchestrationItemLock(ctx, token, 5*time.Second) }()
+		select {
+		case renewed = <-done:
+		case <-time.After(30 * time.Second):
+			renewed = errors.New("the renewal waited behind the ack's planning")
+			return
+		}
+		clock.Advance(3 * time.Second) // past the lock's first end, within the renewal
+		rivalItem, _, _, err = rival.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+	})
+	events, work := fanOut("planner", 3)
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, events, work, nil, cdb.ExecutionMetadata{}, nil),
+		"the renewed lock commits")
+	require.NoError(t, renewed)
+	assert.Nil(t, rivalItem, "the renewal kept the instance from the rival")
+	history, err := p.Read(ctx, "planner")
 	require.NoError(t, err)
 	assert.Len(t, history, 4)
 }

@@ -17,7 +17,7 @@ import (
 // cache when the instance's lastAck shows it is current (R5), else with one
 // single-partition query.
 func (p *CosmosProvider) loadState(ctx context.Context, inst *instanceDoc) (*instanceState, error) {
-	if s, ok := p.cachedState(inst); ok {
+	if s, ok := p.stateWithoutLoad(inst); ok {
 		return s, nil
 	}
 	exec := max(inst.CurrentExec, InitialExecutionID)
@@ -40,6 +40,20 @@ func (p *CosmosProvider) loadState(ctx context.Context, inst *instanceDoc) (*ins
 	}
 	p.cache.put(inst.PK, s)
 	return s, nil
+}
+
+// stateWithoutLoad is the instance's state where it is known without a
+// request: for an instance no ack has committed to (its first turn, or
+// messages that came before a start) it is empty, as the first commit
+// writes its first history, execution, KV and outbox documents and a
+// deletion removes the instance document last; otherwise it is the state
+// this process kept after committing the instance's last turn, if nobody
+// committed since.
+func (p *CosmosProvider) stateWithoutLoad(inst *instanceDoc) (*instanceState, bool) {
+	if inst.LastAck == "" && inst.Rev == 0 {
+		return &instanceState{commit: inst.LastAck, exec: InitialExecutionID, eventIDs: map[uint64]bool{}, kv: newKVState()}, true
+	}
+	return p.cachedState(inst)
 }
 
 // cachedState is the state this process kept after committing the

@@ -459,7 +459,7 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 // lasts, and a lock that expired before the runtime saw it would be taken by
 // another dispatcher, whose own load would outlast its lock in turn.
 func (p *CosmosProvider) loadKeepingLock(ctx context.Context, lock *orchestrationLock, inst *instanceDoc) (*instanceState, error) {
-	if s, ok := p.cachedState(inst); ok {
+	if s, ok := p.stateWithoutLoad(inst); ok {
 		return s, nil // no request: nothing to keep the lock through
 	}
 	stop := make(chan struct{})
@@ -699,7 +699,7 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 	for _, i := range keep {
 		m := visible[i]
 		if !held[m.ID] {
-			b.PatchItem(m.ID, claimOps(lock.token, until), nil)
+			b.PatchItem(m.ID, messageClaimOps(lock.token, until), nil)
 			m.Attempts++
 		}
 		delete(held, m.ID)
@@ -772,11 +772,7 @@ func (p *CosmosProvider) lockInstance(ctx context.Context, pk string, msgs []que
 			b.PatchItem(instanceDocID, ops, nil)
 		}
 		for _, m := range msgs {
-			var ops PatchOperations
-			ops.AppendSet("/lockToken", token)
-			ops.AppendSet("/lockedUntil", until)
-			ops.AppendIncrement("/attempts", 1)
-			b.PatchItem(m.ID, ops, nil)
+			b.PatchItem(m.ID, messageClaimOps(token, until), nil)
 		}
 		resp, err := p.container.ExecuteTransactionalBatch(ctx, b, &TransactionalBatchOptions{EnableContentResponseOnWrite: true})
 		if IsOutcomeUnknown(err) {
@@ -803,6 +799,15 @@ func (p *CosmosProvider) lockInstance(ctx context.Context, pk string, msgs []que
 		return decodeLockBatch(resp)
 	}
 	return instanceDoc{}, nil, errContended
+}
+
+// messageClaimOps lock a message that is still one: a message consumed
+// since the query that found it may have left a marker under its id, and a
+// patch without the condition would lock the marker.
+func messageClaimOps(token string, until int64) PatchOperations {
+	ops := claimOps(token, until)
+	ops.SetCondition("from c where c.type = '" + docMessage + "'")
+	return ops
 }
 
 // resolveLockBatch finds out whether a lock batch whose response was lost

@@ -906,3 +906,44 @@ func TestRenewalsRunWhileAnAckIsPlanned(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, history, 4)
 }
+
+// A fetch whose candidates went stale before its lock batch never locks a
+// consumed message's marker (an enqueued message leaves one in its place,
+// with its id): the lock batch takes messages only, and the look passes
+// the instance over (found by the simulation: fetches logged consumed
+// markers as messages that do not decode).
+func TestAFetchNeverLocksAConsumedMessagesMarker(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	cfg := cdb.Config{ShortPolling: true}
+	fast := newRulesProvider(t, acct, cfg)
+	providertest.CreateInstance(ctx, t, fast, "stale")
+	require.NoError(t, fast.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "stale", Name: "go", Data: "{}"}, 0))
+
+	var once sync.Once
+	slow := newHookedProvider(t, acct, cfg, func(r *http.Request) {
+		if r.Header.Get("x-ms-cosmos-is-batch-request") == "" {
+			return
+		}
+		once.Do(func() { // between the slow fetch's query and its lock batch, the message is consumed
+			item, token, _, err := fast.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+			require.NoError(t, err)
+			require.NotNil(t, item)
+			require.NoError(t, fast.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
+		})
+	})
+	item, _, _, err := slow.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	assert.Nil(t, item, "the message is gone")
+
+	pk := cdb.NewPartitionKeyString("stale")
+	res, err := fast.Container().QueryItems(ctx, "SELECT * FROM c WHERE c.pk = 'stale' AND c.type = 'consumed'", nil, &cdb.QueryOptions{PartitionKey: &pk})
+	require.NoError(t, err)
+	require.Len(t, res.Items, 2, "the markers of the consumed start and event")
+	for _, raw := range res.Items {
+		var marker map[string]any
+		require.NoError(t, json.Unmarshal(raw, &marker))
+		assert.NotContains(t, marker, "lockToken", "no fetch locked the marker")
+		assert.NotContains(t, marker, "attempts")
+	}
+}

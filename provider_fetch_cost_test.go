@@ -254,3 +254,34 @@ func TestGetStatusIsOneRead(t *testing.T) {
 	assert.Equal(t, `"ok"`, st.Output)
 	assert.Equal(t, []string{"ReadItem"}, log.ops())
 }
+
+// An instance's first turn is fetched without a load: no ack has named the
+// instance, so it has no history, execution, KV or outbox documents to read.
+// A start announced here costs its partition's query and the lock batch, at
+// any number of ranges.
+func TestAStartIsFetchedWithoutALoad(t *testing.T) {
+	for _, ranges := range []int{1, 4} {
+		t.Run(fmt.Sprintf("ranges=%d", ranges), func(t *testing.T) {
+			ctx := rulesContext(t)
+			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: ranges})
+			p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+			results := make(chan fetchResult, 1)
+			go func() {
+				item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, time.Minute, nil)
+				results <- fetchResult{item, token, err}
+			}()
+			waitForWaiters(t, p, "orchestrator", 1)
+			log := logRequests(acct)
+			require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("fresh"), 0))
+			r := <-results
+			require.NoError(t, r.err)
+			require.NotNil(t, r.item)
+			assert.Equal(t, []string{"Batch", "Query", "Batch"}, log.ops(), "the start's batch, the partition's candidates, the lock")
+			item := r.item.(*cdb.OrchestrationItem)
+			assert.Empty(t, item.History)
+			assert.Equal(t, cdb.InitialExecutionID, item.ExecutionID)
+			require.NoError(t, p.AckOrchestrationItem(ctx, r.token, cdb.InitialExecutionID,
+				[]cdb.Event{providertest.StartedEvent("fresh", cdb.InitialExecutionID)}, nil, nil, providertest.TestOrchMetadata(), nil))
+		})
+	}
+}

@@ -251,7 +251,7 @@ func (p *CosmosProvider) DeleteInstanceBulk(ctx context.Context, filter Instance
 
 // executionRow is what pruning needs of an execution.
 type executionRow struct {
-	ID          string         `json:"id"`
+	docVersion
 	Type        string         `json:"type"`
 	Exec        uint64         `json:"exec"`
 	Status      InstanceStatus `json:"status"`
@@ -281,7 +281,7 @@ func (p *CosmosProvider) pruneInstance(ctx context.Context, inst *instanceDoc, o
 	result := PruneResult{InstancesProcessed: 1}
 	key := NewPartitionKeyString(inst.PK)
 	res, err := p.container.QueryItems(ctx,
-		"SELECT c.id, c.type, c.exec, c.status, c.completedAt, ARRAY_LENGTH(c.eventIds) AS events FROM c WHERE c.pk = @pk AND (c.type = @exe OR c.type = @hist OR c.type = @part)",
+		"SELECT c.id, c._etag, c.type, c.exec, c.status, c.completedAt, ARRAY_LENGTH(c.eventIds) AS events FROM c WHERE c.pk = @pk AND (c.type = @exe OR c.type = @hist OR c.type = @part)",
 		[]QueryParameter{{Name: "@pk", Value: inst.PK}, {Name: "@exe", Value: docExecution}, {Name: "@hist", Value: docHistory}, {Name: "@part", Value: docHistPart}}, &QueryOptions{PartitionKey: &key})
 	if err != nil {
 		return result, err
@@ -299,20 +299,20 @@ func (p *CosmosProvider) pruneInstance(ctx context.Context, inst *instanceDoc, o
 		}
 	}
 	doomed := pruneCandidates(execs, inst.CurrentExec, options)
-	var ids []string
+	var docs []docVersion
 	for _, h := range hist {
 		if doomed[h.Exec] {
-			ids = append(ids, h.ID)
+			docs = append(docs, h.docVersion)
 			result.EventsDeleted += uint64(h.Events)
 		}
 	}
 	for _, e := range execs {
 		if doomed[e.Exec] {
-			ids = append(ids, e.ID) // after its history: a reader never sees history without its execution
+			docs = append(docs, e.docVersion) // after its history: a reader never sees history without its execution
 			result.ExecutionsDeleted++
 		}
 	}
-	if err := p.deleteDocs(ctx, inst.PK, ids); err != nil {
+	if err := p.deleteDocs(ctx, inst.PK, docs); err != nil {
 		return result, err
 	}
 	return result, nil
@@ -339,34 +339,58 @@ func pruneCandidates(execs []executionRow, current uint64, options PruneOptions)
 	return doomed
 }
 
-// deleteDocs deletes documents of one partition in batches; one already gone
-// is fine.
-func (p *CosmosProvider) deleteDocs(ctx context.Context, pk string, ids []string) error {
+// docVersion is a document as a query listed it: its id and the ETag of
+// the version listed.
+type docVersion struct {
+	ID   string `json:"id"`
+	ETag ETag   `json:"_etag"`
+}
+
+// deleteDocs deletes the listed versions of documents of one partition, in
+// batches: one already gone is fine, and so is one written again since
+// (If-Match). Executions, history and the sequencer have ids that a new
+// life of the instance id writes again; a deletion round that listed the
+// old life's must never delete the new life's (another process may have
+// finished the deletion, and the id started again, in between).
+func (p *CosmosProvider) deleteDocs(ctx context.Context, pk string, docs []docVersion) error {
 	key := NewPartitionKeyString(pk)
-	for start := 0; start < len(ids); start += MaxBatchOperations {
+	for start := 0; start < len(docs); start += MaxBatchOperations {
+		chunk := docs[start:min(start+MaxBatchOperations, len(docs))]
 		b := p.container.NewTransactionalBatch(key)
-		for _, id := range ids[start:min(start+MaxBatchOperations, len(ids))] {
-			b.DeleteItem(id, nil)
+		for _, d := range chunk {
+			b.DeleteItem(d.ID, ifListed(d))
 		}
 		resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
 		if err != nil {
 			return err
 		}
-		if !resp.Success {
-			if _, ce, _ := resp.FailedOperation(); ce != nil && ce.StatusCode == http.StatusNotFound {
-				// Someone deleted one meanwhile: delete the rest one by one.
-				for _, id := range ids[start:min(start+MaxBatchOperations, len(ids))] {
-					if _, err := p.container.DeleteItem(ctx, key, id, nil); err != nil && !IsNotFound(err) {
-						return err
-					}
-				}
-				continue
-			}
+		if resp.Success {
+			continue
+		}
+		if _, ce, _ := resp.FailedOperation(); ce == nil || ce.StatusCode != http.StatusNotFound && ce.StatusCode != http.StatusPreconditionFailed {
 			return batchFailure("delete", resp)
+		}
+		// One went away, or changed, meanwhile: the rest one by one.
+		for _, d := range chunk {
+			var o *ItemOptions
+			if d.ETag != "" {
+				o = &ItemOptions{IfMatch: &d.ETag}
+			}
+			if _, err := p.container.DeleteItem(ctx, key, d.ID, o); err != nil && !IsNotFound(err) && !IsPreconditionFailed(err) {
+				return err
+			}
 		}
 	}
 	p.cache.drop(pk)
 	return nil
+}
+
+// ifListed conditions a delete on the version listed.
+func ifListed(d docVersion) *TransactionalBatchItemOptions {
+	if d.ETag == "" {
+		return nil
+	}
+	return &TransactionalBatchItemOptions{IfMatch: &d.ETag}
 }
 
 // PruneExecutionsBulk prunes every instance the filter matches, Running ones

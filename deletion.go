@@ -162,7 +162,7 @@ func (p *CosmosProvider) finishDeletion(ctx context.Context, intent deletionDoc)
 
 // partitionRow is what deletion needs to know of a document.
 type partitionRow struct {
-	ID       string `json:"id"`
+	docVersion
 	Type     string `json:"type"`
 	Events   int    `json:"events"`
 	Deleting string `json:"deleting"`
@@ -188,7 +188,7 @@ func (p *CosmosProvider) deletePartition(ctx context.Context, instance, intentID
 			p.cache.drop(pk)
 			return result, nil // swept already, or never started
 		}
-		var ids []string
+		var docs []docVersion
 		for _, r := range rows {
 			if r.Type == docInstance {
 				continue
@@ -199,12 +199,12 @@ func (p *CosmosProvider) deletePartition(ctx context.Context, instance, intentID
 				}
 			}
 			countDeleted(&result, r)
-			ids = append(ids, r.ID)
+			docs = append(docs, r.docVersion)
 		}
-		if err := p.deleteDocs(ctx, pk, ids); err != nil {
+		if err := p.deleteDocs(ctx, pk, docs); err != nil {
 			return result, err
 		}
-		if len(ids) == 0 {
+		if len(docs) == 0 {
 			if err := p.deleteMarkedInstance(ctx, pk, intentID); err != nil {
 				return result, err
 			}
@@ -292,7 +292,7 @@ func countDeleted(result *DeleteInstanceResult, r partitionRow) {
 // partitionRows lists a partition's documents but the deletion intent.
 func (p *CosmosProvider) partitionRows(ctx context.Context, pk, intentID string) ([]partitionRow, error) {
 	key := NewPartitionKeyString(pk)
-	res, err := p.container.QueryItems(ctx, "SELECT c.id, c.type, ARRAY_LENGTH(c.eventIds) AS events, c.deleting FROM c WHERE c.pk = @pk AND c.id != @intent",
+	res, err := p.container.QueryItems(ctx, "SELECT c.id, c._etag, c.type, ARRAY_LENGTH(c.eventIds) AS events, c.deleting FROM c WHERE c.pk = @pk AND c.id != @intent",
 		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@intent", Value: intentID}}, &QueryOptions{PartitionKey: &key})
 	if err != nil {
 		return nil, err

@@ -947,3 +947,62 @@ func TestAFetchNeverLocksAConsumedMessagesMarker(t *testing.T) {
 		assert.NotContains(t, marker, "attempts")
 	}
 }
+
+// A deletion round that listed an instance's documents, and was overtaken
+// by another process finishing the same deletion and by a new life of the
+// id, deletes nothing of the new life, though its documents have the same
+// ids as the old life's (the execution, the first turn's history): it
+// deletes only the versions it listed.
+func TestAStaleDeletionRoundSparesTheNextLifeOfTheID(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	cfg := cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour}
+	other := newRulesProvider(t, acct, cfg)
+	providertest.CreateInstance(ctx, t, other, "reused")
+
+	var once sync.Once
+	stale := newHookedProvider(t, acct, cfg, func(r *http.Request) {
+		if r.Header.Get("x-ms-cosmos-is-batch-request") == "" || !bodyContains(t, r, `"operationType":"Delete"`) {
+			return
+		}
+		once.Do(func() {
+			// Between this round's listing and its deletes: another process
+			// finishes the deletion, and the id starts a new life.
+			pk := cdb.NewPartitionKeyString("reused")
+			res, err := other.Container().QueryItems(ctx, "SELECT c.id, c.type FROM c WHERE c.pk = 'reused'", nil, &cdb.QueryOptions{PartitionKey: &pk})
+			require.NoError(t, err)
+			for _, raw := range res.Items {
+				var doc struct{ ID, Type string }
+				require.NoError(t, json.Unmarshal(raw, &doc))
+				if doc.Type != "delete" && doc.ID != "inst" {
+					_, err := other.Container().DeleteItem(ctx, pk, doc.ID, nil)
+					require.NoError(t, err)
+				}
+			}
+			_, err = other.Container().DeleteItem(ctx, pk, "inst", nil)
+			require.NoError(t, err)
+			providertest.CreateInstance(ctx, t, other, "reused")
+		})
+	})
+	_, err := stale.DeleteInstance(ctx, "reused", true)
+	require.NoError(t, err)
+
+	history, err := other.Read(ctx, "reused")
+	require.NoError(t, err)
+	assert.Len(t, history, 1, "the new life's first turn is intact")
+	st, err := other.ReadOrchestrationStatus(ctx, "reused")
+	require.NoError(t, err)
+	assert.True(t, st.Found, "the new life's instance document is intact")
+	assert.Equal(t, 1, countDocs(t, other, "reused", "exec"), "and its execution")
+}
+
+// bodyContains says r's body contains s, reading and restoring it.
+func bodyContains(t *testing.T, r *http.Request, s string) bool {
+	if r.Body == nil {
+		return false
+	}
+	body, err := io.ReadAll(r.Body)
+	require.NoError(t, err)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return bytes.Contains(body, []byte(s))
+}

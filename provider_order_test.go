@@ -1,7 +1,6 @@
 package cdb_test
 
 import (
-	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -22,26 +21,6 @@ func skewedProcesses(t *testing.T, acct *cdb.FakeAccount, clock *testClock, offs
 	return out
 }
 
-// fetchEventNames takes the instance's batches until none is left and
-// returns the names of their ExternalRaised messages, in order.
-func fetchEventNames(ctx context.Context, t *testing.T, p *cdb.CosmosProvider) []string {
-	t.Helper()
-	var names []string
-	for {
-		item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-		require.NoError(t, err)
-		if item == nil {
-			return names
-		}
-		for _, m := range item.Messages {
-			if ev, ok := m.(cdb.ExternalRaised); ok {
-				names = append(names, ev.Name)
-			}
-		}
-		require.NoError(t, p.AckOrchestrationItem(ctx, token, item.ExecutionID, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
-	}
-}
-
 // Events enqueued one after another, each through another process, are
 // delivered in the order they were enqueued, though the processes' clocks
 // are ±45 ms apart and the events 1 ms (found by the simulation: an Inbox
@@ -57,11 +36,11 @@ func TestEventsEnqueuedThroughSkewedProcessesArriveInOrder(t *testing.T) {
 	for i := range 12 {
 		name := strconv.Itoa(i)
 		want = append(want, name)
-		require.NoError(t, procs[i%3].EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "fifo", Name: name, Data: "{}"}, 0))
+		require.NoError(t, procs[i%3].EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "fifo", Name: "e", Data: name}, 0))
 		clock.Advance(time.Millisecond)
 	}
 	clock.Advance(time.Second) // all visible to every process
-	assert.Equal(t, want, fetchEventNames(ctx, t, procs[2]), "the process whose clock is behind fetches")
+	assert.Equal(t, want, consume(ctx, t, procs[2], "fifo"), "the process whose clock is behind fetches")
 }
 
 // A process whose clock is behind pays for catching up once: its first
@@ -74,17 +53,17 @@ func TestAProcessBehindCatchesUpWithTheSequencerOnce(t *testing.T) {
 	procs := skewedProcesses(t, acct, clock, 45*time.Millisecond, -45*time.Millisecond)
 	ahead, behind := procs[0], procs[1]
 	providertest.CreateInstance(ctx, t, ahead, "catch-up")
-	require.NoError(t, ahead.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "catch-up", Name: "0", Data: "{}"}, 0))
+	require.NoError(t, ahead.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "catch-up", Name: "e", Data: "0"}, 0))
 
 	log := logRequests(acct)
-	require.NoError(t, behind.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "catch-up", Name: "1", Data: "{}"}, 0))
+	require.NoError(t, behind.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "catch-up", Name: "e", Data: "1"}, 0))
 	assert.Equal(t, []string{"Batch", "Batch", "Batch"}, log.ops(), "the refused send, the sequencer's read, the send")
 	clock.Advance(time.Millisecond)
-	require.NoError(t, behind.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "catch-up", Name: "2", Data: "{}"}, 0))
+	require.NoError(t, behind.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "catch-up", Name: "e", Data: "2"}, 0))
 	assert.Equal(t, []string{"Batch"}, log.ops(), "caught up: one send")
 
 	clock.Advance(time.Second)
-	assert.Equal(t, []string{"0", "1", "2"}, fetchEventNames(ctx, t, behind))
+	assert.Equal(t, []string{"0", "1", "2"}, consume(ctx, t, behind, "catch-up"))
 }
 
 // A sequenced enqueue whose response is lost, resent, meets its own seq on
@@ -98,10 +77,10 @@ func TestASequencedEnqueueWithALostResponseQueuesOnce(t *testing.T) {
 
 	for i, lose := range []string{"created the sequencer", "patched the sequencer"} {
 		loseFirstResponse(acct, "Batch", "ExternalRaised")
-		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "lossy-seq", Name: strconv.Itoa(i), Data: "{}"}, 0), lose)
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "lossy-seq", Name: "e", Data: strconv.Itoa(i)}, 0), lose)
 		assert.Equal(t, i+1, countDocs(t, p, "lossy-seq", "msg"), lose)
 	}
-	assert.Equal(t, []string{"0", "1"}, fetchEventNames(ctx, t, p))
+	assert.Equal(t, []string{"0", "1"}, consume(ctx, t, p, "lossy-seq"))
 }
 
 // turnsOnSkewedProcesses commits two turns of instance "sender", the first
@@ -141,14 +120,14 @@ func turnsOnSkewedProcesses(t *testing.T, queue func(turn int) (work, orch []cdb
 func TestMessagesAnOrchestrationSendsKeepTheirOrderAcrossSkewedProcesses(t *testing.T) {
 	ctx := rulesContext(t)
 	ahead, behind, clock := turnsOnSkewedProcesses(t, func(turn int) (work, orch []cdb.WorkItem) {
-		return nil, []cdb.WorkItem{cdb.ExternalRaised{Instance: "receiver", Name: strconv.Itoa(turn), Data: "{}"}}
+		return nil, []cdb.WorkItem{cdb.ExternalRaised{Instance: "receiver", Name: "e", Data: strconv.Itoa(turn)}}
 	})
 	require.Eventually(t, func() bool {
 		clock.Advance(50 * time.Millisecond) // an outbox that waited for the one before it is retried
 		return countDocs(t, ahead, "receiver", "msg") == 2
 	}, 20*time.Second, 10*time.Millisecond, "the relays deliver both")
 	clock.Advance(time.Second)
-	assert.Equal(t, []string{"0", "1"}, fetchEventNames(ctx, t, behind))
+	assert.Equal(t, []string{"0", "1"}, consume(ctx, t, behind, "receiver"))
 }
 
 // The same for the activities of one session: its worker items are served
@@ -192,8 +171,8 @@ func TestAStoppedClockStillSeesItsOwnItemsPastAThousandSeqs(t *testing.T) {
 	require.NotNil(t, item)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, nil, fanOut, nil, cdb.ExecutionMetadata{}, nil))
 
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "still", Name: "after", Data: "{}"}, 0))
-	assert.Equal(t, []string{"after"}, fetchEventNames(ctx, t, p), "the event queued after 1200 seqs in one millisecond")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "still", Name: "e", Data: "after"}, 0))
+	assert.Equal(t, []string{"after"}, consume(ctx, t, p, "still"), "the event queued after 1200 seqs in one millisecond")
 	work, _, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	assert.NotNil(t, work, "the fan-out's items")

@@ -16,7 +16,9 @@ import (
 //  2. The other instances' marks. A marked instance reads as deleted: reads,
 //     listings and the admin side leave it out, and a fetch cannot lock it.
 //     The mark changes the instance document's ETag, so a turn in flight
-//     cannot commit (its ack is If-Match) and recreates nothing.
+//     cannot commit (its ack is If-Match) and recreates nothing. Then the
+//     intent records that all are marked: resumed later, it marks none
+//     again, as an unmarked one is by then a new life of its id.
 //  3. Each partition's documents are deleted, in batches of 100, until a
 //     query finds none left; the marked instance document goes last. A stale
 //     worker's ack then fails: its item is gone.
@@ -35,6 +37,10 @@ type deletionDoc struct {
 	Instance  string   `json:"instance"`
 	IDs       []string `json:"ids"`
 	CreatedAt int64    `json:"createdAt"`
+	// Marked says every instance carries the intent's mark, so sweeping may
+	// have begun: from then on an unmarked instance document of one of the
+	// ids is a new life of it, which a resumed deletion must not mark.
+	Marked bool `json:"marked,omitempty"`
 }
 
 // maxDeleteRounds bounds the query-and-delete rounds of one partition.
@@ -139,8 +145,15 @@ func (p *CosmosProvider) markAll(ctx context.Context, intent deletionDoc) error 
 // finishDeletion carries out steps 2 to 4; it is safe to run again.
 func (p *CosmosProvider) finishDeletion(ctx context.Context, intent deletionDoc) (DeleteInstanceResult, error) {
 	var result DeleteInstanceResult
-	if err := p.markAll(ctx, intent); err != nil {
-		return result, err
+	if !intent.Marked {
+		if err := p.markAll(ctx, intent); err != nil {
+			return result, err
+		}
+		if err := p.recordMarked(ctx, intent); IsNotFound(err) {
+			return result, nil // finished by another process meanwhile
+		} else if err != nil {
+			return result, err
+		}
 	}
 	deleted := map[string]bool{}
 	for _, id := range intent.IDs {
@@ -158,6 +171,15 @@ func (p *CosmosProvider) finishDeletion(ctx context.Context, intent deletionDoc)
 		return result, err
 	}
 	return result, nil
+}
+
+// recordMarked notes on the intent that every instance is marked, before
+// any partition is swept.
+func (p *CosmosProvider) recordMarked(ctx context.Context, intent deletionDoc) error {
+	var ops PatchOperations
+	ops.AppendSet("/marked", true)
+	_, err := p.container.PatchItem(ctx, NewPartitionKeyString(intent.PK), intent.ID, ops, nil)
+	return err
 }
 
 // partitionRow is what deletion needs to know of a document.

@@ -1006,3 +1006,39 @@ func bodyContains(t *testing.T, r *http.Request, s string) bool {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return bytes.Contains(body, []byte(s))
 }
+
+// A deletion whose last step (deleting its intent) failed is finished again
+// by a reconciler later; by then an id of the tree may have started a new
+// life, which the resumed deletion must neither mark nor sweep.
+func TestAResumedDeletionLeavesTheNextLifeOfTheIDAlone(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour, AbandonedDeletionAge: time.Minute, Now: clock.Now})
+	providertest.CreateInstance(ctx, t, p, "root")
+	providertest.CreateInstanceWithParent(ctx, t, p, "again", "root")
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Equal(t, "again", item.Instance)
+	md := providertest.TestOrchMetadata()
+	md.ParentInstanceID = ptrTo("root")
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("again", 1)}, nil, nil, md, nil))
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: http.StatusForbidden, Times: 1, Match: func(r cdb.FakeRequest) bool {
+		return r.Operation == "DeleteItem" && strings.HasPrefix(r.ItemID, "d|")
+	}})
+	_, err = p.DeleteInstance(ctx, "root", true)
+	require.Error(t, err, "the intent could not be deleted")
+	require.Equal(t, 0, countDocs(t, p, "again", "inst"), "the child was deleted")
+
+	providertest.CreateInstance(ctx, t, p, "again") // the id's next life
+	clock.Advance(time.Hour)
+	require.NoError(t, p.ReconcileOutbox(ctx)) // finishes the old deletion
+
+	st, err := p.ReadOrchestrationStatus(ctx, "again")
+	require.NoError(t, err)
+	assert.True(t, st.Found, "the next life is not read as deleted")
+	history, err := p.Read(ctx, "again")
+	require.NoError(t, err)
+	assert.Len(t, history, 1, "and keeps its history")
+	assert.Equal(t, 0, countDocs(t, p, "again", "delete"), "the old deletion is finished")
+}

@@ -994,7 +994,9 @@ func (p *CosmosProvider) AbandonOrchestrationItem(ctx context.Context, lockToken
 func (p *CosmosProvider) writeAbandon(ctx context.Context, lock *orchestrationLock, delay time.Duration, ignoreAttempt bool) error {
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	etag := lock.inst.ETag
-	b.PatchItem(instanceDocID, heldUntilOps(p.now(), delay), &TransactionalBatchItemOptions{IfMatch: &etag})
+	release := heldUntilOps(p.now(), delay)
+	release.AppendSet("/releasedAt", p.nowMs())
+	b.PatchItem(instanceDocID, release, &TransactionalBatchItemOptions{IfMatch: &etag})
 	for _, m := range lock.messages {
 		mops := heldUntilOps(p.now(), delay)
 		if ignoreAttempt {

@@ -125,6 +125,11 @@ type instanceDoc struct {
 	// Deleting names the deletion intent that is removing the instance; a
 	// marked instance reads as deleted (deletion.go).
 	Deleting string `json:"deleting,omitempty"`
+	// ReleasedAt is when a holder last gave the lock back without
+	// committing (an abandon), putting its batch back in the queue: a fetch
+	// whose candidate query ran before that saw those messages locked, and
+	// completes its batch with them (lockAndLoad).
+	ReleasedAt int64 `json:"releasedAt,omitempty"`
 	// Seq is above every seq the last commit gave a message: a process that
 	// locks the instance hands out higher ones, so what an orchestration
 	// sends keeps its order across turns taken by processes whose clocks

@@ -418,12 +418,12 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 	if err != nil {
 		return nil, err
 	}
-	if inst.Status == StatusContinuedAsNew && !hasContinueAsNew(items) {
+	if inst.Status == StatusContinuedAsNew && !hasContinueAsNew(items) || releasedSince(&inst, now) {
 		if items, attempts, err = p.completeBatch(ctx, lock, now, until); err != nil {
 			p.releaseQuietly(ctx, lock)
 			return nil, err
 		}
-		if !hasContinueAsNew(items) && p.continueAsNewInFlight(&inst) {
+		if inst.Status == StatusContinuedAsNew && !hasContinueAsNew(items) && p.continueAsNewInFlight(&inst) {
 			// Without its ContinueAsNew message the batch would read as a
 			// finished execution's and be consumed: wait for the message.
 			return nil, p.holdBack(ctx, lock, "its ContinueAsNew message is not delivered yet")
@@ -555,6 +555,18 @@ func (p *CosmosProvider) holdBack(ctx context.Context, lock *orchestrationLock, 
 	return &skipError{reason: why} // invisible for a while: no note needed, so a start still shows
 }
 
+// releasedSince says a holder gave the instance's lock back (an abandon)
+// about when, or after, the candidate query at seen ran: that query saw the
+// given-back messages locked, and the batch without them would put newer
+// messages before them. The margin covers clocks that disagree.
+func releasedSince(inst *instanceDoc, seen int64) bool {
+	return inst.ReleasedAt > 0 && inst.ReleasedAt >= seen-releaseMargin.Milliseconds()
+}
+
+// releaseMargin is how far apart the clocks of a releasing process and a
+// fetching one may be for releasedSince to see the release.
+const releaseMargin = time.Second
+
 // continueAsNewInFlight says the instance continued as new recently enough
 // that its ContinueAsNew message may still be on its way (an outbox
 // delivery); past neverStartedGrace the batch is handed over as duroxide
@@ -617,7 +629,9 @@ func (p *CosmosProvider) setAsideUndecodable(ctx context.Context, lock *orchestr
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	if releaseInstance {
 		etag := lock.inst.ETag
-		b.PatchItem(instanceDocID, unlockOps(), &TransactionalBatchItemOptions{IfMatch: &etag})
+		release := unlockOps()
+		release.AppendSet("/releasedAt", p.nowMs())
+		b.PatchItem(instanceDocID, release, &TransactionalBatchItemOptions{IfMatch: &etag})
 	}
 	now := p.now()
 	for _, m := range bad {
@@ -654,15 +668,17 @@ func hasContinueAsNew(items []WorkItem) bool {
 	return false
 }
 
-// completeBatch makes sure the batch of an instance whose execution
-// continued as new holds the ContinueAsNew message: without it the runtime
-// would read the batch as a finished execution's and consume it. A commit
-// writes that message visible from time zero, so it heads its instance's
-// messages and is normally in the first batch; this is for one that is not
-// (written by an older version, or delivered late by an outbox). The batch
-// becomes the ContinueAsNew message and the oldest other messages up to
-// MaxMessagesPerTurn; the messages the lock took that no longer fit are
-// released in the same request, so none waits for the lock to expire.
+// completeBatch makes the batch the instance's oldest messages, with one
+// more query and batch, where the candidates may have missed some: the
+// instance's execution continued as new and the batch lacks the
+// ContinueAsNew message (without it the runtime would read the batch as a
+// finished execution's and consume it; a commit writes that message
+// visible from time zero, so this is for one written by an older version
+// or delivered late by an outbox), or a holder gave the lock back after the
+// candidate query saw its messages locked (releasedSince). The batch
+// becomes the ContinueAsNew message, if any, and the oldest other messages
+// up to MaxMessagesPerTurn; the messages the lock took that no longer fit
+// are released in the same request, so none waits for the lock to expire.
 func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationLock, now, until int64) ([]WorkItem, uint32, error) {
 	key := NewPartitionKeyString(lock.pk)
 	res, err := p.container.QueryItems(ctx,

@@ -1042,3 +1042,41 @@ func TestAResumedDeletionLeavesTheNextLifeOfTheIDAlone(t *testing.T) {
 	assert.Len(t, history, 1, "and keeps its history")
 	assert.Equal(t, 0, countDocs(t, p, "again", "delete"), "the old deletion is finished")
 }
+
+// A lock released (an abandon) between a rival fetch's candidate query and
+// its lock batch had messages that query saw locked: the rival, which may
+// lock the instance now, takes them too, in order, rather than a batch of
+// only the newer messages (found by the simulation: an Inbox got event 8
+// before 6 and 7, which a crashed turn had held).
+func TestALockReleasedDuringAFetchDoesNotReorderTheBatch(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	cfg := cdb.Config{ShortPolling: true}
+	holder := newRulesProvider(t, acct, cfg)
+	providertest.CreateInstance(ctx, t, holder, "overtaken")
+	for _, data := range []string{"1", "2"} {
+		require.NoError(t, holder.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "overtaken", Name: "e", Data: data}, 0))
+	}
+	held, token, _, err := holder.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Len(t, held.Messages, 2)
+	require.NoError(t, holder.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "overtaken", Name: "e", Data: "3"}, 0))
+
+	var once sync.Once
+	rival := newHookedProvider(t, acct, cfg, func(r *http.Request) {
+		if r.Header.Get("x-ms-cosmos-is-batch-request") == "" || !bodyContains(t, r, `"/lockToken"`) {
+			return
+		}
+		once.Do(func() { // the holder's turn is given up after the rival's query
+			require.NoError(t, holder.AbandonOrchestrationItem(ctx, token, 0, true))
+		})
+	})
+	item, _, _, err := rival.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	var got []string
+	for _, m := range item.Messages {
+		got = append(got, m.(cdb.ExternalRaised).Data)
+	}
+	assert.Equal(t, []string{"1", "2", "3"}, got, "the released messages come first")
+}

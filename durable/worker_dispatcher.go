@@ -49,6 +49,14 @@ func (r *Runtime) processNextWorkItem(workerID, sessionOwner string) (bool, erro
 		r.abandonWork(token, time.Second, false)
 		return true, nil
 	}
+	// The lock is renewed until the item is acked or released, not only
+	// while the handler runs: an ack of a large result on a throttled
+	// store, a refused result followed by its failure, or a poison failure
+	// can each outlast what is left of a lock.
+	ctx, cancel := context.WithCancelCause(r.workCtx)
+	defer cancel(nil)
+	stopRenewal := r.renewWorkLock(token, cancel)
+	defer stopRenewal()
 	w := lockedActivity{ActivityExecute: act, token: token, attempt: attempt, workerID: workerID}
 	if act.SessionID != nil {
 		release := r.sessions.acquire(*act.SessionID)
@@ -63,7 +71,7 @@ func (r *Runtime) processNextWorkItem(workerID, sessionOwner string) (bool, erro
 		r.poisonAttempts(w)
 		return true, nil
 	}
-	r.executeActivity(w)
+	r.executeActivity(ctx, w)
 	return true, nil
 }
 
@@ -77,9 +85,9 @@ type activityResult struct {
 	err    error
 }
 
-// executeActivity runs the handler while renewing the lock, and acks its
-// result; a lost lock cancels it.
-func (r *Runtime) executeActivity(w lockedActivity) {
+// executeActivity runs the handler and acks its result; ctx is cancelled
+// when the lock is lost (or the runtime stops), which cancels the handler.
+func (r *Runtime) executeActivity(ctx context.Context, w lockedActivity) {
 	fn, ok := r.registry.activity(w.Name)
 	if !ok {
 		backoff := r.opts.unregisteredBackoff(w.attempt)
@@ -88,10 +96,6 @@ func (r *Runtime) executeActivity(w lockedActivity) {
 		r.abandonWork(w.token, backoff, false)
 		return
 	}
-	ctx, cancel := context.WithCancelCause(r.workCtx)
-	defer cancel(nil)
-	stopRenewal := r.renewWorkLock(w.token, cancel)
-	defer stopRenewal()
 	results := make(chan activityResult, 1) // the handler never blocks on it
 	actx := ActivityContext{Context: ctx, instance: w.Instance, executionID: w.ExecutionID, activityID: w.ID,
 		name: w.Name, sessionID: w.SessionID, tag: w.Tag, workerID: w.workerID, client: r.client, clock: r.opts.Now}
@@ -99,10 +103,8 @@ func (r *Runtime) executeActivity(w lockedActivity) {
 
 	select {
 	case res := <-results:
-		stopRenewal()
 		r.ackActivity(w, res)
 	case <-ctx.Done():
-		stopRenewal()
 		r.interruptActivity(w, context.Cause(ctx), results)
 	}
 }

@@ -25,6 +25,7 @@ type workerFaultProvider struct {
 	renewals      atomic.Int32
 	refuseResults atomic.Bool // refuse every ActivityCompleted for good
 	acks          atomic.Int32
+	ackDelay      time.Duration // how long an ack takes to reach the store
 }
 
 func newWorkerFaultProvider(t *testing.T, inner cdb.Provider) *workerFaultProvider {
@@ -48,6 +49,13 @@ func (p *workerFaultProvider) AckWorkItem(ctx context.Context, token string, com
 	p.acks.Add(1)
 	if _, ok := completion.(cdb.ActivityCompleted); ok && p.refuseResults.Load() {
 		return cdb.Permanent("ack_work_item", "the completion is 2.5 MB; a document holds at most 2 MB")
+	}
+	if p.ackDelay > 0 {
+		select {
+		case <-time.After(p.ackDelay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return p.Provider.AckWorkItem(ctx, token, completion)
 }
@@ -82,6 +90,27 @@ func TestRetryableLockRenewalErrorDoesNotDropTheActivity(t *testing.T) {
 	assert.Equal(t, "kept", h.completed("renewal-retried"))
 	assert.Equal(t, int32(1), runs.Load(), "the activity ran once")
 	assert.Negative(t, p.failRenewals.Load(), "the injected failure was hit")
+}
+
+// An ack that outlasts the worker lock (a multi-MB result on a throttled
+// store, say) still commits: the lock is renewed until the ack is done,
+// not only while the handler runs, so the activity neither runs twice nor
+// ends as poison.
+func TestAnAckSlowerThanTheLockStillCommits(t *testing.T) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	cp, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client(), PollInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cp.Close() })
+	p := newWorkerFaultProvider(t, cp)
+	p.ackDelay = 2500 * time.Millisecond // the harness's worker lock is 1 s
+	h := newHarness(t, p)
+	var runs atomic.Int32
+	slowEcho(h, &runs, 0)
+	h.run()
+	h.start("slow-ack", "SlowEcho", "kept")
+	assert.Equal(t, "kept", h.completed("slow-ack"))
+	assert.Equal(t, int32(1), runs.Load(), "the activity ran once")
+	assert.Equal(t, int32(1), p.acks.Load(), "one ack, never refused")
 }
 
 // Defect 8: after a renewal fails for good the activity is cancelled, but

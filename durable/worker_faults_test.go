@@ -3,6 +3,7 @@ package durable
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,7 +26,8 @@ type workerFaultProvider struct {
 	renewals      atomic.Int32
 	refuseResults atomic.Bool // refuse every ActivityCompleted for good
 	acks          atomic.Int32
-	ackDelay      time.Duration // how long an ack takes to reach the store
+	beforeAck     func() // runs before the first ack reaches the store
+	ackHookOnce   sync.Once
 }
 
 func newWorkerFaultProvider(t *testing.T, inner cdb.Provider) *workerFaultProvider {
@@ -50,12 +52,8 @@ func (p *workerFaultProvider) AckWorkItem(ctx context.Context, token string, com
 	if _, ok := completion.(cdb.ActivityCompleted); ok && p.refuseResults.Load() {
 		return cdb.Permanent("ack_work_item", "the completion is 2.5 MB; a document holds at most 2 MB")
 	}
-	if p.ackDelay > 0 {
-		select {
-		case <-time.After(p.ackDelay):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if p.beforeAck != nil {
+		p.ackHookOnce.Do(p.beforeAck)
 	}
 	return p.Provider.AckWorkItem(ctx, token, completion)
 }
@@ -95,14 +93,26 @@ func TestRetryableLockRenewalErrorDoesNotDropTheActivity(t *testing.T) {
 // An ack that outlasts the worker lock (a multi-MB result on a throttled
 // store, say) still commits: the lock is renewed until the ack is done,
 // not only while the handler runs, so the activity neither runs twice nor
-// ends as poison.
+// ends as poison. The provider's clock moves only here: the ack takes
+// three lock-lifetimes' worth of 800 ms steps, each of which waits for a
+// renewal (at most 5 s, which the lock cannot survive without one), so a
+// late renewal on a loaded machine cannot fail the test.
 func TestAnAckSlowerThanTheLockStillCommits(t *testing.T) {
+	clock := &stepClock{now: time.Now()}
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	cp, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client(), PollInterval: 20 * time.Millisecond})
+	cp, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client(), PollInterval: 20 * time.Millisecond, Now: clock.Now})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cp.Close() })
 	p := newWorkerFaultProvider(t, cp)
-	p.ackDelay = 2500 * time.Millisecond // the harness's worker lock is 1 s
+	p.beforeAck = func() {
+		for range 3 { // the harness's worker lock is 1 s
+			renewals := p.renewals.Load()
+			clock.Advance(800 * time.Millisecond)
+			for deadline := time.Now().Add(5 * time.Second); p.renewals.Load() == renewals && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
 	h := newHarness(t, p)
 	var runs atomic.Int32
 	slowEcho(h, &runs, 0)
@@ -111,6 +121,24 @@ func TestAnAckSlowerThanTheLockStillCommits(t *testing.T) {
 	assert.Equal(t, "kept", h.completed("slow-ack"))
 	assert.Equal(t, int32(1), runs.Load(), "the activity ran once")
 	assert.Equal(t, int32(1), p.acks.Load(), "one ack, never refused")
+}
+
+// stepClock is a provider clock that moves only when the test moves it.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stepClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
 
 // Defect 8: after a renewal fails for good the activity is cancelled, but

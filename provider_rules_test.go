@@ -381,7 +381,30 @@ func TestR5RequestBudget(t *testing.T) {
 // dispatchers late). Waiting fetches still sleep on real timers, of at most
 // a PollInterval of the clock's time; the test gives them that between
 // moves.
+//
+// The runtime gives each worker dispatcher its own session owner, so the
+// worker fetches are checked both without a session config and with one
+// owner per dispatcher: an idle queue is idle whoever asks.
 func TestR5IdleProcessPollsOncePerIntervalPerQueue(t *testing.T) {
+	for _, withSessions := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sessions=%v", withSessions), func(t *testing.T) {
+			session := func(int) *cdb.SessionFetchConfig { return nil }
+			if withSessions {
+				session = func(i int) *cdb.SessionFetchConfig {
+					return &cdb.SessionFetchConfig{OwnerID: fmt.Sprintf("worker-%d", i), LockTimeout: time.Minute}
+				}
+			}
+			requests, intervals := idleRequests(t, 16, session)
+			t.Logf("16 dispatchers per queue, idle for %d poll intervals: %d requests", intervals, requests)
+			assert.Positive(t, requests, "an idle process still polls")
+			assert.LessOrEqual(t, requests, int64(2*(intervals+1)), "at most one query per queue per poll interval, whatever the dispatcher count")
+		})
+	}
+}
+
+// idleRequests runs dispatchers fetches per queue on an empty store for
+// ten poll intervals of a test clock and counts the requests they make.
+func idleRequests(t *testing.T, dispatchers int, session func(int) *cdb.SessionFetchConfig) (requests int64, intervals int) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	clock := newTestClock()
@@ -392,7 +415,7 @@ func TestR5IdleProcessPollsOncePerIntervalPerQueue(t *testing.T) {
 	_, _, _, err = p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 
-	const dispatchers, idle = 8, 10 * interval
+	const idle = 10 * interval
 	before := acct.Counts().Requests
 	var wg sync.WaitGroup
 	for i := 0; i < dispatchers; i++ {
@@ -404,13 +427,12 @@ func TestR5IdleProcessPollsOncePerIntervalPerQueue(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			_, _, _, err := p.FetchWorkItem(ctx, time.Minute, idle, nil, cdb.DefaultOnlyFilter())
+			_, _, _, err := p.FetchWorkItem(ctx, time.Minute, idle, session(i), cdb.DefaultOnlyFilter())
 			assert.NoError(t, err)
 		}()
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	intervals := 0
 	for waiting := true; waiting; {
 		select {
 		case <-done:
@@ -420,10 +442,7 @@ func TestR5IdleProcessPollsOncePerIntervalPerQueue(t *testing.T) {
 			intervals++
 		}
 	}
-	requests := acct.Counts().Requests - before
-	t.Logf("%d dispatchers per queue, idle for %d poll intervals: %d requests", dispatchers, intervals, requests)
-	assert.Positive(t, requests, "an idle process still polls")
-	assert.LessOrEqual(t, requests, int64(2*(intervals+1)), "at most one query per queue per poll interval, whatever the dispatcher count")
+	return acct.Counts().Requests - before, intervals
 }
 
 // The Cosmos DB provider's long poll ends by its clock: a fetch with a poll

@@ -330,3 +330,34 @@ func TestOversizedCompletionIsRefusedAndTheLockKept(t *testing.T) {
 		Details: cdb.InfrastructureError{Operation: "AckWorkItem", Message: err.Error()}}))
 	assert.Zero(t, countDocs(t, p, "oversized", "work"))
 }
+
+// Issue 10: fetches with a session config share the idle queue's poll
+// window whatever their owner, so an idle queue costs one query per poll
+// interval, not one per worker dispatcher; an owner that holds a session
+// still looks on its own, so items of its sessions written by another
+// process reach it without waiting for the shared window.
+func TestSessionOwnersShareTheIdlePollButKeepTheirOwnSessions(t *testing.T) {
+	ctx := rulesContext(t)
+	clock := newTestClock()
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	cfg := cdb.Config{PollInterval: time.Minute, ReconcileInterval: time.Hour, Now: clock.Now}
+	p := newRulesProvider(t, acct, cfg)
+	other := newRulesProvider(t, acct, cfg)
+
+	require.NoError(t, p.EnqueueForWorker(ctx, activity("first", 1, "gpu-0")))
+	act, token, _ := fetchWork(ctx, t, p, sessionOf("A"))
+	require.NotNil(t, act)
+	require.NoError(t, p.AckWorkItem(ctx, token, completionOf(act, "done")))
+
+	nothing, _, _ := fetchWork(ctx, t, p, sessionOf("B"))
+	require.Nil(t, nothing, "the queue is empty for B")
+	before := acct.Counts().Requests
+	nothing, _, _ = fetchWork(ctx, t, p, sessionOf("C"))
+	require.Nil(t, nothing)
+	assert.Equal(t, before, acct.Counts().Requests, "C, holding no session, relies on B's look within the poll interval")
+
+	require.NoError(t, other.EnqueueForWorker(ctx, activity("second", 1, "gpu-0")))
+	act, _, _ = fetchWork(ctx, t, p, sessionOf("A"))
+	require.NotNil(t, act, "A holds gpu-0: its look is its own, and finds the item another process wrote")
+	assert.Equal(t, "second", act.Instance)
+}

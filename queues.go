@@ -300,6 +300,9 @@ type lookScope struct {
 	slots []int
 }
 
+// whole says the look queries the whole queue.
+func (s lookScope) whole() bool { return s.pk == "" && s.slots == nil }
+
 // pollAttempt tries once to take work from a queue within scope.
 type pollAttempt[T any] func(ctx context.Context, scope lookScope) (T, pollOutcome, error)
 

@@ -145,6 +145,18 @@ func (b *sessionBook) heldElsewhere(owner string, now int64) []string {
 	return out
 }
 
+// holdsAny says owner holds a session now, as far as this process knows.
+func (b *sessionBook) holdsAny(owner string, now int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, n := range b.notes {
+		if n.owner == owner && n.lockedUntil > now {
+			return true
+		}
+	}
+	return false
+}
+
 // sessionLook is what one look at the worker queue learned of sessions, so
 // it asks about each session once.
 type sessionLook struct {

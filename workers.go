@@ -80,7 +80,7 @@ func (p *CosmosProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTim
 	if tags.Mode() == TagFilterNone {
 		return nil, "", 0, nil
 	}
-	res, found, err := poll(ctx, p, p.workSignal, queueWorker, workView(session, tags), pollTimeout,
+	res, found, err := poll(ctx, p, p.workSignal, queueWorker, p.workView(session, tags), pollTimeout,
 		func(ctx context.Context, scope lookScope) (fetchedWork, pollOutcome, error) {
 			return p.tryFetchWork(ctx, scope, lockTimeout, session, tags)
 		})
@@ -93,13 +93,30 @@ func (p *CosmosProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTim
 	return res.item, res.token, res.attempts, nil
 }
 
-// workView names the queue as a fetch with these filters sees it.
-func workView(session *SessionFetchConfig, tags TagFilter) string {
-	if session == nil {
+// workView names the queue as a fetch with these filters sees it, for the
+// poll windows of an idle queue. Fetches with a session config share one
+// view, whatever their owner, unless the owner holds a session: only an
+// owner's own sessions widen what its query can find (the sessions other
+// owners hold are left out of it), so a look that found nothing, by any
+// owner, found nothing for an owner that holds none. The runtime gives
+// each worker dispatcher an owner of its own, and an idle queue must not
+// cost a query per dispatcher.
+func (p *CosmosProvider) workView(session *SessionFetchConfig, tags TagFilter) string {
+	switch {
+	case session == nil:
 		return "nosession/" + tags.String()
+	case p.sessions.holdsAny(session.OwnerID, p.nowMs()):
+		return ownerWorkView(session.OwnerID, tags)
+	default:
+		return sharedSessionWorkView(tags)
 	}
-	return "session:" + session.OwnerID + "/" + tags.String()
 }
+
+func ownerWorkView(owner string, tags TagFilter) string {
+	return "session:" + owner + "/" + tags.String()
+}
+
+func sharedSessionWorkView(tags TagFilter) string { return "session/" + tags.String() }
 
 // workFilter is the session and tag part of the worker candidate query.
 func workFilter(session *SessionFetchConfig, tags TagFilter) ([]string, []QueryParameter) {
@@ -140,6 +157,11 @@ func (p *CosmosProvider) tryFetchWork(ctx context.Context, scope lookScope, lock
 		return fetchedWork{}, outcomeEmpty, err
 	}
 	if len(cands) == 0 {
+		if session != nil && scope.whole() {
+			// Whoever looked, nobody without a session of their own finds
+			// more (see workView).
+			p.workSignal.closeFor(sharedSessionWorkView(tags), p.now(), p.cfg.PollInterval)
+		}
 		return fetchedWork{}, outcomeEmpty, nil
 	}
 	look := newSessionLook()

@@ -542,10 +542,7 @@ func (w *ackWriter) addWork(items []WorkItem, cancelled []ScheduledActivityIdent
 // fits refuses, before anything is written, a document no Cosmos DB
 // document can hold (R6, R7).
 func (w *ackWriter) fits(body []byte, what string) error {
-	if len(body) > MaxDocumentBytes {
-		return refusal(w.op, fmt.Sprintf("%s is %d bytes encoded; a Cosmos DB document holds at most %d", what, len(body), MaxDocumentBytes), ErrDocumentTooLarge)
-	}
-	return nil
+	return documentFits(w.op, what, body)
 }
 
 func cancelledSet(cancelled []ScheduledActivityIdentifier) map[ScheduledActivityIdentifier]bool {

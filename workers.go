@@ -377,6 +377,26 @@ func (p *CosmosProvider) heldWork(op, token string) (*workLock, error) {
 // batch; it fails permanently when the item was cancelled or its lock lost.
 func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, completion WorkItem) error {
 	const op = "AckWorkItem"
+	if completion != nil {
+		switch completion.(type) {
+		case ActivityCompleted, ActivityFailed:
+		default:
+			return refusal(op, fmt.Sprintf("a completion is ActivityCompleted or ActivityFailed, not %s", completion.Kind()), ErrInvalidInput)
+		}
+	}
+	// The completion is encoded before the lock's mutex is taken: encoding
+	// a result of megabytes takes a while on a busy machine, and the
+	// renewals that keep the lock must not wait behind it.
+	var completionDoc []byte
+	if completion != nil {
+		if lock, ok := p.workLocks.get(lockToken); ok {
+			doc, err := p.encodeCompletion(lock, completion)
+			if err != nil {
+				return err
+			}
+			completionDoc = doc
+		}
+	}
 	lock, err := p.heldWork(op, lockToken)
 	if err != nil {
 		return err
@@ -385,20 +405,11 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 	if err := p.knownETag(ctx, op, lock); err != nil {
 		return err
 	}
-	if completion != nil {
-		switch completion.(type) {
-		case ActivityCompleted, ActivityFailed:
-		default:
-			return refusal(op, fmt.Sprintf("a completion is ActivityCompleted or ActivityFailed, not %s", completion.Kind()), ErrInvalidInput)
-		}
-	}
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	etag := lock.doc.ETag
 	consumeItem(b, lock.doc, &TransactionalBatchItemOptions{IfMatch: &etag})
-	if completion != nil {
-		if err := p.addCompletion(b, lock, completion); err != nil {
-			return err
-		}
+	if completionDoc != nil {
+		b.CreateItem(completionDoc, nil)
 	}
 	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
 	for attempt := 0; IsOutcomeUnknown(err) && attempt < maxResends; attempt++ {
@@ -451,19 +462,20 @@ func (p *CosmosProvider) workAckApplied(ctx context.Context, lock *workLock) (bo
 	return doc.Type == docConsumed, nil
 }
 
-// addCompletion adds the completion message to the ack's batch; one for
-// another instance goes through an outbox document instead.
-func (p *CosmosProvider) addCompletion(b *TransactionalBatch, lock *workLock, completion WorkItem) error {
+// encodeCompletion is the document an ack creates for its completion: the
+// message itself when the instance shares the item's partition, else an
+// outbox the reconciler relays. It reads only what a lock never changes
+// (its token, partition and instance), so it needs no mutex.
+func (p *CosmosProvider) encodeCompletion(lock *workLock, completion WorkItem) ([]byte, error) {
 	const op = "AckWorkItem"
 	target := completion.InstanceID()
 	id := "m|w|" + lock.token
 	body, err := p.newMessageDoc(completion, id, p.nowMs(), p.nextSeq())
 	if err != nil {
-		return refused(op, err)
+		return nil, refused(op, err)
 	}
 	if instancePartitionKey(target) == lock.pk {
-		b.CreateItem(body, nil)
-		return nil
+		return body, documentFits(op, "the completion", body)
 	}
 	// Left to the reconciler (no owner, no order among the instance's
 	// outboxes); the message is marked relayed, so its consumer leaves a
@@ -472,9 +484,17 @@ func (p *CosmosProvider) addCompletion(b *TransactionalBatch, lock *workLock, co
 		Entries: []outboxEntry{{PK: instancePartitionKey(target), Doc: relayedBody(body)}}}
 	ob, err := json.Marshal(doc)
 	if err != nil {
-		return refused(op, err)
+		return nil, refused(op, err)
 	}
-	b.CreateItem(ob, nil)
+	return ob, documentFits(op, "the completion's outbox", ob)
+}
+
+// documentFits refuses, before any request is sent, a document no Cosmos
+// DB document can hold (R6, R7).
+func documentFits(op, what string, body []byte) error {
+	if len(body) > MaxDocumentBytes {
+		return refusal(op, fmt.Sprintf("%s is %d bytes encoded; a Cosmos DB document holds at most %d", what, len(body), MaxDocumentBytes), ErrDocumentTooLarge)
+	}
 	return nil
 }
 

@@ -24,7 +24,8 @@ type workerFaultProvider struct {
 	renewErr      error
 	failRenewals  atomic.Int32 // renewals still to fail with renewErr
 	renewals      atomic.Int32
-	refuseResults atomic.Bool // refuse every ActivityCompleted for good
+	renewed       atomic.Int32 // renewals the provider applied
+	refuseResults atomic.Bool  // refuse every ActivityCompleted for good
 	acks          atomic.Int32
 	beforeAck     func() // runs before the first ack reaches the store
 	ackHookOnce   sync.Once
@@ -44,7 +45,11 @@ func (p *workerFaultProvider) RenewWorkItemLock(ctx context.Context, token strin
 	if p.failRenewals.Add(-1) >= 0 {
 		return p.renewErr
 	}
-	return p.Provider.RenewWorkItemLock(ctx, token, extend)
+	err := p.Provider.RenewWorkItemLock(ctx, token, extend)
+	if err == nil {
+		p.renewed.Add(1)
+	}
+	return err
 }
 
 func (p *workerFaultProvider) AckWorkItem(ctx context.Context, token string, completion cdb.WorkItem) error {
@@ -94,9 +99,9 @@ func TestRetryableLockRenewalErrorDoesNotDropTheActivity(t *testing.T) {
 // store, say) still commits: the lock is renewed until the ack is done,
 // not only while the handler runs, so the activity neither runs twice nor
 // ends as poison. The provider's clock moves only here: the ack takes
-// three lock-lifetimes' worth of 800 ms steps, each of which waits for a
-// renewal (at most 5 s, which the lock cannot survive without one), so a
-// late renewal on a loaded machine cannot fail the test.
+// three 800 ms steps, more than two lock lifetimes, each of which waits for
+// renewals the provider applied (at most 5 s: without them the lock
+// expires), so a late renewal on a loaded machine cannot fail the test.
 func TestAnAckSlowerThanTheLockStillCommits(t *testing.T) {
 	clock := &stepClock{now: time.Now()}
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
@@ -106,9 +111,10 @@ func TestAnAckSlowerThanTheLockStillCommits(t *testing.T) {
 	p := newWorkerFaultProvider(t, cp)
 	p.beforeAck = func() {
 		for range 3 { // the harness's worker lock is 1 s
-			renewals := p.renewals.Load()
+			renewed := p.renewed.Load()
 			clock.Advance(800 * time.Millisecond)
-			for deadline := time.Now().Add(5 * time.Second); p.renewals.Load() == renewals && time.Now().Before(deadline); {
+			// Two: one may have been under way before the clock moved.
+			for deadline := time.Now().Add(5 * time.Second); p.renewed.Load() < renewed+2 && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
@@ -194,7 +200,9 @@ func TestOversizedActivityOutputFailsTheActivityOnce(t *testing.T) {
 		}
 		return "stored", nil
 	})
-	h.run()
+	// A 2 MB result takes a while to encode under -race on a loaded
+	// machine; the lock is not what this test is about.
+	h.run(func(o *Options) { o.WorkerLockTimeout = 10 * time.Second })
 	h.start("huge", "Huge", "")
 	st := h.wait("huge")
 	require.Equal(t, StateFailed, st.State)

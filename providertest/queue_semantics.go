@@ -185,7 +185,11 @@ func testWorkerItemImmediateVisibility(t *testing.T, f Factory) {
 func testWorkerDelayedVisibilitySkipsFutureItems(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
-	lock := f.LockTimeout()
+	// The second item's lock is held across the 600 ms wait for the first
+	// one's delay and two more fetches: at a 1 s lock, a loaded machine
+	// (or a slow store) let it expire before its ack. No lock is meant to
+	// expire here, so the lock is long.
+	lock := max(f.LockTimeout(), 5*time.Second)
 	const inst = "test-delayed-vis"
 
 	require.NoError(t, p.EnqueueForWorker(ctx, b2Activity(inst, 1, 1, "Activity1", "first")))

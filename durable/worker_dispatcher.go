@@ -150,6 +150,11 @@ func (r *Runtime) ackActivity(w lockedActivity, res activityResult) {
 	err := r.provider.AckWorkItem(ctx, w.token, completion)
 	switch {
 	case err == nil:
+	case errors.Is(err, cdb.ErrInvalidLockToken):
+		// The lock expired or was taken (a cancellation): the result is
+		// not this worker's to commit, and no failure would be either.
+		r.log.Warn("activity lock lost before its ack; the item is left to its next holder", "activity", w.Name,
+			"instance", w.Instance, "attempt", w.attempt, "error", err)
 	case cdb.IsRetryable(err):
 		r.log.Warn("activity ack failed; abandoning", "activity", w.Name, "instance", w.Instance, "error", err)
 		r.abandonWork(w.token, 100*time.Millisecond, false)

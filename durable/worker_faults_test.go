@@ -27,7 +27,8 @@ type workerFaultProvider struct {
 	renewed       atomic.Int32 // renewals the provider applied
 	refuseResults atomic.Bool  // refuse every ActivityCompleted for good
 	acks          atomic.Int32
-	beforeAck     func() // runs before the first ack reaches the store
+	beforeAck     func()      // runs before the first ack reaches the store
+	lockLostAtAck atomic.Bool // the first ack finds the lock gone
 	ackHookOnce   sync.Once
 }
 
@@ -59,6 +60,10 @@ func (p *workerFaultProvider) AckWorkItem(ctx context.Context, token string, com
 	}
 	if p.beforeAck != nil {
 		p.ackHookOnce.Do(p.beforeAck)
+	}
+	if p.lockLostAtAck.CompareAndSwap(true, false) {
+		_ = p.Provider.AbandonWorkItem(ctx, token, 0, false) // the lock is gone; the item goes back
+		return &cdb.ProviderError{Op: "ack_work_item", Message: "the work item's lock expired", Err: cdb.ErrInvalidLockToken}
 	}
 	return p.Provider.AckWorkItem(ctx, token, completion)
 }
@@ -145,6 +150,23 @@ func (c *stepClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+}
+
+// An ack that finds its lock gone (expired, or taken by a cancellation)
+// is the end of this attempt: the worker neither reads it as a refused
+// result nor tries to commit a failure or a poison failure with a lock it
+// no longer holds. The item's next holder runs it.
+func TestALostLockAtTheAckIsLeftToTheNextHolder(t *testing.T) {
+	p := newWorkerFaultProvider(t, nil)
+	p.lockLostAtAck.Store(true)
+	h := newHarness(t, p)
+	var runs atomic.Int32
+	slowEcho(h, &runs, 0)
+	h.run()
+	h.start("lost-at-ack", "SlowEcho", "kept")
+	assert.Equal(t, "kept", h.completed("lost-at-ack"))
+	assert.Equal(t, int32(2), runs.Load(), "the next holder ran it")
+	assert.Equal(t, int32(2), p.acks.Load(), "one ack per holder: no failure or poison ack with a lost lock")
 }
 
 // Defect 8: after a renewal fails for good the activity is cancelled, but

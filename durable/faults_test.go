@@ -22,6 +22,8 @@ type faultyProvider struct {
 	cdb.Provider
 	failAcks     atomic.Int32 // acks still to fail
 	ackErr       error
+	loseLock     bool // a failed ack releases the lock first, as an expiry would
+	acks         atomic.Int32
 	failFetches  atomic.Int32 // orchestration fetches still to fail
 	ignoreFilter bool         // fetch as if no capability filter were given
 	abandons     atomic.Int32 // successful orchestration abandons
@@ -37,7 +39,11 @@ func newFaultyProvider(t *testing.T) *faultyProvider {
 
 func (p *faultyProvider) AckOrchestrationItem(ctx context.Context, token string, executionID uint64, delta []cdb.Event,
 	workerItems, orchItems []cdb.WorkItem, md cdb.ExecutionMetadata, cancelled []cdb.ScheduledActivityIdentifier) error {
+	p.acks.Add(1)
 	if p.failAcks.Add(-1) >= 0 {
+		if p.loseLock {
+			_ = p.Provider.AbandonOrchestrationItem(ctx, token, 0, false)
+		}
 		return p.ackErr
 	}
 	return p.Provider.AckOrchestrationItem(ctx, token, executionID, delta, workerItems, orchItems, md, cancelled)
@@ -130,6 +136,24 @@ func TestRetryableAckFailuresExhaustedAreRetriedLater(t *testing.T) {
 	assert.Negative(t, p.failAcks.Load(), "every injected failure was hit: one turn's acks ran out")
 	assert.Positive(t, p.abandons.Load(), "the turn whose acks ran out was abandoned")
 	assert.GreaterOrEqual(t, p.maxAttempt.Load(), uint32(2), "its batch came back for another turn")
+}
+
+// An ack that finds the instance lock gone (expired, or taken by another
+// dispatcher) is not a refusal of the turn: the orchestration is not
+// failed, no failure is acked with the lost lock, and the batch's next
+// holder runs the turn again.
+func TestAnAckWithALostLockLeavesTheTurnToTheNextHolder(t *testing.T) {
+	p := newFaultyProvider(t)
+	p.ackErr = &cdb.ProviderError{Op: "ack_orchestration_item", Message: "instance lock expired", Err: cdb.ErrInvalidLockToken}
+	p.loseLock = true
+	p.failAcks.Store(1)
+	h := newHarness(t, p)
+	echoOrchestration(h)
+	h.run()
+	h.start("lost-lock", "Echoes", "hi")
+	assert.Equal(t, "hi", h.completed("lost-lock"))
+	assert.Negative(t, p.failAcks.Load(), "the injected failure was hit")
+	assert.Equal(t, int32(3), p.acks.Load(), "the lost ack, the first turn again, the completion: no failure ack")
 }
 
 // TestPermanentAckFailureFailsOrchestration: a turn the provider refuses

@@ -152,7 +152,8 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 }
 
 // commit acks a turn. A permanent failure fails the orchestration with an
-// infrastructure error instead, as duroxide does.
+// infrastructure error instead, as duroxide does; a lost lock is not such
+// a failure.
 func (r *Runtime) commit(ctx context.Context, item *cdb.OrchestrationItem, token string, t turn) {
 	md := executionMetadata(t.delta)
 	err := r.ackTurn(ctx, token, t, md)
@@ -161,6 +162,11 @@ func (r *Runtime) commit(ctx context.Context, item *cdb.OrchestrationItem, token
 		r.recordExecution(item.Instance, t.executionID)
 	case errors.Is(err, errAckAbandoned):
 		r.log.Warn("turn not committed; the batch will be retried", "instance", item.Instance, "error", err)
+	case errors.Is(err, cdb.ErrInvalidLockToken):
+		// The lock expired or another dispatcher took the instance: the
+		// turn is not refused, only no longer this dispatcher's, and a
+		// failure could not be committed with the lost lock either.
+		r.log.Warn("instance lock lost before the commit; the batch is left to its next holder", "instance", item.Instance, "error", err)
 	case ctx.Err() != nil:
 		r.log.Warn("runtime stopping; turn not committed, abandoning", "instance", item.Instance, "error", err)
 		r.abandonOrchestration(token, 0, true)

@@ -243,9 +243,14 @@ func (h *harness) prune(ctx context.Context, id string) {
 // subscription is in history: an event raised before it is not delivered
 // (duroxide's semantics), which would make the outcome a race.
 func (h *harness) raiseWhenSubscribed(ctx context.Context, id string, s spec) {
+	// An instance slow under load (turns whose locks expire) is not a
+	// stuck one: the raise waits as long as the settle check would for the
+	// instance to finish, so a late subscription still gets its event and
+	// only a real stall shows as stuck.
+	patience := h.env.cfg.ScenarioTimeout + h.env.cfg.SettleTimeout
 	for i := range s.N {
 		name := waiterEvent(i)
-		ok := h.waitHistory(ctx, id, h.env.cfg.ScenarioTimeout, func(history []cdb.Event) bool {
+		ok := h.waitHistory(ctx, id, patience, func(history []cdb.Event) bool {
 			for _, ev := range history {
 				if sub, isSub := ev.Kind.(cdb.ExternalSubscribed); isSub && sub.Name == name {
 					return true

@@ -1,5 +1,7 @@
 package cdb
 
+import "context"
+
 // DisableSessionTokensForTest makes c keep and send no session tokens, as a
 // client blind to Session consistency would; on a FakeAccount with
 // StaleReadsWithoutSessionToken it then reads the lagging replica. Tests of
@@ -29,3 +31,12 @@ func AnnouncementDeferredForTest(p *CosmosProvider, pk string) bool {
 // AfterAckPlannedForTest makes f run in each ack of p between its planning
 // and its commit, while renewals of the lock may run.
 func AfterAckPlannedForTest(p *CosmosProvider, f func()) { p.afterPlanForTest = f }
+
+// RenewProcessLeaseForTest renews p's slot lease now, as its background
+// renewal would at its next interval.
+func RenewProcessLeaseForTest(ctx context.Context, p *CosmosProvider) error {
+	return p.processLeases.renew(ctx)
+}
+
+// DispatchSlotForTest is the dispatch slot of an instance's messages.
+func DispatchSlotForTest(instance string) int { return dispatchSlot(instance) }

@@ -61,6 +61,11 @@ type Config struct {
 	// Leases spreads dispatch slots over concurrent fetches (default: in
 	// memory, this process only).
 	Leases LeaseProvider
+	// ProcessLeases, when set (and Leases is not), shares the dispatch
+	// slots with the other processes on the container through a
+	// membership document, so their fetches query disjoint slots
+	// (processleases.go). Close gives this process's share back.
+	ProcessLeases *ProcessLeaseOptions
 	// SkipBootstrap skips creating the database and container.
 	SkipBootstrap bool
 
@@ -152,7 +157,7 @@ func (c Config) withDefaults() Config {
 	if c.AbandonedDeletionAge <= 0 {
 		c.AbandonedDeletionAge = time.Minute
 	}
-	if c.Leases == nil {
+	if c.Leases == nil && c.ProcessLeases == nil {
 		c.Leases = NewInMemoryLeaseProvider()
 	}
 	if c.Logger == nil {
@@ -188,6 +193,8 @@ type CosmosProvider struct {
 
 	outbox *relay
 
+	processLeases *processLeases // nil unless Config.ProcessLeases
+
 	seq atomic.Int64 // last enqueue sequence handed out
 
 	afterPlanForTest func() // runs between an ack's planning and its commit
@@ -210,6 +217,14 @@ var (
 // the container.
 func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	cfg = cfg.withDefaults()
+	var leaseOpts ProcessLeaseOptions
+	if cfg.Leases == nil {
+		o, err := cfg.ProcessLeases.withDefaults()
+		if err != nil {
+			return nil, err
+		}
+		leaseOpts = o
+	}
 	client := cfg.Client
 	if client == nil {
 		opts := cfg.ClientOptions
@@ -266,6 +281,20 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	}
 	bg, stop := context.WithCancel(context.Background())
 	p.stop = stop
+	if cfg.Leases == nil {
+		leases := newProcessLeases(container, leaseOpts, cfg.Now, cfg.Logger)
+		if err := leases.renew(ctx); err != nil {
+			// Not fatal: until a renewal works the process looks at every
+			// slot, as a lone process would.
+			cfg.Logger.Warn("cdb: could not join the container's slot leases yet", "process", leaseOpts.ProcessID, "error", err)
+		}
+		p.cfg.Leases, p.processLeases = leases, leases
+		p.done.Add(1)
+		go func() {
+			defer p.done.Done()
+			leases.run(bg)
+		}()
+	}
 	p.outbox = newRelay(p)
 	p.done.Add(1)
 	go func() {

@@ -394,7 +394,7 @@ func pollOnce[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, q
 		if !sig.takeChange() && !sig.isOpen(view, p.now()) {
 			return zero, outcomeEmpty, nil
 		}
-		return lookAtAll(ctx, p, sig, view, attempt)
+		return lookAt(ctx, p, sig, view, p.idleScope(queue), attempt)
 	}
 	slots, release := p.cfg.Leases.Acquire(queue)
 	defer release()
@@ -407,13 +407,26 @@ func pollOnce[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, q
 	if !sig.claimPoll(view, p.now(), p.cfg.PollInterval) && !(fresh && slots == nil) {
 		return zero, outcomeEmpty, nil
 	}
-	return lookAtAll(ctx, p, sig, view, attempt)
+	idle := p.idleScope(queue)
+	if idle != nil && fresh && len(idle) == len(slots) {
+		return zero, outcomeEmpty, nil // the fresh look just queried the same share
+	}
+	return lookAt(ctx, p, sig, view, idle, attempt)
 }
 
-// lookAtAll queries every slot and keeps the queue's poll window closed only
-// when it found nothing.
-func lookAtAll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, view string, attempt pollAttempt[T]) (T, pollOutcome, error) {
-	res, outcome, err := attempt(ctx, lookScope{})
+// idleScope is what an idle look at queue queries: every slot, unless
+// process leases narrow it to this process's share.
+func (p *CosmosProvider) idleScope(queue string) []int {
+	if scoper, ok := p.cfg.Leases.(idleScoper); ok {
+		return scoper.idleScope(queue)
+	}
+	return nil
+}
+
+// lookAt queries the slots of an idle look (nil: every slot) and keeps the
+// queue's poll window closed only when it found nothing.
+func lookAt[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, view string, slots []int, attempt pollAttempt[T]) (T, pollOutcome, error) {
+	res, outcome, err := attempt(ctx, lookScope{slots: slots})
 	switch {
 	case err != nil:
 		sig.reopen(view)

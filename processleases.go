@@ -1,0 +1,361 @@
+package cdb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Process leases share the dispatch slots among the processes that run
+// against one container, so that their fetches query disjoint slots instead
+// of racing for the same items (issue 11). Correctness never depends on
+// them (R3): every claim is a conditional write.
+//
+// The choice. Every process holds one entry in a single membership document
+// (its own partition): its id and how long its lease runs. A renewal is one
+// PATCH that sets the process's entry and returns the whole document, so it
+// also tells the process who else is alive; the slots are then divided
+// deterministically among the live members, ordered by id: member r of n
+// owns the slots s with s mod n = r. This is the change feed processor's
+// "lease per unit of work, taken over when it expires" folded into one
+// document: with 256 slots and a handful of processes, per-slot lease
+// documents would cost a request per slot to renew or steal, where one
+// entry per process costs one request per renewal interval whatever the
+// slot count, and no process ever steals from another: a joiner shows up
+// in the document and everyone's next renewal moves their share, a clean
+// leaver removes its entry, and a dead process's entry simply expires.
+// Between two renewals two processes may both think they own a slot, which
+// costs a 412 now and then, never a duplicate.
+//
+// A fetch queries its own share; an idle look queries the whole queue once
+// per renewal interval instead, so work in the slots of a process that died
+// waits at most about a third of a lease before someone looks at it, and
+// its share is redistributed when its entry expires.
+
+// ProcessLeaseOptions turns on slot leases shared with the other processes
+// on the container (Config.ProcessLeases).
+type ProcessLeaseOptions struct {
+	// ProcessID names this process among those sharing the container:
+	// letters, digits, '.', '_' and '-', at most 64 (default: a random id).
+	// Two live processes must not share one.
+	ProcessID string
+	// LeaseDuration is how long a process's share outlives its last
+	// renewal (default 15s, at least 1s); it is renewed every third of it.
+	LeaseDuration time.Duration
+}
+
+const (
+	membershipDocID  = "members"
+	docMembership    = "members"
+	defaultLeaseTime = 15 * time.Second
+	// pruneDeadAfter is how many lease durations a dead entry stays in the
+	// membership document before a renewal removes it.
+	pruneDeadAfter = 10
+	// maxPrunedPerRenewal keeps a renewal's PATCH within Cosmos DB's 10
+	// operations.
+	maxPrunedPerRenewal = 8
+)
+
+var processIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+func (o ProcessLeaseOptions) withDefaults() (ProcessLeaseOptions, error) {
+	if o.ProcessID == "" {
+		o.ProcessID = "p-" + uuid.NewString()
+	}
+	if !processIDPattern.MatchString(o.ProcessID) {
+		return o, fmt.Errorf("cdb: process leases: ProcessID %q: letters, digits, '.', '_' and '-' only, 1 to 64 of them: %w", o.ProcessID, ErrInvalidInput)
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = defaultLeaseTime
+	}
+	if o.LeaseDuration < time.Second {
+		return o, fmt.Errorf("cdb: process leases: LeaseDuration %v is under 1s: %w", o.LeaseDuration, ErrInvalidInput)
+	}
+	return o, nil
+}
+
+// membershipDoc is the membership document: process id → lease.
+type membershipDoc struct {
+	ID      string                 `json:"id"`
+	PK      string                 `json:"pk"`
+	Type    string                 `json:"type"`
+	Members map[string]memberLease `json:"members"`
+}
+
+type memberLease struct {
+	Until int64 `json:"until"` // ms, by the renewing process's clock
+}
+
+// processLeases is the LeaseProvider of a process that shares the container
+// with others.
+type processLeases struct {
+	container *ContainerClient
+	pk        string
+	id        string
+	duration  time.Duration
+	now       func() time.Time
+	log       *slog.Logger
+
+	mu          sync.Mutex
+	live        []string  // live members, ordered by id, as of the last renewal
+	renewedAt   time.Time // zero until the first renewal
+	etag        ETag
+	dead        []string // entries long dead, to prune with the next renewal
+	lanes       map[string][]bool
+	wholeLookAt map[string]time.Time // queue → last idle look at the whole queue
+}
+
+func newProcessLeases(container *ContainerClient, o ProcessLeaseOptions, now func() time.Time, log *slog.Logger) *processLeases {
+	return &processLeases{
+		container: container, pk: instancePartitionKey("lease|" + membershipDocID), id: o.ProcessID,
+		duration: o.LeaseDuration, now: now, log: log,
+		lanes: map[string][]bool{}, wholeLookAt: map[string]time.Time{},
+	}
+}
+
+// run renews the lease every third of its duration until ctx ends, then
+// gives it back.
+func (l *processLeases) run(ctx context.Context) {
+	tick := time.NewTicker(l.duration / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if err := l.leave(leaveCtx); err != nil {
+				l.log.Warn("cdb: could not give the process's slot lease back; it expires by itself", "process", l.id, "error", err)
+			}
+			cancel()
+			return
+		case <-tick.C:
+			if err := l.renew(ctx); err != nil && ctx.Err() == nil {
+				l.log.Warn("cdb: slot lease renewal failed; trying again at the next interval", "process", l.id, "error", err)
+			}
+		}
+	}
+}
+
+// renew sets this process's entry and learns the live members: one PATCH,
+// or a create when the document does not exist yet.
+func (l *processLeases) renew(ctx context.Context) error {
+	const op = "renew process lease"
+	now := l.now()
+	l.mu.Lock()
+	prune, etag := l.dead, l.etag
+	l.mu.Unlock()
+	resp, err := l.patchEntry(ctx, now, prune, etag)
+	if len(prune) > 0 && (IsPreconditionFailed(err) || HasStatus(err, 400)) {
+		resp, err = l.patchEntry(ctx, now, nil, "") // another process pruned first
+	}
+	if IsNotFound(err) {
+		resp, err = l.createDocument(ctx, now)
+		if IsConflict(err) {
+			resp, err = l.patchEntry(ctx, now, nil, "")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("cdb: %s: %w", op, err)
+	}
+	var doc membershipDoc
+	if err := json.Unmarshal(resp.Value, &doc); err != nil {
+		return fmt.Errorf("cdb: %s: decode the membership document: %w", op, err)
+	}
+	l.adopt(doc, resp.ETag, now)
+	return nil
+}
+
+func (l *processLeases) patchEntry(ctx context.Context, now time.Time, prune []string, etag ETag) (ItemResponse, error) {
+	var ops PatchOperations
+	ops.AppendSet("/members/"+l.id, memberLease{Until: now.Add(l.duration).UnixMilli()})
+	opts := &ItemOptions{EnableContentResponseOnWrite: true}
+	if len(prune) > 0 {
+		for _, id := range prune {
+			ops.AppendRemove("/members/" + id)
+		}
+		opts.IfMatch = &etag
+	}
+	return l.container.PatchItem(ctx, NewPartitionKeyString(l.pk), membershipDocID, ops, opts)
+}
+
+func (l *processLeases) createDocument(ctx context.Context, now time.Time) (ItemResponse, error) {
+	body, err := json.Marshal(membershipDoc{ID: membershipDocID, PK: l.pk, Type: docMembership,
+		Members: map[string]memberLease{l.id: {Until: now.Add(l.duration).UnixMilli()}}})
+	if err != nil {
+		return ItemResponse{}, err
+	}
+	return l.container.CreateItem(ctx, NewPartitionKeyString(l.pk), body, &ItemOptions{EnableContentResponseOnWrite: true})
+}
+
+// adopt records the members a renewal returned.
+func (l *processLeases) adopt(doc membershipDoc, etag ETag, now time.Time) {
+	nowMs := now.UnixMilli()
+	var live, dead []string
+	for id, lease := range doc.Members {
+		switch {
+		case lease.Until > nowMs:
+			live = append(live, id)
+		case nowMs-lease.Until > pruneDeadAfter*l.duration.Milliseconds() && processIDPattern.MatchString(id):
+			dead = append(dead, id)
+		}
+	}
+	sort.Strings(live)
+	sort.Strings(dead)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.live, l.renewedAt, l.etag = live, now, etag
+	l.dead = dead[:min(len(dead), maxPrunedPerRenewal)]
+}
+
+// leave removes this process's entry, so the others take its share at
+// their next renewal instead of after its lease expires.
+func (l *processLeases) leave(ctx context.Context) error {
+	var ops PatchOperations
+	ops.AppendRemove("/members/" + l.id)
+	_, err := l.container.PatchItem(ctx, NewPartitionKeyString(l.pk), membershipDocID, ops, nil)
+	if IsNotFound(err) || HasStatus(err, 400) {
+		return nil // no document, or no entry (pruned): nothing to give back
+	}
+	l.mu.Lock()
+	l.renewedAt = time.Time{}
+	l.mu.Unlock()
+	return err
+}
+
+// share is this process's slots, nil meaning all: a lone process, or one
+// whose own lease lapsed (it cannot tell who owns what, so it looks
+// everywhere).
+func (l *processLeases) share() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.shareLocked()
+}
+
+func (l *processLeases) shareLocked() []int {
+	if l.renewedAt.IsZero() || l.now().Sub(l.renewedAt) >= l.duration {
+		return nil
+	}
+	n, rank := len(l.live), sort.SearchStrings(l.live, l.id)
+	if n <= 1 || rank == n || l.live[rank] != l.id {
+		return nil
+	}
+	return laneSlots(rank, n)
+}
+
+// Acquire gives the calling fetch a lane of this process's share: with k
+// fetches of a queue at once, lane i gets every k-th slot of the share.
+func (l *processLeases) Acquire(queue string) ([]int, func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lanes := l.lanes[queue]
+	lane := len(lanes)
+	for i, used := range lanes {
+		if !used {
+			lane = i
+			break
+		}
+	}
+	if lane == len(lanes) {
+		lanes = append(lanes, true)
+	} else {
+		lanes[lane] = true
+	}
+	l.lanes[queue] = lanes
+	active := 0
+	for _, used := range lanes {
+		if used {
+			active++
+		}
+	}
+	release := func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lanes[queue][lane] = false
+	}
+	share := l.shareLocked()
+	if share == nil {
+		share = allSlots()
+	}
+	if active <= 1 {
+		if len(share) == dispatchSlots {
+			return nil, release
+		}
+		return share, release
+	}
+	var mine []int
+	for i, s := range share {
+		if i%active == lane%active {
+			mine = append(mine, s)
+		}
+	}
+	return mine, release
+}
+
+// idleScope is the slots an idle look at queue queries: the process's
+// share, and the whole queue (nil) once per renewal interval (a third of
+// the lease), so work in the slots of a process that died is found before
+// its lease expires, and work in a slot that two processes' views of the
+// members, one renewal apart, both leave to the other is found too. It
+// replaces a look at the share, so it costs no extra request.
+func (l *processLeases) idleScope(queue string) []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	share := l.shareLocked()
+	if share == nil {
+		return nil
+	}
+	now := l.now()
+	if last, ok := l.wholeLookAt[queue]; !ok || now.Sub(last) >= l.duration/3 {
+		l.wholeLookAt[queue] = now
+		return nil
+	}
+	return share
+}
+
+func allSlots() []int {
+	slots := make([]int, dispatchSlots)
+	for i := range slots {
+		slots[i] = i
+	}
+	return slots
+}
+
+// idleScoper is a LeaseProvider that narrows the idle look to this
+// process's share.
+type idleScoper interface {
+	idleScope(queue string) []int
+}
+
+var _ idleScoper = (*processLeases)(nil)
+
+// ProcessLeaseState is what this process knows of the container's slot
+// leases, as of its last renewal.
+type ProcessLeaseState struct {
+	ProcessID string
+	Members   []string  // the live processes, ordered by id
+	Slots     []int     // this process's share; nil: every slot
+	RenewedAt time.Time // zero before the first renewal that worked
+}
+
+// ErrNoProcessLeases is what ProcessLeases reports on a provider configured
+// without Config.ProcessLeases.
+var ErrNoProcessLeases = errors.New("cdb: process leases are not enabled (Config.ProcessLeases)")
+
+// ProcessLeases reports this process's view of the slot leases it shares
+// with the other processes on the container.
+func (p *CosmosProvider) ProcessLeases() (ProcessLeaseState, error) {
+	l := p.processLeases
+	if l == nil {
+		return ProcessLeaseState{}, ErrNoProcessLeases
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return ProcessLeaseState{ProcessID: l.id, Members: append([]string(nil), l.live...), Slots: l.shareLocked(), RenewedAt: l.renewedAt}, nil
+}

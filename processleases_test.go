@@ -1,0 +1,206 @@
+package cdb_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// Issue 11: dispatch slots shared among processes through the membership
+// document. The background renewals run every 20 s of real time with these
+// leases, so within a test only the explicit renewals count, and the
+// clock decides expiry.
+
+const testLeaseDuration = time.Minute
+
+func newLeasedProvider(t *testing.T, acct *cdb.FakeAccount, clock *testClock, id string) *cdb.CosmosProvider {
+	t.Helper()
+	return newRulesProvider(t, acct, cdb.Config{Now: clock.Now, PollInterval: 50 * time.Millisecond, ReconcileInterval: time.Hour,
+		ProcessLeases: &cdb.ProcessLeaseOptions{ProcessID: id, LeaseDuration: testLeaseDuration}})
+}
+
+func renewAll(ctx context.Context, t *testing.T, ps ...*cdb.CosmosProvider) {
+	t.Helper()
+	for _, p := range ps {
+		require.NoError(t, cdb.RenewProcessLeaseForTest(ctx, p))
+	}
+}
+
+// requireFairShares checks that the processes' shares are disjoint, cover
+// every slot, and differ in size by at most one.
+func requireFairShares(t *testing.T, ps ...*cdb.CosmosProvider) {
+	t.Helper()
+	owner := map[int]string{}
+	sizes := []int{}
+	for _, p := range ps {
+		st, err := p.ProcessLeases()
+		require.NoError(t, err)
+		require.Len(t, st.Members, len(ps), "%s sees every live process", st.ProcessID)
+		slots := st.Slots
+		if len(ps) == 1 {
+			require.Nil(t, slots, "a lone process owns every slot")
+			return
+		}
+		for _, s := range slots {
+			require.NotContains(t, owner, s, "slot %d has two owners", s)
+			owner[s] = st.ProcessID
+		}
+		sizes = append(sizes, len(slots))
+	}
+	assert.Len(t, owner, 256, "every slot has an owner")
+	assert.LessOrEqual(t, slices.Max(sizes)-slices.Min(sizes), 1, "shares differ by at most one slot: %v", sizes)
+}
+
+func TestProcessLeasesShareTheSlotsFairlyAcrossJoinsAndLeaves(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	a := newLeasedProvider(t, acct, clock, "a")
+	renewAll(ctx, t, a)
+	requireFairShares(t, a)
+
+	b := newLeasedProvider(t, acct, clock, "b")
+	c := newLeasedProvider(t, acct, clock, "c")
+	renewAll(ctx, t, a, b, c)
+	requireFairShares(t, a, b, c)
+
+	require.NoError(t, c.Close()) // a clean leave gives the share back at once
+	renewAll(ctx, t, a, b)
+	requireFairShares(t, a, b)
+}
+
+func TestAProcessThatStopsRenewingIsTakenOverAfterItsLeaseExpires(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	a := newLeasedProvider(t, acct, clock, "a")
+	b := newLeasedProvider(t, acct, clock, "b") // b renews no more: it died
+	renewAll(ctx, t, a)
+	requireFairShares(t, a, b)
+
+	clock.Advance(testLeaseDuration / 2)
+	renewAll(ctx, t, a)
+	st, err := a.ProcessLeases()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b"}, st.Members, "b's lease still runs")
+
+	clock.Advance(testLeaseDuration / 2)
+	renewAll(ctx, t, a)
+	st, err = a.ProcessLeases()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, st.Members, "b's lease expired")
+	assert.Nil(t, st.Slots, "a owns every slot")
+}
+
+func TestAProcessLeaseRenewalIsOneRequest(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	a := newLeasedProvider(t, acct, clock, "a")
+	newLeasedProvider(t, acct, clock, "b")
+	before := acct.Counts().Requests
+	for range 5 {
+		clock.Advance(testLeaseDuration / 3)
+		renewAll(ctx, t, a)
+	}
+	assert.Equal(t, int64(5), acct.Counts().Requests-before, "one PATCH per renewal, which also reads the members")
+}
+
+// A fetch looks at its own share, and at the whole queue once per renewal
+// interval (a third of the lease): work in the slots of a process that
+// died is found before its lease expires.
+func TestAFetchFindsWorkInTheSlotsOfAProcessThatDied(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	a := newLeasedProvider(t, acct, clock, "a")
+	newLeasedProvider(t, acct, clock, "b") // dies at once
+	renewAll(ctx, t, a)
+	st, err := a.ProcessLeases()
+	require.NoError(t, err)
+	require.Len(t, st.Members, 2)
+
+	item, _, _, err := a.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, item, "the first idle look is at the whole queue, and finds nothing")
+
+	orphan := instanceInSlotOutside(t, st.Slots)
+	writer := newRulesProvider(t, acct, cdb.Config{Now: clock.Now, ReconcileInterval: time.Hour}) // a third process
+	require.NoError(t, writer.EnqueueForOrchestrator(ctx, cdb.StartOrchestration{Instance: orphan, Orchestration: "TestOrch", Input: "{}", Version: ptrTo("1.0.0"), ExecutionID: 1}, 0))
+
+	clock.Advance(time.Second) // past the poll interval: a's next idle look is at its share
+	item, _, _, err = a.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	assert.Nil(t, item, "the item is in b's share, which a's idle look leaves to b")
+
+	clock.Advance(testLeaseDuration / 2) // b's lease runs on; a whole look is due
+	renewAll(ctx, t, a)
+	item, token, _, err := a.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "the look at the whole queue finds the work b left")
+	assert.Equal(t, orphan, item.Instance)
+	require.NoError(t, a.AbandonOrchestrationItem(ctx, token, 0, true))
+}
+
+// instanceInSlotOutside names an instance whose slot is not in share.
+func instanceInSlotOutside(t *testing.T, share []int) string {
+	t.Helper()
+	for i := range 10000 {
+		id := "orphan-" + string(rune('a'+i%26)) + time.Duration(i).String()
+		if !slices.Contains(share, cdb.DispatchSlotForTest(id)) {
+			return id
+		}
+	}
+	t.Fatal("no instance outside the share")
+	return ""
+}
+
+func TestProcessLeaseOptionsAreChecked(t *testing.T) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	for _, o := range []cdb.ProcessLeaseOptions{
+		{ProcessID: "has space"},
+		{ProcessID: "slash/in/it"},
+		{ProcessID: "ok", LeaseDuration: 10 * time.Millisecond},
+	} {
+		_, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client(), ProcessLeases: &o})
+		assert.ErrorIs(t, err, cdb.ErrInvalidInput, "%+v", o)
+	}
+	p := newRulesProvider(t, acct, cdb.Config{})
+	_, err := p.ProcessLeases()
+	assert.ErrorIs(t, err, cdb.ErrNoProcessLeases)
+}
+
+// The membership document does not grow with every process that ever ran:
+// an entry dead for ten lease durations is removed by a live process's
+// renewal.
+func TestLongDeadProcessesArePrunedFromTheMembership(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	a := newLeasedProvider(t, acct, clock, "a")
+	newLeasedProvider(t, acct, clock, "b") // dies at once
+	members := func() map[string]any {
+		resp, err := a.Container().ReadItem(ctx, cdb.NewPartitionKeyString("lease|members"), "members", nil)
+		require.NoError(t, err)
+		var doc struct {
+			Members map[string]any `json:"members"`
+		}
+		require.NoError(t, json.Unmarshal(resp.Value, &doc))
+		return doc.Members
+	}
+	clock.Advance(5 * testLeaseDuration)
+	renewAll(ctx, t, a, a)
+	assert.Contains(t, members(), "b", "a dead entry is kept a while")
+
+	clock.Advance(7 * testLeaseDuration)
+	renewAll(ctx, t, a, a) // the first renewal learns b is long dead, the second removes it
+	assert.NotContains(t, members(), "b")
+	assert.Contains(t, members(), "a")
+}

@@ -10,8 +10,10 @@ import "sync"
 // several processes the same way.
 type LeaseProvider interface {
 	// Acquire returns the slots the calling fetch should query, nil meaning
-	// all of them, and a release function to call when the fetch ends.
-	Acquire(queue string) (slots []int, release func())
+	// all of them, and a release function to call when the fetch ends. key
+	// names the queue and the fetch's filters ("worker/nosession/default",
+	// say): fetches with the same key share the slots.
+	Acquire(key string) (slots []int, release func())
 }
 
 // InMemoryLeaseProvider shares the slots among the fetches of this process

@@ -176,7 +176,7 @@ func (p *CosmosProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout
 	if filter != nil && len(filter.SupportedDuroxideVersions) == 0 {
 		return nil, "", 0, nil // a dispatcher that supports nothing gets nothing
 	}
-	res, found, err := poll(ctx, p, p.orchSignal, queueOrchestrator, filterKey(filter), pollTimeout,
+	res, found, err := poll(ctx, p, p.orchSignal, queueOrchestrator+"/"+filterKey(filter), filterKey(filter), pollTimeout,
 		func(ctx context.Context, scope lookScope) (fetchedOrchestration, pollOutcome, error) {
 			return p.tryFetchOrchestration(ctx, scope, lockTimeout, filter)
 		})

@@ -20,26 +20,27 @@ import (
 // them (R3): every claim is a conditional write.
 //
 // The choice. Every process holds one entry in a single membership document
-// (its own partition): its id and how long its lease runs. A renewal is one
+// (its own partition): its id, how long its lease runs, and the lease keys
+// its fetches used lately (the queue and the fetch's filters, say
+// "orchestrator/*" or "worker/nosession/DefaultOnly"). A renewal is one
 // PATCH that sets the process's entry and returns the whole document, so it
-// also tells the process who else is alive; the slots are then divided
-// deterministically among the live members, ordered by id: member r of n
-// owns the slots s with s mod n = r. This is the change feed processor's
-// "lease per unit of work, taken over when it expires" folded into one
-// document: with 256 slots and a handful of processes, per-slot lease
-// documents would cost a request per slot to renew or steal, where one
-// entry per process costs one request per renewal interval whatever the
-// slot count, and no process ever steals from another: a joiner shows up
-// in the document and everyone's next renewal moves their share, a clean
-// leaver removes its entry, and a dead process's entry simply expires.
-// Between two renewals two processes may both think they own a slot, which
-// costs a 412 now and then, never a duplicate.
+// also tells the process who else is alive; the slots of each key are then
+// divided deterministically among that key's live members, ordered by id:
+// member r of n owns the slots s with s mod n = r. Keys keep a process that
+// only runs activities (or fetches with a tag filter) from owning a share
+// of slots it never queries.
 //
-// A fetch queries its own share; an idle look queries the whole queue once
-// per renewal interval instead, so work in the slots of a process that died
-// waits at most about a third of a lease before someone looks at it, and
-// its share is redistributed when its entry expires.
-
+// This is the change feed processor's "lease per unit of work, taken over
+// when it expires" folded into one document: with 256 slots and a handful
+// of processes, per-slot lease documents would cost a request per slot to
+// renew or steal, where one entry per process costs one request per
+// renewal interval whatever the slot count, and no process ever steals
+// from another: a joiner shows up in the document and everyone's next
+// renewal moves their share, a clean leaver removes its entry, and a dead
+// process's entry simply expires. Between two renewals two processes may
+// both think they own a slot, which costs a 412 now and then, never a
+// duplicate; or neither may, which the whole-queue looks below cover.
+//
 // ProcessLeaseOptions turns on slot leases shared with the other processes
 // on the container (Config.ProcessLeases).
 type ProcessLeaseOptions struct {
@@ -91,7 +92,8 @@ type membershipDoc struct {
 }
 
 type memberLease struct {
-	Until int64 `json:"until"` // ms, by the renewing process's clock
+	Until int64    `json:"until"`          // ms, by the renewing process's clock
+	Keys  []string `json:"keys,omitempty"` // the lease keys its fetches used lately
 }
 
 // processLeases is the LeaseProvider of a process that shares the container
@@ -105,18 +107,21 @@ type processLeases struct {
 	log       *slog.Logger
 
 	mu          sync.Mutex
-	live        []string  // live members, ordered by id, as of the last renewal
-	renewedAt   time.Time // zero until the first renewal
+	live        []string            // live members, ordered by id, as of the last renewal
+	liveByKey   map[string][]string // lease key → its live members, ordered by id
+	renewedAt   time.Time           // zero until the first renewal
 	etag        ETag
-	dead        []string // entries long dead, to prune with the next renewal
+	dead        []string             // entries long dead, to prune with the next renewal
+	used        map[string]time.Time // lease key → when a fetch of this process last used it
 	lanes       map[string][]bool
-	wholeLookAt map[string]time.Time // queue → last idle look at the whole queue
+	wholeLookAt map[string]time.Time // lease key → last idle look at the whole queue
 }
 
 func newProcessLeases(container *ContainerClient, o ProcessLeaseOptions, now func() time.Time, log *slog.Logger) *processLeases {
 	return &processLeases{
 		container: container, pk: instancePartitionKey("lease|" + membershipDocID), id: o.ProcessID,
 		duration: o.LeaseDuration, now: now, log: log,
+		liveByKey: map[string][]string{}, used: map[string]time.Time{},
 		lanes: map[string][]bool{}, wholeLookAt: map[string]time.Time{},
 	}
 }
@@ -174,7 +179,7 @@ func (l *processLeases) renew(ctx context.Context) error {
 
 func (l *processLeases) patchEntry(ctx context.Context, now time.Time, prune []string, etag ETag) (ItemResponse, error) {
 	var ops PatchOperations
-	ops.AppendSet("/members/"+l.id, memberLease{Until: now.Add(l.duration).UnixMilli()})
+	ops.AppendSet("/members/"+l.id, memberLease{Until: now.Add(l.duration).UnixMilli(), Keys: l.activeKeys(now)})
 	opts := &ItemOptions{EnableContentResponseOnWrite: true}
 	if len(prune) > 0 {
 		for _, id := range prune {
@@ -187,7 +192,7 @@ func (l *processLeases) patchEntry(ctx context.Context, now time.Time, prune []s
 
 func (l *processLeases) createDocument(ctx context.Context, now time.Time) (ItemResponse, error) {
 	body, err := json.Marshal(membershipDoc{ID: membershipDocID, PK: l.pk, Type: docMembership,
-		Members: map[string]memberLease{l.id: {Until: now.Add(l.duration).UnixMilli()}}})
+		Members: map[string]memberLease{l.id: {Until: now.Add(l.duration).UnixMilli(), Keys: l.activeKeys(now)}}})
 	if err != nil {
 		return ItemResponse{}, err
 	}
@@ -198,19 +203,26 @@ func (l *processLeases) createDocument(ctx context.Context, now time.Time) (Item
 func (l *processLeases) adopt(doc membershipDoc, etag ETag, now time.Time) {
 	nowMs := now.UnixMilli()
 	var live, dead []string
+	byKey := map[string][]string{}
 	for id, lease := range doc.Members {
 		switch {
 		case lease.Until > nowMs:
 			live = append(live, id)
+			for _, key := range lease.Keys {
+				byKey[key] = append(byKey[key], id)
+			}
 		case nowMs-lease.Until > pruneDeadAfter*l.duration.Milliseconds() && processIDPattern.MatchString(id):
 			dead = append(dead, id)
 		}
 	}
 	sort.Strings(live)
 	sort.Strings(dead)
+	for _, ids := range byKey {
+		sort.Strings(ids)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.live, l.renewedAt, l.etag = live, now, etag
+	l.live, l.liveByKey, l.renewedAt, l.etag = live, byKey, now, etag
 	l.dead = dead[:min(len(dead), maxPrunedPerRenewal)]
 }
 
@@ -229,21 +241,34 @@ func (l *processLeases) leave(ctx context.Context) error {
 	return err
 }
 
-// share is this process's slots, nil meaning all: a lone process, or one
-// whose own lease lapsed (it cannot tell who owns what, so it looks
-// everywhere).
-func (l *processLeases) share() []int {
+// activeKeys are the lease keys this process's fetches used within a
+// lease duration: the ones whose slots it takes a share of.
+func (l *processLeases) activeKeys(now time.Time) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.shareLocked()
+	var keys []string
+	for key, at := range l.used {
+		if now.Sub(at) < l.duration {
+			keys = append(keys, key)
+		} else {
+			delete(l.used, key)
+		}
+	}
+	sort.Strings(keys)
+	return keys
 }
 
-func (l *processLeases) shareLocked() []int {
+// shareLocked is this process's slots for a lease key, nil meaning all: it
+// is the key's only live member, or not yet (or no longer) a member, or
+// its own lease lapsed (it cannot tell who owns what, so it looks
+// everywhere).
+func (l *processLeases) shareLocked(key string) []int {
 	if l.renewedAt.IsZero() || l.now().Sub(l.renewedAt) >= l.duration {
 		return nil
 	}
-	n, rank := len(l.live), sort.SearchStrings(l.live, l.id)
-	if n <= 1 || rank == n || l.live[rank] != l.id {
+	members := l.liveByKey[key]
+	n, rank := len(members), sort.SearchStrings(members, l.id)
+	if n <= 1 || rank == n || members[rank] != l.id {
 		return nil
 	}
 	return laneSlots(rank, n)
@@ -251,10 +276,11 @@ func (l *processLeases) shareLocked() []int {
 
 // Acquire gives the calling fetch a lane of this process's share: with k
 // fetches of a queue at once, lane i gets every k-th slot of the share.
-func (l *processLeases) Acquire(queue string) ([]int, func()) {
+func (l *processLeases) Acquire(key string) ([]int, func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	lanes := l.lanes[queue]
+	l.used[key] = l.now()
+	lanes := l.lanes[key]
 	lane := len(lanes)
 	for i, used := range lanes {
 		if !used {
@@ -267,7 +293,7 @@ func (l *processLeases) Acquire(queue string) ([]int, func()) {
 	} else {
 		lanes[lane] = true
 	}
-	l.lanes[queue] = lanes
+	l.lanes[key] = lanes
 	active := 0
 	for _, used := range lanes {
 		if used {
@@ -277,9 +303,9 @@ func (l *processLeases) Acquire(queue string) ([]int, func()) {
 	release := func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		l.lanes[queue][lane] = false
+		l.lanes[key][lane] = false
 	}
-	share := l.shareLocked()
+	share := l.shareLocked(key)
 	if share == nil {
 		share = allSlots()
 	}
@@ -304,16 +330,17 @@ func (l *processLeases) Acquire(queue string) ([]int, func()) {
 // its lease expires, and work in a slot that two processes' views of the
 // members, one renewal apart, both leave to the other is found too. It
 // replaces a look at the share, so it costs no extra request.
-func (l *processLeases) idleScope(queue string) []int {
+func (l *processLeases) idleScope(key string) []int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	share := l.shareLocked()
+	now := l.now()
+	l.used[key] = now
+	share := l.shareLocked(key)
 	if share == nil {
 		return nil
 	}
-	now := l.now()
-	if last, ok := l.wholeLookAt[queue]; !ok || now.Sub(last) >= l.duration/3 {
-		l.wholeLookAt[queue] = now
+	if last, ok := l.wholeLookAt[key]; !ok || now.Sub(last) >= l.duration/3 {
+		l.wholeLookAt[key] = now
 		return nil
 	}
 	return share
@@ -330,7 +357,7 @@ func allSlots() []int {
 // idleScoper is a LeaseProvider that narrows the idle look to this
 // process's share.
 type idleScoper interface {
-	idleScope(queue string) []int
+	idleScope(key string) []int
 }
 
 var _ idleScoper = (*processLeases)(nil)
@@ -339,8 +366,11 @@ var _ idleScoper = (*processLeases)(nil)
 // leases, as of its last renewal.
 type ProcessLeaseState struct {
 	ProcessID string
-	Members   []string  // the live processes, ordered by id
-	Slots     []int     // this process's share; nil: every slot
+	Members   []string // the live processes, ordered by id
+	// Shares are this process's slots per lease key (the queue and the
+	// fetch's filters, e.g. "worker/nosession/default"), for the keys its
+	// fetches used; nil: every slot.
+	Shares    map[string][]int
 	RenewedAt time.Time // zero before the first renewal that worked
 }
 
@@ -357,5 +387,9 @@ func (p *CosmosProvider) ProcessLeases() (ProcessLeaseState, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return ProcessLeaseState{ProcessID: l.id, Members: append([]string(nil), l.live...), Slots: l.shareLocked(), RenewedAt: l.renewedAt}, nil
+	shares := map[string][]int{}
+	for key := range l.used {
+		shares[key] = l.shareLocked(key)
+	}
+	return ProcessLeaseState{ProcessID: l.id, Members: append([]string(nil), l.live...), Shares: shares, RenewedAt: l.renewedAt}, nil
 }

@@ -26,6 +26,19 @@ func newLeasedProvider(t *testing.T, acct *cdb.FakeAccount, clock *testClock, id
 		ProcessLeases: &cdb.ProcessLeaseOptions{ProcessID: id, LeaseDuration: testLeaseDuration}})
 }
 
+// orchestratorKey is the lease key of orchestration fetches without a
+// capability filter.
+const orchestratorKey = "orchestrator/*"
+
+// fetchOrchestration takes one look at the orchestrator queue, which makes
+// p a member of its lease key at the next renewal.
+func fetchOrchestration(ctx context.Context, t *testing.T, p *cdb.CosmosProvider) *cdb.OrchestrationItem {
+	t.Helper()
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	return item
+}
+
 func renewAll(ctx context.Context, t *testing.T, ps ...*cdb.CosmosProvider) {
 	t.Helper()
 	for _, p := range ps {
@@ -33,17 +46,17 @@ func renewAll(ctx context.Context, t *testing.T, ps ...*cdb.CosmosProvider) {
 	}
 }
 
-// requireFairShares checks that the processes' shares are disjoint, cover
-// every slot, and differ in size by at most one.
-func requireFairShares(t *testing.T, ps ...*cdb.CosmosProvider) {
+// requireFairShares checks that the processes' shares of key are
+// disjoint, cover every slot, and differ in size by at most one.
+func requireFairShares(t *testing.T, key string, ps ...*cdb.CosmosProvider) {
 	t.Helper()
 	owner := map[int]string{}
 	sizes := []int{}
 	for _, p := range ps {
 		st, err := p.ProcessLeases()
 		require.NoError(t, err)
-		require.Len(t, st.Members, len(ps), "%s sees every live process", st.ProcessID)
-		slots := st.Slots
+		require.Contains(t, st.Shares, key, "%s fetched with %s", st.ProcessID, key)
+		slots := st.Shares[key]
 		if len(ps) == 1 {
 			require.Nil(t, slots, "a lone process owns every slot")
 			return
@@ -63,17 +76,20 @@ func TestProcessLeasesShareTheSlotsFairlyAcrossJoinsAndLeaves(t *testing.T) {
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	clock := newTestClock()
 	a := newLeasedProvider(t, acct, clock, "a")
+	fetchOrchestration(ctx, t, a)
 	renewAll(ctx, t, a)
-	requireFairShares(t, a)
+	requireFairShares(t, orchestratorKey, a)
 
 	b := newLeasedProvider(t, acct, clock, "b")
 	c := newLeasedProvider(t, acct, clock, "c")
-	renewAll(ctx, t, a, b, c)
-	requireFairShares(t, a, b, c)
+	fetchOrchestration(ctx, t, b)
+	fetchOrchestration(ctx, t, c)
+	renewAll(ctx, t, a, b, c, a, b) // a second round: each saw the others' keys
+	requireFairShares(t, orchestratorKey, a, b, c)
 
 	require.NoError(t, c.Close()) // a clean leave gives the share back at once
 	renewAll(ctx, t, a, b)
-	requireFairShares(t, a, b)
+	requireFairShares(t, orchestratorKey, a, b)
 }
 
 func TestAProcessThatStopsRenewingIsTakenOverAfterItsLeaseExpires(t *testing.T) {
@@ -81,9 +97,11 @@ func TestAProcessThatStopsRenewingIsTakenOverAfterItsLeaseExpires(t *testing.T) 
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	clock := newTestClock()
 	a := newLeasedProvider(t, acct, clock, "a")
-	b := newLeasedProvider(t, acct, clock, "b") // b renews no more: it died
-	renewAll(ctx, t, a)
-	requireFairShares(t, a, b)
+	b := newLeasedProvider(t, acct, clock, "b")
+	fetchOrchestration(ctx, t, a)
+	fetchOrchestration(ctx, t, b)
+	renewAll(ctx, t, a, b, a) // then b renews no more: it died
+	requireFairShares(t, orchestratorKey, a, b)
 
 	clock.Advance(testLeaseDuration / 2)
 	renewAll(ctx, t, a)
@@ -96,7 +114,7 @@ func TestAProcessThatStopsRenewingIsTakenOverAfterItsLeaseExpires(t *testing.T) 
 	st, err = a.ProcessLeases()
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a"}, st.Members, "b's lease expired")
-	assert.Nil(t, st.Slots, "a owns every slot")
+	assert.Nil(t, st.Shares[orchestratorKey], "a owns every slot")
 }
 
 func TestAProcessLeaseRenewalIsOneRequest(t *testing.T) {
@@ -121,24 +139,24 @@ func TestAFetchFindsWorkInTheSlotsOfAProcessThatDied(t *testing.T) {
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	clock := newTestClock()
 	a := newLeasedProvider(t, acct, clock, "a")
-	newLeasedProvider(t, acct, clock, "b") // dies at once
+	b := newLeasedProvider(t, acct, clock, "b")
+	require.Nil(t, fetchOrchestration(ctx, t, b))
+	renewAll(ctx, t, b) // and dies
+	require.Nil(t, fetchOrchestration(ctx, t, a))
 	renewAll(ctx, t, a)
 	st, err := a.ProcessLeases()
 	require.NoError(t, err)
 	require.Len(t, st.Members, 2)
+	require.NotNil(t, st.Shares[orchestratorKey])
+	clock.Advance(time.Second)
+	require.Nil(t, fetchOrchestration(ctx, t, a), "a's first idle look as a member is at the whole queue, and finds nothing")
 
-	item, _, _, err := a.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	require.Nil(t, item, "the first idle look is at the whole queue, and finds nothing")
-
-	orphan := instanceInSlotOutside(t, st.Slots)
+	orphan := instanceInSlotOutside(t, st.Shares[orchestratorKey])
 	writer := newRulesProvider(t, acct, cdb.Config{Now: clock.Now, ReconcileInterval: time.Hour}) // a third process
 	require.NoError(t, writer.EnqueueForOrchestrator(ctx, cdb.StartOrchestration{Instance: orphan, Orchestration: "TestOrch", Input: "{}", Version: ptrTo("1.0.0"), ExecutionID: 1}, 0))
 
 	clock.Advance(time.Second) // past the poll interval: a's next idle look is at its share
-	item, _, _, err = a.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	assert.Nil(t, item, "the item is in b's share, which a's idle look leaves to b")
+	assert.Nil(t, fetchOrchestration(ctx, t, a), "the item is in b's share, which a's idle look leaves to b")
 
 	clock.Advance(testLeaseDuration / 2) // b's lease runs on; a whole look is due
 	renewAll(ctx, t, a)
@@ -175,6 +193,27 @@ func TestProcessLeaseOptionsAreChecked(t *testing.T) {
 	p := newRulesProvider(t, acct, cdb.Config{})
 	_, err := p.ProcessLeases()
 	assert.ErrorIs(t, err, cdb.ErrNoProcessLeases)
+}
+
+// Shares are per lease key: a process that only runs activities (or
+// fetches with other filters) takes no share of the orchestrator queue's
+// slots, which would otherwise wait for the others' whole-queue looks.
+func TestAProcessTakesASharePerQueueItFetches(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	a := newLeasedProvider(t, acct, clock, "a")
+	workerOnly := newLeasedProvider(t, acct, clock, "w")
+	fetchOrchestration(ctx, t, a)
+	for _, p := range []*cdb.CosmosProvider{a, workerOnly} {
+		_, _, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+		require.NoError(t, err)
+	}
+	renewAll(ctx, t, a, workerOnly, a)
+	requireFairShares(t, "worker/nosession/DefaultOnly", a, workerOnly)
+	st, err := a.ProcessLeases()
+	require.NoError(t, err)
+	assert.Nil(t, st.Shares[orchestratorKey], "a is the orchestrator queue's only member")
 }
 
 // The membership document does not grow with every process that ever ran:

@@ -385,16 +385,25 @@ func TestR5RequestBudget(t *testing.T) {
 // The runtime gives each worker dispatcher its own session owner, so the
 // worker fetches are checked both without a session config and with one
 // owner per dispatcher: an idle queue is idle whoever asks.
+//
+// With process leases (a membership renewed every 20 s here, so not within
+// the test), the idle look alternates between the process's share and the
+// whole queue: still one query per queue per interval.
 func TestR5IdleProcessPollsOncePerIntervalPerQueue(t *testing.T) {
-	for _, withSessions := range []bool{false, true} {
-		t.Run(fmt.Sprintf("sessions=%v", withSessions), func(t *testing.T) {
+	for _, c := range []struct{ withSessions, leases bool }{{false, false}, {true, false}, {true, true}} {
+		withSessions := c.withSessions
+		t.Run(fmt.Sprintf("sessions=%v,processLeases=%v", withSessions, c.leases), func(t *testing.T) {
 			session := func(int) *cdb.SessionFetchConfig { return nil }
 			if withSessions {
 				session = func(i int) *cdb.SessionFetchConfig {
 					return &cdb.SessionFetchConfig{OwnerID: fmt.Sprintf("worker-%d", i), LockTimeout: time.Minute}
 				}
 			}
-			requests, intervals := idleRequests(t, 16, session)
+			var leases *cdb.ProcessLeaseOptions
+			if c.leases {
+				leases = &cdb.ProcessLeaseOptions{LeaseDuration: time.Minute}
+			}
+			requests, intervals := idleRequests(t, 16, session, leases)
 			t.Logf("16 dispatchers per queue, idle for %d poll intervals: %d requests", intervals, requests)
 			assert.Positive(t, requests, "an idle process still polls")
 			assert.LessOrEqual(t, requests, int64(2*(intervals+1)), "at most one query per queue per poll interval, whatever the dispatcher count")
@@ -404,12 +413,29 @@ func TestR5IdleProcessPollsOncePerIntervalPerQueue(t *testing.T) {
 
 // idleRequests runs dispatchers fetches per queue on an empty store for
 // ten poll intervals of a test clock and counts the requests they make.
-func idleRequests(t *testing.T, dispatchers int, session func(int) *cdb.SessionFetchConfig) (requests int64, intervals int) {
+func idleRequests(t *testing.T, dispatchers int, session func(int) *cdb.SessionFetchConfig, leases *cdb.ProcessLeaseOptions) (requests int64, intervals int) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	clock := newTestClock()
 	const interval = 20 * time.Millisecond
-	p := newRulesProvider(t, acct, cdb.Config{PollInterval: interval, ReconcileInterval: time.Hour, Now: clock.Now})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: interval, ReconcileInterval: time.Hour, Now: clock.Now, ProcessLeases: leases})
+	if leases != nil {
+		// Another live process fetching the same queues, so this one's
+		// idle looks use its share.
+		other := newRulesProvider(t, acct, cdb.Config{Now: clock.Now, ReconcileInterval: time.Hour, ProcessLeases: leases})
+		for _, q := range []*cdb.CosmosProvider{p, other} {
+			_, _, _, err := q.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+			require.NoError(t, err)
+			_, _, _, err = q.FetchWorkItem(ctx, time.Minute, 0, session(0), cdb.DefaultOnlyFilter())
+			require.NoError(t, err)
+		}
+		for _, q := range []*cdb.CosmosProvider{p, other, p} {
+			require.NoError(t, cdb.RenewProcessLeaseForTest(ctx, q))
+		}
+		st, err := p.ProcessLeases()
+		require.NoError(t, err)
+		require.Len(t, st.Shares["orchestrator/*"], 128, "the process's idle looks are at its share")
+	}
 	_, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err) // warm the partition key range cache
 	_, _, _, err = p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())

@@ -312,7 +312,11 @@ type pollAttempt[T any] func(ctx context.Context, scope lookScope) (T, pollOutco
 // partition, and wakes one waiting fetch per item, which looks in that
 // partition alone; an idle queue is queried about once per PollInterval in
 // all (R5), by whichever fetch claims the poll.
-func poll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, queue, view string, pollTimeout time.Duration, attempt pollAttempt[T]) (T, bool, error) {
+//
+// leaseKey names the slots' lanes and shares (LeaseProvider): the queue and
+// the filters of the fetch, whatever its session owner, since processes
+// (and fetches) with other filters take other items from the same slots.
+func poll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, leaseKey, view string, pollTimeout time.Duration, attempt pollAttempt[T]) (T, bool, error) {
 	var zero T
 	deadline := p.now().Add(pollTimeout)
 	// A fetch is fresh (looks at its own slots) only when the queue changed
@@ -335,7 +339,7 @@ func poll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, queue
 			}
 		}
 		changed, gen := sig.state()
-		res, outcome, err := pollOnce(ctx, p, sig, queue, view, gen != seen, attempt)
+		res, outcome, err := pollOnce(ctx, p, sig, leaseKey, view, gen != seen, attempt)
 		if err != nil {
 			return zero, false, err
 		}
@@ -388,15 +392,15 @@ func poll[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, queue
 // queue unless a recent query found it empty and nothing changed since.
 // Only a query that finds no candidates at all closes the queue for a poll
 // interval, so contention never reads as emptiness.
-func pollOnce[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, queue, view string, fresh bool, attempt pollAttempt[T]) (T, pollOutcome, error) {
+func pollOnce[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, leaseKey, view string, fresh bool, attempt pollAttempt[T]) (T, pollOutcome, error) {
 	var zero T
 	if p.cfg.ShortPolling {
 		if !sig.takeChange() && !sig.isOpen(view, p.now()) {
 			return zero, outcomeEmpty, nil
 		}
-		return lookAt(ctx, p, sig, view, p.idleScope(queue), attempt)
+		return lookAt(ctx, p, sig, view, p.idleScope(leaseKey), attempt)
 	}
-	slots, release := p.cfg.Leases.Acquire(queue)
+	slots, release := p.cfg.Leases.Acquire(leaseKey)
 	defer release()
 	if slots != nil && fresh {
 		res, outcome, err := attempt(ctx, lookScope{slots: slots})
@@ -407,18 +411,18 @@ func pollOnce[T any](ctx context.Context, p *CosmosProvider, sig *queueSignal, q
 	if !sig.claimPoll(view, p.now(), p.cfg.PollInterval) && !(fresh && slots == nil) {
 		return zero, outcomeEmpty, nil
 	}
-	idle := p.idleScope(queue)
+	idle := p.idleScope(leaseKey)
 	if idle != nil && fresh && len(idle) == len(slots) {
 		return zero, outcomeEmpty, nil // the fresh look just queried the same share
 	}
 	return lookAt(ctx, p, sig, view, idle, attempt)
 }
 
-// idleScope is what an idle look at queue queries: every slot, unless
-// process leases narrow it to this process's share.
-func (p *CosmosProvider) idleScope(queue string) []int {
+// idleScope is what an idle look queries: every slot, unless process
+// leases narrow it to this process's share.
+func (p *CosmosProvider) idleScope(leaseKey string) []int {
 	if scoper, ok := p.cfg.Leases.(idleScoper); ok {
-		return scoper.idleScope(queue)
+		return scoper.idleScope(leaseKey)
 	}
 	return nil
 }

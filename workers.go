@@ -80,7 +80,7 @@ func (p *CosmosProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTim
 	if tags.Mode() == TagFilterNone {
 		return nil, "", 0, nil
 	}
-	res, found, err := poll(ctx, p, p.workSignal, queueWorker, p.workView(session, tags), pollTimeout,
+	res, found, err := poll(ctx, p, p.workSignal, workLeaseKey(session, tags), p.workView(session, tags), pollTimeout,
 		func(ctx context.Context, scope lookScope) (fetchedWork, pollOutcome, error) {
 			return p.tryFetchWork(ctx, scope, lockTimeout, session, tags)
 		})
@@ -110,6 +110,15 @@ func (p *CosmosProvider) workView(session *SessionFetchConfig, tags TagFilter) s
 	default:
 		return sharedSessionWorkView(tags)
 	}
+}
+
+// workLeaseKey names the worker fetches that share slots: same tags, with
+// or without a session config, whatever the owner.
+func workLeaseKey(session *SessionFetchConfig, tags TagFilter) string {
+	if session == nil {
+		return queueWorker + "/nosession/" + tags.String()
+	}
+	return queueWorker + "/" + sharedSessionWorkView(tags)
 }
 
 func ownerWorkView(owner string, tags TagFilter) string {

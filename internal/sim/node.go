@@ -114,9 +114,13 @@ func drawSettings(rng *rand.Rand, cfg Config, r role, id string) nodeSettings {
 		o.WorkerNodeID = id
 	}
 	s.runtime = o
-	s.describeSelf = fmt.Sprintf("skew=%s orch=%d(worker-only=%t old=%t) workers=%d filter=%s locks=%s/%s poll=%s",
+	// Every node shares the slots through the membership document: a
+	// restart joins, a shutdown leaves, a crash (its transport dead first)
+	// leaves its entry to expire.
+	s.provider.ProcessLeases = &cdb.ProcessLeaseOptions{ProcessID: id, LeaseDuration: time.Duration(1000+rng.Intn(2000)) * time.Millisecond}
+	s.describeSelf = fmt.Sprintf("skew=%s orch=%d(worker-only=%t old=%t) workers=%d filter=%s locks=%s/%s poll=%s lease=%s",
 		s.skew, o.OrchestrationConcurrency, o.WorkerOnly, r.oldBuild, o.WorkerConcurrency, o.WorkerTagFilter,
-		o.OrchestratorLockTimeout, o.WorkerLockTimeout, s.provider.PollInterval)
+		o.OrchestratorLockTimeout, o.WorkerLockTimeout, s.provider.PollInterval, s.provider.ProcessLeases.LeaseDuration)
 	return s
 }
 

@@ -16,8 +16,8 @@ import (
 
 // Process leases share the dispatch slots among the processes that run
 // against one container, so that their fetches query disjoint slots instead
-// of racing for the same items (issue 11). Correctness never depends on
-// them (R3): every claim is a conditional write.
+// of racing for the same items. Correctness never depends on them: every
+// claim is a conditional write.
 //
 // The choice. Every process holds one entry in a single membership document
 // (its own partition): its id, how long its lease runs, and the lease keys

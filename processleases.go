@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -105,6 +106,7 @@ type processLeases struct {
 	duration  time.Duration
 	now       func() time.Time
 	log       *slog.Logger
+	requests  atomic.Int64 // requests sent for the membership
 
 	mu          sync.Mutex
 	live        []string            // live members, ordered by id, as of the last renewal
@@ -161,6 +163,7 @@ func (l *processLeases) renew(ctx context.Context) error {
 		resp, err = l.patchEntry(ctx, now, nil, "") // another process pruned first
 	}
 	if IsNotFound(err) {
+		l.requests.Add(1)
 		resp, err = l.createDocument(ctx, now)
 		if IsConflict(err) {
 			resp, err = l.patchEntry(ctx, now, nil, "")
@@ -181,6 +184,7 @@ func (l *processLeases) patchEntry(ctx context.Context, now time.Time, prune []s
 	var ops PatchOperations
 	ops.AppendSet("/members/"+l.id, memberLease{Until: now.Add(l.duration).UnixMilli(), Keys: l.activeKeys(now)})
 	opts := &ItemOptions{EnableContentResponseOnWrite: true}
+	l.requests.Add(1)
 	if len(prune) > 0 {
 		for _, id := range prune {
 			ops.AppendRemove("/members/" + id)
@@ -231,6 +235,7 @@ func (l *processLeases) adopt(doc membershipDoc, etag ETag, now time.Time) {
 func (l *processLeases) leave(ctx context.Context) error {
 	var ops PatchOperations
 	ops.AppendRemove("/members/" + l.id)
+	l.requests.Add(1)
 	_, err := l.container.PatchItem(ctx, NewPartitionKeyString(l.pk), membershipDocID, ops, nil)
 	if IsNotFound(err) || HasStatus(err, 400) {
 		return nil // no document, or no entry (pruned): nothing to give back
@@ -372,6 +377,9 @@ type ProcessLeaseState struct {
 	// fetches used; nil: every slot.
 	Shares    map[string][]int
 	RenewedAt time.Time // zero before the first renewal that worked
+	// Requests counts the requests sent for the membership so far
+	// (renewals, the document's creation, the leave).
+	Requests int64
 }
 
 // ErrNoProcessLeases is what ProcessLeases reports on a provider configured
@@ -391,5 +399,6 @@ func (p *CosmosProvider) ProcessLeases() (ProcessLeaseState, error) {
 	for key := range l.used {
 		shares[key] = l.shareLocked(key)
 	}
-	return ProcessLeaseState{ProcessID: l.id, Members: append([]string(nil), l.live...), Shares: shares, RenewedAt: l.renewedAt}, nil
+	return ProcessLeaseState{ProcessID: l.id, Members: append([]string(nil), l.live...), Shares: shares,
+		RenewedAt: l.renewedAt, Requests: l.requests.Load()}, nil
 }

@@ -32,6 +32,9 @@ type benchOptions struct {
 	description string
 	verbose     bool
 	format      outputFormat
+	processes   int           // 0: one in-process run
+	killAfter   time.Duration // with processes: kill one process this long into a run
+	lease       time.Duration // with processes: the process leases' duration
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
@@ -43,6 +46,9 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.Var(&o.inFlight, "inflight", "`n` orchestrations in flight")
 	fs.Var(&o.tasks, "tasks", "`n` activities per orchestration")
 	fs.BoolVar(&o.verbose, "v", false, "also print the provider's requests per orchestration by operation")
+	fs.IntVar(&o.processes, "processes", 0, "run each configuration in `n` OS processes at once, sharing the slots through process leases (0: one run in this process)")
+	fs.DurationVar(&o.lease, "lease", benchLeaseDuration, "with -processes: the process leases' duration (renewed every third of it)")
+	fs.DurationVar(&o.killAfter, "kill-after", 0, "with -processes of at least 2: kill one process this long into each run and report how long its share took to move")
 	registerOutput(fs, &o.format)
 	o.conn.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -50,6 +56,18 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	}
 	if o.duration <= 0 {
 		return o, usageError{msg: fmt.Sprintf("-duration must be positive, got %s", o.duration)}
+	}
+	if o.processes < 0 {
+		return o, usageError{msg: fmt.Sprintf("-processes must not be negative, got %d", o.processes)}
+	}
+	if o.killAfter < 0 || o.killAfter > 0 && o.processes < 2 {
+		return o, usageError{msg: "-kill-after needs -processes of at least 2 and a positive duration"}
+	}
+	if o.lease < time.Second {
+		return o, usageError{msg: fmt.Sprintf("-lease must be at least 1s, got %s", o.lease)}
+	}
+	if o.processes > 0 && (o.verbose || o.format == formatJSON) {
+		return o, usageError{msg: "-processes prints the table only (no -v, no -o json)"}
 	}
 	fs.Visit(func(f *flag.Flag) { o.latencySet = o.latencySet || f.Name == "latency" })
 	var err error
@@ -77,6 +95,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	o, err := parseBenchFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.processes > 0 {
+		return runBenchProcesses(ctx, o, stdout, stderr)
 	}
 	target, where, cleanup, err := benchTarget(ctx, &o.conn, o.onEndpoint)
 	if err != nil {

@@ -99,7 +99,7 @@ func cli(args ...string) binary { return binary{args: args} }
 func (b binary) with(env ...string) binary { b.env = append(b.env, env...); return b }
 
 // everyCommand is each command users can run, hidden ones included.
-var everyCommand = []string{"demo", "emulator", "instances", "show", "metrics", "delete", "prune", "bench", "version", "sim-node"}
+var everyCommand = []string{"demo", "emulator", "instances", "show", "metrics", "delete", "prune", "bench", "version", "sim-node", "bench-process"}
 
 // closedEndpoint is an http endpoint nothing listens on.
 func closedEndpoint(t *testing.T) string {
@@ -392,6 +392,10 @@ func TestBinaryBenchRefusesNonsense(t *testing.T) {
 		{"-latency", "-5ms"},
 		{"-concurrency", "0:1"},
 		{"-concurrency", ""},
+		{"-processes", "-1"},
+		{"-kill-after", "1s"},
+		{"-kill-after", "1s", "-processes", "1"},
+		{"-lease", "10ms"},
 	} {
 		code, stdout, stderr := cli(append([]string{"bench"}, args...)...).run(t)
 		assert.Equal(t, 2, code, "cdb bench %v", args)
@@ -464,6 +468,18 @@ func TestBinaryBenchReportsIssue10Metrics(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Empty(t, stdout)
 	assert.Contains(t, stderr, "usage: cdb bench")
+}
+
+// Issue 11: -processes runs the protocol in OS processes at once, sharing
+// the slots through process leases, and reports their aggregate, the lease
+// requests, and with -kill-after how long a killed process's share took to
+// move.
+func TestBinaryBenchRunsInSeveralProcesses(t *testing.T) {
+	code, stdout, stderr := cli("bench", "-processes", "2", "-kill-after", "1s", "-lease", "1s", "-duration", "4s", "-inflight", "2", "-tasks", "2",
+		"-concurrency", "1:1", "-latency", "0").run(t)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "| processes | added latency | orch:worker per process | orch/s | p50 | p99 | requests/orch | RU/orch | 412/item | lease requests/s | completed/failed | share moved after kill |")
+	assert.Regexp(t, `\| 2 \| 0s \| 1:1 \| [0-9.]+ \| [0-9.]+m?s \| [0-9.]+m?s \| [0-9.]+ \| [0-9]+ \| [0-9.]+ \| [0-9.]+ \| [1-9][0-9]*/0 \| [0-9.]+m?s \(bench-1 killed\) \|`, stdout)
 }
 
 func TestBinaryBenchRunsOnCOSMOS_ENDPOINTInAContainerOfItsOwn(t *testing.T) {

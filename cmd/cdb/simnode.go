@@ -13,7 +13,10 @@ import (
 // hiddenCommands run like the others but are left out of the usage: they
 // serve the project's own tooling.
 func hiddenCommands() []command {
-	return []command{{name: "sim-node", summary: "a worker process of the simulation (make soak)", run: runSimNode}}
+	return []command{
+		{name: "sim-node", summary: "a worker process of the simulation (make soak)", run: runSimNode},
+		{name: "bench-process", summary: "one process of `cdb bench -processes`", run: runBenchProcess},
+	}
 }
 
 // runSimNode is the hidden `cdb sim-node`: one worker process of the

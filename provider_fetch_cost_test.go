@@ -285,3 +285,88 @@ func TestAStartIsFetchedWithoutALoad(t *testing.T) {
 		})
 	}
 }
+
+// Issue 10: the requests and RU of one fan-out-5 orchestration, step by
+// step, as the runtime drives the provider in one process (every step's
+// work announced in process, so each fetch queries one partition), at 1
+// and 4 partition key ranges. The request counts are pinned; the RU are
+// logged for ARCHITECTURE.md's sizing table (the fake's index model).
+func TestTheCostOfAFanOutFiveOrchestration(t *testing.T) {
+	for _, ranges := range []int{1, 4} {
+		t.Run(fmt.Sprintf("ranges=%d", ranges), func(t *testing.T) {
+			ctx := rulesContext(t)
+			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: ranges})
+			p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour, ReconcileInterval: time.Hour})
+			const instance = "fan-out-5"
+			type step struct {
+				name     string
+				requests int64
+				ru       float64
+			}
+			var steps []step
+			measure := func(name string, f func()) {
+				before := acct.Counts()
+				f()
+				after := acct.Counts()
+				steps = append(steps, step{name, after.Requests - before.Requests, after.RequestCharge - before.RequestCharge})
+			}
+			fetchTurn := func() (*cdb.OrchestrationItem, string) {
+				item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, time.Second, nil)
+				require.NoError(t, err)
+				require.NotNil(t, item)
+				return item, token
+			}
+			measure("start (enqueue)", func() {
+				require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem(instance), 0))
+			})
+			var token string
+			measure("orchestration fetch, first turn", func() { _, token = fetchTurn() })
+			scheduled, work := fanOut(instance, 5)
+			measure("ack: schedule 5 activities", func() {
+				events := append([]cdb.Event{providertest.StartedEvent(instance, 1)}, scheduled...)
+				require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, events, work, nil, providertest.TestOrchMetadata(), nil))
+			})
+			for range work {
+				var act cdb.ActivityExecute
+				var wtoken string
+				measure("worker fetch", func() {
+					item, tok, _, err := p.FetchWorkItem(ctx, time.Minute, time.Second, nil, cdb.DefaultOnlyFilter())
+					require.NoError(t, err)
+					require.NotNil(t, item)
+					act, wtoken = item.(cdb.ActivityExecute), tok
+				})
+				measure("worker ack", func() {
+					require.NoError(t, p.AckWorkItem(ctx, wtoken, cdb.ActivityCompleted{Instance: instance, ExecutionID: 1, ID: act.ID, Result: "ok"}))
+				})
+			}
+			var item *cdb.OrchestrationItem
+			measure("orchestration fetch, the completions (history cached)", func() { item, token = fetchTurn() })
+			require.Len(t, item.Messages, 5, "the five completions in one turn")
+			measure("ack: complete", func() {
+				events := []cdb.Event{{EventID: 12, InstanceID: instance, ExecutionID: 1, DuroxideVersion: "0.1.29",
+					Kind: cdb.OrchestrationCompleted{Output: `"done"`}}}
+				require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, events, nil, nil, providertest.TestOrchMetadata(), nil))
+			})
+
+			byName := map[string]step{}
+			var total step
+			for _, s := range steps {
+				agg := byName[s.name]
+				agg.name, agg.requests, agg.ru = s.name, agg.requests+s.requests, agg.ru+s.ru
+				byName[s.name] = agg
+				total.requests, total.ru = total.requests+s.requests, total.ru+s.ru
+			}
+			for _, name := range []string{"start (enqueue)", "orchestration fetch, first turn", "ack: schedule 5 activities", "worker fetch", "worker ack",
+				"orchestration fetch, the completions (history cached)", "ack: complete"} {
+				s := byName[name]
+				t.Logf("%d ranges | %s | %d requests | %.1f RU", ranges, name, s.requests, s.ru)
+			}
+			t.Logf("%d ranges | a fan-out-5 orchestration | %d requests | %.1f RU", ranges, total.requests, total.ru)
+			assert.Equal(t, []int64{1, 2, 1}, []int64{steps[0].requests, steps[1].requests, steps[2].requests}, "start, first fetch, ack")
+			assert.Equal(t, int64(5*2), byName["worker fetch"].requests, "a worker fetch is a query and a claim")
+			assert.Equal(t, int64(5), byName["worker ack"].requests)
+			assert.Equal(t, int64(2+1), byName["orchestration fetch, the completions (history cached)"].requests+byName["ack: complete"].requests)
+			assert.Equal(t, int64(22), total.requests, "the same at any range count")
+		})
+	}
+}

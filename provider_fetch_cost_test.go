@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -369,4 +370,32 @@ func TestTheCostOfAFanOutFiveOrchestration(t *testing.T) {
 			assert.Equal(t, int64(22), total.requests, "the same at any range count")
 		})
 	}
+}
+
+// Issue 10: a worker fetch's candidate query reads the items' heads, not
+// their bodies (an activity's input may be megabytes): the claim's response
+// carries the whole item, so the activity still gets its input.
+func TestWorkerCandidateQueriesLeaveTheItemOut(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour})
+	input := `"` + strings.Repeat("x", 1<<20) + `"`
+	act := cdb.ActivityExecute{Instance: "big-input", ExecutionID: 1, ID: 2, Name: "Work", Input: input}
+	require.NoError(t, p.EnqueueForWorker(ctx, act))
+	log := logRequests(acct)
+	item, _, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	assert.Equal(t, input, item.(cdb.ActivityExecute).Input, "the claim's response carries the input")
+	var queries int
+	for _, r := range log.take() {
+		if r.Operation != "Query" {
+			continue
+		}
+		queries++
+		body := string(r.Body)
+		assert.NotContains(t, body, "SELECT TOP @top *", "a worker candidate query selects fields")
+		assert.NotContains(t, body, "c.item", "and not the item")
+	}
+	assert.Positive(t, queries)
 }

@@ -30,11 +30,23 @@ type candidateQuery struct {
 	skip    []string // partition keys not to return (held or contended)
 	where   []string // extra conditions
 	params  []QueryParameter
+	// headOnly selects the fields ranking and claiming need, not the
+	// item: a worker item's claim returns the whole document anyway, and
+	// an activity's input may be megabytes.
+	headOnly bool
 }
+
+// queueHeadFields are what a worker candidate query returns of each item.
+const queueHeadFields = "c.id, c.pk, c.type, c.instance, c.slot, c.visibleAt, c.seq, c.lockToken, c.lockedUntil, c.attempts, " +
+	"c.exec, c.activity, c.session, c.sessionKey, c.tag, c._etag"
 
 func (q candidateQuery) text() string {
 	var b strings.Builder
-	b.WriteString("SELECT TOP @top * FROM c WHERE c.type = @type AND c.visibleAt <= @visible AND c.lockedUntil <= @now")
+	fields := "*"
+	if q.headOnly {
+		fields = queueHeadFields
+	}
+	b.WriteString("SELECT TOP @top " + fields + " FROM c WHERE c.type = @type AND c.visibleAt <= @visible AND c.lockedUntil <= @now")
 	if q.slots != nil {
 		b.WriteString(" AND ARRAY_CONTAINS(@slots, c.slot)")
 	}

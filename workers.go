@@ -161,7 +161,7 @@ func (p *CosmosProvider) tryFetchWork(ctx context.Context, scope lookScope, lock
 			params = append(params, QueryParameter{Name: "@heldSessions", Value: held})
 		}
 	}
-	cands, err := p.runCandidateQuery(ctx, candidateQuery{docType: docWork, pk: scope.pk, slots: scope.slots, where: where, params: params})
+	cands, err := p.runCandidateQuery(ctx, candidateQuery{docType: docWork, pk: scope.pk, slots: scope.slots, where: where, params: params, headOnly: true})
 	if err != nil {
 		return fetchedWork{}, outcomeEmpty, err
 	}

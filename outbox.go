@@ -124,7 +124,7 @@ func (r *relay) committed(ctx context.Context, pk string, older []outboxRef, doc
 	if known {
 		own.doc = doc
 	}
-	if !r.enlist(pk, older, own) {
+	if !r.enlist(pk, older, own) && !r.awaitOrClaim(ctx, pk, own) {
 		return
 	}
 	if err := r.work(ctx, pk, own); err != nil {
@@ -153,6 +153,45 @@ func (r *relay) enlist(pk string, older []outboxRef, own *pendingOutbox) bool {
 	}
 	ch.busy = true
 	return true
+}
+
+// awaitOrClaim waits, when another goroutine works pk's chain (the
+// reconciler, say, which took the outbox for a stale one while the ack was
+// slow), until that goroutine has delivered own, so the ack still returns
+// with its effects in place; should it let go of the chain first, the
+// caller claims the chain (true) and delivers own itself. It gives up when
+// ctx ends: the relay delivers own later.
+func (r *relay) awaitOrClaim(ctx context.Context, pk string, own *pendingOutbox) bool {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r.mu.Lock()
+		ch := r.chains[pk]
+		queued := ch != nil && ch.holds(own)
+		claimed := queued && !ch.busy
+		if claimed {
+			ch.busy = true
+		}
+		r.mu.Unlock()
+		if !queued || claimed {
+			return claimed // delivered (or dropped) by the other goroutine, or ours now
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+}
+
+// holds says o itself (not another copy of its outbox) is in the chain.
+func (ch *outboxChain) holds(o *pendingOutbox) bool {
+	for _, item := range ch.items {
+		if item == o {
+			return true
+		}
+	}
+	return false
 }
 
 func (ch *outboxChain) has(id string) bool {

@@ -20,21 +20,39 @@ type LeaseProvider interface {
 // that run at the same time: with n concurrent fetches of a queue, the one
 // in lane i gets the slots s with s mod n = i. A lone fetch gets them all.
 type InMemoryLeaseProvider struct {
-	mu    sync.Mutex
-	lanes map[string][]bool // queue → lane in use
+	lanes *laneSet
 }
 
 // NewInMemoryLeaseProvider returns an empty lease provider.
 func NewInMemoryLeaseProvider() *InMemoryLeaseProvider {
-	return &InMemoryLeaseProvider{lanes: map[string][]bool{}}
+	return &InMemoryLeaseProvider{lanes: newLaneSet()}
 }
 
-// Acquire takes the lowest free lane of queue.
-func (l *InMemoryLeaseProvider) Acquire(queue string) ([]int, func()) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lanes := l.lanes[queue]
-	lane := len(lanes)
+// Acquire takes the lowest free lane of key.
+func (l *InMemoryLeaseProvider) Acquire(key string) ([]int, func()) {
+	lane, active, release := l.lanes.take(key)
+	if active <= 1 {
+		return nil, release
+	}
+	return laneSlots(lane, active), release
+}
+
+// laneSet tracks the lanes in use per lease key: the fetches running at
+// once, each in the lowest free lane.
+type laneSet struct {
+	mu    sync.Mutex
+	lanes map[string][]bool
+}
+
+func newLaneSet() *laneSet { return &laneSet{lanes: map[string][]bool{}} }
+
+// take claims the lowest free lane of key, and says how many lanes are in
+// use with it; release frees it.
+func (s *laneSet) take(key string) (lane, active int, release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lanes := s.lanes[key]
+	lane = len(lanes)
 	for i, used := range lanes {
 		if !used {
 			lane = i
@@ -46,22 +64,17 @@ func (l *InMemoryLeaseProvider) Acquire(queue string) ([]int, func()) {
 	} else {
 		lanes[lane] = true
 	}
-	l.lanes[queue] = lanes
-	active := 0
+	s.lanes[key] = lanes
 	for _, used := range lanes {
 		if used {
 			active++
 		}
 	}
-	release := func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.lanes[queue][lane] = false
+	return lane, active, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.lanes[key][lane] = false
 	}
-	if active <= 1 {
-		return nil, release
-	}
-	return laneSlots(lane, active), release
 }
 
 // laneSlots are the slots of lane among n lanes (lane < n).

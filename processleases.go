@@ -115,7 +115,7 @@ type processLeases struct {
 	etag        ETag
 	dead        []string             // entries long dead, to prune with the next renewal
 	used        map[string]time.Time // lease key → when a fetch of this process last used it
-	lanes       map[string][]bool
+	lanes       *laneSet
 	wholeLookAt map[string]time.Time // lease key → last idle look at the whole queue
 }
 
@@ -124,7 +124,7 @@ func newProcessLeases(container *ContainerClient, o ProcessLeaseOptions, now fun
 		container: container, pk: instancePartitionKey("lease|" + membershipDocID), id: o.ProcessID,
 		duration: o.LeaseDuration, now: now, log: log,
 		liveByKey: map[string][]string{}, used: map[string]time.Time{},
-		lanes: map[string][]bool{}, wholeLookAt: map[string]time.Time{},
+		lanes: newLaneSet(), wholeLookAt: map[string]time.Time{},
 	}
 }
 
@@ -282,34 +282,10 @@ func (l *processLeases) shareLocked(key string) []int {
 // Acquire gives the calling fetch a lane of this process's share: with k
 // fetches of a queue at once, lane i gets every k-th slot of the share.
 func (l *processLeases) Acquire(key string) ([]int, func()) {
+	lane, active, release := l.lanes.take(key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.used[key] = l.now()
-	lanes := l.lanes[key]
-	lane := len(lanes)
-	for i, used := range lanes {
-		if !used {
-			lane = i
-			break
-		}
-	}
-	if lane == len(lanes) {
-		lanes = append(lanes, true)
-	} else {
-		lanes[lane] = true
-	}
-	l.lanes[key] = lanes
-	active := 0
-	for _, used := range lanes {
-		if used {
-			active++
-		}
-	}
-	release := func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.lanes[key][lane] = false
-	}
 	share := l.shareLocked(key)
 	if share == nil {
 		share = allSlots()

@@ -190,8 +190,11 @@ func TestProcessLeaseOptionsAreChecked(t *testing.T) {
 		_, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client(), ProcessLeases: &o})
 		assert.ErrorIs(t, err, cdb.ErrInvalidInput, "%+v", o)
 	}
+	_, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client(),
+		Leases: cdb.NewInMemoryLeaseProvider(), ProcessLeases: &cdb.ProcessLeaseOptions{}})
+	assert.ErrorIs(t, err, cdb.ErrInvalidInput, "one lease provider or the other")
 	p := newRulesProvider(t, acct, cdb.Config{})
-	_, err := p.ProcessLeases()
+	_, err = p.ProcessLeases()
 	assert.ErrorIs(t, err, cdb.ErrNoProcessLeases)
 }
 

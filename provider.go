@@ -216,6 +216,9 @@ var (
 // *ContainerMismatchError, a missing one with an error naming the database or
 // the container.
 func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
+	if cfg.Leases != nil && cfg.ProcessLeases != nil {
+		return nil, fmt.Errorf("cdb: new provider: set Config.Leases or Config.ProcessLeases, not both: %w", ErrInvalidInput)
+	}
 	cfg = cfg.withDefaults()
 	var leaseOpts ProcessLeaseOptions
 	if cfg.Leases == nil {

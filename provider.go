@@ -61,7 +61,7 @@ type Config struct {
 	// Leases spreads dispatch slots over concurrent fetches (default: in
 	// memory, this process only).
 	Leases LeaseProvider
-	// ProcessLeases, when set (and Leases is not), shares the dispatch
+	// ProcessLeases, when set (not together with Leases), shares the dispatch
 	// slots with the other processes on the container through a
 	// membership document, so their fetches query disjoint slots
 	// (processleases.go). Close gives this process's share back.

@@ -246,3 +246,38 @@ func TestLongDeadProcessesArePrunedFromTheMembership(t *testing.T) {
 	assert.NotContains(t, members(), "b")
 	assert.Contains(t, members(), "a")
 }
+
+// A renewal whose response is lost, or that fails, changes nothing for
+// good: the PATCH sets the entry, so the next renewal sends it again; and
+// two processes that find the membership document gone both end up in it,
+// whichever creates it (the other's create meets a 409 and patches, or
+// its PATCH finds the new document) (R8, R10).
+func TestProcessLeaseRenewalsSurviveLostResponsesAndRacingCreates(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	a := newLeasedProvider(t, acct, clock, "a")
+	b := newLeasedProvider(t, acct, clock, "b")
+	fetchOrchestration(ctx, t, a)
+	fetchOrchestration(ctx, t, b)
+	renewAll(ctx, t, a, b)
+
+	isMembership := func(r cdb.FakeRequest) bool { return r.ItemID == "members" }
+	acct.InjectFault(cdb.FakeFault{Match: isMembership, Kind: cdb.FaultLoseResponse, Times: 1})
+	assert.Error(t, cdb.RenewProcessLeaseForTest(ctx, b), "the outcome is unknown")
+	acct.InjectFault(cdb.FakeFault{Match: isMembership, Kind: cdb.FaultStatus, Status: 503, Times: 1})
+	_ = cdb.RenewProcessLeaseForTest(ctx, a) // may or may not be retried by the client
+	renewAll(ctx, t, a, b)
+	requireFairShares(t, orchestratorKey, a, b)
+
+	_, err := a.Container().DeleteItem(ctx, cdb.NewPartitionKeyString("lease|members"), "members", nil)
+	require.NoError(t, err)
+	errs := make(chan error, 2)
+	for _, p := range []*cdb.CosmosProvider{a, b} {
+		go func() { errs <- cdb.RenewProcessLeaseForTest(ctx, p) }()
+	}
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	renewAll(ctx, t, a, b)
+	requireFairShares(t, orchestratorKey, a, b)
+}

@@ -378,3 +378,26 @@ func (p *CosmosProvider) ProcessLeases() (ProcessLeaseState, error) {
 	return ProcessLeaseState{ProcessID: l.id, Members: append([]string(nil), l.live...), Shares: shares,
 		RenewedAt: l.renewedAt, Requests: l.requests.Load()}, nil
 }
+
+// ReadProcessLeaseMembers reads the membership document as the store has
+// it now: every process's lease end (live or not), by process id. It works
+// on any provider of the container, with process leases or without (an
+// operator's, say); an empty map means no process has joined.
+func (p *CosmosProvider) ReadProcessLeaseMembers(ctx context.Context) (map[string]time.Time, error) {
+	resp, err := p.container.ReadItem(ctx, NewPartitionKeyString(instancePartitionKey("lease|"+membershipDocID)), membershipDocID, nil)
+	if IsNotFound(err) {
+		return map[string]time.Time{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cdb: read process leases: %w", err)
+	}
+	var doc membershipDoc
+	if err := json.Unmarshal(resp.Value, &doc); err != nil {
+		return nil, fmt.Errorf("cdb: read process leases: decode the membership document: %w", err)
+	}
+	out := make(map[string]time.Time, len(doc.Members))
+	for id, lease := range doc.Members {
+		out[id] = time.UnixMilli(lease.Until)
+	}
+	return out, nil
+}

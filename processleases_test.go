@@ -2,7 +2,6 @@ package cdb_test
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"testing"
 	"time"
@@ -228,14 +227,10 @@ func TestLongDeadProcessesArePrunedFromTheMembership(t *testing.T) {
 	clock := newTestClock()
 	a := newLeasedProvider(t, acct, clock, "a")
 	newLeasedProvider(t, acct, clock, "b") // dies at once
-	members := func() map[string]any {
-		resp, err := a.Container().ReadItem(ctx, cdb.NewPartitionKeyString("lease|members"), "members", nil)
+	members := func() map[string]time.Time {
+		m, err := a.ReadProcessLeaseMembers(ctx)
 		require.NoError(t, err)
-		var doc struct {
-			Members map[string]any `json:"members"`
-		}
-		require.NoError(t, json.Unmarshal(resp.Value, &doc))
-		return doc.Members
+		return m
 	}
 	clock.Advance(5 * testLeaseDuration)
 	renewAll(ctx, t, a, a)

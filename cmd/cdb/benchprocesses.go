@@ -279,23 +279,14 @@ func killAndWatch(ctx context.Context, finished <-chan struct{}, watcher *cdb.Co
 	}
 	_ = proc.Process.Kill()
 	killedAt := time.Now()
-	pk := cdb.NewPartitionKeyString("lease|members")
 	for {
-		resp, err := watcher.Container().ReadItem(ctx, pk, "members", nil)
-		if err == nil {
-			var doc struct {
-				Members map[string]struct {
-					Until int64 `json:"until"`
-				} `json:"members"`
-			}
-			if json.Unmarshal(resp.Value, &doc) == nil {
-				dead, ok := doc.Members[killed]
-				for id, m := range doc.Members {
-					// A survivor's lease renewed after the killed one's
-					// ended: that renewal no longer counted it.
-					if id != killed && (!ok || m.Until-lease.Milliseconds() > dead.Until) {
-						return time.Since(killedAt)
-					}
+		if members, err := watcher.ReadProcessLeaseMembers(ctx); err == nil {
+			dead, ok := members[killed]
+			for id, until := range members {
+				// A survivor's lease renewed after the killed one's
+				// ended: that renewal no longer counted it.
+				if id != killed && (!ok || until.Add(-lease).After(dead)) {
+					return time.Since(killedAt)
 				}
 			}
 		}

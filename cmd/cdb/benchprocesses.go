@@ -10,7 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"sort"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -111,7 +111,7 @@ func runBenchProcesses(ctx context.Context, o benchOptions, stdout, stderr io.Wr
 	fmt.Fprintf(stdout, "duroxide stress protocol in %d processes at once: %d in flight per process, %d activities of 10 ms each, %s per run\n",
 		o.processes, o.inFlight, o.tasks, o.duration)
 	fmt.Fprintln(stdout, "orch/s is the processes' sum; requests, RU and 412s are the runtimes' providers', summed and divided by the orchestrations all completed;")
-	fmt.Fprintln(stdout, "p50 is the processes' median p50, p99 their highest; lease requests are per process per second")
+	fmt.Fprintln(stdout, "p50 and p99 are over every orchestration the processes completed; lease requests are per process per second")
 	fmt.Fprintln(stdout)
 	fmt.Fprintln(stdout, "| processes | added latency | orch:worker per process | orch/s | p50 | p99 | requests/orch | RU/orch | 412/item | lease requests/s | completed/failed | share moved after kill |")
 	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -131,8 +131,7 @@ func printProcessesRun(out io.Writer, o benchOptions, run processesRun) {
 	var orchPerSec, ru float64
 	var completed, failed int
 	var requests, pf, items, leaseRequests int64
-	var p50s []time.Duration
-	var p99 time.Duration
+	var latencies []time.Duration
 	var elapsed float64
 	for _, r := range run.results {
 		res := r.Result
@@ -145,14 +144,10 @@ func printProcessesRun(out io.Writer, o benchOptions, run processesRun) {
 		items += res.Turns + res.WorkerItems
 		leaseRequests += r.LeaseRequests
 		elapsed += res.Elapsed.Seconds()
-		p50s = append(p50s, res.P50)
-		p99 = max(p99, res.P99)
+		latencies = append(latencies, res.Latencies...)
 	}
-	sort.Slice(p50s, func(i, j int) bool { return p50s[i] < p50s[j] })
-	var p50 time.Duration
-	if len(p50s) > 0 {
-		p50 = p50s[len(p50s)/2]
-	}
+	slices.Sort(latencies)
+	p50, p99 := bench.Percentile(latencies, 0.50), bench.Percentile(latencies, 0.99)
 	perOrch := func(v float64) float64 { return v / float64(max(completed, 1)) }
 	latency := run.latency.String()
 	if o.onEndpoint {

@@ -74,6 +74,10 @@ type Result struct {
 	Failed              int
 	Elapsed             time.Duration
 	P50, P99            time.Duration
+	// Latencies are the completed orchestrations' times from start to
+	// completion, shortest first, so runs in several processes can be
+	// merged into exact percentiles.
+	Latencies []time.Duration
 
 	OrchestrationsPerSecond float64
 	ActivitiesPerSecond     float64
@@ -382,12 +386,15 @@ func summarize(cfg Config, launched, failed int, latencies []time.Duration, elap
 		r.PreconditionFailedPerItem = float64(r.Provider.PreconditionFailed) / float64(items)
 	}
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-	r.P50 = percentile(latencies, 0.50)
-	r.P99 = percentile(latencies, 0.99)
+	r.Latencies = latencies
+	r.P50 = Percentile(latencies, 0.50)
+	r.P99 = Percentile(latencies, 0.99)
 	return r
 }
 
-func percentile(sorted []time.Duration, q float64) time.Duration {
+// Percentile is the q-quantile (0 to 1) of sorted, the nearest rank; zero
+// when sorted is empty.
+func Percentile(sorted []time.Duration, q float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0
 	}

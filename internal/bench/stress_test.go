@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +24,12 @@ func TestStressRunCompletesEveryOrchestration(t *testing.T) {
 	}
 	if res.RequestsPerOrchestration <= 0 || res.HarnessRequestsPerOrchestration <= 0 || res.RUPerOrchestration <= 0 || res.P50 <= 0 || res.P99 < res.P50 {
 		t.Fatalf("inconsistent result: %+v", res)
+	}
+	if len(res.Latencies) != res.Completed || !slices.IsSorted(res.Latencies) {
+		t.Fatalf("%d latencies (sorted: %t) for %d orchestrations", len(res.Latencies), slices.IsSorted(res.Latencies), res.Completed)
+	}
+	if res.P50 != Percentile(res.Latencies, 0.5) || res.P99 != Percentile(res.Latencies, 0.99) {
+		t.Fatalf("p50 %s and p99 %s are not the latencies' %v", res.P50, res.P99, res.Latencies)
 	}
 	var byOp float64
 	for _, n := range res.RequestsPerOrchestrationByOperation() {
@@ -186,6 +193,32 @@ func BenchmarkStress(b *testing.B) {
 				b.ReportMetric(float64(res.P50.Milliseconds()), "p50-ms")
 				b.ReportMetric(float64(res.P99.Milliseconds()), "p99-ms")
 			})
+		}
+	}
+}
+
+func TestPercentileIsTheNearestRank(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, n := range v {
+			out[i] = time.Duration(n) * time.Millisecond
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		sorted []time.Duration
+		q      float64
+		want   time.Duration
+	}{
+		{nil, 0.5, 0},
+		{ms(7), 0.99, 7 * time.Millisecond},
+		{ms(1, 2, 3, 4, 5), 0.5, 3 * time.Millisecond},
+		{ms(1, 2, 3, 4), 0.5, 3 * time.Millisecond}, // rank 1.5 rounds up
+		{ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 0.99, 10 * time.Millisecond},
+		{ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 0, time.Millisecond},
+	} {
+		if got := Percentile(tc.sorted, tc.q); got != tc.want {
+			t.Errorf("Percentile(%v, %v) = %s, want %s", tc.sorted, tc.q, got, tc.want)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -103,6 +104,7 @@ type processesRun struct {
 	results                  []processResult // of the processes that finished
 	killed                   string          // the process killed, if any
 	shareMoved               time.Duration   // from the kill until a survivor's renewal left it out
+	hostCPU                  string          // the machine's CPU busy / stolen during the run
 }
 
 // runBenchProcesses runs each latency and concurrency with o.processes
@@ -111,16 +113,19 @@ func runBenchProcesses(ctx context.Context, o benchOptions, stdout, stderr io.Wr
 	fmt.Fprintf(stdout, "duroxide stress protocol in %d processes at once: %d in flight per process, %d activities of 10 ms each, %s per run\n",
 		o.processes, o.inFlight, o.tasks, o.duration)
 	fmt.Fprintln(stdout, "orch/s is the processes' sum; requests, RU and 412s are the runtimes' providers', summed and divided by the orchestrations all completed;")
-	fmt.Fprintln(stdout, "p50 and p99 are over every orchestration the processes completed; lease requests are per process per second")
+	fmt.Fprintln(stdout, "p50 and p99 are over every orchestration the processes completed; lease requests are per process per second;")
+	fmt.Fprintln(stdout, "host CPU is the machine's CPU time during the run, busy / stolen by the hypervisor (Linux only; steal slows a run the code did not)")
 	fmt.Fprintln(stdout)
-	fmt.Fprintln(stdout, "| processes | added latency | orch:worker per process | orch/s | p50 | p99 | requests/orch | RU/orch | 412/item | lease requests/s | completed/failed | share moved after kill |")
-	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(stdout, "| processes | added latency | orch:worker per process | orch/s | p50 | p99 | requests/orch | RU/orch | 412/item | lease requests/s | completed/failed | share moved after kill | host CPU |")
+	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, lat := range o.latencies {
 		for _, c := range o.pairs {
+			cpu := readHostCPU()
 			run, err := benchProcessesOnce(ctx, o, lat, c, stderr)
 			if err != nil {
 				return err
 			}
+			run.hostCPU = readHostCPU().usageSince(cpu)
 			printProcessesRun(stdout, o, run)
 		}
 	}
@@ -160,10 +165,10 @@ func printProcessesRun(out io.Writer, o benchOptions, run processesRun) {
 			moved = "not seen (" + run.killed + " killed)"
 		}
 	}
-	fmt.Fprintf(out, "| %d | %s | %d:%d | %.2f | %s | %s | %.1f | %.0f | %.2f | %.2f | %d/%d | %s |\n",
+	fmt.Fprintf(out, "| %d | %s | %d:%d | %.2f | %s | %s | %.1f | %.0f | %.2f | %.2f | %d/%d | %s | %s |\n",
 		run.processes, latency, run.orch, run.workers, orchPerSec, p50.Round(time.Millisecond), p99.Round(time.Millisecond),
 		perOrch(float64(requests)), perOrch(ru), float64(pf)/float64(max(items, 1)),
-		float64(leaseRequests)/max(elapsed, 1e-9), completed, failed, moved)
+		float64(leaseRequests)/max(elapsed, 1e-9), completed, failed, moved, cmp.Or(run.hostCPU, "-"))
 }
 
 // benchProcessesOnce runs one latency and concurrency in o.processes

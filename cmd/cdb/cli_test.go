@@ -478,8 +478,8 @@ func TestBinaryBenchRunsInSeveralProcesses(t *testing.T) {
 	code, stdout, stderr := cli("bench", "-processes", "2", "-kill-after", "1s", "-lease", "1s", "-duration", "4s", "-inflight", "2", "-tasks", "2",
 		"-concurrency", "1:1", "-latency", "0").run(t)
 	require.Equal(t, 0, code, stderr)
-	assert.Contains(t, stdout, "| processes | added latency | orch:worker per process | orch/s | p50 | p99 | requests/orch | RU/orch | 412/item | lease requests/s | completed/failed | share moved after kill |")
-	assert.Regexp(t, `\| 2 \| 0s \| 1:1 \| [0-9.]+ \| [0-9.]+m?s \| [0-9.]+m?s \| [0-9.]+ \| [0-9]+ \| [0-9.]+ \| [0-9.]+ \| [1-9][0-9]*/0 \| [0-9.]+m?s \(bench-1 killed\) \|`, stdout)
+	assert.Contains(t, stdout, "| processes | added latency | orch:worker per process | orch/s | p50 | p99 | requests/orch | RU/orch | 412/item | lease requests/s | completed/failed | share moved after kill | host CPU |")
+	assert.Regexp(t, `\| 2 \| 0s \| 1:1 \| [0-9.]+ \| [0-9.]+m?s \| [0-9.]+m?s \| [0-9.]+ \| [0-9]+ \| [0-9.]+ \| [0-9.]+ \| [1-9][0-9]*/0 \| [0-9.]+m?s \(bench-1 killed\) \| ([0-9]+% / [0-9]+%|-) \|`, stdout)
 }
 
 func TestBinaryBenchRunsOnCOSMOS_ENDPOINTInAContainerOfItsOwn(t *testing.T) {

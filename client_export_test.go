@@ -40,3 +40,6 @@ func RenewProcessLeaseForTest(ctx context.Context, p *CosmosProvider) error {
 
 // DispatchSlotForTest is the dispatch slot of an instance's messages.
 func DispatchSlotForTest(instance string) int { return dispatchSlot(instance) }
+
+// ActivitySlotForTest is the dispatch slot of an activity's worker item.
+func ActivitySlotForTest(act ActivityExecute) int { return activitySlot(act) }

@@ -170,6 +170,10 @@ type queueDoc struct {
 
 	Item string `json:"item"` // the encoded WorkItem
 	TTL  int    `json:"ttl,omitempty"`
+	// Writer is the process (Config.ProcessLeases) that wrote the item and
+	// will take it itself: other processes leave it to the writer for a
+	// poll interval, so they do not race it for its own work (ownwrites.go).
+	Writer string `json:"writer,omitempty"`
 	// Relayed marks an item an outbox delivered: whoever consumes it leaves
 	// a consumedMarker in its place, so a relay that delivers it again gets
 	// a 409 (outbox.go).

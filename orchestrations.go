@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -159,6 +160,7 @@ func (p *CosmosProvider) newMessageDoc(item WorkItem, id string, visibleAtMs, se
 		VisibleAt: visibleAtMs,
 		Seq:       seq,
 		Item:      string(encoded),
+		Writer:    p.ownWrites.messageWriter(visibleAtMs),
 	})
 }
 
@@ -176,6 +178,7 @@ func (p *CosmosProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout
 	if filter != nil && len(filter.SupportedDuroxideVersions) == 0 {
 		return nil, "", 0, nil // a dispatcher that supports nothing gets nothing
 	}
+	defer p.ownWrites.orchestrationFetch()()
 	res, found, err := poll(ctx, p, p.orchSignal, queueOrchestrator+"/"+filterKey(filter), filterKey(filter), pollTimeout,
 		func(ctx context.Context, scope lookScope) (fetchedOrchestration, pollOutcome, error) {
 			return p.tryFetchOrchestration(ctx, scope, lockTimeout, filter)
@@ -232,8 +235,14 @@ func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, scope lookSc
 		if len(cands) == 0 {
 			return fetchedOrchestration{}, outcome, nil
 		}
-		outcome = outcomeBusy
 		groups := groupByInstance(cands)
+		if scope.pk == "" {
+			groups = p.leaveToWriters(groups, seen)
+			if len(groups) == 0 {
+				return fetchedOrchestration{}, outcome, nil
+			}
+		}
+		outcome = outcomeBusy
 		res, contended, err := p.lockFirstFree(ctx, groups, seen, lockTimeout, filter, fk)
 		if err != nil || res != nil {
 			if res != nil {
@@ -249,6 +258,18 @@ func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, scope lookSc
 		}
 	}
 	return fetchedOrchestration{}, outcome, nil
+}
+
+// leaveToWriters drops the instances with a message another process wrote
+// lately and takes itself (ownwrites.go). Whole instances, not messages:
+// a batch without the writer's message would put later ones before it.
+func (p *CosmosProvider) leaveToWriters(groups []instanceGroup, nowMs int64) []instanceGroup {
+	if p.ownWrites == nil {
+		return groups
+	}
+	return slices.DeleteFunc(groups, func(g instanceGroup) bool {
+		return slices.ContainsFunc(g.docs, func(d queueDoc) bool { return p.ownWrites.leftToWriter(d, nowMs) })
+	})
 }
 
 // announceOtherInstances hands the instances a look at many partitions saw

@@ -194,6 +194,7 @@ type CosmosProvider struct {
 	outbox *relay
 
 	processLeases *processLeases // nil unless Config.ProcessLeases
+	ownWrites     *ownWrites     // nil unless Config.ProcessLeases
 
 	seq atomic.Int64 // last enqueue sequence handed out
 
@@ -292,6 +293,7 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 			cfg.Logger.Warn("cdb: could not join the container's slot leases yet", "process", leaseOpts.ProcessID, "error", err)
 		}
 		p.cfg.Leases, p.processLeases = leases, leases
+		p.ownWrites = newOwnWrites(leaseOpts.ProcessID, p.cfg.PollInterval, p.now)
 		p.done.Add(1)
 		go func() {
 			defer p.done.Done()

@@ -62,7 +62,7 @@ func (p *CosmosProvider) newWorkDoc(act ActivityExecute, id string, visibleAtMs,
 		ID: id, PK: instancePartitionKey(act.Instance), Type: docWork, Instance: act.Instance,
 		Slot: activitySlot(act), VisibleAt: visibleAtMs, Seq: seq,
 		Exec: act.ExecutionID, Activity: act.ID, Session: act.SessionID, Tag: act.Tag,
-		Item: string(encoded),
+		Item: string(encoded), Writer: p.ownWrites.workWriter(act, visibleAtMs),
 	})
 }
 
@@ -80,6 +80,7 @@ func (p *CosmosProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTim
 	if tags.Mode() == TagFilterNone {
 		return nil, "", 0, nil
 	}
+	defer p.ownWrites.workFetch(tags)()
 	res, found, err := poll(ctx, p, p.workSignal, workLeaseKey(session, tags), p.workView(session, tags), pollTimeout,
 		func(ctx context.Context, scope lookScope) (fetchedWork, pollOutcome, error) {
 			return p.tryFetchWork(ctx, scope, lockTimeout, session, tags)
@@ -160,6 +161,10 @@ func (p *CosmosProvider) tryFetchWork(ctx context.Context, scope lookScope, lock
 			where = append(where, "NOT IS_DEFINED(c.session) OR NOT ARRAY_CONTAINS(@heldSessions, c.session)")
 			params = append(params, QueryParameter{Name: "@heldSessions", Value: held})
 		}
+	}
+	if scope.pk == "" && p.ownWrites != nil {
+		cond, condParams := p.ownWrites.workerCondition(p.nowMs())
+		where, params = append(where, cond), append(params, condParams...)
 	}
 	cands, err := p.runCandidateQuery(ctx, candidateQuery{docType: docWork, pk: scope.pk, slots: scope.slots, where: where, params: params, headOnly: true})
 	if err != nil {

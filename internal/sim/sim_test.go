@@ -22,6 +22,7 @@ var (
 	flagCount   = flag.Int("sim.scenarios", 0, "scenarios per seed (0: the configuration's)")
 	flagBacklog = flag.Int("sim.backlog", 0, "most events queued for one instance (0: the configuration's)")
 	flagSkew    = flag.Duration("sim.skew", 0, "most a node's clock is off (0: the configuration's)")
+	flagFanOut  = flag.Int("sim.fanout", 0, "widest fan-out, with wide fan-outs on when over 100 (0: the configuration's)")
 )
 
 // boundedSeeds are the seeds `go test` runs with Passing().
@@ -63,6 +64,11 @@ func configFromFlags(t *testing.T, seed int64) Config {
 	}
 	if *flagSkew > 0 {
 		cfg.Faults.ClockSkew = *flagSkew
+	}
+	if *flagFanOut > 0 {
+		cfg.Features.FanOuts = true
+		cfg.Features.FanOutMax = *flagFanOut
+		cfg.Features.WideFanOuts = cfg.Features.WideFanOuts || *flagFanOut > 100
 	}
 	cfg.Logger = testLogger()
 	flag.Visit(func(f *flag.Flag) {

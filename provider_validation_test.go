@@ -22,6 +22,8 @@ type fakeFactory struct {
 	// configure adjusts the client before the provider uses it (the test
 	// hook that stops session tokens).
 	configure func(*cdb.Client)
+	// processLeases gives the provider process leases (issue 11).
+	processLeases bool
 }
 
 func (f fakeFactory) NewProvider(t *testing.T, o providertest.ProviderOptions) cdb.Provider {
@@ -31,13 +33,17 @@ func (f fakeFactory) NewProvider(t *testing.T, o providertest.ProviderOptions) c
 	if f.configure != nil {
 		f.configure(client)
 	}
-	p, err := cdb.NewProvider(context.Background(), cdb.Config{
+	cfg := cdb.Config{
 		Client:            client,
 		ShortPolling:      !o.LongPolling,
 		PollInterval:      20 * time.Millisecond,
 		ReconcileInterval: 100 * time.Millisecond,
 		OutboxMinAge:      50 * time.Millisecond,
-	})
+	}
+	if f.processLeases {
+		cfg.ProcessLeases = &cdb.ProcessLeaseOptions{}
+	}
+	p, err := cdb.NewProvider(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("new provider: %v", err)
 	}
@@ -51,6 +57,13 @@ func (fakeFactory) LockTimeout() time.Duration { return time.Second }
 // provider over the strict in-memory Cosmos DB.
 func TestValidation(t *testing.T) {
 	providertest.Run(t, fakeFactory{})
+}
+
+// TestValidationWithProcessLeases runs the suite on a provider with process
+// leases: a lone member owns every slot and names itself the writer of
+// what it takes itself, and the contract holds as without them.
+func TestValidationWithProcessLeases(t *testing.T) {
+	providertest.Run(t, fakeFactory{processLeases: true})
 }
 
 // TestErrorConditions runs providertest's own module: every condition a

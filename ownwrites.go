@@ -96,6 +96,30 @@ func (o *ownWrites) track(activity func() *fetchActivity) (done func()) {
 // visibleAtMs: this process when its orchestration fetches will take it
 // now. A message for later is left to whoever looks when it is due.
 func (o *ownWrites) messageWriter(visibleAtMs int64) string {
+	return o.writer(visibleAtMs, func(now time.Time) bool { return o.orch.recent(now, o.grace) })
+}
+
+// workWriter is the Writer of a worker item: this process when a fetch of
+// its matches the item's tag and the item is visible now and belongs to no
+// session.
+func (o *ownWrites) workWriter(act ActivityExecute, visibleAtMs int64) string {
+	if act.SessionID != nil {
+		return ""
+	}
+	return o.writer(visibleAtMs, func(now time.Time) bool {
+		for _, f := range o.byTags {
+			if f.recent(now, o.grace) && f.filter.Matches(act.Tag) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// writer is this process's id when an item visible at visibleAtMs is
+// visible now and takes (called with o.mu held) says a fetch of this
+// process will take it; "" otherwise, and without process leases.
+func (o *ownWrites) writer(visibleAtMs int64, takes func(now time.Time) bool) string {
 	if o == nil {
 		return ""
 	}
@@ -105,31 +129,10 @@ func (o *ownWrites) messageWriter(visibleAtMs int64) string {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !o.orch.recent(now, o.grace) {
+	if !takes(now) {
 		return ""
 	}
 	return o.id
-}
-
-// workWriter is the Writer of a worker item: this process when a fetch of
-// its matches the item's tag and the item is visible now and belongs to no
-// session.
-func (o *ownWrites) workWriter(act ActivityExecute, visibleAtMs int64) string {
-	if o == nil || act.SessionID != nil {
-		return ""
-	}
-	now := o.now()
-	if visibleAtMs > now.UnixMilli() {
-		return ""
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, f := range o.byTags {
-		if f.recent(now, o.grace) && f.filter.Matches(act.Tag) {
-			return o.id
-		}
-	}
-	return ""
 }
 
 // othersSettled is the visibleAt (ms) up to which another process's items

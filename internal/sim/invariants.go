@@ -199,6 +199,11 @@ type leftover struct {
 	Type     string `json:"type"`
 	Instance string `json:"instance"`
 	Item     string `json:"item"`
+	// Queue state, for diagnostics.
+	VisibleAt   int64  `json:"visibleAt"`
+	LockedUntil int64  `json:"lockedUntil"`
+	Attempts    int    `json:"attempts"`
+	Writer      string `json:"writer"`
 }
 
 // leftoversQuery finds queue messages, worker items, outboxes and the
@@ -207,7 +212,7 @@ type leftover struct {
 // commit never made permanent (a crash between staging and committing) are
 // not leftovers: they keep their TTL and expire (the fake does not expire
 // documents, a real account does), and nothing names them.
-const leftoversQuery = `SELECT c.id, c.type, c.instance, c.item FROM c WHERE c.type IN ('msg', 'work', 'outbox', 'delete')
+const leftoversQuery = `SELECT c.id, c.type, c.instance, c.item, c.visibleAt, c.lockedUntil, c.attempts, c.writer FROM c WHERE c.type IN ('msg', 'work', 'outbox', 'delete')
  OR (c.type = 'outbox-part' AND c.ttl = -1)
  OR (c.type = 'inst' AND (NOT IS_DEFINED(c.name) OR IS_DEFINED(c.deleting)))`
 
@@ -228,7 +233,7 @@ func (h *harness) checkLeftovers(ctx context.Context, container *cdb.ContainerCl
 		}
 	}
 	for _, l := range left {
-		h.viol.add(invLeftovers, l.Instance, fmt.Sprintf("%s document %q left after %s with faults off%s", l.Type, l.ID, timeout, itemKind(l.Item)))
+		h.viol.add(invLeftovers, l.Instance, fmt.Sprintf("%s document %q left after %s with faults off%s%s", l.Type, l.ID, timeout, itemKind(l.Item), l.queueState()))
 	}
 }
 
@@ -247,6 +252,16 @@ func queryLeftovers(ctx context.Context, container *cdb.ContainerClient) ([]left
 	}
 	slices.SortFunc(out, func(a, b leftover) int { return strings.Compare(a.Instance+a.ID, b.Instance+b.ID) })
 	return out, nil
+}
+
+// queueState describes a leftover queue document's visibility and lock
+// relative to now.
+func (l leftover) queueState() string {
+	if l.Type != "msg" && l.Type != "work" {
+		return ""
+	}
+	now := time.Now().UnixMilli()
+	return fmt.Sprintf(" visible %+dms, locked %+dms, %d attempts, writer %q", l.VisibleAt-now, l.LockedUntil-now, l.Attempts, l.Writer)
 }
 
 // itemKind names the work item a queue document carries, for diagnostics.

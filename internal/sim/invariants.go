@@ -232,7 +232,12 @@ func (h *harness) checkLeftovers(ctx context.Context, container *cdb.ContainerCl
 			break
 		}
 	}
+	described := map[string]bool{}
 	for _, l := range left {
+		if !described[l.Instance] {
+			described[l.Instance] = true
+			h.viol.add(invLeftovers, l.Instance, fmt.Sprintf("instance left with documents: %s", h.describeInstance(ctx, l.Instance)))
+		}
 		h.viol.add(invLeftovers, l.Instance, fmt.Sprintf("%s document %q left after %s with faults off%s%s", l.Type, l.ID, timeout, itemKind(l.Item), l.queueState()))
 	}
 }
@@ -274,6 +279,16 @@ func itemKind(item string) string {
 		return " (undecodable item)"
 	}
 	return fmt.Sprintf(" (%s)", w.Kind())
+}
+
+// describeInstance says an instance's state and its latest execution's
+// history, for a diagnostic.
+func (h *harness) describeInstance(ctx context.Context, id string) string {
+	st, err := h.observer.GetStatus(ctx, id)
+	if err != nil {
+		return fmt.Sprintf("status unreadable (%v)", err)
+	}
+	return fmt.Sprintf("%s; %s", describeStatus(st), h.pending(ctx, id))
 }
 
 // pending describes what an unfinished instance still has queued.

@@ -23,6 +23,7 @@ var (
 	flagBacklog = flag.Int("sim.backlog", 0, "most events queued for one instance (0: the configuration's)")
 	flagSkew    = flag.Duration("sim.skew", 0, "most a node's clock is off (0: the configuration's)")
 	flagFanOut  = flag.Int("sim.fanout", 0, "widest fan-out, with wide fan-outs on when over 100 (0: the configuration's)")
+	flagSettle  = flag.Duration("sim.settle", 0, "how long instances get to finish once faults are off (0: the configuration's; wide fan-outs of long activities need minutes)")
 )
 
 // boundedSeeds are the seeds `go test` runs with Passing().
@@ -64,6 +65,9 @@ func configFromFlags(t *testing.T, seed int64) Config {
 	}
 	if *flagSkew > 0 {
 		cfg.Faults.ClockSkew = *flagSkew
+	}
+	if *flagSettle > 0 {
+		cfg.SettleTimeout = *flagSettle
 	}
 	if *flagFanOut > 0 {
 		cfg.Features.FanOuts = true

@@ -44,6 +44,10 @@ func (a fetchActivity) recent(now time.Time, d time.Duration) bool {
 	return a.running > 0 || (!a.ended.IsZero() && now.Sub(a.ended) < d)
 }
 
+// forgetFetchesAfter is when a tag filter no fetch has used is dropped
+// from ownWrites, so callers that vary their filters do not grow it.
+const forgetFetchesAfter = 10 * time.Minute
+
 type tagFetches struct {
 	filter TagFilter
 	fetchActivity
@@ -107,12 +111,16 @@ func (o *ownWrites) workWriter(act ActivityExecute, visibleAtMs int64) string {
 		return ""
 	}
 	return o.writer(visibleAtMs, func(now time.Time) bool {
-		for _, f := range o.byTags {
-			if f.recent(now, o.grace) && f.filter.Matches(act.Tag) {
-				return true
+		takes := false
+		for key, f := range o.byTags {
+			switch {
+			case f.recent(now, o.grace):
+				takes = takes || f.filter.Matches(act.Tag)
+			case now.Sub(f.ended) > forgetFetchesAfter:
+				delete(o.byTags, key) // filters no fetch uses any more
 			}
 		}
-		return false
+		return takes
 	})
 }
 

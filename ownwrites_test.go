@@ -18,22 +18,6 @@ import (
 // slots leaves them to it for a poll interval (50 ms here) instead of
 // racing it for them: a lost claim and a wasted query for one of the two.
 
-// twoLeasedProcesses returns processes a and b sharing key's slots, both
-// having fetched from the queue (fetch) and renewed, and a's share.
-func twoLeasedProcesses(ctx context.Context, t *testing.T, acct *cdb.FakeAccount, clock *testClock, key string, fetch func(*cdb.CosmosProvider)) (a, b *cdb.CosmosProvider, aShare []int) {
-	t.Helper()
-	a = newLeasedProvider(t, acct, clock, "a")
-	b = newLeasedProvider(t, acct, clock, "b")
-	fetch(a)
-	fetch(b)
-	renewAll(ctx, t, a, b)
-	renewAll(ctx, t, a, b) // a's view includes b's first entry too
-	requireFairShares(t, key, a, b)
-	st, err := a.ProcessLeases()
-	require.NoError(t, err)
-	return a, b, st.Shares[key]
-}
-
 // writersOf lists the writer each queue item of docType in instance's
 // partition names ("" for none).
 func writersOf(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, instance, docType string) []string {
@@ -61,7 +45,7 @@ func TestAProcessLeavesTheMessagesAnotherProcessWroteToItForAPollInterval(t *tes
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	clock := newTestClock()
-	a, b, aShare := twoLeasedProcesses(ctx, t, acct, clock, orchestratorKey, func(p *cdb.CosmosProvider) { require.Nil(t, fetchOrchestration(ctx, t, p)) })
+	a, b, aShare := twoLeasedProcesses(ctx, t, acct, clock, orchestratorKey, idleOrchestrationFetch(ctx, t))
 	clock.Advance(time.Second) // both idle windows open
 	require.Nil(t, fetchOrchestration(ctx, t, a), "a fetches: its own writes are its to take")
 

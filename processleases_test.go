@@ -38,6 +38,28 @@ func fetchOrchestration(ctx context.Context, t *testing.T, p *cdb.CosmosProvider
 	return item
 }
 
+// twoLeasedProcesses returns processes a and b sharing key's slots, both
+// having fetched from the queue (fetch) and renewed, and a's share.
+func twoLeasedProcesses(ctx context.Context, t *testing.T, acct *cdb.FakeAccount, clock *testClock, key string, fetch func(*cdb.CosmosProvider)) (a, b *cdb.CosmosProvider, aShare []int) {
+	t.Helper()
+	a = newLeasedProvider(t, acct, clock, "a")
+	b = newLeasedProvider(t, acct, clock, "b")
+	fetch(a)
+	fetch(b)
+	renewAll(ctx, t, a, b)
+	renewAll(ctx, t, a, b) // a's view includes b's first entry too
+	requireFairShares(t, key, a, b)
+	st, err := a.ProcessLeases()
+	require.NoError(t, err)
+	return a, b, st.Shares[key]
+}
+
+// idleOrchestrationFetch is a fetch argument for twoLeasedProcesses: one
+// look at an empty orchestrator queue.
+func idleOrchestrationFetch(ctx context.Context, t *testing.T) func(*cdb.CosmosProvider) {
+	return func(p *cdb.CosmosProvider) { require.Nil(t, fetchOrchestration(ctx, t, p)) }
+}
+
 func renewAll(ctx context.Context, t *testing.T, ps ...*cdb.CosmosProvider) {
 	t.Helper()
 	for _, p := range ps {
@@ -95,13 +117,8 @@ func TestAProcessThatStopsRenewingIsTakenOverAfterItsLeaseExpires(t *testing.T) 
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	clock := newTestClock()
-	a := newLeasedProvider(t, acct, clock, "a")
-	b := newLeasedProvider(t, acct, clock, "b")
-	fetchOrchestration(ctx, t, a)
-	fetchOrchestration(ctx, t, b)
-	renewAll(ctx, t, a, b, a) // then b renews no more: it died
-	requireFairShares(t, orchestratorKey, a, b)
-
+	a, _, _ := twoLeasedProcesses(ctx, t, acct, clock, orchestratorKey, idleOrchestrationFetch(ctx, t))
+	// b renews no more: it died.
 	clock.Advance(testLeaseDuration / 2)
 	renewAll(ctx, t, a)
 	st, err := a.ProcessLeases()
@@ -251,11 +268,7 @@ func TestProcessLeaseRenewalsSurviveLostResponsesAndRacingCreates(t *testing.T) 
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	clock := newTestClock()
-	a := newLeasedProvider(t, acct, clock, "a")
-	b := newLeasedProvider(t, acct, clock, "b")
-	fetchOrchestration(ctx, t, a)
-	fetchOrchestration(ctx, t, b)
-	renewAll(ctx, t, a, b)
+	a, b, _ := twoLeasedProcesses(ctx, t, acct, clock, orchestratorKey, idleOrchestrationFetch(ctx, t))
 
 	isMembership := func(r cdb.FakeRequest) bool { return r.ItemID == "members" }
 	acct.InjectFault(cdb.FakeFault{Match: isMembership, Kind: cdb.FaultLoseResponse, Times: 1})

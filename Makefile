@@ -23,8 +23,9 @@ test: lint $(NPM_SERVER_JS) $(JS_SDK_PKG)
 test-unit:
 	$(GO) test $(GOTESTFLAGS) ./...
 
-## lint: gofmt check and go vet
+## lint: no built binary or file over 1 MiB tracked, gofmt check, go vet
 lint:
+	@./tools/check-tracked-files
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...

@@ -16,10 +16,12 @@ import (
 	"github.com/joho/godotenv"
 )
 
-// ProviderName and ProviderVersion identify this provider in diagnostics.
+// ProviderName and ProviderVersion identify this provider in diagnostics
+// (Provider.Name and Provider.Version); the provider's version is the
+// module's.
 const (
 	ProviderName    = "cosmosdb"
-	ProviderVersion = "0.1.0"
+	ProviderVersion = Version
 )
 
 // Config configures a CosmosProvider. Either Client is set, or Endpoint and

@@ -168,12 +168,18 @@ func TestBinaryHelpGoesToStdoutUsageErrorsToStderr(t *testing.T) {
 	}
 }
 
-func TestBinaryVersionNamesTheModuleAndTheProvider(t *testing.T) {
-	code, stdout, stderr := cli("version").run(t)
-	require.Equal(t, 0, code, stderr)
-	assert.Regexp(t, `^cdb \S+\n`, stdout)
-	assert.Contains(t, stdout, "module   github.com/duroxide-go/cdb")
-	assert.Contains(t, stdout, "provider "+cdb.ProviderName+" "+cdb.ProviderVersion)
+func TestBinaryVersionNamesTheReleaseTheModuleAndTheProvider(t *testing.T) {
+	for _, spelling := range []string{"version", "--version", "-version"} {
+		code, stdout, stderr := cli(spelling).run(t)
+		require.Equal(t, 0, code, "cdb %s: %s", spelling, stderr)
+		assert.Empty(t, stderr, "cdb %s", spelling)
+		assert.True(t, strings.HasPrefix(stdout, "cdb "+cdb.Version+"\n"), "cdb %s printed %q", spelling, stdout)
+		assert.Contains(t, stdout, "module   github.com/duroxide-go/cdb")
+		assert.Contains(t, stdout, "provider "+cdb.ProviderName+" "+cdb.ProviderVersion)
+	}
+	code, _, stderr := cli("--version", "extra").run(t)
+	assert.Equal(t, 2, code, "cdb --version takes no arguments")
+	assert.Contains(t, stderr, "usage: cdb version")
 }
 
 func TestBinaryShowDeletePruneSayNotFoundOnlyForAnUnknownInstance(t *testing.T) {

@@ -45,6 +45,12 @@ func commands() []command {
 	}
 }
 
+// versionCommand is the version command, which --version runs too.
+func versionCommand() command {
+	c, _ := findCommand("version")
+	return c
+}
+
 // findCommand looks a command up by name, hidden ones included.
 func findCommand(name string) (command, bool) {
 	for _, c := range append(commands(), hiddenCommands()...) {
@@ -102,6 +108,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "help":
 		return runHelp(ctx, args[1:], stdout, stderr)
+	case "-version", "--version":
+		// The spelling other tools accept, so a script that asks every
+		// binary for its version works here too.
+		return report(ctx, versionCommand(), runVersion(ctx, args[1:], stdout, stderr), stdout, stderr)
 	}
 	c, ok := findCommand(args[0])
 	if !ok {
@@ -163,7 +173,8 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'cdb help <command>' (or 'cdb <command> -h') for a command's flags.")
+	fmt.Fprintln(w, "Run 'cdb help <command>' (or 'cdb <command> -h') for a command's flags;")
+	fmt.Fprintln(w, "'cdb --version' is 'cdb version'.")
 	fmt.Fprintln(w, "Exit codes: 0 done, 1 failed, 2 usage error, 130 interrupted.")
 }
 

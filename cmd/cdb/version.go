@@ -10,21 +10,22 @@ import (
 	"github.com/duroxide-go/cdb"
 )
 
-// runVersion prints the version of the module cdb was built from (a tag
-// when installed with go install ...@version, "(devel)" in a checkout),
-// the provider's name and version, and the Go toolchain.
+// runVersion prints the release (cdb.Version), then what the build knows:
+// the module it was built from (a tag when installed with go install
+// ...@version, "(devel)" and the commit in a checkout), the provider's name
+// and version, and the Go toolchain.
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("version", stderr)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	module, version := "github.com/duroxide-go/cdb", "(unknown)"
+	module, build := "github.com/duroxide-go/cdb", "(unknown)"
 	if info, ok := debug.ReadBuildInfo(); ok {
-		module, version = info.Main.Path, info.Main.Version
-		version += vcsSuffix(info.Settings)
+		module, build = info.Main.Path, info.Main.Version
+		build += vcsSuffix(info.Settings)
 	}
-	fmt.Fprintf(stdout, "cdb %s\n", version)
-	fmt.Fprintf(stdout, "module   %s %s\n", module, version)
+	fmt.Fprintf(stdout, "cdb %s\n", cdb.Version)
+	fmt.Fprintf(stdout, "module   %s %s\n", module, build)
 	fmt.Fprintf(stdout, "provider %s %s\n", cdb.ProviderName, cdb.ProviderVersion)
 	fmt.Fprintf(stdout, "go       %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return nil

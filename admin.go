@@ -318,7 +318,7 @@ func (p *CosmosProvider) pruneInstance(ctx context.Context, inst *instanceDoc, o
 	return result, nil
 }
 
-// pruneCandidates applies duroxide's rules (reference §2.13): not the
+// pruneCandidates applies duroxide's rules: not the
 // current execution, not Running, outside the newest keep_last, completed
 // before the cutoff.
 func pruneCandidates(execs []executionRow, current uint64, options PruneOptions) map[uint64]bool {

@@ -26,7 +26,7 @@ type authorizer interface {
 	authorize(ctx context.Context, verb, resourceType, resourceLink, date string) (string, error)
 }
 
-// masterKey signs requests with the account's master key (reference A.1).
+// masterKey signs requests with the account's master key.
 // It is only ever held by pointer so that printing a Client shows an address,
 // never the key bytes; String and GoString cover direct printing.
 type masterKey struct {
@@ -67,7 +67,7 @@ func (k *masterKey) signature(verb, resourceType, resourceLink, date string) str
 	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// stringToSign follows reference A.1: verb, resource type and date lowercased,
+// stringToSign is the signed payload: verb, resource type and date lowercased,
 // the resource link exactly as given (name-based links keep their case), and
 // an empty last line.
 func stringToSign(verb, resourceType, resourceLink, date string) string {

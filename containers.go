@@ -473,7 +473,7 @@ func (cc *ContainerClient) PatchItem(ctx context.Context, pk PartitionKey, id st
 }
 
 // ---------------------------------------------------------------------------
-// Partial document update (reference A.4).
+// Partial document update.
 
 // PatchOperations is a list of partial-update operations, at most 10, with
 // an optional condition. Paths are JSON Pointers ("/a/b"; escape ~ as ~0 and

@@ -334,7 +334,7 @@ func TestLongestValidIDIsAccepted(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// PATCH bodies (reference A.4).
+// PATCH bodies.
 
 func TestPatchBodyShape(t *testing.T) {
 	var ops PatchOperations

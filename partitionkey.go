@@ -59,7 +59,7 @@ func (pk PartitionKey) String() string {
 	return h
 }
 
-// header renders the x-ms-documentdb-partitionkey value (reference A.2),
+// header renders the x-ms-documentdb-partitionkey value,
 // refusing what the service would refuse.
 func (pk PartitionKey) header(op string) (string, error) {
 	switch pk.kind {

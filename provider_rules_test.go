@@ -16,7 +16,7 @@ import (
 	"github.com/duroxide-go/cdb/providertest"
 )
 
-// The Cosmos DB-specific properties of the provider (DESIGN.md §4, R1–R6),
+// The Cosmos DB-specific properties of the provider (R1–R6 of ARCHITECTURE.md),
 // each shown on the in-memory Cosmos DB with its request counter and faults.
 
 // newRulesProvider is a provider on acct, long polling unless cfg says

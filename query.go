@@ -145,8 +145,7 @@ type queryParameterWire struct {
 	Value json.RawMessage `json:"value"`
 }
 
-// newQueryRequest checks the input and builds the request of the first page
-// (reference A.6).
+// newQueryRequest checks the input and builds the request of the first page.
 func newQueryRequest(cc *ContainerClient, query string, params []QueryParameter, o QueryOptions) (*request, error) {
 	const op = queryItemsOp
 	if strings.TrimSpace(query) == "" {
@@ -235,7 +234,7 @@ func queryHeaders(op string, o QueryOptions) (http.Header, error) {
 }
 
 // ---------------------------------------------------------------------------
-// Partition key ranges (reference A.9).
+// Partition key ranges.
 
 // PartitionKeyRange is one physical partition of a container: the effective
 // partition key hashes in [MinInclusive, MaxExclusive).

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Sessions pin activities to one worker (reference §2.6). As in duroxide, a
+// Sessions pin activities to one worker. As in duroxide, a
 // session is keyed by its id alone: the activities of every instance that
 // names session "gpu-0" go to the owner of "gpu-0" (R12). So a session's
 // document lives in a partition of its own, not in any instance's, and a
@@ -272,7 +272,7 @@ func (p *CosmosProvider) readSessionOwner(ctx context.Context, pk PartitionKey, 
 }
 
 // noteSessionActivity records an ack or renewal of a session-bound item; the
-// owner's next RenewSessionLock counts it (reference §1.1: both bump the
+// owner's next RenewSessionLock counts it (in duroxide, both bump the
 // session's last activity).
 func (p *CosmosProvider) noteSessionActivity(lock *workLock) {
 	if lock.doc.Session != nil {

@@ -1,6 +1,6 @@
-// Package bench runs duroxide's stress protocol (DESIGN.md §7, reference
-// §4.2) on the Cosmos DB provider: a fan-out orchestration of short
-// activities, kept at a fixed number in flight, measured in orchestrations
+// Package bench runs duroxide's stress protocol on the Cosmos DB provider:
+// a fan-out orchestration of short activities, kept at a fixed number in
+// flight, measured in orchestrations
 // and activities per second, per-instance latency, and per orchestration
 // the provider's requests (by operation) and RU, the turns committed and
 // the 412s per work item. Orchestrations are started through the runtime's

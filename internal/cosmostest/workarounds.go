@@ -177,7 +177,7 @@ type batchOperation struct {
 	PartitionKey  *string         `json:"partitionKey"` // a JSON string holding the header's value
 }
 
-// batchResult is one element of a batch response (reference A.5).
+// batchResult is one element of a batch response.
 type batchResult struct {
 	StatusCode             int             `json:"statusCode"`
 	SubStatusCode          int             `json:"subStatusCode,omitempty"`

@@ -13,7 +13,7 @@ import (
 // This verifier is written independently of the client's signer (root
 // package auth.go) on purpose: a bug shared by both would pass every test.
 
-// stringToSign is reference A.1's canonical payload: lower-case verb and
+// stringToSign is the master-key signature's canonical payload: lower-case verb and
 // resource type, the unescaped resource link as addressed, the lower-case
 // date, and an empty last line.
 func stringToSign(verb, resourceType, resourceLink, date string) string {

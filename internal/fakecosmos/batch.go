@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// The service's transactional batch limits (reference A.5).
+// The service's transactional batch limits.
 const (
 	maxBatchOperations = 100
 	maxBatchBytes      = 2 * 1024 * 1024

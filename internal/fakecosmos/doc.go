@@ -1,6 +1,5 @@
 // Package fakecosmos is a strict, in-memory Azure Cosmos DB (NoSQL API)
-// gateway. It serves the REST wire protocol (reference A in
-// shared/reference/cosmos-rest.md) as an http.Handler, in-process through
+// gateway. It serves Cosmos DB's REST wire protocol as an http.Handler, in-process through
 // Server.Transport (no sockets), or on a loopback port (`cdb emulator`).
 //
 // "Strict" means it refuses what a real account refuses, because code that

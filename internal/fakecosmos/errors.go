@@ -6,7 +6,7 @@ import (
 	"net/http"
 )
 
-// Substatus codes the gateway sends in x-ms-substatus (reference A.8).
+// Substatus codes the gateway sends in x-ms-substatus.
 const (
 	subStatusPartitionKeyMismatch  = 1001
 	subStatusRangeGone             = 1002

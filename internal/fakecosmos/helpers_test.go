@@ -19,7 +19,7 @@ import (
 )
 
 // The test client signs requests with its own code (not the server's), so
-// that the two implementations of reference A.1 check each other.
+// that the two implementations of the signature check each other.
 
 // testSignature computes the master-key signature from scratch.
 func testSignature(key, verb, resourceType, link, date string) string {

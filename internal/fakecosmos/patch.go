@@ -14,7 +14,7 @@ import (
 // maxPatchOperations is the service's limit per patch (also inside a batch).
 const maxPatchOperations = 10
 
-// patchSpec is a parsed patch request (reference A.4).
+// patchSpec is a parsed patch request.
 type patchSpec struct {
 	condition string // "from c where ...", or ""
 	ops       []patchOp

@@ -139,7 +139,7 @@ func matchRoute(segs []string) (route, bool) {
 	return route{}, false
 }
 
-// resourceType and resourceLink are what the client signed (reference A.1):
+// resourceType and resourceLink are what the client signed:
 // a feed is signed with its parent's link and its own type.
 func (rt route) resourceType() string {
 	switch rt.kind {

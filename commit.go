@@ -527,7 +527,7 @@ func (w *ackWriter) addWork(items []WorkItem, cancelled []ScheduledActivityIdent
 		if dropped[ScheduledActivityIdentifier{Instance: act.Instance, ExecutionID: act.ExecutionID, ActivityID: act.ID}] {
 			continue // scheduled and cancelled in the same turn: nothing to do
 		}
-		body, err := w.p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), w.visible, w.takeSeq())
+		body, err := w.p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), immediateAt(w.visible, w.takeSeq()), w.p.ownWrites.workWriter(act, w.visible))
 		if err != nil {
 			return refused(w.op, err)
 		}
@@ -562,17 +562,16 @@ func (w *ackWriter) takeSeq() int64 {
 // addMessage adds an orchestrator item: TimerFired becomes visible at its
 // fire time, everything else with the commit's other items.
 func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
-	visible := w.visible
-	seq := w.takeSeq()
+	at := immediateAt(w.visible, w.takeSeq())
 	if t, ok := item.(TimerFired); ok {
-		visible = int64(t.FireAtMs)
+		at = dueAt(int64(t.FireAtMs), at.seq)
 	}
 	target := item.InstanceID()
 	if err := validateInstanceID(w.op, target); err != nil {
 		return time.Time{}, err
 	}
 	id := "m|o|" + w.token + "|" + strconv.Itoa(len(w.docs)+len(w.remote))
-	body, err := w.p.newMessageDoc(item, id, visible, seq)
+	body, err := w.p.newMessageDoc(item, id, at, w.p.ownWrites.messageWriter(at.visibleAt))
 	if err != nil {
 		return time.Time{}, refused(w.op, err)
 	}
@@ -590,7 +589,7 @@ func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
 		w.remote = append(w.remote, pendingDoc{pk: pk, body: shell})
 	}
 	w.add(pk, pendingDoc{body: body, queued: true})
-	return time.UnixMilli(visible), nil
+	return time.UnixMilli(at.visibleAt), nil
 }
 
 // addCancellations overwrites each cancelled activity's worker item with a

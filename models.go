@@ -170,6 +170,11 @@ type queueDoc struct {
 
 	Item string `json:"item"` // the encoded WorkItem
 	TTL  int    `json:"ttl,omitempty"`
+	// SeqVisible marks an immediate item, visible from its seq's
+	// millisecond (queueTime): a fetch serves it up to its horizon. An item
+	// without it has a due time (a timer, a delay), served only once the
+	// fetching process's clock reaches it.
+	SeqVisible bool `json:"seqVisible,omitempty"`
 	// Writer is the process (Config.ProcessLeases) that wrote the item and
 	// will take it itself: other processes leave it to the writer for a
 	// poll interval, so they do not race it for its own work (ownwrites.go).

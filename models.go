@@ -167,6 +167,10 @@ type queueDoc struct {
 	// the session document, for leaving a session's items out of a query.
 	SessionKey string  `json:"sessionKey,omitempty"`
 	Tag        *string `json:"tag,omitempty"`
+	// Pinned is the instance's pinned version as the turn that scheduled
+	// the item left it: what the process that acks it knows of the
+	// instance when it stamps the completion (ownwrites.go).
+	Pinned *uint64 `json:"pinned,omitempty"`
 
 	Item string `json:"item"` // the encoded WorkItem
 	TTL  int    `json:"ttl,omitempty"`

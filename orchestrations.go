@@ -44,7 +44,7 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 	if delay <= 0 {
 		at = immediateAt(visibleAt.UnixMilli(), seq)
 	}
-	doc, err := p.newMessageDoc(item, id, at, p.ownWrites.messageWriter(at.visibleAt))
+	doc, err := p.newMessageDoc(item, id, at, p.ownWrites.messageWriter(at.visibleAt, pinnedTo(nil))) // a start: not pinned yet
 	if err != nil {
 		return refused(op, err)
 	}
@@ -184,7 +184,7 @@ func (p *CosmosProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout
 	if filter != nil && len(filter.SupportedDuroxideVersions) == 0 {
 		return nil, "", 0, nil // a dispatcher that supports nothing gets nothing
 	}
-	defer p.ownWrites.orchestrationFetch()()
+	defer p.ownWrites.orchestrationFetch(filter)()
 	res, found, err := poll(ctx, p, p.orchSignal, queueOrchestrator+"/"+filterKey(filter), filterKey(filter), pollTimeout,
 		func(ctx context.Context, scope lookScope) (fetchedOrchestration, pollOutcome, error) {
 			return p.tryFetchOrchestration(ctx, scope, lockTimeout, filter)
@@ -267,15 +267,14 @@ func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, scope lookSc
 }
 
 // leaveToWriters drops the instances with a message another process wrote
-// lately and takes itself (ownwrites.go). Whole instances, not messages:
-// a batch without the writer's message would put later ones before it.
+// lately and takes itself (ownwrites.go), while their oldest waiting
+// message is fresh. Whole instances, not messages: a batch without the
+// writer's message would put later ones before it.
 func (p *CosmosProvider) leaveToWriters(groups []instanceGroup, nowMs int64) []instanceGroup {
 	if p.ownWrites == nil {
 		return groups
 	}
-	return slices.DeleteFunc(groups, func(g instanceGroup) bool {
-		return slices.ContainsFunc(g.docs, func(d queueDoc) bool { return p.ownWrites.leftToWriter(d, nowMs) })
-	})
+	return slices.DeleteFunc(groups, func(g instanceGroup) bool { return p.ownWrites.leavesInstance(g.docs, nowMs) })
 }
 
 // announceOtherInstances hands the instances a look at many partitions saw

@@ -293,7 +293,7 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 			cfg.Logger.Warn("cdb: could not join the container's slot leases yet", "process", leaseOpts.ProcessID, "error", err)
 		}
 		p.cfg.Leases, p.processLeases = leases, leases
-		p.ownWrites = newOwnWrites(leaseOpts.ProcessID, p.cfg.PollInterval, p.now)
+		p.ownWrites = newOwnWrites(leaseOpts.ProcessID, p.cfg.PollInterval, !cfg.ShortPolling, p.now)
 		p.done.Add(1)
 		go func() {
 			defer p.done.Done()

@@ -351,3 +351,30 @@ func TestAProcessLeavesTheWorkerItemsAnotherProcessWroteToItForAPollInterval(t *
 	require.NotNil(t, got, "after a poll interval the item is b's to take")
 	assert.Equal(t, orphan.ID, got.(cdb.ActivityExecute).ID)
 }
+
+// A stamp says its writer takes the item as it writes it; an abandon that
+// makes the item visible again removes it, so the item is not left to a
+// process that no longer looks for it (here one that died).
+func TestAnAbandonedItemNamesNoWriter(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	fetchWork := func(p *cdb.CosmosProvider) (cdb.WorkItem, string) {
+		item, token, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+		require.NoError(t, err)
+		return item, token
+	}
+	_, b, _ := twoLeasedProcesses(ctx, t, acct, clock, "worker/nosession/DefaultOnly", func(p *cdb.CosmosProvider) {
+		item, _ := fetchWork(p)
+		require.Nil(t, item)
+	})
+	clock.Advance(time.Second)
+	client := newRulesProvider(t, acct, cdb.Config{Now: clock.Now, ReconcileInterval: time.Hour})
+	require.NoError(t, client.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "abandoned", ExecutionID: 1, ID: 1, Name: "A", Input: "{}"}))
+	stampAs(ctx, t, b, "abandoned", "work", "a")
+	clock.Advance(time.Second)
+	item, token := fetchWork(b)
+	require.NotNil(t, item, "a's stale item is b's")
+	require.NoError(t, b.AbandonWorkItem(ctx, token, 0, false))
+	assert.Equal(t, []string{""}, writersOf(ctx, t, b, "abandoned", "work"), "visible again, and nobody's to take but the slots' owner's")
+}

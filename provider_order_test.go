@@ -308,3 +308,30 @@ func TestATurnAfterAFastClocksTurnQueuesItsWorkForNow(t *testing.T) {
 	require.NotNil(t, work, "the activity is visible now")
 	assert.Equal(t, uint64(2), work.(cdb.ActivityExecute).ID)
 }
+
+// An item abandoned with a delay has a due time: a process whose seqs run
+// ahead of its clock (taken over from a process ahead) does not serve it
+// before the delay is over by its own clock.
+func TestAnItemAbandonedWithADelayIsNotServedEarlyByAProcessWithSeqsAhead(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	procs := skewedProcesses(t, acct, clock, 500*time.Millisecond, 0)
+	ahead, p := procs[0], procs[1]
+	providertest.CreateInstance(ctx, t, p, "shared")
+	require.NoError(t, ahead.EnqueueForOrchestrator(ctx, pokeItem("shared"), 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("shared"), 0)) // p's seqs now run 500 ms ahead
+
+	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "shared", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
+	item, token, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.NoError(t, p.AbandonWorkItem(ctx, token, 300*time.Millisecond, false))
+	item, _, _, err = p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	assert.Nil(t, item, "due in 300 ms by this process's clock")
+	clock.Advance(time.Second) // due, and past the idle window that look closed
+	item, _, _, err = p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	assert.NotNil(t, item, "due")
+}

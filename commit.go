@@ -214,6 +214,7 @@ type ackWriter struct {
 	// clock (seqs it has seen from another), so what one turn queues is
 	// visible after what the instance's last turn queued.
 	visible int64
+	pinned  *uint64      // the instance's pinned version after the turn
 	docs    []pendingDoc // for this partition
 	remote  []pendingDoc // for other partitions
 }
@@ -223,6 +224,9 @@ type pendingDoc struct {
 	body   []byte
 	upsert bool
 	queued bool // a message or worker item: marked relayed when an outbox carries it
+	// writer is the own-writes stamp a queue item gets when the batch
+	// writes it; one an outbox carries gets none (ownwrites.go).
+	writer string
 }
 
 func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID uint64, delta []Event, workerItems, orchItems []WorkItem, md ExecutionMetadata, cancelled []ScheduledActivityIdentifier) (*ackPlan, error) {
@@ -241,7 +245,7 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 	inst := nextInstanceDoc(lock, executionID, delta, md, now)
 	execDoc := nextExecutionDoc(lock, executionID, md, now)
 	queued := len(workerItems) + len(orchItems)
-	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now, seq: p.reserveSeqs(queued + 1)}
+	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now, seq: p.reserveSeqs(queued + 1), pinned: inst.Pinned}
 	w.visible = sequencedVisibleAt(w.seq, time.UnixMilli(now), 0).UnixMilli()
 	inst.Seq = w.seq + int64(queued)
 
@@ -527,14 +531,14 @@ func (w *ackWriter) addWork(items []WorkItem, cancelled []ScheduledActivityIdent
 		if dropped[ScheduledActivityIdentifier{Instance: act.Instance, ExecutionID: act.ExecutionID, ActivityID: act.ID}] {
 			continue // scheduled and cancelled in the same turn: nothing to do
 		}
-		body, err := w.p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), w.visible, w.takeSeq())
+		body, err := w.p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), immediateAt(w.visible, w.takeSeq()), "", pinned)
 		if err != nil {
 			return refused(w.op, err)
 		}
 		if err := w.fits(body, fmt.Sprintf("the work item of activity %d", act.ID)); err != nil {
 			return err
 		}
-		w.add(instancePartitionKey(act.Instance), pendingDoc{body: body, queued: true})
+		w.add(instancePartitionKey(act.Instance), pendingDoc{body: body, queued: true, writer: w.p.ownWrites.workWriter(act, w.visible)})
 	}
 	return nil
 }
@@ -562,17 +566,16 @@ func (w *ackWriter) takeSeq() int64 {
 // addMessage adds an orchestrator item: TimerFired becomes visible at its
 // fire time, everything else with the commit's other items.
 func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
-	visible := w.visible
-	seq := w.takeSeq()
+	at := immediateAt(w.visible, w.takeSeq())
 	if t, ok := item.(TimerFired); ok {
-		visible = int64(t.FireAtMs)
+		at = dueAt(int64(t.FireAtMs), at.seq)
 	}
 	target := item.InstanceID()
 	if err := validateInstanceID(w.op, target); err != nil {
 		return time.Time{}, err
 	}
 	id := "m|o|" + w.token + "|" + strconv.Itoa(len(w.docs)+len(w.remote))
-	body, err := w.p.newMessageDoc(item, id, visible, seq)
+	body, err := w.p.newMessageDoc(item, id, at, "")
 	if err != nil {
 		return time.Time{}, refused(w.op, err)
 	}
@@ -589,8 +592,12 @@ func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
 		}
 		w.remote = append(w.remote, pendingDoc{pk: pk, body: shell})
 	}
-	w.add(pk, pendingDoc{body: body, queued: true})
-	return time.UnixMilli(visible), nil
+	writer := ""
+	if pk == w.pk {
+		writer = w.p.ownWrites.messageWriter(at.visibleAt, pinnedTo(w.pinned))
+	}
+	w.add(pk, pendingDoc{body: body, queued: true, writer: writer})
+	return time.UnixMilli(at.visibleAt), nil
 }
 
 // addCancellations overwrites each cancelled activity's worker item with a
@@ -707,7 +714,7 @@ func (w *ackWriter) flush(b *TransactionalBatch, instance string, rev uint64) (*
 		len(w.docs)+len(w.remote), MaxBatchOperations), ErrBatchTooManyOperations)
 }
 
-func opBytes(d pendingDoc) int { return len(d.body) + batchOpOverhead }
+func opBytes(d pendingDoc) int { return len(d.body) + stampBytes(d.writer) + batchOpOverhead }
 
 func opsBytes(docs []pendingDoc) int {
 	n := 0
@@ -720,10 +727,11 @@ func opsBytes(docs []pendingDoc) int {
 // inline adds documents to the batch.
 func (w *ackWriter) inline(b *TransactionalBatch, docs []pendingDoc) {
 	for _, d := range docs {
+		body := stampedBody(d.body, d.writer)
 		if d.upsert {
-			b.UpsertItem(d.body, nil)
+			b.UpsertItem(body, nil)
 		} else {
-			b.CreateItem(d.body, nil)
+			b.CreateItem(body, nil)
 		}
 	}
 }

@@ -167,9 +167,18 @@ type queueDoc struct {
 	// the session document, for leaving a session's items out of a query.
 	SessionKey string  `json:"sessionKey,omitempty"`
 	Tag        *string `json:"tag,omitempty"`
+	// Pinned is the instance's pinned version as the turn that scheduled
+	// the item left it: what the process that acks it knows of the
+	// instance when it stamps the completion (ownwrites.go).
+	Pinned *uint64 `json:"pinned,omitempty"`
 
 	Item string `json:"item"` // the encoded WorkItem
 	TTL  int    `json:"ttl,omitempty"`
+	// SeqVisible marks an immediate item, visible from its seq's
+	// millisecond (queueTime): a fetch serves it up to its horizon. An item
+	// without it has a due time (a timer, a delay), served only once the
+	// fetching process's clock reaches it.
+	SeqVisible bool `json:"seqVisible,omitempty"`
 	// Writer is the process (Config.ProcessLeases) that wrote the item and
 	// will take it itself: other processes leave it to the writer for a
 	// poll interval, so they do not race it for its own work (ownwrites.go).

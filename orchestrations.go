@@ -40,7 +40,11 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 	}
 	seq := p.nextSeq()
 	visibleAt := p.now().Add(max(delay, 0))
-	doc, err := p.newMessageDoc(item, id, visibleAt.UnixMilli(), seq)
+	at := dueAt(visibleAt.UnixMilli(), seq)
+	if delay <= 0 {
+		at = immediateAt(visibleAt.UnixMilli(), seq)
+	}
+	doc, err := p.newMessageDoc(item, id, at, p.ownWrites.messageWriter(at.visibleAt, pinnedTo(nil))) // a start: not pinned yet
 	if err != nil {
 		return refused(op, err)
 	}
@@ -138,8 +142,9 @@ func (p *CosmosProvider) announceMessage(pk string, visibleAt time.Time) {
 	p.orchSignal.announce(pk)
 }
 
-// newMessageDoc encodes an orchestrator-queue message document.
-func (p *CosmosProvider) newMessageDoc(item WorkItem, id string, visibleAtMs, seq int64) ([]byte, error) {
+// newMessageDoc encodes an orchestrator-queue message document placed at
+// at; writer is its own-writes stamp (ownwrites.go), "" for none.
+func (p *CosmosProvider) newMessageDoc(item WorkItem, id string, at queueTime, writer string) ([]byte, error) {
 	encoded, err := MarshalWorkItem(item)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", item.Kind(), err)
@@ -149,18 +154,19 @@ func (p *CosmosProvider) newMessageDoc(item WorkItem, id string, visibleAtMs, se
 		// Visible from time zero, so it heads its instance's messages and is
 		// in the next batch however long the backlog: a batch without it
 		// would read as the finished execution's and be consumed.
-		visibleAtMs = 0
+		at = immediateAt(0, at.seq)
 	}
 	return json.Marshal(queueDoc{
-		ID:        id,
-		PK:        instancePartitionKey(instance),
-		Type:      docMessage,
-		Instance:  instance,
-		Slot:      dispatchSlot(instance),
-		VisibleAt: visibleAtMs,
-		Seq:       seq,
-		Item:      string(encoded),
-		Writer:    p.ownWrites.messageWriter(visibleAtMs),
+		ID:         id,
+		PK:         instancePartitionKey(instance),
+		Type:       docMessage,
+		Instance:   instance,
+		Slot:       dispatchSlot(instance),
+		VisibleAt:  at.visibleAt,
+		Seq:        at.seq,
+		SeqVisible: at.immediate,
+		Item:       string(encoded),
+		Writer:     writer,
 	})
 }
 
@@ -178,7 +184,7 @@ func (p *CosmosProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout
 	if filter != nil && len(filter.SupportedDuroxideVersions) == 0 {
 		return nil, "", 0, nil // a dispatcher that supports nothing gets nothing
 	}
-	defer p.ownWrites.orchestrationFetch()()
+	defer p.ownWrites.orchestrationFetch(filter)()
 	res, found, err := poll(ctx, p, p.orchSignal, queueOrchestrator+"/"+filterKey(filter), filterKey(filter), pollTimeout,
 		func(ctx context.Context, scope lookScope) (fetchedOrchestration, pollOutcome, error) {
 			return p.tryFetchOrchestration(ctx, scope, lockTimeout, filter)
@@ -261,15 +267,14 @@ func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, scope lookSc
 }
 
 // leaveToWriters drops the instances with a message another process wrote
-// lately and takes itself (ownwrites.go). Whole instances, not messages:
-// a batch without the writer's message would put later ones before it.
+// lately and takes itself (ownwrites.go), while their oldest waiting
+// message is fresh. Whole instances, not messages: a batch without the
+// writer's message would put later ones before it.
 func (p *CosmosProvider) leaveToWriters(groups []instanceGroup, nowMs int64) []instanceGroup {
 	if p.ownWrites == nil {
 		return groups
 	}
-	return slices.DeleteFunc(groups, func(g instanceGroup) bool {
-		return slices.ContainsFunc(g.docs, func(d queueDoc) bool { return p.ownWrites.leftToWriter(d, nowMs) })
-	})
+	return slices.DeleteFunc(groups, func(g instanceGroup) bool { return p.ownWrites.leavesInstance(g.docs, nowMs) })
 }
 
 // announceOtherInstances hands the instances a look at many partitions saw
@@ -661,7 +666,7 @@ func (p *CosmosProvider) setAsideUndecodable(ctx context.Context, lock *orchestr
 			ops.AppendSet("/type", docPoisonMessage)
 			p.log.Error("cdb: set aside an orchestrator message that never decoded", "instance", m.Instance, "message", m.ID, "attempts", m.Attempts)
 		} else {
-			ops.AppendSet("/visibleAt", now.Add(undecodableDelay(m.Attempts)).UnixMilli())
+			setDue(&ops, m, now.Add(undecodableDelay(m.Attempts)).UnixMilli())
 		}
 		b.PatchItem(m.ID, ops, nil)
 	}
@@ -703,7 +708,7 @@ func hasContinueAsNew(items []WorkItem) bool {
 func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationLock, now, until int64) ([]WorkItem, uint32, error) {
 	key := NewPartitionKeyString(lock.pk)
 	res, err := p.container.QueryItems(ctx,
-		"SELECT * FROM c WHERE c.pk = @pk AND c.type = @type AND c.visibleAt <= @visible AND (c.lockedUntil <= @now OR c.lockToken = @token)"+p.queueIndex.orderBy(),
+		"SELECT * FROM c WHERE c.pk = @pk AND c.type = @type AND "+visibleCondition+" AND (c.lockedUntil <= @now OR c.lockToken = @token)"+p.queueIndex.orderBy(),
 		[]QueryParameter{{Name: "@pk", Value: lock.pk}, {Name: "@type", Value: docMessage}, {Name: "@now", Value: now},
 			{Name: "@visible", Value: p.visibleHorizon(now)}, {Name: "@token", Value: lock.token}},
 		&QueryOptions{PartitionKey: &key})

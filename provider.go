@@ -295,7 +295,7 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 			cfg.Logger.Warn("cdb: could not join the container's slot leases yet", "process", leaseOpts.ProcessID, "error", err)
 		}
 		p.cfg.Leases, p.processLeases = leases, leases
-		p.ownWrites = newOwnWrites(leaseOpts.ProcessID, p.cfg.PollInterval, p.now)
+		p.ownWrites = newOwnWrites(leaseOpts.ProcessID, p.cfg.PollInterval, !cfg.ShortPolling, p.now)
 		p.done.Add(1)
 		go func() {
 			defer p.done.Done()
@@ -456,10 +456,20 @@ func (p *CosmosProvider) nowMs() int64 { return p.cfg.Now().UnixMilli() }
 // shaped (as the seqs of earlier versions, which were the clock in µs): the
 // milliseconds of this process's clock, or of the highest seq it has seen
 // from another process (observeSeq) where that is ahead, times 1000, plus a
-// counter for the seqs handed out within one millisecond. Its millisecond
-// part (seqMs) only runs ahead of the clock by what was seen elsewhere (or
-// past 1000 seqs in one millisecond), so a queue item may be made visible
-// at it (sequencedVisibleAt) without hiding it from its own writer.
+// counter for the seqs handed out within one millisecond. What it takes
+// over from others is bounded (maxSeqLead): a seq further ahead of this
+// process's clock comes from a clock that is wrong, and adopting it would
+// spread that clock to every partition this process writes to and every
+// fetch it serves (R16). So its millisecond part (seqMs) runs ahead of the
+// clock by at most maxSeqLead (or past 1000 seqs in one millisecond), and a
+// queue item may be made visible at it (sequencedVisibleAt) without hiding
+// it from its own writer.
+
+// maxSeqLead is how far ahead of this process's clock a seq it takes over
+// from another process may be. Processes whose clocks agree within it keep
+// their messages' order (sequencer.go); one further ahead is a wrong clock,
+// whose seqs are neither adopted nor followed.
+const maxSeqLead = time.Second
 
 // nextSeq hands out the next seq.
 func (p *CosmosProvider) nextSeq() int64 { return p.reserveSeqs(1) }
@@ -475,8 +485,18 @@ func (p *CosmosProvider) reserveSeqs(n int) int64 {
 	}
 }
 
-// observeSeq moves the seqs this process hands out past seen.
+// seqCeiling is the highest seq this process takes over from another:
+// its clock plus maxSeqLead.
+func (p *CosmosProvider) seqCeiling() int64 {
+	return (p.nowMs()+maxSeqLead.Milliseconds())*1000 + 999
+}
+
+// observeSeq moves the seqs this process hands out past seen, unless seen
+// is beyond seqCeiling: a wrong clock's, which this process ignores.
 func (p *CosmosProvider) observeSeq(seen int64) {
+	if seen > p.seqCeiling() {
+		return
+	}
 	for {
 		last := p.seq.Load()
 		if seen <= last || p.seq.CompareAndSwap(last, seen) {
@@ -487,11 +507,12 @@ func (p *CosmosProvider) observeSeq(seen int64) {
 
 func seqMs(seq int64) int64 { return seq / 1000 }
 
-// visibleHorizon is the latest visibility time a fetch serves: now, or the
-// millisecond of the highest seq this process has handed out or seen where
-// that is ahead, so its own items, and those sequenced after one it has
-// seen, are never hidden from it by a clock that lags (or, in a test,
-// stands still).
+// visibleHorizon is the latest visibility time a fetch serves an immediate
+// item at (queueDoc.SeqVisible): now, or the millisecond of the highest seq
+// this process has handed out or seen where that is ahead, so its own
+// items, and those sequenced after one it has seen, are never hidden from
+// it by a clock that lags (or, in a test, stands still). Items with a due
+// time (timers, delays) are served by the clock alone, never before it.
 func (p *CosmosProvider) visibleHorizon(now int64) int64 {
 	return max(now, seqMs(p.seq.Load()))
 }

@@ -1,6 +1,7 @@
 package cdb_test
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -176,4 +177,161 @@ func TestAStoppedClockStillSeesItsOwnItemsPastAThousandSeqs(t *testing.T) {
 	work, _, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	assert.NotNil(t, work, "the fan-out's items")
+}
+
+// One process whose clock is an hour ahead writes its seq into a
+// partition's sequencer. A healthy process that enqueues into that
+// partition afterwards must not take the hour over: its timer due in ten
+// minutes is served when it is due, not now (R16), and its own event is
+// visible at once.
+func TestAFastClockDoesNotMakeAHealthyProcessFireTimersEarly(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	procs := skewedProcesses(t, acct, clock, time.Hour, 0)
+	fast, healthy := procs[0], procs[1]
+	providertest.CreateInstance(ctx, t, healthy, "sleeper")
+	providertest.CreateInstance(ctx, t, healthy, "shared")
+
+	require.NoError(t, healthy.EnqueueForOrchestrator(ctx, pokeItem("sleeper"), 0))
+	item, token, _, err := healthy.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	due := clock.Now().Add(10 * time.Minute)
+	timer := cdb.TimerFired{Instance: "sleeper", ExecutionID: 1, ID: 2, FireAtMs: uint64(due.UnixMilli())}
+	require.NoError(t, healthy.AckOrchestrationItem(ctx, token, 1, nil, nil, []cdb.WorkItem{timer}, cdb.ExecutionMetadata{}, nil))
+
+	require.NoError(t, fast.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "shared", Name: "e", Data: "fast"}, 0))
+	require.NoError(t, healthy.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "shared", Name: "e", Data: "healthy"}, 0))
+
+	assert.Equal(t, []string{"healthy"}, consume(ctx, t, healthy, "shared"),
+		"the healthy event is visible now; the fast one at the fast clock's time")
+	item, _, _, err = healthy.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	assert.Nil(t, item, "the timer is not due for ten minutes")
+
+	clock.Advance(10*time.Minute - time.Millisecond)
+	item, _, _, err = healthy.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	assert.Nil(t, item, "a millisecond before its due time")
+	clock.Advance(time.Second) // past the idle window that look closed
+	item, _, _, err = healthy.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "due")
+	assert.Equal(t, "sleeper", item.Instance)
+	assert.Equal(t, []string{"TimerFired"}, messageKinds(item))
+}
+
+// timerTurn commits a turn of instance on p that queues a timer due at due.
+func timerTurn(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, instance string, due time.Time) {
+	t.Helper()
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem(instance), 0))
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.Equal(t, instance, item.Instance)
+	timer := cdb.TimerFired{Instance: instance, ExecutionID: 1, ID: 2, FireAtMs: uint64(due.UnixMilli())}
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, nil, nil, []cdb.WorkItem{timer}, cdb.ExecutionMetadata{}, nil))
+}
+
+// A process a little ahead (within the lead a process takes over) moves
+// the seqs of a process that enqueues after it, and with them how far that
+// process serves immediate items; never its timers, which fire by its clock.
+func TestASeqTakenOverFromAProcessAheadDoesNotFireTimersEarly(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	procs := skewedProcesses(t, acct, clock, 500*time.Millisecond, 0)
+	ahead, p := procs[0], procs[1]
+	providertest.CreateInstance(ctx, t, p, "sleeper")
+	providertest.CreateInstance(ctx, t, p, "shared")
+	timerTurn(ctx, t, p, "sleeper", clock.Now().Add(300*time.Millisecond))
+
+	require.NoError(t, ahead.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "shared", Name: "e", Data: "ahead"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "shared", Name: "e", Data: "mine"}, 0))
+	assert.Equal(t, []string{"ahead", "mine"}, consume(ctx, t, p, "shared"), "in order, the later one visible to its writer at once")
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	assert.Nil(t, item, "the timer is due in 300 ms by this process's clock")
+}
+
+// After a process an hour ahead wrote into a partition, the healthy
+// processes' events (their clocks ±45 ms apart) keep their order, the
+// first costs one request, and the fast one's event comes after them, at
+// its time.
+func TestHealthyProcessesKeepTheirOrderAfterAFastClockWroteThePartition(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	procs := skewedProcesses(t, acct, clock, time.Hour, 45*time.Millisecond, -45*time.Millisecond)
+	fast, healthy := procs[0], procs[1:]
+	providertest.CreateInstance(ctx, t, healthy[0], "fifo")
+	require.NoError(t, fast.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "fifo", Name: "e", Data: "fast"}, 0))
+
+	log := logRequests(acct)
+	require.NoError(t, healthy[1].EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "fifo", Name: "e", Data: "0"}, 0))
+	assert.Equal(t, []string{"Batch"}, log.ops(), "one send: it overwrites the fast clock's sequencer rather than following it")
+	want := []string{"0"}
+	for i := 1; i < 7; i++ {
+		clock.Advance(time.Millisecond)
+		name := strconv.Itoa(i)
+		want = append(want, name)
+		require.NoError(t, healthy[i%2].EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "fifo", Name: "e", Data: name}, 0))
+	}
+	clock.Advance(time.Second)
+	assert.Equal(t, want, consume(ctx, t, healthy[1], "fifo"), "the process behind fetches them in order, without the fast one's")
+	clock.Advance(time.Hour)
+	assert.Equal(t, []string{"fast"}, consume(ctx, t, healthy[1], "fifo"), "the fast clock's event, at its time")
+}
+
+// A healthy process that takes a turn after a process an hour ahead
+// committed the instance's last one does not take its seqs over: the
+// activities it schedules are visible to the other healthy processes at
+// once, not an hour later.
+func TestATurnAfterAFastClocksTurnQueuesItsWorkForNow(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	procs := skewedProcesses(t, acct, clock, time.Hour, 0, 0)
+	fast, healthy, worker := procs[0], procs[1], procs[2]
+	providertest.CreateInstance(ctx, t, fast, "relay") // its first turn, committed an hour ahead
+
+	require.NoError(t, healthy.EnqueueForOrchestrator(ctx, pokeItem("relay"), 0))
+	item, token, _, err := healthy.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	act := cdb.ActivityExecute{Instance: "relay", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}
+	require.NoError(t, healthy.AckOrchestrationItem(ctx, token, 1, nil, []cdb.WorkItem{act}, nil, cdb.ExecutionMetadata{}, nil))
+
+	work, _, _, err := worker.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.NotNil(t, work, "the activity is visible now")
+	assert.Equal(t, uint64(2), work.(cdb.ActivityExecute).ID)
+}
+
+// An item abandoned with a delay has a due time: a process whose seqs run
+// ahead of its clock (taken over from a process ahead) does not serve it
+// before the delay is over by its own clock.
+func TestAnItemAbandonedWithADelayIsNotServedEarlyByAProcessWithSeqsAhead(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	procs := skewedProcesses(t, acct, clock, 500*time.Millisecond, 0)
+	ahead, p := procs[0], procs[1]
+	providertest.CreateInstance(ctx, t, p, "shared")
+	require.NoError(t, ahead.EnqueueForOrchestrator(ctx, pokeItem("shared"), 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("shared"), 0)) // p's seqs now run 500 ms ahead
+
+	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "shared", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
+	item, token, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.NoError(t, p.AbandonWorkItem(ctx, token, 300*time.Millisecond, false))
+	item, _, _, err = p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	assert.Nil(t, item, "due in 300 ms by this process's clock")
+	clock.Advance(time.Second) // due, and past the idle window that look closed
+	item, _, _, err = p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	assert.NotNil(t, item, "due")
 }

@@ -46,7 +46,7 @@ func (q candidateQuery) text() string {
 	if q.headOnly {
 		fields = queueHeadFields
 	}
-	b.WriteString("SELECT TOP @top " + fields + " FROM c WHERE c.type = @type AND c.visibleAt <= @visible AND c.lockedUntil <= @now")
+	b.WriteString("SELECT TOP @top " + fields + " FROM c WHERE c.type = @type AND " + visibleCondition + " AND c.lockedUntil <= @now")
 	if q.slots != nil {
 		b.WriteString(" AND ARRAY_CONTAINS(@slots, c.slot)")
 	}
@@ -60,6 +60,42 @@ func (q candidateQuery) text() string {
 	}
 	b.WriteString(q.index.orderBy())
 	return b.String()
+}
+
+// visibleCondition selects the queue items visible to a fetch: those due
+// by its clock (@now), and immediate ones up to its horizon (@visible,
+// visibleHorizon), never an item with a due time before it.
+const visibleCondition = "(c.visibleAt <= @now OR (c.visibleAt <= @visible AND c.seqVisible = true))"
+
+// queueTime places a queue item: when it becomes visible, and its seq.
+type queueTime struct {
+	visibleAt int64 // ms
+	seq       int64
+	immediate bool // visible from its seq's millisecond (queueDoc.SeqVisible), not at a due time
+}
+
+// immediateAt places an item visible at once: at visibleAt, the writer's
+// clock or its seq's millisecond (sequencedVisibleAt).
+func immediateAt(visibleAt, seq int64) queueTime {
+	return queueTime{visibleAt: visibleAt, seq: seq, immediate: true}
+}
+
+// dueAt places an item that must not be served before due.
+func dueAt(due, seq int64) queueTime { return queueTime{visibleAt: due, seq: seq} }
+
+// setDue adds to ops what makes the queue item d visible at due again (an
+// abandon, a set-aside): a due time, so no fetch serves it before, and no
+// writer's to take any more: a stamp says its writer takes the item as it
+// writes it (ownwrites.go), and would otherwise hold the others off again
+// from due on, for a process that does not look for it.
+func setDue(ops *PatchOperations, d queueDoc, due int64) {
+	ops.AppendSet("/visibleAt", due)
+	if d.SeqVisible {
+		ops.AppendRemove("/seqVisible")
+	}
+	if d.Writer != "" {
+		ops.AppendRemove("/writer")
+	}
 }
 
 // run returns the candidates of every range, oldest first.

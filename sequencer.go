@@ -22,6 +22,14 @@ import (
 // processes wrote them. A process whose seq is too low reads the sequencer,
 // moves its own clock past it and sends again.
 //
+// Only within maxSeqLead of the writer's clock, though. A sequencer further
+// ahead was written by a clock that is wrong (R16): following it would make
+// this message, and everything this process sends afterwards, visible only
+// at that clock's time. The patch overwrites such a sequencer instead
+// (its condition also holds above seqCeiling), so the healthy processes'
+// messages keep their order among themselves and their visibility, and
+// the wrong clock's messages go after them, at that clock's time.
+//
 // The sequencer expires (sequencerTTL) once the partition is quiet: after
 // that long every process's clock has moved past it, so a new one starts
 // from the writer's clock without reordering anything.
@@ -55,7 +63,11 @@ func (p *CosmosProvider) enqueueSequenced(ctx context.Context, item WorkItem, id
 	for round := 0; round < maxSequencerRounds; round++ {
 		seq := p.nextSeq()
 		visibleAt := sequencedVisibleAt(seq, p.now(), delay)
-		doc, err := p.newMessageDoc(item, id, visibleAt.UnixMilli(), seq)
+		at := dueAt(visibleAt.UnixMilli(), seq)
+		if delay <= 0 {
+			at = immediateAt(visibleAt.UnixMilli(), seq)
+		}
+		doc, err := p.newMessageDoc(item, id, at, p.ownWrites.messageWriter(at.visibleAt, unknownPin))
 		if err != nil {
 			return time.Time{}, refused("EnqueueForOrchestrator", err)
 		}
@@ -94,7 +106,7 @@ func (p *CosmosProvider) sendSequenced(ctx context.Context, pk string, seq int64
 			b.CreateItem(seqDoc, nil)
 		} else {
 			var ops PatchOperations
-			ops.SetCondition("from c where c.seq < " + strconv.FormatInt(seq, 10))
+			ops.SetCondition(sequencerCondition(seq, p.seqCeiling()))
 			ops.AppendSet("/seq", seq)
 			ops.AppendSet("/ttl", sequencerTTL) // refreshes its expiry too
 			b.PatchItem(sequencerDocID, ops, nil)
@@ -126,7 +138,8 @@ func (p *CosmosProvider) sendSequenced(ctx context.Context, pk string, seq int64
 }
 
 // catchUpWithSequencer moves this process's seqs past the partition's
-// sequencer.
+// sequencer, unless a wrong clock wrote it (observeSeq): the next send
+// overwrites that one.
 func (p *CosmosProvider) catchUpWithSequencer(ctx context.Context, pk PartitionKey) error {
 	resp, err := p.readLatest(ctx, pk, sequencerDocID)
 	if IsNotFound(err) {
@@ -141,6 +154,12 @@ func (p *CosmosProvider) catchUpWithSequencer(ctx context.Context, pk PartitionK
 	}
 	p.observeSeq(s.Seq)
 	return nil
+}
+
+// sequencerCondition lets a message with seq through a sequencer below it,
+// or beyond ceiling (a wrong clock's, which it overwrites).
+func sequencerCondition(seq, ceiling int64) string {
+	return "from c where c.seq < " + strconv.FormatInt(seq, 10) + " or c.seq > " + strconv.FormatInt(ceiling, 10)
 }
 
 func newSequencerDoc(pk string, seq int64) ([]byte, error) {

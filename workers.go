@@ -27,7 +27,7 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 		return err
 	}
 	pk := partitionKey(act.Instance)
-	body, err := p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), p.nowMs(), p.nextSeq())
+	body, err := p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), immediateAt(p.nowMs(), p.nextSeq()), p.ownWrites.workWriter(act, p.nowMs()), nil)
 	if err != nil {
 		return refused(op, err)
 	}
@@ -38,7 +38,7 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 	if IsConflict(err) {
 		// The same activity identity is queued already; keep both, as
 		// duroxide's SQLite provider would.
-		body, err = p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID)+"|"+newLockToken(""), p.nowMs(), p.nextSeq())
+		body, err = p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID)+"|"+newLockToken(""), immediateAt(p.nowMs(), p.nextSeq()), p.ownWrites.workWriter(act, p.nowMs()), nil)
 		if err != nil {
 			return refused(op, err)
 		}
@@ -52,17 +52,19 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 	return nil
 }
 
-// newWorkDoc encodes a worker-queue document.
-func (p *CosmosProvider) newWorkDoc(act ActivityExecute, id string, visibleAtMs, seq int64) ([]byte, error) {
+// newWorkDoc encodes a worker-queue document placed at at; writer is its
+// own-writes stamp (ownwrites.go), "" for none; pinned the instance's pinned
+// version when a turn schedules it.
+func (p *CosmosProvider) newWorkDoc(act ActivityExecute, id string, at queueTime, writer string, pinned *uint64) ([]byte, error) {
 	encoded, err := MarshalWorkItem(act)
 	if err != nil {
 		return nil, fmt.Errorf("encode ActivityExecute: %w", err)
 	}
 	return json.Marshal(queueDoc{
 		ID: id, PK: instancePartitionKey(act.Instance), Type: docWork, Instance: act.Instance,
-		Slot: activitySlot(act), VisibleAt: visibleAtMs, Seq: seq,
+		Slot: activitySlot(act), VisibleAt: at.visibleAt, Seq: at.seq, SeqVisible: at.immediate,
 		Exec: act.ExecutionID, Activity: act.ID, Session: act.SessionID, Tag: act.Tag,
-		Item: string(encoded), Writer: p.ownWrites.workWriter(act, visibleAtMs),
+		Item: string(encoded), Writer: writer, Pinned: pinned,
 	})
 }
 
@@ -484,12 +486,21 @@ func (p *CosmosProvider) encodeCompletion(lock *workLock, completion WorkItem) (
 	const op = "AckWorkItem"
 	target := completion.InstanceID()
 	id := "m|w|" + lock.token
-	body, err := p.newMessageDoc(completion, id, p.nowMs(), p.nextSeq())
+	at := immediateAt(p.nowMs(), p.nextSeq())
+	if instancePartitionKey(target) == lock.pk {
+		pin := unknownPin
+		if lock.doc.Pinned != nil {
+			pin = pinnedTo(lock.doc.Pinned)
+		}
+		body, err := p.newMessageDoc(completion, id, at, p.ownWrites.messageWriter(at.visibleAt, pin))
+		if err != nil {
+			return nil, refused(op, err)
+		}
+		return body, documentFits(op, "the completion", body)
+	}
+	body, err := p.newMessageDoc(completion, id, at, "") // relayed: never stamped
 	if err != nil {
 		return nil, refused(op, err)
-	}
-	if instancePartitionKey(target) == lock.pk {
-		return body, documentFits(op, "the completion", body)
 	}
 	// Left to the reconciler (no owner, no order among the instance's
 	// outboxes); the message is marked relayed, so its consumer leaves a
@@ -632,7 +643,7 @@ func (p *CosmosProvider) AbandonWorkItem(ctx context.Context, lockToken string, 
 		return err
 	}
 	ops := unlockOps()
-	ops.AppendSet("/visibleAt", p.now().Add(max(delay, 0)).UnixMilli())
+	setDue(&ops, lock.doc, p.now().Add(max(delay, 0)).UnixMilli())
 	if ignoreAttempt {
 		ops.AppendSet("/attempts", max(lock.doc.Attempts, 1)-1)
 	}

@@ -223,6 +223,7 @@ type pendingDoc struct {
 	body   []byte
 	upsert bool
 	queued bool // a message or worker item: marked relayed when an outbox carries it
+	role   string
 }
 
 func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID uint64, delta []Event, workerItems, orchItems []WorkItem, md ExecutionMetadata, cancelled []ScheduledActivityIdentifier) (*ackPlan, error) {
@@ -587,7 +588,9 @@ func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
 		if err != nil {
 			return time.Time{}, refused(w.op, err)
 		}
-		w.remote = append(w.remote, pendingDoc{pk: pk, body: shell})
+		w.remote = append(w.remote, pendingDoc{pk: pk, body: shell, role: entryShell})
+		w.add(pk, pendingDoc{body: body, queued: true, role: entryStart})
+		return time.UnixMilli(visible), nil
 	}
 	w.add(pk, pendingDoc{body: body, queued: true})
 	return time.UnixMilli(visible), nil
@@ -737,7 +740,7 @@ func (w *ackWriter) entries() ([]sizedEntry, error) {
 		if d.queued {
 			body = relayedBody(body)
 		}
-		e := outboxEntry{PK: d.pk, Upsert: d.upsert, Doc: body}
+		e := outboxEntry{PK: d.pk, Upsert: d.upsert, Doc: body, Role: d.role}
 		raw, err := json.Marshal(e)
 		if err != nil {
 			return nil, Permanent(w.op, fmt.Sprintf("encode outbox entry: %v", err))

@@ -227,3 +227,80 @@ func instanceMarked(t *testing.T, p *cdb.CosmosProvider, id string) bool {
 	_, marked := doc["deleting"]
 	return marked
 }
+
+// A deletion's sweep round that listed a start written into the marked
+// partition, and was overtaken by the end of the sweep (another process
+// deleted the marked instance document last, its listing having missed the
+// start, and the start settled beside the new life's instance document),
+// deletes nothing: the start its writer was told stands outlives it.
+func TestAStaleSweepRoundSparesAStartThatOutlivedTheDeletion(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	cfg := cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour, AbandonedDeletionAge: time.Minute, Now: clock.Now}
+	other := newRulesProvider(t, acct, cfg)
+	providertest.CreateInstance(ctx, t, other, "phoenix")
+	resume := stallChildSweep(acct, "phoenix")
+	_, err := other.DeleteInstance(ctx, "phoenix", true)
+	require.Error(t, err, "the deletion marks the instance and stops")
+	resume()
+	clock.Advance(2 * time.Minute)
+
+	// The start writes its message beside the marked instance document,
+	// then waits before reading back.
+	var mu sync.Mutex
+	written, paused := false, false
+	readBack, started := make(chan struct{}), make(chan error, 1)
+	starter := newHookedProvider(t, acct, cfg, func(r *http.Request) {
+		mu.Lock()
+		if r.Header.Get("x-ms-documentdb-partitionkey") != `["phoenix"]` || paused {
+			mu.Unlock()
+			return
+		}
+		if !written {
+			written = isItemCreate(r, `["phoenix"]`)
+			mu.Unlock()
+			return
+		}
+		paused = true
+		mu.Unlock()
+		<-readBack
+	})
+	go func() { started <- starter.EnqueueForOrchestrator(ctx, providertest.StartItem("phoenix"), 0) }()
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return paused }, 10*time.Second, time.Millisecond)
+
+	var once sync.Once
+	stale := newHookedProvider(t, acct, cfg, func(r *http.Request) {
+		if r.Header.Get("x-ms-cosmos-is-batch-request") == "" || r.Header.Get("x-ms-documentdb-partitionkey") != `["phoenix"]` ||
+			!bodyContains(t, r, `"operationType":"Delete"`) {
+			return
+		}
+		once.Do(func() {
+			// This round listed the start. Another process, whose listing
+			// came before the start, ends the sweep: the old life's
+			// documents, the marked instance document last.
+			pk := cdb.NewPartitionKeyString("phoenix")
+			res, err := other.Container().QueryItems(ctx, "SELECT c.id, c.type FROM c WHERE c.pk = 'phoenix'", nil, &cdb.QueryOptions{PartitionKey: &pk})
+			require.NoError(t, err)
+			for _, raw := range res.Items {
+				var doc struct{ ID, Type string }
+				require.NoError(t, json.Unmarshal(raw, &doc))
+				if doc.Type != "delete" && doc.Type != "msg" && doc.ID != "inst" {
+					_, err := other.Container().DeleteItem(ctx, pk, doc.ID, nil)
+					require.NoError(t, err)
+				}
+			}
+			_, err = other.Container().DeleteItem(ctx, pk, "inst", nil)
+			require.NoError(t, err)
+			close(readBack)
+			require.NoError(t, <-started, "the start settles beside the new life's instance document")
+		})
+	})
+	require.NoError(t, stale.ReconcileOutbox(ctx), "the stale round goes on")
+
+	item, _, _, err := other.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "the accepted start outlives the deletion")
+	assert.Equal(t, "phoenix", item.Instance)
+	assert.Equal(t, []string{"StartOrchestration"}, messageKinds(item))
+}

@@ -304,3 +304,43 @@ func TestAStaleSweepRoundSparesAStartThatOutlivedTheDeletion(t *testing.T) {
 	assert.Equal(t, "phoenix", item.Instance)
 	assert.Equal(t, []string{"StartOrchestration"}, messageKinds(item))
 }
+
+// A deletion decided on one life of an id (its checks read that life) and
+// paused before its first write, while another deletion removed that life
+// and the id started again, leaves the next life alone: it neither marks
+// nor sweeps it.
+func TestADeletionDecidedOnAnEarlierLifeLeavesTheNextOneAlone(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	cfg := cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour}
+	other := newRulesProvider(t, acct, cfg)
+	providertest.CreateInstance(ctx, t, other, "reborn")
+
+	var once sync.Once
+	fired := false
+	paused := newHookedProvider(t, acct, cfg, func(r *http.Request) {
+		if r.Header.Get("x-ms-cosmos-is-batch-request") == "" || r.Header.Get("x-ms-documentdb-partitionkey") != `["reborn"]` ||
+			!bodyContains(t, r, `"type":"delete"`) {
+			return
+		}
+		once.Do(func() { // between the checks and the intent's batch
+			fired = true
+			_, err := other.DeleteInstance(ctx, "reborn", true)
+			require.NoError(t, err)
+			providertest.CreateInstance(ctx, t, other, "reborn")
+		})
+	})
+	res, err := paused.DeleteInstance(ctx, "reborn", true)
+	require.True(t, fired, "the pause came between the checks and the intent's batch")
+	require.NoError(t, err, "the life it was asked to delete is gone")
+	assert.Zero(t, res.InstancesDeleted, "it deleted nothing itself")
+
+	st, err := other.ReadOrchestrationStatus(ctx, "reborn")
+	require.NoError(t, err)
+	assert.True(t, st.Found, "the next life is not read as deleted")
+	assert.False(t, instanceMarked(t, other, "reborn"), "and carries no deletion mark")
+	history, err := other.Read(ctx, "reborn")
+	require.NoError(t, err)
+	assert.Len(t, history, 1, "and keeps its history")
+	assert.Equal(t, 0, countDocs(t, other, "reborn", "delete"), "no intent is left")
+}

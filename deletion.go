@@ -116,16 +116,11 @@ func (p *CosmosProvider) checkDeletable(ctx context.Context, op string, ids []st
 		if err != nil {
 			return nil, wrap(op, err)
 		}
-		if stored == nil {
-			continue
-		}
-		lives[id] = stored.Life
-		marked, err := p.deletionReaches(ctx, stored)
-		if err != nil {
-			return nil, wrap(op, err)
-		}
-		if !force && !marked && stored.exists() && stored.Status == StatusRunning {
-			return nil, refusal(op, fmt.Sprintf("instance %q is Running; use force=true to delete it", id), ErrInstanceRunning)
+		if stored != nil {
+			lives[id] = stored.Life
+			if err := p.checkRunning(ctx, op, stored, force); err != nil {
+				return nil, err
+			}
 		}
 		children, err := p.ListChildren(ctx, id)
 		if err != nil {
@@ -138,6 +133,22 @@ func (p *CosmosProvider) checkDeletable(ctx context.Context, op string, ids []st
 		}
 	}
 	return lives, nil
+}
+
+// checkRunning refuses a Running instance without force, unless a
+// deletion already marked it or an ancestor (it reads as deleted).
+func (p *CosmosProvider) checkRunning(ctx context.Context, op string, stored *instanceDoc, force bool) error {
+	if force || !stored.exists() || stored.Status != StatusRunning {
+		return nil
+	}
+	marked, err := p.deletionReaches(ctx, stored)
+	if err != nil {
+		return wrap(op, err)
+	}
+	if !marked {
+		return refusal(op, fmt.Sprintf("instance %q is Running; use force=true to delete it", stored.Instance), ErrInstanceRunning)
+	}
+	return nil
 }
 
 // deleter carries out one deletion intent while it owns it. Its writes to

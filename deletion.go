@@ -161,8 +161,7 @@ type deleter struct {
 	etag   ETag // of the intent, as this deleter last wrote it
 }
 
-// record writes the intent with the first instance's mark, then marks the
-// others.
+// record is step 1: the intent with the first instance's mark.
 func (d *deleter) record(ctx context.Context) error {
 	body, err := json.Marshal(d.intent)
 	if err != nil {
@@ -179,7 +178,7 @@ func (d *deleter) record(ctx context.Context) error {
 	}
 	if resp.Success {
 		d.etag = resp.OperationResults[0].ETag
-		return d.markAll(ctx)
+		return nil
 	}
 	if idx, ce, _ := resp.FailedOperation(); idx != 1 || ce == nil || !lifeGone(ce.StatusCode) {
 		return batchFailure("DeleteInstancesAtomic", resp)
@@ -190,7 +189,7 @@ func (d *deleter) record(ctx context.Context) error {
 		return err
 	}
 	d.etag = created.ETag
-	return d.markAll(ctx)
+	return nil
 }
 
 // lifeGone says a conditioned mark or sweep met no document (404) or

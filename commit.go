@@ -227,6 +227,9 @@ type pendingDoc struct {
 	// writer is the own-writes stamp a queue item gets when the batch
 	// writes it; one an outbox carries gets none (ownwrites.go).
 	writer string
+	// role marks a child's start and its instance document, which the
+	// relay settles against a deletion under way (deletion.go).
+	role string
 }
 
 func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID uint64, delta []Event, workerItems, orchItems []WorkItem, md ExecutionMetadata, cancelled []ScheduledActivityIdentifier) (*ackPlan, error) {
@@ -590,7 +593,9 @@ func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
 		if err != nil {
 			return time.Time{}, refused(w.op, err)
 		}
-		w.remote = append(w.remote, pendingDoc{pk: pk, body: shell})
+		w.remote = append(w.remote, pendingDoc{pk: pk, body: shell, role: entryShell})
+		w.add(pk, pendingDoc{body: body, queued: true, role: entryStart})
+		return time.UnixMilli(at.visibleAt), nil
 	}
 	writer := ""
 	if pk == w.pk {
@@ -745,7 +750,7 @@ func (w *ackWriter) entries() ([]sizedEntry, error) {
 		if d.queued {
 			body = relayedBody(body)
 		}
-		e := outboxEntry{PK: d.pk, Upsert: d.upsert, Doc: body}
+		e := outboxEntry{PK: d.pk, Upsert: d.upsert, Doc: body, Role: d.role}
 		raw, err := json.Marshal(e)
 		if err != nil {
 			return nil, Permanent(w.op, fmt.Sprintf("encode outbox entry: %v", err))

@@ -3,29 +3,37 @@ package cdb
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 )
 
 // Deleting instances spans partitions, and Cosmos DB has no cross-partition
 // transaction. So a deletion is an intent carried out in steps that converge:
 //
 //  1. In one batch in the first instance's partition (the root of a tree):
-//     the intent document, listing every instance, and the first instance's
-//     mark (`deleting` on its instance document).
+//     the intent document, listing every instance with the life of its
+//     instance document, and the first instance's mark (`deleting` on its
+//     instance document).
 //  2. The other instances' marks. A marked instance reads as deleted: reads,
 //     listings and the admin side leave it out, and a fetch cannot lock it.
 //     The mark changes the instance document's ETag, so a turn in flight
 //     cannot commit (its ack is If-Match) and recreates nothing. Then the
-//     intent records that all are marked: resumed later, it marks none
-//     again, as an unmarked one is by then a new life of its id.
-//  3. Each partition's documents are deleted, in batches of 100, until a
-//     query finds none left; the marked instance document goes last. A stale
-//     worker's ack then fails: its item is gone.
+//     intent records that all are marked.
+//  3. Each partition's documents are deleted, in batches, until a query
+//     finds none left; the marked instance document goes last.
 //  4. The intent document is deleted.
 //
-// A process that dies half way leaves the intent and the marks; readers keep
-// honouring them and the reconciler of any process finishes the deletion.
+// A deletion has one owner at a time, which renews its beat on the intent
+// while it works; a process that dies or pauses leaves the intent and the
+// marks, readers keep honouring them, and once the beat is older than
+// AbandonedDeletionAge the reconciler of any process takes the deletion
+// over and finishes it. Every write is fenced so that an owner that lost
+// the deletion, or resumes after it was finished, can neither mark nor
+// sweep what is not the deletion's: a mark applies only to the life of the
+// instance document the intent names, and every sweep batch applies only
+// while the instance document carries the intent's mark.
 
 const docDeletion = "delete"
 
@@ -38,13 +46,33 @@ type deletionDoc struct {
 	IDs       []string `json:"ids"`
 	CreatedAt int64    `json:"createdAt"`
 	// Marked says every instance carries the intent's mark, so sweeping may
-	// have begun: from then on an unmarked instance document of one of the
-	// ids is a new life of it, which a resumed deletion must not mark.
+	// have begun: a resumed deletion marks nothing again.
 	Marked bool `json:"marked,omitempty"`
+	// Lives names, for each id whose instance document existed when the
+	// deletion was decided, that document's life (instanceDoc.Life; empty
+	// for a document written before lives existed). Only that life is
+	// marked: a new life of the id is not the deletion's. Nil in an intent
+	// written before lives existed, whose marks are not conditioned.
+	Lives map[string]string `json:"lives"`
+	// Owner is the lease of the process carrying the deletion out, BeatAt
+	// (ms) its last sign of life.
+	Owner  string `json:"owner,omitempty"`
+	BeatAt int64  `json:"beatAt,omitempty"`
+
+	ETag ETag `json:"_etag,omitempty"`
 }
 
 // maxDeleteRounds bounds the query-and-delete rounds of one partition.
 const maxDeleteRounds = 5
+
+// errDeletionLost says the deleter no longer owns its deletion: another
+// process took it over, or finished it.
+var errDeletionLost = errors.New("another process owns the deletion now")
+
+// errMarkGone says a partition's instance document no longer carries the
+// deletion's mark: the partition was swept to the end, and whatever is in
+// it now is a new life's.
+var errMarkGone = errors.New("the instance document no longer carries the deletion's mark")
 
 // DeleteInstancesAtomic deletes exactly these instances. Running instances
 // need force; an instance whose child is not among ids is refused, before
@@ -54,132 +82,260 @@ func (p *CosmosProvider) DeleteInstancesAtomic(ctx context.Context, ids []string
 	if len(ids) == 0 {
 		return DeleteInstanceResult{}, nil
 	}
-	if err := p.checkDeletable(ctx, op, ids, force); err != nil {
+	lives, err := p.checkDeletable(ctx, op, ids, force)
+	if err != nil {
 		return DeleteInstanceResult{}, err
 	}
+	now := p.nowMs()
 	intent := deletionDoc{ID: "d|" + newLockToken(""), PK: instancePartitionKey(ids[0]), Type: docDeletion,
-		Instance: ids[0], IDs: ids, CreatedAt: p.nowMs()}
+		Instance: ids[0], IDs: ids, CreatedAt: now, Lives: lives, Owner: newLockToken("del_"), BeatAt: now}
 	p.deleting.claim(intent.ID)
 	defer p.deleting.release(intent.ID)
-	if err := p.recordDeletion(ctx, intent); err != nil {
+	d := &deleter{p: p, intent: intent}
+	if err := d.record(ctx); err != nil {
 		return DeleteInstanceResult{}, wrap(op, err)
 	}
-	result, err := p.finishDeletion(ctx, intent)
+	result, err := d.finish(ctx)
 	return result, wrap(op, err)
 }
 
-// checkDeletable applies duroxide's refusals: Running without force, and a
-// child left behind.
-func (p *CosmosProvider) checkDeletable(ctx context.Context, op string, ids []string, force bool) error {
+// checkDeletable applies duroxide's refusals (Running without force, a
+// child left behind) and returns the lives of the instance documents the
+// deletion is to remove.
+func (p *CosmosProvider) checkDeletable(ctx context.Context, op string, ids []string, force bool) (map[string]string, error) {
 	wanted := map[string]bool{}
 	for _, id := range ids {
 		if err := validateInstanceID(op, id); err != nil {
-			return err
+			return nil, err
 		}
 		wanted[id] = true
 	}
+	lives := map[string]string{}
 	for _, id := range ids {
-		inst, err := p.readLiveInstance(ctx, id)
+		stored, err := p.readInstance(ctx, id)
 		if err != nil {
-			return wrap(op, err)
+			return nil, wrap(op, err)
 		}
-		if !force && inst.exists() && inst.Status == StatusRunning {
-			return refusal(op, fmt.Sprintf("instance %q is Running; use force=true to delete it", id), ErrInstanceRunning)
+		if stored != nil {
+			lives[id] = stored.Life
+			if err := p.checkRunning(ctx, op, stored, force); err != nil {
+				return nil, err
+			}
 		}
 		children, err := p.ListChildren(ctx, id)
 		if err != nil {
-			return wrap(op, err)
+			return nil, wrap(op, err)
 		}
 		for _, child := range children {
 			if !wanted[child] {
-				return refusal(op, fmt.Sprintf("instance %q has child %q, which is not being deleted: delete the whole tree", id, child), ErrOrphanedChild)
+				return nil, refusal(op, fmt.Sprintf("instance %q has child %q, which is not being deleted: delete the whole tree", id, child), ErrOrphanedChild)
 			}
 		}
 	}
+	return lives, nil
+}
+
+// checkRunning refuses a Running instance without force, unless a
+// deletion already marked it or an ancestor (it reads as deleted).
+func (p *CosmosProvider) checkRunning(ctx context.Context, op string, stored *instanceDoc, force bool) error {
+	if force || !stored.exists() || stored.Status != StatusRunning {
+		return nil
+	}
+	marked, err := p.deletionReaches(ctx, stored)
+	if err != nil {
+		return wrap(op, err)
+	}
+	if !marked {
+		return refusal(op, fmt.Sprintf("instance %q is Running; use force=true to delete it", stored.Instance), ErrInstanceRunning)
+	}
 	return nil
 }
 
-// recordDeletion writes the intent with the first instance's mark, then
-// marks the others.
-func (p *CosmosProvider) recordDeletion(ctx context.Context, intent deletionDoc) error {
-	body, err := json.Marshal(intent)
-	if err != nil {
-		return err
-	}
-	b := p.container.NewTransactionalBatch(NewPartitionKeyString(intent.PK))
-	b.CreateItem(body, nil)
-	b.PatchItem(instanceDocID, markOps(intent.ID), nil)
-	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
-	if err != nil {
-		return err
-	}
-	if !resp.Success {
-		if idx, ce, _ := resp.FailedOperation(); idx != 1 || ce == nil || ce.StatusCode != http.StatusNotFound {
-			return batchFailure("DeleteInstancesAtomic", resp)
-		}
-		// No instance document: record the intent alone.
-		if _, err := p.container.CreateItem(ctx, NewPartitionKeyString(intent.PK), body, nil); err != nil {
-			return err
-		}
-	}
-	return p.markAll(ctx, intent)
+// deleter carries out one deletion intent while it owns it. Its writes to
+// the intent are conditioned on its ownership; it renews its beat every
+// third of AbandonedDeletionAge and stops once another process took the
+// deletion over (errDeletionLost).
+type deleter struct {
+	p      *CosmosProvider
+	intent deletionDoc
+	etag   ETag // of the intent, as this deleter last wrote it
 }
 
-func markOps(intentID string) PatchOperations {
+// record is step 1: the intent with the first instance's mark.
+func (d *deleter) record(ctx context.Context) error {
+	body, err := json.Marshal(d.intent)
+	if err != nil {
+		return err
+	}
+	b := d.p.container.NewTransactionalBatch(NewPartitionKeyString(d.intent.PK))
+	b.CreateItem(body, nil)
+	if ops, ok := d.markOps(d.intent.IDs[0]); ok {
+		b.PatchItem(instanceDocID, ops, nil)
+	}
+	resp, err := d.p.container.ExecuteTransactionalBatch(ctx, b, nil)
+	if err != nil {
+		return err
+	}
+	if resp.Success {
+		d.etag = resp.OperationResults[0].ETag
+		return nil
+	}
+	if idx, ce, _ := resp.FailedOperation(); idx != 1 || ce == nil || !lifeGone(ce.StatusCode) {
+		return batchFailure("DeleteInstancesAtomic", resp)
+	}
+	// The first instance's life is gone already: record the intent alone.
+	created, err := d.p.container.CreateItem(ctx, NewPartitionKeyString(d.intent.PK), body, nil)
+	if err != nil {
+		return err
+	}
+	d.etag = created.ETag
+	return nil
+}
+
+// lifeGone says a conditioned mark or sweep met no document (404) or
+// another life of it, or one without the mark (412).
+func lifeGone(status int) bool {
+	return status == http.StatusNotFound || status == http.StatusPreconditionFailed
+}
+
+// markOps marks id's instance document, on the condition that it is still
+// the life the intent names; false when the intent names none (the id had
+// no instance document: whatever is there now is a new life).
+func (d *deleter) markOps(id string) (PatchOperations, bool) {
 	var ops PatchOperations
-	ops.AppendSet("/deleting", intentID)
-	return ops
+	if d.intent.Lives != nil {
+		life, ok := d.intent.Lives[id]
+		if !ok {
+			return ops, false
+		}
+		if life == "" {
+			ops.SetCondition("from c where not is_defined(c.life)")
+		} else {
+			ops.SetCondition("from c where c.life = " + sqlString(life))
+		}
+	}
+	ops.AppendSet("/deleting", d.intent.ID)
+	return ops, true
 }
 
 // markAll marks every instance of the intent after the first.
-func (p *CosmosProvider) markAll(ctx context.Context, intent deletionDoc) error {
-	for _, id := range intent.IDs[1:] {
-		_, err := p.container.PatchItem(ctx, partitionKey(id), instanceDocID, markOps(intent.ID), nil)
-		if err != nil && !IsNotFound(err) {
+func (d *deleter) markAll(ctx context.Context) error {
+	for _, id := range d.intent.IDs[1:] {
+		if err := d.renewIfDue(ctx); err != nil {
+			return err
+		}
+		ops, ok := d.markOps(id)
+		if !ok {
+			continue
+		}
+		_, err := d.p.container.PatchItem(ctx, partitionKey(id), instanceDocID, ops, nil)
+		if err != nil && !IsNotFound(err) && !IsPreconditionFailed(err) {
 			return err
 		}
 	}
 	return nil
 }
 
-// finishDeletion carries out steps 2 to 4; it is safe to run again.
-func (p *CosmosProvider) finishDeletion(ctx context.Context, intent deletionDoc) (DeleteInstanceResult, error) {
+// finish carries out steps 2 to 4; it is safe to run again. A deleter that
+// lost the deletion to another process returns what it deleted itself,
+// without error: the deletion was decided when its intent was written,
+// every instance of it reads as deleted since, and the new owner finishes
+// it.
+func (d *deleter) finish(ctx context.Context) (DeleteInstanceResult, error) {
+	result, err := d.carryOut(ctx)
+	if errors.Is(err, errDeletionLost) {
+		d.p.log.Info("cdb: a deletion went on without this process; its new owner finishes it", "deletion", d.intent.ID)
+		return result, nil
+	}
+	return result, err
+}
+
+func (d *deleter) carryOut(ctx context.Context) (DeleteInstanceResult, error) {
 	var result DeleteInstanceResult
-	if !intent.Marked {
-		if err := p.markAll(ctx, intent); err != nil {
+	if !d.intent.Marked {
+		if err := d.markAll(ctx); err != nil {
 			return result, err
 		}
-		if err := p.recordMarked(ctx, intent); IsNotFound(err) {
-			return result, nil // finished by another process meanwhile
-		} else if err != nil {
+		if err := d.writeIntent(ctx, func(ops *PatchOperations) { ops.AppendSet("/marked", true) }); err != nil {
 			return result, err
 		}
 	}
 	deleted := map[string]bool{}
-	for _, id := range intent.IDs {
+	for _, id := range d.intent.IDs {
 		deleted[instancePartitionKey(id)] = true
 	}
-	for _, id := range intent.IDs {
-		r, err := p.deletePartition(ctx, id, intent.ID, deleted)
+	for _, id := range d.intent.IDs {
+		if err := d.renewIfDue(ctx); err != nil {
+			return result, err
+		}
+		r, err := d.p.deletePartition(ctx, id, d.intent.ID, deleted)
 		if err != nil {
 			return result, err
 		}
 		result = result.Add(r)
 	}
-	_, err := p.container.DeleteItem(ctx, NewPartitionKeyString(intent.PK), intent.ID, nil)
-	if err != nil && !IsNotFound(err) {
-		return result, err
-	}
-	return result, nil
+	return result, d.deleteIntent(ctx)
 }
 
-// recordMarked notes on the intent that every instance is marked, before
-// any partition is swept.
-func (p *CosmosProvider) recordMarked(ctx context.Context, intent deletionDoc) error {
+// renewIfDue renews the owner's beat when a third of AbandonedDeletionAge
+// has passed since the last.
+func (d *deleter) renewIfDue(ctx context.Context) error {
+	if d.p.nowMs()-d.intent.BeatAt < max(d.p.cfg.AbandonedDeletionAge.Milliseconds()/3, 1) {
+		return nil
+	}
+	return d.writeIntent(ctx, func(*PatchOperations) {})
+}
+
+// writeIntent patches the intent, with a new beat, while this deleter owns
+// it.
+func (d *deleter) writeIntent(ctx context.Context, also func(*PatchOperations)) error {
+	now := d.p.nowMs()
 	var ops PatchOperations
-	ops.AppendSet("/marked", true)
-	_, err := p.container.PatchItem(ctx, NewPartitionKeyString(intent.PK), intent.ID, ops, nil)
-	return err
+	ops.SetCondition(ownedBy(d.intent.Owner))
+	ops.AppendSet("/beatAt", now)
+	also(&ops)
+	resp, err := d.p.container.PatchItem(ctx, NewPartitionKeyString(d.intent.PK), d.intent.ID, ops, nil)
+	switch {
+	case IsNotFound(err) || IsPreconditionFailed(err):
+		return errDeletionLost
+	case err != nil:
+		return fmt.Errorf("renew deletion %s: %w", d.intent.ID, err)
+	}
+	d.intent.BeatAt, d.etag = now, resp.ETag
+	return nil
+}
+
+// deleteIntent is step 4, by the owner only: the delete is conditioned on
+// the version this deleter last wrote, read again when a write's lost
+// response left that unknown.
+func (d *deleter) deleteIntent(ctx context.Context) error {
+	pk := NewPartitionKeyString(d.intent.PK)
+	for attempt := 0; attempt < 2; attempt++ {
+		etag := d.etag
+		_, err := d.p.container.DeleteItem(ctx, pk, d.intent.ID, &ItemOptions{IfMatch: &etag})
+		switch {
+		case err == nil || IsNotFound(err):
+			return nil
+		case !IsPreconditionFailed(err):
+			return err
+		}
+		resp, err := d.p.readLatest(ctx, pk, d.intent.ID)
+		if IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var stored deletionDoc
+		if err := json.Unmarshal(resp.Value, &stored); err != nil {
+			return fmt.Errorf("decode deletion intent: %w", err)
+		}
+		if stored.Owner != d.intent.Owner {
+			return errDeletionLost
+		}
+		d.etag = resp.ETag
+	}
+	return fmt.Errorf("deletion %s changed under its owner", d.intent.ID)
 }
 
 // partitionRow is what deletion needs to know of a document.
@@ -194,23 +350,25 @@ type partitionRow struct {
 // deletion intent, until none is left; the instance document, which carries
 // the mark, goes last, and then the partition is left alone: whatever is
 // written there afterwards (a start of the same id) belongs to a new life.
-// So it works only while the instance document carries this intent's mark.
+// So it works only while the instance document carries this intent's mark,
+// and each of its batches checks that the mark is still there (sweepDocs).
 // Undelivered effects in the instance's outboxes that target instances
 // outside the deletion (a detached start whose delivery failed) are
 // delivered first: the turn that wrote them was told it committed.
 func (p *CosmosProvider) deletePartition(ctx context.Context, instance, intentID string, deleted map[string]bool) (DeleteInstanceResult, error) {
 	var result DeleteInstanceResult
 	pk := instancePartitionKey(instance)
+	defer p.cache.drop(pk)
 	for round := 0; round < maxDeleteRounds; round++ {
 		rows, err := p.partitionRows(ctx, pk, intentID)
 		if err != nil {
 			return result, err
 		}
 		if !markedBy(rows, intentID) {
-			p.cache.drop(pk)
 			return result, nil // swept already, or never started
 		}
 		var docs []docVersion
+		var counts DeleteInstanceResult
 		for _, r := range rows {
 			if r.Type == docInstance {
 				continue
@@ -220,18 +378,20 @@ func (p *CosmosProvider) deletePartition(ctx context.Context, instance, intentID
 					return result, err
 				}
 			}
-			countDeleted(&result, r)
+			countDeleted(&counts, r)
 			docs = append(docs, r.docVersion)
 		}
-		if err := p.deleteDocs(ctx, pk, docs); err != nil {
+		if err := p.sweepDocs(ctx, pk, intentID, docs); errors.Is(err, errMarkGone) {
+			return result, nil // another process swept it to the end
+		} else if err != nil {
 			return result, err
 		}
+		result = result.Add(counts)
 		if len(docs) == 0 {
 			if err := p.deleteMarkedInstance(ctx, pk, intentID); err != nil {
 				return result, err
 			}
 			result.InstancesDeleted++
-			p.cache.drop(pk)
 			return result, nil
 		}
 	}
@@ -248,21 +408,65 @@ func markedBy(rows []partitionRow, intentID string) bool {
 	return false
 }
 
-// deleteMarkedInstance deletes the instance document if it still carries
-// the intent's mark.
-func (p *CosmosProvider) deleteMarkedInstance(ctx context.Context, pk, intentID string) error {
+// markHeld is the fence of every sweep batch: it applies only while the
+// instance document carries the intent's mark, and leaves the mark as it
+// is.
+func markHeld(intentID string) PatchOperations {
 	var ops PatchOperations
 	ops.SetCondition("from c where c.deleting = " + sqlString(intentID))
 	ops.AppendSet("/deleting", intentID)
+	return ops
+}
+
+// sweepDocs deletes the listed versions of a marked partition's documents
+// in batches fenced by the mark (markHeld): a round listed before another
+// process swept the partition to the end deletes nothing, not even a
+// document it listed that the end of the sweep left in place (a start that
+// arrived meanwhile, which its writer was told stands). A document gone or
+// changed since the listing is left to the next round. errMarkGone when
+// the mark is gone.
+func (p *CosmosProvider) sweepDocs(ctx context.Context, pk, intentID string, docs []docVersion) error {
+	key := NewPartitionKeyString(pk)
+	for start := 0; start < len(docs); start += MaxBatchOperations - 1 {
+		chunk := slices.Clone(docs[start:min(start+MaxBatchOperations-1, len(docs))])
+		for len(chunk) > 0 {
+			b := p.container.NewTransactionalBatch(key)
+			b.PatchItem(instanceDocID, markHeld(intentID), nil)
+			for _, d := range chunk {
+				b.DeleteItem(d.ID, ifListed(d))
+			}
+			resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+			if err != nil {
+				return err
+			}
+			if resp.Success {
+				break
+			}
+			idx, ce, _ := resp.FailedOperation()
+			switch {
+			case ce == nil || !lifeGone(ce.StatusCode):
+				return batchFailure("DeleteInstancesAtomic", resp)
+			case idx == 0:
+				return errMarkGone
+			}
+			chunk = slices.Delete(chunk, idx-1, idx) // gone or changed since the listing
+		}
+	}
+	return nil
+}
+
+// deleteMarkedInstance deletes the instance document if it still carries
+// the intent's mark.
+func (p *CosmosProvider) deleteMarkedInstance(ctx context.Context, pk, intentID string) error {
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(pk))
-	b.PatchItem(instanceDocID, ops, nil)
+	b.PatchItem(instanceDocID, markHeld(intentID), nil)
 	b.DeleteItem(instanceDocID, nil)
 	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
 	if err != nil {
 		return err
 	}
 	if !resp.Success {
-		if _, ce, _ := resp.FailedOperation(); ce != nil && (ce.StatusCode == http.StatusNotFound || ce.StatusCode == http.StatusPreconditionFailed) {
+		if _, ce, _ := resp.FailedOperation(); ce != nil && lifeGone(ce.StatusCode) {
 			return nil // gone already, or a new life's
 		}
 		return batchFailure("DeleteInstancesAtomic", resp)
@@ -285,6 +489,7 @@ func (p *CosmosProvider) deliverOutside(ctx context.Context, pk, outboxID string
 		return fmt.Errorf("decode outbox %s: %w", outboxID, err)
 	}
 	entries := outboxEntries{r: p.outbox, doc: &doc}
+	shells := map[string]bool{}
 	for i := 0; i < doc.total(); i++ {
 		e, err := entries.at(ctx, i)
 		if err != nil {
@@ -293,7 +498,7 @@ func (p *CosmosProvider) deliverOutside(ctx context.Context, pk, outboxID string
 		if deleted[e.PK] {
 			continue
 		}
-		if err := p.outbox.deliverEntry(ctx, e); err != nil {
+		if err := p.outbox.deliverEntry(ctx, e, shells); err != nil {
 			return fmt.Errorf("deliver outbox %s before deleting it: %w", outboxID, err)
 		}
 	}
@@ -333,12 +538,12 @@ func (p *CosmosProvider) partitionRows(ctx context.Context, pk, intentID string)
 	return rows, nil
 }
 
-// finishPendingDeletions completes the deletions older than
-// AbandonedDeletionAge that their process did not finish (never one this
-// process is carrying out). The reconciler calls it.
+// finishPendingDeletions takes over and completes the deletions whose
+// owner's beat is older than AbandonedDeletionAge (never one this process is
+// carrying out). The reconciler calls it.
 func (p *CosmosProvider) finishPendingDeletions(ctx context.Context) error {
 	cutoff := p.now().Add(-p.cfg.AbandonedDeletionAge).UnixMilli()
-	res, err := p.container.QueryItems(ctx, "SELECT * FROM c WHERE c.type = @type AND c.createdAt <= @cutoff",
+	res, err := p.container.QueryItems(ctx, "SELECT * FROM c WHERE c.type = @type AND (c.beatAt <= @cutoff OR (NOT IS_DEFINED(c.beatAt) AND c.createdAt <= @cutoff))",
 		[]QueryParameter{{Name: "@type", Value: docDeletion}, {Name: "@cutoff", Value: cutoff}}, nil)
 	if err != nil {
 		return err
@@ -351,7 +556,7 @@ func (p *CosmosProvider) finishPendingDeletions(ctx context.Context) error {
 		if !p.deleting.claim(intent.ID) {
 			continue // this process is on it
 		}
-		_, err := p.finishDeletion(ctx, intent)
+		err := p.takeOverDeletion(ctx, intent)
 		p.deleting.release(intent.ID)
 		if err != nil {
 			return err
@@ -360,24 +565,60 @@ func (p *CosmosProvider) finishPendingDeletions(ctx context.Context) error {
 	return nil
 }
 
+// takeOverDeletion makes an abandoned deletion this process's, by a PATCH
+// conditioned on the version the query saw (another process taking it
+// over, or its owner's late beat, makes it fail), and finishes it.
+func (p *CosmosProvider) takeOverDeletion(ctx context.Context, intent deletionDoc) error {
+	now := p.nowMs()
+	owner := newLockToken("del_")
+	var ops PatchOperations
+	ops.AppendSet("/owner", owner)
+	ops.AppendSet("/beatAt", now)
+	etag := intent.ETag
+	resp, err := p.container.PatchItem(ctx, NewPartitionKeyString(intent.PK), intent.ID, ops, &ItemOptions{IfMatch: &etag})
+	switch {
+	case IsNotFound(err) || IsPreconditionFailed(err):
+		return nil // finished, renewed or taken over meanwhile
+	case err != nil:
+		return fmt.Errorf("take over deletion %s: %w", intent.ID, err)
+	}
+	p.log.Info("cdb: took over a deletion its process left", "deletion", intent.ID, "instance", intent.Instance)
+	intent.Owner, intent.BeatAt = owner, now
+	d := &deleter{p: p, intent: intent, etag: resp.ETag}
+	_, err = d.finish(ctx)
+	return err
+}
+
 // readLiveInstance reads an instance's document, nil when it does not exist
 // or a deletion marked it or any of its ancestors: a deletion records its
 // root's mark first, so a tree never reads as half deleted.
 func (p *CosmosProvider) readLiveInstance(ctx context.Context, instance string) (*instanceDoc, error) {
-	seen := map[string]bool{}
 	inst, err := p.readInstance(ctx, instance)
-	for cur := inst; err == nil && cur != nil; {
-		if cur.Deleting != "" {
-			return nil, nil
-		}
-		if cur.Parent == nil || seen[*cur.Parent] {
-			break
-		}
-		seen[*cur.Parent] = true
-		cur, err = p.readInstance(ctx, *cur.Parent)
+	if err != nil || inst == nil {
+		return nil, err
 	}
-	if err != nil {
+	marked, err := p.deletionReaches(ctx, inst)
+	if err != nil || marked {
 		return nil, err
 	}
 	return inst, nil
+}
+
+// deletionReaches says a deletion marked inst or one of its ancestors.
+func (p *CosmosProvider) deletionReaches(ctx context.Context, inst *instanceDoc) (bool, error) {
+	seen := map[string]bool{inst.Instance: true}
+	for cur := inst; cur != nil; {
+		if cur.Deleting != "" {
+			return true, nil
+		}
+		if cur.Parent == nil || seen[*cur.Parent] {
+			return false, nil
+		}
+		seen[*cur.Parent] = true
+		var err error
+		if cur, err = p.readInstance(ctx, *cur.Parent); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
 }

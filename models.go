@@ -125,6 +125,10 @@ type instanceDoc struct {
 	// Deleting names the deletion intent that is removing the instance; a
 	// marked instance reads as deleted (deletion.go).
 	Deleting string `json:"deleting,omitempty"`
+	// Life is drawn afresh whenever the instance document is created, so it
+	// tells this life of the id from the next: a deletion marks only the
+	// life it was asked to delete (deletion.go).
+	Life string `json:"life,omitempty"`
 	// ReleasedAt is when a holder last gave the lock back without
 	// committing (an abandon), putting its batch back in the queue: a fetch
 	// whose candidate query ran before that saw those messages locked, and
@@ -303,7 +307,17 @@ type outboxEntry struct {
 	PK     string    `json:"pk"`
 	Upsert bool      `json:"upsert,omitempty"` // tombstones overwrite; everything else is created once
 	Doc    entryBody `json:"doc"`
+	// Role marks the two entries of a start in another partition: the
+	// instance document (entryShell) and the start message (entryStart),
+	// whose delivery is settled like a client's start (relay.deliverEntry).
+	Role string `json:"role,omitempty"`
 }
+
+// The roles of outbox entries that start an instance.
+const (
+	entryShell = "shell"
+	entryStart = "start"
+)
 
 // entryBody is an entry's document, stored as JSON. Outboxes written before
 // it was stored as base64 text; those still decode.

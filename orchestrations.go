@@ -97,20 +97,73 @@ func (p *CosmosProvider) enqueueStart(ctx context.Context, instance string, msg 
 		if err := p.createOnce(ctx, partitionKey(instance), msg, unknown); err != nil {
 			return err
 		}
-		return p.checkNotBeingDeleted(ctx, instance, msg)
+		return p.settleStart(ctx, "EnqueueForOrchestrator", instance, msg)
 	}
 	return nil
 }
 
-// checkNotBeingDeleted takes back a start written into the partition of an
-// instance that a deletion is sweeping, which would delete it unseen, and
-// says so with a retryable error: once the deletion is done, the same start
-// begins a new life of the id.
-func (p *CosmosProvider) checkNotBeingDeleted(ctx context.Context, instance string, msg []byte) error {
-	inst, err := p.readInstance(ctx, instance)
-	if err != nil || inst == nil || inst.Deleting == "" {
-		return err
+// maxSettleRounds bounds the looks of one start's read-back.
+const maxSettleRounds = 4
+
+// settleStart is the read-back of a start message written beside an
+// instance document that existed already, which may carry a deletion's
+// mark. It accepts the start only where no deletion begun before it can
+// delete it (ARCHITECTURE.md, Deletion):
+//   - beside an unmarked instance document none of whose ancestors is
+//     marked: a deletion marks only the life it was asked to delete, and
+//     sweeps only while its mark is there;
+//   - where the instance document is gone, a deletion swept the partition
+//     to the end, and may have taken the message with it: the start writes
+//     the instance document of a new life and its message again.
+//
+// Beside a marked one, the message is taken back and the start refused as
+// retryable: once the deletion is done, the same start begins a new life.
+// The outbox relay settles the child starts it delivers the same way.
+func (p *CosmosProvider) settleStart(ctx context.Context, op, instance string, msg []byte) error {
+	for round := 0; round < maxSettleRounds; round++ {
+		inst, err := p.readInstanceLatest(ctx, instancePartitionKey(instance))
+		if err != nil {
+			return err
+		}
+		if inst == nil {
+			if started, err := p.startAfterSweep(ctx, instance, msg); err != nil || started {
+				return err
+			}
+			continue // another start wrote the instance document first: look at it
+		}
+		marked, err := p.deletionReaches(ctx, inst)
+		if err != nil || !marked {
+			return err
+		}
+		if err := p.takeBack(ctx, instance, msg); err != nil {
+			return err
+		}
+		return Retryable(op, fmt.Sprintf("instance %q is being deleted; start it again once the deletion is done", instance))
 	}
+	return Retryable(op, fmt.Sprintf("instance %q: its instance document kept changing while the start looked at it", instance))
+}
+
+// startAfterSweep writes a new life's instance document and the start
+// message into a partition a deletion swept to the end; false when another
+// writer created the instance document first.
+func (p *CosmosProvider) startAfterSweep(ctx context.Context, instance string, msg []byte) (bool, error) {
+	shell, err := p.newLockDoc(instance)
+	if err != nil {
+		return false, err
+	}
+	if _, err := p.container.CreateItem(ctx, partitionKey(instance), shell, nil); IsConflict(err) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	if _, err := p.container.CreateItem(ctx, partitionKey(instance), msg, nil); err != nil && !IsConflict(err) {
+		return false, err
+	}
+	return true, nil // the message is there: it outlived the sweep, or is written again
+}
+
+// takeBack deletes a start message written into a partition being deleted.
+func (p *CosmosProvider) takeBack(ctx context.Context, instance string, msg []byte) error {
 	var head struct {
 		ID string `json:"id"`
 	}
@@ -120,7 +173,7 @@ func (p *CosmosProvider) checkNotBeingDeleted(ctx context.Context, instance stri
 	if _, err := p.container.DeleteItem(ctx, partitionKey(instance), head.ID, nil); err != nil && !IsNotFound(err) {
 		return err
 	}
-	return Retryable("EnqueueForOrchestrator", fmt.Sprintf("instance %q is being deleted; start it again once the deletion is done", instance))
+	return nil
 }
 
 // newLockDoc is an unlocked instance document without a name.
@@ -128,7 +181,7 @@ func (p *CosmosProvider) newLockDoc(instance string) ([]byte, error) {
 	now := p.nowMs()
 	return json.Marshal(instanceDoc{
 		ID: instanceDocID, PK: instancePartitionKey(instance), Type: docInstance, Instance: instance,
-		Slot: dispatchSlot(instance), CreatedAt: now, UpdatedAt: now,
+		Slot: dispatchSlot(instance), CreatedAt: now, UpdatedAt: now, Life: newLockToken(""),
 	})
 }
 
@@ -800,7 +853,7 @@ func (p *CosmosProvider) lockInstance(ctx context.Context, pk string, msgs []que
 		if create {
 			shell, err := json.Marshal(instanceDoc{
 				ID: instanceDocID, PK: pk, Type: docInstance, Instance: msgs[0].Instance, Slot: msgs[0].Slot,
-				LockToken: token, LockedUntil: until, CreatedAt: now, UpdatedAt: now,
+				LockToken: token, LockedUntil: until, CreatedAt: now, UpdatedAt: now, Life: newLockToken(""),
 			})
 			if err != nil {
 				return instanceDoc{}, nil, err

@@ -414,6 +414,7 @@ func (r *relay) deliver(ctx context.Context, o *pendingOutbox) (deliveryResult, 
 	entries := outboxEntries{r: r, doc: doc}
 	total := doc.total()
 	renewEvery := max(r.p.cfg.OutboxMinAge.Milliseconds()/3, 1)
+	shells := map[string]bool{}
 	for i := doc.Delivered; i < total; i++ {
 		if r.p.nowMs()-o.beat >= renewEvery {
 			if res, err := r.renew(ctx, o, i); res != resultHeld {
@@ -422,7 +423,7 @@ func (r *relay) deliver(ctx context.Context, o *pendingOutbox) (deliveryResult, 
 		}
 		e, err := entries.at(ctx, i)
 		if err == nil {
-			err = r.deliverEntry(ctx, e)
+			err = r.deliverEntry(ctx, e, shells)
 		}
 		if err != nil {
 			r.record(ctx, o, i)
@@ -530,17 +531,60 @@ func (r *relay) readPart(ctx context.Context, pk, id string) (*outboxPart, error
 	return &part, nil
 }
 
-func (r *relay) deliverEntry(ctx context.Context, e outboxEntry) error {
+// deliverEntry writes one entry. shells holds the partitions whose
+// instance document this pass of the outbox created: a start delivered
+// beside an instance document it did not create is settled as a client's
+// start is (settleStart), so a deletion still under way in that partition
+// cannot sweep it unseen.
+func (r *relay) deliverEntry(ctx context.Context, e outboxEntry, shells map[string]bool) error {
 	pk := NewPartitionKeyString(e.PK)
 	if e.Upsert {
 		_, err := r.p.container.UpsertItem(ctx, pk, e.Doc, nil)
 		return err
 	}
 	_, err := r.p.container.CreateItem(ctx, pk, e.Doc, nil)
-	if IsConflict(err) {
+	switch {
+	case err == nil && e.Role == entryShell:
+		shells[e.PK] = true
+		return nil
+	case e.Role == entryStart && !shells[e.PK] && (err == nil || IsConflict(err)):
+		return r.settleStart(ctx, e, err == nil)
+	case IsConflict(err):
 		return nil // delivered before (and maybe consumed since: its marker)
 	}
 	return err
+}
+
+// settleStart settles a start the relay delivered beside an instance
+// document it did not create. A start delivered before (written, a 409
+// now) is settled while it waits; its consumer's marker means it began.
+func (r *relay) settleStart(ctx context.Context, e outboxEntry, written bool) error {
+	var head struct {
+		ID       string `json:"id"`
+		Instance string `json:"instance"`
+	}
+	if err := json.Unmarshal(e.Doc, &head); err != nil {
+		return fmt.Errorf("decode outbox entry: %w", err)
+	}
+	if !written {
+		resp, err := r.p.readLatest(ctx, NewPartitionKeyString(e.PK), head.ID)
+		switch {
+		case IsNotFound(err):
+			return Retryable("deliver", fmt.Sprintf("the start of %q went away while it was delivered; delivering it again", head.Instance))
+		case err != nil:
+			return err
+		}
+		var doc struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(resp.Value, &doc); err != nil {
+			return fmt.Errorf("decode start %s: %w", head.ID, err)
+		}
+		if doc.Type == docConsumed {
+			return nil
+		}
+	}
+	return r.p.settleStart(ctx, "deliver", head.Instance, e.Doc)
 }
 
 // flushCleanup deletes delivered outboxes with their parts, in one batch

@@ -56,9 +56,9 @@ type Config struct {
 	// it.
 	ReconcileInterval time.Duration
 	OutboxMinAge      time.Duration
-	// AbandonedDeletionAge is how old a deletion intent must be before a
-	// process that did not start it finishes it (default 1m): long enough
-	// that its own process has either finished or died.
+	// AbandonedDeletionAge is how long a deletion's owner may show no life
+	// (it renews its beat every third of it while it works) before another
+	// process takes the deletion over and finishes it (default 1m).
 	AbandonedDeletionAge time.Duration
 	// Leases spreads dispatch slots over concurrent fetches (default: in
 	// memory, this process only).

@@ -158,16 +158,30 @@ func (r *Runtime) ackActivity(w lockedActivity, res activityResult) {
 	case cdb.IsRetryable(err):
 		r.log.Warn("activity ack failed; abandoning", "activity", w.Name, "instance", w.Instance, "error", err)
 		r.abandonWork(w.token, 100*time.Millisecond, false)
-	default:
+	case errors.Is(err, cdb.ErrRefused):
 		r.failRefusedActivity(ctx, w, err)
+	default:
+		r.abandonStoreRefusal(w, err)
 	}
+}
+
+// abandonStoreRefusal releases an activity whose ack the store refused
+// with a permanent status that is not the provider's own refusal (a real
+// account's transient 401, 403, 404/1003 or 413): the result may be fine,
+// so the activity is not failed (R14) but runs again after a backoff, its
+// attempt counted, so a refusal that never ends reaches poison handling.
+func (r *Runtime) abandonStoreRefusal(w lockedActivity, err error) {
+	backoff := r.opts.unregisteredBackoff(w.attempt)
+	r.log.Error("the store refused the activity's ack; abandoning with backoff", append(storeStatus(err),
+		"activity", w.Name, "instance", w.Instance, "attempt", w.attempt, "backoff", backoff, "error", err)...)
+	r.abandonWork(w.token, backoff, false)
 }
 
 // maxRefusalText bounds the refusal text a failure carries, so the failure
 // itself is small enough to store.
 const maxRefusalText = 4 << 10
 
-// failRefusedActivity handles a result the provider refused for good (one
+// failRefusedActivity handles a result the provider itself refused (one
 // too large to store, say): running the activity again would give the same
 // result, so it fails now, with the refusal as its error. Should that be
 // refused too, the activity is failed as poison with the cause. When the
@@ -186,9 +200,17 @@ func (r *Runtime) failRefusedActivity(ctx context.Context, w lockedActivity, ref
 	if err == nil {
 		return
 	}
-	if cdb.IsRetryable(err) {
+	switch {
+	case errors.Is(err, cdb.ErrInvalidLockToken):
+		r.log.Warn("activity lock lost before its failure was acked; the item is left to its next holder", "activity", w.Name,
+			"instance", w.Instance, "error", err)
+		return
+	case cdb.IsRetryable(err):
 		r.log.Warn("activity failure ack failed; abandoning", "activity", w.Name, "instance", w.Instance, "error", err)
 		r.abandonWork(w.token, 100*time.Millisecond, false)
+		return
+	case !errors.Is(err, cdb.ErrRefused):
+		r.abandonStoreRefusal(w, err)
 		return
 	}
 	r.log.Error("activity failure refused by the provider too; failing the activity as poison", "activity", w.Name,

@@ -57,7 +57,7 @@ func pinnedVersion(history []cdb.Event) (cdb.SemanticVersion, bool) {
 // is called or a renewal fails (the lock is gone; the ack will say so).
 func (r *Runtime) renewOrchestrationLock(token string) (stop func()) {
 	interval := renewalInterval(r.opts.OrchestratorLockTimeout, r.opts.OrchestratorLockRenewalBuffer)
-	return r.renewEvery(interval, func(ctx context.Context) error {
+	return r.renewEvery(r.workCtx, interval, func(ctx context.Context) error {
 		return r.provider.RenewOrchestrationItemLock(ctx, token, r.opts.OrchestratorLockTimeout)
 	}, func(err error) {
 		r.log.Debug("orchestration lock renewal failed", "error", err)
@@ -70,9 +70,9 @@ func (r *Runtime) renewOrchestrationLock(token string) (stop func()) {
 // account's transient 401 or 403, R14): each is tried again after a short
 // backoff, well before the lock expires, and only the provider's own
 // refusal (the lock is gone, or expired while the renewals failed) calls
-// failed.
-func (r *Runtime) renewEvery(interval time.Duration, renew func(context.Context) error, failed func(error)) (stop func()) {
-	ctx, cancel := context.WithCancel(r.workCtx)
+// failed. Renewals end when parent does.
+func (r *Runtime) renewEvery(parent context.Context, interval time.Duration, renew func(context.Context) error, failed func(error)) (stop func()) {
+	ctx, cancel := context.WithCancel(parent)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -27,8 +27,9 @@ type Runtime struct {
 	sessions *sessionTracker
 
 	// fetchCtx ends when shutdown begins: no new work is fetched. workCtx
-	// ends when shutdown runs out of time (or Start's context ends): work
-	// in flight is abandoned.
+	// ends when shutdown runs out of time (or Start's context ends): turns
+	// in flight are abandoned, activities are cancelled (their locks kept
+	// for the grace, see Shutdown).
 	fetchCtx     context.Context
 	stopFetching context.CancelFunc
 	workCtx      context.Context
@@ -93,9 +94,19 @@ func (r *Runtime) spawn(loop func()) {
 }
 
 // Shutdown stops fetching work and waits for the turns and activities in
-// flight to finish. When ctx ends first, it cancels them (activities see
-// their context cancelled), abandons their locks, waits for the
-// dispatchers to exit, and returns ctx's error.
+// flight to finish. When ctx ends first, it cancels them and returns ctx's
+// error once they are over: a turn is abandoned for another runtime to
+// run again; an activity's context is cancelled, and its handler gets
+// ActivityCancellationGrace to return. While it may still run, the
+// activity's lock is kept and renewed, so no other runtime runs the same
+// activity meanwhile; a result it returns within the grace is acked (a
+// failure is released for a retry instead, since it may be the
+// cancellation's), and after the grace its result is dropped and its item
+// released. So Shutdown returns at most a grace after ctx ends (plus the
+// requests that release the locks), and every lock this runtime held is
+// released when it returns; only a handler that ignores its cancelled
+// context beyond the grace can still run after that, possibly beside the
+// retry another runtime starts.
 func (r *Runtime) Shutdown(ctx context.Context) error {
 	r.stopFetching()
 	stopped := make(chan struct{})

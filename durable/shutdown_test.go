@@ -1,0 +1,131 @@
+package durable
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// Shutdown with activities in flight (issue 21, defect 12).
+
+// exclusiveActivity is an activity that notes whether two runs of it ever
+// overlapped. Its first run signals started, then ignores cancellation
+// until release is closed.
+type exclusiveActivity struct {
+	running, calls atomic.Int32
+	overlapped     atomic.Bool
+	started        chan struct{}
+	release        chan struct{}
+	releaseOnce    sync.Once
+}
+
+func newExclusiveActivity(t *testing.T) *exclusiveActivity {
+	a := &exclusiveActivity{started: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(a.letGo) // before the runtimes' shutdowns, should the test fail
+	return a
+}
+
+func (a *exclusiveActivity) letGo() { a.releaseOnce.Do(func() { close(a.release) }) }
+
+func (a *exclusiveActivity) run(_ ActivityContext, in string) (string, error) {
+	if a.running.Add(1) > 1 {
+		a.overlapped.Store(true)
+	}
+	defer a.running.Add(-1)
+	if a.calls.Add(1) == 1 {
+		close(a.started)
+		<-a.release // a handler that finishes its work even when cancelled
+	}
+	return "done:" + in, nil
+}
+
+// registerExclusive registers the activity and an orchestration of it.
+func registerExclusive(h *harness, a *exclusiveActivity) {
+	h.activity("Exclusive", a.run)
+	h.orchestration("RunsExclusive", func(ctx *OrchestrationContext, in string) (string, error) {
+		return ctx.ScheduleActivity("Exclusive", in).Await()
+	})
+}
+
+// startRuntime starts a runtime of the exclusive activity on p, with the
+// harness's options (a worker lock of a second) and tweak's.
+func startRuntime(t *testing.T, p cdb.Provider, a *exclusiveActivity, tweak func(*Options)) (*Runtime, *harness) {
+	h := newHarness(t, p)
+	registerExclusive(h, a)
+	opts := fastOptions(t)
+	if tweak != nil {
+		tweak(&opts)
+	}
+	rt, err := Start(h.ctx, p, h.registry, opts)
+	require.NoError(t, err)
+	return rt, h
+}
+
+// Defect 12: runtime A is shut down with a short context while an
+// activity runs, and runtime B shares its store. A keeps the activity's
+// lock (renewing it) while the handler still runs, so B never runs the
+// activity at the same time; once the handler returns, A acks its result
+// and Shutdown returns. The test waits, after Shutdown's context ended,
+// for two renewals of A's lock (more than a lock's lifetime: without them
+// the item would have been B's) or for B to run the activity.
+func TestShutdownKeepsTheLockOfARunningActivity(t *testing.T) {
+	p := newWorkerFaultProvider(t, nil)
+	act := newExclusiveActivity(t)
+	a, h := startRuntime(t, p, act, func(o *Options) { o.ActivityCancellationGrace = time.Minute })
+	h.start("shutdown-exclusive", "RunsExclusive", "x")
+	<-act.started
+	b, _ := startRuntime(t, p, act, nil)
+	t.Cleanup(func() { require.NoError(t, b.Shutdown(context.Background())) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	shutdown := make(chan error, 1)
+	go func() { shutdown <- a.Shutdown(ctx) }()
+	<-ctx.Done()
+	renewed := p.renewed.Load()
+	require.NoError(t, poll(context.Background(), time.Minute, func() (bool, error) {
+		return p.renewed.Load() >= renewed+2 || act.overlapped.Load() || act.calls.Load() > 1, nil
+	}))
+	assert.False(t, act.overlapped.Load(), "the activity ran on B while A's handler was still running")
+	assert.Equal(t, int32(1), act.calls.Load(), "B did not run the activity while A held it")
+	select {
+	case err := <-shutdown:
+		t.Fatalf("Shutdown returned while the handler still ran: %v", err)
+	default:
+	}
+
+	act.letGo()
+	err := <-shutdown
+	require.ErrorIs(t, err, context.DeadlineExceeded, "Shutdown reports that its context ended")
+	assert.Equal(t, "done:x", h.completed("shutdown-exclusive"), "A acked the result its handler returned")
+	assert.Equal(t, int32(1), act.calls.Load(), "the activity ran once")
+	assert.False(t, act.overlapped.Load())
+}
+
+// Defect 12, the bound: a handler that outlasts its grace is given up.
+// Shutdown returns once the grace has ended, the item is released, and
+// another runtime runs the activity.
+func TestShutdownGivesUpAHandlerAfterItsGrace(t *testing.T) {
+	p := newWorkerFaultProvider(t, nil)
+	act := newExclusiveActivity(t)
+	a, h := startRuntime(t, p, act, func(o *Options) { o.ActivityCancellationGrace = 200 * time.Millisecond })
+	h.start("shutdown-grace", "RunsExclusive", "y")
+	<-act.started
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, a.Shutdown(ctx), context.DeadlineExceeded, "Shutdown returns after the grace, the handler still running")
+	assert.Equal(t, int32(1), act.running.Load(), "the handler still runs")
+
+	b, _ := startRuntime(t, p, act, nil)
+	t.Cleanup(func() { require.NoError(t, b.Shutdown(context.Background())) })
+	assert.Equal(t, "done:y", h.completed("shutdown-grace"), "B ran the released activity")
+	assert.Equal(t, int32(2), act.calls.Load())
+}

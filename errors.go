@@ -161,6 +161,10 @@ func StoreStatus(err error) (status, substatus int, ok bool) {
 // IsConflict reports a 409 from Cosmos DB (the id exists in the partition).
 func IsConflict(err error) bool { return HasStatus(err, http.StatusConflict) }
 
+// IsRequestEntityTooLarge reports a 413 from Cosmos DB: a document or a
+// batch over the service's size limit, as the service counts it.
+func IsRequestEntityTooLarge(err error) bool { return HasStatus(err, http.StatusRequestEntityTooLarge) }
+
 // IsPreconditionFailed reports a 412 from Cosmos DB (a stale ETag or a false
 // patch condition).
 func IsPreconditionFailed(err error) bool { return HasStatus(err, http.StatusPreconditionFailed) }

@@ -184,10 +184,12 @@ func (r *Runtime) idle(fetchStarted time.Time) bool {
 	return sleep(r.fetchCtx, rest)
 }
 
-// fetchBackoff is the pause after a failed fetch: retryable errors back off
-// exponentially (100ms·2^n, at most 3s), permanent ones wait 100ms.
+// fetchBackoff is the pause after a failed fetch: retryable errors, and
+// permanent statuses the store answered (a 401 or 403 that may pass, R14),
+// back off exponentially (100ms·2^n, at most 3s); the provider's own
+// refusals wait 100ms.
 func fetchBackoff(err error, consecutive *uint32) time.Duration {
-	if !cdb.IsRetryable(err) {
+	if errors.Is(err, cdb.ErrRefused) {
 		*consecutive = 0
 		return 100 * time.Millisecond
 	}
@@ -219,7 +221,12 @@ func (r *Runtime) pollLoop(what string, next func() (found bool, err error)) {
 				return // the fetch was interrupted by shutdown
 			}
 			delay := fetchBackoff(err, &failures)
-			r.log.Warn("fetch failed", "dispatcher", what, "error", err, "retryable", cdb.IsRetryable(err), "backoff", delay)
+			level := slog.LevelWarn
+			if !cdb.IsRetryable(err) && !errors.Is(err, cdb.ErrRefused) {
+				level = slog.LevelError // the store refused: say so, with its status
+			}
+			r.log.Log(r.fetchCtx, level, "fetch failed", append(storeStatus(err),
+				"dispatcher", what, "error", err, "retryable", cdb.IsRetryable(err), "backoff", delay)...)
 			if !sleep(r.fetchCtx, delay) {
 				return
 			}

@@ -75,14 +75,24 @@ func (r *Runtime) startDispatchers() {
 		return // an orchestration-only runtime runs no activities
 	}
 	var owners []string
+	var workers sync.WaitGroup
 	for slot := range r.opts.WorkerConcurrency {
 		owner := r.sessionOwner(slot)
 		if len(owners) == 0 || owners[len(owners)-1] != owner {
 			owners = append(owners, owner)
 		}
-		r.spawn(func() { r.workerLoop(slot, owner) })
+		workers.Add(1)
+		r.spawn(func() {
+			defer workers.Done()
+			r.workerLoop(slot, owner)
+		})
 	}
-	r.spawn(func() { r.sessionManager(owners) })
+	workersDone := make(chan struct{})
+	go func() {
+		workers.Wait()
+		close(workersDone)
+	}()
+	r.spawn(func() { r.sessionManager(owners, workersDone) })
 }
 
 func (r *Runtime) spawn(loop func()) {
@@ -98,8 +108,8 @@ func (r *Runtime) spawn(loop func()) {
 // error once they are over: a turn is abandoned for another runtime to
 // run again; an activity's context is cancelled, and its handler gets
 // ActivityCancellationGrace to return. While it may still run, the
-// activity's lock is kept and renewed, so no other runtime runs the same
-// activity meanwhile; a result it returns within the grace is acked (a
+// activity's lock (and its session's) is kept and renewed, so no other
+// runtime runs the same activity, or its session's next, meanwhile; a result it returns within the grace is acked (a
 // failure is released for a retry instead, since it may be the
 // cancellation's), and after the grace its result is dropped and its item
 // released. So Shutdown returns at most a grace after ctx ends (plus the

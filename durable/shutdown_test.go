@@ -129,3 +129,74 @@ func TestShutdownGivesUpAHandlerAfterItsGrace(t *testing.T) {
 	assert.Equal(t, "done:y", h.completed("shutdown-grace"), "B ran the released activity")
 	assert.Equal(t, int32(2), act.calls.Load())
 }
+
+// What else Shutdown must keep: a session stays this runtime's while an
+// activity of it still runs here. Runtime A runs the first of two
+// activities of one session (its one worker slot busy) and is shut down;
+// runtime B shares the store. A keeps renewing the session while its
+// handler runs, so B does not take the session's second activity
+// meanwhile; once the handler returns, B runs it. The test waits, after
+// the shutdown began, for two renewals that kept the session (more than
+// its one-second lock: without them B could claim it) or for B to run the
+// second activity.
+func TestShutdownKeepsTheSessionOfARunningActivity(t *testing.T) {
+	p := newWorkerFaultProvider(t, nil)
+	var running, calls atomic.Int32
+	var overlapped atomic.Bool
+	started, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	letGo := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(letGo)
+	register := func(h *harness) {
+		h.activity("InSession", func(_ ActivityContext, in string) (string, error) {
+			if running.Add(1) > 1 {
+				overlapped.Store(true)
+			}
+			defer running.Add(-1)
+			if calls.Add(1) == 1 {
+				close(started)
+				<-release
+			}
+			return in, nil
+		})
+		h.orchestration("TwoInSession", func(ctx *OrchestrationContext, _ string) (string, error) {
+			first := ctx.ScheduleActivity("InSession", "a", WithSession("kept"))
+			second := ctx.ScheduleActivity("InSession", "b", WithSession("kept"))
+			a, err := first.Await()
+			if err != nil {
+				return "", err
+			}
+			b, err := second.Await()
+			return a + b, err
+		})
+	}
+	sessionOptions := func(o *Options) {
+		o.WorkerConcurrency = 1
+		o.SessionLockTimeout = time.Second // renewed every 500 ms
+	}
+	ha := newHarness(t, p)
+	register(ha)
+	optsA := fastOptions(t)
+	sessionOptions(&optsA)
+	a, err := Start(ha.ctx, p, ha.registry, optsA)
+	require.NoError(t, err)
+	ha.start("shutdown-session", "TwoInSession", "")
+	<-started
+	hb := newHarness(t, p)
+	register(hb)
+	hb.run(sessionOptions)
+
+	shutdown := make(chan error, 1)
+	go func() { shutdown <- a.Shutdown(context.Background()) }()
+	kept := p.sessionsKept.Load()
+	require.NoError(t, poll(context.Background(), time.Minute, func() (bool, error) {
+		return p.sessionsKept.Load() >= kept+2 || calls.Load() > 1, nil
+	}))
+	assert.Equal(t, int32(1), calls.Load(), "B did not take the session's second activity while A ran the first")
+	assert.False(t, overlapped.Load())
+
+	letGo()
+	require.NoError(t, <-shutdown)
+	assert.Equal(t, "ab", hb.completed("shutdown-session"))
+	assert.False(t, overlapped.Load())
+}

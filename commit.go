@@ -33,7 +33,7 @@ func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken str
 		err := p.ackPlanned(ctx, op, lock, squeeze, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)
 		if tooLarge != nil && errors.Is(err, ErrRefused) && !errors.Is(err, ErrInvalidLockToken) {
 			// The tighter plan cannot hold what the store refused: its
-			// answer stands, and it is not ours to call final (R14).
+			// answer stands, and it is not ours to call final.
 			return tooLarge
 		}
 		if squeeze == maxCommitSqueeze || !IsRequestEntityTooLarge(err) {

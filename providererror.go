@@ -40,7 +40,7 @@ func (e *ProviderError) Is(target error) bool { return target == ErrRefused && e
 // fail the work it carried. Any other permanent error is the store's
 // answer passed on (a real account's transient 401, 403, 404/1003, 413 or
 // 400/431 among them): it says nothing final about the work, so a runtime
-// abandons the work with backoff instead of failing it (R14).
+// abandons the work with backoff instead of failing it.
 var ErrRefused = errors.New("refused by the provider")
 
 // Retryable builds a retryable ProviderError.

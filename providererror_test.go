@@ -33,7 +33,7 @@ func TestProviderErrorUnwrapsItsCause(t *testing.T) {
 	assert.ErrorIs(t, err, cause)
 }
 
-// R14: only what the provider decided itself is a refusal (ErrRefused),
+// Only what the provider decided itself is a refusal (ErrRefused),
 // which a runtime may fail work on; a permanent status the store answered
 // is not, whatever it is.
 func TestOnlyTheProvidersOwnRefusalsAreRefusals(t *testing.T) {

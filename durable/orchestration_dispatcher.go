@@ -67,7 +67,7 @@ func (r *Runtime) renewOrchestrationLock(token string) (stop func()) {
 // renewEvery calls renew every interval until stopped or renew fails for
 // good. A retryable failure (a timeout, throttling) says nothing about the
 // lock (R10), nor does a permanent status the store answered (a real
-// account's transient 401 or 403, R14): each is tried again after a short
+// account's transient 401 or 403): each is tried again after a short
 // backoff, well before the lock expires, and only the provider's own
 // refusal (the lock is gone, or expired while the renewals failed) calls
 // failed. Renewals end when parent does.
@@ -155,7 +155,7 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 }
 
 // commit acks a turn. Only the provider's own refusal of the turn fails
-// the orchestration, with an infrastructure error, as duroxide does (R14).
+// the orchestration, with an infrastructure error, as duroxide does.
 // A lost lock leaves the turn to the lock's next holder; any other
 // permanent error is the store's answer, which says nothing final about
 // the turn (a real account's transient 401, 403, 404/1003 and 413 among
@@ -225,7 +225,7 @@ func (r *Runtime) ackTurn(ctx context.Context, token string, t turn, md cdb.Exec
 
 // failOnCommitError commits OrchestrationFailed{Infrastructure} for a turn
 // the provider refused, in the execution the turn was for. A failed
-// instance reads as failed, with its name and cause (R14): when the refused
+// instance reads as failed, with its name and cause: when the refused
 // turn started its execution (a first turn, or the first turn after a
 // continue-as-new), the failure is committed with the turn's start event,
 // which names the orchestration, and a child's parent is told. Should that

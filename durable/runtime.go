@@ -195,7 +195,7 @@ func (r *Runtime) idle(fetchStarted time.Time) bool {
 }
 
 // fetchBackoff is the pause after a failed fetch: retryable errors, and
-// permanent statuses the store answered (a 401 or 403 that may pass, R14),
+// permanent statuses the store answered (a 401 or 403 that may pass),
 // back off exponentially (100ms·2^n, at most 3s); the provider's own
 // refusals wait 100ms.
 func fetchBackoff(err error, consecutive *uint32) time.Duration {

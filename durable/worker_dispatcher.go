@@ -171,7 +171,7 @@ func (r *Runtime) ackActivity(w lockedActivity, res activityResult) {
 // abandonStoreRefusal releases an activity whose ack the store refused
 // with a permanent status that is not the provider's own refusal (a real
 // account's transient 401, 403, 404/1003 or 413): the result may be fine,
-// so the activity is not failed (R14) but runs again after a backoff, its
+// so the activity is not failed but runs again after a backoff, its
 // attempt counted, so a refusal that never ends reaches poison handling.
 func (r *Runtime) abandonStoreRefusal(w lockedActivity, err error) {
 	backoff := r.opts.unregisteredBackoff(w.attempt)

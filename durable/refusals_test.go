@@ -295,3 +295,37 @@ func TestAStoreRefusalOfARenewalKeepsTheActivity(t *testing.T) {
 	assert.Equal(t, int32(1), runs.Load(), "the activity ran once")
 	assert.Negative(t, p.failRenewals.Load(), "the injected failure was hit")
 }
+
+// Defect 11, when the start itself is what the provider refuses (its
+// input, say): the failure is committed with a start that leaves the input
+// out, so the instance still reads as failed, with its name and cause.
+func TestARefusedStartStillReadsAsFailed(t *testing.T) {
+	eachFaultyProvider(t, func(t *testing.T, p *faultyProvider, h *harness) {
+		p.refuseTurn = func(_ uint64, delta []cdb.Event) error {
+			if len(delta) > 0 {
+				if k, ok := delta[0].Kind.(cdb.OrchestrationStarted); ok && k.Input != "" {
+					return cdb.Permanent("ack_orchestration_item", "the start's input is too large")
+				}
+			}
+			return nil
+		}
+		echoOrchestration(h)
+		h.run()
+		h.start("refused-start", "Echoes", "too large")
+		st := h.wait("refused-start")
+		require.Equal(t, StateFailed, st.State)
+		assert.Contains(t, st.Error.DisplayMessage(), "the start's input is too large")
+		admin, ok := h.provider.Admin()
+		require.True(t, ok)
+		info, err := admin.GetInstanceInfo(h.ctx, "refused-start")
+		require.NoError(t, err)
+		assert.Equal(t, "Echoes", info.OrchestrationName)
+		assert.Equal(t, cdb.StatusFailed, info.Status)
+		history, err := h.client.ReadHistory(h.ctx, "refused-start")
+		require.NoError(t, err)
+		require.Len(t, history, 2)
+		started, ok := history[0].Kind.(cdb.OrchestrationStarted)
+		require.True(t, ok)
+		assert.Empty(t, started.Input, "the start without the input it could not store")
+	})
+}

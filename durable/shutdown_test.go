@@ -73,15 +73,21 @@ func startRuntime(t *testing.T, p cdb.Provider, a *exclusiveActivity, tweak func
 // lock (renewing it) while the handler still runs, so B never runs the
 // activity at the same time; once the handler returns, A acks its result
 // and Shutdown returns. The test waits, after Shutdown's context ended,
-// for two renewals of A's lock (more than a lock's lifetime: without them
-// the item would have been B's) or for B to run the activity.
+// for two renewals of A's lock (a lock's lifetime: without them the item
+// would have been B's) or for B to run the activity.
 func TestShutdownKeepsTheLockOfARunningActivity(t *testing.T) {
 	p := newWorkerFaultProvider(t, nil)
 	act := newExclusiveActivity(t)
-	a, h := startRuntime(t, p, act, func(o *Options) { o.ActivityCancellationGrace = time.Minute })
+	// Locks of two seconds, renewed every second: a loaded machine's late
+	// renewal still lands in time.
+	twoSecondLocks := func(o *Options) { o.WorkerLockTimeout = 2 * time.Second }
+	a, h := startRuntime(t, p, act, func(o *Options) {
+		twoSecondLocks(o)
+		o.ActivityCancellationGrace = time.Minute
+	})
 	h.start("shutdown-exclusive", "RunsExclusive", "x")
 	<-act.started
-	b, _ := startRuntime(t, p, act, nil)
+	b, _ := startRuntime(t, p, act, twoSecondLocks)
 	t.Cleanup(func() { require.NoError(t, b.Shutdown(context.Background())) })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -137,7 +143,7 @@ func TestShutdownGivesUpAHandlerAfterItsGrace(t *testing.T) {
 // handler runs, so B does not take the session's second activity
 // meanwhile; once the handler returns, B runs it. The test waits, after
 // the shutdown began, for two renewals that kept the session (more than
-// its one-second lock: without them B could claim it) or for B to run the
+// its two-second lock: without them B could claim it) or for B to run the
 // second activity.
 func TestShutdownKeepsTheSessionOfARunningActivity(t *testing.T) {
 	p := newWorkerFaultProvider(t, nil)
@@ -172,7 +178,7 @@ func TestShutdownKeepsTheSessionOfARunningActivity(t *testing.T) {
 	}
 	sessionOptions := func(o *Options) {
 		o.WorkerConcurrency = 1
-		o.SessionLockTimeout = time.Second // renewed every 500 ms
+		o.SessionLockTimeout = 2 * time.Second // renewed every second
 	}
 	ha := newHarness(t, p)
 	register(ha)

@@ -439,7 +439,7 @@ func (c *Client) retryStatus(r *request, ce *CosmosError) (retry bool, hint time
 		// A range-targeted request must be re-planned on the new ranges.
 		return !(r.rangeTargeted && isRangeGone(ce.SubStatusCode)), 0
 	case http.StatusNotFound:
-		return ce.SubStatusCode == SubStatusReadSessionNotAvailable, 0
+		return transientNotFound(ce), 0
 	case http.StatusForbidden:
 		return ce.SubStatusCode == SubStatusWriteForbidden || ce.SubStatusCode == SubStatusDatabaseAccountNotFound, 0
 	case http.StatusRequestTimeout, http.StatusBadGateway, http.StatusGatewayTimeout:

@@ -432,6 +432,8 @@ func TestRetriedStatuses(t *testing.T) {
 		{410, 1000, true, true},
 		{410, 1002, false, true}, // not range-targeted: the gateway re-routes
 		{404, 1002, false, true},
+		{404, 1003, true, true}, // the container just created: a real account says so for a while
+		{404, 1003, false, true},
 		{403, 3, true, true},
 		{408, 0, false, true},
 		{502, 0, false, true},

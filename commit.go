@@ -27,8 +27,35 @@ func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken str
 	if err != nil {
 		return err
 	}
+	defer lock.mu.Unlock()
+	var tooLarge error // the store's 413 that made the plan tighter
+	for squeeze := 0; ; squeeze++ {
+		err := p.ackPlanned(ctx, op, lock, squeeze, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)
+		if tooLarge != nil && errors.Is(err, ErrRefused) && !errors.Is(err, ErrInvalidLockToken) {
+			// The tighter plan cannot hold what the store refused: its
+			// answer stands, and it is not ours to call final.
+			return tooLarge
+		}
+		if squeeze == maxCommitSqueeze || !IsRequestEntityTooLarge(err) {
+			return err
+		}
+		p.log.Warn("cdb: the store refused a commit as too large; planning it tighter", "instance", lock.inst.Instance,
+			"batch_budget", commitBudgetBytes(squeeze+1), "error", err)
+		tooLarge = err
+	}
+}
+
+// maxCommitSqueeze bounds how often a commit the store refused as too large
+// (413: its size accounting differs from ours) is planned again, each time
+// with half the batch budget: the last plan's batch holds at most a
+// sixteenth of what the first one's did.
+const maxCommitSqueeze = 4
+
+// ackPlanned plans a turn's commit with the batch budget halved squeeze
+// times, stages what the plan stages, and commits it. It is called, and
+// returns, with lock.mu held; it lets go of it while planning.
+func (p *CosmosProvider) ackPlanned(ctx context.Context, op string, lock *orchestrationLock, squeeze int, executionID uint64, historyDelta []Event, workerItems, orchestratorItems []WorkItem, metadata ExecutionMetadata, cancelledActivities []ScheduledActivityIdentifier) error {
 	if p.nowMs() >= lock.lockedUntil.Load() {
-		lock.mu.Unlock()
 		return refusal(op, "Instance lock expired", ErrInvalidLockToken)
 	}
 	// Planning a large turn takes CPU time (seconds for megabytes on a
@@ -36,12 +63,11 @@ func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken str
 	// expire under the plan.
 	view := lock.planningView()
 	lock.mu.Unlock()
-	plan, err := p.planAck(op, view, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)
+	plan, err := p.planAck(op, view, squeeze, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)
 	if p.afterPlanForTest != nil {
 		p.afterPlanForTest()
 	}
 	lock.mu.Lock()
-	defer lock.mu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -82,10 +108,12 @@ const (
 )
 
 // historyForCommit is the turn's history document, with its events inline,
-// or, for a large turn, in staged parts whose bodies it returns.
-func historyForCommit(instance, pk string, exec uint64, token string, delta []Event) ([]byte, historyDoc, [][]byte, error) {
+// or, for a large turn (the threshold halved squeeze times), in staged parts
+// whose bodies it returns. The parts do not depend on squeeze, so a tighter
+// plan of the same ack stages the same documents again.
+func historyForCommit(instance, pk string, exec uint64, token string, delta []Event, squeeze int) ([]byte, historyDoc, [][]byte, error) {
 	body, d, err := encodeHistory(instance, pk, exec, delta, token)
-	if err != nil || len(d.Data) <= stageHistoryAbove {
+	if err != nil || len(d.Data) <= stageHistoryAbove>>squeeze {
 		return body, d, nil, err
 	}
 	chunks, err := chunkEvents(delta)
@@ -217,6 +245,9 @@ type ackWriter struct {
 	pinned  *uint64      // the instance's pinned version after the turn
 	docs    []pendingDoc // for this partition
 	remote  []pendingDoc // for other partitions
+	// squeeze halves the batch budget that many times (maxCommitSqueeze),
+	// for a commit the store refused as too large.
+	squeeze int
 }
 
 type pendingDoc struct {
@@ -232,7 +263,7 @@ type pendingDoc struct {
 	role string
 }
 
-func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID uint64, delta []Event, workerItems, orchItems []WorkItem, md ExecutionMetadata, cancelled []ScheduledActivityIdentifier) (*ackPlan, error) {
+func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, squeeze int, executionID uint64, delta []Event, workerItems, orchItems []WorkItem, md ExecutionMetadata, cancelled []ScheduledActivityIdentifier) (*ackPlan, error) {
 	state := lock.state
 	existing := map[uint64]bool{}
 	if executionID == state.exec {
@@ -248,7 +279,7 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 	inst := nextInstanceDoc(lock, executionID, delta, md, now)
 	execDoc := nextExecutionDoc(lock, executionID, md, now)
 	queued := len(workerItems) + len(orchItems)
-	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now, seq: p.reserveSeqs(queued + 1), pinned: inst.Pinned}
+	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now, seq: p.reserveSeqs(queued + 1), pinned: inst.Pinned, squeeze: squeeze}
 	w.visible = sequencedVisibleAt(w.seq, time.UnixMilli(now), 0).UnixMilli()
 	inst.Seq = w.seq + int64(queued)
 
@@ -265,7 +296,7 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 	var hist historyDoc
 	var staged [][]byte
 	if len(delta) > 0 {
-		body, d, parts, err := historyForCommit(inst.Instance, lock.pk, executionID, lock.token, delta)
+		body, d, parts, err := historyForCommit(inst.Instance, lock.pk, executionID, lock.token, delta, squeeze)
 		if err != nil {
 			return nil, refused(op, err)
 		}
@@ -653,6 +684,10 @@ const (
 	outboxRefsReserve = 16 * 1024 // the outbox document's own fields and part names
 )
 
+// commitBudgetBytes is the bytes a commit batch may take, halved squeeze
+// times for a commit the store refused as too large.
+func commitBudgetBytes(squeeze int) int { return commitBatchBytes >> squeeze }
+
 // batchBytes estimates the encoded size of a batch from its operations.
 func batchBytes(b *TransactionalBatch) int {
 	n := 2
@@ -681,12 +716,12 @@ type outboxLayout struct {
 // too large go to staged parts, which the batch makes permanent. It returns
 // the outbox document (nil when none is needed) and the parts to stage.
 func (w *ackWriter) flush(b *TransactionalBatch, instance string, rev uint64) (*outboxDoc, [][]byte, error) {
-	used := batchBytes(b)
-	if used > commitBatchBytes || b.Len() >= MaxBatchOperations {
+	used, budget := batchBytes(b), commitBudgetBytes(w.squeeze)
+	if used > budget || b.Len() >= MaxBatchOperations {
 		return nil, nil, refusal(w.op, fmt.Sprintf("the turn's history, state and consumed messages take %d operations and %d bytes; a commit batch holds %d and %d",
-			b.Len(), used, MaxBatchOperations, commitBatchBytes), ErrBatchTooLarge)
+			b.Len(), used, MaxBatchOperations, budget), ErrBatchTooLarge)
 	}
-	if len(w.remote) == 0 && b.Len()+len(w.docs) <= MaxBatchOperations && used+opsBytes(w.docs) <= commitBatchBytes {
+	if len(w.remote) == 0 && b.Len()+len(w.docs) <= MaxBatchOperations && used+opsBytes(w.docs) <= budget {
 		w.inline(b, w.docs)
 		return nil, nil, nil
 	}
@@ -695,7 +730,7 @@ func (w *ackWriter) flush(b *TransactionalBatch, instance string, rev uint64) (*
 		return nil, nil, err
 	}
 	opsFree := MaxBatchOperations - b.Len() - 1 // the outbox document's
-	bytesFree := commitBatchBytes - used - outboxRefsReserve - len(instance) - len(w.pk) - batchOpOverhead
+	bytesFree := budget - used - outboxRefsReserve - len(instance) - len(w.pk) - batchOpOverhead
 	inlineBytes := make([]int, len(w.docs)+1) // of the first k documents
 	for i, d := range w.docs {
 		inlineBytes[i+1] = inlineBytes[i] + opBytes(d)
@@ -772,7 +807,15 @@ func (w *ackWriter) partCapacity(instance string) int {
 	return MaxDocumentBytes - len(empty) - 1024
 }
 
-func (w *ackWriter) partID(n int) string { return "op|" + w.token + "|" + strconv.Itoa(n) }
+// partID names an outbox part. A tighter plan of the same ack lays its
+// entries out differently, so its parts take names of their own; the
+// parts of a plan that did not commit expire.
+func (w *ackWriter) partID(n int) string {
+	if w.squeeze > 0 {
+		return "op|" + w.token + "|s" + strconv.Itoa(w.squeeze) + "." + strconv.Itoa(n)
+	}
+	return "op|" + w.token + "|" + strconv.Itoa(n)
+}
 
 // layout puts the first entries that fit in room (at most
 // outboxInlineBytes) into the outbox document, and packs the others, in

@@ -16,6 +16,7 @@ const (
 	SubStatusWriteForbidden                 = 3
 	SubStatusPartitionKeyMismatch           = 1001
 	SubStatusReadSessionNotAvailable        = 1002 // with 404
+	SubStatusOwnerResourceNotFound          = 1003 // with 404: the container, not the item (transient just after it is created)
 	SubStatusPartitionKeyRangeGone          = 1002 // with 410
 	SubStatusCrossPartitionQueryNotServable = 1004
 	SubStatusCompletingSplit                = 1007
@@ -126,10 +127,18 @@ func HasStatus(err error, status int) bool {
 }
 
 // IsNotFound reports a 404 from Cosmos DB: the resource does not exist. A
-// 404 with substatus 1002 (no replica has this session's writes yet) says
-// nothing about existence and is not one.
+// 404 with substatus 1002 (no replica has this session's writes yet) or 1003
+// (the container is not found, as a real account answers for a while after
+// creating it) says nothing about the item and is not one.
 func IsNotFound(err error) bool {
-	return HasStatus(err, http.StatusNotFound) && !isReadSessionNotAvailable(err)
+	var ce *CosmosError
+	return errors.As(err, &ce) && ce.StatusCode == http.StatusNotFound && !transientNotFound(ce)
+}
+
+// transientNotFound reports the 404 substatuses that are retried: 1002 and
+// 1003.
+func transientNotFound(ce *CosmosError) bool {
+	return ce.SubStatusCode == SubStatusReadSessionNotAvailable || ce.SubStatusCode == SubStatusOwnerResourceNotFound
 }
 
 // isReadSessionNotAvailable reports a 404/1002: the service could not serve
@@ -139,8 +148,22 @@ func isReadSessionNotAvailable(err error) bool {
 	return errors.As(err, &ce) && ce.StatusCode == http.StatusNotFound && ce.SubStatusCode == SubStatusReadSessionNotAvailable
 }
 
+// StoreStatus returns the HTTP status and substatus of the store's answer
+// behind err, for logs and reports; ok is false when err carries none.
+func StoreStatus(err error) (status, substatus int, ok bool) {
+	var ce *CosmosError
+	if !errors.As(err, &ce) || ce.StatusCode == 0 {
+		return 0, 0, false
+	}
+	return ce.StatusCode, ce.SubStatusCode, true
+}
+
 // IsConflict reports a 409 from Cosmos DB (the id exists in the partition).
 func IsConflict(err error) bool { return HasStatus(err, http.StatusConflict) }
+
+// IsRequestEntityTooLarge reports a 413 from Cosmos DB: a document or a
+// batch over the service's size limit, as the service counts it.
+func IsRequestEntityTooLarge(err error) bool { return HasStatus(err, http.StatusRequestEntityTooLarge) }
 
 // IsPreconditionFailed reports a 412 from Cosmos DB (a stale ETag or a false
 // patch condition).
@@ -156,9 +179,10 @@ func IsOutcomeUnknown(err error) bool {
 // operation op. Retryable is set for what may succeed on retry (throttling,
 // timeouts, unavailability, lost connections, a write whose outcome is
 // unknown) and clear for what describes the request itself (other 4xx
-// statuses, validation and certificate failures). Context errors stay
-// reachable through errors.Is. A nil err gives nil; a *ProviderError is
-// returned as is.
+// statuses, validation and certificate failures). Only input the client
+// validated before sending is a refusal (ErrRefused); a status from the
+// store never is, whatever it says. Context errors stay reachable through
+// errors.Is. A nil err gives nil; a *ProviderError is returned as is.
 func ToProviderError(op string, err error) error {
 	if err == nil {
 		return nil
@@ -167,7 +191,8 @@ func ToProviderError(op string, err error) error {
 	if errors.As(err, &pe) {
 		return pe
 	}
-	return &ProviderError{Op: op, Message: err.Error(), Retryable: retryableError(err), Err: err}
+	var ve *ValidationError
+	return &ProviderError{Op: op, Message: err.Error(), Retryable: retryableError(err), Err: err, Refusal: errors.As(err, &ve)}
 }
 
 // retryableError decides whether trying again may succeed.
@@ -206,7 +231,7 @@ func retryableStatus(ce *CosmosError) bool {
 		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return true
 	case http.StatusNotFound:
-		return ce.SubStatusCode == SubStatusReadSessionNotAvailable
+		return transientNotFound(ce)
 	case http.StatusForbidden:
 		return ce.SubStatusCode == SubStatusWriteForbidden || ce.SubStatusCode == SubStatusDatabaseAccountNotFound
 	}

@@ -30,6 +30,10 @@ func TestStatusPredicatesSeeThroughWrapping(t *testing.T) {
 		return fmt.Errorf("outer: %w", &CosmosError{Operation: "x", StatusCode: status})
 	}
 	assert.True(t, IsNotFound(wrap(404)))
+	for _, sub := range []int{SubStatusReadSessionNotAvailable, SubStatusOwnerResourceNotFound} {
+		assert.False(t, IsNotFound(&CosmosError{Operation: "x", StatusCode: 404, SubStatusCode: sub}),
+			"404/%d says nothing about the item", sub)
+	}
 	assert.False(t, IsNotFound(wrap(409)))
 	assert.True(t, IsConflict(wrap(409)))
 	assert.True(t, IsPreconditionFailed(wrap(412)))
@@ -65,7 +69,7 @@ func TestToProviderErrorMapping(t *testing.T) {
 	}
 	retryable := []error{
 		ce(408, 0), ce(410, 0), ce(410, 1002), ce(429, 3200), ce(449, 0), ce(500, 0), ce(502, 0), ce(503, 0), ce(504, 0),
-		ce(404, 1002), ce(403, 3), ce(403, 1008),
+		ce(404, 1002), ce(404, 1003), ce(403, 3), ce(403, 1008),
 		&CosmosError{Operation: "op", Message: "connection reset"},                    // no response
 		&CosmosError{Operation: "op", StatusCode: 409, OutcomeUnknown: true},          // outcome unknown
 		fmt.Errorf("wrapped: %w", io.ErrUnexpectedEOF),                                // a plain transport error

@@ -14,6 +14,10 @@ type ProviderError struct {
 	Message   string
 	Retryable bool
 	Err       error // the cause, if any; reached by errors.Unwrap
+	// Refusal marks the provider's own refusal (see ErrRefused): what it
+	// decided itself from input and sizes it validated, never an answer
+	// of the store it passes on.
+	Refusal bool
 }
 
 // Error describes the failure.
@@ -26,6 +30,18 @@ func (e *ProviderError) Unwrap() error { return e.Err }
 
 // IsRetryable reports whether this error may go away on retry.
 func (e *ProviderError) IsRetryable() bool { return e.Retryable }
+
+// Is makes errors.Is(err, ErrRefused) find a refusal.
+func (e *ProviderError) Is(target error) bool { return target == ErrRefused && e.Refusal }
+
+// ErrRefused is found by errors.Is on the provider's own refusals: input
+// it cannot take, sizes it validated, a lock token it does not hold. The
+// same call is refused again however often it is made, so a runtime may
+// fail the work it carried. Any other permanent error is the store's
+// answer passed on (a real account's transient 401, 403, 404/1003, 413 or
+// 400/431 among them): it says nothing final about the work, so a runtime
+// abandons the work with backoff instead of failing it.
+var ErrRefused = errors.New("refused by the provider")
 
 // Retryable builds a retryable ProviderError.
 func Retryable(op, message string) *ProviderError {
@@ -66,18 +82,19 @@ var (
 // refusal builds the permanent ProviderError for a condition a caller
 // branches on, wrapping its sentinel.
 func refusal(op, message string, sentinel error) *ProviderError {
-	return &ProviderError{Op: op, Message: message, Err: sentinel}
+	return &ProviderError{Op: op, Message: message, Err: sentinel, Refusal: true}
 }
 
 // refused builds the permanent ProviderError for input the provider cannot
 // take, keeping cause (and any sentinel it wraps) reachable.
 func refused(op string, cause error) *ProviderError {
-	return &ProviderError{Op: op, Message: cause.Error(), Err: cause}
+	return &ProviderError{Op: op, Message: cause.Error(), Err: cause, Refusal: true}
 }
 
-// Permanent builds a permanent ProviderError.
+// Permanent builds a permanent ProviderError: the provider's own refusal
+// (ErrRefused).
 func Permanent(op, message string) *ProviderError {
-	return &ProviderError{Op: op, Message: message, Retryable: false}
+	return &ProviderError{Op: op, Message: message, Retryable: false, Refusal: true}
 }
 
 // IsRetryable reports whether err may go away on retry. A ProviderError
@@ -108,5 +125,5 @@ func asOperation(op string, err error) error {
 	if pe.Op == op {
 		return err
 	}
-	return &ProviderError{Op: op, Message: pe.Op + ": " + pe.Message, Retryable: pe.Retryable, Err: err}
+	return &ProviderError{Op: op, Message: pe.Op + ": " + pe.Message, Retryable: pe.Retryable, Err: err, Refusal: pe.Refusal}
 }

@@ -29,6 +29,9 @@ type faultyProvider struct {
 	abandons     atomic.Int32 // successful orchestration abandons
 	maxAttempt   atomic.Uint32
 	turnsFetched chan string // instance of every orchestration item fetched, when set
+	// refuseTurn, when set, refuses the acks it returns an error for,
+	// given the turn's execution and events, before the count-based faults.
+	refuseTurn func(executionID uint64, delta []cdb.Event) error
 }
 
 func newFaultyProvider(t *testing.T) *faultyProvider {
@@ -40,6 +43,11 @@ func newFaultyProvider(t *testing.T) *faultyProvider {
 func (p *faultyProvider) AckOrchestrationItem(ctx context.Context, token string, executionID uint64, delta []cdb.Event,
 	workerItems, orchItems []cdb.WorkItem, md cdb.ExecutionMetadata, cancelled []cdb.ScheduledActivityIdentifier) error {
 	p.acks.Add(1)
+	if p.refuseTurn != nil {
+		if err := p.refuseTurn(executionID, delta); err != nil {
+			return err
+		}
+	}
 	if p.failAcks.Add(-1) >= 0 {
 		if p.loseLock {
 			_ = p.Provider.AbandonOrchestrationItem(ctx, token, 0, false)

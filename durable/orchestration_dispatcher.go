@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/duroxide-go/cdb"
@@ -56,7 +57,7 @@ func pinnedVersion(history []cdb.Event) (cdb.SemanticVersion, bool) {
 // is called or a renewal fails (the lock is gone; the ack will say so).
 func (r *Runtime) renewOrchestrationLock(token string) (stop func()) {
 	interval := renewalInterval(r.opts.OrchestratorLockTimeout, r.opts.OrchestratorLockRenewalBuffer)
-	return r.renewEvery(interval, func(ctx context.Context) error {
+	return r.renewEvery(r.workCtx, interval, func(ctx context.Context) error {
 		return r.provider.RenewOrchestrationItemLock(ctx, token, r.opts.OrchestratorLockTimeout)
 	}, func(err error) {
 		r.log.Debug("orchestration lock renewal failed", "error", err)
@@ -65,11 +66,13 @@ func (r *Runtime) renewOrchestrationLock(token string) (stop func()) {
 
 // renewEvery calls renew every interval until stopped or renew fails for
 // good. A retryable failure (a timeout, throttling) says nothing about the
-// lock (R10): it is tried again after a short backoff, well before the lock
-// expires, and only a permanent error (the lock is gone, or expired while
-// the renewals failed) calls failed.
-func (r *Runtime) renewEvery(interval time.Duration, renew func(context.Context) error, failed func(error)) (stop func()) {
-	ctx, cancel := context.WithCancel(r.workCtx)
+// lock (R10), nor does a permanent status the store answered (a real
+// account's transient 401 or 403): each is tried again after a short
+// backoff, well before the lock expires, and only the provider's own
+// refusal (the lock is gone, or expired while the renewals failed) calls
+// failed. Renewals end when parent does.
+func (r *Runtime) renewEvery(parent context.Context, interval time.Duration, renew func(context.Context) error, failed func(error)) (stop func()) {
+	ctx, cancel := context.WithCancel(parent)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -81,7 +84,7 @@ func (r *Runtime) renewEvery(interval time.Duration, renew func(context.Context)
 				wait, retries = interval, 0
 			case ctx.Err() != nil:
 				return
-			case cdb.IsRetryable(err):
+			case cdb.IsRetryable(err) || !errors.Is(err, cdb.ErrRefused):
 				wait = renewalRetryDelay(interval, retries)
 				retries++
 				r.log.Debug("lock renewal failed; trying again", "error", err, "retry_in", wait)
@@ -124,7 +127,7 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 		// A finished execution, or messages for an instance nothing
 		// started: consume the batch without a turn.
 		r.log.Debug("acking a batch without a turn", "instance", item.Instance, "terminal", b.isTerminal(h))
-		r.commit(ctx, item, token, turn{executionID: item.ExecutionID})
+		r.commit(ctx, item, token, attempt, turn{executionID: item.ExecutionID})
 		return
 	}
 	executionID, persisted := item.ExecutionID, item.History
@@ -148,13 +151,17 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 		r.abandonOrchestration(token, 0, true)
 		return
 	}
-	r.commit(ctx, item, token, t)
+	r.commit(ctx, item, token, attempt, t)
 }
 
-// commit acks a turn. A permanent failure fails the orchestration with an
-// infrastructure error instead, as duroxide does; a lost lock is not such
-// a failure.
-func (r *Runtime) commit(ctx context.Context, item *cdb.OrchestrationItem, token string, t turn) {
+// commit acks a turn. Only the provider's own refusal of the turn fails
+// the orchestration, with an infrastructure error, as duroxide does.
+// A lost lock leaves the turn to the lock's next holder; any other
+// permanent error is the store's answer, which says nothing final about
+// the turn (a real account's transient 401, 403, 404/1003 and 413 among
+// them): the batch is abandoned with backoff, its attempt counted, so a
+// refusal that never ends reaches poison handling instead of looping.
+func (r *Runtime) commit(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32, t turn) {
 	md := executionMetadata(t.delta)
 	err := r.ackTurn(ctx, token, t, md)
 	switch {
@@ -170,10 +177,24 @@ func (r *Runtime) commit(ctx context.Context, item *cdb.OrchestrationItem, token
 	case ctx.Err() != nil:
 		r.log.Warn("runtime stopping; turn not committed, abandoning", "instance", item.Instance, "error", err)
 		r.abandonOrchestration(token, 0, true)
+	case len(t.delta) > 0 && errors.Is(err, cdb.ErrRefused):
+		r.log.Warn("turn refused by the provider; failing the orchestration", "instance", item.Instance, "error", err)
+		r.failOnCommitError(ctx, item, token, t, err)
 	default:
-		r.log.Warn("turn commit failed; failing the orchestration", "instance", item.Instance, "error", err)
-		r.failOnCommitError(ctx, item, token, err)
+		backoff := r.opts.unregisteredBackoff(attempt)
+		r.log.Error("the store refused the turn's commit; abandoning with backoff",
+			append(storeStatus(err), "instance", item.Instance, "attempt", attempt, "backoff", backoff, "error", err)...)
+		r.abandonOrchestration(token, backoff, false)
 	}
+}
+
+// storeStatus are the log attributes of the store's answer behind err: its
+// status and substatus, when it has them.
+func storeStatus(err error) []any {
+	if status, substatus, ok := cdb.StoreStatus(err); ok {
+		return []any{"status", status, "substatus", substatus}
+	}
+	return nil
 }
 
 // errAckAbandoned marks an ack given up after its retries, its lock
@@ -203,16 +224,63 @@ func (r *Runtime) ackTurn(ctx context.Context, token string, t turn, md cdb.Exec
 }
 
 // failOnCommitError commits OrchestrationFailed{Infrastructure} for a turn
-// the provider refused; if that fails too the item is abandoned.
-func (r *Runtime) failOnCommitError(ctx context.Context, item *cdb.OrchestrationItem, token string, cause error) {
+// the provider refused, in the execution the turn was for. A failed
+// instance reads as failed, with its name and cause: when the refused
+// turn started its execution (a first turn, or the first turn after a
+// continue-as-new), the failure is committed with the turn's start event,
+// which names the orchestration, and a child's parent is told. Should that
+// be refused too, the start goes without its input and carried events (they
+// may be what was refused); should it still fail, the item is abandoned.
+func (r *Runtime) failOnCommitError(ctx context.Context, item *cdb.OrchestrationItem, token string, refused turn, cause error) {
 	details := infrastructureDetails("AckOrchestrationItem", cause)
-	failedEv := newEvent(item.Instance, item.ExecutionID, nextEventID(item.History), nil, r.nowMs(),
-		cdb.OrchestrationFailed{Details: details})
-	t := turn{executionID: item.ExecutionID, delta: []cdb.Event{failedEv}}
-	if err := r.ackTurn(ctx, token, t, executionMetadata(t.delta)); err != nil && !errors.Is(err, errAckAbandoned) {
+	t := r.failureTurn(ctx, item, refused, details, false)
+	err := r.ackTurn(ctx, token, t, executionMetadata(t.delta))
+	if err != nil && errors.Is(err, cdb.ErrRefused) && startsExecution(t) {
+		r.log.Warn("the failure was refused too; committing it with the start's input left out", "instance", item.Instance, "error", err)
+		t = r.failureTurn(ctx, item, refused, details, true)
+		err = r.ackTurn(ctx, token, t, executionMetadata(t.delta))
+	}
+	if err != nil && !errors.Is(err, errAckAbandoned) {
 		r.log.Warn("could not commit the failure either; abandoning", "instance", item.Instance, "error", err)
 		r.abandonOrchestration(token, 50*time.Millisecond, false)
 	}
+}
+
+// failureTurn is the turn that fails refused's execution with details: the
+// execution's start when refused began it (slim: without its input and
+// carried events), then OrchestrationFailed, and the parent's notice.
+func (r *Runtime) failureTurn(ctx context.Context, item *cdb.OrchestrationItem, refused turn, details cdb.ErrorDetails, slim bool) turn {
+	t := turn{executionID: refused.executionID}
+	var base []cdb.Event
+	if refused.executionID == item.ExecutionID {
+		base = item.History
+	}
+	if len(base) == 0 && len(refused.delta) > 0 {
+		if k, ok := refused.delta[0].Kind.(cdb.OrchestrationStarted); ok {
+			start := refused.delta[0]
+			if slim {
+				k.Input, k.CarryForwardEvents = "", nil
+				start.Kind = k
+			}
+			t.delta = append(t.delta, start)
+		}
+	}
+	t.delta = append(t.delta, newEvent(item.Instance, t.executionID, nextEventID(slices.Concat(base, t.delta)), nil, r.nowMs(),
+		cdb.OrchestrationFailed{Details: details}))
+	if parent := parentOf(readHistory(slices.Concat(base, t.delta)).started); parent != nil {
+		t.orchestratorItems = []cdb.WorkItem{cdb.SubOrchFailed{ParentInstance: parent.instance,
+			ParentExecutionID: r.parentExecution(ctx, parent.instance, item.Instance), ParentID: parent.eventID, Details: details}}
+	}
+	return t
+}
+
+// startsExecution reports a turn that writes its execution's start.
+func startsExecution(t turn) bool {
+	if len(t.delta) == 0 {
+		return false
+	}
+	_, ok := t.delta[0].Kind.(cdb.OrchestrationStarted)
+	return ok
 }
 
 // infrastructureDetails turns a provider failure into ErrorDetails.

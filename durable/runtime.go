@@ -27,8 +27,9 @@ type Runtime struct {
 	sessions *sessionTracker
 
 	// fetchCtx ends when shutdown begins: no new work is fetched. workCtx
-	// ends when shutdown runs out of time (or Start's context ends): work
-	// in flight is abandoned.
+	// ends when shutdown runs out of time (or Start's context ends): turns
+	// in flight are abandoned, activities are cancelled (their locks kept
+	// for the grace, see Shutdown).
 	fetchCtx     context.Context
 	stopFetching context.CancelFunc
 	workCtx      context.Context
@@ -74,14 +75,24 @@ func (r *Runtime) startDispatchers() {
 		return // an orchestration-only runtime runs no activities
 	}
 	var owners []string
+	var workers sync.WaitGroup
 	for slot := range r.opts.WorkerConcurrency {
 		owner := r.sessionOwner(slot)
 		if len(owners) == 0 || owners[len(owners)-1] != owner {
 			owners = append(owners, owner)
 		}
-		r.spawn(func() { r.workerLoop(slot, owner) })
+		workers.Add(1)
+		r.spawn(func() {
+			defer workers.Done()
+			r.workerLoop(slot, owner)
+		})
 	}
-	r.spawn(func() { r.sessionManager(owners) })
+	workersDone := make(chan struct{})
+	go func() {
+		workers.Wait()
+		close(workersDone)
+	}()
+	r.spawn(func() { r.sessionManager(owners, workersDone) })
 }
 
 func (r *Runtime) spawn(loop func()) {
@@ -93,9 +104,19 @@ func (r *Runtime) spawn(loop func()) {
 }
 
 // Shutdown stops fetching work and waits for the turns and activities in
-// flight to finish. When ctx ends first, it cancels them (activities see
-// their context cancelled), abandons their locks, waits for the
-// dispatchers to exit, and returns ctx's error.
+// flight to finish. When ctx ends first, it cancels them and returns ctx's
+// error once they are over: a turn is abandoned for another runtime to
+// run again; an activity's context is cancelled, and its handler gets
+// ActivityCancellationGrace to return. While it may still run, the
+// activity's lock (and its session's) is kept and renewed, so no other
+// runtime runs the same activity, or its session's next, meanwhile; a result it returns within the grace is acked (a
+// failure is released for a retry instead, since it may be the
+// cancellation's), and after the grace its result is dropped and its item
+// released. So Shutdown returns at most a grace after ctx ends (plus the
+// requests that release the locks), and every lock this runtime held is
+// released when it returns; only a handler that ignores its cancelled
+// context beyond the grace can still run after that, possibly beside the
+// retry another runtime starts.
 func (r *Runtime) Shutdown(ctx context.Context) error {
 	r.stopFetching()
 	stopped := make(chan struct{})
@@ -173,10 +194,12 @@ func (r *Runtime) idle(fetchStarted time.Time) bool {
 	return sleep(r.fetchCtx, rest)
 }
 
-// fetchBackoff is the pause after a failed fetch: retryable errors back off
-// exponentially (100ms·2^n, at most 3s), permanent ones wait 100ms.
+// fetchBackoff is the pause after a failed fetch: retryable errors, and
+// permanent statuses the store answered (a 401 or 403 that may pass),
+// back off exponentially (100ms·2^n, at most 3s); the provider's own
+// refusals wait 100ms.
 func fetchBackoff(err error, consecutive *uint32) time.Duration {
-	if !cdb.IsRetryable(err) {
+	if errors.Is(err, cdb.ErrRefused) {
 		*consecutive = 0
 		return 100 * time.Millisecond
 	}
@@ -208,7 +231,12 @@ func (r *Runtime) pollLoop(what string, next func() (found bool, err error)) {
 				return // the fetch was interrupted by shutdown
 			}
 			delay := fetchBackoff(err, &failures)
-			r.log.Warn("fetch failed", "dispatcher", what, "error", err, "retryable", cdb.IsRetryable(err), "backoff", delay)
+			level := slog.LevelWarn
+			if !cdb.IsRetryable(err) && !errors.Is(err, cdb.ErrRefused) {
+				level = slog.LevelError // the store refused: say so, with its status
+			}
+			r.log.Log(r.fetchCtx, level, "fetch failed", append(storeStatus(err),
+				"dispatcher", what, "error", err, "retryable", cdb.IsRetryable(err), "backoff", delay)...)
 			if !sleep(r.fetchCtx, delay) {
 				return
 			}

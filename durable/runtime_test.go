@@ -314,6 +314,12 @@ func TestFetchBackoff(t *testing.T) {
 	assert.Equal(t, 3*time.Second, fetchBackoff(cdb.Retryable("fetch", "busy"), &n))
 	assert.Equal(t, 100*time.Millisecond, fetchBackoff(cdb.Permanent("fetch", "bad"), &n))
 	assert.Zero(t, n, "a permanent error resets the count")
+
+	// A permanent status the store answered may pass (a 401 while a token
+	// refreshes): it backs off like a retryable error, not every 100 ms.
+	unauthorized := cdb.ToProviderError("FetchWorkItem", &cdb.CosmosError{Operation: "Query", StatusCode: 401})
+	assert.Equal(t, 200*time.Millisecond, fetchBackoff(unauthorized, &n))
+	assert.Equal(t, 400*time.Millisecond, fetchBackoff(unauthorized, &n))
 }
 
 // TestChildContinueAsNewStillReportsToParent: a child that continues as

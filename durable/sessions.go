@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -38,9 +39,13 @@ func (t *sessionTracker) acquire(session string) (release func()) {
 
 // sessionManager keeps this runtime's sessions: it renews the locks of the
 // busy ones (idle ones are left to expire, unpinning them) and periodically
-// deletes orphaned sessions.
-func (r *Runtime) sessionManager(owners []string) {
-	renew := time.NewTicker(renewalInterval(r.opts.SessionLockTimeout, r.opts.SessionLockRenewalBuffer))
+// deletes orphaned sessions. It renews until every worker slot has ended
+// (workersDone), not only until fetching stops: a stopping runtime keeps
+// the sessions of the activities it still runs, so no other runtime takes
+// their next activities meanwhile.
+func (r *Runtime) sessionManager(owners []string, workersDone <-chan struct{}) {
+	interval := renewalInterval(r.opts.SessionLockTimeout, r.opts.SessionLockRenewalBuffer)
+	renew := time.NewTicker(interval)
 	defer renew.Stop()
 	cleanup := time.NewTicker(r.opts.SessionCleanupInterval)
 	defer cleanup.Stop()
@@ -55,14 +60,22 @@ func (r *Runtime) sessionManager(owners []string) {
 			r.log.Warn("session maintenance failed", "op", op, "error", err)
 		}
 	}
+	// Renewals outlive the work context too, as the activities' own lock
+	// renewals do; each is bounded by the renewal interval.
+	live := context.WithoutCancel(r.workCtx)
 	for {
 		select {
-		case <-r.fetchCtx.Done():
+		case <-workersDone:
 			return
 		case <-renew.C:
-			_, err := r.provider.RenewSessionLock(r.fetchCtx, owners, r.opts.SessionLockTimeout, r.opts.SessionIdleTimeout)
+			ctx, cancel := context.WithTimeout(live, interval)
+			_, err := r.provider.RenewSessionLock(ctx, owners, r.opts.SessionLockTimeout, r.opts.SessionIdleTimeout)
+			cancel()
 			report("renew_session_lock", err)
 		case <-cleanup.C:
+			if r.fetchCtx.Err() != nil {
+				continue // stopping: only the renewals matter now
+			}
 			_, err := r.provider.CleanupOrphanedSessions(r.fetchCtx, r.opts.SessionIdleTimeout)
 			report("cleanup_orphaned_sessions", err)
 		}

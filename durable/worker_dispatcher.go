@@ -125,7 +125,10 @@ func runActivity(fn ActivityFunc, ctx ActivityContext, input string) (res activi
 // cancelled, or its lock expired) cancels the activity with errLockLost.
 func (r *Runtime) renewWorkLock(token string, cancel context.CancelCauseFunc) (stop func()) {
 	interval := renewalInterval(r.opts.WorkerLockTimeout, r.opts.WorkerLockRenewalBuffer)
-	return r.renewEvery(interval, func(ctx context.Context) error {
+	// Not bounded by the work context: a stopping runtime keeps the lock of
+	// an activity whose handler still runs (interruptActivity bounds that
+	// by the grace), so no other runtime runs it meanwhile.
+	return r.renewEvery(context.WithoutCancel(r.workCtx), interval, func(ctx context.Context) error {
 		return r.provider.RenewWorkItemLock(ctx, token, r.opts.WorkerLockTimeout)
 	}, func(err error) {
 		r.log.Debug("activity lock lost; cancelling the activity", "error", err)
@@ -158,16 +161,30 @@ func (r *Runtime) ackActivity(w lockedActivity, res activityResult) {
 	case cdb.IsRetryable(err):
 		r.log.Warn("activity ack failed; abandoning", "activity", w.Name, "instance", w.Instance, "error", err)
 		r.abandonWork(w.token, 100*time.Millisecond, false)
-	default:
+	case errors.Is(err, cdb.ErrRefused):
 		r.failRefusedActivity(ctx, w, err)
+	default:
+		r.abandonStoreRefusal(w, err)
 	}
+}
+
+// abandonStoreRefusal releases an activity whose ack the store refused
+// with a permanent status that is not the provider's own refusal (a real
+// account's transient 401, 403, 404/1003 or 413): the result may be fine,
+// so the activity is not failed but runs again after a backoff, its
+// attempt counted, so a refusal that never ends reaches poison handling.
+func (r *Runtime) abandonStoreRefusal(w lockedActivity, err error) {
+	backoff := r.opts.unregisteredBackoff(w.attempt)
+	r.log.Error("the store refused the activity's ack; abandoning with backoff", append(storeStatus(err),
+		"activity", w.Name, "instance", w.Instance, "attempt", w.attempt, "backoff", backoff, "error", err)...)
+	r.abandonWork(w.token, backoff, false)
 }
 
 // maxRefusalText bounds the refusal text a failure carries, so the failure
 // itself is small enough to store.
 const maxRefusalText = 4 << 10
 
-// failRefusedActivity handles a result the provider refused for good (one
+// failRefusedActivity handles a result the provider itself refused (one
 // too large to store, say): running the activity again would give the same
 // result, so it fails now, with the refusal as its error. Should that be
 // refused too, the activity is failed as poison with the cause. When the
@@ -186,9 +203,17 @@ func (r *Runtime) failRefusedActivity(ctx context.Context, w lockedActivity, ref
 	if err == nil {
 		return
 	}
-	if cdb.IsRetryable(err) {
+	switch {
+	case errors.Is(err, cdb.ErrInvalidLockToken):
+		r.log.Warn("activity lock lost before its failure was acked; the item is left to its next holder", "activity", w.Name,
+			"instance", w.Instance, "error", err)
+		return
+	case cdb.IsRetryable(err):
 		r.log.Warn("activity failure ack failed; abandoning", "activity", w.Name, "instance", w.Instance, "error", err)
 		r.abandonWork(w.token, 100*time.Millisecond, false)
+		return
+	case !errors.Is(err, cdb.ErrRefused):
+		r.abandonStoreRefusal(w, err)
 		return
 	}
 	r.log.Error("activity failure refused by the provider too; failing the activity as poison", "activity", w.Name,
@@ -196,30 +221,37 @@ func (r *Runtime) failRefusedActivity(ctx context.Context, w lockedActivity, ref
 	r.poisonActivity(w, "the provider refused the activity's result: "+cause)
 }
 
-// interruptActivity handles a cancelled activity. After a lost lock it
-// gives the handler the grace period, then drops its result and releases
-// the item. duroxide acks without a completion here, expecting the ack to
-// fail; but such an ack deletes an item whose lock is still held, so the
-// item is abandoned instead: that fails just the same when the lock is
-// gone, and when it is not (R10) the item runs again rather than vanish.
-// When the runtime is stopping it abandons the item for another worker at
-// once.
+// interruptActivity handles a cancelled activity: its lock was lost, or
+// the runtime is stopping. Either way the handler is given the grace
+// period to return. duroxide acks without a completion after a lost lock,
+// expecting the ack to fail; but such an ack deletes an item whose lock is
+// still held, so the item is abandoned instead: that fails just the same
+// when the lock is gone, and when it is not (R10) the item runs again
+// rather than vanish. A stopping runtime still holds the lock, renewed
+// until the handler returns or the grace ends, so no other runtime runs
+// the activity while this handler does: a result the handler returns
+// within the grace is acked (a failure is abandoned for a retry, since it
+// may be the cancellation's); after the grace the result is dropped and the
+// item released.
 func (r *Runtime) interruptActivity(w lockedActivity, cause error, results <-chan activityResult) {
-	if !errors.Is(cause, errLockLost) {
-		r.log.Info("runtime stopping; abandoning activity", "activity", w.Name, "instance", w.Instance)
-		r.abandonWork(w.token, 0, true)
-		return
+	lockLost := errors.Is(cause, errLockLost)
+	if !lockLost {
+		r.log.Info("runtime stopping; waiting for the activity within its grace, keeping its lock", "activity", w.Name,
+			"instance", w.Instance, "grace", r.opts.ActivityCancellationGrace)
 	}
 	grace := time.NewTimer(r.opts.ActivityCancellationGrace)
 	defer grace.Stop()
 	select {
-	case <-results:
+	case res := <-results:
+		if !lockLost {
+			r.ackActivity(w, res)
+			return
+		}
 	case <-grace.C:
-		r.log.Warn("cancelled activity did not stop within the grace period; dropping its result",
-			"activity", w.Name, "instance", w.Instance)
-	case <-r.workCtx.Done():
+		r.log.Warn("cancelled activity did not stop within the grace period; dropping its result and releasing it",
+			"activity", w.Name, "instance", w.Instance, "lock_lost", lockLost)
 	}
-	r.abandonWork(w.token, 0, false)
+	r.abandonWork(w.token, 0, !lockLost)
 }
 
 // poisonAttempts fails an activity fetched more than MaxAttempts times.

@@ -30,6 +30,7 @@ type workerFaultProvider struct {
 	beforeAck     func()      // runs before the first ack reaches the store
 	lockLostAtAck atomic.Bool // the first ack finds the lock gone
 	ackHookOnce   sync.Once
+	sessionsKept  atomic.Int32 // session renewals that extended a session
 }
 
 func newWorkerFaultProvider(t *testing.T, inner cdb.Provider) *workerFaultProvider {
@@ -51,6 +52,14 @@ func (p *workerFaultProvider) RenewWorkItemLock(ctx context.Context, token strin
 		p.renewed.Add(1)
 	}
 	return err
+}
+
+func (p *workerFaultProvider) RenewSessionLock(ctx context.Context, owners []string, extend, idle time.Duration) (int, error) {
+	n, err := p.Provider.RenewSessionLock(ctx, owners, extend, idle)
+	if n > 0 {
+		p.sessionsKept.Add(1)
+	}
+	return n, err
 }
 
 func (p *workerFaultProvider) AckWorkItem(ctx context.Context, token string, completion cdb.WorkItem) error {

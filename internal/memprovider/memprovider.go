@@ -221,7 +221,7 @@ func (p *Provider) begin(ctx context.Context, op string) error {
 // refuse is the permanent error for a condition a caller branches on,
 // keeping cause (a cdb sentinel, or an error wrapping one) reachable.
 func refuse(op, message string, cause error) error {
-	return &cdb.ProviderError{Op: op, Message: message, Err: cause}
+	return &cdb.ProviderError{Op: op, Message: message, Err: cause, Refusal: true}
 }
 
 // notify wakes every waiting long-poll fetch. Called with the mutex held

@@ -94,3 +94,204 @@ func TestHeldMessagesAreReportedWithTheOldest(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, held.Parked, "the cancel joined its start's batch")
 }
+
+// fetchAll fetches with a short-polling provider until nothing is found,
+// acking what it finds with ack, and returns the items in order.
+func fetchAll(t *testing.T, p *cdb.CosmosProvider, ack func(item *cdb.OrchestrationItem, token string)) []*cdb.OrchestrationItem {
+	t.Helper()
+	ctx := rulesContext(t)
+	var items []*cdb.OrchestrationItem
+	for {
+		item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		if item == nil {
+			return items
+		}
+		items = append(items, item)
+		ack(item, token)
+	}
+}
+
+// ackWithoutATurn acks a batch the way the runtime acks one it runs no turn for.
+func ackWithoutATurn(t *testing.T, p *cdb.CosmosProvider) func(*cdb.OrchestrationItem, string) {
+	return func(item *cdb.OrchestrationItem, token string) {
+		require.NoError(t, p.AckOrchestrationItem(rulesContext(t), token, item.ExecutionID, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
+	}
+}
+
+// Over its whole life (parked, then handed over at its deadline) a message
+// for an id that never starts costs a fixed number of requests, whatever
+// the time it waits: duroxide's outcome is kept (handed over as Unknown
+// and consumed), only the per-poll cost is gone.
+func TestAParkedMessageCostsAFixedNumberOfRequestsOverItsLife(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Second, ReconcileInterval: time.Hour, Now: clock.Now})
+	const events = 10
+	for i := 0; i < events; i++ {
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem(fmt.Sprintf("nobody-%d", i)), 0))
+	}
+	before := acct.Counts().Requests
+	handedOver := 0
+	const step = 100 * time.Millisecond
+	const life = 40 * time.Second
+	for elapsed := time.Duration(0); elapsed < life; elapsed += step {
+		item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		if item != nil {
+			assert.Equal(t, "Unknown", item.OrchestrationName, "handed over as an instance never started")
+			assert.GreaterOrEqual(t, elapsed, 29*time.Second, "not before its deadline")
+			ackWithoutATurn(t, p)(item, token)
+			handedOver++
+		}
+		clock.Advance(step)
+	}
+	after := acct.Counts()
+	requests := after.Requests - before
+	polls := int64(life / time.Second)
+	t.Logf("%d events over %v: %d requests, %d of them idle polls; all requests so far by operation: %v", events, life, requests, polls, after.ByOperation)
+	assert.Equal(t, events, handedOver, "every event is handed over once its deadline passed")
+	// Per event: the lock batch that meets no instance document, the one
+	// that creates it, the park; the lock at its deadline and the ack;
+	// and a query or two of the looks that found them.
+	assert.LessOrEqual(t, requests, polls+1+8*events, "each event costs its park and its hand-over, not a request per poll")
+	for i := 0; i < events; i++ {
+		assert.Zero(t, countDocs(t, p, fmt.Sprintf("nobody-%d", i), "msg")+countDocs(t, p, fmt.Sprintf("nobody-%d", i), "inst"), "nothing is left behind")
+	}
+}
+
+// Messages parked at different times keep their own deadlines: the older
+// one is handed over alone, and the instance document stays while the
+// other is parked, so the start that comes then still brings it along.
+func TestAStartAfterADeadlineStillBringsTheMessagesParkedLater(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: time.Millisecond, Now: clock.Now})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "slow", Name: "early", Data: "1"}, 0))
+	assert.Empty(t, fetchAll(t, p, ackWithoutATurn(t, p)), "parked")
+	clock.Advance(20 * time.Second)
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "slow", Name: "later", Data: "2"}, 0))
+	assert.Empty(t, fetchAll(t, p, ackWithoutATurn(t, p)), "parked")
+
+	clock.Advance(11 * time.Second)
+	items := fetchAll(t, p, ackWithoutATurn(t, p))
+	require.Len(t, items, 1, "the first event's deadline passed")
+	assert.Equal(t, []cdb.WorkItem{cdb.ExternalRaised{Instance: "slow", Name: "early", Data: "1"}}, items[0].Messages, "handed over alone")
+	assert.Equal(t, 1, countDocs(t, p, "slow", "inst"), "the instance document stays for the parked one")
+
+	clock.Advance(time.Second)
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("slow"), 0))
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	assert.Equal(t, []string{"ExternalRaised", "StartOrchestration"}, messageKinds(item), "the start brings the event still parked")
+	assert.Equal(t, "later", item.Messages[0].(cdb.ExternalRaised).Name)
+}
+
+// A child's start that an outbox delivers unparks the events raised for
+// the child before it, as a client's start does.
+func TestAChildStartFromAnOutboxBringsItsParkedEvents(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: time.Millisecond})
+	providertest.CreateInstance(ctx, t, p, "parent")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "parent::kid", Name: "go", Data: "{}"}, 0))
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, item, "the child's event is parked")
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("parent"), 0))
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.Equal(t, "parent", item.Instance)
+	start := providertest.StartItem("parent::kid").(cdb.StartOrchestration)
+	parent, id := "parent", uint64(2)
+	start.ParentInstance, start.ParentID = &parent, &id
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
+		[]cdb.Event{{EventID: 2, InstanceID: "parent", ExecutionID: 1, DuroxideVersion: "0.1.29",
+			Kind: cdb.SubOrchestrationScheduled{Name: "TestOrch", Instance: "parent::kid", Input: "{}"}}},
+		nil, []cdb.WorkItem{start}, cdb.ExecutionMetadata{}, nil))
+
+	item, _, _, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	assert.Equal(t, "parent::kid", item.Instance)
+	assert.Equal(t, []string{"ExternalRaised", "StartOrchestration"}, messageKinds(item))
+}
+
+// More parked messages than a batch can unpark: the start's batch takes
+// the oldest and the start, puts back as many as it has room for, and the
+// next turns take the rest, every message once and in order; then the
+// instance document no longer says any is parked.
+func TestMoreParkedMessagesThanABatchHoldsAreAllDeliveredInOrder(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: time.Millisecond, Now: clock.Now})
+	const events = 150
+	for i := 0; i < events; i++ {
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "crowd", Name: "e", Data: fmt.Sprint(i)}, 0))
+		clock.Advance(time.Millisecond)
+	}
+	for look := 0; look < 10; look++ { // a look parks what it locks: a batch at a time
+		assert.Empty(t, fetchAll(t, p, ackWithoutATurn(t, p)), "parked")
+		clock.Advance(time.Millisecond)
+	}
+	held, err := p.GetHeldMessages(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, events, held.Parked)
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("crowd"), 0))
+	first := true
+	var got []string
+	items := fetchAll(t, p, func(item *cdb.OrchestrationItem, token string) {
+		var delta []cdb.Event
+		md := cdb.ExecutionMetadata{}
+		if first {
+			delta, md, first = []cdb.Event{providertest.StartedEvent("crowd", 1)}, providertest.TestOrchMetadata(), false
+		}
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, delta, nil, nil, md, nil))
+	})
+	for _, item := range items {
+		for _, m := range item.Messages {
+			if e, ok := m.(cdb.ExternalRaised); ok {
+				got = append(got, e.Data)
+			}
+		}
+	}
+	var want []string
+	for i := 0; i < events; i++ {
+		want = append(want, fmt.Sprint(i))
+	}
+	assert.Equal(t, want, got, "every event once, in order")
+	assert.Equal(t, "StartOrchestration", messageKinds(items[0])[len(items[0].Messages)-1], "the first batch holds the start")
+	held, err = p.GetHeldMessages(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, held.Parked)
+	resp, err := p.Container().ReadItem(ctx, cdb.NewPartitionKeyString("crowd"), "inst", nil)
+	require.NoError(t, err)
+	assert.NotContains(t, string(resp.Value), "parkedUntil", "the instance document no longer says any is parked")
+}
+
+// A start's batch that took parked messages and was abandoned comes back
+// whole and in order: unparked, they are ordinary messages.
+func TestAnAbandonedStartBatchKeepsItsUnparkedMessages(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: time.Millisecond})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.CancelInstance{Instance: "again", Reason: "r"}, 0))
+	assert.Empty(t, fetchAll(t, p, ackWithoutATurn(t, p)))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("again"), 0))
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token, 0, false))
+	item, _, attempts, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	assert.Equal(t, []string{"CancelInstance", "StartOrchestration"}, messageKinds(item))
+	assert.EqualValues(t, 2, attempts)
+}

@@ -134,10 +134,10 @@ func (p *CosmosProvider) GetQueueDepths(ctx context.Context) (QueueDepths, error
 	return d, nil
 }
 
-// HeldMessages counts the orchestrator messages kept out of the queue's way
-// (R17), which cost an idle queue nothing: parked messages, waiting for
-// their instance's start or ContinueAsNew message until a deadline
-// (parking.go), and poison messages, set aside for an operator because
+// HeldMessages counts the orchestrator messages kept out of the queue's way,
+// which cost an idle queue nothing: parked messages, waiting for their
+// instance's start (or a ContinueAsNew message an outbox still delivers)
+// until a deadline, and poison messages, set aside for an operator because
 // they never decoded. Oldest is the enqueue time of the oldest of each
 // kind; nil when there is none.
 type HeldMessages struct {
@@ -149,8 +149,8 @@ type HeldMessages struct {
 
 // GetHeldMessages counts the parked and the poison orchestrator messages,
 // with the oldest of each: one COUNT and MIN query per kind and partition
-// key range (R4). A Cosmos DB-specific report beside the contract's
-// metrics, which have no place for them.
+// key range, summed here. A Cosmos DB-specific report beside the
+// contract's metrics, which have no place for them.
 func (p *CosmosProvider) GetHeldMessages(ctx context.Context) (HeldMessages, error) {
 	const op = "GetHeldMessages"
 	var h HeldMessages

@@ -932,7 +932,8 @@ func (p *CosmosProvider) whyNotLocked(ctx context.Context, pk string, now int64,
 	case inst.LockedUntil > now:
 		return &skipError{until: time.UnixMilli(min(inst.LockedUntil, now+maxHeldLockSkip.Milliseconds())), reason: "locked by another dispatcher"}
 	case pinnedOutside(filter, inst.Pinned):
-		return &skipError{until: at.Add(filterMissBackoff), reason: "pinned to a version outside the capability filter"}
+		wait := p.filterMisses.backoff(filterKey(filter), pk, *inst.Pinned, at)
+		return &skipError{until: at.Add(wait), reason: "pinned to a version outside the capability filter"}
 	}
 	return errContended
 }
@@ -940,11 +941,13 @@ func (p *CosmosProvider) whyNotLocked(ctx context.Context, pk string, now int64,
 // How long a fetch leaves out an instance it learned it cannot take: one
 // being deleted; one locked elsewhere (at most until its lock expires);
 // one whose pinned version its filter excludes (that changes only when a
-// compatible dispatcher continues it as new).
+// compatible dispatcher continues it as new), at first, and at most after
+// misses in a row (filterMisses).
 const (
-	deletingBackoff   = 5 * time.Second
-	maxHeldLockSkip   = 30 * time.Second
-	filterMissBackoff = 10 * time.Second
+	deletingBackoff      = 5 * time.Second
+	maxHeldLockSkip      = 30 * time.Second
+	filterMissBackoff    = 10 * time.Second
+	maxFilterMissBackoff = 5 * time.Minute
 )
 
 // pinnedOutside says a filter excludes a pinned version.

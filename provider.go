@@ -191,6 +191,10 @@ type CosmosProvider struct {
 	sessions   *sessionBook // what this process knows of sessions (sessions.go)
 	cache      historyCache
 
+	// filterMisses spaces the looks at instances a capability filter
+	// excludes (queues.go).
+	filterMisses *filterMisses
+
 	outbox *relay
 
 	processLeases *processLeases // nil unless Config.ProcessLeases
@@ -283,6 +287,7 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		sessions:   newSessionBook(),
 		cache:      newHistoryCache(1024),
 	}
+	p.filterMisses = newFilterMisses()
 	bg, stop := context.WithCancel(context.Background())
 	p.stop = stop
 	if cfg.Leases == nil {

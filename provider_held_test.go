@@ -349,3 +349,49 @@ func TestABatchWaitingForItsContinueAsNewMessageIsParked(t *testing.T) {
 	require.NotNil(t, item, "the ContinueAsNew message's delivery brings the parked event back")
 	assert.Equal(t, []string{"ContinueAsNew", "ExternalRaised"}, messageKinds(item))
 }
+
+// R17 for filtered items: instances pinned to a version outside a
+// dispatcher's capability filter (a rolling upgrade rolled back, a version
+// no running node supports) cost that dispatcher a lock attempt and a read
+// at intervals that double while nothing changes, not every 10 s for as
+// long as they wait.
+func TestR17InstancesAFilterExcludesCostLessAndLessWhileTheyWait(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Second, ReconcileInterval: time.Hour, Now: clock.Now})
+	const instances = 10
+	newer := cdb.NewSemanticVersion(9, 0, 0)
+	for i := 0; i < instances; i++ {
+		id := fmt.Sprintf("pinned-%d", i)
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem(id), 0))
+		_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		md := providertest.TestOrchMetadata()
+		md.PinnedDuroxideVersion = &newer
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent(id, 1)}, nil, nil, md, nil))
+	}
+	for i := 0; i < instances; i++ {
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem(fmt.Sprintf("pinned-%d", i)), 0))
+	}
+	older := &cdb.DispatcherCapabilityFilter{SupportedDuroxideVersions: []cdb.SemverRange{
+		{Min: cdb.NewSemanticVersion(0, 1, 0), Max: cdb.NewSemanticVersion(0, 1, 99)}}}
+	dispatch := func(d time.Duration) (requests int64) {
+		before := acct.Counts().Requests
+		for elapsed := time.Duration(0); elapsed < d; elapsed += 100 * time.Millisecond {
+			item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, older)
+			require.NoError(t, err)
+			require.Nil(t, item, "the filter excludes every instance")
+			clock.Advance(100 * time.Millisecond)
+		}
+		return acct.Counts().Requests - before
+	}
+	const half = 5 * time.Minute
+	first := dispatch(half)
+	second := dispatch(half)
+	polls := int64(half / time.Second)
+	t.Logf("%d instances outside the filter: %d requests in the first %v, %d in the next (%d idle polls each)", instances, first, half, second, polls)
+	// At most two more looks at each in the second half: each a lock
+	// attempt, a read and the query that follows the skip.
+	assert.LessOrEqual(t, second, polls+1+2*3*instances, "the looks at them grow rarer")
+}

@@ -425,6 +425,9 @@ func withoutETag(d instanceDoc) instanceDoc {
 // steps 3, 5, 6, 8, 9) and releases the lock.
 func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event, md ExecutionMetadata, now int64) instanceDoc {
 	inst := lock.inst
+	if lock.unparked {
+		inst.ParkedUntil = 0 // none is left parked
+	}
 	if md.OrchestrationName != nil && md.OrchestrationVersion != nil {
 		if !inst.exists() {
 			inst.Parent = md.ParentInstanceID

@@ -773,9 +773,7 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 		}
 	}
 	lock.messages = batch
-	if unpark && !parkedLeft {
-		lock.inst.ParkedUntil = 0 // so the ack's instance document says none is left
-	}
+	lock.unparked = unpark && !parkedLeft
 	return batchItems, attempts, nil
 }
 

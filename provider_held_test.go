@@ -395,3 +395,27 @@ func TestR17InstancesAFilterExcludesCostLessAndLessWhileTheyWait(t *testing.T) {
 	// attempt, a read and the query that follows the skip.
 	assert.LessOrEqual(t, second, polls+1+2*3*instances, "the looks at them grow rarer")
 }
+
+// A start batch that brought back parked messages holds its lock like any
+// other: a renewal whose response is lost is resolved as ours (the instance
+// document still says parkedUntil until the ack), and the ack then drops
+// parkedUntil.
+func TestARenewalOfAStartBatchThatUnparkedSurvivesALostResponse(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: time.Millisecond})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.CancelInstance{Instance: "renewed", Reason: "r"}, 0))
+	assert.Empty(t, fetchAll(t, p, ackWithoutATurn(t, p)))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("renewed"), 0))
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.Equal(t, []string{"CancelInstance", "StartOrchestration"}, messageKinds(item))
+
+	loseFirstResponse(acct, "Batch", "lockedUntil")
+	require.NoError(t, p.RenewOrchestrationItemLock(ctx, token, time.Minute), "the renewal applied: the lock is still ours")
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("renewed", 1)}, nil, nil, providertest.TestOrchMetadata(), nil))
+	resp, err := p.Container().ReadItem(ctx, cdb.NewPartitionKeyString("renewed"), "inst", nil)
+	require.NoError(t, err)
+	assert.NotContains(t, string(resp.Value), "parkedUntil", "the ack says none is parked any more")
+}

@@ -1113,11 +1113,16 @@ func allQueueMessages(items []WorkItem) bool {
 }
 
 // dropOrphans deletes QueueMessages for a never-started instance together
-// with the lock document the fetch created.
+// with the lock document the fetch created, which stays, unlocked, while
+// other messages of the id are parked (parking.go).
 func (p *CosmosProvider) dropOrphans(ctx context.Context, lock *orchestrationLock) error {
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	etag := lock.inst.ETag
-	b.DeleteItem(instanceDocID, &TransactionalBatchItemOptions{IfMatch: &etag})
+	if lock.inst.ParkedUntil > p.nowMs() {
+		b.PatchItem(instanceDocID, unlockOps(), &TransactionalBatchItemOptions{IfMatch: &etag})
+	} else {
+		b.DeleteItem(instanceDocID, &TransactionalBatchItemOptions{IfMatch: &etag})
+	}
 	for _, m := range lock.messages {
 		b.DeleteItem(m.ID, nil)
 	}

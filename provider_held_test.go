@@ -419,3 +419,22 @@ func TestARenewalOfAStartBatchThatUnparkedSurvivesALostResponse(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, string(resp.Value), "parkedUntil", "the ack says none is parked any more")
 }
+
+// QueueMessages for an id never started are dropped, as duroxide does,
+// without taking away what tells the start about the id's parked messages.
+func TestDroppedOrphanQueueMessagesLeaveTheParkedMessagesToTheStart(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: time.Millisecond})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "mixed", Name: "first", Data: "{}"}, 0))
+	assert.Empty(t, fetchAll(t, p, ackWithoutATurn(t, p)), "parked")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueMessage{Instance: "mixed", Name: "inbox", Data: "orphan"}, 0))
+	assert.Empty(t, fetchAll(t, p, ackWithoutATurn(t, p)), "dropped")
+	assert.Equal(t, 1, countDocs(t, p, "mixed", "msg"), "only the parked event is left")
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("mixed"), 0))
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	assert.Equal(t, []string{"ExternalRaised", "StartOrchestration"}, messageKinds(item), "the start still brings the parked event")
+}

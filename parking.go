@@ -27,8 +27,9 @@ import (
 // park releases the lock and parks the batch until deadline (ms): one
 // batch, the instance's lock freed and its parkedUntil raised to the
 // deadline, each message unlocked, its attempt given back, its place kept
-// in heldFrom and its visibleAt moved to the deadline. The returned error
-// tells the fetch to pass the instance over.
+// in heldFrom, its visibleAt moved to the deadline and its writer's claim
+// on it (ownwrites.go) dropped. The returned error tells the fetch to pass
+// the instance over.
 func (p *CosmosProvider) park(ctx context.Context, lock *orchestrationLock, deadline int64, why string) error {
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	etag := lock.inst.ETag
@@ -40,6 +41,7 @@ func (p *CosmosProvider) park(ctx context.Context, lock *orchestrationLock, dead
 		ops.AppendSet("/attempts", max(m.Attempts, 1)-1)
 		ops.AppendSet("/visibleAt", deadline)
 		ops.AppendSet("/heldFrom", placeInOrder(m))
+		ops.AppendSet("/writer", "") // no process's own write once it is back: any may take it
 		b.PatchItem(m.ID, ops, nil)
 	}
 	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)

@@ -273,7 +273,7 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, squeeze int
 		return nil, err
 	}
 	if consumesOnly(lock, delta, workerItems, orchItems, md, cancelled) {
-		return p.planConsumeOnly(lock), nil
+		return p.planConsumeOnly(lock)
 	}
 	now := p.nowMs()
 	inst := nextInstanceDoc(lock, executionID, delta, md, now)
@@ -390,16 +390,29 @@ func consumesOnly(lock *orchestrationLock, delta []Event, workerItems, orchItems
 // does the nameless instance document the fetch created for them, so that
 // messages to ids that never started leave nothing behind. A start or a
 // fetch creates the document again when one is needed.
-func (p *CosmosProvider) planConsumeOnly(lock *orchestrationLock) *ackPlan {
+// While other messages of the id are parked (parking.go), the document
+// stays, unlocked, so that a start that comes before their deadline still
+// brings them into its batch.
+func (p *CosmosProvider) planConsumeOnly(lock *orchestrationLock) (*ackPlan, error) {
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	etag := lock.inst.ETag
-	b.DeleteItem(instanceDocID, &TransactionalBatchItemOptions{IfMatch: &etag})
+	inst := lock.inst
+	inst.LastAck = lock.token
+	stillParked := inst.ParkedUntil > p.nowMs()
+	if stillParked {
+		inst.LockToken, inst.LockedUntil = "", 0
+		body, err := json.Marshal(withoutETag(inst))
+		if err != nil {
+			return nil, fmt.Errorf("encode instance document: %w", err)
+		}
+		b.ReplaceItem(instanceDocID, body, &TransactionalBatchItemOptions{IfMatch: &etag})
+	} else {
+		b.DeleteItem(instanceDocID, &TransactionalBatchItemOptions{IfMatch: &etag})
+	}
 	for _, m := range lock.messages {
 		consumeItem(b, m, nil)
 	}
-	inst := lock.inst
-	inst.LastAck = lock.token
-	return &ackPlan{batch: b, inst: inst, consumeOnly: true}
+	return &ackPlan{batch: b, inst: inst, consumeOnly: !stillParked}, nil
 }
 
 // writeKV adds the turn's KV documents to the batch: the delta when the turn
@@ -450,6 +463,9 @@ func withoutETag(d instanceDoc) instanceDoc {
 // steps 3, 5, 6, 8, 9) and releases the lock.
 func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event, md ExecutionMetadata, now int64) instanceDoc {
 	inst := lock.inst
+	if lock.unparked {
+		inst.ParkedUntil = 0 // none is left parked
+	}
 	if md.OrchestrationName != nil && md.OrchestrationVersion != nil {
 		if !inst.exists() {
 			inst.Parent = md.ParentInstanceID

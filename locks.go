@@ -72,12 +72,16 @@ type orchestrationLock struct {
 	messages    []queueDoc // the locked batch
 	state       *instanceState
 	done        bool // acked or abandoned
+	// unparked says the fetch brought back every message parked in the
+	// partition (parking.go), so the ack's instance document drops
+	// parkedUntil.
+	unparked bool
 }
 
 // planningView copies what planning a commit reads, under the mutex, so
 // renewals may go on while the commit is planned from the copy.
 func (l *orchestrationLock) planningView() *orchestrationLock {
-	v := &orchestrationLock{token: l.token, pk: l.pk, timeout: l.timeout, inst: l.inst, messages: l.messages, state: l.state}
+	v := &orchestrationLock{token: l.token, pk: l.pk, timeout: l.timeout, inst: l.inst, messages: l.messages, state: l.state, unparked: l.unparked}
 	v.lockedUntil.Store(l.lockedUntil.Load())
 	return v
 }

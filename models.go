@@ -139,6 +139,11 @@ type instanceDoc struct {
 	// sends keeps its order across turns taken by processes whose clocks
 	// disagree.
 	Seq int64 `json:"seq,omitempty"`
+	// ParkedUntil, when set, says messages of this partition were parked
+	// (parking.go) and become visible again by this time at the latest: the
+	// fetch that takes what they wait for (a start, a ContinueAsNew
+	// message) brings them back into its batch first.
+	ParkedUntil int64 `json:"parkedUntil,omitempty"`
 	// Rev counts commits. It restarts when an id is reused after a delete,
 	// so caches are keyed by LastAck, never by Rev.
 	Rev uint64 `json:"rev"`
@@ -196,6 +201,11 @@ type queueDoc struct {
 	// response was lost resends the item with the same id, and must meet
 	// the marker, not an empty place, if the item was consumed meanwhile.
 	ConsumedTTL int `json:"consumedTtl,omitempty"`
+	// HeldFrom marks a parked orchestrator message (parking.go): its
+	// visibleAt before it was parked, its place in its instance's order.
+	// A parked message's visibleAt is when it is handed over if nothing it
+	// waits for has come.
+	HeldFrom int64 `json:"heldFrom,omitempty"`
 
 	ETag ETag `json:"_etag,omitempty"`
 }

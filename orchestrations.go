@@ -497,15 +497,16 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 	if err != nil {
 		return nil, err
 	}
-	if inst.Status == StatusContinuedAsNew && !hasContinueAsNew(items) || releasedSince(&inst, now) {
-		if items, attempts, err = p.completeBatch(ctx, lock, now, until); err != nil {
+	unpark := p.releasesParked(&inst, items)
+	if unpark || inst.Status == StatusContinuedAsNew && !hasContinueAsNew(items) || releasedSince(&inst, now) {
+		if items, attempts, err = p.completeBatch(ctx, lock, now, until, unpark); err != nil {
 			p.releaseQuietly(ctx, lock)
 			return nil, err
 		}
 		if inst.Status == StatusContinuedAsNew && !hasContinueAsNew(items) && p.continueAsNewInFlight(&inst) {
 			// Without its ContinueAsNew message the batch would read as a
 			// finished execution's and be consumed: wait for the message.
-			return nil, p.holdBack(ctx, lock, "its ContinueAsNew message is not delivered yet")
+			return nil, p.park(ctx, lock, continueAsNewDeadline(&inst), "its ContinueAsNew message is not delivered yet")
 		}
 	}
 	state, err := p.loadKeepingLock(ctx, lock, &inst)
@@ -524,7 +525,7 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 	if kind == batchBeforeStart && p.waitingForStart(lock.messages) {
 		// Messages that overtook their instance's start (a cancel, an
 		// event): keep them for the start rather than consume them.
-		return nil, p.holdBack(ctx, lock, "waiting for the instance's start")
+		return nil, p.park(ctx, lock, startDeadline(lock.messages), "waiting for the instance's start")
 	}
 	if err := p.refreshFreshLock(ctx, lock); err != nil {
 		return nil, err
@@ -616,22 +617,6 @@ func (p *CosmosProvider) refreshFreshLock(ctx context.Context, lock *orchestrati
 		p.log.Debug("cdb: could not refresh a fetched lock", "instance", lock.inst.Instance, "error", err)
 	}
 	return nil
-}
-
-// heldMessageDelay is how long a batch held back (for its instance's start,
-// or for a ContinueAsNew message still in an outbox) stays invisible, so it
-// leaves the head of the queue instead of being locked and released again
-// by every look (R11).
-const heldMessageDelay = time.Second
-
-// holdBack releases the lock and makes the batch visible again after
-// heldMessageDelay, giving back its attempt; the returned error tells the
-// fetch to pass the instance over.
-func (p *CosmosProvider) holdBack(ctx context.Context, lock *orchestrationLock, why string) error {
-	if err := p.writeAbandon(ctx, lock, heldMessageDelay, true); err != nil {
-		return err
-	}
-	return &skipError{reason: why} // invisible for a while: no note needed, so a start still shows
 }
 
 // releasedSince says a holder gave the instance's lock back (an abandon)
@@ -755,13 +740,21 @@ func hasContinueAsNew(items []WorkItem) bool {
 // visible from time zero, so this is for one written by an older version
 // or delivered late by an outbox), or a holder gave the lock back after the
 // candidate query saw its messages locked (releasedSince). The batch
-// becomes the ContinueAsNew message, if any, and the oldest other messages
-// up to MaxMessagesPerTurn; the messages the lock took that no longer fit
-// are released in the same request, so none waits for the lock to expire.
-func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationLock, now, until int64) ([]WorkItem, uint32, error) {
+// becomes the ContinueAsNew message (or start), if any, and the oldest
+// other messages up to MaxMessagesPerTurn; the messages the lock took that
+// no longer fit are released in the same request, so none waits for the
+// lock to expire. With unpark it takes the instance's parked messages too
+// (parking.go), at their place: those that do not fit go back to the queue
+// unparked, as many as the batch has room for; the instance document keeps
+// saying parkedUntil until none is left.
+func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationLock, now, until int64, unpark bool) ([]WorkItem, uint32, error) {
 	key := NewPartitionKeyString(lock.pk)
+	visibleNow := visibleCondition
+	if unpark {
+		visibleNow = "(" + visibleCondition + " OR IS_DEFINED(c.heldFrom))"
+	}
 	res, err := p.container.QueryItems(ctx,
-		"SELECT * FROM c WHERE c.pk = @pk AND c.type = @type AND "+visibleCondition+" AND (c.lockedUntil <= @now OR c.lockToken = @token)"+p.queueIndex.orderBy(),
+		"SELECT * FROM c WHERE c.pk = @pk AND c.type = @type AND "+visibleNow+" AND (c.lockedUntil <= @now OR c.lockToken = @token)"+p.queueIndex.orderBy(),
 		[]QueryParameter{{Name: "@pk", Value: lock.pk}, {Name: "@type", Value: docMessage}, {Name: "@now", Value: now},
 			{Name: "@visible", Value: p.visibleHorizon(now)}, {Name: "@token", Value: lock.token}},
 		&QueryOptions{PartitionKey: &key})
@@ -782,6 +775,9 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 		visible = append(visible, m)
 		items = append(items, item)
 	}
+	if unpark {
+		sortInOrder(visible, items)
+	}
 	keep := continueAsNewFirst(items, p.cfg.MaxMessagesPerTurn)
 	held := map[string]bool{}
 	for _, m := range lock.messages {
@@ -791,10 +787,17 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 	var batch []queueDoc
 	var batchItems []WorkItem
 	var attempts uint32
+	kept := map[int]bool{}
 	for _, i := range keep {
 		m := visible[i]
+		kept[i] = true
 		if !held[m.ID] {
-			b.PatchItem(m.ID, messageClaimOps(lock.token, until), nil)
+			ops := messageClaimOps(lock.token, until)
+			if m.HeldFrom != 0 {
+				unparkOps(&ops, m)
+				m.VisibleAt, m.HeldFrom = m.HeldFrom, 0
+			}
+			b.PatchItem(m.ID, ops, nil)
 			m.Attempts++
 		}
 		delete(held, m.ID)
@@ -804,6 +807,19 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 	}
 	for id := range held {
 		b.PatchItem(id, unlockOps(), nil) // taken by the lock, left for the next turn
+	}
+	parkedLeft := false
+	for i, m := range visible {
+		if kept[i] || m.HeldFrom == 0 || m.LockToken == lock.token {
+			continue
+		}
+		if b.Len() == MaxBatchOperations {
+			parkedLeft = true // the next turn's fetch unparks the rest
+			continue
+		}
+		var ops PatchOperations
+		unparkOps(&ops, m)
+		b.PatchItem(m.ID, ops, nil)
 	}
 	if b.Len() > 0 {
 		resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
@@ -815,19 +831,15 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 		}
 	}
 	lock.messages = batch
+	lock.unparked = unpark && !parkedLeft
 	return batchItems, attempts, nil
 }
 
-// continueAsNewFirst picks the indexes of a batch of at most limit items:
-// the first ContinueAsNew, if any, and the oldest others, in queue order.
+// continueAsNewFirst picks up to limit messages, oldest first, always
+// keeping the first ContinueAsNew message or start: a batch without it
+// would read as a finished execution's, or as one never started.
 func continueAsNewFirst(items []WorkItem, limit int) []int {
-	can := -1
-	for i, it := range items {
-		if _, ok := it.(ContinueAsNew); ok {
-			can = i
-			break
-		}
-	}
+	can := slices.IndexFunc(items, startsAnExecution)
 	var keep []int
 	for i := range items {
 		room := limit - len(keep)
@@ -842,6 +854,16 @@ func continueAsNewFirst(items []WorkItem, limit int) []int {
 		}
 	}
 	return keep
+}
+
+// startsAnExecution says a message starts an execution: a start or a
+// ContinueAsNew message.
+func startsAnExecution(it WorkItem) bool {
+	switch it.(type) {
+	case StartOrchestration, ContinueAsNew:
+		return true
+	}
+	return false
 }
 
 // lockInstance is the lock batch: a conditional patch of the instance
@@ -966,7 +988,8 @@ func (p *CosmosProvider) whyNotLocked(ctx context.Context, pk string, now int64,
 	case inst.LockedUntil > now:
 		return &skipError{until: time.UnixMilli(min(inst.LockedUntil, now+maxHeldLockSkip.Milliseconds())), reason: "locked by another dispatcher"}
 	case pinnedOutside(filter, inst.Pinned):
-		return &skipError{until: at.Add(filterMissBackoff), reason: "pinned to a version outside the capability filter"}
+		wait := p.filterMisses.backoff(filterKey(filter), pk, *inst.Pinned, at)
+		return &skipError{until: at.Add(wait), reason: "pinned to a version outside the capability filter"}
 	}
 	return errContended
 }
@@ -974,11 +997,13 @@ func (p *CosmosProvider) whyNotLocked(ctx context.Context, pk string, now int64,
 // How long a fetch leaves out an instance it learned it cannot take: one
 // being deleted; one locked elsewhere (at most until its lock expires);
 // one whose pinned version its filter excludes (that changes only when a
-// compatible dispatcher continues it as new).
+// compatible dispatcher continues it as new), at first, and at most after
+// misses in a row (filterMisses).
 const (
-	deletingBackoff   = 5 * time.Second
-	maxHeldLockSkip   = 30 * time.Second
-	filterMissBackoff = 10 * time.Second
+	deletingBackoff      = 5 * time.Second
+	maxHeldLockSkip      = 30 * time.Second
+	filterMissBackoff    = 10 * time.Second
+	maxFilterMissBackoff = 5 * time.Minute
 )
 
 // pinnedOutside says a filter excludes a pinned version.
@@ -1105,11 +1130,7 @@ const neverStartedGrace = 30 * time.Second
 // waitingForStart says the newest of these messages is young enough that
 // its instance's start may still come.
 func (p *CosmosProvider) waitingForStart(msgs []queueDoc) bool {
-	var newest int64
-	for _, m := range msgs {
-		newest = max(newest, m.Seq)
-	}
-	return p.now().Sub(time.UnixMicro(newest)) < neverStartedGrace
+	return p.nowMs() < startDeadline(msgs)
 }
 
 func derefOr(s *string, fallback string) string {
@@ -1150,11 +1171,16 @@ func allQueueMessages(items []WorkItem) bool {
 }
 
 // dropOrphans deletes QueueMessages for a never-started instance together
-// with the lock document the fetch created.
+// with the lock document the fetch created, which stays, unlocked, while
+// other messages of the id are parked (parking.go).
 func (p *CosmosProvider) dropOrphans(ctx context.Context, lock *orchestrationLock) error {
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	etag := lock.inst.ETag
-	b.DeleteItem(instanceDocID, &TransactionalBatchItemOptions{IfMatch: &etag})
+	if lock.inst.ParkedUntil > p.nowMs() {
+		b.PatchItem(instanceDocID, unlockOps(), &TransactionalBatchItemOptions{IfMatch: &etag})
+	} else {
+		b.DeleteItem(instanceDocID, &TransactionalBatchItemOptions{IfMatch: &etag})
+	}
 	for _, m := range lock.messages {
 		b.DeleteItem(m.ID, nil)
 	}

@@ -193,6 +193,10 @@ type CosmosProvider struct {
 	sessions   *sessionBook // what this process knows of sessions (sessions.go)
 	cache      historyCache
 
+	// filterMisses spaces the looks at instances a capability filter
+	// excludes (queues.go).
+	filterMisses *filterMisses
+
 	outbox *relay
 
 	processLeases *processLeases // nil unless Config.ProcessLeases
@@ -285,6 +289,7 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		sessions:   newSessionBook(),
 		cache:      newHistoryCache(1024),
 	}
+	p.filterMisses = newFilterMisses()
 	bg, stop := context.WithCancel(context.Background())
 	p.stop = stop
 	if cfg.Leases == nil {

@@ -227,6 +227,48 @@ func (c *contention) active(scope string, now time.Time) []string {
 	return out
 }
 
+// filterMisses remembers, per capability filter and instance, the fetches
+// in a row that found the instance pinned to the same version outside the
+// filter, so that each waits twice as long as the last before it looks
+// again: such an instance changes only when a compatible dispatcher
+// continues it as new, and one that no running dispatcher takes must not
+// cost every other process a lock attempt and a read every few seconds for
+// as long as it waits (R17).
+type filterMisses struct {
+	mu sync.Mutex
+	m  map[contentionKey]filterMiss
+}
+
+type filterMiss struct {
+	pinned uint64
+	wait   time.Duration
+	at     time.Time
+}
+
+func newFilterMisses() *filterMisses { return &filterMisses{m: map[contentionKey]filterMiss{}} }
+
+// backoff records a miss of instance id by the filter scope and says how
+// long to leave the instance out: filterMissBackoff, doubled for each miss
+// in a row (a look soon after the last wait ended, the same pinned
+// version), at most maxFilterMissBackoff. Misses nobody followed up are
+// forgotten.
+func (f *filterMisses) backoff(scope, id string, pinned uint64, now time.Time) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := contentionKey{scope, id}
+	wait := filterMissBackoff
+	if last, ok := f.m[key]; ok && last.pinned == pinned && now.Sub(last.at) <= 2*last.wait {
+		wait = min(2*last.wait, maxFilterMissBackoff)
+	}
+	for k, miss := range f.m {
+		if now.Sub(miss.at) > 2*miss.wait {
+			delete(f.m, k)
+		}
+	}
+	f.m[key] = filterMiss{pinned: pinned, wait: wait, at: now}
+	return wait
+}
+
 // claimSet is the partitions this process's fetches are locking right now.
 type claimSet struct {
 	mu sync.Mutex

@@ -248,19 +248,43 @@ func runMetrics(ctx context.Context, argv []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return describe(endpoint, err)
 		}
+		h, err := p.GetHeldMessages(ctx)
+		if err != nil {
+			return describe(endpoint, err)
+		}
 		if format == formatJSON {
 			return writeJSON(out, metricsJSON{
 				TotalInstances: m.TotalInstances, RunningInstances: m.RunningInstances, CompletedInstances: m.CompletedInstances,
 				FailedInstances: m.FailedInstances, TotalExecutions: m.TotalExecutions, TotalEvents: m.TotalEvents,
 				OrchestratorQueue: d.OrchestratorQueue, WorkerQueue: d.WorkerQueue,
+				ParkedMessages: h.Parked, OldestParked: timestamp(h.OldestParked),
+				PoisonMessages: h.Poison, OldestPoison: timestamp(h.OldestPoison),
 			})
 		}
 		fmt.Fprintf(out, "instances   %d (running %d, completed %d, failed %d)\n", m.TotalInstances, m.RunningInstances, m.CompletedInstances, m.FailedInstances)
 		fmt.Fprintf(out, "executions  %d\n", m.TotalExecutions)
 		fmt.Fprintf(out, "events      %d\n", m.TotalEvents)
 		fmt.Fprintf(out, "queues      orchestrator %d, worker %d (unlocked items)\n", d.OrchestratorQueue, d.WorkerQueue)
+		fmt.Fprintf(out, "held        parked %d%s, poison %d%s (orchestrator messages out of the queue's way)\n",
+			h.Parked, oldestNote(h.OldestParked), h.Poison, oldestNote(h.OldestPoison))
 		return nil
 	})(ctx, argv, stdout, stderr)
+}
+
+// timestamp is t in RFC 3339, UTC, or empty for none.
+func timestamp(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// oldestNote names the oldest of some held messages, if any.
+func oldestNote(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return " (oldest " + timestamp(t) + ")"
 }
 
 func runDelete(ctx context.Context, argv []string, stdout, stderr io.Writer) error {

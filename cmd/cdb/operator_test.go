@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"net/http/httptest"
 	"testing"
@@ -95,6 +96,39 @@ func TestMetricsReportsCountsAndQueues(t *testing.T) {
 	code, out, stderr := runCLI("metrics", "-endpoint", endpoint, "-key", key)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "instances   2 (running 1, completed 1, failed 0)")
+}
+
+// Messages parked for a start that has not come are reported with the
+// oldest's enqueue time, in text and in JSON.
+func TestMetricsReportsParkedMessages(t *testing.T) {
+	fx, key := operatorFixture(t)
+	p, err := cdb.NewProvider(context.Background(), cdb.Config{Client: fx.account.Client(), SkipBootstrap: true, ShortPolling: true})
+	require.NoError(t, err)
+	defer p.Close()
+	ctx := context.Background()
+	raised := time.Now()
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "mistyped", Name: "go", Data: "{}"}, 0))
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, item, "parked until a start comes")
+
+	code, out, stderr := runCLI("metrics", "-endpoint", fx.endpoint, "-key", key)
+	require.Equal(t, 0, code, stderr)
+	assert.Regexp(t, `held        parked 1 \(oldest \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\), poison 0 `, out)
+
+	code, out, stderr = runCLI("metrics", "-endpoint", fx.endpoint, "-key", key, "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	var m struct {
+		Parked       uint64 `json:"parked_messages"`
+		OldestParked string `json:"oldest_parked"`
+		Poison       uint64 `json:"poison_messages"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &m), out)
+	assert.EqualValues(t, 1, m.Parked)
+	assert.Zero(t, m.Poison)
+	oldest, err := time.Parse(time.RFC3339, m.OldestParked)
+	require.NoError(t, err)
+	assert.WithinDuration(t, raised, oldest, time.Second, "the oldest is when the event was raised")
 }
 
 func TestDeleteRefusesARunningInstanceWithoutForce(t *testing.T) {

@@ -64,6 +64,11 @@ type metricsJSON struct {
 	TotalEvents        uint64 `json:"total_events"`
 	OrchestratorQueue  int    `json:"orchestrator_queue"`
 	WorkerQueue        int    `json:"worker_queue"`
+	// Held orchestrator messages (cdb.HeldMessages); the oldest in RFC 3339.
+	ParkedMessages uint64 `json:"parked_messages"`
+	OldestParked   string `json:"oldest_parked,omitempty"`
+	PoisonMessages uint64 `json:"poison_messages"`
+	OldestPoison   string `json:"oldest_poison,omitempty"`
 }
 
 func instanceToJSON(info cdb.InstanceInfo) instanceJSON {

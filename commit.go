@@ -790,6 +790,18 @@ func (w *ackWriter) layout(entries []sizedEntry, room, partCap int) (outboxLayou
 	return l, nil
 }
 
+// writesInto says some entry of the layout writes into partition pk.
+func (l outboxLayout) writesInto(pk string) bool {
+	for _, entries := range append([][]outboxEntry{l.inline}, l.parts...) {
+		for _, e := range entries {
+			if e.PK == pk {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // writeOutbox adds the outbox document, and the permanence of its staged
 // parts, to the batch; it returns the document and the parts' bodies.
 func (w *ackWriter) writeOutbox(b *TransactionalBatch, instance string, rev uint64, l outboxLayout) (*outboxDoc, [][]byte, error) {
@@ -798,6 +810,7 @@ func (w *ackWriter) writeOutbox(b *TransactionalBatch, instance string, rev uint
 	if doc.Entries == nil {
 		doc.Entries = []outboxEntry{}
 	}
+	doc.Self = l.writesInto(w.pk)
 	var staged [][]byte
 	for n, entries := range l.parts {
 		part := outboxPart{ID: w.partID(n), PK: w.pk, Type: docOutboxPart, Instance: instance, Outbox: doc.ID, Entries: entries, TTL: stagedPartTTL}

@@ -267,6 +267,11 @@ type outboxDoc struct {
 	// Delivered counts the entries known delivered, in order: a relay that
 	// takes the outbox over goes on from there.
 	Delivered int `json:"delivered,omitempty"`
+	// Self says some entry writes into the outbox's own partition (its
+	// instance's messages or work that overflowed the commit batch): no
+	// fetch hands over the instance's messages while such an outbox is
+	// pending (lockAndLoad).
+	Self bool `json:"self,omitempty"`
 
 	ETag ETag `json:"_etag,omitempty"`
 }

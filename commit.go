@@ -244,6 +244,10 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now, seq: p.reserveSeqs(queued + 1)}
 	w.visible = sequencedVisibleAt(w.seq, time.UnixMilli(now), 0).UnixMilli()
 	inst.Seq = w.seq + int64(queued)
+	out, err := placeOutput(&inst, &execDoc, md, lock.token)
+	if err != nil {
+		return nil, refused(op, err)
+	}
 
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	instBody, err := json.Marshal(withoutETag(inst))
@@ -265,14 +269,14 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 		hist, staged = d, parts
 		b.CreateItem(body, nil)
 		for _, id := range d.Parts {
-			var keep PatchOperations
-			keep.AppendSet("/ttl", -1) // the commit makes the staged part permanent
-			b.PatchItem(id, keep, nil)
+			keepStaged(b, id)
 		}
 		execDoc.Events += len(delta)
 		execDoc.Bytes += d.Bytes
 	}
 	execDoc.CarryForward = max(execDoc.CarryForward, carryForwardCount(delta))
+	out.addTo(b)
+	staged = append(staged, out.staged...)
 	kv, err := writeKV(b, state, inst, lock.pk, delta, md, now)
 	if err != nil {
 		return nil, refused(op, err)
@@ -422,7 +426,7 @@ func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event,
 	}
 	if executionID > inst.CurrentExec {
 		inst.CurrentExec = executionID
-		inst.Status, inst.Output, inst.Pinned, inst.CompletedAt = StatusRunning, nil, nil, nil
+		inst.Status, inst.Output, inst.OutputRef, inst.Pinned, inst.CompletedAt = StatusRunning, nil, "", nil, nil
 	}
 	if executionID == inst.CurrentExec {
 		if inst.Status == "" {
@@ -433,7 +437,7 @@ func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event,
 			inst.Pinned = &packed
 		}
 		if md.Status != nil {
-			inst.Status, inst.Output = *md.Status, md.Output
+			inst.Status, inst.Output, inst.OutputRef = *md.Status, md.Output, ""
 			inst.CompletedAt = nil
 			if *md.Status != StatusRunning {
 				completed := now
@@ -481,7 +485,7 @@ func nextExecutionDoc(lock *orchestrationLock, executionID uint64, md ExecutionM
 		d.Pinned = &packed
 	}
 	if md.Status != nil {
-		d.Status, d.Output = *md.Status, md.Output
+		d.Status, d.Output, d.OutputRef = *md.Status, md.Output, ""
 		if *md.Status != StatusRunning {
 			completed := now
 			d.CompletedAt = &completed
@@ -827,9 +831,7 @@ func (w *ackWriter) writeOutbox(b *TransactionalBatch, instance string, rev uint
 	}
 	b.CreateItem(body, nil)
 	for _, ref := range doc.Parts {
-		var keep PatchOperations
-		keep.AppendSet("/ttl", -1) // the commit makes the staged part permanent
-		b.PatchItem(ref.ID, keep, nil)
+		keepStaged(b, ref.ID)
 	}
 	if n := batchBytes(b); n > MaxBatchBytes {
 		return nil, nil, refusal(w.op, fmt.Sprintf("the commit batch would be %d bytes; at most %d are allowed", n, MaxBatchBytes), ErrBatchTooLarge)

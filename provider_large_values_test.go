@@ -112,3 +112,90 @@ func kindsOf(item *cdb.OrchestrationItem) []string {
 	}
 	return append([]string{item.Instance}, messageKinds(item)...)
 }
+
+// ackTerminal acks one turn of id that ends execution exec with status and
+// output (its event in the delta), plus orchestrator items, and returns
+// the commit batches it sent.
+func ackTerminal(ctx context.Context, t *testing.T, acct *cdb.FakeAccount, p *cdb.CosmosProvider, id string, exec, eventID uint64, status cdb.InstanceStatus, output string, items []cdb.WorkItem) int {
+	t.Helper()
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem(id), 0))
+	_, token := fetchFor(ctx, t, p, id)
+	var kind cdb.EventKind = cdb.OrchestrationCompleted{Output: output}
+	if status == cdb.StatusContinuedAsNew {
+		kind = cdb.OrchestrationContinuedAsNew{Input: output}
+	}
+	log := logRequests(acct)
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, exec, []cdb.Event{{EventID: eventID, InstanceID: id, ExecutionID: exec, Kind: kind}},
+		nil, items, cdb.ExecutionMetadata{Status: &status, Output: &output}, nil))
+	batches := 0
+	for _, r := range log.take() {
+		if r.Operation == "Batch" {
+			batches++
+		}
+	}
+	return batches
+}
+
+// Defect 10: an output (or continue-as-new input) of about 1 MB failed the
+// orchestration: the terminal turn wrote it into its history (staged) and
+// whole into both the instance and the execution documents of one batch,
+// which a little over 1 MB overflows. A large value is written once, in a
+// staged value document that both reference; reads resolve it.
+func TestALargeOutputIsWrittenOnceAndReferenced(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	large := strings.Repeat("o", 1100*1024)
+	outputOf := func(s *string) int {
+		if s == nil {
+			return -1
+		}
+		return len(*s)
+	}
+
+	t.Run("a completed execution's output", func(t *testing.T) {
+		providertest.CreateInstance(ctx, t, p, "done")
+		assert.Equal(t, 1, ackTerminal(ctx, t, acct, p, "done", 1, 2, cdb.StatusCompleted, large, nil), "one commit batch")
+		status, err := p.ReadOrchestrationStatus(ctx, "done")
+		require.NoError(t, err)
+		assert.Equal(t, cdb.StatusCompleted, status.Status)
+		require.Equal(t, len(large), outputOf(status.Output))
+		assert.Equal(t, large, *status.Output)
+		info, err := p.GetInstanceInfo(ctx, "done")
+		require.NoError(t, err)
+		assert.Equal(t, len(large), outputOf(info.Output))
+		exec, err := p.GetExecutionInfo(ctx, "done", 1)
+		require.NoError(t, err)
+		assert.Equal(t, len(large), outputOf(exec.Output))
+		assert.Equal(t, 1, countDocs(t, p, "done", "value"), "the output is written once, outside the instance and execution documents")
+	})
+
+	t.Run("a continue-as-new input", func(t *testing.T) {
+		providertest.CreateInstance(ctx, t, p, "again")
+		can := []cdb.WorkItem{cdb.ContinueAsNew{Instance: "again", Orchestration: "TestOrch", Input: large, Version: ptrTo("1.0.0")}}
+		assert.Equal(t, 1, ackTerminal(ctx, t, acct, p, "again", 1, 2, cdb.StatusContinuedAsNew, large, can), "one commit batch")
+		assert.Zero(t, countDocs(t, p, "again", "outbox"), "the ContinueAsNew message fits the commit batch")
+		exec, err := p.GetExecutionInfo(ctx, "again", 1)
+		require.NoError(t, err)
+		assert.Equal(t, len(large), outputOf(exec.Output))
+
+		item, token := fetchFor(ctx, t, p, "again")
+		require.Equal(t, []string{"ContinueAsNew"}, messageKinds(item))
+		assert.Equal(t, large, item.Messages[0].(cdb.ContinueAsNew).Input)
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, 2, []cdb.Event{providertest.StartedEvent("again", 2)}, nil, nil, providertest.TestOrchMetadata(), nil))
+		info, err := p.GetInstanceInfo(ctx, "again")
+		require.NoError(t, err)
+		assert.Nil(t, info.Output, "the new execution has no output yet")
+		exec, err = p.GetExecutionInfo(ctx, "again", 1)
+		require.NoError(t, err)
+		assert.Equal(t, len(large), outputOf(exec.Output), "the first execution keeps its own")
+
+		assert.Equal(t, 1, ackTerminal(ctx, t, acct, p, "again", 2, 2, cdb.StatusCompleted, "small", nil))
+		_, err = p.PruneExecutions(ctx, "again", cdb.PruneOptions{KeepLast: ptrTo(uint32(1))})
+		require.NoError(t, err)
+		assert.Zero(t, countDocs(t, p, "again", "value"), "pruning an execution removes its value")
+		status, err := p.ReadOrchestrationStatus(ctx, "again")
+		require.NoError(t, err)
+		assert.Equal(t, "small", *status.Output)
+	})
+}

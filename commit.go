@@ -95,7 +95,7 @@ func historyForCommit(instance, pk string, exec uint64, token string, delta []Ev
 	var parts [][]byte
 	for i, chunk := range chunks {
 		id := "hp|" + token + "|" + strconv.Itoa(i)
-		part, err := json.Marshal(historyPart{ID: id, PK: pk, Type: docHistPart, Instance: instance, Exec: exec, Data: chunk, TTL: stagedPartTTL})
+		part, err := json.Marshal(historyPart{ID: id, PK: pk, Type: docHistPart, Instance: instance, Exec: exec, Data: chunk, TTL: stagedPartTTL, KV: d.KV, First: d.First})
 		if err != nil {
 			return nil, d, nil, err
 		}
@@ -248,6 +248,13 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 	if err != nil {
 		return nil, refused(op, err)
 	}
+	kvWrites, err := planKV(state, &execDoc, inst, lock.pk, lock.token, delta, md, now)
+	if err != nil {
+		return nil, refused(op, err)
+	}
+	if executionID == inst.CurrentExec {
+		inst.KVMerged = execDoc.KVMerged
+	}
 
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	instBody, err := json.Marshal(withoutETag(inst))
@@ -277,10 +284,11 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 	execDoc.CarryForward = max(execDoc.CarryForward, carryForwardCount(delta))
 	out.addTo(b)
 	staged = append(staged, out.staged...)
-	kv, err := writeKV(b, state, inst, lock.pk, delta, md, now)
+	kvChunks, err := kvWrites.addTo(b)
 	if err != nil {
 		return nil, refused(op, err)
 	}
+	staged = append(staged, kvChunks...)
 	execBody, err := json.Marshal(execDoc)
 	if err != nil {
 		return nil, Permanent(op, fmt.Sprintf("encode execution: %v", err))
@@ -312,7 +320,7 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID
 	plan.staged = append(plan.staged, parts...)
 	plan.state = nextState(state, inst, executionID, execDoc, delta, hist)
 	if plan.state != nil {
-		plan.state.kv = kv
+		plan.state.kv = kvWrites.state
 		if outbox == nil {
 			// Outboxes the load saw are still to be ordered before this
 			// instance's next outbox.
@@ -368,32 +376,94 @@ func (p *CosmosProvider) planConsumeOnly(lock *orchestrationLock) *ackPlan {
 	return &ackPlan{batch: b, inst: inst, consumeOnly: true}
 }
 
-// writeKV adds the turn's KV documents to the batch: the delta when the turn
-// changed it, and, when the execution ends, the store buckets the merge
-// touched (reference §2.3 steps 10 and 11).
-func writeKV(b *TransactionalBatch, state *instanceState, inst instanceDoc, pk string, delta []Event, md ExecutionMetadata, now int64) (kvState, error) {
+// kvPlan is a turn's KV writes: the turn's KV events go into the delta,
+// which needs no document of its own (the turn's history holds them); when
+// the execution ends, the delta is merged into the store: each touched
+// bucket is written anew in chunks (in the batch while small, staged
+// otherwise), its previous chunks and any legacy delta document are
+// deleted, and the execution records the last event merged (reference
+// §2.3 steps 10 and 11).
+type kvPlan struct {
+	state   kvState  // after the commit
+	deletes []string // documents the commit deletes
+	chunks  []kvDoc  // store chunks the commit writes
+}
+
+func planKV(state *instanceState, execDoc *executionDoc, inst instanceDoc, pk, token string, delta []Event, md ExecutionMetadata, now int64) (kvPlan, error) {
 	kv := state.kv.clone()
-	changed := kv.applyEvents(delta, uint64(now))
-	var buckets []int
-	if isTerminalStatus(md.Status) && len(kv.delta) > 0 {
-		buckets = kv.merge()
-		changed = true
+	kv.applyEvents(delta, uint64(now))
+	plan := kvPlan{state: kv}
+	if !isTerminalStatus(md.Status) || len(kv.delta) == 0 && !kv.legacyDelta {
+		return plan, nil
 	}
-	for _, bucket := range buckets {
-		body, err := json.Marshal(kv.bucketDoc(inst.Instance, pk, bucket))
+	execDoc.KVMerged = lastEventID(state, execDoc.Exec, delta)
+	if kv.legacyDelta {
+		plan.deletes = append(plan.deletes, kvDeltaID)
+		kv.legacyDelta = false
+	}
+	for _, bucket := range kv.merge() {
+		plan.deletes = append(plan.deletes, kv.chunks[bucket]...)
+		docs, err := kv.bucketChunks(inst.Instance, pk, token, bucket)
 		if err != nil {
-			return kv, fmt.Errorf("encode KV bucket: %w", err)
+			return plan, err
 		}
-		b.UpsertItem(body, nil)
+		kv.chunks[bucket] = nil
+		for _, d := range docs {
+			kv.chunks[bucket] = append(kv.chunks[bucket], d.ID)
+		}
+		plan.chunks = append(plan.chunks, docs...)
 	}
-	if changed {
-		body, err := json.Marshal(kv.deltaDoc(inst.Instance, pk))
+	plan.state = kv
+	return plan, nil
+}
+
+// addTo adds the plan's writes to the batch: the chunks in it while they
+// are small, else staged and made permanent by it; it returns the bodies
+// to stage.
+func (k kvPlan) addTo(b *TransactionalBatch) ([][]byte, error) {
+	for _, id := range k.deletes {
+		b.DeleteItem(id, nil)
+	}
+	bodies := make([][]byte, len(k.chunks))
+	total := 0
+	for i, c := range k.chunks {
+		body, err := json.Marshal(c)
 		if err != nil {
-			return kv, fmt.Errorf("encode KV delta: %w", err)
+			return nil, fmt.Errorf("encode KV chunk: %w", err)
 		}
-		b.UpsertItem(body, nil)
+		bodies[i], total = body, total+len(body)
 	}
-	return kv, nil
+	if total <= stageKVAbove {
+		for _, body := range bodies {
+			b.CreateItem(body, nil)
+		}
+		return nil, nil
+	}
+	for i, c := range k.chunks {
+		c.TTL = stagedPartTTL
+		body, err := json.Marshal(c)
+		if err != nil {
+			return nil, fmt.Errorf("encode KV chunk: %w", err)
+		}
+		bodies[i] = body
+		keepStaged(b, c.ID)
+	}
+	return bodies, nil
+}
+
+// lastEventID is the highest event id of execution exec once delta is
+// appended.
+func lastEventID(state *instanceState, exec uint64, delta []Event) uint64 {
+	var last uint64
+	if state.exec == exec {
+		for id := range state.eventIDs {
+			last = max(last, id)
+		}
+	}
+	for _, e := range delta {
+		last = max(last, e.EventID)
+	}
+	return last
 }
 
 // carryForwardCount is the number of carry-forward events of the delta's
@@ -427,6 +497,7 @@ func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event,
 	if executionID > inst.CurrentExec {
 		inst.CurrentExec = executionID
 		inst.Status, inst.Output, inst.OutputRef, inst.Pinned, inst.CompletedAt = StatusRunning, nil, "", nil, nil
+		inst.KVMerged = 0
 	}
 	if executionID == inst.CurrentExec {
 		if inst.Status == "" {

@@ -62,15 +62,16 @@ func (p *CosmosProvider) GetInstanceStats(ctx context.Context, instance string) 
 	if !inst.exists() {
 		return nil, nil
 	}
-	docs, err := p.queryDocs(ctx, inst.PK,
-		"SELECT * FROM c WHERE c.pk = @pk AND ((c.type = @exe AND c.exec = @exec) OR c.type = @kv OR c.type = @kvd)",
-		[]QueryParameter{{Name: "@pk", Value: inst.PK}, {Name: "@exe", Value: docExecution}, {Name: "@exec", Value: max(inst.CurrentExec, InitialExecutionID)},
-			{Name: "@kv", Value: docKVStore}, {Name: "@kvd", Value: docKVDelta}})
+	docs, err := p.queryKV(ctx, inst.PK, max(inst.CurrentExec, InitialExecutionID), inst.KVMerged, allBuckets)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	kv, err := kvView(docs, inst.KVMerged)
 	if err != nil {
 		return nil, wrap(op, err)
 	}
 	stats := &SystemStats{}
-	execDoc, kv := docs.exec, docs.kv
+	execDoc := docs.exec
 	if execDoc != nil {
 		stats.HistoryEventCount = uint64(execDoc.Events)
 		stats.HistorySizeBytes = uint64(execDoc.Bytes)

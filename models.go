@@ -113,6 +113,7 @@ type instanceDoc struct {
 	Status        InstanceStatus `json:"status,omitempty"`      // of the current execution
 	Output        *string        `json:"output,omitempty"`      // of the current execution
 	OutputRef     string         `json:"outputRef,omitempty"`   // the value document holding Output, when large (values.go)
+	KVMerged      uint64         `json:"kvMerged,omitempty"`    // the current execution's, as its execution document has it (kv.go)
 	CompletedAt   *int64         `json:"completedAt,omitempty"` // of the current execution, ms
 	Pinned        *uint64        `json:"pinned,omitempty"`      // packed pinned duroxide version of the current execution
 	CustomStatus  *string        `json:"customStatus,omitempty"`
@@ -207,6 +208,9 @@ type historyDoc struct {
 	// response was lost can recognise its own commit even after another
 	// turn has committed since (commit.go).
 	Ack string `json:"ack,omitempty"`
+	// KV counts the turn's KV events: the current execution's KV delta is
+	// read from the history documents (and parts) that have some (kv.go).
+	KV int `json:"kv,omitempty"`
 }
 
 // historyPart holds some of a large turn's events. It is written before
@@ -219,6 +223,8 @@ type historyPart struct {
 	Exec     uint64 `json:"exec"`
 	Data     string `json:"data"`
 	TTL      int    `json:"ttl,omitempty"`
+	KV       int    `json:"kv,omitempty"`    // its history document's
+	First    uint64 `json:"first,omitempty"` // its history document's
 }
 
 // executionDoc is one execution's status and counters.
@@ -239,6 +245,9 @@ type executionDoc struct {
 	// CarryForward is the number of carry-forward events of the execution's
 	// OrchestrationStarted (get_instance_stats' queue_pending_count).
 	CarryForward int `json:"carryForward,omitempty"`
+	// KVMerged is the highest event id whose KV mutation the KV store
+	// holds: the delta is the execution's KV events after it (kv.go).
+	KVMerged uint64 `json:"kvMerged,omitempty"`
 }
 
 // outboxDoc carries effects a commit could not write itself: documents for

@@ -3,6 +3,7 @@ package cdb_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -198,4 +199,185 @@ func TestALargeOutputIsWrittenOnceAndReferenced(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "small", *status.Output)
 	})
+}
+
+// setKeys acks one turn of id's execution exec that sets each key to a
+// value of size bytes (its first byte tells the turn), from event id
+// first; with status the turn also ends the execution.
+func setKeys(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, id string, exec, first uint64, keys []string, size int, tag byte, status *cdb.InstanceStatus) uint64 {
+	t.Helper()
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem(id), 0))
+	item, token := fetchFor(ctx, t, p, id)
+	var delta []cdb.Event
+	next := first
+	for _, k := range keys {
+		delta = append(delta, cdb.Event{EventID: next, InstanceID: id, ExecutionID: exec,
+			Kind: cdb.KeyValueSet{Key: k, Value: string(tag) + strings.Repeat("v", size-1), LastUpdatedAtMs: uint64(time.Now().UnixMilli())}})
+		next++
+	}
+	md := cdb.ExecutionMetadata{Status: status}
+	var items []cdb.WorkItem
+	if status != nil {
+		switch *status {
+		case cdb.StatusContinuedAsNew:
+			delta = append(delta, cdb.Event{EventID: next, InstanceID: id, ExecutionID: exec, Kind: cdb.OrchestrationContinuedAsNew{Input: "{}"}})
+			items = []cdb.WorkItem{cdb.ContinueAsNew{Instance: id, Orchestration: "TestOrch", Input: "{}", Version: ptrTo("1.0.0")}}
+		default:
+			delta = append(delta, cdb.Event{EventID: next, InstanceID: id, ExecutionID: exec, Kind: cdb.OrchestrationCompleted{Output: "done"}})
+		}
+		md.Output = ptrTo("{}")
+		next++
+	}
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, exec, delta, nil, items, md, nil),
+		"a turn of %d keys of %d bytes commits (%d messages)", len(keys), size, len(item.Messages))
+	return next
+}
+
+func keyNames(prefix string, from, to int) []string {
+	var keys []string
+	for i := from; i < to; i++ {
+		keys = append(keys, fmt.Sprintf("%s-%03d", prefix, i))
+	}
+	return keys
+}
+
+// requireKV checks the merged view a client reads: n keys, each holding a
+// value of size bytes whose first byte is tags[key]; sample keys are read
+// one by one as well.
+func requireKV(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, id string, n, size int, tags map[string]byte, sample ...string) {
+	t.Helper()
+	all, err := p.GetKVAllValues(ctx, id)
+	require.NoError(t, err)
+	require.Len(t, all, n)
+	for k, tag := range tags {
+		require.Len(t, all[k], size, k)
+		require.Equal(t, tag, all[k][0], "key %s holds the value of the turn that set it last", k)
+	}
+	for _, k := range sample {
+		v, ok, err := p.GetKVValue(ctx, id, k)
+		require.NoError(t, err)
+		require.True(t, ok, k)
+		require.Equal(t, all[k], v, k)
+	}
+	stats, err := p.GetInstanceStats(ctx, id)
+	require.NoError(t, err)
+	assert.EqualValues(t, n, stats.KVUserKeyCount)
+	assert.EqualValues(t, n*size, stats.KVTotalValueBytes)
+}
+
+// Defect 9: KV within duroxide's limits failed the orchestration: the
+// execution's KV delta document was rewritten whole by each turn and had
+// no size bound; 40 keys of 60 KB set over 4 turns made the commit refused
+// for good. The delta now lives where its events already are (the
+// history); the completed-execution store lives in bounded bucket chunks,
+// staged like history parts.
+func TestKVWithinDuroxidesLimitsCommits(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+
+	t.Run("40 keys of 60 KB over 4 turns, then completion", func(t *testing.T) {
+		const id, size = "kv-turns", 60 * 1024
+		providertest.CreateInstance(ctx, t, p, id)
+		tags := map[string]byte{}
+		next := uint64(2)
+		for turn := 0; turn < 4; turn++ {
+			keys := keyNames("k", turn*10, turn*10+10)
+			next = setKeys(ctx, t, p, id, 1, next, keys, size, byte('a'+turn), nil)
+			for _, k := range keys {
+				tags[k] = byte('a' + turn)
+			}
+			requireKV(ctx, t, p, id, len(tags), size, tags, keys[0], "k-000")
+		}
+		completed := cdb.StatusCompleted
+		next = setKeys(ctx, t, p, id, 1, next, keyNames("k", 0, 5), size, 'z', &completed)
+		for _, k := range keyNames("k", 0, 5) {
+			tags[k] = 'z'
+		}
+		requireKV(ctx, t, p, id, 40, size, tags, "k-000", "k-039")
+
+		other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+		require.NoError(t, other.EnqueueForOrchestrator(ctx, pokeItem(id), 0))
+		item, _ := fetchFor(ctx, t, other, id)
+		require.Len(t, item.KVSnapshot, 40, "the completed execution's keys are in the next fetch's snapshot")
+		assert.Equal(t, byte('z'), item.KVSnapshot["k-000"].Value[0])
+		assert.Equal(t, byte('d'), item.KVSnapshot["k-039"].Value[0])
+		_ = next
+	})
+
+	t.Run("150 keys of 64 KB in one turn, across executions", func(t *testing.T) {
+		const id, size = "kv-max", cdb.MaxKVValueBytes
+		providertest.CreateInstance(ctx, t, p, id)
+		can := cdb.StatusContinuedAsNew
+		keys := keyNames("m", 0, cdb.MaxKVKeys)
+		setKeys(ctx, t, p, id, 1, 2, keys, size, 'a', &can)
+		tags := map[string]byte{}
+		for _, k := range keys {
+			tags[k] = 'a'
+		}
+		requireKV(ctx, t, p, id, cdb.MaxKVKeys, size, tags, keys[0], keys[149])
+
+		item, token := fetchFor(ctx, t, p, id)
+		require.Equal(t, []string{"ContinueAsNew"}, messageKinds(item))
+		require.Len(t, item.KVSnapshot, cdb.MaxKVKeys, "the new execution starts with every key")
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, 2, []cdb.Event{providertest.StartedEvent(id, 2)}, nil, nil, providertest.TestOrchMetadata(), nil))
+		setKeys(ctx, t, p, id, 2, 2, keys[:1], size, 'b', &can)
+		tags[keys[0]] = 'b'
+		requireKV(ctx, t, p, id, cdb.MaxKVKeys, size, tags, keys[0], keys[1])
+
+		item, _ = fetchFor(ctx, t, p, id)
+		require.Len(t, item.KVSnapshot, cdb.MaxKVKeys)
+		assert.Equal(t, byte('b'), item.KVSnapshot[keys[0]].Value[0])
+		assert.Equal(t, byte('a'), item.KVSnapshot[keys[1]].Value[0])
+		assertKVDocumentsBounded(t, p, id)
+	})
+}
+
+// assertKVDocumentsBounded checks that no KV document of id holds more
+// than a staged part does (1 MB of entries).
+func assertKVDocumentsBounded(t *testing.T, p *cdb.CosmosProvider, id string) {
+	t.Helper()
+	pk := cdb.NewPartitionKeyString(id)
+	res, err := p.Container().QueryItems(context.Background(), "SELECT * FROM c WHERE c.pk = @pk AND (c.type = 'kv' OR c.type = 'kvd')",
+		[]cdb.QueryParameter{{Name: "@pk", Value: id}}, &cdb.QueryOptions{PartitionKey: &pk})
+	require.NoError(t, err)
+	require.NotEmpty(t, res.Items)
+	for _, raw := range res.Items {
+		assert.LessOrEqual(t, len(raw), 1100*1024, "a KV document is bounded")
+	}
+}
+
+// An instance an earlier version wrote holds its KV delta in a delta
+// document and its store in one document per bucket: reads see both, the
+// turns after the upgrade add to them, and the next merge replaces them.
+func TestKVAnEarlierVersionWroteIsReadAndMerged(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	const id = "legacy-kv"
+	providertest.CreateInstance(ctx, t, p, id)
+	pk := cdb.NewPartitionKeyString(id)
+	bucket := cdb.KVBucketForTest("stored")
+	_, err := p.Container().CreateItem(ctx, pk, []byte(fmt.Sprintf(`{"id":"kv|%d","pk":%q,"type":"kv","instance":%q,"entries":[{"k":"stored","v":"s","t":1}]}`, bucket, id, id)), nil)
+	require.NoError(t, err)
+	_, err = p.Container().CreateItem(ctx, pk, []byte(fmt.Sprintf(`{"id":"kvd","pk":%q,"type":"kvd","instance":%q,"entries":[{"k":"old","v":"o","t":1},{"k":"stored","v":null,"t":1}]}`, id, id)), nil)
+	require.NoError(t, err)
+
+	fresh := newRulesProvider(t, acct, cdb.Config{ShortPolling: true}) // no cached state
+	next := setKeys(ctx, t, fresh, id, 1, 2, []string{"new"}, 10, 'n', nil)
+	all, err := fresh.GetKVAllValues(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"old": "o", "new": "n" + strings.Repeat("v", 9)}, all, "the legacy delta, then the turns after it, over the store")
+
+	completed := cdb.StatusCompleted
+	setKeys(ctx, t, fresh, id, 1, next, nil, 0, 0, &completed)
+	assert.Zero(t, countDocs(t, fresh, id, "kvd"), "the merge deletes the legacy delta document")
+	_, err = p.Container().ReadItem(ctx, pk, fmt.Sprintf("kv|%d", bucket), nil)
+	assert.True(t, cdb.IsNotFound(err), "and replaces the legacy bucket document: %v", err)
+	require.NoError(t, fresh.EnqueueForOrchestrator(ctx, pokeItem(id), 0))
+	item, _ := fetchFor(ctx, t, fresh, id)
+	assert.Len(t, item.KVSnapshot, 2)
+	assert.Equal(t, "o", item.KVSnapshot["old"].Value)
+	_, stored := item.KVSnapshot["stored"]
+	assert.False(t, stored, "the legacy delta's tombstone removed the stored key")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -222,7 +223,8 @@ type pendingDoc struct {
 	pk     string
 	body   []byte
 	upsert bool
-	queued bool // a message or worker item: marked relayed when an outbox carries it
+	queued  bool // a message or worker item: marked relayed when an outbox carries it
+	message bool // an orchestrator message
 }
 
 func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, executionID uint64, delta []Event, workerItems, orchItems []WorkItem, md ExecutionMetadata, cancelled []ScheduledActivityIdentifier) (*ackPlan, error) {
@@ -664,7 +666,7 @@ func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
 		}
 		w.remote = append(w.remote, pendingDoc{pk: pk, body: shell})
 	}
-	w.add(pk, pendingDoc{body: body, queued: true})
+	w.add(pk, pendingDoc{body: body, queued: true, message: true})
 	return time.UnixMilli(visible), nil
 }
 
@@ -775,7 +777,7 @@ func (w *ackWriter) flush(b *TransactionalBatch, instance string, rev uint64) (*
 		}
 		if k+len(layout.parts) <= opsFree {
 			w.inline(b, w.docs[:k])
-			return w.writeOutbox(b, instance, rev, layout)
+			return w.writeOutbox(b, instance, rev, layout, slices.ContainsFunc(w.docs[k:], func(d pendingDoc) bool { return d.message }))
 		}
 	}
 	return nil, nil, refusal(w.op, fmt.Sprintf("the turn writes %d documents; even with its outbox staged in parts they need more than a commit batch's %d operations",
@@ -865,27 +867,16 @@ func (w *ackWriter) layout(entries []sizedEntry, room, partCap int) (outboxLayou
 	return l, nil
 }
 
-// writesInto says some entry of the layout writes into partition pk.
-func (l outboxLayout) writesInto(pk string) bool {
-	for _, entries := range append([][]outboxEntry{l.inline}, l.parts...) {
-		for _, e := range entries {
-			if e.PK == pk {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // writeOutbox adds the outbox document, and the permanence of its staged
-// parts, to the batch; it returns the document and the parts' bodies.
-func (w *ackWriter) writeOutbox(b *TransactionalBatch, instance string, rev uint64, l outboxLayout) (*outboxDoc, [][]byte, error) {
+// parts, to the batch; it returns the document and the parts' bodies. self
+// says it carries messages for the instance itself (outboxDoc.Self).
+func (w *ackWriter) writeOutbox(b *TransactionalBatch, instance string, rev uint64, l outboxLayout, self bool) (*outboxDoc, [][]byte, error) {
 	doc := &outboxDoc{ID: "o|" + w.token, PK: w.pk, Type: docOutbox, Instance: instance, CreatedAt: w.now,
 		Entries: l.inline, Rev: rev, Owner: w.token, BeatAt: w.now}
 	if doc.Entries == nil {
 		doc.Entries = []outboxEntry{}
 	}
-	doc.Self = l.writesInto(w.pk)
+	doc.Self = self
 	var staged [][]byte
 	for n, entries := range l.parts {
 		part := outboxPart{ID: w.partID(n), PK: w.pk, Type: docOutboxPart, Instance: instance, Outbox: doc.ID, Entries: entries, TTL: stagedPartTTL}

@@ -278,10 +278,11 @@ type outboxDoc struct {
 	// Delivered counts the entries known delivered, in order: a relay that
 	// takes the outbox over goes on from there.
 	Delivered int `json:"delivered,omitempty"`
-	// Self says some entry writes into the outbox's own partition (its
-	// instance's messages or work that overflowed the commit batch): no
+	// Self says some entry is a message for the outbox's own instance (one
+	// that overflowed the commit batch, a ContinueAsNew message say): no
 	// fetch hands over the instance's messages while such an outbox is
-	// pending (lockAndLoad).
+	// pending (lockAndLoad). Its work items do not count: they are no part
+	// of a fetch's batch.
 	Self bool `json:"self,omitempty"`
 
 	ETag ETag `json:"_etag,omitempty"`

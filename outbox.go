@@ -266,14 +266,21 @@ func (r *relay) work(ctx context.Context, pk string, until *pendingOutbox) (deli
 func (r *relay) deliverBeforeFetch(ctx context.Context, pk string, seen []outboxRef) (bool, error) {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	for !r.claimWithSeen(pk, seen) {
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-tick.C:
+	var res deliveryResult
+	var err error
+	// A second try when blocked: what this process knew of an outbox may be
+	// stale (another relay took it over, and has since stopped); the try
+	// reads it again.
+	for try := 0; try < 2 && (try == 0 || res == resultBlocked); try++ {
+		for !r.claimWithSeen(pk, seen) {
+			select {
+			case <-ctx.Done():
+				return false, ctx.Err()
+			case <-tick.C:
+			}
 		}
+		res, err = r.work(ctx, pk, nil)
 	}
-	res, err := r.work(ctx, pk, nil)
 	return res == resultDelivered, err
 }
 

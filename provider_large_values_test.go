@@ -103,6 +103,38 @@ func TestAFetchNeverHandsOverMessagesWhileTheirInstancesOutboxIsPending(t *testi
 		item, _ = fetchFor(ctx, t, a, "eternal")
 		require.Equal(t, []string{"ContinueAsNew", "ExternalRaised"}, messageKinds(item))
 	})
+
+	t.Run("an event to itself that overflowed keeps its place", func(t *testing.T) {
+		ctx, acct, clock := rulesContext(t), cdb.NewFakeAccount(cdb.FakeAccountOptions{}), newFakeClock()
+		a := newRulesProvider(t, acct, config(clock))
+		refuse := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: http.StatusForbidden, Match: func(r cdb.FakeRequest) bool {
+			return r.Operation == "CreateItem" && bytes.Contains(r.Body, []byte(`"relayed":true`)) &&
+				bytes.Contains(r.Body, []byte("first:")) && !bytes.HasPrefix(r.Body, []byte(`{"id":"op|`))
+		}})
+		providertest.CreateInstance(ctx, t, a, "self")
+		require.NoError(t, a.EnqueueForOrchestrator(ctx, pokeItem("self"), 0))
+		_, token := fetchFor(ctx, t, a, "self")
+		big := strings.Repeat("a", 1400*1024)
+		first := "first:" + strings.Repeat("f", 700*1024)
+		require.NoError(t, a.AckOrchestrationItem(ctx, token, 1,
+			[]cdb.Event{{EventID: 2, InstanceID: "self", ExecutionID: 1, Kind: cdb.ActivityScheduled{Name: "Big", Input: big}}},
+			[]cdb.WorkItem{cdb.ActivityExecute{Instance: "self", ExecutionID: 1, ID: 2, Name: "Big", Input: big}},
+			[]cdb.WorkItem{cdb.ExternalRaised{Instance: "self", Name: "e", Data: first}}, cdb.ExecutionMetadata{}, nil))
+		require.Equal(t, 1, countDocs(t, a, "self", "outbox"), "the event to itself waits in the outbox")
+		require.NoError(t, a.Close())
+		refuse()
+
+		clock.Advance(time.Millisecond) // the event is raised after the turn that sent the first
+		b := newRulesProvider(t, acct, config(clock))
+		require.NoError(t, b.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "self", Name: "e", Data: "second"}, 0))
+		clock.Advance(time.Minute)
+		item, _ := fetchFor(ctx, t, b, "self")
+		var data []string
+		for _, m := range item.Messages {
+			data = append(data, m.(cdb.ExternalRaised).Data[:6])
+		}
+		assert.Equal(t, []string{"first:", "second"}, data, "the event the instance sent itself comes before the one raised after it")
+	})
 }
 
 // kindsOf is the kinds of a batch's messages, nil for no batch: what a

@@ -220,9 +220,9 @@ type ackWriter struct {
 }
 
 type pendingDoc struct {
-	pk     string
-	body   []byte
-	upsert bool
+	pk      string
+	body    []byte
+	upsert  bool
 	queued  bool // a message or worker item: marked relayed when an outbox carries it
 	message bool // an orchestrator message
 }

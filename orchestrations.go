@@ -453,13 +453,15 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 	// pending outbox, so one delivered after the load has its messages in
 	// place for the query below.
 	settled, delivered, err := p.deliverOwnOutboxes(ctx, lock)
-	if err != nil || !settled {
-		if err != nil && !errors.Is(err, ErrInvalidLockToken) {
-			p.log.Warn("cdb: could not deliver an instance's own outbox before its fetch", "instance", inst.Instance, "error", err)
-		}
-		if errors.Is(err, ErrInvalidLockToken) {
-			return nil, errContended
-		}
+	switch {
+	case errors.Is(err, ErrInvalidLockToken):
+		return nil, errContended // another dispatcher took the instance meanwhile
+	case err != nil:
+		// The reconciler reports an outbox it cannot deliver; here it only
+		// holds the batch back.
+		p.log.Debug("cdb: could not deliver an instance's own outbox before its fetch", "instance", inst.Instance, "error", err)
+		return nil, p.holdBack(ctx, lock, "messages of its own commits wait in an outbox")
+	case !settled:
 		return nil, p.holdBack(ctx, lock, "messages of its own commits wait in an outbox")
 	}
 	if delivered || inst.Status == StatusContinuedAsNew && !hasContinueAsNew(items) || releasedSince(&inst, now) {

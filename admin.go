@@ -351,8 +351,9 @@ func (p *CosmosProvider) pruneInstance(ctx context.Context, inst *instanceDoc, o
 	result := PruneResult{InstancesProcessed: 1}
 	key := NewPartitionKeyString(inst.PK)
 	res, err := p.container.QueryItems(ctx,
-		"SELECT c.id, c._etag, c.type, c.exec, c.status, c.completedAt, ARRAY_LENGTH(c.eventIds) AS events FROM c WHERE c.pk = @pk AND (c.type = @exe OR c.type = @hist OR c.type = @part)",
-		[]QueryParameter{{Name: "@pk", Value: inst.PK}, {Name: "@exe", Value: docExecution}, {Name: "@hist", Value: docHistory}, {Name: "@part", Value: docHistPart}}, &QueryOptions{PartitionKey: &key})
+		"SELECT c.id, c._etag, c.type, c.exec, c.status, c.completedAt, ARRAY_LENGTH(c.eventIds) AS events FROM c WHERE c.pk = @pk AND (c.type = @exe OR c.type = @hist OR c.type = @part OR c.type = @value)",
+		[]QueryParameter{{Name: "@pk", Value: inst.PK}, {Name: "@exe", Value: docExecution}, {Name: "@hist", Value: docHistory}, {Name: "@part", Value: docHistPart},
+			{Name: "@value", Value: docValue}}, &QueryOptions{PartitionKey: &key})
 	if err != nil {
 		return result, err
 	}

@@ -43,3 +43,6 @@ func DispatchSlotForTest(instance string) int { return dispatchSlot(instance) }
 
 // ActivitySlotForTest is the dispatch slot of an activity's worker item.
 func ActivitySlotForTest(act ActivityExecute) int { return activitySlot(act) }
+
+// KVBucketForTest is the store bucket of a KV key.
+func KVBucketForTest(key string) int { return kvBucket(key) }

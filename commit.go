@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -123,7 +124,7 @@ func historyForCommit(instance, pk string, exec uint64, token string, delta []Ev
 	var parts [][]byte
 	for i, chunk := range chunks {
 		id := "hp|" + token + "|" + strconv.Itoa(i)
-		part, err := json.Marshal(historyPart{ID: id, PK: pk, Type: docHistPart, Instance: instance, Exec: exec, Data: chunk, TTL: stagedPartTTL})
+		part, err := json.Marshal(historyPart{ID: id, PK: pk, Type: docHistPart, Instance: instance, Exec: exec, Data: chunk, TTL: stagedPartTTL, KV: d.KV, First: d.First})
 		if err != nil {
 			return nil, d, nil, err
 		}
@@ -251,10 +252,11 @@ type ackWriter struct {
 }
 
 type pendingDoc struct {
-	pk     string
-	body   []byte
-	upsert bool
-	queued bool // a message or worker item: marked relayed when an outbox carries it
+	pk      string
+	body    []byte
+	upsert  bool
+	queued  bool // a message or worker item: marked relayed when an outbox carries it
+	message bool // an orchestrator message
 	// writer is the own-writes stamp a queue item gets when the batch
 	// writes it; one an outbox carries gets none (ownwrites.go).
 	writer string
@@ -282,6 +284,17 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, squeeze int
 	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now, seq: p.reserveSeqs(queued + 1), pinned: inst.Pinned, squeeze: squeeze}
 	w.visible = sequencedVisibleAt(w.seq, time.UnixMilli(now), 0).UnixMilli()
 	inst.Seq = w.seq + int64(queued)
+	out, err := placeOutput(&inst, &execDoc, md, lock.token)
+	if err != nil {
+		return nil, refused(op, err)
+	}
+	kvWrites, err := planKV(state, &execDoc, inst, lock.pk, lock.token, delta, md, now)
+	if err != nil {
+		return nil, refused(op, err)
+	}
+	if executionID == inst.CurrentExec {
+		inst.KVMerged = execDoc.KVMerged
+	}
 
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	instBody, err := json.Marshal(withoutETag(inst))
@@ -303,18 +316,19 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, squeeze int
 		hist, staged = d, parts
 		b.CreateItem(body, nil)
 		for _, id := range d.Parts {
-			var keep PatchOperations
-			keep.AppendSet("/ttl", -1) // the commit makes the staged part permanent
-			b.PatchItem(id, keep, nil)
+			keepStaged(b, id)
 		}
 		execDoc.Events += len(delta)
 		execDoc.Bytes += d.Bytes
 	}
 	execDoc.CarryForward = max(execDoc.CarryForward, carryForwardCount(delta))
-	kv, err := writeKV(b, state, inst, lock.pk, delta, md, now)
+	out.addTo(b)
+	staged = append(staged, out.staged...)
+	kvChunks, err := kvWrites.addTo(b)
 	if err != nil {
 		return nil, refused(op, err)
 	}
+	staged = append(staged, kvChunks...)
 	execBody, err := json.Marshal(execDoc)
 	if err != nil {
 		return nil, Permanent(op, fmt.Sprintf("encode execution: %v", err))
@@ -346,7 +360,7 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, squeeze int
 	plan.staged = append(plan.staged, parts...)
 	plan.state = nextState(state, inst, executionID, execDoc, delta, hist)
 	if plan.state != nil {
-		plan.state.kv = kv
+		plan.state.kv = kvWrites.state
 		if outbox == nil {
 			// Outboxes the load saw are still to be ordered before this
 			// instance's next outbox.
@@ -415,32 +429,94 @@ func (p *CosmosProvider) planConsumeOnly(lock *orchestrationLock) (*ackPlan, err
 	return &ackPlan{batch: b, inst: inst, consumeOnly: !stillParked}, nil
 }
 
-// writeKV adds the turn's KV documents to the batch: the delta when the turn
-// changed it, and, when the execution ends, the store buckets the merge
-// touched (reference §2.3 steps 10 and 11).
-func writeKV(b *TransactionalBatch, state *instanceState, inst instanceDoc, pk string, delta []Event, md ExecutionMetadata, now int64) (kvState, error) {
+// kvPlan is a turn's KV writes: the turn's KV events go into the delta,
+// which needs no document of its own (the turn's history holds them); when
+// the execution ends, the delta is merged into the store: each touched
+// bucket is written anew in chunks (in the batch while small, staged
+// otherwise), its previous chunks and any legacy delta document are
+// deleted, and the execution records the last event merged (reference
+// §2.3 steps 10 and 11).
+type kvPlan struct {
+	state   kvState  // after the commit
+	deletes []string // documents the commit deletes
+	chunks  []kvDoc  // store chunks the commit writes
+}
+
+func planKV(state *instanceState, execDoc *executionDoc, inst instanceDoc, pk, token string, delta []Event, md ExecutionMetadata, now int64) (kvPlan, error) {
 	kv := state.kv.clone()
-	changed := kv.applyEvents(delta, uint64(now))
-	var buckets []int
-	if isTerminalStatus(md.Status) && len(kv.delta) > 0 {
-		buckets = kv.merge()
-		changed = true
+	kv.applyEvents(delta, uint64(now))
+	plan := kvPlan{state: kv}
+	if !isTerminalStatus(md.Status) || len(kv.delta) == 0 && !kv.legacyDelta {
+		return plan, nil
 	}
-	for _, bucket := range buckets {
-		body, err := json.Marshal(kv.bucketDoc(inst.Instance, pk, bucket))
+	execDoc.KVMerged = lastEventID(state, execDoc.Exec, delta)
+	if kv.legacyDelta {
+		plan.deletes = append(plan.deletes, kvDeltaID)
+		kv.legacyDelta = false
+	}
+	for _, bucket := range kv.merge() {
+		plan.deletes = append(plan.deletes, kv.chunks[bucket]...)
+		docs, err := kv.bucketChunks(inst.Instance, pk, token, bucket)
 		if err != nil {
-			return kv, fmt.Errorf("encode KV bucket: %w", err)
+			return plan, err
 		}
-		b.UpsertItem(body, nil)
+		kv.chunks[bucket] = nil
+		for _, d := range docs {
+			kv.chunks[bucket] = append(kv.chunks[bucket], d.ID)
+		}
+		plan.chunks = append(plan.chunks, docs...)
 	}
-	if changed {
-		body, err := json.Marshal(kv.deltaDoc(inst.Instance, pk))
+	plan.state = kv
+	return plan, nil
+}
+
+// addTo adds the plan's writes to the batch: the chunks in it while they
+// are small, else staged and made permanent by it; it returns the bodies
+// to stage.
+func (k kvPlan) addTo(b *TransactionalBatch) ([][]byte, error) {
+	for _, id := range k.deletes {
+		b.DeleteItem(id, nil)
+	}
+	bodies := make([][]byte, len(k.chunks))
+	total := 0
+	for i, c := range k.chunks {
+		body, err := json.Marshal(c)
 		if err != nil {
-			return kv, fmt.Errorf("encode KV delta: %w", err)
+			return nil, fmt.Errorf("encode KV chunk: %w", err)
 		}
-		b.UpsertItem(body, nil)
+		bodies[i], total = body, total+len(body)
 	}
-	return kv, nil
+	if total <= stageKVAbove {
+		for _, body := range bodies {
+			b.CreateItem(body, nil)
+		}
+		return nil, nil
+	}
+	for i, c := range k.chunks {
+		c.TTL = stagedPartTTL
+		body, err := json.Marshal(c)
+		if err != nil {
+			return nil, fmt.Errorf("encode KV chunk: %w", err)
+		}
+		bodies[i] = body
+		keepStaged(b, c.ID)
+	}
+	return bodies, nil
+}
+
+// lastEventID is the highest event id of execution exec once delta is
+// appended.
+func lastEventID(state *instanceState, exec uint64, delta []Event) uint64 {
+	var last uint64
+	if state.exec == exec {
+		for id := range state.eventIDs {
+			last = max(last, id)
+		}
+	}
+	for _, e := range delta {
+		last = max(last, e.EventID)
+	}
+	return last
 }
 
 // carryForwardCount is the number of carry-forward events of the delta's
@@ -476,7 +552,8 @@ func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event,
 	}
 	if executionID > inst.CurrentExec {
 		inst.CurrentExec = executionID
-		inst.Status, inst.Output, inst.Pinned, inst.CompletedAt = StatusRunning, nil, nil, nil
+		inst.Status, inst.Output, inst.OutputRef, inst.Pinned, inst.CompletedAt = StatusRunning, nil, "", nil, nil
+		inst.KVMerged = 0
 	}
 	if executionID == inst.CurrentExec {
 		if inst.Status == "" {
@@ -487,7 +564,7 @@ func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event,
 			inst.Pinned = &packed
 		}
 		if md.Status != nil {
-			inst.Status, inst.Output = *md.Status, md.Output
+			inst.Status, inst.Output, inst.OutputRef = *md.Status, md.Output, ""
 			inst.CompletedAt = nil
 			if *md.Status != StatusRunning {
 				completed := now
@@ -535,7 +612,7 @@ func nextExecutionDoc(lock *orchestrationLock, executionID uint64, md ExecutionM
 		d.Pinned = &packed
 	}
 	if md.Status != nil {
-		d.Status, d.Output = *md.Status, md.Output
+		d.Status, d.Output, d.OutputRef = *md.Status, md.Output, ""
 		if *md.Status != StatusRunning {
 			completed := now
 			d.CompletedAt = &completed
@@ -648,7 +725,7 @@ func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
 	if pk == w.pk {
 		writer = w.p.ownWrites.messageWriter(at.visibleAt, pinnedTo(w.pinned))
 	}
-	w.add(pk, pendingDoc{body: body, queued: true, writer: writer})
+	w.add(pk, pendingDoc{body: body, queued: true, message: true, writer: writer})
 	return time.UnixMilli(at.visibleAt), nil
 }
 
@@ -763,7 +840,7 @@ func (w *ackWriter) flush(b *TransactionalBatch, instance string, rev uint64) (*
 		}
 		if k+len(layout.parts) <= opsFree {
 			w.inline(b, w.docs[:k])
-			return w.writeOutbox(b, instance, rev, layout)
+			return w.writeOutbox(b, instance, rev, layout, slices.ContainsFunc(w.docs[k:], func(d pendingDoc) bool { return d.message }))
 		}
 	}
 	return nil, nil, refusal(w.op, fmt.Sprintf("the turn writes %d documents; even with its outbox staged in parts they need more than a commit batch's %d operations",
@@ -863,13 +940,15 @@ func (w *ackWriter) layout(entries []sizedEntry, room, partCap int) (outboxLayou
 }
 
 // writeOutbox adds the outbox document, and the permanence of its staged
-// parts, to the batch; it returns the document and the parts' bodies.
-func (w *ackWriter) writeOutbox(b *TransactionalBatch, instance string, rev uint64, l outboxLayout) (*outboxDoc, [][]byte, error) {
+// parts, to the batch; it returns the document and the parts' bodies. self
+// says it carries messages for the instance itself (outboxDoc.Self).
+func (w *ackWriter) writeOutbox(b *TransactionalBatch, instance string, rev uint64, l outboxLayout, self bool) (*outboxDoc, [][]byte, error) {
 	doc := &outboxDoc{ID: "o|" + w.token, PK: w.pk, Type: docOutbox, Instance: instance, CreatedAt: w.now,
 		Entries: l.inline, Rev: rev, Owner: w.token, BeatAt: w.now}
 	if doc.Entries == nil {
 		doc.Entries = []outboxEntry{}
 	}
+	doc.Self = self
 	var staged [][]byte
 	for n, entries := range l.parts {
 		part := outboxPart{ID: w.partID(n), PK: w.pk, Type: docOutboxPart, Instance: instance, Outbox: doc.ID, Entries: entries, TTL: stagedPartTTL}
@@ -886,9 +965,7 @@ func (w *ackWriter) writeOutbox(b *TransactionalBatch, instance string, rev uint
 	}
 	b.CreateItem(body, nil)
 	for _, ref := range doc.Parts {
-		var keep PatchOperations
-		keep.AppendSet("/ttl", -1) // the commit makes the staged part permanent
-		b.PatchItem(ref.ID, keep, nil)
+		keepStaged(b, ref.ID)
 	}
 	if n := batchBytes(b); n > MaxBatchBytes {
 		return nil, nil, refusal(w.op, fmt.Sprintf("the commit batch would be %d bytes; at most %d are allowed", n, MaxBatchBytes), ErrBatchTooLarge)

@@ -38,8 +38,27 @@ func (p *CosmosProvider) loadState(ctx context.Context, inst *instanceDoc) (*ins
 	} else {
 		s.history = history
 	}
+	p.deriveKVDelta(s, docs)
 	p.cache.put(inst.PK, s)
 	return s, nil
+}
+
+// deriveKVDelta folds the execution's KV events after its last merge into
+// the loaded state's KV delta (kv.go): from the decoded history, or, when
+// some other turn does not decode, from the turns that carry KV events.
+func (p *CosmosProvider) deriveKVDelta(s *instanceState, docs partitionDocs) {
+	var merged uint64
+	if docs.exec != nil {
+		merged = docs.exec.KVMerged
+	}
+	events := s.history
+	if s.historyError != nil {
+		var err error
+		if events, err = kvEvents(docs); err != nil {
+			p.log.Error("cdb: the current execution's KV delta cannot be read; its KV events are left out", "instance", docs.instance(), "error", err)
+		}
+	}
+	s.kv.deltaSince(events, merged)
 }
 
 // stateWithoutLoad is the instance's state where it is known without a
@@ -93,6 +112,17 @@ func (p *CosmosProvider) queryTurnState(ctx context.Context, pk string, exec uin
 			{Name: "@exe", Value: docExecution}, {Name: "@kv", Value: docKVStore}, {Name: "@kvd", Value: docKVDelta}, {Name: "@outbox", Value: docOutbox}})
 }
 
+// instance names the instance of the documents, for logs.
+func (d partitionDocs) instance() string {
+	if d.exec != nil {
+		return d.exec.Instance
+	}
+	if len(d.history) > 0 {
+		return d.history[0].Instance
+	}
+	return ""
+}
+
 // queryDocs runs a single-partition query and sorts its documents by type.
 func (p *CosmosProvider) queryDocs(ctx context.Context, pk, query string, params []QueryParameter) (partitionDocs, error) {
 	key := NewPartitionKeyString(pk)
@@ -141,7 +171,9 @@ func (d *partitionDocs) add(docType string, raw []byte) error {
 		if err := json.Unmarshal(raw, &kv); err != nil {
 			return fmt.Errorf("decode KV document: %w", err)
 		}
-		d.kv.add(kv)
+		if err := d.kv.add(kv); err != nil {
+			return err
+		}
 	case docOutbox:
 		var ref outboxRef
 		if err := json.Unmarshal(raw, &ref); err != nil {
@@ -225,7 +257,7 @@ func encodeHistory(instance, pk string, exec uint64, delta []Event, ack string) 
 	}
 	d := historyDoc{
 		ID: historyDocID(exec, first), PK: pk, Type: docHistory, Instance: instance,
-		Exec: exec, First: first, EventIDs: ids, Bytes: size, Data: buf.String(), Ack: ack,
+		Exec: exec, First: first, EventIDs: ids, Bytes: size, Data: buf.String(), Ack: ack, KV: countKVEvents(delta),
 	}
 	body, err := json.Marshal(d)
 	return body, d, err

@@ -40,8 +40,12 @@ func (p *CosmosProvider) ReadOrchestrationStatus(ctx context.Context, instance s
 	if status == "" || status == StatusUnknown {
 		status = StatusRunning
 	}
+	output, err := p.resolveOutput(ctx, inst.PK, inst.Output, inst.OutputRef)
+	if err != nil {
+		return OrchestrationStatus{}, wrap(op, err)
+	}
 	return OrchestrationStatus{
-		Found: true, Status: status, Output: inst.Output,
+		Found: true, Status: status, Output: output,
 		CustomStatus: inst.CustomStatus, CustomStatusVersion: inst.CustomVersion,
 	}, nil
 }
@@ -58,15 +62,16 @@ func (p *CosmosProvider) GetInstanceStats(ctx context.Context, instance string) 
 	if !inst.exists() {
 		return nil, nil
 	}
-	docs, err := p.queryDocs(ctx, inst.PK,
-		"SELECT * FROM c WHERE c.pk = @pk AND ((c.type = @exe AND c.exec = @exec) OR c.type = @kv OR c.type = @kvd)",
-		[]QueryParameter{{Name: "@pk", Value: inst.PK}, {Name: "@exe", Value: docExecution}, {Name: "@exec", Value: max(inst.CurrentExec, InitialExecutionID)},
-			{Name: "@kv", Value: docKVStore}, {Name: "@kvd", Value: docKVDelta}})
+	docs, err := p.queryKV(ctx, inst.PK, max(inst.CurrentExec, InitialExecutionID), inst.KVMerged, allBuckets)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	kv, err := kvView(docs, inst.KVMerged)
 	if err != nil {
 		return nil, wrap(op, err)
 	}
 	stats := &SystemStats{}
-	execDoc, kv := docs.exec, docs.kv
+	execDoc := docs.exec
 	if execDoc != nil {
 		stats.HistoryEventCount = uint64(execDoc.Events)
 		stats.HistorySizeBytes = uint64(execDoc.Bytes)
@@ -168,13 +173,17 @@ func (p *CosmosProvider) GetInstanceInfo(ctx context.Context, instance string) (
 	if status == "" {
 		status = StatusUnknown
 	}
+	output, err := p.resolveOutput(ctx, inst.PK, inst.Output, inst.OutputRef)
+	if err != nil {
+		return InstanceInfo{}, wrap(op, err)
+	}
 	return InstanceInfo{
 		InstanceID:           inst.Instance,
 		OrchestrationName:    inst.Name,
 		OrchestrationVersion: derefOr(inst.Version, "unknown"),
 		CurrentExecutionID:   max(inst.CurrentExec, InitialExecutionID),
 		Status:               status,
-		Output:               inst.Output,
+		Output:               output,
 		CreatedAt:            uint64(inst.CreatedAt),
 		UpdatedAt:            uint64(inst.UpdatedAt),
 		ParentInstanceID:     inst.Parent,
@@ -198,7 +207,11 @@ func (p *CosmosProvider) GetExecutionInfo(ctx context.Context, instance string, 
 	if err := json.Unmarshal(resp.Value, &d); err != nil {
 		return ExecutionInfo{}, Permanent(op, fmt.Sprintf("decode execution: %v", err))
 	}
-	info := ExecutionInfo{ExecutionID: d.Exec, Status: d.Status, Output: d.Output, StartedAt: uint64(d.StartedAt), EventCount: d.Events}
+	output, err := p.resolveOutput(ctx, d.PK, d.Output, d.OutputRef)
+	if err != nil {
+		return ExecutionInfo{}, wrap(op, err)
+	}
+	info := ExecutionInfo{ExecutionID: d.Exec, Status: d.Status, Output: output, StartedAt: uint64(d.StartedAt), EventCount: d.Events}
 	if d.CompletedAt != nil {
 		completed := uint64(*d.CompletedAt)
 		info.CompletedAt = &completed

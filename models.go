@@ -112,6 +112,8 @@ type instanceDoc struct {
 	CurrentExec   uint64         `json:"currentExec"`
 	Status        InstanceStatus `json:"status,omitempty"`      // of the current execution
 	Output        *string        `json:"output,omitempty"`      // of the current execution
+	OutputRef     string         `json:"outputRef,omitempty"`   // the value document holding Output, when large (values.go)
+	KVMerged      uint64         `json:"kvMerged,omitempty"`    // the current execution's, as its execution document has it (kv.go)
 	CompletedAt   *int64         `json:"completedAt,omitempty"` // of the current execution, ms
 	Pinned        *uint64        `json:"pinned,omitempty"`      // packed pinned duroxide version of the current execution
 	CustomStatus  *string        `json:"customStatus,omitempty"`
@@ -229,6 +231,9 @@ type historyDoc struct {
 	// response was lost can recognise its own commit even after another
 	// turn has committed since (commit.go).
 	Ack string `json:"ack,omitempty"`
+	// KV counts the turn's KV events: the current execution's KV delta is
+	// read from the history documents (and parts) that have some (kv.go).
+	KV int `json:"kv,omitempty"`
 }
 
 // historyPart holds some of a large turn's events. It is written before
@@ -241,6 +246,8 @@ type historyPart struct {
 	Exec     uint64 `json:"exec"`
 	Data     string `json:"data"`
 	TTL      int    `json:"ttl,omitempty"`
+	KV       int    `json:"kv,omitempty"`    // its history document's
+	First    uint64 `json:"first,omitempty"` // its history document's
 }
 
 // executionDoc is one execution's status and counters.
@@ -252,6 +259,7 @@ type executionDoc struct {
 	Exec        uint64         `json:"exec"`
 	Status      InstanceStatus `json:"status"`
 	Output      *string        `json:"output,omitempty"`
+	OutputRef   string         `json:"outputRef,omitempty"` // the value document holding Output, when large (values.go)
 	Pinned      *uint64        `json:"pinned,omitempty"`
 	StartedAt   int64          `json:"startedAt"`
 	CompletedAt *int64         `json:"completedAt,omitempty"`
@@ -260,6 +268,9 @@ type executionDoc struct {
 	// CarryForward is the number of carry-forward events of the execution's
 	// OrchestrationStarted (get_instance_stats' queue_pending_count).
 	CarryForward int `json:"carryForward,omitempty"`
+	// KVMerged is the highest event id whose KV mutation the KV store
+	// holds: the delta is the execution's KV events after it (kv.go).
+	KVMerged uint64 `json:"kvMerged,omitempty"`
 }
 
 // outboxDoc carries effects a commit could not write itself: documents for
@@ -290,6 +301,12 @@ type outboxDoc struct {
 	// Delivered counts the entries known delivered, in order: a relay that
 	// takes the outbox over goes on from there.
 	Delivered int `json:"delivered,omitempty"`
+	// Self says some entry is a message for the outbox's own instance (one
+	// that overflowed the commit batch, a ContinueAsNew message say): no
+	// fetch hands over the instance's messages while such an outbox is
+	// pending (lockAndLoad). Its work items do not count: they are no part
+	// of a fetch's batch.
+	Self bool `json:"self,omitempty"`
 
 	ETag ETag `json:"_etag,omitempty"`
 }

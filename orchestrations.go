@@ -497,18 +497,6 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 	if err != nil {
 		return nil, err
 	}
-	unpark := p.releasesParked(&inst, items)
-	if unpark || inst.Status == StatusContinuedAsNew && !hasContinueAsNew(items) || releasedSince(&inst, now) {
-		if items, attempts, err = p.completeBatch(ctx, lock, now, until, unpark); err != nil {
-			p.releaseQuietly(ctx, lock)
-			return nil, err
-		}
-		if inst.Status == StatusContinuedAsNew && !hasContinueAsNew(items) && p.continueAsNewInFlight(&inst) {
-			// Without its ContinueAsNew message the batch would read as a
-			// finished execution's and be consumed: wait for the message.
-			return nil, p.park(ctx, lock, continueAsNewDeadline(&inst), "its ContinueAsNew message is not delivered yet")
-		}
-	}
 	state, err := p.loadKeepingLock(ctx, lock, &inst)
 	if errors.Is(err, ErrInvalidLockToken) {
 		return nil, errContended // another dispatcher took the instance meanwhile
@@ -518,6 +506,29 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 		return nil, err
 	}
 	lock.state = state
+	// Every message the instance's commits wrote is in the queue before a
+	// batch is handed over: the load (or this process's relay) knows each
+	// pending outbox, so one delivered after the load has its messages in
+	// place for the query below.
+	settled, delivered, err := p.deliverOwnOutboxes(ctx, lock)
+	switch {
+	case errors.Is(err, ErrInvalidLockToken):
+		return nil, errContended // another dispatcher took the instance meanwhile
+	case err != nil:
+		// The reconciler reports an outbox it cannot deliver; here it only
+		// holds the batch back.
+		p.log.Debug("cdb: could not deliver an instance's own outbox before its fetch", "instance", inst.Instance, "error", err)
+		return nil, p.holdBack(ctx, lock, "messages of its own commits wait in an outbox")
+	case !settled:
+		return nil, p.holdBack(ctx, lock, "messages of its own commits wait in an outbox")
+	}
+	unpark := p.releasesParked(&inst, items)
+	if unpark || delivered || inst.Status == StatusContinuedAsNew && !hasContinueAsNew(items) || releasedSince(&inst, now) {
+		if items, attempts, err = p.completeBatch(ctx, lock, now, until, unpark); err != nil {
+			p.releaseQuietly(ctx, lock)
+			return nil, err
+		}
+	}
 	item, kind := p.buildItem(&inst, state, items)
 	if kind == batchOrphans {
 		return nil, p.dropOrphans(ctx, lock)
@@ -542,15 +553,52 @@ func (p *CosmosProvider) loadKeepingLock(ctx context.Context, lock *orchestratio
 	if s, ok := p.stateWithoutLoad(inst); ok {
 		return s, nil // no request: nothing to keep the lock through
 	}
+	var state *instanceState
+	err := p.keepingFreshLock(ctx, lock, func() error {
+		var err error
+		state, err = p.loadState(ctx, inst)
+		return err
+	})
+	return state, err
+}
+
+// keepingFreshLock runs fn while the lock is renewed in the background; the
+// lock's loss wins over fn's error.
+func (p *CosmosProvider) keepingFreshLock(ctx context.Context, lock *orchestrationLock, fn func() error) error {
 	stop := make(chan struct{})
 	lost := make(chan error, 1)
 	go func() { lost <- p.keepFreshLock(ctx, lock, stop) }()
-	state, err := p.loadState(ctx, inst)
+	err := fn()
 	close(stop)
 	if lostErr := <-lost; lostErr != nil {
-		return nil, lostErr
+		return lostErr
 	}
-	return state, err
+	return err
+}
+
+// deliverOwnOutboxes keeps the fetch's invariant: no batch is handed over
+// while a committed outbox of its instance that writes into the instance's
+// own partition is pending. Such an outbox (known from the load, or from
+// this process's relay) is delivered first, taken over when its relay shows
+// no life, with the lock kept fresh meanwhile. settled says none is left
+// pending; delivered says one was delivered, so the batch must be read
+// again to hold its messages.
+func (p *CosmosProvider) deliverOwnOutboxes(ctx context.Context, lock *orchestrationLock) (settled, delivered bool, err error) {
+	seen := lock.state.pendingOutboxes
+	if !p.outbox.pendingSelf(lock.pk, seen) {
+		return true, false, nil
+	}
+	err = p.keepingFreshLock(ctx, lock, func() error {
+		var err error
+		settled, err = p.outbox.deliverBeforeFetch(ctx, lock.pk, seen)
+		return err
+	})
+	if settled && err == nil {
+		// The state is this fetch's (the instance is held): later fetches
+		// and acks need not look at these outboxes again.
+		lock.state.pendingOutboxes = nil
+	}
+	return settled && err == nil, settled, err
 }
 
 // keepFreshLock renews a lock fetch holds whenever half its timeout is
@@ -619,6 +667,22 @@ func (p *CosmosProvider) refreshFreshLock(ctx context.Context, lock *orchestrati
 	return nil
 }
 
+// heldMessageDelay is how long a batch held back (for its instance's start,
+// or for messages of its own commits still in an outbox) stays invisible, so it
+// leaves the head of the queue instead of being locked and released again
+// by every look (R11).
+const heldMessageDelay = time.Second
+
+// holdBack releases the lock and makes the batch visible again after
+// heldMessageDelay, giving back its attempt; the returned error tells the
+// fetch to pass the instance over.
+func (p *CosmosProvider) holdBack(ctx context.Context, lock *orchestrationLock, why string) error {
+	if err := p.writeAbandon(ctx, lock, heldMessageDelay, true); err != nil {
+		return err
+	}
+	return &skipError{reason: why} // invisible for a while: no note needed, so a start still shows
+}
+
 // releasedSince says a holder gave the instance's lock back (an abandon)
 // about when, or after, the candidate query at seen ran: that query saw the
 // given-back messages locked, and the batch without them would put newer
@@ -630,14 +694,6 @@ func releasedSince(inst *instanceDoc, seen int64) bool {
 // releaseMargin is how far apart the clocks of a releasing process and a
 // fetching one may be for releasedSince to see the release.
 const releaseMargin = time.Second
-
-// continueAsNewInFlight says the instance continued as new recently enough
-// that its ContinueAsNew message may still be on its way (an outbox
-// delivery); past neverStartedGrace the batch is handed over as duroxide
-// does, acked as a finished execution's.
-func (p *CosmosProvider) continueAsNewInFlight(inst *instanceDoc) bool {
-	return p.now().Sub(time.UnixMilli(inst.UpdatedAt)) < neverStartedGrace
-}
 
 // takeDecodable decodes the locked batch. A message that does not decode
 // (say a kind a newer version wrote during a rolling upgrade) leaves the
@@ -734,19 +790,20 @@ func hasContinueAsNew(items []WorkItem) bool {
 
 // completeBatch makes the batch the instance's oldest messages, with one
 // more query and batch, where the candidates may have missed some: the
+// fetch just delivered the instance's own outbox (deliverOwnOutboxes); the
 // instance's execution continued as new and the batch lacks the
 // ContinueAsNew message (without it the runtime would read the batch as a
 // finished execution's and consume it; a commit writes that message
 // visible from time zero, so this is for one written by an older version
-// or delivered late by an outbox), or a holder gave the lock back after the
-// candidate query saw its messages locked (releasedSince). The batch
-// becomes the ContinueAsNew message (or start), if any, and the oldest
-// other messages up to MaxMessagesPerTurn; the messages the lock took that
-// no longer fit are released in the same request, so none waits for the
-// lock to expire. With unpark it takes the instance's parked messages too
-// (parking.go), at their place: those that do not fit go back to the queue
-// unparked, as many as the batch has room for; the instance document keeps
-// saying parkedUntil until none is left.
+// or delivered by another relay after the candidate query); or a holder
+// gave the lock back after the candidate query saw its messages locked
+// (releasedSince). The batch becomes the ContinueAsNew message (or start),
+// if any, and the oldest other messages up to MaxMessagesPerTurn; the
+// messages the lock took that no longer fit are released in the same
+// request, so none waits for the lock to expire. With unpark it takes the
+// instance's parked messages too (parking.go), at their place: those that
+// do not fit go back to the queue unparked, as many as the batch has room
+// for; the instance document keeps saying parkedUntil until none is left.
 func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationLock, now, until int64, unpark bool) ([]WorkItem, uint32, error) {
 	key := NewPartitionKeyString(lock.pk)
 	visibleNow := visibleCondition

@@ -81,6 +81,8 @@ type pendingOutbox struct {
 	// chain is kept until it is delivered, by whomever, so this process's
 	// later turns of the instance queue behind it.
 	committedHere bool
+	// self: the outbox writes into its own partition (outboxDoc.Self).
+	self bool
 }
 
 // outboxRef is an outbox as a query sees it, without its entries.
@@ -91,11 +93,12 @@ type outboxRef struct {
 	CreatedAt int64  `json:"createdAt"`
 	Owner     string `json:"owner"`
 	BeatAt    int64  `json:"beatAt"`
+	Self      bool   `json:"self"`
 	ETag      ETag   `json:"_etag"`
 }
 
 func (o outboxRef) pending() *pendingOutbox {
-	return &pendingOutbox{id: o.ID, pk: o.PK, rev: o.Rev, created: o.CreatedAt, etag: o.ETag, owner: o.Owner, beat: o.BeatAt}
+	return &pendingOutbox{id: o.ID, pk: o.PK, rev: o.Rev, created: o.CreatedAt, etag: o.ETag, owner: o.Owner, beat: o.BeatAt, self: o.Self}
 }
 
 // deliveryResult is how far one attempt at an outbox got.
@@ -120,14 +123,14 @@ func newRelay(p *CosmosProvider) *relay {
 // ack committed) the stored document is read first.
 func (r *relay) committed(ctx context.Context, pk string, older []outboxRef, doc *outboxDoc, known bool) {
 	own := &pendingOutbox{id: doc.ID, pk: pk, rev: doc.Rev, created: doc.CreatedAt, parts: doc.Parts,
-		token: doc.Owner, owner: doc.Owner, beat: doc.BeatAt, committedHere: true}
+		token: doc.Owner, owner: doc.Owner, beat: doc.BeatAt, committedHere: true, self: doc.Self}
 	if known {
 		own.doc = doc
 	}
 	if !r.enlist(pk, older, own) && !r.awaitOrClaim(ctx, pk, own) {
 		return
 	}
-	if err := r.work(ctx, pk, own); err != nil {
+	if _, err := r.work(ctx, pk, own); err != nil {
 		r.p.log.Debug("cdb: outbox delivery stopped; the relay will go on", "outbox", doc.ID, "error", err)
 	}
 }
@@ -229,24 +232,99 @@ func (ch *outboxChain) holdsCommittedHere() bool {
 
 // work delivers pk's chain in order, up to and including until (all of it
 // when until is nil), then releases the chain. The caller has claimed it.
-func (r *relay) work(ctx context.Context, pk string, until *pendingOutbox) error {
+// resultDelivered means it got that far.
+func (r *relay) work(ctx context.Context, pk string, until *pendingOutbox) (deliveryResult, error) {
 	for {
 		head := r.head(pk)
 		if head == nil {
 			r.release(pk, resultDelivered)
-			return nil
+			return resultDelivered, nil
 		}
 		res, err := r.advance(ctx, head)
 		if res != resultDelivered {
 			r.release(pk, res)
-			return err
+			return res, err
 		}
 		r.delivered(pk, head)
 		if head == until {
 			r.release(pk, resultDelivered)
-			return nil
+			return resultDelivered, nil
 		}
 	}
+}
+
+// deliverBeforeFetch delivers pk's pending outboxes (this process's chain,
+// and those a fetch's load saw) when one of them writes into pk itself, so
+// that a fetch hands over the instance's messages only once every message
+// its commits wrote is in the queue: a batch without an overflowed
+// ContinueAsNew message would read as the finished execution's, and one
+// without an overflowed event would put later messages before it. It waits
+// for another goroutine of this process working the chain, and takes over
+// an outbox whose relay shows no life; it reports false when one is still
+// pending (a live relay of another process holds it, or a delivery
+// failed). The caller checks pendingSelf first.
+func (r *relay) deliverBeforeFetch(ctx context.Context, pk string, seen []outboxRef) (bool, error) {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	var res deliveryResult
+	var err error
+	// A second try when blocked: what this process knew of an outbox may be
+	// stale (another relay took it over, and has since stopped); the try
+	// reads it again.
+	for try := 0; try < 2 && (try == 0 || res == resultBlocked); try++ {
+		for !r.claimWithSeen(pk, seen) {
+			select {
+			case <-ctx.Done():
+				return false, ctx.Err()
+			case <-tick.C:
+			}
+		}
+		res, err = r.work(ctx, pk, nil)
+	}
+	return res == resultDelivered, err
+}
+
+// pendingSelf says an outbox that writes into pk is pending: in this
+// process's chain, or among those a load saw and this process has not
+// delivered since.
+func (r *relay) pendingSelf(pk string, seen []outboxRef) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, o := range seen {
+		if o.Self && !r.deleted[o.ID] {
+			return true
+		}
+	}
+	if ch := r.chains[pk]; ch != nil {
+		for _, o := range ch.items {
+			if o.self {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// claimWithSeen adds the outboxes a load saw to pk's chain, in commit
+// order, and claims the chain unless another goroutine works it.
+func (r *relay) claimWithSeen(pk string, seen []outboxRef) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch := r.chains[pk]
+	if ch == nil {
+		ch = &outboxChain{}
+		r.chains[pk] = ch
+	}
+	if ch.busy {
+		return false
+	}
+	for _, o := range seen {
+		if o.Rev > 0 && !r.deleted[o.ID] && !ch.has(o.ID) {
+			ch.insert(o.pending())
+		}
+	}
+	ch.busy = true
+	return true
 }
 
 func (r *relay) head(pk string) *pendingOutbox {
@@ -384,13 +462,13 @@ func (r *relay) acquire(ctx context.Context, o *pendingOutbox) (deliveryResult, 
 
 // learn takes what the stored document says into o. The fields only the
 // goroutine working o's chain uses are set as they are; rev and created
-// order the chain, which an ack's enlist reads at any time, so they change
-// under the relay's lock.
+// order the chain, which an ack's enlist reads at any time, and self tells
+// a fetch to deliver it first, so they change under the relay's lock.
 func (r *relay) learn(o *pendingOutbox, doc *outboxDoc) {
 	o.doc, o.etag, o.owner, o.beat, o.parts = doc, doc.ETag, doc.Owner, doc.BeatAt, doc.Parts
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	o.rev, o.created = doc.Rev, doc.CreatedAt
+	o.rev, o.created, o.self = doc.Rev, doc.CreatedAt, doc.Self
 }
 
 func (r *relay) read(ctx context.Context, o *pendingOutbox) (*outboxDoc, error) {
@@ -667,7 +745,8 @@ func (r *relay) run(ctx context.Context) {
 func (r *relay) drain(ctx context.Context, force bool) error {
 	errs := []error{r.flushCleanup(ctx)}
 	for _, pk := range r.claimReady(force) {
-		errs = append(errs, r.work(ctx, pk, nil))
+		_, err := r.work(ctx, pk, nil)
+		errs = append(errs, err)
 	}
 	errs = append(errs, r.flushCleanup(ctx))
 	return errors.Join(errs...)
@@ -764,7 +843,8 @@ func (r *relay) reconcileGroup(ctx context.Context, group []outboxRef) error {
 	if !r.adopt(stale[0].pk, stale) {
 		return nil // this process works that instance's chain
 	}
-	return r.work(ctx, stale[0].pk, nil)
+	_, err := r.work(ctx, stale[0].pk, nil)
+	return err
 }
 
 // adopt makes a chain of outboxes the reconciler found, unless this

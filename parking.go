@@ -9,8 +9,7 @@ import (
 )
 
 // Parking: a batch that waits for a message its partition does not hold yet
-// (its instance's start, or the ContinueAsNew message an outbox still
-// delivers) leaves the queue until that message comes or its deadline
+// (its instance's start) leaves the queue until that message comes or its deadline
 // passes, instead of being locked and released by every look (R17).
 //
 // The rule: a parked message costs the batch that parks it and the fetch
@@ -94,9 +93,10 @@ func unparkOps(ops *PatchOperations, m queueDoc) {
 }
 
 // releasesParked says a locked batch may take the instance's parked
-// messages: what they wait for is in the batch (a start for an instance
-// never started, the ContinueAsNew message of one that continued as new),
-// or the instance no longer waits for anything.
+// messages: what they wait for, a start for an instance never started, is
+// in the batch, or the instance no longer waits for anything. (A batch never
+// waits for a ContinueAsNew message: the fetch delivers the instance's own
+// outbox first, deliverOwnOutboxes.)
 func (p *CosmosProvider) releasesParked(inst *instanceDoc, items []WorkItem) bool {
 	switch {
 	case inst.ParkedUntil == 0:
@@ -104,8 +104,6 @@ func (p *CosmosProvider) releasesParked(inst *instanceDoc, items []WorkItem) boo
 	case !inst.exists():
 		_, _, started := nameFromStart(items)
 		return started
-	case inst.Status == StatusContinuedAsNew && p.continueAsNewInFlight(inst):
-		return hasContinueAsNew(items)
 	default:
 		return true
 	}
@@ -119,10 +117,4 @@ func startDeadline(msgs []queueDoc) int64 {
 		newest = max(newest, m.Seq)
 	}
 	return seqMs(newest) + neverStartedGrace.Milliseconds()
-}
-
-// continueAsNewDeadline is when a batch stops waiting for the ContinueAsNew
-// message of the execution the instance's last commit continued.
-func continueAsNewDeadline(inst *instanceDoc) int64 {
-	return inst.UpdatedAt + neverStartedGrace.Milliseconds()
 }

@@ -2,7 +2,6 @@ package cdb_test
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -295,59 +294,6 @@ func TestAnAbandonedStartBatchKeepsItsUnparkedMessages(t *testing.T) {
 	require.NotNil(t, item)
 	assert.Equal(t, []string{"CancelInstance", "StartOrchestration"}, messageKinds(item))
 	assert.EqualValues(t, 2, attempts)
-}
-
-// A batch of an instance that continued as new while its ContinueAsNew
-// message waits in an outbox (a large input) is parked like one waiting
-// for a start: it costs no poll while it waits, and the message's delivery
-// brings it back, after the ContinueAsNew message.
-func TestABatchWaitingForItsContinueAsNewMessageIsParked(t *testing.T) {
-	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	clock := newTestClock()
-	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: time.Second, OutboxMinAge: time.Second, ReconcileInterval: time.Hour, Now: clock.Now})
-	providertest.CreateInstance(ctx, t, p, "cycle")
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("cycle"), 0))
-	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-
-	remove := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 403, Match: func(r cdb.FakeRequest) bool {
-		body := string(r.Body) // the relay's create of the message, not the outbox part staged before the commit
-		return r.Operation == "CreateItem" && r.PartitionKey == `["cycle"]` && strings.Contains(body, `"id":"m|o|`) && !strings.Contains(body, `"type":"outbox`)
-	}})
-	input := strings.Repeat("x", 900<<10) // too large to share the commit's batch: it goes to the outbox
-	can := cdb.StatusContinuedAsNew
-	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
-		[]cdb.Event{{EventID: 2, InstanceID: "cycle", ExecutionID: 1, DuroxideVersion: "0.1.29", Kind: cdb.OrchestrationContinuedAsNew{Input: input}}},
-		nil, []cdb.WorkItem{cdb.ContinueAsNew{Instance: "cycle", Orchestration: "TestOrch", Input: input, Version: ptrTo("1.0.0")}},
-		cdb.ExecutionMetadata{Status: &can, Output: &input}, nil))
-	remove()
-	require.Equal(t, 1, countDocs(t, p, "cycle", "outbox"), "the ContinueAsNew message waits in the outbox")
-
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "cycle", Name: "next", Data: "{}"}, 0))
-	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	if item != nil {
-		require.Failf(t, "a batch was handed over", "without its ContinueAsNew message it would be the finished execution's: %v", messageKinds(item))
-	}
-	held, err := p.GetHeldMessages(ctx)
-	require.NoError(t, err)
-	assert.EqualValues(t, 1, held.Parked)
-
-	before := acct.Counts().Requests
-	for i := 0; i < 10; i++ {
-		clock.Advance(time.Second)
-		item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-		require.NoError(t, err)
-		require.Nil(t, item)
-	}
-	assert.LessOrEqual(t, acct.Counts().Requests-before, int64(10), "one query per poll interval while it waits")
-
-	require.NoError(t, p.ReconcileOutbox(ctx))
-	item, _, _, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "the ContinueAsNew message's delivery brings the parked event back")
-	assert.Equal(t, []string{"ContinueAsNew", "ExternalRaised"}, messageKinds(item))
 }
 
 // R17 for filtered items: instances pinned to a version outside a

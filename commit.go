@@ -535,8 +535,9 @@ func withoutETag(d instanceDoc) instanceDoc {
 	return d
 }
 
-// nextInstanceDoc applies a turn to the instance document (reference §2.3
-// steps 3, 5, 6, 8, 9) and releases the lock.
+// nextInstanceDoc applies a turn to the instance document (its execution,
+// metadata, status, output, custom status and pinned version, as duroxide's
+// ack does) and releases the lock.
 func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event, md ExecutionMetadata, now int64) instanceDoc {
 	inst := lock.inst
 	if lock.unparked {

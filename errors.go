@@ -220,7 +220,9 @@ func retryableError(err error) bool {
 	return true
 }
 
-// retryableStatus is the table of reference A.8.
+// retryableStatus says which answers a retry may change: throttling,
+// timeouts, moved ranges, the service's own trouble, and the substatuses
+// of a replica or region that is not ready yet.
 func retryableStatus(ce *CosmosError) bool {
 	if ce.StatusCode == 0 || ce.OutcomeUnknown {
 		return true // connection failures and writes to be resolved

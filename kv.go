@@ -10,8 +10,9 @@ import (
 	"strings"
 )
 
-// The KV store keeps duroxide's two-stage model (reference §2.12) in an
-// instance's partition, written only by the ack's batch (R1), with every
+// The KV store keeps duroxide's two-stage model (a delta during an
+// execution, merged into the store when it ends) in an instance's
+// partition, written only by the ack's batch (R1), with every
 // document bounded whatever the KV state within duroxide's limits (150
 // keys of 64 KB: about 10 MB):
 //
@@ -188,7 +189,7 @@ func countKVEvents(events []Event) int {
 	return n
 }
 
-// applyEvents records KV events in the delta (reference §2.3 step 10), in
+// applyEvents records KV events in the delta, in
 // the order given. A set without its own time takes the event's, then now.
 func (s kvState) applyEvents(events []Event, now uint64) {
 	for _, e := range events {
@@ -217,8 +218,8 @@ func (s kvState) applyEvents(events []Event, now uint64) {
 	}
 }
 
-// merge moves the delta into the store (reference §2.3 step 11) and returns
-// the buckets it touched.
+// merge moves the delta into the store (at the end of an execution) and
+// returns the buckets it touched.
 func (s kvState) merge() []int {
 	touched := map[int]bool{}
 	for key, e := range s.delta {

@@ -1135,7 +1135,8 @@ const (
 	batchBeforeStart           // other messages for an instance never started: held for the start
 )
 
-// buildItem applies duroxide's metadata rules (reference §2.2 step 5) and
+// buildItem applies duroxide's metadata rules for a fetched item (name,
+// version and execution from the history, else from the start) and
 // says whether the batch is for an instance that was never started.
 func (p *CosmosProvider) buildItem(inst *instanceDoc, state *instanceState, items []WorkItem) (*OrchestrationItem, batchKind) {
 	item := &OrchestrationItem{

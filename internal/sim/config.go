@@ -25,17 +25,17 @@ type Config struct {
 	// PartitionKeyRanges of the account's container; 0 picks 1–4 from the
 	// seed.
 	PartitionKeyRanges int
-	// SettleTimeout is how long, after the last scenario started, every
-	// instance has to finish (default 90s); CleanTimeout how long the
-	// container then has to drain its queues and outboxes with faults off
-	// (default 30s).
-	SettleTimeout time.Duration
-	CleanTimeout  time.Duration
-	// ScenarioTimeout is how long a scenario waits for its instances
-	// before it gives its in-flight slot up (default 20s); CallTimeout
-	// bounds one call from outside, retries included (default 60s).
-	ScenarioTimeout time.Duration
-	CallTimeout     time.Duration
+	// Stall is how long the whole run may go without any progress (a turn
+	// or an activity completion committing, an activity finishing, an
+	// instance finishing or its history growing) before the harness stops
+	// waiting; what it waited for is then reported (default 60s). Nothing
+	// else bounds a wait in a bounded run: a slow machine makes a run
+	// longer, never red (progress.go).
+	Stall time.Duration
+	// HardCap bounds each of the harness's waits by the wall clock as
+	// well (0: none). Only the soak sets it, so a livelock that commits
+	// forever cannot keep a soak from ending.
+	HardCap time.Duration
 
 	Features Features
 	Faults   Faults
@@ -158,10 +158,7 @@ func (c Config) withDefaults() Config {
 	setInt(&c.Nodes, 3)
 	setInt(&c.Scenarios, 30)
 	setInt(&c.InFlight, 8)
-	setDuration(&c.SettleTimeout, 90*time.Second)
-	setDuration(&c.CleanTimeout, 30*time.Second)
-	setDuration(&c.ScenarioTimeout, 20*time.Second)
-	setDuration(&c.CallTimeout, time.Minute)
+	setDuration(&c.Stall, time.Minute)
 	setInt(&c.Features.FanOutMax, 20)
 	setInt(&c.Features.LargePayloadBytes, 25*1024)
 	setInt(&c.Features.BacklogMax, 20)

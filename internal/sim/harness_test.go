@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,3 +92,32 @@ func TestTheTransportSeesCompletionsCommit(t *testing.T) {
 }
 
 func statusCompleted(out string) rt.Status { return rt.Status{State: rt.StateCompleted, Output: out} }
+
+// TestAWaitEndsOnlyWhenTheRunStopsProgressing shows the no-progress rule: a
+// wait whose condition takes several stall stretches to hold still succeeds
+// while something keeps marking progress, and a wait with no progress at all
+// gives up.
+func TestAWaitEndsOnlyWhenTheRunStopsProgressing(t *testing.T) {
+	p := newProgress(50*time.Millisecond, 0)
+	var ready atomic.Bool
+	stop := make(chan struct{})
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			p.mark()
+			if i == 60 { // some 300ms in: six stall stretches
+				ready.Store(true)
+			}
+		}
+	}()
+	assert.True(t, p.waitUntil(context.Background(), time.Millisecond, ready.Load), "a progressing run is waited for")
+	close(stop)
+
+	assert.False(t, p.waitUntil(context.Background(), time.Millisecond, func() bool { return false }), "a stalled run is not")
+	assert.True(t, p.stalled())
+	assert.Contains(t, p.why(), "no progress anywhere")
+}

@@ -24,7 +24,7 @@ func (h *harness) checkOutcomes(ctx context.Context, sendsTwice map[string]bool)
 		}
 		h.env.stats.count(&h.env.stats.Instances, 1)
 		if !st.IsTerminal() {
-			h.viol.add(invStuck, e.instance, fmt.Sprintf("%s is %s after the settle timeout (want %s); %s",
+			h.viol.add(invStuck, e.instance, fmt.Sprintf("%s is %s when the run stopped progressing (want %s); %s",
 				e.spec.Kind, st.State, e.want.State, h.pending(ctx, e.instance)))
 			continue
 		}
@@ -216,21 +216,29 @@ const leftoversQuery = `SELECT c.id, c.type, c.instance, c.item, c.visibleAt, c.
  OR (c.type = 'outbox-part' AND c.ttl = -1)
  OR (c.type = 'inst' AND (NOT IS_DEFINED(c.name) OR IS_DEFINED(c.deleting)))`
 
-// checkLeftovers waits up to timeout for the container to drain, then
-// reports what is left.
-func (h *harness) checkLeftovers(ctx context.Context, container *cdb.ContainerClient, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
+// checkLeftovers waits for the container to drain (until the run stalls:
+// progress.go), then reports what is left. A leftover count that fell is
+// progress.
+func (h *harness) checkLeftovers(ctx context.Context, container *cdb.ContainerClient) {
 	var left []leftover
-	for {
-		var err error
-		left, err = queryLeftovers(ctx, container)
-		if err != nil {
-			h.viol.add(invHarness, "", fmt.Sprintf("query leftovers: %v", err))
-			return
+	var queryErr error
+	fewest := -1
+	h.env.progress.waitUntil(ctx, 200*time.Millisecond, func() bool {
+		left, queryErr = queryLeftovers(ctx, container)
+		if queryErr != nil {
+			return true
 		}
-		if len(left) == 0 || time.Now().After(deadline) || !sleepCtx(ctx, 200*time.Millisecond) {
-			break
+		if fewest < 0 || len(left) < fewest {
+			if fewest >= 0 {
+				h.env.progress.mark()
+			}
+			fewest = len(left)
 		}
+		return len(left) == 0
+	})
+	if queryErr != nil {
+		h.viol.add(invHarness, "", fmt.Sprintf("query leftovers: %v", queryErr))
+		return
 	}
 	described := map[string]bool{}
 	for _, l := range left {
@@ -238,7 +246,7 @@ func (h *harness) checkLeftovers(ctx context.Context, container *cdb.ContainerCl
 			described[l.Instance] = true
 			h.viol.add(invLeftovers, l.Instance, fmt.Sprintf("instance left with documents: %s", h.describeInstance(ctx, l.Instance)))
 		}
-		h.viol.add(invLeftovers, l.Instance, fmt.Sprintf("%s document %q left after %s with faults off%s%s", l.Type, l.ID, timeout, itemKind(l.Item), l.queueState()))
+		h.viol.add(invLeftovers, l.Instance, fmt.Sprintf("%s document %q left with faults off (%s)%s%s", l.Type, l.ID, h.env.progress.why(), itemKind(l.Item), l.queueState()))
 	}
 }
 

@@ -58,6 +58,7 @@ type env struct {
 	stats     *Stats
 	logger    *slog.Logger
 	quiet     atomic.Bool // faults are off for nodes started from now on
+	progress  *progress   // the run's heartbeat (progress.go)
 }
 
 // drawSettings picks a node's settings from rng.

@@ -162,7 +162,12 @@ func RunProcesses(ctx context.Context, pc ProcessConfig) (Report, error) {
 
 	viol := &violations{}
 	stats := newStats()
-	e := &env{cfg: cfg, rec: newRecorder(viol), stats: stats, logger: logger}
+	e := &env{cfg: cfg, rec: newRecorder(viol), stats: stats, logger: logger, progress: newProgress(cfg.Stall, cfg.HardCap)}
+	// The workers' transports are in other processes: the history
+	// documents and queue items in the container show their progress.
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	defer stopProbe()
+	go probeProgress(probeCtx, observer.Container(), e.progress)
 	rng := rand.New(rand.NewSource(cfg.Seed))
 	pool := &processPool{bin: pc.Binary, dir: pc.Dir, endpoint: endpoint, key: key, stats: stats, logger: logger,
 		observer: observer, rng: rand.New(rand.NewSource(rng.Int63())), procs: make([]*workerProcess, pc.Workers)}
@@ -177,8 +182,8 @@ func RunProcesses(ctx context.Context, pc ProcessConfig) (Report, error) {
 		expect: map[string]*expectation{}}
 
 	h.runWorkload(ctx, rng)
-	h.waitTerminal(ctx, instancesOf(h.expectations()), cfg.SettleTimeout)
-	h.checkLeftovers(ctx, observer.Container(), cfg.CleanTimeout)
+	h.waitTerminal(ctx, instancesOf(h.expectations()))
+	h.checkLeftovers(ctx, observer.Container())
 	pool.stopAll()
 	execs, crashed, err := replayRecords(pool.recordFiles(), pool.killedIDs(), viol, stats)
 	if err != nil {
@@ -332,6 +337,23 @@ func (p *processPool) killOne(ctx context.Context) {
 	p.mu.Unlock()
 	if err := p.start(slot); err != nil {
 		p.logger.Error("replacement worker did not start", "error", err)
+	}
+}
+
+// probeProgress marks progress whenever the container holds more history
+// documents, or fewer queue items, than the last time it looked.
+func probeProgress(ctx context.Context, container *cdb.ContainerClient, p *progress) {
+	turns, queued := -1, -1
+	for sleepCtx(ctx, time.Second) {
+		h, errH := container.QueryItems(ctx, "SELECT c.id FROM c WHERE c.type = 'hist'", nil, nil)
+		q, errQ := container.QueryItems(ctx, "SELECT c.id FROM c WHERE c.type IN ('msg', 'work')", nil, nil)
+		if errH != nil || errQ != nil {
+			continue
+		}
+		if turns >= 0 && (len(h.Items) > turns || len(q.Items) < queued) {
+			p.mark()
+		}
+		turns, queued = len(h.Items), len(q.Items)
 	}
 }
 

@@ -59,6 +59,7 @@ type recorder struct {
 	violations *violations
 	sink       func(kind string, v any) // optional: another process's log
 	stats      *Stats                   // optional: counts the commits seen
+	progress   *progress                // optional: finished bodies and commits are progress
 }
 
 func newRecorder(v *violations) *recorder {
@@ -88,6 +89,7 @@ func (r *recorder) ended(e execution) {
 	defer r.mu.Unlock()
 	r.running[e.Key]--
 	r.executions = append(r.executions, e)
+	r.progress.mark()
 	if r.sink != nil {
 		r.sink("end", e)
 	}
@@ -104,6 +106,7 @@ func (r *recorder) committed(c commitRecord) {
 		return
 	}
 	r.commits[c.Key] = c
+	r.progress.mark()
 	if r.stats != nil {
 		r.stats.count(&r.stats.Commits, 1)
 	}
@@ -136,33 +139,45 @@ func (r *recorder) observeCommits(node string) func(req *http.Request, body []by
 		if resp.StatusCode != http.StatusOK || operationOf(req) != "Batch" {
 			return
 		}
-		for _, key := range completionsIn(body) {
+		completions, turns := readCommit(body)
+		for _, key := range completions {
 			r.committed(commitRecord{Key: key, At: time.Now(), Node: node})
+		}
+		if turns > 0 {
+			r.progress.mark()
 		}
 	}
 }
 
-// completionsIn reads the activity completions a batch creates. It knows the
-// provider's message documents only as far as "a created document whose
-// item is an encoded work item"; a batch it cannot read yields nothing, so
-// a format change weakens this check rather than making it lie.
-func completionsIn(body []byte) []activityKey {
+// readCommit reads, from a committed batch, the activity completions it
+// creates and the history documents it creates (turns). It knows the
+// provider's documents only as far as "a created document whose item is an
+// encoded work item" and "a document of type hist"; a batch it cannot read
+// yields nothing, so a format change weakens these checks rather than
+// making them lie.
+func readCommit(body []byte) (completions []activityKey, turns int) {
 	var ops []struct {
 		OperationType string          `json:"operationType"`
 		ResourceBody  json.RawMessage `json:"resourceBody"`
 	}
 	if json.Unmarshal(body, &ops) != nil {
-		return nil
+		return nil, 0
 	}
-	var keys []activityKey
 	for _, op := range ops {
 		if !strings.EqualFold(op.OperationType, "Create") && !strings.EqualFold(op.OperationType, "Upsert") {
 			continue
 		}
 		var doc struct {
+			Type string `json:"type"`
 			Item string `json:"item"`
 		}
-		if json.Unmarshal(op.ResourceBody, &doc) != nil || doc.Item == "" {
+		if json.Unmarshal(op.ResourceBody, &doc) != nil {
+			continue
+		}
+		if doc.Type == "hist" {
+			turns++
+		}
+		if doc.Item == "" {
 			continue
 		}
 		item, err := cdb.UnmarshalWorkItem([]byte(doc.Item))
@@ -171,11 +186,11 @@ func completionsIn(body []byte) []activityKey {
 		}
 		if done, ok := item.(cdb.ActivityCompleted); ok {
 			if run, _, ok := splitRun(done.Result); ok {
-				keys = append(keys, activityKey{Instance: done.Instance, Exec: done.ExecutionID, ID: done.ID, Run: run})
+				completions = append(completions, activityKey{Instance: done.Instance, Exec: done.ExecutionID, ID: done.ID, Run: run})
 			}
 		}
 	}
-	return keys
+	return completions, turns
 }
 
 func stamp(t time.Time) string { return t.Format("15:04:05.000") }

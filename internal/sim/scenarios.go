@@ -93,9 +93,7 @@ func kinds(f Features) []string {
 // call runs f against a random live node's client until it succeeds or
 // fails permanently; a retryable error is retried as any caller would.
 func (h *harness) call(ctx context.Context, f func(context.Context, *rt.Client) error) error {
-	ctx, cancel := context.WithTimeout(ctx, h.env.cfg.CallTimeout)
-	defer cancel()
-	return retry(ctx, h.env.stats, func(ctx context.Context) error {
+	return retry(ctx, h.env.stats, h.env.progress, func(ctx context.Context) error {
 		c := h.caller()
 		if c == nil {
 			return errNodeDown
@@ -186,7 +184,7 @@ func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.
 		h.deleteAndReuse(ctx, idx, id, rng)
 		instances = append(instances, id)
 	}
-	h.waitTerminal(ctx, instances, h.env.cfg.ScenarioTimeout)
+	h.waitTerminal(ctx, instances)
 }
 
 // activitySpec adds the random activity traits: long activities (longer
@@ -244,13 +242,12 @@ func (h *harness) prune(ctx context.Context, id string) {
 // (duroxide's semantics), which would make the outcome a race.
 func (h *harness) raiseWhenSubscribed(ctx context.Context, id string, s spec) {
 	// An instance slow under load (turns whose locks expire) is not a
-	// stuck one: the raise waits as long as the settle check would for the
-	// instance to finish, so a late subscription still gets its event and
-	// only a real stall shows as stuck.
-	patience := h.env.cfg.ScenarioTimeout + h.env.cfg.SettleTimeout
+	// stuck one: the raise waits as long as the run progresses, so a late
+	// subscription still gets its event and only a real stall shows as
+	// stuck.
 	for i := range s.N {
 		name := waiterEvent(i)
-		ok := h.waitHistory(ctx, id, patience, func(history []cdb.Event) bool {
+		ok := h.waitHistory(ctx, id, func(history []cdb.Event) bool {
 			for _, ev := range history {
 				if sub, isSub := ev.Kind.(cdb.ExternalSubscribed); isSub && sub.Name == name {
 					return true
@@ -275,7 +272,7 @@ func (h *harness) raiseWhenSubscribed(ctx context.Context, id string, s spec) {
 // overtakes the start).
 func (h *harness) cancelLater(ctx context.Context, id string, rng *rand.Rand) {
 	if rng.Intn(3) > 0 {
-		h.waitHistory(ctx, id, h.env.cfg.ScenarioTimeout, func(history []cdb.Event) bool { return len(history) > 0 })
+		h.waitHistory(ctx, id, func(history []cdb.Event) bool { return len(history) > 0 })
 		sleepCtx(ctx, time.Duration(rng.Intn(200))*time.Millisecond)
 	}
 	err := h.call(ctx, func(ctx context.Context, c *rt.Client) error { return c.CancelInstance(ctx, id, "sim") })
@@ -298,7 +295,7 @@ func (h *harness) deleteAndReuse(ctx context.Context, idx int, id string, rng *r
 	if force {
 		sleepCtx(ctx, time.Duration(rng.Intn(300))*time.Millisecond)
 	} else {
-		h.waitTerminal(ctx, []string{id}, h.env.cfg.ScenarioTimeout)
+		h.waitTerminal(ctx, []string{id})
 		if st, err := h.observer.GetStatus(ctx, id); err != nil || !st.IsTerminal() {
 			force = true // slow (or stuck: the final check says so); a plain delete would be refused
 		}
@@ -332,35 +329,38 @@ func isNotFound(err error) bool {
 }
 
 // waitHistory polls the instance's latest history until ok holds; false
-// after timeout.
-func (h *harness) waitHistory(ctx context.Context, id string, timeout time.Duration, ok func([]cdb.Event) bool) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+// when the run stalled first (progress.go). A history that grew is
+// progress.
+func (h *harness) waitHistory(ctx context.Context, id string, ok func([]cdb.Event) bool) bool {
+	seen := -1
+	return h.env.progress.waitUntil(ctx, 20*time.Millisecond, func() bool {
 		history, err := h.observer.ReadHistory(ctx, id)
-		if err == nil && ok(history) {
-			return true
-		}
-		if !sleepCtx(ctx, 20*time.Millisecond) {
+		if err != nil {
 			return false
 		}
-	}
-	return false
+		if len(history) > seen {
+			if seen >= 0 {
+				h.env.progress.mark()
+			}
+			seen = len(history)
+		}
+		return ok(history)
+	})
 }
 
 // waitTerminal waits until every instance has completed or failed, or the
-// timeout passes (the final check reports what did not finish).
-func (h *harness) waitTerminal(ctx context.Context, instances []string, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
+// run stalls (the final check reports what did not finish). An instance
+// seen finishing is progress.
+func (h *harness) waitTerminal(ctx context.Context, instances []string) {
 	for _, id := range instances {
-		for time.Now().Before(deadline) {
+		finished := h.env.progress.waitUntil(ctx, 50*time.Millisecond, func() bool {
 			st, err := h.observer.GetStatus(ctx, id)
-			if err == nil && st.IsTerminal() {
-				break
-			}
-			if !sleepCtx(ctx, 50*time.Millisecond) {
-				return
-			}
+			return err == nil && st.IsTerminal()
+		})
+		if !finished {
+			return
 		}
+		h.env.progress.mark()
 	}
 }
 

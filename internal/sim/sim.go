@@ -32,8 +32,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	stats := newStats()
 	rec := newRecorder(viol)
 	rec.stats = stats
+	rec.progress = newProgress(cfg.Stall, cfg.HardCap)
 	e := &env{cfg: cfg, endpoint: acct.Endpoint(), key: acct.Key(), transport: acct.Transport(),
-		rec: rec, stats: stats, logger: logger}
+		rec: rec, stats: stats, logger: logger, progress: rec.progress}
 
 	// The observer bootstraps the container and watches; it sees no fault
 	// and reconciles nothing, so it does not change what the nodes do.
@@ -60,8 +61,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	h.runWorkload(ctx, rng)
 	logger.Info("workload done; faults off", "elapsed", time.Since(began))
 	c.quiet()
-	h.waitTerminal(ctx, instancesOf(h.expectations()), cfg.SettleTimeout)
-	h.checkLeftovers(ctx, observer.Container(), cfg.CleanTimeout)
+	h.waitTerminal(ctx, instancesOf(h.expectations()))
+	h.checkLeftovers(ctx, observer.Container())
 	execs, crashed := e.rec.snapshot()
 	h.checkOutcomes(ctx, sendsTwice(execs))
 	h.checkHistories(ctx)

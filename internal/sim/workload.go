@@ -503,7 +503,7 @@ func (a *activities) pinned(actx rt.ActivityContext, input string) (string, erro
 // retried, as any caller would.
 func (a *activities) send(actx rt.ActivityContext, input string) (string, error) {
 	return a.run(actx, input, func(in workInput) (string, error) {
-		err := retry(actx, a.stats, func(ctx context.Context) error {
+		err := retry(actx, a.stats, nil, func(ctx context.Context) error {
 			return actx.Client().EnqueueEvent(ctx, in.Target, queueName, in.Data)
 		})
 		if err != nil {
@@ -513,13 +513,17 @@ func (a *activities) send(actx rt.ActivityContext, input string) (string, error)
 	})
 }
 
-// retry calls f until it succeeds, fails permanently or ctx ends, and counts
-// the retries (each one is a caller that saw a retryable error).
-func retry(ctx context.Context, stats *Stats, f func(context.Context) error) error {
+// retry calls f until it succeeds, fails permanently, ctx ends or the run
+// stalls (p, when not nil: progress.go), and counts the retries (each one
+// is a caller that saw a retryable error).
+func retry(ctx context.Context, stats *Stats, p *progress, f func(context.Context) error) error {
 	for attempt := 0; ; attempt++ {
 		err := f(ctx)
 		if err == nil || !cdb.IsRetryable(err) && !errors.Is(err, errNodeDown) {
 			return err
+		}
+		if p != nil && p.stalled() {
+			return fmt.Errorf("sim: retry: %s (last error: %w)", p.why(), err)
 		}
 		stats.count(&stats.Retries, 1)
 		t := time.NewTimer(time.Duration(min(attempt+1, 10)) * 20 * time.Millisecond)

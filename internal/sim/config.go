@@ -88,6 +88,37 @@ type Features struct {
 	// BacklogMax bounds the events queued for one instance (default 20);
 	// above 60 a continue-as-new meets a capped batch.
 	BacklogMax int
+
+	// The toggles below (issue 21) reach paths the ones above do not.
+	//
+	// TreeDeletes deletes a parent with its child while they run, through
+	// a process that crashes part way through the deletion (or, with
+	// Faults.Pauses, stalls there longer than AbandonedDeletionAge and then
+	// resumes), and starts the parent's id again as soon as it reads
+	// NotFound.
+	TreeDeletes bool
+	// LargeContinueAsNew runs Inboxes whose continue-as-new input is near
+	// 1 MB (its ContinueAsNew message goes through an outbox) and crashes
+	// the process that commits such a turn; the sim's clock then jumps by
+	// minutes (the process is down for minutes) before its replacement
+	// starts, while events keep coming.
+	LargeContinueAsNew bool
+	// MixedNodes mixes every node configuration the provider offers in one
+	// run: process leases on and off, ShortPolling, an old build's
+	// capability filter next to the new build's, tag filters; and the
+	// workload's events are raised through random nodes, not only the
+	// application, so each configuration's own writes are exercised.
+	MixedNodes bool
+	// LargeValues writes KV near its limits (40 keys of 60 KB over 4
+	// turns) and outputs of about 1 MB.
+	LargeValues bool
+	// RefusedTurns runs orchestrations whose first turn the provider
+	// refuses (an activity input over a document's size): each must end
+	// Failed, readable as failed with its name.
+	RefusedTurns bool
+	// NeverStartedEvents raises, in the quiet phase, events for ids that
+	// never start, and the idle probe then measures what they cost.
+	NeverStartedEvents bool
 }
 
 // Faults are the failures injected while the workload runs.
@@ -114,6 +145,25 @@ type Faults struct {
 	// ClockSkew is the most a node's clock is off (each node draws its own
 	// offset in ±ClockSkew); keep it well under half the shortest lock.
 	ClockSkew time.Duration
+
+	// BadClock, when set, adds one worker-only node whose clock is ahead
+	// by a random amount up to it (minutes to an hour), through which the
+	// harness also raises some events: one bad clock must not change what
+	// the healthy nodes do (timer-not-early).
+	BadClock time.Duration
+	// TransientRefusals adds the refusals a real account gives for a while
+	// (401 while a token refreshes, 403 while a role propagates, 404/1003
+	// after a container is created, 413 when its size accounting differs)
+	// to the node's fault kinds; the application's own calls do not meet
+	// them.
+	TransientRefusals bool
+	// Shutdowns shuts a node's runtime down (Runtime.Shutdown with a short
+	// context) while an activity that does not stop at once runs on it,
+	// then replaces the node.
+	Shutdowns bool
+	// Pauses stalls a node (every request it sends waits) for longer than
+	// its locks and leases, then lets it resume.
+	Pauses bool
 }
 
 // AllFeatures turns every workload feature on.

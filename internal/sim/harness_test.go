@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/duroxide-go/cdb"
 	rt "github.com/duroxide-go/cdb/durable"
 )
 
@@ -120,4 +121,37 @@ func TestAWaitEndsOnlyWhenTheRunStopsProgressing(t *testing.T) {
 	assert.False(t, p.waitUntil(context.Background(), time.Millisecond, func() bool { return false }), "a stalled run is not")
 	assert.True(t, p.stalled())
 	assert.Contains(t, p.why(), "no progress anywhere")
+}
+
+func TestOneHolderFlagsAnotherNodeBeforeTheShutDownNodesGraceEnds(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	key := activityKey{Instance: "i", Exec: 1, ID: 2, Run: "0.0"}
+	a := execution{Key: key, Node: "a", Start: at(0), End: at(2000), Finished: true}
+	shutdowns := map[string]shutdownRecord{"a": {At: at(100), Grace: 500 * time.Millisecond}}
+
+	v := &violations{}
+	checkOneHolder(v, []execution{a, {Key: key, Node: "b", Start: at(150), End: at(200), Finished: true}}, shutdowns, map[string]bool{})
+	require.Len(t, v.all(), 1, "b started while a's runtime was shutting down, inside its grace")
+	assert.Equal(t, invOneHolder, v.all()[0].Invariant)
+
+	v = &violations{}
+	checkOneHolder(v, []execution{a, {Key: key, Node: "b", Start: at(700), End: at(800), Finished: true}}, shutdowns, map[string]bool{})
+	assert.Empty(t, v.all(), "after the grace the item may move")
+	checkOneHolder(v, []execution{a, {Key: key, Node: "b", Start: at(150), End: at(200), Finished: true}}, shutdowns, map[string]bool{"a": true})
+	assert.Empty(t, v.all(), "a crashed node holds nothing")
+}
+
+func TestATimerStampedBeforeItsDueTimeIsEarly(t *testing.T) {
+	src := uint64(2)
+	fired := func(dueMs, stampMs uint64) cdb.Event {
+		return cdb.Event{EventID: 3, SourceEventID: &src, TimestampMs: stampMs, Kind: cdb.TimerFiredEvent{FireAtMs: dueMs}}
+	}
+	v := &violations{}
+	checkHistory(v, "i", 1, []cdb.Event{fired(10_000, 10_010)}, 50*time.Millisecond)
+	checkHistory(v, "i", 1, []cdb.Event{fired(10_000, 9_960)}, 50*time.Millisecond)
+	require.Empty(t, v.all(), "on time, and early within the skew")
+	checkHistory(v, "i", 1, []cdb.Event{fired(10_000+3_600_000, 10_000)}, 50*time.Millisecond)
+	require.Len(t, v.all(), 1)
+	assert.Equal(t, invTimerNotEarly, v.all()[0].Invariant)
 }

@@ -56,6 +56,8 @@ type recorder struct {
 	running    map[activityKey]int // bodies running now
 	commits    map[activityKey]commitRecord
 	crashed    map[string]bool // nodes
+	shutdowns  map[string]shutdownRecord
+	nodeOf     map[activityKey]string // where a key's latest body started
 	violations *violations
 	sink       func(kind string, v any) // optional: another process's log
 	stats      *Stats                   // optional: counts the commits seen
@@ -63,7 +65,8 @@ type recorder struct {
 }
 
 func newRecorder(v *violations) *recorder {
-	return &recorder{running: map[activityKey]int{}, commits: map[activityKey]commitRecord{}, crashed: map[string]bool{}, violations: v}
+	return &recorder{running: map[activityKey]int{}, commits: map[activityKey]commitRecord{}, crashed: map[string]bool{},
+		shutdowns: map[string]shutdownRecord{}, nodeOf: map[activityKey]string{}, violations: v}
 }
 
 // started notes an activity body starting; an activity whose completion
@@ -73,6 +76,7 @@ func (r *recorder) started(e execution) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.running[e.Key]++
+	r.nodeOf[e.Key] = e.Node
 	if c, ok := r.commits[e.Key]; ok && c.At.Before(e.Start) {
 		r.violations.add(invActivityRanAfterCompletion, e.Key.Instance,
 			fmt.Sprintf("%s (%s) started on %s at %s, after its completion committed on %s at %s",
@@ -119,6 +123,41 @@ func (r *recorder) nodeCrashed(node string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.crashed[node] = true
+}
+
+// shutdownRecord is a node's runtime told to shut down while work ran.
+type shutdownRecord struct {
+	At    time.Time
+	Grace time.Duration // the runtime's ActivityCancellationGrace
+}
+
+func (r *recorder) nodeShutDown(node string, at time.Time, grace time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.shutdowns[node] = shutdownRecord{At: at, Grace: grace}
+}
+
+func (r *recorder) shutdownsSoFar() map[string]shutdownRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]shutdownRecord, len(r.shutdowns))
+	for n, s := range r.shutdowns {
+		out[n] = s
+	}
+	return out
+}
+
+// runningOn names a node where a body of the incarnation run is running
+// now ("" when none).
+func (r *recorder) runningOn(run string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key, n := range r.running {
+		if key.Run == run && n > 0 {
+			return r.nodeOf[key]
+		}
+	}
+	return ""
 }
 
 func (r *recorder) snapshot() ([]execution, map[string]bool) {

@@ -21,6 +21,11 @@ const (
 	invSessionAffinity            = "session-affinity"      // a session runs on one owner at a time
 	invKV                         = "kv"                    // the KV store holds what the orchestration wrote
 	invLeftovers                  = "nothing-left"          // no message, work item, outbox, staged part or intent left
+	invStartKept                  = "start-kept"            // a start reported accepted is never later NotFound (unless deleted)
+	invTimerNotEarly              = "timer-not-early"       // no timer fires before its due time on a node whose clock is right
+	invIdleBudget                 = "idle-budget"           // an idle process sends about one request per second per queue
+	invOneHolder                  = "one-holder"            // an activity never runs on two nodes while its lock is held
+	invFailedReadsFailed          = "failed-reads-failed"   // a failed instance reads as failed, with its name
 	invHarness                    = "harness"               // the harness could not do what the workload asked
 )
 

@@ -18,6 +18,10 @@ const (
 	scenarioLargeFanOut = "LargeFanOut"
 	scenarioCancel      = "Cancel" // a Sleeper cancelled from outside
 	scenarioReuse       = "DeleteReuse"
+	scenarioTreeDelete  = "TreeDelete" // a parent and child deleted through a process that dies or stalls part way
+	scenarioBigCAN      = "BigContinueAsNew"
+	scenarioRefused     = "RefusedTurn"
+	scenarioShutdown    = "Shutdown" // a node shut down while a stubborn activity runs on it
 )
 
 // expectation is what one instance must end with.
@@ -39,11 +43,40 @@ type harness struct {
 	// starts its replacement.
 	caller   func() *rt.Client
 	crash    func(ctx context.Context)
+	// The hooks of the in-process run (nil in the two-process scenario):
+	// eventCaller is the client an event is raised through (the
+	// application, or with MixedNodes or BadClock any live node);
+	// clientNode starts a client-only process; shutdown shuts the named
+	// node's runtime down while it works and replaces the node;
+	// crashCommitting crashes the next node whose batch matches, keeps its
+	// slot empty for down, and restarts it.
+	eventCaller     func() *rt.Client
+	clientNode      func(ctx context.Context) (*node, error)
+	shutdown        func(ctx context.Context, node string) bool
+	crashCommitting func(ctx context.Context, match func(op string, body []byte) bool, down time.Duration)
 	observer *rt.Client // faultless, for watching; it runs no reconciler
 	viol     *violations
 
 	mu     sync.Mutex
 	expect map[string]*expectation
+	// accepted are the instances whose last start was reported accepted
+	// and that nothing deleted since (start-kept).
+	accepted map[string]bool
+}
+
+func (h *harness) noteAccepted(instance string, accepted bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.accepted == nil {
+		h.accepted = map[string]bool{}
+	}
+	h.accepted[instance] = accepted
+}
+
+func (h *harness) acceptedStart(instance string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.accepted[instance]
 }
 
 func (h *harness) expectOutcome(e *expectation) {
@@ -63,7 +96,7 @@ func (h *harness) expectations() []*expectation {
 }
 
 // kinds are the scenario kinds the features allow, weighted by repetition.
-func kinds(f Features) []string {
+func kinds(f Features, faults Faults) []string {
 	var ks []string
 	add := func(on bool, kind string, weight int) {
 		for range weight {
@@ -87,6 +120,12 @@ func kinds(f Features) []string {
 	add(f.Cancellation, kindRace, 1)
 	add(f.Cancellation, scenarioCancel, 1)
 	add(f.DeleteReuse, scenarioReuse, 2)
+	add(f.TreeDeletes, scenarioTreeDelete, 3)
+	add(f.LargeContinueAsNew, scenarioBigCAN, 2)
+	add(f.LargeValues, kindBigKV, 1)
+	add(f.LargeValues, kindBigOut, 1)
+	add(f.RefusedTurns, scenarioRefused, 1)
+	add(faults.Shutdowns, scenarioShutdown, 2)
 	return ks
 }
 
@@ -102,6 +141,20 @@ func (h *harness) call(ctx context.Context, f func(context.Context, *rt.Client) 
 	})
 }
 
+// callEvent is call through the client events are raised from.
+func (h *harness) callEvent(ctx context.Context, f func(context.Context, *rt.Client) error) error {
+	if h.eventCaller == nil {
+		return h.call(ctx, f)
+	}
+	return retry(ctx, h.env.stats, h.env.progress, func(ctx context.Context) error {
+		c := h.eventCaller()
+		if c == nil {
+			return errNodeDown
+		}
+		return f(ctx, c)
+	})
+}
+
 func (h *harness) start(ctx context.Context, instance string, s spec) error {
 	h.env.stats.scenario(s.Kind)
 	err := h.call(ctx, func(ctx context.Context, c *rt.Client) error {
@@ -109,8 +162,10 @@ func (h *harness) start(ctx context.Context, instance string, s spec) error {
 	})
 	if err != nil {
 		h.viol.add(invHarness, instance, fmt.Sprintf("start %s: %v", s.Kind, err))
+		return err
 	}
-	return err
+	h.noteAccepted(instance, true)
+	return nil
 }
 
 // startExpecting starts instance and expects what its spec determines.
@@ -183,6 +238,31 @@ func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.
 	case scenarioReuse:
 		h.deleteAndReuse(ctx, idx, id, rng)
 		instances = append(instances, id)
+	case scenarioTreeDelete:
+		h.treeDelete(ctx, idx, id, rng)
+		instances = append(instances, id)
+	case scenarioBigCAN:
+		s := spec{Kind: kindInbox, Run: run, N: 4 + rng.Intn(12), Batch: 1 + rng.Intn(3),
+			Pad: strings.Repeat("c", 700*1024+rng.Intn(250*1024))}
+		startOne(id, s)
+		h.crashCommittingContinueAsNew(ctx, id, rng)
+		h.feedInbox(ctx, id, s, rng)
+	case kindBigKV:
+		s := spec{Kind: kindBigKV, Run: run, N: 4, Batch: 10, Size: 60 * 1024}
+		h.expectOutcome(&expectation{instance: id, spec: s, want: expected(s), kv: bigKVFinal(s)})
+		instances = append(instances, id)
+		_ = h.start(ctx, id, s)
+	case kindBigOut:
+		startOne(id, spec{Kind: kindBigOut, Run: run, Size: 900*1024 + rng.Intn(200*1024)})
+	case scenarioRefused:
+		s := spec{Kind: kindChain, Run: run, N: 1, Size: refusedSize}
+		h.expectOutcome(&expectation{instance: id, spec: s, want: outcome{State: rt.StateFailed}})
+		instances = append(instances, id)
+		_ = h.start(ctx, id, s)
+	case scenarioShutdown:
+		s := spec{Kind: kindChain, Run: run, N: 1, SleepMs: 800 + rng.Intn(1200), Stubborn: true}
+		startOne(id, s)
+		h.shutdownWhileRunning(ctx, id, s.Run)
 	}
 	h.waitTerminal(ctx, instances)
 }
@@ -212,7 +292,7 @@ func (h *harness) feedInbox(ctx context.Context, id string, s spec, rng *rand.Ra
 			sleepCtx(ctx, time.Duration(rng.Intn(40))*time.Millisecond)
 		}
 		data := eventData(s.Run, seq)
-		err := h.call(ctx, func(ctx context.Context, c *rt.Client) error { return c.EnqueueEvent(ctx, id, queueName, data) })
+		err := h.callEvent(ctx, func(ctx context.Context, c *rt.Client) error { return c.EnqueueEvent(ctx, id, queueName, data) })
 		if err != nil {
 			h.viol.add(invHarness, id, fmt.Sprintf("enqueue event %d: %v", seq, err))
 			return
@@ -259,7 +339,7 @@ func (h *harness) raiseWhenSubscribed(ctx context.Context, id string, s spec) {
 			return // the stuck check reports the instance
 		}
 		data := eventData(s.Run, i)
-		err := h.call(ctx, func(ctx context.Context, c *rt.Client) error { return c.RaiseEvent(ctx, id, name, data) })
+		err := h.callEvent(ctx, func(ctx context.Context, c *rt.Client) error { return c.RaiseEvent(ctx, id, name, data) })
 		if err != nil {
 			h.viol.add(invHarness, id, fmt.Sprintf("raise %s: %v", name, err))
 			return
@@ -320,6 +400,7 @@ func (h *harness) deleteAndReuse(ctx context.Context, idx int, id string, rng *r
 		return
 	}
 	h.env.stats.count(&h.env.stats.Deletes, 1)
+	h.noteAccepted(id, false)
 	second := h.activitySpec(rng, spec{Kind: kindChain, Run: fmt.Sprintf("%d.1", idx), N: 1 + rng.Intn(3)})
 	_ = h.startExpecting(ctx, id, second)
 }

@@ -55,18 +55,35 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err := c.startApp(ctx); err != nil {
 		return Report{}, err
 	}
+	if err := c.startRaisers(ctx); err != nil {
+		return Report{}, err
+	}
+	// The hooks' background work ends with the run.
+	runCtx, endRun := context.WithCancel(ctx)
+	defer endRun()
 	h := &harness{env: e, caller: c.caller, crash: c.crashOne, observer: rt.NewClient(observer), viol: viol,
-		expect: map[string]*expectation{}}
+		expect: map[string]*expectation{}, eventCaller: c.eventCaller, shutdown: c.shutdownNode,
+		clientNode: func(ctx context.Context) (*node, error) { return c.startClientNode(ctx, role{}, "deleter", nil) },
+		crashCommitting: func(_ context.Context, match func(string, []byte) bool, down time.Duration) {
+			c.crashCommitting(runCtx, match, down)
+		}}
 
 	h.runWorkload(ctx, rng)
 	logger.Info("workload done; faults off", "elapsed", time.Since(began))
 	c.quiet()
 	h.waitTerminal(ctx, instancesOf(h.expectations()))
 	h.checkLeftovers(ctx, observer.Container())
+	// The quiet phase: with the workload drained (and, with
+	// NeverStartedEvents, events held for ids that never start), an idle
+	// probe process measures its requests while the checks read.
+	held := h.raiseForNeverStarted(ctx, rng)
+	probe := h.startIdleProbe(ctx)
 	execs, crashed := e.rec.snapshot()
 	h.checkOutcomes(ctx, sendsTwice(execs))
 	h.checkHistories(ctx)
 	checkSessions(viol, execs, crashed)
+	checkOneHolder(viol, execs, e.rec.shutdownsSoFar(), crashed)
+	probe.check(ctx, viol, ranges, held)
 
 	return Report{Seed: cfg.Seed, Elapsed: time.Since(began), Stats: stats, Violations: viol.all(),
 		Replay: ReplayCommand(cfg.Seed) + cfg.ReplayFlags}, nil
@@ -83,7 +100,7 @@ func ReplayCommand(seed int64) string {
 // the scenarios' own steps to end.
 func (h *harness) runWorkload(ctx context.Context, rng *rand.Rand) {
 	cfg := h.env.cfg
-	ks := kinds(cfg.Features)
+	ks := kinds(cfg.Features, cfg.Faults)
 	if len(ks) == 0 {
 		return
 	}

@@ -53,6 +53,11 @@ type spec struct {
 	Session string `json:"ss,omitempty"`
 	Tag     string `json:"tg,omitempty"`
 	Child   *spec  `json:"c,omitempty"`
+	// Stubborn activities run their whole SleepMs even when cancelled (a
+	// handler that does not watch its context).
+	Stubborn bool `json:"st,omitempty"`
+	// Pad makes the input (and so a continue-as-new's input) this long.
+	Pad string `json:"p,omitempty"`
 }
 
 func (s spec) encode() string {
@@ -79,6 +84,8 @@ type workInput struct {
 	Target  string `json:"t,omitempty"` // Send: the receiving instance
 	Data    string `json:"d,omitempty"` // Send: the event
 	Pad     string `json:"p,omitempty"`
+	// Stubborn: the body sleeps SleepMs whatever its context says.
+	Stubborn bool `json:"st,omitempty"`
 }
 
 // Activity results start with the run token, so a committed completion
@@ -133,6 +140,10 @@ func expected(s spec) outcome {
 		return done("race:timeout")
 	case kindSleeper:
 		return outcome{State: rt.StateFailed, Error: "cancel"}
+	case kindBigKV:
+		return done(fmt.Sprintf("bigkv:%dx%d", s.N*s.Batch, s.Size))
+	case kindBigOut:
+		return done(bigOutput(s.Run, s.Size))
 	}
 	return outcome{State: rt.StateFailed, Error: "unknown scenario kind " + s.Kind}
 }
@@ -157,6 +168,7 @@ func register(reg *rt.Registry, acts *activities) error {
 		kindChain: orchChain, kindFanOut: orchFanOut, kindTimer: orchTimer, kindParent: orchParent,
 		kindDetach: orchDetach, kindInbox: orchInbox, kindWaiter: orchWaiter, kindSender: orchSender,
 		kindSessions: orchSessions, kindKV: orchKV, kindRace: orchRace, kindSleeper: orchSleeper,
+		kindBigKV: orchBigKV, kindBigOut: orchBigOut,
 	}
 	for name, fn := range orchestrations {
 		if err := reg.RegisterOrchestration(name, fn); err != nil {
@@ -172,7 +184,7 @@ func register(reg *rt.Registry, acts *activities) error {
 }
 
 func (s spec) work(ctx *rt.OrchestrationContext, i int) *rt.Future {
-	in := workInput{Run: s.Run, I: i, SleepMs: s.SleepMs, Pad: strings.Repeat("x", s.Size)}
+	in := workInput{Run: s.Run, I: i, SleepMs: s.SleepMs, Pad: strings.Repeat("x", s.Size), Stubborn: s.Stubborn}
 	b, _ := json.Marshal(in)
 	var opts []rt.ActivityOption
 	if s.Tag != "" {
@@ -475,7 +487,9 @@ func (a *activities) run(actx rt.ActivityContext, input string, body func(workIn
 }
 
 func (a *activities) sleepThen(actx rt.ActivityContext, in workInput, body func(workInput) (string, error)) (string, error) {
-	if in.SleepMs > 0 {
+	if in.SleepMs > 0 && in.Stubborn {
+		time.Sleep(time.Duration(in.SleepMs) * time.Millisecond)
+	} else if in.SleepMs > 0 {
 		t := time.NewTimer(time.Duration(in.SleepMs) * time.Millisecond)
 		defer t.Stop()
 		select {

@@ -1,0 +1,81 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sync/atomic"
+	"time"
+
+	"github.com/duroxide-go/cdb"
+	rt "github.com/duroxide-go/cdb/durable"
+)
+
+// treeDelete (Features.TreeDeletes) runs a Parent with one child, deletes
+// the tree (force) through a process of its own that dies after its k-th
+// write (or, with Faults.Pauses, stalls there for longer than
+// AbandonedDeletionAge and then resumes), and starts the parent's id again
+// as soon as it reads NotFound: the second incarnation, whose first turn
+// starts the child under the same id, must finish.
+func (h *harness) treeDelete(ctx context.Context, idx int, id string, rng *rand.Rand) {
+	if h.clientNode == nil {
+		return
+	}
+	first := spec{Kind: kindParent, Run: fmt.Sprintf("%d.0", idx), N: 1, SleepMs: 300 + rng.Intn(700)}
+	if err := h.startExpecting(ctx, id, first); err != nil {
+		return
+	}
+	h.waitHistory(ctx, id, func(history []cdb.Event) bool {
+		for _, ev := range history {
+			if _, ok := ev.Kind.(cdb.SubOrchestrationScheduled); ok {
+				return true
+			}
+		}
+		return false
+	})
+	sleepCtx(ctx, time.Duration(rng.Intn(200))*time.Millisecond)
+
+	deleter, err := h.clientNode(ctx)
+	if err != nil {
+		h.viol.add(invHarness, id, fmt.Sprintf("start the deleting process: %v", err))
+		return
+	}
+	k := 1 + rng.Intn(4)
+	var writes atomic.Int32
+	kth := func(op string, _ []byte) bool { return isWrite(op) && int(writes.Add(1)) == k }
+	pause := h.env.cfg.Faults.Pauses && rng.Intn(2) == 0
+	how := fmt.Sprintf("crashes after its write %d", k)
+	if pause {
+		d := 2*deletionAge + time.Second
+		deleter.transport.pauseOn.Store(&pauseTrigger{match: kth, d: d})
+		how = fmt.Sprintf("stalls %s before its write %d", d, k)
+	} else {
+		deleter.transport.crashOn.Store(&crashTrigger{match: kth, after: true, fired: deleter.transport.kill})
+	}
+	h.env.logger.Info("tree deletion", "instance", id, "deleter", deleter.id, "how", how)
+	deleted := make(chan error, 1)
+	go func() {
+		_, err := deleter.client.DeleteInstance(context.WithoutCancel(ctx), id, true)
+		deleted <- err
+	}()
+	defer func() {
+		<-deleted
+		deleter.shutdown(context.WithoutCancel(ctx))
+	}()
+	// At once: the moment the parent's partition is swept.
+	gone := h.env.progress.waitUntil(ctx, 5*time.Millisecond, func() bool {
+		st, err := h.observer.GetStatus(ctx, id)
+		return err == nil && st.State == rt.StateNotFound
+	})
+	if !gone {
+		h.viol.add(invStuck, id, fmt.Sprintf("a tree deletion whose process %s never finished (%s)", how, h.env.progress.why()))
+		return
+	}
+	h.env.stats.count(&h.env.stats.Deletes, 1)
+	h.noteAccepted(id, false)
+	second := spec{Kind: kindParent, Run: fmt.Sprintf("%d.1", idx), N: 1, SleepMs: rng.Intn(100)}
+	_ = h.startExpecting(ctx, id, second)
+}
+
+// deletionAge is the nodes' AbandonedDeletionAge.
+const deletionAge = 2 * time.Second

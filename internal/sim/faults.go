@@ -26,10 +26,10 @@ const (
 	faultLoseResponse = "lost-response"
 	faultLatency      = "latency-spike"
 	// The transient refusals (Faults.TransientRefusals).
-	fault401     = "401"
-	fault403     = "403"
-	fault404x    = "404.1003"
-	fault413     = "413"
+	fault401  = "401"
+	fault403  = "403"
+	fault404x = "404.1003"
+	fault413  = "413"
 )
 
 // errNodeDown is what a crashed node's requests fail with: the process is

@@ -41,8 +41,8 @@ type harness struct {
 	// caller returns the client of a random live node for the workload's
 	// calls from outside (nil when none is up); crash kills a node and
 	// starts its replacement.
-	caller   func() *rt.Client
-	crash    func(ctx context.Context)
+	caller func() *rt.Client
+	crash  func(ctx context.Context)
 	// The hooks of the in-process run (nil in the two-process scenario):
 	// eventCaller is the client an event is raised through (the
 	// application, or with MixedNodes or BadClock any live node);
@@ -51,11 +51,12 @@ type harness struct {
 	// crashCommitting crashes the next node whose batch matches, keeps its
 	// slot empty for down, and restarts it.
 	eventCaller     func() *rt.Client
+	nodes           func() []*node
 	clientNode      func(ctx context.Context) (*node, error)
 	shutdown        func(ctx context.Context, node string) bool
 	crashCommitting func(ctx context.Context, match func(op string, body []byte) bool, down time.Duration)
-	observer *rt.Client // faultless, for watching; it runs no reconciler
-	viol     *violations
+	observer        *rt.Client // faultless, for watching; it runs no reconciler
+	viol            *violations
 
 	mu     sync.Mutex
 	expect map[string]*expectation

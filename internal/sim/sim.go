@@ -62,7 +62,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	runCtx, endRun := context.WithCancel(ctx)
 	defer endRun()
 	h := &harness{env: e, caller: c.caller, crash: c.crashOne, observer: rt.NewClient(observer), viol: viol,
-		expect: map[string]*expectation{}, eventCaller: c.eventCaller, shutdown: c.shutdownNode,
+		expect: map[string]*expectation{}, eventCaller: c.eventCaller, shutdown: c.shutdownNode, nodes: c.all,
 		clientNode: func(ctx context.Context) (*node, error) { return c.startClientNode(ctx, role{}, "deleter", nil) },
 		crashCommitting: func(_ context.Context, match func(string, []byte) bool, down time.Duration) {
 			c.crashCommitting(runCtx, match, down)
@@ -107,8 +107,10 @@ func (h *harness) runWorkload(ctx context.Context, rng *rand.Rand) {
 	crashCtx, stopCrashes := context.WithCancel(ctx)
 	crashesDone := make(chan struct{})
 	crashRng := rand.New(rand.NewSource(rng.Int63()))
+	pauseRng := rand.New(rand.NewSource(rng.Int63()))
 	go func() {
 		defer close(crashesDone)
+		go h.pauseLoop(crashCtx, pauseRng)
 		h.crashLoop(crashCtx, crashRng)
 	}()
 
@@ -132,6 +134,33 @@ func (h *harness) runWorkload(ctx context.Context, rng *rand.Rand) {
 	wg.Wait()
 	stopCrashes()
 	<-crashesDone
+}
+
+// pauseLoop (Faults.Pauses) stalls a random live node every 4·CrashEvery
+// on average, for longer than its locks and its process lease, then lets
+// it resume.
+func (h *harness) pauseLoop(ctx context.Context, rng *rand.Rand) {
+	f := h.env.cfg.Faults
+	if !f.Pauses || h.nodes == nil {
+		return
+	}
+	for {
+		if !sleepCtx(ctx, time.Duration(rng.ExpFloat64()*float64(4*f.CrashEvery))) {
+			return
+		}
+		up := h.nodes()
+		if len(up) == 0 {
+			continue
+		}
+		n := up[rng.Intn(len(up))]
+		d := max(n.settings.runtime.OrchestratorLockTimeout, n.settings.runtime.WorkerLockTimeout) + time.Second
+		if pl := n.settings.provider.ProcessLeases; pl != nil {
+			d = max(d, pl.LeaseDuration+time.Second)
+		}
+		n.transport.pause(d)
+		h.env.stats.crash("paused")
+		h.env.logger.Info("node paused", "node", n.id, "for", d)
+	}
 }
 
 // crashLoop crashes a node every CrashEvery on average.

@@ -228,6 +228,10 @@ func (c *Config) Enable(names ...string) error {
 		if name == "" {
 			continue
 		}
+		if name == "BadClock" { // a duration: on means an hour
+			c.Faults.BadClock = time.Hour
+			continue
+		}
 		if !setToggle(reflect.ValueOf(&c.Features).Elem(), name) && !setToggle(reflect.ValueOf(&c.Faults).Elem(), name) {
 			return fmt.Errorf("sim: no toggle named %q (see Features and Faults)", name)
 		}

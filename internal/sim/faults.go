@@ -115,14 +115,16 @@ func (t *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	op := operationOf(req)
-	if err := t.holdWhilePaused(req.Context(), op, body); err != nil {
+	// Triggers see the partition key header, a newline, then the body.
+	seen := append([]byte(req.Header.Get("x-ms-documentdb-partitionkey")+"\n"), body...)
+	if err := t.holdWhilePaused(req.Context(), op, seen); err != nil {
 		return nil, err
 	}
 	if t.dead.Load() {
 		return nil, t.downError(req)
 	}
 	crashAfter := false
-	if trig := t.crashOn.Load(); trig != nil && trig.match(op, body) {
+	if trig := t.crashOn.Load(); trig != nil && trig.match(op, seen) {
 		if !trig.after {
 			trig.once.Do(trig.fired)
 			return nil, t.downError(req)

@@ -53,7 +53,7 @@ func TestSessionsFlagAnotherOwnerWhileTheSessionIsHeld(t *testing.T) {
 		{Key: activityKey{Instance: "z", ID: 1}, Node: "b", Owner: "b", Session: "s", Start: at(20), End: at(30), Finished: true},
 		{Key: activityKey{Instance: "w", ID: 1}, Node: "c", Owner: "c", Session: "s", Start: at(5000), End: at(5010), Finished: true},
 	}
-	checkSessions(v, execs, map[string]bool{})
+	checkSessions(v, execs, map[string]bool{}, nil)
 	got := v.all()
 	require.Len(t, got, 2, "y overlaps x on another owner, z starts right after x on another owner; w comes long after")
 	assert.Equal(t, invSessionAffinity, got[0].Invariant)
@@ -63,9 +63,9 @@ func TestSessionsFlagAnotherOwnerWhileTheSessionIsHeld(t *testing.T) {
 		{Key: activityKey{Instance: "x", ID: 1}, Node: "a", Owner: "a", Session: "s", Start: at(0), End: at(10), Finished: true},
 		{Key: activityKey{Instance: "y", ID: 1}, Node: "b", Owner: "b", Session: "s", Start: at(100), End: at(110), Finished: true},
 	}
-	checkSessions(v, handover, map[string]bool{})
+	checkSessions(v, handover, map[string]bool{}, nil)
 	assert.Len(t, v.all(), 3, "a session moving to another owner right after an activity")
-	checkSessions(v, handover, map[string]bool{"a": true})
+	checkSessions(v, handover, map[string]bool{"a": true}, nil)
 	assert.Len(t, v.all(), 3, "a crashed owner's runs are left out: its sessions may move")
 }
 

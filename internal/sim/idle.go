@@ -42,7 +42,7 @@ type idleProbe struct {
 // startIdleProbe starts the probe (faults off) and returns once its warm-up
 // is over; nil when it could not start (the harness reports that).
 func (h *harness) startIdleProbe(ctx context.Context) *idleProbe {
-	s := nodeSettings{provider: cdb.Config{SkipBootstrap: true}, runtime: rt.Options{}}
+	s := nodeSettings{provider: cdb.Config{SkipBootstrap: true, Now: h.env.clock.now}, runtime: rt.Options{Now: h.env.clock.now}}
 	var n *node
 	ok := h.env.progress.waitUntil(ctx, 50*time.Millisecond, func() bool {
 		var err error

@@ -203,7 +203,7 @@ const sessionHoldGap = time.Second
 // on two owners at once, and one that starts soon after another ended runs
 // on the same owner (executions on crashed nodes aside). duroxide keys a
 // session by its id alone, so this holds across instances.
-func checkSessions(v *violations, execs []execution, crashed map[string]bool) {
+func checkSessions(v *violations, execs []execution, crashed map[string]bool, clock *simClock) {
 	bySession := map[string][]execution{}
 	for _, e := range execs {
 		if e.Session != "" && e.Finished && !crashed[e.Node] {
@@ -214,8 +214,8 @@ func checkSessions(v *violations, execs []execution, crashed map[string]bool) {
 		sort.Slice(list, func(i, j int) bool { return list[i].Start.Before(list[j].Start) })
 		for i := range list {
 			for j := i + 1; j < len(list) && list[j].Start.Before(list[i].End.Add(sessionHoldGap)); j++ {
-				if list[i].Owner == list[j].Owner {
-					continue
+				if list[i].Owner == list[j].Owner || clock.jumpedBetween(list[i].Start, list[j].Start) {
+					continue // a clock jump expires every lock: the session may move
 				}
 				how := "while"
 				if !list[j].Start.Before(list[i].End) {

@@ -62,10 +62,12 @@ type env struct {
 	logger    *slog.Logger
 	quiet     atomic.Bool // faults are off for nodes started from now on
 	progress  *progress   // the run's heartbeat (progress.go)
+	clock     *simClock   // the simulated world's time (clock.go)
+	polls     sync.Map    // node id → its PollInterval, for reports
 }
 
 // drawSettings picks a node's settings from rng.
-func drawSettings(rng *rand.Rand, cfg Config, r role, id string) nodeSettings {
+func drawSettings(rng *rand.Rand, cfg Config, clock *simClock, r role, id string) nodeSettings {
 	f := cfg.Faults
 	s := nodeSettings{faultSeed: rng.Int63()}
 	if f.ClockSkew > 0 {
@@ -74,7 +76,7 @@ func drawSettings(rng *rand.Rand, cfg Config, r role, id string) nodeSettings {
 	if r.badClock {
 		s.skew = f.BadClock/12 + time.Duration(rng.Int63n(int64(f.BadClock-f.BadClock/12)+1))
 	}
-	now := func() time.Time { return time.Now().Add(s.skew) }
+	now := func() time.Time { return clock.now().Add(s.skew) }
 	s.provider = cdb.Config{
 		SkipBootstrap:        true,
 		PollInterval:         time.Duration(10+rng.Intn(90)) * time.Millisecond,
@@ -181,9 +183,10 @@ func drawTagFilter(rng *rand.Rand, tags, full bool) cdb.TagFilter {
 // caller retries.
 func startNode(ctx context.Context, e *env, id string, slot int, s nodeSettings, clientOnly bool) (*node, error) {
 	ft := newFaultTransport(e.transport, e.cfg.Faults, s.faultSeed, e.stats, !clientOnly)
+	e.polls.Store(id, s.provider.PollInterval)
 	ft.commit = e.rec.observeCommits(id)
 	ft.quiet.Store(e.quiet.Load())
-	client, err := cdb.NewClient(e.endpoint, cdb.ClientOptions{Key: e.key, Transport: ft,
+	client, err := cdb.NewClient(e.endpoint, cdb.ClientOptions{Key: e.key, Transport: ft, Now: e.clock.now,
 		Retry: cdb.RetryOptions{MaxElapsed: 10 * time.Second, MaxDelay: 500 * time.Millisecond}})
 	if err != nil {
 		return nil, fmt.Errorf("sim: node %s: client: %w", id, err)
@@ -280,7 +283,7 @@ func (c *cluster) start(ctx context.Context, slot int) error {
 		c.mu.Lock()
 		c.next++
 		id := fmt.Sprintf("n%d", c.next)
-		s := drawSettings(c.rng, c.env.cfg, c.roles[slot], id)
+		s := drawSettings(c.rng, c.env.cfg, c.env.clock, c.roles[slot], id)
 		c.mu.Unlock()
 		n, err := startNode(ctx, c.env, id, slot, s, false)
 		if err == nil {
@@ -302,7 +305,7 @@ func (c *cluster) start(ctx context.Context, slot int) error {
 func (c *cluster) startApp(ctx context.Context) error {
 	for {
 		c.mu.Lock()
-		s := drawSettings(c.rng, c.env.cfg, role{}, "app")
+		s := drawSettings(c.rng, c.env.cfg, c.env.clock, role{}, "app")
 		c.mu.Unlock()
 		n, err := startNode(ctx, c.env, "app", -1, s, true)
 		if err == nil {
@@ -318,15 +321,15 @@ func (c *cluster) startApp(ctx context.Context) error {
 
 // startClientNode starts a client-only process on settings drawn for r,
 // retrying while faults make the start fail.
-func (c *cluster) startClientNode(ctx context.Context, r role, name string, adjust func(*nodeSettings)) (*node, error) {
+func (c *cluster) startClientNode(ctx context.Context, r role, name string, adjust func(s *nodeSettings, id string)) (*node, error) {
 	for {
 		c.mu.Lock()
 		c.clients++
 		id := fmt.Sprintf("%s%d", name, c.clients)
-		s := drawSettings(c.rng, c.env.cfg, r, id)
+		s := drawSettings(c.rng, c.env.cfg, c.env.clock, r, id)
 		c.mu.Unlock()
 		if adjust != nil {
-			adjust(&s)
+			adjust(&s, id)
 		}
 		n, err := startNode(ctx, c.env, id, -1, s, true)
 		if err == nil {
@@ -345,9 +348,9 @@ func (c *cluster) startClientNode(ctx context.Context, r role, name string, adju
 // clock.
 func (c *cluster) startRaisers(ctx context.Context) error {
 	if c.env.cfg.Features.MixedNodes {
-		n, err := c.startClientNode(ctx, role{}, "raiser", func(s *nodeSettings) {
+		n, err := c.startClientNode(ctx, role{}, "raiser", func(s *nodeSettings, id string) {
 			s.provider.ShortPolling = true
-			s.provider.ProcessLeases = &cdb.ProcessLeaseOptions{ProcessID: "raiser", LeaseDuration: 2 * time.Second}
+			s.provider.ProcessLeases = &cdb.ProcessLeaseOptions{ProcessID: id, LeaseDuration: 2 * time.Second}
 		})
 		if err != nil {
 			return err
@@ -404,8 +407,9 @@ func (c *cluster) shutdownNode(ctx context.Context, id string) bool {
 }
 
 // crashCommitting arms every live node to crash after the first batch
-// that matches commits, keeps that node's slot empty for down, then starts
-// its replacement.
+// that matches commits; the simulated clock then jumps by down (minutes in
+// which the committer was down and nobody else acted: clock.go) and the
+// replacement starts a moment later.
 func (c *cluster) crashCommitting(ctx context.Context, match func(op string, body []byte) bool, down time.Duration) {
 	fired := make(chan *node, 1)
 	var won atomic.Bool
@@ -433,14 +437,15 @@ func (c *cluster) crashCommitting(ctx context.Context, match func(op string, bod
 	}
 	c.env.stats.crash("after-continue-as-new-outbox")
 	c.env.rec.nodeCrashed(n.id)
-	c.env.logger.Info("node crashed committing a continue-as-new", "node", n.id, "down", down)
+	c.env.logger.Info("node crashed committing a continue-as-new; the clock jumps", "node", n.id, "down", down)
 	c.mu.Lock()
 	if c.nodes[n.slot] == n {
 		c.nodes[n.slot] = nil
 	}
 	c.mu.Unlock()
 	n.crash()
-	sleepCtx(ctx, down)
+	c.env.clock.jump(down)
+	sleepCtx(ctx, time.Duration(500+c.rng.Intn(1500))*time.Millisecond)
 	_ = c.start(context.WithoutCancel(ctx), n.slot)
 }
 

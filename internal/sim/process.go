@@ -56,8 +56,9 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	viol := &violations{}
 	rec := newRecorder(viol)
 	rec.sink = fileSink(f)
-	e := &env{cfg: cfg, endpoint: o.Endpoint, key: o.Key, transport: http.DefaultTransport, rec: rec, stats: newStats(), logger: logger}
-	settings := drawSettings(rand.New(rand.NewSource(o.Seed)), cfg, role{full: true}, o.ID)
+	e := &env{cfg: cfg, endpoint: o.Endpoint, key: o.Key, transport: http.DefaultTransport, rec: rec, stats: newStats(), logger: logger,
+		clock: &simClock{}}
+	settings := drawSettings(rand.New(rand.NewSource(o.Seed)), cfg, e.clock, role{full: true}, o.ID)
 	var n *node
 	for n == nil {
 		n, err = startNode(ctx, e, o.ID, 0, settings, false)
@@ -162,7 +163,7 @@ func RunProcesses(ctx context.Context, pc ProcessConfig) (Report, error) {
 
 	viol := &violations{}
 	stats := newStats()
-	e := &env{cfg: cfg, rec: newRecorder(viol), stats: stats, logger: logger, progress: newProgress(cfg.Stall, cfg.HardCap)}
+	e := &env{cfg: cfg, rec: newRecorder(viol), stats: stats, logger: logger, progress: newProgress(cfg.Stall, cfg.HardCap), clock: &simClock{}}
 	// The workers' transports are in other processes: the history
 	// documents and queue items in the container show their progress.
 	probeCtx, stopProbe := context.WithCancel(ctx)
@@ -192,7 +193,7 @@ func RunProcesses(ctx context.Context, pc ProcessConfig) (Report, error) {
 	stats.Activities = len(execs)
 	h.checkOutcomes(ctx, sendsTwice(execs))
 	h.checkHistories(ctx)
-	checkSessions(viol, execs, crashed)
+	checkSessions(viol, execs, crashed, nil)
 	return Report{Seed: cfg.Seed, Elapsed: time.Since(began), Stats: stats, Violations: viol.all(),
 		Replay: fmt.Sprintf("make soak-processes SOAK_SEED=%d SOAK_SECONDS=%d", cfg.Seed, int(cfg.Duration.Seconds()))}, nil
 }

@@ -62,6 +62,7 @@ type recorder struct {
 	sink       func(kind string, v any) // optional: another process's log
 	stats      *Stats                   // optional: counts the commits seen
 	progress   *progress                // optional: finished bodies and commits are progress
+	stamps     *stamps                  // optional: own-writes stamps and who honoured them
 }
 
 func newRecorder(v *violations) *recorder {
@@ -160,6 +161,12 @@ func (r *recorder) runningOn(run string) string {
 	return ""
 }
 
+func (r *recorder) isCrashed(node string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.crashed[node]
+}
+
 func (r *recorder) snapshot() ([]execution, map[string]bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -175,6 +182,9 @@ func (r *recorder) snapshot() ([]execution, map[string]bool) {
 // (the worker's ack) and records them.
 func (r *recorder) observeCommits(node string) func(req *http.Request, body []byte, resp *http.Response) {
 	return func(req *http.Request, body []byte, resp *http.Response) {
+		if resp.StatusCode < 300 && r.stamps != nil {
+			r.stamps.observe(node, req, body)
+		}
 		if resp.StatusCode != http.StatusOK || operationOf(req) != "Batch" {
 			return
 		}

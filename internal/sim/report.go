@@ -26,6 +26,7 @@ const (
 	invIdleBudget                 = "idle-budget"           // an idle process sends about one request per second per queue
 	invOneHolder                  = "one-holder"            // an activity never runs on two nodes while its lock is held
 	invFailedReadsFailed          = "failed-reads-failed"   // a failed instance reads as failed, with its name
+	invStampHonoured              = "stamp-honoured"        // a process takes most of the queue items it stamps as its own
 	invHarness                    = "harness"               // the harness could not do what the workload asked
 )
 
@@ -76,6 +77,7 @@ type Stats struct {
 	Prunes      int
 	EventsSent  int
 	CancelsSent int
+	Stamps      string // own-writes stamps by writer: taken by the writer, by others
 }
 
 func newStats() *Stats {
@@ -141,6 +143,9 @@ func (r Report) Print(w io.Writer) {
 	sort.Strings(ops)
 	for _, op := range ops {
 		fmt.Fprintf(w, "    %s\n", op)
+	}
+	if s.Stamps != "" {
+		fmt.Fprintf(w, "  own-writes stamps: %s\n", s.Stamps)
 	}
 	fmt.Fprintf(w, "  nodes started: %d; crashes: %d (%s)\n", s.Nodes, sum(s.Crashes), counts(s.Crashes))
 	fmt.Fprintf(w, "  invariant violations: %d\n", len(r.Violations))

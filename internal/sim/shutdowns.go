@@ -30,7 +30,7 @@ func (h *harness) shutdownWhileRunning(ctx context.Context, id, run string) {
 
 // crashCommittingContinueAsNew (Features.LargeContinueAsNew) crashes the
 // node that commits the instance's next turn whose ContinueAsNew goes
-// through an outbox, and keeps it down for a while.
+// through an outbox, and keeps it down for minutes of simulated time.
 func (h *harness) crashCommittingContinueAsNew(ctx context.Context, id string, rng *rand.Rand) {
 	if h.crashCommitting == nil {
 		return
@@ -40,6 +40,6 @@ func (h *harness) crashCommittingContinueAsNew(ctx context.Context, id string, r
 		return op == "Batch" && bytes.Contains(body, []byte(`"type":"outbox"`)) && bytes.Contains(body, instance) &&
 			bytes.Contains(body, []byte("ContinueAsNew"))
 	}
-	down := time.Duration(3000+rng.Intn(5000)) * time.Millisecond
+	down := time.Duration(2+rng.Intn(4)) * time.Minute
 	go h.crashCommitting(context.WithoutCancel(ctx), match, down)
 }

@@ -23,7 +23,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if ranges <= 0 {
 		ranges = 1 + rng.Intn(4)
 	}
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: ranges})
+	clock := &simClock{}
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: ranges, Now: clock.now})
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -33,13 +34,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rec := newRecorder(viol)
 	rec.stats = stats
 	rec.progress = newProgress(cfg.Stall, cfg.HardCap)
+	rec.stamps = newStamps(rec.isCrashed)
 	e := &env{cfg: cfg, endpoint: acct.Endpoint(), key: acct.Key(), transport: acct.Transport(),
-		rec: rec, stats: stats, logger: logger, progress: rec.progress}
+		rec: rec, stats: stats, logger: logger, progress: rec.progress, clock: clock}
 
 	// The observer bootstraps the container and watches; it sees no fault
 	// and reconciles nothing, so it does not change what the nodes do.
 	observer, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client(), ReconcileInterval: time.Hour,
-		AbandonedDeletionAge: time.Hour, Logger: logger.With("node", "observer")})
+		AbandonedDeletionAge: time.Hour, Logger: logger.With("node", "observer"), Now: clock.now})
 	if err != nil {
 		return Report{}, fmt.Errorf("sim: observer: %w", err)
 	}
@@ -63,7 +65,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	defer endRun()
 	h := &harness{env: e, caller: c.caller, crash: c.crashOne, observer: rt.NewClient(observer), viol: viol,
 		expect: map[string]*expectation{}, eventCaller: c.eventCaller, shutdown: c.shutdownNode, nodes: c.all,
-		clientNode: func(ctx context.Context) (*node, error) { return c.startClientNode(ctx, role{}, "deleter", nil) },
+		clientNode: func(ctx context.Context) (*node, error) {
+			return c.startClientNode(ctx, role{}, "deleter", func(s *nodeSettings, _ string) { s.provider.ProcessLeases = nil })
+		},
 		crashCommitting: func(_ context.Context, match func(string, []byte) bool, down time.Duration) {
 			c.crashCommitting(runCtx, match, down)
 		}}
@@ -81,9 +85,15 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	execs, crashed := e.rec.snapshot()
 	h.checkOutcomes(ctx, sendsTwice(execs))
 	h.checkHistories(ctx)
-	checkSessions(viol, execs, crashed)
+	checkSessions(viol, execs, crashed, clock)
 	checkOneHolder(viol, execs, e.rec.shutdownsSoFar(), crashed)
 	probe.check(ctx, viol, ranges, held)
+	rec.stamps.check(viol, func(node string) time.Duration {
+		d, _ := e.polls.Load(node)
+		poll, _ := d.(time.Duration)
+		return poll
+	})
+	stats.Stamps = rec.stamps.summary()
 
 	return Report{Seed: cfg.Seed, Elapsed: time.Since(began), Stats: stats, Violations: viol.all(),
 		Replay: ReplayCommand(cfg.Seed) + cfg.ReplayFlags}, nil

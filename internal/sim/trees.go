@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand"
@@ -42,7 +43,11 @@ func (h *harness) treeDelete(ctx context.Context, idx int, id string, rng *rand.
 	}
 	k := 1 + rng.Intn(4)
 	var writes atomic.Int32
-	kth := func(op string, _ []byte) bool { return isWrite(op) && int(writes.Add(1)) == k }
+	// The k-th write of the deletion: one addressed to the tree's
+	// partitions (the child's id starts with the parent's).
+	kth := func(op string, seen []byte) bool {
+		return isWrite(op) && bytes.Contains(seen, []byte(id)) && int(writes.Add(1)) == k
+	}
 	pause := h.env.cfg.Faults.Pauses && rng.Intn(2) == 0
 	how := fmt.Sprintf("crashes after its write %d", k)
 	if pause {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -154,4 +155,25 @@ func TestATimerStampedBeforeItsDueTimeIsEarly(t *testing.T) {
 	checkHistory(v, "i", 1, []cdb.Event{fired(10_000+3_600_000, 10_000)}, 50*time.Millisecond)
 	require.Len(t, v.all(), 1)
 	assert.Equal(t, invTimerNotEarly, v.all()[0].Invariant)
+}
+
+func TestStampsFlagAWriterWhoseStampedItemsOthersTake(t *testing.T) {
+	crashed := map[string]bool{}
+	s := newStamps(func(n string) bool { return crashed[n] })
+	for i := range 20 {
+		key := stampKey{pk: "p", id: fmt.Sprint(i)}
+		s.open[key] = "w"
+		taker := "w"
+		if i%4 != 0 {
+			taker = "other" // three quarters taken by another process
+		}
+		s.consumed(taker, key)
+	}
+	s.open[stampKey{pk: "p", id: "x"}] = "z"
+	s.consumed("z", stampKey{pk: "p", id: "x"})
+	v := &violations{}
+	s.check(v, func(string) time.Duration { return 50 * time.Millisecond })
+	require.Len(t, v.all(), 1)
+	assert.Equal(t, invStampHonoured, v.all()[0].Invariant)
+	assert.Contains(t, v.all()[0].Detail, "w stamped 20")
 }

@@ -95,7 +95,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	})
 	stats.Stamps = rec.stamps.summary()
 
-	return Report{Seed: cfg.Seed, Elapsed: time.Since(began), Stats: stats, Violations: viol.all(),
+	failing, pending := split(viol.all(), cfg.Pending)
+	return Report{Seed: cfg.Seed, Elapsed: time.Since(began), Stats: stats, Violations: failing, Pending: pending,
 		Replay: ReplayCommand(cfg.Seed) + cfg.ReplayFlags}, nil
 }
 

@@ -23,6 +23,7 @@ var (
 	flagBacklog = flag.Int("sim.backlog", 0, "most events queued for one instance (0: the configuration's)")
 	flagSkew    = flag.Duration("sim.skew", 0, "most a node's clock is off (0: the configuration's)")
 	flagFanOut  = flag.Int("sim.fanout", 0, "widest fan-out, with wide fan-outs on when over 100 (0: the configuration's)")
+	flagStrict  = flag.Bool("sim.strict", false, "fail on the configuration's pending invariants too (Config.Pending)")
 	flagStall   = flag.Duration("sim.stall", 0, "how long the run may show no progress at all before a wait gives up (0: the configuration's)")
 )
 
@@ -65,6 +66,9 @@ func configFromFlags(t *testing.T, seed int64) Config {
 	}
 	if *flagSkew > 0 {
 		cfg.Faults.ClockSkew = *flagSkew
+	}
+	if *flagStrict {
+		cfg.Pending = nil
 	}
 	if *flagStall > 0 {
 		cfg.Stall = *flagStall
@@ -230,6 +234,9 @@ func soakConfig(t *testing.T) (Config, string) {
 			t.Fatalf("SOAK_RATE=%q: %v", rate, err)
 		}
 		cfg.Faults.Rate = r
+	}
+	if os.Getenv("SOAK_STRICT") == "1" {
+		cfg.Pending = nil
 	}
 	cfg.InFlight = 16
 	// The soak alone bounds each wait by the wall clock as well, so a

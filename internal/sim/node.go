@@ -86,6 +86,11 @@ func drawSettings(rng *rand.Rand, cfg Config, clock *simClock, r role, id string
 		AbandonedDeletionAge: deletionAge,
 		Now:                  now,
 	}
+	if cfg.Features.LargeContinueAsNew {
+		// Reconcilers nearer the default (5s), so an outbox whose
+		// relay died waits for one as it would in production.
+		s.provider.ReconcileInterval = time.Duration(1000+rng.Intn(4000)) * time.Millisecond
+	}
 	if cfg.Features.CappedTurns && rng.Intn(2) == 0 {
 		s.provider.MaxMessagesPerTurn = 10
 	}

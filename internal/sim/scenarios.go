@@ -210,7 +210,7 @@ func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.
 	case kindInbox:
 		s := spec{Kind: kindInbox, Run: run, N: 1 + rng.Intn(f.BacklogMax), Batch: 1 + rng.Intn(10)}
 		startOne(id, s)
-		h.feedInbox(ctx, id, s, rng)
+		h.feedInbox(ctx, id, s, rng, 0)
 	case kindWaiter:
 		s := spec{Kind: kindWaiter, Run: run, N: 1 + rng.Intn(3)}
 		startOne(id, s)
@@ -247,14 +247,15 @@ func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.
 			Pad: strings.Repeat("c", 700*1024+rng.Intn(250*1024))}
 		startOne(id, s)
 		h.crashCommittingContinueAsNew(ctx, id, rng)
-		h.feedInbox(ctx, id, s, rng)
+		// Paced, so events keep coming while the committer is down.
+		h.feedInbox(ctx, id, s, rng, time.Duration(100+rng.Intn(300))*time.Millisecond)
 	case kindBigKV:
 		s := spec{Kind: kindBigKV, Run: run, N: 4, Batch: 10, Size: 60 * 1024}
 		h.expectOutcome(&expectation{instance: id, spec: s, want: expected(s), kv: bigKVFinal(s)})
 		instances = append(instances, id)
 		_ = h.start(ctx, id, s)
 	case kindBigOut:
-		startOne(id, spec{Kind: kindBigOut, Run: run, Size: 900*1024 + rng.Intn(200*1024)})
+		startOne(id, spec{Kind: kindBigOut, Run: run, Size: 1000*1024 + rng.Intn(150*1024)})
 	case scenarioRefused:
 		s := spec{Kind: kindChain, Run: run, N: 1, Size: refusedSize}
 		h.expectOutcome(&expectation{instance: id, spec: s, want: outcome{State: rt.StateFailed}})
@@ -286,10 +287,14 @@ func (h *harness) activitySpec(rng *rand.Rand, s spec) spec {
 // feedInbox sends the Inbox its events in order, in a burst (a backlog for
 // its continue-as-new) or paced; with Prune on it prunes the instance's old
 // executions half way.
-func (h *harness) feedInbox(ctx context.Context, id string, s spec, rng *rand.Rand) {
+// pace, when set, is the gap between two events instead.
+func (h *harness) feedInbox(ctx context.Context, id string, s spec, rng *rand.Rand, pace time.Duration) {
 	burst := rng.Intn(2) == 0
 	for seq := 1; seq <= s.N; seq++ {
-		if !burst {
+		switch {
+		case pace > 0:
+			sleepCtx(ctx, pace)
+		case !burst:
 			sleepCtx(ctx, time.Duration(rng.Intn(40))*time.Millisecond)
 		}
 		data := eventData(s.Run, seq)

@@ -37,8 +37,11 @@ func (h *harness) crashCommittingContinueAsNew(ctx context.Context, id string, r
 	}
 	instance := []byte(fmt.Sprintf("%q", id))
 	match := func(op string, body []byte) bool {
+		// The turn's documents: its outbox, and the instance and
+		// execution documents now reading ContinuedAsNew (the message
+		// itself may sit in a staged outbox part).
 		return op == "Batch" && bytes.Contains(body, []byte(`"type":"outbox"`)) && bytes.Contains(body, instance) &&
-			bytes.Contains(body, []byte("ContinueAsNew"))
+			bytes.Contains(body, []byte("ContinuedAsNew"))
 	}
 	down := time.Duration(2+rng.Intn(4)) * time.Minute
 	go h.crashCommitting(context.WithoutCancel(ctx), match, down)

@@ -67,10 +67,34 @@ func (h *harness) treeDelete(ctx context.Context, idx int, id string, rng *rand.
 		<-deleted
 		deleter.shutdown(context.WithoutCancel(ctx))
 	}()
-	// At once: the moment the parent's partition is swept.
+	// At once: the moment the parent reads deleted. A deletion whose
+	// process died before it wrote its intent is retried by its caller,
+	// as any caller that saw its call fail would.
+	var answered error
+	retried := false
 	gone := h.env.progress.waitUntil(ctx, 5*time.Millisecond, func() bool {
 		st, err := h.observer.GetStatus(ctx, id)
-		return err == nil && st.State == rt.StateNotFound
+		if err == nil && st.State == rt.StateNotFound {
+			return true
+		}
+		select {
+		case answered = <-deleted:
+			if answered != nil && !retried {
+				retried = true
+				go func() {
+					_ = h.call(ctx, func(ctx context.Context, c *rt.Client) error {
+						_, err := c.DeleteInstance(ctx, id, true)
+						if isNotFound(err) {
+							return nil
+						}
+						return err
+					})
+				}()
+			}
+			deleted <- answered // for the deferred wait
+		default:
+		}
+		return false
 	})
 	if !gone {
 		h.viol.add(invStuck, id, fmt.Sprintf("a tree deletion whose process %s never finished (%s)", how, h.env.progress.why()))

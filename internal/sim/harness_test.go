@@ -172,7 +172,7 @@ func TestStampsFlagAWriterWhoseStampedItemsOthersTake(t *testing.T) {
 	s.open[stampKey{pk: "p", id: "x"}] = "z"
 	s.consumed("z", stampKey{pk: "p", id: "x"})
 	v := &violations{}
-	s.check(v, func(string) time.Duration { return 50 * time.Millisecond })
+	s.check(v, func(string) string { return "poll=50ms" })
 	require.Len(t, v.all(), 1)
 	assert.Equal(t, invStampHonoured, v.all()[0].Invariant)
 	assert.Contains(t, v.all()[0].Detail, "w stamped 20")

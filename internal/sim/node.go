@@ -63,7 +63,7 @@ type env struct {
 	quiet     atomic.Bool // faults are off for nodes started from now on
 	progress  *progress   // the run's heartbeat (progress.go)
 	clock     *simClock   // the simulated world's time (clock.go)
-	polls     sync.Map    // node id → its PollInterval, for reports
+	polls     sync.Map    // node id → its settings, for reports
 }
 
 // drawSettings picks a node's settings from rng.
@@ -188,7 +188,7 @@ func drawTagFilter(rng *rand.Rand, tags, full bool) cdb.TagFilter {
 // caller retries.
 func startNode(ctx context.Context, e *env, id string, slot int, s nodeSettings, clientOnly bool) (*node, error) {
 	ft := newFaultTransport(e.transport, e.cfg.Faults, s.faultSeed, e.stats, !clientOnly)
-	e.polls.Store(id, s.provider.PollInterval)
+	e.polls.Store(id, s)
 	ft.commit = e.rec.observeCommits(id)
 	ft.quiet.Store(e.quiet.Load())
 	client, err := cdb.NewClient(e.endpoint, cdb.ClientOptions{Key: e.key, Transport: ft, Now: e.clock.now,
@@ -336,6 +336,7 @@ func (c *cluster) startClientNode(ctx context.Context, r role, name string, adju
 		if adjust != nil {
 			adjust(&s, id)
 		}
+		s.describeSelf = fmt.Sprintf("client-only skew=%s short=%t leases=%t", s.skew, s.provider.ShortPolling, s.provider.ProcessLeases != nil)
 		n, err := startNode(ctx, c.env, id, -1, s, true)
 		if err == nil {
 			return n, nil

@@ -161,7 +161,7 @@ func (r Report) Print(w io.Writer) {
 			fmt.Fprintf(w, "    %s\n", v)
 		}
 	}
-	fmt.Fprintf(w, "  invariant violations: %d\n", len(r.Violations))
+	fmt.Fprintf(w, "  invariant violations: %d%s\n", len(r.Violations), byInvariant(r.Violations))
 	for i, v := range r.Violations {
 		if i == 50 {
 			fmt.Fprintf(w, "    ... %d more\n", len(r.Violations)-i)
@@ -205,4 +205,16 @@ func split(all []Violation, pending []string) (failing, known []Violation) {
 		}
 	}
 	return failing, known
+}
+
+// byInvariant counts violations by invariant, for the summary line.
+func byInvariant(vs []Violation) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	m := map[string]int{}
+	for _, v := range vs {
+		m[v.Invariant]++
+	}
+	return " (" + counts(m) + ")"
 }

@@ -88,10 +88,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	checkSessions(viol, execs, crashed, clock)
 	checkOneHolder(viol, execs, e.rec.shutdownsSoFar(), crashed)
 	probe.check(ctx, viol, ranges, held)
-	rec.stamps.check(viol, func(node string) time.Duration {
-		d, _ := e.polls.Load(node)
-		poll, _ := d.(time.Duration)
-		return poll
+	rec.stamps.check(viol, func(node string) string {
+		s, _ := e.polls.Load(node)
+		settings, _ := s.(nodeSettings)
+		return settings.describeSelf
 	})
 	stats.Stamps = rec.stamps.summary()
 

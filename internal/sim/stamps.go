@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 )
 
 // Own writes (stamp-honoured): with process leases a queue item may name
@@ -104,7 +103,7 @@ func (s *stamps) consumed(node string, key stampKey) {
 
 // check reports the writers whose stamps others mostly honoured for
 // nothing.
-func (s *stamps) check(v *violations, pollOf func(node string) time.Duration) {
+func (s *stamps) check(v *violations, describe func(node string) string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	writers := make([]string, 0, len(s.others))
@@ -115,8 +114,8 @@ func (s *stamps) check(v *violations, pollOf func(node string) time.Duration) {
 	for _, w := range writers {
 		total := s.own[w] + s.others[w]
 		if total >= stampMinSample && float64(s.others[w]) > stampMaxShare*float64(total) {
-			v.add(invStampHonoured, "", fmt.Sprintf("%s stamped %d queue items as its own and took %d itself: %d waited up to a poll interval (%s) for a writer that did not take them",
-				w, total, s.own[w], s.others[w], pollOf(w)))
+			v.add(invStampHonoured, "", fmt.Sprintf("%s stamped %d queue items as its own and took %d itself: %d waited up to a poll interval for a writer that did not take them (%s)",
+				w, total, s.own[w], s.others[w], describe(w)))
 		}
 	}
 }

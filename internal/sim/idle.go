@@ -19,8 +19,8 @@ import (
 // workload has drained, whose transport counts its requests over
 // idleWindow after a warm-up.
 const (
-	idleWarmUp = 2 * time.Second
-	idleWindow = 4 * time.Second
+	idleWarmUp = time.Second
+	idleWindow = 3 * time.Second
 	// idleQueues are the queues an idle process polls: orchestrations and
 	// activities.
 	idleQueues = 2

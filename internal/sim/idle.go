@@ -20,7 +20,7 @@ import (
 // idleWindow after a warm-up.
 const (
 	idleWarmUp = time.Second
-	idleWindow = 3 * time.Second
+	idleWindow = 4 * time.Second
 	// idleQueues are the queues an idle process polls: orchestrations and
 	// activities.
 	idleQueues = 2

@@ -14,8 +14,8 @@ import (
 
 // treeDelete (Features.TreeDeletes) runs a Parent with one child, deletes
 // the tree (force) through a process of its own that dies after its k-th
-// write (or, with Faults.Pauses, stalls there for longer than
-// AbandonedDeletionAge and then resumes), and starts the parent's id again
+// write (or, with Faults.Pauses, stalls before it marks the child for longer
+// than AbandonedDeletionAge and then resumes), and starts the parent's id again
 // as soon as it reads NotFound: the second incarnation, whose first turn
 // starts the child under the same id, must finish.
 func (h *harness) treeDelete(ctx context.Context, idx int, id string, rng *rand.Rand) {
@@ -51,9 +51,14 @@ func (h *harness) treeDelete(ctx context.Context, idx int, id string, rng *rand.
 	pause := h.env.cfg.Faults.Pauses && rng.Intn(2) == 0
 	how := fmt.Sprintf("crashes after its write %d", k)
 	if pause {
+		// Before it marks the child: by the time it resumes, a reconciler
+		// has finished the deletion and the parent's new life has started
+		// the child again.
 		d := 2*deletionAge + time.Second
-		deleter.transport.pauseOn.Store(&pauseTrigger{match: kth, d: d})
-		how = fmt.Sprintf("stalls %s before its write %d", d, k)
+		child := []byte(id + "::sub::")
+		markChild := func(op string, seen []byte) bool { return op == "PatchItem" && bytes.Contains(seen, child) }
+		deleter.transport.pauseOn.Store(&pauseTrigger{match: markChild, d: d})
+		how = fmt.Sprintf("stalls %s before it marks the child", d)
 	} else {
 		deleter.transport.crashOn.Store(&crashTrigger{match: kth, after: true, fired: deleter.transport.kill})
 	}

@@ -46,7 +46,9 @@ sdk-compat:
 ## on fresh accounts, from SOAK_SEED (default random): every feature and fault at 5%, node crashes
 ## included; then the two-process scenario over
 ## `cdb emulator` for SOAK_PROCESS_SECONDS (default 30). SOAK_ALL=1 adds full-size fan-outs
-## (up to 150 activities, multi-MB), SOAK_RATE changes the fault rate, SOAK_ENABLE toggles.
+## (up to 150 activities, multi-MB), SOAK_RATE changes the fault rate, SOAK_ENABLE toggles,
+## SOAK_STRICT=1 fails on the pending invariants too. The soak alone bounds each of the
+## harness's waits by a 5-minute hard cap; `go test` waits by the no-progress rule only.
 SOAK_SECONDS         ?= 60
 SOAK_ROUND_SECONDS   ?= 60
 SOAK_PROCESS_SECONDS ?= 30

@@ -25,20 +25,25 @@ type Config struct {
 	// PartitionKeyRanges of the account's container; 0 picks 1–4 from the
 	// seed.
 	PartitionKeyRanges int
-	// SettleTimeout is how long, after the last scenario started, every
-	// instance has to finish (default 90s); CleanTimeout how long the
-	// container then has to drain its queues and outboxes with faults off
-	// (default 30s).
-	SettleTimeout time.Duration
-	CleanTimeout  time.Duration
-	// ScenarioTimeout is how long a scenario waits for its instances
-	// before it gives its in-flight slot up (default 20s); CallTimeout
-	// bounds one call from outside, retries included (default 60s).
-	ScenarioTimeout time.Duration
-	CallTimeout     time.Duration
+	// Stall is how long the whole run may go without any progress (a turn
+	// or an activity completion committing, an activity finishing, an
+	// instance finishing or its history growing) before the harness stops
+	// waiting; what it waited for is then reported (default 60s). Nothing
+	// else bounds a wait in a bounded run: a slow machine makes a run
+	// longer, never red (progress.go).
+	Stall time.Duration
+	// HardCap bounds each of the harness's waits by the wall clock as
+	// well (0: none). Only the soak sets it, so a livelock that commits
+	// forever cannot keep a soak from ending.
+	HardCap time.Duration
 
 	Features Features
 	Faults   Faults
+	// Pending are invariants a defect still open breaks under this
+	// configuration's workload: they are checked and their violations
+	// printed, but they do not fail the run. A name leaves the list when
+	// its fix lands.
+	Pending []string
 
 	// ReplayFlags are the test flags that make this configuration (besides
 	// the seed), for the replay command a report prints.
@@ -88,6 +93,37 @@ type Features struct {
 	// BacklogMax bounds the events queued for one instance (default 20);
 	// above 60 a continue-as-new meets a capped batch.
 	BacklogMax int
+
+	// The toggles below (issue 21) reach paths the ones above do not.
+	//
+	// TreeDeletes deletes a parent with its child while they run, through
+	// a process that crashes part way through the deletion (or, with
+	// Faults.Pauses, stalls there longer than AbandonedDeletionAge and then
+	// resumes), and starts the parent's id again as soon as it reads
+	// NotFound.
+	TreeDeletes bool
+	// LargeContinueAsNew runs Inboxes whose continue-as-new input is near
+	// 1 MB (its ContinueAsNew message goes through an outbox) and crashes
+	// the process that commits such a turn; the sim's clock then jumps by
+	// minutes (the process is down for minutes) before its replacement
+	// starts, while events keep coming.
+	LargeContinueAsNew bool
+	// MixedNodes mixes every node configuration the provider offers in one
+	// run: process leases on and off, ShortPolling, an old build's
+	// capability filter next to the new build's, tag filters; and the
+	// workload's events are raised through random nodes, not only the
+	// application, so each configuration's own writes are exercised.
+	MixedNodes bool
+	// LargeValues writes KV near its limits (40 keys of 60 KB over 4
+	// turns) and outputs of about 1 MB.
+	LargeValues bool
+	// RefusedTurns runs orchestrations whose first turn the provider
+	// refuses (an activity input over a document's size): each must end
+	// Failed, readable as failed with its name.
+	RefusedTurns bool
+	// NeverStartedEvents raises, in the quiet phase, events for ids that
+	// never start, and the idle probe then measures what they cost.
+	NeverStartedEvents bool
 }
 
 // Faults are the failures injected while the workload runs.
@@ -114,6 +150,25 @@ type Faults struct {
 	// ClockSkew is the most a node's clock is off (each node draws its own
 	// offset in ±ClockSkew); keep it well under half the shortest lock.
 	ClockSkew time.Duration
+
+	// BadClock, when set, adds one worker-only node whose clock is ahead
+	// by a random amount up to it (minutes to an hour), through which the
+	// harness also raises some events: one bad clock must not change what
+	// the healthy nodes do (timer-not-early).
+	BadClock time.Duration
+	// TransientRefusals adds the refusals a real account gives for a while
+	// (401 while a token refreshes, 403 while a role propagates, 404/1003
+	// after a container is created, 413 when its size accounting differs)
+	// to the node's fault kinds; the application's own calls do not meet
+	// them.
+	TransientRefusals bool
+	// Shutdowns shuts a node's runtime down (Runtime.Shutdown with a short
+	// context) while an activity that does not stop at once runs on it,
+	// then replaces the node.
+	Shutdowns bool
+	// Pauses stalls a node (every request it sends waits) for longer than
+	// its locks and leases, then lets it resume.
+	Pauses bool
 }
 
 // AllFeatures turns every workload feature on.
@@ -141,7 +196,9 @@ func Passing(seed int64) Config {
 	f := AllFeatures()
 	f.FanOutMax = 120
 	f.LargePayloadBytes = 16 * 1024
-	return Config{Seed: seed, Features: f, Faults: AllFaults(0.05)}
+	// stamp-honoured: own-writes stamps on items for other instances
+	// (issue 21, defect 3) fire it with every process leasing.
+	return Config{Seed: seed, Features: f, Faults: AllFaults(0.05), Pending: []string{invStampHonoured}}
 }
 
 func (c Config) withDefaults() Config {
@@ -158,10 +215,7 @@ func (c Config) withDefaults() Config {
 	setInt(&c.Nodes, 3)
 	setInt(&c.Scenarios, 30)
 	setInt(&c.InFlight, 8)
-	setDuration(&c.SettleTimeout, 90*time.Second)
-	setDuration(&c.CleanTimeout, 30*time.Second)
-	setDuration(&c.ScenarioTimeout, 20*time.Second)
-	setDuration(&c.CallTimeout, time.Minute)
+	setDuration(&c.Stall, time.Minute)
 	setInt(&c.Features.FanOutMax, 20)
 	setInt(&c.Features.LargePayloadBytes, 25*1024)
 	setInt(&c.Features.BacklogMax, 20)
@@ -179,6 +233,10 @@ func (c Config) withDefaults() Config {
 func (c *Config) Enable(names ...string) error {
 	for _, name := range names {
 		if name == "" {
+			continue
+		}
+		if name == "BadClock" { // a duration: on means an hour
+			c.Faults.BadClock = time.Hour
 			continue
 		}
 		if !setToggle(reflect.ValueOf(&c.Features).Elem(), name) && !setToggle(reflect.ValueOf(&c.Faults).Elem(), name) {

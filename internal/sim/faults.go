@@ -25,6 +25,11 @@ const (
 	faultDrop         = "drop"
 	faultLoseResponse = "lost-response"
 	faultLatency      = "latency-spike"
+	// The transient refusals (Faults.TransientRefusals).
+	fault401  = "401"
+	fault403  = "403"
+	fault404x = "404.1003"
+	fault413  = "413"
 )
 
 // errNodeDown is what a crashed node's requests fail with: the process is
@@ -45,27 +50,47 @@ type faultTransport struct {
 	mu  sync.Mutex
 	rng *rand.Rand
 
+	// requests counts every request the node sent (the idle budget).
+	requests atomic.Int64
+
 	dead  atomic.Bool
 	quiet atomic.Bool // faults off (the end of a run); crashes still apply
 	// crashOn, when set, is checked on every request: it returns whether
 	// the node dies before sending the request or after its response.
 	crashOn atomic.Pointer[crashTrigger]
+	// pausedUntil (unix nanoseconds) holds every request back until then:
+	// the process is stalled (a GC or VM pause), not dead. pauseOn stalls
+	// it at the first request it matches.
+	pausedUntil atomic.Int64
+	pauseOn     atomic.Pointer[pauseTrigger]
+}
+
+// pauseTrigger stalls the node for d at the first request it matches,
+// before sending it.
+type pauseTrigger struct {
+	match func(op string, body []byte) bool
+	d     time.Duration
+	fired func()
+	once  sync.Once
 }
 
 // crashTrigger kills the node at the first request it matches.
 type crashTrigger struct {
-	match func(op string) bool
+	match func(op string, body []byte) bool
 	after bool // let the request execute, then die before the response
 	fired func()
 	once  sync.Once
 }
 
-func newFaultTransport(next http.RoundTripper, faults Faults, seed int64, stats *Stats) *faultTransport {
+// newFaultTransport builds a node's transport; refusals says whether the
+// transient refusals apply to it (not to the application's calls).
+func newFaultTransport(next http.RoundTripper, faults Faults, seed int64, stats *Stats, refusals bool) *faultTransport {
 	t := &faultTransport{next: next, faults: faults, stats: stats, rng: rand.New(rand.NewSource(seed))}
+	refuse := faults.TransientRefusals && refusals
 	for kind, on := range map[string]bool{
 		faultThrottle: faults.Throttle, faultUnavailable: faults.Unavailable, faultTimeout: faults.Timeout,
 		faultGone: faults.Gone, faultDrop: faults.DropConnection, faultLoseResponse: faults.LoseResponse,
-		faultLatency: faults.LatencySpike,
+		faultLatency: faults.LatencySpike, fault401: refuse, fault403: refuse, fault404x: refuse, fault413: refuse,
 	} {
 		if on {
 			t.kinds = append(t.kinds, kind)
@@ -81,6 +106,7 @@ func (t *faultTransport) kill() { t.dead.Store(true) }
 
 // RoundTrip applies a pending crash or a random fault, or forwards.
 func (t *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.requests.Add(1)
 	if t.dead.Load() {
 		return nil, t.downError(req)
 	}
@@ -89,8 +115,16 @@ func (t *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	op := operationOf(req)
+	// Triggers see the partition key header, a newline, then the body.
+	seen := append([]byte(req.Header.Get("x-ms-documentdb-partitionkey")+"\n"), body...)
+	if err := t.holdWhilePaused(req.Context(), op, seen); err != nil {
+		return nil, err
+	}
+	if t.dead.Load() {
+		return nil, t.downError(req)
+	}
 	crashAfter := false
-	if trig := t.crashOn.Load(); trig != nil && trig.match(op) {
+	if trig := t.crashOn.Load(); trig != nil && trig.match(op, seen) {
 		if !trig.after {
 			trig.once.Do(trig.fired)
 			return nil, t.downError(req)
@@ -110,6 +144,14 @@ func (t *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return statusResponse(req, http.StatusRequestTimeout, 0, 0), nil
 	case faultGone:
 		return statusResponse(req, http.StatusGone, 1002, 0), nil
+	case fault401:
+		return statusResponse(req, http.StatusUnauthorized, 0, 0), nil
+	case fault403:
+		return statusResponse(req, http.StatusForbidden, 0, 0), nil
+	case fault404x:
+		return statusResponse(req, http.StatusNotFound, 1003, 0), nil
+	case fault413:
+		return statusResponse(req, http.StatusRequestEntityTooLarge, 0, 0), nil
 	case faultDrop:
 		return nil, fmt.Errorf("sim: %s %s: connection reset before the request was sent: %w", req.Method, req.URL.Path, io.ErrUnexpectedEOF)
 	case faultLatency:
@@ -139,6 +181,30 @@ func (t *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, nil
 }
+
+// holdWhilePaused makes a request wait while the node is paused (arming a
+// pause first if this request matches pauseOn).
+func (t *faultTransport) holdWhilePaused(ctx context.Context, op string, body []byte) error {
+	if trig := t.pauseOn.Load(); trig != nil && trig.match(op, body) {
+		trig.once.Do(func() {
+			t.pause(trig.d)
+			if trig.fired != nil {
+				trig.fired()
+			}
+		})
+	}
+	wait := time.Until(time.Unix(0, t.pausedUntil.Load()))
+	if wait <= 0 {
+		return nil
+	}
+	if !sleepCtx(ctx, wait) {
+		return fmt.Errorf("sim: paused: %w", ctx.Err())
+	}
+	return nil
+}
+
+// pause stalls every request from now for d.
+func (t *faultTransport) pause(d time.Duration) { t.pausedUntil.Store(time.Now().Add(d).UnixNano()) }
 
 func (t *faultTransport) forward(req *http.Request, body []byte) (*http.Response, error) {
 	out := req.Clone(req.Context())

@@ -2,12 +2,15 @@ package sim
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/duroxide-go/cdb"
 	rt "github.com/duroxide-go/cdb/durable"
 )
 
@@ -51,7 +54,7 @@ func TestSessionsFlagAnotherOwnerWhileTheSessionIsHeld(t *testing.T) {
 		{Key: activityKey{Instance: "z", ID: 1}, Node: "b", Owner: "b", Session: "s", Start: at(20), End: at(30), Finished: true},
 		{Key: activityKey{Instance: "w", ID: 1}, Node: "c", Owner: "c", Session: "s", Start: at(5000), End: at(5010), Finished: true},
 	}
-	checkSessions(v, execs, map[string]bool{})
+	checkSessions(v, execs, map[string]bool{}, nil)
 	got := v.all()
 	require.Len(t, got, 2, "y overlaps x on another owner, z starts right after x on another owner; w comes long after")
 	assert.Equal(t, invSessionAffinity, got[0].Invariant)
@@ -61,9 +64,9 @@ func TestSessionsFlagAnotherOwnerWhileTheSessionIsHeld(t *testing.T) {
 		{Key: activityKey{Instance: "x", ID: 1}, Node: "a", Owner: "a", Session: "s", Start: at(0), End: at(10), Finished: true},
 		{Key: activityKey{Instance: "y", ID: 1}, Node: "b", Owner: "b", Session: "s", Start: at(100), End: at(110), Finished: true},
 	}
-	checkSessions(v, handover, map[string]bool{})
+	checkSessions(v, handover, map[string]bool{}, nil)
 	assert.Len(t, v.all(), 3, "a session moving to another owner right after an activity")
-	checkSessions(v, handover, map[string]bool{"a": true})
+	checkSessions(v, handover, map[string]bool{"a": true}, nil)
 	assert.Len(t, v.all(), 3, "a crashed owner's runs are left out: its sessions may move")
 }
 
@@ -91,3 +94,86 @@ func TestTheTransportSeesCompletionsCommit(t *testing.T) {
 }
 
 func statusCompleted(out string) rt.Status { return rt.Status{State: rt.StateCompleted, Output: out} }
+
+// TestAWaitEndsOnlyWhenTheRunStopsProgressing shows the no-progress rule: a
+// wait whose condition takes several stall stretches to hold still succeeds
+// while something keeps marking progress, and a wait with no progress at all
+// gives up.
+func TestAWaitEndsOnlyWhenTheRunStopsProgressing(t *testing.T) {
+	p := newProgress(50*time.Millisecond, 0)
+	var ready atomic.Bool
+	stop := make(chan struct{})
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			p.mark()
+			if i == 60 { // some 300ms in: six stall stretches
+				ready.Store(true)
+			}
+		}
+	}()
+	assert.True(t, p.waitUntil(context.Background(), time.Millisecond, ready.Load), "a progressing run is waited for")
+	close(stop)
+
+	assert.False(t, p.waitUntil(context.Background(), time.Millisecond, func() bool { return false }), "a stalled run is not")
+	assert.True(t, p.stalled())
+	assert.Contains(t, p.why(), "no progress anywhere")
+}
+
+func TestOneHolderFlagsAnotherNodeBeforeTheShutDownNodesGraceEnds(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	key := activityKey{Instance: "i", Exec: 1, ID: 2, Run: "0.0"}
+	a := execution{Key: key, Node: "a", Start: at(0), End: at(2000), Finished: true}
+	shutdowns := map[string]shutdownRecord{"a": {At: at(100), Grace: 500 * time.Millisecond}}
+
+	v := &violations{}
+	checkOneHolder(v, []execution{a, {Key: key, Node: "b", Start: at(150), End: at(200), Finished: true}}, shutdowns, map[string]bool{})
+	require.Len(t, v.all(), 1, "b started while a's runtime was shutting down, inside its grace")
+	assert.Equal(t, invOneHolder, v.all()[0].Invariant)
+
+	v = &violations{}
+	checkOneHolder(v, []execution{a, {Key: key, Node: "b", Start: at(700), End: at(800), Finished: true}}, shutdowns, map[string]bool{})
+	assert.Empty(t, v.all(), "after the grace the item may move")
+	checkOneHolder(v, []execution{a, {Key: key, Node: "b", Start: at(150), End: at(200), Finished: true}}, shutdowns, map[string]bool{"a": true})
+	assert.Empty(t, v.all(), "a crashed node holds nothing")
+}
+
+func TestATimerStampedBeforeItsDueTimeIsEarly(t *testing.T) {
+	src := uint64(2)
+	fired := func(dueMs, stampMs uint64) cdb.Event {
+		return cdb.Event{EventID: 3, SourceEventID: &src, TimestampMs: stampMs, Kind: cdb.TimerFiredEvent{FireAtMs: dueMs}}
+	}
+	v := &violations{}
+	checkHistory(v, "i", 1, []cdb.Event{fired(10_000, 10_010)}, 50*time.Millisecond)
+	checkHistory(v, "i", 1, []cdb.Event{fired(10_000, 9_960)}, 50*time.Millisecond)
+	require.Empty(t, v.all(), "on time, and early within the skew")
+	checkHistory(v, "i", 1, []cdb.Event{fired(10_000+3_600_000, 10_000)}, 50*time.Millisecond)
+	require.Len(t, v.all(), 1)
+	assert.Equal(t, invTimerNotEarly, v.all()[0].Invariant)
+}
+
+func TestStampsFlagAWriterWhoseStampedItemsOthersTake(t *testing.T) {
+	crashed := map[string]bool{}
+	s := newStamps(func(n string) bool { return crashed[n] })
+	for i := range 20 {
+		key := stampKey{pk: "p", id: fmt.Sprint(i)}
+		s.open[key] = "w"
+		taker := "w"
+		if i%4 != 0 {
+			taker = "other" // three quarters taken by another process
+		}
+		s.consumed(taker, key)
+	}
+	s.open[stampKey{pk: "p", id: "x"}] = "z"
+	s.consumed("z", stampKey{pk: "p", id: "x"})
+	v := &violations{}
+	s.check(v, func(string) string { return "poll=50ms" })
+	require.Len(t, v.all(), 1)
+	assert.Equal(t, invStampHonoured, v.all()[0].Invariant)
+	assert.Contains(t, v.all()[0].Detail, "w stamped 20")
+}

@@ -23,8 +23,15 @@ func (h *harness) checkOutcomes(ctx context.Context, sendsTwice map[string]bool)
 			continue
 		}
 		h.env.stats.count(&h.env.stats.Instances, 1)
+		if st.State == rt.StateNotFound && h.acceptedStart(e.instance) {
+			h.viol.add(invStartKept, e.instance, fmt.Sprintf("%s: its start was reported accepted and nothing deleted it, but it reads NotFound", e.spec.Kind))
+			continue
+		}
+		if st.State == rt.StateFailed {
+			h.checkFailedReadsFailed(ctx, e.instance, e.spec.Kind)
+		}
 		if !st.IsTerminal() {
-			h.viol.add(invStuck, e.instance, fmt.Sprintf("%s is %s after the settle timeout (want %s); %s",
+			h.viol.add(invStuck, e.instance, fmt.Sprintf("%s is %s when the run stopped progressing (want %s); %s",
 				e.spec.Kind, st.State, e.want.State, h.pending(ctx, e.instance)))
 			continue
 		}
@@ -83,6 +90,18 @@ func (h *harness) checkKV(ctx context.Context, e *expectation) {
 	}
 }
 
+// checkFailedReadsFailed: an instance whose status reads Failed is listed
+// as failed, under the orchestration's name, like any other.
+func (h *harness) checkFailedReadsFailed(ctx context.Context, id, name string) {
+	info, err := h.observer.GetInstanceInfo(ctx, id)
+	switch {
+	case err != nil:
+		h.viol.add(invFailedReadsFailed, id, fmt.Sprintf("%s reads Failed, but its instance info is unreadable: %v", name, err))
+	case info.Status != cdb.StatusFailed || info.OrchestrationName != name:
+		h.viol.add(invFailedReadsFailed, id, fmt.Sprintf("%s reads Failed, but its instance info says %s %q", name, info.Status, info.OrchestrationName))
+	}
+}
+
 // checkHistories reads every instance's executions: each completion
 // appears once per scheduling, each external event once per name, and no
 // instance is left running.
@@ -104,7 +123,7 @@ func (h *harness) checkHistories(ctx context.Context) {
 				h.viol.add(invHarness, id, fmt.Sprintf("read execution %d: %v", exec, err))
 				continue
 			}
-			checkHistory(h.viol, id, exec, history)
+			checkHistory(h.viol, id, exec, history, h.timerTolerance())
 		}
 		st, err := h.observer.GetStatus(ctx, id)
 		if err == nil && !st.IsTerminal() {
@@ -113,14 +132,32 @@ func (h *harness) checkHistories(ctx context.Context) {
 	}
 }
 
-// checkHistory checks one execution's events.
-func checkHistory(v *violations, id string, exec uint64, history []cdb.Event) {
+// timerTolerance is how much earlier than its due time a timer may be
+// stamped firing: the creating and the firing node may each be off by the
+// ordinary skew. The one bad clock (Faults.BadClock) is only ever ahead, so
+// a turn it runs stamps a timer late, never early.
+func (h *harness) timerTolerance() time.Duration {
+	return 2*h.env.cfg.Faults.ClockSkew + 20*time.Millisecond
+}
+
+// checkHistory checks one execution's events. A TimerFired event is stamped
+// with the clock of the node whose turn consumed it: stamped before the
+// timer's due time, the timer fired early on that node.
+func checkHistory(v *violations, id string, exec uint64, history []cdb.Event, tolerance time.Duration) {
 	completions := map[uint64]int{}
 	raised := map[string]int{}
 	for _, ev := range history {
 		switch k := ev.Kind.(type) {
+		case cdb.TimerFiredEvent:
+			if early := time.Duration(int64(k.FireAtMs)-int64(ev.TimestampMs)) * time.Millisecond; early > tolerance {
+				v.add(invTimerNotEarly, id, fmt.Sprintf("execution %d: timer (event %d) due at %s fired %s early", exec, ev.EventID,
+					stamp(time.UnixMilli(int64(k.FireAtMs))), early))
+			}
+			if ev.SourceEventID != nil {
+				completions[*ev.SourceEventID]++
+			}
 		case cdb.ActivityCompletedEvent, cdb.ActivityFailedEvent, cdb.SubOrchestrationCompleted,
-			cdb.SubOrchestrationFailed, cdb.TimerFiredEvent:
+			cdb.SubOrchestrationFailed:
 			if ev.SourceEventID != nil {
 				completions[*ev.SourceEventID]++
 			}
@@ -166,7 +203,7 @@ const sessionHoldGap = time.Second
 // on two owners at once, and one that starts soon after another ended runs
 // on the same owner (executions on crashed nodes aside). duroxide keys a
 // session by its id alone, so this holds across instances.
-func checkSessions(v *violations, execs []execution, crashed map[string]bool) {
+func checkSessions(v *violations, execs []execution, crashed map[string]bool, clock *simClock) {
 	bySession := map[string][]execution{}
 	for _, e := range execs {
 		if e.Session != "" && e.Finished && !crashed[e.Node] {
@@ -177,8 +214,8 @@ func checkSessions(v *violations, execs []execution, crashed map[string]bool) {
 		sort.Slice(list, func(i, j int) bool { return list[i].Start.Before(list[j].Start) })
 		for i := range list {
 			for j := i + 1; j < len(list) && list[j].Start.Before(list[i].End.Add(sessionHoldGap)); j++ {
-				if list[i].Owner == list[j].Owner {
-					continue
+				if list[i].Owner == list[j].Owner || clock.jumpedBetween(list[i].Start, list[j].Start) {
+					continue // a clock jump expires every lock: the session may move
 				}
 				how := "while"
 				if !list[j].Start.Before(list[i].End) {
@@ -188,6 +225,37 @@ func checkSessions(v *violations, execs []execution, crashed map[string]bool) {
 					"session %q ran on %s (%s, %s–%s) %s %s held it (%s, %s–%s)", session,
 					list[j].Owner, list[j].Key, stamp(list[j].Start), stamp(list[j].End), how,
 					list[i].Owner, list[i].Key, stamp(list[i].Start), stamp(list[i].End)))
+			}
+		}
+	}
+}
+
+// checkOneHolder: an activity whose runtime was shut down while its body
+// ran keeps its lock until the body returns or the runtime's cancellation
+// grace ends, so no other node starts the same activity before then.
+// Overlaps after a lost lock (renewals that failed under faults, a crash)
+// are at-least-once and allowed; the shut-down node's transport is quiet,
+// so only the runtime can have let the lock go.
+func checkOneHolder(v *violations, execs []execution, shutdowns map[string]shutdownRecord, crashed map[string]bool) {
+	byKey := map[activityKey][]execution{}
+	for _, e := range execs {
+		byKey[e.Key] = append(byKey[e.Key], e)
+	}
+	for _, list := range byKey {
+		for _, a := range list {
+			sd, ok := shutdowns[a.Node]
+			if !ok || crashed[a.Node] || a.End.Before(sd.At) || a.Start.After(sd.At) {
+				continue
+			}
+			heldUntil := a.End
+			if until := sd.At.Add(sd.Grace); until.Before(heldUntil) {
+				heldUntil = until
+			}
+			for _, b := range list {
+				if b.Node != a.Node && b.Start.After(a.Start) && b.Start.Before(heldUntil) {
+					v.add(invOneHolder, a.Key.Instance, fmt.Sprintf("%s ran on %s from %s while %s (shut down at %s, grace %s) still ran it until %s",
+						a.Key, b.Node, stamp(b.Start), a.Node, stamp(sd.At), sd.Grace, stamp(a.End)))
+				}
 			}
 		}
 	}
@@ -216,21 +284,29 @@ const leftoversQuery = `SELECT c.id, c.type, c.instance, c.item, c.visibleAt, c.
  OR (c.type = 'outbox-part' AND c.ttl = -1)
  OR (c.type = 'inst' AND (NOT IS_DEFINED(c.name) OR IS_DEFINED(c.deleting)))`
 
-// checkLeftovers waits up to timeout for the container to drain, then
-// reports what is left.
-func (h *harness) checkLeftovers(ctx context.Context, container *cdb.ContainerClient, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
+// checkLeftovers waits for the container to drain (until the run stalls:
+// progress.go), then reports what is left. A leftover count that fell is
+// progress.
+func (h *harness) checkLeftovers(ctx context.Context, container *cdb.ContainerClient) {
 	var left []leftover
-	for {
-		var err error
-		left, err = queryLeftovers(ctx, container)
-		if err != nil {
-			h.viol.add(invHarness, "", fmt.Sprintf("query leftovers: %v", err))
-			return
+	var queryErr error
+	fewest := -1
+	h.env.progress.waitUntil(ctx, 200*time.Millisecond, func() bool {
+		left, queryErr = queryLeftovers(ctx, container)
+		if queryErr != nil {
+			return true
 		}
-		if len(left) == 0 || time.Now().After(deadline) || !sleepCtx(ctx, 200*time.Millisecond) {
-			break
+		if fewest < 0 || len(left) < fewest {
+			if fewest >= 0 {
+				h.env.progress.mark()
+			}
+			fewest = len(left)
 		}
+		return len(left) == 0
+	})
+	if queryErr != nil {
+		h.viol.add(invHarness, "", fmt.Sprintf("query leftovers: %v", queryErr))
+		return
 	}
 	described := map[string]bool{}
 	for _, l := range left {
@@ -238,7 +314,7 @@ func (h *harness) checkLeftovers(ctx context.Context, container *cdb.ContainerCl
 			described[l.Instance] = true
 			h.viol.add(invLeftovers, l.Instance, fmt.Sprintf("instance left with documents: %s", h.describeInstance(ctx, l.Instance)))
 		}
-		h.viol.add(invLeftovers, l.Instance, fmt.Sprintf("%s document %q left after %s with faults off%s%s", l.Type, l.ID, timeout, itemKind(l.Item), l.queueState()))
+		h.viol.add(invLeftovers, l.Instance, fmt.Sprintf("%s document %q left with faults off (%s)%s%s", l.Type, l.ID, h.env.progress.why(), itemKind(l.Item), l.queueState()))
 	}
 }
 

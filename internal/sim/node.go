@@ -23,6 +23,9 @@ type role struct {
 	// oldBuild nodes' orchestration dispatchers replay no version in use
 	// (a rolling upgrade's old build): they must not hold work up.
 	oldBuild bool
+	// badClock nodes run activities only, on a clock minutes to an hour
+	// ahead (Faults.BadClock).
+	badClock bool
 }
 
 // nodeSettings are one node's random settings.
@@ -58,24 +61,35 @@ type env struct {
 	stats     *Stats
 	logger    *slog.Logger
 	quiet     atomic.Bool // faults are off for nodes started from now on
+	progress  *progress   // the run's heartbeat (progress.go)
+	clock     *simClock   // the simulated world's time (clock.go)
+	polls     sync.Map    // node id → its settings, for reports
 }
 
 // drawSettings picks a node's settings from rng.
-func drawSettings(rng *rand.Rand, cfg Config, r role, id string) nodeSettings {
+func drawSettings(rng *rand.Rand, cfg Config, clock *simClock, r role, id string) nodeSettings {
 	f := cfg.Faults
 	s := nodeSettings{faultSeed: rng.Int63()}
 	if f.ClockSkew > 0 {
 		s.skew = time.Duration(rng.Int63n(int64(2*f.ClockSkew))) - f.ClockSkew
 	}
-	now := func() time.Time { return time.Now().Add(s.skew) }
+	if r.badClock {
+		s.skew = f.BadClock/12 + time.Duration(rng.Int63n(int64(f.BadClock-f.BadClock/12)+1))
+	}
+	now := func() time.Time { return clock.now().Add(s.skew) }
 	s.provider = cdb.Config{
 		SkipBootstrap:        true,
 		PollInterval:         time.Duration(10+rng.Intn(90)) * time.Millisecond,
 		CandidatesPerRange:   []int{4, 8, 32}[rng.Intn(3)],
 		ReconcileInterval:    time.Duration(200+rng.Intn(300)) * time.Millisecond,
 		OutboxMinAge:         time.Duration(100+rng.Intn(200)) * time.Millisecond,
-		AbandonedDeletionAge: 2 * time.Second,
+		AbandonedDeletionAge: deletionAge,
 		Now:                  now,
+	}
+	if cfg.Features.LargeContinueAsNew {
+		// Reconcilers nearer the default (5s), so an outbox whose
+		// relay died waits for one as it would in production.
+		s.provider.ReconcileInterval = time.Duration(1000+rng.Intn(4000)) * time.Millisecond
 	}
 	if cfg.Features.CappedTurns && rng.Intn(2) == 0 {
 		s.provider.MaxMessagesPerTurn = 10
@@ -105,6 +119,9 @@ func drawSettings(rng *rand.Rand, cfg Config, r role, id string) nodeSettings {
 	if !r.full && rng.Intn(4) == 0 {
 		o.WorkerOnly = true
 	}
+	if r.badClock {
+		o.WorkerOnly = true
+	}
 	if r.oldBuild {
 		o.SupportedReplayVersions = &cdb.SemverRange{Min: cdb.NewSemanticVersion(0, 0, 1), Max: cdb.NewSemanticVersion(0, 1, 0)}
 		o.WorkerOnly = false
@@ -118,10 +135,30 @@ func drawSettings(rng *rand.Rand, cfg Config, r role, id string) nodeSettings {
 	// restart joins, a shutdown leaves, a crash (its transport dead first)
 	// leaves its entry to expire.
 	s.provider.ProcessLeases = &cdb.ProcessLeaseOptions{ProcessID: id, LeaseDuration: time.Duration(1000+rng.Intn(2000)) * time.Millisecond}
-	s.describeSelf = fmt.Sprintf("skew=%s orch=%d(worker-only=%t old=%t) workers=%d filter=%s locks=%s/%s poll=%s lease=%s",
-		s.skew, o.OrchestrationConcurrency, o.WorkerOnly, r.oldBuild, o.WorkerConcurrency, o.WorkerTagFilter,
-		o.OrchestratorLockTimeout, o.WorkerLockTimeout, s.provider.PollInterval, s.provider.ProcessLeases.LeaseDuration)
+	if cfg.Features.MixedNodes {
+		mixSettings(rng, &s)
+	}
+	lease := "off"
+	if s.provider.ProcessLeases != nil {
+		lease = s.provider.ProcessLeases.LeaseDuration.String()
+	}
+	s.describeSelf = fmt.Sprintf("skew=%s orch=%d(worker-only=%t old=%t) workers=%d filter=%s locks=%s/%s poll=%s short=%t lease=%s",
+		s.skew, o.OrchestrationConcurrency, s.runtime.WorkerOnly, r.oldBuild, o.WorkerConcurrency, o.WorkerTagFilter,
+		o.OrchestratorLockTimeout, o.WorkerLockTimeout, s.provider.PollInterval, s.provider.ShortPolling, lease)
 	return s
+}
+
+// mixSettings (Features.MixedNodes) draws the configurations one run mixes:
+// process leases on or off, short polling, a cap on the sessions a
+// runtime takes.
+func mixSettings(rng *rand.Rand, s *nodeSettings) {
+	if rng.Intn(2) == 0 {
+		s.provider.ProcessLeases = nil
+	}
+	s.provider.ShortPolling = rng.Intn(3) == 0
+	if rng.Intn(3) == 0 {
+		s.runtime.MaxSessionsPerRuntime = 1
+	}
 }
 
 // tagGPU is the one activity tag the workload uses.
@@ -150,10 +187,11 @@ func drawTagFilter(rng *rand.Rand, tags, full bool) cdb.TagFilter {
 // starts and signals instances). Faults may make the start fail; the
 // caller retries.
 func startNode(ctx context.Context, e *env, id string, slot int, s nodeSettings, clientOnly bool) (*node, error) {
-	ft := newFaultTransport(e.transport, e.cfg.Faults, s.faultSeed, e.stats)
+	ft := newFaultTransport(e.transport, e.cfg.Faults, s.faultSeed, e.stats, !clientOnly)
+	e.polls.Store(id, s)
 	ft.commit = e.rec.observeCommits(id)
 	ft.quiet.Store(e.quiet.Load())
-	client, err := cdb.NewClient(e.endpoint, cdb.ClientOptions{Key: e.key, Transport: ft,
+	client, err := cdb.NewClient(e.endpoint, cdb.ClientOptions{Key: e.key, Transport: ft, Now: e.clock.now,
 		Retry: cdb.RetryOptions{MaxElapsed: 10 * time.Second, MaxDelay: 500 * time.Millisecond}})
 	if err != nil {
 		return nil, fmt.Errorf("sim: node %s: client: %w", id, err)
@@ -226,6 +264,10 @@ type cluster struct {
 	// process (one clock, like one application), with faults but never
 	// crashed, so a call it retries is a call its caller saw fail.
 	app *node
+	// raisers are further client-only processes events are raised
+	// through (MixedNodes, BadClock), never crashed either.
+	raisers []*node
+	clients int // client-only processes started (ids)
 }
 
 func newCluster(e *env, rng *rand.Rand) *cluster {
@@ -233,6 +275,9 @@ func newCluster(e *env, rng *rand.Rand) *cluster {
 	roles[0].full = true
 	if e.cfg.Features.CapabilityFilters {
 		roles = append(roles, role{oldBuild: true})
+	}
+	if e.cfg.Faults.BadClock > 0 {
+		roles = append(roles, role{badClock: true})
 	}
 	return &cluster{env: e, rng: rng, roles: roles, nodes: make([]*node, len(roles))}
 }
@@ -243,7 +288,7 @@ func (c *cluster) start(ctx context.Context, slot int) error {
 		c.mu.Lock()
 		c.next++
 		id := fmt.Sprintf("n%d", c.next)
-		s := drawSettings(c.rng, c.env.cfg, c.roles[slot], id)
+		s := drawSettings(c.rng, c.env.cfg, c.env.clock, c.roles[slot], id)
 		c.mu.Unlock()
 		n, err := startNode(ctx, c.env, id, slot, s, false)
 		if err == nil {
@@ -265,7 +310,7 @@ func (c *cluster) start(ctx context.Context, slot int) error {
 func (c *cluster) startApp(ctx context.Context) error {
 	for {
 		c.mu.Lock()
-		s := drawSettings(c.rng, c.env.cfg, role{}, "app")
+		s := drawSettings(c.rng, c.env.cfg, c.env.clock, role{}, "app")
 		c.mu.Unlock()
 		n, err := startNode(ctx, c.env, "app", -1, s, true)
 		if err == nil {
@@ -277,6 +322,137 @@ func (c *cluster) startApp(ctx context.Context) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// startClientNode starts a client-only process on settings drawn for r,
+// retrying while faults make the start fail.
+func (c *cluster) startClientNode(ctx context.Context, r role, name string, adjust func(s *nodeSettings, id string)) (*node, error) {
+	for {
+		c.mu.Lock()
+		c.clients++
+		id := fmt.Sprintf("%s%d", name, c.clients)
+		s := drawSettings(c.rng, c.env.cfg, c.env.clock, r, id)
+		c.mu.Unlock()
+		if adjust != nil {
+			adjust(&s, id)
+		}
+		s.describeSelf = fmt.Sprintf("client-only skew=%s short=%t leases=%t", s.skew, s.provider.ShortPolling, s.provider.ProcessLeases != nil)
+		n, err := startNode(ctx, c.env, id, -1, s, true)
+		if err == nil {
+			return n, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("sim: start client process %s: %w", id, ctx.Err())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startRaisers starts the client-only processes events are also raised
+// through: with MixedNodes one with process leases and short polling (a
+// process that writes but never fetches), with BadClock one on the bad
+// clock.
+func (c *cluster) startRaisers(ctx context.Context) error {
+	if c.env.cfg.Features.MixedNodes {
+		n, err := c.startClientNode(ctx, role{}, "raiser", func(s *nodeSettings, id string) {
+			s.provider.ShortPolling = true
+			s.provider.ProcessLeases = &cdb.ProcessLeaseOptions{ProcessID: id, LeaseDuration: 2 * time.Second}
+		})
+		if err != nil {
+			return err
+		}
+		c.raisers = append(c.raisers, n)
+	}
+	if c.env.cfg.Faults.BadClock > 0 {
+		n, err := c.startClientNode(ctx, role{badClock: true}, "badclock", nil)
+		if err != nil {
+			return err
+		}
+		c.raisers = append(c.raisers, n)
+	}
+	return nil
+}
+
+// eventCaller picks the application or one of the raisers.
+func (c *cluster) eventCaller() *rt.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i := c.rng.Intn(len(c.raisers) + 1); i < len(c.raisers) {
+		return c.raisers[i].client
+	}
+	return c.app.client
+}
+
+// shutdownNode shuts the node's runtime down while it works, as a deploy
+// does (its faults off first: only the runtime can let a lock go), and
+// starts a replacement in its slot; false when the node is not up.
+func (c *cluster) shutdownNode(ctx context.Context, id string) bool {
+	c.mu.Lock()
+	var n *node
+	for _, cand := range c.nodes {
+		if cand != nil && cand.id == id && !cand.down.Load() {
+			n = cand
+		}
+	}
+	if n != nil {
+		c.nodes[n.slot] = nil
+	}
+	c.mu.Unlock()
+	if n == nil || !n.down.CompareAndSwap(false, true) {
+		return false
+	}
+	n.quiet()
+	c.env.rec.nodeShutDown(n.id, time.Now(), n.settings.runtime.ActivityCancellationGrace)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Millisecond)
+	_ = n.runtime.Shutdown(stopCtx)
+	cancel()
+	n.stop()
+	_ = n.provider.Close()
+	_ = c.start(context.WithoutCancel(ctx), n.slot)
+	return true
+}
+
+// crashCommitting arms every live node to crash after the first batch
+// that matches commits; the simulated clock then jumps by down (minutes in
+// which the committer was down and nobody else acted: clock.go) and the
+// replacement starts a moment later.
+func (c *cluster) crashCommitting(ctx context.Context, match func(op string, body []byte) bool, down time.Duration) {
+	fired := make(chan *node, 1)
+	var won atomic.Bool
+	for _, n := range c.all() {
+		trig := &crashTrigger{after: true}
+		trig.match = func(op string, body []byte) bool { return !won.Load() && match(op, body) }
+		trig.fired = func() {
+			if won.CompareAndSwap(false, true) {
+				n.transport.kill()
+				fired <- n
+			}
+		}
+		n.transport.crashOn.Store(trig)
+	}
+	var n *node
+	if !c.env.progress.waitUntil(ctx, 10*time.Millisecond, func() bool {
+		select {
+		case n = <-fired:
+			return true
+		default:
+			return false
+		}
+	}) {
+		return
+	}
+	c.env.stats.crash("after-continue-as-new-outbox")
+	c.env.rec.nodeCrashed(n.id)
+	c.env.logger.Info("node crashed committing a continue-as-new; the clock jumps", "node", n.id, "down", down)
+	c.mu.Lock()
+	if c.nodes[n.slot] == n {
+		c.nodes[n.slot] = nil
+	}
+	c.mu.Unlock()
+	n.crash()
+	c.env.clock.jump(down)
+	sleepCtx(ctx, time.Duration(500+c.rng.Intn(1500))*time.Millisecond)
+	_ = c.start(context.WithoutCancel(ctx), n.slot)
 }
 
 // caller is the application's client.
@@ -310,7 +486,7 @@ func (c *cluster) crashOne(ctx context.Context) {
 	}
 	where := make(chan string, 1)
 	trig := &crashTrigger{after: after}
-	trig.match = func(op string) bool { return op == "Batch" || !batchOnly && isWrite(op) }
+	trig.match = func(op string, _ []byte) bool { return op == "Batch" || !batchOnly && isWrite(op) }
 	trig.fired = func() {
 		n.transport.kill()
 		label := "before-write"
@@ -349,11 +525,14 @@ func (c *cluster) quiet() {
 	if c.app != nil {
 		c.app.quiet()
 	}
+	for _, n := range c.raisers {
+		n.quiet()
+	}
 }
 
 // shutdown stops every node gracefully.
 func (c *cluster) shutdown() {
-	nodes := c.all()
+	nodes := append(c.all(), c.raisers...)
 	if c.app != nil {
 		nodes = append(nodes, c.app)
 	}

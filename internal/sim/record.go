@@ -56,13 +56,18 @@ type recorder struct {
 	running    map[activityKey]int // bodies running now
 	commits    map[activityKey]commitRecord
 	crashed    map[string]bool // nodes
+	shutdowns  map[string]shutdownRecord
+	nodeOf     map[activityKey]string // where a key's latest body started
 	violations *violations
 	sink       func(kind string, v any) // optional: another process's log
 	stats      *Stats                   // optional: counts the commits seen
+	progress   *progress                // optional: finished bodies and commits are progress
+	stamps     *stamps                  // optional: own-writes stamps and who honoured them
 }
 
 func newRecorder(v *violations) *recorder {
-	return &recorder{running: map[activityKey]int{}, commits: map[activityKey]commitRecord{}, crashed: map[string]bool{}, violations: v}
+	return &recorder{running: map[activityKey]int{}, commits: map[activityKey]commitRecord{}, crashed: map[string]bool{},
+		shutdowns: map[string]shutdownRecord{}, nodeOf: map[activityKey]string{}, violations: v}
 }
 
 // started notes an activity body starting; an activity whose completion
@@ -72,6 +77,7 @@ func (r *recorder) started(e execution) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.running[e.Key]++
+	r.nodeOf[e.Key] = e.Node
 	if c, ok := r.commits[e.Key]; ok && c.At.Before(e.Start) {
 		r.violations.add(invActivityRanAfterCompletion, e.Key.Instance,
 			fmt.Sprintf("%s (%s) started on %s at %s, after its completion committed on %s at %s",
@@ -88,6 +94,7 @@ func (r *recorder) ended(e execution) {
 	defer r.mu.Unlock()
 	r.running[e.Key]--
 	r.executions = append(r.executions, e)
+	r.progress.mark()
 	if r.sink != nil {
 		r.sink("end", e)
 	}
@@ -104,6 +111,7 @@ func (r *recorder) committed(c commitRecord) {
 		return
 	}
 	r.commits[c.Key] = c
+	r.progress.mark()
 	if r.stats != nil {
 		r.stats.count(&r.stats.Commits, 1)
 	}
@@ -116,6 +124,47 @@ func (r *recorder) nodeCrashed(node string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.crashed[node] = true
+}
+
+// shutdownRecord is a node's runtime told to shut down while work ran.
+type shutdownRecord struct {
+	At    time.Time
+	Grace time.Duration // the runtime's ActivityCancellationGrace
+}
+
+func (r *recorder) nodeShutDown(node string, at time.Time, grace time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.shutdowns[node] = shutdownRecord{At: at, Grace: grace}
+}
+
+func (r *recorder) shutdownsSoFar() map[string]shutdownRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]shutdownRecord, len(r.shutdowns))
+	for n, s := range r.shutdowns {
+		out[n] = s
+	}
+	return out
+}
+
+// runningOn names a node where a body of the incarnation run is running
+// now ("" when none).
+func (r *recorder) runningOn(run string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key, n := range r.running {
+		if key.Run == run && n > 0 {
+			return r.nodeOf[key]
+		}
+	}
+	return ""
+}
+
+func (r *recorder) isCrashed(node string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.crashed[node]
 }
 
 func (r *recorder) snapshot() ([]execution, map[string]bool) {
@@ -133,36 +182,51 @@ func (r *recorder) snapshot() ([]execution, map[string]bool) {
 // (the worker's ack) and records them.
 func (r *recorder) observeCommits(node string) func(req *http.Request, body []byte, resp *http.Response) {
 	return func(req *http.Request, body []byte, resp *http.Response) {
+		if resp.StatusCode < 300 && r.stamps != nil {
+			r.stamps.observe(node, req, body)
+		}
 		if resp.StatusCode != http.StatusOK || operationOf(req) != "Batch" {
 			return
 		}
-		for _, key := range completionsIn(body) {
+		completions, turns := readCommit(body)
+		for _, key := range completions {
 			r.committed(commitRecord{Key: key, At: time.Now(), Node: node})
+		}
+		if turns > 0 {
+			r.progress.mark()
 		}
 	}
 }
 
-// completionsIn reads the activity completions a batch creates. It knows the
-// provider's message documents only as far as "a created document whose
-// item is an encoded work item"; a batch it cannot read yields nothing, so
-// a format change weakens this check rather than making it lie.
-func completionsIn(body []byte) []activityKey {
+// readCommit reads, from a committed batch, the activity completions it
+// creates and the history documents it creates (turns). It knows the
+// provider's documents only as far as "a created document whose item is an
+// encoded work item" and "a document of type hist"; a batch it cannot read
+// yields nothing, so a format change weakens these checks rather than
+// making them lie.
+func readCommit(body []byte) (completions []activityKey, turns int) {
 	var ops []struct {
 		OperationType string          `json:"operationType"`
 		ResourceBody  json.RawMessage `json:"resourceBody"`
 	}
 	if json.Unmarshal(body, &ops) != nil {
-		return nil
+		return nil, 0
 	}
-	var keys []activityKey
 	for _, op := range ops {
 		if !strings.EqualFold(op.OperationType, "Create") && !strings.EqualFold(op.OperationType, "Upsert") {
 			continue
 		}
 		var doc struct {
+			Type string `json:"type"`
 			Item string `json:"item"`
 		}
-		if json.Unmarshal(op.ResourceBody, &doc) != nil || doc.Item == "" {
+		if json.Unmarshal(op.ResourceBody, &doc) != nil {
+			continue
+		}
+		if doc.Type == "hist" {
+			turns++
+		}
+		if doc.Item == "" {
 			continue
 		}
 		item, err := cdb.UnmarshalWorkItem([]byte(doc.Item))
@@ -171,11 +235,11 @@ func completionsIn(body []byte) []activityKey {
 		}
 		if done, ok := item.(cdb.ActivityCompleted); ok {
 			if run, _, ok := splitRun(done.Result); ok {
-				keys = append(keys, activityKey{Instance: done.Instance, Exec: done.ExecutionID, ID: done.ID, Run: run})
+				completions = append(completions, activityKey{Instance: done.Instance, Exec: done.ExecutionID, ID: done.ID, Run: run})
 			}
 		}
 	}
-	return keys
+	return completions, turns
 }
 
 func stamp(t time.Time) string { return t.Format("15:04:05.000") }

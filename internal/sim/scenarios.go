@@ -18,6 +18,10 @@ const (
 	scenarioLargeFanOut = "LargeFanOut"
 	scenarioCancel      = "Cancel" // a Sleeper cancelled from outside
 	scenarioReuse       = "DeleteReuse"
+	scenarioTreeDelete  = "TreeDelete" // a parent and child deleted through a process that dies or stalls part way
+	scenarioBigCAN      = "BigContinueAsNew"
+	scenarioRefused     = "RefusedTurn"
+	scenarioShutdown    = "Shutdown" // a node shut down while a stubborn activity runs on it
 )
 
 // expectation is what one instance must end with.
@@ -37,13 +41,43 @@ type harness struct {
 	// caller returns the client of a random live node for the workload's
 	// calls from outside (nil when none is up); crash kills a node and
 	// starts its replacement.
-	caller   func() *rt.Client
-	crash    func(ctx context.Context)
-	observer *rt.Client // faultless, for watching; it runs no reconciler
-	viol     *violations
+	caller func() *rt.Client
+	crash  func(ctx context.Context)
+	// The hooks of the in-process run (nil in the two-process scenario):
+	// eventCaller is the client an event is raised through (the
+	// application, or with MixedNodes or BadClock any live node);
+	// clientNode starts a client-only process; shutdown shuts the named
+	// node's runtime down while it works and replaces the node;
+	// crashCommitting crashes the next node whose batch matches, keeps its
+	// slot empty for down, and restarts it.
+	eventCaller     func() *rt.Client
+	nodes           func() []*node
+	clientNode      func(ctx context.Context) (*node, error)
+	shutdown        func(ctx context.Context, node string) bool
+	crashCommitting func(ctx context.Context, match func(op string, body []byte) bool, down time.Duration)
+	observer        *rt.Client // faultless, for watching; it runs no reconciler
+	viol            *violations
 
 	mu     sync.Mutex
 	expect map[string]*expectation
+	// accepted are the instances whose last start was reported accepted
+	// and that nothing deleted since (start-kept).
+	accepted map[string]bool
+}
+
+func (h *harness) noteAccepted(instance string, accepted bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.accepted == nil {
+		h.accepted = map[string]bool{}
+	}
+	h.accepted[instance] = accepted
+}
+
+func (h *harness) acceptedStart(instance string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.accepted[instance]
 }
 
 func (h *harness) expectOutcome(e *expectation) {
@@ -63,7 +97,7 @@ func (h *harness) expectations() []*expectation {
 }
 
 // kinds are the scenario kinds the features allow, weighted by repetition.
-func kinds(f Features) []string {
+func kinds(f Features, faults Faults) []string {
 	var ks []string
 	add := func(on bool, kind string, weight int) {
 		for range weight {
@@ -87,16 +121,34 @@ func kinds(f Features) []string {
 	add(f.Cancellation, kindRace, 1)
 	add(f.Cancellation, scenarioCancel, 1)
 	add(f.DeleteReuse, scenarioReuse, 2)
+	add(f.TreeDeletes, scenarioTreeDelete, 3)
+	add(f.LargeContinueAsNew, scenarioBigCAN, 2)
+	add(f.LargeValues, kindBigKV, 1)
+	add(f.LargeValues, kindBigOut, 1)
+	add(f.RefusedTurns, scenarioRefused, 1)
+	add(faults.Shutdowns, scenarioShutdown, 2)
 	return ks
 }
 
 // call runs f against a random live node's client until it succeeds or
 // fails permanently; a retryable error is retried as any caller would.
 func (h *harness) call(ctx context.Context, f func(context.Context, *rt.Client) error) error {
-	ctx, cancel := context.WithTimeout(ctx, h.env.cfg.CallTimeout)
-	defer cancel()
-	return retry(ctx, h.env.stats, func(ctx context.Context) error {
+	return retry(ctx, h.env.stats, h.env.progress, func(ctx context.Context) error {
 		c := h.caller()
+		if c == nil {
+			return errNodeDown
+		}
+		return f(ctx, c)
+	})
+}
+
+// callEvent is call through the client events are raised from.
+func (h *harness) callEvent(ctx context.Context, f func(context.Context, *rt.Client) error) error {
+	if h.eventCaller == nil {
+		return h.call(ctx, f)
+	}
+	return retry(ctx, h.env.stats, h.env.progress, func(ctx context.Context) error {
+		c := h.eventCaller()
 		if c == nil {
 			return errNodeDown
 		}
@@ -111,8 +163,10 @@ func (h *harness) start(ctx context.Context, instance string, s spec) error {
 	})
 	if err != nil {
 		h.viol.add(invHarness, instance, fmt.Sprintf("start %s: %v", s.Kind, err))
+		return err
 	}
-	return err
+	h.noteAccepted(instance, true)
+	return nil
 }
 
 // startExpecting starts instance and expects what its spec determines.
@@ -156,7 +210,7 @@ func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.
 	case kindInbox:
 		s := spec{Kind: kindInbox, Run: run, N: 1 + rng.Intn(f.BacklogMax), Batch: 1 + rng.Intn(10)}
 		startOne(id, s)
-		h.feedInbox(ctx, id, s, rng)
+		h.feedInbox(ctx, id, s, rng, 0)
 	case kindWaiter:
 		s := spec{Kind: kindWaiter, Run: run, N: 1 + rng.Intn(3)}
 		startOne(id, s)
@@ -185,8 +239,34 @@ func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.
 	case scenarioReuse:
 		h.deleteAndReuse(ctx, idx, id, rng)
 		instances = append(instances, id)
+	case scenarioTreeDelete:
+		h.treeDelete(ctx, idx, id, rng)
+		instances = append(instances, id)
+	case scenarioBigCAN:
+		s := spec{Kind: kindInbox, Run: run, N: 4 + rng.Intn(12), Batch: 1 + rng.Intn(3),
+			Pad: strings.Repeat("c", 700*1024+rng.Intn(250*1024))}
+		startOne(id, s)
+		h.crashCommittingContinueAsNew(ctx, id, rng)
+		// Paced, so events keep coming while the committer is down.
+		h.feedInbox(ctx, id, s, rng, time.Duration(100+rng.Intn(300))*time.Millisecond)
+	case kindBigKV:
+		s := spec{Kind: kindBigKV, Run: run, N: 4, Batch: 10, Size: 60 * 1024}
+		h.expectOutcome(&expectation{instance: id, spec: s, want: expected(s), kv: bigKVFinal(s)})
+		instances = append(instances, id)
+		_ = h.start(ctx, id, s)
+	case kindBigOut:
+		startOne(id, spec{Kind: kindBigOut, Run: run, Size: 1000*1024 + rng.Intn(150*1024)})
+	case scenarioRefused:
+		s := spec{Kind: kindChain, Run: run, N: 1, Size: refusedSize}
+		h.expectOutcome(&expectation{instance: id, spec: s, want: outcome{State: rt.StateFailed}})
+		instances = append(instances, id)
+		_ = h.start(ctx, id, s)
+	case scenarioShutdown:
+		s := spec{Kind: kindChain, Run: run, N: 1, SleepMs: 800 + rng.Intn(1200), Stubborn: true}
+		startOne(id, s)
+		h.shutdownWhileRunning(ctx, id, s.Run)
 	}
-	h.waitTerminal(ctx, instances, h.env.cfg.ScenarioTimeout)
+	h.waitTerminal(ctx, instances)
 }
 
 // activitySpec adds the random activity traits: long activities (longer
@@ -207,14 +287,18 @@ func (h *harness) activitySpec(rng *rand.Rand, s spec) spec {
 // feedInbox sends the Inbox its events in order, in a burst (a backlog for
 // its continue-as-new) or paced; with Prune on it prunes the instance's old
 // executions half way.
-func (h *harness) feedInbox(ctx context.Context, id string, s spec, rng *rand.Rand) {
+// pace, when set, is the gap between two events instead.
+func (h *harness) feedInbox(ctx context.Context, id string, s spec, rng *rand.Rand, pace time.Duration) {
 	burst := rng.Intn(2) == 0
 	for seq := 1; seq <= s.N; seq++ {
-		if !burst {
+		switch {
+		case pace > 0:
+			sleepCtx(ctx, pace)
+		case !burst:
 			sleepCtx(ctx, time.Duration(rng.Intn(40))*time.Millisecond)
 		}
 		data := eventData(s.Run, seq)
-		err := h.call(ctx, func(ctx context.Context, c *rt.Client) error { return c.EnqueueEvent(ctx, id, queueName, data) })
+		err := h.callEvent(ctx, func(ctx context.Context, c *rt.Client) error { return c.EnqueueEvent(ctx, id, queueName, data) })
 		if err != nil {
 			h.viol.add(invHarness, id, fmt.Sprintf("enqueue event %d: %v", seq, err))
 			return
@@ -244,13 +328,12 @@ func (h *harness) prune(ctx context.Context, id string) {
 // (duroxide's semantics), which would make the outcome a race.
 func (h *harness) raiseWhenSubscribed(ctx context.Context, id string, s spec) {
 	// An instance slow under load (turns whose locks expire) is not a
-	// stuck one: the raise waits as long as the settle check would for the
-	// instance to finish, so a late subscription still gets its event and
-	// only a real stall shows as stuck.
-	patience := h.env.cfg.ScenarioTimeout + h.env.cfg.SettleTimeout
+	// stuck one: the raise waits as long as the run progresses, so a late
+	// subscription still gets its event and only a real stall shows as
+	// stuck.
 	for i := range s.N {
 		name := waiterEvent(i)
-		ok := h.waitHistory(ctx, id, patience, func(history []cdb.Event) bool {
+		ok := h.waitHistory(ctx, id, func(history []cdb.Event) bool {
 			for _, ev := range history {
 				if sub, isSub := ev.Kind.(cdb.ExternalSubscribed); isSub && sub.Name == name {
 					return true
@@ -262,7 +345,7 @@ func (h *harness) raiseWhenSubscribed(ctx context.Context, id string, s spec) {
 			return // the stuck check reports the instance
 		}
 		data := eventData(s.Run, i)
-		err := h.call(ctx, func(ctx context.Context, c *rt.Client) error { return c.RaiseEvent(ctx, id, name, data) })
+		err := h.callEvent(ctx, func(ctx context.Context, c *rt.Client) error { return c.RaiseEvent(ctx, id, name, data) })
 		if err != nil {
 			h.viol.add(invHarness, id, fmt.Sprintf("raise %s: %v", name, err))
 			return
@@ -275,7 +358,7 @@ func (h *harness) raiseWhenSubscribed(ctx context.Context, id string, s spec) {
 // overtakes the start).
 func (h *harness) cancelLater(ctx context.Context, id string, rng *rand.Rand) {
 	if rng.Intn(3) > 0 {
-		h.waitHistory(ctx, id, h.env.cfg.ScenarioTimeout, func(history []cdb.Event) bool { return len(history) > 0 })
+		h.waitHistory(ctx, id, func(history []cdb.Event) bool { return len(history) > 0 })
 		sleepCtx(ctx, time.Duration(rng.Intn(200))*time.Millisecond)
 	}
 	err := h.call(ctx, func(ctx context.Context, c *rt.Client) error { return c.CancelInstance(ctx, id, "sim") })
@@ -298,7 +381,7 @@ func (h *harness) deleteAndReuse(ctx context.Context, idx int, id string, rng *r
 	if force {
 		sleepCtx(ctx, time.Duration(rng.Intn(300))*time.Millisecond)
 	} else {
-		h.waitTerminal(ctx, []string{id}, h.env.cfg.ScenarioTimeout)
+		h.waitTerminal(ctx, []string{id})
 		if st, err := h.observer.GetStatus(ctx, id); err != nil || !st.IsTerminal() {
 			force = true // slow (or stuck: the final check says so); a plain delete would be refused
 		}
@@ -323,6 +406,7 @@ func (h *harness) deleteAndReuse(ctx context.Context, idx int, id string, rng *r
 		return
 	}
 	h.env.stats.count(&h.env.stats.Deletes, 1)
+	h.noteAccepted(id, false)
 	second := h.activitySpec(rng, spec{Kind: kindChain, Run: fmt.Sprintf("%d.1", idx), N: 1 + rng.Intn(3)})
 	_ = h.startExpecting(ctx, id, second)
 }
@@ -332,35 +416,38 @@ func isNotFound(err error) bool {
 }
 
 // waitHistory polls the instance's latest history until ok holds; false
-// after timeout.
-func (h *harness) waitHistory(ctx context.Context, id string, timeout time.Duration, ok func([]cdb.Event) bool) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+// when the run stalled first (progress.go). A history that grew is
+// progress.
+func (h *harness) waitHistory(ctx context.Context, id string, ok func([]cdb.Event) bool) bool {
+	seen := -1
+	return h.env.progress.waitUntil(ctx, 20*time.Millisecond, func() bool {
 		history, err := h.observer.ReadHistory(ctx, id)
-		if err == nil && ok(history) {
-			return true
-		}
-		if !sleepCtx(ctx, 20*time.Millisecond) {
+		if err != nil {
 			return false
 		}
-	}
-	return false
+		if len(history) > seen {
+			if seen >= 0 {
+				h.env.progress.mark()
+			}
+			seen = len(history)
+		}
+		return ok(history)
+	})
 }
 
 // waitTerminal waits until every instance has completed or failed, or the
-// timeout passes (the final check reports what did not finish).
-func (h *harness) waitTerminal(ctx context.Context, instances []string, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
+// run stalls (the final check reports what did not finish). An instance
+// seen finishing is progress.
+func (h *harness) waitTerminal(ctx context.Context, instances []string) {
 	for _, id := range instances {
-		for time.Now().Before(deadline) {
+		finished := h.env.progress.waitUntil(ctx, 50*time.Millisecond, func() bool {
 			st, err := h.observer.GetStatus(ctx, id)
-			if err == nil && st.IsTerminal() {
-				break
-			}
-			if !sleepCtx(ctx, 50*time.Millisecond) {
-				return
-			}
+			return err == nil && st.IsTerminal()
+		})
+		if !finished {
+			return
 		}
+		h.env.progress.mark()
 	}
 }
 

@@ -23,7 +23,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if ranges <= 0 {
 		ranges = 1 + rng.Intn(4)
 	}
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: ranges})
+	clock := &simClock{}
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: ranges, Now: clock.now})
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -32,13 +33,15 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	stats := newStats()
 	rec := newRecorder(viol)
 	rec.stats = stats
+	rec.progress = newProgress(cfg.Stall, cfg.HardCap)
+	rec.stamps = newStamps(rec.isCrashed)
 	e := &env{cfg: cfg, endpoint: acct.Endpoint(), key: acct.Key(), transport: acct.Transport(),
-		rec: rec, stats: stats, logger: logger}
+		rec: rec, stats: stats, logger: logger, progress: rec.progress, clock: clock}
 
 	// The observer bootstraps the container and watches; it sees no fault
 	// and reconciles nothing, so it does not change what the nodes do.
 	observer, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client(), ReconcileInterval: time.Hour,
-		AbandonedDeletionAge: time.Hour, Logger: logger.With("node", "observer")})
+		AbandonedDeletionAge: time.Hour, Logger: logger.With("node", "observer"), Now: clock.now})
 	if err != nil {
 		return Report{}, fmt.Errorf("sim: observer: %w", err)
 	}
@@ -54,20 +57,46 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err := c.startApp(ctx); err != nil {
 		return Report{}, err
 	}
+	if err := c.startRaisers(ctx); err != nil {
+		return Report{}, err
+	}
+	// The hooks' background work ends with the run.
+	runCtx, endRun := context.WithCancel(ctx)
+	defer endRun()
 	h := &harness{env: e, caller: c.caller, crash: c.crashOne, observer: rt.NewClient(observer), viol: viol,
-		expect: map[string]*expectation{}}
+		expect: map[string]*expectation{}, eventCaller: c.eventCaller, shutdown: c.shutdownNode, nodes: c.all,
+		clientNode: func(ctx context.Context) (*node, error) {
+			return c.startClientNode(ctx, role{}, "deleter", func(s *nodeSettings, _ string) { s.provider.ProcessLeases = nil })
+		},
+		crashCommitting: func(_ context.Context, match func(string, []byte) bool, down time.Duration) {
+			c.crashCommitting(runCtx, match, down)
+		}}
 
 	h.runWorkload(ctx, rng)
 	logger.Info("workload done; faults off", "elapsed", time.Since(began))
 	c.quiet()
-	h.waitTerminal(ctx, instancesOf(h.expectations()), cfg.SettleTimeout)
-	h.checkLeftovers(ctx, observer.Container(), cfg.CleanTimeout)
+	h.waitTerminal(ctx, instancesOf(h.expectations()))
+	h.checkLeftovers(ctx, observer.Container())
+	// The quiet phase: with the workload drained (and, with
+	// NeverStartedEvents, events held for ids that never start), an idle
+	// probe process measures its requests while the checks read.
+	held := h.raiseForNeverStarted(ctx, rng)
+	probe := h.startIdleProbe(ctx)
 	execs, crashed := e.rec.snapshot()
 	h.checkOutcomes(ctx, sendsTwice(execs))
 	h.checkHistories(ctx)
-	checkSessions(viol, execs, crashed)
+	checkSessions(viol, execs, crashed, clock)
+	checkOneHolder(viol, execs, e.rec.shutdownsSoFar(), crashed)
+	probe.check(ctx, viol, ranges, held)
+	rec.stamps.check(viol, func(node string) string {
+		s, _ := e.polls.Load(node)
+		settings, _ := s.(nodeSettings)
+		return settings.describeSelf
+	})
+	stats.Stamps = rec.stamps.summary()
 
-	return Report{Seed: cfg.Seed, Elapsed: time.Since(began), Stats: stats, Violations: viol.all(),
+	failing, pending := split(viol.all(), cfg.Pending)
+	return Report{Seed: cfg.Seed, Elapsed: time.Since(began), Stats: stats, Violations: failing, Pending: pending,
 		Replay: ReplayCommand(cfg.Seed) + cfg.ReplayFlags}, nil
 }
 
@@ -82,15 +111,17 @@ func ReplayCommand(seed int64) string {
 // the scenarios' own steps to end.
 func (h *harness) runWorkload(ctx context.Context, rng *rand.Rand) {
 	cfg := h.env.cfg
-	ks := kinds(cfg.Features)
+	ks := kinds(cfg.Features, cfg.Faults)
 	if len(ks) == 0 {
 		return
 	}
 	crashCtx, stopCrashes := context.WithCancel(ctx)
 	crashesDone := make(chan struct{})
 	crashRng := rand.New(rand.NewSource(rng.Int63()))
+	pauseRng := rand.New(rand.NewSource(rng.Int63()))
 	go func() {
 		defer close(crashesDone)
+		go h.pauseLoop(crashCtx, pauseRng)
 		h.crashLoop(crashCtx, crashRng)
 	}()
 
@@ -114,6 +145,33 @@ func (h *harness) runWorkload(ctx context.Context, rng *rand.Rand) {
 	wg.Wait()
 	stopCrashes()
 	<-crashesDone
+}
+
+// pauseLoop (Faults.Pauses) stalls a random live node every 4·CrashEvery
+// on average, for longer than its locks and its process lease, then lets
+// it resume.
+func (h *harness) pauseLoop(ctx context.Context, rng *rand.Rand) {
+	f := h.env.cfg.Faults
+	if !f.Pauses || h.nodes == nil {
+		return
+	}
+	for {
+		if !sleepCtx(ctx, time.Duration(rng.ExpFloat64()*float64(4*f.CrashEvery))) {
+			return
+		}
+		up := h.nodes()
+		if len(up) == 0 {
+			continue
+		}
+		n := up[rng.Intn(len(up))]
+		d := max(n.settings.runtime.OrchestratorLockTimeout, n.settings.runtime.WorkerLockTimeout) + time.Second
+		if pl := n.settings.provider.ProcessLeases; pl != nil {
+			d = max(d, pl.LeaseDuration+time.Second)
+		}
+		n.transport.pause(d)
+		h.env.stats.crash("paused")
+		h.env.logger.Info("node paused", "node", n.id, "for", d)
+	}
 }
 
 // crashLoop crashes a node every CrashEvery on average.

@@ -53,6 +53,11 @@ type spec struct {
 	Session string `json:"ss,omitempty"`
 	Tag     string `json:"tg,omitempty"`
 	Child   *spec  `json:"c,omitempty"`
+	// Stubborn activities run their whole SleepMs even when cancelled (a
+	// handler that does not watch its context).
+	Stubborn bool `json:"st,omitempty"`
+	// Pad makes the input (and so a continue-as-new's input) this long.
+	Pad string `json:"p,omitempty"`
 }
 
 func (s spec) encode() string {
@@ -79,6 +84,8 @@ type workInput struct {
 	Target  string `json:"t,omitempty"` // Send: the receiving instance
 	Data    string `json:"d,omitempty"` // Send: the event
 	Pad     string `json:"p,omitempty"`
+	// Stubborn: the body sleeps SleepMs whatever its context says.
+	Stubborn bool `json:"st,omitempty"`
 }
 
 // Activity results start with the run token, so a committed completion
@@ -133,6 +140,10 @@ func expected(s spec) outcome {
 		return done("race:timeout")
 	case kindSleeper:
 		return outcome{State: rt.StateFailed, Error: "cancel"}
+	case kindBigKV:
+		return done(fmt.Sprintf("bigkv:%dx%d", s.N*s.Batch, s.Size))
+	case kindBigOut:
+		return done(bigOutput(s.Run, s.Size))
 	}
 	return outcome{State: rt.StateFailed, Error: "unknown scenario kind " + s.Kind}
 }
@@ -157,6 +168,7 @@ func register(reg *rt.Registry, acts *activities) error {
 		kindChain: orchChain, kindFanOut: orchFanOut, kindTimer: orchTimer, kindParent: orchParent,
 		kindDetach: orchDetach, kindInbox: orchInbox, kindWaiter: orchWaiter, kindSender: orchSender,
 		kindSessions: orchSessions, kindKV: orchKV, kindRace: orchRace, kindSleeper: orchSleeper,
+		kindBigKV: orchBigKV, kindBigOut: orchBigOut,
 	}
 	for name, fn := range orchestrations {
 		if err := reg.RegisterOrchestration(name, fn); err != nil {
@@ -172,7 +184,7 @@ func register(reg *rt.Registry, acts *activities) error {
 }
 
 func (s spec) work(ctx *rt.OrchestrationContext, i int) *rt.Future {
-	in := workInput{Run: s.Run, I: i, SleepMs: s.SleepMs, Pad: strings.Repeat("x", s.Size)}
+	in := workInput{Run: s.Run, I: i, SleepMs: s.SleepMs, Pad: strings.Repeat("x", s.Size), Stubborn: s.Stubborn}
 	b, _ := json.Marshal(in)
 	var opts []rt.ActivityOption
 	if s.Tag != "" {
@@ -475,7 +487,9 @@ func (a *activities) run(actx rt.ActivityContext, input string, body func(workIn
 }
 
 func (a *activities) sleepThen(actx rt.ActivityContext, in workInput, body func(workInput) (string, error)) (string, error) {
-	if in.SleepMs > 0 {
+	if in.SleepMs > 0 && in.Stubborn {
+		time.Sleep(time.Duration(in.SleepMs) * time.Millisecond)
+	} else if in.SleepMs > 0 {
 		t := time.NewTimer(time.Duration(in.SleepMs) * time.Millisecond)
 		defer t.Stop()
 		select {
@@ -503,7 +517,7 @@ func (a *activities) pinned(actx rt.ActivityContext, input string) (string, erro
 // retried, as any caller would.
 func (a *activities) send(actx rt.ActivityContext, input string) (string, error) {
 	return a.run(actx, input, func(in workInput) (string, error) {
-		err := retry(actx, a.stats, func(ctx context.Context) error {
+		err := retry(actx, a.stats, nil, func(ctx context.Context) error {
 			return actx.Client().EnqueueEvent(ctx, in.Target, queueName, in.Data)
 		})
 		if err != nil {
@@ -513,13 +527,17 @@ func (a *activities) send(actx rt.ActivityContext, input string) (string, error)
 	})
 }
 
-// retry calls f until it succeeds, fails permanently or ctx ends, and counts
-// the retries (each one is a caller that saw a retryable error).
-func retry(ctx context.Context, stats *Stats, f func(context.Context) error) error {
+// retry calls f until it succeeds, fails permanently, ctx ends or the run
+// stalls (p, when not nil: progress.go), and counts the retries (each one
+// is a caller that saw a retryable error).
+func retry(ctx context.Context, stats *Stats, p *progress, f func(context.Context) error) error {
 	for attempt := 0; ; attempt++ {
 		err := f(ctx)
 		if err == nil || !cdb.IsRetryable(err) && !errors.Is(err, errNodeDown) {
 			return err
+		}
+		if p != nil && p.stalled() {
+			return fmt.Errorf("sim: retry: %s (last error: %w)", p.why(), err)
 		}
 		stats.count(&stats.Retries, 1)
 		t := time.NewTimer(time.Duration(min(attempt+1, 10)) * 20 * time.Millisecond)

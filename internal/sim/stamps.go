@@ -1,0 +1,144 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Own writes (stamp-honoured): with process leases a queue item may name
+// its writer, and the other processes leave it to the writer for a poll
+// interval. The stamp is advice, and advice that outlives its author (a
+// writer that never fetches that item: a client, a process whose filter
+// or share does not cover it, an instance it cannot lock) makes every such
+// item wait a poll interval for nobody. So a writer must take most of what
+// it stamps: the transports see each stamped item created and who consumes
+// it, and at the end a writer that left more than half of at least
+// stampMinSample stamped items to others while it was up is a violation.
+// (A busy writer leaves some to others after the grace; that is what the
+// grace is for, and it stays well under half.)
+const (
+	stampMinSample = 12
+	stampMaxShare  = 0.5
+)
+
+type stampKey struct{ pk, id string }
+
+// stamps follows stamped queue items from creation to consumption.
+type stamps struct {
+	mu      sync.Mutex
+	open    map[stampKey]string // stamped item → writer
+	own     map[string]int      // writer → stamped items it consumed itself
+	others  map[string]int      // writer → stamped items others consumed while it was up
+	crashed func(node string) bool
+}
+
+func newStamps(crashed func(string) bool) *stamps {
+	return &stamps{open: map[stampKey]string{}, own: map[string]int{}, others: map[string]int{}, crashed: crashed}
+}
+
+// observe reads one successful request of node.
+func (s *stamps) observe(node string, req *http.Request, body []byte) {
+	pk := partitionKeyOf(req)
+	switch op := operationOf(req); op {
+	case "Batch":
+		var ops []struct {
+			OperationType string          `json:"operationType"`
+			ID            string          `json:"id"`
+			ResourceBody  json.RawMessage `json:"resourceBody"`
+		}
+		if json.Unmarshal(body, &ops) != nil {
+			return
+		}
+		for _, o := range ops {
+			switch strings.ToLower(o.OperationType) {
+			case "create", "upsert":
+				s.created(pk, o.ResourceBody)
+			case "delete":
+				s.consumed(node, stampKey{pk, o.ID})
+			case "replace":
+				s.consumed(node, stampKey{pk, o.ID})
+			}
+		}
+	case "CreateItem", "UpsertItem":
+		s.created(pk, body)
+	case "DeleteItem", "ReplaceItem":
+		segments := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+		s.consumed(node, stampKey{pk, segments[len(segments)-1]})
+	}
+}
+
+func (s *stamps) created(pk string, body json.RawMessage) {
+	var doc struct {
+		ID     string `json:"id"`
+		Type   string `json:"type"`
+		Writer string `json:"writer"`
+	}
+	if json.Unmarshal(body, &doc) != nil || doc.Writer == "" || doc.Type != "msg" && doc.Type != "work" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.open[stampKey{pk, doc.ID}] = doc.Writer
+}
+
+func (s *stamps) consumed(node string, key stampKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	writer, ok := s.open[key]
+	if !ok {
+		return
+	}
+	delete(s.open, key)
+	switch {
+	case writer == node:
+		s.own[writer]++
+	case !s.crashed(writer):
+		s.others[writer]++
+	}
+}
+
+// check reports the writers whose stamps others mostly honoured for
+// nothing.
+func (s *stamps) check(v *violations, describe func(node string) string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	writers := make([]string, 0, len(s.others))
+	for w := range s.others {
+		writers = append(writers, w)
+	}
+	sort.Strings(writers)
+	for _, w := range writers {
+		total := s.own[w] + s.others[w]
+		if total >= stampMinSample && float64(s.others[w]) > stampMaxShare*float64(total) {
+			v.add(invStampHonoured, "", fmt.Sprintf("%s stamped %d queue items as its own and took %d itself: %d waited up to a poll interval for a writer that did not take them (%s)",
+				w, total, s.own[w], s.others[w], describe(w)))
+		}
+	}
+}
+
+// summary is the per-writer counts, for the report.
+func (s *stamps) summary() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := map[string]int{}
+	for w, n := range s.own {
+		m[w+".own"] = n
+	}
+	for w, n := range s.others {
+		m[w+".others"] = n
+	}
+	return counts(m)
+}
+
+// partitionKeyOf is the request's partition key value ("" when none).
+func partitionKeyOf(req *http.Request) string {
+	var values []string
+	if json.Unmarshal([]byte(req.Header.Get("x-ms-documentdb-partitionkey")), &values) != nil || len(values) == 0 {
+		return ""
+	}
+	return values[0]
+}

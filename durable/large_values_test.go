@@ -78,7 +78,8 @@ func TestAQueueEventEnqueuedWhileAContinueAsNewWaitsInAnOutboxReachesTheNextExec
 	}})
 	defer refuse()
 
-	h := newHarness(t, p)
+	looking := &lookingProvider{CosmosProvider: p}
+	h := newHarness(t, looking)
 	h.orchestration("Eternal", func(ctx *OrchestrationContext, input string) (string, error) {
 		if input == next {
 			return ctx.DequeueEvent("inbox").Await()
@@ -87,20 +88,45 @@ func TestAQueueEventEnqueuedWhileAContinueAsNewWaitsInAnOutboxReachesTheNextExec
 	})
 	h.run()
 	h.start("eternal", "Eternal", "first")
-	require.NoError(t, poll(h.ctx, 30*time.Second, func() (bool, error) {
+	// The bounds below only keep a broken run from hanging: planning and
+	// replanning a turn of a megabyte takes seconds under -race on a
+	// loaded machine.
+	require.NoError(t, poll(h.ctx, time.Minute, func() (bool, error) {
 		st, err := h.client.GetStatus(h.ctx, "eternal")
 		return err == nil && st.State == StateContinuedAsNew, err
 	}), "the first execution continues as new")
 	tooLarge()
-	require.NoError(t, poll(h.ctx, 30*time.Second, func() (bool, error) { return refusals.Load() > 0, nil }),
+	require.NoError(t, poll(h.ctx, time.Minute, func() (bool, error) { return refusals.Load() > 0, nil }),
 		"the ContinueAsNew message waits in the outbox: its delivery is refused")
 
 	clock.advance(31 * time.Second)
 	require.NoError(t, h.client.EnqueueEvent(h.ctx, "eternal", "inbox", `"meanwhile"`))
-	time.Sleep(time.Second) // the runtime fetches while the delivery keeps failing
+	looking.watch()
+	require.NoError(t, poll(h.ctx, time.Minute, func() (bool, error) { return looking.looks.Load() >= 2, nil }),
+		"the runtime fetches while the delivery keeps failing")
 	refuse()
-	st, err := h.client.WaitForCompletion(h.ctx, "eternal", 20*time.Second)
+	st, err := h.client.WaitForCompletion(h.ctx, "eternal", time.Minute)
 	require.NoError(t, err, "the new execution receives the message enqueued while its start waited in an outbox")
 	require.Equal(t, StateCompleted, st.State)
 	require.Equal(t, `"meanwhile"`, st.Output)
+}
+
+// lookingProvider counts the orchestration fetches that began once watch
+// was called and have returned: each of them looked at the queue as it was
+// then.
+type lookingProvider struct {
+	*cdb.CosmosProvider
+	watching atomic.Bool
+	looks    atomic.Int32
+}
+
+func (p *lookingProvider) watch() { p.watching.Store(true) }
+
+func (p *lookingProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *cdb.DispatcherCapabilityFilter) (*cdb.OrchestrationItem, string, uint32, error) {
+	watched := p.watching.Load()
+	item, token, attempts, err := p.CosmosProvider.FetchOrchestrationItem(ctx, lockTimeout, pollTimeout, filter)
+	if watched {
+		p.looks.Add(1)
+	}
+	return item, token, attempts, err
 }

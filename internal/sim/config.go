@@ -196,9 +196,27 @@ func Passing(seed int64) Config {
 	f := AllFeatures()
 	f.FanOutMax = 120
 	f.LargePayloadBytes = 16 * 1024
-	// stamp-honoured: own-writes stamps on items for other instances
-	// (issue 21, defect 3) fire it with every process leasing.
-	return Config{Seed: seed, Features: f, Faults: AllFaults(0.05), Pending: []string{invStampHonoured}}
+	f.MixedNodes, f.LargeValues, f.RefusedTurns, f.NeverStartedEvents = true, true, true, true
+	faults := AllFaults(0.05)
+	faults.TransientRefusals, faults.Shutdowns, faults.Pauses = true, true, true
+	// Off, each with an open finding (-sim.enable turns them on):
+	//   - TreeDeletes: a restarted parent can receive its previous life's
+	//     child completion (a message reaching the next life of an id).
+	//   - LargeContinueAsNew: under the race detector an Inbox with a
+	//     continue-as-new input near 1 MB was poisoned after 11 fetches.
+	//   - BadClock: a node whose clock is far ahead writes its own items
+	//     (its activities' completions, the events raised through it)
+	//     visible at its own time, so the instances waiting for them wait
+	//     that long, which the run reads as a stall. The healthy nodes'
+	//     timers and order do not change (provider_order_test.go); what is
+	//     left is the bad node's own delay.
+	// stamp-honoured is reported, not failed: it measures whether own-writes
+	// stamps pay off (a writer takes most of what it stamps), and on a
+	// loaded machine (the race detector, a busy CI host) a writer's fetch
+	// is often too slow to. A wrong stamp costs at most a poll interval
+	// (TestAStreamOfStampedMessagesHoldsAnInstanceBackOnePollIntervalAtMost);
+	// -sim.strict fails on it.
+	return Config{Seed: seed, Features: f, Faults: faults, Pending: []string{invStampHonoured}}
 }
 
 func (c Config) withDefaults() Config {

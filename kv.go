@@ -329,7 +329,9 @@ func (p *CosmosProvider) queryKV(ctx context.Context, pk string, exec, merged ui
 		params = append(params, QueryParameter{Name: "@bucket", Value: id}, QueryParameter{Name: "@chunks", Value: id + "|"})
 	}
 	return p.queryDocs(ctx, pk,
-		"SELECT * FROM c WHERE c.pk = @pk AND ("+store+" OR c.type = @kvd OR (c.exec = @exec AND (c.type = @exe OR ((c.type = @hist OR c.type = @part) AND c.kv > 0 AND c.first > @merged))))",
+		"SELECT * FROM c WHERE c.pk = @pk AND ("+store+" OR c.type = @kvd OR (c.type = @exe AND c.exec = @exec)"+
+			" OR (c.type = @hist AND c.exec = @exec AND c.kv > 0 AND c.first > @merged)"+
+			" OR (c.type = @part AND c.exec = @exec AND c.kv > 0 AND c.first > @merged))",
 		params)
 }
 

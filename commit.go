@@ -82,6 +82,9 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, op string, lock *orches
 		if err := p.stageKeepingLock(ctx, op, lock, plan.staged); err != nil {
 			return wrap(op, err)
 		}
+		if lock.done {
+			return refusal(op, "Invalid lock token: the lock was acked or abandoned while the turn was staged", ErrInvalidLockToken)
+		}
 	}
 	// The lock was valid when the ack came; renewals since (during the
 	// planning or the staging) gave it a new ETag. The commit is ours only
@@ -166,23 +169,17 @@ func chunkEvents(delta []Event) ([]string, error) {
 	return chunks, nil
 }
 
-// stageKeepingLock stages parts, renewing the lock by its timeout whenever
-// less than half of it is left.
+// stageKeepingLock stages parts while the lock is renewed in the
+// background by its timeout whenever half of it is gone, as a fetch keeps
+// its lock while it loads (keepingFreshLock): one part of a megabyte on a
+// loaded machine can take longer than what is left of a short lock, and a
+// renewal that waited for the part to end would find the instance taken.
+// It is called, and returns, with lock.mu held; it lets go of it while it
+// stages, so the renewals (the background's and the runtime's) can run.
 func (p *CosmosProvider) stageKeepingLock(ctx context.Context, op string, lock *orchestrationLock, parts [][]byte) error {
-	for _, part := range parts {
-		if lock.timeout > 0 && lock.lockedUntil.Load()-p.nowMs() < lock.timeout.Milliseconds()/2 {
-			// The ack was let in with its lock valid; planning a large turn
-			// may outlast what was left of it. The renewal's If-Match still
-			// makes it ours only if nobody took the instance since.
-			if err := p.extendLock(ctx, op, lock, lock.timeout); err != nil {
-				return err
-			}
-		}
-		if err := p.stage(ctx, lock.pk, [][]byte{part}); err != nil {
-			return err
-		}
-	}
-	return nil
+	lock.mu.Unlock()
+	defer lock.mu.Lock()
+	return p.keepingFreshLock(ctx, op, lock, func() error { return p.stage(ctx, lock.pk, parts) })
 }
 
 // stage writes a large turn's history and outbox parts; one written by an

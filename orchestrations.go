@@ -554,7 +554,7 @@ func (p *CosmosProvider) loadKeepingLock(ctx context.Context, lock *orchestratio
 		return s, nil // no request: nothing to keep the lock through
 	}
 	var state *instanceState
-	err := p.keepingFreshLock(ctx, lock, func() error {
+	err := p.keepingFreshLock(ctx, "FetchOrchestrationItem", lock, func() error {
 		var err error
 		state, err = p.loadState(ctx, inst)
 		return err
@@ -564,10 +564,10 @@ func (p *CosmosProvider) loadKeepingLock(ctx context.Context, lock *orchestratio
 
 // keepingFreshLock runs fn while the lock is renewed in the background; the
 // lock's loss wins over fn's error.
-func (p *CosmosProvider) keepingFreshLock(ctx context.Context, lock *orchestrationLock, fn func() error) error {
+func (p *CosmosProvider) keepingFreshLock(ctx context.Context, op string, lock *orchestrationLock, fn func() error) error {
 	stop := make(chan struct{})
 	lost := make(chan error, 1)
-	go func() { lost <- p.keepFreshLock(ctx, lock, stop) }()
+	go func() { lost <- p.keepFreshLock(ctx, op, lock, stop) }()
 	err := fn()
 	close(stop)
 	if lostErr := <-lost; lostErr != nil {
@@ -588,7 +588,7 @@ func (p *CosmosProvider) deliverOwnOutboxes(ctx context.Context, lock *orchestra
 	if !p.outbox.pendingSelf(lock.pk, seen) {
 		return true, false, nil
 	}
-	err = p.keepingFreshLock(ctx, lock, func() error {
+	err = p.keepingFreshLock(ctx, "FetchOrchestrationItem", lock, func() error {
 		var err error
 		settled, err = p.outbox.deliverBeforeFetch(ctx, lock.pk, seen)
 		return err
@@ -601,19 +601,19 @@ func (p *CosmosProvider) deliverOwnOutboxes(ctx context.Context, lock *orchestra
 	return settled && err == nil, settled, err
 }
 
-// keepFreshLock renews a lock fetch holds whenever half its timeout is
+// keepFreshLock renews a lock (a fetch loading, an ack staging) whenever half its timeout is
 // gone, until stop is closed; it returns an error only when the lock is
 // lost. A failed renewal that may be transient is tried again at the next
 // wake. A renewal in flight when stop closes runs to its end: cancelling it
 // could leave it applied with its new ETag unknown, and the next write of
 // the lock would read that as a lost lock.
-func (p *CosmosProvider) keepFreshLock(ctx context.Context, lock *orchestrationLock, stop <-chan struct{}) error {
+func (p *CosmosProvider) keepFreshLock(ctx context.Context, op string, lock *orchestrationLock, stop <-chan struct{}) error {
 	half := lock.timeout.Milliseconds() / 2
 	retry := max(lock.timeout/8, minFreshLockWait)
 	wait := time.Duration(lock.lockedUntil.Load()-half-p.nowMs()) * time.Millisecond
 	for waitOrStop(ctx, stop, max(wait, minFreshLockWait)) {
 		lock.mu.Lock()
-		err := p.extendLock(ctx, "FetchOrchestrationItem", lock, lock.timeout)
+		err := p.extendLock(ctx, op, lock, lock.timeout)
 		lock.mu.Unlock()
 		switch {
 		case errors.Is(err, ErrInvalidLockToken):

@@ -864,6 +864,104 @@ func TestALargeAckWhoseStagingOutlastsTheLockCommits(t *testing.T) {
 	assert.Len(t, history, 4)
 }
 
+// A large ack keeps its lock in the background while it stages: one part
+// that takes longer than half the lock (a megabyte on a loaded machine)
+// does not let the lock expire under it for a rival to take. Before, the
+// lock was renewed only between parts, so the rival took the instance
+// during the part and the ack failed with its lock lost (found by the
+// simulation: continue-as-new turns of 1 MB went back and forth between
+// two dispatchers, each attempt counted, until the instance was poisoned).
+func TestALargeAckKeepsItsLockWhileAPartIsStaged(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	cfg := cdb.Config{ShortPolling: true, Now: clock.Now}
+	rival := newRulesProvider(t, acct, cfg)
+	providertest.CreateInstance(ctx, t, rival, "stager")
+	require.NoError(t, rival.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "stager", Name: "go", Data: "{}"}, 0))
+
+	renewed := make(chan struct{}, 16)
+	var once sync.Once
+	var rivalItem *cdb.OrchestrationItem
+	var rivalErr error
+	var first int64 // the fetched lock's end
+	slow := newHookedProvider(t, acct, cfg, func(r *http.Request) {
+		if r.Header.Get("x-ms-cosmos-is-batch-request") != "" && r.Header.Get("x-ms-documentdb-partitionkey") == `["stager"]` {
+			renewed <- struct{}{} // only the renewals batch while the part is staged
+			return
+		}
+		if !isItemCreate(r, `["stager"]`) {
+			return
+		}
+		once.Do(func() {
+			clock.Advance(600 * time.Millisecond) // more than half the lock is gone
+			deadline := time.After(30 * time.Second)
+			select {
+			case <-renewed: // sent: wait until it applied
+				for lockedUntil(ctx, rival, "stager") <= first && !closed(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
+			case <-deadline: // no renewal while the part is written
+			}
+			clock.Advance(600 * time.Millisecond) // past the lock's first end
+			rivalItem, _, _, rivalErr = rival.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		})
+	})
+	_, token, _, err := slow.FetchOrchestrationItem(ctx, time.Second, 0, nil)
+	require.NoError(t, err)
+	drain(renewed)
+	first = lockedUntil(ctx, rival, "stager")
+	require.NotZero(t, first)
+
+	big := strings.Repeat("x", 1200*1024)
+	var events []cdb.Event
+	for i := 0; i < 2; i++ {
+		events = append(events, cdb.Event{EventID: uint64(i + 2), InstanceID: "stager", ExecutionID: 1,
+			Kind: cdb.ActivityScheduled{Name: "Big", Input: fmt.Sprintf("%d%s", i, big)}})
+	}
+	require.NoError(t, slow.AckOrchestrationItem(ctx, token, 1, events, nil, nil, cdb.ExecutionMetadata{}, nil),
+		"the lock held through the staging: the turn commits")
+	require.NoError(t, rivalErr)
+	assert.Nil(t, rivalItem, "the rival found the instance still locked while the part was written")
+	history, err := slow.Read(ctx, "stager")
+	require.NoError(t, err)
+	assert.Len(t, history, 3)
+}
+
+// lockedUntil reads the lock expiry of instance's document (0 when it
+// cannot be read).
+func lockedUntil(ctx context.Context, p *cdb.CosmosProvider, instance string) int64 {
+	pk := cdb.NewPartitionKeyString(instance)
+	res, err := p.Container().QueryItems(ctx, "SELECT VALUE c.lockedUntil FROM c WHERE c.pk = @pk AND c.type = 'inst'",
+		[]cdb.QueryParameter{{Name: "@pk", Value: instance}}, &cdb.QueryOptions{PartitionKey: &pk})
+	if err != nil || len(res.Items) != 1 {
+		return 0
+	}
+	v, _ := strconv.ParseInt(string(res.Items[0]), 10, 64)
+	return v
+}
+
+// closed says c has a value (or is closed) now.
+func closed(c <-chan time.Time) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// drain empties c.
+func drain(c chan struct{}) {
+	for {
+		select {
+		case <-c:
+		default:
+			return
+		}
+	}
+}
+
 // An ack lets the lock's renewals run while it plans the turn, which for a
 // turn of megabytes on a loaded machine outlasts a short lock: a renewal
 // made meanwhile keeps the instance from a rival, and the ack commits with

@@ -16,6 +16,7 @@ import (
 var (
 	flagSeed    = flag.Int64("sim.seed", 0, "run only this seed (0: the bounded set)")
 	flagVerbose = flag.Bool("sim.log", false, "log the nodes' warnings to stderr")
+	flagTrace   = flag.String("sim.trace", "", "with -sim.log, also log the nodes' debug records that mention this text (an instance id)")
 	flagEnable  = flag.String("sim.enable", "", "comma-separated Features/Faults toggles to turn on besides Passing's, e.g. Sessions,Crashes")
 	flagAll     = flag.Bool("sim.all", false, "turn every feature and fault on")
 	flagRate    = flag.Float64("sim.rate", 0, "fault rate (0: the configuration's)")
@@ -107,7 +108,45 @@ func testLogger() *slog.Logger {
 	if !*flagVerbose {
 		return nil
 	}
+	if *flagTrace != "" {
+		debug := slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})
+		return slog.New(&traceHandler{next: debug, mention: *flagTrace})
+	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// traceHandler passes on warnings and errors, and the records of any level
+// whose message or attributes mention one text (say an instance id): a
+// debug log of a whole run is too large to read, one instance's is not.
+type traceHandler struct {
+	next    slog.Handler
+	mention string
+}
+
+func (h *traceHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *traceHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn || h.mentioned(r) {
+		return h.next.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (h *traceHandler) mentioned(r slog.Record) bool {
+	found := strings.Contains(r.Message, h.mention)
+	r.Attrs(func(a slog.Attr) bool {
+		found = found || strings.Contains(a.Value.String(), h.mention)
+		return !found
+	})
+	return found
+}
+
+func (h *traceHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &traceHandler{next: h.next.WithAttrs(attrs), mention: h.mention}
+}
+
+func (h *traceHandler) WithGroup(name string) slog.Handler {
+	return &traceHandler{next: h.next.WithGroup(name), mention: h.mention}
 }
 
 // envInt64 reads an integer environment variable, def when unset.

@@ -1,0 +1,132 @@
+package cdb
+
+import "context"
+
+// Lives and the messages between them: a message reaches only the life it
+// was sent to.
+//
+// An id can be deleted and started again at once, and a tree's new root
+// starts its children under the same deterministic ids, with the same
+// execution ids and event ids. A message sent to the previous life of an
+// id (a child's completion held by a relay, or in an outbox delivered
+// late; a parent's start or cancel cascade) would read as the new life's
+// own. So a commit addresses what it sends:
+//
+//   - every message carries its sender and the sender's life (From,
+//     FromLife), which the commit knows: its instance document's;
+//   - a message to the commit's own instance, or to its parent, carries
+//     the life it is for (ToLife): its own life, or the parent's life that
+//     the child recorded from the start that began it (ParentLife);
+//   - a fetch consumes, unseen by the runtime, a message whose ToLife is
+//     not its instance's life, and a message from its parent's id whose
+//     FromLife is not the parent life it was started by. A missing instance
+//     document is created by the fetch with a new life, so a message for a
+//     life that is gone is dropped whether or not the id lives again.
+//
+// Messages from outside (a client's start or event) and messages written
+// before lives were recorded carry no life, and are taken as they always
+// were; so are messages to an instance that recorded none.
+
+// lifeAddress is where a message a commit sends comes from and goes to.
+type lifeAddress struct {
+	to, from, fromLife string
+}
+
+// senderLives is what a commit knows of the lives it sends between.
+type senderLives struct {
+	self, life         string
+	parent, parentLife string
+}
+
+// sendingLives reads them from the instance document the commit writes.
+func sendingLives(inst instanceDoc) senderLives {
+	return senderLives{self: inst.Instance, life: inst.Life, parent: derefOr(inst.Parent, ""), parentLife: inst.ParentLife}
+}
+
+// address is the address of a message to target.
+func (s senderLives) address(target string) lifeAddress {
+	switch {
+	case target == s.self:
+		return lifeAddress{to: s.life}
+	case target == s.parent:
+		return lifeAddress{to: s.parentLife, from: s.self, fromLife: s.life}
+	}
+	return lifeAddress{from: s.self, fromLife: s.life}
+}
+
+// parentLifeOfStart is the life of the parent whose start begins the
+// instance: the first start in the batch, which is the one the runtime
+// takes, when that parent sent it.
+func parentLifeOfStart(msgs []queueDoc, parent *string) string {
+	if parent == nil {
+		return ""
+	}
+	for _, m := range msgs {
+		item, err := UnmarshalWorkItem([]byte(m.Item))
+		if err != nil {
+			continue
+		}
+		if _, ok := item.(StartOrchestration); ok {
+			if m.From == *parent {
+				return m.FromLife
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
+// sentToAnotherLife says m was sent to a life of inst's id other than
+// inst's: its ToLife names another, or it comes from another life of the
+// parent inst was started by.
+func sentToAnotherLife(inst *instanceDoc, m queueDoc) bool {
+	if m.ToLife != "" && m.ToLife != inst.Life {
+		return true
+	}
+	return m.FromLife != "" && inst.ParentLife != "" && inst.Parent != nil &&
+		m.From == *inst.Parent && m.FromLife != inst.ParentLife
+}
+
+// withoutStrays leaves out of the runtime's batch the messages sent to
+// another life; they stay in the lock's messages, so the turn's ack
+// consumes them with the others. It returns the items left and the number
+// of strays.
+func (p *CosmosProvider) withoutStrays(lock *orchestrationLock, items []WorkItem) ([]WorkItem, int) {
+	kept := items[:0:0]
+	strays := 0
+	for i, m := range lock.messages {
+		if sentToAnotherLife(&lock.inst, m) {
+			strays++
+			p.log.Warn("cdb: dropped a message sent to another life of its instance", "instance", m.Instance, "message", m.ID, "kind", items[i].Kind())
+			continue
+		}
+		kept = append(kept, items[i])
+	}
+	return kept, strays
+}
+
+// dropStrays consumes a batch of messages that were all sent to other
+// lives, and frees the lock, in one batch; a nameless instance document
+// the fetch created for them goes too, unless messages of the id are
+// parked (as dropOrphans).
+func (p *CosmosProvider) dropStrays(ctx context.Context, lock *orchestrationLock) error {
+	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+	etag := lock.inst.ETag
+	if lock.inst.exists() || lock.inst.ParkedUntil > p.nowMs() {
+		b.PatchItem(instanceDocID, unlockOps(), &TransactionalBatchItemOptions{IfMatch: &etag})
+	} else {
+		b.DeleteItem(instanceDocID, &TransactionalBatchItemOptions{IfMatch: &etag})
+	}
+	for _, m := range lock.messages {
+		consumeItem(b, m, nil)
+	}
+	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+	if err != nil {
+		return err
+	}
+	if !resp.Success {
+		return errContended // the lock expired and another fetch took the instance
+	}
+	return &skipError{reason: "only messages sent to another life"}
+}
+

@@ -548,7 +548,7 @@ func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event,
 	if md.OrchestrationName != nil && md.OrchestrationVersion != nil {
 		if !inst.exists() {
 			inst.Parent = md.ParentInstanceID
-			inst.ParentLife = parentLifeOfStart(lock.messages, md.ParentInstanceID)
+			inst.ParentLife = parentLifeOfStart(lock, md.ParentInstanceID)
 			inst.CreatedAt = now
 		}
 		inst.Name = *md.OrchestrationName

@@ -1,6 +1,9 @@
 package cdb
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Lives and the messages between them: a message reaches only the life it
 // was sent to.
@@ -21,7 +24,15 @@ import "context"
 //     not its instance's life, and a message from its parent's id whose
 //     FromLife is not the parent life it was started by. A missing instance
 //     document is created by the fetch with a new life, so a message for a
-//     life that is gone is dropped whether or not the id lives again.
+//     life that is gone is dropped whether or not the id lives again;
+//   - a start from a parent begins a child only while that parent life
+//     lives: the first turn of a child reads its parent's instance
+//     document (one point read, on that turn alone) and drops a start from
+//     a parent life that is gone, being deleted, or replaced by the next.
+//     A child whose start was delivered but not yet taken when its tree was
+//     deleted is no named child, so the deletion does not find it; without
+//     this it would run for the dead parent, and its id would refuse the
+//     new parent's start.
 //
 // Messages from outside (a client's start or event) and messages written
 // before lives were recorded carry no life, and are taken as they always
@@ -55,13 +66,16 @@ func (s senderLives) address(target string) lifeAddress {
 }
 
 // parentLifeOfStart is the life of the parent whose start begins the
-// instance: the first start in the batch, which is the one the runtime
-// takes, when that parent sent it.
-func parentLifeOfStart(msgs []queueDoc, parent *string) string {
+// instance: the first start in the batch that is not a stray (the one the
+// runtime takes), when that parent sent it.
+func parentLifeOfStart(lock *orchestrationLock, parent *string) string {
 	if parent == nil {
 		return ""
 	}
-	for _, m := range msgs {
+	for _, m := range lock.messages {
+		if lock.strays[m.ID] {
+			continue
+		}
 		item, err := UnmarshalWorkItem([]byte(m.Item))
 		if err != nil {
 			continue
@@ -88,21 +102,58 @@ func sentToAnotherLife(inst *instanceDoc, m queueDoc) bool {
 }
 
 // withoutStrays leaves out of the runtime's batch the messages sent to
-// another life; they stay in the lock's messages, so the turn's ack
-// consumes them with the others. It returns the items left and the number
-// of strays.
-func (p *CosmosProvider) withoutStrays(lock *orchestrationLock, items []WorkItem) ([]WorkItem, int) {
+// another life (lock.strays); they stay in the lock's messages, so the
+// turn's ack consumes them with the others. It returns the items left.
+func (p *CosmosProvider) withoutStrays(ctx context.Context, lock *orchestrationLock, items []WorkItem) ([]WorkItem, error) {
+	live, err := p.liveParentLives(ctx, lock, items)
+	if err != nil {
+		return nil, err
+	}
 	kept := items[:0:0]
-	strays := 0
 	for i, m := range lock.messages {
-		if sentToAnotherLife(&lock.inst, m) {
-			strays++
-			p.log.Warn("cdb: dropped a message sent to another life of its instance", "instance", m.Instance, "message", m.ID, "kind", items[i].Kind())
+		_, start := items[i].(StartOrchestration)
+		if sentToAnotherLife(&lock.inst, m) || start && m.FromLife != "" && live[m.From] != m.FromLife {
+			if lock.strays == nil {
+				lock.strays = map[string]bool{}
+			}
+			lock.strays[m.ID] = true
+			p.log.Warn("cdb: dropped a message sent to another life of its instance or from a life that is gone",
+				"instance", m.Instance, "message", m.ID, "kind", items[i].Kind(), "from", m.From)
 			continue
 		}
 		kept = append(kept, items[i])
 	}
-	return kept, strays
+	return kept, nil
+}
+
+// liveParentLives reads, for a batch that may begin the instance (no turn
+// has named it yet), the current life of each parent whose start is in it:
+// "" for a parent that is gone or being deleted.
+func (p *CosmosProvider) liveParentLives(ctx context.Context, lock *orchestrationLock, items []WorkItem) (map[string]string, error) {
+	if lock.inst.exists() {
+		return nil, nil // begun: its parent life is recorded
+	}
+	var lives map[string]string
+	for i, m := range lock.messages {
+		if _, start := items[i].(StartOrchestration); !start || m.FromLife == "" {
+			continue
+		}
+		if _, known := lives[m.From]; known {
+			continue
+		}
+		parent, err := p.readInstanceDoc(ctx, instancePartitionKey(m.From))
+		if err != nil {
+			return nil, fmt.Errorf("read the parent of a start: %w", err)
+		}
+		if lives == nil {
+			lives = map[string]string{}
+		}
+		lives[m.From] = ""
+		if parent != nil && parent.Deleting == "" {
+			lives[m.From] = parent.Life
+		}
+	}
+	return lives, nil
 }
 
 // dropStrays consumes a batch of messages that were all sent to other
@@ -129,4 +180,3 @@ func (p *CosmosProvider) dropStrays(ctx context.Context, lock *orchestrationLock
 	}
 	return &skipError{reason: "only messages sent to another life"}
 }
-

@@ -538,8 +538,11 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 			return nil, err
 		}
 	}
-	items, strays := p.withoutStrays(lock, items)
-	if strays > 0 && len(items) == 0 {
+	if items, err = p.withoutStrays(ctx, lock, items); err != nil {
+		p.releaseQuietly(ctx, lock)
+		return nil, err
+	}
+	if len(items) == 0 && len(lock.strays) > 0 {
 		return nil, p.dropStrays(ctx, lock)
 	}
 	item, kind := p.buildItem(&inst, state, items)

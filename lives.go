@@ -111,8 +111,7 @@ func (p *CosmosProvider) withoutStrays(ctx context.Context, lock *orchestrationL
 	}
 	kept := items[:0:0]
 	for i, m := range lock.messages {
-		_, start := items[i].(StartOrchestration)
-		if sentToAnotherLife(&lock.inst, m) || start && m.FromLife != "" && live[m.From] != m.FromLife {
+		if sentToAnotherLife(&lock.inst, m) || live != nil && startFromParent(items[i], m) && live[m.From] != m.FromLife {
 			if lock.strays == nil {
 				lock.strays = map[string]bool{}
 			}
@@ -126,16 +125,25 @@ func (p *CosmosProvider) withoutStrays(ctx context.Context, lock *orchestrationL
 	return kept, nil
 }
 
+// startFromParent says item is a child's start sent by its parent's commit,
+// with the parent's life; a detached start (no parent) begins its instance
+// whatever became of its sender.
+func startFromParent(item WorkItem, m queueDoc) bool {
+	start, ok := item.(StartOrchestration)
+	return ok && m.FromLife != "" && start.ParentInstance != nil && *start.ParentInstance == m.From
+}
+
 // liveParentLives reads, for a batch that may begin the instance (no turn
 // has named it yet), the current life of each parent whose start is in it:
-// "" for a parent that is gone or being deleted.
+// "" for a parent that is gone or being deleted. It is nil for an instance
+// that has begun: its parent life is recorded.
 func (p *CosmosProvider) liveParentLives(ctx context.Context, lock *orchestrationLock, items []WorkItem) (map[string]string, error) {
 	if lock.inst.exists() {
-		return nil, nil // begun: its parent life is recorded
+		return nil, nil
 	}
 	var lives map[string]string
 	for i, m := range lock.messages {
-		if _, start := items[i].(StartOrchestration); !start || m.FromLife == "" {
+		if !startFromParent(items[i], m) {
 			continue
 		}
 		if _, known := lives[m.From]; known {

@@ -149,7 +149,9 @@ func (p *CosmosProvider) liveParentLives(ctx context.Context, lock *orchestratio
 		if _, known := lives[m.From]; known {
 			continue
 		}
-		parent, err := p.readInstanceDoc(ctx, instancePartitionKey(m.From))
+		// From the primary: a stale replica could show the parent's last
+		// life, marked, and the start of its next life would be dropped.
+		parent, err := p.readInstanceLatest(ctx, instancePartitionKey(m.From))
 		if err != nil {
 			return nil, fmt.Errorf("read the parent of a start: %w", err)
 		}

@@ -246,6 +246,8 @@ type ackWriter struct {
 	// squeeze halves the batch budget that many times (maxCommitSqueeze),
 	// for a commit the store refused as too large.
 	squeeze int
+	// lives addresses the messages it sends (lives.go).
+	lives senderLives
 }
 
 type pendingDoc struct {
@@ -278,7 +280,7 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, squeeze int
 	inst := nextInstanceDoc(lock, executionID, delta, md, now)
 	execDoc := nextExecutionDoc(lock, executionID, md, now)
 	queued := len(workerItems) + len(orchItems)
-	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now, seq: p.reserveSeqs(queued + 1), pinned: inst.Pinned, squeeze: squeeze}
+	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now, seq: p.reserveSeqs(queued + 1), pinned: inst.Pinned, squeeze: squeeze, lives: sendingLives(inst)}
 	w.visible = sequencedVisibleAt(w.seq, time.UnixMilli(now), 0).UnixMilli()
 	inst.Seq = w.seq + int64(queued)
 	out, err := placeOutput(&inst, &execDoc, md, lock.token)
@@ -543,6 +545,7 @@ func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event,
 	if md.OrchestrationName != nil && md.OrchestrationVersion != nil {
 		if !inst.exists() {
 			inst.Parent = md.ParentInstanceID
+			inst.ParentLife = parentLifeOfStart(lock, md.ParentInstanceID)
 			inst.CreatedAt = now
 		}
 		inst.Name = *md.OrchestrationName
@@ -700,7 +703,7 @@ func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
 		return time.Time{}, err
 	}
 	id := "m|o|" + w.token + "|" + strconv.Itoa(len(w.docs)+len(w.remote))
-	body, err := w.p.newMessageDoc(item, id, at, "")
+	body, err := w.p.newAddressedMessageDoc(item, id, at, "", w.lives.address(target))
 	if err != nil {
 		return time.Time{}, refused(w.op, err)
 	}

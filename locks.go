@@ -76,12 +76,15 @@ type orchestrationLock struct {
 	// partition (parking.go), so the ack's instance document drops
 	// parkedUntil.
 	unparked bool
+	// strays are the ids of the messages of the batch sent to another life
+	// (lives.go): consumed with the others, never handed to the runtime.
+	strays map[string]bool
 }
 
 // planningView copies what planning a commit reads, under the mutex, so
 // renewals may go on while the commit is planned from the copy.
 func (l *orchestrationLock) planningView() *orchestrationLock {
-	v := &orchestrationLock{token: l.token, pk: l.pk, timeout: l.timeout, inst: l.inst, messages: l.messages, state: l.state, unparked: l.unparked}
+	v := &orchestrationLock{token: l.token, pk: l.pk, timeout: l.timeout, inst: l.inst, messages: l.messages, state: l.state, unparked: l.unparked, strays: l.strays}
 	v.lockedUntil.Store(l.lockedUntil.Load())
 	return v
 }

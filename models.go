@@ -131,6 +131,10 @@ type instanceDoc struct {
 	// tells this life of the id from the next: a deletion marks only the
 	// life it was asked to delete (deletion.go).
 	Life string `json:"life,omitempty"`
+	// ParentLife is the life of the parent whose start began this life of
+	// the instance (lives.go): what it sends its parent is addressed to that
+	// life, and what another life of the parent sends it is dropped.
+	ParentLife string `json:"parentLife,omitempty"`
 	// ReleasedAt is when a holder last gave the lock back without
 	// committing (an abandon), putting its batch back in the queue: a fetch
 	// whose candidate query ran before that saw those messages locked, and
@@ -208,6 +212,14 @@ type queueDoc struct {
 	// A parked message's visibleAt is when it is handed over if nothing it
 	// waits for has come.
 	HeldFrom int64 `json:"heldFrom,omitempty"`
+	// ToLife is the life of the instance the message is for, when its
+	// sender knows it (a commit's message to its own instance, a child's to
+	// its parent); From and FromLife are the instance whose commit sent it
+	// and that instance's life. A fetch consumes, unseen, a message sent to
+	// another life of its instance (lives.go).
+	ToLife   string `json:"toLife,omitempty"`
+	From     string `json:"from,omitempty"`
+	FromLife string `json:"fromLife,omitempty"`
 
 	ETag ETag `json:"_etag,omitempty"`
 }

@@ -198,6 +198,12 @@ func (p *CosmosProvider) announceMessage(pk string, visibleAt time.Time) {
 // newMessageDoc encodes an orchestrator-queue message document placed at
 // at; writer is its own-writes stamp (ownwrites.go), "" for none.
 func (p *CosmosProvider) newMessageDoc(item WorkItem, id string, at queueTime, writer string) ([]byte, error) {
+	return p.newAddressedMessageDoc(item, id, at, writer, lifeAddress{})
+}
+
+// newAddressedMessageDoc is newMessageDoc for a message a commit sends,
+// with the lives it is sent from and to (lives.go).
+func (p *CosmosProvider) newAddressedMessageDoc(item WorkItem, id string, at queueTime, writer string, addr lifeAddress) ([]byte, error) {
 	encoded, err := MarshalWorkItem(item)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", item.Kind(), err)
@@ -220,6 +226,9 @@ func (p *CosmosProvider) newMessageDoc(item WorkItem, id string, at queueTime, w
 		SeqVisible: at.immediate,
 		Item:       string(encoded),
 		Writer:     writer,
+		ToLife:     addr.to,
+		From:       addr.from,
+		FromLife:   addr.fromLife,
 	})
 }
 
@@ -528,6 +537,13 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 			p.releaseQuietly(ctx, lock)
 			return nil, err
 		}
+	}
+	if items, err = p.withoutStrays(ctx, lock, items); err != nil {
+		p.releaseQuietly(ctx, lock)
+		return nil, err
+	}
+	if len(items) == 0 && len(lock.strays) > 0 {
+		return nil, p.dropStrays(ctx, lock)
 	}
 	item, kind := p.buildItem(&inst, state, items)
 	if kind == batchOrphans {

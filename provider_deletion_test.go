@@ -74,11 +74,7 @@ func TestARelayedChildStartSurvivesTheUnfinishedDeletionOfItsID(t *testing.T) {
 	}
 	require.NoError(t, p.ReconcileOutbox(ctx), "the next pass delivers the start")
 
-	item, _, _, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "the new child's start survives the old deletion")
-	assert.Equal(t, "root::child", item.Instance)
-	assert.Equal(t, []string{"StartOrchestration"}, messageKinds(item))
+	requireStartFetched(ctx, t, p, "root::child", "the new child's start survives the old deletion")
 }
 
 // A client start whose message lands in a partition being deleted, and
@@ -121,11 +117,7 @@ func TestAStartRacingTheEndOfADeletionIsThereWhenAccepted(t *testing.T) {
 		require.True(t, cdb.IsRetryable(err), "a start that is not there is refused as retryable: %v", err)
 		return
 	}
-	item, _, _, err := finisher.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "an accepted start is there")
-	assert.Equal(t, "phoenix", item.Instance)
-	assert.Equal(t, []string{"StartOrchestration"}, messageKinds(item))
+	requireStartFetched(ctx, t, finisher, "phoenix", "an accepted start is there")
 }
 
 // A deleting process that pauses in the middle (here: before marking the
@@ -298,11 +290,7 @@ func TestAStaleSweepRoundSparesAStartThatOutlivedTheDeletion(t *testing.T) {
 	})
 	require.NoError(t, stale.ReconcileOutbox(ctx), "the stale round goes on")
 
-	item, _, _, err := other.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "the accepted start outlives the deletion")
-	assert.Equal(t, "phoenix", item.Instance)
-	assert.Equal(t, []string{"StartOrchestration"}, messageKinds(item))
+	requireStartFetched(ctx, t, other, "phoenix", "the accepted start outlives the deletion")
 }
 
 // A deletion decided on one life of an id (its checks read that life) and
@@ -343,4 +331,15 @@ func TestADeletionDecidedOnAnEarlierLifeLeavesTheNextOneAlone(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, history, 1, "and keeps its history")
 	assert.Equal(t, 0, countDocs(t, other, "reborn", "delete"), "no intent is left")
+}
+
+// requireStartFetched fetches from p and wants a batch of instance's start
+// alone.
+func requireStartFetched(ctx context.Context, t *testing.T, p cdb.Provider, instance, why string) {
+	t.Helper()
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, why)
+	assert.Equal(t, instance, item.Instance)
+	assert.Equal(t, []string{"StartOrchestration"}, messageKinds(item))
 }

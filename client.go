@@ -396,7 +396,7 @@ func (c *Client) decide(ctx context.Context, r *request, attempt int, resp *resp
 	}
 	if resp.StatusCode >= 300 {
 		ce := newCosmosError(r.operation, resp)
-		retry, hint := c.retryStatus(r, ce)
+		retry, hint := c.retryStatus(r, ce, attempt)
 		return decision{retry: retry, wait: c.backoff(attempt, hint), err: ce, resp: resp}
 	}
 	if r.retryOK != nil {
@@ -429,7 +429,10 @@ func (c *Client) decideTransport(ctx context.Context, r *request, attempt int, s
 }
 
 // retryStatus is the status half of R8. It may mark a write OutcomeUnknown.
-func (c *Client) retryStatus(r *request, ce *CosmosError) (retry bool, hint time.Duration) {
+func (c *Client) retryStatus(r *request, ce *CosmosError, attempt int) (retry bool, hint time.Duration) {
+	if isTransientRefusal(ce) {
+		return attempt < refusalAttempts, 0
+	}
 	switch ce.StatusCode {
 	case http.StatusTooManyRequests:
 		return true, ce.RetryAfter
@@ -455,6 +458,20 @@ func (c *Client) retryStatus(r *request, ce *CosmosError) (retry bool, hint time
 		return false, 0
 	}
 	return false, 0
+}
+
+// refusalAttempts is how many attempts a request gets when the account
+// refuses its credential (401) or its authorization (403 with no
+// substatus). A real account does so for a moment while the clock or token
+// a request is signed with refreshes, or while a role assignment
+// propagates; each attempt is signed anew. The service refuses before it
+// executes anything, so a write is as safe to resend as a read. Few
+// attempts, so a wrong key or a missing role is still reported at once.
+const refusalAttempts = 3
+
+// isTransientRefusal reports the refusals of refusalAttempts.
+func isTransientRefusal(ce *CosmosError) bool {
+	return ce.StatusCode == http.StatusUnauthorized || ce.StatusCode == http.StatusForbidden && ce.SubStatusCode == 0
 }
 
 // isRangeGone reports the 410 substatuses that mean "this partition key range

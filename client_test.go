@@ -400,6 +400,21 @@ func TestRetryIsBoundedByMaxAttempts(t *testing.T) {
 	assert.True(t, IsRetryable(ToProviderError("Read", err)))
 }
 
+func TestARefusalThatLastsIsTriedThreeTimesThenReported(t *testing.T) {
+	for _, status := range []int{401, 403} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			cc, st := newScriptedContainer(t, replyAlways(status, `{"code":"X","message":"refused"}`))
+			_, err := cc.CreateItem(testCtx(t), NewPartitionKeyString("p"), []byte(`{"id":"a"}`), nil)
+			var ce *CosmosError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, status, ce.StatusCode)
+			assert.False(t, ce.OutcomeUnknown, "the service refused before it ran anything")
+			assert.False(t, IsRetryable(ToProviderError("Enqueue", err)), "the client has retried: it is the caller's now")
+			assert.Equal(t, 3, st.count())
+		})
+	}
+}
+
 func TestRetryIsBoundedByMaxElapsed(t *testing.T) {
 	cc, st := newScriptedContainer(t, replyAlways(429, `{}`, "x-ms-retry-after-ms", "3600000"),
 		func(o *ClientOptions) { o.Retry.MaxElapsed = time.Second })
@@ -442,7 +457,11 @@ func TestRetriedStatuses(t *testing.T) {
 		{409, 0, true, false},
 		{412, 0, true, false},
 		{400, 0, true, false},
-		{401, 0, false, false},
+		{401, 0, false, true}, // a token or the signing clock refreshing
+		{401, 0, true, true},  // refused before it ran: a write is resent too
+		{403, 0, true, true},  // a role assignment propagating
+		{403, 1014, true, false},
+		{403, 5300, false, false},
 		{413, 0, true, false},
 		{500, 0, false, false},
 	}

@@ -714,7 +714,7 @@ func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
 	if _, ok := item.(StartOrchestration); ok && pk != w.pk {
 		// A child's or detached start brings the child's lock document,
 		// as EnqueueForOrchestrator does; delivering it twice is a 409.
-		shell, err := w.p.newLockDoc(target)
+		shell, err := w.p.newLockDoc(target, startParent(item))
 		if err != nil {
 			return time.Time{}, refused(w.op, err)
 		}

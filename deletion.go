@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 )
@@ -20,7 +21,9 @@ import (
 //     listings and the admin side leave it out, and a fetch cannot lock it.
 //     The mark changes the instance document's ETag, so a turn in flight
 //     cannot commit (its ack is If-Match) and recreates nothing. Then the
-//     intent records that all are marked.
+//     children the caller could not list (started, not yet named) are
+//     added and marked (adoptLateChildren), and the intent records that all
+//     are marked.
 //  3. Each partition's documents are deleted, in batches, until a query
 //     finds none left; the marked instance document goes last.
 //  4. The intent document is deleted.
@@ -220,7 +223,12 @@ func (d *deleter) markOps(id string) (PatchOperations, bool) {
 
 // markAll marks every instance of the intent after the first.
 func (d *deleter) markAll(ctx context.Context) error {
-	for _, id := range d.intent.IDs[1:] {
+	return d.mark(ctx, d.intent.IDs[1:])
+}
+
+// mark marks ids, each on the life the intent names.
+func (d *deleter) mark(ctx context.Context, ids []string) error {
+	for _, id := range ids {
 		if err := d.renewIfDue(ctx); err != nil {
 			return err
 		}
@@ -234,6 +242,79 @@ func (d *deleter) markAll(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// maxAdoptRounds bounds the rounds of adoptLateChildren: one per
+// generation of children found late.
+const maxAdoptRounds = 8
+
+// adoptLateChildren adds to the deletion the children its caller's listing
+// could not see, and marks them: a child whose start was delivered (its
+// instance document names its parent, newLockDoc) but whose first turn had
+// not committed, or committed after the listing. Left out, such a child
+// would run for its deleted parent under its deterministic id, and drop the
+// start of the parent's next life as one from another life (lives.go). It
+// runs once every instance of the intent carries the mark, so a child whose
+// instance document appears after its query had its start delivered after
+// its parent's mark, and its first turn, which reads the parent, drops that
+// start. A child another deletion marks is that deletion's. An intent
+// written before lives were recorded is finished as it was recorded.
+func (d *deleter) adoptLateChildren(ctx context.Context) error {
+	if d.intent.Lives == nil {
+		return nil
+	}
+	for round := 0; round < maxAdoptRounds; round++ {
+		late, err := d.p.lateChildren(ctx, d.intent.IDs)
+		if err != nil || len(late) == 0 {
+			return err
+		}
+		ids := slices.Clone(d.intent.IDs)
+		lives := maps.Clone(d.intent.Lives)
+		for _, c := range late {
+			ids = append(ids, c.Instance)
+			lives[c.Instance] = c.Life
+		}
+		if err := d.writeIntent(ctx, func(ops *PatchOperations) {
+			ops.AppendSet("/ids", ids)
+			ops.AppendSet("/lives", lives)
+		}); err != nil {
+			return err
+		}
+		d.intent.IDs, d.intent.Lives = ids, lives
+		if err := d.mark(ctx, ids[len(ids)-len(late):]); err != nil {
+			return err
+		}
+	}
+	d.p.log.Warn("cdb: a deletion kept finding children started late; deleting what it found", "deletion", d.intent.ID)
+	return nil
+}
+
+// lateChild is an instance document that names a parent among a
+// deletion's ids but is not among them.
+type lateChild struct {
+	Instance string `json:"instance"`
+	Life     string `json:"life"`
+}
+
+// lateChildren lists the unmarked instance documents, named or not, whose
+// parent is among ids and which are not.
+func (p *CosmosProvider) lateChildren(ctx context.Context, ids []string) ([]lateChild, error) {
+	res, err := p.container.QueryItems(ctx,
+		"SELECT c.instance, c.life FROM c WHERE c.type = @type AND ARRAY_CONTAINS(@ids, c.parent) "+
+			"AND NOT ARRAY_CONTAINS(@ids, c.instance) AND NOT IS_DEFINED(c.deleting)",
+		[]QueryParameter{{Name: "@type", Value: docInstance}, {Name: "@ids", Value: ids}}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list children started late: %w", err)
+	}
+	late := make([]lateChild, 0, len(res.Items))
+	for _, raw := range res.Items {
+		var c lateChild
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return nil, fmt.Errorf("decode a child started late: %w", err)
+		}
+		late = append(late, c)
+	}
+	return late, nil
 }
 
 // finish carries out steps 2 to 4; it is safe to run again. A deleter that
@@ -254,6 +335,9 @@ func (d *deleter) carryOut(ctx context.Context) (DeleteInstanceResult, error) {
 	var result DeleteInstanceResult
 	if !d.intent.Marked {
 		if err := d.markAll(ctx); err != nil {
+			return result, err
+		}
+		if err := d.adoptLateChildren(ctx); err != nil {
 			return result, err
 		}
 		if err := d.writeIntent(ctx, func(ops *PatchOperations) { ops.AppendSet("/marked", true) }); err != nil {

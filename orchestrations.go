@@ -48,7 +48,7 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 	if err != nil {
 		return refused(op, err)
 	}
-	if err := p.enqueueStart(ctx, instance, markedOnConsume(doc), seq); err != nil {
+	if err := p.enqueueStart(ctx, instance, startParent(item), markedOnConsume(doc), seq); err != nil {
 		return wrap(op, err)
 	}
 	p.announceMessage(instancePartitionKey(instance), visibleAt)
@@ -64,8 +64,8 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 // start goes without it. The message's id is its own, so a lost response is
 // resolved by sending again: a 409 on the message after an unknown outcome
 // is this write (R8).
-func (p *CosmosProvider) enqueueStart(ctx context.Context, instance string, msg []byte, seq int64) error {
-	shell, err := p.newLockDoc(instance)
+func (p *CosmosProvider) enqueueStart(ctx context.Context, instance string, parent *string, msg []byte, seq int64) error {
+	shell, err := p.newLockDoc(instance, parent)
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (p *CosmosProvider) settleStart(ctx context.Context, op, instance string, m
 // message into a partition a deletion swept to the end; false when another
 // writer created the instance document first.
 func (p *CosmosProvider) startAfterSweep(ctx context.Context, instance string, msg []byte) (bool, error) {
-	shell, err := p.newLockDoc(instance)
+	shell, err := p.newLockDoc(instance, startParentOfDoc(msg))
 	if err != nil {
 		return false, err
 	}
@@ -176,13 +176,37 @@ func (p *CosmosProvider) takeBack(ctx context.Context, instance string, msg []by
 	return nil
 }
 
-// newLockDoc is an unlocked instance document without a name.
-func (p *CosmosProvider) newLockDoc(instance string) ([]byte, error) {
+// newLockDoc is an unlocked instance document without a name, with a new
+// life. A child's names its parent (parent, nil for a root) before any turn
+// does, so a deletion of the parent's tree finds a child whose start was
+// delivered but not yet taken (deletion.go, adoptLateChildren).
+func (p *CosmosProvider) newLockDoc(instance string, parent *string) ([]byte, error) {
 	now := p.nowMs()
 	return json.Marshal(instanceDoc{
 		ID: instanceDocID, PK: instancePartitionKey(instance), Type: docInstance, Instance: instance,
-		Slot: dispatchSlot(instance), CreatedAt: now, UpdatedAt: now, Life: newLockToken(""),
+		Slot: dispatchSlot(instance), CreatedAt: now, UpdatedAt: now, Life: newLockToken(""), Parent: parent,
 	})
+}
+
+// startParent is the parent a start names, nil for anything else.
+func startParent(item WorkItem) *string {
+	if start, ok := item.(StartOrchestration); ok {
+		return start.ParentInstance
+	}
+	return nil
+}
+
+// startParentOfDoc is startParent of the start message document msg.
+func startParentOfDoc(msg []byte) *string {
+	var m queueDoc
+	if err := json.Unmarshal(msg, &m); err != nil {
+		return nil
+	}
+	item, err := UnmarshalWorkItem([]byte(m.Item))
+	if err != nil {
+		return nil
+	}
+	return startParent(item)
 }
 
 // announceMessage wakes a fetch of this process for a message in pk

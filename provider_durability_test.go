@@ -1121,7 +1121,7 @@ func TestAResumedDeletionLeavesTheNextLifeOfTheIDAlone(t *testing.T) {
 	md := providertest.TestOrchMetadata()
 	md.ParentInstanceID = ptrTo("root")
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("again", 1)}, nil, nil, md, nil))
-	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: http.StatusForbidden, Times: 1, Match: func(r cdb.FakeRequest) bool {
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: http.StatusBadRequest, Times: 1, Match: func(r cdb.FakeRequest) bool {
 		return r.Operation == "DeleteItem" && strings.HasPrefix(r.ItemID, "d|")
 	}})
 	_, err = p.DeleteInstance(ctx, "root", true)

@@ -177,38 +177,79 @@ func TestAnOldParentsMessageDoesNotReachTheNextLifeOfItsChild(t *testing.T) {
 }
 
 // A child's start is delivered but not taken when its tree is deleted: the
-// child is no named child yet, so the deletion leaves its start. The
-// parent's next life starts the child again at once: the child must begin
-// with the new parent's start, not the dead one's that is ahead of it.
+// child is no named child yet, but its instance document names its parent,
+// so the deletion finds it and deletes it with the tree. The parent's next
+// life starts the child again at once, and the child begins with it.
 func TestAChildBeginsWithItsLiveParentsStartNotTheDeletedOnes(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour})
 	parentStartsChild(ctx, t, p, "root", "root::child", "life 0")
-	_, err := p.DeleteInstance(ctx, "root", true)
+	children, err := p.ListChildren(ctx, "root")
 	require.NoError(t, err)
-	require.Equal(t, 1, countDocs(t, p, "root::child", "msg"), "the deletion did not find the child that had not begun")
+	require.Empty(t, children, "a child no turn has named is not listed")
+	res, err := p.DeleteInstance(ctx, "root", true)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), res.InstancesDeleted, "the root and the child it started")
+	require.Zero(t, countDocs(t, p, "root::child", "msg"), "the dead parent's start went with the tree")
+	require.Zero(t, countDocs(t, p, "root::child", "inst"))
 
 	parentStartsChild(ctx, t, p, "root", "root::child", "life 1")
 	childTakesStart(ctx, t, p, "root", "root::child", "life 1")
-	assert.Zero(t, countDocs(t, p, "root::child", "msg"), "the dead parent's start is consumed")
+	assert.Zero(t, countDocs(t, p, "root::child", "msg"))
 }
 
-// The same start, found alone after its parent was deleted, is dropped, and
-// the parent's next life then starts the child.
+// A start the deletion cannot find, because it is delivered after the
+// tree's marks (here by the deletion itself, which delivers what the
+// parent's outbox still holds for an id outside it), is dropped at the
+// child's first fetch, and the parent's next life then starts the child.
 func TestAChildStartWhoseParentIsGoneIsDropped(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour})
+	refused := refuseCreatesIn(acct, "root::child")
 	parentStartsChild(ctx, t, p, "root", "root::child", "life 0")
+	require.Zero(t, countDocs(t, p, "root::child", "inst"), "the start waits in the parent's outbox")
+	refused()
 	_, err := p.DeleteInstance(ctx, "root", true)
 	require.NoError(t, err)
+	require.Equal(t, 1, countDocs(t, p, "root::child", "msg"), "the deletion delivered the start it found in the outbox")
 
 	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
 	require.Nil(t, item, "the start of a deleted parent begins nothing")
 	assert.Zero(t, countDocs(t, p, "root::child", "msg"), "it is consumed")
 	assert.Zero(t, countDocs(t, p, "root::child", "inst"), "with the nameless instance document")
+
+	parentStartsChild(ctx, t, p, "root", "root::child", "life 1")
+	childTakesStart(ctx, t, p, "root", "root::child", "life 1")
+}
+
+// The window a child's first turn leaves: it read its parent alive, and
+// commits after the tree's deletion listed the named children. The
+// deletion finds the child by the parent its instance document names and
+// marks it, so that first turn cannot commit, and the child goes with the
+// tree rather than run for the dead parent.
+func TestAChildWhoseFirstTurnRacesItsTreesDeletionGoesWithTheTree(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour})
+	parentStartsChild(ctx, t, p, "root", "root::child", "life 0")
+	item, token := fetchFor(ctx, t, p, "root::child") // the parent is alive: the start is handed over
+	require.Equal(t, []string{"StartOrchestration"}, messageKinds(item))
+
+	res, err := p.DeleteInstance(ctx, "root", true)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), res.InstancesDeleted, "the root and the child whose first turn was under way")
+
+	md := providertest.TestOrchMetadata()
+	md.ParentInstanceID = ptrTo("root")
+	err = p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("root::child", 1)}, nil, nil, md, nil)
+	require.ErrorIs(t, err, cdb.ErrInvalidLockToken, "the child's first turn does not commit for the dead parent")
+	history, err := p.Read(ctx, "root::child")
+	require.NoError(t, err)
+	assert.Empty(t, history)
+	assert.Zero(t, countDocs(t, p, "root::child", "inst"))
 
 	parentStartsChild(ctx, t, p, "root", "root::child", "life 1")
 	childTakesStart(ctx, t, p, "root", "root::child", "life 1")

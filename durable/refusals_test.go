@@ -145,14 +145,30 @@ func TestARefusedTurnAfterContinueAsNewFailsTheNewExecution(t *testing.T) {
 	})
 }
 
-// storeAnswer is a permanent status a real account gives transiently.
-type storeAnswer struct{ status, substatus int }
+// storeAnswer is a permanent status a real account gives transiently,
+// times times in a row.
+type storeAnswer struct{ status, substatus, times int }
+
+// clientRefusalAttempts is how often cdb's client sends a request the
+// account refuses with 401 or 403 before it reports the refusal.
+const clientRefusalAttempts = 3
 
 // transientStoreRefusals are what a real account answers for a while: 401
 // while a clock or token refreshes, 403 while a role assignment
-// propagates, 404/1003 right after a container is created, 400 and 431 for
-// an oversized header, 413 when its size accounting differs from ours.
-var transientStoreRefusals = []storeAnswer{{401, 0}, {403, 0}, {404, 1003}, {400, 0}, {431, 0}, {413, 0}}
+// propagates (once, which the client absorbs, and for longer than the
+// client tries), 404/1003 right after a container is created, 400 and 431
+// for an oversized header, 413 when its size accounting differs from ours.
+var transientStoreRefusals = []storeAnswer{
+	{401, 0, 1}, {401, 0, clientRefusalAttempts}, {403, 0, 1}, {403, 0, clientRefusalAttempts},
+	{404, 1003, 1}, {400, 0, 1}, {431, 0, 1}, {413, 0, 1},
+}
+
+// absorbedByTheClient reports the answers the client retries through by
+// itself: the runtime never sees them.
+func (a storeAnswer) absorbedByTheClient() bool {
+	return a.substatus == cdb.SubStatusOwnerResourceNotFound ||
+		(a.status == 401 || a.status == 403) && a.times < clientRefusalAttempts
+}
 
 // errorRecorder keeps the ERROR records a runtime logs, beside the test log.
 type errorRecorder struct {
@@ -201,17 +217,18 @@ func (h *errorRecorder) logged(a storeAnswer) bool {
 // or on a turn's commit is not the provider's refusal: neither the
 // activity nor the orchestration fails; the work is abandoned with
 // backoff, runs again, and completes with its result. The store's answer
-// is logged at ERROR with its status and substatus (but for 404/1003,
-// which the client retries itself, and a 413 on a commit, which the
-// provider plans again tighter).
+// is logged at ERROR with its status and substatus (but for 404/1003 and a
+// short 401 or 403, which the client retries itself, and a 413 on a
+// commit, which the provider plans again tighter).
 func TestTransientStoreRefusalsDoNotFailWork(t *testing.T) {
 	for _, answer := range transientStoreRefusals {
 		for _, refused := range []string{"activity ack", "turn commit"} {
-			t.Run(fmt.Sprintf("%d.%d %s", answer.status, answer.substatus, refused), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%d.%d×%d %s", answer.status, answer.substatus, answer.times, refused), func(t *testing.T) {
 				t.Parallel()
 				runs, logs := runThroughStoreRefusal(t, answer, refused == "activity ack")
-				if answer.substatus == cdb.SubStatusOwnerResourceNotFound {
+				if answer.absorbedByTheClient() {
 					assert.Equal(t, int32(1), runs, "the client retried the refused request itself")
+					assert.False(t, logs.logged(answer), "the runtime never saw the refusal")
 					return
 				}
 				if answer.status == 413 && refused == "turn commit" {
@@ -231,7 +248,7 @@ func TestTransientStoreRefusalsDoNotFailWork(t *testing.T) {
 
 // runThroughStoreRefusal runs an orchestration of one activity on the
 // Cosmos DB provider whose account answers the activity's first ack (or
-// else the turn that completes the orchestration) with answer, once; it
+// else the turn that completes the orchestration) with answer, answer.times times in a row; it
 // requires the orchestration completed with the activity's result and
 // returns how often the activity ran and what the runtime logged.
 func runThroughStoreRefusal(t *testing.T, answer storeAnswer, refuseAck bool) (int32, *errorRecorder) {
@@ -245,7 +262,7 @@ func runThroughStoreRefusal(t *testing.T, answer storeAnswer, refuseAck bool) (i
 			Match: func(r cdb.FakeRequest) bool {
 				return r.Operation == "Batch" && bytes.Contains(r.Body, []byte(marker))
 			},
-			Status: answer.status, SubStatus: answer.substatus, Times: 1,
+			Status: answer.status, SubStatus: answer.substatus, Times: answer.times,
 		})
 	}
 	var runs atomic.Int32

@@ -158,9 +158,9 @@ type Faults struct {
 	BadClock time.Duration
 	// TransientRefusals adds the refusals a real account gives for a while
 	// (401 while a token refreshes, 403 while a role propagates, 404/1003
-	// after a container is created, 413 when its size accounting differs)
-	// to the node's fault kinds; the application's own calls do not meet
-	// them.
+	// after a container is created, 413 on a large request when its size
+	// accounting differs) to the node's fault kinds; the harness's own
+	// calls do not meet them, an activity's calls through its node do.
 	TransientRefusals bool
 	// Shutdowns shuts a node's runtime down (Runtime.Shutdown with a short
 	// context) while an activity that does not stop at once runs on it,

@@ -57,6 +57,9 @@ type ClientOptions struct {
 	TLS TLSOptions
 	// Retry bounds the retries of throttled and transient failures.
 	Retry RetryOptions
+	// Timeouts bounds each attempt and, on the built-in transport, dialing
+	// and silent HTTP/2 connections.
+	Timeouts TimeoutOptions
 	// Logger receives one debug record per HTTP attempt. Nil logs nothing.
 	Logger *slog.Logger
 	// APIVersion is the x-ms-version header; default DefaultAPIVersion.
@@ -122,6 +125,7 @@ type Client struct {
 	http       *http.Client
 	builtin    bool // the transport is ours, so httptrace tells us whether a request left
 	retry      RetryOptions
+	timeouts   TimeoutOptions
 	logger     *slog.Logger
 	apiVersion string
 	userAgent  string
@@ -162,6 +166,7 @@ func NewClient(endpoint string, opts ClientOptions) (*Client, error) {
 		},
 		builtin:    builtin,
 		retry:      opts.Retry.withDefaults(),
+		timeouts:   opts.Timeouts.withDefaults(),
 		logger:     opts.Logger,
 		apiVersion: opts.APIVersion,
 		userAgent:  opts.UserAgent,
@@ -252,6 +257,7 @@ func newTransport(host string, opts ClientOptions) (rt http.RoundTripper, builti
 	t.TLSClientConfig = cfg
 	// Many goroutines share one client and one account host.
 	t.MaxIdleConnsPerHost = 64
+	configureTimeouts(t, opts.Timeouts.withDefaults())
 	return t, true, nil
 }
 
@@ -304,6 +310,7 @@ type request struct {
 	body          []byte
 	contentType   string
 	idempotent    bool // safe to resend after it may have reached the service
+	long          bool // a query page or feed read: the longer attempt deadline
 	rangeTargeted bool // carries x-ms-documentdb-partitionkeyrangeid: a 410 goes back to the caller
 	session       sessionUse
 	// retryOK asks for a retry of a successful response (a rolled-back
@@ -353,7 +360,10 @@ func (c *Client) sendWithRetries(ctx context.Context, r *request) (*response, er
 			// Nothing of this attempt has left: no outcome to be unsure of.
 			return nil, fmt.Errorf("cdb: %s: %w", r.operation, err)
 		}
-		resp, sent, err := c.roundTrip(ctx, r, attempt)
+		attemptCtx, cancel := c.attemptContext(ctx, r)
+		resp, sent, err := c.roundTrip(attemptCtx, r, attempt)
+		err = attemptError(attemptCtx, err)
+		cancel()
 		if resp != nil {
 			charge += resp.RequestCharge
 			resp.RequestCharge = charge

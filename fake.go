@@ -143,6 +143,10 @@ const (
 	// FaultLoseResponse executes and commits the request, then drops the
 	// connection: the client cannot know it succeeded.
 	FaultLoseResponse
+	// FaultNoAnswer accepts the request and never answers (a half-open
+	// connection): nothing executes, and the request waits until the
+	// client's attempt deadline or context ends it.
+	FaultNoAnswer
 )
 
 // FakeFault makes the account misbehave on matching requests.
@@ -168,6 +172,7 @@ func (a *FakeAccount) InjectFault(f FakeFault) (remove func()) {
 	}
 	kinds := map[FakeFaultKind]fakecosmos.FaultKind{
 		FaultStatus: fakecosmos.FaultStatus, FaultDropConnection: fakecosmos.FaultDropConnection, FaultLoseResponse: fakecosmos.FaultLoseResponse,
+		FaultNoAnswer: fakecosmos.FaultNoAnswer,
 	}
 	return a.srv.InjectFault(fakecosmos.Fault{
 		Match: match, Kind: kinds[f.Kind], Status: f.Status, SubStatus: f.SubStatus, RetryAfter: f.RetryAfter, Times: f.Times,

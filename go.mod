@@ -1,6 +1,6 @@
 module github.com/duroxide-go/cdb
 
-go 1.23
+go 1.24
 
 require (
 	github.com/google/uuid v1.6.0

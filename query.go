@@ -179,6 +179,7 @@ func newQueryRequest(cc *ContainerClient, query string, params []QueryParameter,
 		body:          body,
 		contentType:   "application/query+json",
 		idempotent:    true, // a POST, but it reads
+		long:          true,
 		rangeTargeted: o.PartitionKeyRangeID != "",
 		session:       cc.querySession(o.PartitionKeyRangeID),
 	}, nil
@@ -309,7 +310,7 @@ func (cc *ContainerClient) fetchPartitionKeyRanges(ctx context.Context, ref reso
 		if continuation != "" {
 			h.Set("x-ms-continuation", continuation)
 		}
-		resp, err := cc.client.send(ctx, &request{operation: op, method: http.MethodGet, ref: ref, header: h, idempotent: true})
+		resp, err := cc.client.send(ctx, &request{operation: op, method: http.MethodGet, ref: ref, header: h, idempotent: true, long: true})
 		if err != nil {
 			return nil, err
 		}

@@ -33,6 +33,10 @@ const (
 	// FaultLoseResponse executes and commits the request, then drops the
 	// connection: the client cannot know the outcome.
 	FaultLoseResponse
+	// FaultNoAnswer accepts the request and never answers, as a half-open
+	// connection or a gateway that died mid-request: nothing executes, and
+	// the request waits until the client gives up on it (its context ends).
+	FaultNoAnswer
 )
 
 // Fault is a failure injected on demand.

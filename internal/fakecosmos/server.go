@@ -182,7 +182,7 @@ func dropConnection(w http.ResponseWriter) {
 
 // handle runs the whole pipeline for one request: read, route, count, wait,
 // authenticate, apply faults, execute. It returns nil when the request's
-// context ended during the latency wait.
+// context ended during the latency wait or while a FaultNoAnswer held it.
 func (s *Server) handle(r *http.Request) *response {
 	activityID := s.ids.activityID()
 	body, bodyErr := readBody(r)
@@ -208,6 +208,10 @@ func (s *Server) handle(r *http.Request) *response {
 		Body:                body,
 	}
 	fault, faulted := s.faults.match(info)
+	if faulted && fault.Kind == FaultNoAnswer {
+		<-r.Context().Done()
+		return nil
+	}
 	if faulted && fault.Kind != FaultLoseResponse {
 		return s.faultResponse(r, op, fault, activityID)
 	}

@@ -197,14 +197,13 @@ func Passing(seed int64) Config {
 	f.FanOutMax = 120
 	f.LargePayloadBytes = 16 * 1024
 	f.MixedNodes, f.LargeValues, f.RefusedTurns, f.NeverStartedEvents = true, true, true, true
+	// TreeDeletes found a restarted parent taking its previous life's child
+	// completion (fixed: lives.go) and a child started late that the
+	// deletion missed (fixed: adoptLateChildren).
+	f.TreeDeletes = true
 	faults := AllFaults(0.05)
 	faults.TransientRefusals, faults.Shutdowns, faults.Pauses = true, true, true
 	// Off, each with an open finding (-sim.enable turns them on):
-	//   - TreeDeletes: it found a restarted parent taking its previous
-	//     life's child completion (fixed: lives.go); a child whose start
-	//     arrived but whose first turn had not run when the tree was
-	//     deleted can still leave the new parent waiting (ARCHITECTURE.md,
-	//     Deletion: the window lives leave open).
 	//   - LargeContinueAsNew: under the race detector an Inbox with a
 	//     continue-as-new input near 1 MB was poisoned after 11 fetches.
 	//   - BadClock: a node whose clock is far ahead writes its own items

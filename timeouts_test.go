@@ -1,0 +1,142 @@
+package cdb
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// silentAccount is a fake account whose client gives each attempt
+// attempt to answer.
+func silentAccount(t *testing.T, attempt time.Duration) (*FakeAccount, *ContainerClient) {
+	t.Helper()
+	acct := NewFakeAccount(FakeAccountOptions{})
+	c, err := NewClient(acct.Endpoint(), ClientOptions{Key: acct.Key(), Transport: acct.Transport(), Retry: fastRetryOptions(),
+		Timeouts: TimeoutOptions{Attempt: attempt, QueryAttempt: attempt}})
+	require.NoError(t, err)
+	require.NoError(t, c.EnsureDatabase(testCtx(t), "db"))
+	cc, err := c.NewContainer("db", "coll")
+	require.NoError(t, err)
+	_, err = cc.Ensure(testCtx(t), ContainerProperties{PartitionKey: PartitionKeyDefinition{Paths: []string{"/pk"}}})
+	require.NoError(t, err)
+	return acct, cc
+}
+
+// A read whose attempt gets no answer, made with a context that has no
+// deadline, ends at the attempt's deadline and is sent again.
+func TestAReadWithoutAnAnswerIsSentAgainAtItsAttemptDeadline(t *testing.T) {
+	acct, cc := silentAccount(t, 50*time.Millisecond)
+	_, err := cc.CreateItem(testCtx(t), NewPartitionKeyString("p"), []byte(`{"id":"a","pk":"p"}`), nil)
+	require.NoError(t, err)
+	var reads atomic.Int32
+	acct.InjectFault(FakeFault{Kind: FaultNoAnswer, Times: 1, Match: func(r FakeRequest) bool {
+		if r.Operation == "ReadItem" {
+			reads.Add(1)
+			return true
+		}
+		return false
+	}})
+	resp, err := cc.ReadItem(context.Background(), NewPartitionKeyString("p"), "a", nil)
+	require.NoError(t, err)
+	assert.Equal(t, 2, resp.Attempts, "the silent attempt, then one answered")
+	assert.Equal(t, int32(1), reads.Load(), "the fault held the first attempt")
+}
+
+// A write whose attempt gets no answer may have been applied: it is not
+// sent again, and its error says the outcome is unknown and which deadline
+// ended it.
+func TestAWriteWithoutAnAnswerIsOutcomeUnknownAtItsAttemptDeadline(t *testing.T) {
+	acct, cc := silentAccount(t, 50*time.Millisecond)
+	var writes atomic.Int32
+	acct.InjectFault(FakeFault{Kind: FaultNoAnswer, Match: func(r FakeRequest) bool {
+		if r.Operation == "CreateItem" {
+			writes.Add(1)
+			return true
+		}
+		return false
+	}})
+	_, err := cc.CreateItem(context.Background(), NewPartitionKeyString("p"), []byte(`{"id":"a","pk":"p"}`), nil)
+	var ce *CosmosError
+	require.ErrorAs(t, err, &ce)
+	assert.True(t, ce.OutcomeUnknown)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "no answer within the attempt deadline of 50ms")
+	assert.Equal(t, int32(1), writes.Load(), "a write that may have been applied is not sent again")
+	assert.True(t, IsRetryable(ToProviderError("Enqueue", err)), "the provider resolves an unknown outcome")
+}
+
+// A query page has its own, longer, attempt deadline.
+func TestAQueryPageHasTheQueryAttemptDeadline(t *testing.T) {
+	o := TimeoutOptions{}.withDefaults()
+	assert.Equal(t, defaultAttemptTimeout, o.attemptTimeout(&request{operation: "ReadItem"}))
+	assert.Equal(t, defaultQueryAttemptTimeout, o.attemptTimeout(&request{operation: "Query", long: true}))
+	assert.Less(t, o.Attempt, o.QueryAttempt)
+}
+
+// A server that accepts connections and reads requests but never answers
+// (a gateway that hung, a half-open connection) does not hold a read made
+// with context.Background(): every attempt ends at its deadline, and the
+// read fails as retryable once the client's attempts are spent.
+func TestASilentServerDoesNotHoldAReadWithoutADeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	var accepted atomic.Int32
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			go func() { _, _ = io.Copy(io.Discard, conn) }() // read everything, answer nothing
+			t.Cleanup(func() { conn.Close() })
+		}
+	}()
+	c, err := NewClient("http://"+ln.Addr().String()+"/", ClientOptions{Key: testMasterKey,
+		Retry:    RetryOptions{MaxAttempts: 2, BaseDelay: time.Millisecond},
+		Timeouts: TimeoutOptions{Attempt: 100 * time.Millisecond}})
+	require.NoError(t, err)
+	cc, err := c.NewContainer("db", "coll")
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := cc.ReadItem(context.Background(), NewPartitionKeyString("p"), "a", nil)
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute): // a safety net for a regression, not a speed check
+		t.Fatal("the read is still blocked on a silent server")
+	}
+	require.Error(t, err)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "no answer within the attempt deadline of 100ms")
+	assert.True(t, IsRetryable(ToProviderError("Read", err)))
+	assert.GreaterOrEqual(t, accepted.Load(), int32(1))
+	assert.Equal(t, int64(2), c.Stats().ByOperation["ReadItem"].Requests, "both attempts were sent")
+}
+
+// The built-in transport dials with a bound and pings silent HTTP/2
+// connections.
+func TestTheBuiltInTransportBoundsDialingAndPingsSilentConnections(t *testing.T) {
+	rt, builtin, err := newTransport("acct.documents.azure.com", ClientOptions{Timeouts: TimeoutOptions{Dial: 2 * time.Second, IdlePing: 7 * time.Second}})
+	require.NoError(t, err)
+	require.True(t, builtin)
+	tr, ok := rt.(*http.Transport)
+	require.True(t, ok)
+	assert.Equal(t, 2*time.Second, tr.TLSHandshakeTimeout)
+	assert.NotNil(t, tr.DialContext)
+	require.NotNil(t, tr.HTTP2)
+	assert.Equal(t, 7*time.Second, tr.HTTP2.SendPingTimeout)
+	assert.Equal(t, defaultPingTimeout, tr.HTTP2.PingTimeout)
+	assert.True(t, tr.ForceAttemptHTTP2)
+}

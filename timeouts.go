@@ -16,13 +16,13 @@ import (
 // Zero fields take the defaults.
 type TimeoutOptions struct {
 	// Attempt bounds one attempt of a point operation or a transactional
-	// batch: sending it and reading its whole answer; default 10s. An
+	// batch: sending it and reading its whole answer; default 15s. An
 	// attempt that runs out is retried when the request is a read, and
 	// reported with OutcomeUnknown when it is a write that may have been
 	// sent, as any write whose answer was lost.
 	Attempt time.Duration
 	// QueryAttempt bounds one attempt of a query page or a feed read,
-	// which the service may take longer to assemble; default 30s.
+	// which the service may take longer to assemble; default 60s.
 	QueryAttempt time.Duration
 	// Dial bounds opening a connection (TCP and TLS); default 5s.
 	Dial time.Duration
@@ -35,8 +35,8 @@ type TimeoutOptions struct {
 }
 
 const (
-	defaultAttemptTimeout      = 10 * time.Second
-	defaultQueryAttemptTimeout = 30 * time.Second
+	defaultAttemptTimeout      = 15 * time.Second
+	defaultQueryAttemptTimeout = 60 * time.Second
 	defaultDialTimeout         = 5 * time.Second
 	defaultIdlePing            = 10 * time.Second
 	defaultPingTimeout         = 5 * time.Second

@@ -895,10 +895,16 @@ func relayedBody(body []byte) []byte {
 	return append([]byte(`{"relayed":true,`), body[1:]...)
 }
 
+// partSlack is what a staged part leaves free of the document limit: the
+// service stores system properties beside the bytes sent (_rid, _self,
+// _etag, _attachments, _ts) and may count the document differently from
+// the client, so a part sized to the byte would be refused.
+const partSlack = 8 * 1024
+
 // partCapacity is the entry bytes an outbox part of this instance holds.
 func (w *ackWriter) partCapacity(instance string) int {
 	empty, _ := json.Marshal(outboxPart{ID: w.partID(99), PK: w.pk, Type: docOutboxPart, Instance: instance, Outbox: "o|" + w.token, TTL: stagedPartTTL})
-	return MaxDocumentBytes - len(empty) - 1024
+	return MaxDocumentBytes - len(empty) - partSlack
 }
 
 // partID names an outbox part. A tighter plan of the same ack lays its

@@ -22,6 +22,8 @@ const (
 	SubStatusCompletingSplit                = 1007
 	SubStatusCompletingPartitionMigration   = 1008 // with 410
 	SubStatusDatabaseAccountNotFound        = 1008 // with 403
+	SubStatusPartitionFull                  = 1014 // with 403: the logical partition reached its storage limit
+	SubStatusAADMetadataForbidden           = 5300 // with 403: Entra ID data-plane roles cannot write metadata
 )
 
 // CosmosError is a failed exchange with Cosmos DB: an error status from the
@@ -57,7 +59,11 @@ func (e *CosmosError) Error() string {
 		if text := http.StatusText(e.StatusCode); text != "" {
 			fmt.Fprintf(&b, " %s", text)
 		}
-		fmt.Fprintf(&b, " (substatus %d)", e.SubStatusCode)
+		fmt.Fprintf(&b, " (substatus %d", e.SubStatusCode)
+		if meaning := substatusMeaning(e.StatusCode, e.SubStatusCode); meaning != "" {
+			fmt.Fprintf(&b, ": %s", meaning)
+		}
+		b.WriteString(")")
 	}
 	if e.Code != "" {
 		fmt.Fprintf(&b, " %s", e.Code)
@@ -193,6 +199,30 @@ func ToProviderError(op string, err error) error {
 	}
 	var ve *ValidationError
 	return &ProviderError{Op: op, Message: err.Error(), Retryable: retryableError(err), Err: err, Refusal: errors.As(err, &ve)}
+}
+
+// substatusMeaning says what a substatus means where the status alone
+// would mislead (a 403 that is not about the credential), "" otherwise.
+func substatusMeaning(status, sub int) string {
+	switch {
+	case status == http.StatusForbidden && sub == SubStatusPartitionFull:
+		return "the logical partition is full: one instance's documents reached Cosmos DB's per-partition-key storage limit; prune its old executions or delete it"
+	case status == http.StatusForbidden && sub == SubStatusWriteForbidden:
+		return "a write reached a read-only region"
+	case status == http.StatusForbidden && sub == SubStatusAADMetadataForbidden:
+		return "an Entra ID data-plane role cannot create databases or containers; create them beforehand and set SkipBootstrap"
+	case status == http.StatusNotFound && sub == SubStatusOwnerResourceNotFound:
+		return "the container is not ready yet, or does not exist"
+	}
+	return ""
+}
+
+// IsPartitionFull reports a 403/1014: the logical partition (one
+// instance's documents) reached its storage limit. No retry helps until
+// documents are deleted from it.
+func IsPartitionFull(err error) bool {
+	var ce *CosmosError
+	return errors.As(err, &ce) && ce.StatusCode == http.StatusForbidden && ce.SubStatusCode == SubStatusPartitionFull
 }
 
 // retryableError decides whether trying again may succeed.

@@ -127,3 +127,14 @@ func TestCosmosErrorKeepsRetryAfter(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, 1500*time.Millisecond, ce.RetryAfter)
 }
+
+// A 403 whose substatus is not about the credential says what it is: a
+// full logical partition is the instance's, and no retry helps.
+func TestAFullLogicalPartitionSaysSo(t *testing.T) {
+	err := fmt.Errorf("ack: %w", &CosmosError{Operation: "ExecuteTransactionalBatch", StatusCode: 403, SubStatusCode: SubStatusPartitionFull})
+	assert.True(t, IsPartitionFull(err))
+	assert.Contains(t, err.Error(), "status 403 Forbidden (substatus 1014: the logical partition is full")
+	assert.False(t, IsRetryable(ToProviderError("AckOrchestrationItem", err)))
+	assert.False(t, IsPartitionFull(&CosmosError{Operation: "x", StatusCode: 403}))
+	assert.Equal(t, "cdb: x: status 403 Forbidden (substatus 0)", (&CosmosError{Operation: "x", StatusCode: 403}).Error())
+}

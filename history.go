@@ -340,14 +340,29 @@ func (p *CosmosProvider) latestExecution(ctx context.Context, instance string) (
 	if err != nil {
 		return 0, err
 	}
-	if len(res.Items) == 0 {
-		return 0, nil
+	return maxOfPartialMax(res.Items)
+}
+
+// maxOfPartialMax combines what the pages of a `SELECT VALUE MAX(...)`
+// answered: the service may page an aggregate, each page carrying the
+// maximum of what it read (or nothing: no item, null, or an empty object
+// for an undefined aggregate), so the answer is the largest of them, 0 when
+// there is none.
+func maxOfPartialMax(items []json.RawMessage) (uint64, error) {
+	var best uint64
+	for _, raw := range items {
+		if string(bytes.TrimSpace(raw)) == "{}" {
+			continue
+		}
+		var v *uint64
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return 0, fmt.Errorf("decode latest execution: %w", err)
+		}
+		if v != nil && *v > best {
+			best = *v
+		}
 	}
-	var exec uint64
-	if err := json.Unmarshal(res.Items[0], &exec); err != nil {
-		return 0, fmt.Errorf("decode latest execution: %w", err)
-	}
-	return exec, nil
+	return best, nil
 }
 
 // readInstance point-reads the instance document; nil when there is none.

@@ -2,7 +2,9 @@ package cdb_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -89,4 +91,59 @@ func TestACommitTheStoreAlwaysRefusesAsTooLargeIsNotARefusal(t *testing.T) {
 	}
 	assert.Greater(t, commits, 1, "tighter plans were tried")
 	assert.LessOrEqual(t, commits, 5, "a bounded number of them")
+}
+
+// Issue 22: the service stores system properties beside what the client
+// sends and may count a document differently, so every part a large turn
+// stages stays at least 8 KB under the document limit. Small entries fill
+// the parts to their capacity.
+func TestStagedPartsStayEightKilobytesUnderTheDocumentLimit(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour})
+	instance := "parts"
+	providertest.CreateInstance(ctx, t, p, instance)
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem(instance), 0))
+	_, token := fetchFor(ctx, t, p, instance)
+	events, work := sizedFanOut(instance, 1200, 2*1024) // 2.4 MB of work items: more than one part
+	log := logRequests(acct)
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, events, work, nil, cdb.ExecutionMetadata{}, nil))
+
+	var parts []int
+	for _, r := range log.take() {
+		for _, doc := range createdDocuments(t, r) {
+			if bytes.Contains(doc[:min(len(doc), 256)], []byte(`"type":"outbox-part"`)) {
+				parts = append(parts, len(doc))
+			}
+		}
+	}
+	require.NotEmpty(t, parts, "the turn staged outbox parts")
+	for _, size := range parts {
+		assert.LessOrEqual(t, size, cdb.MaxDocumentBytes-8*1024, "a part of %d bytes", size)
+	}
+	assert.Greater(t, slices.Max(parts), cdb.MaxDocumentBytes-16*1024, "the parts are filled to their capacity")
+}
+
+// createdDocuments returns the documents a request creates: its body for
+// CreateItem, each create's resource body for a batch.
+func createdDocuments(t *testing.T, r cdb.FakeRequest) [][]byte {
+	t.Helper()
+	switch r.Operation {
+	case "CreateItem":
+		return [][]byte{r.Body}
+	case "Batch":
+		var ops []struct {
+			OperationType string          `json:"operationType"`
+			ResourceBody  json.RawMessage `json:"resourceBody"`
+		}
+		require.NoError(t, json.Unmarshal(r.Body, &ops))
+		var docs [][]byte
+		for _, op := range ops {
+			if op.OperationType == "Create" {
+				docs = append(docs, op.ResourceBody)
+			}
+		}
+		return docs
+	}
+	return nil
 }

@@ -30,6 +30,10 @@ type FakeAccountOptions struct {
 	// x-ms-date against it; Client signs with it, and other clients should
 	// too (ClientOptions.Now).
 	Now func() time.Time
+	// NewContainerWarmUp is how many document requests a container created
+	// through the API answers 404/1003 (owner resource not found) before it
+	// serves them, as a real account may right after creating it.
+	NewContainerWarmUp int
 }
 
 // FakeAccount is a strict in-memory Cosmos DB account: it checks signatures,
@@ -56,8 +60,14 @@ func NewFakeAccount(o FakeAccountOptions) *FakeAccount {
 		Now:                o.Now,
 
 		StaleReadsWithoutSessionToken: o.StaleReadsWithoutSessionToken,
+		NewContainerWarmUp:            o.NewContainerWarmUp,
 	})}
 }
+
+// ForbidMetadataWrites makes the account refuse (or, false, accept again)
+// creating, changing and deleting databases and containers with 403, as an
+// account with disableKeyBasedMetadataWriteAccess does; reads pass.
+func (a *FakeAccount) ForbidMetadataWrites(forbid bool) { a.srv.ForbidMetadataWrites(forbid) }
 
 // Client returns a Client wired to the account in-process.
 func (a *FakeAccount) Client() *Client {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -346,48 +345,32 @@ func checkAccount(ctx context.Context, client *Client) error {
 }
 
 // openContainer makes sure the container exists with what the provider
-// needs: bootstrapping creates what is missing, and a container this call
-// did not create is read and checked.
+// needs (bootstrap.go creates what is missing unless SkipBootstrap), and
+// checks a container this call did not create.
 func openContainer(ctx context.Context, client *Client, container *ContainerClient, cfg Config) (queueIndex, error) {
 	if !cfg.SkipBootstrap {
-		created, err := bootstrap(ctx, client, container, cfg)
-		if err != nil || created {
+		if err := ensureDatabase(ctx, client, cfg); err != nil {
 			return queueIndexByType, err
 		}
 	}
 	props, err := container.Read(ctx)
-	if err != nil {
+	if err == nil {
+		return checkProviderContainer(cfg.Database, props)
+	}
+	if !IsNotFound(err) || cfg.SkipBootstrap {
 		return queueIndexByType, explainContainerRead(ctx, client, cfg, err)
 	}
-	return checkProviderContainer(cfg.Database, props)
-}
-
-// bootstrap creates the database and the container when they are missing;
-// created reports that it created the container, so there is nothing to
-// check.
-func bootstrap(ctx context.Context, client *Client, container *ContainerClient, cfg Config) (created bool, err error) {
-	if err := client.EnsureDatabase(ctx, cfg.Database); err != nil {
-		return false, fmt.Errorf("cdb: bootstrap database %q: %w%s", cfg.Database, err, forbiddenHint(err))
+	created, err := createContainer(ctx, container, cfg)
+	if err != nil {
+		return queueIndexByType, err
 	}
-	_, err = container.Create(ctx, ProviderContainerProperties(cfg.Container))
-	switch {
-	case err == nil:
-		return true, nil
-	case IsConflict(err):
-		return false, nil
+	if !created { // another process created it meanwhile
+		if props, err = container.Read(ctx); err != nil {
+			return queueIndexByType, explainContainerRead(ctx, client, cfg, err)
+		}
+		return checkProviderContainer(cfg.Database, props)
 	}
-	return false, fmt.Errorf("cdb: bootstrap container %q in database %q: %w%s", cfg.Container, cfg.Database, err, forbiddenHint(err))
-}
-
-// forbiddenHint explains the usual 403 of a bootstrap: Entra ID data-plane
-// roles cannot create databases or containers.
-func forbiddenHint(err error) string {
-	var ce *CosmosError
-	if !errors.As(err, &ce) || ce.StatusCode != http.StatusForbidden {
-		return ""
-	}
-	return " (an Entra ID data-plane role cannot create databases or containers: create them with the " +
-		"definition in docs/real-account.md and set Config.SkipBootstrap)"
+	return queueIndexByType, waitUntilServing(ctx, container, cfg)
 }
 
 // explainContainerRead turns a failed read of the container into an error

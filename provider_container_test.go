@@ -188,6 +188,54 @@ func TestNewProviderForbiddenBootstrapPointsToSkipBootstrap(t *testing.T) {
 	}
 }
 
+// Issue 22: an account that forbids metadata writes with its keys
+// (disableKeyBasedMetadataWriteAccess) refuses to create a database or a
+// container that exists already. The provider reads first, and opens what
+// is there without writing metadata.
+func TestNewProviderOpensWhatExistsOnAnAccountThatForbidsMetadataWrites(t *testing.T) {
+	ctx := containerTestContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	createContainer(t, acct, "shop", "orders", cdb.ProviderContainerProperties("orders"))
+	acct.ForbidMetadataWrites(true)
+	log := logRequests(acct)
+	p, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client(), Database: "shop", Container: "orders", ShortPolling: true})
+	require.NoError(t, err)
+	defer p.Close()
+	for _, op := range log.ops() {
+		assert.NotContains(t, []string{"CreateDatabase", "CreateContainer"}, op, "nothing that exists is created again")
+	}
+	providertest.CreateInstance(ctx, t, p, "opened")
+}
+
+// Where the container is missing on such an account, the error says why
+// the create was refused and what to do.
+func TestNewProviderExplainsAnAccountThatForbidsMetadataWrites(t *testing.T) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	acct.ForbidMetadataWrites(true)
+	_, err := cdb.NewProvider(containerTestContext(t), cdb.Config{Client: acct.Client(), Database: "shop", Container: "orders"})
+	require.Error(t, err)
+	assert.True(t, cdb.HasStatus(err, http.StatusForbidden), "%v", err)
+	assert.ErrorContains(t, err, "cdb: bootstrap: create database \"shop\"")
+	assert.ErrorContains(t, err, "disableKeyBasedMetadataWriteAccess")
+	assert.ErrorContains(t, err, "Config.SkipBootstrap")
+}
+
+// A real account answers 404/1003 (owner resource not found) for a moment
+// after a container is created. NewProvider waits that out, so the
+// provider's first writes do not read it as "not found".
+func TestNewProviderWaitsUntilANewContainerServes(t *testing.T) {
+	ctx := containerTestContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{NewContainerWarmUp: 12})
+	p, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client(), Database: "shop", Container: "orders", ShortPolling: true})
+	require.NoError(t, err)
+	defer p.Close()
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("first"), 0))
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	assert.Equal(t, "first", item.Instance)
+}
+
 // A container made by an earlier version, whose composite index is
 // (visibleAt, seq) only, is still served: the queue queries order by what
 // it has.

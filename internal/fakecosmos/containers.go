@@ -34,6 +34,7 @@ type container struct {
 	ranges         []*pkRange
 	nextRangeID    int
 	nextSeq        uint64
+	warmUp         warmUp // document requests still answered 404/1003 after its creation
 }
 
 // partitionKeyDef is the only kind this fake supports: one path, Hash.
@@ -303,6 +304,7 @@ func (s *Server) createContainer(q *request) (*result, error) {
 		return nil, conflict()
 	}
 	c := s.newContainer(d, cs)
+	c.warmUp.left.Store(int64(s.newContainerWarmUp))
 	d.colls[cs.id] = c
 	s.metadataLSN++
 	return &result{status: http.StatusCreated, body: encodeJSON(c.resource()), etag: c.etag, charge: chargeMetadata}, nil

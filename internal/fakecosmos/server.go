@@ -55,6 +55,10 @@ type Options struct {
 	// an account with Session consistency may. Clients that echo session
 	// tokens read their own writes; the others see stale data.
 	StaleReadsWithoutSessionToken bool
+	// NewContainerWarmUp is how many document requests a container created
+	// through the API answers 404/1003 (owner resource not found) before it
+	// serves them, as a real account may right after creating it.
+	NewContainerWarmUp int
 }
 
 // Server is the in-memory gateway. It is safe for concurrent use; all its
@@ -67,6 +71,9 @@ type Server struct {
 	staleReads   bool
 	now          func() time.Time
 	maxClockSkew time.Duration
+
+	metadataWritesForbidden atomic.Bool
+	newContainerWarmUp      int
 
 	latency  atomic.Int64 // time.Duration
 	endpoint atomic.Value // string
@@ -112,8 +119,11 @@ func New(opts Options) *Server {
 		staleReads:   opts.StaleReadsWithoutSessionToken,
 		now:          opts.Now,
 		maxClockSkew: opts.MaxClockSkew,
-		databases:    map[string]*database{},
-		ids:          newIDSource(),
+
+		newContainerWarmUp: opts.NewContainerWarmUp,
+
+		databases: map[string]*database{},
+		ids:       newIDSource(),
 	}
 	s.latency.Store(int64(opts.Latency))
 	s.endpoint.Store(opts.Endpoint)
@@ -199,6 +209,9 @@ func (s *Server) handle(r *http.Request) *response {
 	if err := s.authenticate(r, rt); err != nil {
 		return s.errorResponse(r, op, err, activityID)
 	}
+	if err := s.refuseMetadataWrite(r, op); err != nil {
+		return s.errorResponse(r, op, err, activityID)
+	}
 
 	info := RequestInfo{
 		Op: op, Method: r.Method, Path: r.URL.Path,
@@ -216,6 +229,9 @@ func (s *Server) handle(r *http.Request) *response {
 		return s.faultResponse(r, op, fault, activityID)
 	}
 
+	if err := s.notReadyYet(rt, op); err != nil {
+		return s.errorResponse(r, op, err, activityID)
+	}
 	resp := s.execute(r, rt, op, body, bodyErr, activityID)
 	if faulted { // FaultLoseResponse: executed and committed, answer lost
 		return &response{drop: true}

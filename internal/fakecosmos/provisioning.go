@@ -1,0 +1,63 @@
+package fakecosmos
+
+import (
+	"net/http"
+	"sync/atomic"
+)
+
+// Provisioning behaviours of a real account the fake can show: an account
+// that forbids metadata writes through its keys, and a container that is
+// not usable for a moment after it is created.
+
+// isMetadataWrite reports the operations that create, change or delete a
+// database or a container.
+func isMetadataWrite(op Op) bool {
+	switch op {
+	case OpCreateDatabase, OpDeleteDatabase, OpCreateContainer, OpReplaceContainer, OpDeleteContainer:
+		return true
+	}
+	return false
+}
+
+// ForbidMetadataWrites makes the account refuse (or, false, accept again)
+// creating, changing and deleting databases and containers with 403, as an
+// account with disableKeyBasedMetadataWriteAccess does; reads pass.
+func (s *Server) ForbidMetadataWrites(forbid bool) { s.metadataWritesForbidden.Store(forbid) }
+
+// refuseMetadataWrite is the answer of an account with key-based metadata
+// writes disabled (disableKeyBasedMetadataWriteAccess): reads pass,
+// creating or changing a database or container through the data plane
+// does not.
+func (s *Server) refuseMetadataWrite(r *http.Request, op Op) error {
+	if !s.metadataWritesForbidden.Load() || !isMetadataWrite(op) {
+		return nil
+	}
+	return newError(http.StatusForbidden, "Operation '%s' on resource '%s' is not allowed through Azure Cosmos DB endpoint. "+
+		"Please switch on such operations for your account, or perform this operation through Azure Resource Manager, "+
+		"Azure Portal, Azure CLI or Azure Powershell.", r.Method, r.URL.Path)
+}
+
+// subStatusOwnerResourceNotFound is the substatus of a 404 about the
+// container rather than the item.
+const subStatusOwnerResourceNotFound = 1003
+
+// warmUp counts the document requests a new container still answers
+// 404/1003 (owner resource not found), as a real account may right after
+// creating it.
+type warmUp struct{ left atomic.Int64 }
+
+// notReadyYet spends one of a new container's warm-up answers.
+func (s *Server) notReadyYet(rt route, op Op) error {
+	if s.newContainerWarmUp == 0 || !isDocumentOp(op) {
+		return nil
+	}
+	c, err := s.lookupContainer(rt)
+	if err != nil {
+		return nil // the operation itself says what is missing
+	}
+	if c.warmUp.left.Add(-1) < 0 {
+		c.warmUp.left.Store(0)
+		return nil
+	}
+	return newSubError(http.StatusNotFound, subStatusOwnerResourceNotFound, "Owner resource does not exist")
+}

@@ -485,13 +485,11 @@ func isTransientRefusal(ce *CosmosError) bool {
 }
 
 // isRangeGone reports the 410 substatuses that mean "this partition key range
-// no longer exists": re-read the ranges.
+// no longer exists": re-read the ranges. A split or migration that is
+// completing (1007, 1008) is not: the same range serves again shortly, so
+// the request is retried as it is.
 func isRangeGone(sub int) bool {
-	switch sub {
-	case 0, SubStatusPartitionKeyRangeGone, SubStatusCompletingSplit, SubStatusCompletingPartitionMigration:
-		return true
-	}
-	return false
+	return sub == 0 || sub == SubStatusPartitionKeyRangeGone
 }
 
 // backoff is the wait before the next attempt: the server's hint when it gave

@@ -189,6 +189,22 @@ func (a *FakeAccount) InjectFault(f FakeFault) (remove func()) {
 	})
 }
 
+// FakeSplitOptions shows what a real split does for a while after it.
+type FakeSplitOptions struct {
+	// ListParentsFor is how many reads of the range list still list the
+	// split ranges beside their children, as the service may.
+	ListParentsFor int
+	// CompletingFor is how many range-targeted requests answer 410 with
+	// substatus 1007 (completing split) before the children serve.
+	CompletingFor int
+}
+
+// SplitPartitionKeyRangesWith splits every range of a container in two,
+// with the window o describes.
+func (a *FakeAccount) SplitPartitionKeyRangesWith(database, container string, o FakeSplitOptions) error {
+	return a.srv.SplitPartitionKeyRangesWith(database, container, fakecosmos.SplitOptions{ListParentsFor: o.ListParentsFor, CompletingFor: o.CompletingFor})
+}
+
 // SplitPartitionKeyRanges splits every range of a container in two.
 func (a *FakeAccount) SplitPartitionKeyRanges(database, container string) error {
 	return a.srv.SplitPartitionKeyRanges(database, container)

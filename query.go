@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // QueryParameter binds a query parameter: Name starts with '@'; Value is
@@ -297,8 +298,57 @@ func (cc *ContainerClient) ReadPartitionKeyRanges(ctx context.Context, forceRefr
 	if err != nil {
 		return nil, err
 	}
+	if ranges, err = liveRanges(ranges); err != nil {
+		return nil, err
+	}
 	cc.client.ranges.put(ref.link, ranges)
 	return ranges, nil
+}
+
+// liveRanges leaves out of a range list the ranges another one names as its
+// parent: after a split the service may list the split range beside its
+// children for a while, and a request to it answers 410. What is left must
+// cover the effective partition key space once, from "" to "FF"; a list
+// that does not (read in the middle of a change) is refused as retryable,
+// for the caller to read again.
+func liveRanges(all []PartitionKeyRange) ([]PartitionKeyRange, error) {
+	parents := map[string]bool{}
+	for _, r := range all {
+		for _, p := range r.Parents {
+			parents[p] = true
+		}
+	}
+	live := make([]PartitionKeyRange, 0, len(all))
+	for _, r := range all {
+		if !parents[r.ID] {
+			live = append(live, r)
+		}
+	}
+	if err := checkCoverage(live); err != nil {
+		return nil, &CosmosError{Operation: "ReadPartitionKeyRanges", StatusCode: http.StatusGone,
+			SubStatusCode: SubStatusCompletingSplit, Message: err.Error()}
+	}
+	return live, nil
+}
+
+// checkCoverage says whether ranges tile the key space: sorted by their
+// lower bound, each starts where the one before ends, from "" to "FF".
+func checkCoverage(ranges []PartitionKeyRange) error {
+	sorted := slices.Clone(ranges)
+	slices.SortFunc(sorted, func(a, b PartitionKeyRange) int {
+		return strings.Compare(strings.ToUpper(a.MinInclusive), strings.ToUpper(b.MinInclusive))
+	})
+	at := ""
+	for _, r := range sorted {
+		if !strings.EqualFold(r.MinInclusive, at) {
+			return fmt.Errorf("the partition key ranges listed leave a gap or overlap at %q (range %s starts at %q)", at, r.ID, r.MinInclusive)
+		}
+		at = r.MaxExclusive
+	}
+	if !strings.EqualFold(at, "FF") {
+		return fmt.Errorf("the partition key ranges listed end at %q, not at the end of the key space", at)
+	}
+	return nil
 }
 
 func (cc *ContainerClient) fetchPartitionKeyRanges(ctx context.Context, ref resourceRef) ([]PartitionKeyRange, error) {
@@ -335,9 +385,30 @@ func (cc *ContainerClient) fetchPartitionKeyRanges(ctx context.Context, ref reso
 // has hundreds, and one caller should not open hundreds of connections.
 const maxRangeConcurrency = 16
 
-// maxRangeRounds bounds how often QueryItemsPerRange re-plans after ranges
-// went away; splits are rare, a loop would be a bug.
-const maxRangeRounds = 5
+// replanAfterSplit reads the ranges again after some went away, after a
+// backoff: a split lists its children, and leaves its parents' requests
+// answering 410, over a window; re-planning at once would spin through it.
+// Re-plans are bounded by the client's retry budget in time (MaxElapsed).
+func (cc *ContainerClient) replanAfterSplit(ctx context.Context, round int, start time.Time) ([]PartitionKeyRange, error) {
+	wait := cc.client.backoff(round, 0)
+	if time.Since(start)+wait > cc.client.retry.MaxElapsed {
+		return nil, &CosmosError{Operation: "QueryItemsPerRange", StatusCode: http.StatusGone, SubStatusCode: SubStatusPartitionKeyRangeGone,
+			Message: fmt.Sprintf("partition key ranges kept changing for %s", time.Since(start).Round(time.Millisecond))}
+	}
+	if err := sleep(ctx, wait); err != nil {
+		return nil, err
+	}
+	for {
+		fresh, err := cc.ReadPartitionKeyRanges(ctx, true)
+		if err == nil || !IsRetryable(ToProviderError("ReadPartitionKeyRanges", err)) || time.Since(start) > cc.client.retry.MaxElapsed {
+			return fresh, err
+		}
+		round++
+		if err := sleep(ctx, cc.client.backoff(round, 0)); err != nil {
+			return nil, err
+		}
+	}
+}
 
 // QueryItemsPerRange runs query on every partition key range separately
 // (x-ms-documentdb-partitionkeyrangeid), where the gateway allows ORDER BY,
@@ -363,10 +434,8 @@ func (cc *ContainerClient) QueryItemsPerRange(ctx context.Context, query string,
 	}
 	results := make(map[string]QueryResult, len(ranges))
 	pending := ranges
-	for round := 0; len(pending) > 0; round++ {
-		if round == maxRangeRounds {
-			return nil, fmt.Errorf("cdb: %s: partition key ranges kept going away after %d refreshes", op, round)
-		}
+	start := time.Now()
+	for round := 1; len(pending) > 0; round++ {
 		done, gone, err := cc.queryRanges(ctx, query, params, opts, pending)
 		if err != nil {
 			return nil, err
@@ -377,9 +446,9 @@ func (cc *ContainerClient) QueryItemsPerRange(ctx context.Context, query string,
 		if len(gone) == 0 {
 			break
 		}
-		fresh, err := cc.ReadPartitionKeyRanges(ctx, true)
+		fresh, err := cc.replanAfterSplit(ctx, round, start)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("cdb: %s: range %s is gone: %w", op, gone[0].ID, err)
 		}
 		pending = replacements(gone, fresh)
 		if len(pending) == 0 {

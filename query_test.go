@@ -295,7 +295,7 @@ func TestQueryItemsPerRangeFindsChildrenByOverlap(t *testing.T) {
 func TestQueryItemsPerRangeStopsOnOtherErrors(t *testing.T) {
 	cc, _ := newScriptedContainer(t, func(n int, r wireRequest) (*http.Response, error) {
 		if strings.HasSuffix(r.Path, "/pkranges") {
-			return reply(200, `{"PartitionKeyRanges":[{"id":"0"},{"id":"1"}]}`), nil
+			return reply(200, `{"PartitionKeyRanges":[{"id":"0","minInclusive":"","maxExclusive":"80"},{"id":"1","minInclusive":"80","maxExclusive":"FF"}]}`), nil
 		}
 		if r.Header.Get("x-ms-documentdb-partitionkeyrangeid") == "1" {
 			return reply(400, `{"code":"BadRequest","message":"syntax error"}`), nil

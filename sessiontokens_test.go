@@ -148,7 +148,7 @@ func sessionScript(tokens ...string) func(int, wireRequest) (*http.Response, err
 		body := `{"id":"a","pk":"p"}`
 		switch {
 		case strings.HasSuffix(r.Path, "/pkranges"):
-			body = `{"PartitionKeyRanges":[{"id":"0","minInclusive":"","maxExclusive":"80","parents":[]},{"id":"1","minInclusive":"80","maxExclusive":"FF","parents":[]},{"id":"5","minInclusive":"80","maxExclusive":"C0","parents":["1","3"]}]}`
+			body = `{"PartitionKeyRanges":[{"id":"0","minInclusive":"","maxExclusive":"80","parents":[]},{"id":"1","minInclusive":"80","maxExclusive":"FF","parents":[]},{"id":"5","minInclusive":"80","maxExclusive":"C0","parents":["1","3"]},{"id":"6","minInclusive":"C0","maxExclusive":"FF","parents":["1","3"]}]}`
 		case r.Header.Get("x-ms-documentdb-isquery") != "":
 			body = `{"Documents":[]}`
 		}

@@ -35,6 +35,12 @@ type container struct {
 	nextRangeID    int
 	nextSeq        uint64
 	warmUp         warmUp // document requests still answered 404/1003 after its creation
+	// After a split (SplitOptions): the split ranges, listed beside their
+	// children for listRetiredFor more reads of the list, and the requests
+	// aimed at a range still answered 410/1007.
+	retired        []*pkRange
+	listRetiredFor int
+	completingFor  int
 }
 
 // partitionKeyDef is the only kind this fake supports: one path, Hash.

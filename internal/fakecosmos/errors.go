@@ -10,6 +10,7 @@ import (
 const (
 	subStatusPartitionKeyMismatch  = 1001
 	subStatusRangeGone             = 1002
+	subStatusCompletingSplit       = 1007
 	subStatusCrossPartitionServing = 1004
 )
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -139,8 +140,9 @@ func (s *Server) readPartitionKeyRanges(q *request) (*result, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	list := make([]map[string]any, len(c.ranges))
-	for i, r := range c.ranges {
+	listed := c.listedRanges()
+	list := make([]map[string]any, len(listed))
+	for i, r := range listed {
 		list[i] = c.rangeResource(r, i)
 	}
 	body := encodeJSON(map[string]any{"_rid": c.rid, "PartitionKeyRanges": list, "_count": len(list)})
@@ -149,11 +151,28 @@ func (s *Server) readPartitionKeyRanges(q *request) (*result, error) {
 	return &result{status: http.StatusOK, body: body, etag: c.etag, charge: chargeMetadata, header: h}, nil
 }
 
+// SplitOptions shows what a real split does for a while after it.
+type SplitOptions struct {
+	// ListParentsFor is how many reads of the range list still list the
+	// split ranges beside their children, as the service may.
+	ListParentsFor int
+	// CompletingFor is how many requests aimed at a child's range id (or
+	// at a key in it) answer 410 with substatus 1007 (completing split)
+	// before the children serve.
+	CompletingFor int
+}
+
 // SplitPartitionKeyRanges splits every range of the container in two, as
 // the service does when a partition grows. The children get new ids and
 // list their parent in `parents`; requests naming a parent's id then answer
 // 410 with substatus 1002 until the client re-reads the ranges.
 func (s *Server) SplitPartitionKeyRanges(database, containerID string) error {
+	return s.SplitPartitionKeyRangesWith(database, containerID, SplitOptions{})
+}
+
+// SplitPartitionKeyRangesWith is SplitPartitionKeyRanges with the window
+// o describes.
+func (s *Server) SplitPartitionKeyRangesWith(database, containerID string, o SplitOptions) error {
 	c, err := s.lookupContainer(route{database: database, container: containerID})
 	if err != nil {
 		return fmt.Errorf("fakecosmos: split %s/%s: %w", database, containerID, err)
@@ -178,6 +197,29 @@ func (s *Server) SplitPartitionKeyRanges(database, containerID string) error {
 			c.nextRangeID++
 		}
 	}
+	c.retired, c.listRetiredFor = c.ranges, o.ListParentsFor
+	c.completingFor = o.CompletingFor
 	c.ranges = next
 	return nil
+}
+
+// listedRanges is what a read of the range list shows: the current ranges,
+// and the split ones beside them while the split is being listed. Call with
+// c.mu held.
+func (c *container) listedRanges() []*pkRange {
+	if c.listRetiredFor <= 0 {
+		return c.ranges
+	}
+	c.listRetiredFor--
+	return append(slices.Clone(c.retired), c.ranges...)
+}
+
+// splitCompleting spends one answer of a split's completing window. Call
+// with c.mu held.
+func (c *container) splitCompleting() error {
+	if c.completingFor <= 0 {
+		return nil
+	}
+	c.completingFor--
+	return newSubError(http.StatusGone, subStatusCompletingSplit, "The split of the partition is completing; retry the request.")
 }

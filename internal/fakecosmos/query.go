@@ -115,6 +115,9 @@ func resolveScope(q *request, c *container) (queryScope, error) {
 		if rng == nil {
 			return queryScope{}, newSubError(http.StatusGone, subStatusRangeGone, msgRangeGone)
 		}
+		if err := c.splitCompleting(); err != nil {
+			return queryScope{}, err
+		}
 		return queryScope{kind: scopeRange, rng: rng, label: "range:" + id}, nil
 	}
 	return queryScope{kind: scopeCross, label: "cross"}, nil

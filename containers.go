@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -64,6 +65,11 @@ type ContainerProperties struct {
 	DefaultTimeToLive *int                   `json:"defaultTtl,omitempty"` // seconds; -1 enables per-item TTL without a default
 	ResourceID        string                 `json:"_rid,omitempty"`       // set by the service
 	ETag              ETag                   `json:"_etag,omitempty"`      // set by the service
+	// IndexTransformationProgress is how much of a change to the indexing
+	// policy the service has applied, in percent, as a Read reported it:
+	// 100 when none is under way, -1 when the service did not say. An
+	// index still being built may not serve queries that order by it.
+	IndexTransformationProgress int `json:"-"`
 }
 
 // PartitionKeyDefinition says where an item's partition key lives.
@@ -136,8 +142,53 @@ func (cc *ContainerClient) Create(ctx context.Context, props ContainerProperties
 // Read reads the container's properties; 404 if it does not exist.
 func (cc *ContainerClient) Read(ctx context.Context) (ContainerProperties, error) {
 	const op = "ReadContainer"
+	h := http.Header{}
+	// Asks for the quota headers, the index transformation's progress among them.
+	h.Set(headerPopulateQuotaInfo, "True")
 	resp, err := cc.client.send(ctx, &request{operation: op, method: http.MethodGet,
-		ref: containerRef(cc.databaseID, cc.id), idempotent: true})
+		ref: containerRef(cc.databaseID, cc.id), header: h, idempotent: true})
+	if err != nil {
+		return ContainerProperties{}, err
+	}
+	var out ContainerProperties
+	if err := decodeJSON(op, resp.Body, &out); err != nil {
+		return ContainerProperties{}, err
+	}
+	out.IndexTransformationProgress = indexTransformationProgress(resp.Header)
+	return out, nil
+}
+
+const (
+	headerPopulateQuotaInfo           = "x-ms-documentdb-populatequotainfo"
+	headerIndexTransformationProgress = "x-ms-documentdb-collection-index-transformation-progress"
+)
+
+// indexTransformationProgress reads the progress header: -1 when it is
+// missing or not a percentage.
+func indexTransformationProgress(h http.Header) int {
+	v, err := strconv.Atoi(strings.TrimSpace(h.Get(headerIndexTransformationProgress)))
+	if err != nil || v < 0 || v > 100 {
+		return -1
+	}
+	return v
+}
+
+// Replace changes the container's indexing policy and default time to
+// live (its id and partition key cannot change). A change to the indexing
+// policy is applied by the service in the background: Read reports its
+// IndexTransformationProgress.
+func (cc *ContainerClient) Replace(ctx context.Context, props ContainerProperties) (ContainerProperties, error) {
+	const op = "ReplaceContainer"
+	props, err := cc.normalizeProperties(op, props)
+	if err != nil {
+		return ContainerProperties{}, err
+	}
+	body, err := json.Marshal(props)
+	if err != nil {
+		return ContainerProperties{}, fmt.Errorf("cdb: %s: encoding properties: %w", op, err)
+	}
+	resp, err := cc.client.send(ctx, &request{operation: op, method: http.MethodPut,
+		ref: containerRef(cc.databaseID, cc.id), body: body, idempotent: true})
 	if err != nil {
 		return ContainerProperties{}, err
 	}

@@ -205,6 +205,14 @@ func (a *FakeAccount) SplitPartitionKeyRangesWith(database, container string, o 
 	return a.srv.SplitPartitionKeyRangesWith(database, container, fakecosmos.SplitOptions{ListParentsFor: o.ListParentsFor, CompletingFor: o.CompletingFor})
 }
 
+// SetIndexTransformationProgress holds the container's last change to its
+// indexing policy at percent done, as a real account builds a new index in
+// the background: container reads report the progress, and until it is
+// 100 the composite indexes the change added serve no ORDER BY.
+func (a *FakeAccount) SetIndexTransformationProgress(database, container string, percent int) error {
+	return a.srv.SetIndexTransformationProgress(database, container, percent)
+}
+
 // SplitPartitionKeyRanges splits every range of a container in two.
 func (a *FakeAccount) SplitPartitionKeyRanges(database, container string) error {
 	return a.srv.SplitPartitionKeyRanges(database, container)

@@ -188,7 +188,7 @@ type CosmosProvider struct {
 	workLocks  lockTable[*workLock]
 	workClaims *itemClaims // worker items being claimed or held here
 	wakeLater  *deferredWakes
-	queueIndex queueIndex   // which composite index the queue queries order by
+	queueIndex *indexChoice // which composite index the queue queries order by
 	sessions   *sessionBook // what this process knows of sessions (sessions.go)
 	cache      historyCache
 
@@ -256,11 +256,14 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	if err := checkAccount(ctx, client); err != nil {
 		return nil, err
 	}
-	queueIndex, err := openContainer(ctx, client, container, cfg)
+	queueIndex, waiting, err := openContainer(ctx, client, container, cfg)
 	if err != nil {
 		return nil, err
 	}
-	if queueIndex == queueIndexLegacy {
+	if waiting {
+		cfg.Logger.Warn("cdb: the container's (type, visibleAt, seq) index is still being built; the queues order by "+
+			"(visibleAt, seq) until the service reports it done", "database", cfg.Database, "container", cfg.Container)
+	} else if queueIndex == queueIndexLegacy {
 		cfg.Logger.Warn("cdb: the container orders its queues by the composite index (/visibleAt, /seq) only; "+
 			"add (/type, /visibleAt, /seq) to its indexing policy so a queue's queries stop paying for the other queue's backlog",
 			"database", cfg.Database, "container", cfg.Container)
@@ -283,7 +286,7 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		deleting:   newClaimSet(),
 		workLocks:  newLockTable[*workLock](),
 		workClaims: newItemClaims(),
-		queueIndex: queueIndex,
+		queueIndex: newIndexChoice(queueIndex),
 		wakeLater:  newDeferredWakes(),
 		sessions:   newSessionBook(),
 		cache:      newHistoryCache(1024),
@@ -312,6 +315,13 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		defer p.done.Done()
 		p.outbox.run(bg)
 	}()
+	if waiting {
+		p.done.Add(1)
+		go func() {
+			defer p.done.Done()
+			p.watchIndexUpgrade(bg)
+		}()
+	}
 	return p, nil
 }
 
@@ -347,30 +357,43 @@ func checkAccount(ctx context.Context, client *Client) error {
 // openContainer makes sure the container exists with what the provider
 // needs (bootstrap.go creates what is missing unless SkipBootstrap), and
 // checks a container this call did not create.
-func openContainer(ctx context.Context, client *Client, container *ContainerClient, cfg Config) (queueIndex, error) {
+// waiting says the queues order by the earlier index until the preferred
+// one is built (indexupgrade.go).
+func openContainer(ctx context.Context, client *Client, container *ContainerClient, cfg Config) (q queueIndex, waiting bool, err error) {
 	if !cfg.SkipBootstrap {
 		if err := ensureDatabase(ctx, client, cfg); err != nil {
-			return queueIndexByType, err
+			return queueIndexByType, false, err
 		}
 	}
 	props, err := container.Read(ctx)
 	if err == nil {
-		return checkProviderContainer(cfg.Database, props)
+		return checkOpened(cfg, props)
 	}
 	if !IsNotFound(err) || cfg.SkipBootstrap {
-		return queueIndexByType, explainContainerRead(ctx, client, cfg, err)
+		return queueIndexByType, false, explainContainerRead(ctx, client, cfg, err)
 	}
 	created, err := createContainer(ctx, container, cfg)
 	if err != nil {
-		return queueIndexByType, err
+		return queueIndexByType, false, err
 	}
 	if !created { // another process created it meanwhile
 		if props, err = container.Read(ctx); err != nil {
-			return queueIndexByType, explainContainerRead(ctx, client, cfg, err)
+			return queueIndexByType, false, explainContainerRead(ctx, client, cfg, err)
 		}
-		return checkProviderContainer(cfg.Database, props)
+		return checkOpened(cfg, props)
 	}
-	return queueIndexByType, waitUntilServing(ctx, container, cfg)
+	return queueIndexByType, false, waitUntilServing(ctx, container, cfg)
+}
+
+// checkOpened checks a container the provider did not create, and picks
+// the index its queues can order by now.
+func checkOpened(cfg Config, props ContainerProperties) (queueIndex, bool, error) {
+	preferred, err := checkProviderContainer(cfg.Database, props)
+	if err != nil {
+		return preferred, false, err
+	}
+	q, waiting := servingIndex(props, preferred)
+	return q, waiting, nil
 }
 
 // explainContainerRead turns a failed read of the container into an error

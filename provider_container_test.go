@@ -236,6 +236,48 @@ func TestNewProviderWaitsUntilANewContainerServes(t *testing.T) {
 	assert.Equal(t, "first", item.Instance)
 }
 
+// Issue 22: an operator adds (type, visibleAt, seq) to a container of an
+// earlier version, and the service builds it in the background, during
+// which it serves no ORDER BY. The queues keep the earlier order until the
+// container reports the build done, then switch.
+func TestTheQueuesKeepTheEarlierOrderUntilTheNewIndexIsBuilt(t *testing.T) {
+	ctx := containerTestContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	legacy := [][]cdb.CompositeIndex{{{Path: "/visibleAt", Order: "ascending"}, {Path: "/seq", Order: "ascending"}}}
+	createContainer(t, acct, "shop", "orders", providerProperties(func(p *cdb.ContainerProperties) {
+		p.IndexingPolicy.CompositeIndexes = legacy
+	}))
+	cc, err := acct.Client().NewContainer("shop", "orders")
+	require.NoError(t, err)
+	_, err = cc.Replace(ctx, providerProperties(func(p *cdb.ContainerProperties) {
+		p.IndexingPolicy.CompositeIndexes = append(p.IndexingPolicy.CompositeIndexes, legacy...)
+	}))
+	require.NoError(t, err)
+	require.NoError(t, acct.SetIndexTransformationProgress("shop", "orders", 40))
+	props, err := cc.Read(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 40, props.IndexTransformationProgress)
+
+	p, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client(), Database: "shop", Container: "orders", ShortPolling: true})
+	require.NoError(t, err)
+	defer p.Close()
+	assert.Equal(t, " ORDER BY c.visibleAt ASC, c.seq ASC", cdb.QueueOrderByForTest(p))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("during"), 0))
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err, "the queue is served while the new index is built")
+	require.NotNil(t, item)
+	assert.False(t, cdb.CheckIndexUpgradeForTest(ctx, p), "not while the build runs")
+
+	require.NoError(t, acct.SetIndexTransformationProgress("shop", "orders", 100))
+	assert.True(t, cdb.CheckIndexUpgradeForTest(ctx, p))
+	assert.Equal(t, " ORDER BY c.type ASC, c.visibleAt ASC, c.seq ASC", cdb.QueueOrderByForTest(p))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("after"), 0))
+	item, _, _, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	assert.Equal(t, "after", item.Instance)
+}
+
 // A container made by an earlier version, whose composite index is
 // (visibleAt, seq) only, is still served: the queue queries order by what
 // it has.

@@ -100,7 +100,7 @@ func setDue(ops *PatchOperations, d queueDoc, due int64) {
 
 // run returns the candidates of every range, oldest first.
 func (p *CosmosProvider) runCandidateQuery(ctx context.Context, q candidateQuery) ([]queueDoc, error) {
-	q.index = p.queueIndex
+	q.index = p.queueIndex.get()
 	now := cmp.Or(q.now, p.nowMs())
 	params := append([]QueryParameter{
 		{Name: "@top", Value: p.cfg.CandidatesPerRange},

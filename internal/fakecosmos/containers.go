@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -41,6 +42,11 @@ type container struct {
 	retired        []*pkRange
 	listRetiredFor int
 	completingFor  int
+	// The composite indexes the last replace of the indexing policy added,
+	// and, while SetIndexTransformationProgress holds it below 100, how
+	// far their build is: a building index serves no ORDER BY.
+	added    [][]compositePath
+	progress *int
 }
 
 // partitionKeyDef is the only kind this fake supports: one path, Hash.
@@ -389,6 +395,7 @@ func (c *container) quotaHeaders() http.Header {
 	h := http.Header{}
 	h.Set(hdrResourceQuota, containerQuota)
 	h.Set(hdrResourceUsage, fmt.Sprintf("documentSize=%d;documentsSize=%d;documentsCount=%d;collectionSize=%d", (kb+1023)/1024, kb, count, kb))
+	h.Set(hdrIndexTransformationProgress, strconv.Itoa(c.transformProgress()))
 	return h
 }
 
@@ -415,6 +422,7 @@ func (s *Server) replaceContainer(q *request) (*result, error) {
 		return nil, badRequest("The partition key of a container cannot change.")
 	}
 	c.dropExpired() // what expired under the old setting stays gone
+	c.added = addedComposites(c.index.composites, cs.index.composites)
 	c.indexingPolicy, c.index, c.defaultTTL = cs.indexingPolicy, cs.index, cs.defaultTTL
 	c.ttl.set(cs.defaultTTL)
 	c.ts = s.now().Unix()

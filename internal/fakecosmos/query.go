@@ -159,7 +159,7 @@ func checkOrderByIndex(c *container, order []cosmossql.OrderItem) error {
 		return nil
 	}
 	for _, ci := range c.index.composites {
-		if compositeServes(ci, order) {
+		if compositeServes(ci, order) && !c.building(ci) {
 			return nil
 		}
 	}

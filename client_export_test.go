@@ -50,7 +50,9 @@ func KVBucketForTest(key string) int { return kvBucket(key) }
 // CheckIndexUpgradeForTest reads the container once, as the provider does
 // every indexUpgradeCheck while its new queue index is built, and says
 // whether the queues order by (type, visibleAt, seq) now.
-func CheckIndexUpgradeForTest(ctx context.Context, p *CosmosProvider) bool { return p.checkIndexUpgrade(ctx) }
+func CheckIndexUpgradeForTest(ctx context.Context, p *CosmosProvider) bool {
+	return p.checkIndexUpgrade(ctx)
+}
 
 // QueueOrderByForTest is the ORDER BY the queue queries use now.
 func QueueOrderByForTest(p *CosmosProvider) string { return p.queueIndex.orderBy() }

@@ -244,7 +244,7 @@ func (d *doctor) run(ctx context.Context, timeout time.Duration, out io.Writer) 
 		case stopped != "":
 			line = doctorStepJSON{Name: s.name, Result: stepSkip, Detail: "not run: " + stopped}
 		case runCtx.Err() != nil:
-			line = doctorStepJSON{Name: s.name, Result: stepSkip, Detail: "not run: " + stoppedBy(ctx, runCtx)}
+			line = doctorStepJSON{Name: s.name, Result: stepSkip, Detail: "not run: " + stoppedBy(ctx)}
 		default:
 			line = d.runStep(runCtx, s.name, s.run)
 			if line.Result == stepFail && s.required {
@@ -264,8 +264,9 @@ func (d *doctor) run(ctx context.Context, timeout time.Duration, out io.Writer) 
 	return report
 }
 
-// stoppedBy says why the run stopped early.
-func stoppedBy(parent, run context.Context) string {
+// stoppedBy says why the run stopped early: an interrupt ends parent, the
+// run's -timeout only the run's context.
+func stoppedBy(parent context.Context) string {
 	if parent.Err() != nil {
 		return "interrupted"
 	}

@@ -396,7 +396,7 @@ const ttlWait = 6 * time.Second
 // background purge.
 func (d *doctor) timeToLive(ctx context.Context) stepOutcome {
 	if d.containerProps != nil && d.containerProps.DefaultTimeToLive == nil {
-		return skipped("the server does not keep the container's defaultTtl: it has no time to live")
+		return d.lacks("the container came back without its defaultTtl", "time to live")
 	}
 	const id = "doctor-ttl"
 	pk := cdb.NewPartitionKeyString(id)

@@ -253,3 +253,28 @@ func TestBinaryDoctorOnTheNPMServer(t *testing.T) {
 	}, skips)
 	assert.Contains(t, stdout, "doctor: 12 passed, 0 failed, 5 skipped")
 }
+
+// A behaviour Cosmos DB documents but the server lacks is a skip on a
+// local server and a failure on an Azure account, which must have it.
+func TestDoctorSkipsWhatALocalServerLacksButFailsAnAzureAccount(t *testing.T) {
+	for endpoint, want := range map[string]string{
+		"http://127.0.0.1:8081":                      stepSkip,
+		"https://localhost:8081/":                    stepSkip,
+		"https://myaccount.documents.azure.com:443/": stepFail,
+		"https://MyAccount.Documents.Azure.COM/":     stepFail,
+		"https://myaccount.documents.azure.us:443/":  stepFail,
+		"https://myaccount.documents.azure.cn:443/":  stepFail,
+		"https://documents.azure.com.example.org/":   stepSkip,
+	} {
+		d := &doctor{cfg: cdb.Config{Endpoint: endpoint}}
+		o := d.lacks("an item with ttl 1 s was still readable after 6s", "time to live")
+		assert.Equal(t, want, o.result, endpoint)
+		assert.Contains(t, o.detail, "an item with ttl 1 s was still readable after 6s", endpoint)
+		if want == stepFail {
+			assert.Equal(t, "this account lacks time to live, which Cosmos DB documents and the provider relies on", o.meaning, endpoint)
+			assert.Contains(t, o.action, "report it with this line", endpoint)
+		} else {
+			assert.Contains(t, o.detail, "this server lacks time to live, which Cosmos DB has", endpoint)
+		}
+	}
+}

@@ -99,7 +99,7 @@ func cli(args ...string) binary { return binary{args: args} }
 func (b binary) with(env ...string) binary { b.env = append(b.env, env...); return b }
 
 // everyCommand is each command users can run, hidden ones included.
-var everyCommand = []string{"demo", "emulator", "instances", "show", "metrics", "delete", "prune", "bench", "version", "sim-node", "bench-process"}
+var everyCommand = []string{"demo", "emulator", "instances", "show", "metrics", "delete", "prune", "bench", "doctor", "version", "sim-node", "bench-process"}
 
 // closedEndpoint is an http endpoint nothing listens on.
 func closedEndpoint(t *testing.T) string {
@@ -133,6 +133,7 @@ func TestBinaryNeverPrintsTheKey(t *testing.T) {
 		cli("metrics", "-key", fakeKey, "-endpoint", refusing.endpoint),
 		cli("metrics", "-key", fakeKey, "-endpoint", "ftp://nowhere"),
 		cli("bench", "-duration", "1s").with("COSMOS_KEY="+fakeKey, "COSMOS_ENDPOINT="+refusing.endpoint),
+		cli("doctor").with("COSMOS_KEY="+fakeKey, "COSMOS_ENDPOINT="+refusing.endpoint),
 	} {
 		code, stdout, stderr := b.run(t)
 		assert.Equal(t, 1, code, "cdb %v fails: %s", b.args, stderr)

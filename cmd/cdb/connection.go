@@ -25,17 +25,22 @@ type connection struct {
 	// application's container.
 	containerFromEnv bool
 	defaultContainer string
+	// noContainer leaves out -container: doctor makes a container of its
+	// own.
+	noContainer bool
 }
 
 func (c *connection) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.endpoint, "endpoint", "", "Cosmos DB endpoint (default $"+cdb.EnvEndpoint+")")
 	fs.StringVar(&c.key, "key", "", "master key (default $"+cdb.EnvKey+"; prefer it: a flag shows in the process list)")
 	fs.StringVar(&c.database, "database", "", "database (default $"+cdb.EnvDatabase+" or duroxide)")
-	containerHelp := "container (default $" + cdb.EnvContainer + " or duroxide)"
-	if !c.containerFromEnv {
-		containerHelp = "container (default " + c.defaultContainer + ")"
+	if !c.noContainer {
+		containerHelp := "container (default $" + cdb.EnvContainer + " or duroxide)"
+		if !c.containerFromEnv {
+			containerHelp = "container (default " + c.defaultContainer + ")"
+		}
+		fs.StringVar(&c.container, "container", "", containerHelp)
 	}
-	fs.StringVar(&c.container, "container", "", containerHelp)
 	fs.BoolVar(&c.insecure, "insecure-skip-verify", false, "accept the local emulator's self-signed certificate (default $"+cdb.EnvSkipTLS+")")
 }
 

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/internal/cosmostest"
+)
+
+// doctorSteps are the steps `cdb doctor` reports, in order.
+var doctorSteps = []string{
+	"connect", "bootstrap", "container", "range-queries", "range-aggregates", "cross-partition-control",
+	"batch-operations", "batch-atomicity", "batch-100", "batch-101", "batch-2mb", "patch", "session-token", "ttl", "provider", "bench", "cleanup",
+}
+
+// doctorReport is what a test reads of `cdb doctor -o json`.
+type doctorReport struct {
+	Endpoint           string   `json:"endpoint"`
+	Database           string   `json:"database"`
+	Container          string   `json:"container"`
+	Auth               string   `json:"auth"`
+	OK                 bool     `json:"ok"`
+	Passed             int      `json:"passed"`
+	Failed             int      `json:"failed"`
+	Skipped            int      `json:"skipped"`
+	RequestCharge      float64  `json:"request_charge"`
+	RUPerOrchestration *float64 `json:"ru_per_orchestration"`
+	Steps              []struct {
+		Name          string  `json:"name"`
+		Result        string  `json:"result"`
+		Status        int     `json:"status"`
+		Substatus     int     `json:"substatus"`
+		ActivityID    string  `json:"activity_id"`
+		RequestCharge float64 `json:"request_charge"`
+		Requests      int     `json:"requests"`
+		Detail        string  `json:"detail"`
+		Meaning       string  `json:"meaning"`
+		Action        string  `json:"action"`
+	} `json:"steps"`
+}
+
+func parseDoctorReport(t *testing.T, stdout string) doctorReport {
+	t.Helper()
+	var r doctorReport
+	require.NoError(t, json.Unmarshal([]byte(stdout), &r), stdout)
+	names := make([]string, len(r.Steps))
+	for i, s := range r.Steps {
+		names[i] = s.Name
+	}
+	require.Equal(t, doctorSteps, names, "the steps, in order")
+	return r
+}
+
+// assertContainerGone checks that the doctor's throw-away container no
+// longer exists.
+func assertContainerGone(t *testing.T, endpoint, key, database, container string) {
+	t.Helper()
+	require.True(t, strings.HasPrefix(container, "cdb-doctor-"), container)
+	c, err := cdb.NewClient(endpoint, cdb.ClientOptions{Key: key})
+	require.NoError(t, err)
+	cc, err := c.NewContainer(database, container)
+	require.NoError(t, err)
+	_, err = cc.Read(context.Background())
+	assert.True(t, cdb.IsNotFound(err), "the throw-away container %q is gone: %v", container, err)
+}
+
+// The whole checklist passes on `cdb emulator` (several ranges, so that the
+// per-range queries have more than one range to cover), every step with
+// the status, activity id and charge of what it sent, and the throw-away
+// container is removed.
+func TestBinaryDoctorPassesOnTheEmulator(t *testing.T) {
+	endpoint, key, _, stop := startEmulator(t, "-ranges", "3")
+	defer stop()
+	code, stdout, stderr := cli("doctor", "-o", "json").with("COSMOS_ENDPOINT="+endpoint, "COSMOS_KEY="+key).run(t)
+	require.Equal(t, 0, code, stderr)
+	r := parseDoctorReport(t, stdout)
+	for _, s := range r.Steps {
+		assert.Equal(t, "pass", s.Result, "%s: %s", s.Name, s.Detail)
+		assert.Positive(t, s.Requests, s.Name)
+		assert.NotZero(t, s.Status, s.Name)
+		assert.NotEmpty(t, s.ActivityID, s.Name)
+		assert.Empty(t, s.Meaning, s.Name)
+	}
+	assert.True(t, r.OK)
+	assert.Equal(t, len(doctorSteps), r.Passed)
+	assert.Equal(t, endpoint, r.Endpoint)
+	assert.Equal(t, "master key", r.Auth)
+	require.NotNil(t, r.RUPerOrchestration)
+	assert.Positive(t, *r.RUPerOrchestration)
+	assert.Positive(t, r.RequestCharge)
+	assert.Contains(t, r.Steps[3].Detail, "3 range(s)")
+	assert.Equal(t, 400, r.Steps[5].Status, "the cross-partition control shows the refusal")
+	assert.Equal(t, 1004, r.Steps[5].Substatus)
+	assert.Equal(t, 412, r.Steps[11].Status, "the patch step ends on the false condition's 412")
+	assertContainerGone(t, endpoint, key, r.Database, r.Container)
+	assertNoKey(t, "cdb doctor", stdout, stderr)
+}
+
+var doctorLine = regexp.MustCompile(`(?m)^(pass|fail|skip) +(\S+) +(\S+) +activity (\S+) +([0-9.]+) RU  (.*)$`)
+
+// doctorLines maps each step's name to its text line's fields.
+func doctorLines(t *testing.T, stdout string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	var names []string
+	for _, m := range doctorLine.FindAllStringSubmatch(stdout, -1) {
+		out[m[2]] = m
+		names = append(names, m[2])
+	}
+	require.Equal(t, doctorSteps, names, stdout)
+	return out
+}
+
+// A wrong key fails the first step with the 401 and what to do; nothing
+// else runs, nothing is created, the exit code is 1 and the key is not
+// printed.
+func TestBinaryDoctorSaysWhatToDoAboutAWrongKey(t *testing.T) {
+	endpoint, _, _, stop := startEmulator(t)
+	defer stop()
+	code, stdout, stderr := cli("doctor", "-endpoint", endpoint).with("COSMOS_KEY=" + fakeKey).run(t)
+	assert.Equal(t, 1, code)
+	lines := doctorLines(t, stdout)
+	connect := lines["connect"]
+	assert.Equal(t, "fail", connect[1])
+	assert.Equal(t, "401/0", connect[3])
+	assert.NotEqual(t, "-", connect[4], "the activity id of the refusal")
+	assert.Contains(t, connect[6], "means: the account refused the request's signature; do: set COSMOS_KEY (or -key) to this account's primary or secondary key")
+	for _, name := range doctorSteps[1 : len(doctorSteps)-1] {
+		assert.Equal(t, "skip", lines[name][1], name)
+		assert.Equal(t, "not run: connect failed", lines[name][6], name)
+	}
+	assert.Equal(t, "skip", lines["cleanup"][1])
+	assert.Equal(t, "nothing to remove: no container was created", lines["cleanup"][6])
+	assert.Contains(t, stdout, "doctor: 0 passed, 1 failed, 16 skipped")
+	assert.Equal(t, "cdb doctor: 1 of 17 steps failed\n", stderr)
+	assertNoKey(t, "cdb doctor", stdout, stderr)
+}
+
+// A step that fails after the container exists does not stop the others,
+// and the container is still removed; -o json says which step failed, with
+// the service's status.
+func TestBinaryDoctorRemovesItsContainerWhenAStepFails(t *testing.T) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	srv := httptest.NewServer(acct.Handler())
+	defer srv.Close()
+	// Only the aggregates step sends this query: the provider never does.
+	onSum := func(r cdb.FakeRequest) bool { return strings.Contains(string(r.Body), "SUM(c.seq)") }
+	acct.InjectFault(cdb.FakeFault{Match: onSum, Status: http.StatusForbidden})
+	code, stdout, stderr := cli("doctor", "-o", "json", "-endpoint", srv.URL, "-key", acct.Key()).run(t)
+	assert.Equal(t, 1, code, stderr)
+	r := parseDoctorReport(t, stdout)
+	assert.False(t, r.OK)
+	assert.Equal(t, 1, r.Failed)
+	for i, s := range r.Steps {
+		if s.Name != "range-aggregates" {
+			assert.Equal(t, "pass", s.Result, "%s: %s", s.Name, s.Detail)
+			continue
+		}
+		assert.Equal(t, "fail", s.Result)
+		assert.Equal(t, 403, s.Status)
+		assert.Contains(t, s.Meaning, "the account refused the operation")
+		assert.Contains(t, s.Action, "allow this machine's address")
+		assert.Contains(t, s.Detail, "SUM per range")
+		assert.Equal(t, "cross-partition-control", r.Steps[i+1].Name, "the next step ran")
+	}
+	assertContainerGone(t, srv.URL, acct.Key(), r.Database, r.Container)
+}
+
+var doctorHeader = regexp.MustCompile(`throw-away container "(cdb-doctor-[0-9a-f]+)"`)
+
+// Ctrl-C stops the run, still removes the container, and exits 130.
+func TestBinaryDoctorRemovesItsContainerOnInterrupt(t *testing.T) {
+	endpoint, key, _, stop := startEmulator(t, "-latency", "20ms")
+	defer stop()
+	cmd := cli("doctor").with("COSMOS_ENDPOINT="+endpoint, "COSMOS_KEY="+key).command(t)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	var seen strings.Builder
+	buf := make([]byte, 4096)
+	for !strings.Contains(seen.String(), "\npass  bootstrap") {
+		n, err := out.Read(buf)
+		seen.Write(buf[:n])
+		require.NoError(t, err, "stdout so far: %s", seen.String())
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	rest := make([]byte, 0, 4096)
+	for {
+		n, err := out.Read(buf)
+		rest = append(rest, buf[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	assert.Equal(t, 130, exit.ExitCode(), stderr.String())
+	all := seen.String() + string(rest)
+	assert.Regexp(t, `(?m)^pass  cleanup .*removed container`, all)
+	m := doctorHeader.FindStringSubmatch(all)
+	require.NotNil(t, m, all)
+	assertContainerGone(t, endpoint, key, "duroxide", m[1])
+}
+
+// On @vercel/cosmosdb-server (through the test suite's workarounds for its
+// bugs, as the library's own npm tests) the checklist passes except the
+// steps that server cannot do, each skipped with its reason.
+func TestBinaryDoctorOnTheNPMServer(t *testing.T) {
+	if os.Getenv(cosmostest.ServerCLIEnv) == "" {
+		t.Skip("no @vercel/cosmosdb-server: set " + cosmostest.ServerCLIEnv + " (make test does)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	server, err := cosmostest.StartNPMServerFromEnv(ctx)
+	require.NoError(t, err)
+	defer server.Stop()
+	endpoint := cosmostest.NPMProxy(t, server.Endpoint)
+	code, stdout, stderr := cli("doctor").with("COSMOS_ENDPOINT="+endpoint, "COSMOS_KEY="+cosmostest.EmulatorKey).run(t)
+	assert.Equal(t, 0, code, stderr)
+	lines := doctorLines(t, stdout)
+	skips := map[string]string{}
+	for _, name := range doctorSteps {
+		if lines[name][1] != "pass" {
+			skips[name] = lines[name][1] + ": " + lines[name][6]
+		}
+	}
+	// What @vercel/cosmosdb-server 1.0.1 does not do, as the library's own
+	// npm target lists it (cosmostest.NPMTarget's quirks), plus no session
+	// tokens and no time to live.
+	assert.Equal(t, map[string]string{
+		"cross-partition-control": "skip: the server answered ORDER BY across partitions itself, in order: this server lacks the gateway's refusal of ORDER BY across partitions (400/1004), which Cosmos DB has",
+		"batch-atomicity":         "skip: a batch whose second create conflicts answered 200 [201 409] and kept its first create: this server lacks atomic batches, which Cosmos DB has",
+		"batch-101":               "skip: 101 operations on the wire answered 200: this server lacks the limit of 100 operations per batch (the client enforces it itself, ErrBatchTooManyOperations, so the provider never sends more), which Cosmos DB has",
+		"session-token":           "skip: a write answered no session token: this server lacks session tokens, which Cosmos DB has",
+		"ttl":                     "skip: an item with ttl 1 s was still readable after 6s: this server lacks time to live (the provider's staged parts, markers and sequencers expire by it), which Cosmos DB has",
+	}, skips)
+	assert.Contains(t, stdout, "doctor: 12 passed, 0 failed, 5 skipped")
+}
+
+// A behaviour Cosmos DB documents but the server lacks is a skip on a
+// local server and a failure on an Azure account, which must have it.
+func TestDoctorSkipsWhatALocalServerLacksButFailsAnAzureAccount(t *testing.T) {
+	for endpoint, want := range map[string]string{
+		"http://127.0.0.1:8081":                      stepSkip,
+		"https://localhost:8081/":                    stepSkip,
+		"https://myaccount.documents.azure.com:443/": stepFail,
+		"https://MyAccount.Documents.Azure.COM/":     stepFail,
+		"https://myaccount.documents.azure.us:443/":  stepFail,
+		"https://myaccount.documents.azure.cn:443/":  stepFail,
+		"https://documents.azure.com.example.org/":   stepSkip,
+	} {
+		d := &doctor{cfg: cdb.Config{Endpoint: endpoint}}
+		o := d.lacks("an item with ttl 1 s was still readable after 6s", "time to live")
+		assert.Equal(t, want, o.result, endpoint)
+		assert.Contains(t, o.detail, "an item with ttl 1 s was still readable after 6s", endpoint)
+		if want == stepFail {
+			assert.Equal(t, "this account lacks time to live, which Cosmos DB documents and the provider relies on", o.meaning, endpoint)
+			assert.Contains(t, o.action, "report it with this line", endpoint)
+		} else {
+			assert.Contains(t, o.detail, "this server lacks time to live, which Cosmos DB has", endpoint)
+		}
+	}
+}

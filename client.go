@@ -134,6 +134,9 @@ type Client struct {
 	stats    *statsRecorder
 	ranges   *rangeCache
 	sessions *sessionStore
+	regions  *regionRouter // where writes go after a failover (failover.go)
+
+	allowPlainHTTP bool
 }
 
 // NewClient checks the endpoint and credentials and builds a client. Errors
@@ -174,6 +177,9 @@ func NewClient(endpoint string, opts ClientOptions) (*Client, error) {
 		stats:      newStatsRecorder(),
 		ranges:     newRangeCache(),
 		sessions:   newSessionStore(),
+		regions:    &regionRouter{},
+
+		allowPlainHTTP: opts.InsecureAllowPlainHTTP,
 	}
 	if c.apiVersion == "" {
 		c.apiVersion = DefaultAPIVersion
@@ -406,6 +412,9 @@ func (c *Client) decide(ctx context.Context, r *request, attempt int, resp *resp
 	}
 	if resp.StatusCode >= 300 {
 		ce := newCosmosError(r.operation, resp)
+		if isWriteRegionMoved(ce) {
+			c.followWriteRegion(ctx)
+		}
 		retry, hint := c.retryStatus(r, ce, attempt)
 		return decision{retry: retry, wait: c.backoff(attempt, hint), err: ce, resp: resp}
 	}
@@ -531,6 +540,7 @@ func (c *Client) roundTrip(ctx context.Context, r *request, attempt int) (resp *
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 		WroteHeaders: func() { wrote.Store(true) },
 	}))
+	c.recycleConnections()
 	start := time.Now()
 	res, err := c.http.Do(req)
 	if err != nil {
@@ -567,7 +577,7 @@ func (c *Client) newHTTPRequest(ctx context.Context, r *request) (*http.Request,
 	if r.body != nil {
 		body = bytes.NewReader(r.body)
 	}
-	req, err := http.NewRequestWithContext(ctx, r.method, c.base+r.ref.path, body)
+	req, err := http.NewRequestWithContext(ctx, r.method, c.baseFor(r)+r.ref.path, body)
 	if err != nil {
 		return nil, fmt.Errorf("building request: %w", err)
 	}

@@ -213,6 +213,13 @@ func (a *FakeAccount) SetIndexTransformationProgress(database, container string,
 	return a.srv.SetIndexTransformationProgress(database, container, percent)
 }
 
+// FailOver moves the account's write region to endpoint (an https URL
+// whose host differs from Endpoint's), as a regional failover does: the
+// account lists it first in writableLocations, and a write that still
+// reaches the old host answers 403/3. Clients of the account reach either
+// host in-process.
+func (a *FakeAccount) FailOver(endpoint string) { a.srv.FailOver(endpoint) }
+
 // SplitPartitionKeyRanges splits every range of a container in two.
 func (a *FakeAccount) SplitPartitionKeyRanges(database, container string) error {
 	return a.srv.SplitPartitionKeyRanges(database, container)

@@ -2,6 +2,8 @@ package fakecosmos
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 	"sync/atomic"
 )
 
@@ -41,6 +43,10 @@ func (s *Server) refuseMetadataWrite(r *http.Request, op Op) error {
 // container rather than the item.
 const subStatusOwnerResourceNotFound = 1003
 
+// subStatusWriteForbidden is the substatus of a 403 for a write that
+// reached a region that does not take writes.
+const subStatusWriteForbidden = 3
+
 // warmUp counts the document requests a new container still answers
 // 404/1003 (owner resource not found), as a real account may right after
 // creating it.
@@ -60,4 +66,27 @@ func (s *Server) notReadyYet(rt route, op Op) error {
 		return nil
 	}
 	return newSubError(http.StatusNotFound, subStatusOwnerResourceNotFound, "Owner resource does not exist")
+}
+
+// FailOver moves the account's write region to endpoint, as a regional
+// failover does: the account document lists it first for writes, and a
+// write that still reaches another host (a pooled connection to the old
+// region's gateway) answers 403 with substatus 3 (write forbidden). Reads
+// are served wherever they arrive.
+func (s *Server) FailOver(endpoint string) {
+	s.endpoint.Store(endpoint)
+	s.failedOver.Store(true)
+}
+
+// refuseWriteElsewhere is the old write region's answer to a write after a
+// failover.
+func (s *Server) refuseWriteElsewhere(r *http.Request, op Op) error {
+	if !s.failedOver.Load() || r.Method == http.MethodGet || op == OpQuery || op == OpQueryPlan {
+		return nil
+	}
+	want, err := url.Parse(s.currentEndpoint())
+	if err != nil || strings.EqualFold(r.Host, want.Host) {
+		return nil
+	}
+	return newSubError(http.StatusForbidden, subStatusWriteForbidden, "The requested operation cannot be performed at this region: writes go to the account's write region.")
 }

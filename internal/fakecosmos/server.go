@@ -73,6 +73,7 @@ type Server struct {
 	maxClockSkew time.Duration
 
 	metadataWritesForbidden atomic.Bool
+	failedOver              atomic.Bool
 	newContainerWarmUp      int
 
 	latency  atomic.Int64 // time.Duration
@@ -210,6 +211,9 @@ func (s *Server) handle(r *http.Request) *response {
 		return s.errorResponse(r, op, err, activityID)
 	}
 	if err := s.refuseMetadataWrite(r, op); err != nil {
+		return s.errorResponse(r, op, err, activityID)
+	}
+	if err := s.refuseWriteElsewhere(r, op); err != nil {
 		return s.errorResponse(r, op, err, activityID)
 	}
 

@@ -467,6 +467,12 @@ func (p *CosmosProvider) now() time.Time { return p.cfg.Now().Add(p.client.Clock
 
 func (p *CosmosProvider) nowMs() int64 { return p.now().UnixMilli() }
 
+// ServiceTime is the account's time as this process reads it: Config.Now
+// corrected by the client's ClockOffset (Client.ServiceTime). The durable
+// runtime takes it as its clock unless told otherwise, so the timers an
+// orchestration sets are due on the service's time too.
+func (p *CosmosProvider) ServiceTime() time.Time { return p.now() }
+
 // A seq orders queue items: it is a hybrid logical clock, microsecond
 // shaped (as the seqs of earlier versions, which were the clock in µs): the
 // milliseconds of this process's clock, or of the highest seq it has seen

@@ -77,7 +77,7 @@ type Config struct {
 	// time: Now corrected by the client's ClockOffset, so a process whose
 	// clock is minutes or hours off writes and judges every time (queue
 	// visibility, seqs, lock expiries, timers, leases, beats) as a healthy
-	// one does (R16).
+	// one does.
 	Now func() time.Time
 }
 

@@ -213,7 +213,7 @@ func Passing(seed int64) Config {
 	//     its own time) is fixed: a process reads time as the service does
 	//     (serviceclock.go); seeds 1, 2 and 4 pass with it. Under the race
 	//     detector on a loaded host seed 3 ended with an instance poisoned
-	//     in three runs of four (an activity fetched 11 or 13 times, a
+	//     in three runs of five (an activity fetched 11 or 13 times, a
 	//     large fan-out's turn 11 times), and seed 4 once in two; without
 	//     BadClock seed 3 passed: not explained yet.
 	// stamp-honoured is reported, not failed: it measures whether own-writes

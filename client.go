@@ -66,7 +66,10 @@ type ClientOptions struct {
 	APIVersion string
 	// UserAgent is the User-Agent header; default "cdb-go".
 	UserAgent string
-	// Now is the clock for x-ms-date; default time.Now. For tests.
+	// Now is this machine's clock; default time.Now. For tests. Requests
+	// are signed (x-ms-date) with it corrected by the offset the service's
+	// responses show (Client.ClockOffset), so a clock minutes or hours off
+	// still talks to the account.
 	Now func() time.Time
 	// InsecureAllowPlainHTTP lets an http:// endpoint name a host other than
 	// loopback (127.0.0.0/8, ::1, localhost). DANGER: every request then
@@ -130,6 +133,7 @@ type Client struct {
 	apiVersion string
 	userAgent  string
 	now        func() time.Time
+	service    *serviceClock // the offset of the service's clock from now
 
 	stats    *statsRecorder
 	ranges   *rangeCache
@@ -174,6 +178,7 @@ func NewClient(endpoint string, opts ClientOptions) (*Client, error) {
 		apiVersion: opts.APIVersion,
 		userAgent:  opts.UserAgent,
 		now:        opts.Now,
+		service:    &serviceClock{},
 		stats:      newStatsRecorder(),
 		ranges:     newRangeCache(),
 		sessions:   newSessionStore(),
@@ -302,6 +307,17 @@ func isLoopback(host string) bool {
 
 // Endpoint returns the account endpoint the client was built with.
 func (c *Client) Endpoint() string { return c.endpoint }
+
+// ClockOffset is how far the service's clock is ahead of this client's
+// (ClientOptions.Now; negative when it is behind), as the Date headers of
+// the responses so far show it, to within a second plus a round trip. It
+// is zero until a response shows the two clocks more than a second apart:
+// a smaller offset is below what the header can tell.
+func (c *Client) ClockOffset() time.Duration { return c.service.offset() }
+
+// ServiceTime is the service's time as this client reads it: its own clock
+// corrected by ClockOffset. Requests are signed with it.
+func (c *Client) ServiceTime() time.Time { return c.now().Add(c.service.offset()) }
 
 // ---------------------------------------------------------------------------
 // Requests: one operation, possibly several HTTP attempts.
@@ -483,9 +499,11 @@ func (c *Client) retryStatus(r *request, ce *CosmosError, attempt int) (retry bo
 // refuses its credential (401) or its authorization (403 with no
 // substatus). A real account does so for a moment while the clock or token
 // a request is signed with refreshes, or while a role assignment
-// propagates; each attempt is signed anew. The service refuses before it
-// executes anything, so a write is as safe to resend as a read. Few
-// attempts, so a wrong key or a missing role is still reported at once.
+// propagates, and for a date too far from its own time; each attempt is
+// signed anew, with the service's time the refusal's Date showed. The
+// service refuses before it executes anything, so a write is as safe to
+// resend as a read. Few attempts, so a wrong key or a missing role is
+// still reported at once.
 const refusalAttempts = 3
 
 // isTransientRefusal reports the refusals of refusalAttempts.
@@ -541,7 +559,7 @@ func (c *Client) roundTrip(ctx context.Context, r *request, attempt int) (resp *
 		WroteHeaders: func() { wrote.Store(true) },
 	}))
 	c.recycleConnections()
-	start := time.Now()
+	start, sentAt := time.Now(), c.now()
 	res, err := c.http.Do(req)
 	if err != nil {
 		sent = c.mayHaveBeenSent(err, wrote.Load())
@@ -549,6 +567,10 @@ func (c *Client) roundTrip(ctx context.Context, r *request, attempt int) (resp *
 		c.logAttempt(ctx, r, attempt, nil, time.Since(start), err)
 		return nil, sent, err
 	}
+	// Every answer, a refusal included, tells the service's time: a
+	// request refused for its date is signed again with the corrected
+	// one (refusalAttempts).
+	c.service.observe(sentAt, c.now(), res.Header.Get("Date"))
 	body, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes))
 	res.Body.Close()
 	resp = parseResponse(res, body)
@@ -565,10 +587,10 @@ func (c *Client) roundTrip(ctx context.Context, r *request, attempt int) (resp *
 	return resp, true, nil
 }
 
-// newHTTPRequest builds one attempt: fresh date, fresh signature, replayed
-// body.
+// newHTTPRequest builds one attempt: fresh date (the service's time, as
+// far as this client knows it), fresh signature, replayed body.
 func (c *Client) newHTTPRequest(ctx context.Context, r *request) (*http.Request, error) {
-	date := c.now().UTC().Format(http.TimeFormat)
+	date := c.ServiceTime().UTC().Format(http.TimeFormat)
 	authz, err := c.auth.authorize(ctx, r.method, r.ref.resourceType, r.ref.link, date)
 	if err != nil {
 		return nil, err
@@ -685,7 +707,13 @@ func retryAfter(h http.Header) time.Duration {
 		return time.Duration(s) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0)
+		// Against the service's own time, not this machine's clock,
+		// which may be far off.
+		at := time.Now()
+		if d, err := http.ParseTime(h.Get("Date")); err == nil {
+			at = d
+		}
+		return max(t.Sub(at), 0)
 	}
 	return 0
 }

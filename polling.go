@@ -28,16 +28,19 @@ type queueSignal struct {
 	// coalesce keeps at most one pending announcement per partition: on the
 	// orchestrator queue one fetch takes all of an instance's messages.
 	coalesce bool
+	// now is the provider's clock, the one the times given to notifyAt
+	// are read on.
+	now func() time.Time
 }
 
-func newQueueSignal(shortPolling bool) *queueSignal {
-	return &queueSignal{changed: make(chan struct{}), idleUntil: map[string]time.Time{}, shortPolling: shortPolling}
+func newQueueSignal(shortPolling bool, now func() time.Time) *queueSignal {
+	return &queueSignal{changed: make(chan struct{}), idleUntil: map[string]time.Time{}, shortPolling: shortPolling, now: now}
 }
 
 // newCoalescingQueueSignal is a signal whose announcements for one partition
 // wait as one (the orchestrator queue's).
-func newCoalescingQueueSignal(shortPolling bool) *queueSignal {
-	q := newQueueSignal(shortPolling)
+func newCoalescingQueueSignal(shortPolling bool, now func() time.Time) *queueSignal {
+	q := newQueueSignal(shortPolling, now)
 	q.coalesce = true
 	return q
 }
@@ -167,9 +170,9 @@ func (q *queueSignal) takeChange() bool {
 	return was
 }
 
-// notifyAt arranges a notify when work written for a later time becomes
-// visible. One timer serves the earliest such time; later ones are found by
-// the idle polls.
+// notifyAt arranges a notify when work written for a later time (on the
+// provider's clock) becomes visible. One timer serves the earliest such
+// time; later ones are found by the idle polls.
 func (q *queueSignal) notifyAt(at time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -180,7 +183,7 @@ func (q *queueSignal) notifyAt(at time.Time) {
 		q.wake.Stop()
 	}
 	q.wakeAt = at
-	q.wake = time.AfterFunc(time.Until(at), func() {
+	q.wake = time.AfterFunc(at.Sub(q.now()), func() {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		q.wakeAt = time.Time{}

@@ -71,7 +71,13 @@ type Config struct {
 	SkipBootstrap bool
 
 	Logger *slog.Logger
-	Now    func() time.Time
+	// Now is this machine's clock (default time.Now), the one its client
+	// signs with (ClientOptions.Now). The provider reads the service's
+	// time: Now corrected by the client's ClockOffset, so a process whose
+	// clock is minutes or hours off writes and judges every time (queue
+	// visibility, seqs, lock expiries, timers, leases, beats) as a healthy
+	// one does.
+	Now func() time.Time
 }
 
 // Environment variables read by ConfigFromEnv.
@@ -278,8 +284,6 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		client:     client,
 		container:  container,
 		log:        cfg.Logger,
-		orchSignal: newCoalescingQueueSignal(cfg.ShortPolling),
-		workSignal: newQueueSignal(cfg.ShortPolling),
 		orchLocks:  newLockTable[*orchestrationLock](),
 		contended:  newContention(),
 		locking:    newClaimSet(),
@@ -292,10 +296,12 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		cache:      newHistoryCache(1024),
 	}
 	p.filterMisses = newFilterMisses()
+	p.orchSignal = newCoalescingQueueSignal(cfg.ShortPolling, p.now)
+	p.workSignal = newQueueSignal(cfg.ShortPolling, p.now)
 	bg, stop := context.WithCancel(context.Background())
 	p.stop = stop
 	if cfg.Leases == nil {
-		leases := newProcessLeases(container, leaseOpts, cfg.Now, cfg.Logger)
+		leases := newProcessLeases(container, leaseOpts, p.now, cfg.Logger)
 		if err := leases.renew(ctx); err != nil {
 			// Not fatal: until a renewal works the process looks at every
 			// slot, as a lone process would.
@@ -459,9 +465,19 @@ func (p *CosmosProvider) Client() *Client { return p.client }
 // Container is the container the provider stores everything in.
 func (p *CosmosProvider) Container() *ContainerClient { return p.container }
 
-func (p *CosmosProvider) now() time.Time { return p.cfg.Now() }
+// now is the service's time as this process reads it (serviceclock.go):
+// its clock, corrected by the offset the account's responses show once
+// that is over clockTolerance. Every time the provider writes or compares
+// comes from here, so every process reads time as the service does.
+func (p *CosmosProvider) now() time.Time { return p.cfg.Now().Add(p.client.ClockOffset()) }
 
-func (p *CosmosProvider) nowMs() int64 { return p.cfg.Now().UnixMilli() }
+func (p *CosmosProvider) nowMs() int64 { return p.now().UnixMilli() }
+
+// ServiceTime is the account's time as this process reads it: Config.Now
+// corrected by the client's ClockOffset (Client.ServiceTime). The durable
+// runtime takes it as its clock unless told otherwise, so the timers an
+// orchestration sets are due on the service's time too.
+func (p *CosmosProvider) ServiceTime() time.Time { return p.now() }
 
 // A seq orders queue items: it is a hybrid logical clock, microsecond
 // shaped (as the seqs of earlier versions, which were the clock in µs): the

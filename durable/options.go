@@ -100,7 +100,11 @@ type Options struct {
 
 	// Logger receives the runtime's logs (default: discarded).
 	Logger *slog.Logger
-	// Now is the clock for timers and event timestamps (default time.Now).
+	// Now is the clock for timers and event timestamps. By default it is
+	// the provider's ServiceTime when the provider has one (the Cosmos DB
+	// provider: the account's time, whatever this machine's clock says, so
+	// a timer fires when its delay has passed for every process), else
+	// time.Now.
 	Now func() time.Time
 }
 

@@ -40,11 +40,18 @@ type Runtime struct {
 	executions map[string]uint64 // instance → latest execution this runtime committed
 }
 
+// serviceClock is a provider that reads time as its store does
+// (cdb.CosmosProvider): the runtime's default clock.
+type serviceClock interface{ ServiceTime() time.Time }
+
 // Start validates the options and starts the dispatchers. The runtime runs
 // until Shutdown, or until ctx ends (which abandons work in flight).
 func Start(ctx context.Context, provider cdb.Provider, registry *Registry, opts Options) (*Runtime, error) {
 	if provider == nil || registry == nil {
 		return nil, errors.New("durable: start: provider and registry are required")
+	}
+	if c, ok := provider.(serviceClock); ok && opts.Now == nil {
+		opts.Now = c.ServiceTime
 	}
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {

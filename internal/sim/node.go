@@ -109,7 +109,8 @@ func drawSettings(rng *rand.Rand, cfg Config, clock *simClock, r role, id string
 		UnregisteredBackoffBase:   50 * time.Millisecond,
 		UnregisteredBackoffMax:    time.Second,
 		ActivityCancellationGrace: 500 * time.Millisecond,
-		Now:                       now,
+		// No Now: the runtime reads the provider's ServiceTime, as an
+		// application's runtime does by default.
 	}
 	if f.ShortLocks && !r.full && rng.Intn(2) == 0 {
 		o.OrchestratorLockTimeout = time.Duration(600+rng.Intn(400)) * time.Millisecond
@@ -191,7 +192,10 @@ func startNode(ctx context.Context, e *env, id string, slot int, s nodeSettings,
 	e.polls.Store(id, s)
 	ft.commit = e.rec.observeCommits(id)
 	ft.quiet.Store(e.quiet.Load())
-	client, err := cdb.NewClient(e.endpoint, cdb.ClientOptions{Key: e.key, Transport: ft, Now: e.clock.now,
+	// The client signs with the node's clock, as on a real host, where the
+	// machine's clock is wrong for both; the client corrects it by the
+	// account's Date (Client.ClockOffset).
+	client, err := cdb.NewClient(e.endpoint, cdb.ClientOptions{Key: e.key, Transport: ft, Now: s.provider.Now,
 		Retry: cdb.RetryOptions{MaxElapsed: 10 * time.Second, MaxDelay: 500 * time.Millisecond}})
 	if err != nil {
 		return nil, fmt.Errorf("sim: node %s: client: %w", id, err)

@@ -1,0 +1,128 @@
+package cdb_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/providertest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The processes here share the account's clock (a testClock that stands
+// still unless a test moves it). A process whose machine clock is off
+// signs and reads time through its client, which learns the service's time
+// from the account's answers to within the Date header's second: so its
+// writes are visible to the others within a second, wherever its clock is.
+
+// wrongClockProcess is a provider whose machine clock, its client's as
+// well as its own (as on a real host), is skew off the account's.
+func wrongClockProcess(t *testing.T, acct *cdb.FakeAccount, clock *testClock, skew time.Duration) *cdb.CosmosProvider {
+	t.Helper()
+	machine := func() time.Time { return clock.Now().Add(skew) }
+	client, err := cdb.NewClient(acct.Endpoint(), cdb.ClientOptions{Key: acct.Key(), Transport: acct.Transport(), Now: machine})
+	require.NoError(t, err)
+	p, err := cdb.NewProvider(rulesContext(t), cdb.Config{Client: client, ShortPolling: true, Now: machine})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// A process whose clock is ahead runs an activity and raises an event: a
+// healthy process sees the completion and the event within the second the
+// service's Date tells time to, not when the wrong clock says (found by the
+// simulation's BadClock: the instances waiting for them waited that long).
+func TestAProcessWhoseClockIsAheadWritesWhatOthersSeeAtOnce(t *testing.T) {
+	for _, skew := range []time.Duration{10 * time.Minute, time.Hour} {
+		t.Run(skew.String(), func(t *testing.T) {
+			ctx := rulesContext(t)
+			clock := newTestClock()
+			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now})
+			healthy := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+			ahead := wrongClockProcess(t, acct, clock, skew)
+			providertest.CreateInstance(ctx, t, healthy, "waiter")
+			require.NoError(t, healthy.EnqueueForOrchestrator(ctx, pokeItem("waiter"), 0))
+			item, token, _, err := healthy.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+			require.NoError(t, err)
+			require.NotNil(t, item)
+			work := cdb.ActivityExecute{Instance: "waiter", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}
+			require.NoError(t, healthy.AckOrchestrationItem(ctx, token, 1, nil, []cdb.WorkItem{work}, nil, cdb.ExecutionMetadata{}, nil))
+
+			clock.Advance(time.Second) // the Date header's resolution
+			got, wtoken, _, err := ahead.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+			require.NoError(t, err)
+			require.NotNil(t, got, "the process ahead takes the activity")
+			require.NoError(t, ahead.AckWorkItem(ctx, wtoken, cdb.ActivityCompleted{Instance: "waiter", ExecutionID: 1, ID: 2, Result: "done"}))
+			require.NoError(t, ahead.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "waiter", Name: "e", Data: "raised"}, 0))
+
+			clock.Advance(time.Second)
+			item, _, _, err = healthy.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+			require.NoError(t, err)
+			require.NotNil(t, item, "the completion and the event, visible now")
+			assert.Equal(t, []string{"ActivityCompleted", "ExternalRaised"}, messageKinds(item))
+		})
+	}
+}
+
+// A delayed message (a timer as the provider sees it) enqueued through a
+// process whose clock is off becomes visible to a healthy process when its
+// delay has passed on the service's clock: not early (a clock behind), not
+// late (a clock ahead).
+func TestADelayEnqueuedThroughAWrongClockEndsOnTheServicesTime(t *testing.T) {
+	for _, skew := range []time.Duration{10 * time.Minute, time.Hour, -10 * time.Minute, -time.Hour} {
+		t.Run(skew.String(), func(t *testing.T) {
+			ctx := rulesContext(t)
+			clock := newTestClock()
+			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now})
+			healthy := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+			wrong := wrongClockProcess(t, acct, clock, skew)
+			providertest.CreateInstance(ctx, t, healthy, "sleeper")
+
+			require.NoError(t, wrong.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "sleeper", Name: "timer", Data: "due"}, 10*time.Minute))
+			item, _, _, err := healthy.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+			require.NoError(t, err)
+			assert.Nil(t, item, "not due for ten minutes")
+			clock.Advance(10*time.Minute - 2*time.Second) // less the Date header's second and then some
+			item, _, _, err = healthy.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+			require.NoError(t, err)
+			assert.Nil(t, item, "not due yet")
+			clock.Advance(3 * time.Second)
+			assert.Equal(t, []string{"due"}, consume(ctx, t, healthy, "sleeper"), "due")
+		})
+	}
+}
+
+// A lock taken by a process whose clock is behind holds for its timeout on
+// the service's clock: a healthy process does not take the instance over
+// while the holder still works on it, and does once the lock expired.
+func TestALockTakenThroughAClockBehindHoldsForItsTimeout(t *testing.T) {
+	for _, skew := range []time.Duration{-10 * time.Minute, -time.Hour} {
+		t.Run(skew.String(), func(t *testing.T) {
+			ctx := rulesContext(t)
+			clock := newTestClock()
+			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now})
+			healthy := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+			behind := wrongClockProcess(t, acct, clock, skew)
+			providertest.CreateInstance(ctx, t, healthy, "held")
+			require.NoError(t, healthy.EnqueueForOrchestrator(ctx, pokeItem("held"), 0))
+			clock.Advance(time.Second)
+
+			item, _, _, err := behind.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+			require.NoError(t, err)
+			require.NotNil(t, item, "the process behind locks the instance for a minute")
+			item, _, _, err = healthy.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+			require.NoError(t, err)
+			assert.Nil(t, item, "locked")
+			clock.Advance(time.Minute - 2*time.Second)
+			item, _, _, err = healthy.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+			require.NoError(t, err)
+			assert.Nil(t, item, "still locked")
+			clock.Advance(3 * time.Second)
+			item, _, _, err = healthy.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+			require.NoError(t, err)
+			require.NotNil(t, item, "the lock expired")
+			assert.Equal(t, "held", item.Instance)
+		})
+	}
+}

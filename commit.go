@@ -1182,13 +1182,13 @@ func heldUntilOps(now time.Time, delay time.Duration) PatchOperations {
 }
 
 // RenewOrchestrationItemLock extends a lock that is still valid: one batch
-// that PATCHes the instance document (If-Match) and each locked message. A
-// renewal whose outcome is unknown (a lost response, a timeout), or that
-// meets an instance ETag it did not expect (a renewal of ours whose
-// response was lost), is resolved by reading the instance document back:
-// unchanged but for our renewal, with our token, the lock is ours and its
-// ETag is adopted; a transient failure is never read as a lost lock. The
-// batch is atomic, so the messages agree.
+// that PATCHes the instance document (If-Match), not the messages
+// (renewalBatch). A renewal whose outcome is unknown (a lost response, a
+// timeout), or that meets an instance ETag it did not expect (a renewal of
+// ours whose response was lost), is resolved by reading the instance
+// document back: unchanged but for our renewal, with our token, the lock is
+// ours and its ETag is adopted; a transient failure is never read as a lost
+// lock.
 func (p *CosmosProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
 	const op = "RenewOrchestrationItemLock"
 	lock, err := p.heldOrchestration(op, lockToken)
@@ -1240,18 +1240,21 @@ func (p *CosmosProvider) extendLock(ctx context.Context, op string, lock *orches
 	return Retryable(op, "the lock renewal did not apply; try again")
 }
 
-// renewalBatch extends the instance lock and its messages' locks.
+// renewalBatch extends the instance lock. It writes the instance document
+// only: the locked messages keep the expiry their fetch gave them, because
+// the instance lock alone keeps other dispatchers out (a fetch takes
+// messages only in the batch that takes the instance lock; a candidate
+// whose message lock lapsed meets a held instance and is left out until
+// its lock ends). Rewriting each message on every renewal cost a write of
+// the message's size: a start or continue-as-new input near 1 MB made every
+// renewal a megabyte's write, slow enough on a loaded machine (or throttled
+// enough on a real account) to outlast the lock it renewed.
 func renewalBatch(cc *ContainerClient, lock *orchestrationLock, until int64) *TransactionalBatch {
 	b := cc.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	var ops PatchOperations
 	ops.AppendSet("/lockedUntil", until)
 	etag := lock.inst.ETag
 	b.PatchItem(instanceDocID, ops, &TransactionalBatchItemOptions{IfMatch: &etag})
-	for _, m := range lock.messages {
-		var mops PatchOperations
-		mops.AppendSet("/lockedUntil", until)
-		b.PatchItem(m.ID, mops, nil)
-	}
 	return b
 }
 

@@ -988,7 +988,8 @@ func (p *CosmosProvider) lockInstance(ctx context.Context, pk string, msgs []que
 		for _, m := range msgs {
 			b.PatchItem(m.ID, messageClaimOps(token, until), nil)
 		}
-		resp, err := p.container.ExecuteTransactionalBatch(ctx, b, &TransactionalBatchOptions{EnableContentResponseOnWrite: true})
+		large := !create && messageBytes(msgs) > lockContentMaxBytes
+		resp, err := p.container.ExecuteTransactionalBatch(ctx, b, &TransactionalBatchOptions{EnableContentResponseOnWrite: !large})
 		if IsOutcomeUnknown(err) {
 			return p.resolveLockBatch(ctx, pk, token, msgs, err)
 		}
@@ -1010,9 +1011,54 @@ func (p *CosmosProvider) lockInstance(ctx context.Context, pk string, msgs []que
 				return instanceDoc{}, nil, fmt.Errorf("lock batch failed with status %d", resp.StatusCode)
 			}
 		}
+		if large {
+			return p.readLockedInstance(ctx, pk, token, msgs, until, resp)
+		}
 		return decodeLockBatch(resp)
 	}
 	return instanceDoc{}, nil, errContended
+}
+
+// lockContentMaxBytes bounds the messages a lock batch asks back. The
+// messages' contents are already known from the candidate query; asking
+// them back again only doubles what the lock costs, and a message near
+// 1 MB (a start or continue-as-new input) made the lock batch's answer take
+// longer to come and decode than the lock lasts: the lock's expiry is
+// counted from before the request, so the fetch held an expired lock from
+// the start, and any other dispatcher could take the instance, each
+// counting an attempt. Above this, the lock batch returns no content, and
+// one point read brings the instance document.
+const lockContentMaxBytes = 64 * 1024
+
+// messageBytes is the size of the messages' items as the candidate query
+// returned them.
+func messageBytes(msgs []queueDoc) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Item)
+	}
+	return n
+}
+
+// readLockedInstance completes a lock batch that returned no content: the
+// messages are the query's, as the batch patched them (the ETags it
+// answered), and the instance document is read from the primary. A read
+// that finds another token means the lock was taken from us already.
+func (p *CosmosProvider) readLockedInstance(ctx context.Context, pk, token string, msgs []queueDoc, until int64, resp TransactionalBatchResponse) (instanceDoc, []queueDoc, error) {
+	locked := make([]queueDoc, len(msgs))
+	for i, m := range msgs {
+		m.LockToken, m.LockedUntil, m.Attempts = token, until, m.Attempts+1
+		m.ETag = resp.OperationResults[i+1].ETag
+		locked[i] = m
+	}
+	inst, err := p.readInstanceLatest(ctx, pk)
+	if err != nil {
+		return instanceDoc{}, nil, err
+	}
+	if inst == nil || inst.LockToken != token {
+		return instanceDoc{}, nil, errContended
+	}
+	return *inst, locked, nil
 }
 
 // messageClaimOps lock a message that is still one: a message consumed

@@ -452,10 +452,11 @@ func (c *cluster) crashCommitting(ctx context.Context, match func(op string, bod
 	if c.nodes[n.slot] == n {
 		c.nodes[n.slot] = nil
 	}
+	restartIn := time.Duration(500+c.rng.Intn(1500)) * time.Millisecond // c.rng is shared: drawn under c.mu
 	c.mu.Unlock()
 	n.crash()
 	c.env.clock.jump(down)
-	sleepCtx(ctx, time.Duration(500+c.rng.Intn(1500))*time.Millisecond)
+	sleepCtx(ctx, restartIn)
 	_ = c.start(context.WithoutCancel(ctx), n.slot)
 }
 

@@ -134,8 +134,9 @@ func (h *harness) checkHistories(ctx context.Context) {
 
 // timerTolerance is how much earlier than its due time a timer may be
 // stamped firing: the creating and the firing node may each be off by the
-// ordinary skew. The one bad clock (Faults.BadClock) is only ever ahead, so
-// a turn it runs stamps a timer late, never early.
+// ordinary skew, which is under the second from which a process corrects
+// its clock to the service's. The one bad clock (Faults.BadClock) is on a
+// worker-only node, which runs no turns and so stamps no timer.
 func (h *harness) timerTolerance() time.Duration {
 	return 2*h.env.cfg.Faults.ClockSkew + 20*time.Millisecond
 }

@@ -101,22 +101,22 @@ type RetryOptions struct {
 }
 
 func (r RetryOptions) withDefaults() RetryOptions {
-	if r.MaxAttempts <= 0 {
-		r.MaxAttempts = defaultMaxAttempts
-	}
-	if r.MaxElapsed <= 0 {
-		r.MaxElapsed = defaultMaxElapsed
-	}
-	if r.BaseDelay <= 0 {
-		r.BaseDelay = defaultBaseDelay
-	}
-	if r.MaxDelay <= 0 {
-		r.MaxDelay = defaultMaxDelay
-	}
+	orDefault(&r.MaxAttempts, defaultMaxAttempts)
+	orDefault(&r.MaxElapsed, defaultMaxElapsed)
+	orDefault(&r.BaseDelay, defaultBaseDelay)
+	orDefault(&r.MaxDelay, defaultMaxDelay)
 	if r.MaxDelay < r.BaseDelay {
 		r.MaxDelay = r.BaseDelay
 	}
 	return r
+}
+
+// orDefault sets an option left zero (or negative, which no option means)
+// to its default.
+func orDefault[T ~int | ~int64](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // Client is a Cosmos DB NoSQL account reached over its REST API. It is safe

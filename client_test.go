@@ -118,6 +118,25 @@ func newScriptedContainer(t *testing.T, respond func(int, wireRequest) (*http.Re
 	return cc, st
 }
 
+// newFakeContainer is container "coll" of database "db", partitioned by
+// /pk, created on acct through a client with fast retries; edit, when not
+// nil, changes the client's options first (a transport of its own, say).
+func newFakeContainer(t *testing.T, acct *FakeAccount, edit func(*ClientOptions)) *ContainerClient {
+	t.Helper()
+	o := ClientOptions{Key: acct.Key(), Transport: acct.Transport(), Retry: fastRetryOptions()}
+	if edit != nil {
+		edit(&o)
+	}
+	c, err := NewClient(acct.Endpoint(), o)
+	require.NoError(t, err)
+	require.NoError(t, c.EnsureDatabase(testCtx(t), "db"))
+	cc, err := c.NewContainer("db", "coll")
+	require.NoError(t, err)
+	_, err = cc.Ensure(testCtx(t), ContainerProperties{PartitionKey: PartitionKeyDefinition{Paths: []string{"/pk"}}})
+	require.NoError(t, err)
+	return cc
+}
+
 // assertSignedFor checks the Authorization header of r against a signature
 // computed independently with the test key over resourceType and link.
 func assertSignedFor(t *testing.T, r wireRequest, resourceType, link string) {

@@ -119,13 +119,9 @@ func DefaultIndexingPolicy() IndexingPolicy {
 // Create creates the container; 409 if it exists.
 func (cc *ContainerClient) Create(ctx context.Context, props ContainerProperties) (ContainerProperties, error) {
 	const op = "CreateContainer"
-	props, err := cc.normalizeProperties(op, props)
+	body, err := cc.encodeProperties(op, props)
 	if err != nil {
 		return ContainerProperties{}, err
-	}
-	body, err := json.Marshal(props)
-	if err != nil {
-		return ContainerProperties{}, fmt.Errorf("cdb: %s: encoding properties: %w", op, err)
 	}
 	resp, err := cc.client.send(ctx, &request{operation: op, method: http.MethodPost,
 		ref: containersFeedRef(cc.databaseID), body: body})
@@ -137,6 +133,20 @@ func (cc *ContainerClient) Create(ctx context.Context, props ContainerProperties
 	cc.client.sessions.forget(cc.sessionLink())
 	var out ContainerProperties
 	return out, decodeJSON(op, resp.Body, &out)
+}
+
+// encodeProperties checks props for this container, fills the defaults and
+// encodes them as a create or replace sends them.
+func (cc *ContainerClient) encodeProperties(op string, props ContainerProperties) ([]byte, error) {
+	props, err := cc.normalizeProperties(op, props)
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(props)
+	if err != nil {
+		return nil, fmt.Errorf("cdb: %s: encoding properties: %w", op, err)
+	}
+	return body, nil
 }
 
 // Read reads the container's properties; 404 if it does not exist.
@@ -179,13 +189,9 @@ func indexTransformationProgress(h http.Header) int {
 // IndexTransformationProgress.
 func (cc *ContainerClient) Replace(ctx context.Context, props ContainerProperties) (ContainerProperties, error) {
 	const op = "ReplaceContainer"
-	props, err := cc.normalizeProperties(op, props)
+	body, err := cc.encodeProperties(op, props)
 	if err != nil {
 		return ContainerProperties{}, err
-	}
-	body, err := json.Marshal(props)
-	if err != nil {
-		return ContainerProperties{}, fmt.Errorf("cdb: %s: encoding properties: %w", op, err)
 	}
 	resp, err := cc.client.send(ctx, &request{operation: op, method: http.MethodPut,
 		ref: containerRef(cc.databaseID, cc.id), body: body, idempotent: true})

@@ -38,15 +38,9 @@ func (h *hostLog) take() []string {
 func TestWritesFollowTheWriteRegionAfterAFailover(t *testing.T) {
 	acct := NewFakeAccount(FakeAccountOptions{})
 	log := &hostLog{next: acct.Transport()}
-	c, err := NewClient(acct.Endpoint(), ClientOptions{Key: acct.Key(), Transport: log, Retry: fastRetryOptions()})
-	require.NoError(t, err)
-	require.NoError(t, c.EnsureDatabase(testCtx(t), "db"))
-	cc, err := c.NewContainer("db", "coll")
-	require.NoError(t, err)
-	_, err = cc.Ensure(testCtx(t), ContainerProperties{PartitionKey: PartitionKeyDefinition{Paths: []string{"/pk"}}})
-	require.NoError(t, err)
+	cc := newFakeContainer(t, acct, func(o *ClientOptions) { o.Transport = log })
 	pk := NewPartitionKeyString("p")
-	_, err = cc.CreateItem(testCtx(t), pk, itemJSON("before", "p", 1), nil)
+	_, err := cc.CreateItem(testCtx(t), pk, itemJSON("before", "p", 1), nil)
 	require.NoError(t, err)
 
 	acct.FailOver("https://westus.localhost:8081/")

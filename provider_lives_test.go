@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,4 +255,42 @@ func TestAChildWhoseFirstTurnRacesItsTreesDeletionGoesWithTheTree(t *testing.T) 
 
 	parentStartsChild(ctx, t, p, "root", "root::child", "life 1")
 	childTakesStart(ctx, t, p, "root", "root::child", "life 1")
+}
+
+// The adoption is part of the deletion, whoever carries it out: a deleter
+// that loses every connection after its marks, before it looks for the
+// children started late, leaves the deletion to another process, which
+// takes it over, adopts the child and deletes it with the tree; the
+// child's first turn, under way since before the deletion, cannot commit.
+func TestAChildStartedLateIsAdoptedByTheProcessThatTakesTheDeletionOver(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: 2})
+	a := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour})
+	parentStartsChild(ctx, t, a, "root", "root::child", "life 0")
+	_, token := fetchFor(ctx, t, a, "root::child")
+
+	var lost atomic.Bool
+	remove := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultDropConnection, Match: func(r cdb.FakeRequest) bool {
+		if r.Operation == "Query" && strings.Contains(string(r.Body), "ARRAY_CONTAINS(@ids, c.parent)") {
+			lost.Store(true)
+		}
+		return lost.Load()
+	}})
+	_, err := a.DeleteInstance(ctx, "root", true)
+	require.Error(t, err, "the deleter lost its connections before the adoption")
+	require.True(t, lost.Load())
+	remove()
+
+	b := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour, OutboxMinAge: time.Millisecond, AbandonedDeletionAge: time.Millisecond})
+	// The first pass takes the abandoned deletion over and finishes it;
+	// the root's outbox, still listed, meets the child's mark on its way
+	// (a retryable refusal) and goes with the root's partition.
+	_ = b.ReconcileOutbox(ctx)
+	require.NoError(t, b.ReconcileOutbox(ctx), "nothing is left to deliver or to finish")
+	assert.Zero(t, countDocs(t, b, "root::child", "inst"), "the child started late went with the tree")
+	assert.Zero(t, countDocs(t, b, "root::child", "msg"))
+	md := providertest.TestOrchMetadata()
+	md.ParentInstanceID = ptrTo("root")
+	err = a.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("root::child", 1)}, nil, nil, md, nil)
+	require.ErrorIs(t, err, cdb.ErrInvalidLockToken, "the child's first turn does not commit for the dead parent")
 }

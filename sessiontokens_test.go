@@ -19,14 +19,7 @@ import (
 func staleContainer(t *testing.T, ranges int) (*FakeAccount, *ContainerClient) {
 	t.Helper()
 	acct := NewFakeAccount(FakeAccountOptions{PartitionKeyRanges: ranges, StaleReadsWithoutSessionToken: true})
-	c, err := NewClient(acct.Endpoint(), ClientOptions{Key: acct.Key(), Transport: acct.Transport(), Retry: fastRetryOptions()})
-	require.NoError(t, err)
-	cc, err := c.NewContainer("db", "coll")
-	require.NoError(t, err)
-	require.NoError(t, c.EnsureDatabase(testCtx(t), "db"))
-	_, err = cc.Ensure(testCtx(t), ContainerProperties{PartitionKey: PartitionKeyDefinition{Paths: []string{"/pk"}}})
-	require.NoError(t, err)
-	return acct, cc
+	return acct, newFakeContainer(t, acct, nil)
 }
 
 func itemJSON(id, pk string, v int) []byte {

@@ -14,19 +14,13 @@ import (
 func splitAccount(t *testing.T, n int) (*FakeAccount, *ContainerClient) {
 	t.Helper()
 	acct := NewFakeAccount(FakeAccountOptions{PartitionKeyRanges: 4})
-	c, err := NewClient(acct.Endpoint(), ClientOptions{Key: acct.Key(), Transport: acct.Transport(), Retry: fastRetryOptions()})
-	require.NoError(t, err)
-	require.NoError(t, c.EnsureDatabase(testCtx(t), "db"))
-	cc, err := c.NewContainer("db", "coll")
-	require.NoError(t, err)
-	_, err = cc.Ensure(testCtx(t), ContainerProperties{PartitionKey: PartitionKeyDefinition{Paths: []string{"/pk"}}})
-	require.NoError(t, err)
+	cc := newFakeContainer(t, acct, nil)
 	for i := range n {
 		pk := fmt.Sprintf("p%d", i)
 		_, err := cc.CreateItem(testCtx(t), NewPartitionKeyString(pk), itemJSON(pk, pk, i), nil)
 		require.NoError(t, err)
 	}
-	_, err = cc.ReadPartitionKeyRanges(testCtx(t), false)
+	_, err := cc.ReadPartitionKeyRanges(testCtx(t), false)
 	require.NoError(t, err)
 	return acct, cc
 }

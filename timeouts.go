@@ -43,21 +43,11 @@ const (
 )
 
 func (o TimeoutOptions) withDefaults() TimeoutOptions {
-	if o.Attempt <= 0 {
-		o.Attempt = defaultAttemptTimeout
-	}
-	if o.QueryAttempt <= 0 {
-		o.QueryAttempt = defaultQueryAttemptTimeout
-	}
-	if o.Dial <= 0 {
-		o.Dial = defaultDialTimeout
-	}
-	if o.IdlePing <= 0 {
-		o.IdlePing = defaultIdlePing
-	}
-	if o.PingTimeout <= 0 {
-		o.PingTimeout = defaultPingTimeout
-	}
+	orDefault(&o.Attempt, defaultAttemptTimeout)
+	orDefault(&o.QueryAttempt, defaultQueryAttemptTimeout)
+	orDefault(&o.Dial, defaultDialTimeout)
+	orDefault(&o.IdlePing, defaultIdlePing)
+	orDefault(&o.PingTimeout, defaultPingTimeout)
 	return o
 }
 

@@ -18,15 +18,9 @@ import (
 func silentAccount(t *testing.T, attempt time.Duration) (*FakeAccount, *ContainerClient) {
 	t.Helper()
 	acct := NewFakeAccount(FakeAccountOptions{})
-	c, err := NewClient(acct.Endpoint(), ClientOptions{Key: acct.Key(), Transport: acct.Transport(), Retry: fastRetryOptions(),
-		Timeouts: TimeoutOptions{Attempt: attempt, QueryAttempt: attempt}})
-	require.NoError(t, err)
-	require.NoError(t, c.EnsureDatabase(testCtx(t), "db"))
-	cc, err := c.NewContainer("db", "coll")
-	require.NoError(t, err)
-	_, err = cc.Ensure(testCtx(t), ContainerProperties{PartitionKey: PartitionKeyDefinition{Paths: []string{"/pk"}}})
-	require.NoError(t, err)
-	return acct, cc
+	return acct, newFakeContainer(t, acct, func(o *ClientOptions) {
+		o.Timeouts = TimeoutOptions{Attempt: attempt, QueryAttempt: attempt}
+	})
 }
 
 // A read whose attempt gets no answer, made with a context that has no

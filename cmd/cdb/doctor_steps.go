@@ -417,7 +417,7 @@ func (d *doctor) timeToLive(ctx context.Context) stepOutcome {
 			return d.lacks(fmt.Sprintf("an item with ttl 1 s was still readable after %s", ttlWait),
 				"time to live (the provider's staged parts, markers and sequencers expire by it)")
 		}
-		if err := sleepContext(ctx, 250*time.Millisecond); err != nil {
+		if err := sleepOrDone(ctx, 250*time.Millisecond); err != nil {
 			return failed(err, "wait for the item to expire", "", "")
 		}
 	}
@@ -458,18 +458,6 @@ func isAzureAccount(endpoint string) bool {
 		}
 	}
 	return false
-}
-
-// sleepContext waits d or until ctx ends.
-func sleepContext(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // cleanup removes the throw-away container, with a bounded context of its

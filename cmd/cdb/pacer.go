@@ -55,6 +55,7 @@ func (p *ruPacer) secondsFor(ru float64) time.Duration {
 	return time.Duration(ru / p.perSecond * float64(time.Second))
 }
 
+// sleepOrDone waits d or until ctx ends.
 func sleepOrDone(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()

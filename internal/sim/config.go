@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"reflect"
 	"time"
@@ -48,6 +49,12 @@ type Config struct {
 	// ReplayFlags are the test flags that make this configuration (besides
 	// the seed), for the replay command a report prints.
 	ReplayFlags string
+
+	// Wire, when set, receives a line per request that mentions one of
+	// WireMention's comma-separated texts (instance ids, or parts of them)
+	// in its partition key, body or answer, from every node (wire.go).
+	Wire        io.Writer
+	WireMention string
 
 	// Logger receives the providers' and runtimes' logs (default: none).
 	Logger *slog.Logger

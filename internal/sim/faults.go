@@ -53,6 +53,8 @@ type faultTransport struct {
 	kinds  []string
 	stats  *Stats
 	commit func(req *http.Request, body []byte, resp *http.Response)
+	wire   *wireLog // nil: no journal
+	node   string
 
 	mu  sync.Mutex
 	rng *rand.Rand
@@ -121,24 +123,32 @@ func (t *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	resp, answer, kind, err := t.roundTrip(req, body)
+	t.wire.record(t.node, operationOf(req), req, body, kind, resp, answer, err)
+	return resp, err
+}
+
+// roundTrip is RoundTrip for a read body; it returns the fault it drew and
+// the account's answer, also where the node does not get to read it.
+func (t *faultTransport) roundTrip(req *http.Request, body []byte) (_ *http.Response, answer []byte, kind string, _ error) {
 	op := operationOf(req)
 	// Triggers see the partition key header, a newline, then the body.
 	seen := append([]byte(req.Header.Get("x-ms-documentdb-partitionkey")+"\n"), body...)
 	if err := t.holdWhilePaused(req.Context(), op, seen); err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
 	if t.dead.Load() {
-		return nil, t.downError(req)
+		return nil, nil, "", t.downError(req)
 	}
 	crashAfter := false
 	if trig := t.crashOn.Load(); trig != nil && trig.match(op, seen) {
 		if !trig.after {
 			trig.once.Do(trig.fired)
-			return nil, t.downError(req)
+			return nil, nil, "crash-before", t.downError(req)
 		}
 		crashAfter = true
 	}
-	kind := t.draw()
+	kind = t.draw()
 	if kind == fault413 && len(body) < minRefusedBody {
 		kind = ""
 	}
@@ -147,31 +157,31 @@ func (t *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	switch kind {
 	case faultThrottle:
-		return statusResponse(req, http.StatusTooManyRequests, 3200, 5*time.Millisecond), nil
+		return statusResponse(req, http.StatusTooManyRequests, 3200, 5*time.Millisecond), nil, kind, nil
 	case faultUnavailable:
-		return statusResponse(req, http.StatusServiceUnavailable, 0, 0), nil
+		return statusResponse(req, http.StatusServiceUnavailable, 0, 0), nil, kind, nil
 	case faultTimeout:
-		return statusResponse(req, http.StatusRequestTimeout, 0, 0), nil
+		return statusResponse(req, http.StatusRequestTimeout, 0, 0), nil, kind, nil
 	case faultGone:
-		return statusResponse(req, http.StatusGone, 1002, 0), nil
+		return statusResponse(req, http.StatusGone, 1002, 0), nil, kind, nil
 	case fault401:
-		return statusResponse(req, http.StatusUnauthorized, 0, 0), nil
+		return statusResponse(req, http.StatusUnauthorized, 0, 0), nil, kind, nil
 	case fault403:
-		return statusResponse(req, http.StatusForbidden, 0, 0), nil
+		return statusResponse(req, http.StatusForbidden, 0, 0), nil, kind, nil
 	case fault404x:
-		return statusResponse(req, http.StatusNotFound, 1003, 0), nil
+		return statusResponse(req, http.StatusNotFound, 1003, 0), nil, kind, nil
 	case fault413:
-		return statusResponse(req, http.StatusRequestEntityTooLarge, 0, 0), nil
+		return statusResponse(req, http.StatusRequestEntityTooLarge, 0, 0), nil, kind, nil
 	case faultDrop:
-		return nil, fmt.Errorf("sim: %s %s: connection reset before the request was sent: %w", req.Method, req.URL.Path, io.ErrUnexpectedEOF)
+		return nil, nil, kind, fmt.Errorf("sim: %s %s: connection reset before the request was sent: %w", req.Method, req.URL.Path, io.ErrUnexpectedEOF)
 	case faultLatency:
 		if err := t.spike(req.Context()); err != nil {
-			return nil, err
+			return nil, nil, kind, err
 		}
 	}
-	resp, err := t.forward(req, body)
+	resp, answer, err := t.forward(req, body)
 	if err != nil {
-		return nil, err
+		return nil, nil, kind, err
 	}
 	if t.commit != nil && resp.StatusCode < 300 {
 		t.commit(req, body, resp)
@@ -179,17 +189,17 @@ func (t *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if crashAfter {
 		trig := t.crashOn.Load()
 		trig.once.Do(trig.fired)
-		return nil, t.downError(req)
+		return nil, answer, "crash-after", t.downError(req)
 	}
 	if t.dead.Load() {
 		// The node died while the request was in flight: it committed,
 		// nobody will read the answer.
-		return nil, t.downError(req)
+		return nil, answer, kind, t.downError(req)
 	}
 	if kind == faultLoseResponse {
-		return nil, fmt.Errorf("sim: %s %s: connection closed before the response: %w", req.Method, req.URL.Path, io.ErrUnexpectedEOF)
+		return nil, answer, kind, fmt.Errorf("sim: %s %s: connection closed before the response: %w", req.Method, req.URL.Path, io.ErrUnexpectedEOF)
 	}
-	return resp, nil
+	return resp, answer, kind, nil
 }
 
 // holdWhilePaused makes a request wait while the node is paused (arming a
@@ -216,22 +226,22 @@ func (t *faultTransport) holdWhilePaused(ctx context.Context, op string, body []
 // pause stalls every request from now for d.
 func (t *faultTransport) pause(d time.Duration) { t.pausedUntil.Store(time.Now().Add(d).UnixNano()) }
 
-func (t *faultTransport) forward(req *http.Request, body []byte) (*http.Response, error) {
+func (t *faultTransport) forward(req *http.Request, body []byte) (*http.Response, []byte, error) {
 	out := req.Clone(req.Context())
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
 	resp, err := t.next.RoundTrip(out)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Read the body now, so a lost response still lets the request finish.
 	data, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	if err != nil {
-		return nil, fmt.Errorf("sim: read response: %w", err)
+		return nil, nil, fmt.Errorf("sim: read response: %w", err)
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(data))
-	return resp, nil
+	return resp, data, nil
 }
 
 func (t *faultTransport) downError(req *http.Request) error {

@@ -63,6 +63,7 @@ type env struct {
 	quiet     atomic.Bool // faults are off for nodes started from now on
 	progress  *progress   // the run's heartbeat (progress.go)
 	clock     *simClock   // the simulated world's time (clock.go)
+	wire      *wireLog    // nil: no wire journal
 	polls     sync.Map    // node id → its settings, for reports
 }
 
@@ -191,6 +192,7 @@ func startNode(ctx context.Context, e *env, id string, slot int, s nodeSettings,
 	ft := newFaultTransport(e.transport, e.cfg.Faults, s.faultSeed, e.stats, !clientOnly)
 	e.polls.Store(id, s)
 	ft.commit = e.rec.observeCommits(id)
+	ft.wire, ft.node = e.wire, id
 	ft.quiet.Store(e.quiet.Load())
 	// The client signs with the node's clock, as on a real host, where the
 	// machine's clock is wrong for both; the client corrects it by the

@@ -37,6 +37,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rec.stamps = newStamps(rec.isCrashed)
 	e := &env{cfg: cfg, endpoint: acct.Endpoint(), key: acct.Key(), transport: acct.Transport(),
 		rec: rec, stats: stats, logger: logger, progress: rec.progress, clock: clock}
+	if cfg.Wire != nil && cfg.WireMention != "" {
+		e.wire = newWireLog(cfg.Wire, cfg.WireMention)
+	}
 
 	// The observer bootstraps the container and watches; it sees no fault
 	// and reconciles nothing, so it does not change what the nodes do.

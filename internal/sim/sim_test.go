@@ -16,7 +16,7 @@ import (
 var (
 	flagSeed    = flag.Int64("sim.seed", 0, "run only this seed (0: the bounded set)")
 	flagVerbose = flag.Bool("sim.log", false, "log the nodes' warnings to stderr")
-	flagTrace   = flag.String("sim.trace", "", "with -sim.log, also log the nodes' debug records that mention this text (an instance id)")
+	flagTrace   = flag.String("sim.trace", "", "with -sim.log, also log the nodes' debug records that mention one of these comma-separated texts (instance ids)")
 	flagEnable  = flag.String("sim.enable", "", "comma-separated Features/Faults toggles to turn on besides Passing's, e.g. Sessions,Crashes")
 	flagAll     = flag.Bool("sim.all", false, "turn every feature and fault on")
 	flagRate    = flag.Float64("sim.rate", 0, "fault rate (0: the configuration's)")
@@ -25,6 +25,7 @@ var (
 	flagSkew    = flag.Duration("sim.skew", 0, "most a node's clock is off (0: the configuration's)")
 	flagFanOut  = flag.Int("sim.fanout", 0, "widest fan-out, with wide fan-outs on when over 100 (0: the configuration's)")
 	flagStrict  = flag.Bool("sim.strict", false, "fail on the configuration's pending invariants too (Config.Pending)")
+	flagWire    = flag.String("sim.wire", "", "write every request that mentions this text (an instance id) to a file under the temporary directory (wire.go)")
 	flagStall   = flag.Duration("sim.stall", 0, "how long the run may show no progress at all before a wait gives up (0: the configuration's)")
 )
 
@@ -80,6 +81,14 @@ func configFromFlags(t *testing.T, seed int64) Config {
 		cfg.Features.WideFanOuts = cfg.Features.WideFanOuts || *flagFanOut > 100
 	}
 	cfg.Logger = testLogger()
+	if *flagWire != "" {
+		f, err := os.CreateTemp("", "cdb-sim-wire-*.log")
+		if err != nil {
+			panic(err)
+		}
+		fmt.Fprintf(os.Stderr, "sim: wire journal of %q in %s\n", *flagWire, f.Name())
+		cfg.Wire, cfg.WireMention = f, *flagWire
+	}
 	flag.Visit(func(f *flag.Flag) {
 		if strings.HasPrefix(f.Name, "sim.") && f.Name != "sim.seed" {
 			cfg.ReplayFlags += fmt.Sprintf(" -%s=%s", f.Name, f.Value)
@@ -110,17 +119,18 @@ func testLogger() *slog.Logger {
 	}
 	if *flagTrace != "" {
 		debug := slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})
-		return slog.New(&traceHandler{next: debug, mention: *flagTrace})
+		return slog.New(&traceHandler{next: debug, mentions: strings.Split(*flagTrace, ",")})
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // traceHandler passes on warnings and errors, and the records of any level
-// whose message or attributes mention one text (say an instance id): a
-// debug log of a whole run is too large to read, one instance's is not.
+// whose message or attributes mention one of some texts (say instance
+// ids): a debug log of a whole run is too large to read, one instance's is
+// not.
 type traceHandler struct {
-	next    slog.Handler
-	mention string
+	next     slog.Handler
+	mentions []string
 }
 
 func (h *traceHandler) Enabled(context.Context, slog.Level) bool { return true }
@@ -133,20 +143,29 @@ func (h *traceHandler) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h *traceHandler) mentioned(r slog.Record) bool {
-	found := strings.Contains(r.Message, h.mention)
+	found := h.mentionedIn(r.Message)
 	r.Attrs(func(a slog.Attr) bool {
-		found = found || strings.Contains(a.Value.String(), h.mention)
+		found = found || h.mentionedIn(a.Value.String())
 		return !found
 	})
 	return found
 }
 
+func (h *traceHandler) mentionedIn(s string) bool {
+	for _, m := range h.mentions {
+		if m != "" && strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}
+
 func (h *traceHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return &traceHandler{next: h.next.WithAttrs(attrs), mention: h.mention}
+	return &traceHandler{next: h.next.WithAttrs(attrs), mentions: h.mentions}
 }
 
 func (h *traceHandler) WithGroup(name string) slog.Handler {
-	return &traceHandler{next: h.next.WithGroup(name), mention: h.mention}
+	return &traceHandler{next: h.next.WithGroup(name), mentions: h.mentions}
 }
 
 // envInt64 reads an integer environment variable, def when unset.
@@ -283,6 +302,14 @@ func soakConfig(t *testing.T) (Config, string) {
 	// no-progress rule.
 	cfg.HardCap = 5 * time.Minute
 	cfg.Logger = testLogger()
+	if *flagWire != "" {
+		f, err := os.CreateTemp("", "cdb-sim-wire-*.log")
+		if err != nil {
+			panic(err)
+		}
+		fmt.Fprintf(os.Stderr, "sim: wire journal of %q in %s\n", *flagWire, f.Name())
+		cfg.Wire, cfg.WireMention = f, *flagWire
+	}
 	return cfg, ""
 }
 

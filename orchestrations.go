@@ -39,7 +39,7 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 		return nil
 	}
 	seq := p.nextSeq()
-	visibleAt := p.now().Add(max(delay, 0))
+	visibleAt := sequencedVisibleAt(seq, p.now(), delay)
 	at := dueAt(visibleAt.UnixMilli(), seq)
 	if delay <= 0 {
 		at = immediateAt(visibleAt.UnixMilli(), seq)

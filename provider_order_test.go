@@ -3,6 +3,7 @@ package cdb_test
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -334,4 +335,26 @@ func TestAnItemAbandonedWithADelayIsNotServedEarlyByAProcessWithSeqsAhead(t *tes
 	item, _, _, err = p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	assert.NotNil(t, item, "due")
+}
+
+// An event's place in its queue is its seq's: time that passes between
+// taking the seq and writing the message (a goroutine preempted on a
+// loaded machine) must not put the event after one sequenced later through
+// a process whose clock is a little behind (found by the simulation: an
+// Inbox got event 10 when it waited for 9).
+func TestAnEventSlowBetweenItsSeqAndItsWriteKeepsItsPlace(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	var ticks atomic.Int64 // every reading of the slow process's clock is a millisecond later
+	slow := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: func() time.Time {
+		return clock.Now().Add(time.Duration(ticks.Add(1)) * time.Millisecond)
+	}})
+	behind := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: func() time.Time { return clock.Now().Add(-20 * time.Millisecond) }})
+	providertest.CreateInstance(ctx, t, behind, "fifo")
+
+	require.NoError(t, slow.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "fifo", Name: "e", Data: "0"}, 0))
+	require.NoError(t, behind.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "fifo", Name: "e", Data: "1"}, 0))
+	clock.Advance(time.Second)
+	assert.Equal(t, []string{"0", "1"}, consume(ctx, t, behind, "fifo"))
 }

@@ -167,12 +167,16 @@ func newSequencerDoc(pk string, seq int64) ([]byte, error) {
 }
 
 // sequencedVisibleAt is when a queue item with seq becomes visible: after
-// delay, or for an immediate one at its seq's millisecond, never before
-// now. Immediate items then become visible in seq order on every process,
-// so a fetch never sees one without those sequenced before it.
+// delay, or for an immediate one at its seq's millisecond. A seq is never
+// below its writer's clock when taken (reserveSeqs), so an immediate item is
+// visible as soon as it is written; and its visibility depends on its seq
+// alone, not on the time its writer took between taking the seq and
+// writing (a preempted goroutine, a loaded machine), so immediate items
+// become visible in seq order on every process and a fetch never sees one
+// without those sequenced before it.
 func sequencedVisibleAt(seq int64, now time.Time, delay time.Duration) time.Time {
 	if delay > 0 {
 		return now.Add(delay)
 	}
-	return time.UnixMilli(max(seqMs(seq), now.UnixMilli()))
+	return time.UnixMilli(seqMs(seq))
 }

@@ -76,7 +76,7 @@ func (h *harness) treeDelete(ctx context.Context, idx int, id string, rng *rand.
 	// process died before it wrote its intent is retried by its caller,
 	// as any caller that saw its call fail would.
 	var answered error
-	retried := false
+	var retry chan struct{} // closed once the caller's retry has its answer
 	gone := h.env.progress.waitUntil(ctx, 5*time.Millisecond, func() bool {
 		st, err := h.observer.GetStatus(ctx, id)
 		if err == nil && st.State == rt.StateNotFound {
@@ -84,9 +84,10 @@ func (h *harness) treeDelete(ctx context.Context, idx int, id string, rng *rand.
 		}
 		select {
 		case answered = <-deleted:
-			if answered != nil && !retried {
-				retried = true
+			if answered != nil && retry == nil {
+				retry = make(chan struct{})
 				go func() {
+					defer close(retry)
 					_ = h.call(ctx, func(ctx context.Context, c *rt.Client) error {
 						_, err := c.DeleteInstance(ctx, id, true)
 						if isNotFound(err) {
@@ -104,6 +105,12 @@ func (h *harness) treeDelete(ctx context.Context, idx int, id string, rng *rand.
 	if !gone {
 		h.viol.add(invStuck, id, fmt.Sprintf("a tree deletion whose process %s never finished (%s)", how, h.env.progress.why()))
 		return
+	}
+	if retry != nil {
+		// As a caller would: the id starts again once its deletion has
+		// answered. A retry still in flight deletes whatever life of the
+		// id it finds, the next one included, as it was asked to.
+		<-retry
 	}
 	h.env.stats.count(&h.env.stats.Deletes, 1)
 	h.noteAccepted(id, false)

@@ -102,6 +102,9 @@ type OrchestrationStarted struct {
 	Input          string
 	ParentInstance *string // encoded as null when nil
 	ParentID       *uint64 // encoded as null when nil
+	// ParentExecutionID is the parent execution that scheduled the child
+	// (duroxide 0.1.30); omitted when nil, as in every 0.1.29 history.
+	ParentExecutionID *uint64
 	// CarryForwardEvents is set on executions started by continue-as-new.
 	// Nil is omitted from the JSON; a non-nil empty slice encodes as [].
 	CarryForwardEvents  []CarryForwardEvent
@@ -369,12 +372,13 @@ func (k OrchestrationStarted) MarshalJSON() ([]byte, error) {
 		Input               string               `json:"input"`
 		ParentInstance      *string              `json:"parent_instance"`
 		ParentID            *uint64              `json:"parent_id"`
+		ParentExecutionID   *uint64              `json:"parent_execution_id,omitempty"`
 		CarryForwardEvents  *[]CarryForwardEvent `json:"carry_forward_events,omitempty"`
 		InitialCustomStatus *string              `json:"initial_custom_status,omitempty"`
 	}
 	f := fields{
 		Name: k.Name, Version: k.Version, Input: k.Input,
-		ParentInstance: k.ParentInstance, ParentID: k.ParentID,
+		ParentInstance: k.ParentInstance, ParentID: k.ParentID, ParentExecutionID: k.ParentExecutionID,
 		InitialCustomStatus: k.InitialCustomStatus,
 	}
 	if k.CarryForwardEvents != nil {
@@ -727,6 +731,7 @@ func decodeOrchestrationStarted(o *jsonObject) EventKind {
 	requiredField(o, "input", &k.Input)
 	optionalField(o, "parent_instance", &k.ParentInstance)
 	optionalField(o, "parent_id", &k.ParentID)
+	optionalField(o, "parent_execution_id", &k.ParentExecutionID)
 	optionalList(o, "carry_forward_events", &k.CarryForwardEvents)
 	optionalField(o, "initial_custom_status", &k.InitialCustomStatus)
 	return k

@@ -48,7 +48,8 @@ func (c *CarryForwardEvent) UnmarshalJSON(data []byte) error {
 }
 
 // StartOrchestration starts an instance (or a sub-orchestration, when the
-// parent fields are set). Nil optional fields encode as null.
+// parent fields are set). Nil optional fields encode as null, except
+// ParentExecutionID, which is omitted so a root start keeps 0.1.29's bytes.
 type StartOrchestration struct {
 	Instance       string  `json:"instance"`
 	Orchestration  string  `json:"orchestration"`
@@ -56,7 +57,10 @@ type StartOrchestration struct {
 	Version        *string `json:"version"` // nil: the runtime resolves it from its registry
 	ParentInstance *string `json:"parent_instance"`
 	ParentID       *uint64 `json:"parent_id"` // the parent's SubOrchestrationScheduled event id
-	ExecutionID    uint64  `json:"execution_id"`
+	// ParentExecutionID is the parent execution that scheduled the child
+	// (duroxide 0.1.30); nil for roots and for starts written by 0.1.29.
+	ParentExecutionID *uint64 `json:"parent_execution_id,omitempty"`
+	ExecutionID       uint64  `json:"execution_id"`
 }
 
 // ActivityExecute asks a worker to run an activity.
@@ -124,12 +128,19 @@ type CancelInstance struct {
 }
 
 // ContinueAsNew starts the instance's next execution. CarryForwardEvents is
-// always encoded (nil as []); InitialCustomStatus is omitted when nil.
+// always encoded (nil as []); the parent link and InitialCustomStatus are
+// omitted when nil.
 type ContinueAsNew struct {
-	Instance            string              `json:"instance"`
-	Orchestration       string              `json:"orchestration"`
-	Input               string              `json:"input"`
-	Version             *string             `json:"version"`
+	Instance      string  `json:"instance"`
+	Orchestration string  `json:"orchestration"`
+	Input         string  `json:"input"`
+	Version       *string `json:"version"`
+	// The parent link of a sub-orchestration that continues as new
+	// (duroxide 0.1.30): nil for a root, and in every message written by
+	// 0.1.29, whose ContinueAsNew had no parent fields.
+	ParentInstance      *string             `json:"parent_instance,omitempty"`
+	ParentID            *uint64             `json:"parent_id,omitempty"`
+	ParentExecutionID   *uint64             `json:"parent_execution_id,omitempty"`
 	CarryForwardEvents  []CarryForwardEvent `json:"carry_forward_events"`
 	InitialCustomStatus *string             `json:"initial_custom_status,omitempty"`
 }
@@ -359,6 +370,7 @@ func decodeStartOrchestration(o *jsonObject) WorkItem {
 	optionalField(o, "version", &w.Version)
 	optionalField(o, "parent_instance", &w.ParentInstance)
 	optionalField(o, "parent_id", &w.ParentID)
+	optionalField(o, "parent_execution_id", &w.ParentExecutionID)
 	requiredField(o, "execution_id", &w.ExecutionID)
 	return w
 }
@@ -441,6 +453,9 @@ func decodeContinueAsNew(o *jsonObject) WorkItem {
 	requiredField(o, "orchestration", &w.Orchestration)
 	requiredField(o, "input", &w.Input)
 	optionalField(o, "version", &w.Version)
+	optionalField(o, "parent_instance", &w.ParentInstance)
+	optionalField(o, "parent_id", &w.ParentID)
+	optionalField(o, "parent_execution_id", &w.ParentExecutionID)
 	defaultedField(o, "carry_forward_events", &w.CarryForwardEvents)
 	optionalField(o, "initial_custom_status", &w.InitialCustomStatus)
 	return w

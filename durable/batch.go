@@ -34,18 +34,31 @@ func readHistory(history []cdb.Event) historyState {
 }
 
 // parentLink is a sub-orchestration's parent: the instance and the event id
-// of its SubOrchestrationScheduled.
+// of its SubOrchestrationScheduled, and the parent execution that scheduled
+// it when the start said so (duroxide 0.1.30). The execution is only
+// carried from start to start here; completions are still addressed by
+// turnEnv.parentExecution.
 type parentLink struct {
-	instance string
-	eventID  uint64
+	instance    string
+	eventID     uint64
+	executionID *uint64
+}
+
+// newParentLink is the link the parent fields of a start or a
+// ContinueAsNew name, nil unless both the instance and the event id are set.
+func newParentLink(instance *string, eventID, executionID *uint64) *parentLink {
+	if instance == nil || eventID == nil {
+		return nil
+	}
+	return &parentLink{instance: *instance, eventID: *eventID, executionID: executionID}
 }
 
 // parent returns the link a start event records, if any.
 func parentOf(started *cdb.OrchestrationStarted) *parentLink {
-	if started == nil || started.ParentInstance == nil || started.ParentID == nil {
+	if started == nil {
 		return nil
 	}
-	return &parentLink{instance: *started.ParentInstance, eventID: *started.ParentID}
+	return newParentLink(started.ParentInstance, started.ParentID, started.ParentExecutionID)
 }
 
 // batch is a fetched batch of messages split into the start (a
@@ -97,23 +110,25 @@ func readBatch(instance string, messages []cdb.WorkItem, h historyState, log *sl
 	case b.start != nil:
 		s := b.start.(cdb.StartOrchestration)
 		b.name, b.input, b.version = s.Orchestration, s.Input, s.Version
-		if s.ParentInstance != nil && s.ParentID != nil {
-			b.parent = &parentLink{instance: *s.ParentInstance, eventID: *s.ParentID}
-		}
+		b.parent = newParentLink(s.ParentInstance, s.ParentID, s.ParentExecutionID)
 	}
 	return b
 }
 
 // readContinueAsNew takes the next execution's parameters from a
-// ContinueAsNew. duroxide 0.1.29's ContinueAsNew carries no parent; the
-// previous execution's start does, and a child that continues as new must
-// still report to its parent. The carried queue messages come first, so
-// they keep their place before messages enqueued since.
+// ContinueAsNew. A child that continues as new must still report to its
+// parent: the message names the parent since duroxide 0.1.30, and one
+// written by 0.1.29 names none, so the previous execution's start, which
+// does, stands in for it. The carried queue messages come first, so they
+// keep their place before messages enqueued since.
 func (b *batch) readContinueAsNew(instance string, s cdb.ContinueAsNew, h historyState) {
 	b.name, b.input, b.version = s.Orchestration, s.Input, s.Version
 	b.continueAsNew = true
 	b.carryForward, b.initialStatus = s.CarryForwardEvents, s.InitialCustomStatus
-	b.parent = parentOf(h.started)
+	b.parent = newParentLink(s.ParentInstance, s.ParentID, s.ParentExecutionID)
+	if b.parent == nil {
+		b.parent = parentOf(h.started)
+	}
 	b.completions = append(carriedMessages(instance, s.CarryForwardEvents), b.completions...)
 }
 

@@ -430,6 +430,91 @@ func TestTurnChildReportsToParent(t *testing.T) {
 	assert.Equal(t, "parent", *executionMetadata(out.delta).ParentInstanceID)
 }
 
+// continuesOnce continues as new once, then returns its input.
+func continuesOnce(ctx *OrchestrationContext, input string) (string, error) {
+	if input == "first" {
+		return ctx.ContinueAsNew("second")
+	}
+	return "done:" + input, nil
+}
+
+// childStart starts testInstance as a child of parent, scheduled by the
+// parent's execution parentExecution when it is not nil (duroxide 0.1.30).
+func childStart(parent string, parentExecution *uint64) cdb.StartOrchestration {
+	return cdb.StartOrchestration{Instance: testInstance, Orchestration: "Orch", Input: "first",
+		ParentInstance: ptr(parent), ParentID: ptr(uint64(7)), ParentExecutionID: parentExecution, ExecutionID: 1}
+}
+
+func TestTurnChildContinueAsNewWritesItsParentIntoTheMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		parentExecution *uint64
+	}{
+		{"with the parent execution", ptr(uint64(3))},
+		{"without the parent execution", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := turnOn(t, continuesOnce, nil, childStart("parent", tc.parentExecution))
+			require.Equal(t, turnContinueAsNew, first.result.kind)
+			require.Len(t, first.orchestratorItems, 1)
+			can := first.orchestratorItems[0].(cdb.ContinueAsNew)
+			assert.Equal(t, ptr("parent"), can.ParentInstance)
+			assert.Equal(t, ptr(uint64(7)), can.ParentID)
+			assert.Equal(t, tc.parentExecution, can.ParentExecutionID)
+		})
+	}
+}
+
+func TestTurnRootContinueAsNewWritesNoParent(t *testing.T) {
+	first := turnOn(t, continuesOnce, nil, startMessage("first"))
+	require.Len(t, first.orchestratorItems, 1)
+	can := first.orchestratorItems[0].(cdb.ContinueAsNew)
+	assert.Nil(t, can.ParentInstance)
+	assert.Nil(t, can.ParentID)
+	assert.Nil(t, can.ParentExecutionID)
+}
+
+// The next execution of a child takes its parent from the ContinueAsNew
+// when the message names one (duroxide 0.1.30), else from the previous
+// execution's start (a message written by 0.1.29), and reports to it.
+func TestTurnChildReportsToParentAfterContinueAsNew(t *testing.T) {
+	first := turnOn(t, continuesOnce, nil, childStart("parent", ptr(uint64(3))))
+	require.Equal(t, turnContinueAsNew, first.result.kind)
+	written := first.orchestratorItems[0].(cdb.ContinueAsNew)
+	legacy := written
+	legacy.ParentInstance, legacy.ParentID, legacy.ParentExecutionID = nil, nil, nil
+	elsewhere := written
+	elsewhere.ParentInstance, elsewhere.ParentID, elsewhere.ParentExecutionID = ptr("other-parent"), ptr(uint64(9)), nil
+
+	cases := []struct {
+		name            string
+		previous        []cdb.Event // the previous execution's history, as the batch reads it
+		message         cdb.ContinueAsNew
+		parent          string
+		parentID        uint64
+		parentExecution *uint64
+	}{
+		{"the message's parent, with no previous start to read", nil, written, "parent", 7, ptr(uint64(3))},
+		{"the previous start's parent, for a 0.1.29 message", first.delta, legacy, "parent", 7, ptr(uint64(3))},
+		{"the message's parent over the previous start's", first.delta, elsewhere, "other-parent", 9, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			next := turnOn(t, continuesOnce, tc.previous, tc.message)
+			require.Equal(t, turnCompleted, next.result.kind)
+			assert.Equal(t, uint64(2), next.executionID)
+			startedNext := next.delta[0].Kind.(cdb.OrchestrationStarted)
+			assert.Equal(t, ptr(tc.parent), startedNext.ParentInstance)
+			assert.Equal(t, ptr(tc.parentID), startedNext.ParentID)
+			assert.Equal(t, tc.parentExecution, startedNext.ParentExecutionID)
+			assert.Equal(t, []cdb.WorkItem{cdb.SubOrchCompleted{
+				ParentInstance: tc.parent, ParentExecutionID: 1, ParentID: tc.parentID, Result: "done:second",
+			}}, next.orchestratorItems)
+			assert.Equal(t, tc.parent, *executionMetadata(next.delta).ParentInstanceID)
+		})
+	}
+}
+
 func TestTurnDetachedStartHonouredAtCompletion(t *testing.T) {
 	fn := func(ctx *OrchestrationContext, _ string) (string, error) {
 		ctx.StartOrchestration("Chained", "W1", "A")

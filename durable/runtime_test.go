@@ -323,8 +323,9 @@ func TestFetchBackoff(t *testing.T) {
 }
 
 // TestChildContinueAsNewStillReportsToParent: a child that continues as
-// new keeps its parent link (duroxide 0.1.29's ContinueAsNew message has
-// none; the runtime carries it over from the previous execution's start).
+// new keeps its parent link, on every provider and target (the message
+// carries it; continue_as_new_parent_test.go checks the message itself and
+// the messages of 0.1.29, which carry none).
 func TestChildContinueAsNewStillReportsToParent(t *testing.T) {
 	eachProvider(t, func(t *testing.T, h *harness) {
 		h.orchestration("Counter", func(ctx *OrchestrationContext, input string) (string, error) {

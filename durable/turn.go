@@ -72,8 +72,8 @@ func startEvent(p turnPlan, nowMs uint64) cdb.Event {
 		Name: p.name, Version: p.version, Input: p.batch.input,
 		InitialCustomStatus: p.batch.initialStatus,
 	}
-	if p.batch.parent != nil {
-		k.ParentInstance, k.ParentID = ptr(p.batch.parent.instance), ptr(p.batch.parent.eventID)
+	if parent := p.batch.parent; parent != nil {
+		k.ParentInstance, k.ParentID, k.ParentExecutionID = ptr(parent.instance), ptr(parent.eventID), parent.executionID
 	}
 	if len(p.batch.carryForward) > 0 {
 		k.CarryForwardEvents = p.batch.carryForward
@@ -199,10 +199,16 @@ func (b *turnBuilder) finish(ctx context.Context, env turnEnv) {
 	case turnContinueAsNew:
 		status := accumulatedCustomStatus(e.history())
 		e.appendEvent(nil, cdb.OrchestrationContinuedAsNew{Input: b.result.input})
-		b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.ContinueAsNew{
+		can := cdb.ContinueAsNew{
 			Instance: p.instance, Orchestration: p.name, Input: b.result.input, Version: b.result.version,
 			CarryForwardEvents: carry, InitialCustomStatus: status,
-		})
+		}
+		if b.parent != nil {
+			// The next execution reads its parent from here (as duroxide's
+			// runtime does), not from this execution's history.
+			can.ParentInstance, can.ParentID, can.ParentExecutionID = ptr(b.parent.instance), ptr(b.parent.eventID), b.parent.executionID
+		}
+		b.out.orchestratorItems = append(b.out.orchestratorItems, can)
 	}
 }
 

@@ -148,10 +148,20 @@ type Faults struct {
 	LatencySpikeMaxDelay time.Duration
 
 	// Crashes makes a node stop without cleanup, on average every
-	// CrashEvery (default 3s), part way through an ack or a relay when
-	// one comes within a second; a fresh node replaces it.
+	// CrashEvery (default 3s) and never before the run progressed
+	// CrashWork times since the last crash (default 250, about what a run
+	// without the race detector does in CrashEvery on an idle 2-core host;
+	// progress is a turn or an activity completion committing, an activity
+	// finishing, an instance ending or its history growing), part way through an ack or a relay
+	// when one comes within a second; a fresh node replaces it. The work
+	// bound keeps a slow machine (the race detector, a loaded host) from
+	// meeting more crashes per unit of work than a fast one: a turn that
+	// takes ten times longer would otherwise meet ten times the crashes,
+	// each counting an attempt, until it is poisoned. Pauses are paced the
+	// same way.
 	Crashes    bool
 	CrashEvery time.Duration
+	CrashWork  int64
 	// ShortLocks gives some nodes lock timeouts of a few hundred ms.
 	ShortLocks bool
 	// ClockSkew is the most a node's clock is off (each node draws its own
@@ -258,6 +268,9 @@ func (c Config) withDefaults() Config {
 	setInt(&c.Features.LargePayloadBytes, 25*1024)
 	setInt(&c.Features.BacklogMax, 20)
 	setDuration(&c.Faults.CrashEvery, 3*time.Second)
+	if c.Faults.CrashWork <= 0 {
+		c.Faults.CrashWork = 250
+	}
 	setDuration(&c.Faults.LatencySpikeMaxDelay, 200*time.Millisecond)
 	if (c.Features.LargeFanOuts || c.Features.WideFanOuts) && c.Features.FanOutMax <= 100 {
 		c.Features.FanOutMax = 150

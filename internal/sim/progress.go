@@ -21,6 +21,7 @@ import (
 // cannot make a soak run forever.
 type progress struct {
 	last    atomic.Int64 // unix nanoseconds of the last progress
+	marks   atomic.Int64 // how many times the run progressed
 	stall   time.Duration
 	hardCap time.Duration
 }
@@ -35,7 +36,23 @@ func newProgress(stall, hardCap time.Duration) *progress {
 func (p *progress) mark() {
 	if p != nil {
 		p.last.Store(time.Now().UnixNano())
+		p.marks.Add(1)
 	}
+}
+
+// work is how many times the run has progressed so far.
+func (p *progress) work() int64 { return p.marks.Load() }
+
+// awaitWork waits until the run has progressed n times since since (a
+// work() reading); false when ctx ended first. Faults paced by it strike
+// as often per unit of work on a slow machine as on a fast one.
+func (p *progress) awaitWork(ctx context.Context, since, n int64) bool {
+	for p.work()-since < n {
+		if !sleepCtx(ctx, 10*time.Millisecond) {
+			return false
+		}
+	}
+	return true
 }
 
 // idleFor is how long nothing has progressed.

@@ -99,7 +99,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	stats.Stamps = rec.stamps.summary()
 
 	failing, pending := split(viol.all(), cfg.Pending)
-	return Report{Seed: cfg.Seed, Elapsed: time.Since(began), Stats: stats, Violations: failing, Pending: pending,
+	return Report{Seed: cfg.Seed, Elapsed: time.Since(began), Work: e.progress.work(), Stats: stats, Violations: failing, Pending: pending,
 		Replay: ReplayCommand(cfg.Seed) + cfg.ReplayFlags}, nil
 }
 
@@ -151,7 +151,7 @@ func (h *harness) runWorkload(ctx context.Context, rng *rand.Rand) {
 }
 
 // pauseLoop (Faults.Pauses) stalls a random live node every 4·CrashEvery
-// on average, for longer than its locks and its process lease, then lets
+// on average (4·CrashWork units of progress apart at least), for longer than its locks and its process lease, then lets
 // it resume.
 func (h *harness) pauseLoop(ctx context.Context, rng *rand.Rand) {
 	f := h.env.cfg.Faults
@@ -159,7 +159,8 @@ func (h *harness) pauseLoop(ctx context.Context, rng *rand.Rand) {
 		return
 	}
 	for {
-		if !sleepCtx(ctx, time.Duration(rng.ExpFloat64()*float64(4*f.CrashEvery))) {
+		since := h.env.progress.work()
+		if !sleepCtx(ctx, time.Duration(rng.ExpFloat64()*float64(4*f.CrashEvery))) || !h.env.progress.awaitWork(ctx, since, 4*f.CrashWork) {
 			return
 		}
 		up := h.nodes()
@@ -177,15 +178,17 @@ func (h *harness) pauseLoop(ctx context.Context, rng *rand.Rand) {
 	}
 }
 
-// crashLoop crashes a node every CrashEvery on average.
+// crashLoop crashes a node every CrashEvery on average, CrashWork units
+// of progress apart at least.
 func (h *harness) crashLoop(ctx context.Context, rng *rand.Rand) {
 	f := h.env.cfg.Faults
 	if !f.Crashes {
 		return
 	}
 	for {
+		since := h.env.progress.work()
 		wait := time.Duration(rng.ExpFloat64() * float64(f.CrashEvery))
-		if !sleepCtx(ctx, wait) {
+		if !sleepCtx(ctx, wait) || !h.env.progress.awaitWork(ctx, since, f.CrashWork) {
 			return
 		}
 		h.crash(ctx)

@@ -378,6 +378,10 @@ func (h *harness) deleteAndReuse(ctx context.Context, idx int, id string, rng *r
 		return
 	}
 	force := rng.Intn(2) == 0
+	if force && rng.Intn(2) == 0 {
+		h.restartDuringDeletion(ctx, idx, id, rng)
+		return
+	}
 	if force {
 		sleepCtx(ctx, time.Duration(rng.Intn(300))*time.Millisecond)
 	} else {
@@ -409,6 +413,62 @@ func (h *harness) deleteAndReuse(ctx context.Context, idx int, id string, rng *r
 	h.noteAccepted(id, false)
 	second := h.activitySpec(rng, spec{Kind: kindChain, Run: fmt.Sprintf("%d.1", idx), N: 1 + rng.Intn(3)})
 	_ = h.startExpecting(ctx, id, second)
+}
+
+// restartDuringDeletion starts the id again as soon as its forced
+// deletion reads as done (the instance reads NotFound), while the deletion
+// may still be sweeping its partition: the start meets the deletion's mark
+// and is refused as retryable until the sweep ends, or lands just after
+// its last round. Either way a start reported accepted must run: none may
+// be swept with the old life's documents.
+func (h *harness) restartDuringDeletion(ctx context.Context, idx int, id string, rng *rand.Rand) {
+	started := h.env.progress.waitUntil(ctx, 10*time.Millisecond, func() bool {
+		st, err := h.observer.GetStatus(ctx, id)
+		return err == nil && st.State != rt.StateNotFound
+	})
+	if !started {
+		return // the final checks report the first life
+	}
+	deleted := make(chan error, 1)
+	go func() {
+		deleted <- h.call(ctx, func(ctx context.Context, c *rt.Client) error {
+			_, err := c.DeleteInstance(ctx, id, true)
+			return err
+		})
+	}()
+	var answer error
+	answered := false
+	gone := h.env.progress.waitUntil(ctx, 2*time.Millisecond, func() bool {
+		select {
+		case answer = <-deleted:
+			answered = true
+		default:
+		}
+		st, err := h.observer.GetStatus(ctx, id)
+		return answered || err == nil && st.State == rt.StateNotFound
+	})
+	if !answered {
+		defer func() { answer = <-deleted; h.checkDeleteAnswer(id, answer) }()
+	} else if !h.checkDeleteAnswer(id, answer) {
+		return
+	}
+	if !gone {
+		return
+	}
+	h.env.stats.count(&h.env.stats.Deletes, 1)
+	h.noteAccepted(id, false)
+	second := h.activitySpec(rng, spec{Kind: kindChain, Run: fmt.Sprintf("%d.1", idx), N: 1 + rng.Intn(3)})
+	_ = h.startExpecting(ctx, id, second)
+}
+
+// checkDeleteAnswer reports a forced deletion that failed; a NotFound is
+// an earlier attempt's deletion, whose answer was lost.
+func (h *harness) checkDeleteAnswer(id string, err error) bool {
+	if err != nil && !isNotFound(err) {
+		h.viol.add(invHarness, id, fmt.Sprintf("delete (force=true): %v", err))
+		return false
+	}
+	return true
 }
 
 func isNotFound(err error) bool {

@@ -28,6 +28,7 @@ const unresolvableFor = time.Minute
 // container link.
 type routingCache struct {
 	mu           sync.Mutex
+	lookups      map[string]chan struct{} // one lookup per container at a time
 	definitions  map[string]PartitionKeyDefinition
 	ranges       map[string][]PartitionKeyRange // live ranges, by lower bound
 	unresolvable map[string]time.Time           // until when lookups are not tried
@@ -35,6 +36,7 @@ type routingCache struct {
 
 func newRoutingCache() *routingCache {
 	return &routingCache{
+		lookups:      map[string]chan struct{}{},
 		definitions:  map[string]PartitionKeyDefinition{},
 		ranges:       map[string][]PartitionKeyRange{},
 		unresolvable: map[string]time.Time{},
@@ -154,6 +156,25 @@ func deletePrefixed[V any](m map[string]V, prefix string) {
 	}
 }
 
+// lookup takes the container's lookup turn, so that the reads of many
+// goroutines that find nothing kept read the definition and ranges once;
+// release gives it back. False when ctx ended first.
+func (rc *routingCache) lookup(ctx context.Context, link string) (release func(), ok bool) {
+	rc.mu.Lock()
+	turn, found := rc.lookups[link]
+	if !found {
+		turn = make(chan struct{}, 1)
+		rc.lookups[link] = turn
+	}
+	rc.mu.Unlock()
+	select {
+	case turn <- struct{}{}:
+		return func() { <-turn }, true
+	case <-ctx.Done():
+		return nil, false
+	}
+}
+
 func (rc *routingCache) markUnresolvable(link string, until time.Time) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
@@ -193,26 +214,37 @@ func (cc *ContainerClient) pointSession(ctx context.Context, pk PartitionKey, h 
 // ranges again when the kept list holds no range for pk.
 func (cc *ContainerClient) resolveRange(ctx context.Context, pk PartitionKey) (PartitionKeyRange, bool) {
 	link := cc.sessionLink()
-	if !cc.client.routing.resolvable(link, time.Now()) {
+	rc := cc.client.routing
+	if d, ok := rc.definition(link); ok && hashRoutable(d) {
+		if r, ok := rc.rangeFor(link, epk.Hash(pk.epkValue(), d.Version)); ok {
+			return r, true // the common case: nothing to read
+		}
+	}
+	release, ok := rc.lookup(ctx, link)
+	if !ok {
+		return PartitionKeyRange{}, false
+	}
+	defer release()
+	if !rc.resolvable(link, time.Now()) {
 		return PartitionKeyRange{}, false
 	}
 	def, err := cc.partitionKeyDefinition(ctx)
 	if err != nil {
-		cc.client.routing.markUnresolvable(link, time.Now().Add(unresolvableFor))
+		rc.markUnresolvable(link, time.Now().Add(unresolvableFor))
 		return PartitionKeyRange{}, false
 	}
 	if !hashRoutable(def) {
 		return PartitionKeyRange{}, false
 	}
 	hash := epk.Hash(pk.epkValue(), def.Version)
-	if r, ok := cc.client.routing.rangeFor(link, hash); ok {
-		return r, true
+	if r, ok := rc.rangeFor(link, hash); ok {
+		return r, true // another goroutine read the ranges while this one waited
 	}
 	if _, err := cc.ReadPartitionKeyRanges(ctx, true); err != nil {
-		cc.client.routing.markUnresolvable(link, time.Now().Add(unresolvableFor))
+		rc.markUnresolvable(link, time.Now().Add(unresolvableFor))
 		return PartitionKeyRange{}, false
 	}
-	return cc.client.routing.rangeFor(link, hash)
+	return rc.rangeFor(link, hash)
 }
 
 // partitionKeyDefinition is the container's, read once per client (any

@@ -268,3 +268,22 @@ func TestAReadInAContainerOfThousandsOfRangesStaysUnderTheHeaderLimit(t *testing
 	require.Len(t, res.Items, 1)
 	assert.Equal(t, 2, versionOf(t, res.Items[0]))
 }
+
+func TestConcurrentFirstReadsLookTheContainerUpOnce(t *testing.T) {
+	cc, g, st := newRoutedContainer(t)
+	write(t, cc, g, "p", "0:-1#5")
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := cc.ReadItem(testCtx(t), NewPartitionKeyString("p"), "x", nil)
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, 2, st.count()-len(documentRequests(st)), "the definition and the ranges, once")
+	for _, tok := range sentTokens(st)[1:] {
+		assert.Equal(t, "0:-1#5", tok)
+	}
+}

@@ -2,6 +2,7 @@ package cdb
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -285,5 +286,45 @@ func TestConcurrentFirstReadsLookTheContainerUpOnce(t *testing.T) {
 	assert.Equal(t, 2, st.count()-len(documentRequests(st)), "the definition and the ranges, once")
 	for _, tok := range sentTokens(st)[1:] {
 		assert.Equal(t, "0:-1#5", tok)
+	}
+}
+
+// TestSplitsOnTheFakeLeaveNoParentTokensBehind: reads keep reading their own
+// writes across a split that still lists its parents for a while, and once
+// every child has a token of its own the parents' are forgotten, so the
+// compound token does not grow with the container's history.
+func TestSplitsOnTheFakeLeaveNoParentTokensBehind(t *testing.T) {
+	acct := NewFakeAccount(FakeAccountOptions{PartitionKeyRanges: 4, StaleReadsWithoutSessionToken: true})
+	cc := newFakeContainer(t, acct, nil)
+	ctx := testCtx(t)
+	keys := make([]string, 24)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("p%d", i)
+		_, err := cc.CreateItem(ctx, NewPartitionKeyString(keys[i]), itemJSON("a", keys[i], 1), nil)
+		require.NoError(t, err)
+	}
+	_, err := cc.QueryItemsPerRange(ctx, "SELECT VALUE COUNT(1) FROM c", nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, acct.SplitPartitionKeyRangesWith("db", "coll", FakeSplitOptions{ListParentsFor: 3}))
+
+	for i, key := range keys {
+		_, err := cc.ReplaceItem(ctx, NewPartitionKeyString(key), "a", itemJSON("a", key, 2+i%2), nil)
+		require.NoError(t, err)
+		got, err := cc.ReadItem(ctx, NewPartitionKeyString(key), "a", nil)
+		require.NoError(t, err)
+		assert.Equal(t, 2+i%2, versionOf(t, got.Value), "key %s reads its write after the split", key)
+	}
+	_, err = cc.QueryItemsPerRange(ctx, "SELECT VALUE COUNT(1) FROM c", nil, nil)
+	require.NoError(t, err)
+	_, err = cc.ReadPartitionKeyRanges(ctx, true)
+	require.NoError(t, err)
+	ids := map[string]bool{}
+	for _, seg := range strings.Split(cc.client.sessions.compound(cc.sessionLink()), ",") {
+		id, _, _ := strings.Cut(seg, ":")
+		ids[id] = true
+	}
+	assert.Len(t, ids, 8, "the eight children's tokens, no parent's: %v", ids)
+	for _, parent := range []string{"0", "1", "2", "3"} {
+		assert.False(t, ids[parent], "split parent %s forgotten", parent)
 	}
 }

@@ -370,7 +370,7 @@ func (c *Client) send(ctx context.Context, r *request) (*response, error) {
 		// not this container's (it was created again under the same
 		// name). Start over, as the SDKs do, rather than fail every read.
 		c.sessions.forget(r.session.container)
-		c.routing.invalidate(r.session.container)
+		c.routing.forget(r.session.container) // its definition and ranges may differ too
 	}
 	if r.session.container != "" && isGoneRangeError(err) {
 		c.routing.invalidate(r.session.container) // a split: the next read resolves on the new ranges

@@ -215,7 +215,10 @@ func (cc *ContainerClient) pointSession(ctx context.Context, pk PartitionKey, h 
 func (cc *ContainerClient) resolveRange(ctx context.Context, pk PartitionKey) (PartitionKeyRange, bool) {
 	link := cc.sessionLink()
 	rc := cc.client.routing
-	if d, ok := rc.definition(link); ok && hashRoutable(d) {
+	if d, ok := rc.definition(link); ok {
+		if !hashRoutable(d) {
+			return PartitionKeyRange{}, false
+		}
 		if r, ok := rc.rangeFor(link, epk.Hash(pk.epkValue(), d.Version)); ok {
 			return r, true // the common case: nothing to read
 		}
@@ -230,7 +233,7 @@ func (cc *ContainerClient) resolveRange(ctx context.Context, pk PartitionKey) (P
 	}
 	def, err := cc.partitionKeyDefinition(ctx)
 	if err != nil {
-		rc.markUnresolvable(link, time.Now().Add(unresolvableFor))
+		cc.lookupFailed(ctx)
 		return PartitionKeyRange{}, false
 	}
 	if !hashRoutable(def) {
@@ -241,14 +244,22 @@ func (cc *ContainerClient) resolveRange(ctx context.Context, pk PartitionKey) (P
 		return r, true // another goroutine read the ranges while this one waited
 	}
 	if _, err := cc.ReadPartitionKeyRanges(ctx, true); err != nil {
-		rc.markUnresolvable(link, time.Now().Add(unresolvableFor))
+		cc.lookupFailed(ctx)
 		return PartitionKeyRange{}, false
 	}
 	return rc.rangeFor(link, hash)
 }
 
+// lookupFailed holds off the container's lookups for a while, unless the
+// caller gave up (its next read may well succeed).
+func (cc *ContainerClient) lookupFailed(ctx context.Context) {
+	if ctx.Err() == nil {
+		cc.client.routing.markUnresolvable(cc.sessionLink(), time.Now().Add(unresolvableFor))
+	}
+}
+
 // partitionKeyDefinition is the container's, read once per client (any
-// Read, Create, Replace or Ensure of the container also keeps it).
+// Read, Create or Ensure of the container also keeps it).
 func (cc *ContainerClient) partitionKeyDefinition(ctx context.Context) (PartitionKeyDefinition, error) {
 	if d, ok := cc.client.routing.definition(cc.sessionLink()); ok {
 		return d, nil

@@ -14,7 +14,8 @@ import (
 // one that has not applied this process's latest writes. So, as the official
 // SDKs do, the client keeps the highest session token it has seen per
 // container and partition key range, from writes and reads alike, and sends
-// them on reads and queries.
+// on a read the token of the range it reads (routing.go finds it), on a
+// query across partitions those of every range.
 //
 // A token is "<range id>:<version>#<global lsn>[#<region>=<local lsn>...]"
 // (older servers send "<range id>:<lsn>"); several, comma-separated, make a

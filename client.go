@@ -136,7 +136,7 @@ type Client struct {
 	service    *serviceClock // the offset of the service's clock from now
 
 	stats    *statsRecorder
-	ranges   *rangeCache
+	routing  *routingCache // containers' partition key definitions and ranges (routing.go)
 	sessions *sessionStore
 	regions  *regionRouter // where writes go after a failover (failover.go)
 
@@ -180,7 +180,7 @@ func NewClient(endpoint string, opts ClientOptions) (*Client, error) {
 		now:        opts.Now,
 		service:    &serviceClock{},
 		stats:      newStatsRecorder(),
-		ranges:     newRangeCache(),
+		routing:    newRoutingCache(),
 		sessions:   newSessionStore(),
 		regions:    &regionRouter{},
 
@@ -370,6 +370,10 @@ func (c *Client) send(ctx context.Context, r *request) (*response, error) {
 		// not this container's (it was created again under the same
 		// name). Start over, as the SDKs do, rather than fail every read.
 		c.sessions.forget(r.session.container)
+		c.routing.forget(r.session.container) // its definition and ranges may differ too
+	}
+	if r.session.container != "" && isGoneRangeError(err) {
+		c.routing.invalidate(r.session.container) // a split: the next read resolves on the new ranges
 	}
 	return resp, err
 }
@@ -576,7 +580,12 @@ func (c *Client) roundTrip(ctx context.Context, r *request, attempt int) (resp *
 	resp = parseResponse(res, body)
 	c.stats.request(r.operation, attempt, resp.RequestCharge, countsOf(resp))
 	if r.session.container != "" && capturesSession(resp) {
-		c.sessions.capture(r.session.container, resp.SessionToken)
+		ids := c.sessions.capture(r.session.container, resp.SessionToken)
+		if !c.routing.listsAll(r.session.container, ids) {
+			// A range the kept list does not hold answered: the list
+			// predates a split.
+			c.routing.invalidate(r.session.container)
+		}
 	}
 	if err != nil {
 		// The status arrived but the body did not: the request was sent.
@@ -948,6 +957,7 @@ func (c *Client) DeleteDatabase(ctx context.Context, id string) error {
 	_, err := c.send(ctx, &request{operation: op, method: http.MethodDelete, ref: databaseRef(id)})
 	if err == nil {
 		c.sessions.forgetDatabase(id)
+		c.routing.forgetDatabase(id)
 	}
 	return err
 }

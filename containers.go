@@ -128,11 +128,16 @@ func (cc *ContainerClient) Create(ctx context.Context, props ContainerProperties
 	if err != nil {
 		return ContainerProperties{}, err
 	}
-	// A new container starts its own positions; any kept under its name
-	// belong to one deleted before.
+	// A new container starts its own positions and ranges; any kept under
+	// its name belong to one deleted before.
 	cc.client.sessions.forget(cc.sessionLink())
+	cc.client.routing.forget(cc.sessionLink())
 	var out ContainerProperties
-	return out, decodeJSON(op, resp.Body, &out)
+	if err := decodeJSON(op, resp.Body, &out); err != nil {
+		return ContainerProperties{}, err
+	}
+	cc.keepDefinition(out)
+	return out, nil
 }
 
 // encodeProperties checks props for this container, fills the defaults and
@@ -151,10 +156,15 @@ func (cc *ContainerClient) encodeProperties(op string, props ContainerProperties
 
 // Read reads the container's properties; 404 if it does not exist.
 func (cc *ContainerClient) Read(ctx context.Context) (ContainerProperties, error) {
-	const op = "ReadContainer"
 	h := http.Header{}
 	// Asks for the quota headers, the index transformation's progress among them.
 	h.Set(headerPopulateQuotaInfo, "True")
+	return cc.readProperties(ctx, "ReadContainer", h)
+}
+
+// readProperties reads the container's properties with the headers h, and
+// keeps its partition key definition for routing.
+func (cc *ContainerClient) readProperties(ctx context.Context, op string, h http.Header) (ContainerProperties, error) {
 	resp, err := cc.client.send(ctx, &request{operation: op, method: http.MethodGet,
 		ref: containerRef(cc.databaseID, cc.id), header: h, idempotent: true})
 	if err != nil {
@@ -165,6 +175,7 @@ func (cc *ContainerClient) Read(ctx context.Context) (ContainerProperties, error
 		return ContainerProperties{}, err
 	}
 	out.IndexTransformationProgress = indexTransformationProgress(resp.Header)
+	cc.keepDefinition(out)
 	return out, nil
 }
 
@@ -208,6 +219,7 @@ func (cc *ContainerClient) Delete(ctx context.Context) error {
 		ref: containerRef(cc.databaseID, cc.id)})
 	if err == nil {
 		cc.client.sessions.forget(cc.sessionLink())
+		cc.client.routing.forget(cc.sessionLink())
 	}
 	return err
 }
@@ -471,7 +483,7 @@ func (cc *ContainerClient) ReadItem(ctx context.Context, pk PartitionKey, id str
 		return ItemResponse{}, err
 	}
 	return cc.sendItem(ctx, &request{operation: op, method: http.MethodGet,
-		ref: documentRef(cc.databaseID, cc.id, id), header: h, idempotent: true, session: cc.readSession()})
+		ref: documentRef(cc.databaseID, cc.id, id), header: h, idempotent: true, session: cc.pointSession(ctx, pk, h)})
 }
 
 // ReplaceItem replaces item id with item: 200, 404, or 412 on a stale IfMatch.

@@ -42,6 +42,8 @@ func TestWritesFollowTheWriteRegionAfterAFailover(t *testing.T) {
 	pk := NewPartitionKeyString("p")
 	_, err := cc.CreateItem(testCtx(t), pk, itemJSON("before", "p", 1), nil)
 	require.NoError(t, err)
+	_, err = cc.ReadItem(testCtx(t), pk, "before", nil) // resolves p's range: no range read below
+	require.NoError(t, err)
 
 	acct.FailOver("https://westus.localhost:8081/")
 	log.take()

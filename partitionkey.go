@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/duroxide-go/cdb/internal/epk"
 )
 
 // MaxPartitionKeyValueBytes is the largest string partition key value the
@@ -86,6 +88,22 @@ func (pk PartitionKey) header(op string) (string, error) {
 	}
 	return "", invalid(op, "partition key", ErrInvalidPartitionKey,
 		"zero PartitionKey; build one with NewPartitionKeyString or its siblings")
+}
+
+// epkValue is the value the service hashes into the effective partition
+// key: what the header names, as internal/epk takes it.
+func (pk PartitionKey) epkValue() any {
+	switch pk.kind {
+	case pkString:
+		return pk.s
+	case pkNumber:
+		return pk.f
+	case pkBool:
+		return pk.b
+	case pkNull:
+		return nil
+	}
+	return epk.Undefined{}
 }
 
 func validatePartitionKeyString(op, s string) error {

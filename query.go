@@ -63,6 +63,7 @@ type QueryItemsPager struct {
 	cc           *ContainerClient
 	base         *request // the first page's request, without continuation
 	continuation string
+	partitionKey *PartitionKey // a single-partition query reads this key's range
 	done         bool
 	err          error // invalid input, reported by the first NextPage
 }
@@ -74,7 +75,7 @@ func (cc *ContainerClient) NewQueryItemsPager(query string, params []QueryParame
 	if o != nil {
 		opts = *o
 	}
-	p := &QueryItemsPager{cc: cc, continuation: opts.ContinuationToken}
+	p := &QueryItemsPager{cc: cc, continuation: opts.ContinuationToken, partitionKey: opts.PartitionKey}
 	p.base, p.err = newQueryRequest(cc, query, params, opts)
 	return p
 }
@@ -96,6 +97,9 @@ func (p *QueryItemsPager) NextPage(ctx context.Context) (QueryItemsResponse, err
 	r.header = p.base.header.Clone()
 	if p.continuation != "" {
 		r.header.Set("x-ms-continuation", p.continuation)
+	}
+	if p.partitionKey != nil {
+		r.session = p.cc.pointSession(ctx, *p.partitionKey, r.header)
 	}
 	resp, err := p.cc.client.send(ctx, &r)
 	if err != nil {
@@ -247,27 +251,6 @@ type PartitionKeyRange struct {
 	Parents      []string `json:"parents"` // ranges this one was split or merged from
 }
 
-// rangeCache holds each container's ranges, by container link.
-type rangeCache struct {
-	mu     sync.Mutex
-	ranges map[string][]PartitionKeyRange
-}
-
-func newRangeCache() *rangeCache { return &rangeCache{ranges: make(map[string][]PartitionKeyRange)} }
-
-func (rc *rangeCache) get(link string) ([]PartitionKeyRange, bool) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	r, ok := rc.ranges[link]
-	return slices.Clone(r), ok
-}
-
-func (rc *rangeCache) put(link string, r []PartitionKeyRange) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	rc.ranges[link] = slices.Clone(r)
-}
-
 // querySession sends a range-targeted query that range's token (or its
 // parent's, after a split, from the cached ranges); any other query the
 // compound token.
@@ -277,23 +260,24 @@ func (cc *ContainerClient) querySession(rangeID string) sessionUse {
 		return s
 	}
 	s.rangeID = rangeID
-	if ranges, ok := cc.client.ranges.get(pkRangesRef(cc.databaseID, cc.id).link); ok {
-		if i := slices.IndexFunc(ranges, func(r PartitionKeyRange) bool { return r.ID == rangeID }); i >= 0 {
-			s.parents = ranges[i].Parents
-		}
+	if r, ok := cc.client.routing.rangeByID(cc.sessionLink(), rangeID); ok {
+		s.parents = r.Parents
 	}
 	return s
 }
 
 // ReadPartitionKeyRanges lists the container's partition key ranges, from
-// the client's cache unless forceRefresh or not yet read.
+// the client's cache unless forceRefresh or not yet read. A list read
+// anew also forgets the session tokens of the ranges that are gone.
 func (cc *ContainerClient) ReadPartitionKeyRanges(ctx context.Context, forceRefresh bool) ([]PartitionKeyRange, error) {
 	ref := pkRangesRef(cc.databaseID, cc.id)
 	if !forceRefresh {
-		if r, ok := cc.client.ranges.get(ref.link); ok {
+		if r, ok := cc.client.routing.get(ref.link); ok {
 			return r, nil
 		}
 	}
+	// Tokens learnt while the list is read may be of ranges it predates.
+	mark := cc.client.sessions.mark()
 	ranges, err := cc.fetchPartitionKeyRanges(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -301,7 +285,8 @@ func (cc *ContainerClient) ReadPartitionKeyRanges(ctx context.Context, forceRefr
 	if ranges, err = liveRanges(ranges); err != nil {
 		return nil, err
 	}
-	cc.client.ranges.put(ref.link, ranges)
+	cc.client.routing.put(ref.link, ranges)
+	cc.client.sessions.prune(cc.sessionLink(), ranges, mark)
 	return ranges, nil
 }
 

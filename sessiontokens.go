@@ -14,7 +14,8 @@ import (
 // one that has not applied this process's latest writes. So, as the official
 // SDKs do, the client keeps the highest session token it has seen per
 // container and partition key range, from writes and reads alike, and sends
-// them on reads and queries.
+// on a read the token of the range it reads (routing.go finds it), on a
+// query across partitions those of every range.
 //
 // A token is "<range id>:<version>#<global lsn>[#<region>=<local lsn>...]"
 // (older servers send "<range id>:<lsn>"); several, comma-separated, make a
@@ -113,23 +114,33 @@ func (t sessionToken) merge(newer sessionToken) sessionToken {
 type sessionStore struct {
 	mu       sync.Mutex
 	disabled bool // test hook: neither keep nor send tokens
-	tokens   map[string]map[string]sessionToken
+	tokens   map[string]map[string]keptToken
+	seq      uint64 // counts captures, to tell tokens learnt after a mark
+}
+
+// keptToken is a range's token and the capture that last moved it.
+type keptToken struct {
+	token sessionToken
+	seq   uint64
 }
 
 func newSessionStore() *sessionStore {
-	return &sessionStore{tokens: map[string]map[string]sessionToken{}}
+	return &sessionStore{tokens: map[string]map[string]keptToken{}}
 }
 
-// capture merges the segments of a response's session token header.
-func (s *sessionStore) capture(container, header string) {
+// capture merges the segments of a response's session token header and
+// returns the range ids it named.
+func (s *sessionStore) capture(container, header string) []string {
 	if header == "" {
-		return
+		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.disabled {
-		return
+		return nil
 	}
+	s.seq++
+	var ids []string
 	for _, seg := range strings.Split(header, ",") {
 		rangeID, raw, ok := strings.Cut(strings.TrimSpace(seg), ":")
 		if !ok || rangeID == "" {
@@ -141,20 +152,76 @@ func (s *sessionStore) capture(container, header string) {
 		}
 		ranges := s.tokens[container]
 		if ranges == nil {
-			ranges = map[string]sessionToken{}
+			ranges = map[string]keptToken{}
 			s.tokens[container] = ranges
 		}
 		if prev, seen := ranges[rangeID]; seen {
-			tok = prev.merge(tok)
+			tok = prev.token.merge(tok)
 		}
-		ranges[rangeID] = tok
+		ranges[rangeID] = keptToken{token: tok, seq: s.seq}
+		ids = append(ids, rangeID)
+	}
+	return ids
+}
+
+// holds reports whether any token of the container is kept.
+func (s *sessionStore) holds(container string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.tokens[container]) > 0
+}
+
+// mark is the position of the latest capture, for prune.
+func (s *sessionStore) mark() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seq
+}
+
+// prune forgets the tokens of the ranges that are gone, given the live
+// ranges read after mark: those not live, unless one is the nearest parent
+// with a token of a live range that has none of its own (a read of that
+// range sends it, as the SDKs do). Tokens captured after mark are kept:
+// they may be of ranges newer than the list.
+func (s *sessionStore) prune(container string, live []PartitionKeyRange, mark uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ranges := s.tokens[container]
+	if len(ranges) == 0 {
+		return
+	}
+	keep := make(map[string]bool, len(live))
+	for _, r := range live {
+		keep[r.ID] = true
+		if _, own := ranges[r.ID]; own {
+			continue
+		}
+		if parent, ok := nearestKept(ranges, r.Parents); ok {
+			keep[parent] = true
+		}
+	}
+	for id, kept := range ranges {
+		if !keep[id] && kept.seq <= mark {
+			delete(ranges, id)
+		}
 	}
 }
 
+// nearestKept is the last of parents (the nearest ancestor) with a token.
+func nearestKept(ranges map[string]keptToken, parents []string) (string, bool) {
+	for i := len(parents) - 1; i >= 0; i-- {
+		if _, ok := ranges[parents[i]]; ok {
+			return parents[i], true
+		}
+	}
+	return "", false
+}
+
 // compound is the token of every range of the container, for a request
-// whose range the client does not resolve (a point read, a query by
-// partition key or across partitions): the service picks the segment of
-// the range it reads. "" when none is known.
+// whose range the client does not resolve (a query across partitions, or
+// a point read whose range could not be resolved): the service picks the
+// segment of the range it reads. "" when none is known. It grows with the
+// container's ranges; prune keeps it from growing with its history too.
 func (s *sessionStore) compound(container string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -169,14 +236,16 @@ func (s *sessionStore) compound(container string) string {
 	slices.Sort(ids)
 	segs := make([]string, len(ids))
 	for i, id := range ids {
-		segs[i] = id + ":" + ranges[id].String()
+		segs[i] = id + ":" + ranges[id].token.String()
 	}
 	return strings.Join(segs, ",")
 }
 
 // forRange is the token for a request that targets one range: its own, or,
-// after a split, that of its nearest parent, under the range's id. "" when
-// none is known.
+// after a split, that of its nearest parent, under the range's id (as the
+// SDKs send it: the service reads a child's position from its parent's).
+// "" when none is known: the first read of a range sends no token, not
+// the compound one, so the header never grows with the container.
 func (s *sessionStore) forRange(container, rangeID string, parents []string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -184,13 +253,11 @@ func (s *sessionStore) forRange(container, rangeID string, parents []string) str
 	if s.disabled || ranges == nil {
 		return ""
 	}
-	if tok, ok := ranges[rangeID]; ok {
-		return rangeID + ":" + tok.String()
+	if kept, ok := ranges[rangeID]; ok {
+		return rangeID + ":" + kept.token.String()
 	}
-	for i := len(parents) - 1; i >= 0; i-- {
-		if tok, ok := ranges[parents[i]]; ok {
-			return rangeID + ":" + tok.String()
-		}
+	if parent, ok := nearestKept(ranges, parents); ok {
+		return rangeID + ":" + ranges[parent].token.String()
 	}
 	return ""
 }
@@ -220,7 +287,7 @@ func (s *sessionStore) disable() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.disabled = true
-	s.tokens = map[string]map[string]sessionToken{}
+	s.tokens = map[string]map[string]keptToken{}
 }
 
 // sessionUse says how a request takes part in the session: the container
@@ -228,7 +295,7 @@ func (s *sessionStore) disable() {
 type sessionUse struct {
 	container string // container link; "" for requests outside documents
 	send      bool   // a read or query: send the session token
-	rangeID   string // a range-targeted query: send that range's token
+	rangeID   string // the range read (targeted, or resolved from the partition key): send its token only
 	parents   []string
 }
 

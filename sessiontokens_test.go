@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -131,27 +132,61 @@ func TestClientWithoutSessionTokensReadsStaleData(t *testing.T) {
 // ---------------------------------------------------------------------------
 // What goes on the wire.
 
-// sessionScript answers every document request with the next token of
-// tokens (the last repeating) and records what was sent.
-func sessionScript(tokens ...string) func(int, wireRequest) (*http.Response, error) {
-	i := 0
+// hierarchicalContainer is a container's properties with a hierarchical
+// (MultiHash) key: the client does not place its keys, so its reads send the
+// compound token.
+const hierarchicalContainer = `{"id":"coll","partitionKey":{"paths":["/t","/pk"],"kind":"MultiHash","version":2}}`
+
+// documentsOnly answers what is not a document request (the container's
+// properties and ranges a read resolves its range from) with container and
+// the ranges of sessionScript, and hands the document requests to respond,
+// counted from 0 among themselves.
+func documentsOnly(container string, respond func(int, wireRequest) (*http.Response, error)) func(int, wireRequest) (*http.Response, error) {
+	var mu sync.Mutex
+	docs := 0
 	return func(_ int, r wireRequest) (*http.Response, error) {
-		tok := tokens[min(i, len(tokens)-1)]
-		i++
-		body := `{"id":"a","pk":"p"}`
 		switch {
 		case strings.HasSuffix(r.Path, "/pkranges"):
-			body = `{"PartitionKeyRanges":[{"id":"0","minInclusive":"","maxExclusive":"80","parents":[]},{"id":"1","minInclusive":"80","maxExclusive":"FF","parents":[]},{"id":"5","minInclusive":"80","maxExclusive":"C0","parents":["1","3"]},{"id":"6","minInclusive":"C0","maxExclusive":"FF","parents":["1","3"]}]}`
-		case r.Header.Get("x-ms-documentdb-isquery") != "":
-			body = `{"Documents":[]}`
+			return reply(http.StatusOK, `{"PartitionKeyRanges":[{"id":"0","minInclusive":"","maxExclusive":"80","parents":[]},{"id":"1","minInclusive":"80","maxExclusive":"FF","parents":[]},{"id":"5","minInclusive":"80","maxExclusive":"C0","parents":["1","3"]},{"id":"6","minInclusive":"C0","maxExclusive":"FF","parents":["1","3"]}]}`), nil
+		case !strings.Contains(r.Path, "/docs"):
+			return reply(http.StatusOK, container), nil
 		}
-		return reply(http.StatusOK, body, "x-ms-session-token", tok), nil
+		mu.Lock()
+		n := docs
+		docs++
+		mu.Unlock()
+		return respond(n, r)
 	}
 }
 
+// sessionScript answers every document request with the next token of
+// tokens (the last repeating), in a container of hierarchicalContainer.
+func sessionScript(tokens ...string) func(int, wireRequest) (*http.Response, error) {
+	return documentsOnly(hierarchicalContainer, func(i int, r wireRequest) (*http.Response, error) {
+		tok := tokens[min(i, len(tokens)-1)]
+		body := `{"id":"a","pk":"p"}`
+		if r.Header.Get("x-ms-documentdb-isquery") != "" {
+			body = `{"Documents":[]}`
+		}
+		return reply(http.StatusOK, body, "x-ms-session-token", tok), nil
+	})
+}
+
+// documentRequests is what went on the wire for documents.
+func documentRequests(st *scriptedTransport) []wireRequest {
+	var out []wireRequest
+	for _, r := range st.requests() {
+		if strings.Contains(r.Path, "/docs") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// sentTokens is the session token of every document request, in order.
 func sentTokens(st *scriptedTransport) []string {
 	var out []string
-	for _, r := range st.requests() {
+	for _, r := range documentRequests(st) {
 		out = append(out, r.Header.Get("x-ms-session-token"))
 	}
 	return out
@@ -174,7 +209,7 @@ func TestSessionTokensGoOnReadsNotWrites(t *testing.T) {
 	_, err = cc.QueryItems(ctx, "SELECT * FROM c", nil, nil)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"", "", "", "0:-1#5,1:-1#7", "0:-1#6,1:-1#7", "0:-1#6,1:-1#7"}, sentTokens(st),
-		"reads and queries send the compound token, highest LSN per range; writes send none")
+		"reads and queries of a container whose keys the client does not place send the compound token, highest LSN per range; writes send none")
 }
 
 func TestRangeTargetedQueriesSendTheirRangesToken(t *testing.T) {
@@ -187,14 +222,17 @@ func TestRangeTargetedQueriesSendTheirRangesToken(t *testing.T) {
 	}
 	_, err := cc.ReadPartitionKeyRanges(ctx, false)
 	require.NoError(t, err)
-	for _, id := range []string{"0", "1", "5", "9"} {
+	for _, id := range []string{"0", "5", "6", "1", "9"} {
 		_, err := cc.QueryItems(ctx, "SELECT * FROM c", nil, &QueryOptions{PartitionKeyRangeID: id})
 		require.NoError(t, err)
 	}
-	sent := sentTokens(st)
-	assert.Empty(t, sent[3], "no token on the ranges read")
-	assert.Equal(t, []string{"0:-1#5", "1:-1#7", "5:-1#2", ""}, sent[4:],
-		"a range's own token; a split child's from its nearest parent, under its own id; nothing for an unknown range")
+	for _, r := range st.requests() {
+		if strings.HasSuffix(r.Path, "/pkranges") {
+			assert.Empty(t, r.Header.Get("x-ms-session-token"), "no token on the ranges read")
+		}
+	}
+	assert.Equal(t, []string{"0:-1#5", "5:-1#2", "6:-1#2", "", ""}, sentTokens(st)[3:],
+		"a range's own token; a split child's from its nearest parent, under its own id; nothing for a range gone (1, split: its token was forgotten with the list that no longer holds it) or unknown")
 }
 
 func TestCallersSessionTokenWins(t *testing.T) {
@@ -252,12 +290,9 @@ func TestSessionTokensFromRefusalsCount(t *testing.T) {
 		reply(http.StatusNotFound, `{}`, "x-ms-session-token", "0:-1#9", "x-ms-substatus", "1002"),
 		reply(http.StatusOK, `{"id":"a"}`),
 	}
-	i := 0
-	cc, st := newScriptedContainer(t, func(int, wireRequest) (*http.Response, error) {
-		r := answers[min(i, len(answers)-1)]
-		i++
-		return r, nil
-	})
+	cc, st := newScriptedContainer(t, documentsOnly(hierarchicalContainer, func(i int, _ wireRequest) (*http.Response, error) {
+		return answers[min(i, len(answers)-1)], nil
+	}))
 	ctx := testCtx(t)
 	pk := NewPartitionKeyString("p")
 	etag := ETag(`"old"`)
@@ -272,7 +307,7 @@ func TestSessionTokensFromRefusalsCount(t *testing.T) {
 // never reaches our position (the container was created again elsewhere)
 // fails the read after bounded retries, and later reads start afresh.
 func TestReadSessionNotAvailableIsRetriedThenForgetsTheTokens(t *testing.T) {
-	cc, st := newScriptedContainer(t, func(n int, r wireRequest) (*http.Response, error) {
+	cc, st := newScriptedContainer(t, documentsOnly(hierarchicalContainer, func(n int, r wireRequest) (*http.Response, error) {
 		switch {
 		case n == 0:
 			return reply(http.StatusCreated, "", "x-ms-session-token", "0:-1#50"), nil
@@ -280,7 +315,7 @@ func TestReadSessionNotAvailableIsRetriedThenForgetsTheTokens(t *testing.T) {
 			return reply(http.StatusNotFound, `{"code":"NotFound"}`, "x-ms-substatus", "1002"), nil
 		}
 		return reply(http.StatusOK, `{"id":"a"}`, "x-ms-session-token", "0:-1#2"), nil
-	})
+	}))
 	ctx := testCtx(t)
 	pk := NewPartitionKeyString("p")
 	_, err := cc.CreateItem(ctx, pk, itemJSON("a", "p", 1), nil)
@@ -289,7 +324,7 @@ func TestReadSessionNotAvailableIsRetriedThenForgetsTheTokens(t *testing.T) {
 	require.Error(t, err)
 	assert.False(t, IsNotFound(err), "404/1002 says nothing about the item's existence")
 	assert.True(t, IsRetryable(ToProviderError("Read", err)))
-	assert.Equal(t, 1+fastRetryOptions().MaxAttempts, st.count(), "bounded retries")
+	assert.Len(t, documentRequests(st), 1+fastRetryOptions().MaxAttempts, "bounded retries")
 
 	_, err = cc.ReadItem(ctx, pk, "a", nil)
 	require.NoError(t, err)
@@ -297,7 +332,8 @@ func TestReadSessionNotAvailableIsRetriedThenForgetsTheTokens(t *testing.T) {
 	assert.Empty(t, sent[len(sent)-1], "the tokens no replica could serve are gone")
 	_, err = cc.ReadItem(ctx, pk, "a", nil)
 	require.NoError(t, err)
-	assert.Equal(t, "0:-1#2", sentTokens(st)[st.count()-1], "and new ones are learnt")
+	sent = sentTokens(st)
+	assert.Equal(t, "0:-1#2", sent[len(sent)-1], "and new ones are learnt")
 }
 
 func TestContainerDeletionForgetsItsSessionTokens(t *testing.T) {

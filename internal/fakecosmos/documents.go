@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/duroxide-go/cdb/internal/epk"
 )
 
 // maxDocumentBytes is the service's document limit, measured on the JSON
@@ -27,7 +29,7 @@ func isSystemProperty(name string) bool {
 // "none" (the document has no property at the key's path, header `[{}]`).
 type pkValue struct {
 	canonical string // identity: equal values have equal canonical forms
-	value     any    // nil (null), bool, string, float64 or pkNone, for hashing
+	value     any    // nil (null), bool, string, float64 or epk.Undefined, for hashing
 }
 
 // noneCanonical is the canonical form of "none", the partition of documents
@@ -35,7 +37,7 @@ type pkValue struct {
 const noneCanonical = "none"
 
 // nonePartitionKey is the "none" partition key value.
-func nonePartitionKey() pkValue { return pkValue{canonical: noneCanonical, value: pkNone{}} }
+func nonePartitionKey() pkValue { return pkValue{canonical: noneCanonical, value: epk.Undefined{}} }
 
 // pkFromJSON classifies a decoded JSON value (json.Number for numbers).
 // Numbers compare by value, so [1] and [1.0] name the same partition.

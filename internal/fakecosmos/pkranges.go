@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/duroxide-go/cdb/internal/epk"
 )
 
 // pkRange is a physical partition: the keys whose EPK position (see
@@ -36,9 +38,9 @@ type pkRange struct {
 //     number encoding, as the service writes V1 bounds ("05C1D...").
 func (d partitionKeyDef) epkPosition(pk pkValue) uint64 {
 	if d.Version == 2 {
-		return binary.BigEndian.Uint64(effectivePartitionKeyV2(pk.value)[:8])
+		return binary.BigEndian.Uint64(epk.V2(pk.value)[:8])
 	}
-	return uint64(murmur3x86x32(hashingEncoding(truncateV1(pk.value), prefixUndefined)))
+	return uint64(epk.V1Hash(pk.value))
 }
 
 // epkSpaceEnd is where the container's EPK positions end (exclusive).
@@ -60,7 +62,7 @@ func (d partitionKeyDef) formatBound(pos uint64) string {
 	case d.Version == 2:
 		return fmt.Sprintf("%016X0000000000000000", pos)
 	}
-	return strings.ToUpper(hex.EncodeToString(encodeNumber(float64(pos))))
+	return strings.ToUpper(hex.EncodeToString(epk.EncodeNumber(float64(pos))))
 }
 
 // epkPosition is the position of pk in the container. c.partitionKey is

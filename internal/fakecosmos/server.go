@@ -55,6 +55,10 @@ type Options struct {
 	// an account with Session consistency may. Clients that echo session
 	// tokens read their own writes; the others see stale data.
 	StaleReadsWithoutSessionToken bool
+	// MaxRequestHeaderBytes caps a request's line and headers, as the
+	// gateway's front end does (400, see headerlimit.go); default
+	// DefaultMaxRequestHeaderBytes, negative for no cap.
+	MaxRequestHeaderBytes int
 	// NewContainerWarmUp is how many document requests a container created
 	// through the API answers 404/1003 (owner resource not found) before it
 	// serves them, as a real account may right after creating it.
@@ -71,6 +75,8 @@ type Server struct {
 	staleReads   bool
 	now          func() time.Time
 	maxClockSkew time.Duration
+	// maxHeaderBytes caps a request's line and headers; 0 or less: no cap.
+	maxHeaderBytes int
 
 	metadataWritesForbidden atomic.Bool
 	failedOver              atomic.Bool
@@ -112,6 +118,9 @@ func New(opts Options) *Server {
 	if opts.Endpoint == "" {
 		opts.Endpoint = DefaultEndpoint
 	}
+	if opts.MaxRequestHeaderBytes == 0 {
+		opts.MaxRequestHeaderBytes = DefaultMaxRequestHeaderBytes
+	}
 	s := &Server{
 		key:          opts.Key,
 		keyBytes:     keyBytes,
@@ -121,6 +130,7 @@ func New(opts Options) *Server {
 		now:          opts.Now,
 		maxClockSkew: opts.MaxClockSkew,
 
+		maxHeaderBytes:     opts.MaxRequestHeaderBytes,
 		newContainerWarmUp: opts.NewContainerWarmUp,
 
 		databases: map[string]*database{},
@@ -200,6 +210,9 @@ func (s *Server) handle(r *http.Request) *response {
 	rt, routeErr := parseRoute(r.URL.EscapedPath())
 	op := resolveOp(rt, r)
 	s.counters.request(op)
+	if refused := s.refuseOversizedHeaders(r); refused != nil {
+		return refused // the front end answers before the service sees anything
+	}
 
 	if err := s.waitLatency(r.Context()); err != nil {
 		return nil

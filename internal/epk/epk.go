@@ -1,4 +1,9 @@
-package fakecosmos
+// Package epk computes the service's effective partition key (EPK) of a
+// single-path Hash partition key, in partition key version 1 or 2. The
+// client resolves the range a point operation reads from it (to send that
+// range's session token only), and the fake places every key in the range
+// the SDKs pick; both must agree with the service, so both use this.
+package epk
 
 import (
 	"encoding/binary"
@@ -9,11 +14,7 @@ import (
 	"unicode/utf16"
 )
 
-// The service's effective partition key (EPK) of a single-path Hash
-// partition key. The SDKs compute it on the client to route a request to a
-// partition key range (bulk, for one), so the fake must place every key in
-// the range the SDK picks: it computes the EPK exactly as the service does,
-// in the container's partitionKey.version.
+// How the service computes it:
 //
 //   - Version 2: MurmurHash3 x64 128-bit (seed 0) over the key's binary
 //     encoding, its 16 bytes reversed and the top two bits cleared: 32 hex
@@ -22,9 +23,8 @@ import (
 //     encoding; the EPK is the order-preserving number encoding of the hash
 //     followed by the order-preserving encoding of the (truncated) value.
 //
-// Ranges compare EPKs as strings. The fake keeps a uint64 position per key
-// that sorts as its EPK does against every range bound it writes (see
-// partitionKeyDef.epkPosition), so range arithmetic stays integer.
+// Partition key ranges compare EPKs as strings, so a key's range is the one
+// whose [minInclusive, maxExclusive) holds its EPK.
 
 // Type-prefix bytes of the service's binary encoding of JSON values.
 const (
@@ -41,23 +41,25 @@ const (
 // code units as the SDKs count characters.
 const v1MaxStringChars = 100
 
-// pkNone is the value of the "none" partition key (no property at the path,
-// header `[{}]`); the SDKs hash it as undefined.
-type pkNone struct{}
+// Undefined is the value of the "none" partition key (no property at the
+// path, header `[{}]`); the SDKs hash it as undefined.
+type Undefined struct{}
 
-// effectivePartitionKey is the service's EPK of pk in a container of the
-// given partition key version, as upper-case hex.
-func effectivePartitionKey(pk pkValue, version int) string {
+// Hash is the service's EPK of a partition key value in a container of the
+// given partition key version (2, or 1 for any other), as upper-case hex.
+// A value is a string, a float64, a bool, nil (JSON null) or Undefined.
+func Hash(v any, version int) string {
 	var epk []byte
 	if version == 2 {
-		epk = effectivePartitionKeyV2(pk.value)
+		epk = V2(v)
 	} else {
-		epk = effectivePartitionKeyV1(pk.value)
+		epk = v1(v)
 	}
 	return strings.ToUpper(hex.EncodeToString(epk))
 }
 
-func effectivePartitionKeyV2(v any) []byte {
+// V2 is the version 2 EPK of v, as bytes.
+func V2(v any) []byte {
 	h1, h2 := murmur3x64x128(hashingEncoding(v, prefixInfinity))
 	epk := make([]byte, 16)
 	// The 16 hash bytes (h1, h2 little-endian) reversed: h2 then h1, big-endian.
@@ -67,10 +69,14 @@ func effectivePartitionKeyV2(v any) []byte {
 	return epk
 }
 
-func effectivePartitionKeyV1(v any) []byte {
+func v1(v any) []byte {
 	v = truncateV1(v)
-	hash := murmur3x86x32(hashingEncoding(v, prefixUndefined))
-	return append(encodeNumber(float64(hash)), encodeValue(v)...)
+	return append(EncodeNumber(float64(V1Hash(v))), encodeValue(v)...)
+}
+
+// V1Hash is the 32-bit hash that leads v's version 1 EPK.
+func V1Hash(v any) uint32 {
+	return murmur3x86x32(hashingEncoding(truncateV1(v), prefixUndefined))
 }
 
 // truncateV1 cuts strings to their first 100 UTF-16 code units; a surrogate
@@ -122,7 +128,7 @@ func encodeValue(v any) []byte {
 	case string:
 		return encodeString(x)
 	case float64:
-		return encodeNumber(x)
+		return EncodeNumber(x)
 	}
 	return []byte{literalPrefix(v)}
 }
@@ -143,11 +149,11 @@ func encodeString(s string) []byte {
 	return append(out, prefixUndefined)
 }
 
-// encodeNumber writes the number prefix and an order-preserving form of the
+// EncodeNumber writes the number prefix and an order-preserving form of the
 // double: its bits mapped to an unsigned integer that sorts as the numbers
 // do, written as the top byte, then 7 bits a byte, high bits first, each
 // byte's low bit set when more follow. Trailing zero bits are not written.
-func encodeNumber(f float64) []byte {
+func EncodeNumber(f float64) []byte {
 	payload := orderedBits(f)
 	out := []byte{prefixNumber, byte(payload >> 56)}
 	payload <<= 8

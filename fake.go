@@ -34,6 +34,10 @@ type FakeAccountOptions struct {
 	// through the API answers 404/1003 (owner resource not found) before it
 	// serves them, as a real account may right after creating it.
 	NewContainerWarmUp int
+	// ExpiredPurgeLag is how long an item expired by its time to live
+	// still makes a create of its id conflict, as an account whose
+	// background purge has not reached it may (not documented either way).
+	ExpiredPurgeLag time.Duration
 }
 
 // FakeAccount is a strict in-memory Cosmos DB account: it checks signatures,
@@ -61,6 +65,7 @@ func NewFakeAccount(o FakeAccountOptions) *FakeAccount {
 
 		StaleReadsWithoutSessionToken: o.StaleReadsWithoutSessionToken,
 		NewContainerWarmUp:            o.NewContainerWarmUp,
+		ExpiredPurgeLag:               o.ExpiredPurgeLag,
 	})}
 }
 

@@ -358,3 +358,28 @@ func TestAnEventSlowBetweenItsSeqAndItsWriteKeepsItsPlace(t *testing.T) {
 	clock.Advance(time.Second)
 	assert.Equal(t, []string{"0", "1"}, consume(ctx, t, behind, "fifo"))
 }
+
+// A partition quiet for longer than its sequencer lives has an expired
+// sequencer that the account may not have purged yet: its id still
+// conflicts on create while no read sees it. An enqueue waits for the purge
+// rather than fail at once, and the events keep their order.
+func TestAnEnqueueWaitsOutAnExpiredSequencerNotYetPurged(t *testing.T) {
+	ctx := rulesContext(t)
+	clock := newTestClock()
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now, ExpiredPurgeLag: time.Minute})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+	providertest.CreateInstance(ctx, t, p, "quiet")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "quiet", Name: "e", Data: "0"}, 0))
+
+	clock.Advance(24*time.Hour + time.Second) // the sequencer expired; its purge lags a minute
+	purged := make(chan struct{})
+	go func() {
+		defer close(purged)
+		time.Sleep(300 * time.Millisecond)
+		clock.Advance(time.Minute)
+	}()
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "quiet", Name: "e", Data: "1"}, 0))
+	<-purged
+	clock.Advance(time.Second)
+	assert.Equal(t, []string{"0", "1"}, consume(ctx, t, p, "quiet"))
+}

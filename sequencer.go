@@ -60,6 +60,7 @@ func (p *CosmosProvider) enqueueSequenced(ctx context.Context, item WorkItem, id
 	pkValue := instancePartitionKey(item.InstanceID())
 	pk := NewPartitionKeyString(pkValue)
 	unknown := false // some send's outcome was unknown: the message may be in
+	unpurged := false
 	for round := 0; round < maxSequencerRounds; round++ {
 		seq := p.nextSeq()
 		visibleAt := sequencedVisibleAt(seq, p.now(), delay)
@@ -84,9 +85,21 @@ func (p *CosmosProvider) enqueueSequenced(ctx context.Context, item WorkItem, id
 				return time.Time{}, err
 			}
 		}
-		if err := p.catchUpWithSequencer(ctx, pk); err != nil {
+		found, err := p.catchUpWithSequencer(ctx, pk)
+		if err != nil {
 			return time.Time{}, err
 		}
+		if unpurged = !found; unpurged {
+			// Its create met a 409, yet no read sees one: a sequencer that
+			// expired and that the account has not purged yet still holds
+			// its id. Give the purge time rather than loop at once.
+			if err := sleep(ctx, unpurgedSequencerWait(round)); err != nil {
+				return time.Time{}, err
+			}
+		}
+	}
+	if unpurged {
+		return time.Time{}, Retryable("EnqueueForOrchestrator", fmt.Sprintf("instance %q: its partition's expired sequencer is not purged yet", item.InstanceID()))
 	}
 	return time.Time{}, Retryable("EnqueueForOrchestrator", fmt.Sprintf("instance %q: other writers kept moving its message sequence ahead", item.InstanceID()))
 }
@@ -138,22 +151,29 @@ func (p *CosmosProvider) sendSequenced(ctx context.Context, pk string, seq int64
 }
 
 // catchUpWithSequencer moves this process's seqs past the partition's
-// sequencer, unless a wrong clock wrote it (observeSeq): the next send
-// overwrites that one.
-func (p *CosmosProvider) catchUpWithSequencer(ctx context.Context, pk PartitionKey) error {
+// sequencer; found says there is one to read.
+func (p *CosmosProvider) catchUpWithSequencer(ctx context.Context, pk PartitionKey) (found bool, err error) {
 	resp, err := p.readLatest(ctx, pk, sequencerDocID)
 	if IsNotFound(err) {
-		return nil // expired or swept meanwhile: the next send creates one
+		return false, nil // expired or swept meanwhile: the next send creates one
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	var s sequencerDoc
 	if err := json.Unmarshal(resp.Value, &s); err != nil {
-		return fmt.Errorf("decode sequencer: %w", err)
+		return false, fmt.Errorf("decode sequencer: %w", err)
 	}
 	p.observeSeq(s.Seq)
-	return nil
+	return true, nil
+}
+
+// unpurgedSequencerWait spaces the sends that meet an expired sequencer
+// the account has not purged: 50 ms doubling to 5 s, so the rounds of one
+// enqueue wait out about a minute of purge lag before it reports a
+// retryable error.
+func unpurgedSequencerWait(round int) time.Duration {
+	return min(50*time.Millisecond<<min(round, 7), 5*time.Second)
 }
 
 // sequencerCondition lets a message with seq through a sequencer below it,

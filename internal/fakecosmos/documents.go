@@ -236,6 +236,17 @@ func (t *partitionTxn) get(id string) *document {
 	return nil
 }
 
+// unpurged says id belongs to an expired document whose purge lag
+// (Options.ExpiredPurgeLag) has not passed, and that this transaction has
+// not written.
+func (t *partitionTxn) unpurged(id string) bool {
+	if _, ok := t.staged[id]; ok {
+		return false
+	}
+	p := t.c.partitions[t.pk.canonical]
+	return p != nil && p.docs[id].unpurged(t.s.expiredPurgeLag)
+}
+
 // rangeOf is the range holding the transaction's partition.
 func (t *partitionTxn) rangeOf() *pkRange {
 	return t.c.rangeFor(t.c.epkPosition(t.pk))
@@ -326,7 +337,7 @@ func (t *partitionTxn) create(body map[string]any) (opResult, error) {
 	if err != nil {
 		return opResult{}, err
 	}
-	if t.get(id) != nil {
+	if t.get(id) != nil || t.unpurged(id) {
 		return opResult{}, conflict()
 	}
 	d, err := t.store(id, body, nil)

@@ -63,6 +63,12 @@ type Options struct {
 	// through the API answers 404/1003 (owner resource not found) before it
 	// serves them, as a real account may right after creating it.
 	NewContainerWarmUp int
+	// ExpiredPurgeLag is how long after its expiry an item that expired by
+	// its time to live still makes a create of its id conflict (409),
+	// though no read, query or patch sees it: a real account purges
+	// expired items in the background, and whether their ids are free
+	// before that is not documented. Zero frees them at once.
+	ExpiredPurgeLag time.Duration
 }
 
 // Server is the in-memory gateway. It is safe for concurrent use; all its
@@ -81,6 +87,7 @@ type Server struct {
 	metadataWritesForbidden atomic.Bool
 	failedOver              atomic.Bool
 	newContainerWarmUp      int
+	expiredPurgeLag         time.Duration
 
 	latency  atomic.Int64 // time.Duration
 	endpoint atomic.Value // string
@@ -132,6 +139,7 @@ func New(opts Options) *Server {
 
 		maxHeaderBytes:     opts.MaxRequestHeaderBytes,
 		newContainerWarmUp: opts.NewContainerWarmUp,
+		expiredPurgeLag:    opts.ExpiredPurgeLag,
 
 		databases: map[string]*database{},
 		ids:       newIDSource(),

@@ -81,6 +81,22 @@ func (d *document) expired() bool {
 	return d != nil && d.ttl != nil && d.expiredAt(d.ttl.now())
 }
 
+// unpurged says d has expired but its id still conflicts on create: the
+// service purges expired items in the background, and whether an expired
+// id is free before its purge is not documented; Options.ExpiredPurgeLag
+// takes the cautious view for that long after the expiry.
+func (d *document) unpurged(lag time.Duration) bool {
+	if lag <= 0 || !d.expired() {
+		return false
+	}
+	ttl := d.ttl.defaultTTL
+	if own, ok := itemTTL(d.body); ok {
+		ttl = own
+	}
+	expiry := time.Unix(d.ts+ttl, 0)
+	return d.ttl.now().Before(expiry.Add(lag))
+}
+
 // live is d unless it has expired.
 func live(d *document) *document {
 	if d.expired() {

@@ -328,18 +328,7 @@ func TestFetchBackoff(t *testing.T) {
 // the messages of 0.1.29, which carry none).
 func TestChildContinueAsNewStillReportsToParent(t *testing.T) {
 	eachProvider(t, func(t *testing.T, h *harness) {
-		h.orchestration("Counter", func(ctx *OrchestrationContext, input string) (string, error) {
-			if len(input) < 3 {
-				return ctx.ContinueAsNew(input + "+")
-			}
-			return "counted " + input, nil
-		})
-		h.orchestration("Parent", func(ctx *OrchestrationContext, _ string) (string, error) {
-			return ctx.ScheduleSubOrchestration("Counter", "", WithInstanceID("counter-child")).Await()
-		})
-		h.run()
-		h.start("can-parent", "Parent", "")
-		assert.Equal(t, "counted +++", h.completed("can-parent"))
+		assert.Equal(t, "counted +++", runCountingChild(t, h))
 		executions, err := h.client.ListExecutions(h.ctx, "counter-child")
 		require.NoError(t, err)
 		assert.Equal(t, []uint64{1, 2, 3, 4}, executions)

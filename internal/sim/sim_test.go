@@ -80,15 +80,7 @@ func configFromFlags(t *testing.T, seed int64) Config {
 		cfg.Features.FanOutMax = *flagFanOut
 		cfg.Features.WideFanOuts = cfg.Features.WideFanOuts || *flagFanOut > 100
 	}
-	cfg.Logger = testLogger()
-	if *flagWire != "" {
-		f, err := os.CreateTemp("", "cdb-sim-wire-*.log")
-		if err != nil {
-			panic(err)
-		}
-		fmt.Fprintf(os.Stderr, "sim: wire journal of %q in %s\n", *flagWire, f.Name())
-		cfg.Wire, cfg.WireMention = f, *flagWire
-	}
+	addDiagnostics(&cfg)
 	flag.Visit(func(f *flag.Flag) {
 		if strings.HasPrefix(f.Name, "sim.") && f.Name != "sim.seed" {
 			cfg.ReplayFlags += fmt.Sprintf(" -%s=%s", f.Name, f.Value)
@@ -111,6 +103,21 @@ func runAndReport(t *testing.T, cfg Config) Report {
 		t.Errorf("seed %d: %d invariant violations; replay with: %s", cfg.Seed, len(report.Violations), report.Replay)
 	}
 	return report
+}
+
+// addDiagnostics gives cfg the logger and the wire journal the flags ask
+// for (-sim.log, -sim.trace, -sim.wire).
+func addDiagnostics(cfg *Config) {
+	cfg.Logger = testLogger()
+	if *flagWire == "" {
+		return
+	}
+	f, err := os.CreateTemp("", "cdb-sim-wire-*.log")
+	if err != nil {
+		panic(fmt.Sprintf("sim: wire journal: %v", err))
+	}
+	fmt.Fprintf(os.Stderr, "sim: wire journal of %q in %s\n", *flagWire, f.Name())
+	cfg.Wire, cfg.WireMention = f, *flagWire
 }
 
 func testLogger() *slog.Logger {
@@ -301,15 +308,7 @@ func soakConfig(t *testing.T) (Config, string) {
 	// livelock cannot keep it from ending; the bounded test has only the
 	// no-progress rule.
 	cfg.HardCap = 5 * time.Minute
-	cfg.Logger = testLogger()
-	if *flagWire != "" {
-		f, err := os.CreateTemp("", "cdb-sim-wire-*.log")
-		if err != nil {
-			panic(err)
-		}
-		fmt.Fprintf(os.Stderr, "sim: wire journal of %q in %s\n", *flagWire, f.Name())
-		cfg.Wire, cfg.WireMention = f, *flagWire
-	}
+	addDiagnostics(&cfg)
 	return cfg, ""
 }
 

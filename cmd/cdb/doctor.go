@@ -149,6 +149,7 @@ func (d *doctor) steps() []doctorStep {
 		{name: "patch", run: d.patch},
 		{name: "session-token", run: d.sessionToken},
 		{name: "ttl", run: d.timeToLive},
+		{name: "contract", run: d.contract},
 		{name: "provider", run: d.provider},
 		{name: "bench", run: d.bench},
 	}

@@ -23,7 +23,7 @@ import (
 // doctorSteps are the steps `cdb doctor` reports, in order.
 var doctorSteps = []string{
 	"connect", "bootstrap", "container", "range-queries", "range-aggregates", "cross-partition-control",
-	"batch-operations", "batch-atomicity", "batch-100", "batch-101", "batch-2mb", "patch", "session-token", "ttl", "provider", "bench", "cleanup",
+	"batch-operations", "batch-atomicity", "batch-100", "batch-101", "batch-2mb", "patch", "session-token", "ttl", "contract", "provider", "bench", "cleanup",
 }
 
 // doctorReport is what a test reads of `cdb doctor -o json`.
@@ -144,8 +144,8 @@ func TestBinaryDoctorSaysWhatToDoAboutAWrongKey(t *testing.T) {
 	}
 	assert.Equal(t, "skip", lines["cleanup"][1])
 	assert.Equal(t, "nothing to remove: no container was created", lines["cleanup"][6])
-	assert.Contains(t, stdout, "doctor: 0 passed, 1 failed, 16 skipped")
-	assert.Equal(t, "cdb doctor: 1 of 17 steps failed\n", stderr)
+	assert.Contains(t, stdout, "doctor: 0 passed, 1 failed, 17 skipped")
+	assert.Equal(t, "cdb doctor: 1 of 18 steps failed\n", stderr)
 	assertNoKey(t, "cdb doctor", stdout, stderr)
 }
 
@@ -251,7 +251,7 @@ func TestBinaryDoctorOnTheNPMServer(t *testing.T) {
 		"session-token":           "skip: a write answered no session token: this server lacks session tokens, which Cosmos DB has",
 		"ttl":                     "skip: an item with ttl 1 s was still readable after 6s: this server lacks time to live (the provider's staged parts, markers and sequencers expire by it), which Cosmos DB has",
 	}, skips)
-	assert.Contains(t, stdout, "doctor: 12 passed, 0 failed, 5 skipped")
+	assert.Contains(t, stdout, "doctor: 13 passed, 0 failed, 5 skipped")
 }
 
 // A behaviour Cosmos DB documents but the server lacks is a skip on a

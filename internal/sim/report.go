@@ -172,7 +172,22 @@ func (r Report) Print(w io.Writer) {
 	}
 	if !r.OK() {
 		fmt.Fprintf(w, "  replay: %s\n", r.Replay)
+		if ids := violatingInstances(r.Violations); ids != "" {
+			fmt.Fprintf(w, "  trace: %s -sim.log -sim.trace=%s -sim.wire=%s\n", r.Replay, ids, ids)
+		}
 	}
+}
+
+// violatingInstances are the instances the violations name, comma-separated
+// as -sim.trace and -sim.wire take them (at most five).
+func violatingInstances(vs []Violation) string {
+	var ids []string
+	for _, v := range vs {
+		if v.Instance != "" && !slices.Contains(ids, v.Instance) && len(ids) < 5 {
+			ids = append(ids, v.Instance)
+		}
+	}
+	return strings.Join(ids, ",")
 }
 
 func sum(m map[string]int) int {

@@ -71,14 +71,9 @@ func checkFetchHoldsTheLock(ctx context.Context, p cdb.Provider) (string, error)
 	if err := p.EnqueueForOrchestrator(ctx, contractStart(), 0); err != nil {
 		return "", err
 	}
-	item, token, attempt, err := p.FetchOrchestrationItem(ctx, contractLock, 0, nil)
-	switch {
-	case err != nil:
-		return "", err
-	case item == nil:
-		return "the start enqueued was not fetched", nil
-	case attempt != 1:
-		return fmt.Sprintf("attempt %d, want 1", attempt), nil
+	token, problem, err := fetchWithAttempt(ctx, p, 1, "the start enqueued was not fetched")
+	if problem != "" || err != nil {
+		return problem, err
 	}
 	again, _, _, err := p.FetchOrchestrationItem(ctx, contractLock, 0, nil)
 	if err != nil {
@@ -91,16 +86,26 @@ func checkFetchHoldsTheLock(ctx context.Context, p cdb.Provider) (string, error)
 }
 
 func checkAbandonCountsAnAttempt(ctx context.Context, p cdb.Provider) (string, error) {
+	token, problem, err := fetchWithAttempt(ctx, p, 2, "the abandoned start did not come back")
+	if problem != "" || err != nil {
+		return problem, err
+	}
+	return "", p.AbandonOrchestrationItem(ctx, token, 0, true)
+}
+
+// fetchWithAttempt fetches the contract instance's batch and checks its
+// attempt count; missing is the problem when there is none.
+func fetchWithAttempt(ctx context.Context, p cdb.Provider, want uint32, missing string) (token, problem string, err error) {
 	item, token, attempt, err := p.FetchOrchestrationItem(ctx, contractLock, 0, nil)
 	switch {
 	case err != nil:
-		return "", err
+		return "", "", err
 	case item == nil:
-		return "the abandoned start did not come back", nil
-	case attempt != 2:
-		return fmt.Sprintf("attempt %d, want 2", attempt), nil
+		return "", missing, nil
+	case attempt != want:
+		return token, fmt.Sprintf("attempt %d, want %d", attempt, want), nil
 	}
-	return "", p.AbandonOrchestrationItem(ctx, token, 0, true)
+	return token, "", nil
 }
 
 // checkAckCommitsTheTurn acks the start with its OrchestrationStarted and

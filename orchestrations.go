@@ -562,6 +562,11 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 			return nil, err
 		}
 	}
+	if inst.Status == StatusContinuedAsNew && !hasContinueAsNew(items) {
+		if err := p.holdWithoutContinueAsNew(ctx, lock); err != nil {
+			return nil, err
+		}
+	}
 	if items, err = p.withoutStrays(ctx, lock, items); err != nil {
 		p.releaseQuietly(ctx, lock)
 		return nil, err
@@ -930,6 +935,49 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 	lock.messages = batch
 	lock.unparked = unpark && !parkedLeft
 	return batchItems, attempts, nil
+}
+
+// holdWithoutContinueAsNew keeps a batch of an instance whose execution
+// continued as new from the runtime while its ContinueAsNew message is
+// queued but cannot be taken (locked under a token whose holder is gone,
+// delayed by an abandon): without it the runtime reads the batch as the
+// finished execution's and consumes its messages unseen. The batch is held
+// back (heldMessageDelay) until the message can be taken; it returns nil,
+// to go on, only when no ContinueAsNew message is queued at all (one
+// written by an older version and lost, or set aside as poison): the
+// batch then goes to the runtime as before.
+func (p *CosmosProvider) holdWithoutContinueAsNew(ctx context.Context, lock *orchestrationLock) error {
+	queued, err := p.continueAsNewQueued(ctx, lock.pk)
+	if err != nil {
+		p.releaseQuietly(ctx, lock)
+		return err
+	}
+	if !queued {
+		p.log.Warn("cdb: an instance continued as new and its ContinueAsNew message is gone; its batch goes to the runtime as the finished execution's",
+			"instance", lock.inst.Instance)
+		return nil
+	}
+	return p.holdBack(ctx, lock, "its ContinueAsNew message cannot be taken yet")
+}
+
+// continueAsNewQueued says a ContinueAsNew message is in pk's queue,
+// visible or not, locked or not.
+func (p *CosmosProvider) continueAsNewQueued(ctx context.Context, pk string) (bool, error) {
+	key := NewPartitionKeyString(pk)
+	res, err := p.container.QueryItems(ctx,
+		"SELECT VALUE COUNT(1) FROM c WHERE c.pk = @pk AND c.type = @type AND STARTSWITH(c.item, @tag)",
+		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@type", Value: docMessage}, {Name: "@tag", Value: `{"ContinueAsNew"`}},
+		&QueryOptions{PartitionKey: &key})
+	if err != nil {
+		return false, fmt.Errorf("look for a ContinueAsNew message: %w", err)
+	}
+	var n int
+	if len(res.Items) > 0 {
+		if err := json.Unmarshal(res.Items[0], &n); err != nil {
+			return false, fmt.Errorf("decode the ContinueAsNew count: %w", err)
+		}
+	}
+	return n > 0, nil
 }
 
 // continueAsNewFirst picks up to limit messages, oldest first, always

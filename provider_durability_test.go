@@ -1178,3 +1178,59 @@ func TestALockReleasedDuringAFetchDoesNotReorderTheBatch(t *testing.T) {
 	}
 	assert.Equal(t, []string{"1", "2", "3"}, got, "the released messages come first")
 }
+
+// A ContinueAsNew message a fetch cannot take (still locked under a token
+// whose holder is gone, or delayed) is never left out of the batch handed
+// over: without it the runtime reads the batch as the finished
+// execution's and consumes its events unseen. The batch is held back until
+// the message can be taken, and then comes with it, first.
+func TestEventsAreNotHandedOverWithoutTheirInstancesContinueAsNew(t *testing.T) {
+	ctx := rulesContext(t)
+	clock := newTestClock()
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+	const id = "held-can"
+	continueAsNewWithBacklog(t, p, id, 1)
+	can := continueAsNewMessageID(t, p, id)
+	setMessageLock(t, p, id, can, "gone-holder", clock.Now().Add(time.Minute))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueMessage{Instance: id, Name: "inbox", Data: "e1"}, 0))
+
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	if item != nil {
+		kinds := messageKinds(item)
+		require.NoError(t, p.AbandonOrchestrationItem(ctx, token, 0, true))
+		t.Fatalf("a batch %v was handed over while its ContinueAsNew message could not be taken", kinds)
+	}
+
+	clock.Advance(time.Minute + 2*time.Second) // the stale lock and the hold are over
+	item, _, _, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	assert.Equal(t, []string{"ContinueAsNew", "QueueMessage"}, messageKinds(item))
+}
+
+// continueAsNewMessageID is the id of instance's queued ContinueAsNew
+// message.
+func continueAsNewMessageID(t *testing.T, p *cdb.CosmosProvider, instance string) string {
+	t.Helper()
+	pk := cdb.NewPartitionKeyString(instance)
+	res, err := p.Container().QueryItems(context.Background(), `SELECT VALUE c.id FROM c WHERE c.pk = @pk AND c.type = "msg" AND STARTSWITH(c.item, '{"ContinueAsNew"')`,
+		[]cdb.QueryParameter{{Name: "@pk", Value: instance}}, &cdb.QueryOptions{PartitionKey: &pk})
+	require.NoError(t, err)
+	require.Len(t, res.Items, 1, "one ContinueAsNew message")
+	var id string
+	require.NoError(t, json.Unmarshal(res.Items[0], &id))
+	return id
+}
+
+// setMessageLock locks a queued message under token until until, as a
+// fetch whose holder then vanished would have.
+func setMessageLock(t *testing.T, p *cdb.CosmosProvider, instance, id, token string, until time.Time) {
+	t.Helper()
+	var ops cdb.PatchOperations
+	ops.AppendSet("/lockToken", token)
+	ops.AppendSet("/lockedUntil", until.UnixMilli())
+	_, err := p.Container().PatchItem(context.Background(), cdb.NewPartitionKeyString(instance), id, ops, nil)
+	require.NoError(t, err)
+}

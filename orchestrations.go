@@ -961,23 +961,18 @@ func (p *CosmosProvider) holdWithoutContinueAsNew(ctx context.Context, lock *orc
 }
 
 // continueAsNewQueued says a ContinueAsNew message is in pk's queue,
-// visible or not, locked or not.
+// visible or not, locked or not (a message's item is its serde JSON, which
+// starts with its kind's tag).
 func (p *CosmosProvider) continueAsNewQueued(ctx context.Context, pk string) (bool, error) {
 	key := NewPartitionKeyString(pk)
 	res, err := p.container.QueryItems(ctx,
-		"SELECT VALUE COUNT(1) FROM c WHERE c.pk = @pk AND c.type = @type AND STARTSWITH(c.item, @tag)",
+		"SELECT TOP 1 VALUE c.id FROM c WHERE c.pk = @pk AND c.type = @type AND STARTSWITH(c.item, @tag)",
 		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@type", Value: docMessage}, {Name: "@tag", Value: `{"ContinueAsNew"`}},
 		&QueryOptions{PartitionKey: &key})
 	if err != nil {
 		return false, fmt.Errorf("look for a ContinueAsNew message: %w", err)
 	}
-	var n int
-	if len(res.Items) > 0 {
-		if err := json.Unmarshal(res.Items[0], &n); err != nil {
-			return false, fmt.Errorf("decode the ContinueAsNew count: %w", err)
-		}
-	}
-	return n > 0, nil
+	return len(res.Items) > 0, nil
 }
 
 // continueAsNewFirst picks up to limit messages, oldest first, always

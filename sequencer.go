@@ -90,9 +90,10 @@ func (p *CosmosProvider) enqueueSequenced(ctx context.Context, item WorkItem, id
 			return time.Time{}, err
 		}
 		if unpurged = !found; unpurged {
-			// Its create met a 409, yet no read sees one: a sequencer that
-			// expired and that the account has not purged yet still holds
-			// its id. Give the purge time rather than loop at once.
+			// The send met a sequencer (its create a 409) that no read
+			// sees: one that expired and that the account has not purged
+			// yet still holds its id. Give the purge time rather than loop
+			// at once.
 			if err := sleep(ctx, unpurgedSequencerWait(round)); err != nil {
 				return time.Time{}, err
 			}
@@ -151,7 +152,8 @@ func (p *CosmosProvider) sendSequenced(ctx context.Context, pk string, seq int64
 }
 
 // catchUpWithSequencer moves this process's seqs past the partition's
-// sequencer; found says there is one to read.
+// sequencer, unless a wrong clock wrote it (observeSeq): the next send
+// overwrites that one. found says there is a sequencer to read.
 func (p *CosmosProvider) catchUpWithSequencer(ctx context.Context, pk PartitionKey) (found bool, err error) {
 	resp, err := p.readLatest(ctx, pk, sequencerDocID)
 	if IsNotFound(err) {

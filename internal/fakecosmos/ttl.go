@@ -61,19 +61,25 @@ func itemTTL(body map[string]any) (int64, bool) {
 	return 0, false
 }
 
-// expiredAt reports whether d has expired at now: its container has TTL
-// on, and _ts plus its ttl (its own, else the container's default; -1
-// never) is not after now. Tombstones and documents of no container never
-// expire. Call with the container's lock held.
-func (d *document) expiredAt(now time.Time) bool {
+// expiresAt is when d expires: _ts plus its ttl (its own, else the
+// container's default); false when it never does (TTL off, -1, a
+// tombstone, a document of no container). Call with the container's lock
+// held.
+func (d *document) expiresAt() (time.Time, bool) {
 	if d == nil || d.tombstone || d.ttl == nil || d.ttl.defaultTTL == 0 {
-		return false
+		return time.Time{}, false
 	}
 	ttl := d.ttl.defaultTTL
 	if own, ok := itemTTL(d.body); ok {
 		ttl = own
 	}
-	return ttl > 0 && now.Unix() >= d.ts+ttl
+	return time.Unix(d.ts+ttl, 0), ttl > 0
+}
+
+// expiredAt reports whether d has expired at now.
+func (d *document) expiredAt(now time.Time) bool {
+	at, ok := d.expiresAt()
+	return ok && !now.Before(at)
 }
 
 // expired is expiredAt on the server's clock.
@@ -89,12 +95,8 @@ func (d *document) unpurged(lag time.Duration) bool {
 	if lag <= 0 || !d.expired() {
 		return false
 	}
-	ttl := d.ttl.defaultTTL
-	if own, ok := itemTTL(d.body); ok {
-		ttl = own
-	}
-	expiry := time.Unix(d.ts+ttl, 0)
-	return d.ttl.now().Before(expiry.Add(lag))
+	at, _ := d.expiresAt()
+	return d.ttl.now().Before(at.Add(lag))
 }
 
 // live is d unless it has expired.

@@ -124,7 +124,9 @@ func (t *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	resp, answer, kind, err := t.roundTrip(req, body)
-	t.wire.record(t.node, operationOf(req), req, body, kind, resp, answer, err)
+	if t.wire != nil {
+		t.wire.record(t.node, operationOf(req), req, body, kind, resp, answer, err)
+	}
 	return resp, err
 }
 

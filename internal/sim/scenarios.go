@@ -447,12 +447,12 @@ func (h *harness) restartDuringDeletion(ctx context.Context, idx int, id string,
 		st, err := h.observer.GetStatus(ctx, id)
 		return answered || err == nil && st.State == rt.StateNotFound
 	})
-	if !answered {
-		defer func() { answer = <-deleted; h.checkDeleteAnswer(id, answer) }()
-	} else if !h.checkDeleteAnswer(id, answer) {
-		return
-	}
-	if !gone {
+	defer func() {
+		if !answered { // still sweeping while the id starts again
+			h.checkDeleteAnswer(id, <-deleted)
+		}
+	}()
+	if !gone || answered && !h.checkDeleteAnswer(id, answer) {
 		return
 	}
 	h.env.stats.count(&h.env.stats.Deletes, 1)

@@ -26,9 +26,6 @@ type wireLog struct {
 var longString = regexp.MustCompile(`"[^"\\]{240,}"`)
 
 func (w *wireLog) record(node, op string, req *http.Request, body []byte, fault string, resp *http.Response, respBody []byte, err error) {
-	if w == nil {
-		return
-	}
 	pk := req.Header.Get("x-ms-documentdb-partitionkey")
 	if !w.mentioned([]byte(pk), body, respBody) {
 		return

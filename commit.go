@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -1140,16 +1141,37 @@ func (p *CosmosProvider) AbandonOrchestrationItem(ctx context.Context, lockToken
 // writeAbandon is the abandon batch: free the instance, and make the locked
 // messages visible again (after delay), giving back an attempt if asked.
 //
-// A delay holds the instance, not only the batch: the instance document and
-// the messages stay unavailable (lockedUntil, with no token) until it ends.
-// Pushing only the batch's visibility back would let messages that arrive
-// meanwhile be processed before it, out of their sender's order (R12).
+// The delay and the attempt undo touch only the messages the fetch locked
+// (duroxide 0.1.32): the instance is free at once, and a message that
+// arrived meanwhile stays visible for the next fetch. Their order relative
+// to the delayed messages is given up, as duroxide gives it up; the runtime
+// delays an abandon only where it must (ARCHITECTURE.md, Order).
 func (p *CosmosProvider) writeAbandon(ctx context.Context, lock *orchestrationLock, delay time.Duration, ignoreAttempt bool) error {
+	release := unlockOps()
+	if delay > 0 && slices.ContainsFunc(lock.messages, isStartMessage) {
+		release.AppendSet("/startHeldUntil", p.now().Add(delay).UnixMilli())
+	}
+	return p.releaseBatch(ctx, "AbandonOrchestrationItem", lock, release, delay, ignoreAttempt)
+}
+
+// isStartMessage says m is a StartOrchestration.
+func isStartMessage(m queueDoc) bool { return strings.HasPrefix(m.Item, startOrchestrationTag) }
+
+// writeHold gives the lock back with the instance and its locked messages
+// unavailable for delay: the provider's own hold (holdBack), which keeps
+// every message of the instance, those that arrive meanwhile too, in their
+// sender's order until what the batch waits for can be taken.
+func (p *CosmosProvider) writeHold(ctx context.Context, lock *orchestrationLock, delay time.Duration) error {
+	return p.releaseBatch(ctx, "FetchOrchestrationItem", lock, heldUntilOps(p.now(), delay), delay, true)
+}
+
+// releaseBatch frees the instance document with instanceOps (If-Match on
+// the lock's ETag) and its locked messages, each unavailable for delay.
+func (p *CosmosProvider) releaseBatch(ctx context.Context, op string, lock *orchestrationLock, instanceOps PatchOperations, delay time.Duration, ignoreAttempt bool) error {
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	etag := lock.inst.ETag
-	release := heldUntilOps(p.now(), delay)
-	release.AppendSet("/releasedAt", p.nowMs())
-	b.PatchItem(instanceDocID, release, &TransactionalBatchItemOptions{IfMatch: &etag})
+	instanceOps.AppendSet("/releasedAt", p.nowMs())
+	b.PatchItem(instanceDocID, instanceOps, &TransactionalBatchItemOptions{IfMatch: &etag})
 	for _, m := range lock.messages {
 		mops := heldUntilOps(p.now(), delay)
 		if ignoreAttempt {
@@ -1163,9 +1185,9 @@ func (p *CosmosProvider) writeAbandon(ctx context.Context, lock *orchestrationLo
 	}
 	if !resp.Success {
 		if idx, ce, _ := resp.FailedOperation(); idx == 0 && ce != nil && ce.StatusCode == http.StatusPreconditionFailed {
-			return refusal("AbandonOrchestrationItem", "the lock expired and another dispatcher took the instance", ErrInvalidLockToken)
+			return refusal(op, "the lock expired and another dispatcher took the instance", ErrInvalidLockToken)
 		}
-		return batchFailure("AbandonOrchestrationItem", resp)
+		return batchFailure(op, resp)
 	}
 	return nil
 }

@@ -140,6 +140,11 @@ type instanceDoc struct {
 	// whose candidate query ran before that saw those messages locked, and
 	// completes its batch with them (lockAndLoad).
 	ReleasedAt int64 `json:"releasedAt,omitempty"`
+	// StartHeldUntil is when the instance's StartOrchestration, which an
+	// abandon with a delay hid, is visible again: until then a batch of the
+	// instance without it goes to the runtime named after it (startHidden)
+	// rather than waiting or being dropped as an instance's never started.
+	StartHeldUntil int64 `json:"startHeldUntil,omitempty"`
 	// Seq is above every seq the last commit gave a message: a process that
 	// locks the instance hands out higher ones, so what an orchestration
 	// sends keeps its order across turns taken by processes whose clocks

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -575,6 +576,12 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 		return nil, p.dropStrays(ctx, lock)
 	}
 	item, kind := p.buildItem(&inst, state, items)
+	if kind != batchOrdinary {
+		if kind, err = p.startHidden(ctx, lock, item, kind); err != nil {
+			p.releaseQuietly(ctx, lock)
+			return nil, err
+		}
+	}
 	if kind == batchOrphans {
 		return nil, p.dropOrphans(ctx, lock)
 	}
@@ -722,7 +729,7 @@ const heldMessageDelay = time.Second
 // heldMessageDelay, giving back its attempt; the returned error tells the
 // fetch to pass the instance over.
 func (p *CosmosProvider) holdBack(ctx context.Context, lock *orchestrationLock, why string) error {
-	if err := p.writeAbandon(ctx, lock, heldMessageDelay, true); err != nil {
+	if err := p.writeHold(ctx, lock, heldMessageDelay); err != nil {
 		return err
 	}
 	return &skipError{reason: why} // invisible for a while: no note needed, so a start still shows
@@ -947,7 +954,7 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 // written by an older version and lost, or set aside as poison): the
 // batch then goes to the runtime as before.
 func (p *CosmosProvider) holdWithoutContinueAsNew(ctx context.Context, lock *orchestrationLock) error {
-	queued, err := p.continueAsNewQueued(ctx, lock.pk)
+	_, queued, err := p.queuedMessage(ctx, lock.pk, continueAsNewTag)
 	if err != nil {
 		p.releaseQuietly(ctx, lock)
 		return err
@@ -960,19 +967,32 @@ func (p *CosmosProvider) holdWithoutContinueAsNew(ctx context.Context, lock *orc
 	return p.holdBack(ctx, lock, "its ContinueAsNew message cannot be taken yet")
 }
 
-// continueAsNewQueued says a ContinueAsNew message is in pk's queue,
-// visible or not, locked or not (a message's item is its serde JSON, which
-// starts with its kind's tag).
-func (p *CosmosProvider) continueAsNewQueued(ctx context.Context, pk string) (bool, error) {
+// Tags a message's item starts with: its kind's serde tag.
+const (
+	continueAsNewTag      = `{"ContinueAsNew"`
+	startOrchestrationTag = `{"StartOrchestration"`
+)
+
+// queuedMessage finds the first message of pk's queue whose item starts
+// with tag, visible or not, locked or not, and decodes it (nil when it does
+// not decode: found says it is there all the same).
+func (p *CosmosProvider) queuedMessage(ctx context.Context, pk, tag string) (item WorkItem, found bool, err error) {
 	key := NewPartitionKeyString(pk)
 	res, err := p.container.QueryItems(ctx,
-		"SELECT TOP 1 VALUE c.id FROM c WHERE c.pk = @pk AND c.type = @type AND STARTSWITH(c.item, @tag)",
-		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@type", Value: docMessage}, {Name: "@tag", Value: `{"ContinueAsNew"`}},
+		"SELECT TOP 1 VALUE c.item FROM c WHERE c.pk = @pk AND c.type = @type AND STARTSWITH(c.item, @tag)",
+		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@type", Value: docMessage}, {Name: "@tag", Value: tag}},
 		&QueryOptions{PartitionKey: &key})
 	if err != nil {
-		return false, fmt.Errorf("look for a ContinueAsNew message: %w", err)
+		return nil, false, fmt.Errorf("look for a queued %s message: %w", strings.Trim(tag, `{"`), err)
 	}
-	return len(res.Items) > 0, nil
+	if len(res.Items) == 0 {
+		return nil, false, nil
+	}
+	var raw string
+	if json.Unmarshal(res.Items[0], &raw) == nil {
+		item, _ = UnmarshalWorkItem([]byte(raw))
+	}
+	return item, true, nil
 }
 
 // continueAsNewFirst picks up to limit messages, oldest first, always
@@ -1290,14 +1310,14 @@ func (p *CosmosProvider) buildItem(inst *instanceDoc, state *instanceState, item
 			item.OrchestrationName, item.Version, item.ExecutionID = name, version, InitialExecutionID
 			break
 		}
-		if allQueueMessages(items) {
-			return nil, batchOrphans
-		}
 		// A message for an instance that was never started (say a cancel
 		// that overtook its start). Past neverStartedGrace it goes to the
 		// runtime, which acks it as an empty batch, rather than stay at the
 		// head of the queue forever; before, lockAndLoad holds it back.
-		item.OrchestrationName, item.Version, item.ExecutionID = unknownOrchestration, "unknown", InitialExecutionID
+		item.OrchestrationName, item.Version, item.ExecutionID = UnknownOrchestration, "unknown", InitialExecutionID
+		if allQueueMessages(items) {
+			return item, batchOrphans
+		}
 		return item, batchBeforeStart
 	}
 	if item.ExecutionID == 0 {
@@ -1306,9 +1326,32 @@ func (p *CosmosProvider) buildItem(inst *instanceDoc, state *instanceState, item
 	return item, batchOrdinary
 }
 
-// unknownOrchestration names the item of messages whose instance was never
-// started, as duroxide-pg does.
-const unknownOrchestration = "Unknown"
+// UnknownOrchestration is the OrchestrationName of a fetched item whose
+// instance was never started (duroxide-pg's name for it): its messages
+// have no execution to go to, and a runtime consumes them without a turn.
+const UnknownOrchestration = "Unknown"
+
+// startHidden looks, for a batch of an instance never started, for its
+// start in the queue while an abandon's delay hides it (StartHeldUntil; a
+// start delayed when it was enqueued is waited for by parking, which costs
+// less than handing the batch back and forth). Then the batch is ordinary, named after
+// that start, and goes to the runtime, which keeps its messages for the
+// start (a runtime hands back a batch of a named instance with neither its
+// start nor history, ARCHITECTURE.md Order); it is neither parked nor
+// dropped as orphans, as duroxide's validation suite asks
+// (orchestration_ignore_attempt_preserves_hidden_start).
+func (p *CosmosProvider) startHidden(ctx context.Context, lock *orchestrationLock, item *OrchestrationItem, kind batchKind) (batchKind, error) {
+	if lock.inst.StartHeldUntil <= p.nowMs() {
+		return kind, nil // no abandon hides a start: the common case costs no request
+	}
+	start, _, err := p.queuedMessage(ctx, lock.pk, startOrchestrationTag)
+	s, ok := start.(StartOrchestration)
+	if err != nil || !ok {
+		return kind, err // none, or one that does not decode: set aside as poison in its turn
+	}
+	item.OrchestrationName, item.Version = s.Orchestration, derefOr(s.Version, "unknown")
+	return batchOrdinary, nil
+}
 
 // neverStartedGrace is how long messages for an instance that was never
 // started wait for its start before they are handed over and consumed.

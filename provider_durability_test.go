@@ -676,10 +676,12 @@ func TestWorkerEnqueueResendAfterTheItemWasConsumedIsNotADuplicate(t *testing.T)
 	assert.Nil(t, again, "the activity is not queued again")
 }
 
-// A batch abandoned with a delay holds its instance: a message that arrives
-// meanwhile does not overtake it (found by the simulation: the runtime
-// abandons with a delay after its ack retries run out).
-func TestAbandonWithADelayKeepsTheSendersOrder(t *testing.T) {
+// An abandon's delay hides the batch it abandons and nothing else (duroxide
+// 0.1.32, reversing this provider's earlier rule of holding the whole
+// instance): a message that arrives meanwhile is taken first, and the
+// abandoned one comes when its delay ends. A runtime that must keep a
+// sender's order holds its lock instead (durable: retryLater).
+func TestAbandonWithADelayHidesOnlyItsBatch(t *testing.T) {
 	onFakeAndNPM(t, func(t *testing.T, open openProvider) {
 		ctx := rulesContext(t)
 		clock := newTestClock()
@@ -692,19 +694,20 @@ func TestAbandonWithADelayKeepsTheSendersOrder(t *testing.T) {
 
 		clock.Advance(time.Millisecond)
 		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "ordered", Name: "second", Data: "2"}, 0))
-		item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 		require.NoError(t, err)
-		require.Nil(t, item, "the instance waits out the abandon's delay; the second message must not go first")
+		require.NotNil(t, item, "the instance is free at once")
+		assert.Equal(t, []cdb.WorkItem{cdb.ExternalRaised{Instance: "ordered", Name: "second", Data: "2"}}, item.Messages, "only the abandoned batch waits")
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, item.ExecutionID, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
 
+		item, _, _, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.Nil(t, item, "the abandoned batch is still hidden")
 		clock.Advance(time.Second)
 		item, _, _, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 		require.NoError(t, err)
 		require.NotNil(t, item)
-		var names []string
-		for _, m := range item.Messages {
-			names = append(names, m.(cdb.ExternalRaised).Name)
-		}
-		assert.Equal(t, []string{"first", "second"}, names)
+		assert.Equal(t, []cdb.WorkItem{cdb.ExternalRaised{Instance: "ordered", Name: "first", Data: "1"}}, item.Messages)
 	})
 }
 

@@ -384,3 +384,41 @@ func TestDroppedOrphanQueueMessagesLeaveTheParkedMessagesToTheStart(t *testing.T
 	require.NotNil(t, item)
 	assert.Equal(t, []string{"ExternalRaised", "StartOrchestration"}, messageKinds(item), "the start still brings the parked event")
 }
+
+// A QueueMessage for an instance whose start an abandon's delay hides is
+// neither dropped as an orphan nor parked: it is handed over named after
+// the start, for the runtime to hand back until the start comes; and an
+// event before a start that was enqueued with a delay is parked as
+// before, since nothing hides that start but its own schedule.
+func TestMessagesBeforeAHiddenStartAreHandedOverNamedAfterIt(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("hidden"), 0))
+	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token, 5*time.Second, false))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueMessage{Instance: "hidden", Name: "q", Data: "kept"}, 0))
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "handed over, not dropped as an orphan")
+	assert.Equal(t, "TestOrch", item.OrchestrationName, "named after its hidden start")
+	assert.Empty(t, item.History)
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token, 0, true))
+	assert.Equal(t, 2, countDocs(t, p, "hidden", "msg"), "the start and the message are both queued")
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("later"), time.Minute))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("later"), 0))
+	clock.Advance(6 * time.Second) // past the hidden start's delay: it is fetched here, not "later"'s event
+	for {
+		item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		if item == nil {
+			break
+		}
+		require.Equal(t, "hidden", item.Instance, "the event before a start scheduled later is parked, not handed over")
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, item.ExecutionID, []cdb.Event{providertest.StartedEvent("hidden", 1)}, nil, nil, providertest.TestOrchMetadata(), nil))
+	}
+}

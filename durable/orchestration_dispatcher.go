@@ -123,6 +123,16 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 	}
 	h := readHistory(item.History)
 	b := readBatch(item.Instance, item.Messages, h, r.log)
+	if startHidden(item, b) {
+		// The start is queued but not in this batch (an abandon's delay
+		// hides it): hand the messages back for it, keeping their attempt,
+		// rather than consume them as an instance's never started.
+		backoff := r.opts.unregisteredBackoff(attempt)
+		r.log.Debug("messages before their instance's start; abandoning with backoff", "instance", item.Instance,
+			"orchestration", item.OrchestrationName, "backoff", backoff)
+		r.abandonOrchestration(token, backoff, true)
+		return
+	}
 	if b.isTerminal(h) || b.name == "" {
 		// A finished execution, or messages for an instance nothing
 		// started: consume the batch without a turn.
@@ -152,6 +162,14 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 		return
 	}
 	r.commit(ctx, item, token, attempt, t)
+}
+
+// startHidden says a batch has neither its instance's start nor history,
+// but the store names the instance: its start is queued and cannot be taken
+// yet. A store names an instance never started UnknownOrchestration.
+func startHidden(item *cdb.OrchestrationItem, b batch) bool {
+	return len(item.History) == 0 && item.HistoryError == nil && b.name == "" &&
+		item.OrchestrationName != "" && item.OrchestrationName != cdb.UnknownOrchestration
 }
 
 // commit acks a turn. Only the provider's own refusal of the turn fails
@@ -184,7 +202,7 @@ func (r *Runtime) commit(ctx context.Context, item *cdb.OrchestrationItem, token
 		backoff := r.opts.unregisteredBackoff(attempt)
 		r.log.Error("the store refused the turn's commit; abandoning with backoff",
 			append(storeStatus(err), "instance", item.Instance, "attempt", attempt, "backoff", backoff, "error", err)...)
-		r.abandonOrchestration(token, backoff, false)
+		r.retryLater(ctx, token, backoff)
 	}
 }
 
@@ -214,7 +232,7 @@ func (r *Runtime) ackTurn(ctx context.Context, token string, t turn, md cdb.Exec
 			return err
 		}
 		if attempt == maxAckRetries {
-			r.abandonOrchestration(token, 50*time.Millisecond, false)
+			r.retryLater(ctx, token, 50*time.Millisecond)
 			return fmt.Errorf("%w: %w", errAckAbandoned, err)
 		}
 		if !sleep(ctx, 10*time.Millisecond<<attempt) {
@@ -242,7 +260,7 @@ func (r *Runtime) failOnCommitError(ctx context.Context, item *cdb.Orchestration
 	}
 	if err != nil && !errors.Is(err, errAckAbandoned) {
 		r.log.Warn("could not commit the failure either; abandoning", "instance", item.Instance, "error", err)
-		r.abandonOrchestration(token, 50*time.Millisecond, false)
+		r.retryLater(ctx, token, 50*time.Millisecond)
 	}
 }
 
@@ -300,6 +318,18 @@ func nextEventID(history []cdb.Event) uint64 {
 }
 
 func (r *Runtime) nowMs() uint64 { return uint64(max(r.opts.Now().UnixMilli(), 0)) }
+
+// retryLater gives a batch whose commit failed back for another try after
+// backoff, its attempt counted. It waits out the backoff holding the lock
+// (its renewal runs) and then abandons without a delay, rather than
+// abandoning with the delay: an abandon's delay hides only the batch
+// (duroxide 0.1.32), and a message that arrived meanwhile would be taken
+// before it, out of its sender's order; a held lock keeps the whole
+// instance in order. A stopping runtime gives the lock back at once.
+func (r *Runtime) retryLater(ctx context.Context, token string, backoff time.Duration) {
+	sleep(ctx, backoff)
+	r.abandonOrchestration(token, 0, false)
+}
 
 // abandonOrchestration releases an instance lock; it runs even after the
 // work context has ended, so a stopping runtime does not sit on locks.

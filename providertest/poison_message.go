@@ -12,7 +12,9 @@ import (
 
 // poisonMessageTests is duroxide's provider_validation/poison_message.rs:
 // attempt counts start at 1, grow with every fetch, shrink with
-// ignore_attempt abandons (never below 0) and are the batch maximum.
+// ignore_attempt abandons (never below 0) and are the batch maximum; an
+// abandon's delay and attempt undo touch only the messages its fetch
+// locked (0.1.32).
 func poisonMessageTests() []Test {
 	return []Test{
 		{Name: "TestOrchestrationAttemptCountStartsAtOne", Run: testOrchestrationAttemptCountStartsAtOne},
@@ -24,6 +26,8 @@ func poisonMessageTests() []Test {
 		{Name: "TestAbandonOrchestrationItemIgnoreAttemptDecrements", Run: testAbandonOrchestrationItemIgnoreAttemptDecrements},
 		{Name: "TestIgnoreAttemptNeverGoesNegative", Run: testIgnoreAttemptNeverGoesNegative},
 		{Name: "TestMaxAttemptCountAcrossMessageBatch", Run: testMaxAttemptCountAcrossMessageBatch},
+		{Name: "TestOrchestrationDelayedAbandonPreservesUnlockedRows", Run: testOrchestrationDelayedAbandonPreservesUnlockedRows},
+		{Name: "TestOrchestrationIgnoreAttemptPreservesHiddenStart", Run: testOrchestrationIgnoreAttemptPreservesHiddenStart},
 	}
 }
 
@@ -232,4 +236,66 @@ func testMaxAttemptCountAcrossMessageBatch(t *testing.T, f Factory) {
 	require.Equal(t, uint32(3), attempt3,
 		"Attempt count should be MAX across messages (3), not the newer message's count (1)")
 	pmAckEmpty(ctx, t, p, token3)
+}
+
+// pmEvent is an external event for instance.
+func pmEvent(instance, name string) cdb.ExternalRaised {
+	return cdb.ExternalRaised{Instance: instance, Name: name, Data: name + "-data"}
+}
+
+// A delayed abandon hides the messages its fetch locked, and only those: a
+// message that arrived while the lock was held stays visible, and the next
+// fetch hands it over alone.
+func testOrchestrationDelayedAbandonPreservesUnlockedRows(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lock := f.LockTimeout()
+	const inst = "poison-delayed-abandon"
+	CreateInstance(ctx, t, p, inst)
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pmEvent(inst, "row1"), 0))
+	item1, token1, _ := pmFetchOrch(ctx, t, p, lock)
+	require.Equal(t, []cdb.WorkItem{pmEvent(inst, "row1")}, item1.Messages, "the first fetch locks row 1")
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pmEvent(inst, "row2"), 0), "row 2 arrives while row 1 is locked")
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token1, 5*time.Second, false), "abandon should succeed")
+
+	item2, token2, attempt2 := pmFetchOrch(ctx, t, p, lock)
+	require.Equal(t, []cdb.WorkItem{pmEvent(inst, "row2")}, item2.Messages,
+		"a row the abandoned fetch did not lock must stay visible, and the delayed row must stay hidden")
+	require.Equal(t, uint32(1), attempt2, "row 2 is fetched for the first time")
+	require.NoError(t, p.AckOrchestrationItem(ctx, token2, item2.ExecutionID, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
+}
+
+// An input that arrives while its instance's start is hidden by a delayed
+// abandon is visible at once and is handed over alone; abandoning it with
+// ignore_attempt leaves the hidden start's attempts as they were, and once
+// the delay ends the two come together with the start's count.
+func testOrchestrationIgnoreAttemptPreservesHiddenStart(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	lock := f.LockTimeout()
+	const inst = "poison-hidden-start"
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem(inst), 0))
+	_, token1, attempt1 := pmFetchOrch(ctx, t, p, lock)
+	require.Equal(t, uint32(1), attempt1, "First fetch should have attempt_count = 1")
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token1, 0, false), "abandon should succeed")
+	_, token2, attempt2 := pmFetchOrch(ctx, t, p, lock)
+	require.Equal(t, uint32(2), attempt2, "Second fetch should have attempt_count = 2")
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token2, time.Second, false), "the start is hidden for a second")
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pmEvent(inst, "input"), 0))
+	input, token3, attempt3 := pmFetchOrch(ctx, t, p, lock)
+	require.Len(t, input.Messages, 1, "visible input: the input is fetched alone while the start is hidden")
+	require.Equal(t, cdb.WorkItem(pmEvent(inst, "input")), input.Messages[0], "visible input")
+	require.Equal(t, uint32(1), attempt3, "the input is fetched for the first time")
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token3, 0, true), "abandon with ignore_attempt should succeed")
+
+	time.Sleep(1100 * time.Millisecond)
+	joint, token4, attempt4 := pmFetchOrch(ctx, t, p, lock)
+	require.Equal(t, []cdb.WorkItem{StartItem(inst), pmEvent(inst, "input")}, joint.Messages,
+		"the start and the input come together once the delay ends")
+	require.Equal(t, uint32(3), attempt4, "the hidden start kept its 2 attempts: the joint fetch is its third")
+	pmAckEmpty(ctx, t, p, token4)
 }

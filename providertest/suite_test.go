@@ -87,6 +87,8 @@ func duroxideTests() []moduleNames {
 			"TestAbandonOrchestrationItemIgnoreAttemptDecrements",
 			"TestIgnoreAttemptNeverGoesNegative",
 			"TestMaxAttemptCountAcrossMessageBatch",
+			"TestOrchestrationDelayedAbandonPreservesUnlockedRows",
+			"TestOrchestrationIgnoreAttemptPreservesHiddenStart",
 		}},
 		{"long_polling", []string{
 			"TestShortPollReturnsImmediately",

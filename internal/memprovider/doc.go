@@ -1,5 +1,6 @@
 // Package memprovider is an in-memory reference implementation of
-// cdb.Provider and cdb.ProviderAdmin with duroxide 0.1.29's semantics.
+// cdb.Provider and cdb.ProviderAdmin with duroxide's semantics (0.1.29's,
+// and 0.1.32's abandon rule).
 //
 // It plays the role memdocstore plays for gocloud.dev's drivertest: it shows
 // that the providertest suite is right, and it is the behavioural oracle the
@@ -51,11 +52,15 @@
 //   - When history exists without an instance row (a first turn acked with
 //     metadata lacking name and version), the item reports the latest
 //     execution, the one whose history it carries; SQLite reports 1.
-//   - AbandonOrchestrationItem with ignoreAttempt decrements only the
-//     messages of the abandoned batch (SQLite: every message of the
-//     instance); a delay applies, as in SQLite, to every currently visible
-//     message of the instance, so the instance backs off as a whole. The
-//     abandoned batch's messages lose their stale token.
+//   - AbandonOrchestrationItem's attempt undo and delay apply to the
+//     messages of the abandoned batch only, as duroxide 0.1.32's SQLite
+//     provider does: a message that arrived after the fetch stays visible.
+//     The abandoned batch's messages lose their stale token.
+//   - A batch of an instance never started whose StartOrchestration is
+//     queued but hidden (an abandon's delay) is handed over named after
+//     that start, with an empty history, for the runtime to hand back
+//     until the start comes (duroxide 0.1.32's
+//     orchestration_ignore_attempt_preserves_hidden_start).
 //   - AckOrchestrationItem stamps completed_at when it sets a status other
 //     than "Running" and clears it for "Running" (SQLite stamps it for any
 //     status).

@@ -126,6 +126,12 @@ func (p *Provider) fetchOrchestrationLocked(op string, now int64, lockTimeout ti
 			// (b) a brand-new instance: its start is in the batch.
 			item.OrchestrationName, item.Version, item.ExecutionID = name, version, cdb.InitialExecutionID
 			item.History = []cdb.Event{}
+		} else if name, version, ok := p.hiddenStart(instance); ok {
+			// (b') its start is queued but hidden (an abandon's delay): the
+			// batch goes to the runtime named after it, which keeps its
+			// messages for the start (duroxide 0.1.32).
+			item.OrchestrationName, item.Version, item.ExecutionID = name, version, cdb.InitialExecutionID
+			item.History = []cdb.Event{}
 		} else if allQueueMessages(batch) {
 			// (c) orphan persistent events for an instance that never
 			// started: drop them and try the next candidate.
@@ -200,6 +206,22 @@ func startFromMessages(messages []cdb.WorkItem) (name, version string, ok bool) 
 			version = *v
 		}
 		return name, version, true
+	}
+	return "", "", false
+}
+
+// hiddenStart finds a StartOrchestration queued for instance whatever its
+// visibility.
+func (p *Provider) hiddenStart(instance string) (name, version string, ok bool) {
+	for _, r := range p.orchQueue {
+		if r.instance != instance {
+			continue
+		}
+		if m, err := cdb.UnmarshalWorkItem(r.item); err == nil {
+			if s, isStart := m.(cdb.StartOrchestration); isStart {
+				return startFromMessages([]cdb.WorkItem{s})
+			}
+		}
 	}
 	return "", "", false
 }
@@ -480,17 +502,15 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 	delete(p.locks, instance)
 	visibleAt := after(now, delay)
 	for _, r := range p.orchQueue {
-		if r.instance != instance {
-			continue
+		if r.instance != instance || r.lockToken != lockToken {
+			continue // a message the fetch did not lock stays as it is (duroxide 0.1.32)
 		}
-		if r.lockToken == lockToken {
-			if ignoreAttempt && r.attempts > 0 {
-				r.attempts--
-			}
-			r.lockToken = ""
+		if ignoreAttempt && r.attempts > 0 {
+			r.attempts--
 		}
-		if delay > 0 && r.visibleAt <= now {
-			r.visibleAt = visibleAt
+		r.lockToken = ""
+		if delay > 0 {
+			r.visibleAt = max(r.visibleAt, visibleAt)
 		}
 	}
 	p.notify()

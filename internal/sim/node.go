@@ -114,8 +114,9 @@ func drawSettings(rng *rand.Rand, cfg Config, clock *simClock, r role, id string
 		// application's runtime does by default.
 	}
 	if f.ShortLocks && !r.full && rng.Intn(2) == 0 {
-		o.OrchestratorLockTimeout = time.Duration(600+rng.Intn(400)) * time.Millisecond
-		o.WorkerLockTimeout = time.Duration(400+rng.Intn(400)) * time.Millisecond
+		slower := func(d time.Duration) time.Duration { return time.Duration(float64(d) * cfg.HostSlowness) }
+		o.OrchestratorLockTimeout = slower(time.Duration(600+rng.Intn(400)) * time.Millisecond)
+		o.WorkerLockTimeout = slower(time.Duration(400+rng.Intn(400)) * time.Millisecond)
 	}
 	o.WorkerTagFilter = drawTagFilter(rng, cfg.Features.Tags, r.full)
 	if !r.full && rng.Intn(4) == 0 {

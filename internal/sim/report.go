@@ -117,7 +117,8 @@ func (s *Stats) crash(where string) {
 type Report struct {
 	Seed       int64
 	Elapsed    time.Duration
-	Work       int64 // how many times the run progressed (progress.go)
+	Work       int64   // how many times the run progressed (progress.go)
+	Slowness   float64 // the host's measured slowness (Config.HostSlowness)
 	Stats      *Stats
 	Violations []Violation
 	// Pending are the violations of Config.Pending's invariants: printed,
@@ -135,7 +136,8 @@ func (r Report) Print(w io.Writer) {
 	s := r.Stats
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fmt.Fprintf(w, "sim seed=%d elapsed=%s progress=%d (%.0f/s)\n", r.Seed, r.Elapsed.Round(time.Millisecond), r.Work, float64(r.Work)/max(r.Elapsed.Seconds(), 0.001))
+	fmt.Fprintf(w, "sim seed=%d elapsed=%s progress=%d (%.0f/s) host-slowness=%.1f\n", r.Seed, r.Elapsed.Round(time.Millisecond), r.Work,
+		float64(r.Work)/max(r.Elapsed.Seconds(), 0.001), r.Slowness)
 	fmt.Fprintf(w, "  orchestrations: %d scenarios (%s), %d instances checked\n", sum(s.Scenarios), counts(s.Scenarios), s.Instances)
 	fmt.Fprintf(w, "  activities run: %d (%d completions seen committing); events sent: %d; cancels: %d; deletes: %d; prunes: %d; harness retries: %d\n",
 		s.Activities, s.Commits, s.EventsSent, s.CancelsSent, s.Deletes, s.Prunes, s.Retries)

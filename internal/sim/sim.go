@@ -99,7 +99,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	stats.Stamps = rec.stamps.summary()
 
 	failing, pending := split(viol.all(), cfg.Pending)
-	return Report{Seed: cfg.Seed, Elapsed: time.Since(began), Work: e.progress.work(), Stats: stats, Violations: failing, Pending: pending,
+	return Report{Seed: cfg.Seed, Elapsed: time.Since(began), Work: e.progress.work(), Slowness: cfg.HostSlowness, Stats: stats, Violations: failing, Pending: pending,
 		Replay: ReplayCommand(cfg.Seed) + cfg.ReplayFlags}, nil
 }
 

@@ -647,8 +647,9 @@ func TestChildIDNamesParentExecution(t *testing.T) {
 		exec  uint64
 		ok    bool
 	}{
-		{"p::" + autoChildSuffix(1, 2), 1, true},
-		{"p::" + autoChildSuffix(7, 3), 7, true},
+		{"p::" + autoChildSuffix(childIDDotted, 1, 2), 1, true},
+		{"p::" + autoChildSuffix(childIDDotted, 7, 3), 7, true},
+		{"p::" + autoChildSuffix(childIDUnderscored, 7, 3), 7, true},
 		{"p::sub::x", 0, false},
 		{"explicit-child", 0, false},
 		{"q::sub::2", 0, false}, // another parent's child

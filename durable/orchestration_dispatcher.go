@@ -269,7 +269,7 @@ func (r *Runtime) failureTurn(ctx context.Context, item *cdb.OrchestrationItem, 
 		cdb.OrchestrationFailed{Details: details}))
 	if parent := parentOf(readHistory(slices.Concat(base, t.delta)).started); parent != nil {
 		t.orchestratorItems = []cdb.WorkItem{cdb.SubOrchFailed{ParentInstance: parent.instance,
-			ParentExecutionID: r.parentExecution(ctx, parent.instance, item.Instance), ParentID: parent.eventID, Details: details}}
+			ParentExecutionID: parentExecutionOf(ctx, parent, item.Instance, r.parentExecution), ParentID: parent.eventID, Details: details}}
 	}
 	return t
 }
@@ -342,7 +342,7 @@ func (r *Runtime) poisonOrchestration(ctx context.Context, item *cdb.Orchestrati
 	t := turn{executionID: item.ExecutionID, delta: delta}
 	if b.parent != nil {
 		t.orchestratorItems = []cdb.WorkItem{cdb.SubOrchFailed{ParentInstance: b.parent.instance,
-			ParentExecutionID: r.parentExecution(ctx, b.parent.instance, item.Instance), ParentID: b.parent.eventID, Details: details}}
+			ParentExecutionID: parentExecutionOf(ctx, b.parent, item.Instance, r.parentExecution), ParentID: b.parent.eventID, Details: details}}
 	}
 	if err := r.ackTurn(ctx, token, t, md); err != nil {
 		r.log.Warn("could not commit the poison failure", "instance", item.Instance, "error", err)

@@ -123,11 +123,13 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 	}
 	h := readHistory(item.History)
 	b := readBatch(item.Instance, item.Messages, h, r.log)
+	collisions := r.collisionNotices(ctx, item, h, b)
 	if b.isTerminal(h) || b.name == "" {
 		// A finished execution, or messages for an instance nothing
-		// started: consume the batch without a turn.
+		// started: consume the batch without a turn, telling the parents
+		// of child starts it drops.
 		r.log.Debug("acking a batch without a turn", "instance", item.Instance, "terminal", b.isTerminal(h))
-		r.commit(ctx, item, token, attempt, turn{executionID: item.ExecutionID})
+		r.commit(ctx, item, token, attempt, turn{executionID: item.ExecutionID, orchestratorItems: collisions})
 		return
 	}
 	executionID, persisted := item.ExecutionID, item.History
@@ -151,6 +153,7 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 		r.abandonOrchestration(token, 0, true)
 		return
 	}
+	t.orchestratorItems = append(t.orchestratorItems, collisions...)
 	r.commit(ctx, item, token, attempt, t)
 }
 

@@ -160,13 +160,13 @@ func (r *Runtime) recordExecution(instance string, executionID uint64) {
 // one the child's start named (duroxide 0.1.30 stamps the scheduling
 // execution), so a child that outlives that execution reports to it and
 // the parent's next execution never sees the result; for a start written
-// by 0.1.29, which names none, recover finds it.
+// by 0.1.29, which names none, recoverExecution finds it.
 func parentExecutionOf(ctx context.Context, link *parentLink, child string,
-	recover func(ctx context.Context, parent, child string) uint64) uint64 {
+	recoverExecution func(ctx context.Context, parent, child string) uint64) uint64 {
 	if link.executionID != nil {
 		return *link.executionID
 	}
-	return recover(ctx, link.instance, child)
+	return recoverExecution(ctx, link.instance, child)
 }
 
 // parentExecution recovers the parent execution a child's result is

@@ -49,27 +49,69 @@ type emittedAction struct {
 	action action
 }
 
-// autoChildSuffix is the child id of a sub-orchestration scheduled without
-// an explicit one. Execution 1 uses duroxide 0.1.29's "sub::{event id}";
-// later executions use "sub::{execution id}.{event id}", because their
-// event ids start at 1 again and would name the children of an earlier
-// execution. The id also tells the child which parent execution to report
-// to (executionFromChildID).
-func autoChildSuffix(executionID, eventID uint64) string {
-	if executionID <= cdb.InitialExecutionID {
-		return cdb.SubOrchAutoPrefix + strconv.FormatUint(eventID, 10)
+// childIDForm is how an execution after the first names the children it
+// generates; execution 1 always uses duroxide's "sub::{event id}", but
+// later executions restart their event ids at 1, so their ids also carry
+// the execution.
+type childIDForm int
+
+const (
+	// childIDDotted is this runtime's form before duroxide 0.1.30:
+	// "sub::{execution id}.{event id}".
+	childIDDotted childIDForm = iota
+	// childIDUnderscored is duroxide 0.1.30's form:
+	// "sub::{execution id}_{event id}".
+	childIDUnderscored
+)
+
+// underscoredChildIDsSince is the first duroxide version that generates
+// childIDUnderscored ids.
+var underscoredChildIDsSince = cdb.NewSemanticVersion(0, 1, 30)
+
+// childIDFormFor is the form of the execution whose OrchestrationStarted
+// was stamped by duroxide version stamp. The stamp, not this runtime's
+// version, decides, so an execution keeps its form for its whole life:
+// the children it scheduled before an upgrade and those it schedules
+// after are named alike, and a history recorded with dotted ids replays
+// and goes on as recorded. A stamp that does not parse keeps the old
+// form, as duroxide keeps its legacy policy for one.
+func childIDFormFor(stamp string) childIDForm {
+	v, err := cdb.ParseSemanticVersion(stamp)
+	if err != nil || v.Less(underscoredChildIDsSince) {
+		return childIDDotted
 	}
-	return cdb.SubOrchAutoPrefix + strconv.FormatUint(executionID, 10) + "." + strconv.FormatUint(eventID, 10)
+	return childIDUnderscored
+}
+
+// autoChildSuffix is the child id of a sub-orchestration scheduled without
+// an explicit one: "sub::{event id}" in execution 1, then
+// "sub::{execution id}{separator}{event id}" in the execution's form. The
+// id also tells the child which parent execution to report to when its
+// start does not say (executionFromChildID).
+func autoChildSuffix(form childIDForm, executionID, eventID uint64) string {
+	event := strconv.FormatUint(eventID, 10)
+	if executionID <= cdb.InitialExecutionID {
+		return cdb.SubOrchAutoPrefix + event
+	}
+	separator := "."
+	if form == childIDUnderscored {
+		separator = "_"
+	}
+	return cdb.SubOrchAutoPrefix + strconv.FormatUint(executionID, 10) + separator + event
 }
 
 // executionFromChildID recovers the parent execution that scheduled a
-// child from the child's generated id; false for explicit ids.
+// child from the child's generated id, in either form; false for explicit
+// ids.
 func executionFromChildID(parent, child string) (uint64, bool) {
 	suffix, ok := strings.CutPrefix(child, parent+"::"+cdb.SubOrchAutoPrefix)
 	if !ok {
 		return 0, false
 	}
 	execution, eventID, hasExecution := strings.Cut(suffix, ".")
+	if !hasExecution {
+		execution, eventID, hasExecution = strings.Cut(suffix, "_")
+	}
 	if !hasExecution {
 		if _, err := strconv.ParseUint(suffix, 10, 64); err != nil {
 			return 0, false

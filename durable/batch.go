@@ -35,9 +35,8 @@ func readHistory(history []cdb.Event) historyState {
 
 // parentLink is a sub-orchestration's parent: the instance and the event id
 // of its SubOrchestrationScheduled, and the parent execution that scheduled
-// it when the start said so (duroxide 0.1.30). The execution is only
-// carried from start to start here; completions are still addressed by
-// turnEnv.parentExecution.
+// it when the start said so (duroxide 0.1.30), which the child's results
+// are addressed to (parentExecutionOf).
 type parentLink struct {
 	instance    string
 	eventID     uint64

@@ -20,14 +20,19 @@ func NewClient(provider cdb.Provider) *Client { return &Client{provider: provide
 
 // StartOrchestration enqueues the start of a new instance of the
 // orchestration name, at the registry policy's version unless WithVersion
-// says otherwise. The instance comes into being on its first turn.
+// says otherwise. The instance comes into being on its first turn. An
+// instance id that starts with "sub::" or contains "::sub::" is refused
+// with ErrInvalidInput: that marker belongs to generated child ids.
 func (c *Client) StartOrchestration(ctx context.Context, instance, name, input string, opts ...StartOption) error {
 	var o startOptions
 	for _, opt := range opts {
 		opt.applyStart(&o)
 	}
 	if instance == "" || name == "" {
-		return fmt.Errorf("durable: start orchestration: instance and name are required")
+		return fmt.Errorf("durable: start orchestration: %w: instance and name are required", ErrInvalidInput)
+	}
+	if err := checkRootInstanceID(instance); err != nil {
+		return fmt.Errorf("durable: start orchestration: %w", err)
 	}
 	if o.version != nil {
 		if _, err := cdb.ParseSemanticVersion(*o.version); err != nil {

@@ -165,7 +165,9 @@ func (v VersionOption) applyStart(o *startOptions)      { o.version = ptr(string
 type InstanceIDOption string
 
 // WithInstanceID gives the child this instance id instead of the generated
-// "{parent}::sub::{n}".
+// "{parent}::sub::{n}". An id that starts with "sub::" (the mark of a
+// generated id) is refused: the future returns ErrInvalidInput at once and
+// nothing is scheduled.
 func WithInstanceID(instance string) InstanceIDOption { return InstanceIDOption(instance) }
 
 func (o InstanceIDOption) applySubOrchestration(a *action) { a.instance = string(o) }
@@ -177,6 +179,11 @@ func (c *OrchestrationContext) ScheduleSubOrchestration(name, input string, opts
 	for _, opt := range opts {
 		opt.applySubOrchestration(&a)
 	}
+	if err := checkExplicitChildID(a.instance); err != nil {
+		// Nothing is scheduled or recorded (duroxide 0.1.30).
+		return &Future{octx: c, kind: futureSubOrchestration, done: true,
+			err: fmt.Errorf("durable: schedule sub-orchestration: %w", err)}
+	}
 	f := c.newFuture(futureSubOrchestration, a)
 	if a.instance != "" {
 		c.childInstances[f.token] = a.instance
@@ -185,8 +192,15 @@ func (c *OrchestrationContext) ScheduleSubOrchestration(name, input string, opts
 }
 
 // StartOrchestration starts an independent orchestration (fire and forget):
-// the new instance has no parent and its result is not reported here.
+// the new instance has no parent and its result is not reported here. Its
+// instance id follows Client.StartOrchestration's rule; an id with the
+// reserved "sub::" marker panics, which fails the orchestration.
 func (c *OrchestrationContext) StartOrchestration(name, instance, input string, opts ...StartOption) {
+	if err := checkRootInstanceID(instance); err != nil {
+		// There is no result to carry the refusal (duroxide panics too): the
+		// orchestration fails, and nothing is started.
+		panic(fmt.Errorf("durable: detached start of %q: %w", name, err))
+	}
 	var o startOptions
 	for _, opt := range opts {
 		opt.applyStart(&o)

@@ -88,9 +88,9 @@ func childStarts(t *testing.T, h *harness) []cdb.OrchestrationStarted {
 }
 
 // A child that continues as new writes its parent into the ContinueAsNew
-// message (duroxide 0.1.30), its next executions start with that parent,
-// and the last one reports to it. The runtime does not stamp the parent
-// execution on a child's start yet, so none is carried.
+// message (duroxide 0.1.30), with the parent execution its start named,
+// its next executions start with that parent, and the last one reports to
+// it.
 func TestChildContinueAsNewWritesItsParentIntoTheMessage(t *testing.T) {
 	for _, pc := range testProviders {
 		t.Run(pc.name, func(t *testing.T) {
@@ -103,17 +103,19 @@ func TestChildContinueAsNewWritesItsParentIntoTheMessage(t *testing.T) {
 			first := starts[0]
 			require.Equal(t, ptr("can-parent"), first.ParentInstance)
 			require.NotNil(t, first.ParentID)
+			require.Equal(t, ptr(uint64(1)), first.ParentExecutionID)
 			written := p.messages()
 			require.Len(t, written, 3)
 			for i, can := range written {
 				assert.Equal(t, "counter-child", can.Instance)
 				assert.Equal(t, first.ParentInstance, can.ParentInstance, "message %d", i)
 				assert.Equal(t, first.ParentID, can.ParentID, "message %d", i)
-				assert.Nil(t, can.ParentExecutionID, "message %d", i)
+				assert.Equal(t, ptr(uint64(1)), can.ParentExecutionID, "message %d", i)
 			}
 			for i, started := range starts[1:] {
 				assert.Equal(t, first.ParentInstance, started.ParentInstance, "execution %d", i+2)
 				assert.Equal(t, first.ParentID, started.ParentID, "execution %d", i+2)
+				assert.Equal(t, first.ParentExecutionID, started.ParentExecutionID, "execution %d", i+2)
 			}
 		})
 	}

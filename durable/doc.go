@@ -120,9 +120,11 @@
 //
 // # Where this runtime differs from duroxide 0.1.29
 //
-//   - Generated child ids of executions after the first are
-//     "sub::{execution}.{event}" (execution 1 keeps "sub::{event}"), so a
-//     continue-as-new loop never reuses a finished child's id.
+//   - Generated child ids of executions after the first carry the
+//     execution, so a continue-as-new loop never reuses a finished child's
+//     id: "sub::{execution}.{event}" in an execution this runtime started
+//     as 0.1.29, duroxide 0.1.30's "sub::{execution}_{event}" in one
+//     started by 0.1.30 or later (execution 1 keeps "sub::{event}").
 //   - A child that continues as new keeps its parent link.
 //   - Detached starts are honoured on a continue-as-new turn too.
 //   - Terminal cancellation records are written before the terminal event,

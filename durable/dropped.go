@@ -11,7 +11,7 @@ import (
 const droppedFutureReason = "dropped_future"
 
 // droppedSchedules are the scheduling event ids of this turn's Select
-// losers, by kind, in drop order.
+// losers, by kind, each kind in id order.
 type droppedSchedules struct {
 	activities []uint64
 	children   []uint64
@@ -52,6 +52,12 @@ func (r *replayRun) droppedSchedules() droppedSchedules {
 		case futureQueue:
 			d.queue = append(d.queue, id)
 		}
+	}
+	// Breadcrumbs are written in id order within each kind (duroxide
+	// 0.1.32), not in the order the code happened to drop the losers. Only
+	// new events depend on it: replay checks recorded losers as a set.
+	for _, ids := range [][]uint64{d.activities, d.children, d.external, d.queue} {
+		slices.Sort(ids)
 	}
 	return d
 }

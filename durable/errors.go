@@ -47,3 +47,8 @@ func isSystemFailure(d cdb.ErrorDetails) bool {
 	}
 	return false
 }
+
+// ErrInvalidInput is wrapped by the errors of calls refused for their
+// arguments before anything is written: an instance id that uses the
+// reserved sub-orchestration marker, a missing name.
+var ErrInvalidInput = errors.New("invalid input")

@@ -133,11 +133,13 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 		r.abandonOrchestration(token, backoff, true)
 		return
 	}
+	collisions := r.collisionNotices(ctx, item, h, b)
 	if b.isTerminal(h) || b.name == "" {
 		// A finished execution, or messages for an instance nothing
-		// started: consume the batch without a turn.
+		// started: consume the batch without a turn, telling the parents
+		// of child starts it drops.
 		r.log.Debug("acking a batch without a turn", "instance", item.Instance, "terminal", b.isTerminal(h))
-		r.commit(ctx, item, token, attempt, turn{executionID: item.ExecutionID})
+		r.commit(ctx, item, token, attempt, turn{executionID: item.ExecutionID, orchestratorItems: collisions})
 		return
 	}
 	executionID, persisted := item.ExecutionID, item.History
@@ -161,6 +163,7 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 		r.abandonOrchestration(token, 0, true)
 		return
 	}
+	t.orchestratorItems = append(t.orchestratorItems, collisions...)
 	r.commit(ctx, item, token, attempt, t)
 }
 
@@ -287,7 +290,7 @@ func (r *Runtime) failureTurn(ctx context.Context, item *cdb.OrchestrationItem, 
 		cdb.OrchestrationFailed{Details: details}))
 	if parent := parentOf(readHistory(slices.Concat(base, t.delta)).started); parent != nil {
 		t.orchestratorItems = []cdb.WorkItem{cdb.SubOrchFailed{ParentInstance: parent.instance,
-			ParentExecutionID: r.parentExecution(ctx, parent.instance, item.Instance), ParentID: parent.eventID, Details: details}}
+			ParentExecutionID: parentExecutionOf(ctx, parent, item.Instance, r.parentExecution), ParentID: parent.eventID, Details: details}}
 	}
 	return t
 }
@@ -372,7 +375,7 @@ func (r *Runtime) poisonOrchestration(ctx context.Context, item *cdb.Orchestrati
 	t := turn{executionID: item.ExecutionID, delta: delta}
 	if b.parent != nil {
 		t.orchestratorItems = []cdb.WorkItem{cdb.SubOrchFailed{ParentInstance: b.parent.instance,
-			ParentExecutionID: r.parentExecution(ctx, b.parent.instance, item.Instance), ParentID: b.parent.eventID, Details: details}}
+			ParentExecutionID: parentExecutionOf(ctx, b.parent, item.Instance, r.parentExecution), ParentID: b.parent.eventID, Details: details}}
 	}
 	if err := r.ackTurn(ctx, token, t, md); err != nil {
 		r.log.Warn("could not commit the poison failure", "instance", item.Instance, "error", err)

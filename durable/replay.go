@@ -73,6 +73,15 @@ func newReplayEngine(instance string, executionID uint64, baseline []cdb.Event, 
 	}
 }
 
+// childIDForm is the form of the children this execution generates, by
+// its start's stamp (childIDFormFor).
+func (e *replayEngine) childIDForm() childIDForm {
+	if len(e.baseline) == 0 {
+		return childIDFormFor(DuroxideVersion)
+	}
+	return childIDFormFor(e.baseline[0].DuroxideVersion)
+}
+
 func (e *replayEngine) nowMs() uint64 { return uint64(max(e.now().UnixMilli(), 0)) }
 
 // appendEvent adds an event with the next id to the delta.
@@ -394,7 +403,7 @@ func (r *replayRun) convertEmitted() {
 		switch a.kind {
 		case actStartSubOrchestration:
 			if a.instance == "" {
-				a.instance = autoChildSuffix(e.executionID, a.eventID)
+				a.instance = autoChildSuffix(e.childIDForm(), e.executionID, a.eventID)
 			}
 			r.octx.childInstances[em.token] = a.instance
 		case actWaitExternal:

@@ -493,10 +493,11 @@ func TestTurnChildReportsToParentAfterContinueAsNew(t *testing.T) {
 		parent          string
 		parentID        uint64
 		parentExecution *uint64
+		reportsTo       uint64 // the named execution, else testEnv's recovered 1
 	}{
-		{"the message's parent, with no previous start to read", nil, written, "parent", 7, ptr(uint64(3))},
-		{"the previous start's parent, for a 0.1.29 message", first.delta, legacy, "parent", 7, ptr(uint64(3))},
-		{"the message's parent over the previous start's", first.delta, elsewhere, "other-parent", 9, nil},
+		{"the message's parent, with no previous start to read", nil, written, "parent", 7, ptr(uint64(3)), 3},
+		{"the previous start's parent, for a 0.1.29 message", first.delta, legacy, "parent", 7, ptr(uint64(3)), 3},
+		{"the message's parent over the previous start's", first.delta, elsewhere, "other-parent", 9, nil, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -508,7 +509,7 @@ func TestTurnChildReportsToParentAfterContinueAsNew(t *testing.T) {
 			assert.Equal(t, ptr(tc.parentID), startedNext.ParentID)
 			assert.Equal(t, tc.parentExecution, startedNext.ParentExecutionID)
 			assert.Equal(t, []cdb.WorkItem{cdb.SubOrchCompleted{
-				ParentInstance: tc.parent, ParentExecutionID: 1, ParentID: tc.parentID, Result: "done:second",
+				ParentInstance: tc.parent, ParentExecutionID: tc.reportsTo, ParentID: tc.parentID, Result: "done:second",
 			}}, next.orchestratorItems)
 			assert.Equal(t, tc.parent, *executionMetadata(next.delta).ParentInstanceID)
 		})
@@ -647,8 +648,9 @@ func TestChildIDNamesParentExecution(t *testing.T) {
 		exec  uint64
 		ok    bool
 	}{
-		{"p::" + autoChildSuffix(1, 2), 1, true},
-		{"p::" + autoChildSuffix(7, 3), 7, true},
+		{"p::" + autoChildSuffix(childIDDotted, 1, 2), 1, true},
+		{"p::" + autoChildSuffix(childIDDotted, 7, 3), 7, true},
+		{"p::" + autoChildSuffix(childIDUnderscored, 7, 3), 7, true},
 		{"p::sub::x", 0, false},
 		{"explicit-child", 0, false},
 		{"q::sub::2", 0, false}, // another parent's child

@@ -156,13 +156,25 @@ func (r *Runtime) recordExecution(instance string, executionID uint64) {
 	r.executions[instance] = executionID
 }
 
-// parentExecution is the parent execution a child's completion is
-// addressed to. duroxide 0.1.29 records no parent execution in the child,
-// so it is recovered: a generated child id names the execution that
-// scheduled it (see autoChildSuffix); otherwise the parent's latest
-// execution is asked of the provider (a child only starts once its
-// parent's turn is committed), then what this runtime last committed for
-// the parent, then 1.
+// parentExecutionOf is the parent execution a child's result goes to: the
+// one the child's start named (duroxide 0.1.30 stamps the scheduling
+// execution), so a child that outlives that execution reports to it and
+// the parent's next execution never sees the result; for a start written
+// by 0.1.29, which names none, recoverExecution finds it.
+func parentExecutionOf(ctx context.Context, link *parentLink, child string,
+	recoverExecution func(ctx context.Context, parent, child string) uint64) uint64 {
+	if link.executionID != nil {
+		return *link.executionID
+	}
+	return recoverExecution(ctx, link.instance, child)
+}
+
+// parentExecution recovers the parent execution a child's result is
+// addressed to when the child's start did not name it (written by duroxide
+// 0.1.29): a generated child id names the execution that scheduled it (see
+// autoChildSuffix); otherwise the parent's latest execution is asked of
+// the provider (a child only starts once its parent's turn is committed),
+// then what this runtime last committed for the parent, then 1.
 func (r *Runtime) parentExecution(ctx context.Context, parent, child string) uint64 {
 	if id, ok := executionFromChildID(parent, child); ok {
 		return id

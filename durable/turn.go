@@ -35,8 +35,9 @@ type turn struct {
 type turnEnv struct {
 	now func() time.Time
 	log *slog.Logger
-	// parentExecution is the execution of parent that a completion from
-	// child is addressed to.
+	// parentExecution recovers the execution of parent that a completion
+	// from child is addressed to, for a child whose start did not name it
+	// (parentExecutionOf).
 	parentExecution func(ctx context.Context, parent, child string) uint64
 }
 
@@ -134,7 +135,9 @@ func (b *turnBuilder) scheduleWork() {
 			b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.StartOrchestration{
 				Instance: cdb.BuildChildInstanceID(p.instance, a.instance), Orchestration: a.name, Input: a.input,
 				Version: a.version, ParentInstance: ptr(p.instance), ParentID: ptr(a.eventID),
-				ExecutionID: cdb.InitialExecutionID,
+				// The child reports to this very execution, even after a
+				// continue-as-new here (duroxide 0.1.30).
+				ParentExecutionID: ptr(p.executionID), ExecutionID: cdb.InitialExecutionID,
 			})
 		case actStartDetached:
 			b.startDetached(a)
@@ -229,7 +232,7 @@ func (b *turnBuilder) notifyParent(ctx context.Context, env turnEnv, details cdb
 	if b.parent == nil {
 		return
 	}
-	parentExec := env.parentExecution(ctx, b.parent.instance, b.plan.instance)
+	parentExec := parentExecutionOf(ctx, b.parent, b.plan.instance, env.parentExecution)
 	if details == nil {
 		b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.SubOrchCompleted{
 			ParentInstance: b.parent.instance, ParentExecutionID: parentExec, ParentID: b.parent.eventID,

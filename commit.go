@@ -1235,7 +1235,7 @@ func (p *CosmosProvider) renewHeld(ctx context.Context, op string, lock *orchest
 // local clock says about the expiry.
 func (p *CosmosProvider) extendLock(ctx context.Context, op string, lock *orchestrationLock, extendFor time.Duration) error {
 	lockToken := lock.token
-	until := p.nowMs() + extendFor.Milliseconds()
+	until := renewedUntil(p.nowMs(), extendFor, lock.lockedUntil.Load())
 	for range maxRenewalTries {
 		resp, err := p.container.ExecuteTransactionalBatch(ctx, renewalBatch(p.container, lock, until), nil)
 		switch {
@@ -1260,6 +1260,15 @@ func (p *CosmosProvider) extendLock(ctx context.Context, op string, lock *orches
 		}
 	}
 	return Retryable(op, "the lock renewal did not apply; try again")
+}
+
+// renewedUntil is a renewal's new expiry: extendFor from now, but never
+// before the expiry the lock has, so a renewal asked for less than is left
+// only lengthens or keeps a live lock, never shortens it (duroxide-pg
+// 0.1.38's rule; a short renewal would hand the work to another dispatcher
+// while its holder still counts on the time it was given).
+func renewedUntil(nowMs int64, extendFor time.Duration, lockedUntil int64) int64 {
+	return max(nowMs+extendFor.Milliseconds(), lockedUntil)
 }
 
 // renewalBatch extends the instance lock. It writes the instance document

@@ -711,6 +711,13 @@ func (p *CosmosProvider) refreshFreshLock(ctx context.Context, lock *orchestrati
 	if errors.Is(err, ErrInvalidLockToken) {
 		return errContended
 	}
+	if err != nil && p.nowMs() >= lock.lockedUntil.Load() {
+		// The fetch took longer than the lock lasts and the refresh did not
+		// land: a lock that has expired is never handed out (another
+		// dispatcher may take the instance at any moment).
+		p.log.Debug("cdb: a fetched lock expired before it could be refreshed; passing the instance over", "instance", lock.inst.Instance, "error", err)
+		return errContended
+	}
 	if err != nil {
 		// The lock is still ours: hand the loaded turn over, and let the
 		// runtime's renewal try again.

@@ -270,6 +270,9 @@ func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout 
 	}
 	doc.ETag = resp.ETag
 	lock := &workLock{token: token, pk: doc.PK, doc: doc, lockedUntil: until}
+	if err := p.refreshClaim(ctx, lock, lockTimeout); err != nil {
+		return fetchedWork{}, err
+	}
 	p.workLocks.put(token, lock)
 	item, err := UnmarshalWorkItem([]byte(doc.Item))
 	if err != nil {
@@ -277,6 +280,32 @@ func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout 
 		return fetchedWork{}, errUndecodableWork
 	}
 	return fetchedWork{item: item, token: token, attempts: doc.Attempts}, nil
+}
+
+// refreshClaim renews a claim whose request used up more than a quarter of
+// the lock's timeout, before the item is handed out: a lock that expired
+// on its way is never handed out (duroxide-pg 0.1.36's lesson), since
+// another worker may take the item and run the activity beside it. A
+// renewal that does not land on an expired claim passes the item over.
+func (p *CosmosProvider) refreshClaim(ctx context.Context, lock *workLock, lockTimeout time.Duration) error {
+	if lock.lockedUntil-p.nowMs() >= lockTimeout.Milliseconds()*3/4 {
+		return nil
+	}
+	until := p.nowMs() + lockTimeout.Milliseconds()
+	var ops PatchOperations
+	ops.AppendSet("/lockedUntil", until)
+	etag := lock.doc.ETag
+	resp, err := p.container.PatchItem(ctx, NewPartitionKeyString(lock.pk), lock.doc.ID, ops, &ItemOptions{IfMatch: &etag})
+	switch {
+	case err == nil:
+		lock.doc.ETag, lock.doc.LockedUntil, lock.lockedUntil = resp.ETag, until, until
+		return nil
+	case p.nowMs() >= lock.lockedUntil:
+		p.log.Debug("cdb: a claimed work item's lock expired before it could be refreshed; passing it over", "item", lock.doc.ID, "error", err)
+		return errContended
+	default:
+		return nil // still ours: the runtime's renewal tries again
+	}
 }
 
 // claimedBy says a queue document's body carries this lock token.
@@ -540,7 +569,7 @@ func (p *CosmosProvider) RenewWorkItemLock(ctx context.Context, lockToken string
 	if err := p.knownETag(ctx, op, lock); err != nil {
 		return err
 	}
-	until := p.nowMs() + extendFor.Milliseconds()
+	until := renewedUntil(p.nowMs(), extendFor, lock.lockedUntil)
 	for range maxRenewalTries {
 		var ops PatchOperations
 		ops.AppendSet("/lockedUntil", until)

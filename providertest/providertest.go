@@ -85,6 +85,7 @@ func Modules() []Module {
 		{Name: "deletion", Tests: deletionTests()},
 		{Name: "prune", Tests: pruneTests()},
 		{Name: "bulk_deletion", Tests: bulkDeletionTests()},
+		{Name: "race_replay", Tests: raceReplayTests()},
 	}
 }
 

@@ -223,11 +223,6 @@ func testQueueReplayVersionStampRoundtrip(t *testing.T, f Factory) {
 	require.NoError(t, p.AbandonOrchestrationItem(ctx, token, 0, true), "release stamp probe lock")
 }
 
-func testQueueRaceCancellationReplay(t *testing.T, f Factory)      { t.Skip("todo") }
-func testContinueAsNewQueueRaceReplay(t *testing.T, f Factory)     { t.Skip("todo") }
-func testPositionalWaitRaceReplay(t *testing.T, f Factory)         { t.Skip("todo") }
-func testLegacyQueueRaceDecisionPreserved(t *testing.T, f Factory) { t.Skip("todo") }
-
 // rrContinueAsNew is the successor start of a Transition-style instance:
 // version 1.0.0, input "next", carrying "carried" on queue q.
 func rrContinueAsNew(instance, orchestration string) cdb.ContinueAsNew {
@@ -645,4 +640,369 @@ func rrWaitForSignalBinding(ctx context.Context, t *testing.T, p cdb.Provider, i
 		}
 	}
 	return false
+}
+
+// rrWaitForHistory polls instance's history until done holds, for at most
+// timeout.
+func rrWaitForHistory(ctx context.Context, t *testing.T, p cdb.Provider, instance string, timeout time.Duration, done func([]cdb.Event) bool) bool {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		history, err := p.Read(ctx, instance)
+		require.NoError(t, err, "read %s history", instance)
+		if done(history) {
+			return true
+		}
+	}
+	return false
+}
+
+// signalSubscriptions counts the ExternalSubscribed events of name.
+func signalSubscriptions(history []cdb.Event, name string) int {
+	n := 0
+	for _, ev := range history {
+		if s, ok := ev.Kind.(cdb.ExternalSubscribed); ok && s.Name == name {
+			n++
+		}
+	}
+	return n
+}
+
+// Sequential positional round trips with a long timer loser, then
+// identical replay. The binding barrier deliberately serializes signals;
+// this is not competitive signal-race coverage. Engine tests cover
+// same-batch signal/timer races.
+func testPositionalWaitRaceReplay(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	const instance = "provider-live-signal"
+	handler := func(ctx *durable.OrchestrationContext, _ string) (string, error) {
+		wait, timer := ctx.WaitForEvent("s"), ctx.ScheduleTimer(30*time.Second)
+		first := "timeout"
+		if ctx.Select(wait, timer) == 0 {
+			value, err := wait.Await()
+			if err != nil {
+				return "", err
+			}
+			first = value
+		}
+		second, err := ctx.WaitForEvent("s").Await()
+		if err != nil {
+			return "", err
+		}
+		// duroxide formats the first value with Rust's {:?}: quoted.
+		return fmt.Sprintf("%q:%s", first, second), nil
+	}
+	registry := rrRegistry(t, func(r *durable.Registry) error { return r.RegisterOrchestration("LiveSignalRace", handler) })
+	rt := rrStart(t, p, registry, durable.Options{})
+	client := durable.NewClient(p)
+	require.NoError(t, client.StartOrchestration(ctx, instance, "LiveSignalRace", ""), "start live signal race")
+	require.True(t, rrWaitForHistory(ctx, t, p, instance, 10*time.Second, func(h []cdb.Event) bool {
+		return signalSubscriptions(h, "s") >= 1
+	}), "signal subscription never appeared")
+	require.NoError(t, client.RaiseEvent(ctx, instance, "s", "one"), "raise first signal")
+	require.True(t, rrWaitForHistory(ctx, t, p, instance, 10*time.Second, func(h []cdb.Event) bool {
+		return signalSubscriptions(h, "s") >= 2
+	}), "replacement signal subscription never appeared")
+	require.NoError(t, client.RaiseEvent(ctx, instance, "s", "two"), "raise second signal")
+	st, err := rrWait(ctx, p, instance, 10*time.Second)
+	rt.Shutdown()
+	require.NoError(t, err, "live signal race did not finish after both subscriptions were bound")
+	require.Equal(t, durable.StateCompleted, st.State, "live signal race failed: %+v", st)
+	output := st.Output
+
+	recorded, err := p.Read(ctx, instance)
+	require.NoError(t, err, "read recorded live signal turns")
+	// Terminal histories short-circuit to Continue. Replay the recorded
+	// body without its terminal marker, as the runtime would before
+	// completion.
+	history := slices.DeleteFunc(recorded, func(ev cdb.Event) bool {
+		_, done := ev.Kind.(cdb.OrchestrationCompleted)
+		return done
+	})
+	for range 2 {
+		res, err := durable.Replay(ctx, instance, 1, slices.Clone(history), nil, handler)
+		require.NoError(t, err)
+		require.True(t, res.State == durable.StateCompleted && res.Output == output,
+			"provider live/replay differs: %+v, live=%s, history=%v", res, output, history)
+		require.Empty(t, res.Delta, "replay appended history")
+	}
+}
+
+// A fetched 0.1.30 execution must take a legacy decision that differs from
+// the new policy.
+func testLegacyQueueRaceDecisionPreserved(t *testing.T, f Factory) {
+	for _, stamp := range []string{"0.1.30", "0.1.31"} {
+		t.Run(stamp, func(t *testing.T) {
+			if v, err := cdb.ParseSemanticVersion(stamp); err == nil && rrReplayMax.Less(v) {
+				t.Skip(waitsForQueueRaceRules)
+			}
+			testLegacyQueueRaceDecision(t, f, stamp)
+		})
+	}
+}
+
+// legacyCompetition races two dequeues against two timers: the new rules
+// give the message to the second dequeue once the first is dropped, the
+// legacy ones let the dropped one keep its place.
+func legacyCompetition(ctx *durable.OrchestrationContext, _ string) (string, error) {
+	first, second := ctx.DequeueEvent("q"), ctx.DequeueEvent("q")
+	t0, t1 := ctx.ScheduleTimer(30*time.Second), ctx.ScheduleTimer(60*time.Second)
+	ctx.Select(first, t0)
+	value := "second-timeout"
+	if ctx.Select(second, t1) == 0 {
+		v, err := second.Await()
+		if err != nil {
+			return "", err
+		}
+		value = v
+	}
+	if _, err := ctx.ScheduleActivity("checkpoint", value).Await(); err != nil {
+		return "", err
+	}
+	return value, nil
+}
+
+func testLegacyQueueRaceDecision(t *testing.T, f Factory, stamp string) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	instance := "provider-legacy-decision-" + stamp
+	start := rrEvent(1, instance, 1, nil, rrStarted("LegacyCompetition", ""))
+	start.DuroxideVersion = stamp
+	first, err := durable.Replay(ctx, instance, 1, []cdb.Event{start}, nil, legacyCompetition)
+	require.NoError(t, err)
+	require.Equal(t, durable.StateRunning, first.State, "first turn: %+v", first)
+	history := append([]cdb.Event{start}, first.Delta...)
+	// Timer completions must already be visible in the provider's queue.
+	// Matching checks the schedule identity, not its wall-clock deadline.
+	var timers []cdb.WorkItem
+	for i, ev := range history {
+		if _, ok := ev.Kind.(cdb.TimerCreated); ok {
+			history[i].Kind = cdb.TimerCreated{FireAtMs: 1}
+			timers = append(timers, cdb.TimerFired{Instance: instance, ExecutionID: 1, ID: ev.EventID, FireAtMs: 1})
+		}
+	}
+	require.Len(t, timers, 2)
+	rrSeed(ctx, t, p, instance, history,
+		[]cdb.WorkItem{timers[0], cdb.QueueMessage{Instance: instance, Name: "q", Data: "first"}, timers[1]},
+		cdb.ExecutionMetadata{OrchestrationName: ptr("LegacyCompetition"), OrchestrationVersion: ptr("1.0.0")})
+	fetched, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
+	require.NoError(t, err, "fetch competition prefix")
+	require.NotNil(t, fetched, "missing competition turn")
+	require.Equal(t, stamp, fetched.History[0].DuroxideVersion, "fetch path changed the execution policy")
+	turn, err := durable.Replay(ctx, instance, 1, fetched.History, fetched.Messages, legacyCompetition)
+	require.NoError(t, err)
+	require.Equal(t, durable.StateRunning, turn.State, "competition evaluation failed: %+v", turn)
+	var checkpoint uint64
+	for _, ev := range turn.Delta {
+		if a, ok := ev.Kind.(cdb.ActivityScheduled); ok && a.Name == "checkpoint" {
+			checkpoint = ev.EventID
+			break
+		}
+	}
+	require.NotZero(t, checkpoint, "competition did not schedule checkpoint")
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, turn.Delta, nil,
+		[]cdb.WorkItem{cdb.ActivityCompleted{Instance: instance, ExecutionID: 1, ID: checkpoint, Result: "ok"}},
+		cdb.ExecutionMetadata{}, nil), "persist fetched competition decisions")
+	registry := rrRegistry(t, func(r *durable.Registry) error {
+		return errors.Join(
+			r.RegisterOrchestration("LegacyCompetition", legacyCompetition),
+			r.RegisterActivity("checkpoint", func(_ durable.ActivityContext, input string) (string, error) { return input, nil }),
+		)
+	})
+	rt := rrStart(t, p, registry, durable.Options{})
+	st, err := rrWait(ctx, p, instance, 10*time.Second)
+	recorded, _ := p.Read(ctx, instance)
+	rt.Shutdown()
+	require.NoError(t, err, "%s: competition did not finish: history=%v", stamp, recorded)
+	expected := "first"
+	if stamp == "0.1.30" {
+		expected = "second-timeout"
+	}
+	require.True(t, st.State == durable.StateCompleted && st.Output == expected,
+		"%s: legacy-discriminating competition returned %+v", stamp, st)
+}
+
+// skipBeyondReplayRange skips what follows when the tests' runtimes cannot
+// replay an execution stamped stamp.
+func skipBeyondReplayRange(t *testing.T, stamp string) {
+	t.Helper()
+	if v, err := cdb.ParseSemanticVersion(stamp); err == nil && rrReplayMax.Less(v) {
+		t.Skip(waitsForQueueRaceRules)
+	}
+}
+
+// queueRaceHistory is the recorded 0.1.31 history of shape (q1, q2, q6)
+// up to the checkpoint activity it schedules, and the output expected.
+func queueRaceHistory(instance, shape string) ([]cdb.Event, string) {
+	event := func(id uint64, source *uint64, kind cdb.EventKind) cdb.Event {
+		return rrEvent(id, instance, 1, source, kind)
+	}
+	subscribed := cdb.QueueSubscribed{Name: "q"}
+	delivered := func(data string) cdb.QueueEventDelivered { return cdb.QueueEventDelivered{Name: "q", Data: data} }
+	dropped := cdb.QueueSubscriptionCancelled{Reason: "dropped_future"}
+	start := event(1, nil, rrStarted("QueueRace", shape))
+	start.DuroxideVersion = "0.1.31"
+	history := []cdb.Event{start}
+	switch shape {
+	case "q1":
+		history = append(history,
+			event(2, nil, subscribed), event(3, nil, subscribed),
+			event(4, nil, cdb.TimerCreated{FireAtMs: 1000}), event(5, ptr(uint64(4)), cdb.TimerFiredEvent{FireAtMs: 1000}),
+			event(6, nil, delivered("first")), event(7, nil, delivered("second")),
+			event(8, nil, subscribed), event(9, nil, subscribed),
+			event(10, ptr(uint64(2)), dropped), event(11, ptr(uint64(3)), dropped))
+	case "q2":
+		history = append(history,
+			event(2, nil, subscribed), event(3, nil, subscribed),
+			event(4, nil, cdb.TimerCreated{FireAtMs: 1000}),
+			event(5, nil, delivered("first")), event(6, nil, delivered("second")),
+			event(7, nil, subscribed), event(8, ptr(uint64(3)), dropped))
+	case "q6":
+		history = append(history,
+			event(2, nil, subscribed),
+			event(3, nil, cdb.TimerCreated{FireAtMs: 1000}), event(4, nil, cdb.TimerCreated{FireAtMs: 1100}),
+			event(5, ptr(uint64(4)), cdb.TimerFiredEvent{FireAtMs: 1100}),
+			event(6, nil, delivered("first")), event(7, nil, subscribed),
+			event(8, ptr(uint64(2)), dropped))
+	}
+	expected := "first,second"
+	if shape == "q6" {
+		expected = "first"
+	}
+	checkpoint := history[len(history)-1].EventID + 1
+	history = append(history, event(checkpoint, nil, cdb.ActivityScheduled{Name: "checkpoint", Input: expected}))
+	return history, expected
+}
+
+// queueRace is the QueueRace orchestration the recorded histories replay:
+// q6 races a dequeue and a timer inside a race with a longer timer, q1 and
+// q2 race two dequeues and a timer.
+func queueRace(ctx *durable.OrchestrationContext, input string) (string, error) {
+	var values []string
+	if input == "q6" {
+		// duroxide's select2(select2(dequeue, 10ms), 100ms): Select is flat
+		// here, and Select(dequeue, 10ms, 100ms) has the same losers and the
+		// same order of preference.
+		ctx.Select(ctx.DequeueEvent("q"), ctx.ScheduleTimer(10*time.Millisecond), ctx.ScheduleTimer(100*time.Millisecond))
+		value, err := ctx.DequeueEvent("q").Await()
+		if err != nil {
+			return "", err
+		}
+		values = append(values, value)
+	} else {
+		dequeues := []*durable.Future{ctx.DequeueEvent("q"), ctx.DequeueEvent("q")}
+		if won := ctx.Select(dequeues[0], dequeues[1], ctx.ScheduleTimer(10*time.Millisecond)); won < len(dequeues) {
+			value, err := dequeues[won].Await()
+			if err != nil {
+				return "", err
+			}
+			values = append(values, value)
+		}
+		for len(values) < 2 {
+			value, err := ctx.DequeueEvent("q").Await()
+			if err != nil {
+				return "", err
+			}
+			values = append(values, value)
+		}
+	}
+	output := strings.Join(values, ",")
+	if _, err := ctx.ScheduleActivity("checkpoint", output).Await(); err != nil {
+		return "", err
+	}
+	return output, nil
+}
+
+// Queue Q1/Q2/Q6 FIFO and replay checks on every provider.
+func testQueueRaceCancellationReplay(t *testing.T, f Factory) {
+	for _, shape := range []string{"q1", "q2", "q6"} {
+		t.Run(shape, func(t *testing.T) {
+			ctx := testContext(t)
+			p := f.NewProvider(t, ProviderOptions{})
+			instance := "provider-queue-race-" + shape
+			history, expected := queueRaceHistory(instance, shape)
+			checkpoint := history[len(history)-1].EventID
+			rrSeed(ctx, t, p, instance, history,
+				[]cdb.WorkItem{cdb.ActivityCompleted{Instance: instance, ExecutionID: 1, ID: checkpoint, Result: "ok"}},
+				cdb.ExecutionMetadata{OrchestrationName: ptr("QueueRace"), OrchestrationVersion: ptr("1.0.0")})
+			stored, err := p.ReadWithExecution(ctx, instance, 1)
+			require.NoError(t, err)
+			require.Equal(t, history, stored, "provider must preserve full event metadata and pinned semantic version")
+			skipBeyondReplayRange(t, "0.1.31")
+			registry := rrRegistry(t, func(r *durable.Registry) error { return r.RegisterOrchestration("QueueRace", queueRace) })
+			rt := rrStart(t, p, registry, durable.Options{MinPollInterval: 5 * time.Millisecond})
+			st, err := rrWait(ctx, p, instance, 30*time.Second)
+			rt.Shutdown()
+			require.NoError(t, err, "%s: queue replay did not complete", shape)
+			require.True(t, st.State == durable.StateCompleted && st.Output == expected, "%s: %+v", shape, st)
+		})
+	}
+}
+
+// combinedRace is the CombinedRace orchestration: its first execution
+// races a dequeue against a timer, drains one more message or not, and
+// continues as new; the successor reads one message.
+func combinedRace(ctx *durable.OrchestrationContext, input string) (string, error) {
+	if ctx.ExecutionID() != 1 {
+		return ctx.DequeueEvent("q").Await()
+	}
+	if strings.HasPrefix(input, "can-held") {
+		// duroxide's select2(&mut held, timer) keeps the losing dequeue
+		// alive; Select drops its losers, so the held dequeue is left
+		// pending beside the awaited timer, which fires first in these
+		// histories, as it wins the race there.
+		held := ctx.DequeueEvent("q")
+		if _, err := ctx.ScheduleTimer(10 * time.Millisecond).Await(); err != nil {
+			return "", err
+		}
+		_ = held
+	} else {
+		ctx.Select(ctx.DequeueEvent("q"), ctx.ScheduleTimer(10*time.Millisecond))
+	}
+	if input == "can-drain" || input == "can-held-nonprefix" {
+		if _, err := ctx.DequeueEvent("q").Await(); err != nil {
+			return "", err
+		}
+	}
+	return ctx.ContinueAsNew(input)
+}
+
+// Continue-as-new must carry unread arrivals, including held and
+// non-prefix cases.
+func testContinueAsNewQueueRaceReplay(t *testing.T, f Factory) {
+	for _, shape := range []string{"can", "can-drain", "can-held", "can-held-nonprefix"} {
+		t.Run(shape, func(t *testing.T) {
+			ctx := testContext(t)
+			p := f.NewProvider(t, ProviderOptions{})
+			instance := "provider-combined-race-" + shape
+			start := rrEvent(1, instance, 1, nil, rrStarted("CombinedRace", shape))
+			start.DuroxideVersion = "0.1.31"
+			history := []cdb.Event{start,
+				rrEvent(2, instance, 1, nil, cdb.QueueSubscribed{Name: "q"}),
+				rrEvent(3, instance, 1, nil, cdb.TimerCreated{FireAtMs: 1000}),
+			}
+			incoming := []cdb.WorkItem{
+				cdb.TimerFired{Instance: instance, ExecutionID: 1, ID: 3, FireAtMs: 1000},
+				cdb.QueueMessage{Instance: instance, Name: "q", Data: "m1"},
+			}
+			if shape == "can-drain" || shape == "can-held-nonprefix" {
+				incoming = append(incoming, cdb.QueueMessage{Instance: instance, Name: "q", Data: "m2"})
+			}
+			rrSeed(ctx, t, p, instance, history, incoming,
+				cdb.ExecutionMetadata{OrchestrationName: ptr("CombinedRace"), OrchestrationVersion: ptr("1.0.0")})
+			skipBeyondReplayRange(t, "0.1.31")
+			registry := rrRegistry(t, func(r *durable.Registry) error { return r.RegisterOrchestration("CombinedRace", combinedRace) })
+			rt := rrStart(t, p, registry, durable.Options{MinPollInterval: 5 * time.Millisecond})
+			st, err := rrWait(ctx, p, instance, 30*time.Second)
+			rt.Shutdown()
+			require.NoError(t, err, "%s: unread CAN arrivals did not complete", shape)
+			expected := "m1"
+			if shape == "can-drain" {
+				expected = "m2"
+			}
+			require.True(t, st.State == durable.StateCompleted && st.Output == expected, "%s: %+v", shape, st)
+		})
+	}
 }

@@ -22,14 +22,14 @@ import (
 
 // queueRaceRulesSince is the first duroxide version whose executions
 // follow the queue-race rules.
-var queueRaceRulesSince = cdb.NewSemanticVersion(0, 1, 31)
+func queueRaceRulesSince() cdb.SemanticVersion { return cdb.NewSemanticVersion(0, 1, 31) }
 
 // queueRaceRulesFor reports whether an execution whose start carries stamp
 // follows the queue-race rules; a stamp that does not parse keeps the
 // legacy ones.
 func queueRaceRulesFor(stamp string) bool {
 	v, err := cdb.ParseSemanticVersion(stamp)
-	return err == nil && !v.Less(queueRaceRulesSince)
+	return err == nil && !v.Less(queueRaceRulesSince())
 }
 
 // cancelAtDrop takes a dropped wait out of matching at once, under the

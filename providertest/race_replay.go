@@ -38,12 +38,14 @@ func raceReplayTests() []Test {
 	}
 }
 
-// rrReplayMax is the newest stamp the tests' runtimes replay: the durable
-// runtime replays executions by the rules they were recorded under, 0.1.29's
-// (which 0.1.30 kept) before 0.1.31 and the queue-race rules from 0.1.31 on,
-// but its default range stops at its own stamp (0.1.29), and duroxide's
-// tests seed executions stamped 0.1.30 and 0.1.31.
-var rrReplayMax = cdb.NewSemanticVersion(0, 1, 31)
+// rrReplayRange are the stamps the tests' runtimes replay, up to 0.1.31:
+// the durable runtime replays executions by the rules they were recorded
+// under, 0.1.29's (which 0.1.30 kept) before 0.1.31 and the queue-race
+// rules from 0.1.31 on, but its default range stops at its own stamp
+// (0.1.29), and duroxide's tests seed executions stamped 0.1.30 and 0.1.31.
+func rrReplayRange() *cdb.SemverRange {
+	return &cdb.SemverRange{Max: cdb.NewSemanticVersion(0, 1, 31)}
+}
 
 // rrEvent is duroxide's Event::with_event_id: an event of the runtime's
 // build (durable.DuroxideVersion), timestamped now.
@@ -90,12 +92,12 @@ type rrRuntime struct {
 
 // rrStart starts a durable runtime on p. The tests' options are duroxide's
 // (a zero field is the runtime's default); the replay range reaches
-// rrReplayMax, and the runtime logs to the test. Shutdown stops it; a test
+// rrReplayRange, and the runtime logs to the test. Shutdown stops it; a test
 // that ends first stops it in its cleanup.
 func rrStart(t *testing.T, p cdb.Provider, registry *durable.Registry, opts durable.Options) *rrRuntime {
 	t.Helper()
 	if opts.SupportedReplayVersions == nil {
-		opts.SupportedReplayVersions = &cdb.SemverRange{Max: rrReplayMax}
+		opts.SupportedReplayVersions = rrReplayRange()
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -393,10 +395,6 @@ func testContinueAsNewDuplicateStartCase(t *testing.T, f Factory, stamp string, 
 	require.True(t, ok && start.Name == "Transition" && start.Input == "next", "successor start: %+v", next[0].Kind)
 }
 
-// transitionShapes are the inputs testContinueAsNewTransitionDelivery puts
-// in the continue-as-new window.
-var transitionShapes = []string{"queue", "race", "mixed-stale", "signal", "cancel", "future-completion", "stale-only"}
-
 // Persistent inputs must survive a CAN-terminal fetch without the
 // successor's start item. The delayed start deterministically exposes the
 // provider's visibility-cutoff window. duroxide runs it once per
@@ -404,7 +402,7 @@ var transitionShapes = []string{"queue", "race", "mixed-stale", "signal", "cance
 func testContinueAsNewTransitionDelivery(t *testing.T, f Factory) {
 	for _, stamp := range []string{"0.1.30", "0.1.31"} {
 		t.Run(stamp, func(t *testing.T) {
-			for _, shape := range transitionShapes {
+			for _, shape := range []string{"queue", "race", "mixed-stale", "signal", "cancel", "future-completion", "stale-only"} {
 				t.Run(shape, func(t *testing.T) {
 					t.Parallel()
 					testTransitionDeliveryShape(t, f, stamp, shape)

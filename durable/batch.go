@@ -76,17 +76,23 @@ type batch struct {
 	initialStatus *string
 }
 
-// readBatch splits messages; a second start in one batch is ignored. The
-// execution's parameters come from a ContinueAsNew, else from the history's
-// start, else from a StartOrchestration.
+// readBatch splits messages; a second start in one batch is ignored, and a
+// ContinueAsNew beats a StartOrchestration wherever each is in the batch:
+// a duplicate client start never replaces the successor of an execution
+// that continued as new (duroxide 0.1.32). The execution's parameters come
+// from a ContinueAsNew, else from the history's start, else from a
+// StartOrchestration.
 func readBatch(instance string, messages []cdb.WorkItem, h historyState, log *slog.Logger) batch {
 	var b batch
 	for _, msg := range messages {
 		switch msg.(type) {
 		case cdb.StartOrchestration, cdb.ContinueAsNew:
-			if b.start != nil {
+			if b.start != nil && !supersedes(msg, b.start) {
 				log.Warn("ignoring a second start in one batch", "instance", instance, "kind", msg.Kind())
 				continue
+			}
+			if b.start != nil {
+				log.Warn("ignoring a start that a continue-as-new supersedes", "instance", instance, "kind", b.start.Kind())
 			}
 			b.start = msg
 		case cdb.ActivityExecute:
@@ -112,6 +118,14 @@ func readBatch(instance string, messages []cdb.WorkItem, h historyState, log *sl
 		b.parent = newParentLink(s.ParentInstance, s.ParentID, s.ParentExecutionID)
 	}
 	return b
+}
+
+// supersedes reports a ContinueAsNew that replaces a StartOrchestration
+// taken first.
+func supersedes(msg, taken cdb.WorkItem) bool {
+	_, can := msg.(cdb.ContinueAsNew)
+	_, start := taken.(cdb.StartOrchestration)
+	return can && start
 }
 
 // readContinueAsNew takes the next execution's parameters from a

@@ -45,6 +45,13 @@ type OrchestrationContext struct {
 	queue          queueMessages
 	childInstances map[uint64]string // token → child id as scheduled
 	dropped        []droppedFuture   // Select losers, in drop order
+	// queueRaceRules: the execution follows duroxide 0.1.31's queue-race
+	// rules (queue_race.go); cancelOnBind are dropped waits to take out of
+	// matching once bound; queueRead are the queue subscriptions whose
+	// value the code read.
+	queueRaceRules bool
+	cancelOnBind   map[uint64]futureKind
+	queueRead      map[uint64]bool
 	customStatus   *string
 	kv             map[string]string
 }
@@ -76,6 +83,7 @@ func newOrchestrationContext(id orchestrationIdentity, now func() time.Time, kv 
 		results: map[uint64]completion{}, bindings: map[uint64]uint64{}, tokens: map[uint64]uint64{},
 		external: newExternalEvents(), queue: newQueueMessages(),
 		childInstances: map[uint64]string{}, kv: map[string]string{},
+		cancelOnBind: map[uint64]futureKind{}, queueRead: map[uint64]bool{},
 	}
 	for key, entry := range kv {
 		c.kv[key] = entry.Value
@@ -327,6 +335,10 @@ func (c *OrchestrationContext) drainEmitted() []emittedAction {
 func (c *OrchestrationContext) bind(token, scheduleID uint64) {
 	c.bindings[token] = scheduleID
 	c.tokens[scheduleID] = token
+	if kind, dropped := c.cancelOnBind[token]; dropped {
+		delete(c.cancelOnBind, token)
+		c.cancelWait(kind, scheduleID)
+	}
 }
 
 // deliver stores the result for the future bound to scheduleID.

@@ -71,6 +71,7 @@ func (f *Future) resolve() bool {
 			return false
 		}
 		f.value = data
+		c.queueRead[id] = true
 	}
 	f.done = true
 	return true
@@ -81,6 +82,7 @@ func (f *Future) resolve() bool {
 func (f *Future) drop() {
 	f.done, f.value, f.err = true, "", ErrFutureCancelled
 	f.octx.dropped = append(f.octx.dropped, droppedFuture{token: f.token, kind: f.kind})
+	f.octx.cancelAtDrop(f)
 }
 
 // Result is one future's outcome, as Join returns it.

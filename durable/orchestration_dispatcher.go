@@ -30,8 +30,11 @@ func (r *Runtime) orchestrationLoop(slot int) {
 // it can be acked.
 func (r *Runtime) handleOrchestrationItem(item *cdb.OrchestrationItem, token string, attempt uint32) {
 	ctx := r.workCtx
-	if pinned, ok := pinnedVersion(item.History); ok && !r.opts.replayRange().Contains(pinned) {
+	if pinned, ok := pinnedVersion(item.History); ok && !r.opts.replayRange().Contains(pinned) && !startsSuccessor(item.Messages) {
 		// Defence in depth: the provider's filter should have skipped it.
+		// A batch that starts the successor of an execution that continued
+		// as new replays none of it: the successor runs at this runtime's
+		// version, whatever its predecessor's was.
 		r.log.Warn("execution pinned at an incompatible duroxide version; abandoning",
 			"instance", item.Instance, "pinned", pinned.String())
 		r.abandonOrchestration(token, time.Second, false)
@@ -40,6 +43,15 @@ func (r *Runtime) handleOrchestrationItem(item *cdb.OrchestrationItem, token str
 	stop := r.renewOrchestrationLock(token)
 	defer stop()
 	r.processOrchestrationItem(ctx, item, token, attempt)
+}
+
+// startsSuccessor reports a batch with a ContinueAsNew message: it starts
+// the next execution.
+func startsSuccessor(messages []cdb.WorkItem) bool {
+	return slices.ContainsFunc(messages, func(m cdb.WorkItem) bool {
+		_, ok := m.(cdb.ContinueAsNew)
+		return ok
+	})
 }
 
 // pinnedVersion is the duroxide version that started the execution.
@@ -133,6 +145,11 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 		r.abandonOrchestration(token, backoff, true)
 		return
 	}
+	if b.awaitsSuccessor(h) && holdsInstanceInputs(item.Messages, item.ExecutionID) {
+		r.holdForSuccessor(item, token, attempt)
+		return
+	}
+	r.admission.forget(item.Instance)
 	collisions := r.collisionNotices(ctx, item, h, b)
 	if b.isTerminal(h) || b.name == "" {
 		// A finished execution, or messages for an instance nothing

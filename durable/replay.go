@@ -56,6 +56,12 @@ type replayEngine struct {
 	droppedActivities []uint64
 	droppedChildren   []string
 
+	// What the replay left of queue matching, for the carry under the
+	// queue-race rules: the subscriptions taken out of matching, and those
+	// whose value the code read.
+	queueCancelled map[uint64]bool
+	queueRead      map[uint64]bool
+
 	kvSnapshot map[string]cdb.KVEntry
 	now        func() time.Time
 	log        *slog.Logger
@@ -73,14 +79,22 @@ func newReplayEngine(instance string, executionID uint64, baseline []cdb.Event, 
 	}
 }
 
+// stamp is the duroxide version of this execution's start: its recorded
+// stamp, or this runtime's for an execution it starts now.
+func (e *replayEngine) stamp() string {
+	if len(e.baseline) == 0 {
+		return DuroxideVersion
+	}
+	return e.baseline[0].DuroxideVersion
+}
+
 // childIDForm is the form of the children this execution generates, by
 // its start's stamp (childIDFormFor).
-func (e *replayEngine) childIDForm() childIDForm {
-	if len(e.baseline) == 0 {
-		return childIDFormFor(DuroxideVersion)
-	}
-	return childIDFormFor(e.baseline[0].DuroxideVersion)
-}
+func (e *replayEngine) childIDForm() childIDForm { return childIDFormFor(e.stamp()) }
+
+// queueRaceRules reports whether this execution follows the queue-race
+// rules, by its start's stamp (queueRaceRulesFor).
+func (e *replayEngine) queueRaceRules() bool { return queueRaceRulesFor(e.stamp()) }
 
 func (e *replayEngine) nowMs() uint64 { return uint64(max(e.now().UnixMilli(), 0)) }
 
@@ -115,6 +129,7 @@ func (e *replayEngine) execute(ctx context.Context, fn OrchestrationFunc, input 
 		return failed(nondeterminism(err.Error())), nil
 	}
 	octx := newOrchestrationContext(id, e.now, e.kvSnapshot)
+	octx.queueRaceRules = e.queueRaceRules()
 	if started.InitialCustomStatus != nil {
 		octx.customStatus = ptr(*started.InitialCustomStatus)
 	}
@@ -422,6 +437,7 @@ func (r *replayRun) convertEmitted() {
 // continue-as-new, then the orchestration's own return.
 func (r *replayRun) finalize() turnResult {
 	e := r.engine
+	e.queueCancelled, e.queueRead = r.octx.queue.cancelled, r.octx.queueRead
 	if reason, ok := cancelRequested(e.history()); ok {
 		return turnResult{kind: turnCancelled, reason: reason}
 	}

@@ -38,6 +38,8 @@ type Runtime struct {
 
 	mu         sync.Mutex
 	executions map[string]uint64 // instance → latest execution this runtime committed
+
+	admission *admissionHolds // batches given back waiting for a successor's start (admission.go)
 }
 
 // serviceClock is a provider that reads time as its store does
@@ -64,7 +66,7 @@ func Start(ctx context.Context, provider cdb.Provider, registry *Registry, opts 
 	r := &Runtime{
 		provider: provider, registry: registry, opts: opts, log: opts.Logger.With("runtime", id),
 		client: NewClient(provider), id: id, filter: opts.capabilityFilter(),
-		sessions: newSessionTracker(), executions: map[string]uint64{},
+		sessions: newSessionTracker(), executions: map[string]uint64{}, admission: newAdmissionHolds(),
 	}
 	r.workCtx, r.stopWork = context.WithCancel(ctx)
 	r.fetchCtx, r.stopFetching = context.WithCancel(r.workCtx)

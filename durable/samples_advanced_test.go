@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/internal/cosmoshooks"
 	"github.com/duroxide-go/cdb/internal/memprovider"
-	"github.com/duroxide-go/cdb/providertest"
 )
 
 // duroxide's later samples: pruning, persistent events, tags, KV, stats,
@@ -460,7 +460,7 @@ func TestCorruptedHistoryIsPoisoned(t *testing.T) {
 }
 
 // corruptHistory makes the stored history of instance undecodable through
-// p's test hook: the in-memory provider's own, or providertest's for a
+// p's test hook: the in-memory provider's own, or cosmoshooks for a
 // Cosmos DB provider.
 func corruptHistory(ctx context.Context, t *testing.T, p cdb.Provider, instance string) {
 	t.Helper()
@@ -468,5 +468,5 @@ func corruptHistory(ctx context.Context, t *testing.T, p cdb.Provider, instance 
 		mem.CorruptInstanceHistory(instance)
 		return
 	}
-	require.NoError(t, providertest.ContainerHooks{}.CorruptInstanceHistory(ctx, p, instance))
+	require.NoError(t, cosmoshooks.CorruptInstanceHistory(ctx, p, instance))
 }

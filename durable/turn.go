@@ -169,7 +169,11 @@ func (b *turnBuilder) finish(ctx context.Context, env turnEnv) {
 	var carry []cdb.CarryForwardEvent
 	if b.result.kind == turnContinueAsNew {
 		// Before the breadcrumbs: cancelled subscriptions consume nothing.
-		carry = unmatchedQueueMessages(e.history(), env.log, p.instance)
+		if e.queueRaceRules() {
+			carry = unreadQueueMessages(e.history(), e.queueCancelled, e.queueRead, env.log, p.instance)
+		} else {
+			carry = unmatchedQueueMessages(e.history(), env.log, p.instance)
+		}
 	}
 	out := outstandingSchedules(e.history())
 	for _, id := range out.external {

@@ -1,6 +1,8 @@
-// Package providertest is duroxide 0.1.29's provider validation suite in Go:
-// every test of its provider_validation modules, under the same names
-// (Go-cased), each asserting what the duroxide test asserts.
+// Package providertest is duroxide's provider validation suite in Go, as of
+// 0.1.32: every test of its provider_validation modules, under the same
+// names (Go-cased), each asserting what the duroxide test asserts. The
+// race_replay module's tests start this module's durable runtime on the
+// provider under test, so they check the store and the runtime together.
 //
 // A provider package runs the whole suite with one call:
 //
@@ -85,6 +87,7 @@ func Modules() []Module {
 		{Name: "deletion", Tests: deletionTests()},
 		{Name: "prune", Tests: pruneTests()},
 		{Name: "bulk_deletion", Tests: bulkDeletionTests()},
+		{Name: "race_replay", Tests: raceReplayTests()},
 	}
 }
 

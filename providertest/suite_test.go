@@ -272,6 +272,17 @@ func duroxideTests() []moduleNames {
 			"TestDeleteInstanceBulkCompletedBeforeFilter",
 			"TestDeleteInstanceBulkCascadesToChildren",
 		}},
+		{"race_replay", []string{
+			"TestDuplicateStartPreservesPinnedHandler",
+			"TestContinueAsNewUnregisteredBackoff",
+			"TestContinueAsNewDuplicateStart",
+			"TestContinueAsNewTransitionDelivery",
+			"TestQueueRaceCancellationReplay",
+			"TestContinueAsNewQueueRaceReplay",
+			"TestQueueReplayVersionStampRoundtrip",
+			"TestPositionalWaitRaceReplay",
+			"TestLegacyQueueRaceDecisionPreserved",
+		}},
 	}
 }
 

@@ -1,6 +1,7 @@
 package cdb
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -234,10 +235,12 @@ func (p *CosmosProvider) newAddressedMessageDoc(item WorkItem, id string, at que
 		return nil, fmt.Errorf("encode %s: %w", item.Kind(), err)
 	}
 	instance := item.InstanceID()
-	if _, ok := item.(ContinueAsNew); ok {
+	if _, ok := item.(ContinueAsNew); ok && at.immediate {
 		// Visible from time zero, so it heads its instance's messages and is
 		// in the next batch however long the backlog: a batch without it
-		// would read as the finished execution's and be consumed.
+		// would read as the finished execution's and be consumed. One
+		// enqueued with a delay keeps it (until then the fetch holds the
+		// instance's batches back: holdWithoutContinueAsNew).
 		at = immediateAt(0, at.seq)
 	}
 	return json.Marshal(queueDoc{
@@ -775,10 +778,11 @@ func (p *CosmosProvider) takeDecodable(ctx context.Context, lock *orchestrationL
 		items = append(items, item)
 		attempts = max(attempts, m.Attempts)
 	}
+	inSendOrder(good, items)
+	lock.messages = good
 	if len(bad) == 0 {
 		return items, attempts, nil
 	}
-	lock.messages = good
 	if err := p.setAsideUndecodable(ctx, lock, bad, len(good) == 0); err != nil {
 		if len(good) > 0 {
 			p.releaseQuietly(ctx, lock)
@@ -946,9 +950,37 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 			return nil, 0, errContended // a message went away meanwhile: try again later
 		}
 	}
+	inSendOrder(batch, batchItems)
 	lock.messages = batch
 	lock.unparked = unpark && !parkedLeft
 	return batchItems, attempts, nil
+}
+
+// inSendOrder orders a batch as its messages were sent: by seq, the
+// partition's enqueue order (sequencer.go), as duroxide's providers hand a
+// batch over in insertion order. The queue serves instances by
+// (visibleAt, seq), which puts a message with a due time (a timer already
+// due) by its due time; within a batch the runtime sees what was sent in
+// the order it was sent (race_replay's queue-race decisions depend on it).
+func inSendOrder(docs []queueDoc, items []WorkItem) {
+	sortBatch(docs, items, func(a, b queueDoc) int { return cmp.Compare(a.Seq, b.Seq) })
+}
+
+// sortBatch sorts a batch's documents and their decoded items together,
+// stably, by order.
+func sortBatch(docs []queueDoc, items []WorkItem, order func(a, b queueDoc) int) {
+	idx := make([]int, len(docs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return order(docs[a], docs[b]) })
+	sortedDocs := make([]queueDoc, len(docs))
+	sortedItems := make([]WorkItem, len(items))
+	for to, from := range idx {
+		sortedDocs[to], sortedItems[to] = docs[from], items[from]
+	}
+	copy(docs, sortedDocs)
+	copy(items, sortedItems)
 }
 
 // holdWithoutContinueAsNew keeps a batch of an instance whose execution

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"net/http"
-	"slices"
 	"time"
 )
 
@@ -70,20 +69,9 @@ func placeInOrder(m queueDoc) int64 {
 // sortInOrder orders an instance's messages as its queue would have
 // without parking: by place, then seq.
 func sortInOrder(docs []queueDoc, items []WorkItem) {
-	idx := make([]int, len(docs))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(a, b int) int {
-		return cmp.Or(cmp.Compare(placeInOrder(docs[a]), placeInOrder(docs[b])), cmp.Compare(docs[a].Seq, docs[b].Seq))
+	sortBatch(docs, items, func(a, b queueDoc) int {
+		return cmp.Or(cmp.Compare(placeInOrder(a), placeInOrder(b)), cmp.Compare(a.Seq, b.Seq))
 	})
-	sortedDocs := make([]queueDoc, len(docs))
-	sortedItems := make([]WorkItem, len(items))
-	for to, from := range idx {
-		sortedDocs[to], sortedItems[to] = docs[from], items[from]
-	}
-	copy(docs, sortedDocs)
-	copy(items, sortedItems)
 }
 
 // unparkOps put a parked message back at its place in the queue.

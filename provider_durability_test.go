@@ -1237,3 +1237,26 @@ func setMessageLock(t *testing.T, p *cdb.CosmosProvider, instance, id, token str
 	_, err := p.Container().PatchItem(context.Background(), cdb.NewPartitionKeyString(instance), id, ops, nil)
 	require.NoError(t, err)
 }
+
+// A ContinueAsNew message enqueued with a delay waits its delay like any
+// other (one a commit writes is visible from time zero, to head its
+// instance's batch); until then no batch of the instance goes without it.
+func TestAContinueAsNewEnqueuedWithADelayWaitsItsDelay(t *testing.T) {
+	ctx := rulesContext(t)
+	clock := newTestClock()
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+	const id = "delayed-can"
+	providertest.CreateInstance(ctx, t, p, id)
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ContinueAsNew{Instance: id, Orchestration: "TestOrch", Input: "next", Version: ptrTo("1.0.0")}, 2*time.Second))
+
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, item, "the ContinueAsNew message is not visible before its delay")
+
+	clock.Advance(2 * time.Second)
+	item, _, _, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	assert.Equal(t, []string{"ContinueAsNew"}, messageKinds(item))
+}

@@ -10,7 +10,8 @@ import (
 	"time"
 )
 
-// This file holds the Go shape of duroxide 0.1.29's storage contract: the
+// This file holds the Go shape of duroxide's storage contract (0.1.29's
+// methods, unchanged through 0.1.32, with 0.1.30's wire fields): the
 // Provider and ProviderAdmin interfaces, the helper types they exchange, the
 // shared limits, and the JSON plumbing the tagged unions (workitem.go,
 // event.go) use to stay byte-compatible with duroxide's serde encoding.

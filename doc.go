@@ -1,5 +1,5 @@
 // Package cdb stores durable orchestrations in Azure Cosmos DB for NoSQL,
-// behind duroxide's storage contract (duroxide 0.1.29): the Provider and
+// behind duroxide's storage contract (duroxide 0.1.32): the Provider and
 // ProviderAdmin interfaces.
 //
 // # The provider

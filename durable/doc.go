@@ -3,7 +3,7 @@
 // survive process restarts, run their steps (activities) at least once on
 // any process sharing the provider, and wait for timers and external
 // events for as long as needed. It is a runtime in the style of duroxide
-// (version 0.1.29, DuroxideVersion), and it works with any cdb.Provider:
+// (version 0.1.32, DuroxideVersion), and it works with any cdb.Provider:
 // cdb.CosmosProvider on Azure Cosmos DB, and the same provider on the
 // in-memory Cosmos DB of cdb.NewFakeAccount for tests and local runs.
 //
@@ -118,7 +118,7 @@
 // activities to one worker (WithSession), and versioned orchestrations
 // (RegisterOrchestrationVersion, SetVersionPolicy, WithVersion).
 //
-// # Where this runtime differs from duroxide 0.1.29
+// # Where this runtime differs from duroxide 0.1.32
 //
 //   - Generated child ids of executions after the first carry the
 //     execution, so a continue-as-new loop never reuses a finished child's

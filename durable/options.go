@@ -14,10 +14,10 @@ import (
 // DuroxideVersion is the duroxide version this runtime implements. It is
 // stamped on every event it writes and pinned on every execution it starts,
 // and it bounds the executions it will replay by default.
-const DuroxideVersion = "0.1.29"
+const DuroxideVersion = "0.1.32"
 
 // duroxideSemver is DuroxideVersion parsed.
-var duroxideSemver = cdb.NewSemanticVersion(0, 1, 29)
+var duroxideSemver = cdb.NewSemanticVersion(0, 1, 32)
 
 // Options configures a Runtime. The zero value of every field means its
 // default, so Options{} is a working configuration.

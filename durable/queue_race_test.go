@@ -19,7 +19,7 @@ func TestQueueRaceRulesFollowTheStartsStamp(t *testing.T) {
 	} {
 		assert.Equal(t, want, queueRaceRulesFor(stamp), "stamp %q", stamp)
 	}
-	assert.False(t, queueRaceRulesFor(DuroxideVersion), "this runtime's own executions keep the legacy rules until it stamps 0.1.31 or later")
+	assert.True(t, queueRaceRulesFor(DuroxideVersion), "this runtime stamps 0.1.32: its own new executions follow the queue-race rules")
 }
 
 // competition races two dequeues against two timers, the first pair

@@ -285,7 +285,7 @@ func TestOptionsDefaults(t *testing.T) {
 	assert.Equal(t, 5*time.Minute, o.SessionCleanupInterval)
 	assert.Equal(t, 10, o.MaxSessionsPerRuntime)
 	assert.Equal(t, cdb.TagFilterDefaultOnly, o.WorkerTagFilter.Mode())
-	assert.Equal(t, cdb.SemverRange{Max: cdb.NewSemanticVersion(0, 1, 29)}, o.replayRange())
+	assert.Equal(t, cdb.SemverRange{Max: cdb.NewSemanticVersion(0, 1, 32)}, o.replayRange())
 	require.NoError(t, o.validate())
 }
 
@@ -353,7 +353,7 @@ func TestAutoChildIDsAreUniqueAcrossExecutions(t *testing.T) {
 		assert.Equal(t, "child:xxx", h.completed("loop"))
 		tree, err := h.client.GetInstanceTree(h.ctx, "loop")
 		require.NoError(t, err)
-		assert.ElementsMatch(t, []string{"loop", "loop::sub::2", "loop::sub::2.2", "loop::sub::3.2"}, tree.AllIDs)
+		assert.ElementsMatch(t, []string{"loop", "loop::sub::2", "loop::sub::2_2", "loop::sub::3_2"}, tree.AllIDs)
 	})
 }
 

@@ -37,15 +37,6 @@ func raceReplayTests() []Test {
 	}
 }
 
-// rrReplayRange are the stamps the tests' runtimes replay, up to 0.1.31:
-// the durable runtime replays executions by the rules they were recorded
-// under, 0.1.29's (which 0.1.30 kept) before 0.1.31 and the queue-race
-// rules from 0.1.31 on, but its default range stops at its own stamp
-// (0.1.29), and duroxide's tests seed executions stamped 0.1.30 and 0.1.31.
-func rrReplayRange() *cdb.SemverRange {
-	return &cdb.SemverRange{Max: cdb.NewSemanticVersion(0, 1, 31)}
-}
-
 // rrEvent is duroxide's Event::with_event_id: an event of the runtime's
 // build (durable.DuroxideVersion), timestamped now.
 func rrEvent(eventID uint64, instance string, executionID uint64, source *uint64, kind cdb.EventKind) cdb.Event {
@@ -90,14 +81,12 @@ type rrRuntime struct {
 }
 
 // rrStart starts a durable runtime on p. The tests' options are duroxide's
-// (a zero field is the runtime's default); the replay range reaches
-// rrReplayRange, and the runtime logs to the test. Shutdown stops it; a test
+// (a zero field is the runtime's default: it replays executions stamped up
+// to its own 0.1.32, each by the rules of its stamp, as the tests' seeded
+// 0.1.30 and 0.1.31 executions need), and the runtime logs to the test. Shutdown stops it; a test
 // that ends first stops it in its cleanup.
 func rrStart(t *testing.T, p cdb.Provider, registry *durable.Registry, opts durable.Options) *rrRuntime {
 	t.Helper()
-	if opts.SupportedReplayVersions == nil {
-		opts.SupportedReplayVersions = rrReplayRange()
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}

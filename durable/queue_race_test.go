@@ -40,24 +40,34 @@ func competition(ctx *OrchestrationContext, _ string) (string, error) {
 // fires the first timer, delivers a message, then fires the second.
 func competitionOutcome(t *testing.T, stamp string) ReplayResult {
 	t.Helper()
+	_, res := raceBetweenTimers(t, "race", "Competition", stamp, competition,
+		cdb.QueueMessage{Instance: "race", Name: "q", Data: "first"})
+	return res
+}
+
+// raceBetweenTimers replays fn, an orchestration stamped stamp that
+// schedules two timers in its first turn, then a second turn over a batch
+// that fires the first timer, delivers arrival, then fires the second. It
+// returns the history before the second turn and what that turn decided.
+func raceBetweenTimers(t *testing.T, instance, name, stamp string, fn OrchestrationFunc, arrival cdb.WorkItem) ([]cdb.Event, ReplayResult) {
+	t.Helper()
 	ctx := context.Background()
-	start := newEvent("race", 1, 1, nil, 0, cdb.OrchestrationStarted{Name: "Competition", Version: "1.0.0"})
+	start := newEvent(instance, 1, 1, nil, 0, cdb.OrchestrationStarted{Name: name, Version: "1.0.0"})
 	start.DuroxideVersion = stamp
-	first, err := Replay(ctx, "race", 1, []cdb.Event{start}, nil, competition)
+	first, err := Replay(ctx, instance, 1, []cdb.Event{start}, nil, fn)
 	require.NoError(t, err)
 	require.Equal(t, StateRunning, first.State)
 	history := append([]cdb.Event{start}, first.Delta...)
 	var timers []cdb.WorkItem
 	for _, ev := range history {
 		if _, ok := ev.Kind.(cdb.TimerCreated); ok {
-			timers = append(timers, cdb.TimerFired{Instance: "race", ExecutionID: 1, ID: ev.EventID})
+			timers = append(timers, cdb.TimerFired{Instance: instance, ExecutionID: 1, ID: ev.EventID})
 		}
 	}
 	require.Len(t, timers, 2)
-	res, err := Replay(ctx, "race", 1, history,
-		[]cdb.WorkItem{timers[0], cdb.QueueMessage{Instance: "race", Name: "q", Data: "first"}, timers[1]}, competition)
+	res, err := Replay(ctx, instance, 1, history, []cdb.WorkItem{timers[0], arrival, timers[1]}, fn)
 	require.NoError(t, err)
-	return res
+	return history, res
 }
 
 // TestADroppedDequeueLeavesMatchingAtOnceFromV0131: under the queue-race
@@ -89,22 +99,7 @@ func TestADroppedWaitLeavesMatchingAtOnceFromV0131(t *testing.T) {
 		return "second-timeout", nil
 	}
 	outcome := func(stamp string) ReplayResult {
-		ctx := context.Background()
-		start := newEvent("wait", 1, 1, nil, 0, cdb.OrchestrationStarted{Name: "Waits", Version: "1.0.0"})
-		start.DuroxideVersion = stamp
-		first, err := Replay(ctx, "wait", 1, []cdb.Event{start}, nil, waits)
-		require.NoError(t, err)
-		history := append([]cdb.Event{start}, first.Delta...)
-		var timers []cdb.WorkItem
-		for _, ev := range history {
-			if _, ok := ev.Kind.(cdb.TimerCreated); ok {
-				timers = append(timers, cdb.TimerFired{Instance: "wait", ExecutionID: 1, ID: ev.EventID})
-			}
-		}
-		require.Len(t, timers, 2)
-		res, err := Replay(ctx, "wait", 1, history,
-			[]cdb.WorkItem{timers[0], cdb.ExternalRaised{Instance: "wait", Name: "e", Data: "raised"}, timers[1]}, waits)
-		require.NoError(t, err)
+		_, res := raceBetweenTimers(t, "wait", "Waits", stamp, waits, cdb.ExternalRaised{Instance: "wait", Name: "e", Data: "raised"})
 		return withoutDelta(res)
 	}
 	assert.Equal(t, ReplayResult{State: StateCompleted, Output: "second-timeout"}, outcome("0.1.30"))

@@ -231,26 +231,11 @@ func recordCorpus(t *testing.T, workloads []recordedWorkload) {
 // second timer in one batch), turn by turn through this runtime's engine,
 // since a live run cannot make the three arrive together at will.
 func recordCompetition(t *testing.T, dir string) {
-	ctx := context.Background()
-	start := newEvent("competition", 1, 1, nil, 0, cdb.OrchestrationStarted{Name: "Competition", Version: "1.0.0"})
-	start.DuroxideVersion = DuroxideVersion
-	first, err := Replay(ctx, "competition", 1, []cdb.Event{start}, nil, competition)
-	require.NoError(t, err)
-	history := append([]cdb.Event{start}, first.Delta...)
-	var timers []cdb.WorkItem
-	for _, ev := range history {
-		if _, ok := ev.Kind.(cdb.TimerCreated); ok {
-			timers = append(timers, cdb.TimerFired{Instance: "competition", ExecutionID: 1, ID: ev.EventID})
-		}
-	}
-	require.Len(t, timers, 2)
-	second, err := Replay(ctx, "competition", 1, history,
-		[]cdb.WorkItem{timers[0], cdb.QueueMessage{Instance: "competition", Name: "q", Data: "first"}, timers[1]}, competition)
-	require.NoError(t, err)
+	history, second := raceBetweenTimers(t, "competition", "Competition", DuroxideVersion, competition,
+		cdb.QueueMessage{Instance: "competition", Name: "q", Data: "first"})
 	require.Equal(t, StateCompleted, second.State)
 	history = append(history, second.Delta...)
-	last := history[len(history)-1]
-	end := newEvent("competition", 1, last.EventID+1, nil, 0, cdb.OrchestrationCompleted{Output: second.Output})
+	end := newEvent("competition", 1, history[len(history)-1].EventID+1, nil, 0, cdb.OrchestrationCompleted{Output: second.Output})
 	end.DuroxideVersion = DuroxideVersion
 	out, err := json.MarshalIndent(recordedInstance{Instance: "competition", Executions: map[uint64][]cdb.Event{1: append(history, end)}}, "", "  ")
 	require.NoError(t, err)

@@ -297,6 +297,40 @@ func TestSampleSubOrchestrationBasic(t *testing.T) {
 	})
 }
 
+// sub_orchestration_continue_as_new (added after 0.1.29, with 0.1.30's fix
+// of a child losing its parent link when it continues as new): the parent
+// awaits a child across the child's four executions.
+func TestSampleSubOrchestrationContinueAsNew(t *testing.T) {
+	eachProvider(t, func(t *testing.T, h *harness) {
+		h.orchestration("LoopChild", func(ctx *OrchestrationContext, input string) (string, error) {
+			n, _ := strconv.Atoi(input)
+			if n < 3 {
+				return ctx.ContinueAsNew(strconv.Itoa(n + 1))
+			}
+			return fmt.Sprintf("child-final:%d", n), nil
+		})
+		h.orchestration("ParentCan", func(ctx *OrchestrationContext, input string) (string, error) {
+			r, err := ctx.ScheduleSubOrchestration("LoopChild", input).Await()
+			return "parent:" + r, err
+		})
+		h.run()
+		h.start("inst-sub-can", "ParentCan", "0")
+		assert.Equal(t, "parent:child-final:3", h.completed("inst-sub-can"))
+
+		// The completion reached the parent only because the last execution
+		// still knew it; the child's own record says so too.
+		child := "inst-sub-can::sub::2"
+		assert.Equal(t, "child-final:3", h.completed(child))
+		executions, err := h.client.ListExecutions(h.ctx, child)
+		require.NoError(t, err)
+		assert.Equal(t, []uint64{1, 2, 3, 4}, executions)
+		info, err := h.client.GetInstanceInfo(h.ctx, child)
+		require.NoError(t, err)
+		require.NotNil(t, info.ParentInstanceID)
+		assert.Equal(t, "inst-sub-can", *info.ParentInstanceID)
+	})
+}
+
 // sub_orchestration_fanout: two children in parallel, joined.
 func TestSampleSubOrchestrationFanout(t *testing.T) {
 	eachProvider(t, func(t *testing.T, h *harness) {

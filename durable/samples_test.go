@@ -459,6 +459,14 @@ func TestSampleCancellationParentCascadesToChildren(t *testing.T) {
 		require.Equal(t, StateFailed, st.State)
 		assert.Equal(t, cdb.ApplicationError{Kind: cdb.AppCancelled{Reason: "user_request"}}, st.Error)
 		assert.Equal(t, "canceled: user_request", st.Error.DisplayMessage())
+		// duroxide's later form of the sample: the terminal event carries the
+		// ids telemetry correlates the cancellation by.
+		parentHistory, err := h.client.ReadExecutionHistory(h.ctx, parent, 1)
+		require.NoError(t, err)
+		failed := parentHistory[len(parentHistory)-1]
+		require.IsType(t, cdb.OrchestrationFailed{}, failed.Kind)
+		assert.Equal(t, parent, failed.InstanceID)
+		assert.Equal(t, uint64(1), failed.ExecutionID)
 
 		instances, err := h.client.ListInstances(h.ctx)
 		require.NoError(t, err)

@@ -21,11 +21,17 @@ import (
 
 // lessonProviders are two processes on one account and one clock.
 func lessonProviders(t *testing.T) (a, b *cdb.CosmosProvider, clock *testClock) {
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	a, b, clock, _ = lessonAccount(t)
+	return a, b, clock
+}
+
+// lessonAccount is lessonProviders with their account, for faults.
+func lessonAccount(t *testing.T) (a, b *cdb.CosmosProvider, clock *testClock, acct *cdb.FakeAccount) {
+	acct = cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	clock = newTestClock()
 	a = newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
 	b = newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
-	return a, b, clock
+	return a, b, clock, acct
 }
 
 func TestARenewalNeverShortensALiveOrchestrationLock(t *testing.T) {
@@ -130,10 +136,7 @@ func TestAFetchNeverHandsOutALockThatHasExpired(t *testing.T) {
 	for _, refused := range []bool{false, true} {
 		t.Run(fmt.Sprintf("refresh-refused=%t", refused), func(t *testing.T) {
 			ctx := rulesContext(t)
-			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-			clock := newTestClock()
-			a := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
-			b := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+			a, b, clock, acct := lessonAccount(t)
 			require.NoError(t, a.EnqueueForOrchestrator(ctx, providertest.StartItem("slow-lock"), 0))
 			slowLockBatch(acct, clock, 2*time.Second, refused)
 
@@ -162,10 +165,7 @@ func TestAWorkerFetchNeverHandsOutALockThatHasExpired(t *testing.T) {
 	for _, refused := range []bool{false, true} {
 		t.Run(fmt.Sprintf("refresh-refused=%t", refused), func(t *testing.T) {
 			ctx := rulesContext(t)
-			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-			clock := newTestClock()
-			a := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
-			b := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+			a, b, clock, acct := lessonAccount(t)
 			require.NoError(t, a.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "slow-claim", ExecutionID: 1, ID: 1, Name: "Work", Input: "{}"}))
 			var once sync.Once
 			acct.InjectFault(cdb.FakeFault{Match: func(r cdb.FakeRequest) bool {

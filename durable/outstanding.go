@@ -129,6 +129,12 @@ func unmatchedQueueMessages(history []cdb.Event, log *slog.Logger, instance stri
 		}
 		out = append(out, cdb.CarryForwardEvent{Name: k.Name, Data: k.Data})
 	}
+	return capCarryForward(out, instance, log)
+}
+
+// capCarryForward keeps the first MaxCarryForwardEvents of the queue
+// messages a continue-as-new carries, and says how many it dropped.
+func capCarryForward(out []cdb.CarryForwardEvent, instance string, log *slog.Logger) []cdb.CarryForwardEvent {
 	if len(out) > cdb.MaxCarryForwardEvents {
 		log.Warn("dropping queue messages beyond the carry-forward limit at continue-as-new",
 			"instance", instance, "dropped", len(out)-cdb.MaxCarryForwardEvents, "limit", cdb.MaxCarryForwardEvents)

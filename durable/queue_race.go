@@ -91,10 +91,5 @@ func unreadQueueMessages(history []cdb.Event, cancelled, read map[uint64]bool, l
 		}
 		out = append(out, cdb.CarryForwardEvent{Name: k.Name, Data: k.Data})
 	}
-	if len(out) > cdb.MaxCarryForwardEvents {
-		log.Warn("dropping queue messages beyond the carry-forward limit at continue-as-new",
-			"instance", instance, "dropped", len(out)-cdb.MaxCarryForwardEvents, "limit", cdb.MaxCarryForwardEvents)
-		out = out[:cdb.MaxCarryForwardEvents]
-	}
-	return out
+	return capCarryForward(out, instance, log)
 }

@@ -158,6 +158,39 @@ func TestAFetchNeverHandsOutALockThatHasExpired(t *testing.T) {
 	}
 }
 
+// A refresh of a slow claim whose response is lost may have applied; the
+// client's resend then meets the new ETag. The fetch cannot tell, and hands
+// out nothing: the item is taken by another worker once that lock ends,
+// never by two at once.
+func TestAWorkerClaimRefreshWithALostResponseIsPassedOver(t *testing.T) {
+	ctx := rulesContext(t)
+	a, b, clock, acct := lessonAccount(t)
+	require.NoError(t, a.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "lost-refresh", ExecutionID: 1, ID: 1, Name: "Work", Input: "{}"}))
+	var once sync.Once
+	acct.InjectFault(cdb.FakeFault{Match: func(r cdb.FakeRequest) bool {
+		if r.Operation == "PatchItem" && strings.Contains(string(r.Body), "/attempts") {
+			once.Do(func() { clock.Advance(2 * time.Second) })
+		}
+		return false
+	}})
+	acct.InjectFault(cdb.FakeFault{Match: func(r cdb.FakeRequest) bool {
+		return r.Operation == "PatchItem" && !strings.Contains(string(r.Body), "/attempts")
+	}, Kind: cdb.FaultLoseResponse, Times: 1})
+
+	item, _, _, err := a.FetchWorkItem(ctx, time.Second, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.Nil(t, item, "an expired claim whose refresh is unknown is not handed out")
+	other, _, _, err := b.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.Nil(t, other, "the refresh applied: its lock keeps the item until it ends")
+	clock.Advance(2 * time.Second)
+	other, token, attempts, err := b.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.NotNil(t, other, "another worker takes it once that lock ends")
+	assert.Equal(t, uint32(2), attempts)
+	require.NoError(t, b.AckWorkItem(ctx, token, cdb.ActivityCompleted{Instance: "lost-refresh", ExecutionID: 1, ID: 1, Result: "ok"}))
+}
+
 // The same for a worker item: a claim that took longer than its lock lasts
 // is renewed before the item is handed out, or, when the renewal does not
 // land, the item is passed over for another worker.

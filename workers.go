@@ -303,6 +303,9 @@ func (p *CosmosProvider) refreshClaim(ctx context.Context, lock *workLock, lockT
 	case p.nowMs() >= lock.lockedUntil:
 		p.log.Debug("cdb: a claimed work item's lock expired before it could be refreshed; passing it over", "item", lock.doc.ID, "error", err)
 		return errContended
+	case IsOutcomeUnknown(err):
+		lock.doc.ETag = "" // it may have applied: the next write reads the item back first (knownETag)
+		return nil
 	default:
 		return nil // still ours: the runtime's renewal tries again
 	}

@@ -19,14 +19,6 @@ import (
 // what the runtime hands back keeps its place only where the runtime keeps
 // the lock. These tests pin the two places that matter for a sender.
 
-// newCosmosHarness is a harness on the Cosmos DB provider over acct.
-func newCosmosHarness(t *testing.T, acct *cdb.FakeAccount) *harness {
-	p, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client(), PollInterval: 20 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
-	return newHarness(t, p)
-}
-
 // twoInOrder takes two events of queue "q" and an activity between them,
 // and returns them in the order it got them.
 func twoInOrder(ctx *OrchestrationContext, _ string) (string, error) {

@@ -75,6 +75,14 @@ func eachProvider(t *testing.T, body func(t *testing.T, h *harness)) {
 	}
 }
 
+// newCosmosHarness is a harness on the Cosmos DB provider over acct.
+func newCosmosHarness(t *testing.T, acct *cdb.FakeAccount) *harness {
+	p, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client(), PollInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return newHarness(t, p)
+}
+
 func newHarness(t *testing.T, p cdb.Provider) *harness {
 	return &harness{t: t, ctx: context.Background(), provider: p, registry: NewRegistry(), client: NewClient(p)}
 }

@@ -253,10 +253,7 @@ func TestTransientStoreRefusalsDoNotFailWork(t *testing.T) {
 // returns how often the activity ran and what the runtime logged.
 func runThroughStoreRefusal(t *testing.T, answer storeAnswer, refuseAck bool) (int32, *errorRecorder) {
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	p, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client(), PollInterval: 20 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
-	h := newHarness(t, p)
+	h := newCosmosHarness(t, acct)
 	refuseBatchWith := func(marker string) {
 		acct.InjectFault(cdb.FakeFault{
 			Match: func(r cdb.FakeRequest) bool {

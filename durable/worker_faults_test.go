@@ -180,10 +180,7 @@ func TestPermanentlyRefusedResultFailsTheActivityOnce(t *testing.T) {
 // document limit fails the activity once, with the cause.
 func TestOversizedActivityOutputFailsTheActivityOnce(t *testing.T) {
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	cp, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client(), PollInterval: 20 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cp.Close() })
-	h := newHarness(t, cp)
+	h := newCosmosHarness(t, acct)
 	var runs atomic.Int32
 	h.activity("Huge", func(ActivityContext, string) (string, error) {
 		runs.Add(1)

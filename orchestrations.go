@@ -1371,22 +1371,29 @@ func (p *CosmosProvider) buildItem(inst *instanceDoc, state *instanceState, item
 const UnknownOrchestration = "Unknown"
 
 // startHidden looks, for a batch of an instance never started, for its
-// start in the queue while an abandon's delay hides it (StartHeldUntil; a
-// start delayed when it was enqueued is waited for by parking, which costs
-// less than handing the batch back and forth). Then the batch is ordinary, named after
-// that start, and goes to the runtime, which keeps its messages for the
-// start (a runtime hands back a batch of a named instance with neither its
-// start nor history, ARCHITECTURE.md Order); it is neither parked nor
-// dropped as orphans, as duroxide's validation suite asks
-// (orchestration_ignore_attempt_preserves_hidden_start).
+// start in the queue, where the batch did not take it. While an abandon's
+// delay hides the start (StartHeldUntil), the batch is ordinary, named
+// after that start, and goes to the runtime, which keeps its messages for
+// the start (a runtime hands back a batch of a named instance with neither
+// its start nor history, ARCHITECTURE.md Order), as duroxide's validation
+// suite asks (orchestration_ignore_attempt_preserves_hidden_start). Queue
+// messages are never dropped as orphans while a start is queued (one
+// enqueued with a delay, or one whose abandon's delay ended after the
+// candidate query): they wait for it as other messages do (parking). The
+// query runs only in those two cases, so a message for an id that never
+// starts costs nothing more.
 func (p *CosmosProvider) startHidden(ctx context.Context, lock *orchestrationLock, item *OrchestrationItem, kind batchKind) (batchKind, error) {
-	if lock.inst.StartHeldUntil <= p.nowMs() {
-		return kind, nil // no abandon hides a start: the common case costs no request
+	hidden := lock.inst.StartHeldUntil > p.nowMs()
+	if !hidden && kind != batchOrphans {
+		return kind, nil
 	}
 	start, _, err := p.queuedMessage(ctx, lock.pk, startOrchestrationTag)
 	s, ok := start.(StartOrchestration)
 	if err != nil || !ok {
 		return kind, err // none, or one that does not decode: set aside as poison in its turn
+	}
+	if !hidden {
+		return batchBeforeStart, nil
 	}
 	item.OrchestrationName, item.Version = s.Orchestration, derefOr(s.Version, "unknown")
 	return batchOrdinary, nil

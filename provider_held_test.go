@@ -422,3 +422,24 @@ func TestMessagesBeforeAHiddenStartAreHandedOverNamedAfterIt(t *testing.T) {
 		require.NoError(t, p.AckOrchestrationItem(ctx, token, item.ExecutionID, []cdb.Event{providertest.StartedEvent("hidden", 1)}, nil, nil, providertest.TestOrchMetadata(), nil))
 	}
 }
+
+// Queue messages for an instance whose start is queued but not in their
+// batch (enqueued with a delay, or visible again only after the fetch's
+// query ran) are not orphans: they wait for the start and come with it.
+func TestQueueMessagesBeforeAQueuedStartAreNotDroppedAsOrphans(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("starts-later"), 10*time.Second))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueMessage{Instance: "starts-later", Name: "q", Data: "early"}, 0))
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, item, "the message waits for its start")
+
+	clock.Advance(10 * time.Second)
+	item, _, _, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	assert.Equal(t, []string{"StartOrchestration", "QueueMessage"}, messageKinds(item), "the message comes with its start")
+}

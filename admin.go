@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"sort"
 	"time"
 )
@@ -74,13 +73,13 @@ func (p *CosmosProvider) GetSystemMetrics(ctx context.Context) (SystemMetrics, e
 		params := append([]QueryParameter{{Name: "@inst", Value: docInstance}, {Name: "@exec", Value: docExecution}}, c.extra...)
 		n, err := p.countPerRange(ctx, c.where, usedParams(c.where, params))
 		if err != nil {
-			return SystemMetrics{}, wrap(op, err)
+			return SystemMetrics{}, asOperation(op, err)
 		}
 		*c.into = n
 	}
 	events, err := p.sumPerRange(ctx, "c.events", "c.type = @exec", []QueryParameter{{Name: "@exec", Value: docExecution}})
 	if err != nil {
-		return SystemMetrics{}, wrap(op, err)
+		return SystemMetrics{}, asOperation(op, err)
 	}
 	m.TotalEvents = events
 	return m, nil
@@ -127,7 +126,7 @@ func (p *CosmosProvider) GetQueueDepths(ctx context.Context) (QueueDepths, error
 		n, err := p.countPerRange(ctx, "c.type = @type AND c.lockedUntil <= @now",
 			[]QueryParameter{{Name: "@type", Value: q.docType}, {Name: "@now", Value: now}})
 		if err != nil {
-			return QueueDepths{}, wrap(op, err)
+			return QueueDepths{}, asOperation(op, err)
 		}
 		*q.into = int(n)
 	}
@@ -165,7 +164,7 @@ func (p *CosmosProvider) GetHeldMessages(ctx context.Context) (HeldMessages, err
 	} {
 		n, oldest, err := p.countAndOldestPerRange(ctx, k.where, k.params)
 		if err != nil {
-			return HeldMessages{}, wrap(op, err)
+			return HeldMessages{}, asOperation(op, err)
 		}
 		*k.count, *k.oldest = n, oldest
 	}
@@ -303,16 +302,16 @@ func (p *CosmosProvider) DeleteInstanceBulk(ctx context.Context, filter Instance
 	var result DeleteInstanceResult
 	roots, err := p.selectInstances(ctx, filter, func(r instanceRow) bool { return r.Parent == nil && isTerminal(r.Status) })
 	if err != nil {
-		return result, wrap(op, err)
+		return result, asOperation(op, err)
 	}
 	for _, root := range roots {
 		tree, err := p.GetInstanceTree(ctx, root.Instance)
 		if err != nil {
-			return result, wrap(op, err)
+			return result, asOperation(op, err)
 		}
 		r, err := p.DeleteInstancesAtomic(ctx, tree.AllIDs, true)
 		if err != nil {
-			return result, wrap(op, err)
+			return result, asOperation(op, err)
 		}
 		result = result.Add(r)
 	}
@@ -338,13 +337,13 @@ func (p *CosmosProvider) PruneExecutions(ctx context.Context, instance string, o
 	}
 	inst, err := p.readLiveInstance(ctx, instance)
 	if err != nil {
-		return PruneResult{}, wrap(op, err)
+		return PruneResult{}, asOperation(op, err)
 	}
 	if !inst.exists() {
-		return PruneResult{}, refusal(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
+		return PruneResult{}, refuse(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
 	}
 	r, err := p.pruneInstance(ctx, inst, options)
-	return r, wrap(op, err)
+	return r, asOperation(op, err)
 }
 
 func (p *CosmosProvider) pruneInstance(ctx context.Context, inst *instanceDoc, options PruneOptions) (PruneResult, error) {
@@ -438,8 +437,8 @@ func (p *CosmosProvider) deleteDocs(ctx context.Context, pk string, docs []docVe
 		if resp.Success {
 			continue
 		}
-		if _, ce, _ := resp.FailedOperation(); ce == nil || ce.StatusCode != http.StatusNotFound && ce.StatusCode != http.StatusPreconditionFailed {
-			return batchFailure("delete", resp)
+		if _, err := resp.FailedOperation(); !missingOrChanged(err) {
+			return asOperation("delete", batchError(resp))
 		}
 		// One went away, or changed, meanwhile: the rest one by one.
 		for _, d := range chunk {
@@ -471,19 +470,19 @@ func (p *CosmosProvider) PruneExecutionsBulk(ctx context.Context, filter Instanc
 	var total PruneResult
 	rows, err := p.selectInstances(ctx, filter, func(instanceRow) bool { return true })
 	if err != nil {
-		return total, wrap(op, err)
+		return total, asOperation(op, err)
 	}
 	for _, row := range rows {
 		inst, err := p.readInstance(ctx, row.Instance)
 		if err != nil {
-			return total, wrap(op, err)
+			return total, asOperation(op, err)
 		}
 		if !inst.exists() {
 			continue
 		}
 		r, err := p.pruneInstance(ctx, inst, options)
 		if err != nil {
-			return total, wrap(op, err)
+			return total, asOperation(op, err)
 		}
 		total = total.Add(r)
 	}

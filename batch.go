@@ -209,16 +209,52 @@ type batchResultWire struct {
 
 // FailedOperation finds, on a failed batch, the operation that caused it:
 // the first one whose status is an error other than 424 Failed Dependency.
-func (r TransactionalBatchResponse) FailedOperation() (index int, err *CosmosError, ok bool) {
+// Its error is a *CosmosError, for the predicates (IsPreconditionFailed,
+// IsNotFound, IsConflict and the rest) to read; a failed batch whose
+// results name no such operation gives index -1 and the batch's own status.
+// A batch that committed gives -1 and a nil error.
+func (r TransactionalBatchResponse) FailedOperation() (index int, err error) {
 	if r.Success {
-		return -1, nil, false
+		return -1, nil
 	}
 	for i, res := range r.OperationResults {
 		if res.StatusCode >= 400 && res.StatusCode != http.StatusFailedDependency {
-			return i, r.operationError(i), true
+			return i, r.operationError(i)
 		}
 	}
-	return -1, nil, false
+	return -1, &CosmosError{Operation: executeBatchOp, StatusCode: r.StatusCode, ActivityID: r.ActivityID,
+		RequestCharge: r.RequestCharge, Message: "transactional batch failed without a failed operation"}
+}
+
+// readItemsInOneBatch reads several documents of one partition in one
+// transactional batch, which the partition's primary serves: unlike a point
+// read under Session consistency, it sees every write that committed,
+// including one whose response (and session token) was lost. Any missing
+// document fails the whole read with its 404.
+func (cc *ContainerClient) readItemsInOneBatch(ctx context.Context, pk PartitionKey, ids []string) ([]ItemResponse, error) {
+	b := cc.NewTransactionalBatch(pk)
+	for _, id := range ids {
+		b.ReadItem(id, nil)
+	}
+	resp, err := cc.ExecuteTransactionalBatch(ctx, b, nil)
+	if err != nil {
+		return nil, err
+	}
+	if !resp.Success {
+		return nil, batchError(resp)
+	}
+	out := make([]ItemResponse, len(resp.OperationResults))
+	for i, r := range resp.OperationResults {
+		out[i] = ItemResponse{Value: r.ResourceBody, ETag: r.ETag, StatusCode: r.StatusCode, RequestCharge: r.RequestCharge}
+	}
+	return out, nil
+}
+
+// batchError is the error of a batch that did not commit: its failed
+// operation's.
+func batchError(r TransactionalBatchResponse) error {
+	_, err := r.FailedOperation()
+	return err
 }
 
 func (r TransactionalBatchResponse) operationError(i int) *CosmosError {

@@ -96,8 +96,9 @@ func TestBatchCommitted(t *testing.T) {
 	require.Len(t, resp.OperationResults, 2)
 	assert.Equal(t, TransactionalBatchResult{StatusCode: 201, RequestCharge: 6.2, ETag: `"e1"`, ResourceBody: []byte(`{"id":"a"}`)}, resp.OperationResults[0])
 	assert.Equal(t, TransactionalBatchResult{StatusCode: 204, RequestCharge: 1.1}, resp.OperationResults[1])
-	_, _, ok := resp.FailedOperation()
-	assert.False(t, ok)
+	i, err := resp.FailedOperation()
+	assert.Equal(t, -1, i)
+	assert.NoError(t, err)
 	assert.Equal(t, int64(1), cc.client.Stats().ByOperation["ExecuteTransactionalBatch"].Operations)
 }
 
@@ -116,11 +117,11 @@ func TestBatchRolledBack207(t *testing.T) {
 	assert.Equal(t, 207, resp.StatusCode)
 	assert.Equal(t, []int{424, 412, 424}, batchStatuses(resp))
 
-	i, ce, ok := resp.FailedOperation()
-	require.True(t, ok)
+	i, opErr := resp.FailedOperation()
 	assert.Equal(t, 1, i)
-	assert.Equal(t, 412, ce.StatusCode)
-	assert.True(t, IsPreconditionFailed(ce))
+	assert.True(t, IsPreconditionFailed(opErr))
+	var ce *CosmosError
+	require.ErrorAs(t, opErr, &ce)
 	assert.Equal(t, "act-7", ce.ActivityID)
 	assert.Contains(t, ce.Error(), "operation 1 (Replace)")
 	assert.Equal(t, 1, st.count(), "a 412 inside a batch is not retried")
@@ -137,11 +138,10 @@ func TestBatchFailureReportedWith200(t *testing.T) {
 	resp, err := cc.ExecuteTransactionalBatch(testCtx(t), b, nil)
 	require.NoError(t, err)
 	assert.False(t, resp.Success)
-	i, ce, ok := resp.FailedOperation()
-	require.True(t, ok)
+	i, opErr := resp.FailedOperation()
 	assert.Equal(t, 1, i)
-	assert.True(t, IsConflict(ce))
-	assert.Contains(t, ce.Message, "already exists")
+	assert.True(t, IsConflict(opErr))
+	assert.Contains(t, opErr.Error(), "already exists")
 	assert.Equal(t, 1, st.count())
 }
 
@@ -183,8 +183,9 @@ func TestBatchThrottledInsideGivesUpWithTheFailure(t *testing.T) {
 	resp, err := cc.ExecuteTransactionalBatch(testCtx(t), b, nil)
 	require.NoError(t, err)
 	assert.False(t, resp.Success)
-	_, ce, ok := resp.FailedOperation()
-	require.True(t, ok)
+	_, opErr := resp.FailedOperation()
+	var ce *CosmosError
+	require.ErrorAs(t, opErr, &ce)
 	assert.Equal(t, 429, ce.StatusCode)
 	assert.Equal(t, time.Millisecond, ce.RetryAfter)
 	assert.True(t, IsRetryable(ToProviderError("ack", ce)))

@@ -2,9 +2,7 @@ package cdb
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"time"
 )
 
@@ -45,8 +43,7 @@ func createContainer(ctx context.Context, container *ContainerClient, cfg Config
 
 // forbiddenHint explains a 403 on creating a database or a container.
 func forbiddenHint(err error) string {
-	var ce *CosmosError
-	if !errors.As(err, &ce) || ce.StatusCode != http.StatusForbidden {
+	if !isForbidden(err) {
 		return ""
 	}
 	return " (the account refuses to create databases and containers with this credential: an Entra ID " +
@@ -81,11 +78,4 @@ func waitUntilServing(ctx context.Context, container *ContainerClient, cfg Confi
 			return fmt.Errorf("cdb: bootstrap: wait for the new container %q: %w", cfg.Container, err)
 		}
 	}
-}
-
-// isOwnerNotFound reports a 404/1003: the container, not the item, was
-// not found.
-func isOwnerNotFound(err error) bool {
-	var ce *CosmosError
-	return errors.As(err, &ce) && ce.StatusCode == http.StatusNotFound && ce.SubStatusCode == SubStatusOwnerResourceNotFound
 }

@@ -181,13 +181,13 @@ func ExampleContainerClient_ExecuteTransactionalBatch() {
 	if err != nil {
 		panic(err)
 	}
-	index, cause, _ := resp.FailedOperation()
-	fmt.Println("second batch committed:", resp.Success, "- failed operation:", index, "status:", cause.StatusCode)
+	index, cause := resp.FailedOperation()
+	fmt.Println("second batch committed:", resp.Success, "- failed operation:", index, "conflict:", cdb.IsConflict(cause))
 	_, err = orders.ReadItem(ctx, alice, "o3", nil)
 	fmt.Println("o3 rolled back:", cdb.IsNotFound(err))
 	// Output:
 	// first batch committed: true
-	// second batch committed: false - failed operation: 1 status: 409
+	// second batch committed: false - failed operation: 1 conflict: true
 	// o3 rolled back: true
 }
 

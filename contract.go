@@ -308,7 +308,7 @@ func DeleteInstanceDefault(ctx context.Context, admin ProviderAdmin, instance st
 		return DeleteInstanceResult{}, asOperation(op, err)
 	}
 	if parent != nil {
-		return DeleteInstanceResult{}, refusal(op,
+		return DeleteInstanceResult{}, refuse(op,
 			fmt.Sprintf("Cannot delete sub-orchestration %s directly. Delete root instance instead.", instance), ErrSubOrchestration)
 	}
 	tree, err := admin.GetInstanceTree(ctx, instance)

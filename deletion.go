@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 )
 
@@ -96,10 +95,10 @@ func (p *CosmosProvider) DeleteInstancesAtomic(ctx context.Context, ids []string
 	defer p.deleting.release(intent.ID)
 	d := &deleter{p: p, intent: intent}
 	if err := d.record(ctx); err != nil {
-		return DeleteInstanceResult{}, wrap(op, err)
+		return DeleteInstanceResult{}, asOperation(op, err)
 	}
 	result, err := d.finish(ctx)
-	return result, wrap(op, err)
+	return result, asOperation(op, err)
 }
 
 // checkDeletable applies duroxide's refusals (Running without force, a
@@ -117,7 +116,7 @@ func (p *CosmosProvider) checkDeletable(ctx context.Context, op string, ids []st
 	for _, id := range ids {
 		stored, err := p.readInstance(ctx, id)
 		if err != nil {
-			return nil, wrap(op, err)
+			return nil, asOperation(op, err)
 		}
 		if stored != nil {
 			lives[id] = stored.Life
@@ -127,11 +126,11 @@ func (p *CosmosProvider) checkDeletable(ctx context.Context, op string, ids []st
 		}
 		children, err := p.ListChildren(ctx, id)
 		if err != nil {
-			return nil, wrap(op, err)
+			return nil, asOperation(op, err)
 		}
 		for _, child := range children {
 			if !wanted[child] {
-				return nil, refusal(op, fmt.Sprintf("instance %q has child %q, which is not being deleted: delete the whole tree", id, child), ErrOrphanedChild)
+				return nil, refuse(op, fmt.Sprintf("instance %q has child %q, which is not being deleted: delete the whole tree", id, child), ErrOrphanedChild)
 			}
 		}
 	}
@@ -146,10 +145,10 @@ func (p *CosmosProvider) checkRunning(ctx context.Context, op string, stored *in
 	}
 	marked, err := p.deletionReaches(ctx, stored)
 	if err != nil {
-		return wrap(op, err)
+		return asOperation(op, err)
 	}
 	if !marked {
-		return refusal(op, fmt.Sprintf("instance %q is Running; use force=true to delete it", stored.Instance), ErrInstanceRunning)
+		return refuse(op, fmt.Sprintf("instance %q is Running; use force=true to delete it", stored.Instance), ErrInstanceRunning)
 	}
 	return nil
 }
@@ -183,8 +182,8 @@ func (d *deleter) record(ctx context.Context) error {
 		d.etag = resp.OperationResults[0].ETag
 		return nil
 	}
-	if idx, ce, _ := resp.FailedOperation(); idx != 1 || ce == nil || !lifeGone(ce.StatusCode) {
-		return batchFailure("DeleteInstancesAtomic", resp)
+	if idx, err := resp.FailedOperation(); idx != 1 || !missingOrChanged(err) {
+		return asOperation("DeleteInstancesAtomic", err)
 	}
 	// The first instance's life is gone already: record the intent alone.
 	created, err := d.p.container.CreateItem(ctx, NewPartitionKeyString(d.intent.PK), body, nil)
@@ -193,12 +192,6 @@ func (d *deleter) record(ctx context.Context) error {
 	}
 	d.etag = created.ETag
 	return nil
-}
-
-// lifeGone says a conditioned mark or sweep met no document (404) or
-// another life of it, or one without the mark (412).
-func lifeGone(status int) bool {
-	return status == http.StatusNotFound || status == http.StatusPreconditionFailed
 }
 
 // markOps marks id's instance document, on the condition that it is still
@@ -526,10 +519,10 @@ func (p *CosmosProvider) sweepDocs(ctx context.Context, pk, intentID string, doc
 			if resp.Success {
 				break
 			}
-			idx, ce, _ := resp.FailedOperation()
+			idx, opErr := resp.FailedOperation()
 			switch {
-			case ce == nil || !lifeGone(ce.StatusCode):
-				return batchFailure("DeleteInstancesAtomic", resp)
+			case !missingOrChanged(opErr):
+				return asOperation("DeleteInstancesAtomic", opErr)
 			case idx == 0:
 				return errMarkGone
 			}
@@ -550,10 +543,11 @@ func (p *CosmosProvider) deleteMarkedInstance(ctx context.Context, pk, intentID 
 		return err
 	}
 	if !resp.Success {
-		if _, ce, _ := resp.FailedOperation(); ce != nil && lifeGone(ce.StatusCode) {
+		_, opErr := resp.FailedOperation()
+		if missingOrChanged(opErr) {
 			return nil // gone already, or a new life's
 		}
-		return batchFailure("DeleteInstancesAtomic", resp)
+		return asOperation("DeleteInstancesAtomic", opErr)
 	}
 	return nil
 }

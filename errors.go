@@ -147,6 +147,16 @@ func transientNotFound(ce *CosmosError) bool {
 	return ce.SubStatusCode == SubStatusReadSessionNotAvailable || ce.SubStatusCode == SubStatusOwnerResourceNotFound
 }
 
+// isOwnerNotFound reports a 404/1003: the container, not the item, was
+// not found.
+func isOwnerNotFound(err error) bool {
+	var ce *CosmosError
+	return errors.As(err, &ce) && ce.StatusCode == http.StatusNotFound && ce.SubStatusCode == SubStatusOwnerResourceNotFound
+}
+
+// isForbidden reports a 403 from Cosmos DB: the credential may not do this.
+func isForbidden(err error) bool { return HasStatus(err, http.StatusForbidden) }
+
 // isReadSessionNotAvailable reports a 404/1002: the service could not serve
 // the session token's position (yet).
 func isReadSessionNotAvailable(err error) bool {
@@ -174,6 +184,11 @@ func IsRequestEntityTooLarge(err error) bool { return HasStatus(err, http.Status
 // IsPreconditionFailed reports a 412 from Cosmos DB (a stale ETag or a false
 // patch condition).
 func IsPreconditionFailed(err error) bool { return HasStatus(err, http.StatusPreconditionFailed) }
+
+// missingOrChanged reports that a write conditioned on a document's ETag
+// (or on a patch condition) met no document (404) or another version of it
+// (412): either way the version it was meant for is gone.
+func missingOrChanged(err error) bool { return IsNotFound(err) || IsPreconditionFailed(err) }
 
 // IsOutcomeUnknown reports a write that may or may not have been applied.
 func IsOutcomeUnknown(err error) bool {

@@ -149,6 +149,9 @@ func ParseSemanticVersion(s string) (SemanticVersion, error) {
 	fail := func(problem string) (SemanticVersion, error) {
 		return SemanticVersion{}, fmt.Errorf("cdb: %w %q: %s", ErrInvalidSemanticVersion, s, problem)
 	}
+	failWith := func(part string, cause error) (SemanticVersion, error) {
+		return SemanticVersion{}, fmt.Errorf("cdb: %w %q: %s%w", ErrInvalidSemanticVersion, s, part, cause)
+	}
 	core, build, hasBuild := strings.Cut(s, "+")
 	core, pre, hasPre := strings.Cut(core, "-")
 	parts := strings.Split(core, ".")
@@ -159,18 +162,18 @@ func ParseSemanticVersion(s string) (SemanticVersion, error) {
 	for i, part := range parts {
 		n, err := parseVersionNumber(part)
 		if err != nil {
-			return fail(err.Error())
+			return failWith("", err)
 		}
 		nums[i] = n
 	}
 	if hasPre {
 		if err := checkIdentifiers(pre, true); err != nil {
-			return fail("pre-release: " + err.Error())
+			return failWith("pre-release: ", err)
 		}
 	}
 	if hasBuild {
 		if err := checkIdentifiers(build, false); err != nil {
-			return fail("build metadata: " + err.Error())
+			return failWith("build metadata: ", err)
 		}
 	}
 	return SemanticVersion{Major: nums[0], Minor: nums[1], Patch: nums[2], Pre: pre, Build: build}, nil

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"sort"
 )
 
@@ -270,9 +269,9 @@ func checkEventIDs(op string, existing map[uint64]bool, delta []Event) error {
 	for _, e := range delta {
 		switch {
 		case e.EventID == 0:
-			return refusal(op, "event_id 0 is not a valid event id", ErrInvalidInput)
+			return refuse(op, "event_id 0 is not a valid event id", ErrInvalidInput)
 		case existing[e.EventID] || seen[e.EventID]:
-			return refusal(op, fmt.Sprintf("duplicate event_id %d in execution %d: history is append-only", e.EventID, e.ExecutionID), ErrDuplicateEvent)
+			return refuse(op, fmt.Sprintf("duplicate event_id %d in execution %d: history is append-only", e.EventID, e.ExecutionID), ErrDuplicateEvent)
 		}
 		seen[e.EventID] = true
 	}
@@ -287,7 +286,7 @@ func (p *CosmosProvider) Read(ctx context.Context, instance string) ([]Event, er
 	}
 	exec, err := p.latestExecution(ctx, instance)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, asOperation(op, err)
 	}
 	if exec == 0 {
 		return []Event{}, nil
@@ -307,11 +306,11 @@ func (p *CosmosProvider) ReadWithExecution(ctx context.Context, instance string,
 func (p *CosmosProvider) readExecution(ctx context.Context, op, instance string, exec uint64) ([]Event, error) {
 	docs, err := p.queryExecution(ctx, instancePartitionKey(instance), exec)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, asOperation(op, err)
 	}
 	events, err := decodeHistory(docs)
 	if err != nil {
-		return nil, refused(op, err)
+		return nil, refuse(op, "", err)
 	}
 	if events == nil {
 		events = []Event{}
@@ -384,7 +383,7 @@ func (p *CosmosProvider) AppendWithExecution(ctx context.Context, instance strin
 	pk := instancePartitionKey(instance)
 	docs, err := p.queryExecution(ctx, pk, executionID)
 	if err != nil {
-		return wrap(op, err)
+		return asOperation(op, err)
 	}
 	existing := map[uint64]bool{}
 	for _, d := range docs.history {
@@ -397,13 +396,13 @@ func (p *CosmosProvider) AppendWithExecution(ctx context.Context, instance strin
 	}
 	body, _, err := encodeHistory(instance, pk, executionID, newEvents, "")
 	if err != nil {
-		return refused(op, err)
+		return refuse(op, "", err)
 	}
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(pk))
 	b.CreateItem(body, nil)
 	inst, err := p.readInstance(ctx, instance)
 	if err != nil {
-		return wrap(op, err)
+		return asOperation(op, err)
 	}
 	if inst != nil {
 		var ops PatchOperations
@@ -413,13 +412,14 @@ func (p *CosmosProvider) AppendWithExecution(ctx context.Context, instance strin
 	}
 	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
 	if err != nil {
-		return wrap(op, err)
+		return asOperation(op, err)
 	}
 	if !resp.Success {
-		if _, ce, _ := resp.FailedOperation(); ce != nil && ce.StatusCode == http.StatusConflict {
-			return refusal(op, "duplicate event ids: history is append-only", ErrDuplicateEvent)
+		_, opErr := resp.FailedOperation()
+		if IsConflict(opErr) {
+			return refuse(op, "duplicate event ids: history is append-only", fmt.Errorf("%w: %w", ErrDuplicateEvent, opErr))
 		}
-		return batchFailure(op, resp)
+		return asOperation(op, opErr)
 	}
 	p.cache.drop(pk)
 	return nil

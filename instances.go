@@ -42,7 +42,7 @@ func (p *CosmosProvider) ReadOrchestrationStatus(ctx context.Context, instance s
 	}
 	output, err := p.resolveOutput(ctx, inst.PK, inst.Output, inst.OutputRef)
 	if err != nil {
-		return OrchestrationStatus{}, wrap(op, err)
+		return OrchestrationStatus{}, asOperation(op, err)
 	}
 	return OrchestrationStatus{
 		Found: true, Status: status, Output: output,
@@ -64,11 +64,11 @@ func (p *CosmosProvider) GetInstanceStats(ctx context.Context, instance string) 
 	}
 	docs, err := p.queryKV(ctx, inst.PK, max(inst.CurrentExec, InitialExecutionID), inst.KVMerged, allBuckets)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, asOperation(op, err)
 	}
 	kv, err := kvView(docs, inst.KVMerged)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, asOperation(op, err)
 	}
 	stats := &SystemStats{}
 	execDoc := docs.exec
@@ -99,7 +99,7 @@ func (p *CosmosProvider) ListInstancesByStatus(ctx context.Context, status Insta
 func (p *CosmosProvider) listInstances(ctx context.Context, op string, keep func(instanceRow) bool) ([]string, error) {
 	rows, err := p.liveInstances(ctx, InstanceFilter{})
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, asOperation(op, err)
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].CreatedAt > rows[j].CreatedAt })
 	ids := []string{}
@@ -122,13 +122,13 @@ func (p *CosmosProvider) ListExecutions(ctx context.Context, instance string) ([
 	res, err := p.container.QueryItems(ctx, "SELECT VALUE c.exec FROM c WHERE c.pk = @pk AND c.type = @type",
 		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@type", Value: docExecution}}, &QueryOptions{PartitionKey: &key})
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, asOperation(op, err)
 	}
 	execs := make([]uint64, 0, len(res.Items))
 	for _, raw := range res.Items {
 		var e uint64
 		if err := json.Unmarshal(raw, &e); err != nil {
-			return nil, Permanent(op, fmt.Sprintf("decode execution id: %v", err))
+			return nil, refuse(op, "decode execution id", err)
 		}
 		execs = append(execs, e)
 	}
@@ -154,7 +154,7 @@ func (p *CosmosProvider) LatestExecutionID(ctx context.Context, instance string)
 	}
 	exec, err := p.latestExecution(ctx, instance)
 	if err != nil {
-		return 0, wrap(op, err)
+		return 0, asOperation(op, err)
 	}
 	return max(exec, InitialExecutionID), nil
 }
@@ -167,7 +167,7 @@ func (p *CosmosProvider) GetInstanceInfo(ctx context.Context, instance string) (
 		return InstanceInfo{}, err
 	}
 	if !inst.exists() {
-		return InstanceInfo{}, refusal(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
+		return InstanceInfo{}, refuse(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
 	}
 	status := inst.Status
 	if status == "" {
@@ -175,7 +175,7 @@ func (p *CosmosProvider) GetInstanceInfo(ctx context.Context, instance string) (
 	}
 	output, err := p.resolveOutput(ctx, inst.PK, inst.Output, inst.OutputRef)
 	if err != nil {
-		return InstanceInfo{}, wrap(op, err)
+		return InstanceInfo{}, asOperation(op, err)
 	}
 	return InstanceInfo{
 		InstanceID:           inst.Instance,
@@ -198,18 +198,18 @@ func (p *CosmosProvider) GetExecutionInfo(ctx context.Context, instance string, 
 	}
 	resp, err := p.container.ReadItem(ctx, partitionKey(instance), executionDocID(executionID), nil)
 	if IsNotFound(err) {
-		return ExecutionInfo{}, refusal(op, fmt.Sprintf("execution %d of %q not found", executionID, instance), ErrExecutionNotFound)
+		return ExecutionInfo{}, refuse(op, fmt.Sprintf("execution %d of %q not found", executionID, instance), ErrExecutionNotFound)
 	}
 	if err != nil {
-		return ExecutionInfo{}, wrap(op, err)
+		return ExecutionInfo{}, asOperation(op, err)
 	}
 	var d executionDoc
 	if err := json.Unmarshal(resp.Value, &d); err != nil {
-		return ExecutionInfo{}, Permanent(op, fmt.Sprintf("decode execution: %v", err))
+		return ExecutionInfo{}, refuse(op, "decode execution", err)
 	}
 	output, err := p.resolveOutput(ctx, d.PK, d.Output, d.OutputRef)
 	if err != nil {
-		return ExecutionInfo{}, wrap(op, err)
+		return ExecutionInfo{}, asOperation(op, err)
 	}
 	info := ExecutionInfo{ExecutionID: d.Exec, Status: d.Status, Output: output, StartedAt: uint64(d.StartedAt), EventCount: d.Events}
 	if d.CompletedAt != nil {
@@ -234,13 +234,13 @@ func (p *CosmosProvider) ListChildren(ctx context.Context, instance string) ([]s
 		"SELECT VALUE c.instance FROM c WHERE c.type = @type AND IS_DEFINED(c.name) AND NOT IS_DEFINED(c.deleting) AND c.parent = @parent",
 		[]QueryParameter{{Name: "@type", Value: docInstance}, {Name: "@parent", Value: instance}}, nil)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, asOperation(op, err)
 	}
 	children := make([]string, 0, len(res.Items))
 	for _, raw := range res.Items {
 		var id string
 		if err := json.Unmarshal(raw, &id); err != nil {
-			return nil, Permanent(op, fmt.Sprintf("decode child id: %v", err))
+			return nil, refuse(op, "decode child id", err)
 		}
 		children = append(children, id)
 	}
@@ -257,7 +257,7 @@ func (p *CosmosProvider) GetParentID(ctx context.Context, instance string) (*str
 		return nil, err
 	}
 	if !inst.exists() {
-		return nil, refusal(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
+		return nil, refuse(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
 	}
 	return inst.Parent, nil
 }
@@ -280,7 +280,7 @@ func (p *CosmosProvider) liveInstanceDoc(ctx context.Context, op, instance strin
 	}
 	inst, err := p.readLiveInstance(ctx, instance)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, asOperation(op, err)
 	}
 	return inst, nil
 }

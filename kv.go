@@ -368,7 +368,7 @@ func (p *CosmosProvider) GetKVValue(ctx context.Context, instance, key string) (
 	}
 	s, err := p.readKV(ctx, instance, kvBucket(key))
 	if err != nil {
-		return "", false, wrap(op, err)
+		return "", false, asOperation(op, err)
 	}
 	v, ok := s.merged()[key]
 	return v, ok, nil
@@ -382,7 +382,7 @@ func (p *CosmosProvider) GetKVAllValues(ctx context.Context, instance string) (m
 	}
 	s, err := p.readKV(ctx, instance, allBuckets)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, asOperation(op, err)
 	}
 	return s.merged(), nil
 }

@@ -52,11 +52,11 @@ const dispatchSlots = 256
 func validateInstanceID(op, instance string) error {
 	switch {
 	case instance == "":
-		return refusal(op, "instance id must not be empty", ErrInvalidInput)
+		return refuse(op, "instance id must not be empty", ErrInvalidInput)
 	case !utf8.ValidString(instance):
-		return refusal(op, "instance id must be valid UTF-8", ErrInvalidInput)
+		return refuse(op, "instance id must be valid UTF-8", ErrInvalidInput)
 	case len(instance) > maxInstanceIDBytes:
-		return refusal(op, fmt.Sprintf("instance id is %d bytes; at most %d can be stored", len(instance), maxInstanceIDBytes), ErrInvalidInput)
+		return refuse(op, fmt.Sprintf("instance id is %d bytes; at most %d can be stored", len(instance), maxInstanceIDBytes), ErrInvalidInput)
 	}
 	return nil
 }

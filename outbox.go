@@ -648,7 +648,7 @@ func (r *relay) settleStart(ctx context.Context, e outboxEntry, written bool) er
 		resp, err := r.p.readLatest(ctx, NewPartitionKeyString(e.PK), head.ID)
 		switch {
 		case IsNotFound(err):
-			return Retryable("deliver", fmt.Sprintf("the start of %q went away while it was delivered; delivering it again", head.Instance))
+			return transient("deliver", fmt.Sprintf("the start of %q went away while it was delivered; delivering it again", head.Instance), nil)
 		case err != nil:
 			return err
 		}
@@ -707,10 +707,11 @@ func (r *relay) remove(ctx context.Context, o *pendingOutbox) error {
 		return fmt.Errorf("delete delivered outbox %s: %w", o.id, err)
 	}
 	if !resp.Success {
-		if idx, ce, _ := resp.FailedOperation(); idx == 0 && ce != nil && ce.StatusCode == 404 {
+		idx, opErr := resp.FailedOperation()
+		if idx == 0 && IsNotFound(opErr) {
 			return nil // another relay deleted it, with its parts
 		}
-		return fmt.Errorf("delete delivered outbox %s: %w", o.id, batchFailure("outbox", resp))
+		return fmt.Errorf("delete delivered outbox %s: %w", o.id, asOperation("outbox", opErr))
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package cdb
 import (
 	"cmp"
 	"context"
-	"net/http"
 	"time"
 )
 
@@ -48,10 +47,11 @@ func (p *CosmosProvider) park(ctx context.Context, lock *orchestrationLock, dead
 		return err
 	}
 	if !resp.Success {
-		if idx, ce, _ := resp.FailedOperation(); idx == 0 && ce != nil && ce.StatusCode == http.StatusPreconditionFailed {
+		idx, opErr := resp.FailedOperation()
+		if idx == 0 && IsPreconditionFailed(opErr) {
 			return errContended // the lock expired and another fetch took the instance
 		}
-		return batchFailure("FetchOrchestrationItem", resp)
+		return asOperation("FetchOrchestrationItem", opErr)
 	}
 	p.log.Debug("cdb: parked messages", "instance", lock.inst.Instance, "messages", len(lock.messages), "until", time.UnixMilli(deadline), "reason", why)
 	return &skipError{reason: why} // invisible until then: no note needed, so what they wait for still shows

@@ -199,7 +199,7 @@ type CosmosProvider struct {
 	cache      historyCache
 
 	// filterMisses spaces the looks at instances a capability filter
-	// excludes (queues.go).
+	// excludes (contention.go).
 	filterMisses *filterMisses
 
 	outbox *relay
@@ -416,28 +416,6 @@ func explainContainerRead(ctx context.Context, client *Client, cfg Config, err e
 	return fmt.Errorf("cdb: new provider: container %q in database %q not found: %s: %w", cfg.Container, cfg.Database, fix, err)
 }
 
-// ProviderContainerProperties is the container the provider needs: partition
-// key /pk, per-item TTL enabled (for tombstones), blobs left out of the
-// index, and the composite index the queue queries order by.
-func ProviderContainerProperties(id string) ContainerProperties {
-	policy := DefaultIndexingPolicy()
-	policy.ExcludedPaths = append(policy.ExcludedPaths,
-		ExcludedPath{Path: "/item/?"},
-		ExcludedPath{Path: "/data/?"},
-		ExcludedPath{Path: "/entries/*"},
-		ExcludedPath{Path: "/output/?"},
-		ExcludedPath{Path: "/customStatus/?"},
-	)
-	policy.CompositeIndexes = [][]CompositeIndex{queueOrders[queueIndexByType]}
-	ttl := -1
-	return ContainerProperties{
-		ID:                id,
-		PartitionKey:      PartitionKeyDefinition{Paths: []string{partitionKeyPath}, Kind: "Hash", Version: 2},
-		IndexingPolicy:    &policy,
-		DefaultTimeToLive: &ttl,
-	}
-}
-
 // Close stops the outbox relay and the wake timers. Undelivered effects stay
 // in Cosmos DB for the next process's reconciler.
 func (p *CosmosProvider) Close() error {
@@ -547,24 +525,4 @@ func (p *CosmosProvider) visibleHorizon(now int64) int64 {
 // partitionKey is the PartitionKey of an instance's documents.
 func partitionKey(instance string) PartitionKey {
 	return NewPartitionKeyString(instancePartitionKey(instance))
-}
-
-// wrap turns a client error into the contract's error for op.
-func wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var pe *ProviderError
-	if errors.As(err, &pe) {
-		return err
-	}
-	return ToProviderError(op, err)
-}
-
-// batchFailure is the error of a batch that did not commit.
-func batchFailure(op string, resp TransactionalBatchResponse) error {
-	if _, ce, ok := resp.FailedOperation(); ok && ce != nil {
-		return ToProviderError(op, ce)
-	}
-	return Retryable(op, fmt.Sprintf("transactional batch failed with status %d", resp.StatusCode))
 }

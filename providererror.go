@@ -43,10 +43,14 @@ func (e *ProviderError) Is(target error) bool { return target == ErrRefused && e
 // abandons the work with backoff instead of failing it.
 var ErrRefused = errors.New("refused by the provider")
 
-// Retryable builds a retryable ProviderError.
-func Retryable(op, message string) *ProviderError {
-	return &ProviderError{Op: op, Message: message, Retryable: true}
-}
+// Retryable builds a retryable ProviderError, for implementations of
+// Provider outside this package; this package's own code uses transient.
+func Retryable(op, message string) *ProviderError { return transient(op, message, nil) }
+
+// Permanent builds a permanent ProviderError, the implementation's own
+// refusal (ErrRefused), for implementations of Provider outside this
+// package; this package's own code uses refuse.
+func Permanent(op, message string) *ProviderError { return refuse(op, message, nil) }
 
 // Conditions a caller branches on. A *ProviderError reporting one of them
 // wraps the sentinel, so errors.Is(err, cdb.ErrInstanceNotFound) holds
@@ -79,22 +83,35 @@ var (
 	ErrInvalidInput = errors.New("invalid input")
 )
 
-// refusal builds the permanent ProviderError for a condition a caller
-// branches on, wrapping its sentinel.
-func refusal(op, message string, sentinel error) *ProviderError {
-	return &ProviderError{Op: op, Message: message, Err: sentinel, Refusal: true}
+// The provider builds its errors in three ways only, so that every cause
+// stays reachable by errors.Is and errors.As:
+//   - refuse: its own decision, the same whatever is retried (a lock it
+//     does not hold, input it cannot take); cause is the sentinel a caller
+//     branches on, the validation error that says why, or nil;
+//   - transient: a failure that may go away on retry, with its cause;
+//   - asOperation: any error a call returned, reported as op's own.
+
+// refuse builds the provider's own permanent refusal (ErrRefused) for op.
+func refuse(op, why string, cause error) *ProviderError {
+	return &ProviderError{Op: op, Message: describe(why, cause), Err: cause, Refusal: true}
 }
 
-// refused builds the permanent ProviderError for input the provider cannot
-// take, keeping cause (and any sentinel it wraps) reachable.
-func refused(op string, cause error) *ProviderError {
-	return &ProviderError{Op: op, Message: cause.Error(), Err: cause, Refusal: true}
+// transient builds a retryable ProviderError for op.
+func transient(op, why string, cause error) *ProviderError {
+	return &ProviderError{Op: op, Message: describe(why, cause), Err: cause, Retryable: true}
 }
 
-// Permanent builds a permanent ProviderError: the provider's own refusal
-// (ErrRefused).
-func Permanent(op, message string) *ProviderError {
-	return &ProviderError{Op: op, Message: message, Retryable: false, Refusal: true}
+// describe joins why and the cause's own text, either of which may be
+// missing.
+func describe(why string, cause error) string {
+	switch {
+	case cause == nil:
+		return why
+	case why == "":
+		return cause.Error()
+	default:
+		return why + ": " + cause.Error()
+	}
 }
 
 // IsRetryable reports whether err may go away on retry. A ProviderError

@@ -39,10 +39,10 @@ func TestProviderErrorUnwrapsItsCause(t *testing.T) {
 func TestOnlyTheProvidersOwnRefusalsAreRefusals(t *testing.T) {
 	own := []error{
 		Permanent("AckOrchestrationItem", "encode instance: bad"),
-		refusal("AckWorkItem", "too large", ErrDocumentTooLarge),
-		refused("AckWorkItem", fmt.Errorf("event 3: %w", ErrDocumentTooLarge)),
+		refuse("AckWorkItem", "too large", ErrDocumentTooLarge),
+		refuse("AckWorkItem", "", fmt.Errorf("event 3: %w", ErrDocumentTooLarge)),
 		ToProviderError("AckWorkItem", invalid("CreateItem", "document", ErrDocumentTooLarge, "2.5 MB")),
-		asOperation("AckOrchestrationItem", refusal("stage", "too large", ErrBatchTooLarge)),
+		asOperation("AckOrchestrationItem", refuse("stage", "too large", ErrBatchTooLarge)),
 		fmt.Errorf("wrapped: %w", Permanent("ack", "bad")),
 	}
 	for _, err := range own {

@@ -385,7 +385,7 @@ func (cc *ContainerClient) replanAfterSplit(ctx context.Context, round int, star
 	}
 	for {
 		fresh, err := cc.ReadPartitionKeyRanges(ctx, true)
-		if err == nil || !IsRetryable(ToProviderError("ReadPartitionKeyRanges", err)) || time.Since(start) > cc.client.retry.MaxElapsed {
+		if err == nil || !retryableError(err) || time.Since(start) > cc.client.retry.MaxElapsed {
 			return fresh, err
 		}
 		round++

@@ -2,8 +2,6 @@ package cdb
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 )
@@ -76,8 +74,8 @@ func (p *CosmosProvider) executeBatchOnce(ctx context.Context, b *TransactionalB
 
 // failedWithConflict says a batch failed on operation idx with a 409.
 func failedWithConflict(resp TransactionalBatchResponse, idx int) bool {
-	i, ce, _ := resp.FailedOperation()
-	return i == idx && ce != nil && ce.StatusCode == http.StatusConflict
+	i, err := resp.FailedOperation()
+	return i == idx && IsConflict(err)
 }
 
 // readLatest point-reads a document as the partition's primary has it, as
@@ -96,25 +94,7 @@ func (p *CosmosProvider) readLatest(ctx context.Context, pk PartitionKey, id str
 // readLatestMany reads several documents of one partition from its
 // primary, in one batch; any missing one makes it a 404.
 func (p *CosmosProvider) readLatestMany(ctx context.Context, pk PartitionKey, ids []string) ([]ItemResponse, error) {
-	b := p.container.NewTransactionalBatch(pk)
-	for _, id := range ids {
-		b.ReadItem(id, nil)
-	}
-	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
-	if err != nil {
-		return nil, err
-	}
-	if !resp.Success {
-		if _, ce, ok := resp.FailedOperation(); ok && ce != nil {
-			return nil, ce
-		}
-		return nil, fmt.Errorf("read batch failed with status %d", resp.StatusCode)
-	}
-	out := make([]ItemResponse, len(resp.OperationResults))
-	for i, r := range resp.OperationResults {
-		out[i] = ItemResponse{Value: r.ResourceBody, ETag: r.ETag, StatusCode: r.StatusCode, RequestCharge: r.RequestCharge}
-	}
-	return out, nil
+	return p.container.readItemsInOneBatch(ctx, pk, ids)
 }
 
 // enqueuedMarkerTTL is how long the marker of a consumed enqueued item

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 )
@@ -70,7 +69,7 @@ func (p *CosmosProvider) enqueueSequenced(ctx context.Context, item WorkItem, id
 		}
 		doc, err := p.newMessageDoc(item, id, at, p.ownWrites.messageWriter(at.visibleAt, unknownPin))
 		if err != nil {
-			return time.Time{}, refused("EnqueueForOrchestrator", err)
+			return time.Time{}, refuse("EnqueueForOrchestrator", "", err)
 		}
 		done, sent, err := p.sendSequenced(ctx, pkValue, seq, markedOnConsume(doc))
 		unknown = unknown || sent
@@ -100,9 +99,9 @@ func (p *CosmosProvider) enqueueSequenced(ctx context.Context, item WorkItem, id
 		}
 	}
 	if unpurged {
-		return time.Time{}, Retryable("EnqueueForOrchestrator", fmt.Sprintf("instance %q: its partition's expired sequencer is not purged yet", item.InstanceID()))
+		return time.Time{}, transient("EnqueueForOrchestrator", fmt.Sprintf("instance %q: its partition's expired sequencer is not purged yet", item.InstanceID()), nil)
 	}
-	return time.Time{}, Retryable("EnqueueForOrchestrator", fmt.Sprintf("instance %q: other writers kept moving its message sequence ahead", item.InstanceID()))
+	return time.Time{}, transient("EnqueueForOrchestrator", fmt.Sprintf("instance %q: other writers kept moving its message sequence ahead", item.InstanceID()), nil)
 }
 
 // sendSequenced sends the message with the sequencer's patch, or with its
@@ -134,18 +133,16 @@ func (p *CosmosProvider) sendSequenced(ctx context.Context, pk string, seq int64
 		if resp.Success {
 			return true, unknown, nil
 		}
-		idx, ce, _ := resp.FailedOperation()
+		idx, opErr := resp.FailedOperation()
 		switch {
-		case ce == nil:
-			return false, unknown, batchFailure("EnqueueForOrchestrator", resp)
-		case idx == 0 && !create && ce.StatusCode == http.StatusNotFound:
+		case idx == 0 && !create && IsNotFound(opErr):
 			continue // the partition has no sequencer yet
-		case idx == 0 && (ce.StatusCode == http.StatusPreconditionFailed || ce.StatusCode == http.StatusConflict):
+		case idx == 0 && (IsPreconditionFailed(opErr) || IsConflict(opErr)):
 			return false, unknown, nil // a sequencer at or past seq (a 409: created meanwhile)
-		case idx == 1 && ce.StatusCode == http.StatusConflict && unknown:
+		case idx == 1 && IsConflict(opErr) && unknown:
 			return true, unknown, nil // the lost response's write
 		default:
-			return false, unknown, batchFailure("EnqueueForOrchestrator", resp)
+			return false, unknown, asOperation("EnqueueForOrchestrator", opErr)
 		}
 	}
 	return false, unknown, nil

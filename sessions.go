@@ -295,7 +295,7 @@ func (p *CosmosProvider) RenewSessionLock(ctx context.Context, ownerIDs []string
 	sessions, err := p.querySessions(ctx, "ARRAY_CONTAINS(@owners, c.owner) AND c.lockedUntil > @now",
 		[]QueryParameter{{Name: "@owners", Value: ownerIDs}, {Name: "@now", Value: now}})
 	if err != nil {
-		return 0, wrap(op, err)
+		return 0, asOperation(op, err)
 	}
 	renewed := 0
 	for _, s := range sessions {
@@ -315,7 +315,7 @@ func (p *CosmosProvider) RenewSessionLock(ctx context.Context, ownerIDs []string
 			p.sessions.owned(s.Session, s.Owner, until, now)
 		case IsPreconditionFailed(err) || IsNotFound(err):
 		default:
-			return renewed, wrap(op, err)
+			return renewed, asOperation(op, err)
 		}
 	}
 	return renewed, nil
@@ -328,14 +328,14 @@ func (p *CosmosProvider) CleanupOrphanedSessions(ctx context.Context, idleTimeou
 	now := p.nowMs()
 	sessions, err := p.querySessions(ctx, "c.lockedUntil <= @now", []QueryParameter{{Name: "@now", Value: now}})
 	if err != nil {
-		return 0, wrap(op, err)
+		return 0, asOperation(op, err)
 	}
 	deleted := 0
 	for _, s := range sessions {
 		n, err := p.countPerRange(ctx, "c.type = @work AND c.session = @session",
 			[]QueryParameter{{Name: "@work", Value: docWork}, {Name: "@session", Value: s.Session}})
 		if err != nil {
-			return deleted, wrap(op, err)
+			return deleted, asOperation(op, err)
 		}
 		if n > 0 {
 			continue
@@ -349,7 +349,7 @@ func (p *CosmosProvider) CleanupOrphanedSessions(ctx context.Context, idleTimeou
 			p.sessions.forget(s.Session)
 		case IsPreconditionFailed(err) || IsNotFound(err):
 		default:
-			return deleted, wrap(op, err)
+			return deleted, asOperation(op, err)
 		}
 	}
 	return deleted, nil

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 )
 
@@ -19,9 +18,9 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 	act, ok := item.(ActivityExecute)
 	if !ok {
 		if item == nil {
-			return refusal(op, "work item is nil", ErrInvalidInput)
+			return refuse(op, "work item is nil", ErrInvalidInput)
 		}
-		return refusal(op, fmt.Sprintf("%s belongs on the orchestrator queue; only ActivityExecute goes to the worker queue", item.Kind()), ErrInvalidInput)
+		return refuse(op, fmt.Sprintf("%s belongs on the orchestrator queue; only ActivityExecute goes to the worker queue", item.Kind()), ErrInvalidInput)
 	}
 	if err := validateInstanceID(op, act.Instance); err != nil {
 		return err
@@ -29,7 +28,7 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 	pk := partitionKey(act.Instance)
 	body, err := p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), immediateAt(p.nowMs(), p.nextSeq()), p.ownWrites.workWriter(act, p.nowMs()), nil)
 	if err != nil {
-		return refused(op, err)
+		return refuse(op, "", err)
 	}
 	body = markedOnConsume(body)
 	// A lost response is resolved by sending again (R8): a 409 after an
@@ -40,13 +39,13 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 		// duroxide's SQLite provider would.
 		body, err = p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID)+"|"+newLockToken(""), immediateAt(p.nowMs(), p.nextSeq()), p.ownWrites.workWriter(act, p.nowMs()), nil)
 		if err != nil {
-			return refused(op, err)
+			return refuse(op, "", err)
 		}
 		body = markedOnConsume(body)
 		err = p.createOnce(ctx, pk, body, false)
 	}
 	if err != nil {
-		return wrap(op, err)
+		return asOperation(op, err)
 	}
 	p.workSignal.announce(instancePartitionKey(act.Instance))
 	return nil
@@ -83,12 +82,13 @@ func (p *CosmosProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTim
 		return nil, "", 0, nil
 	}
 	defer p.ownWrites.workFetch(tags)()
-	res, found, err := poll(ctx, p, p.workSignal, workLeaseKey(session, tags), p.workView(session, tags), pollTimeout,
+	watch := queueWatch{signal: p.workSignal, leaseKey: workLeaseKey(session, tags), view: p.workView(session, tags)}
+	res, found, err := poll(ctx, p, watch, pollTimeout,
 		func(ctx context.Context, scope lookScope) (fetchedWork, pollOutcome, error) {
 			return p.tryFetchWork(ctx, scope, lockTimeout, session, tags)
 		})
 	if err != nil {
-		return nil, "", 0, wrap(op, err)
+		return nil, "", 0, asOperation(op, err)
 	}
 	if !found {
 		return nil, "", 0, nil
@@ -405,18 +405,18 @@ func encodedActivityName(encoded string) string {
 func (p *CosmosProvider) heldWork(op, token string) (*workLock, error) {
 	lock, ok := p.workLocks.get(token)
 	if !ok {
-		return nil, refusal(op, "unknown lock token: the work item was acked, abandoned or never fetched here", ErrInvalidLockToken)
+		return nil, refuse(op, "unknown lock token: the work item was acked, abandoned or never fetched here", ErrInvalidLockToken)
 	}
 	lock.mu.Lock()
 	if lock.done {
 		lock.mu.Unlock()
-		return nil, refusal(op, "the work item was already acked or abandoned", ErrInvalidLockToken)
+		return nil, refuse(op, "the work item was already acked or abandoned", ErrInvalidLockToken)
 	}
 	if p.nowMs() >= lock.lockedUntil {
 		lock.done = true
 		lock.mu.Unlock()
 		p.forgetWork(lock)
-		return nil, refusal(op, "the work item's lock expired", ErrInvalidLockToken)
+		return nil, refuse(op, "the work item's lock expired", ErrInvalidLockToken)
 	}
 	return lock, nil
 }
@@ -429,7 +429,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 		switch completion.(type) {
 		case ActivityCompleted, ActivityFailed:
 		default:
-			return refusal(op, fmt.Sprintf("a completion is ActivityCompleted or ActivityFailed, not %s", completion.Kind()), ErrInvalidInput)
+			return refuse(op, fmt.Sprintf("a completion is ActivityCompleted or ActivityFailed, not %s", completion.Kind()), ErrInvalidInput)
 		}
 	}
 	// The completion is encoded before the lock's mutex is taken: encoding
@@ -464,7 +464,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 		applied, rerr := p.workAckApplied(ctx, lock)
 		switch {
 		case rerr != nil:
-			return wrap(op, err) // cannot tell yet: the caller retries, and so do we then
+			return asOperation(op, err) // cannot tell yet: the caller retries, and so do we then
 		case applied:
 			resp, err = TransactionalBatchResponse{Success: true}, nil
 		default:
@@ -472,13 +472,14 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 		}
 	}
 	if err != nil {
-		return wrap(op, err)
+		return asOperation(op, err)
 	}
 	if !resp.Success {
-		if idx, ce, _ := resp.FailedOperation(); idx == 0 && isGone(ce) {
+		idx, opErr := resp.FailedOperation()
+		if idx == 0 && missingOrChanged(opErr) {
 			return p.lostWork(op, lock)
 		}
-		return batchFailure(op, resp)
+		return asOperation(op, opErr)
 	}
 	lock.done = true
 	p.forgetWork(lock)
@@ -526,13 +527,13 @@ func (p *CosmosProvider) encodeCompletion(lock *workLock, completion WorkItem) (
 		}
 		body, err := p.newMessageDoc(completion, id, at, p.ownWrites.messageWriter(at.visibleAt, pin))
 		if err != nil {
-			return nil, refused(op, err)
+			return nil, refuse(op, "", err)
 		}
 		return body, documentFits(op, "the completion", body)
 	}
 	body, err := p.newMessageDoc(completion, id, at, "") // relayed: never stamped
 	if err != nil {
-		return nil, refused(op, err)
+		return nil, refuse(op, "", err)
 	}
 	// Left to the reconciler (no owner, no order among the instance's
 	// outboxes); the message is marked relayed, so its consumer leaves a
@@ -541,7 +542,7 @@ func (p *CosmosProvider) encodeCompletion(lock *workLock, completion WorkItem) (
 		Entries: []outboxEntry{{PK: instancePartitionKey(target), Doc: relayedBody(body)}}}
 	ob, err := json.Marshal(doc)
 	if err != nil {
-		return nil, refused(op, err)
+		return nil, refuse(op, "", err)
 	}
 	return ob, documentFits(op, "the completion's outbox", ob)
 }
@@ -550,7 +551,7 @@ func (p *CosmosProvider) encodeCompletion(lock *workLock, completion WorkItem) (
 // DB document can hold (R6, R7).
 func documentFits(op, what string, body []byte) error {
 	if len(body) > MaxDocumentBytes {
-		return refusal(op, fmt.Sprintf("%s is %d bytes encoded; a Cosmos DB document holds at most %d", what, len(body), MaxDocumentBytes), ErrDocumentTooLarge)
+		return refuse(op, fmt.Sprintf("%s is %d bytes encoded; a Cosmos DB document holds at most %d", what, len(body), MaxDocumentBytes), ErrDocumentTooLarge)
 	}
 	return nil
 }
@@ -584,7 +585,7 @@ func (p *CosmosProvider) RenewWorkItemLock(ctx context.Context, lockToken string
 			return nil
 		}
 		if !IsPreconditionFailed(err) && !IsNotFound(err) && !IsOutcomeUnknown(err) {
-			return wrap(op, err)
+			return asOperation(op, err)
 		}
 		applied, err := p.readBackWork(ctx, op, lock, until)
 		if err != nil {
@@ -595,7 +596,7 @@ func (p *CosmosProvider) RenewWorkItemLock(ctx context.Context, lockToken string
 			return nil
 		}
 	}
-	return Retryable(op, "the lock renewal did not apply; try again")
+	return transient(op, "the lock renewal did not apply; try again", nil)
 }
 
 // maxRenewalTries bounds the writes of one renewal whose outcomes are
@@ -625,24 +626,18 @@ func (p *CosmosProvider) readBackWork(ctx context.Context, op string, lock *work
 	}
 	if err != nil {
 		lock.doc.ETag = ""
-		return false, Retryable(op, "could not tell whether a write on the held work item applied: "+err.Error())
+		return false, transient(op, "could not tell whether a write on the held work item applied", err)
 	}
 	var doc queueDoc
 	if err := json.Unmarshal(resp.Value, &doc); err != nil {
 		lock.doc.ETag = ""
-		return false, Retryable(op, "could not read the held work item back: "+err.Error())
+		return false, transient(op, "could not read the held work item back", err)
 	}
 	if doc.Type != docWork || doc.LockToken != lock.token || doc.LockedUntil <= p.nowMs() {
 		return false, p.lostWork(op, lock)
 	}
 	lock.doc.ETag, lock.doc.LockedUntil, lock.lockedUntil = resp.ETag, doc.LockedUntil, doc.LockedUntil
 	return doc.LockedUntil == until, nil
-}
-
-// isGone says a write conditioned on a held item's ETag failed because the
-// item changed (a tombstone, another holder) or went away.
-func isGone(ce *CosmosError) bool {
-	return ce != nil && (ce.StatusCode == http.StatusPreconditionFailed || ce.StatusCode == http.StatusNotFound)
 }
 
 // forgetWork drops a lock this process no longer holds, and its claim.
@@ -656,7 +651,7 @@ func (p *CosmosProvider) forgetWork(lock *workLock) {
 func (p *CosmosProvider) lostWork(op string, lock *workLock) error {
 	lock.done = true
 	p.forgetWork(lock)
-	return refusal(op, "the work item was cancelled or its lock was lost", ErrInvalidLockToken)
+	return refuse(op, "the work item was cancelled or its lock was lost", ErrInvalidLockToken)
 }
 
 // AbandonWorkItem releases a held item, visible again after delay.
@@ -664,12 +659,12 @@ func (p *CosmosProvider) AbandonWorkItem(ctx context.Context, lockToken string, 
 	const op = "AbandonWorkItem"
 	lock, ok := p.workLocks.get(lockToken)
 	if !ok {
-		return refusal(op, "unknown lock token: the work item was acked, abandoned or never fetched here", ErrInvalidLockToken)
+		return refuse(op, "unknown lock token: the work item was acked, abandoned or never fetched here", ErrInvalidLockToken)
 	}
 	lock.mu.Lock()
 	defer lock.mu.Unlock()
 	if lock.done {
-		return refusal(op, "the work item was already acked or abandoned", ErrInvalidLockToken)
+		return refuse(op, "the work item was already acked or abandoned", ErrInvalidLockToken)
 	}
 	if err := p.knownETag(ctx, op, lock); err != nil {
 		return err
@@ -685,7 +680,7 @@ func (p *CosmosProvider) AbandonWorkItem(ctx context.Context, lockToken string, 
 		return p.lostWork(op, lock)
 	}
 	if err != nil {
-		return wrap(op, err)
+		return asOperation(op, err)
 	}
 	lock.done = true
 	p.forgetWork(lock)

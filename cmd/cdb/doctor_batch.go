@@ -90,8 +90,8 @@ func (d *doctor) batchAtomicity(ctx context.Context) stepOutcome {
 	case !cdb.IsNotFound(err):
 		return failed(err, "read the failed batch's first item", "", "")
 	}
-	index, opErr, ok := resp.FailedOperation()
-	if resp.Success || !ok || index != 1 || opErr.StatusCode != http.StatusConflict || resp.OperationResults[0].StatusCode != http.StatusFailedDependency {
+	index, opErr := resp.FailedOperation()
+	if resp.Success || index != 1 || !cdb.IsConflict(opErr) || resp.OperationResults[0].StatusCode != http.StatusFailedDependency {
 		return failed(nil, answered, meaning, "report it with this line")
 	}
 	return passed("%s and applied nothing", answered)

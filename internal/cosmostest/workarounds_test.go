@@ -223,11 +223,10 @@ func TestBatchWithPatchStopsAtFirstFailure(t *testing.T) {
 		codes = append(codes, r.StatusCode)
 	}
 	assert.Equal(t, []int{424, 412, 424, 424}, codes, "the failing operation's status, 424 for the others (the create before it stays applied)")
-	idx, ce, ok := resp.FailedOperation()
-	require.True(t, ok)
+	idx, opErr := resp.FailedOperation()
 	assert.Equal(t, 1, idx)
-	assert.Equal(t, http.StatusPreconditionFailed, ce.StatusCode)
-	assert.Contains(t, ce.Error(), "Condition specified in the patch request is not satisfied", "the server's message is kept")
+	assert.True(t, cdb.IsPreconditionFailed(opErr), "a 412: %v", opErr)
+	assert.Contains(t, opErr.Error(), "Condition specified in the patch request is not satisfied", "the server's message is kept")
 
 	reqs := rs.recorded()
 	assert.Equal(t, []string{"POST " + feed, "GET /dbs/d/colls/c", "PATCH " + feed + "/x"}, methodsAndPaths(reqs),

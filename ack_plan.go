@@ -1,0 +1,413 @@
+package cdb
+
+// Planning an ack: the documents a turn writes (the instance, its execution,
+// history, state, KV entries, consumed messages) and the batch that writes
+// them.
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// ackPlan is a turn's commit, ready to send.
+type ackPlan struct {
+	batch       *TransactionalBatch
+	inst        instanceDoc
+	state       *instanceState
+	outbox      *outboxDoc
+	newMessages []time.Time // visibility of messages this commit writes for the instance itself
+	newWork     int         // worker items it writes (some maybe through the outbox)
+	workVisible time.Time   // when they become visible
+	staged      [][]byte    // history and outbox parts to write before the commit (R7)
+	historyID   string      // the turn's history document, "" when it has no events
+	consumeOnly bool        // deletes the nameless instance document (planConsumeOnly)
+}
+
+// instanceWrite is the index of the batch's write of the instance document
+// (guarded by the lock's ETag) in every ack plan.
+const instanceWrite = 0
+
+func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, squeeze int, executionID uint64, delta []Event, workerItems, orchItems []WorkItem, md ExecutionMetadata, cancelled []ScheduledActivityIdentifier) (*ackPlan, error) {
+	state := lock.state
+	existing := map[uint64]bool{}
+	if executionID == state.exec {
+		existing = state.eventIDs
+	}
+	if err := checkEventIDs(op, existing, delta); err != nil {
+		return nil, err
+	}
+	if consumesOnly(lock, delta, workerItems, orchItems, md, cancelled) {
+		return p.planConsumeOnly(lock)
+	}
+	now := p.nowMs()
+	inst := nextInstanceDoc(lock, executionID, delta, md, now)
+	execDoc := nextExecutionDoc(lock, executionID, md, now)
+	queued := len(workerItems) + len(orchItems)
+	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now, seq: p.reserveSeqs(queued + 1), pinned: inst.Pinned, squeeze: squeeze, lives: sendingLives(inst)}
+	w.visible = sequencedVisibleAt(w.seq, time.UnixMilli(now), 0).UnixMilli()
+	inst.Seq = w.seq + int64(queued)
+	out, err := placeOutput(&inst, &execDoc, md, lock.token)
+	if err != nil {
+		return nil, refuse(op, "", err)
+	}
+	kvWrites, err := planKV(state, &execDoc, inst, lock.pk, lock.token, delta, md, now)
+	if err != nil {
+		return nil, refuse(op, "", err)
+	}
+	if executionID == inst.CurrentExec {
+		inst.KVMerged = execDoc.KVMerged
+	}
+
+	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+	instBody, err := json.Marshal(withoutETag(inst))
+	if err != nil {
+		return nil, refuse(op, "encode instance", err)
+	}
+	etag := lock.inst.ETag
+	b.ReplaceItem(instanceDocID, instBody, &TransactionalBatchItemOptions{IfMatch: &etag})
+	for _, m := range lock.messages {
+		consumeItem(b, m, nil)
+	}
+	var hist historyDoc
+	var staged [][]byte
+	if len(delta) > 0 {
+		body, d, parts, err := historyForCommit(inst.Instance, lock.pk, executionID, lock.token, delta, squeeze)
+		if err != nil {
+			return nil, refuse(op, "", err)
+		}
+		hist, staged = d, parts
+		b.CreateItem(body, nil)
+		for _, id := range d.Parts {
+			keepStaged(b, id)
+		}
+		execDoc.Events += len(delta)
+		execDoc.Bytes += d.Bytes
+	}
+	execDoc.CarryForward = max(execDoc.CarryForward, carryForwardCount(delta))
+	out.addTo(b)
+	staged = append(staged, out.staged...)
+	kvChunks, err := kvWrites.addTo(b)
+	if err != nil {
+		return nil, refuse(op, "", err)
+	}
+	staged = append(staged, kvChunks...)
+	execBody, err := json.Marshal(execDoc)
+	if err != nil {
+		return nil, refuse(op, "encode execution", err)
+	}
+	b.UpsertItem(execBody, nil)
+
+	plan := &ackPlan{batch: b, inst: inst, staged: staged, historyID: hist.ID}
+	if err := w.addWork(workerItems, cancelled, inst.Pinned); err != nil {
+		return nil, err
+	}
+	plan.newWork, plan.workVisible = len(workerItems), time.UnixMilli(w.visible)
+	for _, item := range orchItems {
+		visible, err := w.addMessage(item)
+		if err != nil {
+			return nil, err
+		}
+		if item.InstanceID() == inst.Instance {
+			plan.newMessages = append(plan.newMessages, visible)
+		}
+	}
+	if err := w.addCancellations(cancelled, workerItems); err != nil {
+		return nil, err
+	}
+	outbox, parts, err := w.flush(b, inst.Instance, inst.Rev)
+	if err != nil {
+		return nil, err
+	}
+	plan.outbox = outbox
+	plan.staged = append(plan.staged, parts...)
+	plan.state = nextState(state, inst, executionID, execDoc, delta, hist)
+	if plan.state != nil {
+		plan.state.kv = kvWrites.state
+		if outbox == nil {
+			// Outboxes the load saw are still to be ordered before this
+			// instance's next outbox.
+			plan.state.pendingOutboxes = state.pendingOutboxes
+		}
+	}
+	return plan, nil
+}
+
+// consumeItem removes a queue item its holder consumed. A relayed one
+// leaves a consumedMarker in its place, so that a relay delivering it again
+// gets a 409 instead of creating work that was done.
+func consumeItem(b *TransactionalBatch, doc queueDoc, o *TransactionalBatchItemOptions) {
+	ttl := doc.ConsumedTTL
+	if doc.Relayed {
+		ttl = consumedMarkerTTL
+	}
+	if ttl <= 0 {
+		b.DeleteItem(doc.ID, o)
+		return
+	}
+	marker, err := json.Marshal(consumedMarker{ID: doc.ID, PK: doc.PK, Type: docConsumed, Instance: doc.Instance, TTL: ttl})
+	if err != nil {
+		b.fail(fmt.Errorf("encode consumed marker: %w", err))
+		return
+	}
+	b.ReplaceItem(doc.ID, marker, o)
+}
+
+// consumesOnly says a turn only consumes messages of an id that was never
+// started (or was deleted): no instance, no history, and the turn names
+// nothing and writes nothing, as the runtime acks an Unknown batch.
+func consumesOnly(lock *orchestrationLock, delta []Event, workerItems, orchItems []WorkItem, md ExecutionMetadata, cancelled []ScheduledActivityIdentifier) bool {
+	s := lock.state
+	return !lock.inst.exists() && lock.inst.CurrentExec == 0 && s != nil && len(s.history) == 0 && s.historyError == nil && s.execDoc == nil &&
+		len(delta) == 0 && len(workerItems) == 0 && len(orchItems) == 0 && len(cancelled) == 0 &&
+		md.OrchestrationName == nil && md.Status == nil
+}
+
+// planConsumeOnly is the commit of such a turn: the messages go, and so
+// does the nameless instance document the fetch created for them, so that
+// messages to ids that never started leave nothing behind. A start or a
+// fetch creates the document again when one is needed.
+// While other messages of the id are parked (parking.go), the document
+// stays, unlocked, so that a start that comes before their deadline still
+// brings them into its batch.
+func (p *CosmosProvider) planConsumeOnly(lock *orchestrationLock) (*ackPlan, error) {
+	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+	etag := lock.inst.ETag
+	inst := lock.inst
+	inst.LastAck = lock.token
+	stillParked := inst.ParkedUntil > p.nowMs()
+	if stillParked {
+		inst.LockToken, inst.LockedUntil = "", 0
+		body, err := json.Marshal(withoutETag(inst))
+		if err != nil {
+			return nil, fmt.Errorf("encode instance document: %w", err)
+		}
+		b.ReplaceItem(instanceDocID, body, &TransactionalBatchItemOptions{IfMatch: &etag})
+	} else {
+		b.DeleteItem(instanceDocID, &TransactionalBatchItemOptions{IfMatch: &etag})
+	}
+	for _, m := range lock.messages {
+		consumeItem(b, m, nil)
+	}
+	return &ackPlan{batch: b, inst: inst, consumeOnly: !stillParked}, nil
+}
+
+// kvPlan is a turn's KV writes: the turn's KV events go into the delta,
+// which needs no document of its own (the turn's history holds them); when
+// the execution ends, the delta is merged into the store: each touched
+// bucket is written anew in chunks (in the batch while small, staged
+// otherwise), its previous chunks and any legacy delta document are
+// deleted, and the execution records the last event merged (reference
+// §2.3 steps 10 and 11).
+type kvPlan struct {
+	state   kvState  // after the commit
+	deletes []string // documents the commit deletes
+	chunks  []kvDoc  // store chunks the commit writes
+}
+
+func planKV(state *instanceState, execDoc *executionDoc, inst instanceDoc, pk, token string, delta []Event, md ExecutionMetadata, now int64) (kvPlan, error) {
+	kv := state.kv.clone()
+	kv.applyEvents(delta, uint64(now))
+	plan := kvPlan{state: kv}
+	if !isTerminalStatus(md.Status) || len(kv.delta) == 0 && !kv.legacyDelta {
+		return plan, nil
+	}
+	execDoc.KVMerged = lastEventID(state, execDoc.Exec, delta)
+	if kv.legacyDelta {
+		plan.deletes = append(plan.deletes, kvDeltaID)
+		kv.legacyDelta = false
+	}
+	for _, bucket := range kv.merge() {
+		plan.deletes = append(plan.deletes, kv.chunks[bucket]...)
+		docs, err := kv.bucketChunks(inst.Instance, pk, token, bucket)
+		if err != nil {
+			return plan, err
+		}
+		kv.chunks[bucket] = nil
+		for _, d := range docs {
+			kv.chunks[bucket] = append(kv.chunks[bucket], d.ID)
+		}
+		plan.chunks = append(plan.chunks, docs...)
+	}
+	plan.state = kv
+	return plan, nil
+}
+
+// addTo adds the plan's writes to the batch: the chunks in it while they
+// are small, else staged and made permanent by it; it returns the bodies
+// to stage.
+func (k kvPlan) addTo(b *TransactionalBatch) ([][]byte, error) {
+	for _, id := range k.deletes {
+		b.DeleteItem(id, nil)
+	}
+	bodies := make([][]byte, len(k.chunks))
+	total := 0
+	for i, c := range k.chunks {
+		body, err := json.Marshal(c)
+		if err != nil {
+			return nil, fmt.Errorf("encode KV chunk: %w", err)
+		}
+		bodies[i], total = body, total+len(body)
+	}
+	if total <= stageKVAbove {
+		for _, body := range bodies {
+			b.CreateItem(body, nil)
+		}
+		return nil, nil
+	}
+	for i, c := range k.chunks {
+		c.TTL = stagedPartTTL
+		body, err := json.Marshal(c)
+		if err != nil {
+			return nil, fmt.Errorf("encode KV chunk: %w", err)
+		}
+		bodies[i] = body
+		keepStaged(b, c.ID)
+	}
+	return bodies, nil
+}
+
+// lastEventID is the highest event id of execution exec once delta is
+// appended.
+func lastEventID(state *instanceState, exec uint64, delta []Event) uint64 {
+	var last uint64
+	if state.exec == exec {
+		for id := range state.eventIDs {
+			last = max(last, id)
+		}
+	}
+	for _, e := range delta {
+		last = max(last, e.EventID)
+	}
+	return last
+}
+
+// carryForwardCount is the number of carry-forward events of the delta's
+// OrchestrationStarted.
+func carryForwardCount(delta []Event) int {
+	for _, e := range delta {
+		if s, ok := e.Kind.(OrchestrationStarted); ok {
+			return len(s.CarryForwardEvents)
+		}
+	}
+	return 0
+}
+
+func withoutETag(d instanceDoc) instanceDoc {
+	d.ETag = ""
+	return d
+}
+
+// nextInstanceDoc applies a turn to the instance document (its execution,
+// metadata, status, output, custom status and pinned version, as duroxide's
+// ack does) and releases the lock.
+func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event, md ExecutionMetadata, now int64) instanceDoc {
+	inst := lock.inst
+	if lock.unparked {
+		inst.ParkedUntil = 0 // none is left parked
+	}
+	if md.OrchestrationName != nil && md.OrchestrationVersion != nil {
+		if !inst.exists() {
+			inst.Parent = md.ParentInstanceID
+			inst.ParentLife = parentLifeOfStart(lock, md.ParentInstanceID)
+			inst.CreatedAt = now
+		}
+		inst.Name = *md.OrchestrationName
+		inst.Version = md.OrchestrationVersion
+	}
+	if executionID > inst.CurrentExec {
+		inst.CurrentExec = executionID
+		inst.Status, inst.Output, inst.OutputRef, inst.Pinned, inst.CompletedAt = StatusRunning, nil, "", nil, nil
+		inst.KVMerged = 0
+	}
+	if executionID == inst.CurrentExec {
+		if inst.Status == "" {
+			inst.Status = StatusRunning
+		}
+		if md.PinnedDuroxideVersion != nil {
+			packed := md.PinnedDuroxideVersion.PackedVersion()
+			inst.Pinned = &packed
+		}
+		if md.Status != nil {
+			inst.Status, inst.Output, inst.OutputRef = *md.Status, md.Output, ""
+			inst.CompletedAt = nil
+			if *md.Status != StatusRunning {
+				completed := now
+				inst.CompletedAt = &completed
+			}
+		}
+	}
+	if status, ok := lastCustomStatus(delta); ok {
+		inst.CustomStatus = status
+		inst.CustomVersion++
+	}
+	inst.LockToken, inst.LockedUntil = "", 0
+	inst.LastAck = lock.token
+	inst.Rev++
+	inst.UpdatedAt = now
+	return inst
+}
+
+// lastCustomStatus is the last CustomStatusUpdated of the delta.
+func lastCustomStatus(delta []Event) (*string, bool) {
+	var status *string
+	found := false
+	for _, e := range delta {
+		if u, ok := e.Kind.(CustomStatusUpdated); ok {
+			status, found = u.Status, true
+		}
+	}
+	return status, found
+}
+
+// nextExecutionDoc is the execution document after the turn, created when
+// the execution is new, never resetting a stored status.
+func nextExecutionDoc(lock *orchestrationLock, executionID uint64, md ExecutionMetadata, now int64) executionDoc {
+	var d executionDoc
+	if executionID == lock.state.exec && lock.state.execDoc != nil {
+		d = *lock.state.execDoc
+	} else {
+		d = executionDoc{
+			ID: executionDocID(executionID), PK: lock.pk, Type: docExecution, Instance: lock.inst.Instance,
+			Exec: executionID, Status: StatusRunning, StartedAt: now,
+		}
+	}
+	if md.PinnedDuroxideVersion != nil {
+		packed := md.PinnedDuroxideVersion.PackedVersion()
+		d.Pinned = &packed
+	}
+	if md.Status != nil {
+		d.Status, d.Output, d.OutputRef = *md.Status, md.Output, ""
+		if *md.Status != StatusRunning {
+			completed := now
+			d.CompletedAt = &completed
+		}
+	}
+	return d
+}
+
+// nextState is the cached state after the commit, so this process's next
+// fetch of the instance needs no load.
+func nextState(prev *instanceState, inst instanceDoc, executionID uint64, execDoc executionDoc, delta []Event, hist historyDoc) *instanceState {
+	s := &instanceState{commit: inst.LastAck, exec: inst.CurrentExec, execDoc: &execDoc, eventIDs: map[uint64]bool{}}
+	if executionID != inst.CurrentExec {
+		return nil // a turn on an older execution: let the next fetch load
+	}
+	if executionID == prev.exec {
+		s.history = append(append([]Event(nil), prev.history...), delta...)
+		s.historyError = prev.historyError
+		for id := range prev.eventIDs {
+			s.eventIDs[id] = true
+		}
+	} else {
+		s.history = append([]Event(nil), delta...)
+	}
+	for _, id := range hist.EventIDs {
+		s.eventIDs[id] = true
+	}
+	if s.historyError != nil {
+		s.history = nil
+	}
+	sortEvents(s.history)
+	return s
+}

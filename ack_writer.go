@@ -1,0 +1,383 @@
+package cdb
+
+// Placing an ack's writes: every document of the turn goes in the commit
+// batch when it fits the instance's partition and the batch's size, and
+// otherwise in the outbox the commit writes, which the relay delivers.
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// ackWriter collects the documents of one ack besides its history and
+// state, and places them: in the batch, or in the outbox (R1).
+type ackWriter struct {
+	p     *CosmosProvider
+	op    string
+	pk    string
+	token string
+	now   int64
+	seq   int64 // the next queue item's, from the commit's reserved block
+	// visible is when the items it queues become visible: now, or the
+	// millisecond of its seqs where those run ahead of this process's
+	// clock (seqs it has seen from another), so what one turn queues is
+	// visible after what the instance's last turn queued.
+	visible int64
+	pinned  *uint64      // the instance's pinned version after the turn
+	docs    []pendingDoc // for this partition
+	remote  []pendingDoc // for other partitions
+	// squeeze halves the batch budget that many times (maxCommitSqueeze),
+	// for a commit the store refused as too large.
+	squeeze int
+	// lives addresses the messages it sends (lives.go).
+	lives senderLives
+}
+
+type pendingDoc struct {
+	pk      string
+	body    []byte
+	upsert  bool
+	queued  bool // a message or worker item: marked relayed when an outbox carries it
+	message bool // an orchestrator message
+	// writer is the own-writes stamp a queue item gets when the batch
+	// writes it; one an outbox carries gets none (ownwrites.go).
+	writer string
+	// role marks a child's start and its instance document, which the
+	// relay settles against a deletion under way (deletion.go).
+	role string
+}
+
+// addWork adds the turn's new worker items.
+func (w *ackWriter) addWork(items []WorkItem, cancelled []ScheduledActivityIdentifier, pinned *uint64) error {
+	dropped := cancelledSet(cancelled)
+	for _, item := range items {
+		act, ok := item.(ActivityExecute)
+		if !ok {
+			return refuse(w.op, fmt.Sprintf("worker item is a %s; only ActivityExecute goes to the worker queue", item.Kind()), ErrInvalidInput)
+		}
+		if dropped[ScheduledActivityIdentifier{Instance: act.Instance, ExecutionID: act.ExecutionID, ActivityID: act.ID}] {
+			continue // scheduled and cancelled in the same turn: nothing to do
+		}
+		body, err := w.p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), immediateAt(w.visible, w.takeSeq()), "", pinned)
+		if err != nil {
+			return refuse(w.op, "", err)
+		}
+		if err := w.fits(body, fmt.Sprintf("the work item of activity %d", act.ID)); err != nil {
+			return err
+		}
+		w.add(instancePartitionKey(act.Instance), pendingDoc{body: body, queued: true, writer: w.p.ownWrites.workWriter(act, w.visible)})
+	}
+	return nil
+}
+
+// fits refuses, before anything is written, a document no Cosmos DB
+// document can hold (R6, R7).
+func (w *ackWriter) fits(body []byte, what string) error {
+	return documentFits(w.op, what, body)
+}
+
+func cancelledSet(cancelled []ScheduledActivityIdentifier) map[ScheduledActivityIdentifier]bool {
+	set := make(map[ScheduledActivityIdentifier]bool, len(cancelled))
+	for _, c := range cancelled {
+		set[c] = true
+	}
+	return set
+}
+
+// takeSeq hands out the next seq of the commit's reserved block.
+func (w *ackWriter) takeSeq() int64 {
+	w.seq++
+	return w.seq - 1
+}
+
+// addMessage adds an orchestrator item: TimerFired becomes visible at its
+// fire time, everything else with the commit's other items.
+func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
+	at := immediateAt(w.visible, w.takeSeq())
+	if t, ok := item.(TimerFired); ok {
+		at = dueAt(int64(t.FireAtMs), at.seq)
+	}
+	target := item.InstanceID()
+	if err := validateInstanceID(w.op, target); err != nil {
+		return time.Time{}, err
+	}
+	id := "m|o|" + w.token + "|" + strconv.Itoa(len(w.docs)+len(w.remote))
+	body, err := w.p.newAddressedMessageDoc(item, id, at, "", w.lives.address(target))
+	if err != nil {
+		return time.Time{}, refuse(w.op, "", err)
+	}
+	if err := w.fits(body, fmt.Sprintf("the %s for %q", item.Kind(), target)); err != nil {
+		return time.Time{}, err
+	}
+	pk := instancePartitionKey(target)
+	if _, ok := item.(StartOrchestration); ok && pk != w.pk {
+		// A child's or detached start brings the child's lock document,
+		// as EnqueueForOrchestrator does; delivering it twice is a 409.
+		shell, err := w.p.newLockDoc(target, startParent(item))
+		if err != nil {
+			return time.Time{}, refuse(w.op, "", err)
+		}
+		w.remote = append(w.remote, pendingDoc{pk: pk, body: shell, role: entryShell})
+		w.add(pk, pendingDoc{body: body, queued: true, role: entryStart})
+		return time.UnixMilli(at.visibleAt), nil
+	}
+	writer := ""
+	if pk == w.pk {
+		writer = w.p.ownWrites.messageWriter(at.visibleAt, pinnedTo(w.pinned))
+	}
+	w.add(pk, pendingDoc{body: body, queued: true, message: true, writer: writer})
+	return time.UnixMilli(at.visibleAt), nil
+}
+
+// addCancellations overwrites each cancelled activity's worker item with a
+// tombstone: an upsert succeeds whether the item is queued, held by a
+// worker (whose renew and ack then fail: the cancellation signal) or
+// already gone. Activities scheduled in this same turn were never written.
+func (w *ackWriter) addCancellations(cancelled []ScheduledActivityIdentifier, scheduled []WorkItem) error {
+	fresh := map[ScheduledActivityIdentifier]bool{}
+	for _, item := range scheduled {
+		if act, ok := item.(ActivityExecute); ok {
+			fresh[ScheduledActivityIdentifier{Instance: act.Instance, ExecutionID: act.ExecutionID, ActivityID: act.ID}] = true
+		}
+	}
+	for _, c := range cancelled {
+		if fresh[c] || c.Instance == "" {
+			continue
+		}
+		body, err := json.Marshal(queueDoc{
+			ID: workDocID(c.ExecutionID, c.ActivityID), PK: instancePartitionKey(c.Instance), Type: docWorkGone,
+			Instance: c.Instance, Exec: c.ExecutionID, Activity: c.ActivityID, TTL: tombstoneTTL,
+		})
+		if err != nil {
+			return refuse(w.op, "", err)
+		}
+		w.add(instancePartitionKey(c.Instance), pendingDoc{body: body, upsert: true})
+	}
+	return nil
+}
+
+// add places a document: with this partition's, or with the other
+// partitions', which only an outbox can write.
+func (w *ackWriter) add(pk string, d pendingDoc) {
+	d.pk = pk
+	if pk != w.pk {
+		w.remote = append(w.remote, d)
+		return
+	}
+	w.docs = append(w.docs, d)
+}
+
+// Commit sizes (R1, R7). The batch keeps room for its encoding; an outbox
+// document holds at most outboxInlineBytes of entries itself (a fetch's load
+// reads pending outboxes), and stages the rest in parts.
+const (
+	commitBatchBytes  = MaxBatchBytes - 32*1024
+	batchOpOverhead   = 128 // bytes an operation adds to the batch body besides its document and id
+	outboxInlineBytes = 256 * 1024
+	outboxRefsReserve = 16 * 1024 // the outbox document's own fields and part names
+)
+
+// commitBudgetBytes is the bytes a commit batch may take, halved squeeze
+// times for a commit the store refused as too large.
+func commitBudgetBytes(squeeze int) int { return commitBatchBytes >> squeeze }
+
+// batchBytes estimates the encoded size of a batch from its operations.
+func batchBytes(b *TransactionalBatch) int {
+	n := 2
+	for _, op := range b.ops {
+		n += len(op.ResourceBody) + len(op.ID) + batchOpOverhead
+	}
+	return n
+}
+
+// sizedEntry is an outbox entry with its encoded size in an entries array.
+type sizedEntry struct {
+	entry outboxEntry
+	size  int
+}
+
+// outboxLayout is where the documents that leave the batch go: the outbox
+// document's own entries, then staged parts.
+type outboxLayout struct {
+	inline []outboxEntry
+	parts  [][]outboxEntry
+}
+
+// flush places the turn's documents (R1, R7): this partition's in the batch
+// while its operations and bytes allow, the rest, and every other
+// partition's, in an outbox document; entries that would make that document
+// too large go to staged parts, which the batch makes permanent. It returns
+// the outbox document (nil when none is needed) and the parts to stage.
+func (w *ackWriter) flush(b *TransactionalBatch, instance string, rev uint64) (*outboxDoc, [][]byte, error) {
+	used, budget := batchBytes(b), commitBudgetBytes(w.squeeze)
+	if used > budget || b.Len() >= MaxBatchOperations {
+		return nil, nil, refuse(w.op, fmt.Sprintf("the turn's history, state and consumed messages take %d operations and %d bytes; a commit batch holds %d and %d",
+			b.Len(), used, MaxBatchOperations, budget), ErrBatchTooLarge)
+	}
+	if len(w.remote) == 0 && b.Len()+len(w.docs) <= MaxBatchOperations && used+opsBytes(w.docs) <= budget {
+		w.inline(b, w.docs)
+		return nil, nil, nil
+	}
+	entries, err := w.entries()
+	if err != nil {
+		return nil, nil, err
+	}
+	opsFree := MaxBatchOperations - b.Len() - 1 // the outbox document's
+	bytesFree := budget - used - outboxRefsReserve - len(instance) - len(w.pk) - batchOpOverhead
+	inlineBytes := make([]int, len(w.docs)+1) // of the first k documents
+	for i, d := range w.docs {
+		inlineBytes[i+1] = inlineBytes[i] + opBytes(d)
+	}
+	k := 0
+	for k < len(w.docs) && k < opsFree && inlineBytes[k+1] <= bytesFree {
+		k++
+	}
+	partCap := w.partCapacity(instance)
+	for ; k >= 0; k-- {
+		layout, err := w.layout(entries[k:], bytesFree-inlineBytes[k], partCap)
+		if err != nil {
+			return nil, nil, err
+		}
+		if k+len(layout.parts) <= opsFree {
+			w.inline(b, w.docs[:k])
+			return w.writeOutbox(b, instance, rev, layout, slices.ContainsFunc(w.docs[k:], func(d pendingDoc) bool { return d.message }))
+		}
+	}
+	return nil, nil, refuse(w.op, fmt.Sprintf("the turn writes %d documents; even with its outbox staged in parts they need more than a commit batch's %d operations",
+		len(w.docs)+len(w.remote), MaxBatchOperations), ErrBatchTooManyOperations)
+}
+
+func opBytes(d pendingDoc) int { return len(d.body) + stampBytes(d.writer) + batchOpOverhead }
+
+func opsBytes(docs []pendingDoc) int {
+	n := 0
+	for _, d := range docs {
+		n += opBytes(d)
+	}
+	return n
+}
+
+// inline adds documents to the batch.
+func (w *ackWriter) inline(b *TransactionalBatch, docs []pendingDoc) {
+	for _, d := range docs {
+		body := stampedBody(d.body, d.writer)
+		if d.upsert {
+			b.UpsertItem(body, nil)
+		} else {
+			b.CreateItem(body, nil)
+		}
+	}
+}
+
+// entries are the outbox entries of this partition's documents, then the
+// other partitions', in the turn's order; queue items are marked relayed.
+func (w *ackWriter) entries() ([]sizedEntry, error) {
+	all := make([]sizedEntry, 0, len(w.docs)+len(w.remote))
+	for _, d := range append(w.docs[:len(w.docs):len(w.docs)], w.remote...) {
+		body := d.body
+		if d.queued {
+			body = relayedBody(body)
+		}
+		e := outboxEntry{PK: d.pk, Upsert: d.upsert, Doc: body, Role: d.role}
+		raw, err := json.Marshal(e)
+		if err != nil {
+			return nil, refuse(w.op, "encode outbox entry", err)
+		}
+		all = append(all, sizedEntry{entry: e, size: len(raw) + 1})
+	}
+	return all, nil
+}
+
+// relayedBody marks an encoded queue document as delivered by an outbox
+// (queueDoc.Relayed), without decoding it again.
+func relayedBody(body []byte) []byte {
+	return append([]byte(`{"relayed":true,`), body[1:]...)
+}
+
+// partSlack is what a staged part leaves free of the document limit: the
+// service stores system properties beside the bytes sent (_rid, _self,
+// _etag, _attachments, _ts) and may count the document differently from
+// the client, so a part sized to the byte would be refused.
+const partSlack = 8 * 1024
+
+// partCapacity is the entry bytes an outbox part of this instance holds.
+func (w *ackWriter) partCapacity(instance string) int {
+	empty, _ := json.Marshal(outboxPart{ID: w.partID(99), PK: w.pk, Type: docOutboxPart, Instance: instance, Outbox: "o|" + w.token, TTL: stagedPartTTL})
+	return MaxDocumentBytes - len(empty) - partSlack
+}
+
+// partID names an outbox part. A tighter plan of the same ack lays its
+// entries out differently, so its parts take names of their own; the
+// parts of a plan that did not commit expire.
+func (w *ackWriter) partID(n int) string {
+	if w.squeeze > 0 {
+		return "op|" + w.token + "|s" + strconv.Itoa(w.squeeze) + "." + strconv.Itoa(n)
+	}
+	return "op|" + w.token + "|" + strconv.Itoa(n)
+}
+
+// layout puts the first entries that fit in room (at most
+// outboxInlineBytes) into the outbox document, and packs the others, in
+// order, into parts of at most partCap bytes.
+func (w *ackWriter) layout(entries []sizedEntry, room, partCap int) (outboxLayout, error) {
+	var l outboxLayout
+	i, size := 0, 0
+	for room = min(room, outboxInlineBytes); i < len(entries) && size+entries[i].size <= room; i++ {
+		size += entries[i].size
+		l.inline = append(l.inline, entries[i].entry)
+	}
+	var cur []outboxEntry
+	size = 0
+	for _, e := range entries[i:] {
+		if e.size > partCap {
+			return l, refuse(w.op, fmt.Sprintf("a document for partition %q is %d bytes; with its envelope it fits neither the commit batch nor an outbox part (%d bytes)", e.entry.PK, len(e.entry.Doc), partCap), ErrDocumentTooLarge)
+		}
+		if len(cur) > 0 && size+e.size > partCap {
+			l.parts = append(l.parts, cur)
+			cur, size = nil, 0
+		}
+		cur = append(cur, e.entry)
+		size += e.size
+	}
+	if len(cur) > 0 {
+		l.parts = append(l.parts, cur)
+	}
+	return l, nil
+}
+
+// writeOutbox adds the outbox document, and the permanence of its staged
+// parts, to the batch; it returns the document and the parts' bodies. self
+// says it carries messages for the instance itself (outboxDoc.Self).
+func (w *ackWriter) writeOutbox(b *TransactionalBatch, instance string, rev uint64, l outboxLayout, self bool) (*outboxDoc, [][]byte, error) {
+	doc := &outboxDoc{ID: "o|" + w.token, PK: w.pk, Type: docOutbox, Instance: instance, CreatedAt: w.now,
+		Entries: l.inline, Rev: rev, Owner: w.token, BeatAt: w.now}
+	if doc.Entries == nil {
+		doc.Entries = []outboxEntry{}
+	}
+	doc.Self = self
+	var staged [][]byte
+	for n, entries := range l.parts {
+		part := outboxPart{ID: w.partID(n), PK: w.pk, Type: docOutboxPart, Instance: instance, Outbox: doc.ID, Entries: entries, TTL: stagedPartTTL}
+		body, err := json.Marshal(part)
+		if err != nil {
+			return nil, nil, refuse(w.op, "encode outbox part", err)
+		}
+		staged = append(staged, body)
+		doc.Parts = append(doc.Parts, outboxPartRef{ID: part.ID, Entries: len(entries)})
+	}
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return nil, nil, refuse(w.op, "encode outbox", err)
+	}
+	b.CreateItem(body, nil)
+	for _, ref := range doc.Parts {
+		keepStaged(b, ref.ID)
+	}
+	if n := batchBytes(b); n > MaxBatchBytes {
+		return nil, nil, refuse(w.op, fmt.Sprintf("the commit batch would be %d bytes; at most %d are allowed", n, MaxBatchBytes), ErrBatchTooLarge)
+	}
+	return doc, staged, nil
+}

@@ -1,0 +1,254 @@
+package cdb
+
+// Enqueueing for the orchestrator: a message in the target instance's
+// partition, in send order; a start also writes the instance's lock document.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// EnqueueForOrchestrator writes one message into the target instance's
+// partition, visible after delay. It never creates the instance.
+func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkItem, delay time.Duration) error {
+	const op = "EnqueueForOrchestrator"
+	if item == nil {
+		return refuse(op, "work item is nil", ErrInvalidInput)
+	}
+	if _, ok := item.(ActivityExecute); ok {
+		return refuse(op, "ActivityExecute belongs on the worker queue (use EnqueueForWorker)", ErrInvalidInput)
+	}
+	instance := item.InstanceID()
+	if err := validateInstanceID(op, instance); err != nil {
+		return err
+	}
+	id := "m|" + newLockToken("")
+	if _, ok := item.(StartOrchestration); !ok {
+		visibleAt, err := p.enqueueSequenced(ctx, item, id, delay)
+		if err != nil {
+			return asOperation(op, err)
+		}
+		p.announceMessage(instancePartitionKey(instance), visibleAt)
+		return nil
+	}
+	seq := p.nextSeq()
+	visibleAt := sequencedVisibleAt(seq, p.now(), delay)
+	at := dueAt(visibleAt.UnixMilli(), seq)
+	if delay <= 0 {
+		at = immediateAt(visibleAt.UnixMilli(), seq)
+	}
+	doc, err := p.newMessageDoc(item, id, at, p.ownWrites.messageWriter(at.visibleAt, pinnedTo(nil))) // a start: not pinned yet
+	if err != nil {
+		return refuse(op, "", err)
+	}
+	if err := p.enqueueStart(ctx, instance, startParent(item), markedOnConsume(doc), seq); err != nil {
+		return asOperation(op, err)
+	}
+	p.announceMessage(instancePartitionKey(instance), visibleAt)
+	return nil
+}
+
+// enqueueStart writes a start message together with the instance's lock
+// document and the partition's sequencer (sequencer.go), so the instance's
+// first fetch can lock it with one patch and its first event is one
+// request too. The lock document has no name: the instance exists only
+// once an ack names it. When the lock document exists already, the message
+// is written alone; when only the sequencer does (events came first), the
+// start goes without it. The message's id is its own, so a lost response is
+// resolved by sending again: a 409 on the message after an unknown outcome
+// is this write (R8).
+func (p *CosmosProvider) enqueueStart(ctx context.Context, instance string, parent *string, msg []byte, seq int64) error {
+	shell, err := p.newLockDoc(instance, parent)
+	if err != nil {
+		return err
+	}
+	sequencer, err := newSequencerDoc(instancePartitionKey(instance), seq)
+	if err != nil {
+		return err
+	}
+	unknown := false
+	for _, withSequencer := range []bool{true, false} {
+		b := p.container.NewTransactionalBatch(partitionKey(instance))
+		b.CreateItem(shell, nil)
+		if withSequencer {
+			b.CreateItem(sequencer, nil)
+		}
+		b.CreateItem(msg, nil)
+		resp, sent, err := p.executeBatchOnce(ctx, b)
+		unknown = unknown || sent
+		if err != nil {
+			return err
+		}
+		switch {
+		case resp.Success:
+			return nil
+		case withSequencer && failedWithConflict(resp, 1):
+			continue
+		case !failedWithConflict(resp, 0):
+			return asOperation("EnqueueForOrchestrator", batchError(resp))
+		}
+		if err := p.createOnce(ctx, partitionKey(instance), msg, unknown); err != nil {
+			return err
+		}
+		return p.settleStart(ctx, "EnqueueForOrchestrator", instance, msg)
+	}
+	return nil
+}
+
+// maxSettleRounds bounds the looks of one start's read-back.
+const maxSettleRounds = 4
+
+// settleStart is the read-back of a start message written beside an
+// instance document that existed already, which may carry a deletion's
+// mark. It accepts the start only where no deletion begun before it can
+// delete it (ARCHITECTURE.md, Deletion):
+//   - beside an unmarked instance document none of whose ancestors is
+//     marked: a deletion marks only the life it was asked to delete, and
+//     sweeps only while its mark is there;
+//   - where the instance document is gone, a deletion swept the partition
+//     to the end, and may have taken the message with it: the start writes
+//     the instance document of a new life and its message again.
+//
+// Beside a marked one, the message is taken back and the start refused as
+// retryable: once the deletion is done, the same start begins a new life.
+// The outbox relay settles the child starts it delivers the same way.
+func (p *CosmosProvider) settleStart(ctx context.Context, op, instance string, msg []byte) error {
+	for round := 0; round < maxSettleRounds; round++ {
+		inst, err := p.readInstanceLatest(ctx, instancePartitionKey(instance))
+		if err != nil {
+			return err
+		}
+		if inst == nil {
+			if started, err := p.startAfterSweep(ctx, instance, msg); err != nil || started {
+				return err
+			}
+			continue // another start wrote the instance document first: look at it
+		}
+		marked, err := p.deletionReaches(ctx, inst)
+		if err != nil || !marked {
+			return err
+		}
+		if err := p.takeBack(ctx, instance, msg); err != nil {
+			return err
+		}
+		return transient(op, fmt.Sprintf("instance %q is being deleted; start it again once the deletion is done", instance), nil)
+	}
+	return transient(op, fmt.Sprintf("instance %q: its instance document kept changing while the start looked at it", instance), nil)
+}
+
+// startAfterSweep writes a new life's instance document and the start
+// message into a partition a deletion swept to the end; false when another
+// writer created the instance document first.
+func (p *CosmosProvider) startAfterSweep(ctx context.Context, instance string, msg []byte) (bool, error) {
+	shell, err := p.newLockDoc(instance, startParentOfDoc(msg))
+	if err != nil {
+		return false, err
+	}
+	if _, err := p.container.CreateItem(ctx, partitionKey(instance), shell, nil); IsConflict(err) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	if _, err := p.container.CreateItem(ctx, partitionKey(instance), msg, nil); err != nil && !IsConflict(err) {
+		return false, err
+	}
+	return true, nil // the message is there: it outlived the sweep, or is written again
+}
+
+// takeBack deletes a start message written into a partition being deleted.
+func (p *CosmosProvider) takeBack(ctx context.Context, instance string, msg []byte) error {
+	var head struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(msg, &head); err != nil {
+		return err
+	}
+	if _, err := p.container.DeleteItem(ctx, partitionKey(instance), head.ID, nil); err != nil && !IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// newLockDoc is an unlocked instance document without a name, with a new
+// life. A child's names its parent (parent, nil for a root) before any turn
+// does, so a deletion of the parent's tree finds a child whose start was
+// delivered but not yet taken (deletion.go, adoptLateChildren).
+func (p *CosmosProvider) newLockDoc(instance string, parent *string) ([]byte, error) {
+	now := p.nowMs()
+	return json.Marshal(instanceDoc{
+		ID: instanceDocID, PK: instancePartitionKey(instance), Type: docInstance, Instance: instance,
+		Slot: dispatchSlot(instance), CreatedAt: now, UpdatedAt: now, Life: newLockToken(""), Parent: parent,
+	})
+}
+
+// startParent is the parent a start names, nil for anything else.
+func startParent(item WorkItem) *string {
+	if start, ok := item.(StartOrchestration); ok {
+		return start.ParentInstance
+	}
+	return nil
+}
+
+// startParentOfDoc is startParent of the start message document msg.
+func startParentOfDoc(msg []byte) *string {
+	var m queueDoc
+	if err := json.Unmarshal(msg, &m); err != nil {
+		return nil
+	}
+	item, err := UnmarshalWorkItem([]byte(m.Item))
+	if err != nil {
+		return nil
+	}
+	return startParent(item)
+}
+
+// announceMessage wakes a fetch of this process for a message in pk
+// visible at t (a later one through the signal's timer, which wakes all).
+func (p *CosmosProvider) announceMessage(pk string, visibleAt time.Time) {
+	if visibleAt.After(p.now()) {
+		p.orchSignal.notifyAt(visibleAt)
+		return
+	}
+	p.orchSignal.announce(pk)
+}
+
+// newMessageDoc encodes an orchestrator-queue message document placed at
+// at; writer is its own-writes stamp (ownwrites.go), "" for none.
+func (p *CosmosProvider) newMessageDoc(item WorkItem, id string, at queueTime, writer string) ([]byte, error) {
+	return p.newAddressedMessageDoc(item, id, at, writer, lifeAddress{})
+}
+
+// newAddressedMessageDoc is newMessageDoc for a message a commit sends,
+// with the lives it is sent from and to (lives.go).
+func (p *CosmosProvider) newAddressedMessageDoc(item WorkItem, id string, at queueTime, writer string, addr lifeAddress) ([]byte, error) {
+	encoded, err := MarshalWorkItem(item)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", item.Kind(), err)
+	}
+	instance := item.InstanceID()
+	if _, ok := item.(ContinueAsNew); ok && at.immediate {
+		// Visible from time zero, so it heads its instance's messages and is
+		// in the next batch however long the backlog: a batch without it
+		// would read as the finished execution's and be consumed. One
+		// enqueued with a delay keeps it (until then the fetch holds the
+		// instance's batches back: holdWithoutContinueAsNew).
+		at = immediateAt(0, at.seq)
+	}
+	return json.Marshal(queueDoc{
+		ID:         id,
+		PK:         instancePartitionKey(instance),
+		Type:       docMessage,
+		Instance:   instance,
+		Slot:       dispatchSlot(instance),
+		VisibleAt:  at.visibleAt,
+		Seq:        at.seq,
+		SeqVisible: at.immediate,
+		Item:       string(encoded),
+		Writer:     writer,
+		ToLife:     addr.to,
+		From:       addr.from,
+		FromLife:   addr.fromLife,
+	})
+}

@@ -1,0 +1,175 @@
+package cdb
+
+// The item a fetch hands the runtime: its name, version and execution from
+// the history or the start, and batches for instances never started.
+
+import (
+	"context"
+	"time"
+)
+
+// batchKind says what buildItem made of a batch.
+type batchKind int
+
+const (
+	batchOrdinary    batchKind = iota
+	batchOrphans               // only QueueMessages, for an instance never started: dropped
+	batchBeforeStart           // other messages for an instance never started: held for the start
+)
+
+// buildItem applies duroxide's metadata rules for a fetched item (name,
+// version and execution from the history, else from the start) and
+// says whether the batch is for an instance that was never started.
+func (p *CosmosProvider) buildItem(inst *instanceDoc, state *instanceState, items []WorkItem) (*OrchestrationItem, batchKind) {
+	item := &OrchestrationItem{
+		Instance:     inst.Instance,
+		ExecutionID:  state.exec,
+		History:      state.history,
+		HistoryError: state.historyError,
+		Messages:     items,
+		KVSnapshot:   state.kv.snapshot(),
+	}
+	if item.History == nil {
+		item.History = []Event{}
+	}
+	switch {
+	case inst.exists():
+		item.OrchestrationName = inst.Name
+		item.Version = derefOr(inst.Version, "unknown")
+	case len(state.history) > 0 || state.historyError != nil:
+		item.OrchestrationName, item.Version = nameFromHistory(state.history)
+	default:
+		if name, version, ok := nameFromStart(items); ok {
+			item.OrchestrationName, item.Version, item.ExecutionID = name, version, InitialExecutionID
+			break
+		}
+		// A message for an instance that was never started (say a cancel
+		// that overtook its start). Past neverStartedGrace it goes to the
+		// runtime, which acks it as an empty batch, rather than stay at the
+		// head of the queue forever; before, lockAndLoad holds it back.
+		item.OrchestrationName, item.Version, item.ExecutionID = UnknownOrchestration, "unknown", InitialExecutionID
+		if allQueueMessages(items) {
+			return item, batchOrphans
+		}
+		return item, batchBeforeStart
+	}
+	if item.ExecutionID == 0 {
+		item.ExecutionID = InitialExecutionID
+	}
+	return item, batchOrdinary
+}
+
+// UnknownOrchestration is the OrchestrationName of a fetched item whose
+// instance was never started (duroxide-pg's name for it): its messages
+// have no execution to go to, and a runtime consumes them without a turn.
+const UnknownOrchestration = "Unknown"
+
+// startHidden looks, for a batch of an instance never started, for its
+// start in the queue, where the batch did not take it. While an abandon's
+// delay hides the start (StartHeldUntil), the batch is ordinary, named
+// after that start, and goes to the runtime, which keeps its messages for
+// the start (a runtime hands back a batch of a named instance with neither
+// its start nor history, ARCHITECTURE.md Order), as duroxide's validation
+// suite asks (orchestration_ignore_attempt_preserves_hidden_start). Queue
+// messages are never dropped as orphans while a start is queued (one
+// enqueued with a delay, or one whose abandon's delay ended after the
+// candidate query): they wait for it as other messages do (parking). The
+// query runs only in those two cases, so a message for an id that never
+// starts costs nothing more.
+func (p *CosmosProvider) startHidden(ctx context.Context, lock *orchestrationLock, item *OrchestrationItem, kind batchKind) (batchKind, error) {
+	hidden := lock.inst.StartHeldUntil > p.nowMs()
+	if !hidden && kind != batchOrphans {
+		return kind, nil
+	}
+	start, _, err := p.queuedMessage(ctx, lock.pk, startOrchestrationTag)
+	s, ok := start.(StartOrchestration)
+	if err != nil || !ok {
+		return kind, err // none, or one that does not decode: set aside as poison in its turn
+	}
+	if !hidden {
+		return batchBeforeStart, nil
+	}
+	item.OrchestrationName, item.Version = s.Orchestration, derefOr(s.Version, "unknown")
+	return batchOrdinary, nil
+}
+
+// neverStartedGrace is how long messages for an instance that was never
+// started wait for its start before they are handed over and consumed.
+const neverStartedGrace = 30 * time.Second
+
+// waitingForStart says the newest of these messages is young enough that
+// its instance's start may still come.
+func (p *CosmosProvider) waitingForStart(msgs []queueDoc) bool {
+	return p.nowMs() < startDeadline(msgs)
+}
+
+func derefOr(s *string, fallback string) string {
+	if s == nil {
+		return fallback
+	}
+	return *s
+}
+
+func nameFromHistory(history []Event) (string, string) {
+	for _, e := range history {
+		if started, ok := e.Kind.(OrchestrationStarted); ok {
+			return started.Name, started.Version
+		}
+	}
+	return "Unknown", "unknown"
+}
+
+func nameFromStart(items []WorkItem) (string, string, bool) {
+	for _, it := range items {
+		switch w := it.(type) {
+		case StartOrchestration:
+			return w.Orchestration, derefOr(w.Version, "unknown"), true
+		case ContinueAsNew:
+			return w.Orchestration, derefOr(w.Version, "unknown"), true
+		}
+	}
+	return "", "", false
+}
+
+func allQueueMessages(items []WorkItem) bool {
+	for _, it := range items {
+		if _, ok := it.(QueueMessage); !ok {
+			return false
+		}
+	}
+	return len(items) > 0
+}
+
+// dropOrphans deletes QueueMessages for a never-started instance together
+// with the lock document the fetch created, which stays, unlocked, while
+// other messages of the id are parked (parking.go).
+func (p *CosmosProvider) dropOrphans(ctx context.Context, lock *orchestrationLock) error {
+	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+	etag := lock.inst.ETag
+	if lock.inst.ParkedUntil > p.nowMs() {
+		b.PatchItem(instanceDocID, unlockOps(), &TransactionalBatchItemOptions{IfMatch: &etag})
+	} else {
+		b.DeleteItem(instanceDocID, &TransactionalBatchItemOptions{IfMatch: &etag})
+	}
+	for _, m := range lock.messages {
+		b.DeleteItem(m.ID, nil)
+	}
+	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+	if err != nil {
+		return err
+	}
+	if !resp.Success {
+		p.log.Warn("cdb: could not drop orphan queue messages", "instance", lock.inst.Instance)
+		return nil
+	}
+	p.log.Warn("cdb: dropped QueueMessages for an instance that was never started", "instance", lock.inst.Instance, "messages", len(lock.messages))
+	return nil
+}
+
+// releaseQuietly gives a lock back after a fetch failed half way, so the
+// contract's "an error means no lock is held" holds as far as it can.
+func (p *CosmosProvider) releaseQuietly(ctx context.Context, lock *orchestrationLock) {
+	if err := p.writeAbandon(ctx, lock, 0, true); err != nil {
+		p.log.Warn("cdb: could not release a lock after a failed fetch; it will expire", "instance", lock.inst.Instance, "error", err)
+	}
+}

@@ -1,0 +1,188 @@
+package cdb
+
+// The provider's container: the properties it needs, and the check of an
+// existing one.
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ProviderContainerProperties is the container the provider needs: partition
+// key /pk, per-item TTL enabled (for tombstones), blobs left out of the
+// index, and the composite index the queue queries order by.
+func ProviderContainerProperties(id string) ContainerProperties {
+	policy := DefaultIndexingPolicy()
+	policy.ExcludedPaths = append(policy.ExcludedPaths,
+		ExcludedPath{Path: "/item/?"},
+		ExcludedPath{Path: "/data/?"},
+		ExcludedPath{Path: "/entries/*"},
+		ExcludedPath{Path: "/output/?"},
+		ExcludedPath{Path: "/customStatus/?"},
+	)
+	policy.CompositeIndexes = [][]CompositeIndex{queueOrders[queueIndexByType]}
+	ttl := -1
+	return ContainerProperties{
+		ID:                id,
+		PartitionKey:      PartitionKeyDefinition{Paths: []string{partitionKeyPath}, Kind: "Hash", Version: 2},
+		IndexingPolicy:    &policy,
+		DefaultTimeToLive: &ttl,
+	}
+}
+
+// ContainerMismatchError is NewProvider's refusal of an existing container
+// that lacks what the provider needs. Problems says, one entry each, what
+// differs and how to fix it.
+type ContainerMismatchError struct {
+	Database  string
+	Container string
+	Problems  []string
+	pkDiffers bool
+}
+
+// Error names the container and every difference, each with its fix.
+func (e *ContainerMismatchError) Error() string {
+	return fmt.Sprintf("cdb: container %q in database %q cannot hold the provider's documents: %s "+
+		"(the definition it needs is ProviderContainerProperties, shown as az CLI and Bicep in docs/real-account.md of github.com/duroxide-go/cdb)",
+		e.Container, e.Database, strings.Join(e.Problems, "; "))
+}
+
+// Is makes a partition key difference match ErrPartitionKeyPathMismatch, as
+// ContainerClient.Ensure's does.
+func (e *ContainerMismatchError) Is(target error) bool {
+	return target == ErrPartitionKeyPathMismatch && e.pkDiffers
+}
+
+// checkProviderContainer compares an existing container with
+// ProviderContainerProperties and returns a *ContainerMismatchError listing
+// what the provider cannot do without. It asks no more than that: other
+// indexes, excluded paths and composite indexes are the owner's business.
+func checkProviderContainer(database string, props ContainerProperties) (queueIndex queueIndex, err error) {
+	e := &ContainerMismatchError{Database: database, Container: props.ID}
+	want := ProviderContainerProperties(props.ID).PartitionKey.Paths
+	if !slices.Equal(props.PartitionKey.Paths, want) {
+		e.pkDiffers = true
+		e.Problems = append(e.Problems, fmt.Sprintf("its partition key path is %s; it must be %s "+
+			"(a partition key cannot change: create a new container and point Config.Container at it)",
+			strings.Join(props.PartitionKey.Paths, ","), strings.Join(want, ",")))
+	}
+	queueIndex, problem := queueIndexOf(props.IndexingPolicy)
+	if problem != "" {
+		e.Problems = append(e.Problems, problem)
+	}
+	if p := timeToLiveProblem(props.DefaultTimeToLive); p != "" {
+		e.Problems = append(e.Problems, p)
+	}
+	if len(e.Problems) == 0 {
+		return queueIndex, nil
+	}
+	return queueIndex, e
+}
+
+// queueIndex is the composite index the queue queries order by.
+type queueIndex int
+
+const (
+	// queueIndexByType is (type, visibleAt, seq): a queue's candidates are
+	// read in index order without stepping over the other queue's items.
+	queueIndexByType queueIndex = iota
+	// queueIndexLegacy is (visibleAt, seq), which containers created by
+	// earlier versions have: it serves the queries, at a cost that grows
+	// with the other queue's visible backlog.
+	queueIndexLegacy
+)
+
+// queueOrders are the ORDER BY paths each index serves.
+var queueOrders = map[queueIndex][]CompositeIndex{
+	queueIndexByType: {{Path: "/type", Order: CompositeIndexAscending}, {Path: "/visibleAt", Order: CompositeIndexAscending}, {Path: "/seq", Order: CompositeIndexAscending}},
+	queueIndexLegacy: {{Path: "/visibleAt", Order: CompositeIndexAscending}, {Path: "/seq", Order: CompositeIndexAscending}},
+}
+
+// orderBy is the queue queries' ORDER BY clause for the index.
+func (q queueIndex) orderBy() string {
+	paths := queueOrders[q]
+	parts := make([]string, len(paths))
+	for i, p := range paths {
+		parts[i] = "c." + strings.TrimPrefix(p.Path, "/") + " ASC"
+	}
+	return " ORDER BY " + strings.Join(parts, ", ")
+}
+
+// queueIndexOf finds the composite index the queue queries can order by,
+// preferring (type, visibleAt, seq); problem says why there is none. A
+// policy the service did not return is taken as its default, which has no
+// composite index.
+func queueIndexOf(policy *IndexingPolicy) (queueIndex, string) {
+	if policy == nil {
+		p := DefaultIndexingPolicy()
+		policy = &p
+	}
+	want := describeComposite(queueOrders[queueIndexByType])
+	if strings.EqualFold(policy.IndexingMode, IndexingModeNone) {
+		return queueIndexByType, fmt.Sprintf("its indexing mode is %q: the queue queries need %q indexing with the composite index %s "+
+			"(change the indexing policy; no new container needed)", policy.IndexingMode, IndexingModeConsistent, want)
+	}
+	for _, q := range []queueIndex{queueIndexByType, queueIndexLegacy} {
+		for _, ci := range policy.CompositeIndexes {
+			if compositeServes(ci, queueOrders[q]) {
+				return q, ""
+			}
+		}
+	}
+	return queueIndexByType, fmt.Sprintf("it has no composite index %s, which the queue queries' ORDER BY c.type, c.visibleAt, c.seq needs "+
+		"(add it to the indexing policy; no new container needed)", want)
+}
+
+// compositeServes reports whether a composite index serves an ORDER BY: the
+// same paths in the same order, with every direction equal to the query's
+// or every one inverted. An empty order is the service's default,
+// ascending.
+func compositeServes(ci, order []CompositeIndex) bool {
+	if len(ci) != len(order) {
+		return false
+	}
+	same, inverted := true, true
+	for i, want := range order {
+		if ci[i].Path != want.Path {
+			return false
+		}
+		if compositeDescending(ci[i]) == compositeDescending(want) {
+			inverted = false
+		} else {
+			same = false
+		}
+	}
+	return same || inverted
+}
+
+func compositeDescending(c CompositeIndex) bool {
+	return strings.EqualFold(c.Order, CompositeIndexDescending)
+}
+
+func describeComposite(ci []CompositeIndex) string {
+	parts := make([]string, len(ci))
+	for i, c := range ci {
+		order := c.Order
+		if order == "" {
+			order = CompositeIndexAscending
+		}
+		parts[i] = c.Path + " " + order
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// timeToLiveProblem: the provider's tombstones, consumed markers and staged
+// parts expire by their own ttl, which needs time to live on; everything
+// else must never expire, so there must be no default.
+func timeToLiveProblem(defaultTTL *int) string {
+	switch {
+	case defaultTTL == nil:
+		return "its time to live is off, so the provider's tombstones, consumed markers and staged parts would never expire " +
+			"(set defaultTtl -1: on, with no default; no new container needed)"
+	case *defaultTTL != -1:
+		return fmt.Sprintf("its default time to live is %d seconds, so every document without a ttl of its own, orchestration "+
+			"state included, would expire (set defaultTtl -1: on, with no default; no new container needed)", *defaultTTL)
+	}
+	return ""
+}

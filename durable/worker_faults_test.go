@@ -90,23 +90,43 @@ func slowEcho(h *harness, runs *atomic.Int32, d time.Duration) {
 	})
 }
 
-// Defect 8: a retryable renewal error (a 408 or 503 the provider could not
-// resolve) is retried, not read as a lost lock: the activity finishes and
-// its result reaches the orchestration.
+// A retryable renewal error (a 408 or 503 the provider could not resolve)
+// is retried, not read as a lost lock: the retry is what keeps the lock,
+// and the activity finishes with its result. The first renewal fails; the
+// provider's clock moves only inside the activity, past the end of the lock
+// taken at the fetch, each step waiting for renewals the provider applied
+// after the failure. An activity dropped on the failure is cancelled and
+// runs again; a failure that ends the renewals lets the lock expire, so the
+// ack is refused and the activity runs again.
 func TestRetryableLockRenewalErrorDoesNotDropTheActivity(t *testing.T) {
-	p := newWorkerFaultProvider(t, nil)
+	clock := newManualClock()
+	p := newWorkerFaultProvider(t, newManualClockProvider(t, clock))
 	p.renewErr = cdb.Retryable("renew_work_item_lock", "request timeout")
 	p.failRenewals.Store(1)
 	h := newHarness(t, p)
 	var runs atomic.Int32
-	// The lock (2 s) is renewed every second; the activity ends while the
-	// lock taken at the fetch is still valid.
-	slowEcho(h, &runs, 1500*time.Millisecond)
-	h.run(func(o *Options) { o.WorkerLockTimeout = 2 * time.Second })
+	h.activity("Slow", func(ctx ActivityContext, in string) (string, error) {
+		if runs.Add(1) > 1 {
+			return in, nil
+		}
+		if !awaitCondition(ctx, func() bool { return p.renewals.Load() > 0 }) {
+			t.Error("the first renewal was never tried")
+		}
+		for range 2 { // the harness's worker lock is 1 s: 1.6 s is past the fetch's lock
+			if !advanceUntilRenewed(ctx, clock, p, 800*time.Millisecond) {
+				t.Error("no renewal applied after the failed one")
+			}
+		}
+		return in, nil
+	})
+	h.orchestration("SlowEcho", func(ctx *OrchestrationContext, in string) (string, error) {
+		return ctx.ScheduleActivity("Slow", in).Await()
+	})
+	h.run()
 	h.start("renewal-retried", "SlowEcho", "kept")
 	assert.Equal(t, "kept", h.completed("renewal-retried"))
 	assert.Equal(t, int32(1), runs.Load(), "the activity ran once")
-	assert.Negative(t, p.failRenewals.Load(), "the injected failure was hit")
+	assert.Equal(t, int32(1), p.acks.Load(), "one ack, never refused")
 }
 
 // An ack that outlasts the worker lock (a multi-MB result on a throttled
@@ -118,19 +138,10 @@ func TestRetryableLockRenewalErrorDoesNotDropTheActivity(t *testing.T) {
 // expires), so a late renewal on a loaded machine cannot fail the test.
 func TestAnAckSlowerThanTheLockStillCommits(t *testing.T) {
 	clock := newManualClock()
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	cp, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client(), PollInterval: 20 * time.Millisecond, Now: clock.Now})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cp.Close() })
-	p := newWorkerFaultProvider(t, cp)
+	p := newWorkerFaultProvider(t, newManualClockProvider(t, clock))
 	p.beforeAck = func() {
 		for range 3 { // the harness's worker lock is 1 s
-			renewed := p.renewed.Load()
-			clock.Advance(800 * time.Millisecond)
-			// Two: one may have been under way before the clock moved.
-			for deadline := time.Now().Add(5 * time.Second); p.renewed.Load() < renewed+2 && time.Now().Before(deadline); {
-				time.Sleep(10 * time.Millisecond)
-			}
+			advanceUntilRenewed(context.Background(), clock, p, 800*time.Millisecond)
 		}
 	}
 	h := newHarness(t, p)
@@ -141,6 +152,39 @@ func TestAnAckSlowerThanTheLockStillCommits(t *testing.T) {
 	assert.Equal(t, "kept", h.completed("slow-ack"))
 	assert.Equal(t, int32(1), runs.Load(), "the activity ran once")
 	assert.Equal(t, int32(1), p.acks.Load(), "one ack, never refused")
+}
+
+// newManualClockProvider is a Cosmos DB provider on a fake account whose
+// locks expire by clock.
+func newManualClockProvider(t *testing.T, clock *manualClock) cdb.Provider {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	cp, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client(), PollInterval: 20 * time.Millisecond, Now: clock.Now})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cp.Close() })
+	return cp
+}
+
+// advanceUntilRenewed moves the provider's clock by step, then waits for
+// two renewals the provider applied: one may have been under way before
+// the clock moved, so only the second surely extended the lock from the
+// new time. It says whether they came; when they do not the lock expires,
+// which the caller's test sees.
+func advanceUntilRenewed(ctx context.Context, clock *manualClock, p *workerFaultProvider, step time.Duration) bool {
+	renewed := p.renewed.Load()
+	clock.Advance(step)
+	return awaitCondition(ctx, func() bool { return p.renewed.Load() >= renewed+2 })
+}
+
+// awaitCondition polls cond until it holds (true), or ctx ends or 5 s
+// pass (false).
+func awaitCondition(ctx context.Context, cond func() bool) bool {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; {
+		if cond() {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return cond()
 }
 
 // Defect 8: after a renewal fails for good the activity is cancelled, but

@@ -185,8 +185,8 @@ func TestAStoppedClockStillSeesItsOwnItemsPastAThousandSeqs(t *testing.T) {
 // One process whose clock is an hour ahead writes its seq into a
 // partition's sequencer. A healthy process that enqueues into that
 // partition afterwards must not take the hour over: its timer due in ten
-// minutes is served when it is due, not now (R16), and its own event is
-// visible at once.
+// minutes is served when it is due, not now (another process's wrong clock
+// changes nothing for a healthy one), and its own event is visible at once.
 func TestAFastClockDoesNotMakeAHealthyProcessFireTimersEarly(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})

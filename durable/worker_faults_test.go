@@ -15,8 +15,8 @@ import (
 	"github.com/duroxide-go/cdb/internal/memprovider"
 )
 
-// Worker-side faults (issue 8: defects 8 and 13): what a worker does when
-// a lock renewal or an ack fails.
+// Worker-side faults: what a worker does when a lock renewal or an ack
+// fails.
 
 // workerFaultProvider wraps a provider and fails worker calls on demand.
 type workerFaultProvider struct {
@@ -187,9 +187,9 @@ func awaitCondition(ctx context.Context, cond func() bool) bool {
 	return cond()
 }
 
-// Defect 8: after a renewal fails for good the activity is cancelled, but
-// the worker never deletes an item it may still hold: it releases it, so
-// an item whose lock was not really lost runs again instead of vanishing.
+// After a renewal fails for good the activity is cancelled, but the worker
+// never deletes an item it may still hold: it releases it, so an item whose
+// lock was not really lost runs again instead of vanishing.
 func TestCancelledActivityIsReleasedNotDeleted(t *testing.T) {
 	p := newWorkerFaultProvider(t, nil)
 	p.renewErr = cdb.Permanent("renew_work_item_lock", "forbidden")
@@ -203,9 +203,9 @@ func TestCancelledActivityIsReleasedNotDeleted(t *testing.T) {
 	assert.Equal(t, int32(2), runs.Load())
 }
 
-// Defect 13: a result the provider refuses for good (too large to store)
-// fails the activity at once, with the refusal as its error, instead of
-// running it again until it is poison.
+// A result the provider refuses for good (too large to store) fails the
+// activity at once, with the refusal as its error, instead of running it
+// again until it is poison.
 func TestPermanentlyRefusedResultFailsTheActivityOnce(t *testing.T) {
 	p := newWorkerFaultProvider(t, nil)
 	p.refuseResults.Store(true)
@@ -220,8 +220,8 @@ func TestPermanentlyRefusedResultFailsTheActivityOnce(t *testing.T) {
 	assert.Equal(t, int32(1), runs.Load(), "the activity ran once")
 }
 
-// Defect 13 on the Cosmos DB provider: an activity output over the
-// document limit fails the activity once, with the cause.
+// The same on the Cosmos DB provider: an activity output over the document
+// limit fails the activity once, with the cause.
 func TestOversizedActivityOutputFailsTheActivityOnce(t *testing.T) {
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	h := newCosmosHarness(t, acct)

@@ -295,19 +295,11 @@ func runThroughStoreRefusal(t *testing.T, answer storeAnswer, refuseAck bool) (i
 // renewal is tried again, and the activity is neither cancelled nor run
 // twice.
 func TestAStoreRefusalOfARenewalKeepsTheActivity(t *testing.T) {
-	p := newWorkerFaultProvider(t, nil)
-	p.renewErr = cdb.ToProviderError("RenewWorkItemLock", &cdb.CosmosError{Operation: "PatchItem", StatusCode: 403})
-	p.failRenewals.Store(1)
-	h := newHarness(t, p)
-	var runs atomic.Int32
-	// The lock (2 s) is renewed every second; the activity ends while the
-	// lock taken at the fetch is still valid.
-	slowEcho(h, &runs, 1500*time.Millisecond)
-	h.run(func(o *Options) { o.WorkerLockTimeout = 2 * time.Second })
-	h.start("renewal-refused", "SlowEcho", "kept")
-	assert.Equal(t, "kept", h.completed("renewal-refused"))
-	assert.Equal(t, int32(1), runs.Load(), "the activity ran once")
-	assert.Negative(t, p.failRenewals.Load(), "the injected failure was hit")
+	output, runs, acks := runThroughAFailedRenewal(t,
+		cdb.ToProviderError("RenewWorkItemLock", &cdb.CosmosError{Operation: "PatchItem", StatusCode: 403}))
+	assert.Equal(t, "kept", output)
+	assert.Equal(t, int32(1), runs, "the activity ran once")
+	assert.Equal(t, int32(1), acks, "one ack, never refused")
 }
 
 // A refused first turn, when the start itself is what the provider refuses

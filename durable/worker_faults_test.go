@@ -77,36 +77,50 @@ func (p *workerFaultProvider) AckWorkItem(ctx context.Context, token string, com
 	return p.Provider.AckWorkItem(ctx, token, completion)
 }
 
-// slowEcho is an orchestration whose activity outlasts a few renewals of
-// its lock.
-func slowEcho(h *harness, runs *atomic.Int32, d time.Duration) {
-	h.activity("Slow", func(_ ActivityContext, in string) (string, error) {
-		runs.Add(1)
-		time.Sleep(d)
-		return in, nil
-	})
+// slowEcho registers the orchestration SlowEcho, which returns what its
+// activity Slow (the handler given) returns for its input.
+func slowEcho(h *harness, slow ActivityFunc) {
+	h.activity("Slow", slow)
 	h.orchestration("SlowEcho", func(ctx *OrchestrationContext, in string) (string, error) {
 		return ctx.ScheduleActivity("Slow", in).Await()
 	})
 }
 
+// countedEcho is an activity that returns its input and counts its runs.
+func countedEcho(runs *atomic.Int32) ActivityFunc {
+	return func(_ ActivityContext, in string) (string, error) {
+		runs.Add(1)
+		return in, nil
+	}
+}
+
 // A retryable renewal error (a 408 or 503 the provider could not resolve)
 // is retried, not read as a lost lock: the retry is what keeps the lock,
-// and the activity finishes with its result. The first renewal fails; the
-// provider's clock moves only inside the activity, past the end of the lock
-// taken at the fetch, each step waiting for renewals the provider applied
-// after the failure. An activity dropped on the failure is cancelled and
-// runs again; a failure that ends the renewals lets the lock expire, so the
-// ack is refused and the activity runs again.
+// and the activity finishes with its result.
 func TestRetryableLockRenewalErrorDoesNotDropTheActivity(t *testing.T) {
+	output, runs, acks := runThroughAFailedRenewal(t, cdb.Retryable("renew_work_item_lock", "request timeout"))
+	assert.Equal(t, "kept", output)
+	assert.Equal(t, int32(1), runs, "the activity ran once")
+	assert.Equal(t, int32(1), acks, "one ack, never refused")
+}
+
+// runThroughAFailedRenewal runs an activity whose first lock renewal fails
+// with renewErr, and returns the orchestration's output, how often the
+// activity ran and how often it was acked. The provider's clock moves only
+// inside the activity, past the end of the lock taken at the fetch, each
+// step waiting for renewals the provider applied after the failure: an
+// activity dropped on the failure is cancelled and runs again, and a
+// failure that ends the renewals lets the lock expire, so the ack is
+// refused and the activity runs again.
+func runThroughAFailedRenewal(t *testing.T, renewErr error) (output string, runs, acks int32) {
 	clock := newManualClock()
 	p := newWorkerFaultProvider(t, newManualClockProvider(t, clock))
-	p.renewErr = cdb.Retryable("renew_work_item_lock", "request timeout")
+	p.renewErr = renewErr
 	p.failRenewals.Store(1)
 	h := newHarness(t, p)
-	var runs atomic.Int32
-	h.activity("Slow", func(ctx ActivityContext, in string) (string, error) {
-		if runs.Add(1) > 1 {
+	var ran atomic.Int32
+	slowEcho(h, func(ctx ActivityContext, in string) (string, error) {
+		if ran.Add(1) > 1 {
 			return in, nil
 		}
 		if !awaitCondition(ctx, func() bool { return p.renewals.Load() > 0 }) {
@@ -119,14 +133,9 @@ func TestRetryableLockRenewalErrorDoesNotDropTheActivity(t *testing.T) {
 		}
 		return in, nil
 	})
-	h.orchestration("SlowEcho", func(ctx *OrchestrationContext, in string) (string, error) {
-		return ctx.ScheduleActivity("Slow", in).Await()
-	})
 	h.run()
-	h.start("renewal-retried", "SlowEcho", "kept")
-	assert.Equal(t, "kept", h.completed("renewal-retried"))
-	assert.Equal(t, int32(1), runs.Load(), "the activity ran once")
-	assert.Equal(t, int32(1), p.acks.Load(), "one ack, never refused")
+	h.start("renewal-failed", "SlowEcho", "kept")
+	return h.completed("renewal-failed"), ran.Load(), p.acks.Load()
 }
 
 // An ack that outlasts the worker lock (a multi-MB result on a throttled
@@ -146,7 +155,7 @@ func TestAnAckSlowerThanTheLockStillCommits(t *testing.T) {
 	}
 	h := newHarness(t, p)
 	var runs atomic.Int32
-	slowEcho(h, &runs, 0)
+	slowEcho(h, countedEcho(&runs))
 	h.run()
 	h.start("slow-ack", "SlowEcho", "kept")
 	assert.Equal(t, "kept", h.completed("slow-ack"))
@@ -196,8 +205,13 @@ func TestCancelledActivityIsReleasedNotDeleted(t *testing.T) {
 	p.failRenewals.Store(1)
 	h := newHarness(t, p)
 	var runs atomic.Int32
-	slowEcho(h, &runs, 700*time.Millisecond)
-	h.run(func(o *Options) { o.ActivityCancellationGrace = time.Second })
+	slowEcho(h, func(ctx ActivityContext, in string) (string, error) {
+		if runs.Add(1) == 1 {
+			<-ctx.Done() // the failed renewal cancels it; its result comes within the grace
+		}
+		return in, nil
+	})
+	h.run(func(o *Options) { o.ActivityCancellationGrace = time.Minute })
 	h.start("released", "SlowEcho", "again")
 	assert.Equal(t, "again", h.completed("released"), "the item ran again")
 	assert.Equal(t, int32(2), runs.Load())
@@ -211,7 +225,7 @@ func TestPermanentlyRefusedResultFailsTheActivityOnce(t *testing.T) {
 	p.refuseResults.Store(true)
 	h := newHarness(t, p)
 	var runs atomic.Int32
-	slowEcho(h, &runs, 0)
+	slowEcho(h, countedEcho(&runs))
 	h.run()
 	h.start("refused", "SlowEcho", "big")
 	st := h.wait("refused")

@@ -3,6 +3,7 @@ package cdb
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -37,33 +38,58 @@ func TestAnAckWaitsForTheOutboxChainAnotherGoroutineWorks(t *testing.T) {
 	child := StartOrchestration{Instance: "child", Orchestration: "C", Input: "{}", Version: &version, ExecutionID: 1, ParentInstance: &parent, ParentID: &parentID}
 	started := Event{EventID: 1, InstanceID: "parent", ExecutionID: 1, DuroxideVersion: "0.1.29", Kind: OrchestrationStarted{Name: "P", Version: version, Input: "{}"}}
 	name := "P"
-	acked := make(chan error, 1)
+	type ackResult struct {
+		err      error
+		children int // the child's start documents when the ack returned
+	}
+	acked := make(chan ackResult, 1)
 	go func() {
-		acked <- p.AckOrchestrationItem(ctx, token, 1, []Event{started}, nil, []WorkItem{child}, ExecutionMetadata{OrchestrationName: &name, OrchestrationVersion: &version}, nil)
+		err := p.AckOrchestrationItem(ctx, token, 1, []Event{started}, nil, []WorkItem{child}, ExecutionMetadata{OrchestrationName: &name, OrchestrationVersion: &version}, nil)
+		children, countErr := docsOfType(p, "child", docMessage)
+		acked <- ackResult{err: errors.Join(err, countErr), children: children}
 	}()
 
-	require.Eventually(t, func() bool { return countOfType(t, p, "parent", docOutbox) == 1 }, 10*time.Second, 5*time.Millisecond, "the ack commits its outbox")
-	time.Sleep(50 * time.Millisecond)
+	require.Eventually(t, func() bool { return outboxesQueued(p, "parent") == 1 },
+		10*time.Second, 5*time.Millisecond, "the ack commits its outbox and queues it behind the other goroutine's work")
 	select {
-	case err := <-acked:
-		t.Fatalf("the ack returned (%v) while its outbox waited behind another goroutine's work", err)
+	case res := <-acked:
+		t.Fatalf("the ack returned (%v) while its outbox waited behind another goroutine's work", res.err)
 	default:
 	}
 
 	p.outbox.mu.Lock()
 	p.outbox.chains[instancePartitionKey("parent")].busy = false // it lets go without delivering
 	p.outbox.mu.Unlock()
-	require.NoError(t, <-acked)
-	assert.Equal(t, 1, countOfType(t, p, "child", docMessage), "the child's start is in place when the ack returns")
+	res := <-acked
+	require.NoError(t, res.err)
+	assert.Equal(t, 1, res.children, "the child's start is in place when the ack returns")
+}
+
+// outboxesQueued is how many outboxes instance's chain holds.
+func outboxesQueued(p *CosmosProvider, instance string) int {
+	p.outbox.mu.Lock()
+	defer p.outbox.mu.Unlock()
+	if ch := p.outbox.chains[instancePartitionKey(instance)]; ch != nil {
+		return len(ch.items)
+	}
+	return 0
 }
 
 func countOfType(t *testing.T, p *CosmosProvider, instance, docType string) int {
 	t.Helper()
+	n, err := docsOfType(p, instance, docType)
+	require.NoError(t, err)
+	return n
+}
+
+// docsOfType counts instance's documents of docType.
+func docsOfType(p *CosmosProvider, instance, docType string) (int, error) {
 	pk := NewPartitionKeyString(instancePartitionKey(instance))
 	res, err := p.container.QueryItems(context.Background(), "SELECT VALUE COUNT(1) FROM c WHERE c.type = @t",
 		[]QueryParameter{{Name: "@t", Value: docType}}, &QueryOptions{PartitionKey: &pk})
-	require.NoError(t, err)
+	if err != nil {
+		return 0, err
+	}
 	var n int
-	require.NoError(t, json.Unmarshal(res.Items[0], &n))
-	return n
+	return n, json.Unmarshal(res.Items[0], &n)
 }

@@ -24,8 +24,8 @@ import (
 	"github.com/duroxide-go/cdb/providertest"
 )
 
-// Durability regressions of the orchestrator queue (issue 8): each test
-// reproduces what a user saw lose, repeat or stall work.
+// Durability regressions of the orchestrator queue: each test reproduces
+// what a user saw lose, repeat or stall work.
 
 // openProvider opens a provider on the test's account (every call on the
 // same one, as several processes would share it).

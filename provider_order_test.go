@@ -1,8 +1,10 @@
 package cdb_test
 
 import (
+	"bytes"
 	"context"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -183,8 +185,8 @@ func TestAStoppedClockStillSeesItsOwnItemsPastAThousandSeqs(t *testing.T) {
 // One process whose clock is an hour ahead writes its seq into a
 // partition's sequencer. A healthy process that enqueues into that
 // partition afterwards must not take the hour over: its timer due in ten
-// minutes is served when it is due, not now (R16), and its own event is
-// visible at once.
+// minutes is served when it is due, not now (another process's wrong clock
+// changes nothing for a healthy one), and its own event is visible at once.
 func TestAFastClockDoesNotMakeAHealthyProcessFireTimersEarly(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
@@ -362,7 +364,10 @@ func TestAnEventSlowBetweenItsSeqAndItsWriteKeepsItsPlace(t *testing.T) {
 // A partition quiet for longer than its sequencer lives has an expired
 // sequencer that the account may not have purged yet: its id still
 // conflicts on create while no read sees it. An enqueue waits for the purge
-// rather than fail at once, and the events keep their order.
+// rather than fail at once or loop, and the events keep their order. The
+// purge comes when the enqueue creates the sequencer a second time: its
+// first create met the unpurged one, and it waited (50 ms, the first of its
+// waits) before the second.
 func TestAnEnqueueWaitsOutAnExpiredSequencerNotYetPurged(t *testing.T) {
 	ctx := rulesContext(t)
 	clock := newTestClock()
@@ -372,14 +377,24 @@ func TestAnEnqueueWaitsOutAnExpiredSequencerNotYetPurged(t *testing.T) {
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "quiet", Name: "e", Data: "0"}, 0))
 
 	clock.Advance(24*time.Hour + time.Second) // the sequencer expired; its purge lags a minute
-	purged := make(chan struct{})
-	go func() {
-		defer close(purged)
-		time.Sleep(300 * time.Millisecond)
-		clock.Advance(time.Minute)
-	}()
+	var mu sync.Mutex
+	var creates []time.Time // of the sequencer, from now on
+	acct.InjectFault(cdb.FakeFault{Match: func(r cdb.FakeRequest) bool {
+		if r.Operation != "Batch" || r.PartitionKey != `["quiet"]` || !bytes.Contains(r.Body, []byte(`"type":"seq"`)) {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if creates = append(creates, time.Now()); len(creates) == 2 {
+			clock.Advance(time.Minute)
+		}
+		return false
+	}})
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "quiet", Name: "e", Data: "1"}, 0))
-	<-purged
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, creates, 2, "the enqueue created the sequencer again after the purge")
+	assert.GreaterOrEqual(t, creates[1].Sub(creates[0]), 50*time.Millisecond, "the enqueue waited before it created the sequencer again")
 	clock.Advance(time.Second)
 	assert.Equal(t, []string{"0", "1"}, consume(ctx, t, p, "quiet"))
 }

@@ -16,8 +16,9 @@ import (
 	"github.com/duroxide-go/cdb/providertest"
 )
 
-// The Cosmos DB-specific properties of the provider (R1–R6 of ARCHITECTURE.md),
-// each shown on the in-memory Cosmos DB with its request counter and faults.
+// The Cosmos DB-specific properties of the provider (ARCHITECTURE.md's
+// Rules), each shown on the in-memory Cosmos DB with its request counter
+// and faults.
 
 // newRulesProvider is a provider on acct, long polling unless cfg says
 // otherwise, closed when the test ends.
@@ -99,9 +100,10 @@ func countDocs(t *testing.T, p *cdb.CosmosProvider, instance, docType string) in
 	return n
 }
 
-// R1: a turn of 300 events and 300 activities commits in one batch of at
-// most 100 operations; the activities folded into the outbox all become
-// fetchable; a failure of that batch leaves nothing behind.
+// One ack, one batch: a turn of 300 events and 300 activities commits in
+// one batch of at most 100 operations; the activities folded into the
+// outbox all become fetchable; a failure of that batch leaves nothing
+// behind.
 func TestR1OneAckOneBatch(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
@@ -178,9 +180,9 @@ func TestR1FailedCommitLeavesNothingBehind(t *testing.T) {
 	assert.Equal(t, before.ByOperation["Batch"]+1, acct.Counts().ByOperation["Batch"], "one batch was tried, and nothing else written")
 }
 
-// R2: the connection drops right after the parent's commit, and the process
-// dies before delivering; the child's start still arrives, exactly once,
-// through another process's reconciler.
+// Outbox: the connection drops right after the parent's commit, and the
+// process dies before delivering; the child's start still arrives, exactly
+// once, through another process's reconciler.
 func TestR2OutboxDeliversAfterALostResponseAndACrash(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
@@ -222,7 +224,7 @@ func TestR2OutboxDeliversAfterALostResponseAndACrash(t *testing.T) {
 
 func ptrTo[T any](v T) *T { return &v }
 
-// R3: two processes on one account fetch the same instance: one wins; when
+// Locks: two processes on one account fetch the same instance: one wins; when
 // its lock expires the other takes over, and the first one's ack fails.
 // Both processes share a clock the test moves, so the lock cannot expire
 // while the two race (a loaded machine made two winners of a 300 ms lock)
@@ -283,9 +285,9 @@ func TestR3TwoProcessesOneLock(t *testing.T) {
 	require.NoError(t, loser.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("shared", 1)}, nil, nil, providertest.TestOrchMetadata(), nil))
 }
 
-// R4: with 10,000 messages queued for other instances, a fetch reads a
-// bounded number of documents, and no query that spans partitions orders,
-// limits or aggregates.
+// Bounded fetch: with 10,000 messages queued for other instances, a fetch
+// reads a bounded number of documents, and no query that spans partitions
+// orders, limits or aggregates.
 func TestR4BoundedFetch(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: 4})
@@ -321,7 +323,7 @@ func TestR4BoundedFetch(t *testing.T) {
 	assert.Zero(t, counts.CrossPartitionQueries, "the fetch path sends no cross-partition query at all")
 }
 
-// R5: requests per operation, and an idle process's request rate.
+// Round trips: requests per operation, and an idle process's request rate.
 func TestR5RequestBudget(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
@@ -373,14 +375,14 @@ func TestR5RequestBudget(t *testing.T) {
 	assert.Equal(t, int64(1), workerAck)
 }
 
-// R5: an idle process queries each queue at most once per PollInterval of
-// its clock, whatever its dispatcher count. The clock moves only when the
-// test moves it, one PollInterval at a time, so the bound is exact and no
-// scheduler delay can add or remove a poll window (the wall-clock version,
-// "about 1 per second over 3 s", failed when a loaded machine started the
-// dispatchers late). Waiting fetches still sleep on real timers, of at most
-// a PollInterval of the clock's time; the test gives them that between
-// moves.
+// Round trips: an idle process queries each queue at most once per
+// PollInterval of its clock, whatever its dispatcher count. The clock moves
+// only when the test moves it, one PollInterval at a time, so the bound is
+// exact and no scheduler delay can add or remove a poll window (the
+// wall-clock version, "about 1 per second over 3 s", failed when a loaded
+// machine started the dispatchers late). Waiting fetches still sleep on
+// real timers, of at most a PollInterval of the clock's time; the test
+// gives them that between moves.
 //
 // The runtime gives each worker dispatcher its own session owner, so the
 // worker fetches are checked both without a session config and with one
@@ -507,9 +509,9 @@ func TestLongPollReturnsWhenItsClockPassesThePollTimeout(t *testing.T) {
 	assert.Nil(t, r.item)
 }
 
-// R6: instance ids with characters Cosmos DB ids refuse, unicode, and 1,000
-// characters round-trip; ids that cannot be stored are refused before any
-// request.
+// Any instance id: instance ids with characters Cosmos DB ids refuse,
+// unicode, and 1,000 characters round-trip; ids that cannot be stored are
+// refused before any request.
 func TestR6AnyInstanceID(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
@@ -571,7 +573,7 @@ func TestBatchAfterContinueAsNewHoldsTheContinueAsNewMessage(t *testing.T) {
 	require.Contains(t, messageKinds(item), "ContinueAsNew", "the batch holds the ContinueAsNew message")
 }
 
-// R2, exactly once: a message a relay delivers again after its target
+// Outbox, exactly once: a message a relay delivers again after its target
 // consumed it (a process died between delivering and deleting its outbox)
 // is refused, not processed twice.
 func TestR2RedeliveredMessageIsNotProcessedTwice(t *testing.T) {
@@ -642,9 +644,9 @@ func TestMessageBeforeItsStartWaitsForTheStart(t *testing.T) {
 	assert.EqualValues(t, 1, attempts, "parking the cancel cost it no attempt")
 }
 
-// R7: a turn bigger than a batch holds commits atomically: its events are
-// staged in parts before the commit, which references them; a failed
-// commit leaves nothing a reader sees.
+// Large payloads: a turn bigger than a batch holds commits atomically: its
+// events are staged in parts before the commit, which references them; a
+// failed commit leaves nothing a reader sees.
 func TestR7LargeTurnsStageTheirHistory(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})

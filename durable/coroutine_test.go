@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -11,7 +12,8 @@ import (
 // A step that gives up waiting (its context ended while orchestration code
 // blocked outside the runtime) leaves the function running; stopping it
 // then must not race with the function reaching its next suspension. The
-// race detector checks this test.
+// function is let go once stop has begun (it marked the function aborting),
+// so the two overlap; the race detector checks this test.
 func TestStopAfterAStepGaveUpDoesNotRace(t *testing.T) {
 	c := newCoroutine()
 	release := make(chan struct{})
@@ -26,7 +28,9 @@ func TestStopAfterAStepGaveUpDoesNotRace(t *testing.T) {
 	require.Error(t, err, "the step gave up: its context had ended")
 
 	go func() {
-		time.Sleep(time.Millisecond) // let stop begin; either order must be safe
+		for !c.aborting.Load() {
+			runtime.Gosched()
+		}
 		close(release)
 	}()
 	stopCtx, stopCancel := context.WithTimeout(context.Background(), time.Minute)

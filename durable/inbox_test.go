@@ -13,7 +13,7 @@ import (
 // queue and continues as new with the running total, while far more
 // messages than a batch holds wait behind it. Every message must be taken
 // once: a batch after continue-as-new that left out the ContinueAsNew
-// message would be consumed as the finished execution's (issue 8).
+// message would be consumed as the finished execution's.
 func TestSampleInboxContinuesAsNewThroughABacklog(t *testing.T) {
 	const total = 100
 	eachProvider(t, func(t *testing.T, h *harness) {

@@ -33,12 +33,12 @@ func (c *skewableClock) advance(d time.Duration) {
 	c.ahead += d
 }
 
-// Issue 21, defect 2, end to end: an orchestration continues as new with an
-// input of 900 KB, its ContinueAsNew message waits in the outbox, and that
-// delivery keeps failing for longer than 30 s (the provider's clock is moved
-// past it). A message enqueued meanwhile must reach the new execution:
-// before, the fetch handed it over without the ContinueAsNew message, and
-// the runtime consumed it as the finished execution's.
+// End to end: an orchestration continues as new with an input of 900 KB,
+// its ContinueAsNew message waits in the outbox, and that delivery keeps
+// failing for longer than 30 s (the provider's clock is moved past it). A
+// message enqueued meanwhile must reach the new execution: before, the
+// fetch handed it over without the ContinueAsNew message, and the runtime
+// consumed it as the finished execution's.
 //
 // The message is a queue event (EnqueueEvent, DequeueEvent), which waits
 // for its reader. An external event (RaiseEvent, WaitForEvent) would not

@@ -6,11 +6,11 @@ import (
 	"github.com/duroxide-go/cdb"
 )
 
-// limitViolation checks the limits the runtime enforces (contract §1.3
-// constants; duroxide's validate_limits) on a turn: the custom status it
-// sets, the tags of the activities it schedules, the KV values it writes and
-// the number of KV keys the execution ends up with. It returns "" when the
-// turn is within them.
+// limitViolation checks the limits the runtime enforces (duroxide's limit
+// constants and its validate_limits) on a turn: the custom status it sets,
+// the tags of the activities it schedules, the KV values it writes and the
+// number of KV keys the execution ends up with. It returns "" when the turn
+// is within them.
 func limitViolation(delta, execution []cdb.Event, kvSnapshot map[string]cdb.KVEntry) string {
 	if s := lastCustomStatus(delta); s != nil && len(*s) > cdb.MaxCustomStatusBytes {
 		return fmt.Sprintf("Custom status size (%d bytes) exceeds limit (%d bytes)", len(*s), cdb.MaxCustomStatusBytes)

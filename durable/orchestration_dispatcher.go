@@ -11,7 +11,7 @@ import (
 	"github.com/duroxide-go/cdb"
 )
 
-// orchestrationLoop is one orchestration dispatcher (contract §5.2).
+// orchestrationLoop is one orchestration dispatcher.
 func (r *Runtime) orchestrationLoop(slot int) {
 	workerID := fmt.Sprintf("orch-%d-%s", slot, r.id)
 	r.pollLoop(workerID, func() (bool, error) {
@@ -78,11 +78,11 @@ func (r *Runtime) renewOrchestrationLock(token string) (stop func()) {
 
 // renewEvery calls renew every interval until stopped or renew fails for
 // good. A retryable failure (a timeout, throttling) says nothing about the
-// lock (R10), nor does a permanent status the store answered (a real
-// account's transient 401 or 403): each is tried again after a short
-// backoff, well before the lock expires, and only the provider's own
-// refusal (the lock is gone, or expired while the renewals failed) calls
-// failed. Renewals end when parent does.
+// lock, nor does a permanent status the store answered (a real account's
+// transient 401 or 403): each is tried again after a short backoff, well
+// before the lock expires, and only the provider's own refusal (the lock is
+// gone, or expired while the renewals failed) calls failed. Renewals end
+// when parent does.
 func (r *Runtime) renewEvery(parent context.Context, interval time.Duration, renew func(context.Context) error, failed func(error)) (stop func()) {
 	ctx, cancel := context.WithCancel(parent)
 	done := make(chan struct{})
@@ -119,7 +119,7 @@ func renewalRetryDelay(interval time.Duration, retries int) time.Duration {
 	return min(100*time.Millisecond<<min(retries, 6), max(interval/4, 10*time.Millisecond))
 }
 
-// processOrchestrationItem runs one turn and commits it (§5.2 step 3).
+// processOrchestrationItem runs one turn and commits it.
 func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32) {
 	if attempt > r.opts.MaxAttempts {
 		r.poisonOrchestration(ctx, item, token, attempt)
@@ -362,7 +362,7 @@ func (r *Runtime) abandonOrchestration(token string, delay time.Duration, ignore
 }
 
 // poisonOrchestration fails an instance whose messages were fetched more
-// than MaxAttempts times (contract §2.8), telling its parent.
+// than MaxAttempts times, telling its parent.
 func (r *Runtime) poisonOrchestration(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32) {
 	r.log.Warn("orchestration message exceeded max attempts; failing it as poison",
 		"instance", item.Instance, "attempt", attempt, "max_attempts", r.opts.MaxAttempts)

@@ -16,8 +16,8 @@ import (
 	"github.com/duroxide-go/cdb"
 )
 
-// Refusals (issue 21, defects 11 and 14): what the runtime commits when the
-// provider or the store refuses a turn or a result.
+// Refusals: what the runtime commits when the provider or the store refuses
+// a turn or a result.
 
 // eachFaultyProvider runs body on a faultyProvider around each in-process
 // provider.
@@ -31,10 +31,10 @@ func eachFaultyProvider(t *testing.T, body func(t *testing.T, p *faultyProvider,
 	}
 }
 
-// Defect 11: a first turn the provider refuses for good fails the
-// orchestration visibly: its status is Failed with the refusal as cause,
-// its name and version are recorded, listings show it among the failed,
-// and WaitForCompletion returns.
+// A first turn the provider refuses for good fails the orchestration
+// visibly: its status is Failed with the refusal as cause, its name and
+// version are recorded, listings show it among the failed, and
+// WaitForCompletion returns.
 func TestARefusedFirstTurnReadsAsFailed(t *testing.T) {
 	eachFaultyProvider(t, func(t *testing.T, p *faultyProvider, h *harness) {
 		p.ackErr = cdb.Permanent("ack_orchestration_item", "the turn is too large")
@@ -78,9 +78,9 @@ func startsExecutionOf(instance string, delta []cdb.Event) bool {
 	return ok
 }
 
-// Defect 11, for a child: the parent of a child whose first turn is
-// refused learns of the failure instead of waiting for ever, and the child
-// reads as failed with its name.
+// For a child: the parent of a child whose first turn is refused learns of
+// the failure instead of waiting for ever, and the child reads as failed
+// with its name.
 func TestARefusedFirstTurnOfAChildFailsItsParent(t *testing.T) {
 	eachFaultyProvider(t, func(t *testing.T, p *faultyProvider, h *harness) {
 		refusal := cdb.Permanent("ack_orchestration_item", "the child's turn is too large")
@@ -111,8 +111,8 @@ func TestARefusedFirstTurnOfAChildFailsItsParent(t *testing.T) {
 	})
 }
 
-// Defect 11, after a continue-as-new: the refused first turn of the next
-// execution fails that execution, not the one that continued as new.
+// After a continue-as-new: the refused first turn of the next execution
+// fails that execution, not the one that continued as new.
 func TestARefusedTurnAfterContinueAsNewFailsTheNewExecution(t *testing.T) {
 	eachFaultyProvider(t, func(t *testing.T, p *faultyProvider, h *harness) {
 		p.refuseTurn = func(executionID uint64, delta []cdb.Event) error {
@@ -213,13 +213,13 @@ func (h *errorRecorder) logged(a storeAnswer) bool {
 	return false
 }
 
-// Defect 14: a permanent status the store answers on an activity's ack
-// or on a turn's commit is not the provider's refusal: neither the
-// activity nor the orchestration fails; the work is abandoned with
-// backoff, runs again, and completes with its result. The store's answer
-// is logged at ERROR with its status and substatus (but for 404/1003 and a
-// short 401 or 403, which the client retries itself, and a 413 on a
-// commit, which the provider plans again tighter).
+// A permanent status the store answers on an activity's ack or on a turn's
+// commit is not the provider's refusal: neither the activity nor the
+// orchestration fails; the work is abandoned with backoff, runs again, and
+// completes with its result. The store's answer is logged at ERROR with its
+// status and substatus (but for 404/1003 and a short 401 or 403, which the
+// client retries itself, and a 413 on a commit, which the provider plans
+// again tighter).
 func TestTransientStoreRefusalsDoNotFailWork(t *testing.T) {
 	for _, answer := range transientStoreRefusals {
 		for _, refused := range []string{"activity ack", "turn commit"} {
@@ -290,29 +290,22 @@ func runThroughStoreRefusal(t *testing.T, answer storeAnswer, refuseAck bool) (i
 	return runs.Load(), logs
 }
 
-// Defect 14, on renewals: a permanent status the store answers to a lock
-// renewal (a 403 while a role assignment propagates) says nothing about
-// the lock: the renewal is tried again, and the activity is neither
-// cancelled nor run twice.
+// On renewals: a permanent status the store answers to a lock renewal (a
+// 403 while a role assignment propagates) says nothing about the lock: the
+// renewal is tried again, and the activity is neither cancelled nor run
+// twice.
 func TestAStoreRefusalOfARenewalKeepsTheActivity(t *testing.T) {
-	p := newWorkerFaultProvider(t, nil)
-	p.renewErr = cdb.ToProviderError("RenewWorkItemLock", &cdb.CosmosError{Operation: "PatchItem", StatusCode: 403})
-	p.failRenewals.Store(1)
-	h := newHarness(t, p)
-	var runs atomic.Int32
-	// The lock (2 s) is renewed every second; the activity ends while the
-	// lock taken at the fetch is still valid.
-	slowEcho(h, &runs, 1500*time.Millisecond)
-	h.run(func(o *Options) { o.WorkerLockTimeout = 2 * time.Second })
-	h.start("renewal-refused", "SlowEcho", "kept")
-	assert.Equal(t, "kept", h.completed("renewal-refused"))
-	assert.Equal(t, int32(1), runs.Load(), "the activity ran once")
-	assert.Negative(t, p.failRenewals.Load(), "the injected failure was hit")
+	output, runs, acks := runThroughAFailedRenewal(t,
+		cdb.ToProviderError("RenewWorkItemLock", &cdb.CosmosError{Operation: "PatchItem", StatusCode: 403}))
+	assert.Equal(t, "kept", output)
+	assert.Equal(t, int32(1), runs, "the activity ran once")
+	assert.Equal(t, int32(1), acks, "one ack, never refused")
 }
 
-// Defect 11, when the start itself is what the provider refuses (its
-// input, say): the failure is committed with a start that leaves the input
-// out, so the instance still reads as failed, with its name and cause.
+// A refused first turn, when the start itself is what the provider refuses
+// (its input, say): the failure is committed with a start that leaves the
+// input out, so the instance still reads as failed, with its name and
+// cause.
 func TestARefusedStartStillReadsAsFailed(t *testing.T) {
 	eachFaultyProvider(t, func(t *testing.T, p *faultyProvider, h *harness) {
 		p.refuseTurn = func(_ uint64, delta []cdb.Event) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	goruntime "runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,15 +55,16 @@ func TestShutdownLeavesNoGoroutines(t *testing.T) {
 func TestShutdownWaitsForActivityInFlight(t *testing.T) {
 	eachProvider(t, func(t *testing.T, h *harness) {
 		started := make(chan struct{})
+		watch := &fetchStopWatch{Provider: h.provider, stopped: make(chan struct{})}
 		h.activity("Slow", func(ctx ActivityContext, _ string) (string, error) {
 			close(started)
-			time.Sleep(200 * time.Millisecond)
+			<-watch.stopped // the shutdown began while the activity runs
 			return "finished", ctx.Err()
 		})
 		h.orchestration("Waits", func(ctx *OrchestrationContext, _ string) (string, error) {
 			return ctx.ScheduleActivity("Slow", "").Await()
 		})
-		rt, err := Start(h.ctx, h.provider, h.registry, fastOptions(t))
+		rt, err := Start(h.ctx, watch, h.registry, fastOptions(t))
 		require.NoError(t, err)
 		h.start("graceful", "Waits", "")
 		awaitSignal(t, started, "the activity to start")
@@ -78,6 +80,20 @@ func TestShutdownWaitsForActivityInFlight(t *testing.T) {
 		h.run()
 		assert.Equal(t, "finished", h.completed("graceful"))
 	})
+}
+
+// fetchStopWatch tells when a runtime stops fetching, the first thing its
+// shutdown does: the context of its worker fetches ends.
+type fetchStopWatch struct {
+	cdb.Provider
+	once    sync.Once
+	stopped chan struct{}
+}
+
+func (p *fetchStopWatch) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration,
+	session *cdb.SessionFetchConfig, tags cdb.TagFilter) (cdb.WorkItem, string, uint32, error) {
+	p.once.Do(func() { context.AfterFunc(ctx, func() { close(p.stopped) }) })
+	return p.Provider.FetchWorkItem(ctx, lockTimeout, pollTimeout, session, tags)
 }
 
 // TestShutdownTimeoutAbandonsActivity: when shutdown runs out of time the

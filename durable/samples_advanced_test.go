@@ -394,19 +394,35 @@ func TestSampleOrchestrationStats(t *testing.T) {
 	})
 }
 
-// Sessions: activities on one session run on the worker that owns it.
+// Sessions: activities on one session run on the worker that owns it. The
+// first activity of each session holds its slot until the third slot, free,
+// has polled the queue (which then holds both sessions' other activities)
+// and come back empty: a worker free to take another's session had the
+// chance, however slowly the machine schedules it.
 func TestSessionActivitiesStayOnOneWorker(t *testing.T) {
 	eachProvider(t, func(t *testing.T, h *harness) {
+		watch := &emptyFetchWatch{Provider: h.provider, seen: make(chan struct{})}
+		h.provider = watch
 		var mu sync.Mutex
 		workers := map[string]map[string]bool{} // session → workers that ran it
 		h.activity("Pinned", func(ctx ActivityContext, _ string) (string, error) {
-			time.Sleep(20 * time.Millisecond) // overlap, so both slots are busy
 			mu.Lock()
-			defer mu.Unlock()
-			if workers[ctx.SessionID()] == nil {
+			first := workers[ctx.SessionID()] == nil
+			if first {
 				workers[ctx.SessionID()] = map[string]bool{}
 			}
 			workers[ctx.SessionID()][ctx.WorkerID()] = true
+			if first && len(workers) == 2 {
+				watch.arm() // both sessions hold a slot
+			}
+			mu.Unlock()
+			if first {
+				select {
+				case <-watch.seen:
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+			}
 			return ctx.SessionID(), nil
 		})
 		h.orchestration("Sessions", func(ctx *OrchestrationContext, _ string) (string, error) {
@@ -431,6 +447,27 @@ func TestSessionActivitiesStayOnOneWorker(t *testing.T) {
 			assert.Len(t, workers[s], 1, "session %s ran on %v", s, workers[s])
 		}
 	})
+}
+
+// emptyFetchWatch closes seen when a worker fetch that began after arm
+// returns no work.
+type emptyFetchWatch struct {
+	cdb.Provider
+	armed atomic.Bool
+	once  sync.Once
+	seen  chan struct{}
+}
+
+func (p *emptyFetchWatch) arm() { p.armed.Store(true) }
+
+func (p *emptyFetchWatch) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration,
+	session *cdb.SessionFetchConfig, tags cdb.TagFilter) (cdb.WorkItem, string, uint32, error) {
+	armed := p.armed.Load()
+	item, token, attempt, err := p.Provider.FetchWorkItem(ctx, lockTimeout, pollTimeout, session, tags)
+	if armed && item == nil && err == nil {
+		p.once.Do(func() { close(p.seen) })
+	}
+	return item, token, attempt, err
 }
 
 // Corrupted history: an instance whose history cannot be decoded is

@@ -16,8 +16,8 @@ import (
 	"github.com/duroxide-go/cdb"
 )
 
-// duroxide's end-to-end samples (tests/e2e_samples.rs, contract §4.1), each
-// on every test provider.
+// duroxide's end-to-end samples (its tests/e2e_samples.rs), each on every
+// test provider.
 
 // hello_world: one activity, called twice.
 func TestSampleHelloWorld(t *testing.T) {

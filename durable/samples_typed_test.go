@@ -12,8 +12,8 @@ import (
 	"github.com/duroxide-go/cdb"
 )
 
-// duroxide's samples 14 and 16–19 (tests/e2e_samples.rs, contract §4.1):
-// a detached start before an activity, and typed (JSON) payloads.
+// duroxide's samples 14 and 16–19 (its tests/e2e_samples.rs): a detached
+// start before an activity, and typed (JSON) payloads.
 
 // addReq, addRes and ack are the samples' serde structs; their JSON field
 // names are duroxide's, so the payloads in history are the same bytes.

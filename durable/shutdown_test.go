@@ -13,7 +13,9 @@ import (
 	"github.com/duroxide-go/cdb"
 )
 
-// Shutdown with activities in flight (issue 21, defect 12).
+// Shutdown with activities in flight: a stopping runtime keeps an
+// activity's lock while its handler runs, for at most a grace, so no other
+// runtime runs it meanwhile.
 
 // exclusiveActivity is an activity that notes whether two runs of it ever
 // overlapped. Its first run signals started, then ignores cancellation
@@ -68,13 +70,13 @@ func startRuntime(t *testing.T, p cdb.Provider, a *exclusiveActivity, tweak func
 	return rt, h
 }
 
-// Defect 12: runtime A is shut down with a short context while an
-// activity runs, and runtime B shares its store. A keeps the activity's
-// lock (renewing it) while the handler still runs, so B never runs the
-// activity at the same time; once the handler returns, A acks its result
-// and Shutdown returns. The test waits, after Shutdown's context ended,
-// for two renewals of A's lock (a lock's lifetime: without them the item
-// would have been B's) or for B to run the activity.
+// Runtime A is shut down with a short context while an activity runs, and
+// runtime B shares its store. A keeps the activity's lock (renewing it)
+// while the handler still runs, so B never runs the activity at the same
+// time; once the handler returns, A acks its result and Shutdown returns.
+// The test waits, after Shutdown's context ended, for two renewals of A's
+// lock (a lock's lifetime: without them the item would have been B's) or
+// for B to run the activity.
 func TestShutdownKeepsTheLockOfARunningActivity(t *testing.T) {
 	p := newWorkerFaultProvider(t, nil)
 	act := newExclusiveActivity(t)
@@ -115,9 +117,9 @@ func TestShutdownKeepsTheLockOfARunningActivity(t *testing.T) {
 	assert.False(t, act.overlapped.Load())
 }
 
-// Defect 12, the bound: a handler that outlasts its grace is given up.
-// Shutdown returns once the grace has ended, the item is released, and
-// another runtime runs the activity.
+// The bound: a handler that outlasts its grace is given up. Shutdown
+// returns once the grace has ended, the item is released, and another
+// runtime runs the activity.
 func TestShutdownGivesUpAHandlerAfterItsGrace(t *testing.T) {
 	p := newWorkerFaultProvider(t, nil)
 	act := newExclusiveActivity(t)

@@ -10,7 +10,7 @@ import (
 	"github.com/duroxide-go/cdb"
 )
 
-// workerLoop is one worker dispatcher slot (contract §5.3).
+// workerLoop is one worker dispatcher slot.
 func (r *Runtime) workerLoop(slot int, sessionOwner string) {
 	workerID := fmt.Sprintf("work-%d-%s", slot, orElse(r.opts.WorkerNodeID, r.id))
 	r.pollLoop(workerID, func() (bool, error) { return r.processNextWorkItem(workerID, sessionOwner) })
@@ -221,18 +221,18 @@ func (r *Runtime) failRefusedActivity(ctx context.Context, w lockedActivity, ref
 	r.poisonActivity(w, "the provider refused the activity's result: "+cause)
 }
 
-// interruptActivity handles a cancelled activity: its lock was lost, or
-// the runtime is stopping. Either way the handler is given the grace
-// period to return. duroxide acks without a completion after a lost lock,
-// expecting the ack to fail; but such an ack deletes an item whose lock is
-// still held, so the item is abandoned instead: that fails just the same
-// when the lock is gone, and when it is not (R10) the item runs again
+// interruptActivity handles a cancelled activity: its lock was lost, or the
+// runtime is stopping. Either way the handler is given the grace period to
+// return. duroxide acks without a completion after a lost lock, expecting
+// the ack to fail; but such an ack deletes an item whose lock is still
+// held, so the item is abandoned instead: that fails just the same when the
+// lock is gone, and when it is not (a transient error) the item runs again
 // rather than vanish. A stopping runtime still holds the lock, renewed
-// until the handler returns or the grace ends, so no other runtime runs
-// the activity while this handler does: a result the handler returns
-// within the grace is acked (a failure is abandoned for a retry, since it
-// may be the cancellation's); after the grace the result is dropped and the
-// item released.
+// until the handler returns or the grace ends, so no other runtime runs the
+// activity while this handler does: a result the handler returns within the
+// grace is acked (a failure is abandoned for a retry, since it may be the
+// cancellation's); after the grace the result is dropped and the item
+// released.
 func (r *Runtime) interruptActivity(w lockedActivity, cause error, results <-chan activityResult) {
 	lockLost := errors.Is(cause, errLockLost)
 	if !lockLost {

@@ -15,8 +15,8 @@ import (
 	"github.com/duroxide-go/cdb/internal/memprovider"
 )
 
-// Worker-side faults (issue 8: defects 8 and 13): what a worker does when
-// a lock renewal or an ack fails.
+// Worker-side faults: what a worker does when a lock renewal or an ack
+// fails.
 
 // workerFaultProvider wraps a provider and fails worker calls on demand.
 type workerFaultProvider struct {
@@ -77,36 +77,65 @@ func (p *workerFaultProvider) AckWorkItem(ctx context.Context, token string, com
 	return p.Provider.AckWorkItem(ctx, token, completion)
 }
 
-// slowEcho is an orchestration whose activity outlasts a few renewals of
-// its lock.
-func slowEcho(h *harness, runs *atomic.Int32, d time.Duration) {
-	h.activity("Slow", func(_ ActivityContext, in string) (string, error) {
-		runs.Add(1)
-		time.Sleep(d)
-		return in, nil
-	})
+// slowEcho registers the orchestration SlowEcho, which returns what its
+// activity Slow (the handler given) returns for its input.
+func slowEcho(h *harness, slow ActivityFunc) {
+	h.activity("Slow", slow)
 	h.orchestration("SlowEcho", func(ctx *OrchestrationContext, in string) (string, error) {
 		return ctx.ScheduleActivity("Slow", in).Await()
 	})
 }
 
-// Defect 8: a retryable renewal error (a 408 or 503 the provider could not
-// resolve) is retried, not read as a lost lock: the activity finishes and
-// its result reaches the orchestration.
+// countedEcho is an activity that returns its input and counts its runs.
+func countedEcho(runs *atomic.Int32) ActivityFunc {
+	return func(_ ActivityContext, in string) (string, error) {
+		runs.Add(1)
+		return in, nil
+	}
+}
+
+// A retryable renewal error (a 408 or 503 the provider could not resolve)
+// is retried, not read as a lost lock: the retry is what keeps the lock,
+// and the activity finishes with its result.
 func TestRetryableLockRenewalErrorDoesNotDropTheActivity(t *testing.T) {
-	p := newWorkerFaultProvider(t, nil)
-	p.renewErr = cdb.Retryable("renew_work_item_lock", "request timeout")
+	output, runs, acks := runThroughAFailedRenewal(t, cdb.Retryable("renew_work_item_lock", "request timeout"))
+	assert.Equal(t, "kept", output)
+	assert.Equal(t, int32(1), runs, "the activity ran once")
+	assert.Equal(t, int32(1), acks, "one ack, never refused")
+}
+
+// runThroughAFailedRenewal runs an activity whose first lock renewal fails
+// with renewErr, and returns the orchestration's output, how often the
+// activity ran and how often it was acked. The provider's clock moves only
+// inside the activity, past the end of the lock taken at the fetch, each
+// step waiting for renewals the provider applied after the failure: an
+// activity dropped on the failure is cancelled and runs again, and a
+// failure that ends the renewals lets the lock expire, so the ack is
+// refused and the activity runs again.
+func runThroughAFailedRenewal(t *testing.T, renewErr error) (output string, runs, acks int32) {
+	clock := newManualClock()
+	p := newWorkerFaultProvider(t, newManualClockProvider(t, clock))
+	p.renewErr = renewErr
 	p.failRenewals.Store(1)
 	h := newHarness(t, p)
-	var runs atomic.Int32
-	// The lock (2 s) is renewed every second; the activity ends while the
-	// lock taken at the fetch is still valid.
-	slowEcho(h, &runs, 1500*time.Millisecond)
-	h.run(func(o *Options) { o.WorkerLockTimeout = 2 * time.Second })
-	h.start("renewal-retried", "SlowEcho", "kept")
-	assert.Equal(t, "kept", h.completed("renewal-retried"))
-	assert.Equal(t, int32(1), runs.Load(), "the activity ran once")
-	assert.Negative(t, p.failRenewals.Load(), "the injected failure was hit")
+	var ran atomic.Int32
+	slowEcho(h, func(ctx ActivityContext, in string) (string, error) {
+		if ran.Add(1) > 1 {
+			return in, nil
+		}
+		if !awaitCondition(ctx, func() bool { return p.renewals.Load() > 0 }) {
+			t.Error("the first renewal was never tried")
+		}
+		for range 2 { // the harness's worker lock is 1 s: 1.6 s is past the fetch's lock
+			if !advanceUntilRenewed(ctx, clock, p, 800*time.Millisecond) {
+				t.Error("no renewal applied after the failed one")
+			}
+		}
+		return in, nil
+	})
+	h.run()
+	h.start("renewal-failed", "SlowEcho", "kept")
+	return h.completed("renewal-failed"), ran.Load(), p.acks.Load()
 }
 
 // An ack that outlasts the worker lock (a multi-MB result on a throttled
@@ -118,24 +147,15 @@ func TestRetryableLockRenewalErrorDoesNotDropTheActivity(t *testing.T) {
 // expires), so a late renewal on a loaded machine cannot fail the test.
 func TestAnAckSlowerThanTheLockStillCommits(t *testing.T) {
 	clock := newManualClock()
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	cp, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client(), PollInterval: 20 * time.Millisecond, Now: clock.Now})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cp.Close() })
-	p := newWorkerFaultProvider(t, cp)
+	p := newWorkerFaultProvider(t, newManualClockProvider(t, clock))
 	p.beforeAck = func() {
 		for range 3 { // the harness's worker lock is 1 s
-			renewed := p.renewed.Load()
-			clock.Advance(800 * time.Millisecond)
-			// Two: one may have been under way before the clock moved.
-			for deadline := time.Now().Add(5 * time.Second); p.renewed.Load() < renewed+2 && time.Now().Before(deadline); {
-				time.Sleep(10 * time.Millisecond)
-			}
+			advanceUntilRenewed(context.Background(), clock, p, 800*time.Millisecond)
 		}
 	}
 	h := newHarness(t, p)
 	var runs atomic.Int32
-	slowEcho(h, &runs, 0)
+	slowEcho(h, countedEcho(&runs))
 	h.run()
 	h.start("slow-ack", "SlowEcho", "kept")
 	assert.Equal(t, "kept", h.completed("slow-ack"))
@@ -143,31 +163,69 @@ func TestAnAckSlowerThanTheLockStillCommits(t *testing.T) {
 	assert.Equal(t, int32(1), p.acks.Load(), "one ack, never refused")
 }
 
-// Defect 8: after a renewal fails for good the activity is cancelled, but
-// the worker never deletes an item it may still hold: it releases it, so
-// an item whose lock was not really lost runs again instead of vanishing.
+// newManualClockProvider is a Cosmos DB provider on a fake account whose
+// locks expire by clock.
+func newManualClockProvider(t *testing.T, clock *manualClock) cdb.Provider {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	cp, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client(), PollInterval: 20 * time.Millisecond, Now: clock.Now})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cp.Close() })
+	return cp
+}
+
+// advanceUntilRenewed moves the provider's clock by step, then waits for
+// two renewals the provider applied: one may have been under way before
+// the clock moved, so only the second surely extended the lock from the
+// new time. It says whether they came; when they do not the lock expires,
+// which the caller's test sees.
+func advanceUntilRenewed(ctx context.Context, clock *manualClock, p *workerFaultProvider, step time.Duration) bool {
+	renewed := p.renewed.Load()
+	clock.Advance(step)
+	return awaitCondition(ctx, func() bool { return p.renewed.Load() >= renewed+2 })
+}
+
+// awaitCondition polls cond until it holds (true), or ctx ends or 5 s
+// pass (false).
+func awaitCondition(ctx context.Context, cond func() bool) bool {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; {
+		if cond() {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return cond()
+}
+
+// After a renewal fails for good the activity is cancelled, but the worker
+// never deletes an item it may still hold: it releases it, so an item whose
+// lock was not really lost runs again instead of vanishing.
 func TestCancelledActivityIsReleasedNotDeleted(t *testing.T) {
 	p := newWorkerFaultProvider(t, nil)
 	p.renewErr = cdb.Permanent("renew_work_item_lock", "forbidden")
 	p.failRenewals.Store(1)
 	h := newHarness(t, p)
 	var runs atomic.Int32
-	slowEcho(h, &runs, 700*time.Millisecond)
-	h.run(func(o *Options) { o.ActivityCancellationGrace = time.Second })
+	slowEcho(h, func(ctx ActivityContext, in string) (string, error) {
+		if runs.Add(1) == 1 {
+			<-ctx.Done() // the failed renewal cancels it; its result comes within the grace
+		}
+		return in, nil
+	})
+	h.run(func(o *Options) { o.ActivityCancellationGrace = time.Minute })
 	h.start("released", "SlowEcho", "again")
 	assert.Equal(t, "again", h.completed("released"), "the item ran again")
 	assert.Equal(t, int32(2), runs.Load())
 }
 
-// Defect 13: a result the provider refuses for good (too large to store)
-// fails the activity at once, with the refusal as its error, instead of
-// running it again until it is poison.
+// A result the provider refuses for good (too large to store) fails the
+// activity at once, with the refusal as its error, instead of running it
+// again until it is poison.
 func TestPermanentlyRefusedResultFailsTheActivityOnce(t *testing.T) {
 	p := newWorkerFaultProvider(t, nil)
 	p.refuseResults.Store(true)
 	h := newHarness(t, p)
 	var runs atomic.Int32
-	slowEcho(h, &runs, 0)
+	slowEcho(h, countedEcho(&runs))
 	h.run()
 	h.start("refused", "SlowEcho", "big")
 	st := h.wait("refused")
@@ -176,8 +234,8 @@ func TestPermanentlyRefusedResultFailsTheActivityOnce(t *testing.T) {
 	assert.Equal(t, int32(1), runs.Load(), "the activity ran once")
 }
 
-// Defect 13 on the Cosmos DB provider: an activity output over the
-// document limit fails the activity once, with the cause.
+// The same on the Cosmos DB provider: an activity output over the document
+// limit fails the activity once, with the cause.
 func TestOversizedActivityOutputFailsTheActivityOnce(t *testing.T) {
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	h := newCosmosHarness(t, acct)

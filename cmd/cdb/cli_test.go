@@ -478,10 +478,9 @@ func TestBinaryBenchReportsIssue10Metrics(t *testing.T) {
 	assert.Contains(t, stderr, "usage: cdb bench")
 }
 
-// Issue 11: -processes runs the protocol in OS processes at once, sharing
-// the slots through process leases, and reports their aggregate, the lease
-// requests, and with -kill-after how long a killed process's share took to
-// move.
+// -processes runs the protocol in OS processes at once, sharing the slots
+// through process leases, and reports their aggregate, the lease requests,
+// and with -kill-after how long a killed process's share took to move.
 func TestBinaryBenchRunsInSeveralProcesses(t *testing.T) {
 	code, stdout, stderr := cli("bench", "-processes", "2", "-kill-after", "1s", "-lease", "1s", "-duration", "4s", "-inflight", "2", "-tasks", "2",
 		"-concurrency", "1:1", "-latency", "0").run(t)

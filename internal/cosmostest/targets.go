@@ -63,7 +63,7 @@ func (tg *Target) SkipUnless(t *testing.T, reason string) {
 type FakeOptions struct {
 	PartitionKeyRanges int
 	// StaleReads serves reads without the session token of a document's
-	// last write from a lagging replica (R13); the client's tokens must
+	// last write from a lagging replica; the client's session tokens must
 	// make every test read its writes.
 	StaleReads bool
 }

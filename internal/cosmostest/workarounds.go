@@ -13,8 +13,8 @@ import (
 	"sync"
 )
 
-// vercelWorkarounds adapts requests written to the real protocol to the bugs
-// of @vercel/cosmosdb-server 1.0.1 (reference B, and two found since):
+// vercelWorkarounds adapts requests written to the real protocol to the
+// bugs of @vercel/cosmosdb-server 1.0.1:
 //
 //   - a point read of a missing document answers 500 unless the request
 //     carries the cross-partition header, which real Cosmos DB ignores there;
@@ -209,9 +209,9 @@ var batchHeaders = []string{
 //
 // The operations before a failure are NOT rolled back: they stay applied
 // although the response reports them as 424. That is exactly what the
-// server does with the batches it accepts (reference B: no atomicity, no
-// rollback); only the HTTP status differs, 207 here where the server says
-// 200. Tests that need a rolled-back batch cannot run on this server.
+// server does with the batches it accepts (no atomicity, no rollback); only
+// the HTTP status differs, 207 here where the server says 200. Tests that
+// need a rolled-back batch cannot run on this server.
 func (w vercelWorkarounds) executeOneByOne(req *http.Request, body []byte) (*http.Response, error) {
 	var ops []batchOperation
 	if err := json.Unmarshal(body, &ops); err != nil {

@@ -6,8 +6,8 @@ import (
 	"strings"
 )
 
-// Session consistency (DESIGN R13): the model is described in the package
-// documentation (doc.go).
+// Session consistency (a reader that carries the session token of a write
+// reads it): the model is described in the package documentation.
 
 const subStatusReadSessionNotAvailable = 1002 // with 404
 

@@ -273,7 +273,7 @@ func (p *Provider) GetInstanceTree(ctx context.Context, instance string) (cdb.In
 }
 
 // DeleteInstancesAtomic deletes exactly these instances and all their data,
-// all or nothing (contract §2.13).
+// all or nothing.
 func (p *Provider) DeleteInstancesAtomic(ctx context.Context, ids []string, force bool) (cdb.DeleteInstanceResult, error) {
 	const op = "DeleteInstancesAtomic"
 	if err := p.begin(ctx, op); err != nil {

@@ -172,23 +172,23 @@ func TestClockDrivesLocks(t *testing.T) {
 // waits longer.
 const farPoll = time.Hour
 
-// A long-polling fetch returns when work is enqueued. (On a loaded machine
-// the enqueue may come before the fetch starts waiting; the fetch then finds
-// the work at once, which the test allows.)
+// A long-polling fetch that is waiting returns when work is enqueued.
 func TestLongPollWokenByEnqueue(t *testing.T) {
 	ctx := context.Background()
-	p := memprovider.New(memprovider.Options{LongPolling: true})
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		_ = p.EnqueueForOrchestrator(ctx, start("late"), 0)
-		_ = p.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "late", ExecutionID: 1, ID: 2, Name: "A", Input: "{}"})
-	}()
+	watch := &lookWatch{}
+	p := memprovider.New(memprovider.Options{LongPolling: true, Now: watch.Now})
+	enqueued := whenWaiting(watch, func() error { return p.EnqueueForOrchestrator(ctx, start("late"), 0) })
 	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, farPoll, nil)
 	require.NoError(t, err)
+	require.NoError(t, <-enqueued)
 	require.NotNil(t, item, "the enqueue ends the wait with the work")
+	enqueued = whenWaiting(watch, func() error {
+		return p.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "late", ExecutionID: 1, ID: 2, Name: "A", Input: "{}"})
+	})
 	w, _, _, err := p.FetchWorkItem(ctx, time.Minute, farPoll, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
-	require.NotNil(t, w)
+	require.NoError(t, <-enqueued)
+	require.NotNil(t, w, "the enqueue ends the wait with the work")
 }
 
 // A long poll wakes for a message whose delay runs out, without an enqueue,
@@ -241,15 +241,49 @@ func TestLongPollHonoursContext(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
-// Close releases a waiting fetch with an error.
+// Close releases a waiting fetch with the closed provider's error.
 func TestCloseReleasesLongPoll(t *testing.T) {
-	p := memprovider.New(memprovider.Options{LongPolling: true})
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		_ = p.Close()
-	}()
+	watch := &lookWatch{}
+	p := memprovider.New(memprovider.Options{LongPolling: true, Now: watch.Now})
+	closed := whenWaiting(watch, p.Close)
 	_, _, _, err := p.FetchWorkItem(context.Background(), time.Minute, farPoll, nil, cdb.AnyFilter())
-	require.Error(t, err)
+	require.NoError(t, <-closed)
+	require.Equal(t, cdb.Permanent("FetchWorkItem", "provider is closed"), err)
+}
+
+// lookWatch is a store clock (the wall clock's time) that tells when the
+// store next reads it. A fetch reads the clock with the store's mutex held,
+// in the pass that finds nothing before it waits; whatever the test does
+// once told (an enqueue, a Close: each takes the mutex) therefore happens
+// while the fetch waits, never before it started.
+type lookWatch struct {
+	mu     sync.Mutex
+	looked chan struct{}
+}
+
+func (w *lookWatch) Now() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.looked != nil {
+		close(w.looked)
+		w.looked = nil
+	}
+	return time.Now()
+}
+
+// whenWaiting runs do once the store next reads its clock, and sends do's
+// error on the returned channel.
+func whenWaiting(w *lookWatch, do func() error) <-chan error {
+	looked := make(chan struct{})
+	w.mu.Lock()
+	w.looked = looked
+	w.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		<-looked
+		done <- do()
+	}()
+	return done
 }
 
 // Ack is all or nothing: a duplicate event id leaves queues, KV, status and

@@ -26,10 +26,9 @@
 //
 // # Design choices
 //
-// Non-QueueMessage work for a never-started instance (contract §2.2 step
-// 5(c)). When an instance has no instance row, no history and no
-// StartOrchestration or ContinueAsNew among its visible messages, the fetch
-// distinguishes two cases:
+// Non-QueueMessage work for a never-started instance. When an instance has
+// no instance row, no history and no StartOrchestration or ContinueAsNew
+// among its visible messages, the fetch distinguishes two cases:
 //
 //   - every visible message is a QueueMessage: the messages are deleted (they
 //     are orphan persistent events, duroxide 0.1.21) and the fetch moves on

@@ -10,7 +10,7 @@ import (
 
 // FetchOrchestrationItem locks the first instance, in enqueue order of its
 // visible messages, that has no valid instance lock and passes the filter,
-// and returns all its visible messages as one batch (contract §2.2).
+// and returns all its visible messages as one batch.
 func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration,
 	filter *cdb.DispatcherCapabilityFilter) (*cdb.OrchestrationItem, string, uint32, error) {
 	const op = "FetchOrchestrationItem"
@@ -293,9 +293,9 @@ func (p *Provider) lockByToken(token string) (string, *instanceLock) {
 	return "", nil
 }
 
-// AckOrchestrationItem commits one turn atomically (contract §2.3). All
-// validation happens before the first change, so a failed ack leaves the
-// lock, the messages and everything else untouched.
+// AckOrchestrationItem commits one turn atomically. All validation happens
+// before the first change, so a failed ack leaves the lock, the messages
+// and everything else untouched.
 func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, executionID uint64,
 	historyDelta []cdb.Event, workerItems, orchestratorItems []cdb.WorkItem,
 	metadata cdb.ExecutionMetadata, cancelledActivities []cdb.ScheduledActivityIdentifier) error {

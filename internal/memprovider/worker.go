@@ -26,8 +26,7 @@ func (p *Provider) EnqueueForWorker(ctx context.Context, item cdb.WorkItem) erro
 }
 
 // FetchWorkItem peek-locks the first worker item (in enqueue order) that is
-// visible, not validly locked, passes the session rule and the tag filter
-// (contract §2.5–2.7).
+// visible, not validly locked, passes the session rule and the tag filter.
 func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration,
 	session *cdb.SessionFetchConfig, tags cdb.TagFilter) (cdb.WorkItem, string, uint32, error) {
 	const op = "FetchWorkItem"

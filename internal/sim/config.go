@@ -105,7 +105,7 @@ type Features struct {
 	// above 60 a continue-as-new meets a capped batch.
 	BacklogMax int
 
-	// The toggles below (issue 21) reach paths the ones above do not.
+	// The toggles below reach paths the ones above do not.
 	//
 	// TreeDeletes deletes a parent with its child while they run, through
 	// a process that crashes part way through the deletion (or, with

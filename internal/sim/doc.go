@@ -1,15 +1,15 @@
 // Package sim is a seeded multi-node simulation of the Cosmos DB provider
-// and the runtime (issue 8): several nodes, each a CosmosProvider with its
-// own runtime, share one in-memory account; a random workload runs on them
-// while a fault transport injects throttling, timeouts, dropped connections,
-// lost responses and latency spikes on every kind of request, nodes crash
-// without cleanup and are replaced, locks are short and clocks skewed. At the
-// end (and, where cheap, while it runs) the harness checks invariants that a
-// durable-execution store must keep: every instance reaches the state and
-// output its input determines, an event is consumed once and in order, an
-// activity whose completion committed never runs again, a completion appears
-// once in history, a session runs on one worker at a time, and nothing is
-// left behind in the container.
+// and the runtime: several nodes, each a CosmosProvider with its own
+// runtime, share one in-memory account; a random workload runs on them
+// while a fault transport injects throttling, timeouts, dropped
+// connections, lost responses and latency spikes on every kind of request,
+// nodes crash without cleanup and are replaced, locks are short and clocks
+// skewed. At the end (and, where cheap, while it runs) the harness checks
+// invariants that a durable-execution store must keep: every instance
+// reaches the state and output its input determines, an event is consumed
+// once and in order, an activity whose completion committed never runs
+// again, a completion appears once in history, a session runs on one worker
+// at a time, and nothing is left behind in the container.
 //
 // A run is determined by its Config and its seed: the workload, the node
 // settings and the fault schedule's probabilities come from the seed.

@@ -98,10 +98,11 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, op string, lock *orches
 	return nil
 }
 
-// A turn whose events would crowd the commit batch (R7) writes them in
-// parts before the commit. Parts expire unless the commit, which references
-// them from the turn's history document, makes them permanent; so a failed
-// commit leaves only expiring documents that no history names.
+// A turn whose events would crowd the commit batch writes them in parts
+// before the commit (ARCHITECTURE.md, Large turns). Parts expire unless the
+// commit, which references them from the turn's history document, makes them
+// permanent; so a failed commit leaves only expiring documents that no
+// history names.
 const (
 	stageHistoryAbove   = 512 * 1024  // encoded events from which a turn stages them
 	maxHistoryPartBytes = 1024 * 1024 // encoded events per part

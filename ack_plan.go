@@ -19,7 +19,7 @@ type ackPlan struct {
 	newMessages []time.Time // visibility of messages this commit writes for the instance itself
 	newWork     int         // worker items it writes (some maybe through the outbox)
 	workVisible time.Time   // when they become visible
-	staged      [][]byte    // history and outbox parts to write before the commit (R7)
+	staged      [][]byte    // history and outbox parts staged before the commit, so it stays one batch
 	historyID   string      // the turn's history document, "" when it has no events
 	consumeOnly bool        // deletes the nameless instance document (planConsumeOnly)
 }
@@ -197,8 +197,8 @@ func (p *CosmosProvider) planConsumeOnly(lock *orchestrationLock) (*ackPlan, err
 // the execution ends, the delta is merged into the store: each touched
 // bucket is written anew in chunks (in the batch while small, staged
 // otherwise), its previous chunks and any legacy delta document are
-// deleted, and the execution records the last event merged (reference
-// §2.3 steps 10 and 11).
+// deleted, and the execution records the last event merged. duroxide's ack
+// merges likewise when an execution completes, fails or continues as new.
 type kvPlan struct {
 	state   kvState  // after the commit
 	deletes []string // documents the commit deletes

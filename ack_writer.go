@@ -13,7 +13,8 @@ import (
 )
 
 // ackWriter collects the documents of one ack besides its history and
-// state, and places them: in the batch, or in the outbox (R1).
+// state, and places them: in the batch while it has room, else in the
+// outbox, so the turn still commits in one batch.
 type ackWriter struct {
 	p     *CosmosProvider
 	op    string
@@ -74,7 +75,7 @@ func (w *ackWriter) addWork(items []WorkItem, cancelled []ScheduledActivityIdent
 }
 
 // fits refuses, before anything is written, a document no Cosmos DB
-// document can hold (R6, R7).
+// document can hold.
 func (w *ackWriter) fits(body []byte, what string) error {
 	return documentFits(w.op, what, body)
 }
@@ -170,9 +171,10 @@ func (w *ackWriter) add(pk string, d pendingDoc) {
 	w.docs = append(w.docs, d)
 }
 
-// Commit sizes (R1, R7). The batch keeps room for its encoding; an outbox
-// document holds at most outboxInlineBytes of entries itself (a fetch's load
-// reads pending outboxes), and stages the rest in parts.
+// Commit sizes: a turn commits in one batch of at most MaxBatchBytes
+// (ARCHITECTURE.md, Large turns). The batch keeps room for its encoding; an
+// outbox document holds at most outboxInlineBytes of entries itself (a
+// fetch's load reads pending outboxes), and stages the rest in parts.
 const (
 	commitBatchBytes  = MaxBatchBytes - 32*1024
 	batchOpOverhead   = 128 // bytes an operation adds to the batch body besides its document and id
@@ -206,11 +208,12 @@ type outboxLayout struct {
 	parts  [][]outboxEntry
 }
 
-// flush places the turn's documents (R1, R7): this partition's in the batch
-// while its operations and bytes allow, the rest, and every other
-// partition's, in an outbox document; entries that would make that document
-// too large go to staged parts, which the batch makes permanent. It returns
-// the outbox document (nil when none is needed) and the parts to stage.
+// flush places the turn's documents so the commit stays one batch: this
+// partition's in the batch while its operations and bytes allow, the rest,
+// and every other partition's, in an outbox document; entries that would make
+// that document too large go to staged parts, which the batch makes
+// permanent. It returns the outbox document (nil when none is needed) and the
+// parts to stage.
 func (w *ackWriter) flush(b *TransactionalBatch, instance string, rev uint64) (*outboxDoc, [][]byte, error) {
 	used, budget := batchBytes(b), commitBudgetBytes(w.squeeze)
 	if used > budget || b.Len() >= MaxBatchOperations {

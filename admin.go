@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// The admin side: metrics, queue depths and deletion. Counts across
-// partitions are taken per partition key range, where aggregates are
-// allowed, and summed here (R4).
+// The admin side: metrics, queue depths and deletion. Counts are taken per
+// partition key range and summed here: the gateway refuses aggregates across
+// partitions.
 
 // countPerRange sums `SELECT VALUE COUNT(1) FROM c WHERE <where>` over every
 // partition key range.
@@ -212,10 +212,11 @@ type instanceRow struct {
 	Deleting    string         `json:"deleting"`
 }
 
-// liveInstances lists the named instances the filter's ids and cutoff
-// match, with a cross-partition filter query (R4), leaving out every
-// instance that a deletion marked, itself or through an ancestor: a
-// deletion marks its root first, so a tree never lists half deleted.
+// liveInstances lists the named instances the filter's ids and cutoff match,
+// with a cross-partition query that only filters and projects (all the
+// gateway allows across partitions), leaving out every instance that a
+// deletion marked, itself or through an ancestor: a deletion marks its root
+// first, so a tree never lists half deleted.
 func (p *CosmosProvider) liveInstances(ctx context.Context, filter InstanceFilter) ([]instanceRow, error) {
 	if filter.InstanceIDs != nil && len(*filter.InstanceIDs) == 0 {
 		return nil, nil

@@ -225,7 +225,7 @@ func parseEndpoint(endpoint string) (base, host string, err error) {
 
 // checkPlainHTTP refuses http:// beyond loopback unless the caller opted in:
 // the Authorization header (a signature over the key, or a bearer token)
-// would cross the network in clear text (R9).
+// would cross the network in clear text.
 func checkPlainHTTP(base, host string, allowed bool) error {
 	if !strings.HasPrefix(base, "http://") || isLoopback(host) || allowed {
 		return nil
@@ -360,7 +360,8 @@ func (r *response) bodyOrNil() []byte {
 	return r.Body
 }
 
-// send runs r with the retry policy of R8 and records statistics. A non-2xx
+// send runs r, retried with backoff and a bound where retryStatus or
+// decideTransport says so, and records statistics. A non-2xx
 // final status is returned as *CosmosError.
 func (c *Client) send(ctx context.Context, r *request) (*response, error) {
 	resp, err := c.sendWithRetries(ctx, r)
@@ -467,7 +468,8 @@ func (c *Client) decideTransport(ctx context.Context, r *request, attempt int, s
 	return decision{retry: retry, wait: c.backoff(attempt, 0), err: ce}
 }
 
-// retryStatus is the status half of R8. It may mark a write OutcomeUnknown.
+// retryStatus decides from a response's status whether to retry; the
+// transport half is decideTransport. It may mark a write OutcomeUnknown.
 func (c *Client) retryStatus(r *request, ce *CosmosError, attempt int) (retry bool, hint time.Duration) {
 	if isTransientRefusal(ce) {
 		return attempt < refusalAttempts, 0
@@ -728,7 +730,7 @@ func retryAfter(h http.Header) time.Duration {
 }
 
 // logAttempt writes one debug record per attempt. It never logs headers:
-// the Authorization header is a signature over the key (R9).
+// the Authorization header is a signature over the key.
 func (c *Client) logAttempt(ctx context.Context, r *request, attempt int, resp *response, d time.Duration, err error) {
 	if c.logger == nil || !c.logger.Enabled(ctx, slog.LevelDebug) {
 		return

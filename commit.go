@@ -13,7 +13,7 @@ import (
 
 // commit sends the ack's batch and says whether this plan is what committed.
 // An unknown outcome (a lost response), or a retry of the ack that finds the
-// instance changed, is resolved by ackCommitted (R8): an earlier try of the
+// instance changed, is resolved by ackCommitted: an earlier try of the
 // same ack may have committed.
 func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrationLock, plan *ackPlan) (bool, error) {
 	resp, err := p.container.ExecuteTransactionalBatch(ctx, plan.batch, nil)
@@ -51,7 +51,7 @@ func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrat
 }
 
 // outcomeReadAttempts bounds the reads that resolve an ack's outcome; a
-// transient failure of one is not an answer (R10).
+// transient failure of one is not an answer.
 const outcomeReadAttempts = 5
 
 // ackCommitted tells whether this ack's batch committed: the instance's

@@ -310,7 +310,8 @@ func validateCompositeIndexes(op string, indexes [][]CompositeIndex) error {
 }
 
 // ---------------------------------------------------------------------------
-// Validation of ids and names (R6): refused before anything is sent.
+// Validation of ids and names: what the service cannot store is refused
+// before anything is sent.
 
 // validateID checks an item id: 1 to 255 characters, valid UTF-8, none of
 // the characters the service reserves (/ \ ? #).

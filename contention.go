@@ -67,7 +67,7 @@ func (c *contention) active(scope string, now time.Time) []string {
 // again: such an instance changes only when a compatible dispatcher
 // continues it as new, and one that no running dispatcher takes must not
 // cost every other process a lock attempt and a read every few seconds for
-// as long as it waits (R17).
+// as long as it waits.
 type filterMisses struct {
 	mu sync.Mutex
 	m  map[contentionKey]filterMiss

@@ -13,8 +13,8 @@ import (
 // duplicates are caught even when the encoded events are not readable.
 
 // loadState returns what a turn needs of the instance: from this process's
-// cache when the instance's lastAck shows it is current (R5), else with one
-// single-partition query.
+// cache when the instance's lastAck shows it is current (a request saved),
+// else with one single-partition query.
 func (p *CosmosProvider) loadState(ctx context.Context, inst *instanceDoc) (*instanceState, error) {
 	if s, ok := p.stateWithoutLoad(inst); ok {
 		return s, nil
@@ -88,7 +88,8 @@ type partitionDocs struct {
 	exec    *executionDoc
 	kv      kvState
 	// outboxes are the partition's undelivered outboxes (the turn-state
-	// query reads them, so a turn's outbox is delivered after them, R12).
+	// query reads them, so a turn's outbox is delivered after them and one
+	// sender's messages keep their order).
 	outboxes []outboxRef
 }
 

@@ -12,14 +12,14 @@ import (
 
 // The KV store keeps duroxide's two-stage model (a delta during an
 // execution, merged into the store when it ends) in an instance's
-// partition, written only by the ack's batch (R1), with every
+// partition, written only by the ack's batch, with every
 // document bounded whatever the KV state within duroxide's limits (150
 // keys of 64 KB: about 10 MB):
 //
 //   - the delta (the current execution's mutations, a nil value being a
 //     tombstone) is not written anywhere of its own: it is the execution's
 //     KV events after the execution document's kvMerged, which the history
-//     holds already (staged in parts when large, R7). History documents
+//     holds already (staged in parts when large). History documents
 //     count their KV events (kv), so a client read loads only the turns
 //     that have some. Written once, a turn's values cost the commit nothing
 //     more; a delta rewritten whole by each turn had no bound.

@@ -10,7 +10,7 @@ import (
 
 // Lock tokens name a lock this process took. The lock itself lives in Cosmos
 // DB (the instance document's or the work item's lockedUntil, taken with a
-// conditional write, R3); the table keeps what a later ack, renew or abandon
+// conditional write); the table keeps what a later ack, renew or abandon
 // needs to write it back conditionally: the document's ETag and the items
 // the lock covers.
 
@@ -101,8 +101,8 @@ type workLock struct {
 
 // instanceState is what a turn needs of an instance besides its messages:
 // the current execution's history and execution document. A process keeps
-// it after its own ack, so its next fetch of the instance skips the load
-// (R5) when the instance's lastAck shows nobody else committed since.
+// it after its own ack, so its next fetch of the instance skips the load (a
+// request) when the instance's lastAck shows nobody else committed since.
 type instanceState struct {
 	// commit is the lastAck of the instance document this state belongs
 	// to: a lock token, unique per commit. A counter would not do: after a

@@ -48,7 +48,7 @@ const maxInstanceIDBytes = 64 * 1024
 const dispatchSlots = 256
 
 // validateInstanceID refuses instance ids that cannot be stored, before
-// anything is written (R6).
+// anything is written.
 func validateInstanceID(op, instance string) error {
 	switch {
 	case instance == "":
@@ -230,7 +230,7 @@ type queueDoc struct {
 }
 
 // historyDoc holds the events one ack appended to one execution, so a turn
-// costs one document however many events it adds (R1).
+// costs one document of the commit batch however many events it adds.
 type historyDoc struct {
 	ID       string   `json:"id"`
 	PK       string   `json:"pk"`
@@ -242,7 +242,7 @@ type historyDoc struct {
 	Bytes    int      `json:"bytes"`
 	Data     string   `json:"data"` // JSON array of encoded events
 	// Parts, when set, name the staged documents that hold the events
-	// instead of Data, in order (R7: history.go).
+	// instead of Data, in order (ARCHITECTURE.md, Large turns).
 	Parts []string `json:"parts,omitempty"`
 	// Ack is the lock token of the ack that wrote it, so an ack whose
 	// response was lost can recognise its own commit even after another
@@ -291,11 +291,11 @@ type executionDoc struct {
 }
 
 // outboxDoc carries effects a commit could not write itself: documents for
-// other instances' partitions (R2), and overflow that would have pushed the
-// commit past a batch's limits (R1). The relay delivers them after the
-// commit, in order; every delivered document has a deterministic id, so a
-// repeat is a 409. Entries that do not fit in the commit batch are staged in
-// outbox parts (R7).
+// other instances' partitions, which its batch cannot reach, and overflow
+// that would have pushed the commit past a batch's limits. The relay
+// delivers them after the commit, in order; every delivered document has a
+// deterministic id, so a repeat is a 409. Entries that do not fit in the
+// commit batch are staged in outbox parts (ARCHITECTURE.md, Outbox).
 type outboxDoc struct {
 	ID        string        `json:"id"`
 	PK        string        `json:"pk"`
@@ -307,8 +307,8 @@ type outboxDoc struct {
 	// after Entries, in order.
 	Parts []outboxPartRef `json:"parts,omitempty"`
 	// Rev is the instance's rev the commit wrote: an instance's outboxes
-	// are delivered in this order (R12). 0 (a worker's completion) is
-	// unordered.
+	// are delivered in this order, so one sender's messages keep theirs. 0
+	// (a worker's completion) is unordered.
 	Rev uint64 `json:"rev,omitempty"`
 	// Owner is the lease token of the relay delivering the outbox and
 	// BeatAt (ms) its last sign of life: no other relay takes an outbox

@@ -147,7 +147,7 @@ func (p *CosmosProvider) refreshFreshLock(ctx context.Context, lock *orchestrati
 // heldMessageDelay is how long a batch held back (for its instance's start,
 // or for messages of its own commits still in an outbox) stays invisible, so it
 // leaves the head of the queue instead of being locked and released again
-// by every look (R11).
+// by every look.
 const heldMessageDelay = time.Second
 
 // holdBack releases the lock and makes the batch visible again after
@@ -176,7 +176,7 @@ const releaseMargin = time.Second
 // (say a kind a newer version wrote during a rolling upgrade) leaves the
 // batch with its attempt counted: it is queued again later, and set aside
 // as a poison message after maxUndecodableAttempts, so it never blocks its
-// instance or the queue (R11). When nothing decodable is left, the lock is
+// instance or the queue. When nothing decodable is left, the lock is
 // released and the instance passed over.
 func (p *CosmosProvider) takeDecodable(ctx context.Context, lock *orchestrationLock) ([]WorkItem, uint32, error) {
 	var good, bad []queueDoc

@@ -58,7 +58,7 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 // is written alone; when only the sequencer does (events came first), the
 // start goes without it. The message's id is its own, so a lost response is
 // resolved by sending again: a 409 on the message after an unknown outcome
-// is this write (R8).
+// is this write.
 func (p *CosmosProvider) enqueueStart(ctx context.Context, instance string, parent *string, msg []byte, seq int64) error {
 	shell, err := p.newLockDoc(instance, parent)
 	if err != nil {

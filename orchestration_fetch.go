@@ -72,7 +72,8 @@ func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, scope lookSc
 		// The lock batch's condition uses the query's time, so an instance
 		// is locked only if it was free when its messages were read: one
 		// whose lock expired in between held messages the query did not
-		// see, and a batch without them would put newer ones first (R12).
+		// see, and a batch without them would put newer ones first, out of
+		// their sender's order.
 		seen := p.nowMs()
 		q := candidateQuery{docType: docMessage, now: seen, pk: scope.pk, slots: scope.slots}
 		if scope.pk == "" {
@@ -158,7 +159,7 @@ func (p *CosmosProvider) holdsInstance(pk string) bool {
 // learned of an instance to leave out, so that a second query is worth it.
 // Instances a fetch cannot take (held for a start, outside the filter,
 // locked elsewhere, broken) are noted until they might be taken and do not
-// use up the lock attempts of real contention (R11).
+// use up the lock attempts of real contention.
 func (p *CosmosProvider) lockFirstFree(ctx context.Context, groups []instanceGroup, seen int64, lockTimeout time.Duration, filter *DispatcherCapabilityFilter, fk string) (*fetchedOrchestration, bool, error) {
 	tried, skipped, contended := 0, 0, false
 	for _, g := range groups {

@@ -121,7 +121,7 @@ func messageClaimOps(token string, until int64) PatchOperations {
 // took the lock, reading the instance document and the messages from the
 // partition's primary in one batch: if it did, the fetch goes on with what
 // it locked, so the instance does not stay locked by nobody until the lock
-// expires (R8).
+// expires.
 func (p *CosmosProvider) resolveLockBatch(ctx context.Context, pk, token string, msgs []queueDoc, cause error) (instanceDoc, []queueDoc, error) {
 	ids := []string{instanceDocID}
 	for _, m := range msgs {
@@ -165,7 +165,7 @@ func (p *CosmosProvider) readInstanceLatest(ctx context.Context, pk string) (*in
 // to tell contention (try again soon) from what will not change soon: a
 // lock another process holds, a pinned version outside the filter, a
 // deletion. Those are passed over until they might change, so they stop
-// costing a lock attempt on every look (R11).
+// costing a lock attempt on every look.
 func (p *CosmosProvider) whyNotLocked(ctx context.Context, pk string, now int64, filter *DispatcherCapabilityFilter) error {
 	inst, err := p.readInstanceDoc(ctx, pk)
 	if err != nil || inst == nil {

@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// The relay delivers outbox documents (R2): right after the commit that
+// The relay delivers outbox documents (the effects a commit wrote for other
+// partitions and what overflowed its batch): right after the commit that
 // wrote them, in the ack's own request, and, for those an error or a crash
 // left behind, from the reconciler. The guarantees (ARCHITECTURE.md, Outbox):
 //
@@ -771,8 +772,8 @@ func (r *relay) claimReady(force bool) []string {
 // outbox whose owner shows no life, per instance in commit order; an
 // outbox it cannot deliver holds back only its own instance's later ones.
 // Then it deletes what was delivered and finishes abandoned deletions,
-// whatever failed before. The query filters and projects only, as a
-// cross-partition query must (R4).
+// whatever failed before. The query filters and projects only: the gateway
+// refuses more across partitions.
 func (r *relay) reconcile(ctx context.Context) error {
 	errs := []error{r.drain(ctx, true)}
 	res, err := r.p.container.QueryItems(ctx,

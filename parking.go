@@ -8,7 +8,7 @@ import (
 
 // Parking: a batch that waits for a message its partition does not hold yet
 // (its instance's start) leaves the queue until that message comes or its deadline
-// passes, instead of being locked and released by every look (R17).
+// passes, instead of being locked and released by every look.
 //
 // The rule: a parked message costs the batch that parks it and the fetch
 // that hands it over, never a request per poll. It is invisible to every

@@ -44,7 +44,7 @@ type pollAttempt[T any] func(ctx context.Context, scope lookScope) (T, pollOutco
 // queue's signal: work this process writes is announced with its
 // partition, and wakes one waiting fetch per item, which looks in that
 // partition alone; an idle queue is queried about once per PollInterval in
-// all (R5), by whichever fetch claims the poll.
+// all, whatever the number of fetches, by whichever fetch claims the poll.
 func poll[T any](ctx context.Context, p *CosmosProvider, w queueWatch, pollTimeout time.Duration, attempt pollAttempt[T]) (T, bool, error) {
 	sig := w.signal
 	var zero T

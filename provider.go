@@ -457,18 +457,18 @@ func (p *CosmosProvider) nowMs() int64 { return p.now().UnixMilli() }
 // orchestration sets are due on the service's time too.
 func (p *CosmosProvider) ServiceTime() time.Time { return p.now() }
 
-// A seq orders queue items: it is a hybrid logical clock, microsecond
-// shaped (as the seqs of earlier versions, which were the clock in µs): the
+// A seq orders queue items: it is a hybrid logical clock, microsecond shaped
+// (as the seqs of earlier versions, which were the clock in µs): the
 // milliseconds of this process's clock, or of the highest seq it has seen
 // from another process (observeSeq) where that is ahead, times 1000, plus a
-// counter for the seqs handed out within one millisecond. What it takes
-// over from others is bounded (maxSeqLead): a seq further ahead of this
-// process's clock comes from a clock that is wrong, and adopting it would
-// spread that clock to every partition this process writes to and every
-// fetch it serves (R16). So its millisecond part (seqMs) runs ahead of the
-// clock by at most maxSeqLead (or past 1000 seqs in one millisecond), and a
-// queue item may be made visible at it (sequencedVisibleAt) without hiding
-// it from its own writer.
+// counter for the seqs handed out within one millisecond. What it takes over
+// from others is bounded (maxSeqLead): a seq further ahead of this process's
+// clock comes from a clock that is wrong, and adopting it would spread that
+// clock to every partition this process writes to and every fetch it serves,
+// and one process's wrong clock must not change what the healthy ones do. So
+// its millisecond part (seqMs) runs ahead of the clock by at most maxSeqLead
+// (or past 1000 seqs in one millisecond), and a queue item may be made
+// visible at it (sequencedVisibleAt) without hiding it from its own writer.
 
 // maxSeqLead is how far ahead of this process's clock a seq it takes over
 // from another process may be. Processes whose clocks agree within it keep

@@ -19,9 +19,9 @@ const (
 )
 
 // candidateQuery finds the oldest visible, unlocked items of one queue. It
-// runs once per partition key range (ORDER BY and TOP are allowed there, not
-// across partitions: R4), reading at most CandidatesPerRange documents per
-// range whatever the backlog.
+// runs once per partition key range (ORDER BY and TOP are allowed there; the
+// gateway refuses them across partitions), reading at most CandidatesPerRange
+// documents per range whatever the backlog.
 type candidateQuery struct {
 	docType string
 	pk      string // set: this partition alone, one request

@@ -9,7 +9,7 @@ import (
 // queueSignal coordinates the fetches of one queue in this process. It wakes
 // waiting fetches when this process puts work on the queue (or when work it
 // wrote becomes visible), and keeps an idle queue to about one query per
-// poll interval however many fetches wait (R5): after a query that found
+// poll interval however many fetches wait: after a query that found
 // nothing, only the fetch that claims the next poll queries again.
 type queueSignal struct {
 	mu         sync.Mutex

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Writes whose response was lost (R8, R10). The client returns such a write
+// Writes whose response was lost. The client returns such a write
 // as OutcomeUnknown: it may or may not have been applied. Where the write
 // creates documents with ids fixed before the first send, sending it again
 // tells: a 409 after an unknown outcome is our own earlier write. Resolving
@@ -81,8 +81,8 @@ func failedWithConflict(resp TransactionalBatchResponse, idx int) bool {
 // readLatest point-reads a document as the partition's primary has it, as
 // a one-read transactional batch. A read-back after a write whose response
 // was lost must see that write; a plain read may not under Session
-// consistency, as the lost response took the write's session token with it
-// (R13). A missing document is a 404 *CosmosError, as ReadItem's.
+// consistency, as the lost response took the write's session token with it.
+// A missing document is a 404 *CosmosError, as ReadItem's.
 func (p *CosmosProvider) readLatest(ctx context.Context, pk PartitionKey, id string) (ItemResponse, error) {
 	res, err := p.readLatestMany(ctx, pk, []string{id})
 	if err != nil {

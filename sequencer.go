@@ -22,7 +22,7 @@ import (
 // moves its own clock past it and sends again.
 //
 // Only within maxSeqLead of the writer's clock, though. A sequencer further
-// ahead was written by a clock that is wrong (R16): following it would make
+// ahead was written by a clock that is wrong: following it would make
 // this message, and everything this process sends afterwards, visible only
 // at that clock's time. The patch overwrites such a sequencer instead
 // (its condition also holds above seqCeiling), so the healthy processes'

@@ -11,7 +11,7 @@ import (
 
 // Sessions pin activities to one worker. As in duroxide, a
 // session is keyed by its id alone: the activities of every instance that
-// names session "gpu-0" go to the owner of "gpu-0" (R12). So a session's
+// names session "gpu-0" go to the owner of "gpu-0". So a session's
 // document lives in a partition of its own, not in any instance's, and a
 // fetch of a session-bound item takes two writes in two partitions: first
 // the session claim (a conditional write in the session's partition), then

@@ -8,14 +8,14 @@ import (
 	"sync"
 )
 
-// Session consistency (R13). Accounts default to Session consistency: a read
-// is served by a replica that has applied at least the position its
+// A process reads its own writes. Accounts default to Session consistency: a
+// read is served by a replica that has applied at least the position its
 // x-ms-session-token names, and by any replica when it names none, possibly
 // one that has not applied this process's latest writes. So, as the official
 // SDKs do, the client keeps the highest session token it has seen per
 // container and partition key range, from writes and reads alike, and sends
-// on a read the token of the range it reads (routing.go finds it), on a
-// query across partitions those of every range.
+// on a read the token of the range it reads (routing.go finds it), on a query
+// across partitions those of every range.
 //
 // A token is "<range id>:<version>#<global lsn>[#<region>=<local lsn>...]"
 // (older servers send "<range id>:<lsn>"); several, comma-separated, make a

@@ -6,13 +6,13 @@ import (
 	"fmt"
 )
 
-// Large values (R1, R7): an execution's output (a ContinuedAsNew
-// execution's is the next one's input) goes into its history, its
-// execution document and its instance document. Written whole into both
-// documents, a value of about 1 MB overflowed the commit batch. A value
-// larger than inlineValueBytes is instead written once, in a value document
-// staged before the commit like a history part, which the commit makes
-// permanent and both documents name (outputRef); reads resolve the name.
+// Large values: an execution's output (a ContinuedAsNew execution's is the
+// next one's input) goes into its history, its execution document and its
+// instance document. Written whole into both documents, a value of about 1 MB
+// overflowed the commit batch. A value larger than inlineValueBytes is
+// instead written once, in a value document staged before the commit like a
+// history part, which the commit makes permanent and both documents name
+// (outputRef); reads resolve the name.
 
 const (
 	docValue = "value" // an output too large to repeat in the instance and execution documents

@@ -31,7 +31,7 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 		return refuse(op, "", err)
 	}
 	body = markedOnConsume(body)
-	// A lost response is resolved by sending again (R8): a 409 after an
+	// A lost response is resolved by sending again: a 409 after an
 	// unknown outcome is this write, not an item queued before.
 	err = p.createOnce(ctx, pk, body, false)
 	if IsConflict(err) {
@@ -245,14 +245,14 @@ const maxAnnouncedPerLook = 16
 var errUndecodableWork = errors.New("worker item does not decode")
 
 // claimWork locks one candidate with a patch conditioned on its ETag: of
-// two dispatchers that saw the same item, one wins (R3).
+// two dispatchers that saw the same item, one wins.
 func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout time.Duration) (fetchedWork, error) {
 	token := newLockToken("work_")
 	until := p.nowMs() + lockTimeout.Milliseconds()
 	resp, err := p.container.PatchItem(ctx, NewPartitionKeyString(c.PK), c.ID, claimOps(token, until), &ItemOptions{IfMatch: &c.ETag, EnableContentResponseOnWrite: true})
 	if IsOutcomeUnknown(err) {
 		// Read it back: a claim that applied is ours to go on with, rather
-		// than an item locked by nobody until its lock expires (R8).
+		// than an item locked by nobody until its lock expires.
 		resp, err = p.readLatest(ctx, NewPartitionKeyString(c.PK), c.ID)
 		if err == nil && !claimedBy(resp.Value, token) {
 			return fetchedWork{}, errContended
@@ -339,7 +339,7 @@ const undecodablePoisonAttempts = 10
 // after a growing delay (a node that can decode it may take it meanwhile);
 // past the bound it acks the item with an ActivityFailed poison error built
 // from the document's identity fields and holding the item's text, so the
-// orchestration fails instead of waiting forever (R11).
+// orchestration fails instead of waiting forever.
 func (p *CosmosProvider) setAsideUndecodableWork(ctx context.Context, lock *workLock, cause error) {
 	doc := lock.doc
 	if doc.Attempts > undecodablePoisonAttempts {
@@ -548,7 +548,7 @@ func (p *CosmosProvider) encodeCompletion(lock *workLock, completion WorkItem) (
 }
 
 // documentFits refuses, before any request is sent, a document no Cosmos
-// DB document can hold (R6, R7).
+// DB document can hold.
 func documentFits(op, what string, body []byte) error {
 	if len(body) > MaxDocumentBytes {
 		return refuse(op, fmt.Sprintf("%s is %d bytes encoded; a Cosmos DB document holds at most %d", what, len(body), MaxDocumentBytes), ErrDocumentTooLarge)

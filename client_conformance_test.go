@@ -48,7 +48,7 @@ func TestClientConformanceOnSeveralRanges(t *testing.T) {
 // TestClientConformanceUnderStaleReads runs the suite on a fake whose reads
 // without the session token of a document's last write are served by a
 // lagging replica: every test reads its writes only if the client carries
-// the tokens (R13).
+// the tokens.
 func TestClientConformanceUnderStaleReads(t *testing.T) {
 	cosmostest.RunClientSuite(t, cosmostest.FakeTarget(cosmostest.FakeOptions{PartitionKeyRanges: 3, StaleReads: true}))
 }

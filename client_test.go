@@ -183,7 +183,7 @@ func TestNewClientRejectsBadEndpoints(t *testing.T) {
 
 // TestNewClientRefusesPlainHTTPBeyondLoopback: the master-key signature and
 // Entra tokens travel in the Authorization header, so plain http is only for
-// the emulator on this machine (R9).
+// the emulator on this machine.
 func TestNewClientRefusesPlainHTTPBeyondLoopback(t *testing.T) {
 	refused := []string{
 		"http://acct.documents.azure.com/",
@@ -367,7 +367,9 @@ func TestReadAccountParsesProperties(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// Retries (R8).
+// Retries: throttling and transient statuses are retried with backoff and a
+// bound; a write that may have been applied is reported OutcomeUnknown rather
+// than sent again.
 
 func TestRetryHonoursRetryAfterOn429(t *testing.T) {
 	cc, st := newScriptedContainer(t, replySequence(

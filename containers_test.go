@@ -270,7 +270,7 @@ func TestNotFoundAndPreconditionFailed(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// Items: validation before sending (R6).
+// Items: what the service cannot store is refused before sending.
 
 func TestItemInputIsValidatedBeforeSending(t *testing.T) {
 	cc, st := newScriptedContainer(t, replyAlways(200, `{}`))

@@ -31,10 +31,10 @@ func (h *hostLog) take() []string {
 	return out
 }
 
-// Issue 22: after a regional failover the old write region answers writes
-// with 403/3. The client re-reads the account, sends the write again to
-// the region it now lists for writes, and keeps sending writes there;
-// reads stay on the configured endpoint.
+// After a regional failover the old write region answers writes with 403/3.
+// The client re-reads the account, sends the write again to the region it now
+// lists for writes, and keeps sending writes there; reads stay on the
+// configured endpoint.
 func TestWritesFollowTheWriteRegionAfterAFailover(t *testing.T) {
 	acct := NewFakeAccount(FakeAccountOptions{})
 	log := &hostLog{next: acct.Transport()}

@@ -15,10 +15,10 @@ import (
 	"github.com/duroxide-go/cdb/providertest"
 )
 
-// Issue 11: with process leases, a process takes the items it writes
-// itself (announced to its own fetches), and the process that owns their
-// slots leaves them to it for a poll interval (50 ms here) instead of
-// racing it for them: a lost claim and a wasted query for one of the two.
+// With process leases, a process takes the items it writes itself (announced
+// to its own fetches), and the process that owns their slots leaves them to
+// it for a poll interval (50 ms here) instead of racing it for them: a lost
+// claim and a wasted query for one of the two.
 
 // writersOf lists the writer each queue item of docType in instance's
 // partition names ("" for none).
@@ -135,10 +135,10 @@ func TestAProcessLeavesTheMessagesAnotherProcessWroteToItForAPollInterval(t *tes
 	assert.Equal(t, []string{"StartOrchestration", "ExternalRaised"}, messageKinds(item))
 }
 
-// Issue 21: a stamp that is wrong (its writer died, or an older version
-// wrote it) holds an instance back one poll interval at most, however many
-// fresh stamped messages keep arriving: the others leave an instance to a
-// writer only while its oldest waiting message is fresh.
+// A stamp that is wrong (its writer died, or an older version wrote it) holds
+// an instance back one poll interval at most, however many fresh stamped
+// messages keep arriving: the others leave an instance to a writer only while
+// its oldest waiting message is fresh.
 func TestAStreamOfStampedMessagesHoldsAnInstanceBackOnePollIntervalAtMost(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
@@ -163,10 +163,10 @@ func TestAStreamOfStampedMessagesHoldsAnInstanceBackOnePollIntervalAtMost(t *tes
 	assert.Equal(t, []string{"StartOrchestration", "ExternalRaised", "ExternalRaised", "ExternalRaised"}, messageKinds(item))
 }
 
-// Issue 21: what an outbox delivers (a child's start, an event to another
-// instance, worker items past the batch's limit) is never stamped: the
-// relay announces nothing to its process's fetches, so a stamp would only
-// hold the slots' owner off for a poll interval.
+// What an outbox delivers (a child's start, an event to another instance,
+// worker items past the batch's limit) is never stamped: the relay announces
+// nothing to its process's fetches, so a stamp would only hold the slots'
+// owner off for a poll interval.
 func TestAnOutboxsDeliveriesNameNoWriter(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
@@ -212,9 +212,9 @@ func relayedCount(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, inst
 	return n
 }
 
-// Issue 21: a short-polling process looks at its share, not at the
-// partitions it announces, so it names itself the writer of nothing: the
-// slots' owner takes what it writes at once.
+// A short-polling process looks at its share, not at the partitions it
+// announces, so it names itself the writer of nothing: the slots' owner takes
+// what it writes at once.
 func TestAShortPollingProcessNamesItselfTheWriterOfNothing(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
@@ -251,10 +251,10 @@ func TestAShortPollingProcessNamesItselfTheWriterOfNothing(t *testing.T) {
 	assert.Equal(t, theirs, item.Instance)
 }
 
-// Issue 21: during a rolling upgrade, a process whose orchestration
-// fetches cannot lock an instance pinned to a newer version does not name
-// itself the writer of the events it raises to it: the processes that can
-// lock it take them at once, and the instance never starves.
+// During a rolling upgrade, a process whose orchestration fetches cannot lock
+// an instance pinned to a newer version does not name itself the writer of
+// the events it raises to it: the processes that can lock it take them at
+// once, and the instance never starves.
 func TestAProcessThatCannotLockAnInstanceNamesItselfTheWriterOfNoneOfItsMessages(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})

@@ -12,10 +12,10 @@ import (
 	"github.com/duroxide-go/cdb"
 )
 
-// Issue 11: dispatch slots shared among processes through the membership
-// document. The background renewals run every 20 s of real time with these
-// leases, so within a test only the explicit renewals count, and the
-// clock decides expiry.
+// Dispatch slots shared among processes through the membership document
+// (ARCHITECTURE.md, Process leases). The background renewals run every 20 s
+// of real time with these leases, so within a test only the explicit renewals
+// count, and the clock decides expiry.
 
 const testLeaseDuration = time.Minute
 
@@ -259,11 +259,12 @@ func TestLongDeadProcessesArePrunedFromTheMembership(t *testing.T) {
 	assert.Contains(t, members(), "a")
 }
 
-// A renewal whose response is lost, or that fails, changes nothing for
-// good: the PATCH sets the entry, so the next renewal sends it again; and
-// two processes that find the membership document gone both end up in it,
-// whichever creates it (the other's create meets a 409 and patches, or
-// its PATCH finds the new document) (R8, R10).
+// A renewal whose response is lost, or that fails, changes nothing for good:
+// the PATCH sets the entry, so the next renewal sends it again; and two
+// processes that find the membership document gone both end up in it,
+// whichever creates it (the other's create meets a 409 and patches, or its
+// PATCH finds the new document): a lost response is resolved, never read as a
+// lost lease.
 func TestProcessLeaseRenewalsSurviveLostResponsesAndRacingCreates(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})

@@ -21,10 +21,10 @@ func isCommit(r cdb.FakeRequest) bool {
 	return r.Operation == "Batch" && bytes.Contains(r.Body, []byte(`"operationType":"Replace","id":"inst"`))
 }
 
-// Issue 21, defect 14: an account whose size accounting differs from ours
-// answers 413 for a commit batch our plan fits under 2 MB. The ack is
-// planned again with a tighter budget (more of the turn staged before the
-// commit) and commits, whole, in one batch the account takes.
+// An account whose size accounting differs from ours answers 413 for a commit
+// batch our plan fits under 2 MB. The ack is planned again with a tighter
+// budget (more of the turn staged before the commit) and commits, whole, in
+// one batch the account takes.
 func TestACommitTheStoreRefusesAsTooLargeIsPlannedTighter(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
@@ -93,10 +93,10 @@ func TestACommitTheStoreAlwaysRefusesAsTooLargeIsNotARefusal(t *testing.T) {
 	assert.LessOrEqual(t, commits, 5, "a bounded number of them")
 }
 
-// Issue 22: the service stores system properties beside what the client
-// sends and may count a document differently, so every part a large turn
-// stages stays at least 8 KB under the document limit. Small entries fill
-// the parts to their capacity.
+// The service stores system properties beside what the client sends and may
+// count a document differently, so every part a large turn stages stays at
+// least 8 KB under the document limit. Small entries fill the parts to their
+// capacity.
 func TestStagedPartsStayEightKilobytesUnderTheDocumentLimit(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})

@@ -188,10 +188,10 @@ func TestNewProviderForbiddenBootstrapPointsToSkipBootstrap(t *testing.T) {
 	}
 }
 
-// Issue 22: an account that forbids metadata writes with its keys
+// An account that forbids metadata writes with its keys
 // (disableKeyBasedMetadataWriteAccess) refuses to create a database or a
-// container that exists already. The provider reads first, and opens what
-// is there without writing metadata.
+// container that exists already. The provider reads first, and opens what is
+// there without writing metadata.
 func TestNewProviderOpensWhatExistsOnAnAccountThatForbidsMetadataWrites(t *testing.T) {
 	ctx := containerTestContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
@@ -236,10 +236,10 @@ func TestNewProviderWaitsUntilANewContainerServes(t *testing.T) {
 	assert.Equal(t, "first", item.Instance)
 }
 
-// Issue 22: an operator adds (type, visibleAt, seq) to a container of an
-// earlier version, and the service builds it in the background, during
-// which it serves no ORDER BY. The queues keep the earlier order until the
-// container reports the build done, then switch.
+// An operator adds (type, visibleAt, seq) to a container of an earlier
+// version, and the service builds it in the background, during which it
+// serves no ORDER BY. The queues keep the earlier order until the container
+// reports the build done, then switch.
 func TestTheQueuesKeepTheEarlierOrderUntilTheNewIndexIsBuilt(t *testing.T) {
 	ctx := containerTestContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})

@@ -18,8 +18,8 @@ import (
 	"github.com/duroxide-go/cdb/providertest"
 )
 
-// The cost of fetching under load (issue 10): what concurrent fetches of
-// one process spend on each other.
+// The cost of fetching under load: what concurrent fetches of one process
+// spend on each other.
 
 // A fan-out's activities are spread over the dispatch slots one by one, so
 // fetches that query disjoint slots pick them up in parallel rather than
@@ -287,11 +287,11 @@ func TestAStartIsFetchedWithoutALoad(t *testing.T) {
 	}
 }
 
-// Issue 10: the requests and RU of one fan-out-5 orchestration, step by
-// step, as the runtime drives the provider in one process (every step's
-// work announced in process, so each fetch queries one partition), at 1
-// and 4 partition key ranges. The request counts are pinned; the RU are
-// logged for ARCHITECTURE.md's sizing table (the fake's index model).
+// The requests and RU of one fan-out-5 orchestration, step by step, as the
+// runtime drives the provider in one process (every step's work announced in
+// process, so each fetch queries one partition), at 1 and 4 partition key
+// ranges. The request counts are pinned; the RU are logged for
+// ARCHITECTURE.md's sizing table (the fake's index model).
 func TestTheCostOfAFanOutFiveOrchestration(t *testing.T) {
 	for _, ranges := range []int{1, 4} {
 		t.Run(fmt.Sprintf("ranges=%d", ranges), func(t *testing.T) {
@@ -372,9 +372,9 @@ func TestTheCostOfAFanOutFiveOrchestration(t *testing.T) {
 	}
 }
 
-// Issue 10: a worker fetch's candidate query reads the items' heads, not
-// their bodies (an activity's input may be megabytes): the claim's response
-// carries the whole item, so the activity still gets its input.
+// A worker fetch's candidate query reads the items' heads, not their bodies
+// (an activity's input may be megabytes): the claim's response carries the
+// whole item, so the activity still gets its input.
 func TestWorkerCandidateQueriesLeaveTheItemOut(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})

@@ -12,10 +12,11 @@ import (
 	"github.com/duroxide-go/cdb/providertest"
 )
 
-// R17: messages held for a start that has not come (an event raised for a
-// mistyped id, a cancel that overtook its start) are parked: they cost the
-// requests that park them once, not requests per second, so an idle queue
-// stays within one query per PollInterval however many of them there are.
+// Idle is cheap whatever is queued. Messages held for a start that has not
+// come (an event raised for a mistyped id, a cancel that overtook its start)
+// are parked: they cost the requests that park them once, not requests per
+// second, so an idle queue stays within one query per PollInterval however
+// many of them there are.
 
 // idleCostWithHeldMessages raises n events for ids that never start and
 // drives a provider the way a runtime's dispatcher does (a fetch every
@@ -296,11 +297,11 @@ func TestAnAbandonedStartBatchKeepsItsUnparkedMessages(t *testing.T) {
 	assert.EqualValues(t, 2, attempts)
 }
 
-// R17 for filtered items: instances pinned to a version outside a
-// dispatcher's capability filter (a rolling upgrade rolled back, a version
-// no running node supports) cost that dispatcher a lock attempt and a read
-// at intervals that double while nothing changes, not every 10 s for as
-// long as they wait.
+// The same for filtered items: instances pinned to a version outside a
+// dispatcher's capability filter (a rolling upgrade rolled back, a version no
+// running node supports) cost that dispatcher a lock attempt and a read at
+// intervals that double while nothing changes, not every 10 s for as long as
+// they wait.
 func TestR17InstancesAFilterExcludesCostLessAndLessWhileTheyWait(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})

@@ -16,8 +16,8 @@ import (
 	"github.com/duroxide-go/cdb/providertest"
 )
 
-// Large values (issue 21): where a turn's large values live, and what a
-// fetch may hand over while some of them are still on their way.
+// Large values: where a turn's large values live, and what a fetch may hand
+// over while some of them are still on their way.
 
 // continueAsNewThroughTheOutbox commits, on p, a turn of instance id that
 // schedules an activity of 1.4 MB and continues as new with an input of
@@ -52,12 +52,12 @@ func refuseContinueAsNewDelivery(acct *cdb.FakeAccount, pk string) func() {
 	}})
 }
 
-// Defect 2: a continue-as-new whose ContinueAsNew message waits in an
-// outbox. Before, a fetch more than 30 s later handed over the events raised
-// meanwhile without it; the runtime read them as the finished execution's
-// and consumed them. A fetch never hands over an instance's messages while a
-// committed outbox of that instance writing into its own partition is
-// pending: it delivers the outbox first, or holds the batch back.
+// A continue-as-new whose ContinueAsNew message waits in an outbox. Before, a
+// fetch more than 30 s later handed over the events raised meanwhile without
+// it; the runtime read them as the finished execution's and consumed them. A
+// fetch never hands over an instance's messages while a committed outbox of
+// that instance writing into its own partition is pending: it delivers the
+// outbox first, or holds the batch back.
 func TestAFetchNeverHandsOverMessagesWhileTheirInstancesOutboxIsPending(t *testing.T) {
 	config := func(clock *fakeClock) cdb.Config {
 		return cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour, Now: clock.Now}
@@ -172,7 +172,7 @@ func ackTerminal(ctx context.Context, t *testing.T, acct *cdb.FakeAccount, p *cd
 	return batches
 }
 
-// Defect 10: an output (or continue-as-new input) of about 1 MB failed the
+// An output (or continue-as-new input) of about 1 MB once failed the
 // orchestration: the terminal turn wrote it into its history (staged) and
 // whole into both the instance and the execution documents of one batch,
 // which a little over 1 MB overflows. A large value is written once, in a
@@ -300,12 +300,12 @@ func requireKV(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, id stri
 	assert.EqualValues(t, n*size, stats.KVTotalValueBytes)
 }
 
-// Defect 9: KV within duroxide's limits failed the orchestration: the
-// execution's KV delta document was rewritten whole by each turn and had
-// no size bound; 40 keys of 60 KB set over 4 turns made the commit refused
-// for good. The delta now lives where its events already are (the
-// history); the completed-execution store lives in bounded bucket chunks,
-// staged like history parts.
+// KV within duroxide's limits once failed the orchestration: the execution's
+// KV delta document was rewritten whole by each turn and had no size bound;
+// 40 keys of 60 KB set over 4 turns made the commit refused for good. The
+// delta now lives where its events already are (the history); the
+// completed-execution store lives in bounded bucket chunks, staged like
+// history parts.
 func TestKVWithinDuroxidesLimitsCommits(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})

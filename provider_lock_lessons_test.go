@@ -14,10 +14,10 @@ import (
 	"github.com/duroxide-go/cdb/providertest"
 )
 
-// What duroxide-pg learned about locks since 0.1.33 (issue 23), pinned on
-// this provider: a fetch never hands out a lock that has already expired
-// (0.1.36); a renewal never revives an expired lock nor shortens a live one,
-// and an ack after another dispatcher took over is refused (0.1.38).
+// What duroxide-pg learned about locks since 0.1.33, pinned on this provider:
+// a fetch never hands out a lock that has already expired (0.1.36); a renewal
+// never revives an expired lock nor shortens a live one, and an ack after
+// another dispatcher took over is refused (0.1.38).
 
 // lessonProviders are two processes on one account and one clock.
 func lessonProviders(t *testing.T) (a, b *cdb.CosmosProvider, clock *testClock) {

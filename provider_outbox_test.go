@@ -19,7 +19,7 @@ import (
 	"github.com/duroxide-go/cdb/providertest"
 )
 
-// The ack's commit and the outbox relay (R1, R2, R7, R8, R10, R12): what a
+// The ack's commit and the outbox relay (ARCHITECTURE.md, Outbox): what a
 // commit writes arrives exactly once, in the order it was sent, however the
 // delivery is interrupted, taken over or repeated.
 
@@ -211,8 +211,8 @@ func sizedFanOut(instance string, n, size int) ([]cdb.Event, []cdb.WorkItem) {
 	return events, work
 }
 
-// Defect 5: a process delivers a fan-out's outbox, its workers run and ack
-// every activity, and the process dies before deleting the outbox. Another
+// A process delivers a fan-out's outbox, its workers run and ack every
+// activity, and the process dies before deleting the outbox. Another
 // process's reconciler delivers the outbox again: no activity runs twice.
 func TestOutboxRedeliveryDoesNotRecreateConsumedWork(t *testing.T) {
 	ctx := rulesContext(t)
@@ -240,9 +240,9 @@ func TestOutboxRedeliveryDoesNotRecreateConsumedWork(t *testing.T) {
 	assert.Zero(t, countDocs(t, b, "fan", "outbox"), "the redelivered outbox is gone")
 }
 
-// Defect 5: a relay delivering a large outbox at 20 ms per request is still
-// at it when the outbox is older than OutboxMinAge; another process's
-// reconciler leaves it alone, and every activity runs once.
+// A relay delivering a large outbox at 20 ms per request is still at it when
+// the outbox is older than OutboxMinAge; another process's reconciler leaves
+// it alone, and every activity runs once.
 func TestOutboxReconcilerLeavesALiveRelayAlone(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
@@ -303,9 +303,9 @@ func TestOutboxReconcilerLeavesALiveRelayAlone(t *testing.T) {
 	}
 }
 
-// Defect 19: an event relayed to a busy target, redelivered after the target
-// consumed 70 more relayed messages, is not processed again: redelivery
-// dedupe does not depend on a window of remembered ids.
+// An event relayed to a busy target, redelivered after the target consumed 70
+// more relayed messages, is not processed again: redelivery dedupe does not
+// depend on a window of remembered ids.
 func TestOutboxRedeliveryDedupeHasNoWindow(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
@@ -334,8 +334,8 @@ func TestOutboxRedeliveryDedupeHasNoWindow(t *testing.T) {
 	assert.Empty(t, consume(ctx, t, b, "target"), "no event is processed twice")
 }
 
-// Defect 6: one target refuses its deliveries; the reconciler still
-// delivers every other outbox and finishes an abandoned deletion.
+// One target refuses its deliveries; the reconciler still delivers every
+// other outbox and finishes an abandoned deletion.
 func TestOutboxReconcilerGoesOnPastAnOutboxItCannotDeliver(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
@@ -382,9 +382,9 @@ func TestOutboxReconcilerGoesOnPastAnOutboxItCannotDeliver(t *testing.T) {
 	assert.Zero(t, countAllDocs(t, b, "doomed"), "the deletion pass ran")
 }
 
-// Defect 7: fan-outs of several megabytes commit in one batch under 2 MB,
-// and every activity runs once with its input; an item no document can
-// hold is refused before anything is written.
+// Fan-outs of several megabytes commit in one batch under 2 MB, and every
+// activity runs once with its input; an item no document can hold is refused
+// before anything is written.
 func TestOutboxLargeFanOutsCommit(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
@@ -443,10 +443,10 @@ func TestOutboxLargeFanOutsCommit(t *testing.T) {
 	})
 }
 
-// Defect 11: the ack's batch commits and its response is lost; the read that
-// checks the commit fails. The ack still reports success: at once when the
-// read succeeds on a retry, or on the runtime's retry of the ack, which
-// finds its own commit behind the 412.
+// The ack's batch commits and its response is lost; the read that checks the
+// commit fails. The ack still reports success: at once when the read succeeds
+// on a retry, or on the runtime's retry of the ack, which finds its own
+// commit behind the 412.
 func TestAckWhoseResponseWasLostIsNotReportedFailed(t *testing.T) {
 	ctx := rulesContext(t)
 	var acct *cdb.FakeAccount
@@ -505,9 +505,9 @@ func TestAckWhoseResponseWasLostIsNotReportedFailed(t *testing.T) {
 	})
 }
 
-// Defect 12: turn 1's delivery fails and turn 2's would succeed; the target
-// still gets "first" before "second", whether turn 2 is committed by the
-// same process or by another one.
+// Turn 1's delivery fails and turn 2's would succeed; the target still gets
+// "first" before "second", whether turn 2 is committed by the same process or
+// by another one.
 func TestOutboxKeepsASendersOrder(t *testing.T) {
 	setup := func(t *testing.T) (context.Context, *cdb.FakeAccount, *fakeClock) {
 		return rulesContext(t), cdb.NewFakeAccount(cdb.FakeAccountOptions{}), newFakeClock()

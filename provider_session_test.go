@@ -14,8 +14,7 @@ import (
 
 // TestValidationUnderStaleReads runs the validation suite on accounts that
 // serve reads without the writer's session token from a lagging replica:
-// the provider reads its own writes because its client carries the tokens
-// (R13).
+// the provider reads its own writes because its client carries the tokens.
 func TestValidationUnderStaleReads(t *testing.T) {
 	providertest.Run(t, fakeFactory{ranges: 2, staleReads: true})
 }

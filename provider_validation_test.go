@@ -17,12 +17,12 @@ type fakeFactory struct {
 	ranges  int
 	latency time.Duration
 	// staleReads serves reads without the session token of a document's
-	// last write from a lagging replica (R13).
+	// last write from a lagging replica.
 	staleReads bool
 	// configure adjusts the client before the provider uses it (the test
 	// hook that stops session tokens).
 	configure func(*cdb.Client)
-	// processLeases gives the provider process leases (issue 11).
+	// processLeases gives the provider process leases (shared dispatch slots).
 	processLeases bool
 }
 

@@ -16,8 +16,8 @@ import (
 	"github.com/duroxide-go/cdb/providertest"
 )
 
-// The worker queue and sessions under faults (issue 8: defects 3, 4, 8, 9,
-// 13 and 14), on the in-memory Cosmos DB with a clock the test moves.
+// The worker queue and sessions under faults (ARCHITECTURE.md, Worker queue
+// faults), on the in-memory Cosmos DB with a clock the test moves.
 
 // newWorkerProvider is a short-polling provider on a fresh account whose
 // clock the test moves.
@@ -68,10 +68,10 @@ func isLockRenewal(id string) func(cdb.FakeRequest) bool {
 	}
 }
 
-// Defect 3: a worker item that does not decode (a kind written by a newer
-// version) neither fails the fetch nor blocks the items behind it; it
-// counts attempts, and past the poison bound its orchestration gets an
-// ActivityFailed poison error naming it, and it leaves the queue.
+// A worker item that does not decode (a kind written by a newer version)
+// neither fails the fetch nor blocks the items behind it; it counts attempts,
+// and past the poison bound its orchestration gets an ActivityFailed poison
+// error naming it, and it leaves the queue.
 func TestUndecodableWorkItemIsSkippedAndReachesPoison(t *testing.T) {
 	ctx := rulesContext(t)
 	_, p, clock := newWorkerProvider(t)
@@ -123,10 +123,10 @@ func makeUndecodable(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, i
 	require.NoError(t, err)
 }
 
-// Defect 4: items of sessions another owner holds sit at the head of the
-// queue; they do not use up a fetch's candidate budget, and once seen they
-// are left out of later looks until the other owner's session lock ends,
-// so they cost no request.
+// Items of sessions another owner holds sit at the head of the queue; they do
+// not use up a fetch's candidate budget, and once seen they are left out of
+// later looks until the other owner's session lock ends, so they cost no
+// request.
 func TestSessionsOwnedElsewhereDoNotStarveTheFetch(t *testing.T) {
 	ctx := rulesContext(t)
 	acct, p, clock := newWorkerProvider(t)
@@ -177,9 +177,8 @@ func fetchOps(l *requestLog) []string {
 	return ops
 }
 
-// Defect 14: a session is keyed by its id alone, as duroxide keys it: the
-// items of two instances that use session "gpu-0" go to the worker that
-// owns "gpu-0".
+// A session is keyed by its id alone, as duroxide keys it: the items of two
+// instances that use session "gpu-0" go to the worker that owns "gpu-0".
 func TestSessionAffinityHoldsAcrossInstances(t *testing.T) {
 	ctx := rulesContext(t)
 	_, p, _ := newWorkerProvider(t)
@@ -198,9 +197,9 @@ func TestSessionAffinityHoldsAcrossInstances(t *testing.T) {
 	assert.Equal(t, "second", act.Instance)
 }
 
-// Defect 14: the session claim and the item lock are two requests; a claim
-// whose item lock then fails only makes the claimer the session's owner,
-// and the item stays queued for it.
+// The session claim and the item lock are two requests; a claim whose item
+// lock then fails only makes the claimer the session's owner, and the item
+// stays queued for it.
 func TestSessionClaimOutlivingAFailedItemLockIsHarmless(t *testing.T) {
 	ctx := rulesContext(t)
 	acct, p, _ := newWorkerProvider(t)
@@ -219,8 +218,8 @@ func TestSessionClaimOutlivingAFailedItemLockIsHarmless(t *testing.T) {
 	require.NoError(t, p.AckWorkItem(ctx, token, nil))
 }
 
-// Defect 14: an expired session is kept while any instance still has an
-// item that names it.
+// An expired session is kept while any instance still has an item that names
+// it.
 func TestCleanupKeepsSessionWithItemsOfAnotherInstance(t *testing.T) {
 	ctx := rulesContext(t)
 	_, p, clock := newWorkerProvider(t)
@@ -244,9 +243,8 @@ func TestCleanupKeepsSessionWithItemsOfAnotherInstance(t *testing.T) {
 	assert.Equal(t, 1, n, "an expired session no item names is removed")
 }
 
-// Defect 9: a renewal that committed but whose response was lost leaves
-// the provider with the document's new ETag, so the ack that follows
-// commits.
+// A renewal that committed but whose response was lost leaves the provider
+// with the document's new ETag, so the ack that follows commits.
 func TestWorkLockRenewalWithLostResponseKeepsTheLock(t *testing.T) {
 	ctx := rulesContext(t)
 	acct, p, _ := newWorkerProvider(t)
@@ -260,9 +258,9 @@ func TestWorkLockRenewalWithLostResponseKeepsTheLock(t *testing.T) {
 	assert.Zero(t, countDocs(t, p, "renewed", "work"))
 }
 
-// Defect 9: when even the read that resolves a lost renewal fails, the
-// renewal reports a retryable error and the next write on the lock
-// resolves the ETag first, so the ack still commits.
+// When even the read that resolves a lost renewal fails, the renewal reports
+// a retryable error and the next write on the lock resolves the ETag first,
+// so the ack still commits.
 func TestWorkLockRenewalUnresolvedIsResolvedByTheAck(t *testing.T) {
 	ctx := rulesContext(t)
 	acct, p, _ := newWorkerProvider(t)
@@ -280,8 +278,8 @@ func TestWorkLockRenewalUnresolvedIsResolvedByTheAck(t *testing.T) {
 	require.NoError(t, p.AckWorkItem(ctx, token, completionOf(act, "done")))
 }
 
-// Defect 8: a renewal refused with 408 (not applied) is resolved inside the
-// provider; the lock is extended and the activity's ack commits.
+// A renewal refused with 408 (not applied) is resolved inside the provider;
+// the lock is extended and the activity's ack commits.
 func TestWorkLockRenewalTimeoutIsResolved(t *testing.T) {
 	ctx := rulesContext(t)
 	acct, p, _ := newWorkerProvider(t)
@@ -294,9 +292,9 @@ func TestWorkLockRenewalTimeoutIsResolved(t *testing.T) {
 	require.NoError(t, p.AckWorkItem(ctx, token, completionOf(act, "done")))
 }
 
-// Defect 9: the orchestration lock's renewal is a batch over the instance
-// document and the locked messages; a lost response on it is resolved by
-// reading the instance document back, so the turn's ack commits.
+// The orchestration lock's renewal is a batch over the instance document and
+// the locked messages; a lost response on it is resolved by reading the
+// instance document back, so the turn's ack commits.
 func TestOrchestrationLockRenewalWithLostResponseKeepsTheLock(t *testing.T) {
 	ctx := rulesContext(t)
 	acct, p, _ := newWorkerProvider(t)
@@ -311,9 +309,9 @@ func TestOrchestrationLockRenewalWithLostResponseKeepsTheLock(t *testing.T) {
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
 }
 
-// Defect 13 (the provider's part): a completion too large to store is
-// refused permanently before anything is written, and the lock stays held,
-// so the worker can still report the failure.
+// A completion too large to store is refused permanently before anything is
+// written, and the lock stays held, so the worker can still report the
+// failure.
 func TestOversizedCompletionIsRefusedAndTheLockKept(t *testing.T) {
 	ctx := rulesContext(t)
 	_, p, _ := newWorkerProvider(t)
@@ -331,11 +329,11 @@ func TestOversizedCompletionIsRefusedAndTheLockKept(t *testing.T) {
 	assert.Zero(t, countDocs(t, p, "oversized", "work"))
 }
 
-// Issue 10: fetches with a session config share the idle queue's poll
-// window whatever their owner, so an idle queue costs one query per poll
-// interval, not one per worker dispatcher; an owner that holds a session
-// still looks on its own, so items of its sessions written by another
-// process reach it without waiting for the shared window.
+// Fetches with a session config share the idle queue's poll window whatever
+// their owner, so an idle queue costs one query per poll interval, not one
+// per worker dispatcher; an owner that holds a session still looks on its
+// own, so items of its sessions written by another process reach it without
+// waiting for the shared window.
 func TestSessionOwnersShareTheIdlePollButKeepTheirOwnSessions(t *testing.T) {
 	ctx := rulesContext(t)
 	clock := newTestClock()

@@ -61,8 +61,8 @@ func TestREADMEAdminSignature(t *testing.T) {
 	assert.NotContains(t, string(readme), "provider.Admin() returns its")
 }
 
-// The README's emulator section does not claim what issue 12 shows missing
-// (bulk and TTL expiry are served now).
+// The README's emulator section says truthfully what `cdb emulator` serves
+// and what it refuses (bulk and TTL expiry are served now).
 func TestREADMEEmulatorClaims(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)

@@ -14,8 +14,8 @@ import (
 )
 
 // ---------------------------------------------------------------------------
-// R13 on the strict fake: its lagging replica serves whatever read does not
-// carry the session token of a document's last write.
+// Reading our own writes on the strict fake: its lagging replica serves
+// whatever read does not carry the session token of a document's last write.
 
 func staleContainer(t *testing.T, ranges int) (*FakeAccount, *ContainerClient) {
 	t.Helper()

@@ -39,10 +39,10 @@ func countPerRange(t *testing.T, res map[string]QueryResult) int {
 	return total
 }
 
-// Issue 22: after a split the service may list the split ranges beside
-// their children for a while. A range another names as its parent is
-// left out, so a per-range query reads every document once, at the first
-// re-plan, however long the parents stay listed.
+// After a split the service may list the split ranges beside their children
+// for a while. A range another names as its parent is left out, so a
+// per-range query reads every document once, at the first re-plan, however
+// long the parents stay listed.
 func TestAPerRangeQueryAfterASplitThatStillListsTheParentsReadsEachDocumentOnce(t *testing.T) {
 	acct, cc := splitAccount(t, 40)
 	require.NoError(t, acct.SplitPartitionKeyRangesWith("db", "coll", FakeSplitOptions{ListParentsFor: 1000}))

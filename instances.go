@@ -7,8 +7,8 @@ import (
 	"sort"
 )
 
-// Instance-level reads: custom status, instance and execution info, and the
-// parts of the contract that issue #4 (sessions, KV) completes.
+// Instance-level reads: custom status, instance and execution info and
+// stats, histories, listings and the instance tree.
 
 // GetCustomStatus returns the custom status when its version is newer than
 // lastSeenVersion.

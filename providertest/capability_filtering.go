@@ -52,16 +52,11 @@ func capFilter(min, max cdb.SemanticVersion) *cdb.DispatcherCapabilityFilter {
 }
 
 // capStartedEvent is orchestration_started_event: OrchestrationStarted
-// (event 1, execution 1) of TestOrch 1.0.0 written by duroxideVersion.
-func capStartedEvent(instance, duroxideVersion string) cdb.Event {
-	return cdb.Event{
-		EventID:         cdb.InitialEventID,
-		InstanceID:      instance,
-		ExecutionID:     cdb.InitialExecutionID,
-		TimestampMs:     uint64(time.Now().UnixMilli()),
-		DuroxideVersion: duroxideVersion,
-		Kind:            cdb.OrchestrationStarted{Name: "TestOrch", Version: "1.0.0", Input: "{}"},
-	}
+// (event 1, execution 1) of TestOrch 1.0.0 written by writtenBy.
+func capStartedEvent(instance, writtenBy string) cdb.Event {
+	started := StartedEvent(instance, cdb.InitialExecutionID)
+	started.DuroxideVersion = writtenBy
+	return started
 }
 
 // capTestOrchMetadata is the TestOrch 1.0.0 metadata with the given pin.
@@ -274,14 +269,7 @@ func testContinueAsNewExecutionGetsOwnPinnedVersion(t *testing.T, f Factory) {
 	item, lockToken := capFetch(t, p, capFilter(capVer(0, 0, 0), capVer(1, 9, 9)))
 	require.NotNil(t, item, "execution 1 must match its pin")
 	require.NoError(t, p.AckOrchestrationItem(ctx, lockToken, cdb.InitialExecutionID,
-		[]cdb.Event{{
-			EventID:         2,
-			InstanceID:      inst,
-			ExecutionID:     cdb.InitialExecutionID,
-			TimestampMs:     uint64(time.Now().UnixMilli()),
-			DuroxideVersion: "0.1.29",
-			Kind:            cdb.OrchestrationContinuedAsNew{Input: "{}"},
-		}},
+		[]cdb.Event{newEvent(2, inst, cdb.InitialExecutionID, cdb.OrchestrationContinuedAsNew{Input: "{}"})},
 		nil,
 		[]cdb.WorkItem{cdb.ContinueAsNew{
 			Instance:           inst,
@@ -526,14 +514,7 @@ func testAckAppendsEventToCorruptedHistory(t *testing.T, f Factory) {
 		},
 		Message: *item.HistoryError,
 	}
-	failed := cdb.Event{
-		EventID:         99999,
-		InstanceID:      inst,
-		ExecutionID:     item.ExecutionID,
-		TimestampMs:     uint64(time.Now().UnixMilli()),
-		DuroxideVersion: "0.1.29",
-		Kind:            cdb.OrchestrationFailed{Details: poison},
-	}
+	failed := newEvent(99999, inst, item.ExecutionID, cdb.OrchestrationFailed{Details: poison})
 	metadata := cdb.ExecutionMetadata{
 		Status:               ptr(cdb.StatusFailed),
 		Output:               ptr(poison.DisplayMessage()),

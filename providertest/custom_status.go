@@ -40,7 +40,7 @@ func csTurn(ctx context.Context, t *testing.T, p cdb.Provider, instance string, 
 
 // csStatusEvent is a CustomStatusUpdated event (nil status = clear).
 func csStatusEvent(instance string, eventID uint64, status *string) []cdb.Event {
-	return []cdb.Event{b2Event(eventID, instance, 1, cdb.CustomStatusUpdated{Status: status})}
+	return []cdb.Event{newEvent(eventID, instance, 1, cdb.CustomStatusUpdated{Status: status})}
 }
 
 // csGet is GetCustomStatus(instance, 0), which must report a change.

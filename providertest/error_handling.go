@@ -47,19 +47,19 @@ func testDuplicateEventIDRejection(t *testing.T, f Factory) {
 	p := f.NewProvider(t, ProviderOptions{})
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	_, token := b1FetchOrch(ctx, t, p, lockLong)
+	_, token := fetchOrchestration(ctx, t, p, lockLong)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
-		[]cdb.Event{b1StartedEvent(1, "instance-A")}, nil, nil, cdb.ExecutionMetadata{}, nil))
+		[]cdb.Event{StartedEvent("instance-A", 1)}, nil, nil, cdb.ExecutionMetadata{}, nil))
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	_, token2 := b1FetchOrch(ctx, t, p, lockLong)
+	_, token2 := fetchOrchestration(ctx, t, p, lockLong)
 
 	err := p.AckOrchestrationItem(ctx, token2, 1,
-		[]cdb.Event{b1Event(1, "instance-A", 1, cdb.ActivityScheduled{Name: "Activity", Input: "{}"})}, // duplicate id 1
+		[]cdb.Event{newEvent(1, "instance-A", 1, cdb.ActivityScheduled{Name: "Activity", Input: "{}"})}, // duplicate id 1
 		nil, nil, cdb.ExecutionMetadata{}, nil)
 	require.Error(t, err, "an ack repeating event_id 1 must fail")
 
-	history := b1ReadOrEmpty(ctx, t, p, "instance-A")
+	history := readOrEmpty(ctx, t, p, "instance-A")
 	require.Len(t, history, 1)
 	assert.IsType(t, cdb.OrchestrationStarted{}, history[0].Kind)
 }
@@ -70,7 +70,7 @@ func testMissingInstanceMetadata(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 
-	assert.Len(t, b1ReadOrEmpty(ctx, t, p, "non-existent-instance"), 0)
+	assert.Len(t, readOrEmpty(ctx, t, p, "non-existent-instance"), 0)
 }
 
 // testCorruptedSerializationData (3.4): a fetch on an empty store succeeds
@@ -91,12 +91,12 @@ func testLockExpirationDuringAck(t *testing.T, f Factory) {
 	lockTimeout := f.LockTimeout()
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	_, token := b1FetchOrch(ctx, t, p, lockTimeout)
+	_, token := fetchOrchestration(ctx, t, p, lockTimeout)
 
 	time.Sleep(lockTimeout + 100*time.Millisecond)
 
 	err := p.AckOrchestrationItem(ctx, token, 1,
-		[]cdb.Event{b1StartedEvent(1, "instance-A")}, nil, nil, cdb.ExecutionMetadata{}, nil)
+		[]cdb.Event{StartedEvent("instance-A", 1)}, nil, nil, cdb.ExecutionMetadata{}, nil)
 	assert.Error(t, err, "an ack with an expired lock must fail")
 }
 

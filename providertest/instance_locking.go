@@ -37,15 +37,15 @@ func testExclusiveInstanceLock(t *testing.T, f Factory) {
 	lockTimeout := f.LockTimeout()
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	_, token1 := b1FetchOrch(ctx, t, p, lockTimeout)
+	_, token1 := fetchOrchestration(ctx, t, p, lockTimeout)
 
-	b1FetchOrchNone(ctx, t, p, lockTimeout, "the instance is locked")
+	fetchNoOrchestration(ctx, t, p, lockTimeout, "the instance is locked")
 
 	// The expiry was set before the fetch returned, so this wait ends past
 	// it however loaded the machine; 100 ms covers clock granularity.
 	time.Sleep(lockTimeout + 100*time.Millisecond)
 
-	_, token2 := b1FetchOrch(ctx, t, p, lockTimeout, "the instance must be fetchable after its lock expired")
+	_, token2 := fetchOrchestration(ctx, t, p, lockTimeout, "the instance must be fetchable after its lock expired")
 	assert.NotEqual(t, token1, token2)
 }
 
@@ -59,7 +59,7 @@ func testLockTokenUniqueness(t *testing.T, f Factory) {
 	}
 	tokens := map[string]bool{}
 	for i := 0; i < 5; i++ {
-		_, token := b1FetchOrch(ctx, t, p, lockLong, "fetch %d of 5", i+1)
+		_, token := fetchOrchestration(ctx, t, p, lockLong, "fetch %d of 5", i+1)
 		tokens[token] = true
 	}
 	assert.Len(t, tokens, 5, "All lock tokens should be unique")
@@ -72,7 +72,7 @@ func testInvalidLockTokenRejection(t *testing.T, f Factory) {
 	p := f.NewProvider(t, ProviderOptions{})
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	b1FetchOrch(ctx, t, p, lockLong)
+	fetchOrchestration(ctx, t, p, lockLong)
 
 	err := p.AckOrchestrationItem(ctx, "invalid-token", 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil)
 	assert.Error(t, err, "Should reject invalid lock token")
@@ -80,7 +80,7 @@ func testInvalidLockTokenRejection(t *testing.T, f Factory) {
 	err = p.AbandonOrchestrationItem(ctx, "invalid-token", 0, false)
 	assert.Error(t, err, "Should reject invalid lock token for abandon")
 
-	b1FetchOrchNone(ctx, t, p, lockLong, "the original item must still be locked")
+	fetchNoOrchestration(ctx, t, p, lockLong, "the original item must still be locked")
 }
 
 // testConcurrentInstanceFetching (1.4): 10 concurrent fetchers over 10
@@ -131,22 +131,22 @@ func testCompletionsArrivingDuringLockBlocked(t *testing.T, f Factory) {
 	lockTimeout := f.LockTimeout()
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	item1, _ := b1FetchOrch(ctx, t, p, lockTimeout)
+	item1, _ := fetchOrchestration(ctx, t, p, lockTimeout)
 	assert.Equal(t, "instance-A", item1.Instance)
 
 	for i := uint64(1); i <= 3; i++ {
 		require.NoError(t, p.EnqueueForOrchestrator(ctx,
-			b1ActivityCompleted("instance-A", i, fmt.Sprintf("result-%d", i)), 0))
+			activityCompleted("instance-A", cdb.InitialExecutionID, i, fmt.Sprintf("result-%d", i)), 0))
 	}
 
-	b1FetchOrchNone(ctx, t, p, lockTimeout, "Instance still locked, no fetch possible")
+	fetchNoOrchestration(ctx, t, p, lockTimeout, "Instance still locked, no fetch possible")
 
 	time.Sleep(lockTimeout + 100*time.Millisecond)
 
-	item3, _ := b1FetchOrch(ctx, t, p, lockTimeout, "the instance must be fetchable after its lock expired")
+	item3, _ := fetchOrchestration(ctx, t, p, lockTimeout, "the instance must be fetchable after its lock expired")
 	assert.Equal(t, "instance-A", item3.Instance)
 	require.Len(t, item3.Messages, 4, "Should have StartOrchestration + 3 completions")
-	completions := b1ActivityCompletedIDs(item3.Messages)
+	completions := activityCompletedIDs(item3.Messages)
 	assert.Len(t, completions, 3, "Should have 3 ActivityCompleted messages")
 	assert.Equal(t, []uint64{1, 2, 3}, completions)
 }
@@ -163,18 +163,18 @@ func testCrossInstanceLockIsolation(t *testing.T, f Factory) {
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-B"), 0))
 
-	itemA, _ := b1FetchOrch(ctx, t, p, lockLong)
+	itemA, _ := fetchOrchestration(ctx, t, p, lockLong)
 	assert.Equal(t, "instance-A", itemA.Instance)
 
-	itemB, tokenB := b1FetchOrch(ctx, t, p, lockLong, "instance-B must be fetchable while instance-A is locked")
+	itemB, tokenB := fetchOrchestration(ctx, t, p, lockLong, "instance-B must be fetchable while instance-A is locked")
 	assert.Equal(t, "instance-B", itemB.Instance)
 
 	require.NoError(t, p.AckOrchestrationItem(ctx, tokenB, 1, nil, nil, nil, TestOrchMetadata(), nil))
 
 	// While A is still locked, a completion arrives for B.
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, b1ActivityCompleted("instance-B", 1, "done"), 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, activityCompleted("instance-B", cdb.InitialExecutionID, 1, "done"), 0))
 
-	itemB2, _ := b1FetchOrch(ctx, t, p, lockLong, "instance-B must be fetchable again")
+	itemB2, _ := fetchOrchestration(ctx, t, p, lockLong, "instance-B must be fetchable again")
 	assert.Equal(t, "instance-B", itemB2.Instance)
 
 	assert.NotEqual(t, itemA.Instance, itemB.Instance)
@@ -187,18 +187,18 @@ func testMessageTaggingDuringLock(t *testing.T, f Factory) {
 	p := f.NewProvider(t, ProviderOptions{})
 
 	CreateInstance(ctx, t, p, "instance-A")
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, b1ActivityCompleted("instance-A", 1, "msg1"), 0))
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, b1ActivityCompleted("instance-A", 2, "msg2"), 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, activityCompleted("instance-A", cdb.InitialExecutionID, 1, "msg1"), 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, activityCompleted("instance-A", cdb.InitialExecutionID, 2, "msg2"), 0))
 
-	item, token := b1FetchOrch(ctx, t, p, lockLong)
+	item, token := fetchOrchestration(ctx, t, p, lockLong)
 	assert.Equal(t, "instance-A", item.Instance)
 	require.Len(t, item.Messages, 2)
 
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, b1ActivityCompleted("instance-A", 3, "msg3"), 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, activityCompleted("instance-A", cdb.InitialExecutionID, 3, "msg3"), 0))
 
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
 
-	item2, _ := b1FetchOrch(ctx, t, p, lockLong, "msg3 must still be queued")
+	item2, _ := fetchOrchestration(ctx, t, p, lockLong, "msg3 must still be queued")
 	assert.Equal(t, "instance-A", item2.Instance)
 	require.Len(t, item2.Messages, 1)
 	ac, ok := item2.Messages[0].(cdb.ActivityCompleted)
@@ -213,22 +213,22 @@ func testAckOnlyAffectsLockedMessages(t *testing.T, f Factory) {
 	p := f.NewProvider(t, ProviderOptions{})
 
 	CreateInstance(ctx, t, p, "instance-A")
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, b1ActivityCompleted("instance-A", 1, "msg1"), 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, activityCompleted("instance-A", cdb.InitialExecutionID, 1, "msg1"), 0))
 
-	item1, token := b1FetchOrch(ctx, t, p, lockLong)
+	item1, token := fetchOrchestration(ctx, t, p, lockLong)
 	require.Len(t, item1.Messages, 1)
 
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, b1ActivityCompleted("instance-A", 2, "msg2"), 0))
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, b1ActivityCompleted("instance-A", 3, "msg3"), 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, activityCompleted("instance-A", cdb.InitialExecutionID, 2, "msg2"), 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, activityCompleted("instance-A", cdb.InitialExecutionID, 3, "msg3"), 0))
 
-	b1FetchOrchNone(ctx, t, p, lockLong, "the instance is locked")
+	fetchNoOrchestration(ctx, t, p, lockLong, "the instance is locked")
 
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
 
-	item2, _ := b1FetchOrch(ctx, t, p, lockLong, "messages 2 and 3 must be fetchable")
+	item2, _ := fetchOrchestration(ctx, t, p, lockLong, "messages 2 and 3 must be fetchable")
 	assert.Equal(t, "instance-A", item2.Instance)
 	require.Len(t, item2.Messages, 2, "Should have messages 2 and 3")
-	assert.Equal(t, []uint64{2, 3}, b1ActivityCompletedIDs(item2.Messages), "Should only have messages 2 and 3")
+	assert.Equal(t, []uint64{2, 3}, activityCompletedIDs(item2.Messages), "Should only have messages 2 and 3")
 }
 
 // testMultiThreadedLockContention (1.9): of 10 concurrent fetchers of one
@@ -280,7 +280,7 @@ func testMultiThreadedLockContention(t *testing.T, f Factory) {
 	require.Len(t, winners, 1, "Only one thread should successfully acquire lock for the same instance")
 	assert.Equal(t, "contention-instance", results[winners[0]].instance)
 
-	b1FetchOrchNone(ctx, t, p, lockLong, "the instance must still be locked")
+	fetchNoOrchestration(ctx, t, p, lockLong, "the instance must still be locked")
 }
 
 // testMultiThreadedNoDuplicateProcessing (1.10): 40 concurrent fetchers over
@@ -414,4 +414,16 @@ func testMultiThreadedLockExpirationRecovery(t *testing.T, f Factory) {
 	// duroxide compares the new token with a literal ("expired-token");
 	// comparing with the holder's token is what that check means.
 	assert.NotEqual(t, holder.token, recovered.token, "Should be a new token")
+}
+
+// activityCompletedIDs is the ids of the ActivityCompleted messages of a
+// batch, in batch order.
+func activityCompletedIDs(messages []cdb.WorkItem) []uint64 {
+	ids := []uint64{}
+	for _, m := range messages {
+		if ac, ok := m.(cdb.ActivityCompleted); ok {
+			ids = append(ids, ac.ID)
+		}
+	}
+	return ids
 }

@@ -70,17 +70,17 @@ func kvPoke(instance string) cdb.WorkItem {
 
 // kvSet is a KeyValueSet event of the given execution.
 func kvSet(eventID uint64, instance string, executionID uint64, key, value string, updatedAtMs uint64) cdb.Event {
-	return b2Event(eventID, instance, executionID, cdb.KeyValueSet{Key: key, Value: value, LastUpdatedAtMs: updatedAtMs})
+	return newEvent(eventID, instance, executionID, cdb.KeyValueSet{Key: key, Value: value, LastUpdatedAtMs: updatedAtMs})
 }
 
 // kvCleared is a KeyValueCleared event of the given execution.
 func kvCleared(eventID uint64, instance string, executionID uint64, key string) cdb.Event {
-	return b2Event(eventID, instance, executionID, cdb.KeyValueCleared{Key: key})
+	return newEvent(eventID, instance, executionID, cdb.KeyValueCleared{Key: key})
 }
 
 // kvAllCleared is a KeyValuesCleared event of the given execution.
 func kvAllCleared(eventID uint64, instance string, executionID uint64) cdb.Event {
-	return b2Event(eventID, instance, executionID, cdb.KeyValuesCleared{})
+	return newEvent(eventID, instance, executionID, cdb.KeyValuesCleared{})
 }
 
 // kvFetchPoke enqueues a poke for instance and fetches it (30s lock, no
@@ -135,7 +135,7 @@ func kvContinueAsNew(ctx context.Context, t *testing.T, p cdb.Provider, instance
 	require.NoError(t, err)
 	require.NotNil(t, item, "expected orchestration item for ContinueAsNew")
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, newExecutionID,
-		[]cdb.Event{b2Event(1, instance, newExecutionID, cdb.OrchestrationStarted{Name: "TestOrch", Version: "1.0.0", Input: "{}"})},
+		[]cdb.Event{newEvent(1, instance, newExecutionID, cdb.OrchestrationStarted{Name: "TestOrch", Version: "1.0.0", Input: "{}"})},
 		nil, nil, cdb.ExecutionMetadata{
 			OrchestrationName:    ptr("TestOrch"),
 			OrchestrationVersion: ptr("1.0.0"),
@@ -148,7 +148,7 @@ func kvCompleteInstance(ctx context.Context, t *testing.T, p cdb.Provider, insta
 	t.Helper()
 	_, token := kvFetchPoke(ctx, t, p, instance, "expected orchestration item for completion")
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, executionID,
-		[]cdb.Event{b2Event(9999, instance, executionID, cdb.OrchestrationCompleted{Output: "done"})},
+		[]cdb.Event{newEvent(9999, instance, executionID, cdb.OrchestrationCompleted{Output: "done"})},
 		nil, nil, cdb.ExecutionMetadata{
 			Status:               ptr(cdb.StatusCompleted),
 			Output:               ptr("done"),
@@ -570,7 +570,7 @@ func testKVDeleteInstanceWithChildren(t *testing.T, f Factory) {
 	require.NoError(t, err)
 	require.NotNil(t, item, "expected child orchestration item")
 	require.NoError(t, p.AckOrchestrationItem(ctx, childToken, 1,
-		[]cdb.Event{b2Event(1, "kv-child", 1, cdb.OrchestrationStarted{
+		[]cdb.Event{newEvent(1, "kv-child", 1, cdb.OrchestrationStarted{
 			Name:           "TestOrch",
 			Version:        "1.0.0",
 			Input:          "{}",

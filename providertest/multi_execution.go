@@ -61,15 +61,15 @@ func testExecutionIsolation(t *testing.T, f Factory) {
 
 	// Execution 1 with 3 events.
 	meTurn(ctx, t, p, meStartItem(inst, 1), 1, []cdb.Event{
-		b2Event(1, inst, 1, b2TestOrchStarted("{}")),
-		b2Event(2, inst, 1, cdb.ActivityScheduled{Name: "Activity1", Input: "input1"}),
-		b2Event(3, inst, 1, cdb.OrchestrationCompleted{Output: "result1"}),
+		StartedEvent(inst, 1),
+		newEvent(2, inst, 1, cdb.ActivityScheduled{Name: "Activity1", Input: "input1"}),
+		newEvent(3, inst, 1, cdb.OrchestrationCompleted{Output: "result1"}),
 	}, cdb.ExecutionMetadata{})
 
 	// Execution 2 with 2 events.
 	meTurn(ctx, t, p, meStartItem(inst, 2), 2, []cdb.Event{
-		b2Event(1, inst, 2, b2TestOrchStarted("{}")),
-		b2Event(2, inst, 2, cdb.OrchestrationCompleted{Output: "result2"}),
+		StartedEvent(inst, 2),
+		newEvent(2, inst, 2, cdb.OrchestrationCompleted{Output: "result2"}),
 	}, cdb.ExecutionMetadata{})
 
 	history1, err := p.ReadWithExecution(ctx, inst, 1)
@@ -99,10 +99,10 @@ func testLatestExecutionDetection(t *testing.T, f Factory) {
 	const inst = "instance-A"
 
 	meTurn(ctx, t, p, meStartItem(inst, 1), 1, []cdb.Event{
-		b2Event(1, inst, 1, cdb.ActivityScheduled{Name: "A", Input: ""}),
+		newEvent(1, inst, 1, cdb.ActivityScheduled{Name: "A", Input: ""}),
 	}, cdb.ExecutionMetadata{})
 	meTurn(ctx, t, p, meStartItem(inst, 2), 2, []cdb.Event{
-		b2Event(1, inst, 2, cdb.ActivityScheduled{Name: "B", Input: ""}),
+		newEvent(1, inst, 2, cdb.ActivityScheduled{Name: "B", Input: ""}),
 	}, cdb.ExecutionMetadata{})
 
 	latest, err := p.Read(ctx, inst)
@@ -124,13 +124,13 @@ func testExecutionIDSequencing(t *testing.T, f Factory) {
 	const inst = "instance-A"
 
 	item1 := meTurn(ctx, t, p, meStartItem(inst, 1), 1, []cdb.Event{
-		b2Event(1, inst, 1, b2TestOrchStarted("{}")),
+		StartedEvent(inst, 1),
 	}, TestOrchMetadata())
 	require.Equal(t, uint64(1), item1.ExecutionID)
 
 	// The second start is acked with execution id 2, creating execution 2.
 	meTurn(ctx, t, p, meStartItem(inst, 2), 2, []cdb.Event{
-		b2Event(1, inst, 2, b2TestOrchStarted("{}")),
+		StartedEvent(inst, 2),
 	}, TestOrchMetadata())
 
 	// A start that claims execution 3 must still report the stored current
@@ -150,7 +150,7 @@ func testContinueAsNewCreatesNewExecution(t *testing.T, f Factory) {
 	const inst = "instance-A"
 
 	meTurn(ctx, t, p, meStartItem(inst, 1), 1, []cdb.Event{
-		b2Event(1, inst, 1, b2TestOrchStarted("{}")),
+		StartedEvent(inst, 1),
 	}, cdb.ExecutionMetadata{})
 
 	can := cdb.ContinueAsNew{
@@ -161,7 +161,7 @@ func testContinueAsNewCreatesNewExecution(t *testing.T, f Factory) {
 		CarryForwardEvents: []cdb.CarryForwardEvent{},
 	}
 	meTurn(ctx, t, p, can, 2, []cdb.Event{
-		b2Event(1, inst, 2, b2TestOrchStarted("new-input")),
+		newEvent(1, inst, 2, orchestrationStarted("TestOrch", "1.0.0", "new-input")),
 	}, cdb.ExecutionMetadata{})
 
 	// As in duroxide, the check applies only if a later fetch returns work
@@ -183,7 +183,7 @@ func testExecutionHistoryPersistence(t *testing.T, f Factory) {
 
 	for exec := uint64(1); exec <= 3; exec++ {
 		meTurn(ctx, t, p, meStartItem(inst, exec), exec, []cdb.Event{
-			b2Event(1, inst, exec, cdb.ActivityScheduled{
+			newEvent(1, inst, exec, cdb.ActivityScheduled{
 				Name:  fmt.Sprintf("Activity-%d", exec),
 				Input: fmt.Sprintf("input-%d", exec),
 			}),

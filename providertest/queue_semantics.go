@@ -26,15 +26,6 @@ func queueSemanticsTests() []Test {
 	}
 }
 
-// qsFetchWork fetches a worker item with the default tag filter, failing on
-// an error; nil means no work.
-func qsFetchWork(ctx context.Context, t *testing.T, p cdb.Provider, lock time.Duration) (cdb.WorkItem, string) {
-	t.Helper()
-	item, token, _, err := p.FetchWorkItem(ctx, lock, noPoll, nil, cdb.DefaultOnlyFilter())
-	require.NoError(t, err)
-	return item, token
-}
-
 // qsRequireActivity asserts that item is an ActivityExecute and returns it.
 func qsRequireActivity(t *testing.T, item cdb.WorkItem) cdb.ActivityExecute {
 	t.Helper()
@@ -53,7 +44,7 @@ func qsCreateTestOrch(ctx context.Context, t *testing.T, p cdb.Provider, instanc
 	require.NoError(t, err)
 	require.NotNil(t, item, "the start of %s must be fetchable", instance)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
-		[]cdb.Event{b2Event(1, instance, 1, b2TestOrchStarted("{}"))}, nil, nil, cdb.ExecutionMetadata{}, nil))
+		[]cdb.Event{StartedEvent(instance, 1)}, nil, nil, cdb.ExecutionMetadata{}, nil))
 }
 
 // Test 5.1: worker items come back in enqueue order.
@@ -63,16 +54,16 @@ func testWorkerQueueFIFOOrdering(t *testing.T, f Factory) {
 
 	for i := uint64(0); i < 5; i++ {
 		require.NoError(t, p.EnqueueForWorker(ctx,
-			b2Activity("instance-A", 1, i, fmt.Sprintf("Activity%d", i), fmt.Sprintf("input%d", i))))
+			activityExecute("instance-A", 1, i, fmt.Sprintf("Activity%d", i), fmt.Sprintf("input%d", i))))
 	}
 	for i := uint64(0); i < 5; i++ {
-		item, _ := qsFetchWork(ctx, t, p, lockLong)
+		item, _ := fetchWorkIfAny(ctx, t, p, lockLong)
 		require.NotNil(t, item, "item %d must be fetchable", i)
 		activity := qsRequireActivity(t, item)
 		require.Equal(t, i, activity.ID)
 		require.Equal(t, fmt.Sprintf("Activity%d", i), activity.Name)
 	}
-	item, _ := qsFetchWork(ctx, t, p, lockLong)
+	item, _ := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.Nil(t, item, "the worker queue must be empty")
 }
 
@@ -82,17 +73,17 @@ func testWorkerPeekLockSemantics(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 
-	require.NoError(t, p.EnqueueForWorker(ctx, b2Activity("instance-A", 1, 1, "Activity1", "input1")))
-	item, token := qsFetchWork(ctx, t, p, lockLong)
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("instance-A", 1, 1, "Activity1", "input1")))
+	item, token := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, item)
 	qsRequireActivity(t, item)
 
-	second, _ := qsFetchWork(ctx, t, p, lockLong)
+	second, _ := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.Nil(t, second, "a locked item must not be fetched again")
 
-	require.NoError(t, p.AckWorkItem(ctx, token, b2Completed("instance-A", 1, 1, "result1")))
+	require.NoError(t, p.AckWorkItem(ctx, token, activityCompleted("instance-A", 1, 1, "result1")))
 
-	after, _ := qsFetchWork(ctx, t, p, lockLong)
+	after, _ := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.Nil(t, after, "the acked item must be gone")
 }
 
@@ -103,12 +94,12 @@ func testWorkerAckAtomicity(t *testing.T, f Factory) {
 	p := f.NewProvider(t, ProviderOptions{})
 	qsCreateTestOrch(ctx, t, p, "instance-A")
 
-	require.NoError(t, p.EnqueueForWorker(ctx, b2Activity("instance-A", 1, 1, "Activity1", "input1")))
-	item, token := qsFetchWork(ctx, t, p, lockLong)
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("instance-A", 1, 1, "Activity1", "input1")))
+	item, token := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, item)
-	require.NoError(t, p.AckWorkItem(ctx, token, b2Completed("instance-A", 1, 1, "result1")))
+	require.NoError(t, p.AckWorkItem(ctx, token, activityCompleted("instance-A", 1, 1, "result1")))
 
-	after, _ := qsFetchWork(ctx, t, p, lockLong)
+	after, _ := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.Nil(t, after, "the worker queue must be empty after the ack")
 
 	orch, _, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
@@ -151,17 +142,17 @@ func testLostLockTokenHandling(t *testing.T, f Factory) {
 	p := f.NewProvider(t, ProviderOptions{})
 	lock := f.LockTimeout()
 
-	require.NoError(t, p.EnqueueForWorker(ctx, b2Activity("instance-A", 1, 1, "Activity1", "input1")))
-	item, _ := qsFetchWork(ctx, t, p, lock)
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("instance-A", 1, 1, "Activity1", "input1")))
+	item, _ := fetchWorkIfAny(ctx, t, p, lock)
 	require.NotNil(t, item)
 	// The token is dropped without an ack (a crashed worker).
 
-	locked, _ := qsFetchWork(ctx, t, p, lock)
+	locked, _ := fetchWorkIfAny(ctx, t, p, lock)
 	require.Nil(t, locked, "the item must stay locked")
 
 	time.Sleep(lock + 100*time.Millisecond)
 
-	again, _ := qsFetchWork(ctx, t, p, lock)
+	again, _ := fetchWorkIfAny(ctx, t, p, lock)
 	require.NotNil(t, again, "the item must be redelivered after its lock expired")
 	qsRequireActivity(t, again)
 }
@@ -172,12 +163,12 @@ func testWorkerItemImmediateVisibility(t *testing.T, f Factory) {
 	p := f.NewProvider(t, ProviderOptions{})
 	lock := f.LockTimeout()
 
-	require.NoError(t, p.EnqueueForWorker(ctx, b2Activity("test-immediate-vis", 1, 1, "TestActivity", "test")))
-	item, token := qsFetchWork(ctx, t, p, lock)
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("test-immediate-vis", 1, 1, "TestActivity", "test")))
+	item, token := fetchWorkIfAny(ctx, t, p, lock)
 	require.NotNil(t, item, "Newly enqueued worker item should be immediately visible")
 	require.Equal(t, "TestActivity", qsRequireActivity(t, item).Name)
 
-	require.NoError(t, p.AckWorkItem(ctx, token, b2Completed("test-immediate-vis", 1, 1, "done")))
+	require.NoError(t, p.AckWorkItem(ctx, token, activityCompleted("test-immediate-vis", 1, 1, "done")))
 }
 
 // Test 5.7: an unlocked item whose visibility lies in the future (abandoned
@@ -192,31 +183,31 @@ func testWorkerDelayedVisibilitySkipsFutureItems(t *testing.T, f Factory) {
 	lock := max(f.LockTimeout(), 5*time.Second)
 	const inst = "test-delayed-vis"
 
-	require.NoError(t, p.EnqueueForWorker(ctx, b2Activity(inst, 1, 1, "Activity1", "first")))
-	require.NoError(t, p.EnqueueForWorker(ctx, b2Activity(inst, 1, 2, "Activity2", "second")))
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute(inst, 1, 1, "Activity1", "first")))
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute(inst, 1, 2, "Activity2", "second")))
 
-	item1, token1 := qsFetchWork(ctx, t, p, lock)
+	item1, token1 := fetchWorkIfAny(ctx, t, p, lock)
 	require.NotNil(t, item1)
 	require.Equal(t, uint64(1), qsRequireActivity(t, item1).ID)
 
 	delay := 500 * time.Millisecond
 	require.NoError(t, p.AbandonWorkItem(ctx, token1, delay, false))
 
-	item2, token2 := qsFetchWork(ctx, t, p, lock)
+	item2, token2 := fetchWorkIfAny(ctx, t, p, lock)
 	require.NotNil(t, item2, "Should skip delayed item and fetch second item")
 	require.Equal(t, uint64(2), qsRequireActivity(t, item2).ID, "Should skip delayed item and fetch second item")
 
-	none, _ := qsFetchWork(ctx, t, p, lock)
+	none, _ := fetchWorkIfAny(ctx, t, p, lock)
 	require.Nil(t, none, "No items should be available")
 
 	time.Sleep(delay + 100*time.Millisecond)
 
-	item3, token3 := qsFetchWork(ctx, t, p, lock)
+	item3, token3 := fetchWorkIfAny(ctx, t, p, lock)
 	require.NotNil(t, item3, "First item should now be visible after delay")
 	require.Equal(t, uint64(1), qsRequireActivity(t, item3).ID, "First item should now be visible after delay")
 
-	require.NoError(t, p.AckWorkItem(ctx, token2, b2Completed(inst, 1, 2, "done")))
-	require.NoError(t, p.AckWorkItem(ctx, token3, b2Completed(inst, 1, 1, "done")))
+	require.NoError(t, p.AckWorkItem(ctx, token2, activityCompleted(inst, 1, 2, "done")))
+	require.NoError(t, p.AckWorkItem(ctx, token3, activityCompleted(inst, 1, 1, "done")))
 }
 
 // Test 5.8: QueueMessages for an instance that was never started are

@@ -40,10 +40,10 @@ func raceReplayTests() []Test {
 // rrEvent is duroxide's Event::with_event_id: an event of the runtime's
 // build (durable.DuroxideVersion), timestamped now.
 func rrEvent(eventID uint64, instance string, executionID uint64, source *uint64, kind cdb.EventKind) cdb.Event {
-	return cdb.Event{
-		EventID: eventID, SourceEventID: source, InstanceID: instance, ExecutionID: executionID,
-		TimestampMs: uint64(time.Now().UnixMilli()), DuroxideVersion: durable.DuroxideVersion, Kind: kind,
-	}
+	event := newEvent(eventID, instance, executionID, kind)
+	event.SourceEventID = source
+	event.DuroxideVersion = durable.DuroxideVersion
+	return event
 }
 
 // rrStarted is an OrchestrationStarted of version 1.0.0 with no parent.

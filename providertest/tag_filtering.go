@@ -335,14 +335,7 @@ func testTagPreservedThroughAckOrchestrationItem(t *testing.T, f Factory) {
 		Instance: inst, ExecutionID: 1, ID: 11,
 		Name: "CpuWork", Input: `"data"`,
 	}
-	started := cdb.Event{
-		EventID:         1,
-		InstanceID:      inst,
-		ExecutionID:     1,
-		TimestampMs:     uint64(time.Now().UnixMilli()),
-		DuroxideVersion: "0.1.29",
-		Kind:            cdb.OrchestrationStarted{Name: "TestOrch", Version: "1.0.0", Input: "{}"},
-	}
+	started := StartedEvent(inst, 1)
 	require.NoError(t, p.AckOrchestrationItem(ctx, lockToken, 1,
 		[]cdb.Event{started},
 		[]cdb.WorkItem{gpuActivity, cpuActivity}, nil,

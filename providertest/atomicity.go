@@ -40,7 +40,7 @@ func testAtomicityFailureRollback(t *testing.T, f Factory) {
 	err := p.AckOrchestrationItem(ctx, token2, 1,
 		[]cdb.Event{StartedEvent("instance-A", 1)}, // duplicate event id 1
 		nil, nil, cdb.ExecutionMetadata{}, nil)
-	require.Error(t, err, "Should reject duplicate event_id")
+	require.ErrorIs(t, err, cdb.ErrDuplicateEvent, "Should reject duplicate event_id")
 
 	require.Len(t, readOrEmpty(ctx, t, p, "instance-A"), 1, "History should remain unchanged after failed ack")
 
@@ -106,7 +106,7 @@ func testLockReleasedOnlyOnSuccessfulAck(t *testing.T, f Factory) {
 
 	err := p.AckOrchestrationItem(ctx, "invalid-lock-token", 1,
 		[]cdb.Event{newEvent(2, "instance-A", 1, orchestrationStarted("TestOrch", "1.0.0", "{}"))}, nil, nil, cdb.ExecutionMetadata{}, nil)
-	require.Error(t, err, "an ack with an invalid lock token must fail")
+	require.ErrorIs(t, err, cdb.ErrInvalidLockToken, "an ack with an invalid lock token must fail")
 
 	fetchNoOrchestration(ctx, t, p, lockTimeout, "the lock must still be held")
 
@@ -143,6 +143,7 @@ func testConcurrentAckPrevention(t *testing.T, f Factory) {
 			successes++
 		} else {
 			failures++
+			assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "the losing ack's lock went with the winner's")
 		}
 	}
 	assert.Equal(t, 1, successes, "Exactly one ack should succeed (results: %v)", results)

@@ -274,7 +274,7 @@ func testAckWorkItemFailsWhenEntryDeleted(t *testing.T, f Factory) {
 	require.NoError(t, p.AckWorkItem(ctx, lockToken, nil))
 
 	err := p.AckWorkItem(ctx, lockToken, cdb.ActivityCompleted{Instance: inst, ExecutionID: 1, ID: 1, Result: "done"})
-	require.Error(t, err, "ack_work_item should fail when entry already deleted")
+	require.ErrorIs(t, err, cdb.ErrInvalidLockToken, "ack_work_item should fail when entry already deleted")
 	assert.False(t, cdb.IsRetryable(err),
 		"Error should be permanent (not retryable) for deleted entry: %v", err)
 }
@@ -290,7 +290,7 @@ func testRenewFailsWhenEntryDeleted(t *testing.T, f Factory) {
 	require.NoError(t, p.AckWorkItem(ctx, lockToken, nil))
 
 	err := p.RenewWorkItemLock(ctx, lockToken, lockLong)
-	assert.Error(t, err, "renew_work_item_lock should fail when entry deleted")
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "renew_work_item_lock should fail when entry deleted")
 }
 
 func testCancellingNonexistentActivitiesIsIdempotent(t *testing.T, f Factory) {
@@ -385,7 +385,7 @@ func testOrphanActivityAfterInstanceForceDeletion(t *testing.T, f Factory) {
 	assert.Greater(t, res.InstancesDeleted, uint64(0), "Force delete should remove the instance")
 
 	_, err = admin.GetInstanceInfo(ctx, inst)
-	assert.Error(t, err, "Instance should no longer exist")
+	assert.ErrorIs(t, err, cdb.ErrInstanceNotFound, "Instance should no longer exist")
 
 	// Either the worker row went with the instance, or it survived; if it
 	// survived, running it and acking its (orphaned) completion must succeed.

@@ -78,7 +78,7 @@ func testDeleteRunningRejectedForceSucceeds(t *testing.T, f Factory) {
 	CreateInstance(ctx, t, p, inst)
 
 	_, err := admin.DeleteInstance(ctx, inst, false)
-	require.Error(t, err, "Should reject deletion of running instance")
+	require.ErrorIs(t, err, cdb.ErrInstanceRunning, "Should reject deletion of running instance")
 	require.False(t, cdb.IsRetryable(err), "Error should be permanent")
 	require.Contains(t, strings.ToLower(err.Error()), "running", "Error message should mention 'running'")
 
@@ -97,7 +97,7 @@ func testDeleteNonexistentInstance(t *testing.T, f Factory) {
 	admin := Admin(t, p)
 
 	_, err := admin.DeleteInstance(ctx, "does-not-exist-12345", false)
-	require.Error(t, err, "Should return error for non-existent instance")
+	require.ErrorIs(t, err, cdb.ErrInstanceNotFound, "Should return error for non-existent instance")
 	require.False(t, cdb.IsRetryable(err), "Error should be permanent")
 	require.Contains(t, strings.ToLower(err.Error()), "not found", "Error should mention 'not found'")
 }
@@ -177,17 +177,17 @@ func testCascadeDeleteHierarchy(t *testing.T, f Factory) {
 	require.True(t, instanceExists(ctx, t, admin, grandchildID))
 
 	_, err := admin.DeleteInstance(ctx, child1ID, false)
-	require.Error(t, err, "Should not allow direct deletion of sub-orchestration")
+	require.ErrorIs(t, err, cdb.ErrSubOrchestration, "Should not allow direct deletion of sub-orchestration")
 	msg := strings.ToLower(err.Error())
 	require.True(t,
 		strings.Contains(msg, "sub-orchestration") || strings.Contains(msg, "root") || strings.Contains(msg, "parent"),
 		"Error should mention sub-orchestration, root, or parent")
 
 	_, err = admin.DeleteInstance(ctx, child1ID, true)
-	require.Error(t, err, "Should not allow force deletion of sub-orchestration")
+	require.ErrorIs(t, err, cdb.ErrSubOrchestration, "Should not allow force deletion of sub-orchestration")
 
 	_, err = admin.DeleteInstance(ctx, grandchildID, false)
-	require.Error(t, err, "Should not allow direct deletion of deeply nested sub-orchestration")
+	require.ErrorIs(t, err, cdb.ErrSubOrchestration, "Should not allow direct deletion of deeply nested sub-orchestration")
 
 	// Deleting the root cascades to every descendant.
 	res, err := admin.DeleteInstance(ctx, rootID, false)
@@ -226,7 +226,7 @@ func testForceDeletePreventsAckRecreation(t *testing.T, f Factory) {
 	err = p.AckOrchestrationItem(ctx, token2, 1,
 		[]cdb.Event{newEvent(2, inst, 1, cdb.ExternalEvent{Name: "test-event", Data: "{}"})}, nil, nil,
 		cdb.ExecutionMetadata{}, nil)
-	require.Error(t, err, "CRITICAL: Ack must fail after force delete to prevent zombie recreation")
+	require.ErrorIs(t, err, cdb.ErrInvalidLockToken, "CRITICAL: Ack must fail after force delete to prevent zombie recreation")
 
 	require.False(t, instanceExists(ctx, t, admin, inst), "CRITICAL: Instance must NOT be recreated after force delete")
 }
@@ -298,7 +298,7 @@ func testDeleteGetParentID(t *testing.T, f Factory) {
 	require.Equal(t, ptr(rootID), parent, "Child should have root as parent")
 
 	_, err = admin.GetParentID(ctx, "non-existent")
-	require.Error(t, err, "Non-existent instance should return error")
+	require.ErrorIs(t, err, cdb.ErrInstanceNotFound, "Non-existent instance should return error")
 
 	_, err = admin.DeleteInstance(ctx, rootID, true)
 	require.NoError(t, err)
@@ -368,7 +368,7 @@ func testDeleteInstancesAtomicForce(t *testing.T, f Factory) {
 	ids := []string{completedID, runningID}
 
 	_, err := admin.DeleteInstancesAtomic(ctx, ids, false)
-	require.Error(t, err, "Should fail without force when running instance present")
+	require.ErrorIs(t, err, cdb.ErrInstanceRunning, "Should fail without force when running instance present")
 
 	require.True(t, instanceExists(ctx, t, admin, completedID))
 	require.True(t, instanceExists(ctx, t, admin, runningID))
@@ -397,7 +397,7 @@ func testDeleteInstancesAtomicOrphanDetection(t *testing.T, f Factory) {
 	// Deleting only the root (as if the child were spawned after the tree
 	// was read) would orphan the child, so it must fail.
 	_, err := admin.DeleteInstancesAtomic(ctx, []string{rootID}, false)
-	require.Error(t, err, "CRITICAL: delete_instances_atomic must fail when it would create orphans")
+	require.ErrorIs(t, err, cdb.ErrOrphanedChild, "CRITICAL: delete_instances_atomic must fail when it would create orphans")
 	msg := strings.ToLower(err.Error())
 	require.True(t,
 		strings.Contains(msg, "child") || strings.Contains(msg, "orphan") || strings.Contains(msg, "tree"),
@@ -461,7 +461,7 @@ func testStaleActivityAfterDeleteRecreate(t *testing.T, f Factory) {
 	err = p.AckWorkItem(ctx, oldWorkerLock, cdb.ActivityCompleted{
 		Instance: inst, ExecutionID: cdb.InitialExecutionID, ID: 2, Result: "stale-result-from-old-instance",
 	})
-	require.Error(t, err, "CRITICAL: Stale activity ack must fail to prevent corruption of recreated instance")
+	require.ErrorIs(t, err, cdb.ErrInvalidLockToken, "CRITICAL: Stale activity ack must fail to prevent corruption of recreated instance")
 
 	// Step 7: a probe turn of the new instance sees no stale completion.
 	item, lockToken := enqueueAndFetchOrchestration(ctx, t, p, cdb.ExternalRaised{Instance: inst, Name: "probe-event", Data: "{}"})

@@ -32,7 +32,7 @@ func testInvalidLockTokenOnAck(t *testing.T, f Factory) {
 	p := f.NewProvider(t, ProviderOptions{})
 
 	err := p.AckOrchestrationItem(ctx, "invalid-token", 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil)
-	require.Error(t, err)
+	require.ErrorIs(t, err, cdb.ErrInvalidLockToken)
 	var pe *cdb.ProviderError
 	require.True(t, errors.As(err, &pe), "ack errors must be *cdb.ProviderError, got %T: %v", err, err)
 	assert.True(t,
@@ -57,7 +57,7 @@ func testDuplicateEventIDRejection(t *testing.T, f Factory) {
 	err := p.AckOrchestrationItem(ctx, token2, 1,
 		[]cdb.Event{newEvent(1, "instance-A", 1, cdb.ActivityScheduled{Name: "Activity", Input: "{}"})}, // duplicate id 1
 		nil, nil, cdb.ExecutionMetadata{}, nil)
-	require.Error(t, err, "an ack repeating event_id 1 must fail")
+	require.ErrorIs(t, err, cdb.ErrDuplicateEvent, "an ack repeating event_id 1 must fail")
 
 	history := readOrEmpty(ctx, t, p, "instance-A")
 	require.Len(t, history, 1)
@@ -97,7 +97,7 @@ func testLockExpirationDuringAck(t *testing.T, f Factory) {
 
 	err := p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{StartedEvent("instance-A", 1)}, nil, nil, cdb.ExecutionMetadata{}, nil)
-	assert.Error(t, err, "an ack with an expired lock must fail")
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "an ack with an expired lock must fail")
 }
 
 // testReadCorruptedHistoryReturnsError (3.6): Read fails on corrupted history
@@ -115,6 +115,7 @@ func testReadCorruptedHistoryReturnsError(t *testing.T, f Factory) {
 
 	history, err = p.Read(ctx, "inst-read-corrupt")
 	assert.Error(t, err, "Read should return an error for corrupted history, got %d events", len(history))
+	assertCorruptHistoryError(t, err)
 }
 
 // testReadWithExecutionCorruptedHistoryReturnsError (3.7): the same for
@@ -132,4 +133,14 @@ func testReadWithExecutionCorruptedHistoryReturnsError(t *testing.T, f Factory) 
 
 	history, err = p.ReadWithExecution(ctx, "inst-rwe-corrupt", cdb.InitialExecutionID)
 	assert.Error(t, err, "ReadWithExecution should return an error for corrupted history, got %d events", len(history))
+	assertCorruptHistoryError(t, err)
+}
+
+// assertCorruptHistoryError checks that a read of an undecodable history
+// reports it as what it is: not a missing instance, and not something a
+// retry would heal.
+func assertCorruptHistoryError(t *testing.T, err error) {
+	t.Helper()
+	assert.NotErrorIs(t, err, cdb.ErrInstanceNotFound, "a corrupt history is not a missing instance")
+	assert.False(t, cdb.IsRetryable(err), "a corrupt history does not heal on retry: %v", err)
 }

@@ -75,10 +75,10 @@ func testInvalidLockTokenRejection(t *testing.T, f Factory) {
 	fetchOrchestration(ctx, t, p, lockLong)
 
 	err := p.AckOrchestrationItem(ctx, "invalid-token", 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil)
-	assert.Error(t, err, "Should reject invalid lock token")
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "Should reject invalid lock token")
 
 	err = p.AbandonOrchestrationItem(ctx, "invalid-token", 0, false)
-	assert.Error(t, err, "Should reject invalid lock token for abandon")
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "Should reject invalid lock token for abandon")
 
 	fetchNoOrchestration(ctx, t, p, lockLong, "the original item must still be locked")
 }

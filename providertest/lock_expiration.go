@@ -49,7 +49,7 @@ func testLockExpiresAfterTimeout(t *testing.T, f Factory) {
 	assert.NotEqual(t, token, token2, "Should have new lock token")
 
 	err := p.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil)
-	assert.Error(t, err, "the expired token must no longer ack")
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "the expired token must no longer ack")
 }
 
 // testAbandonReleasesLockImmediately (4.2): abandon (no delay) makes the
@@ -168,7 +168,7 @@ func testWorkerLockRenewalInvalidToken(t *testing.T, f Factory) {
 	p := f.NewProvider(t, ProviderOptions{})
 
 	err := p.RenewWorkItemLock(ctx, "invalid-token-123", 30*time.Second)
-	assert.Error(t, err, "Should fail with invalid token")
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "Should fail with invalid token")
 }
 
 // testWorkerLockRenewalAfterExpiration (4.7): renewing an expired worker lock
@@ -192,7 +192,7 @@ func testWorkerLockRenewalAfterExpiration(t *testing.T, f Factory) {
 	time.Sleep(wait + 100*time.Millisecond)
 
 	err := p.RenewWorkItemLock(ctx, token, f.LockTimeout())
-	assert.Error(t, err, "Should fail to renew expired lock")
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "Should fail to renew expired lock")
 }
 
 // testWorkerLockRenewalExtendsTimeout (4.8): renewing at 60% of the lock
@@ -242,7 +242,7 @@ func testWorkerLockRenewalAfterAck(t *testing.T, f Factory) {
 	require.NoError(t, p.AckWorkItem(ctx, token, activityCompleted("test-instance", cdb.InitialExecutionID, 1, "done")))
 
 	err := p.RenewWorkItemLock(ctx, token, lockTimeout)
-	assert.Error(t, err, "Should fail to renew after ack")
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "Should fail to renew after ack")
 }
 
 // testAbandonWorkItemReleasesLock: an abandoned worker item is refetchable at
@@ -305,7 +305,7 @@ func testWorkerAckFailsAfterLockExpiry(t *testing.T, f Factory) {
 	time.Sleep(shortTimeout + 200*time.Millisecond)
 
 	err := p.AckWorkItem(ctx, token, activityCompleted("ack-expiry-test", cdb.InitialExecutionID, 1, "done"))
-	assert.Error(t, err, "Ack must fail when worker lock has expired")
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "Ack must fail when worker lock has expired")
 
 	fetchWork(ctx, t, p, 5*time.Second, "Item should still be refetchable after expired ack was rejected")
 }
@@ -323,5 +323,5 @@ func testOrchestrationLockRenewalAfterExpiration(t *testing.T, f Factory) {
 	time.Sleep(lockTimeout + 100*time.Millisecond)
 
 	err := p.RenewOrchestrationItemLock(ctx, token, lockTimeout)
-	assert.Error(t, err, "Should fail to renew expired orchestration lock")
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "Should fail to renew expired orchestration lock")
 }

@@ -81,7 +81,7 @@ func testPruneSafety(t *testing.T, f Factory) {
 
 	// An unknown instance is an error.
 	_, err = admin.PruneExecutions(ctx, "does-not-exist-prune", cdb.PruneOptions{KeepLast: ptr(uint32(1))})
-	require.Error(t, err, "Prune on non-existent instance should error")
+	require.ErrorIs(t, err, cdb.ErrInstanceNotFound, "Prune on non-existent instance should error")
 
 	// On a terminal instance, None, Some(0) and Some(1) are equivalent: only
 	// the current execution survives.

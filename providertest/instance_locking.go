@@ -83,8 +83,10 @@ func testInvalidLockTokenRejection(t *testing.T, f Factory) {
 	fetchNoOrchestration(ctx, t, p, lockLong, "the original item must still be locked")
 }
 
-// testConcurrentInstanceFetching (1.4): 10 concurrent fetchers over 10
-// instances fetch each instance exactly once.
+// testConcurrentInstanceFetching: 10 concurrent fetchers over 10 instances
+// fetch each instance exactly once. The fetchers are released together
+// (duroxide staggers them by 30 ms, which on a fast machine runs them one
+// after another), so they contend whatever the machine's speed.
 func testConcurrentInstanceFetching(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
@@ -98,12 +100,13 @@ func testConcurrentInstanceFetching(t *testing.T, f Factory) {
 		err      error
 	}
 	results := make([]result, 10)
+	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range results {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			time.Sleep(time.Duration(i) * 30 * time.Millisecond) // stagger to reduce contention
+			<-start
 			item, _, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
 			results[i].err = err
 			if item != nil {
@@ -111,6 +114,7 @@ func testConcurrentInstanceFetching(t *testing.T, f Factory) {
 			}
 		}(i)
 	}
+	close(start)
 	wg.Wait()
 
 	instances := map[string]bool{}
@@ -231,8 +235,9 @@ func testAckOnlyAffectsLockedMessages(t *testing.T, f Factory) {
 	assert.Equal(t, []uint64{2, 3}, activityCompletedIDs(item2.Messages), "Should only have messages 2 and 3")
 }
 
-// testMultiThreadedLockContention (1.9): of 10 concurrent fetchers of one
-// instance exactly one wins; retryable errors are retried for up to 5s.
+// testMultiThreadedLockContention: of 10 fetchers of one instance, released
+// together so they contend, exactly one wins; retryable errors are retried
+// for up to 5s.
 func testMultiThreadedLockContention(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
@@ -245,12 +250,13 @@ func testMultiThreadedLockContention(t *testing.T, f Factory) {
 		err      error  // a permanent error, or the last retryable one past the deadline
 	}
 	results := make([]result, contenders)
+	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := 0; i < contenders; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			time.Sleep(time.Duration(i) * 5 * time.Millisecond) // stagger attempts
+			<-start
 			deadline := time.Now().Add(5 * time.Second)
 			for {
 				item, _, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
@@ -268,6 +274,7 @@ func testMultiThreadedLockContention(t *testing.T, f Factory) {
 			}
 		}(i)
 	}
+	close(start)
 	wg.Wait()
 
 	var winners []int
@@ -283,8 +290,8 @@ func testMultiThreadedLockContention(t *testing.T, f Factory) {
 	fetchNoOrchestration(ctx, t, p, lockLong, "the instance must still be locked")
 }
 
-// testMultiThreadedNoDuplicateProcessing (1.10): 40 concurrent fetchers over
-// 20 instances never fetch an instance twice.
+// testMultiThreadedNoDuplicateProcessing: 40 fetchers over 20 instances,
+// released together so they contend, never fetch an instance twice.
 func testMultiThreadedNoDuplicateProcessing(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
@@ -297,12 +304,13 @@ func testMultiThreadedNoDuplicateProcessing(t *testing.T, f Factory) {
 	const numFetchers = numInstances * 2
 	fetched := make([]string, numFetchers) // "" when no work
 	errs := make([]error, numFetchers)
+	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := 0; i < numFetchers; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			time.Sleep(time.Duration((i*3)%50) * time.Millisecond)
+			<-start
 			// Up to 3 attempts on retryable errors, as in duroxide; an
 			// error that outlasts them is kept and fails the test below
 			// (duroxide drops the fetcher, which let a provider that
@@ -323,6 +331,7 @@ func testMultiThreadedNoDuplicateProcessing(t *testing.T, f Factory) {
 			}
 		}(i)
 	}
+	close(start)
 	wg.Wait()
 
 	var results []string

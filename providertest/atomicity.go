@@ -21,7 +21,7 @@ func atomicityTests() []Test {
 	}
 }
 
-// testAtomicityFailureRollback (2.1): an ack that fails (duplicate event id)
+// testAtomicityFailureRollback: an ack that fails (duplicate event id)
 // changes nothing and keeps the instance lock.
 func testAtomicityFailureRollback(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -48,7 +48,7 @@ func testAtomicityFailureRollback(t *testing.T, f Factory) {
 	fetchNoOrchestration(ctx, t, p, lockLong, "the lock must still be held after a failed ack")
 }
 
-// testMultiOperationAtomicAck (2.2): one ack persists history, worker items
+// testMultiOperationAtomicAck: one ack persists history, worker items
 // and orchestrator items together.
 func testMultiOperationAtomicAck(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -92,7 +92,7 @@ func testMultiOperationAtomicAck(t *testing.T, f Factory) {
 	assert.IsType(t, cdb.ExternalRaised{}, item.Messages[1])
 }
 
-// testLockReleasedOnlyOnSuccessfulAck (2.3): a failed ack (bogus token) leaves
+// testLockReleasedOnlyOnSuccessfulAck: a failed ack (bogus token) leaves
 // the lock in place until it expires.
 func testLockReleasedOnlyOnSuccessfulAck(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -116,7 +116,7 @@ func testLockReleasedOnlyOnSuccessfulAck(t *testing.T, f Factory) {
 	assert.Equal(t, "instance-A", item.Instance)
 }
 
-// testConcurrentAckPrevention (2.4): two concurrent acks with one token:
+// testConcurrentAckPrevention: two concurrent acks with one token:
 // exactly one succeeds.
 func testConcurrentAckPrevention(t *testing.T, f Factory) {
 	ctx := testContext(t)

@@ -25,7 +25,7 @@ func errorHandlingTests() []Test {
 	}
 }
 
-// testInvalidLockTokenOnAck (3.1): an ack with an unknown token fails with a
+// testInvalidLockTokenOnAck: an ack with an unknown token fails with a
 // message naming the lock token.
 func testInvalidLockTokenOnAck(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -40,7 +40,7 @@ func testInvalidLockTokenOnAck(t *testing.T, f Factory) {
 		"the error message must contain \"Invalid lock token\" or \"lock_token\", got %q", pe.Message)
 }
 
-// testDuplicateEventIDRejection (3.2): an ack repeating an existing event id
+// testDuplicateEventIDRejection: an ack repeating an existing event id
 // fails and leaves history as it was.
 func testDuplicateEventIDRejection(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -64,7 +64,7 @@ func testDuplicateEventIDRejection(t *testing.T, f Factory) {
 	assert.IsType(t, cdb.OrchestrationStarted{}, history[0].Kind)
 }
 
-// testMissingInstanceMetadata (3.3): reading an unknown instance yields no
+// testMissingInstanceMetadata: reading an unknown instance yields no
 // events (an error counts as none, as duroxide's unwrap_or_default does).
 func testMissingInstanceMetadata(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -73,7 +73,7 @@ func testMissingInstanceMetadata(t *testing.T, f Factory) {
 	assert.Len(t, readOrEmpty(ctx, t, p, "non-existent-instance"), 0)
 }
 
-// testCorruptedSerializationData (3.4): a fetch on an empty store succeeds
+// testCorruptedSerializationData: a fetch on an empty store succeeds
 // (with or without work); duroxide's smoke test that the provider does not
 // panic.
 func testCorruptedSerializationData(t *testing.T, f Factory) {
@@ -84,7 +84,7 @@ func testCorruptedSerializationData(t *testing.T, f Factory) {
 	require.NoError(t, err, "a fetch must not fail")
 }
 
-// testLockExpirationDuringAck (3.5): an ack after the lock expired fails.
+// testLockExpirationDuringAck: an ack after the lock expired fails.
 func testLockExpirationDuringAck(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
@@ -100,7 +100,7 @@ func testLockExpirationDuringAck(t *testing.T, f Factory) {
 	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "an ack with an expired lock must fail")
 }
 
-// testReadCorruptedHistoryReturnsError (3.6): Read fails on corrupted history
+// testReadCorruptedHistoryReturnsError: Read fails on corrupted history
 // instead of returning an empty one.
 func testReadCorruptedHistoryReturnsError(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -118,7 +118,7 @@ func testReadCorruptedHistoryReturnsError(t *testing.T, f Factory) {
 	assertCorruptHistoryError(t, err)
 }
 
-// testReadWithExecutionCorruptedHistoryReturnsError (3.7): the same for
+// testReadWithExecutionCorruptedHistoryReturnsError: the same for
 // ReadWithExecution.
 func testReadWithExecutionCorruptedHistoryReturnsError(t *testing.T, f Factory) {
 	ctx := testContext(t)

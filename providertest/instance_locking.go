@@ -29,7 +29,7 @@ func instanceLockingTests() []Test {
 	}
 }
 
-// testExclusiveInstanceLock (1.1): a locked instance cannot be fetched again
+// testExclusiveInstanceLock: a locked instance cannot be fetched again
 // until its lock expires, and the refetch gets a new token.
 func testExclusiveInstanceLock(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -49,7 +49,7 @@ func testExclusiveInstanceLock(t *testing.T, f Factory) {
 	assert.NotEqual(t, token1, token2)
 }
 
-// testLockTokenUniqueness (1.2): every fetch gets its own token.
+// testLockTokenUniqueness: every fetch gets its own token.
 func testLockTokenUniqueness(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
@@ -65,7 +65,7 @@ func testLockTokenUniqueness(t *testing.T, f Factory) {
 	assert.Len(t, tokens, 5, "All lock tokens should be unique")
 }
 
-// testInvalidLockTokenRejection (1.3): ack and abandon reject an unknown
+// testInvalidLockTokenRejection: ack and abandon reject an unknown
 // token, and the real lock stays held.
 func testInvalidLockTokenRejection(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -127,7 +127,7 @@ func testConcurrentInstanceFetching(t *testing.T, f Factory) {
 	assert.Len(t, instances, 10, "Each instance should be fetched exactly once (results: %v)", results)
 }
 
-// testCompletionsArrivingDuringLockBlocked (1.5): messages arriving while the
+// testCompletionsArrivingDuringLockBlocked: messages arriving while the
 // instance is locked are not fetchable; after expiry they join the batch.
 func testCompletionsArrivingDuringLockBlocked(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -155,7 +155,7 @@ func testCompletionsArrivingDuringLockBlocked(t *testing.T, f Factory) {
 	assert.Equal(t, []uint64{1, 2, 3}, completions)
 }
 
-// testCrossInstanceLockIsolation (1.6): a lock on one instance does not block
+// testCrossInstanceLockIsolation: a lock on one instance does not block
 // fetching, acking and refetching another.
 func testCrossInstanceLockIsolation(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -184,7 +184,7 @@ func testCrossInstanceLockIsolation(t *testing.T, f Factory) {
 	assert.NotEqual(t, itemA.Instance, itemB.Instance)
 }
 
-// testMessageTaggingDuringLock (1.7): the ack deletes only the messages of
+// testMessageTaggingDuringLock: the ack deletes only the messages of
 // the fetched batch, not one that arrived during the lock.
 func testMessageTaggingDuringLock(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -210,7 +210,7 @@ func testMessageTaggingDuringLock(t *testing.T, f Factory) {
 	assert.Equal(t, uint64(3), ac.ID)
 }
 
-// testAckOnlyAffectsLockedMessages (1.8): messages enqueued during the lock
+// testAckOnlyAffectsLockedMessages: messages enqueued during the lock
 // survive the ack and form the next batch.
 func testAckOnlyAffectsLockedMessages(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -361,7 +361,7 @@ func testMultiThreadedNoDuplicateProcessing(t *testing.T, f Factory) {
 	assert.Len(t, unique, numInstances, "every instance is fetched exactly once")
 }
 
-// testMultiThreadedLockExpirationRecovery (1.11): while a crashed holder keeps
+// testMultiThreadedLockExpirationRecovery: while a crashed holder keeps
 // its lock, a concurrent fetch finds nothing; after expiry another fetcher
 // takes the instance with a new token.
 func testMultiThreadedLockExpirationRecovery(t *testing.T, f Factory) {

@@ -30,7 +30,7 @@ func lockExpirationTests() []Test {
 	}
 }
 
-// testLockExpiresAfterTimeout (4.1): after expiry the instance is refetched
+// testLockExpiresAfterTimeout: after expiry the instance is refetched
 // with a new token, and the old token can no longer ack.
 func testLockExpiresAfterTimeout(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -52,7 +52,7 @@ func testLockExpiresAfterTimeout(t *testing.T, f Factory) {
 	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "the expired token must no longer ack")
 }
 
-// testAbandonReleasesLockImmediately (4.2): abandon (no delay) makes the
+// testAbandonReleasesLockImmediately: abandon (no delay) makes the
 // instance fetchable at once.
 func testAbandonReleasesLockImmediately(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -70,7 +70,7 @@ func testAbandonReleasesLockImmediately(t *testing.T, f Factory) {
 	assert.Equal(t, "instance-A", item2.Instance)
 }
 
-// testLockRenewalOnAck (4.3): a message enqueued during the lock stays
+// testLockRenewalOnAck: a message enqueued during the lock stays
 // invisible until the ack releases the lock, then is fetchable at once.
 func testLockRenewalOnAck(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -92,7 +92,7 @@ func testLockRenewalOnAck(t *testing.T, f Factory) {
 	assert.Equal(t, "instance-A", item2.Instance)
 }
 
-// testConcurrentLockAttemptsRespectExpiration (4.4): staggered concurrent
+// testConcurrentLockAttemptsRespectExpiration: staggered concurrent
 // fetches during the lock all find nothing; after the lock's remaining time
 // the instance is fetchable.
 func testConcurrentLockAttemptsRespectExpiration(t *testing.T, f Factory) {
@@ -143,7 +143,7 @@ func testConcurrentLockAttemptsRespectExpiration(t *testing.T, f Factory) {
 	assert.Equal(t, "instance-A", item2.Instance)
 }
 
-// testWorkerLockRenewalSuccess (4.5): a valid worker lock renews, and the
+// testWorkerLockRenewalSuccess: a valid worker lock renews, and the
 // item stays locked.
 func testWorkerLockRenewalSuccess(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -162,7 +162,7 @@ func testWorkerLockRenewalSuccess(t *testing.T, f Factory) {
 	fetchNoWork(ctx, t, p, lockTimeout, "the item must still be locked after renewal")
 }
 
-// testWorkerLockRenewalInvalidToken (4.6): renewing an unknown token fails.
+// testWorkerLockRenewalInvalidToken: renewing an unknown token fails.
 func testWorkerLockRenewalInvalidToken(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
@@ -171,7 +171,7 @@ func testWorkerLockRenewalInvalidToken(t *testing.T, f Factory) {
 	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "Should fail with invalid token")
 }
 
-// testWorkerLockRenewalAfterExpiration (4.7): renewing an expired worker lock
+// testWorkerLockRenewalAfterExpiration: renewing an expired worker lock
 // (1s) fails.
 func testWorkerLockRenewalAfterExpiration(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -195,7 +195,7 @@ func testWorkerLockRenewalAfterExpiration(t *testing.T, f Factory) {
 	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "Should fail to renew expired lock")
 }
 
-// testWorkerLockRenewalExtendsTimeout (4.8): renewing at 60% of the lock
+// testWorkerLockRenewalExtendsTimeout: renewing at 60% of the lock
 // keeps the item locked past the original expiry.
 func testWorkerLockRenewalExtendsTimeout(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -230,7 +230,7 @@ func testWorkerLockRenewalExtendsTimeout(t *testing.T, f Factory) {
 	fetchNoWork(ctx, t, p, lockTimeout, "Item should still be locked after renewal")
 }
 
-// testWorkerLockRenewalAfterAck (4.9): renewing an acked item's lock fails.
+// testWorkerLockRenewalAfterAck: renewing an acked item's lock fails.
 func testWorkerLockRenewalAfterAck(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})

@@ -53,7 +53,7 @@ func meRequireActivityName(t *testing.T, e cdb.Event, name string) {
 	require.Equal(t, name, scheduled.Name)
 }
 
-// Test 6.1: each execution has its own history, and Read returns the latest.
+// Each execution has its own history, and Read returns the latest.
 func testExecutionIsolation(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
@@ -92,7 +92,7 @@ func testExecutionIsolation(t *testing.T, f Factory) {
 	require.IsType(t, cdb.OrchestrationCompleted{}, latest[1].Kind)
 }
 
-// Test 6.2: Read returns the latest execution, ReadWithExecution(1) the first.
+// Read returns the latest execution, ReadWithExecution(1) the first.
 func testLatestExecutionDetection(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
@@ -116,7 +116,7 @@ func testLatestExecutionDetection(t *testing.T, f Factory) {
 	meRequireActivityName(t, exec1[0], "A")
 }
 
-// Test 6.3: the fetched execution id comes from the instance's stored
+// The fetched execution id comes from the instance's stored
 // current execution, not from the work item.
 func testExecutionIDSequencing(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -142,7 +142,7 @@ func testExecutionIDSequencing(t *testing.T, f Factory) {
 	require.Equal(t, uint64(2), item3.ExecutionID, "Current execution should be 2")
 }
 
-// Test 6.4: acking a ContinueAsNew turn with execution id 2 creates
+// Acking a ContinueAsNew turn with execution id 2 creates
 // execution 2.
 func testContinueAsNewCreatesNewExecution(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -174,7 +174,7 @@ func testContinueAsNewCreatesNewExecution(t *testing.T, f Factory) {
 	}
 }
 
-// Test 6.5: three executions each keep their own history; Read returns the
+// Three executions each keep their own history; Read returns the
 // third.
 func testExecutionHistoryPersistence(t *testing.T, f Factory) {
 	ctx := testContext(t)

@@ -47,7 +47,7 @@ func qsCreateTestOrch(ctx context.Context, t *testing.T, p cdb.Provider, instanc
 		[]cdb.Event{StartedEvent(instance, 1)}, nil, nil, cdb.ExecutionMetadata{}, nil))
 }
 
-// Test 5.1: worker items come back in enqueue order.
+// Worker items come back in enqueue order.
 func testWorkerQueueFIFOOrdering(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
@@ -67,7 +67,7 @@ func testWorkerQueueFIFOOrdering(t *testing.T, f Factory) {
 	require.Nil(t, item, "the worker queue must be empty")
 }
 
-// Test 5.2: a fetched worker item stays invisible until acked, and is gone
+// A fetched worker item stays invisible until acked, and is gone
 // after the ack.
 func testWorkerPeekLockSemantics(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -87,7 +87,7 @@ func testWorkerPeekLockSemantics(t *testing.T, f Factory) {
 	require.Nil(t, after, "the acked item must be gone")
 }
 
-// Test 5.3: a worker ack deletes the item and enqueues its completion in one
+// A worker ack deletes the item and enqueues its completion in one
 // step.
 func testWorkerAckAtomicity(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -110,7 +110,7 @@ func testWorkerAckAtomicity(t *testing.T, f Factory) {
 	require.IsType(t, cdb.ActivityCompleted{}, orch.Messages[0])
 }
 
-// Test 5.4: a TimerFired enqueued with a delay is invisible until the delay
+// A TimerFired enqueued with a delay is invisible until the delay
 // has passed.
 func testTimerDelayedVisibility(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -135,7 +135,7 @@ func testTimerDelayedVisibility(t *testing.T, f Factory) {
 	require.IsType(t, cdb.TimerFired{}, item.Messages[0])
 }
 
-// Test 5.6: a worker item whose lock token was lost is redelivered after
+// A worker item whose lock token was lost is redelivered after
 // the lock expires.
 func testLostLockTokenHandling(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -157,7 +157,7 @@ func testLostLockTokenHandling(t *testing.T, f Factory) {
 	qsRequireActivity(t, again)
 }
 
-// Test 5.6 (bis): a newly enqueued worker item is visible at once.
+// A newly enqueued worker item is visible at once.
 func testWorkerItemImmediateVisibility(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
@@ -171,7 +171,7 @@ func testWorkerItemImmediateVisibility(t *testing.T, f Factory) {
 	require.NoError(t, p.AckWorkItem(ctx, token, activityCompleted("test-immediate-vis", 1, 1, "done")))
 }
 
-// Test 5.7: an unlocked item whose visibility lies in the future (abandoned
+// An unlocked item whose visibility lies in the future (abandoned
 // with a delay) is skipped until the delay has passed.
 func testWorkerDelayedVisibilitySkipsFutureItems(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -210,7 +210,7 @@ func testWorkerDelayedVisibilitySkipsFutureItems(t *testing.T, f Factory) {
 	require.NoError(t, p.AckWorkItem(ctx, token3, activityCompleted(inst, 1, 1, "done")))
 }
 
-// Test 5.8: QueueMessages for an instance that was never started are
+// QueueMessages for an instance that was never started are
 // dropped by the fetch; those for an existing instance are delivered.
 func testOrphanQueueMessagesDropped(t *testing.T, f Factory) {
 	ctx := testContext(t)

@@ -887,7 +887,8 @@ func queueRace(ctx *durable.OrchestrationContext, input string) (string, error) 
 	return output, nil
 }
 
-// Queue Q1/Q2/Q6 FIFO and replay checks on every provider.
+// The recorded queue-race histories (shapes q1, q2 and q6, queueRaceHistory)
+// replay to their FIFO output on every provider.
 func testQueueRaceCancellationReplay(t *testing.T, f Factory) {
 	for _, shape := range []string{"q1", "q2", "q6"} {
 		t.Run(shape, func(t *testing.T) {

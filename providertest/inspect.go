@@ -22,27 +22,32 @@ func Admin(t *testing.T, p cdb.Provider) cdb.ProviderAdmin {
 	return admin
 }
 
-// readOrEmpty is instance's history, empty when the instance is not there
-// (cdb.ErrInstanceNotFound); any other error fails the test.
+// readOrEmpty is instance's history, empty when the instance is not there.
 func readOrEmpty(ctx context.Context, t *testing.T, p cdb.Provider, instance string) []cdb.Event {
 	t.Helper()
 	events, err := p.Read(ctx, instance)
-	if errors.Is(err, cdb.ErrInstanceNotFound) {
+	if isNotFound(t, err, "Read", instance) {
 		return nil
 	}
-	require.NoError(t, err, "Read(%s): only not-found reads as an empty history", instance)
 	return events
 }
 
-// instanceExists reports whether GetInstanceInfo finds instance: only
-// cdb.ErrInstanceNotFound reads as absent, and any other error fails the
-// test, so a broken GetInstanceInfo cannot pass for a deletion.
+// instanceExists reports whether GetInstanceInfo finds instance, so a
+// broken GetInstanceInfo cannot pass for a deletion.
 func instanceExists(ctx context.Context, t *testing.T, admin cdb.ProviderAdmin, instance string) bool {
 	t.Helper()
 	_, err := admin.GetInstanceInfo(ctx, instance)
+	return !isNotFound(t, err, "GetInstanceInfo", instance)
+}
+
+// isNotFound reports whether err, from method op on instance, says the
+// instance is not there (cdb.ErrInstanceNotFound); any other error fails
+// the test.
+func isNotFound(t *testing.T, err error, op, instance string) bool {
+	t.Helper()
 	if errors.Is(err, cdb.ErrInstanceNotFound) {
-		return false
+		return true
 	}
-	require.NoError(t, err, "GetInstanceInfo(%s): only not-found means absent", instance)
-	return true
+	require.NoError(t, err, "%s(%s): only not-found means absent", op, instance)
+	return false
 }

@@ -373,7 +373,7 @@ func testOrphanActivityAfterInstanceForceDeletion(t *testing.T, f Factory) {
 
 	token := cancFetchStart(t, p, inst)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
-		[]cdb.Event{newEvent(1, inst, 1, cdb.OrchestrationStarted{Name: "TestOrch", Version: "1.0.0", Input: "{}"})},
+		[]cdb.Event{StartedEvent(inst, 1)},
 		[]cdb.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "test-input")}, nil,
 		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), OrchestrationVersion: ptr("1.0.0"), Status: ptr(cdb.StatusRunning)},
 		nil))

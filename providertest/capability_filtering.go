@@ -96,9 +96,7 @@ func capSeedInstanceWithVersion(t *testing.T, p cdb.Provider, instance string, p
 	var lockToken string
 	var others []string
 	for {
-		item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-		require.NoError(t, err)
-		require.NotNil(t, item, "Should have work available")
+		item, token := fetchOrchestration(ctx, t, p, lockLong, "Should have work available")
 		if item.Instance == instance {
 			lockToken = token
 			break
@@ -389,9 +387,7 @@ func testFetchCorruptedHistoryFilteredVsUnfiltered(t *testing.T, f Factory) {
 	assert.Nil(t, item, "Filtered fetch should return None for excluded version")
 
 	// Part B: unfiltered, the item comes back with history_error set.
-	item, lockToken, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err, "Should return Ok(Some(...)) with history_error, not Err")
-	require.NotNil(t, item, "Should return item with history_error for corrupted history, not None")
+	item, lockToken := fetchOrchestration(ctx, t, p, lockLong, "Should return item with history_error for corrupted history, not None")
 	assert.NotNil(t, item.HistoryError, "Corrupted history should set history_error, got None")
 	assert.Empty(t, item.History, "History should be empty when deserialization fails")
 	assert.Equal(t, inst, item.Instance)
@@ -406,9 +402,7 @@ func testFetchCorruptedHistoryFilteredVsUnfiltered(t *testing.T, f Factory) {
 func capFetchHistoryErrorAndAbandon(t *testing.T, p cdb.Provider, which string) {
 	t.Helper()
 	ctx := testContext(t)
-	item, lockToken, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err, "%s: expected Ok(Some) with history_error", which)
-	require.NotNil(t, item, "%s: expected Ok(Some) with history_error, got None", which)
+	item, lockToken := fetchOrchestration(ctx, t, p, lockLong, "%s: expected Ok(Some) with history_error, got None", which)
 	require.NotNil(t, item.HistoryError, "%s should have history_error set", which)
 	require.NoError(t, p.AbandonOrchestrationItem(ctx, lockToken, 0, false))
 }
@@ -456,9 +450,7 @@ func testFetchFilterAppliedBeforeHistoryDeserialization(t *testing.T, f Factory)
 	require.NoError(t, err, "Filter should be applied before deserialization")
 	assert.Nil(t, item, "Excluded version should not be returned")
 
-	item, lockToken, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err, "Unfiltered fetch should return Ok(Some) with history_error, not Err")
-	require.NotNil(t, item, "Unfiltered fetch should return item with history_error, not None")
+	item, lockToken := fetchOrchestration(ctx, t, p, lockLong, "Unfiltered fetch should return item with history_error, not None")
 	assert.NotNil(t, item.HistoryError, "Unfiltered fetch of corrupted history should have history_error set")
 	require.NoError(t, p.AbandonOrchestrationItem(ctx, lockToken, 0, true))
 }
@@ -496,9 +488,7 @@ func testAckAppendsEventToCorruptedHistory(t *testing.T, f Factory) {
 	capSeedInstanceWithVersion(t, p, inst, capVer(1, 0, 0))
 	require.NoError(t, f.CorruptInstanceHistory(ctx, p, inst))
 
-	item, lockToken, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err, "fetch should succeed")
-	require.NotNil(t, item, "fetch should return Some for corrupted instance")
+	item, lockToken := fetchOrchestration(ctx, t, p, lockLong, "fetch should return Some for corrupted instance")
 	require.NotNil(t, item.HistoryError, "Corrupted history should produce history_error")
 	assert.Empty(t, item.History, "history vec should be empty when history_error is set")
 

@@ -32,9 +32,7 @@ func csTurn(ctx context.Context, t *testing.T, p cdb.Provider, instance string, 
 	t.Helper()
 	require.NoError(t, p.EnqueueForOrchestrator(ctx,
 		cdb.ExternalRaised{Instance: instance, Name: "poke", Data: "{}"}, 0))
-	item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "expected orchestration item")
+	_, token := fetchOrchestration(ctx, t, p, lockLong, "expected orchestration item")
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, delta, nil, nil, cdb.ExecutionMetadata{}, nil))
 }
 

@@ -436,9 +436,7 @@ func testStaleActivityAfterDeleteRecreate(t *testing.T, f Factory) {
 		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), OrchestrationVersion: ptr("1.0.0")}, nil))
 
 	// Step 2: a worker fetches the activity and holds its lock.
-	workItem, oldWorkerLock, _, err := p.FetchWorkItem(ctx, lockLong, noPoll, nil, cdb.DefaultOnlyFilter())
-	require.NoError(t, err)
-	require.NotNil(t, workItem, "the activity must be fetchable")
+	_, oldWorkerLock := fetchWork(ctx, t, p, lockLong, "the activity must be fetchable")
 
 	// Step 3: force delete the instance.
 	res, err := admin.DeleteInstance(ctx, inst, true)

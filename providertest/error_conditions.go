@@ -202,8 +202,6 @@ func TestBadInputIsErrInvalidInput(t *testing.T, f Factory) {
 func enqueueAndFetchWork(ctx context.Context, t *testing.T, p cdb.Provider, lock time.Duration) string {
 	t.Helper()
 	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("inst", 1, 1, "Act", "{}")))
-	item, token, _, err := p.FetchWorkItem(ctx, lock, noPoll, nil, cdb.DefaultOnlyFilter())
-	require.NoError(t, err)
-	require.NotNil(t, item, "the queued activity must be fetchable")
+	_, token := fetchWork(ctx, t, p, lock, "the queued activity must be fetchable")
 	return token
 }

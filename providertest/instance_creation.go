@@ -57,9 +57,7 @@ func testNoInstanceCreationOnEnqueue(t *testing.T, f Factory) {
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-B"), 0))
 
-	item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "Should be able to fetch work item even if instance doesn't exist")
+	item, token := fetchOrchestration(ctx, t, p, lockLong, "Should be able to fetch work item even if instance doesn't exist")
 	assert.Equal(t, "instance-B", item.Instance)
 
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,

@@ -88,10 +88,7 @@ func kvAllCleared(eventID uint64, instance string, executionID uint64) cdb.Event
 func kvFetchPoke(ctx context.Context, t *testing.T, p cdb.Provider, instance, msg string) (*cdb.OrchestrationItem, string) {
 	t.Helper()
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, kvPoke(instance), 0))
-	item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, msg)
-	return item, token
+	return fetchOrchestration(ctx, t, p, lockLong, msg)
 }
 
 // kvAckWithDelta is kv_store.rs's ack_with_delta: poke, fetch, and ack
@@ -131,11 +128,9 @@ func kvContinueAsNew(ctx context.Context, t *testing.T, p cdb.Provider, instance
 		Version:            ptr("1.0.0"),
 		CarryForwardEvents: []cdb.CarryForwardEvent{},
 	}, 0))
-	item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "expected orchestration item for ContinueAsNew")
+	_, token = fetchOrchestration(ctx, t, p, lockLong, "expected orchestration item for ContinueAsNew")
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, newExecutionID,
-		[]cdb.Event{newEvent(1, instance, newExecutionID, cdb.OrchestrationStarted{Name: "TestOrch", Version: "1.0.0", Input: "{}"})},
+		[]cdb.Event{newEvent(1, instance, newExecutionID, orchestrationStarted("TestOrch", "1.0.0", "{}"))},
 		nil, nil, cdb.ExecutionMetadata{
 			OrchestrationName:    ptr("TestOrch"),
 			OrchestrationVersion: ptr("1.0.0"),
@@ -566,9 +561,7 @@ func testKVDeleteInstanceWithChildren(t *testing.T, f Factory) {
 		ParentID:       ptr(uint64(1)),
 		ExecutionID:    cdb.InitialExecutionID,
 	}, 0))
-	item, childToken, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "expected child orchestration item")
+	_, childToken := fetchOrchestration(ctx, t, p, lockLong, "expected child orchestration item")
 	require.NoError(t, p.AckOrchestrationItem(ctx, childToken, 1,
 		[]cdb.Event{newEvent(1, "kv-child", 1, cdb.OrchestrationStarted{
 			Name:           "TestOrch",
@@ -590,7 +583,7 @@ func testKVDeleteInstanceWithChildren(t *testing.T, f Factory) {
 	kvCompleteInstance(ctx, t, p, "kv-parent", 1)
 
 	// Deleting the parent cascades to the child.
-	_, err = admin.DeleteInstance(ctx, "kv-parent", false)
+	_, err := admin.DeleteInstance(ctx, "kv-parent", false)
 	require.NoError(t, err)
 
 	require.Nil(t, kvGet(ctx, t, p, "kv-parent", "parent_key"), "parent KV should be removed")

@@ -183,9 +183,7 @@ func pokeAndAck(t *testing.T, p cdb.Provider, instance, name, fetchMsg string, d
 	t.Helper()
 	ctx := testContext(t)
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: instance, Name: name, Data: "{}"}, 0))
-	item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, fetchMsg)
+	_, token := fetchOrchestration(ctx, t, p, lockLong, fetchMsg)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, delta, nil, nil, metadata, nil))
 }
 

@@ -38,9 +38,7 @@ func meTurn(ctx context.Context, t *testing.T, p cdb.Provider, item cdb.WorkItem
 ) *cdb.OrchestrationItem {
 	t.Helper()
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, item, 0))
-	fetched, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, fetched, "the enqueued %s must be fetchable", item.Kind())
+	fetched, token := fetchOrchestration(ctx, t, p, lockLong, "the enqueued %s must be fetchable", item.Kind())
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, executionID, delta, nil, nil, metadata, nil))
 	return fetched
 }
@@ -136,9 +134,7 @@ func testExecutionIDSequencing(t *testing.T, f Factory) {
 	// A start that claims execution 3 must still report the stored current
 	// execution, 2.
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, meStartItem(inst, 3), 0))
-	item3, _, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item3)
+	item3, _ := fetchOrchestration(ctx, t, p, lockLong)
 	require.Equal(t, uint64(2), item3.ExecutionID, "Current execution should be 2")
 }
 

@@ -40,9 +40,7 @@ func qsRequireActivity(t *testing.T, item cdb.WorkItem) cdb.ActivityExecute {
 func qsCreateTestOrch(ctx context.Context, t *testing.T, p cdb.Provider, instance string) {
 	t.Helper()
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem(instance), 0))
-	item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "the start of %s must be fetchable", instance)
+	_, token := fetchOrchestration(ctx, t, p, lockLong, "the start of %s must be fetchable", instance)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{StartedEvent(instance, 1)}, nil, nil, cdb.ExecutionMetadata{}, nil))
 }
@@ -102,9 +100,7 @@ func testWorkerAckAtomicity(t *testing.T, f Factory) {
 	after, _ := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.Nil(t, after, "the worker queue must be empty after the ack")
 
-	orch, _, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, orch, "the completion must be on the orchestrator queue")
+	orch, _ := fetchOrchestration(ctx, t, p, lockLong, "the completion must be on the orchestrator queue")
 	require.Equal(t, "instance-A", orch.Instance)
 	require.Len(t, orch.Messages, 1)
 	require.IsType(t, cdb.ActivityCompleted{}, orch.Messages[0])
@@ -127,9 +123,7 @@ func testTimerDelayedVisibility(t *testing.T, f Factory) {
 
 	time.Sleep(5100 * time.Millisecond)
 
-	item, _, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "the timer must be visible after its delay")
+	item, _ := fetchOrchestration(ctx, t, p, lockLong, "the timer must be visible after its delay")
 	require.Equal(t, "instance-A", item.Instance)
 	require.Len(t, item.Messages, 1)
 	require.IsType(t, cdb.TimerFired{}, item.Messages[0])
@@ -234,9 +228,7 @@ func testOrphanQueueMessagesDropped(t *testing.T, f Factory) {
 	require.NoError(t, p.EnqueueForOrchestrator(ctx,
 		cdb.QueueMessage{Instance: "orphan-test-existing", Name: "ConfigUpdate", Data: "v3"}, 0))
 
-	item, token, _, err := p.FetchOrchestrationItem(ctx, lock, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "Expected orchestration item for existing instance with queued event")
+	item, token := fetchOrchestration(ctx, t, p, lock, "Expected orchestration item for existing instance with queued event")
 	require.Equal(t, "orphan-test-existing", item.Instance)
 	found := false
 	for _, m := range item.Messages {

@@ -322,9 +322,7 @@ func testTagPreservedThroughAckOrchestrationItem(t *testing.T, f Factory) {
 
 	// Step 1: an instance with a locked turn.
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem(inst), 0))
-	orch, lockToken, _, err := p.FetchOrchestrationItem(ctx, lock, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, orch, "should get orchestration item")
+	_, lockToken := fetchOrchestration(ctx, t, p, lock, "should get orchestration item")
 
 	// Step 2: the ack schedules one gpu-tagged and one untagged activity.
 	gpuActivity := cdb.ActivityExecute{

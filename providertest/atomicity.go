@@ -21,48 +21,48 @@ func atomicityTests() []Test {
 	}
 }
 
-// testAtomicityFailureRollback (2.1): an ack that fails (duplicate event id)
+// testAtomicityFailureRollback: an ack that fails (duplicate event id)
 // changes nothing and keeps the instance lock.
 func testAtomicityFailureRollback(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	_, token := b1FetchOrch(ctx, t, p, lockLong)
+	_, token := fetchOrchestration(ctx, t, p, lockLong)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
-		[]cdb.Event{b1StartedEvent(1, "instance-A")}, nil, nil, cdb.ExecutionMetadata{}, nil))
+		[]cdb.Event{StartedEvent("instance-A", 1)}, nil, nil, cdb.ExecutionMetadata{}, nil))
 
-	require.Len(t, b1ReadOrEmpty(ctx, t, p, "instance-A"), 1)
+	require.Len(t, readOrEmpty(ctx, t, p, "instance-A"), 1)
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	_, token2 := b1FetchOrch(ctx, t, p, lockLong)
+	_, token2 := fetchOrchestration(ctx, t, p, lockLong)
 
 	err := p.AckOrchestrationItem(ctx, token2, 1,
-		[]cdb.Event{b1StartedEvent(1, "instance-A")}, // duplicate event id 1
+		[]cdb.Event{StartedEvent("instance-A", 1)}, // duplicate event id 1
 		nil, nil, cdb.ExecutionMetadata{}, nil)
-	require.Error(t, err, "Should reject duplicate event_id")
+	require.ErrorIs(t, err, cdb.ErrDuplicateEvent, "Should reject duplicate event_id")
 
-	require.Len(t, b1ReadOrEmpty(ctx, t, p, "instance-A"), 1, "History should remain unchanged after failed ack")
+	require.Len(t, readOrEmpty(ctx, t, p, "instance-A"), 1, "History should remain unchanged after failed ack")
 
 	// The failed ack must not have released the lock.
-	b1FetchOrchNone(ctx, t, p, lockLong, "the lock must still be held after a failed ack")
+	fetchNoOrchestration(ctx, t, p, lockLong, "the lock must still be held after a failed ack")
 }
 
-// testMultiOperationAtomicAck (2.2): one ack persists history, worker items
+// testMultiOperationAtomicAck: one ack persists history, worker items
 // and orchestrator items together.
 func testMultiOperationAtomicAck(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	_, token := b1FetchOrch(ctx, t, p, lockLong)
+	_, token := fetchOrchestration(ctx, t, p, lockLong)
 
 	history := []cdb.Event{
-		b1StartedEvent(1, "instance-A"),
-		b1Event(2, "instance-A", 1, cdb.ActivityScheduled{Name: "Activity1", Input: "input1"}),
-		b1Event(3, "instance-A", 1, cdb.ActivityScheduled{Name: "Activity2", Input: "input2"}),
-		b1Event(4, "instance-A", 1, cdb.ActivityScheduled{Name: "Activity3", Input: "input3"}),
-		b1Event(5, "instance-A", 1, cdb.TimerCreated{FireAtMs: 1234567890}),
+		StartedEvent("instance-A", 1),
+		newEvent(2, "instance-A", 1, cdb.ActivityScheduled{Name: "Activity1", Input: "input1"}),
+		newEvent(3, "instance-A", 1, cdb.ActivityScheduled{Name: "Activity2", Input: "input2"}),
+		newEvent(4, "instance-A", 1, cdb.ActivityScheduled{Name: "Activity3", Input: "input3"}),
+		newEvent(5, "instance-A", 1, cdb.TimerCreated{FireAtMs: 1234567890}),
 	}
 	workerItems := []cdb.WorkItem{
 		cdb.ActivityExecute{Instance: "instance-A", ExecutionID: 1, ID: 1, Name: "Activity1", Input: "input1"},
@@ -77,22 +77,22 @@ func testMultiOperationAtomicAck(t *testing.T, f Factory) {
 		cdb.ExecutionMetadata{}, nil))
 
 	// 1. All 5 history events.
-	require.Len(t, b1ReadOrEmpty(ctx, t, p, "instance-A"), 5, "All 5 history events should be persisted")
+	require.Len(t, readOrEmpty(ctx, t, p, "instance-A"), 5, "All 5 history events should be persisted")
 
 	// 2. Exactly 3 worker items.
 	for i := 0; i < 3; i++ {
-		b1FetchWork(ctx, t, p, lockLong, "worker item %d of 3 should be fetchable", i+1)
+		fetchWork(ctx, t, p, lockLong, "worker item %d of 3 should be fetchable", i+1)
 	}
-	b1FetchWorkNone(ctx, t, p, lockLong, "only 3 worker items were enqueued")
+	fetchNoWork(ctx, t, p, lockLong, "only 3 worker items were enqueued")
 
 	// 3. Both orchestrator items, in order, in one batch.
-	item, _ := b1FetchOrch(ctx, t, p, lockLong)
+	item, _ := fetchOrchestration(ctx, t, p, lockLong)
 	require.Len(t, item.Messages, 2, "Should have TimerFired and ExternalRaised")
 	assert.IsType(t, cdb.TimerFired{}, item.Messages[0])
 	assert.IsType(t, cdb.ExternalRaised{}, item.Messages[1])
 }
 
-// testLockReleasedOnlyOnSuccessfulAck (2.3): a failed ack (bogus token) leaves
+// testLockReleasedOnlyOnSuccessfulAck: a failed ack (bogus token) leaves
 // the lock in place until it expires.
 func testLockReleasedOnlyOnSuccessfulAck(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -100,30 +100,30 @@ func testLockReleasedOnlyOnSuccessfulAck(t *testing.T, f Factory) {
 	lockTimeout := f.LockTimeout()
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	b1FetchOrch(ctx, t, p, lockTimeout)
+	fetchOrchestration(ctx, t, p, lockTimeout)
 
-	b1FetchOrchNone(ctx, t, p, lockTimeout, "the instance must be locked")
+	fetchNoOrchestration(ctx, t, p, lockTimeout, "the instance must be locked")
 
 	err := p.AckOrchestrationItem(ctx, "invalid-lock-token", 1,
-		[]cdb.Event{b1StartedEvent(2, "instance-A")}, nil, nil, cdb.ExecutionMetadata{}, nil)
-	require.Error(t, err, "an ack with an invalid lock token must fail")
+		[]cdb.Event{newEvent(2, "instance-A", 1, orchestrationStarted("TestOrch", "1.0.0", "{}"))}, nil, nil, cdb.ExecutionMetadata{}, nil)
+	require.ErrorIs(t, err, cdb.ErrInvalidLockToken, "an ack with an invalid lock token must fail")
 
-	b1FetchOrchNone(ctx, t, p, lockTimeout, "the lock must still be held")
+	fetchNoOrchestration(ctx, t, p, lockTimeout, "the lock must still be held")
 
 	time.Sleep(lockTimeout + 100*time.Millisecond)
 
-	item, _ := b1FetchOrch(ctx, t, p, lockTimeout, "the instance must be fetchable after its lock expired")
+	item, _ := fetchOrchestration(ctx, t, p, lockTimeout, "the instance must be fetchable after its lock expired")
 	assert.Equal(t, "instance-A", item.Instance)
 }
 
-// testConcurrentAckPrevention (2.4): two concurrent acks with one token:
+// testConcurrentAckPrevention: two concurrent acks with one token:
 // exactly one succeeds.
 func testConcurrentAckPrevention(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	_, token := b1FetchOrch(ctx, t, p, lockLong)
+	_, token := fetchOrchestration(ctx, t, p, lockLong)
 
 	results := make([]error, 2)
 	var wg sync.WaitGroup
@@ -132,7 +132,7 @@ func testConcurrentAckPrevention(t *testing.T, f Factory) {
 		go func(i int) {
 			defer wg.Done()
 			results[i] = p.AckOrchestrationItem(ctx, token, 1,
-				[]cdb.Event{b1StartedEvent(1, "instance-A")}, nil, nil, cdb.ExecutionMetadata{}, nil)
+				[]cdb.Event{StartedEvent("instance-A", 1)}, nil, nil, cdb.ExecutionMetadata{}, nil)
 		}(i)
 	}
 	wg.Wait()
@@ -143,6 +143,7 @@ func testConcurrentAckPrevention(t *testing.T, f Factory) {
 			successes++
 		} else {
 			failures++
+			assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "the losing ack's lock went with the winner's")
 		}
 	}
 	assert.Equal(t, 1, successes, "Exactly one ack should succeed (results: %v)", results)

@@ -37,61 +37,26 @@ func cancellationTests() []Test {
 	}
 }
 
-// cancEvent is duroxide's Event::with_event_id(event_id, instance,
-// execution_id, None, kind): a fresh event stamped now by this duroxide.
-func cancEvent(eventID uint64, instance string, executionID uint64, kind cdb.EventKind) cdb.Event {
-	return cdb.Event{
-		EventID:         eventID,
-		InstanceID:      instance,
-		ExecutionID:     executionID,
-		TimestampMs:     uint64(time.Now().UnixMilli()),
-		DuroxideVersion: "0.1.29",
-		Kind:            kind,
-	}
-}
-
 // cancStarted is the OrchestrationStarted (event 1, execution 1) the
 // cancellation tests ack: TestOrch at orchestration version "1.0".
 func cancStarted(instance string) cdb.Event {
-	return cancEvent(1, instance, 1, cdb.OrchestrationStarted{Name: "TestOrch", Version: "1.0", Input: "{}"})
+	return newEvent(1, instance, 1, orchestrationStarted("TestOrch", "1.0", "{}"))
 }
 
-// cancActivity is an untagged, session-less ActivityExecute of execution 1.
-func cancActivity(instance string, id uint64, name, input string) cdb.WorkItem {
-	return cdb.ActivityExecute{Instance: instance, ExecutionID: 1, ID: id, Name: name, Input: input}
-}
-
-// cancFetchStart enqueues the start of instance and fetches it (30s lock),
-// returning the lock token; the fetch must yield an item.
+// cancFetchStart enqueues the start of instance and fetches it (lockLong),
+// returning the lock token.
 func cancFetchStart(t *testing.T, p cdb.Provider, instance string) string {
 	t.Helper()
-	ctx := testContext(t)
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem(instance), 0))
-	item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "the start of %s must be fetchable", instance)
+	_, token := enqueueAndFetchOrchestration(testContext(t), t, p, StartItem(instance))
 	return token
 }
 
 // cancTrigger enqueues an ExternalRaised "Trigger" to give instance another
-// turn, fetches it (30s lock) and returns the lock token.
+// turn, fetches it (lockLong) and returns the lock token.
 func cancTrigger(t *testing.T, p cdb.Provider, instance string) string {
 	t.Helper()
-	ctx := testContext(t)
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: instance, Name: "Trigger", Data: "{}"}, 0))
-	item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "the trigger of %s must be fetchable", instance)
+	_, token := enqueueAndFetchOrchestration(testContext(t), t, p, cdb.ExternalRaised{Instance: instance, Name: "Trigger", Data: "{}"})
 	return token
-}
-
-// cancFetchWork fetches a worker item with the default (untagged) filter,
-// no session and no poll wait.
-func cancFetchWork(t *testing.T, p cdb.Provider, lock time.Duration) (cdb.WorkItem, string) {
-	t.Helper()
-	item, token, _, err := p.FetchWorkItem(testContext(t), lock, noPoll, nil, cdb.DefaultOnlyFilter())
-	require.NoError(t, err)
-	return item, token
 }
 
 func cancRunning() cdb.ExecutionMetadata {
@@ -106,10 +71,10 @@ func testFetchReturnsRunningStateForActiveOrchestration(t *testing.T, f Factory)
 	token := cancFetchStart(t, p, inst)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{cancStarted(inst)},
-		[]cdb.WorkItem{cancActivity(inst, 1, "TestActivity", "{}")}, nil,
+		[]cdb.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "{}")}, nil,
 		cancRunning(), nil))
 
-	item, _ := cancFetchWork(t, p, lockLong)
+	item, _ := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, item, "Expected to fetch work item")
 }
 
@@ -122,13 +87,13 @@ func testFetchReturnsTerminalStateWhenOrchestrationCompleted(t *testing.T, f Fac
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{
 			cancStarted(inst),
-			cancEvent(2, inst, 1, cdb.OrchestrationCompleted{Output: "done"}),
+			newEvent(2, inst, 1, cdb.OrchestrationCompleted{Output: "done"}),
 		},
-		[]cdb.WorkItem{cancActivity(inst, 1, "TestActivity", "{}")}, nil,
+		[]cdb.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "{}")}, nil,
 		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), Status: ptr(cdb.StatusCompleted), Output: ptr("done")},
 		nil))
 
-	item, _ := cancFetchWork(t, p, lockLong)
+	item, _ := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, item, "Expected to fetch work item")
 }
 
@@ -141,16 +106,16 @@ func testFetchReturnsTerminalStateWhenOrchestrationFailed(t *testing.T, f Factor
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{
 			cancStarted(inst),
-			cancEvent(2, inst, 1, cdb.OrchestrationFailed{Details: cdb.ApplicationError{
+			newEvent(2, inst, 1, cdb.OrchestrationFailed{Details: cdb.ApplicationError{
 				Kind:    cdb.AppOrchestrationFailed{},
 				Message: "boom",
 			}}),
 		},
-		[]cdb.WorkItem{cancActivity(inst, 1, "TestActivity", "{}")}, nil,
+		[]cdb.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "{}")}, nil,
 		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), Status: ptr(cdb.StatusFailed)},
 		nil))
 
-	item, _ := cancFetchWork(t, p, lockLong)
+	item, _ := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, item, "Expected to fetch work item")
 }
 
@@ -163,13 +128,13 @@ func testFetchReturnsTerminalStateWhenOrchestrationContinuedAsNew(t *testing.T, 
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{
 			cancStarted(inst),
-			cancEvent(2, inst, 1, cdb.OrchestrationContinuedAsNew{Input: "new-input"}),
+			newEvent(2, inst, 1, cdb.OrchestrationContinuedAsNew{Input: "new-input"}),
 		},
-		[]cdb.WorkItem{cancActivity(inst, 1, "TestActivity", "{}")}, nil,
+		[]cdb.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "{}")}, nil,
 		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), Status: ptr(cdb.StatusContinuedAsNew), Output: ptr("new-input")},
 		nil))
 
-	item, _ := cancFetchWork(t, p, lockLong)
+	item, _ := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, item, "Expected to fetch work item")
 }
 
@@ -178,9 +143,9 @@ func testFetchReturnsMissingStateWhenInstanceDeleted(t *testing.T, f Factory) {
 	ctx := testContext(t)
 
 	// A leftover activity of an instance that was never created.
-	require.NoError(t, p.EnqueueForWorker(ctx, cancActivity("inst-missing", 1, "TestActivity", "{}")))
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("inst-missing", 1, 1, "TestActivity", "{}")))
 
-	item, _ := cancFetchWork(t, p, lockLong)
+	item, _ := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, item, "Expected to fetch work item")
 }
 
@@ -192,10 +157,10 @@ func testRenewReturnsRunningWhenOrchestrationActive(t *testing.T, f Factory) {
 	token := cancFetchStart(t, p, inst)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{cancStarted(inst)},
-		[]cdb.WorkItem{cancActivity(inst, 1, "TestActivity", "{}")}, nil,
+		[]cdb.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "{}")}, nil,
 		cancRunning(), nil))
 
-	item, lockToken := cancFetchWork(t, p, lockLong)
+	item, lockToken := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, item, "the activity must be fetchable")
 
 	require.NoError(t, p.RenewWorkItemLock(ctx, lockToken, lockLong))
@@ -209,16 +174,16 @@ func testRenewReturnsTerminalWhenOrchestrationCompleted(t *testing.T, f Factory)
 	token := cancFetchStart(t, p, inst)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{cancStarted(inst)},
-		[]cdb.WorkItem{cancActivity(inst, 1, "TestActivity", "{}")}, nil,
+		[]cdb.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "{}")}, nil,
 		cancRunning(), nil))
 
-	item, lockToken := cancFetchWork(t, p, lockLong)
+	item, lockToken := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, item, "the activity must be fetchable")
 
 	// Another turn completes the orchestration without cancelling the activity.
 	token2 := cancTrigger(t, p, inst)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token2, 1,
-		[]cdb.Event{cancEvent(2, inst, 1, cdb.OrchestrationCompleted{Output: "done"})},
+		[]cdb.Event{newEvent(2, inst, 1, cdb.OrchestrationCompleted{Output: "done"})},
 		nil, nil,
 		cdb.ExecutionMetadata{Status: ptr(cdb.StatusCompleted), Output: ptr("done")},
 		nil))
@@ -230,9 +195,9 @@ func testRenewReturnsMissingWhenInstanceDeleted(t *testing.T, f Factory) {
 	p := f.NewProvider(t, ProviderOptions{})
 	ctx := testContext(t)
 
-	require.NoError(t, p.EnqueueForWorker(ctx, cancActivity("inst-renew-missing", 1, "TestActivity", "{}")))
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("inst-renew-missing", 1, 1, "TestActivity", "{}")))
 
-	item, lockToken := cancFetchWork(t, p, lockLong)
+	item, lockToken := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, item, "the activity must be fetchable")
 
 	require.NoError(t, p.RenewWorkItemLock(ctx, lockToken, lockLong))
@@ -242,14 +207,14 @@ func testAckWorkItemNoneDeletesWithoutEnqueue(t *testing.T, f Factory) {
 	p := f.NewProvider(t, ProviderOptions{})
 	ctx := testContext(t)
 
-	require.NoError(t, p.EnqueueForWorker(ctx, cancActivity("inst-ack-none", 1, "TestActivity", "{}")))
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("inst-ack-none", 1, 1, "TestActivity", "{}")))
 
-	item, lockToken := cancFetchWork(t, p, lockLong)
+	item, lockToken := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, item, "the activity must be fetchable")
 
 	require.NoError(t, p.AckWorkItem(ctx, lockToken, nil))
 
-	again, _ := cancFetchWork(t, p, 100*time.Millisecond)
+	again, _ := fetchWorkIfAny(ctx, t, p, 100*time.Millisecond)
 	assert.Nil(t, again, "Worker queue should be empty")
 
 	// A completion, had one been enqueued, would be fetchable here.
@@ -267,14 +232,14 @@ func testCancelledActivitiesDeletedFromWorkerQueue(t *testing.T, f Factory) {
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{cancStarted(inst)},
 		[]cdb.WorkItem{
-			cancActivity(inst, 1, "Activity1", "{}"),
-			cancActivity(inst, 2, "Activity2", "{}"),
-			cancActivity(inst, 3, "Activity3", "{}"),
+			activityExecute(inst, 1, 1, "Activity1", "{}"),
+			activityExecute(inst, 1, 2, "Activity2", "{}"),
+			activityExecute(inst, 1, 3, "Activity3", "{}"),
 		}, nil,
 		cancRunning(), nil))
 
 	// The activities are queued: fetch one, then put it back.
-	first, token1 := cancFetchWork(t, p, lockLong)
+	first, token1 := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, first, "Should have activity in queue")
 	require.NoError(t, p.AbandonWorkItem(ctx, token1, 0, false))
 
@@ -286,13 +251,13 @@ func testCancelledActivitiesDeletedFromWorkerQueue(t *testing.T, f Factory) {
 			{Instance: inst, ExecutionID: 1, ActivityID: 2},
 		}))
 
-	remaining, _ := cancFetchWork(t, p, lockLong)
+	remaining, _ := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, remaining, "Should have activity 3 remaining")
 	act, ok := remaining.(cdb.ActivityExecute)
 	require.True(t, ok, "Expected ActivityExecute, got %T", remaining)
 	assert.Equal(t, uint64(3), act.ID, "Only activity 3 should remain; activities 1 and 2 should be cancelled")
 
-	noMore, _ := cancFetchWork(t, p, 100*time.Millisecond)
+	noMore, _ := fetchWorkIfAny(ctx, t, p, 100*time.Millisecond)
 	assert.Nil(t, noMore, "Should have no more activities")
 }
 
@@ -301,15 +266,15 @@ func testAckWorkItemFailsWhenEntryDeleted(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	const inst = "inst-ack-stolen"
 
-	require.NoError(t, p.EnqueueForWorker(ctx, cancActivity(inst, 1, "TestActivity", "{}")))
-	item, lockToken := cancFetchWork(t, p, lockLong)
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute(inst, 1, 1, "TestActivity", "{}")))
+	item, lockToken := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, item, "the activity must be fetchable")
 
 	// Lock stealing: the row is deleted behind the worker's back.
 	require.NoError(t, p.AckWorkItem(ctx, lockToken, nil))
 
 	err := p.AckWorkItem(ctx, lockToken, cdb.ActivityCompleted{Instance: inst, ExecutionID: 1, ID: 1, Result: "done"})
-	require.Error(t, err, "ack_work_item should fail when entry already deleted")
+	require.ErrorIs(t, err, cdb.ErrInvalidLockToken, "ack_work_item should fail when entry already deleted")
 	assert.False(t, cdb.IsRetryable(err),
 		"Error should be permanent (not retryable) for deleted entry: %v", err)
 }
@@ -318,14 +283,14 @@ func testRenewFailsWhenEntryDeleted(t *testing.T, f Factory) {
 	p := f.NewProvider(t, ProviderOptions{})
 	ctx := testContext(t)
 
-	require.NoError(t, p.EnqueueForWorker(ctx, cancActivity("inst-renew-stolen", 1, "TestActivity", "{}")))
-	item, lockToken := cancFetchWork(t, p, lockLong)
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("inst-renew-stolen", 1, 1, "TestActivity", "{}")))
+	item, lockToken := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, item, "the activity must be fetchable")
 
 	require.NoError(t, p.AckWorkItem(ctx, lockToken, nil))
 
 	err := p.RenewWorkItemLock(ctx, lockToken, lockLong)
-	assert.Error(t, err, "renew_work_item_lock should fail when entry deleted")
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "renew_work_item_lock should fail when entry deleted")
 }
 
 func testCancellingNonexistentActivitiesIsIdempotent(t *testing.T, f Factory) {
@@ -353,7 +318,7 @@ func testBatchCancellationDeletesMultipleActivities(t *testing.T, f Factory) {
 	var activities []cdb.WorkItem
 	var cancelled []cdb.ScheduledActivityIdentifier
 	for i := uint64(1); i <= 5; i++ {
-		activities = append(activities, cancActivity(inst, i, fmt.Sprintf("Activity%d", i), "{}"))
+		activities = append(activities, activityExecute(inst, 1, i, fmt.Sprintf("Activity%d", i), "{}"))
 		cancelled = append(cancelled, cdb.ScheduledActivityIdentifier{Instance: inst, ExecutionID: 1, ActivityID: i})
 	}
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
@@ -363,7 +328,7 @@ func testBatchCancellationDeletesMultipleActivities(t *testing.T, f Factory) {
 	token2 := cancTrigger(t, p, inst)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token2, 1, nil, nil, nil, cdb.ExecutionMetadata{}, cancelled))
 
-	remaining, _ := cancFetchWork(t, p, 100*time.Millisecond)
+	remaining, _ := fetchWorkIfAny(ctx, t, p, 100*time.Millisecond)
 	assert.Nil(t, remaining, "All activities should be cancelled; worker queue should be empty")
 }
 
@@ -380,14 +345,14 @@ func testSameActivityInWorkerItemsAndCancelledIsNoop(t *testing.T, f Factory) {
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{cancStarted(inst)},
 		[]cdb.WorkItem{
-			cancActivity(inst, droppedID, "DroppedActivity", "{}"),
-			cancActivity(inst, 3, "NormalActivity", "{}"),
+			activityExecute(inst, 1, droppedID, "DroppedActivity", "{}"),
+			activityExecute(inst, 1, 3, "NormalActivity", "{}"),
 		}, nil,
 		cancRunning(),
 		[]cdb.ScheduledActivityIdentifier{{Instance: inst, ExecutionID: 1, ActivityID: droppedID}}),
 		"ack_orchestration_item should succeed")
 
-	remaining, remainingToken := cancFetchWork(t, p, lockLong)
+	remaining, remainingToken := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, remaining, "Should have the normal activity in queue")
 	act, ok := remaining.(cdb.ActivityExecute)
 	require.True(t, ok, "Expected ActivityExecute, got %#v", remaining)
@@ -397,7 +362,7 @@ func testSameActivityInWorkerItemsAndCancelledIsNoop(t *testing.T, f Factory) {
 
 	require.NoError(t, p.AckWorkItem(ctx, remainingToken, nil))
 
-	noMore, _ := cancFetchWork(t, p, 100*time.Millisecond)
+	noMore, _ := fetchWorkIfAny(ctx, t, p, 100*time.Millisecond)
 	assert.Nil(t, noMore, "Should have no more activities; the schedule-then-cancel activity should NOT be in queue")
 }
 
@@ -408,8 +373,8 @@ func testOrphanActivityAfterInstanceForceDeletion(t *testing.T, f Factory) {
 
 	token := cancFetchStart(t, p, inst)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
-		[]cdb.Event{cancEvent(1, inst, 1, cdb.OrchestrationStarted{Name: "TestOrch", Version: "1.0.0", Input: "{}"})},
-		[]cdb.WorkItem{cancActivity(inst, 1, "TestActivity", "test-input")}, nil,
+		[]cdb.Event{StartedEvent(inst, 1)},
+		[]cdb.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "test-input")}, nil,
 		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), OrchestrationVersion: ptr("1.0.0"), Status: ptr(cdb.StatusRunning)},
 		nil))
 
@@ -420,11 +385,11 @@ func testOrphanActivityAfterInstanceForceDeletion(t *testing.T, f Factory) {
 	assert.Greater(t, res.InstancesDeleted, uint64(0), "Force delete should remove the instance")
 
 	_, err = admin.GetInstanceInfo(ctx, inst)
-	assert.Error(t, err, "Instance should no longer exist")
+	assert.ErrorIs(t, err, cdb.ErrInstanceNotFound, "Instance should no longer exist")
 
 	// Either the worker row went with the instance, or it survived; if it
 	// survived, running it and acking its (orphaned) completion must succeed.
-	item, workerToken := cancFetchWork(t, p, 5*time.Second)
+	item, workerToken := fetchWorkIfAny(ctx, t, p, 5*time.Second)
 	if item != nil {
 		require.NoError(t, p.AckWorkItem(ctx, workerToken,
 			cdb.ActivityCompleted{Instance: inst, ExecutionID: 1, ID: 1, Result: "orphan-result"}),

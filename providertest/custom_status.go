@@ -32,15 +32,13 @@ func csTurn(ctx context.Context, t *testing.T, p cdb.Provider, instance string, 
 	t.Helper()
 	require.NoError(t, p.EnqueueForOrchestrator(ctx,
 		cdb.ExternalRaised{Instance: instance, Name: "poke", Data: "{}"}, 0))
-	item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "expected orchestration item")
+	_, token := fetchOrchestration(ctx, t, p, lockLong, "expected orchestration item")
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, delta, nil, nil, cdb.ExecutionMetadata{}, nil))
 }
 
 // csStatusEvent is a CustomStatusUpdated event (nil status = clear).
 func csStatusEvent(instance string, eventID uint64, status *string) []cdb.Event {
-	return []cdb.Event{b2Event(eventID, instance, 1, cdb.CustomStatusUpdated{Status: status})}
+	return []cdb.Event{newEvent(eventID, instance, 1, cdb.CustomStatusUpdated{Status: status})}
 }
 
 // csGet is GetCustomStatus(instance, 0), which must report a change.

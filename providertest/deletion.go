@@ -40,33 +40,33 @@ func testDeleteTerminalInstances(t *testing.T, f Factory) {
 	admin := Admin(t, p)
 
 	const completedID = "delete-term-completed"
-	admCreateCompletedInstance(ctx, t, p, completedID)
+	createCompletedInstance(ctx, t, p, completedID)
 	const failedID = "delete-term-failed"
-	admCreateFailedInstance(ctx, t, p, failedID)
+	createFailedInstance(ctx, t, p, failedID)
 	// A cancelled instance is stored as Failed; deletion treats it alike.
 	const cancelledID = "delete-term-cancelled"
-	admCreateCancelledInstance(ctx, t, p, cancelledID)
+	createCancelledInstance(ctx, t, p, cancelledID)
 
-	require.True(t, admExists(ctx, t, admin, completedID))
-	require.True(t, admExists(ctx, t, admin, failedID))
-	require.True(t, admExists(ctx, t, admin, cancelledID))
+	require.True(t, instanceExists(ctx, t, admin, completedID))
+	require.True(t, instanceExists(ctx, t, admin, failedID))
+	require.True(t, instanceExists(ctx, t, admin, cancelledID))
 
 	res, err := admin.DeleteInstance(ctx, completedID, false)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, res.InstancesDeleted, uint64(1), "Completed instance should be deleted")
 	require.GreaterOrEqual(t, res.ExecutionsDeleted, uint64(1), "Should delete at least 1 execution")
 	require.GreaterOrEqual(t, res.EventsDeleted, uint64(1), "Should delete at least 1 event")
-	require.False(t, admExists(ctx, t, admin, completedID), "Completed instance should not exist after deletion")
+	require.False(t, instanceExists(ctx, t, admin, completedID), "Completed instance should not exist after deletion")
 
 	res, err = admin.DeleteInstance(ctx, failedID, false)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, res.InstancesDeleted, uint64(1), "Failed instance should be deleted")
-	require.False(t, admExists(ctx, t, admin, failedID), "Failed instance should not exist after deletion")
+	require.False(t, instanceExists(ctx, t, admin, failedID), "Failed instance should not exist after deletion")
 
 	res, err = admin.DeleteInstance(ctx, cancelledID, false)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, res.InstancesDeleted, uint64(1), "Cancelled instance should be deleted")
-	require.False(t, admExists(ctx, t, admin, cancelledID), "Cancelled instance should not exist after deletion")
+	require.False(t, instanceExists(ctx, t, admin, cancelledID), "Cancelled instance should not exist after deletion")
 }
 
 func testDeleteRunningRejectedForceSucceeds(t *testing.T, f Factory) {
@@ -78,17 +78,17 @@ func testDeleteRunningRejectedForceSucceeds(t *testing.T, f Factory) {
 	CreateInstance(ctx, t, p, inst)
 
 	_, err := admin.DeleteInstance(ctx, inst, false)
-	require.Error(t, err, "Should reject deletion of running instance")
+	require.ErrorIs(t, err, cdb.ErrInstanceRunning, "Should reject deletion of running instance")
 	require.False(t, cdb.IsRetryable(err), "Error should be permanent")
 	require.Contains(t, strings.ToLower(err.Error()), "running", "Error message should mention 'running'")
 
-	require.True(t, admExists(ctx, t, admin, inst), "Instance should still exist after rejected deletion")
+	require.True(t, instanceExists(ctx, t, admin, inst), "Instance should still exist after rejected deletion")
 
 	res, err := admin.DeleteInstance(ctx, inst, true)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, res.InstancesDeleted, uint64(1), "Force delete should succeed")
 
-	require.False(t, admExists(ctx, t, admin, inst), "Instance should not exist after force deletion")
+	require.False(t, instanceExists(ctx, t, admin, inst), "Instance should not exist after force deletion")
 }
 
 func testDeleteNonexistentInstance(t *testing.T, f Factory) {
@@ -97,7 +97,7 @@ func testDeleteNonexistentInstance(t *testing.T, f Factory) {
 	admin := Admin(t, p)
 
 	_, err := admin.DeleteInstance(ctx, "does-not-exist-12345", false)
-	require.Error(t, err, "Should return error for non-existent instance")
+	require.ErrorIs(t, err, cdb.ErrInstanceNotFound, "Should return error for non-existent instance")
 	require.False(t, cdb.IsRetryable(err), "Error should be permanent")
 	require.Contains(t, strings.ToLower(err.Error()), "not found", "Error should mention 'not found'")
 }
@@ -115,9 +115,9 @@ func testDeleteCleansQueuesAndLocks(t *testing.T, f Factory) {
 		Instance: inst, ExecutionID: 1, ID: 1, Name: "TestActivity", Input: "{}",
 	}))
 
-	_, token := admFetch(ctx, t, p, lockLong)
+	_, token := fetchOrchestration(ctx, t, p, lockLong)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
-		[]cdb.Event{admEvent(1, inst, 1, admStarted("TestOrch", "1.0.0", "{}"))}, nil, nil,
+		[]cdb.Event{StartedEvent(inst, 1)}, nil, nil,
 		cdb.ExecutionMetadata{
 			Status:               ptr(cdb.StatusCompleted),
 			OrchestrationName:    ptr("TestOrch"),
@@ -132,7 +132,7 @@ func testDeleteCleansQueuesAndLocks(t *testing.T, f Factory) {
 	// the instance is truly new.
 	const newOrchName = "ReusedOrch"
 	const newInput = `{"reused": true}`
-	item, token := admEnqueueAndFetch(ctx, t, p, cdb.StartOrchestration{
+	item, token := enqueueAndFetchOrchestration(ctx, t, p, cdb.StartOrchestration{
 		Instance:      inst,
 		Orchestration: newOrchName,
 		Version:       ptr("2.0.0"),
@@ -142,7 +142,7 @@ func testDeleteCleansQueuesAndLocks(t *testing.T, f Factory) {
 	require.Equal(t, newOrchName, item.OrchestrationName, "Fetched item should have new orchestration name")
 
 	err = p.AckOrchestrationItem(ctx, token, 1,
-		[]cdb.Event{admEvent(1, inst, 1, admStarted(newOrchName, "2.0.0", newInput))}, nil, nil,
+		[]cdb.Event{newEvent(1, inst, 1, orchestrationStarted(newOrchName, "2.0.0", newInput))}, nil, nil,
 		cdb.ExecutionMetadata{OrchestrationName: ptr(newOrchName), OrchestrationVersion: ptr("2.0.0")}, nil)
 	require.NoError(t, err, "Should be able to recreate instance after deletion (locks cleared)")
 
@@ -166,28 +166,28 @@ func testCascadeDeleteHierarchy(t *testing.T, f Factory) {
 	const child2ID = "cascade-child2"
 	const grandchildID = "cascade-grandchild"
 
-	admCreateCompletedInstanceWithParent(ctx, t, p, rootID, nil)
-	admCreateCompletedInstanceWithParent(ctx, t, p, child1ID, ptr(rootID))
-	admCreateCompletedInstanceWithParent(ctx, t, p, child2ID, ptr(rootID))
-	admCreateCompletedInstanceWithParent(ctx, t, p, grandchildID, ptr(child1ID))
+	createCompletedInstanceWithParent(ctx, t, p, rootID, nil)
+	createCompletedInstanceWithParent(ctx, t, p, child1ID, ptr(rootID))
+	createCompletedInstanceWithParent(ctx, t, p, child2ID, ptr(rootID))
+	createCompletedInstanceWithParent(ctx, t, p, grandchildID, ptr(child1ID))
 
-	require.True(t, admExists(ctx, t, admin, rootID))
-	require.True(t, admExists(ctx, t, admin, child1ID))
-	require.True(t, admExists(ctx, t, admin, child2ID))
-	require.True(t, admExists(ctx, t, admin, grandchildID))
+	require.True(t, instanceExists(ctx, t, admin, rootID))
+	require.True(t, instanceExists(ctx, t, admin, child1ID))
+	require.True(t, instanceExists(ctx, t, admin, child2ID))
+	require.True(t, instanceExists(ctx, t, admin, grandchildID))
 
 	_, err := admin.DeleteInstance(ctx, child1ID, false)
-	require.Error(t, err, "Should not allow direct deletion of sub-orchestration")
+	require.ErrorIs(t, err, cdb.ErrSubOrchestration, "Should not allow direct deletion of sub-orchestration")
 	msg := strings.ToLower(err.Error())
 	require.True(t,
 		strings.Contains(msg, "sub-orchestration") || strings.Contains(msg, "root") || strings.Contains(msg, "parent"),
 		"Error should mention sub-orchestration, root, or parent")
 
 	_, err = admin.DeleteInstance(ctx, child1ID, true)
-	require.Error(t, err, "Should not allow force deletion of sub-orchestration")
+	require.ErrorIs(t, err, cdb.ErrSubOrchestration, "Should not allow force deletion of sub-orchestration")
 
 	_, err = admin.DeleteInstance(ctx, grandchildID, false)
-	require.Error(t, err, "Should not allow direct deletion of deeply nested sub-orchestration")
+	require.ErrorIs(t, err, cdb.ErrSubOrchestration, "Should not allow direct deletion of deeply nested sub-orchestration")
 
 	// Deleting the root cascades to every descendant.
 	res, err := admin.DeleteInstance(ctx, rootID, false)
@@ -195,10 +195,10 @@ func testCascadeDeleteHierarchy(t *testing.T, f Factory) {
 	require.GreaterOrEqual(t, res.InstancesDeleted, uint64(1), "Root should be deleted")
 	require.GreaterOrEqual(t, res.ExecutionsDeleted, uint64(4), "Should delete executions from all 4 instances")
 
-	require.False(t, admExists(ctx, t, admin, rootID), "Root should be deleted")
-	require.False(t, admExists(ctx, t, admin, child1ID), "Child1 should be cascade deleted")
-	require.False(t, admExists(ctx, t, admin, child2ID), "Child2 should be cascade deleted")
-	require.False(t, admExists(ctx, t, admin, grandchildID), "Grandchild should be cascade deleted")
+	require.False(t, instanceExists(ctx, t, admin, rootID), "Root should be deleted")
+	require.False(t, instanceExists(ctx, t, admin, child1ID), "Child1 should be cascade deleted")
+	require.False(t, instanceExists(ctx, t, admin, child2ID), "Child2 should be cascade deleted")
+	require.False(t, instanceExists(ctx, t, admin, grandchildID), "Grandchild should be cascade deleted")
 }
 
 func testForceDeletePreventsAckRecreation(t *testing.T, f Factory) {
@@ -209,13 +209,13 @@ func testForceDeletePreventsAckRecreation(t *testing.T, f Factory) {
 	const inst = "zombie-prevention"
 
 	// Create the instance.
-	_, token := admEnqueueAndFetch(ctx, t, p, StartItem(inst))
+	_, token := enqueueAndFetchOrchestration(ctx, t, p, StartItem(inst))
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
-		[]cdb.Event{admEvent(1, inst, 1, admStarted("TestOrch", "1.0.0", "{}"))}, nil, nil,
+		[]cdb.Event{StartedEvent(inst, 1)}, nil, nil,
 		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), OrchestrationVersion: ptr("1.0.0")}, nil))
 
 	// A second turn takes the instance lock.
-	_, token2 := admEnqueueAndFetch(ctx, t, p, cdb.ExternalRaised{Instance: inst, Name: "test-event", Data: "{}"})
+	_, token2 := enqueueAndFetchOrchestration(ctx, t, p, cdb.ExternalRaised{Instance: inst, Name: "test-event", Data: "{}"})
 
 	// Force delete while the turn holds the lock.
 	res, err := admin.DeleteInstance(ctx, inst, true)
@@ -224,26 +224,26 @@ func testForceDeletePreventsAckRecreation(t *testing.T, f Factory) {
 
 	// The turn's ack must fail: its lock went with the instance.
 	err = p.AckOrchestrationItem(ctx, token2, 1,
-		[]cdb.Event{admEvent(2, inst, 1, cdb.ExternalEvent{Name: "test-event", Data: "{}"})}, nil, nil,
+		[]cdb.Event{newEvent(2, inst, 1, cdb.ExternalEvent{Name: "test-event", Data: "{}"})}, nil, nil,
 		cdb.ExecutionMetadata{}, nil)
-	require.Error(t, err, "CRITICAL: Ack must fail after force delete to prevent zombie recreation")
+	require.ErrorIs(t, err, cdb.ErrInvalidLockToken, "CRITICAL: Ack must fail after force delete to prevent zombie recreation")
 
-	require.False(t, admExists(ctx, t, admin, inst), "CRITICAL: Instance must NOT be recreated after force delete")
+	require.False(t, instanceExists(ctx, t, admin, inst), "CRITICAL: Instance must NOT be recreated after force delete")
 }
 
-// admThreeLevelTree builds deletion.rs's tree of root (completed) ->
+// createThreeLevelTree builds deletion.rs's tree of root (completed) ->
 // root::sub::2, root::sub::3 -> root::sub::3::sub::4 (completed children)
 // and returns the three descendant ids.
-func admThreeLevelTree(t *testing.T, p cdb.Provider, root string) (child1, child2, grandchild string) {
+func createThreeLevelTree(t *testing.T, p cdb.Provider, root string) (child1, child2, grandchild string) {
 	t.Helper()
 	ctx := testContext(t)
 	child1 = fmt.Sprintf("%s::sub::2", root)
 	child2 = fmt.Sprintf("%s::sub::3", root)
 	grandchild = fmt.Sprintf("%s::sub::4", child2)
-	admCreateCompletedInstance(ctx, t, p, root)
-	admCreateChildInstance(ctx, t, p, child1, root)
-	admCreateChildInstance(ctx, t, p, child2, root)
-	admCreateChildInstance(ctx, t, p, grandchild, child2)
+	createCompletedInstance(ctx, t, p, root)
+	createChildInstance(ctx, t, p, child1, root)
+	createChildInstance(ctx, t, p, child2, root)
+	createChildInstance(ctx, t, p, grandchild, child2)
 	return child1, child2, grandchild
 }
 
@@ -253,7 +253,7 @@ func testListChildren(t *testing.T, f Factory) {
 	admin := Admin(t, p)
 
 	const rootID = "list-children-root"
-	child1ID, child2ID, grandchildID := admThreeLevelTree(t, p, rootID)
+	child1ID, child2ID, grandchildID := createThreeLevelTree(t, p, rootID)
 
 	children, err := admin.ListChildren(ctx, rootID)
 	require.NoError(t, err)
@@ -286,8 +286,8 @@ func testDeleteGetParentID(t *testing.T, f Factory) {
 
 	const rootID = "parent-id-root"
 	childID := fmt.Sprintf("%s::sub::2", rootID)
-	admCreateCompletedInstance(ctx, t, p, rootID)
-	admCreateChildInstance(ctx, t, p, childID, rootID)
+	createCompletedInstance(ctx, t, p, rootID)
+	createChildInstance(ctx, t, p, childID, rootID)
 
 	parent, err := admin.GetParentID(ctx, rootID)
 	require.NoError(t, err)
@@ -298,7 +298,7 @@ func testDeleteGetParentID(t *testing.T, f Factory) {
 	require.Equal(t, ptr(rootID), parent, "Child should have root as parent")
 
 	_, err = admin.GetParentID(ctx, "non-existent")
-	require.Error(t, err, "Non-existent instance should return error")
+	require.ErrorIs(t, err, cdb.ErrInstanceNotFound, "Non-existent instance should return error")
 
 	_, err = admin.DeleteInstance(ctx, rootID, true)
 	require.NoError(t, err)
@@ -310,7 +310,7 @@ func testDeleteGetInstanceTree(t *testing.T, f Factory) {
 	admin := Admin(t, p)
 
 	const rootID = "tree-root"
-	child1ID, child2ID, grandchildID := admThreeLevelTree(t, p, rootID)
+	child1ID, child2ID, grandchildID := createThreeLevelTree(t, p, rootID)
 
 	tree, err := admin.GetInstanceTree(ctx, rootID)
 	require.NoError(t, err)
@@ -339,10 +339,10 @@ func testDeleteInstancesAtomic(t *testing.T, f Factory) {
 
 	ids := []string{"atomic-del-1", "atomic-del-2", "atomic-del-3"}
 	for _, id := range ids {
-		admCreateCompletedInstance(ctx, t, p, id)
+		createCompletedInstance(ctx, t, p, id)
 	}
 	for _, id := range ids {
-		require.True(t, admExists(ctx, t, admin, id))
+		require.True(t, instanceExists(ctx, t, admin, id))
 	}
 
 	res, err := admin.DeleteInstancesAtomic(ctx, ids, false)
@@ -351,7 +351,7 @@ func testDeleteInstancesAtomic(t *testing.T, f Factory) {
 	require.GreaterOrEqual(t, res.ExecutionsDeleted, uint64(3), "Should delete at least 3 executions")
 
 	for _, id := range ids {
-		require.False(t, admExists(ctx, t, admin, id), "Instance %s should be gone", id)
+		require.False(t, instanceExists(ctx, t, admin, id), "Instance %s should be gone", id)
 	}
 }
 
@@ -362,23 +362,23 @@ func testDeleteInstancesAtomicForce(t *testing.T, f Factory) {
 
 	const completedID = "atomic-force-completed"
 	const runningID = "atomic-force-running"
-	admCreateCompletedInstance(ctx, t, p, completedID)
+	createCompletedInstance(ctx, t, p, completedID)
 	CreateInstance(ctx, t, p, runningID) // Running: no terminal status
 
 	ids := []string{completedID, runningID}
 
 	_, err := admin.DeleteInstancesAtomic(ctx, ids, false)
-	require.Error(t, err, "Should fail without force when running instance present")
+	require.ErrorIs(t, err, cdb.ErrInstanceRunning, "Should fail without force when running instance present")
 
-	require.True(t, admExists(ctx, t, admin, completedID))
-	require.True(t, admExists(ctx, t, admin, runningID))
+	require.True(t, instanceExists(ctx, t, admin, completedID))
+	require.True(t, instanceExists(ctx, t, admin, runningID))
 
 	res, err := admin.DeleteInstancesAtomic(ctx, ids, true)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, res.InstancesDeleted, uint64(1), "Should delete with force")
 
-	require.False(t, admExists(ctx, t, admin, completedID))
-	require.False(t, admExists(ctx, t, admin, runningID))
+	require.False(t, instanceExists(ctx, t, admin, completedID))
+	require.False(t, instanceExists(ctx, t, admin, runningID))
 }
 
 func testDeleteInstancesAtomicOrphanDetection(t *testing.T, f Factory) {
@@ -388,30 +388,30 @@ func testDeleteInstancesAtomicOrphanDetection(t *testing.T, f Factory) {
 
 	const rootID = "orphan-detect-root"
 	childID := fmt.Sprintf("%s::sub::2", rootID)
-	admCreateCompletedInstance(ctx, t, p, rootID)
-	admCreateChildInstance(ctx, t, p, childID, rootID)
+	createCompletedInstance(ctx, t, p, rootID)
+	createChildInstance(ctx, t, p, childID, rootID)
 
-	require.True(t, admExists(ctx, t, admin, rootID))
-	require.True(t, admExists(ctx, t, admin, childID))
+	require.True(t, instanceExists(ctx, t, admin, rootID))
+	require.True(t, instanceExists(ctx, t, admin, childID))
 
 	// Deleting only the root (as if the child were spawned after the tree
 	// was read) would orphan the child, so it must fail.
 	_, err := admin.DeleteInstancesAtomic(ctx, []string{rootID}, false)
-	require.Error(t, err, "CRITICAL: delete_instances_atomic must fail when it would create orphans")
+	require.ErrorIs(t, err, cdb.ErrOrphanedChild, "CRITICAL: delete_instances_atomic must fail when it would create orphans")
 	msg := strings.ToLower(err.Error())
 	require.True(t,
 		strings.Contains(msg, "child") || strings.Contains(msg, "orphan") || strings.Contains(msg, "tree"),
 		"Error should mention child/orphan/tree issue: %v", err)
 
 	// Nothing was deleted.
-	require.True(t, admExists(ctx, t, admin, rootID), "Root should still exist after failed delete")
-	require.True(t, admExists(ctx, t, admin, childID), "Child should still exist after failed delete")
+	require.True(t, instanceExists(ctx, t, admin, rootID), "Root should still exist after failed delete")
+	require.True(t, instanceExists(ctx, t, admin, childID), "Child should still exist after failed delete")
 
 	_, err = admin.DeleteInstancesAtomic(ctx, []string{rootID, childID}, false)
 	require.NoError(t, err, "Delete with complete tree should succeed")
 
-	require.False(t, admExists(ctx, t, admin, rootID), "Root should be deleted")
-	require.False(t, admExists(ctx, t, admin, childID), "Child should be deleted")
+	require.False(t, instanceExists(ctx, t, admin, rootID), "Root should be deleted")
+	require.False(t, instanceExists(ctx, t, admin, childID), "Child should be deleted")
 }
 
 func testStaleActivityAfterDeleteRecreate(t *testing.T, f Factory) {
@@ -422,12 +422,12 @@ func testStaleActivityAfterDeleteRecreate(t *testing.T, f Factory) {
 	const inst = "stale-activity-recreate"
 
 	// Step 1: create the instance and schedule activity 2.
-	_, orchLock := admEnqueueAndFetch(ctx, t, p, StartItem(inst))
-	scheduled := admEvent(2, inst, cdb.InitialExecutionID, cdb.ActivityScheduled{Name: "OldActivity", Input: "old-input"})
+	_, orchLock := enqueueAndFetchOrchestration(ctx, t, p, StartItem(inst))
+	scheduled := newEvent(2, inst, cdb.InitialExecutionID, cdb.ActivityScheduled{Name: "OldActivity", Input: "old-input"})
 	scheduled.SourceEventID = ptr(uint64(2))
 	require.NoError(t, p.AckOrchestrationItem(ctx, orchLock, cdb.InitialExecutionID,
 		[]cdb.Event{
-			admEvent(1, inst, cdb.InitialExecutionID, admStarted("TestOrch", "1.0.0", "{}")),
+			StartedEvent(inst, cdb.InitialExecutionID),
 			scheduled,
 		},
 		[]cdb.WorkItem{cdb.ActivityExecute{
@@ -436,20 +436,18 @@ func testStaleActivityAfterDeleteRecreate(t *testing.T, f Factory) {
 		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), OrchestrationVersion: ptr("1.0.0")}, nil))
 
 	// Step 2: a worker fetches the activity and holds its lock.
-	workItem, oldWorkerLock, _, err := p.FetchWorkItem(ctx, lockLong, noPoll, nil, cdb.DefaultOnlyFilter())
-	require.NoError(t, err)
-	require.NotNil(t, workItem, "the activity must be fetchable")
+	_, oldWorkerLock := fetchWork(ctx, t, p, lockLong, "the activity must be fetchable")
 
 	// Step 3: force delete the instance.
 	res, err := admin.DeleteInstance(ctx, inst, true)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, res.InstancesDeleted, uint64(1), "Force delete should succeed")
-	require.False(t, admExists(ctx, t, admin, inst), "Instance should be deleted")
+	require.False(t, instanceExists(ctx, t, admin, inst), "Instance should be deleted")
 
 	// Step 4: recreate it with the same id, name, version and input.
-	_, orchLock2 := admEnqueueAndFetch(ctx, t, p, StartItem(inst))
+	_, orchLock2 := enqueueAndFetchOrchestration(ctx, t, p, StartItem(inst))
 	require.NoError(t, p.AckOrchestrationItem(ctx, orchLock2, cdb.InitialExecutionID,
-		[]cdb.Event{admEvent(1, inst, cdb.InitialExecutionID, admStarted("TestOrch", "1.0.0", "{}"))}, nil, nil,
+		[]cdb.Event{StartedEvent(inst, cdb.InitialExecutionID)}, nil, nil,
 		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), OrchestrationVersion: ptr("1.0.0")}, nil))
 
 	// Step 5: the new instance exists.
@@ -461,10 +459,10 @@ func testStaleActivityAfterDeleteRecreate(t *testing.T, f Factory) {
 	err = p.AckWorkItem(ctx, oldWorkerLock, cdb.ActivityCompleted{
 		Instance: inst, ExecutionID: cdb.InitialExecutionID, ID: 2, Result: "stale-result-from-old-instance",
 	})
-	require.Error(t, err, "CRITICAL: Stale activity ack must fail to prevent corruption of recreated instance")
+	require.ErrorIs(t, err, cdb.ErrInvalidLockToken, "CRITICAL: Stale activity ack must fail to prevent corruption of recreated instance")
 
 	// Step 7: a probe turn of the new instance sees no stale completion.
-	item, lockToken := admEnqueueAndFetch(ctx, t, p, cdb.ExternalRaised{Instance: inst, Name: "probe-event", Data: "{}"})
+	item, lockToken := enqueueAndFetchOrchestration(ctx, t, p, cdb.ExternalRaised{Instance: inst, Name: "probe-event", Data: "{}"})
 	hasStaleCompletion := false
 	for _, m := range item.Messages {
 		if ac, ok := m.(cdb.ActivityCompleted); ok && strings.Contains(ac.Result, "stale-result") {

@@ -102,15 +102,15 @@ func TestReleasedLockTokenIsErrInvalidLockToken(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("inst"), 0))
-	_, token := admFetch(ctx, t, p, lockLong)
+	_, token := fetchOrchestration(ctx, t, p, lockLong)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{StartedEvent("inst", 1)}, nil, nil, TestOrchMetadata(), nil))
 	assertRefusal(t, p.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil),
 		cdb.ErrInvalidLockToken, "AckOrchestrationItem")
 	assertRefusal(t, p.RenewOrchestrationItemLock(ctx, token, time.Second), cdb.ErrInvalidLockToken, "RenewOrchestrationItemLock")
 
 	workToken := enqueueAndFetchWork(ctx, t, p, f.LockTimeout()*100)
-	require.NoError(t, p.AckWorkItem(ctx, workToken, activityCompleted("inst")))
-	assertRefusal(t, p.AckWorkItem(ctx, workToken, activityCompleted("inst")), cdb.ErrInvalidLockToken, "AckWorkItem")
+	require.NoError(t, p.AckWorkItem(ctx, workToken, activityCompleted("inst", 1, 1, "{}")))
+	assertRefusal(t, p.AckWorkItem(ctx, workToken, activityCompleted("inst", 1, 1, "{}")), cdb.ErrInvalidLockToken, "AckWorkItem")
 	assertRefusal(t, p.RenewWorkItemLock(ctx, workToken, time.Second), cdb.ErrInvalidLockToken, "RenewWorkItemLock")
 	assertRefusal(t, p.AbandonWorkItem(ctx, workToken, 0, false), cdb.ErrInvalidLockToken, "AbandonWorkItem")
 }
@@ -120,13 +120,13 @@ func TestExpiredLockIsErrInvalidLockToken(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("inst"), 0))
-	_, token := admFetch(ctx, t, p, f.LockTimeout())
+	_, token := fetchOrchestration(ctx, t, p, f.LockTimeout())
 	workToken := enqueueAndFetchWork(ctx, t, p, f.LockTimeout())
 	time.Sleep(f.LockTimeout() + 100*time.Millisecond) // both locks expire
 	assertRefusal(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{StartedEvent("inst", 1)}, nil, nil, TestOrchMetadata(), nil),
 		cdb.ErrInvalidLockToken, "AckOrchestrationItem")
 	assertRefusal(t, p.RenewWorkItemLock(ctx, workToken, time.Second), cdb.ErrInvalidLockToken, "RenewWorkItemLock")
-	assertRefusal(t, p.AckWorkItem(ctx, workToken, activityCompleted("inst")), cdb.ErrInvalidLockToken, "AckWorkItem")
+	assertRefusal(t, p.AckWorkItem(ctx, workToken, activityCompleted("inst", 1, 1, "{}")), cdb.ErrInvalidLockToken, "AckWorkItem")
 }
 
 // TestRunningInstanceWithoutForceIsErrInstanceRunning: deleting a Running
@@ -150,8 +150,8 @@ func TestRunningInstanceWithoutForceIsErrInstanceRunning(t *testing.T, f Factory
 func TestChildLeftOutOfADeletionIsErrOrphanedChild(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
-	admCreateCompletedInstance(ctx, t, p, "root")
-	admCreateCompletedInstanceWithParent(ctx, t, p, "root::child", ptr("root"))
+	createCompletedInstance(ctx, t, p, "root")
+	createCompletedInstanceWithParent(ctx, t, p, "root::child", ptr("root"))
 	_, err := Admin(t, p).DeleteInstancesAtomic(ctx, []string{"root"}, true)
 	assertRefusal(t, err, cdb.ErrOrphanedChild, "DeleteInstancesAtomic")
 }
@@ -161,8 +161,8 @@ func TestChildLeftOutOfADeletionIsErrOrphanedChild(t *testing.T, f Factory) {
 func TestDeletingASubOrchestrationIsErrSubOrchestration(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
-	admCreateCompletedInstance(ctx, t, p, "root")
-	admCreateCompletedInstanceWithParent(ctx, t, p, "root::child", ptr("root"))
+	createCompletedInstance(ctx, t, p, "root")
+	createCompletedInstanceWithParent(ctx, t, p, "root::child", ptr("root"))
 	_, err := Admin(t, p).DeleteInstance(ctx, "root::child", true)
 	assertRefusal(t, err, cdb.ErrSubOrchestration, "DeleteInstance")
 }
@@ -177,7 +177,7 @@ func TestDuplicateEventIsErrDuplicateEvent(t *testing.T, f Factory) {
 		cdb.ErrDuplicateEvent, "AppendWithExecution")
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "inst", Name: "poke", Data: "{}"}, 0))
-	_, token := admFetch(ctx, t, p, lockLong)
+	_, token := fetchOrchestration(ctx, t, p, lockLong)
 	assertRefusal(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{StartedEvent("inst", 1)}, nil, nil, cdb.ExecutionMetadata{}, nil),
 		cdb.ErrDuplicateEvent, "AckOrchestrationItem")
 }
@@ -188,7 +188,7 @@ func TestBadInputIsErrInvalidInput(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 	assertRefusal(t, p.EnqueueForWorker(ctx, StartItem("inst")), cdb.ErrInvalidInput, "EnqueueForWorker")
-	assertRefusal(t, p.EnqueueForOrchestrator(ctx, activityExecute("inst"), 0), cdb.ErrInvalidInput, "EnqueueForOrchestrator")
+	assertRefusal(t, p.EnqueueForOrchestrator(ctx, activityExecute("inst", 1, 1, "Act", "{}"), 0), cdb.ErrInvalidInput, "EnqueueForOrchestrator")
 	zero := StartedEvent("inst", 1)
 	zero.EventID = 0
 	assertRefusal(t, p.AppendWithExecution(ctx, "inst", 1, []cdb.Event{zero}), cdb.ErrInvalidInput, "AppendWithExecution")
@@ -197,21 +197,11 @@ func TestBadInputIsErrInvalidInput(t *testing.T, f Factory) {
 	assertRefusal(t, p.AckWorkItem(ctx, workToken, StartItem("inst")), cdb.ErrInvalidInput, "AckWorkItem")
 }
 
-func activityExecute(instance string) cdb.WorkItem {
-	return cdb.ActivityExecute{Instance: instance, ExecutionID: 1, ID: 1, Name: "Act", Input: "{}"}
-}
-
-func activityCompleted(instance string) cdb.WorkItem {
-	return cdb.ActivityCompleted{Instance: instance, ExecutionID: 1, ID: 1, Result: "{}"}
-}
-
 // enqueueAndFetchWork queues one ActivityExecute and returns the token of
 // its fetch, locked for lock.
 func enqueueAndFetchWork(ctx context.Context, t *testing.T, p cdb.Provider, lock time.Duration) string {
 	t.Helper()
-	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("inst")))
-	item, token, _, err := p.FetchWorkItem(ctx, lock, noPoll, nil, cdb.DefaultOnlyFilter())
-	require.NoError(t, err)
-	require.NotNil(t, item, "the queued activity must be fetchable")
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("inst", 1, 1, "Act", "{}")))
+	_, token := fetchWork(ctx, t, p, lock, "the queued activity must be fetchable")
 	return token
 }

@@ -25,14 +25,14 @@ func errorHandlingTests() []Test {
 	}
 }
 
-// testInvalidLockTokenOnAck (3.1): an ack with an unknown token fails with a
+// testInvalidLockTokenOnAck: an ack with an unknown token fails with a
 // message naming the lock token.
 func testInvalidLockTokenOnAck(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 
 	err := p.AckOrchestrationItem(ctx, "invalid-token", 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil)
-	require.Error(t, err)
+	require.ErrorIs(t, err, cdb.ErrInvalidLockToken)
 	var pe *cdb.ProviderError
 	require.True(t, errors.As(err, &pe), "ack errors must be *cdb.ProviderError, got %T: %v", err, err)
 	assert.True(t,
@@ -40,40 +40,40 @@ func testInvalidLockTokenOnAck(t *testing.T, f Factory) {
 		"the error message must contain \"Invalid lock token\" or \"lock_token\", got %q", pe.Message)
 }
 
-// testDuplicateEventIDRejection (3.2): an ack repeating an existing event id
+// testDuplicateEventIDRejection: an ack repeating an existing event id
 // fails and leaves history as it was.
 func testDuplicateEventIDRejection(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	_, token := b1FetchOrch(ctx, t, p, lockLong)
+	_, token := fetchOrchestration(ctx, t, p, lockLong)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
-		[]cdb.Event{b1StartedEvent(1, "instance-A")}, nil, nil, cdb.ExecutionMetadata{}, nil))
+		[]cdb.Event{StartedEvent("instance-A", 1)}, nil, nil, cdb.ExecutionMetadata{}, nil))
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	_, token2 := b1FetchOrch(ctx, t, p, lockLong)
+	_, token2 := fetchOrchestration(ctx, t, p, lockLong)
 
 	err := p.AckOrchestrationItem(ctx, token2, 1,
-		[]cdb.Event{b1Event(1, "instance-A", 1, cdb.ActivityScheduled{Name: "Activity", Input: "{}"})}, // duplicate id 1
+		[]cdb.Event{newEvent(1, "instance-A", 1, cdb.ActivityScheduled{Name: "Activity", Input: "{}"})}, // duplicate id 1
 		nil, nil, cdb.ExecutionMetadata{}, nil)
-	require.Error(t, err, "an ack repeating event_id 1 must fail")
+	require.ErrorIs(t, err, cdb.ErrDuplicateEvent, "an ack repeating event_id 1 must fail")
 
-	history := b1ReadOrEmpty(ctx, t, p, "instance-A")
+	history := readOrEmpty(ctx, t, p, "instance-A")
 	require.Len(t, history, 1)
 	assert.IsType(t, cdb.OrchestrationStarted{}, history[0].Kind)
 }
 
-// testMissingInstanceMetadata (3.3): reading an unknown instance yields no
+// testMissingInstanceMetadata: reading an unknown instance yields no
 // events (an error counts as none, as duroxide's unwrap_or_default does).
 func testMissingInstanceMetadata(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 
-	assert.Len(t, b1ReadOrEmpty(ctx, t, p, "non-existent-instance"), 0)
+	assert.Len(t, readOrEmpty(ctx, t, p, "non-existent-instance"), 0)
 }
 
-// testCorruptedSerializationData (3.4): a fetch on an empty store succeeds
+// testCorruptedSerializationData: a fetch on an empty store succeeds
 // (with or without work); duroxide's smoke test that the provider does not
 // panic.
 func testCorruptedSerializationData(t *testing.T, f Factory) {
@@ -84,23 +84,23 @@ func testCorruptedSerializationData(t *testing.T, f Factory) {
 	require.NoError(t, err, "a fetch must not fail")
 }
 
-// testLockExpirationDuringAck (3.5): an ack after the lock expired fails.
+// testLockExpirationDuringAck: an ack after the lock expired fails.
 func testLockExpirationDuringAck(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 	lockTimeout := f.LockTimeout()
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	_, token := b1FetchOrch(ctx, t, p, lockTimeout)
+	_, token := fetchOrchestration(ctx, t, p, lockTimeout)
 
 	time.Sleep(lockTimeout + 100*time.Millisecond)
 
 	err := p.AckOrchestrationItem(ctx, token, 1,
-		[]cdb.Event{b1StartedEvent(1, "instance-A")}, nil, nil, cdb.ExecutionMetadata{}, nil)
-	assert.Error(t, err, "an ack with an expired lock must fail")
+		[]cdb.Event{StartedEvent("instance-A", 1)}, nil, nil, cdb.ExecutionMetadata{}, nil)
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "an ack with an expired lock must fail")
 }
 
-// testReadCorruptedHistoryReturnsError (3.6): Read fails on corrupted history
+// testReadCorruptedHistoryReturnsError: Read fails on corrupted history
 // instead of returning an empty one.
 func testReadCorruptedHistoryReturnsError(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -115,9 +115,10 @@ func testReadCorruptedHistoryReturnsError(t *testing.T, f Factory) {
 
 	history, err = p.Read(ctx, "inst-read-corrupt")
 	assert.Error(t, err, "Read should return an error for corrupted history, got %d events", len(history))
+	assertCorruptHistoryError(t, err)
 }
 
-// testReadWithExecutionCorruptedHistoryReturnsError (3.7): the same for
+// testReadWithExecutionCorruptedHistoryReturnsError: the same for
 // ReadWithExecution.
 func testReadWithExecutionCorruptedHistoryReturnsError(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -132,4 +133,14 @@ func testReadWithExecutionCorruptedHistoryReturnsError(t *testing.T, f Factory) 
 
 	history, err = p.ReadWithExecution(ctx, "inst-rwe-corrupt", cdb.InitialExecutionID)
 	assert.Error(t, err, "ReadWithExecution should return an error for corrupted history, got %d events", len(history))
+	assertCorruptHistoryError(t, err)
+}
+
+// assertCorruptHistoryError checks that a read of an undecodable history
+// reports it as what it is: not a missing instance, and not something a
+// retry would heal.
+func assertCorruptHistoryError(t *testing.T, err error) {
+	t.Helper()
+	assert.NotErrorIs(t, err, cdb.ErrInstanceNotFound, "a corrupt history is not a missing instance")
+	assert.False(t, cdb.IsRetryable(err), "a corrupt history does not heal on retry: %v", err)
 }

@@ -29,7 +29,7 @@ func instanceLockingTests() []Test {
 	}
 }
 
-// testExclusiveInstanceLock (1.1): a locked instance cannot be fetched again
+// testExclusiveInstanceLock: a locked instance cannot be fetched again
 // until its lock expires, and the refetch gets a new token.
 func testExclusiveInstanceLock(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -37,19 +37,19 @@ func testExclusiveInstanceLock(t *testing.T, f Factory) {
 	lockTimeout := f.LockTimeout()
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	_, token1 := b1FetchOrch(ctx, t, p, lockTimeout)
+	_, token1 := fetchOrchestration(ctx, t, p, lockTimeout)
 
-	b1FetchOrchNone(ctx, t, p, lockTimeout, "the instance is locked")
+	fetchNoOrchestration(ctx, t, p, lockTimeout, "the instance is locked")
 
 	// The expiry was set before the fetch returned, so this wait ends past
 	// it however loaded the machine; 100 ms covers clock granularity.
 	time.Sleep(lockTimeout + 100*time.Millisecond)
 
-	_, token2 := b1FetchOrch(ctx, t, p, lockTimeout, "the instance must be fetchable after its lock expired")
+	_, token2 := fetchOrchestration(ctx, t, p, lockTimeout, "the instance must be fetchable after its lock expired")
 	assert.NotEqual(t, token1, token2)
 }
 
-// testLockTokenUniqueness (1.2): every fetch gets its own token.
+// testLockTokenUniqueness: every fetch gets its own token.
 func testLockTokenUniqueness(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
@@ -59,32 +59,34 @@ func testLockTokenUniqueness(t *testing.T, f Factory) {
 	}
 	tokens := map[string]bool{}
 	for i := 0; i < 5; i++ {
-		_, token := b1FetchOrch(ctx, t, p, lockLong, "fetch %d of 5", i+1)
+		_, token := fetchOrchestration(ctx, t, p, lockLong, "fetch %d of 5", i+1)
 		tokens[token] = true
 	}
 	assert.Len(t, tokens, 5, "All lock tokens should be unique")
 }
 
-// testInvalidLockTokenRejection (1.3): ack and abandon reject an unknown
+// testInvalidLockTokenRejection: ack and abandon reject an unknown
 // token, and the real lock stays held.
 func testInvalidLockTokenRejection(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	b1FetchOrch(ctx, t, p, lockLong)
+	fetchOrchestration(ctx, t, p, lockLong)
 
 	err := p.AckOrchestrationItem(ctx, "invalid-token", 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil)
-	assert.Error(t, err, "Should reject invalid lock token")
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "Should reject invalid lock token")
 
 	err = p.AbandonOrchestrationItem(ctx, "invalid-token", 0, false)
-	assert.Error(t, err, "Should reject invalid lock token for abandon")
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "Should reject invalid lock token for abandon")
 
-	b1FetchOrchNone(ctx, t, p, lockLong, "the original item must still be locked")
+	fetchNoOrchestration(ctx, t, p, lockLong, "the original item must still be locked")
 }
 
-// testConcurrentInstanceFetching (1.4): 10 concurrent fetchers over 10
-// instances fetch each instance exactly once.
+// testConcurrentInstanceFetching: 10 concurrent fetchers over 10 instances
+// fetch each instance exactly once. The fetchers are released together
+// (duroxide staggers them by 30 ms, which on a fast machine runs them one
+// after another), so they contend whatever the machine's speed.
 func testConcurrentInstanceFetching(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
@@ -98,12 +100,13 @@ func testConcurrentInstanceFetching(t *testing.T, f Factory) {
 		err      error
 	}
 	results := make([]result, 10)
+	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range results {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			time.Sleep(time.Duration(i) * 30 * time.Millisecond) // stagger to reduce contention
+			<-start
 			item, _, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
 			results[i].err = err
 			if item != nil {
@@ -111,6 +114,7 @@ func testConcurrentInstanceFetching(t *testing.T, f Factory) {
 			}
 		}(i)
 	}
+	close(start)
 	wg.Wait()
 
 	instances := map[string]bool{}
@@ -123,7 +127,7 @@ func testConcurrentInstanceFetching(t *testing.T, f Factory) {
 	assert.Len(t, instances, 10, "Each instance should be fetched exactly once (results: %v)", results)
 }
 
-// testCompletionsArrivingDuringLockBlocked (1.5): messages arriving while the
+// testCompletionsArrivingDuringLockBlocked: messages arriving while the
 // instance is locked are not fetchable; after expiry they join the batch.
 func testCompletionsArrivingDuringLockBlocked(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -131,27 +135,27 @@ func testCompletionsArrivingDuringLockBlocked(t *testing.T, f Factory) {
 	lockTimeout := f.LockTimeout()
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	item1, _ := b1FetchOrch(ctx, t, p, lockTimeout)
+	item1, _ := fetchOrchestration(ctx, t, p, lockTimeout)
 	assert.Equal(t, "instance-A", item1.Instance)
 
 	for i := uint64(1); i <= 3; i++ {
 		require.NoError(t, p.EnqueueForOrchestrator(ctx,
-			b1ActivityCompleted("instance-A", i, fmt.Sprintf("result-%d", i)), 0))
+			activityCompleted("instance-A", cdb.InitialExecutionID, i, fmt.Sprintf("result-%d", i)), 0))
 	}
 
-	b1FetchOrchNone(ctx, t, p, lockTimeout, "Instance still locked, no fetch possible")
+	fetchNoOrchestration(ctx, t, p, lockTimeout, "Instance still locked, no fetch possible")
 
 	time.Sleep(lockTimeout + 100*time.Millisecond)
 
-	item3, _ := b1FetchOrch(ctx, t, p, lockTimeout, "the instance must be fetchable after its lock expired")
+	item3, _ := fetchOrchestration(ctx, t, p, lockTimeout, "the instance must be fetchable after its lock expired")
 	assert.Equal(t, "instance-A", item3.Instance)
 	require.Len(t, item3.Messages, 4, "Should have StartOrchestration + 3 completions")
-	completions := b1ActivityCompletedIDs(item3.Messages)
+	completions := activityCompletedIDs(item3.Messages)
 	assert.Len(t, completions, 3, "Should have 3 ActivityCompleted messages")
 	assert.Equal(t, []uint64{1, 2, 3}, completions)
 }
 
-// testCrossInstanceLockIsolation (1.6): a lock on one instance does not block
+// testCrossInstanceLockIsolation: a lock on one instance does not block
 // fetching, acking and refetching another.
 func testCrossInstanceLockIsolation(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -163,42 +167,42 @@ func testCrossInstanceLockIsolation(t *testing.T, f Factory) {
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-B"), 0))
 
-	itemA, _ := b1FetchOrch(ctx, t, p, lockLong)
+	itemA, _ := fetchOrchestration(ctx, t, p, lockLong)
 	assert.Equal(t, "instance-A", itemA.Instance)
 
-	itemB, tokenB := b1FetchOrch(ctx, t, p, lockLong, "instance-B must be fetchable while instance-A is locked")
+	itemB, tokenB := fetchOrchestration(ctx, t, p, lockLong, "instance-B must be fetchable while instance-A is locked")
 	assert.Equal(t, "instance-B", itemB.Instance)
 
 	require.NoError(t, p.AckOrchestrationItem(ctx, tokenB, 1, nil, nil, nil, TestOrchMetadata(), nil))
 
 	// While A is still locked, a completion arrives for B.
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, b1ActivityCompleted("instance-B", 1, "done"), 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, activityCompleted("instance-B", cdb.InitialExecutionID, 1, "done"), 0))
 
-	itemB2, _ := b1FetchOrch(ctx, t, p, lockLong, "instance-B must be fetchable again")
+	itemB2, _ := fetchOrchestration(ctx, t, p, lockLong, "instance-B must be fetchable again")
 	assert.Equal(t, "instance-B", itemB2.Instance)
 
 	assert.NotEqual(t, itemA.Instance, itemB.Instance)
 }
 
-// testMessageTaggingDuringLock (1.7): the ack deletes only the messages of
+// testMessageTaggingDuringLock: the ack deletes only the messages of
 // the fetched batch, not one that arrived during the lock.
 func testMessageTaggingDuringLock(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 
 	CreateInstance(ctx, t, p, "instance-A")
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, b1ActivityCompleted("instance-A", 1, "msg1"), 0))
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, b1ActivityCompleted("instance-A", 2, "msg2"), 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, activityCompleted("instance-A", cdb.InitialExecutionID, 1, "msg1"), 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, activityCompleted("instance-A", cdb.InitialExecutionID, 2, "msg2"), 0))
 
-	item, token := b1FetchOrch(ctx, t, p, lockLong)
+	item, token := fetchOrchestration(ctx, t, p, lockLong)
 	assert.Equal(t, "instance-A", item.Instance)
 	require.Len(t, item.Messages, 2)
 
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, b1ActivityCompleted("instance-A", 3, "msg3"), 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, activityCompleted("instance-A", cdb.InitialExecutionID, 3, "msg3"), 0))
 
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
 
-	item2, _ := b1FetchOrch(ctx, t, p, lockLong, "msg3 must still be queued")
+	item2, _ := fetchOrchestration(ctx, t, p, lockLong, "msg3 must still be queued")
 	assert.Equal(t, "instance-A", item2.Instance)
 	require.Len(t, item2.Messages, 1)
 	ac, ok := item2.Messages[0].(cdb.ActivityCompleted)
@@ -206,33 +210,34 @@ func testMessageTaggingDuringLock(t *testing.T, f Factory) {
 	assert.Equal(t, uint64(3), ac.ID)
 }
 
-// testAckOnlyAffectsLockedMessages (1.8): messages enqueued during the lock
+// testAckOnlyAffectsLockedMessages: messages enqueued during the lock
 // survive the ack and form the next batch.
 func testAckOnlyAffectsLockedMessages(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 
 	CreateInstance(ctx, t, p, "instance-A")
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, b1ActivityCompleted("instance-A", 1, "msg1"), 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, activityCompleted("instance-A", cdb.InitialExecutionID, 1, "msg1"), 0))
 
-	item1, token := b1FetchOrch(ctx, t, p, lockLong)
+	item1, token := fetchOrchestration(ctx, t, p, lockLong)
 	require.Len(t, item1.Messages, 1)
 
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, b1ActivityCompleted("instance-A", 2, "msg2"), 0))
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, b1ActivityCompleted("instance-A", 3, "msg3"), 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, activityCompleted("instance-A", cdb.InitialExecutionID, 2, "msg2"), 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, activityCompleted("instance-A", cdb.InitialExecutionID, 3, "msg3"), 0))
 
-	b1FetchOrchNone(ctx, t, p, lockLong, "the instance is locked")
+	fetchNoOrchestration(ctx, t, p, lockLong, "the instance is locked")
 
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
 
-	item2, _ := b1FetchOrch(ctx, t, p, lockLong, "messages 2 and 3 must be fetchable")
+	item2, _ := fetchOrchestration(ctx, t, p, lockLong, "messages 2 and 3 must be fetchable")
 	assert.Equal(t, "instance-A", item2.Instance)
 	require.Len(t, item2.Messages, 2, "Should have messages 2 and 3")
-	assert.Equal(t, []uint64{2, 3}, b1ActivityCompletedIDs(item2.Messages), "Should only have messages 2 and 3")
+	assert.Equal(t, []uint64{2, 3}, activityCompletedIDs(item2.Messages), "Should only have messages 2 and 3")
 }
 
-// testMultiThreadedLockContention (1.9): of 10 concurrent fetchers of one
-// instance exactly one wins; retryable errors are retried for up to 5s.
+// testMultiThreadedLockContention: of 10 fetchers of one instance, released
+// together so they contend, exactly one wins; retryable errors are retried
+// for up to 5s.
 func testMultiThreadedLockContention(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
@@ -245,12 +250,13 @@ func testMultiThreadedLockContention(t *testing.T, f Factory) {
 		err      error  // a permanent error, or the last retryable one past the deadline
 	}
 	results := make([]result, contenders)
+	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := 0; i < contenders; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			time.Sleep(time.Duration(i) * 5 * time.Millisecond) // stagger attempts
+			<-start
 			deadline := time.Now().Add(5 * time.Second)
 			for {
 				item, _, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
@@ -268,6 +274,7 @@ func testMultiThreadedLockContention(t *testing.T, f Factory) {
 			}
 		}(i)
 	}
+	close(start)
 	wg.Wait()
 
 	var winners []int
@@ -280,11 +287,11 @@ func testMultiThreadedLockContention(t *testing.T, f Factory) {
 	require.Len(t, winners, 1, "Only one thread should successfully acquire lock for the same instance")
 	assert.Equal(t, "contention-instance", results[winners[0]].instance)
 
-	b1FetchOrchNone(ctx, t, p, lockLong, "the instance must still be locked")
+	fetchNoOrchestration(ctx, t, p, lockLong, "the instance must still be locked")
 }
 
-// testMultiThreadedNoDuplicateProcessing (1.10): 40 concurrent fetchers over
-// 20 instances never fetch an instance twice.
+// testMultiThreadedNoDuplicateProcessing: 40 fetchers over 20 instances,
+// released together so they contend, never fetch an instance twice.
 func testMultiThreadedNoDuplicateProcessing(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
@@ -297,12 +304,13 @@ func testMultiThreadedNoDuplicateProcessing(t *testing.T, f Factory) {
 	const numFetchers = numInstances * 2
 	fetched := make([]string, numFetchers) // "" when no work
 	errs := make([]error, numFetchers)
+	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := 0; i < numFetchers; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			time.Sleep(time.Duration((i*3)%50) * time.Millisecond)
+			<-start
 			// Up to 3 attempts on retryable errors, as in duroxide; an
 			// error that outlasts them is kept and fails the test below
 			// (duroxide drops the fetcher, which let a provider that
@@ -323,6 +331,7 @@ func testMultiThreadedNoDuplicateProcessing(t *testing.T, f Factory) {
 			}
 		}(i)
 	}
+	close(start)
 	wg.Wait()
 
 	var results []string
@@ -352,7 +361,7 @@ func testMultiThreadedNoDuplicateProcessing(t *testing.T, f Factory) {
 	assert.Len(t, unique, numInstances, "every instance is fetched exactly once")
 }
 
-// testMultiThreadedLockExpirationRecovery (1.11): while a crashed holder keeps
+// testMultiThreadedLockExpirationRecovery: while a crashed holder keeps
 // its lock, a concurrent fetch finds nothing; after expiry another fetcher
 // takes the instance with a new token.
 func testMultiThreadedLockExpirationRecovery(t *testing.T, f Factory) {
@@ -414,4 +423,16 @@ func testMultiThreadedLockExpirationRecovery(t *testing.T, f Factory) {
 	// duroxide compares the new token with a literal ("expired-token");
 	// comparing with the holder's token is what that check means.
 	assert.NotEqual(t, holder.token, recovered.token, "Should be a new token")
+}
+
+// activityCompletedIDs is the ids of the ActivityCompleted messages of a
+// batch, in batch order.
+func activityCompletedIDs(messages []cdb.WorkItem) []uint64 {
+	ids := []uint64{}
+	for _, m := range messages {
+		if ac, ok := m.(cdb.ActivityCompleted); ok {
+			ids = append(ids, ac.ID)
+		}
+	}
+	return ids
 }

@@ -70,17 +70,17 @@ func kvPoke(instance string) cdb.WorkItem {
 
 // kvSet is a KeyValueSet event of the given execution.
 func kvSet(eventID uint64, instance string, executionID uint64, key, value string, updatedAtMs uint64) cdb.Event {
-	return b2Event(eventID, instance, executionID, cdb.KeyValueSet{Key: key, Value: value, LastUpdatedAtMs: updatedAtMs})
+	return newEvent(eventID, instance, executionID, cdb.KeyValueSet{Key: key, Value: value, LastUpdatedAtMs: updatedAtMs})
 }
 
 // kvCleared is a KeyValueCleared event of the given execution.
 func kvCleared(eventID uint64, instance string, executionID uint64, key string) cdb.Event {
-	return b2Event(eventID, instance, executionID, cdb.KeyValueCleared{Key: key})
+	return newEvent(eventID, instance, executionID, cdb.KeyValueCleared{Key: key})
 }
 
 // kvAllCleared is a KeyValuesCleared event of the given execution.
 func kvAllCleared(eventID uint64, instance string, executionID uint64) cdb.Event {
-	return b2Event(eventID, instance, executionID, cdb.KeyValuesCleared{})
+	return newEvent(eventID, instance, executionID, cdb.KeyValuesCleared{})
 }
 
 // kvFetchPoke enqueues a poke for instance and fetches it (30s lock, no
@@ -88,10 +88,7 @@ func kvAllCleared(eventID uint64, instance string, executionID uint64) cdb.Event
 func kvFetchPoke(ctx context.Context, t *testing.T, p cdb.Provider, instance, msg string) (*cdb.OrchestrationItem, string) {
 	t.Helper()
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, kvPoke(instance), 0))
-	item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, msg)
-	return item, token
+	return fetchOrchestration(ctx, t, p, lockLong, msg)
 }
 
 // kvAckWithDelta is kv_store.rs's ack_with_delta: poke, fetch, and ack
@@ -131,11 +128,9 @@ func kvContinueAsNew(ctx context.Context, t *testing.T, p cdb.Provider, instance
 		Version:            ptr("1.0.0"),
 		CarryForwardEvents: []cdb.CarryForwardEvent{},
 	}, 0))
-	item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "expected orchestration item for ContinueAsNew")
+	_, token = fetchOrchestration(ctx, t, p, lockLong, "expected orchestration item for ContinueAsNew")
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, newExecutionID,
-		[]cdb.Event{b2Event(1, instance, newExecutionID, cdb.OrchestrationStarted{Name: "TestOrch", Version: "1.0.0", Input: "{}"})},
+		[]cdb.Event{newEvent(1, instance, newExecutionID, orchestrationStarted("TestOrch", "1.0.0", "{}"))},
 		nil, nil, cdb.ExecutionMetadata{
 			OrchestrationName:    ptr("TestOrch"),
 			OrchestrationVersion: ptr("1.0.0"),
@@ -148,7 +143,7 @@ func kvCompleteInstance(ctx context.Context, t *testing.T, p cdb.Provider, insta
 	t.Helper()
 	_, token := kvFetchPoke(ctx, t, p, instance, "expected orchestration item for completion")
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, executionID,
-		[]cdb.Event{b2Event(9999, instance, executionID, cdb.OrchestrationCompleted{Output: "done"})},
+		[]cdb.Event{newEvent(9999, instance, executionID, cdb.OrchestrationCompleted{Output: "done"})},
 		nil, nil, cdb.ExecutionMetadata{
 			Status:               ptr(cdb.StatusCompleted),
 			Output:               ptr("done"),
@@ -566,11 +561,9 @@ func testKVDeleteInstanceWithChildren(t *testing.T, f Factory) {
 		ParentID:       ptr(uint64(1)),
 		ExecutionID:    cdb.InitialExecutionID,
 	}, 0))
-	item, childToken, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "expected child orchestration item")
+	_, childToken := fetchOrchestration(ctx, t, p, lockLong, "expected child orchestration item")
 	require.NoError(t, p.AckOrchestrationItem(ctx, childToken, 1,
-		[]cdb.Event{b2Event(1, "kv-child", 1, cdb.OrchestrationStarted{
+		[]cdb.Event{newEvent(1, "kv-child", 1, cdb.OrchestrationStarted{
 			Name:           "TestOrch",
 			Version:        "1.0.0",
 			Input:          "{}",
@@ -590,7 +583,7 @@ func testKVDeleteInstanceWithChildren(t *testing.T, f Factory) {
 	kvCompleteInstance(ctx, t, p, "kv-parent", 1)
 
 	// Deleting the parent cascades to the child.
-	_, err = admin.DeleteInstance(ctx, "kv-parent", false)
+	_, err := admin.DeleteInstance(ctx, "kv-parent", false)
 	require.NoError(t, err)
 
 	require.Nil(t, kvGet(ctx, t, p, "kv-parent", "parent_key"), "parent KV should be removed")

@@ -30,7 +30,7 @@ func lockExpirationTests() []Test {
 	}
 }
 
-// testLockExpiresAfterTimeout (4.1): after expiry the instance is refetched
+// testLockExpiresAfterTimeout: after expiry the instance is refetched
 // with a new token, and the old token can no longer ack.
 func testLockExpiresAfterTimeout(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -38,21 +38,21 @@ func testLockExpiresAfterTimeout(t *testing.T, f Factory) {
 	lockTimeout := f.LockTimeout()
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	_, token := b1FetchOrch(ctx, t, p, lockTimeout)
+	_, token := fetchOrchestration(ctx, t, p, lockTimeout)
 
-	b1FetchOrchNone(ctx, t, p, lockTimeout, "the instance is locked")
+	fetchNoOrchestration(ctx, t, p, lockTimeout, "the instance is locked")
 
 	time.Sleep(lockTimeout + 100*time.Millisecond)
 
-	item2, token2 := b1FetchOrch(ctx, t, p, lockTimeout, "the instance must be fetchable after its lock expired")
+	item2, token2 := fetchOrchestration(ctx, t, p, lockTimeout, "the instance must be fetchable after its lock expired")
 	assert.Equal(t, "instance-A", item2.Instance)
 	assert.NotEqual(t, token, token2, "Should have new lock token")
 
 	err := p.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil)
-	assert.Error(t, err, "the expired token must no longer ack")
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "the expired token must no longer ack")
 }
 
-// testAbandonReleasesLockImmediately (4.2): abandon (no delay) makes the
+// testAbandonReleasesLockImmediately: abandon (no delay) makes the
 // instance fetchable at once.
 func testAbandonReleasesLockImmediately(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -60,17 +60,17 @@ func testAbandonReleasesLockImmediately(t *testing.T, f Factory) {
 	lockTimeout := f.LockTimeout()
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	_, token := b1FetchOrch(ctx, t, p, lockTimeout)
+	_, token := fetchOrchestration(ctx, t, p, lockTimeout)
 
-	b1FetchOrchNone(ctx, t, p, lockTimeout, "the instance is locked")
+	fetchNoOrchestration(ctx, t, p, lockTimeout, "the instance is locked")
 
 	require.NoError(t, p.AbandonOrchestrationItem(ctx, token, 0, false))
 
-	item2, _ := b1FetchOrch(ctx, t, p, lockTimeout, "abandon must release the lock at once")
+	item2, _ := fetchOrchestration(ctx, t, p, lockTimeout, "abandon must release the lock at once")
 	assert.Equal(t, "instance-A", item2.Instance)
 }
 
-// testLockRenewalOnAck (4.3): a message enqueued during the lock stays
+// testLockRenewalOnAck: a message enqueued during the lock stays
 // invisible until the ack releases the lock, then is fetchable at once.
 func testLockRenewalOnAck(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -78,21 +78,21 @@ func testLockRenewalOnAck(t *testing.T, f Factory) {
 	lockTimeout := f.LockTimeout()
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	_, token := b1FetchOrch(ctx, t, p, lockTimeout)
+	_, token := fetchOrchestration(ctx, t, p, lockTimeout)
 
-	b1FetchOrchNone(ctx, t, p, lockTimeout, "the instance is locked")
+	fetchNoOrchestration(ctx, t, p, lockTimeout, "the instance is locked")
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	b1FetchOrchNone(ctx, t, p, lockTimeout, "the new message must wait for the lock")
+	fetchNoOrchestration(ctx, t, p, lockTimeout, "the new message must wait for the lock")
 
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
-		[]cdb.Event{b1StartedEvent(1, "instance-A")}, nil, nil, cdb.ExecutionMetadata{}, nil))
+		[]cdb.Event{StartedEvent("instance-A", 1)}, nil, nil, cdb.ExecutionMetadata{}, nil))
 
-	item2, _ := b1FetchOrch(ctx, t, p, lockTimeout, "the new message must be fetchable right after the ack")
+	item2, _ := fetchOrchestration(ctx, t, p, lockTimeout, "the new message must be fetchable right after the ack")
 	assert.Equal(t, "instance-A", item2.Instance)
 }
 
-// testConcurrentLockAttemptsRespectExpiration (4.4): staggered concurrent
+// testConcurrentLockAttemptsRespectExpiration: staggered concurrent
 // fetches during the lock all find nothing; after the lock's remaining time
 // the instance is fetchable.
 func testConcurrentLockAttemptsRespectExpiration(t *testing.T, f Factory) {
@@ -105,7 +105,7 @@ func testConcurrentLockAttemptsRespectExpiration(t *testing.T, f Factory) {
 	lockTimeout := max(f.LockTimeout(), 3*time.Second)
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("instance-A"), 0))
-	b1FetchOrch(ctx, t, p, lockTimeout)
+	fetchOrchestration(ctx, t, p, lockTimeout)
 
 	type result struct {
 		instance string // "" when the fetch found no work
@@ -139,48 +139,48 @@ func testConcurrentLockAttemptsRespectExpiration(t *testing.T, f Factory) {
 	}
 	time.Sleep(wait)
 
-	item2, _ := b1FetchOrch(ctx, t, p, lockTimeout, "the instance must be fetchable after its lock expired")
+	item2, _ := fetchOrchestration(ctx, t, p, lockTimeout, "the instance must be fetchable after its lock expired")
 	assert.Equal(t, "instance-A", item2.Instance)
 }
 
-// testWorkerLockRenewalSuccess (4.5): a valid worker lock renews, and the
+// testWorkerLockRenewalSuccess: a valid worker lock renews, and the
 // item stays locked.
 func testWorkerLockRenewalSuccess(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 	lockTimeout := f.LockTimeout()
 
-	require.NoError(t, p.EnqueueForWorker(ctx, b1ActivityExecute("test-instance", 1)))
-	_, token := b1FetchWork(ctx, t, p, lockTimeout)
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("test-instance", cdb.InitialExecutionID, 1, "TestActivity", "test")))
+	_, token := fetchWork(ctx, t, p, lockTimeout)
 
-	b1FetchWorkNone(ctx, t, p, lockTimeout, "the item is locked")
+	fetchNoWork(ctx, t, p, lockTimeout, "the item is locked")
 
 	time.Sleep(100 * time.Millisecond) // activity in progress
 
 	require.NoError(t, p.RenewWorkItemLock(ctx, token, lockTimeout))
 
-	b1FetchWorkNone(ctx, t, p, lockTimeout, "the item must still be locked after renewal")
+	fetchNoWork(ctx, t, p, lockTimeout, "the item must still be locked after renewal")
 }
 
-// testWorkerLockRenewalInvalidToken (4.6): renewing an unknown token fails.
+// testWorkerLockRenewalInvalidToken: renewing an unknown token fails.
 func testWorkerLockRenewalInvalidToken(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 
 	err := p.RenewWorkItemLock(ctx, "invalid-token-123", 30*time.Second)
-	assert.Error(t, err, "Should fail with invalid token")
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "Should fail with invalid token")
 }
 
-// testWorkerLockRenewalAfterExpiration (4.7): renewing an expired worker lock
+// testWorkerLockRenewalAfterExpiration: renewing an expired worker lock
 // (1s) fails.
 func testWorkerLockRenewalAfterExpiration(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 
-	require.NoError(t, p.EnqueueForWorker(ctx, b1ActivityExecute("test-instance", 1)))
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("test-instance", cdb.InitialExecutionID, 1, "TestActivity", "test")))
 
 	const shortTimeout = time.Second
-	_, token := b1FetchWork(ctx, t, p, shortTimeout)
+	_, token := fetchWork(ctx, t, p, shortTimeout)
 
 	// duroxide sleeps factory.lock_timeout() + 100ms here, which outlasts the
 	// 1s lock for its factories (1s and 30s); a factory with a shorter lock
@@ -192,10 +192,10 @@ func testWorkerLockRenewalAfterExpiration(t *testing.T, f Factory) {
 	time.Sleep(wait + 100*time.Millisecond)
 
 	err := p.RenewWorkItemLock(ctx, token, f.LockTimeout())
-	assert.Error(t, err, "Should fail to renew expired lock")
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "Should fail to renew expired lock")
 }
 
-// testWorkerLockRenewalExtendsTimeout (4.8): renewing at 60% of the lock
+// testWorkerLockRenewalExtendsTimeout: renewing at 60% of the lock
 // keeps the item locked past the original expiry.
 func testWorkerLockRenewalExtendsTimeout(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -210,13 +210,13 @@ func testWorkerLockRenewalExtendsTimeout(t *testing.T, f Factory) {
 
 	// A running orchestration that schedules the activity.
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem(instance), 0))
-	_, orchToken := b1FetchOrch(ctx, t, p, lockLong)
+	_, orchToken := fetchOrchestration(ctx, t, p, lockLong)
 	require.NoError(t, p.AckOrchestrationItem(ctx, orchToken, cdb.InitialExecutionID,
-		[]cdb.Event{b1StartedEvent(cdb.InitialEventID, instance)},
-		[]cdb.WorkItem{b1ActivityExecute(instance, 1)}, nil,
+		[]cdb.Event{StartedEvent(instance, cdb.InitialExecutionID)},
+		[]cdb.WorkItem{activityExecute(instance, cdb.InitialExecutionID, 1, "TestActivity", "test")}, nil,
 		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), Status: ptr(cdb.StatusRunning)}, nil))
 
-	_, token := b1FetchWork(ctx, t, p, lockTimeout)
+	_, token := fetchWork(ctx, t, p, lockTimeout)
 
 	preRenewal := time.Duration(float64(lockTimeout) * 0.6)
 	time.Sleep(preRenewal)
@@ -227,22 +227,22 @@ func testWorkerLockRenewalExtendsTimeout(t *testing.T, f Factory) {
 	// At ~1.0x the original lock would have expired.
 	time.Sleep(lockTimeout - preRenewal)
 
-	b1FetchWorkNone(ctx, t, p, lockTimeout, "Item should still be locked after renewal")
+	fetchNoWork(ctx, t, p, lockTimeout, "Item should still be locked after renewal")
 }
 
-// testWorkerLockRenewalAfterAck (4.9): renewing an acked item's lock fails.
+// testWorkerLockRenewalAfterAck: renewing an acked item's lock fails.
 func testWorkerLockRenewalAfterAck(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 	lockTimeout := f.LockTimeout()
 
-	require.NoError(t, p.EnqueueForWorker(ctx, b1ActivityExecute("test-instance", 1)))
-	_, token := b1FetchWork(ctx, t, p, lockTimeout)
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("test-instance", cdb.InitialExecutionID, 1, "TestActivity", "test")))
+	_, token := fetchWork(ctx, t, p, lockTimeout)
 
-	require.NoError(t, p.AckWorkItem(ctx, token, b1ActivityCompleted("test-instance", 1, "done")))
+	require.NoError(t, p.AckWorkItem(ctx, token, activityCompleted("test-instance", cdb.InitialExecutionID, 1, "done")))
 
 	err := p.RenewWorkItemLock(ctx, token, lockTimeout)
-	assert.Error(t, err, "Should fail to renew after ack")
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "Should fail to renew after ack")
 }
 
 // testAbandonWorkItemReleasesLock: an abandoned worker item is refetchable at
@@ -252,20 +252,20 @@ func testAbandonWorkItemReleasesLock(t *testing.T, f Factory) {
 	p := f.NewProvider(t, ProviderOptions{})
 	lockTimeout := f.LockTimeout()
 
-	require.NoError(t, p.EnqueueForWorker(ctx, b1ActivityExecute("test-abandon-work", 1)))
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("test-abandon-work", cdb.InitialExecutionID, 1, "TestActivity", "test")))
 
-	item, token := b1FetchWork(ctx, t, p, lockTimeout)
+	item, token := fetchWork(ctx, t, p, lockTimeout)
 	assert.IsType(t, cdb.ActivityExecute{}, item)
 
-	b1FetchWorkNone(ctx, t, p, lockTimeout, "Item should be locked")
+	fetchNoWork(ctx, t, p, lockTimeout, "Item should be locked")
 
 	require.NoError(t, p.AbandonWorkItem(ctx, token, 0, false))
 
-	item2, token2 := b1FetchWork(ctx, t, p, lockTimeout, "the abandoned item must be fetchable at once")
+	item2, token2 := fetchWork(ctx, t, p, lockTimeout, "the abandoned item must be fetchable at once")
 	assert.IsType(t, cdb.ActivityExecute{}, item2)
 	assert.NotEqual(t, token, token2, "Should have new lock token")
 
-	require.NoError(t, p.AckWorkItem(ctx, token2, b1ActivityCompleted("test-abandon-work", 1, "done")))
+	require.NoError(t, p.AckWorkItem(ctx, token2, activityCompleted("test-abandon-work", cdb.InitialExecutionID, 1, "done")))
 }
 
 // testAbandonWorkItemWithDelay: a worker item abandoned with a 500ms delay is
@@ -275,20 +275,20 @@ func testAbandonWorkItemWithDelay(t *testing.T, f Factory) {
 	p := f.NewProvider(t, ProviderOptions{})
 	lockTimeout := f.LockTimeout()
 
-	require.NoError(t, p.EnqueueForWorker(ctx, b1ActivityExecute("test-abandon-delay", 1)))
-	_, token := b1FetchWork(ctx, t, p, lockTimeout)
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("test-abandon-delay", cdb.InitialExecutionID, 1, "TestActivity", "test")))
+	_, token := fetchWork(ctx, t, p, lockTimeout)
 
 	const delay = 500 * time.Millisecond
 	require.NoError(t, p.AbandonWorkItem(ctx, token, delay, false))
 
-	b1FetchWorkNone(ctx, t, p, lockTimeout, "Item should be delayed, not immediately available")
+	fetchNoWork(ctx, t, p, lockTimeout, "Item should be delayed, not immediately available")
 
 	time.Sleep(delay + 100*time.Millisecond)
 
-	item2, token2 := b1FetchWork(ctx, t, p, lockTimeout, "the item must be fetchable after the delay")
+	item2, token2 := fetchWork(ctx, t, p, lockTimeout, "the item must be fetchable after the delay")
 	assert.IsType(t, cdb.ActivityExecute{}, item2)
 
-	require.NoError(t, p.AckWorkItem(ctx, token2, b1ActivityCompleted("test-abandon-delay", 1, "done")))
+	require.NoError(t, p.AckWorkItem(ctx, token2, activityCompleted("test-abandon-delay", cdb.InitialExecutionID, 1, "done")))
 }
 
 // testWorkerAckFailsAfterLockExpiry: acking after the 1s worker lock expired
@@ -297,17 +297,17 @@ func testWorkerAckFailsAfterLockExpiry(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 
-	require.NoError(t, p.EnqueueForWorker(ctx, b1ActivityExecute("ack-expiry-test", 1)))
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("ack-expiry-test", cdb.InitialExecutionID, 1, "TestActivity", "test")))
 
 	const shortTimeout = time.Second
-	_, token := b1FetchWork(ctx, t, p, shortTimeout)
+	_, token := fetchWork(ctx, t, p, shortTimeout)
 
 	time.Sleep(shortTimeout + 200*time.Millisecond)
 
-	err := p.AckWorkItem(ctx, token, b1ActivityCompleted("ack-expiry-test", 1, "done"))
-	assert.Error(t, err, "Ack must fail when worker lock has expired")
+	err := p.AckWorkItem(ctx, token, activityCompleted("ack-expiry-test", cdb.InitialExecutionID, 1, "done"))
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "Ack must fail when worker lock has expired")
 
-	b1FetchWork(ctx, t, p, 5*time.Second, "Item should still be refetchable after expired ack was rejected")
+	fetchWork(ctx, t, p, 5*time.Second, "Item should still be refetchable after expired ack was rejected")
 }
 
 // testOrchestrationLockRenewalAfterExpiration: renewing an expired
@@ -318,10 +318,10 @@ func testOrchestrationLockRenewalAfterExpiration(t *testing.T, f Factory) {
 	lockTimeout := f.LockTimeout()
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("orch-renewal-expiry"), 0))
-	_, token := b1FetchOrch(ctx, t, p, lockTimeout)
+	_, token := fetchOrchestration(ctx, t, p, lockTimeout)
 
 	time.Sleep(lockTimeout + 100*time.Millisecond)
 
 	err := p.RenewOrchestrationItemLock(ctx, token, lockTimeout)
-	assert.Error(t, err, "Should fail to renew expired orchestration lock")
+	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "Should fail to renew expired orchestration lock")
 }

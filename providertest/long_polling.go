@@ -1,6 +1,7 @@
 package providertest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -19,9 +20,9 @@ import (
 // 100 ms, a 300 ms poll within 500 ms), which a loaded machine breaks while
 // the provider is fine. Here the behaviour is checked instead: a short poll
 // given a poll timeout far beyond the test's own deadline returns, so it
-// did not wait for it; a long poll returns on its own (not by the test's
-// context ending) and not before its timeout. The lower bounds stay: a
-// wait can only be longer on a loaded machine.
+// did not wait for it; a long poll returns on its own, before a context
+// ending fifty times its timeout later, and not before its timeout. The
+// lower bounds stay: a wait can only be longer on a loaded machine.
 func longPollingTests() []Test {
 	return []Test{
 		{Name: "TestShortPollReturnsImmediately", Run: testShortPollReturnsImmediately},
@@ -63,23 +64,49 @@ func testLongPollWaitsForTimeout(t *testing.T, f Factory) {
 		"Long polling provider should wait for timeout (elapsed: %v, expected: %v)", elapsed, pollTimeout)
 }
 
-// No provider blocks beyond the poll timeout: an empty fetch with a 300 ms
-// poll returns by itself, with no work and no error, before the test's
-// context (2 minutes) would end it; on both kinds of provider. How soon
-// after the timeout it returns is speed, measured by benchmarks; the Cosmos
-// DB provider's tests check by its clock that it returns once the timeout
-// has passed.
+// A fetch returns by itself once its poll timeout has passed, on both kinds
+// of provider: an empty fetch with a 300 ms poll timeout and a 30 s lock,
+// under a context that ends 15 s later, returns no work and no error while
+// its context is still live. 15 s is fifty times the timeout, so a loaded
+// machine's delays do not reach it; a fetch that ignores its timeout (waits
+// for its context, for its lock duration, or for a default of its own) runs
+// into the context's end and fails.
 func testFetchRespectsTimeoutUpperBound(t *testing.T, f Factory) {
 	for _, long := range []bool{false, true} {
-		ctx := testContext(t)
 		p := f.NewProvider(t, ProviderOptions{LongPolling: long})
-		item, _, _, err := p.FetchOrchestrationItem(ctx, lockLong, 300*time.Millisecond, nil)
-		require.NoError(t, err, "Fetch failed or outlived its poll timeout (long polling: %v)", long)
-		require.Nil(t, item, "Queue should be empty")
-		item2, _, _, err := p.FetchWorkItem(ctx, lockLong, 300*time.Millisecond, nil, cdb.DefaultOnlyFilter())
-		require.NoError(t, err, "Fetch failed or outlived its poll timeout (long polling: %v)", long)
-		require.Nil(t, item2, "Worker queue should be empty")
+		fetchReturnsBeforeDeadline(t, "FetchOrchestrationItem", long, func(ctx context.Context) (bool, error) {
+			item, _, _, err := p.FetchOrchestrationItem(ctx, lockLong, boundedPollTimeout, nil)
+			return item != nil, err
+		})
+		fetchReturnsBeforeDeadline(t, "FetchWorkItem", long, func(ctx context.Context) (bool, error) {
+			item, _, _, err := p.FetchWorkItem(ctx, lockLong, boundedPollTimeout, nil, cdb.DefaultOnlyFilter())
+			return item != nil, err
+		})
 	}
+}
+
+// boundedPollTimeout is the poll timeout TestFetchRespectsTimeoutUpperBound
+// holds a fetch to; fetchDeadline is how long after it the fetch's context
+// ends. lockLong outlasts both, so a fetch that waits for its lock
+// duration instead of its poll timeout is caught too.
+const (
+	boundedPollTimeout = 300 * time.Millisecond
+	fetchDeadline      = 50 * boundedPollTimeout
+)
+
+// fetchReturnsBeforeDeadline runs an empty fetch under a context ending
+// fetchDeadline from now and requires it to return no work and no error
+// while that context is still live.
+func fetchReturnsBeforeDeadline(t *testing.T, op string, long bool, fetch func(context.Context) (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(testContext(t), fetchDeadline)
+	defer cancel()
+	found, err := fetch(ctx)
+	require.NoError(t, err, "%s (long polling: %v) must return by its %v poll timeout, not run into its context's end %v later",
+		op, long, boundedPollTimeout, fetchDeadline)
+	require.NoError(t, ctx.Err(), "%s (long polling: %v) returned only when its context ended, %v after its poll timeout",
+		op, long, fetchDeadline)
+	require.False(t, found, "%s: the queue is empty", op)
 }
 
 // The worker-queue counterpart of TestShortPollReturnsImmediately.

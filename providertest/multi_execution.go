@@ -38,9 +38,7 @@ func meTurn(ctx context.Context, t *testing.T, p cdb.Provider, item cdb.WorkItem
 ) *cdb.OrchestrationItem {
 	t.Helper()
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, item, 0))
-	fetched, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, fetched, "the enqueued %s must be fetchable", item.Kind())
+	fetched, token := fetchOrchestration(ctx, t, p, lockLong, "the enqueued %s must be fetchable", item.Kind())
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, executionID, delta, nil, nil, metadata, nil))
 	return fetched
 }
@@ -53,7 +51,7 @@ func meRequireActivityName(t *testing.T, e cdb.Event, name string) {
 	require.Equal(t, name, scheduled.Name)
 }
 
-// Test 6.1: each execution has its own history, and Read returns the latest.
+// Each execution has its own history, and Read returns the latest.
 func testExecutionIsolation(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
@@ -61,15 +59,15 @@ func testExecutionIsolation(t *testing.T, f Factory) {
 
 	// Execution 1 with 3 events.
 	meTurn(ctx, t, p, meStartItem(inst, 1), 1, []cdb.Event{
-		b2Event(1, inst, 1, b2TestOrchStarted("{}")),
-		b2Event(2, inst, 1, cdb.ActivityScheduled{Name: "Activity1", Input: "input1"}),
-		b2Event(3, inst, 1, cdb.OrchestrationCompleted{Output: "result1"}),
+		StartedEvent(inst, 1),
+		newEvent(2, inst, 1, cdb.ActivityScheduled{Name: "Activity1", Input: "input1"}),
+		newEvent(3, inst, 1, cdb.OrchestrationCompleted{Output: "result1"}),
 	}, cdb.ExecutionMetadata{})
 
 	// Execution 2 with 2 events.
 	meTurn(ctx, t, p, meStartItem(inst, 2), 2, []cdb.Event{
-		b2Event(1, inst, 2, b2TestOrchStarted("{}")),
-		b2Event(2, inst, 2, cdb.OrchestrationCompleted{Output: "result2"}),
+		StartedEvent(inst, 2),
+		newEvent(2, inst, 2, cdb.OrchestrationCompleted{Output: "result2"}),
 	}, cdb.ExecutionMetadata{})
 
 	history1, err := p.ReadWithExecution(ctx, inst, 1)
@@ -92,17 +90,17 @@ func testExecutionIsolation(t *testing.T, f Factory) {
 	require.IsType(t, cdb.OrchestrationCompleted{}, latest[1].Kind)
 }
 
-// Test 6.2: Read returns the latest execution, ReadWithExecution(1) the first.
+// Read returns the latest execution, ReadWithExecution(1) the first.
 func testLatestExecutionDetection(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 	const inst = "instance-A"
 
 	meTurn(ctx, t, p, meStartItem(inst, 1), 1, []cdb.Event{
-		b2Event(1, inst, 1, cdb.ActivityScheduled{Name: "A", Input: ""}),
+		newEvent(1, inst, 1, cdb.ActivityScheduled{Name: "A", Input: ""}),
 	}, cdb.ExecutionMetadata{})
 	meTurn(ctx, t, p, meStartItem(inst, 2), 2, []cdb.Event{
-		b2Event(1, inst, 2, cdb.ActivityScheduled{Name: "B", Input: ""}),
+		newEvent(1, inst, 2, cdb.ActivityScheduled{Name: "B", Input: ""}),
 	}, cdb.ExecutionMetadata{})
 
 	latest, err := p.Read(ctx, inst)
@@ -116,7 +114,7 @@ func testLatestExecutionDetection(t *testing.T, f Factory) {
 	meRequireActivityName(t, exec1[0], "A")
 }
 
-// Test 6.3: the fetched execution id comes from the instance's stored
+// The fetched execution id comes from the instance's stored
 // current execution, not from the work item.
 func testExecutionIDSequencing(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -124,25 +122,23 @@ func testExecutionIDSequencing(t *testing.T, f Factory) {
 	const inst = "instance-A"
 
 	item1 := meTurn(ctx, t, p, meStartItem(inst, 1), 1, []cdb.Event{
-		b2Event(1, inst, 1, b2TestOrchStarted("{}")),
+		StartedEvent(inst, 1),
 	}, TestOrchMetadata())
 	require.Equal(t, uint64(1), item1.ExecutionID)
 
 	// The second start is acked with execution id 2, creating execution 2.
 	meTurn(ctx, t, p, meStartItem(inst, 2), 2, []cdb.Event{
-		b2Event(1, inst, 2, b2TestOrchStarted("{}")),
+		StartedEvent(inst, 2),
 	}, TestOrchMetadata())
 
 	// A start that claims execution 3 must still report the stored current
 	// execution, 2.
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, meStartItem(inst, 3), 0))
-	item3, _, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item3)
+	item3, _ := fetchOrchestration(ctx, t, p, lockLong)
 	require.Equal(t, uint64(2), item3.ExecutionID, "Current execution should be 2")
 }
 
-// Test 6.4: acking a ContinueAsNew turn with execution id 2 creates
+// Acking a ContinueAsNew turn with execution id 2 creates
 // execution 2.
 func testContinueAsNewCreatesNewExecution(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -150,7 +146,7 @@ func testContinueAsNewCreatesNewExecution(t *testing.T, f Factory) {
 	const inst = "instance-A"
 
 	meTurn(ctx, t, p, meStartItem(inst, 1), 1, []cdb.Event{
-		b2Event(1, inst, 1, b2TestOrchStarted("{}")),
+		StartedEvent(inst, 1),
 	}, cdb.ExecutionMetadata{})
 
 	can := cdb.ContinueAsNew{
@@ -161,7 +157,7 @@ func testContinueAsNewCreatesNewExecution(t *testing.T, f Factory) {
 		CarryForwardEvents: []cdb.CarryForwardEvent{},
 	}
 	meTurn(ctx, t, p, can, 2, []cdb.Event{
-		b2Event(1, inst, 2, b2TestOrchStarted("new-input")),
+		newEvent(1, inst, 2, orchestrationStarted("TestOrch", "1.0.0", "new-input")),
 	}, cdb.ExecutionMetadata{})
 
 	// As in duroxide, the check applies only if a later fetch returns work
@@ -174,7 +170,7 @@ func testContinueAsNewCreatesNewExecution(t *testing.T, f Factory) {
 	}
 }
 
-// Test 6.5: three executions each keep their own history; Read returns the
+// Three executions each keep their own history; Read returns the
 // third.
 func testExecutionHistoryPersistence(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -183,7 +179,7 @@ func testExecutionHistoryPersistence(t *testing.T, f Factory) {
 
 	for exec := uint64(1); exec <= 3; exec++ {
 		meTurn(ctx, t, p, meStartItem(inst, exec), exec, []cdb.Event{
-			b2Event(1, inst, exec, cdb.ActivityScheduled{
+			newEvent(1, inst, exec, cdb.ActivityScheduled{
 				Name:  fmt.Sprintf("Activity-%d", exec),
 				Input: fmt.Sprintf("input-%d", exec),
 			}),

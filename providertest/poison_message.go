@@ -31,24 +31,6 @@ func poisonMessageTests() []Test {
 	}
 }
 
-// pmFetchOrch fetches an orchestration item that must be present.
-func pmFetchOrch(ctx context.Context, t *testing.T, p cdb.Provider, lock time.Duration) (*cdb.OrchestrationItem, string, uint32) {
-	t.Helper()
-	item, token, attempt, err := p.FetchOrchestrationItem(ctx, lock, noPoll, nil)
-	require.NoError(t, err, "fetch should succeed")
-	require.NotNil(t, item, "item should be present")
-	return item, token, attempt
-}
-
-// pmFetchWork fetches a worker item (default tag filter) that must be present.
-func pmFetchWork(ctx context.Context, t *testing.T, p cdb.Provider, lock time.Duration) (cdb.WorkItem, string, uint32) {
-	t.Helper()
-	item, token, attempt, err := p.FetchWorkItem(ctx, lock, noPoll, nil, cdb.DefaultOnlyFilter())
-	require.NoError(t, err, "fetch should succeed")
-	require.NotNil(t, item, "item should be present")
-	return item, token, attempt
-}
-
 // pmAckEmpty acks an orchestration turn with nothing in it.
 func pmAckEmpty(ctx context.Context, t *testing.T, p cdb.Provider, token string) {
 	t.Helper()
@@ -58,7 +40,7 @@ func pmAckEmpty(ctx context.Context, t *testing.T, p cdb.Provider, token string)
 
 // pmActivity is the TestActivity worker item of instance.
 func pmActivity(instance string) cdb.ActivityExecute {
-	return b2Activity(instance, cdb.InitialExecutionID, 1, "TestActivity", "{}")
+	return activityExecute(instance, cdb.InitialExecutionID, 1, "TestActivity", "{}")
 }
 
 func testOrchestrationAttemptCountStartsAtOne(t *testing.T, f Factory) {
@@ -67,7 +49,7 @@ func testOrchestrationAttemptCountStartsAtOne(t *testing.T, f Factory) {
 	lock := f.LockTimeout()
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("poison-test-1"), 0))
-	_, token, attempt := pmFetchOrch(ctx, t, p, lock)
+	_, token, attempt := fetchOrchestrationAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(1), attempt, "First fetch should have attempt_count = 1")
 	pmAckEmpty(ctx, t, p, token)
 }
@@ -79,15 +61,15 @@ func testOrchestrationAttemptCountIncrementsOnRefetch(t *testing.T, f Factory) {
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("poison-test-2"), 0))
 
-	_, token1, attempt1 := pmFetchOrch(ctx, t, p, lock)
+	_, token1, attempt1 := fetchOrchestrationAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(1), attempt1, "First fetch should have attempt_count = 1")
 	require.NoError(t, p.AbandonOrchestrationItem(ctx, token1, 0, false), "abandon should succeed")
 
-	_, token2, attempt2 := pmFetchOrch(ctx, t, p, lock)
+	_, token2, attempt2 := fetchOrchestrationAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(2), attempt2, "Second fetch should have attempt_count = 2")
 	require.NoError(t, p.AbandonOrchestrationItem(ctx, token2, 0, false), "abandon should succeed")
 
-	_, token3, attempt3 := pmFetchOrch(ctx, t, p, lock)
+	_, token3, attempt3 := fetchOrchestrationAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(3), attempt3, "Third fetch should have attempt_count = 3")
 	pmAckEmpty(ctx, t, p, token3)
 }
@@ -99,9 +81,9 @@ func testWorkerAttemptCountStartsAtOne(t *testing.T, f Factory) {
 	const inst = "poison-test-3"
 
 	require.NoError(t, p.EnqueueForWorker(ctx, pmActivity(inst)))
-	item, token, attempt := pmFetchWork(ctx, t, p, lock)
+	item, token, attempt := fetchWorkAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(1), attempt, "First fetch should have attempt_count = 1")
-	require.NoError(t, p.AckWorkItem(ctx, token, b2Completed(inst, cdb.InitialExecutionID, 1, "done")), "ack should succeed")
+	require.NoError(t, p.AckWorkItem(ctx, token, activityCompleted(inst, cdb.InitialExecutionID, 1, "done")), "ack should succeed")
 	require.IsType(t, cdb.ActivityExecute{}, item)
 }
 
@@ -112,14 +94,14 @@ func testWorkerAttemptCountIncrementsOnLockExpiry(t *testing.T, f Factory) {
 	const inst = "poison-test-4"
 
 	require.NoError(t, p.EnqueueForWorker(ctx, pmActivity(inst)))
-	_, _, attempt1 := pmFetchWork(ctx, t, p, shortLock)
+	_, _, attempt1 := fetchWorkAttempt(ctx, t, p, shortLock)
 	require.Equal(t, uint32(1), attempt1, "First fetch should have attempt_count = 1")
 
 	time.Sleep(1100 * time.Millisecond)
 
-	_, token2, attempt2 := pmFetchWork(ctx, t, p, shortLock)
+	_, token2, attempt2 := fetchWorkAttempt(ctx, t, p, shortLock)
 	require.Equal(t, uint32(2), attempt2, "Second fetch after lock expiry should have attempt_count = 2")
-	require.NoError(t, p.AckWorkItem(ctx, token2, b2Completed(inst, cdb.InitialExecutionID, 1, "done")), "ack should succeed")
+	require.NoError(t, p.AckWorkItem(ctx, token2, activityCompleted(inst, cdb.InitialExecutionID, 1, "done")), "ack should succeed")
 }
 
 func testAttemptCountIsPerMessage(t *testing.T, f Factory) {
@@ -127,12 +109,12 @@ func testAttemptCountIsPerMessage(t *testing.T, f Factory) {
 	p := f.NewProvider(t, ProviderOptions{})
 	lock := f.LockTimeout()
 
-	require.NoError(t, p.EnqueueForWorker(ctx, b2Activity("poison-test-5a", cdb.InitialExecutionID, 1, "Activity1", "{}")))
-	require.NoError(t, p.EnqueueForWorker(ctx, b2Activity("poison-test-5b", cdb.InitialExecutionID, 2, "Activity2", "{}")))
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("poison-test-5a", cdb.InitialExecutionID, 1, "Activity1", "{}")))
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("poison-test-5b", cdb.InitialExecutionID, 2, "Activity2", "{}")))
 
-	item1, token1, attempt1 := pmFetchWork(ctx, t, p, lock)
+	item1, token1, attempt1 := fetchWorkAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(1), attempt1, "First item first fetch should have attempt_count = 1")
-	item2, token2, attempt2 := pmFetchWork(ctx, t, p, lock)
+	item2, token2, attempt2 := fetchWorkAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(1), attempt2, "Second item first fetch should have attempt_count = 1")
 
 	activity1, ok := item1.(cdb.ActivityExecute)
@@ -141,8 +123,8 @@ func testAttemptCountIsPerMessage(t *testing.T, f Factory) {
 	require.True(t, ok, "Expected ActivityExecute, got %T", item2)
 	require.NotEqual(t, activity1.ID, activity2.ID, "Should be different items")
 
-	require.NoError(t, p.AckWorkItem(ctx, token1, b2Completed("poison-test-5a", cdb.InitialExecutionID, activity1.ID, "done")), "ack should succeed")
-	require.NoError(t, p.AckWorkItem(ctx, token2, b2Completed("poison-test-5b", cdb.InitialExecutionID, activity2.ID, "done")), "ack should succeed")
+	require.NoError(t, p.AckWorkItem(ctx, token1, activityCompleted("poison-test-5a", cdb.InitialExecutionID, activity1.ID, "done")), "ack should succeed")
+	require.NoError(t, p.AckWorkItem(ctx, token2, activityCompleted("poison-test-5b", cdb.InitialExecutionID, activity2.ID, "done")), "ack should succeed")
 }
 
 func testAbandonWorkItemIgnoreAttemptDecrements(t *testing.T, f Factory) {
@@ -153,17 +135,17 @@ func testAbandonWorkItemIgnoreAttemptDecrements(t *testing.T, f Factory) {
 
 	require.NoError(t, p.EnqueueForWorker(ctx, pmActivity(inst)))
 
-	_, token1, attempt1 := pmFetchWork(ctx, t, p, lock)
+	_, token1, attempt1 := fetchWorkAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(1), attempt1, "First fetch should have attempt_count = 1")
 	require.NoError(t, p.AbandonWorkItem(ctx, token1, 0, false), "abandon should succeed")
 
-	_, token2, attempt2 := pmFetchWork(ctx, t, p, lock)
+	_, token2, attempt2 := fetchWorkAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(2), attempt2, "Second fetch should have attempt_count = 2")
 	require.NoError(t, p.AbandonWorkItem(ctx, token2, 0, true), "abandon with ignore_attempt should succeed")
 
-	_, token3, attempt3 := pmFetchWork(ctx, t, p, lock)
+	_, token3, attempt3 := fetchWorkAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(2), attempt3, "Third fetch should have attempt_count = 2 (decremented then re-incremented)")
-	require.NoError(t, p.AckWorkItem(ctx, token3, b2Completed(inst, cdb.InitialExecutionID, 1, "done")), "ack should succeed")
+	require.NoError(t, p.AckWorkItem(ctx, token3, activityCompleted(inst, cdb.InitialExecutionID, 1, "done")), "ack should succeed")
 }
 
 func testAbandonOrchestrationItemIgnoreAttemptDecrements(t *testing.T, f Factory) {
@@ -173,15 +155,15 @@ func testAbandonOrchestrationItemIgnoreAttemptDecrements(t *testing.T, f Factory
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("poison-test-ignore-2"), 0))
 
-	_, token1, attempt1 := pmFetchOrch(ctx, t, p, lock)
+	_, token1, attempt1 := fetchOrchestrationAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(1), attempt1, "First fetch should have attempt_count = 1")
 	require.NoError(t, p.AbandonOrchestrationItem(ctx, token1, 0, false), "abandon should succeed")
 
-	_, token2, attempt2 := pmFetchOrch(ctx, t, p, lock)
+	_, token2, attempt2 := fetchOrchestrationAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(2), attempt2, "Second fetch should have attempt_count = 2")
 	require.NoError(t, p.AbandonOrchestrationItem(ctx, token2, 0, true), "abandon with ignore_attempt should succeed")
 
-	_, token3, attempt3 := pmFetchOrch(ctx, t, p, lock)
+	_, token3, attempt3 := fetchOrchestrationAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(2), attempt3, "Third fetch should have attempt_count = 2 (decremented then re-incremented)")
 	pmAckEmpty(ctx, t, p, token3)
 }
@@ -194,17 +176,17 @@ func testIgnoreAttemptNeverGoesNegative(t *testing.T, f Factory) {
 
 	require.NoError(t, p.EnqueueForWorker(ctx, pmActivity(inst)))
 
-	_, token1, attempt1 := pmFetchWork(ctx, t, p, lock)
+	_, token1, attempt1 := fetchWorkAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(1), attempt1, "First fetch should have attempt_count = 1")
 	require.NoError(t, p.AbandonWorkItem(ctx, token1, 0, true), "abandon with ignore_attempt should succeed")
 
-	_, token2, attempt2 := pmFetchWork(ctx, t, p, lock)
+	_, token2, attempt2 := fetchWorkAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(1), attempt2, "Second fetch should have attempt_count = 1")
 	require.NoError(t, p.AbandonWorkItem(ctx, token2, 0, true), "abandon with ignore_attempt should succeed")
 
-	_, token3, attempt3 := pmFetchWork(ctx, t, p, lock)
+	_, token3, attempt3 := fetchWorkAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(1), attempt3, "Attempt count should not go below 0 - third fetch should have attempt_count = 1")
-	require.NoError(t, p.AckWorkItem(ctx, token3, b2Completed(inst, cdb.InitialExecutionID, 1, "done")), "ack should succeed")
+	require.NoError(t, p.AckWorkItem(ctx, token3, activityCompleted(inst, cdb.InitialExecutionID, 1, "done")), "ack should succeed")
 }
 
 // The attempt count of a batch is the maximum over its messages: a message
@@ -217,21 +199,21 @@ func testMaxAttemptCountAcrossMessageBatch(t *testing.T, f Factory) {
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem(inst), 0))
 
-	item1, token1, attempt1 := pmFetchOrch(ctx, t, p, lock)
+	item1, token1, attempt1 := fetchOrchestrationAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(1), attempt1, "First fetch should have attempt_count = 1")
 	require.Len(t, item1.Messages, 1, "Should have 1 message")
 	require.NoError(t, p.AbandonOrchestrationItem(ctx, token1, 0, false), "abandon should succeed")
 
-	_, token2, attempt2 := pmFetchOrch(ctx, t, p, lock)
+	_, token2, attempt2 := fetchOrchestrationAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(2), attempt2, "Second fetch should have attempt_count = 2")
 
 	// A completion arrives while the lock is held.
 	require.NoError(t, p.EnqueueForOrchestrator(ctx,
-		b2Completed(inst, cdb.InitialExecutionID, 1, "activity result"), 0), "enqueue should succeed")
+		activityCompleted(inst, cdb.InitialExecutionID, 1, "activity result"), 0), "enqueue should succeed")
 	require.NoError(t, p.AbandonOrchestrationItem(ctx, token2, 0, false), "abandon should succeed")
 
 	// The start is now at attempt 3, the completion at 1: the batch reports 3.
-	item3, token3, attempt3 := pmFetchOrch(ctx, t, p, lock)
+	item3, token3, attempt3 := fetchOrchestrationAttempt(ctx, t, p, lock)
 	require.Len(t, item3.Messages, 2, "Should have 2 messages in the batch")
 	require.Equal(t, uint32(3), attempt3,
 		"Attempt count should be MAX across messages (3), not the newer message's count (1)")
@@ -254,13 +236,13 @@ func testOrchestrationDelayedAbandonPreservesUnlockedRows(t *testing.T, f Factor
 	CreateInstance(ctx, t, p, inst)
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, pmEvent(inst, "row1"), 0))
-	item1, token1, _ := pmFetchOrch(ctx, t, p, lock)
+	item1, token1, _ := fetchOrchestrationAttempt(ctx, t, p, lock)
 	require.Equal(t, []cdb.WorkItem{pmEvent(inst, "row1")}, item1.Messages, "the first fetch locks row 1")
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, pmEvent(inst, "row2"), 0), "row 2 arrives while row 1 is locked")
 	require.NoError(t, p.AbandonOrchestrationItem(ctx, token1, 5*time.Second, false), "abandon should succeed")
 
-	item2, token2, attempt2 := pmFetchOrch(ctx, t, p, lock)
+	item2, token2, attempt2 := fetchOrchestrationAttempt(ctx, t, p, lock)
 	require.Equal(t, []cdb.WorkItem{pmEvent(inst, "row2")}, item2.Messages,
 		"a row the abandoned fetch did not lock must stay visible, and the delayed row must stay hidden")
 	require.Equal(t, uint32(1), attempt2, "row 2 is fetched for the first time")
@@ -278,22 +260,22 @@ func testOrchestrationIgnoreAttemptPreservesHiddenStart(t *testing.T, f Factory)
 	const inst = "poison-hidden-start"
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem(inst), 0))
-	_, token1, attempt1 := pmFetchOrch(ctx, t, p, lock)
+	_, token1, attempt1 := fetchOrchestrationAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(1), attempt1, "First fetch should have attempt_count = 1")
 	require.NoError(t, p.AbandonOrchestrationItem(ctx, token1, 0, false), "abandon should succeed")
-	_, token2, attempt2 := pmFetchOrch(ctx, t, p, lock)
+	_, token2, attempt2 := fetchOrchestrationAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(2), attempt2, "Second fetch should have attempt_count = 2")
 	require.NoError(t, p.AbandonOrchestrationItem(ctx, token2, time.Second, false), "the start is hidden for a second")
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, pmEvent(inst, "input"), 0))
-	input, token3, attempt3 := pmFetchOrch(ctx, t, p, lock)
+	input, token3, attempt3 := fetchOrchestrationAttempt(ctx, t, p, lock)
 	require.Len(t, input.Messages, 1, "visible input: the input is fetched alone while the start is hidden")
 	require.Equal(t, cdb.WorkItem(pmEvent(inst, "input")), input.Messages[0], "visible input")
 	require.Equal(t, uint32(1), attempt3, "the input is fetched for the first time")
 	require.NoError(t, p.AbandonOrchestrationItem(ctx, token3, 0, true), "abandon with ignore_attempt should succeed")
 
 	time.Sleep(1100 * time.Millisecond)
-	joint, token4, attempt4 := pmFetchOrch(ctx, t, p, lock)
+	joint, token4, attempt4 := fetchOrchestrationAttempt(ctx, t, p, lock)
 	require.Equal(t, []cdb.WorkItem{StartItem(inst), pmEvent(inst, "input")}, joint.Messages,
 		"the start and the input come together once the delay ends")
 	require.Equal(t, uint32(3), attempt4, "the hidden start kept its 2 attempts: the joint fetch is its third")

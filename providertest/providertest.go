@@ -120,3 +120,11 @@ func Count() int {
 	}
 	return n
 }
+
+// testContext is a context bounded well beyond any single test's waits.
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -30,7 +30,7 @@ func testPruneOptionsCombinations(t *testing.T, f Factory) {
 	admin := Admin(t, p)
 
 	const inst = "prune-options-test"
-	admCreateMultiExecutionInstance(ctx, t, p, inst, 4)
+	createMultiExecutionInstance(ctx, t, p, inst, 4)
 
 	executions, err := admin.ListExecutions(ctx, inst)
 	require.NoError(t, err)
@@ -48,7 +48,7 @@ func testPruneOptionsCombinations(t *testing.T, f Factory) {
 
 	// Empty options prune every historical execution and keep the current one.
 	const inst2 = "prune-options-empty"
-	admCreateMultiExecutionInstance(ctx, t, p, inst2, 3)
+	createMultiExecutionInstance(ctx, t, p, inst2, 3)
 
 	info, err := admin.GetInstanceInfo(ctx, inst2)
 	require.NoError(t, err)
@@ -70,7 +70,7 @@ func testPruneSafety(t *testing.T, f Factory) {
 
 	// The current execution survives even keep_last = 0.
 	const inst = "prune-safety-current"
-	admCreateMultiExecutionInstance(ctx, t, p, inst, 3)
+	createMultiExecutionInstance(ctx, t, p, inst, 3)
 
 	_, err := admin.PruneExecutions(ctx, inst, cdb.PruneOptions{KeepLast: ptr(uint32(0))})
 	require.NoError(t, err)
@@ -81,7 +81,7 @@ func testPruneSafety(t *testing.T, f Factory) {
 
 	// An unknown instance is an error.
 	_, err = admin.PruneExecutions(ctx, "does-not-exist-prune", cdb.PruneOptions{KeepLast: ptr(uint32(1))})
-	require.Error(t, err, "Prune on non-existent instance should error")
+	require.ErrorIs(t, err, cdb.ErrInstanceNotFound, "Prune on non-existent instance should error")
 
 	// On a terminal instance, None, Some(0) and Some(1) are equivalent: only
 	// the current execution survives.
@@ -94,7 +94,7 @@ func testPruneSafety(t *testing.T, f Factory) {
 		{"Some(1)", ptr(uint32(1))},
 	} {
 		id := "prune-terminal-" + strings.NewReplacer("(", "", ")", "").Replace(strings.ToLower(c.label))
-		admCreateMultiExecutionInstance(ctx, t, p, id, 4)
+		createMultiExecutionInstance(ctx, t, p, id, 4)
 
 		info, err := admin.GetInstanceInfo(ctx, id)
 		require.NoError(t, err)
@@ -119,7 +119,7 @@ func testPruneBulk(t *testing.T, f Factory) {
 	admin := Admin(t, p)
 
 	for i := 0; i < 3; i++ {
-		admCreateMultiExecutionInstance(ctx, t, p, fmt.Sprintf("prune-bulk-%d", i), 4)
+		createMultiExecutionInstance(ctx, t, p, fmt.Sprintf("prune-bulk-%d", i), 4)
 	}
 
 	// Keep the last execution of two of them.
@@ -151,7 +151,7 @@ func testPruneBulkIncludesRunningInstances(t *testing.T, f Factory) {
 
 	// A continue-as-new chain whose third execution is still running.
 	const inst = "prune-running-inst"
-	admCreateRunningMultiExecutionInstance(ctx, t, p, inst, 3)
+	createRunningMultiExecutionInstance(ctx, t, p, inst, 3)
 
 	executions, err := admin.ListExecutions(ctx, inst)
 	require.NoError(t, err)

@@ -26,15 +26,6 @@ func queueSemanticsTests() []Test {
 	}
 }
 
-// qsFetchWork fetches a worker item with the default tag filter, failing on
-// an error; nil means no work.
-func qsFetchWork(ctx context.Context, t *testing.T, p cdb.Provider, lock time.Duration) (cdb.WorkItem, string) {
-	t.Helper()
-	item, token, _, err := p.FetchWorkItem(ctx, lock, noPoll, nil, cdb.DefaultOnlyFilter())
-	require.NoError(t, err)
-	return item, token
-}
-
 // qsRequireActivity asserts that item is an ActivityExecute and returns it.
 func qsRequireActivity(t *testing.T, item cdb.WorkItem) cdb.ActivityExecute {
 	t.Helper()
@@ -49,77 +40,73 @@ func qsRequireActivity(t *testing.T, item cdb.WorkItem) cdb.ActivityExecute {
 func qsCreateTestOrch(ctx context.Context, t *testing.T, p cdb.Provider, instance string) {
 	t.Helper()
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem(instance), 0))
-	item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "the start of %s must be fetchable", instance)
+	_, token := fetchOrchestration(ctx, t, p, lockLong, "the start of %s must be fetchable", instance)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
-		[]cdb.Event{b2Event(1, instance, 1, b2TestOrchStarted("{}"))}, nil, nil, cdb.ExecutionMetadata{}, nil))
+		[]cdb.Event{StartedEvent(instance, 1)}, nil, nil, cdb.ExecutionMetadata{}, nil))
 }
 
-// Test 5.1: worker items come back in enqueue order.
+// Worker items come back in enqueue order.
 func testWorkerQueueFIFOOrdering(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 
 	for i := uint64(0); i < 5; i++ {
 		require.NoError(t, p.EnqueueForWorker(ctx,
-			b2Activity("instance-A", 1, i, fmt.Sprintf("Activity%d", i), fmt.Sprintf("input%d", i))))
+			activityExecute("instance-A", 1, i, fmt.Sprintf("Activity%d", i), fmt.Sprintf("input%d", i))))
 	}
 	for i := uint64(0); i < 5; i++ {
-		item, _ := qsFetchWork(ctx, t, p, lockLong)
+		item, _ := fetchWorkIfAny(ctx, t, p, lockLong)
 		require.NotNil(t, item, "item %d must be fetchable", i)
 		activity := qsRequireActivity(t, item)
 		require.Equal(t, i, activity.ID)
 		require.Equal(t, fmt.Sprintf("Activity%d", i), activity.Name)
 	}
-	item, _ := qsFetchWork(ctx, t, p, lockLong)
+	item, _ := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.Nil(t, item, "the worker queue must be empty")
 }
 
-// Test 5.2: a fetched worker item stays invisible until acked, and is gone
+// A fetched worker item stays invisible until acked, and is gone
 // after the ack.
 func testWorkerPeekLockSemantics(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 
-	require.NoError(t, p.EnqueueForWorker(ctx, b2Activity("instance-A", 1, 1, "Activity1", "input1")))
-	item, token := qsFetchWork(ctx, t, p, lockLong)
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("instance-A", 1, 1, "Activity1", "input1")))
+	item, token := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, item)
 	qsRequireActivity(t, item)
 
-	second, _ := qsFetchWork(ctx, t, p, lockLong)
+	second, _ := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.Nil(t, second, "a locked item must not be fetched again")
 
-	require.NoError(t, p.AckWorkItem(ctx, token, b2Completed("instance-A", 1, 1, "result1")))
+	require.NoError(t, p.AckWorkItem(ctx, token, activityCompleted("instance-A", 1, 1, "result1")))
 
-	after, _ := qsFetchWork(ctx, t, p, lockLong)
+	after, _ := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.Nil(t, after, "the acked item must be gone")
 }
 
-// Test 5.3: a worker ack deletes the item and enqueues its completion in one
+// A worker ack deletes the item and enqueues its completion in one
 // step.
 func testWorkerAckAtomicity(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 	qsCreateTestOrch(ctx, t, p, "instance-A")
 
-	require.NoError(t, p.EnqueueForWorker(ctx, b2Activity("instance-A", 1, 1, "Activity1", "input1")))
-	item, token := qsFetchWork(ctx, t, p, lockLong)
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("instance-A", 1, 1, "Activity1", "input1")))
+	item, token := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, item)
-	require.NoError(t, p.AckWorkItem(ctx, token, b2Completed("instance-A", 1, 1, "result1")))
+	require.NoError(t, p.AckWorkItem(ctx, token, activityCompleted("instance-A", 1, 1, "result1")))
 
-	after, _ := qsFetchWork(ctx, t, p, lockLong)
+	after, _ := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.Nil(t, after, "the worker queue must be empty after the ack")
 
-	orch, _, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, orch, "the completion must be on the orchestrator queue")
+	orch, _ := fetchOrchestration(ctx, t, p, lockLong, "the completion must be on the orchestrator queue")
 	require.Equal(t, "instance-A", orch.Instance)
 	require.Len(t, orch.Messages, 1)
 	require.IsType(t, cdb.ActivityCompleted{}, orch.Messages[0])
 }
 
-// Test 5.4: a TimerFired enqueued with a delay is invisible until the delay
+// A TimerFired enqueued with a delay is invisible until the delay
 // has passed.
 func testTimerDelayedVisibility(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -136,51 +123,49 @@ func testTimerDelayedVisibility(t *testing.T, f Factory) {
 
 	time.Sleep(5100 * time.Millisecond)
 
-	item, _, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "the timer must be visible after its delay")
+	item, _ := fetchOrchestration(ctx, t, p, lockLong, "the timer must be visible after its delay")
 	require.Equal(t, "instance-A", item.Instance)
 	require.Len(t, item.Messages, 1)
 	require.IsType(t, cdb.TimerFired{}, item.Messages[0])
 }
 
-// Test 5.6: a worker item whose lock token was lost is redelivered after
+// A worker item whose lock token was lost is redelivered after
 // the lock expires.
 func testLostLockTokenHandling(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 	lock := f.LockTimeout()
 
-	require.NoError(t, p.EnqueueForWorker(ctx, b2Activity("instance-A", 1, 1, "Activity1", "input1")))
-	item, _ := qsFetchWork(ctx, t, p, lock)
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("instance-A", 1, 1, "Activity1", "input1")))
+	item, _ := fetchWorkIfAny(ctx, t, p, lock)
 	require.NotNil(t, item)
 	// The token is dropped without an ack (a crashed worker).
 
-	locked, _ := qsFetchWork(ctx, t, p, lock)
+	locked, _ := fetchWorkIfAny(ctx, t, p, lock)
 	require.Nil(t, locked, "the item must stay locked")
 
 	time.Sleep(lock + 100*time.Millisecond)
 
-	again, _ := qsFetchWork(ctx, t, p, lock)
+	again, _ := fetchWorkIfAny(ctx, t, p, lock)
 	require.NotNil(t, again, "the item must be redelivered after its lock expired")
 	qsRequireActivity(t, again)
 }
 
-// Test 5.6 (bis): a newly enqueued worker item is visible at once.
+// A newly enqueued worker item is visible at once.
 func testWorkerItemImmediateVisibility(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 	lock := f.LockTimeout()
 
-	require.NoError(t, p.EnqueueForWorker(ctx, b2Activity("test-immediate-vis", 1, 1, "TestActivity", "test")))
-	item, token := qsFetchWork(ctx, t, p, lock)
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("test-immediate-vis", 1, 1, "TestActivity", "test")))
+	item, token := fetchWorkIfAny(ctx, t, p, lock)
 	require.NotNil(t, item, "Newly enqueued worker item should be immediately visible")
 	require.Equal(t, "TestActivity", qsRequireActivity(t, item).Name)
 
-	require.NoError(t, p.AckWorkItem(ctx, token, b2Completed("test-immediate-vis", 1, 1, "done")))
+	require.NoError(t, p.AckWorkItem(ctx, token, activityCompleted("test-immediate-vis", 1, 1, "done")))
 }
 
-// Test 5.7: an unlocked item whose visibility lies in the future (abandoned
+// An unlocked item whose visibility lies in the future (abandoned
 // with a delay) is skipped until the delay has passed.
 func testWorkerDelayedVisibilitySkipsFutureItems(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -192,34 +177,34 @@ func testWorkerDelayedVisibilitySkipsFutureItems(t *testing.T, f Factory) {
 	lock := max(f.LockTimeout(), 5*time.Second)
 	const inst = "test-delayed-vis"
 
-	require.NoError(t, p.EnqueueForWorker(ctx, b2Activity(inst, 1, 1, "Activity1", "first")))
-	require.NoError(t, p.EnqueueForWorker(ctx, b2Activity(inst, 1, 2, "Activity2", "second")))
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute(inst, 1, 1, "Activity1", "first")))
+	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute(inst, 1, 2, "Activity2", "second")))
 
-	item1, token1 := qsFetchWork(ctx, t, p, lock)
+	item1, token1 := fetchWorkIfAny(ctx, t, p, lock)
 	require.NotNil(t, item1)
 	require.Equal(t, uint64(1), qsRequireActivity(t, item1).ID)
 
 	delay := 500 * time.Millisecond
 	require.NoError(t, p.AbandonWorkItem(ctx, token1, delay, false))
 
-	item2, token2 := qsFetchWork(ctx, t, p, lock)
+	item2, token2 := fetchWorkIfAny(ctx, t, p, lock)
 	require.NotNil(t, item2, "Should skip delayed item and fetch second item")
 	require.Equal(t, uint64(2), qsRequireActivity(t, item2).ID, "Should skip delayed item and fetch second item")
 
-	none, _ := qsFetchWork(ctx, t, p, lock)
+	none, _ := fetchWorkIfAny(ctx, t, p, lock)
 	require.Nil(t, none, "No items should be available")
 
 	time.Sleep(delay + 100*time.Millisecond)
 
-	item3, token3 := qsFetchWork(ctx, t, p, lock)
+	item3, token3 := fetchWorkIfAny(ctx, t, p, lock)
 	require.NotNil(t, item3, "First item should now be visible after delay")
 	require.Equal(t, uint64(1), qsRequireActivity(t, item3).ID, "First item should now be visible after delay")
 
-	require.NoError(t, p.AckWorkItem(ctx, token2, b2Completed(inst, 1, 2, "done")))
-	require.NoError(t, p.AckWorkItem(ctx, token3, b2Completed(inst, 1, 1, "done")))
+	require.NoError(t, p.AckWorkItem(ctx, token2, activityCompleted(inst, 1, 2, "done")))
+	require.NoError(t, p.AckWorkItem(ctx, token3, activityCompleted(inst, 1, 1, "done")))
 }
 
-// Test 5.8: QueueMessages for an instance that was never started are
+// QueueMessages for an instance that was never started are
 // dropped by the fetch; those for an existing instance are delivered.
 func testOrphanQueueMessagesDropped(t *testing.T, f Factory) {
 	ctx := testContext(t)
@@ -243,9 +228,7 @@ func testOrphanQueueMessagesDropped(t *testing.T, f Factory) {
 	require.NoError(t, p.EnqueueForOrchestrator(ctx,
 		cdb.QueueMessage{Instance: "orphan-test-existing", Name: "ConfigUpdate", Data: "v3"}, 0))
 
-	item, token, _, err := p.FetchOrchestrationItem(ctx, lock, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "Expected orchestration item for existing instance with queued event")
+	item, token := fetchOrchestration(ctx, t, p, lock, "Expected orchestration item for existing instance with queued event")
 	require.Equal(t, "orphan-test-existing", item.Instance)
 	found := false
 	for _, m := range item.Messages {

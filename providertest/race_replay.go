@@ -40,15 +40,15 @@ func raceReplayTests() []Test {
 // rrEvent is duroxide's Event::with_event_id: an event of the runtime's
 // build (durable.DuroxideVersion), timestamped now.
 func rrEvent(eventID uint64, instance string, executionID uint64, source *uint64, kind cdb.EventKind) cdb.Event {
-	return cdb.Event{
-		EventID: eventID, SourceEventID: source, InstanceID: instance, ExecutionID: executionID,
-		TimestampMs: uint64(time.Now().UnixMilli()), DuroxideVersion: durable.DuroxideVersion, Kind: kind,
-	}
+	event := newEvent(eventID, instance, executionID, kind)
+	event.SourceEventID = source
+	event.DuroxideVersion = durable.DuroxideVersion
+	return event
 }
 
 // rrStarted is an OrchestrationStarted of version 1.0.0 with no parent.
 func rrStarted(name, input string) cdb.OrchestrationStarted {
-	return cdb.OrchestrationStarted{Name: name, Version: "1.0.0", Input: input}
+	return orchestrationStarted(name, "1.0.0", input)
 }
 
 // rrSeed creates instance through the provider alone, as duroxide's tests
@@ -57,9 +57,7 @@ func rrStarted(name, input string) cdb.OrchestrationStarted {
 func rrSeed(ctx context.Context, t *testing.T, p cdb.Provider, instance string, history []cdb.Event, orchestratorItems []cdb.WorkItem, md cdb.ExecutionMetadata) {
 	t.Helper()
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem(instance), 0), "seed start")
-	item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err, "seed fetch")
-	require.NotNil(t, item, "visible seed")
+	item, token := fetchOrchestration(ctx, t, p, lockLong, "visible seed")
 	require.Equal(t, instance, item.Instance, "seed fetch")
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID, history, nil, orchestratorItems, md, nil),
 		"seed acknowledgement")
@@ -197,7 +195,7 @@ func testQueueReplayVersionStampRoundtrip(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 	const instance = "queue-version-roundtrip"
-	event := rrEvent(1, instance, 1, nil, cdb.OrchestrationStarted{Name: "TestOrch", Version: "1.0.0", Input: "{}"})
+	event := rrEvent(1, instance, 1, nil, orchestrationStarted("TestOrch", "1.0.0", "{}"))
 	event.DuroxideVersion = "0.1.30"
 	rrSeed(ctx, t, p, instance, []cdb.Event{event}, nil, TestOrchMetadata())
 	history, err := p.ReadWithExecution(ctx, instance, 1)
@@ -206,9 +204,7 @@ func testQueueReplayVersionStampRoundtrip(t *testing.T, f Factory) {
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: instance, Name: "fetch-stamp", Data: "wake"}, 0),
 		"enqueue fetch-path stamp probe")
-	item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err, "fetch old-stamped execution")
-	require.NotNil(t, item, "old-stamped execution was not fetchable")
+	item, token := fetchOrchestration(ctx, t, p, lockLong, "old-stamped execution was not fetchable")
 	require.Equal(t, "0.1.30", item.History[0].DuroxideVersion, "fetch path restamped history")
 	require.NoError(t, p.AbandonOrchestrationItem(ctx, token, 0, true), "release stamp probe lock")
 }
@@ -761,9 +757,7 @@ func testLegacyQueueRaceDecision(t *testing.T, f Factory, stamp string) {
 	sent := []cdb.WorkItem{timers[0], cdb.QueueMessage{Instance: instance, Name: "q", Data: "first"}, timers[1]}
 	rrSeed(ctx, t, p, instance, history, sent,
 		cdb.ExecutionMetadata{OrchestrationName: ptr("LegacyCompetition"), OrchestrationVersion: ptr("1.0.0")})
-	fetched, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
-	require.NoError(t, err, "fetch competition prefix")
-	require.NotNil(t, fetched, "missing competition turn")
+	fetched, token := fetchOrchestration(ctx, t, p, lockLong, "missing competition turn")
 	require.Equal(t, stamp, fetched.History[0].DuroxideVersion, "fetch path changed the execution policy")
 	if stamp != "0.1.30" {
 		// The new decision needs the message between the two timer
@@ -887,7 +881,8 @@ func queueRace(ctx *durable.OrchestrationContext, input string) (string, error) 
 	return output, nil
 }
 
-// Queue Q1/Q2/Q6 FIFO and replay checks on every provider.
+// The recorded queue-race histories (shapes q1, q2 and q6, queueRaceHistory)
+// replay to their FIFO output on every provider.
 func testQueueRaceCancellationReplay(t *testing.T, f Factory) {
 	for _, shape := range []string{"q1", "q2", "q6"} {
 		t.Run(shape, func(t *testing.T) {

@@ -322,9 +322,7 @@ func testTagPreservedThroughAckOrchestrationItem(t *testing.T, f Factory) {
 
 	// Step 1: an instance with a locked turn.
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem(inst), 0))
-	orch, lockToken, _, err := p.FetchOrchestrationItem(ctx, lock, noPoll, nil)
-	require.NoError(t, err)
-	require.NotNil(t, orch, "should get orchestration item")
+	_, lockToken := fetchOrchestration(ctx, t, p, lock, "should get orchestration item")
 
 	// Step 2: the ack schedules one gpu-tagged and one untagged activity.
 	gpuActivity := cdb.ActivityExecute{
@@ -335,14 +333,7 @@ func testTagPreservedThroughAckOrchestrationItem(t *testing.T, f Factory) {
 		Instance: inst, ExecutionID: 1, ID: 11,
 		Name: "CpuWork", Input: `"data"`,
 	}
-	started := cdb.Event{
-		EventID:         1,
-		InstanceID:      inst,
-		ExecutionID:     1,
-		TimestampMs:     uint64(time.Now().UnixMilli()),
-		DuroxideVersion: "0.1.29",
-		Kind:            cdb.OrchestrationStarted{Name: "TestOrch", Version: "1.0.0", Input: "{}"},
-	}
+	started := StartedEvent(inst, 1)
 	require.NoError(t, p.AckOrchestrationItem(ctx, lockToken, 1,
 		[]cdb.Event{started},
 		[]cdb.WorkItem{gpuActivity, cpuActivity}, nil,

@@ -105,7 +105,7 @@ type ExecutionMetadata struct {
 type ScheduledActivityIdentifier struct {
 	Instance    string
 	ExecutionID uint64
-	ActivityID  uint64 // the ActivityScheduled event id, equal to ActivityExecute.ID
+	ActivityID  uint64 // the ActivityScheduled event id, equal to ActivityExecuteMessage.ID
 }
 
 // SessionFetchConfig enables session affinity in FetchWorkItem.
@@ -157,7 +157,7 @@ type Provider interface {
 	// AppendWithExecution stores events as given (a test and fault-injection
 	// aid). An existing (instance, execution, event id) must never be overwritten.
 	AppendWithExecution(ctx context.Context, instance string, executionID uint64, newEvents []Event) error
-	// EnqueueForWorker queues an ActivityExecute, unlocked and visible now,
+	// EnqueueForWorker queues an ActivityExecuteMessage, unlocked and visible now,
 	// keeping its identity, session id and tag for later filtering.
 	EnqueueForWorker(ctx context.Context, item WorkItem) error
 	// FetchWorkItem peek-locks one visible worker item that passes the session

@@ -24,6 +24,28 @@
 // duroxide's serde does. InstanceStatus is an execution's status.
 // Timestamps are milliseconds since the Unix epoch.
 //
+// # Names
+//
+// The contract's messages and events follow one rule each:
+//
+//   - A message, what one dispatcher sends another through a queue (a
+//     WorkItem), is named as duroxide's WorkItem variant names it, spelled
+//     out, with the suffix Message: StartOrchestrationMessage,
+//     ActivityExecuteMessage, ActivityCompletedMessage,
+//     SubOrchestrationCompletedMessage, ContinueAsNewMessage; the one
+//     duroxide calls a queue message is QueueEventMessage, as it carries a
+//     queue event.
+//   - An event, what an execution's history records (an EventKind), is named
+//     for the fact, as duroxide's EventKind variant names it, spelled out and
+//     without a suffix: OrchestrationStarted, ActivityScheduled,
+//     ActivityCompleted, TimerFired, SubOrchestrationCompleted. The events of
+//     persistent queues are named for what they record: QueueSubscribed,
+//     QueueEventDelivered, QueueSubscriptionCancelled.
+//
+// So a worker sends an ActivityCompletedMessage, and the next turn of the
+// orchestration records an ActivityCompleted. The wire tags (Kind and Type)
+// stay duroxide's.
+//
 // # The Cosmos DB client
 //
 // The provider is built on a small Cosmos DB REST client, exported for

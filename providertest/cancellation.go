@@ -51,11 +51,11 @@ func cancFetchStart(t *testing.T, p cdb.Provider, instance string) string {
 	return token
 }
 
-// cancTrigger enqueues an ExternalRaised "Trigger" to give instance another
+// cancTrigger enqueues an ExternalRaisedMessage "Trigger" to give instance another
 // turn, fetches it (lockLong) and returns the lock token.
 func cancTrigger(t *testing.T, p cdb.Provider, instance string) string {
 	t.Helper()
-	_, token := enqueueAndFetchOrchestration(testContext(t), t, p, cdb.ExternalRaised{Instance: instance, Name: "Trigger", Data: "{}"})
+	_, token := enqueueAndFetchOrchestration(testContext(t), t, p, cdb.ExternalRaisedMessage{Instance: instance, Name: "Trigger", Data: "{}"})
 	return token
 }
 
@@ -253,8 +253,8 @@ func testCancelledActivitiesDeletedFromWorkerQueue(t *testing.T, f Factory) {
 
 	remaining, _ := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, remaining, "Should have activity 3 remaining")
-	act, ok := remaining.(cdb.ActivityExecute)
-	require.True(t, ok, "Expected ActivityExecute, got %T", remaining)
+	act, ok := remaining.(cdb.ActivityExecuteMessage)
+	require.True(t, ok, "Expected ActivityExecuteMessage, got %T", remaining)
 	assert.Equal(t, uint64(3), act.ID, "Only activity 3 should remain; activities 1 and 2 should be cancelled")
 
 	noMore, _ := fetchWorkIfAny(ctx, t, p, 100*time.Millisecond)
@@ -273,7 +273,7 @@ func testAckWorkItemFailsWhenEntryDeleted(t *testing.T, f Factory) {
 	// Lock stealing: the row is deleted behind the worker's back.
 	require.NoError(t, p.AckWorkItem(ctx, lockToken, nil))
 
-	err := p.AckWorkItem(ctx, lockToken, cdb.ActivityCompleted{Instance: inst, ExecutionID: 1, ID: 1, Result: "done"})
+	err := p.AckWorkItem(ctx, lockToken, cdb.ActivityCompletedMessage{Instance: inst, ExecutionID: 1, ID: 1, Result: "done"})
 	require.ErrorIs(t, err, cdb.ErrInvalidLockToken, "ack_work_item should fail when entry already deleted")
 	assert.False(t, cdb.IsRetryable(err),
 		"Error should be permanent (not retryable) for deleted entry: %v", err)
@@ -354,8 +354,8 @@ func testSameActivityInWorkerItemsAndCancelledIsNoop(t *testing.T, f Factory) {
 
 	remaining, remainingToken := fetchWorkIfAny(ctx, t, p, lockLong)
 	require.NotNil(t, remaining, "Should have the normal activity in queue")
-	act, ok := remaining.(cdb.ActivityExecute)
-	require.True(t, ok, "Expected ActivityExecute, got %#v", remaining)
+	act, ok := remaining.(cdb.ActivityExecuteMessage)
+	require.True(t, ok, "Expected ActivityExecuteMessage, got %#v", remaining)
 	assert.Equal(t, uint64(3), act.ID,
 		"Only the normal activity (id=3) should remain; the scheduled-then-cancelled activity (id=2) should be gone")
 	assert.Equal(t, "NormalActivity", act.Name)
@@ -392,7 +392,7 @@ func testOrphanActivityAfterInstanceForceDeletion(t *testing.T, f Factory) {
 	item, workerToken := fetchWorkIfAny(ctx, t, p, 5*time.Second)
 	if item != nil {
 		require.NoError(t, p.AckWorkItem(ctx, workerToken,
-			cdb.ActivityCompleted{Instance: inst, ExecutionID: 1, ID: 1, Result: "orphan-result"}),
+			cdb.ActivityCompletedMessage{Instance: inst, ExecutionID: 1, ID: 1, Result: "orphan-result"}),
 			"acking the surviving orphan activity with a completion must succeed")
 	}
 }

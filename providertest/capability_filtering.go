@@ -67,11 +67,11 @@ func capTestOrchMetadata(pinned *cdb.SemanticVersion) cdb.ExecutionMetadata {
 	}
 }
 
-// capPing enqueues an ExternalRaised named name, so instance has work again.
+// capPing enqueues an ExternalRaisedMessage named name, so instance has work again.
 func capPing(t *testing.T, p cdb.Provider, instance, name string) {
 	t.Helper()
 	require.NoError(t, p.EnqueueForOrchestrator(testContext(t),
-		cdb.ExternalRaised{Instance: instance, Name: name, Data: "{}"}, 0))
+		cdb.ExternalRaisedMessage{Instance: instance, Name: name, Data: "{}"}, 0))
 }
 
 // capFetch fetches with a 30s lock and no poll wait; it fails the test on an
@@ -107,7 +107,7 @@ func capSeedInstanceWithVersion(t *testing.T, p cdb.Provider, instance string, p
 	require.NoError(t, p.AckOrchestrationItem(ctx, lockToken, cdb.InitialExecutionID,
 		[]cdb.Event{capStartedEvent(instance, pinned.String())},
 		nil,
-		[]cdb.WorkItem{cdb.ExternalRaised{Instance: instance, Name: "ping", Data: "{}"}},
+		[]cdb.WorkItem{cdb.ExternalRaisedMessage{Instance: instance, Name: "ping", Data: "{}"}},
 		capTestOrchMetadata(&pinned),
 		nil))
 
@@ -268,7 +268,7 @@ func testContinueAsNewExecutionGetsOwnPinnedVersion(t *testing.T, f Factory) {
 	require.NoError(t, p.AckOrchestrationItem(ctx, lockToken, cdb.InitialExecutionID,
 		[]cdb.Event{newEvent(2, inst, cdb.InitialExecutionID, cdb.OrchestrationContinuedAsNew{Input: "{}"})},
 		nil,
-		[]cdb.WorkItem{cdb.ContinueAsNew{
+		[]cdb.WorkItem{cdb.ContinueAsNewMessage{
 			Instance:           inst,
 			Orchestration:      "TestOrch",
 			Input:              "{}",

@@ -26,12 +26,12 @@ func customStatusTests() []Test {
 }
 
 // csTurn is custom_status.rs's poke-then-ack_with_metadata: enqueue an
-// ExternalRaised "poke" for instance, fetch it (30s lock) and ack execution 1
+// ExternalRaisedMessage "poke" for instance, fetch it (30s lock) and ack execution 1
 // with delta and default metadata.
 func csTurn(ctx context.Context, t *testing.T, p cdb.Provider, instance string, delta []cdb.Event) {
 	t.Helper()
 	require.NoError(t, p.EnqueueForOrchestrator(ctx,
-		cdb.ExternalRaised{Instance: instance, Name: "poke", Data: "{}"}, 0))
+		cdb.ExternalRaisedMessage{Instance: instance, Name: "poke", Data: "{}"}, 0))
 	_, token := fetchOrchestration(ctx, t, p, lockLong, "expected orchestration item")
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, delta, nil, nil, cdb.ExecutionMetadata{}, nil))
 }

@@ -176,7 +176,7 @@ func TestDuplicateEventIsErrDuplicateEvent(t *testing.T, f Factory) {
 	assertRefusal(t, p.AppendWithExecution(ctx, "inst", 1, []cdb.Event{StartedEvent("inst", 1)}),
 		cdb.ErrDuplicateEvent, "AppendWithExecution")
 
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "inst", Name: "poke", Data: "{}"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "inst", Name: "poke", Data: "{}"}, 0))
 	_, token := fetchOrchestration(ctx, t, p, lockLong)
 	assertRefusal(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{StartedEvent("inst", 1)}, nil, nil, cdb.ExecutionMetadata{}, nil),
 		cdb.ErrDuplicateEvent, "AckOrchestrationItem")
@@ -197,7 +197,7 @@ func TestBadInputIsErrInvalidInput(t *testing.T, f Factory) {
 	assertRefusal(t, p.AckWorkItem(ctx, workToken, StartItem("inst")), cdb.ErrInvalidInput, "AckWorkItem")
 }
 
-// enqueueAndFetchWork queues one ActivityExecute and returns the token of
+// enqueueAndFetchWork queues one ActivityExecuteMessage and returns the token of
 // its fetch, locked for lock.
 func enqueueAndFetchWork(ctx context.Context, t *testing.T, p cdb.Provider, lock time.Duration) string {
 	t.Helper()

@@ -40,7 +40,7 @@ func orchestrationStarted(name, version, input string) cdb.OrchestrationStarted 
 // StartItem is the start of a "TestOrch" instance: version "1.0.0", input
 // "{}", execution 1.
 func StartItem(instance string) cdb.WorkItem {
-	return cdb.StartOrchestration{
+	return cdb.StartOrchestrationMessage{
 		Instance:      instance,
 		Orchestration: "TestOrch",
 		Input:         "{}",
@@ -66,12 +66,12 @@ func TestOrchMetadata() cdb.ExecutionMetadata {
 	return orchestrationMetadata("TestOrch", "1.0.0")
 }
 
-// activityExecute is an untagged, session-less ActivityExecute.
-func activityExecute(instance string, executionID, id uint64, name, input string) cdb.ActivityExecute {
-	return cdb.ActivityExecute{Instance: instance, ExecutionID: executionID, ID: id, Name: name, Input: input}
+// activityExecute is an untagged, session-less ActivityExecuteMessage.
+func activityExecute(instance string, executionID, id uint64, name, input string) cdb.ActivityExecuteMessage {
+	return cdb.ActivityExecuteMessage{Instance: instance, ExecutionID: executionID, ID: id, Name: name, Input: input}
 }
 
 // activityCompleted is the ActivityCompleted a worker acks activity id with.
-func activityCompleted(instance string, executionID, id uint64, result string) cdb.ActivityCompleted {
-	return cdb.ActivityCompleted{Instance: instance, ExecutionID: executionID, ID: id, Result: result}
+func activityCompleted(instance string, executionID, id uint64, result string) cdb.ActivityCompletedMessage {
+	return cdb.ActivityCompletedMessage{Instance: instance, ExecutionID: executionID, ID: id, Result: result}
 }

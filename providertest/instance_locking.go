@@ -205,7 +205,7 @@ func testMessageTaggingDuringLock(t *testing.T, f Factory) {
 	item2, _ := fetchOrchestration(ctx, t, p, lockLong, "msg3 must still be queued")
 	assert.Equal(t, "instance-A", item2.Instance)
 	require.Len(t, item2.Messages, 1)
-	ac, ok := item2.Messages[0].(cdb.ActivityCompleted)
+	ac, ok := item2.Messages[0].(cdb.ActivityCompletedMessage)
 	require.True(t, ok, "want ActivityCompleted, got %T", item2.Messages[0])
 	assert.Equal(t, uint64(3), ac.ID)
 }
@@ -430,7 +430,7 @@ func testMultiThreadedLockExpirationRecovery(t *testing.T, f Factory) {
 func activityCompletedIDs(messages []cdb.WorkItem) []uint64 {
 	ids := []uint64{}
 	for _, m := range messages {
-		if ac, ok := m.(cdb.ActivityCompleted); ok {
+		if ac, ok := m.(cdb.ActivityCompletedMessage); ok {
 			ids = append(ids, ac.ID)
 		}
 	}

@@ -28,7 +28,7 @@ func CreateInstance(ctx context.Context, t *testing.T, p cdb.Provider, instance 
 // CreateInstanceWithParent enqueues a start whose parent is parent.
 func CreateInstanceWithParent(ctx context.Context, t *testing.T, p cdb.Provider, instance, parent string) {
 	t.Helper()
-	start := StartItem(instance).(cdb.StartOrchestration)
+	start := StartItem(instance).(cdb.StartOrchestrationMessage)
 	start.ParentInstance = ptr(parent)
 	start.ParentID = ptr(uint64(1))
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, start, 0))
@@ -47,7 +47,7 @@ func createCompletedInstance(ctx context.Context, t *testing.T, p cdb.Provider, 
 // parent link.
 func createCompletedInstanceWithParent(ctx context.Context, t *testing.T, p cdb.Provider, instance string, parent *string) {
 	t.Helper()
-	start := StartItem(instance).(cdb.StartOrchestration)
+	start := StartItem(instance).(cdb.StartOrchestrationMessage)
 	started := orchestrationStarted("TestOrch", "1.0.0", "{}")
 	if parent != nil {
 		start.ParentInstance = ptr(*parent)
@@ -102,7 +102,7 @@ func createCancelledInstance(ctx context.Context, t *testing.T, p cdb.Provider, 
 // the parent link.
 func createChildInstance(ctx context.Context, t *testing.T, p cdb.Provider, instance, parent string) {
 	t.Helper()
-	start := StartItem(instance).(cdb.StartOrchestration)
+	start := StartItem(instance).(cdb.StartOrchestrationMessage)
 	start.ParentInstance = ptr(parent)
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, start, 0))
 	_, token := fetchOrchestration(ctx, t, p, 5*time.Second, "the child's start must be fetchable")
@@ -143,7 +143,7 @@ func createExecutionChain(ctx context.Context, t *testing.T, p cdb.Provider, ins
 		}
 		var item cdb.WorkItem = StartItem(instance)
 		if exec > 1 {
-			item = cdb.ContinueAsNew{
+			item = cdb.ContinueAsNewMessage{
 				Instance:           instance,
 				Orchestration:      name,
 				Input:              "{}",

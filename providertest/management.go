@@ -176,13 +176,13 @@ func instanceStats(t *testing.T, p cdb.Provider, instance, msg string) cdb.Syste
 	return *stats
 }
 
-// pokeAndAck enqueues an ExternalRaised named name for instance, fetches
+// pokeAndAck enqueues an ExternalRaisedMessage named name for instance, fetches
 // it (30s lock; the item must exist) and acks execution 1 with delta and
 // metadata.
 func pokeAndAck(t *testing.T, p cdb.Provider, instance, name, fetchMsg string, delta []cdb.Event, metadata cdb.ExecutionMetadata) {
 	t.Helper()
 	ctx := testContext(t)
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: instance, Name: name, Data: "{}"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: instance, Name: name, Data: "{}"}, 0))
 	_, token := fetchOrchestration(ctx, t, p, lockLong, fetchMsg)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, delta, nil, nil, metadata, nil))
 }

@@ -26,11 +26,11 @@ func queueSemanticsTests() []Test {
 	}
 }
 
-// qsRequireActivity asserts that item is an ActivityExecute and returns it.
-func qsRequireActivity(t *testing.T, item cdb.WorkItem) cdb.ActivityExecute {
+// qsRequireActivity asserts that item is an ActivityExecuteMessage and returns it.
+func qsRequireActivity(t *testing.T, item cdb.WorkItem) cdb.ActivityExecuteMessage {
 	t.Helper()
-	activity, ok := item.(cdb.ActivityExecute)
-	require.True(t, ok, "expected ActivityExecute, got %T", item)
+	activity, ok := item.(cdb.ActivityExecuteMessage)
+	require.True(t, ok, "expected ActivityExecuteMessage, got %T", item)
 	return activity
 }
 
@@ -103,7 +103,7 @@ func testWorkerAckAtomicity(t *testing.T, f Factory) {
 	orch, _ := fetchOrchestration(ctx, t, p, lockLong, "the completion must be on the orchestrator queue")
 	require.Equal(t, "instance-A", orch.Instance)
 	require.Len(t, orch.Messages, 1)
-	require.IsType(t, cdb.ActivityCompleted{}, orch.Messages[0])
+	require.IsType(t, cdb.ActivityCompletedMessage{}, orch.Messages[0])
 }
 
 // A TimerFired enqueued with a delay is invisible until the delay
@@ -115,7 +115,7 @@ func testTimerDelayedVisibility(t *testing.T, f Factory) {
 
 	delay := 5 * time.Second
 	require.NoError(t, p.EnqueueForOrchestrator(ctx,
-		cdb.TimerFired{Instance: "instance-A", ExecutionID: 1, ID: 1, FireAtMs: 0}, delay))
+		cdb.TimerFiredMessage{Instance: "instance-A", ExecutionID: 1, ID: 1, FireAtMs: 0}, delay))
 
 	early, _, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
 	require.NoError(t, err)
@@ -126,7 +126,7 @@ func testTimerDelayedVisibility(t *testing.T, f Factory) {
 	item, _ := fetchOrchestration(ctx, t, p, lockLong, "the timer must be visible after its delay")
 	require.Equal(t, "instance-A", item.Instance)
 	require.Len(t, item.Messages, 1)
-	require.IsType(t, cdb.TimerFired{}, item.Messages[0])
+	require.IsType(t, cdb.TimerFiredMessage{}, item.Messages[0])
 }
 
 // A worker item whose lock token was lost is redelivered after
@@ -214,7 +214,7 @@ func testOrphanQueueMessagesDropped(t *testing.T, f Factory) {
 	// Part 1: messages for a non-existent instance are dropped.
 	for _, data := range []string{"v1", "v2"} {
 		require.NoError(t, p.EnqueueForOrchestrator(ctx,
-			cdb.QueueMessage{Instance: "orphan-test", Name: "ConfigUpdate", Data: data}, 0))
+			cdb.QueueEventMessage{Instance: "orphan-test", Name: "ConfigUpdate", Data: data}, 0))
 	}
 	first, _, _, err := p.FetchOrchestrationItem(ctx, lock, noPoll, nil)
 	require.NoError(t, err)
@@ -226,17 +226,17 @@ func testOrphanQueueMessagesDropped(t *testing.T, f Factory) {
 	// Part 2: a message for an existing instance is kept.
 	CreateInstance(ctx, t, p, "orphan-test-existing")
 	require.NoError(t, p.EnqueueForOrchestrator(ctx,
-		cdb.QueueMessage{Instance: "orphan-test-existing", Name: "ConfigUpdate", Data: "v3"}, 0))
+		cdb.QueueEventMessage{Instance: "orphan-test-existing", Name: "ConfigUpdate", Data: "v3"}, 0))
 
 	item, token := fetchOrchestration(ctx, t, p, lock, "Expected orchestration item for existing instance with queued event")
 	require.Equal(t, "orphan-test-existing", item.Instance)
 	found := false
 	for _, m := range item.Messages {
-		if qm, ok := m.(cdb.QueueMessage); ok && qm.Name == "ConfigUpdate" && qm.Data == "v3" {
+		if qm, ok := m.(cdb.QueueEventMessage); ok && qm.Name == "ConfigUpdate" && qm.Data == "v3" {
 			found = true
 		}
 	}
-	require.True(t, found, "QueueMessage for existing instance should be included in messages, got: %v", item.Messages)
+	require.True(t, found, "QueueEventMessage for existing instance should be included in messages, got: %v", item.Messages)
 
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, item.ExecutionID, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
 }

@@ -26,11 +26,11 @@
 //
 // # Design choices
 //
-// Non-QueueMessage work for a never-started instance. When an instance has
+// Non-QueueEventMessage work for a never-started instance. When an instance has
 // no instance row, no history and no StartOrchestration or ContinueAsNew
 // among its visible messages, the fetch distinguishes two cases:
 //
-//   - every visible message is a QueueMessage: the messages are deleted (they
+//   - every visible message is a QueueEventMessage: the messages are deleted (they
 //     are orphan persistent events, duroxide 0.1.21) and the fetch moves on
 //     to the next candidate instance;
 //   - otherwise (for example a CancelInstance or a completion racing ahead of
@@ -66,7 +66,7 @@
 //   - Queue depths count messages not held by a valid lock (SQLite counts
 //     rows whose lock_token is NULL, which misses stale tokens).
 //   - Work items of the wrong kind are refused with a permanent error: an
-//     ActivityExecute for the orchestrator queue (as SQLite does on enqueue),
+//     ActivityExecuteMessage for the orchestrator queue (as SQLite does on enqueue),
 //     anything else for the worker queue, and a worker completion that is
 //     not ActivityCompleted or ActivityFailed.
 //

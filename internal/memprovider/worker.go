@@ -8,7 +8,7 @@ import (
 	"github.com/duroxide-go/cdb"
 )
 
-// EnqueueForWorker queues an ActivityExecute, unlocked and visible now, with
+// EnqueueForWorker queues an ActivityExecuteMessage, unlocked and visible now, with
 // its identity, session and tag.
 func (p *Provider) EnqueueForWorker(ctx context.Context, item cdb.WorkItem) error {
 	const op = "EnqueueForWorker"

@@ -311,13 +311,14 @@ func printInstances(out io.Writer, list instancesJSON) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(list.Instances) == 0 {
+		fmt.Fprintln(out, "(no instances)")
+	}
 	switch {
 	case list.Next != nil && list.Total != nil:
 		fmt.Fprintf(out, "(%d of %d; next page: -after %s)\n", len(list.Instances), *list.Total, *list.Next)
 	case list.Next != nil:
 		fmt.Fprintf(out, "(%d read; next page: -after %s)\n", list.Scanned, *list.Next)
-	case len(list.Instances) == 0:
-		fmt.Fprintln(out, "(no instances)")
 	}
 	return nil
 }

@@ -147,7 +147,7 @@ func printInstance(out io.Writer, s showJSON) {
 			formatTime(e.StartedAt), formatTime(e.CompletedAt))
 	}
 	fmt.Fprintf(out, "\nhistory of execution %d (%d events)\n", s.CurrentExecutionID, len(s.History))
-	printTimeline(out, s.History)
+	printTimeline(out, s.InstanceID, s.History)
 	if len(s.KV) > 0 {
 		fmt.Fprintf(out, "\nkv (%d keys)\n", len(s.KV))
 		for _, k := range sortedKeys(s.KV) {

@@ -134,27 +134,8 @@ func runStart(ctx context.Context, argv []string, stdout, stderr io.Writer) erro
 		if req.id == "" {
 			req.id = uuid.NewString()
 		}
-		client := durable.NewClient(p)
-		result := startJSON{InstanceID: req.id, OrchestrationName: args[0], Enqueued: true}
-		if req.version != "" {
-			v := string(req.version)
-			result.OrchestrationVersion = &v
-		}
-		existing, found, err := findInstance(ctx, client, req.id)
+		result, err := req.start(ctx, durable.NewClient(p), args[0], input, stderr)
 		if err != nil {
-			return instanceError(endpoint, req.id, err)
-		}
-		if found {
-			if req.ifExists == existsFail {
-				return instanceExists{id: req.id, status: string(existing.Status)}
-			}
-			status := string(existing.Status)
-			result.Enqueued, result.ExistingStatus = false, &status
-			fmt.Fprintf(stderr, "cdb start: instance %q already exists (%s); nothing started\n", req.id, status)
-		} else if err := client.StartOrchestration(ctx, req.id, args[0], input, req.options()...); err != nil {
-			if errors.Is(err, durable.ErrInvalidInput) {
-				return usageError{msg: err.Error()}
-			}
 			return instanceError(endpoint, req.id, err)
 		}
 		if format == formatJSON {
@@ -163,6 +144,34 @@ func runStart(ctx context.Context, argv []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(out, req.id)
 		return nil
 	})(ctx, argv, stdout, stderr)
+}
+
+// start enqueues the start of instance r.id of the orchestration name,
+// unless the id is taken: then it refuses (instanceExists) or, with
+// -if-exists ignore, says so on stderr and starts nothing.
+func (r startRequest) start(ctx context.Context, client *durable.Client, name, input string, stderr io.Writer) (startJSON, error) {
+	result := startJSON{InstanceID: r.id, OrchestrationName: name, Enqueued: true}
+	if r.version != "" {
+		v := string(r.version)
+		result.OrchestrationVersion = &v
+	}
+	existing, found, err := findInstance(ctx, client, r.id)
+	switch {
+	case err != nil:
+		return startJSON{}, err
+	case found && r.ifExists == existsFail:
+		return startJSON{}, instanceExists{id: r.id, status: string(existing.Status)}
+	case found:
+		status := string(existing.Status)
+		result.Enqueued, result.ExistingStatus = false, &status
+		fmt.Fprintf(stderr, "cdb start: instance %q already exists (%s); nothing started\n", r.id, status)
+		return result, nil
+	}
+	err = client.StartOrchestration(ctx, r.id, name, input, r.options()...)
+	if errors.Is(err, durable.ErrInvalidInput) {
+		return startJSON{}, usageError{msg: err.Error()}
+	}
+	return result, err
 }
 
 // findInstance reads an instance's info; found is false only when the

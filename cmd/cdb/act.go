@@ -123,8 +123,7 @@ func runStart(ctx context.Context, argv []string, stdout, stderr io.Writer) erro
 		fs.Var(req.input.flag(false), "input", "the orchestration's `input`, passed as is (usually JSON)")
 		fs.Var(req.input.flag(true), "input-file", "read the input from `file` (- for stdin)")
 		fs.Var(&req.version, "version", "run exactly this orchestration `version` (semantic, e.g. 1.2.0; default: the runtime's registry decides)")
-		fs.Var(&req.ifExists, "if-exists", "when the id is taken: fail (exit code 3) or ignore (start nothing, print the id, exit 0). "+
-			"An instance exists once its first turn ran: a start still queued is not seen, and the runtime drops a second start of one id")
+		fs.Var(&req.ifExists, "if-exists", "when the id is taken: fail (exit code 3) or ignore (start nothing, print the id, exit 0)")
 		registerOutput(fs, &format)
 	}, 1, func(ctx context.Context, p *cdb.CosmosProvider, endpoint string, args []string, out io.Writer) error {
 		input, err := req.input.read(os.Stdin)

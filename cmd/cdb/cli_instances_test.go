@@ -229,3 +229,15 @@ func TestOlderThanFindsItsFirstInstanceInLogarithmicReads(t *testing.T) {
 	assert.Equal(t, l.ids[90_000], page.Instances[0].InstanceID, "the first instance created more than 90000 minutes ago")
 	assert.LessOrEqual(t, l.reads, 17+3, "bisection over 100000 ids, then the page")
 }
+
+// The help says which filters the store applies and which cdb checks on
+// each instance it reads, and what a start can and cannot tell.
+func TestBinaryHelpSaysWhatIsFilteredWhere(t *testing.T) {
+	code, stdout, _ := cli("help", "instances").run(t)
+	require.Equal(t, 0, code)
+	assert.Contains(t, stdout, "filters only by status: -name and the ages are checked\non each instance read, at most -scan a page")
+	code, stdout, _ = cli("help", "start").run(t)
+	require.Equal(t, 0, code)
+	assert.Contains(t, stdout, "a taken id exits with code 3")
+	assert.Contains(t, stdout, "a start still\nqueued is not seen")
+}

@@ -285,8 +285,7 @@ func runInstances(ctx context.Context, argv []string, stdout, stderr io.Writer) 
 		fs.Var(&q.newerThan, "newer-than", "only instances created less than this `duration` ago (e.g. 15m)")
 		fs.Var(&limit, "limit", "at most `n` instances on the page")
 		fs.StringVar(&q.after, "after", "", "the page after this `instance` (the previous page's last; text and json print it as next)")
-		fs.Var(&scan, "scan", "read at most `n` instances for the page: -name and the ages are checked on each instance read, "+
-			"as the provider filters only by status, so a page may end short of -limit with a next")
+		fs.Var(&scan, "scan", "read at most `n` instances for the page (-name and the ages are checked on each one read)")
 		registerOutput(fs, &format)
 	}, 0, func(ctx context.Context, p *cdb.CosmosProvider, endpoint string, _ []string, out io.Writer) error {
 		q.limit, q.scan, q.now = int(limit), int(scan), time.Now()

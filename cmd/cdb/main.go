@@ -27,6 +27,8 @@ type command struct {
 	name    string
 	args    string // e.g. "INSTANCE"; empty when it takes none
 	summary string
+	// details, when set, follow the summary in the command's help.
+	details string
 	// server commands run until interrupted, which is their clean exit.
 	server bool
 	run    func(ctx context.Context, args []string, stdout, stderr io.Writer) error
@@ -36,9 +38,15 @@ func commands() []command {
 	return []command{
 		{name: "demo", summary: "walk through the storage layer on the in-memory Cosmos DB, or on COSMOS_ENDPOINT", run: runDemo},
 		{name: "emulator", summary: "serve the in-memory Cosmos DB on loopback", server: true, run: runEmulator},
-		{name: "instances", summary: "list instances newest first, a page at a time, by status, name and age", run: runInstances},
+		{name: "instances", summary: "list instances newest first, a page at a time, by status, name and age", run: runInstances,
+			details: "The provider's management API lists ids and filters only by status: -name and the ages are checked\n" +
+				"on each instance read, at most -scan a page, so a page may end short of -limit. The page's last\n" +
+				"line (json: next) names the -after of the next page."},
 		{name: "show", args: "INSTANCE", summary: "show an instance: info, executions, history timeline, custom status, KV", run: runShow},
-		{name: "start", args: "NAME", summary: "start an orchestration: enqueue its start for the application's runtime and print the instance id", run: runStart},
+		{name: "start", args: "NAME", summary: "start an orchestration: enqueue its start for the application's runtime and print the instance id", run: runStart,
+			details: "The library's StartOrchestration does not say whether the id is taken, so cdb reads the instance\n" +
+				"first: a taken id exits with code 3. An instance exists once its first turn ran: a start still\n" +
+				"queued is not seen, and the runtime drops a second start of one id."},
 		{name: "raise", args: "INSTANCE EVENT [DATA]", summary: "raise an external event on an instance (-queue: put it on the instance's persistent queue)", run: runRaise},
 		{name: "cancel", args: "INSTANCE", summary: "request an instance's cancellation (it fails with \"canceled: REASON\", its children too)", run: runCancel},
 		{name: "metrics", summary: "system metrics and queue depths", run: runMetrics},
@@ -314,6 +322,10 @@ func helpText(fs *flag.FlagSet) string {
 	fmt.Fprintln(&b, usageLine(c))
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, c.summary)
+	if c.details != "" {
+		fmt.Fprintln(&b)
+		fmt.Fprintln(&b, c.details)
+	}
 	hasFlags := false
 	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 	if hasFlags {

@@ -117,6 +117,7 @@ func TestBinaryProgressLineFitsAnEightyColumnTerminal(t *testing.T) {
 	assert.Positive(t, repaints, "the demo repaints a progress line on a terminal: %q", out)
 	assert.Empty(t, problem)
 	assert.Contains(t, out, "12/12", "the last repaint shows every order settled")
+	assert.Regexp(t, `12/12 orders .*  [0-9]+ requests  [0-9]+ RU  [0-9.]+s`, out, "and still the requests and the RU")
 }
 
 func TestBinaryProgressLineFollowsCOLUMNS(t *testing.T) {

@@ -99,7 +99,7 @@ func cli(args ...string) binary { return binary{args: args} }
 func (b binary) with(env ...string) binary { b.env = append(b.env, env...); return b }
 
 // everyCommand is each command users can run, hidden ones included.
-var everyCommand = []string{"demo", "emulator", "instances", "show", "metrics", "delete", "prune", "bench", "doctor", "version", "sim-node", "bench-process"}
+var everyCommand = []string{"demo", "emulator", "instances", "show", "start", "raise", "cancel", "metrics", "delete", "prune", "bench", "doctor", "version", "sim-node", "bench-process"}
 
 // closedEndpoint is an http endpoint nothing listens on.
 func closedEndpoint(t *testing.T) string {
@@ -152,7 +152,7 @@ func TestBinaryHelpGoesToStdoutUsageErrorsToStderr(t *testing.T) {
 		for _, args := range [][]string{{name, "-h"}, {name, "--help"}, {"help", name}} {
 			code, stdout, stderr := cli(args...).run(t)
 			assert.Equal(t, 0, code, "cdb %v", args)
-			assert.Regexp(t, `^usage: cdb `+name+`( \[flags\])?( [A-Z]+)?\n\n[a-z].*\n`, stdout, "cdb %v", args)
+			assert.Regexp(t, `^usage: cdb `+name+`( \[flags\])?( [A-Z]+)*( \[[A-Z]+\])?\n\n[a-z].*\n`, stdout, "cdb %v", args)
 			assert.Empty(t, stderr, "cdb %v", args)
 		}
 		code, stdout, stderr := cli(name, "-no-such-flag").run(t)

@@ -7,7 +7,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/duroxide-go/cdb"
@@ -50,14 +53,39 @@ func operatorConnection() *connection {
 	return &connection{containerFromEnv: true, defaultContainer: "duroxide"}
 }
 
-// accountConfigured reports whether the environment (or .env) names an
-// account; a .env that cannot be read is an error, not "no account".
-func accountConfigured() (bool, error) {
-	_, err := cdb.ConfigFromEnv()
-	if errors.Is(err, cdb.ErrEndpointNotSet) {
-		return false, nil
+// demoTarget is where the demo runs, which decides its size and pace.
+type demoTarget int
+
+const (
+	targetInMemory demoTarget = iota // no COSMOS_ENDPOINT: the embedded in-memory Cosmos DB
+	targetLocal                      // an emulator on loopback (cdb emulator, Microsoft's): no RU/s to pay for
+	targetAccount                    // any other endpoint: an account with provisioned RU/s
+)
+
+// demoTargetFromEnv says where the environment (or .env) points the demo;
+// a .env that cannot be read is an error, not "no account".
+func demoTargetFromEnv() (demoTarget, error) {
+	cfg, err := cdb.ConfigFromEnv()
+	switch {
+	case errors.Is(err, cdb.ErrEndpointNotSet):
+		return targetInMemory, nil
+	case err != nil:
+		return targetInMemory, err
+	case isLoopbackEndpoint(cfg.Endpoint):
+		return targetLocal, nil
 	}
-	return err == nil, err
+	return targetAccount, nil
+}
+
+// isLoopbackEndpoint reports whether endpoint's host is this machine.
+func isLoopbackEndpoint(endpoint string) bool {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	ip := net.ParseIP(host)
+	return strings.EqualFold(host, "localhost") || (ip != nil && ip.IsLoopback())
 }
 
 // configured reports whether an endpoint is given, by flag or environment.

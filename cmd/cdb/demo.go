@@ -20,19 +20,20 @@ import (
 // runDemo runs an order-processing workload through the runtime and the
 // Cosmos DB provider: on the embedded in-memory Cosmos DB, or on the account
 // in COSMOS_* when COSMOS_ENDPOINT is set. It shows progress while it runs
-// and a summary at the end. On an account it processes fewer orders and
-// paces their starts to an RU budget, so a new 400 RU/s container is not
-// throttled into a timeout.
+// and a summary at the end. On an account (not an emulator on loopback) it
+// processes fewer orders and paces their starts to an RU budget, so a new
+// 400 RU/s container is not throttled into a timeout.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	onAccount, err := accountConfigured()
+	target, err := demoTargetFromEnv()
 	if err != nil {
 		return err
 	}
-	def := demoDefaultsFor(onAccount)
+	def := demoDefaultsFor(target)
 	fs := newFlagSet("demo", stderr)
-	orders := fs.Int("orders", def.orders, "orders to process (fewer on COSMOS_ENDPOINT, to fit a new container's 400 RU/s)")
+	orders := fs.Int("orders", def.orders, "orders to process (fewer on an account, to fit a new container's 400 RU/s)")
 	concurrency := fs.Int("concurrency", 4, "orchestration and worker dispatchers")
-	ruPerSecond := fs.Float64("ru-per-second", def.ruPerSecond, "RU per second the demo paces the orders' starts to, on average; 0 does not pace (paced on COSMOS_ENDPOINT)")
+	ruPerSecond := fs.Float64("ru-per-second", def.ruPerSecond, "RU per second the demo paces the orders' starts to, on average; 0 does not pace "+
+		"(paced on an account; not in memory or on an emulator on loopback)")
 	latency := fs.Duration("latency", 0, "latency added per request by the in-memory Cosmos DB, e.g. 5ms")
 	keep := fs.Bool("keep", false, "on COSMOS_ENDPOINT, keep the demo's container to explore with cdb instances and cdb show")
 	if err := parseFlags(fs, args); err != nil {
@@ -48,20 +49,37 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer cleanup()
 	d := newDemo(provider, *orders, stdout)
 	fmt.Fprintf(stdout, "cdb demo: %d orders on %s, %d:%d dispatchers\n", *orders, where, *concurrency, *concurrency)
-	if *ruPerSecond > 0 {
+	switch {
+	case *ruPerSecond > 0:
 		d.pace(*ruPerSecond)
 		fmt.Fprintf(stdout, "pacing: orders start so that the demo uses about %.0f RU/s on average (an order costs about %d RU; "+
 			"-ru-per-second 0 does not pace)\n", *ruPerSecond, demoOrderRU)
+	case target == targetLocal:
+		fmt.Fprintln(stdout, "not paced: the endpoint is an emulator on loopback, with no RU/s to pay for (-ru-per-second N paces)")
 	}
 	fmt.Fprintln(stdout)
 	if err := d.run(ctx, *concurrency); err != nil {
 		return err
 	}
-	if *keep && onAccount {
-		fmt.Fprintf(stdout, "\nexplore it: cdb instances -container %s, then cdb show -container %s order-000\n",
-			provider.Container().ID(), provider.Container().ID())
-	}
+	d.explain(target != targetInMemory && *keep, provider.Container().ID())
 	return nil
+}
+
+// explain says how to open the order the summary showed, and its child,
+// with cdb show: in the kept container, or by running the demo where its
+// store outlives it.
+func (d *demo) explain(kept bool, container string) {
+	switch {
+	case d.shown == "":
+	case kept:
+		fmt.Fprintf(d.out, "\nexplore it: cdb instances -container %s, then cdb show -container %s %s", container, container, d.shown)
+		if d.shownChild != "" {
+			fmt.Fprintf(d.out, " (and its payment, %s)", d.shownChild)
+		}
+		fmt.Fprintln(d.out)
+	default:
+		fmt.Fprintln(d.out, "\nto open these instances with cdb show, run the demo with -keep on an account or on cdb emulator (COSMOS_ENDPOINT)")
+	}
 }
 
 // demoDefaults are the flag defaults that depend on where the demo runs.
@@ -70,11 +88,11 @@ type demoDefaults struct {
 	ruPerSecond float64 // 0: not paced
 }
 
-// demoDefaultsFor: in memory, 60 orders as fast as they go; on an account,
-// 12 orders paced to 300 RU/s, which leaves a new container's 400 RU/s room
-// for the dispatchers' polling.
-func demoDefaultsFor(onAccount bool) demoDefaults {
-	if onAccount {
+// demoDefaultsFor: in memory and on an emulator on loopback, 60 orders as
+// fast as they go; on an account, 12 orders paced to 300 RU/s, which leaves
+// a new container's 400 RU/s room for the dispatchers' polling.
+func demoDefaultsFor(target demoTarget) demoDefaults {
+	if target == targetAccount {
 		return demoDefaults{orders: 12, ruPerSecond: 300}
 	}
 	return demoDefaults{orders: 60}
@@ -137,6 +155,10 @@ type demo struct {
 	ledgerDone                             chan struct{}
 
 	pacer *ruPacer // nil: orders start at once
+
+	// shown is the order whose history the summary printed, shownChild
+	// its payment sub-orchestration's instance id.
+	shown, shownChild string
 }
 
 // pace makes the orders start no faster than ruPerSecond allows.
@@ -486,21 +508,40 @@ func (d *demo) timeLimit() time.Duration {
 }
 
 func (d *demo) printProgress(tty bool, start time.Time) {
-	settled := int(d.shipped.Load() + d.failed.Load())
 	stats := d.provider.Client().Stats()
-	line := fmt.Sprintf("%s %3d/%d orders settled (%d shipped, %d failed, %d escalated)  %4d activities  %5d requests  %7.0f RU  %4.1fs",
-		progressBar(settled, d.orders, 20), settled, d.orders, d.shipped.Load(), d.failed.Load(), d.escalated.Load(),
-		d.activities.Load(), stats.Requests, stats.RequestCharge, time.Since(start).Seconds())
+	p := demoProgress{
+		settled: d.shipped.Load() + d.failed.Load(), orders: int64(d.orders),
+		shipped: d.shipped.Load(), failed: d.failed.Load(), escalated: d.escalated.Load(),
+		activities: d.activities.Load(), requests: stats.Requests, charge: stats.RequestCharge, elapsed: time.Since(start),
+	}
+	width := terminalWidth(d.out)
 	if tty {
-		repaintLine(d.out, line)
+		repaintLine(d.out, p.line(width-1))
 		return
 	}
-	fmt.Fprintln(d.out, line)
+	fmt.Fprintln(d.out, p.line(width))
 }
 
-func progressBar(done, total, width int) string {
-	filled := done * width / max(total, 1)
-	return "[" + strings.Repeat("#", filled) + strings.Repeat(".", width-filled) + "]"
+// demoProgress is what the progress line reports.
+type demoProgress struct {
+	settled, orders, shipped, failed, escalated, activities, requests int64
+	charge                                                            float64
+	elapsed                                                           time.Duration
+}
+
+// line is the progress in at most width columns. The orders settled, the
+// requests, the RU and the time are always there; the outcomes, a bar and
+// the activities come, in that order, as the width allows.
+func (p demoProgress) line(width int) string {
+	return fitFields(width, []progressField{
+		{text: progressBar(int(p.settled), int(p.orders), 10), rank: 2},
+		{text: fmt.Sprintf("%d/%d orders", p.settled, p.orders)},
+		{text: fmt.Sprintf("%d shipped %d failed %d escalated", p.shipped, p.failed, p.escalated), rank: 1},
+		{text: fmt.Sprintf("%d activities", p.activities), rank: 3},
+		{text: fmt.Sprintf("%d requests", p.requests)},
+		{text: fmt.Sprintf("%.0f RU", p.charge)},
+		{text: fmt.Sprintf("%.1fs", p.elapsed.Seconds())},
+	})
 }
 
 func isTerminal(w io.Writer) bool {
@@ -570,8 +611,20 @@ func (d *demo) showOneOrder(ctx context.Context, client *durable.Client) error {
 	if err != nil {
 		return err
 	}
-	printTimeline(d.out, history)
+	printTimeline(d.out, pick, history)
+	d.shown, d.shownChild = pick, firstChild(pick, history)
 	return nil
+}
+
+// firstChild is the instance id of the first sub-orchestration a history
+// scheduled, empty for none.
+func firstChild(instance string, history []cdb.Event) string {
+	for _, e := range history {
+		if s, ok := e.Kind.(cdb.SubOrchestrationScheduled); ok {
+			return cdb.BuildChildInstanceID(instance, s.Instance)
+		}
+	}
+	return ""
 }
 
 func hasActivity(history []cdb.Event, name string) bool {

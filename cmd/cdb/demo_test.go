@@ -97,11 +97,30 @@ func TestRUPacerStopsWaitingWhenCancelled(t *testing.T) {
 }
 
 func TestDemoOnAnAccountIsSmallerAndPaced(t *testing.T) {
-	assert.Equal(t, demoDefaults{orders: 60}, demoDefaultsFor(false), "in memory: the full workload, unpaced")
-	onAccount := demoDefaultsFor(true)
+	assert.Equal(t, demoDefaults{orders: 60}, demoDefaultsFor(targetInMemory), "in memory: the full workload, unpaced")
+	assert.Equal(t, demoDefaults{orders: 60}, demoDefaultsFor(targetLocal), "an emulator on loopback has no RU/s to pay for")
+	onAccount := demoDefaultsFor(targetAccount)
 	assert.Less(t, float64(onAccount.orders*demoOrderRU)/onAccount.ruPerSecond, 60.0,
 		"the default workload fits in a minute of its budget")
 	assert.Less(t, onAccount.ruPerSecond, 400.0, "a new container's 400 RU/s leave room for the dispatchers' polling")
+}
+
+// Only an endpoint off this machine is an account with RU/s to pace for:
+// cdb emulator and Microsoft's emulator listen on loopback.
+func TestDemoPacesOnlyForAnEndpointOffThisMachine(t *testing.T) {
+	for endpoint, loopback := range map[string]bool{
+		"http://127.0.0.1:41234":                           true,
+		"https://localhost:8081/":                          true,
+		"https://LOCALHOST:8081":                           true,
+		"http://[::1]:8081":                                true,
+		"https://127.8.9.10:443":                           true,
+		"https://myaccount.documents.azure.com:443/":       false,
+		"https://10.0.0.4:8081":                            false,
+		"https://localhost.example.com:443/":               false,
+		"https://myaccount-westeurope.documents.azure.com": false,
+	} {
+		assert.Equal(t, loopback, isLoopbackEndpoint(endpoint), endpoint)
+	}
 }
 
 // On an account the demo waits out throttling for longer than a client does
@@ -197,7 +216,7 @@ func TestDemoOnATLSEmulatorWithTheCAFile(t *testing.T) {
 	out, err = demo("COSMOS_CA_FILE=" + caFile)
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, out, "pacing: orders start so that the demo uses about 20000 RU/s")
-	assert.Contains(t, out, "2/2 orders settled")
+	assert.Contains(t, out, "2/2 orders")
 	assert.Contains(t, out, "deleted afterwards")
 
 	// The operator commands trust the same file; the demo's container is

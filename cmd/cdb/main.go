@@ -2,7 +2,8 @@
 // work (emulator), and the commands newcomers and operators run.
 //
 // Exit codes: 0 success (and help asked for), 1 failure, 2 usage error,
-// 130 interrupted (Ctrl-C; 143 on SIGTERM). The servers (emulator, sim-node)
+// 3 the instance already exists (cdb start), 130 interrupted (Ctrl-C; 143
+// on SIGTERM). The servers (emulator, sim-node)
 // exit 0 when interrupted: that is how they are stopped.
 package main
 
@@ -26,6 +27,8 @@ type command struct {
 	name    string
 	args    string // e.g. "INSTANCE"; empty when it takes none
 	summary string
+	// details, when set, follow the summary in the command's help.
+	details string
 	// server commands run until interrupted, which is their clean exit.
 	server bool
 	run    func(ctx context.Context, args []string, stdout, stderr io.Writer) error
@@ -35,8 +38,17 @@ func commands() []command {
 	return []command{
 		{name: "demo", summary: "walk through the storage layer on the in-memory Cosmos DB, or on COSMOS_ENDPOINT", run: runDemo},
 		{name: "emulator", summary: "serve the in-memory Cosmos DB on loopback", server: true, run: runEmulator},
-		{name: "instances", summary: "list instances (-status to filter)", run: runInstances},
+		{name: "instances", summary: "list instances newest first, a page at a time, by status, name and age", run: runInstances,
+			details: "The provider's management API lists ids and filters only by status: -name and the ages are checked\n" +
+				"on each instance read, at most -scan a page, so a page may end short of -limit. The page's last\n" +
+				"line (json: next) names the -after of the next page."},
 		{name: "show", args: "INSTANCE", summary: "show an instance: info, executions, history timeline, custom status, KV", run: runShow},
+		{name: "start", args: "NAME", summary: "start an orchestration: enqueue its start for the application's runtime and print the instance id", run: runStart,
+			details: "The library's StartOrchestration does not say whether the id is taken, so cdb reads the instance\n" +
+				"first: a taken id exits with code 3. An instance exists once its first turn ran: a start still\n" +
+				"queued is not seen, and the runtime drops a second start of one id."},
+		{name: "raise", args: "INSTANCE EVENT [DATA]", summary: "raise an external event on an instance (-queue: put it on the instance's persistent queue)", run: runRaise},
+		{name: "cancel", args: "INSTANCE", summary: "request an instance's cancellation (it fails with \"canceled: REASON\", its children too)", run: runCancel},
 		{name: "metrics", summary: "system metrics and queue depths", run: runMetrics},
 		{name: "delete", args: "INSTANCE", summary: "delete a root instance and its sub-orchestrations (-force if running)", run: runDelete},
 		{name: "prune", args: "INSTANCE", summary: "delete an instance's old executions", run: runPrune},
@@ -128,6 +140,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func report(ctx context.Context, c command, err error, stdout, stderr io.Writer) int {
 	var help helpRequest
 	var usageErr usageError
+	var exists instanceExists
 	var intr interrupted
 	switch {
 	case err == nil:
@@ -140,6 +153,9 @@ func report(ctx context.Context, c command, err error, stdout, stderr io.Writer)
 		fmt.Fprintln(stderr, usageLine(c))
 		fmt.Fprintf(stderr, "Run 'cdb help %s' for details.\n", c.name)
 		return 2
+	case errors.As(err, &exists):
+		fmt.Fprintf(stderr, "cdb %s: %v\n", c.name, exists)
+		return exitInstanceExists
 	case !c.server && errors.As(context.Cause(ctx), &intr):
 		fmt.Fprintf(stderr, "cdb %s: %v\n", c.name, intr)
 		return intr.exitCode()
@@ -176,7 +192,8 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'cdb help <command>' (or 'cdb <command> -h') for a command's flags;")
 	fmt.Fprintln(w, "'cdb --version' is 'cdb version'.")
-	fmt.Fprintln(w, "Exit codes: 0 done, 1 failed, 2 usage error, 130 interrupted.")
+	fmt.Fprintln(w, "Exit codes: 0 done, 1 failed, 2 usage error, 3 the instance already exists")
+	fmt.Fprintln(w, "(cdb start), 130 interrupted.")
 }
 
 // usageLine is a command's synopsis, e.g. "usage: cdb show [flags] INSTANCE".
@@ -203,6 +220,20 @@ func (n *positiveInt) Set(s string) error {
 	}
 	*n = positiveInt(v)
 	return nil
+}
+
+// exitInstanceExists is the exit code of a start refused because the
+// instance id is taken: a script can tell it from any other failure.
+const exitInstanceExists = 3
+
+// instanceExists is the refusal to start an instance whose id is taken.
+type instanceExists struct {
+	id     string
+	status string
+}
+
+func (e instanceExists) Error() string {
+	return fmt.Sprintf("instance %q already exists (%s): nothing started; pass another -id, or -if-exists ignore to accept the existing one", e.id, e.status)
 }
 
 // usageError marks a mistake in the command line rather than a failure.
@@ -258,15 +289,23 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 // parseExactly parses args and wants exactly n positional arguments, which
 // are left in fs.Args().
 func parseExactly(fs *flag.FlagSet, args []string, n int) error {
+	return parseBetween(fs, args, n, n)
+}
+
+// parseBetween parses args and wants least to most positional arguments,
+// which are left in fs.Args().
+func parseBetween(fs *flag.FlagSet, args []string, least, most int) error {
 	positional, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(positional) != n {
-		if n == 0 {
-			return usageError{msg: fmt.Sprintf("unexpected argument %q", positional[0])}
-		}
-		return usageError{msg: fmt.Sprintf("want %d argument(s), got %d", n, len(positional))}
+	switch {
+	case len(positional) > most && most == 0:
+		return usageError{msg: fmt.Sprintf("unexpected argument %q", positional[0])}
+	case least == most && len(positional) != least:
+		return usageError{msg: fmt.Sprintf("want %d argument(s), got %d", least, len(positional))}
+	case len(positional) < least || len(positional) > most:
+		return usageError{msg: fmt.Sprintf("want %d to %d arguments, got %d", least, most, len(positional))}
 	}
 	// Leave the arguments where callers look for them.
 	_ = fs.Parse(append([]string{"--"}, positional...))
@@ -283,6 +322,10 @@ func helpText(fs *flag.FlagSet) string {
 	fmt.Fprintln(&b, usageLine(c))
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, c.summary)
+	if c.details != "" {
+		fmt.Fprintln(&b)
+		fmt.Fprintln(&b, c.details)
+	}
 	hasFlags := false
 	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 	if hasFlags {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/duroxide-go/cdb"
@@ -17,10 +16,18 @@ import (
 // endpoint: the account in COSMOS_*, or one given by flags (for example a
 // `cdb emulator`).
 
+// operatorRun is an operator command's work, on an open provider.
+type operatorRun func(ctx context.Context, p *cdb.CosmosProvider, endpoint string, args []string, out io.Writer) error
+
 // operatorCommand wires a command that needs a provider and n positional
 // arguments.
-func operatorCommand(name string, flags func(*flag.FlagSet), n int,
-	run func(ctx context.Context, p *cdb.CosmosProvider, endpoint string, args []string, out io.Writer) error) func(context.Context, []string, io.Writer, io.Writer) error {
+func operatorCommand(name string, flags func(*flag.FlagSet), n int, run operatorRun) func(context.Context, []string, io.Writer, io.Writer) error {
+	return operatorCommandBetween(name, flags, n, n, run)
+}
+
+// operatorCommandBetween wires a command that needs a provider and least to
+// most positional arguments.
+func operatorCommandBetween(name string, flags func(*flag.FlagSet), least, most int, run operatorRun) func(context.Context, []string, io.Writer, io.Writer) error {
 	return func(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 		fs := newFlagSet(name, stderr)
 		conn := operatorConnection()
@@ -28,7 +35,7 @@ func operatorCommand(name string, flags func(*flag.FlagSet), n int,
 		if flags != nil {
 			flags(fs)
 		}
-		if err := parseExactly(fs, argv, n); err != nil {
+		if err := parseBetween(fs, argv, least, most); err != nil {
 			return err
 		}
 		p, err := conn.open(ctx)
@@ -38,84 +45,6 @@ func operatorCommand(name string, flags func(*flag.FlagSet), n int,
 		defer p.Close()
 		return run(ctx, p, p.Client().Endpoint(), fs.Args(), stdout)
 	}
-}
-
-// statusFilter is the -status flag: one of the statuses an instance's
-// current execution can have, in any case.
-type statusFilter string
-
-// knownStatuses are the statuses the provider stores.
-func knownStatuses() []string {
-	return []string{string(cdb.StatusRunning), string(cdb.StatusCompleted), string(cdb.StatusFailed), string(cdb.StatusContinuedAsNew)}
-}
-
-func (s *statusFilter) String() string { return string(*s) }
-
-func (s *statusFilter) Set(v string) error {
-	for _, known := range knownStatuses() {
-		if strings.EqualFold(v, known) {
-			*s = statusFilter(known)
-			return nil
-		}
-	}
-	return fmt.Errorf("%q is not one of %s", v, strings.Join(knownStatuses(), ", "))
-}
-
-func runInstances(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
-	var status statusFilter
-	limit := positiveInt(100)
-	var format outputFormat
-	return operatorCommand("instances", func(fs *flag.FlagSet) {
-		fs.Var(&status, "status", "only instances whose current execution has this `status`: "+strings.Join(knownStatuses(), ", ")+" (any case)")
-		fs.Var(&limit, "limit", "at most `n` instances")
-		registerOutput(fs, &format)
-	}, 0, func(ctx context.Context, p *cdb.CosmosProvider, endpoint string, _ []string, out io.Writer) error {
-		ids, err := listInstances(ctx, p, string(status))
-		if err != nil {
-			return describe(endpoint, err)
-		}
-		list := instancesJSON{Instances: []instanceJSON{}, Total: len(ids)}
-		for _, id := range ids[:min(int(limit), len(ids))] {
-			info, err := p.GetInstanceInfo(ctx, id)
-			if errors.Is(err, cdb.ErrInstanceNotFound) {
-				continue // deleted meanwhile
-			}
-			if err != nil {
-				return instanceError(endpoint, id, err)
-			}
-			list.Instances = append(list.Instances, instanceToJSON(info))
-		}
-		if format == formatJSON {
-			return writeJSON(out, list)
-		}
-		return printInstances(out, list, int(limit))
-	})(ctx, argv, stdout, stderr)
-}
-
-func listInstances(ctx context.Context, p *cdb.CosmosProvider, status string) ([]string, error) {
-	if status == "" {
-		return p.ListInstances(ctx)
-	}
-	return p.ListInstancesByStatus(ctx, cdb.InstanceStatus(status))
-}
-
-func printInstances(out io.Writer, list instancesJSON, limit int) error {
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "INSTANCE\tSTATUS\tORCHESTRATION\tEXECUTION\tCREATED")
-	for _, i := range list.Instances {
-		fmt.Fprintf(tw, "%s\t%s\t%s@%s\t%d\t%s\n", i.InstanceID, i.Status, i.OrchestrationName, i.OrchestrationVersion,
-			i.CurrentExecutionID, formatTime(i.CreatedAt))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if list.Total > limit {
-		fmt.Fprintf(out, "(%d more; raise -limit)\n", list.Total-limit)
-	}
-	if list.Total == 0 {
-		fmt.Fprintln(out, "(no instances)")
-	}
-	return nil
 }
 
 func formatTime(t *time.Time) string {
@@ -218,7 +147,7 @@ func printInstance(out io.Writer, s showJSON) {
 			formatTime(e.StartedAt), formatTime(e.CompletedAt))
 	}
 	fmt.Fprintf(out, "\nhistory of execution %d (%d events)\n", s.CurrentExecutionID, len(s.History))
-	printTimeline(out, s.History)
+	printTimeline(out, s.InstanceID, s.History)
 	if len(s.KV) > 0 {
 		fmt.Fprintf(out, "\nkv (%d keys)\n", len(s.KV))
 		for _, k := range sortedKeys(s.KV) {

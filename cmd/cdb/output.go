@@ -28,11 +28,17 @@ type instanceJSON struct {
 	UpdatedAt            *time.Time `json:"updated_at"`
 }
 
-// instancesJSON is `instances -o json`: at most -limit instances, newest
-// first, and how many matched.
+// instancesJSON is `instances -o json`: a page of at most -limit
+// instances, newest first.
 type instancesJSON struct {
 	Instances []instanceJSON `json:"instances"`
-	Total     int            `json:"total"`
+	// Total counts every match of -status, null when -name or an age filter
+	// is given: those are checked only on the instances read.
+	Total *int `json:"total"`
+	// Next is the -after of the next page, null on the last page.
+	Next *string `json:"next"`
+	// Scanned counts the instances read for this page.
+	Scanned int `json:"scanned"`
 }
 
 // showJSON is `show -o json`; history is the current execution's, each
@@ -69,6 +75,37 @@ type metricsJSON struct {
 	OldestParked   string `json:"oldest_parked,omitempty"`
 	PoisonMessages uint64 `json:"poison_messages"`
 	OldestPoison   string `json:"oldest_poison,omitempty"`
+}
+
+// startJSON is `start -o json`.
+type startJSON struct {
+	InstanceID        string `json:"instance_id"`
+	OrchestrationName string `json:"orchestration_name"`
+	// OrchestrationVersion is -version; null lets the runtime's registry
+	// decide.
+	OrchestrationVersion *string `json:"orchestration_version"`
+	// Enqueued is false when the instance existed and -if-exists ignore
+	// started nothing; ExistingStatus is then its status.
+	Enqueued       bool    `json:"enqueued"`
+	ExistingStatus *string `json:"existing_status"`
+}
+
+// raiseJSON is `raise -o json`; InstanceStatus is the instance's status
+// when the event was sent.
+type raiseJSON struct {
+	InstanceID     string `json:"instance_id"`
+	Event          string `json:"event"`
+	Data           string `json:"data"`
+	Queue          bool   `json:"queue"`
+	InstanceStatus string `json:"instance_status"`
+}
+
+// cancelJSON is `cancel -o json`; InstanceStatus is the instance's status
+// when the cancellation was requested.
+type cancelJSON struct {
+	InstanceID     string `json:"instance_id"`
+	Reason         string `json:"reason"`
+	InstanceStatus string `json:"instance_status"`
 }
 
 func instanceToJSON(info cdb.InstanceInfo) instanceJSON {

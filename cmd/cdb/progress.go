@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -31,6 +32,45 @@ func fitWidth(s string, width int) string {
 	return string(runes[:width-1]) + "…"
 }
 
+// progressField is one part of a progress line; rank 0 is always shown,
+// then rank 1, 2, ... as the width allows.
+type progressField struct {
+	text string
+	rank int
+}
+
+// progressSeparator is what stands between two fields.
+const progressSeparator = "  "
+
+// fitFields joins the fields, in their order, leaving out the highest
+// ranks until the line fits in width; what rank 0 alone does not fit is
+// cut.
+func fitFields(width int, fields []progressField) string {
+	highest := 0
+	for _, f := range fields {
+		highest = max(highest, f.rank)
+	}
+	line := ""
+	for rank := highest; rank >= 0; rank-- {
+		line = joinFields(fields, rank)
+		if utf8.RuneCountInString(line) <= width {
+			return line
+		}
+	}
+	return fitWidth(line, width)
+}
+
+// joinFields joins the fields of at most rank.
+func joinFields(fields []progressField, rank int) string {
+	var parts []string
+	for _, f := range fields {
+		if f.rank <= rank {
+			parts = append(parts, f.text)
+		}
+	}
+	return strings.Join(parts, progressSeparator)
+}
+
 // terminalWidth is $COLUMNS when set, else the width of the terminal w
 // writes to, else 80.
 func terminalWidth(w io.Writer) int {
@@ -43,4 +83,10 @@ func terminalWidth(w io.Writer) int {
 		}
 	}
 	return defaultWidth
+}
+
+// progressBar is done of total as a bar of width cells.
+func progressBar(done, total, width int) string {
+	filled := min(done*width/max(total, 1), width)
+	return "[" + strings.Repeat("#", filled) + strings.Repeat(".", width-filled) + "]"
 }

@@ -9,9 +9,10 @@ import (
 	"github.com/duroxide-go/cdb"
 )
 
-// printTimeline prints a history as one line per event: its id, its time
-// relative to the first event, its kind and what it carries.
-func printTimeline(out io.Writer, history []cdb.Event) {
+// printTimeline prints an instance's history as one line per event: its
+// id, its time relative to the first event, its kind as the contract names
+// it (the "type" of `cdb show -o json`) and what it carries.
+func printTimeline(out io.Writer, instance string, history []cdb.Event) {
 	if len(history) == 0 {
 		fmt.Fprintln(out, "  (no events)")
 		return
@@ -26,12 +27,14 @@ func printTimeline(out io.Writer, history []cdb.Event) {
 		if e.SourceEventID != nil {
 			source = fmt.Sprintf(" ←#%d", *e.SourceEventID)
 		}
-		fmt.Fprintf(out, "  #%-4d %s  %-38s%s %s\n", e.EventID, offset, e.Kind.Type(), source, describeEvent(e.Kind))
+		fmt.Fprintf(out, "  #%-4d %s  %-38s%s %s\n", e.EventID, offset, e.Kind.Type(), source, describeEvent(instance, e.Kind))
 	}
 }
 
-// describeEvent is the interesting part of an event, shortened.
-func describeEvent(k cdb.EventKind) string {
+// describeEvent is the interesting part of an event of instance,
+// shortened. A child is named by the instance id it is stored under, so
+// that cdb show opens it.
+func describeEvent(instance string, k cdb.EventKind) string {
 	switch v := k.(type) {
 	case cdb.OrchestrationStarted:
 		return fmt.Sprintf("%s@%s input=%s", v.Name, v.Version, truncate(v.Input, 60))
@@ -58,7 +61,7 @@ func describeEvent(k cdb.EventKind) string {
 	case cdb.TimerFired:
 		return "fired"
 	case cdb.SubOrchestrationScheduled:
-		return fmt.Sprintf("%s as %s", v.Name, v.Instance)
+		return fmt.Sprintf("%s as %s", v.Name, cdb.BuildChildInstanceID(instance, v.Instance))
 	case cdb.SubOrchestrationCompleted:
 		return "result=" + truncate(v.Result, 80)
 	case cdb.SubOrchestrationFailed:

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/google/uuid"
+
+	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/durable"
+)
+
+// The commands that act on instances: start, raise and cancel. They go
+// through the runtime's public client (durable.Client), as an application
+// does, and only enqueue: the application's runtime, wherever it runs,
+// takes the message on its next poll.
+
+// existsPolicy is start's -if-exists flag: what to do when the instance id
+// is taken.
+type existsPolicy string
+
+const (
+	existsFail   existsPolicy = "fail"   // refuse, exit code 3
+	existsIgnore existsPolicy = "ignore" // start nothing, succeed with the existing id
+)
+
+func (e *existsPolicy) String() string { return string(*e) }
+
+func (e *existsPolicy) Set(s string) error {
+	switch existsPolicy(s) {
+	case existsFail, existsIgnore:
+		*e = existsPolicy(s)
+		return nil
+	}
+	return fmt.Errorf("%q is not one of fail, ignore", s)
+}
+
+// startRequest is what `cdb start` was asked for.
+type startRequest struct {
+	id       string
+	version  semanticVersion
+	input    inputSource
+	ifExists existsPolicy
+}
+
+// semanticVersion is start's -version flag, checked as it is parsed.
+type semanticVersion string
+
+func (v *semanticVersion) String() string { return string(*v) }
+
+func (v *semanticVersion) Set(s string) error {
+	if _, err := cdb.ParseSemanticVersion(s); err != nil {
+		return err
+	}
+	*v = semanticVersion(s)
+	return nil
+}
+
+// inputSource is where start's input comes from: -input or -input-file,
+// not both.
+type inputSource struct {
+	text, file string
+	set        bool
+}
+
+// flag is the flag.Value of -input (file false) or -input-file.
+func (in *inputSource) flag(file bool) flag.Value { return inputFlag{source: in, file: file} }
+
+type inputFlag struct {
+	source *inputSource
+	file   bool
+}
+
+func (f inputFlag) String() string { return "" }
+
+func (f inputFlag) Set(s string) error {
+	if f.source.set {
+		return errors.New("give the input once: -input or -input-file")
+	}
+	f.source.set = true
+	if f.file {
+		f.source.file = s
+	} else {
+		f.source.text = s
+	}
+	return nil
+}
+
+// read is the input: the text, or the file's content (stdin for "-").
+func (in inputSource) read(stdin io.Reader) (string, error) {
+	if in.file == "" {
+		return in.text, nil
+	}
+	var data []byte
+	var err error
+	if in.file == "-" {
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(in.file)
+	}
+	if err != nil {
+		return "", fmt.Errorf("-input-file: %w", err)
+	}
+	return string(data), nil
+}
+
+func (r startRequest) options() []durable.StartOption {
+	if r.version == "" {
+		return nil
+	}
+	return []durable.StartOption{durable.WithVersion(string(r.version))}
+}
+
+func runStart(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
+	req := startRequest{ifExists: existsFail}
+	var format outputFormat
+	return operatorCommand("start", func(fs *flag.FlagSet) {
+		fs.StringVar(&req.id, "id", "", "the instance `id` (default a new random UUID)")
+		fs.Var(req.input.flag(false), "input", "the orchestration's `input`, passed as is (usually JSON)")
+		fs.Var(req.input.flag(true), "input-file", "read the input from `file` (- for stdin)")
+		fs.Var(&req.version, "version", "run exactly this orchestration `version` (semantic, e.g. 1.2.0; default: the runtime's registry decides)")
+		fs.Var(&req.ifExists, "if-exists", "when the id is taken: fail (exit code 3) or ignore (start nothing, print the id, exit 0)")
+		registerOutput(fs, &format)
+	}, 1, func(ctx context.Context, p *cdb.CosmosProvider, endpoint string, args []string, out io.Writer) error {
+		input, err := req.input.read(os.Stdin)
+		if err != nil {
+			return err
+		}
+		if req.id == "" {
+			req.id = uuid.NewString()
+		}
+		result, err := req.start(ctx, durable.NewClient(p), args[0], input, stderr)
+		if err != nil {
+			return instanceError(endpoint, req.id, err)
+		}
+		if format == formatJSON {
+			return writeJSON(out, result)
+		}
+		fmt.Fprintln(out, req.id)
+		return nil
+	})(ctx, argv, stdout, stderr)
+}
+
+// start enqueues the start of instance r.id of the orchestration name,
+// unless the id is taken: then it refuses (instanceExists) or, with
+// -if-exists ignore, says so on stderr and starts nothing.
+func (r startRequest) start(ctx context.Context, client *durable.Client, name, input string, stderr io.Writer) (startJSON, error) {
+	result := startJSON{InstanceID: r.id, OrchestrationName: name, Enqueued: true}
+	if r.version != "" {
+		v := string(r.version)
+		result.OrchestrationVersion = &v
+	}
+	existing, found, err := findInstance(ctx, client, r.id)
+	switch {
+	case err != nil:
+		return startJSON{}, err
+	case found && r.ifExists == existsFail:
+		return startJSON{}, instanceExists{id: r.id, status: string(existing.Status)}
+	case found:
+		status := string(existing.Status)
+		result.Enqueued, result.ExistingStatus = false, &status
+		fmt.Fprintf(stderr, "cdb start: instance %q already exists (%s); nothing started\n", r.id, status)
+		return result, nil
+	}
+	err = client.StartOrchestration(ctx, r.id, name, input, r.options()...)
+	if errors.Is(err, durable.ErrInvalidInput) {
+		return startJSON{}, usageError{msg: err.Error()}
+	}
+	return result, err
+}
+
+// findInstance reads an instance's info; found is false only when the
+// provider says there is no such instance.
+func findInstance(ctx context.Context, client *durable.Client, id string) (info cdb.InstanceInfo, found bool, err error) {
+	info, err = client.GetInstanceInfo(ctx, id)
+	if errors.Is(err, cdb.ErrInstanceNotFound) {
+		return cdb.InstanceInfo{}, false, nil
+	}
+	return info, err == nil, err
+}
+
+// liveInstance reads an instance that a message is about to be sent to: a
+// typo, or an instance that has finished, would take the message and do
+// nothing with it, so both are refused.
+func liveInstance(ctx context.Context, client *durable.Client, endpoint, id, what string) (cdb.InstanceInfo, error) {
+	info, found, err := findInstance(ctx, client, id)
+	switch {
+	case err != nil:
+		return cdb.InstanceInfo{}, instanceError(endpoint, id, err)
+	case !found:
+		return cdb.InstanceInfo{}, fmt.Errorf("instance %q not found: nothing %s (an instance exists once its first turn ran)", id, what)
+	case hasFinished(info.Status):
+		return cdb.InstanceInfo{}, fmt.Errorf("instance %q has finished (%s): nothing %s", id, info.Status, what)
+	}
+	return info, nil
+}
+
+// hasFinished reports whether an instance takes no more messages. Unlike
+// IsTerminal it leaves out ContinuedAsNew: that instance's next execution
+// takes them.
+func hasFinished(s cdb.InstanceStatus) bool {
+	return s == cdb.StatusCompleted || s == cdb.StatusFailed
+}
+
+func runRaise(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
+	var queue bool
+	var format outputFormat
+	return operatorCommandBetween("raise", func(fs *flag.FlagSet) {
+		fs.BoolVar(&queue, "queue", false, "put DATA on the instance's persistent queue EVENT (read with DequeueEvent) instead of raising the event (WaitForEvent)")
+		registerOutput(fs, &format)
+	}, 2, 3, func(ctx context.Context, p *cdb.CosmosProvider, endpoint string, args []string, out io.Writer) error {
+		id, event, data := args[0], args[1], ""
+		if len(args) == 3 {
+			data = args[2]
+		}
+		client := durable.NewClient(p)
+		info, err := liveInstance(ctx, client, endpoint, id, "raised")
+		if err != nil {
+			return err
+		}
+		send, verb := client.RaiseEvent, "raised event"
+		if queue {
+			send, verb = client.EnqueueEvent, "queued message"
+		}
+		if err := send(ctx, id, event, data); err != nil {
+			return instanceError(endpoint, id, err)
+		}
+		if format == formatJSON {
+			return writeJSON(out, raiseJSON{InstanceID: id, Event: event, Data: data, Queue: queue, InstanceStatus: string(info.Status)})
+		}
+		fmt.Fprintf(out, "%s %q on instance %s (%s)\n", verb, event, id, info.Status)
+		return nil
+	})(ctx, argv, stdout, stderr)
+}
+
+func runCancel(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
+	reason := "canceled with cdb cancel"
+	var format outputFormat
+	return operatorCommand("cancel", func(fs *flag.FlagSet) {
+		fs.StringVar(&reason, "reason", reason, "why: the instance fails with \"canceled: `reason`\"")
+		registerOutput(fs, &format)
+	}, 1, func(ctx context.Context, p *cdb.CosmosProvider, endpoint string, args []string, out io.Writer) error {
+		id := args[0]
+		client := durable.NewClient(p)
+		info, err := liveInstance(ctx, client, endpoint, id, "canceled")
+		if err != nil {
+			return err
+		}
+		if err := client.CancelInstance(ctx, id, reason); err != nil {
+			return instanceError(endpoint, id, err)
+		}
+		if format == formatJSON {
+			return writeJSON(out, cancelJSON{InstanceID: id, Reason: reason, InstanceStatus: string(info.Status)})
+		}
+		fmt.Fprintf(out, "cancellation of instance %s requested (%s): %s\n", id, info.Status, reason)
+		return nil
+	})(ctx, argv, stdout, stderr)
+}

@@ -55,6 +55,9 @@ func (c *Client) RaiseEvent(ctx context.Context, instance, name, data string) er
 
 // EnqueueEvent puts a message on an instance's persistent queue (DequeueEvent).
 func (c *Client) EnqueueEvent(ctx context.Context, instance, queue, data string) error {
+	if err := checkQueueName(queue); err != nil {
+		return fmt.Errorf("durable: enqueue event %q: %w", instance, err)
+	}
 	return c.enqueue(ctx, "enqueue event", cdb.QueueMessage{Instance: instance, Name: queue, Data: data})
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/internal/memprovider"
 )
 
 // turns drives one execution of fn turn by turn through the engine, from a
@@ -346,7 +347,7 @@ func TestReplayRangesIgnoreBuildMetadata(t *testing.T) {
 }
 
 func TestEnqueueEventRefusesTheCarriedEventsPrefix(t *testing.T) {
-	c := NewClient(nil)
+	c := NewClient(memprovider.New(memprovider.Options{}))
 	err := c.EnqueueEvent(context.Background(), "i", carriedEventPrefix+"approve", "x")
 	require.ErrorIs(t, err, ErrInvalidInput)
 	assert.EqualError(t, err, `durable: enqueue event "i": queue name "__cdb_event:approve" starts with the reserved "__cdb_event:": invalid input`)

@@ -95,6 +95,19 @@ func TestWaitForEventReceivesAnEventRaisedWhileATimerRuns(t *testing.T) {
 	assert.Equal(t, "approved by alice", out.result.output)
 	assert.Equal(t, []string{"OrchestrationStarted", "TimerCreated", "ExternalEvent", "TimerFired",
 		"ExternalSubscribed", "TimerCreated", "OrchestrationCompleted"}, kinds(d.history))
+	requireReplaysAsRecorded(t, d.history, approvalAfterAStep)
+}
+
+// requireReplaysAsRecorded replays a finished execution's history without
+// its terminal event: the same output, and no event appended.
+func requireReplaysAsRecorded(t *testing.T, history []cdb.Event, fn OrchestrationFunc) {
+	t.Helper()
+	want, ended := recordedOutcome(history[len(history)-1])
+	require.True(t, ended)
+	res, err := Replay(context.Background(), testInstance, history[0].ExecutionID, history[:len(history)-1], nil, fn)
+	require.NoError(t, err)
+	assert.Equal(t, want, withoutDelta(res))
+	assert.Empty(t, res.Delta, "replay appended history")
 }
 
 // TestWaitForEventTakesEventsInArrivalOrderOnce: two events raised before
@@ -117,6 +130,7 @@ func TestWaitForEventTakesEventsInArrivalOrderOnce(t *testing.T) {
 	out := d.run(d.fire(1))
 	require.Equal(t, turnCompleted, out.result.kind)
 	assert.Equal(t, "1,2|true", out.result.output)
+	requireReplaysAsRecorded(t, d.history, fn)
 }
 
 // TestATimedOutWaitLeavesALaterEventToTheNextWait: the timeout's error is
@@ -152,6 +166,7 @@ func TestATimedOutWaitLeavesALaterEventToTheNextWait(t *testing.T) {
 	require.Equal(t, turnCompleted, out.result.kind)
 	assert.Equal(t, "late|true", out.result.output, "the late event goes to the second wait only")
 	assert.Len(t, eventsOf[cdb.ExternalSubscribedCancelled](d.history), 2, "the timed-out waits are dropped")
+	requireReplaysAsRecorded(t, d.history, fn)
 }
 
 // TestASelectLoserConsumesNoEvent: a wait matched to a buffered event that
@@ -175,8 +190,9 @@ func TestASelectLoserConsumesNoEvent(t *testing.T) {
 	d := newTurns(t, fn, DuroxideVersion)
 	d.run()
 	out := d.run(raised("E", "kept"), cdb.ActivityCompleted{Instance: testInstance, ExecutionID: 1, ID: 2, Result: "done"})
-	require.Equal(t, turnCompleted, out.result.kind, "%v %+v", kinds(d.history), out.result)
+	require.Equal(t, turnCompleted, out.result.kind)
 	assert.Equal(t, "kept", out.result.output)
+	requireReplaysAsRecorded(t, d.history, fn)
 }
 
 // legacyEarlyApproval is approvalAfterAStep's history under duroxide's

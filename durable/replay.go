@@ -176,6 +176,11 @@ type replayRun struct {
 	open     map[uint64]futureKind // scheduling event id → kind, until completed
 	mustPoll bool
 	output   *completion // set when the orchestration returned
+	// pollWhenMatched: a buffered wait was bound and may already have its
+	// event; the code is polled once the history has matched every action
+	// it emitted with the wait, as the turn that recorded them polled it
+	// once they were all written.
+	pollWhenMatched bool
 }
 
 // maxQuiescencePolls bounds the polls after the history is exhausted.
@@ -187,6 +192,7 @@ func (r *replayRun) replay(ctx context.Context, working []cdb.Event) (turnResult
 		if i >= e.persistedLen {
 			r.octx.replaying = false
 		}
+		r.pollOnceMatched()
 		if r.mustPoll {
 			if res, err := r.poll(ctx); res != nil || err != nil {
 				return r.result(res, err)
@@ -201,6 +207,7 @@ func (r *replayRun) replay(ctx context.Context, working []cdb.Event) (turnResult
 		}
 	}
 	r.octx.replaying = false
+	r.pollOnceMatched()
 	if r.mustPoll && r.output == nil {
 		if res, err := r.poll(ctx); res != nil || err != nil {
 			return r.result(res, err)
@@ -212,6 +219,14 @@ func (r *replayRun) replay(ctx context.Context, working []cdb.Event) (turnResult
 		return r.result(res, err)
 	}
 	return r.finalize(), nil
+}
+
+// pollOnceMatched asks for the poll a bound buffered wait needs, once no
+// emitted action waits for its history event.
+func (r *replayRun) pollOnceMatched() {
+	if r.pollWhenMatched && len(r.emitted) == 0 {
+		r.mustPoll, r.pollWhenMatched = true, false
+	}
 }
 
 func (r *replayRun) result(res *turnResult, err error) (turnResult, error) {
@@ -279,7 +294,7 @@ func (r *replayRun) apply(ev cdb.Event) *turnResult {
 		if res == nil {
 			r.octx.external.bind(ev.EventID, k.Name, buffered)
 			// A buffered wait may take an event that arrived before it.
-			r.mustPoll = r.mustPoll || buffered
+			r.pollWhenMatched = r.pollWhenMatched || buffered
 		}
 		return res
 	case cdb.QueueSubscribed:

@@ -90,8 +90,10 @@ type Options struct {
 	// WithTag); the zero value runs untagged activities only.
 	WorkerTagFilter cdb.TagFilter
 	// SupportedReplayVersions bounds the duroxide versions whose executions
-	// this runtime replays (default 0.0.0 to DuroxideVersion); executions
-	// pinned to other versions are left to other runtimes.
+	// this runtime replays (default 0.0.0 to 0.1.32); executions pinned to
+	// other versions are left to other runtimes. Versions compare without
+	// build metadata, as the providers' filters compare them, so 0.1.32
+	// includes this runtime's own 0.1.32+cdb.1.
 	SupportedReplayVersions *cdb.SemverRange
 
 	// UnregisteredBackoffBase is the first wait before retrying work whose

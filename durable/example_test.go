@@ -170,46 +170,6 @@ func ExampleClient_RaiseEvent() {
 	// Output: laptop approved by alice
 }
 
-// A wait with a timeout: no approval comes, the durable timer fires first,
-// and Await returns an error that wraps ErrEventTimeout.
-func ExampleOrchestrationContext_WaitForEvent() {
-	ctx := context.Background()
-	provider, err := cdb.NewProvider(ctx, cdb.Config{Client: cdb.NewFakeAccount(cdb.FakeAccountOptions{}).Client()})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer provider.Close()
-
-	registry := durable.NewRegistry()
-	err = registry.RegisterOrchestration("Expense", func(ctx *durable.OrchestrationContext, item string) (string, error) {
-		_, err := ctx.WaitForEvent("Approval", durable.WithEventTimeout(50*time.Millisecond)).Await()
-		if errors.Is(err, durable.ErrEventTimeout) {
-			return item + ": " + err.Error(), nil
-		}
-		return "", err
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-
-	rt, err := durable.Start(ctx, provider, registry, durable.Options{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer rt.Shutdown(ctx)
-
-	client := rt.Client()
-	if err := client.StartOrchestration(ctx, "expense-2", "Expense", "desk"); err != nil {
-		log.Fatal(err)
-	}
-	status, err := client.WaitForCompletion(ctx, "expense-2", time.Minute)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(status.Output)
-	// Output: desk: durable: wait for event "Approval": durable: timed out waiting for the event
-}
-
 // A durable timer: the orchestration sleeps without holding a goroutine or a
 // lock, and wakes on whichever process runs the runtime when it fires.
 // Select races it against an event, the usual way to give a wait a

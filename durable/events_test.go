@@ -171,14 +171,20 @@ func TestATimedOutWaitLeavesALaterEventToTheNextWait(t *testing.T) {
 
 // TestASelectLoserConsumesNoEvent: a wait matched to a buffered event that
 // loses a Select (the activity, first in argument order, is done too)
-// leaves the event to the next wait.
+// leaves the event to the next wait; so does a wait with a timeout.
 func TestASelectLoserConsumesNoEvent(t *testing.T) {
+	for name, opts := range map[string][]EventOption{"plain": nil, "with a timeout": {WithEventTimeout(time.Hour)}} {
+		t.Run(name, func(t *testing.T) { selectLoserConsumesNoEvent(t, opts) })
+	}
+}
+
+func selectLoserConsumesNoEvent(t *testing.T, opts []EventOption) {
 	fn := func(ctx *OrchestrationContext, _ string) (string, error) {
 		step := ctx.ScheduleActivity("Step", "")
 		if _, err := step.Await(); err != nil {
 			return "", err
 		}
-		loser := ctx.WaitForEvent("E")
+		loser := ctx.WaitForEvent("E", opts...)
 		if ctx.Select(step, loser) != 0 {
 			return "", errors.New("the finished activity must win")
 		}

@@ -37,7 +37,7 @@ type eventWait struct {
 
 // WithEventTimeout bounds the wait with a durable timer: when the timer
 // fires first, Await returns an error that wraps ErrEventTimeout and the
-// wait consumes nothing. A timeout of zero or less fires at once.
+// wait consumes nothing. A timeout of zero or less sets a timer due at once.
 func WithEventTimeout(d time.Duration) EventOption {
 	return func(w *eventWait) { w.timeout, w.hasTimeout = d, true }
 }

@@ -54,7 +54,7 @@ type pendingDoc struct {
 func (w *ackWriter) addWork(items []WorkItem, cancelled []ScheduledActivityIdentifier, pinned *uint64) error {
 	dropped := cancelledSet(cancelled)
 	for _, item := range items {
-		act, ok := item.(ActivityExecute)
+		act, ok := item.(ActivityExecuteMessage)
 		if !ok {
 			return refuse(w.op, fmt.Sprintf("worker item is a %s; only ActivityExecute goes to the worker queue", item.Kind()), ErrInvalidInput)
 		}
@@ -97,7 +97,7 @@ func (w *ackWriter) takeSeq() int64 {
 // fire time, everything else with the commit's other items.
 func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
 	at := immediateAt(w.visible, w.takeSeq())
-	if t, ok := item.(TimerFired); ok {
+	if t, ok := item.(TimerFiredMessage); ok {
 		at = dueAt(int64(t.FireAtMs), at.seq)
 	}
 	target := item.InstanceID()
@@ -113,7 +113,7 @@ func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
 		return time.Time{}, err
 	}
 	pk := instancePartitionKey(target)
-	if _, ok := item.(StartOrchestration); ok && pk != w.pk {
+	if _, ok := item.(StartOrchestrationMessage); ok && pk != w.pk {
 		// A child's or detached start brings the child's lock document,
 		// as EnqueueForOrchestrator does; delivering it twice is a 409.
 		shell, err := w.p.newLockDoc(target, startParent(item))
@@ -139,7 +139,7 @@ func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
 func (w *ackWriter) addCancellations(cancelled []ScheduledActivityIdentifier, scheduled []WorkItem) error {
 	fresh := map[ScheduledActivityIdentifier]bool{}
 	for _, item := range scheduled {
-		if act, ok := item.(ActivityExecute); ok {
+		if act, ok := item.(ActivityExecuteMessage); ok {
 			fresh[ScheduledActivityIdentifier{Instance: act.Instance, ExecutionID: act.ExecutionID, ActivityID: act.ID}] = true
 		}
 	}

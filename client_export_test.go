@@ -42,7 +42,7 @@ func RenewProcessLeaseForTest(ctx context.Context, p *CosmosProvider) error {
 func DispatchSlotForTest(instance string) int { return dispatchSlot(instance) }
 
 // ActivitySlotForTest is the dispatch slot of an activity's worker item.
-func ActivitySlotForTest(act ActivityExecute) int { return activitySlot(act) }
+func ActivitySlotForTest(act ActivityExecuteMessage) int { return activitySlot(act) }
 
 // KVBucketForTest is the store bucket of a KV key.
 func KVBucketForTest(key string) int { return kvBucket(key) }

@@ -46,62 +46,62 @@ var workItemGoldens = []struct {
 	file string
 	item WorkItem
 }{
-	{"workitem_StartOrchestration.json", StartOrchestration{
+	{"workitem_StartOrchestration.json", StartOrchestrationMessage{
 		Instance: "order-42", Orchestration: "ProcessOrder", Input: `{"sku":"A-1","qty":2}`, ExecutionID: 1,
 	}},
-	{"workitem_StartOrchestration_child.json", StartOrchestration{
+	{"workitem_StartOrchestration_child.json", StartOrchestrationMessage{
 		Instance: "order-42::sub::5", Orchestration: "ChargeCard", Input: "42.50", Version: ptr("1.0.0"),
 		ParentInstance: ptr("order-42"), ParentID: ptr[uint64](5), ExecutionID: 1,
 	}},
-	{"workitem_ActivityExecute.json", ActivityExecute{
+	{"workitem_ActivityExecute.json", ActivityExecuteMessage{
 		Instance: "order-42", ExecutionID: 1, ID: 2, Name: "ReserveStock", Input: "A-1",
 	}},
-	{"workitem_ActivityExecute_session_tag.json", ActivityExecute{
+	{"workitem_ActivityExecute_session_tag.json", ActivityExecuteMessage{
 		Instance: "order-42", ExecutionID: 3, ID: 9, Name: "RenderVideo", Input: "frame-0001",
 		SessionID: ptr("render-session-7"), Tag: ptr("gpu"),
 	}},
-	{"workitem_ActivityCompleted.json", ActivityCompleted{Instance: "order-42", ExecutionID: 1, ID: 2, Result: "reserved"}},
-	{"workitem_ActivityFailed.json", ActivityFailed{
+	{"workitem_ActivityCompleted.json", ActivityCompletedMessage{Instance: "order-42", ExecutionID: 1, ID: 2, Result: "reserved"}},
+	{"workitem_ActivityFailed.json", ActivityFailedMessage{
 		Instance: "order-42", ExecutionID: 1, ID: 2,
 		Details: ApplicationError{Kind: AppActivityFailed{}, Message: "out of stock"},
 	}},
-	{"workitem_TimerFired.json", TimerFired{Instance: "order-42", ExecutionID: 1, ID: 4, FireAtMs: 1767225605000}},
-	{"workitem_ExternalRaised.json", ExternalRaised{Instance: "order-42", Name: "Approval", Data: `{"note":"<b>ok</b> & go"}`}},
-	{"workitem_SubOrchCompleted.json", SubOrchCompleted{ParentInstance: "order-42", ParentExecutionID: 1, ParentID: 5, Result: "charged"}},
-	{"workitem_SubOrchFailed.json", SubOrchFailed{
+	{"workitem_TimerFired.json", TimerFiredMessage{Instance: "order-42", ExecutionID: 1, ID: 4, FireAtMs: 1767225605000}},
+	{"workitem_ExternalRaised.json", ExternalRaisedMessage{Instance: "order-42", Name: "Approval", Data: `{"note":"<b>ok</b> & go"}`}},
+	{"workitem_SubOrchCompleted.json", SubOrchestrationCompletedMessage{ParentInstance: "order-42", ParentExecutionID: 1, ParentID: 5, Result: "charged"}},
+	{"workitem_SubOrchFailed.json", SubOrchestrationFailedMessage{
 		ParentInstance: "order-42", ParentExecutionID: 1, ParentID: 5,
 		Details: ApplicationError{Kind: AppCancelled{Reason: "parent canceled"}},
 	}},
-	{"workitem_CancelInstance.json", CancelInstance{Instance: "order-42", Reason: "customer request"}},
-	{"workitem_ContinueAsNew.json", ContinueAsNew{
+	{"workitem_CancelInstance.json", CancelInstanceMessage{Instance: "order-42", Reason: "customer request"}},
+	{"workitem_ContinueAsNew.json", ContinueAsNewMessage{
 		Instance: "poller-1", Orchestration: "Poller", Input: "cursor-100", CarryForwardEvents: []CarryForwardEvent{},
 	}},
-	{"workitem_ContinueAsNew_carry_forward.json", ContinueAsNew{
+	{"workitem_ContinueAsNew_carry_forward.json", ContinueAsNewMessage{
 		Instance: "poller-1", Orchestration: "Poller", Input: "cursor-200", Version: ptr("2.0.0"),
 		CarryForwardEvents:  []CarryForwardEvent{{Name: "approval", Data: "yes"}, {Name: "note", Data: "<urgent>"}},
 		InitialCustomStatus: ptr("page 2 of 9"),
 	}},
-	{"workitem_QueueMessage.json", QueueMessage{Instance: "chat-7", Name: "inbox", Data: "hello"}},
+	{"workitem_QueueMessage.json", QueueEventMessage{Instance: "chat-7", Name: "inbox", Data: "hello"}},
 	// duroxide 0.1.30's optional parent fields, present and absent.
-	{"workitem_StartOrchestration_parent_execution_id.json", StartOrchestration{
+	{"workitem_StartOrchestration_parent_execution_id.json", StartOrchestrationMessage{
 		Instance: "parent-1::sub::2", Orchestration: "Child", Input: "child-input", Version: ptr("1.0.0"),
 		ParentInstance: ptr("parent-1"), ParentID: ptr[uint64](2), ParentExecutionID: ptr[uint64](3), ExecutionID: 1,
 	}},
-	{"workitem_StartOrchestration_no_parent_execution_id.json", StartOrchestration{
+	{"workitem_StartOrchestration_no_parent_execution_id.json", StartOrchestrationMessage{
 		Instance: "parent-1::sub::2", Orchestration: "Child", Input: "child-input", Version: ptr("1.0.0"),
 		ParentInstance: ptr("parent-1"), ParentID: ptr[uint64](2), ExecutionID: 1,
 	}},
-	{"workitem_ContinueAsNew_parent_link.json", ContinueAsNew{
+	{"workitem_ContinueAsNew_parent_link.json", ContinueAsNewMessage{
 		Instance: "parent-1::sub::2", Orchestration: "Child", Input: "next-input", Version: ptr("1.0.0"),
 		ParentInstance: ptr("parent-1"), ParentID: ptr[uint64](2), ParentExecutionID: ptr[uint64](3),
 		CarryForwardEvents: []CarryForwardEvent{{Name: "Evt", Data: "payload"}},
 	}},
-	{"workitem_ContinueAsNew_parent_link_no_execution.json", ContinueAsNew{
+	{"workitem_ContinueAsNew_parent_link_no_execution.json", ContinueAsNewMessage{
 		Instance: "parent-1::sub::2", Orchestration: "Child", Input: "next-input", Version: ptr("1.0.0"),
 		ParentInstance: ptr("parent-1"), ParentID: ptr[uint64](2),
 		CarryForwardEvents: []CarryForwardEvent{{Name: "Evt", Data: "payload"}},
 	}},
-	{"workitem_ContinueAsNew_no_parent_link.json", ContinueAsNew{
+	{"workitem_ContinueAsNew_no_parent_link.json", ContinueAsNewMessage{
 		Instance: "parent-1::sub::2", Orchestration: "Child", Input: "next-input", Version: ptr("1.0.0"),
 		CarryForwardEvents: []CarryForwardEvent{{Name: "Evt", Data: "payload"}},
 	}},
@@ -141,11 +141,11 @@ var eventGoldens = []struct {
 	{"event_ActivityScheduled_session_tag.json", eventHeader(2, nil, "order-42", 1, ActivityScheduled{
 		Name: "RenderVideo", Input: "frame-0001", SessionID: ptr("render-session-7"), Tag: ptr("gpu"),
 	})},
-	{"event_ActivityCompleted.json", eventHeader(3, ptr[uint64](2), "order-42", 1, ActivityCompletedEvent{Result: "reserved"})},
-	{"event_ActivityFailed.json", eventHeader(3, ptr[uint64](2), "order-42", 1, ActivityFailedEvent{Details: poisonedActivity})},
+	{"event_ActivityCompleted.json", eventHeader(3, ptr[uint64](2), "order-42", 1, ActivityCompleted{Result: "reserved"})},
+	{"event_ActivityFailed.json", eventHeader(3, ptr[uint64](2), "order-42", 1, ActivityFailed{Details: poisonedActivity})},
 	{"event_ActivityCancelRequested.json", eventHeader(4, ptr[uint64](2), "order-42", 1, ActivityCancelRequested{Reason: "select lost"})},
 	{"event_TimerCreated.json", eventHeader(4, nil, "order-42", 1, TimerCreated{FireAtMs: 1767225605000})},
-	{"event_TimerFired.json", eventHeader(5, ptr[uint64](4), "order-42", 1, TimerFiredEvent{FireAtMs: 1767225605000})},
+	{"event_TimerFired.json", eventHeader(5, ptr[uint64](4), "order-42", 1, TimerFired{FireAtMs: 1767225605000})},
 	{"event_ExternalSubscribed.json", eventHeader(6, nil, "order-42", 1, ExternalSubscribed{Name: "Approval"})},
 	{"event_ExternalEvent.json", eventHeader(7, nil, "order-42", 1, ExternalEvent{Name: "Approval", Data: `{"note":"<b>ok</b> & go"}`})},
 	{"event_ExternalSubscribedCancelled.json", eventHeader(8, ptr[uint64](6), "order-42", 1, ExternalSubscribedCancelled{Reason: "select lost"})},
@@ -376,31 +376,31 @@ func TestOptionalFieldsFollowSerdeAttributes(t *testing.T) {
 		{"StartOrchestration version", workItemGoldens[0].item, []string{"StartOrchestration"}, "version", "null"},
 		{"StartOrchestration parent_instance", workItemGoldens[0].item, []string{"StartOrchestration"}, "parent_instance", "null"},
 		{"StartOrchestration parent_id", workItemGoldens[0].item, []string{"StartOrchestration"}, "parent_id", "null"},
-		{"ContinueAsNew version", ContinueAsNew{}, []string{"ContinueAsNew"}, "version", "null"},
+		{"ContinueAsNew version", ContinueAsNewMessage{}, []string{"ContinueAsNew"}, "version", "null"},
 		{"Event source_event_id", eventGoldens[0].event, nil, "source_event_id", "null"},
 		{"OrchestrationStarted parent_id", eventGoldens[0].event, nil, "parent_id", "null"},
 		{"CustomStatusUpdated status", eventHeader(1, nil, "i", 1, CustomStatusUpdated{}), nil, "status", "null"},
 		{"Configuration message", ConfigurationError{Kind: ConfigNondeterminism}, []string{"Configuration"}, "message", "null"},
 		// skip_serializing_if = "Option::is_none": omitted when None.
-		{"ActivityExecute session_id", ActivityExecute{}, []string{"ActivityExecute"}, "session_id", absent},
-		{"ActivityExecute tag", ActivityExecute{}, []string{"ActivityExecute"}, "tag", absent},
-		{"ActivityExecute tag set", ActivityExecute{Tag: ptr("gpu")}, []string{"ActivityExecute"}, "tag", `"gpu"`},
-		{"ContinueAsNew initial_custom_status", ContinueAsNew{}, []string{"ContinueAsNew"}, "initial_custom_status", absent},
+		{"ActivityExecute session_id", ActivityExecuteMessage{}, []string{"ActivityExecute"}, "session_id", absent},
+		{"ActivityExecute tag", ActivityExecuteMessage{}, []string{"ActivityExecute"}, "tag", absent},
+		{"ActivityExecute tag set", ActivityExecuteMessage{Tag: ptr("gpu")}, []string{"ActivityExecute"}, "tag", `"gpu"`},
+		{"ContinueAsNew initial_custom_status", ContinueAsNewMessage{}, []string{"ContinueAsNew"}, "initial_custom_status", absent},
 		{"ActivityScheduled session_id", eventHeader(1, nil, "i", 1, ActivityScheduled{}), nil, "session_id", absent},
 		{"ActivityScheduled tag", eventHeader(1, nil, "i", 1, ActivityScheduled{}), nil, "tag", absent},
 		{"OrchestrationStarted carry_forward_events", eventGoldens[0].event, nil, "carry_forward_events", absent},
 		{"OrchestrationStarted initial_custom_status", eventGoldens[0].event, nil, "initial_custom_status", absent},
 		{"StartOrchestration parent_execution_id", workItemGoldens[1].item, []string{"StartOrchestration"}, "parent_execution_id", absent},
-		{"StartOrchestration parent_execution_id set", StartOrchestration{ParentExecutionID: ptr[uint64](3)}, []string{"StartOrchestration"}, "parent_execution_id", "3"},
-		{"ContinueAsNew parent_instance", ContinueAsNew{}, []string{"ContinueAsNew"}, "parent_instance", absent},
-		{"ContinueAsNew parent_id", ContinueAsNew{}, []string{"ContinueAsNew"}, "parent_id", absent},
-		{"ContinueAsNew parent_execution_id", ContinueAsNew{}, []string{"ContinueAsNew"}, "parent_execution_id", absent},
-		{"ContinueAsNew parent_id set", ContinueAsNew{ParentID: ptr[uint64](0)}, []string{"ContinueAsNew"}, "parent_id", "0"},
+		{"StartOrchestration parent_execution_id set", StartOrchestrationMessage{ParentExecutionID: ptr[uint64](3)}, []string{"StartOrchestration"}, "parent_execution_id", "3"},
+		{"ContinueAsNew parent_instance", ContinueAsNewMessage{}, []string{"ContinueAsNew"}, "parent_instance", absent},
+		{"ContinueAsNew parent_id", ContinueAsNewMessage{}, []string{"ContinueAsNew"}, "parent_id", absent},
+		{"ContinueAsNew parent_execution_id", ContinueAsNewMessage{}, []string{"ContinueAsNew"}, "parent_execution_id", absent},
+		{"ContinueAsNew parent_id set", ContinueAsNewMessage{ParentID: ptr[uint64](0)}, []string{"ContinueAsNew"}, "parent_id", "0"},
 		{"OrchestrationStarted parent_execution_id", eventGoldens[1].event, nil, "parent_execution_id", absent},
 		{"OrchestrationStarted parent_execution_id set", eventHeader(1, nil, "i", 1, OrchestrationStarted{ParentExecutionID: ptr[uint64](3)}), nil, "parent_execution_id", "3"},
 		// Some(vec![]) is written, and a plain Vec is always written.
 		{"OrchestrationStarted empty carry_forward_events", eventHeader(1, nil, "i", 1, OrchestrationStarted{CarryForwardEvents: []CarryForwardEvent{}}), nil, "carry_forward_events", "[]"},
-		{"ContinueAsNew nil carry_forward_events", ContinueAsNew{}, []string{"ContinueAsNew"}, "carry_forward_events", "[]"},
+		{"ContinueAsNew nil carry_forward_events", ContinueAsNewMessage{}, []string{"ContinueAsNew"}, "carry_forward_events", "[]"},
 		// #[serde(default)] u64: written even when zero.
 		{"KeyValueSet last_updated_at_ms", eventHeader(1, nil, "i", 1, KeyValueSet{}), nil, "last_updated_at_ms", "0"},
 	}
@@ -438,7 +438,7 @@ func TestEventEncodesCommonFieldsThenTypeThenKindFields(t *testing.T) {
 }
 
 func TestMarshalHelpersDoNotEscapeHTMLButJSONMarshalDoes(t *testing.T) {
-	item := ExternalRaised{Instance: "i", Name: "n", Data: "<a&b>"}
+	item := ExternalRaisedMessage{Instance: "i", Name: "n", Data: "<a&b>"}
 	exact, err := MarshalWorkItem(item)
 	require.NoError(t, err)
 	assert.Equal(t, `{"ExternalRaised":{"instance":"i","name":"n","data":"<a&b>"}}`, string(exact))
@@ -469,16 +469,16 @@ func TestUnionsWorkAsFieldsOfOtherTypes(t *testing.T) {
 }
 
 func TestConcreteTypesDecodeTheirOwnVariantOnly(t *testing.T) {
-	var start StartOrchestration
+	var start StartOrchestrationMessage
 	require.NoError(t, json.Unmarshal(readGolden(t, "workitem_StartOrchestration.json"), &start))
 	assert.Equal(t, workItemGoldens[0].item, start)
 
 	err := json.Unmarshal(readGolden(t, "workitem_QueueMessage.json"), &start)
 	assert.ErrorContains(t, err, "want variant StartOrchestration, got QueueMessage")
 
-	var timer TimerFiredEvent
+	var timer TimerFired
 	require.NoError(t, json.Unmarshal([]byte(`{"type":"TimerFired","fire_at_ms":7}`), &timer))
-	assert.Equal(t, TimerFiredEvent{FireAtMs: 7}, timer)
+	assert.Equal(t, TimerFired{FireAtMs: 7}, timer)
 	assert.ErrorContains(t, json.Unmarshal([]byte(`{"type":"TimerCreated","fire_at_ms":7}`), &timer),
 		"want type TimerFired, got TimerCreated")
 
@@ -519,12 +519,12 @@ func TestDecodingFollowsSerdeDefaults(t *testing.T) {
 	t.Run("ContinueAsNew without carry_forward_events decodes as empty", func(t *testing.T) {
 		item, err := UnmarshalWorkItem([]byte(`{"ContinueAsNew":{"instance":"i","orchestration":"o","input":"x","version":null}}`))
 		require.NoError(t, err)
-		assert.Empty(t, item.(ContinueAsNew).CarryForwardEvents)
+		assert.Empty(t, item.(ContinueAsNewMessage).CarryForwardEvents)
 	})
 	t.Run("absent Option fields decode as nil", func(t *testing.T) {
 		item, err := UnmarshalWorkItem([]byte(`{"StartOrchestration":{"instance":"i","orchestration":"o","input":"x","execution_id":1}}`))
 		require.NoError(t, err)
-		assert.Equal(t, StartOrchestration{Instance: "i", Orchestration: "o", Input: "x", ExecutionID: 1}, item)
+		assert.Equal(t, StartOrchestrationMessage{Instance: "i", Orchestration: "o", Input: "x", ExecutionID: 1}, item)
 	})
 	t.Run("absent source_event_id decodes as nil", func(t *testing.T) {
 		ev, err := UnmarshalEvent([]byte(`{"event_id":1,"instance_id":"i","execution_id":1,"timestamp_ms":0,"duroxide_version":"0.1.29","type":"KeyValuesCleared"}`))
@@ -538,14 +538,14 @@ func TestDecodingFollowsSerdeDefaults(t *testing.T) {
 		start := `{"StartOrchestration":{"instance":"parent-1::sub::2","orchestration":"Child","input":"child-input","version":"1.0.0","parent_instance":"parent-1","parent_id":2,"execution_id":1}}`
 		item, err := UnmarshalWorkItem([]byte(start))
 		require.NoError(t, err)
-		assert.Nil(t, item.(StartOrchestration).ParentExecutionID)
-		assert.Equal(t, "parent-1", *item.(StartOrchestration).ParentInstance)
+		assert.Nil(t, item.(StartOrchestrationMessage).ParentExecutionID)
+		assert.Equal(t, "parent-1", *item.(StartOrchestrationMessage).ParentInstance)
 		assertEncodes(t, start, item)
 
 		can := `{"ContinueAsNew":{"instance":"parent-1::sub::2","orchestration":"Child","input":"next-input","version":"1.0.0","carry_forward_events":[["Evt","payload"]]}}`
 		item, err = UnmarshalWorkItem([]byte(can))
 		require.NoError(t, err)
-		c := item.(ContinueAsNew)
+		c := item.(ContinueAsNewMessage)
 		assert.Nil(t, c.ParentInstance)
 		assert.Nil(t, c.ParentID)
 		assert.Nil(t, c.ParentExecutionID)
@@ -568,7 +568,7 @@ func TestDecodingFollowsSerdeDefaults(t *testing.T) {
 	t.Run("unknown fields are ignored", func(t *testing.T) {
 		item, err := UnmarshalWorkItem([]byte(`{"CancelInstance":{"instance":"i","reason":"r","parent_execution_id":3}}`))
 		require.NoError(t, err)
-		assert.Equal(t, CancelInstance{Instance: "i", Reason: "r"}, item)
+		assert.Equal(t, CancelInstanceMessage{Instance: "i", Reason: "r"}, item)
 	})
 	t.Run("a unit AppErrorKind may be written as a map with null", func(t *testing.T) {
 		kind, err := UnmarshalAppErrorKind([]byte(`{"Panicked":null}`))
@@ -667,8 +667,8 @@ func TestMalformedJSONIsRejected(t *testing.T) {
 func TestEncodingRejectsIncompleteUnions(t *testing.T) {
 	cases := map[string]any{
 		"nil WorkItem":               nil,
-		"ActivityFailed nil Details": ActivityFailed{},
-		"SubOrchFailed nil Details":  SubOrchFailed{},
+		"ActivityFailed nil Details": ActivityFailedMessage{},
+		"SubOrchFailed nil Details":  SubOrchestrationFailedMessage{},
 		"Event nil Kind":             Event{},
 		"OrchestrationFailed nil":    eventHeader(1, nil, "i", 1, OrchestrationFailed{}),
 		"Application nil Kind":       ApplicationError{},
@@ -709,10 +709,10 @@ func TestWorkItemKindAndRoutingInstance(t *testing.T) {
 }
 
 func TestSubOrchReportsRouteToTheParent(t *testing.T) {
-	assert.Equal(t, "parent", SubOrchCompleted{ParentInstance: "parent"}.InstanceID())
-	assert.Equal(t, "parent", SubOrchFailed{ParentInstance: "parent"}.InstanceID())
-	assert.Equal(t, "child", StartOrchestration{Instance: "child", ParentInstance: ptr("parent")}.InstanceID())
-	assert.Equal(t, "child", ContinueAsNew{Instance: "child", ParentInstance: ptr("parent")}.InstanceID())
+	assert.Equal(t, "parent", SubOrchestrationCompletedMessage{ParentInstance: "parent"}.InstanceID())
+	assert.Equal(t, "parent", SubOrchestrationFailedMessage{ParentInstance: "parent"}.InstanceID())
+	assert.Equal(t, "child", StartOrchestrationMessage{Instance: "child", ParentInstance: ptr("parent")}.InstanceID())
+	assert.Equal(t, "child", ContinueAsNewMessage{Instance: "child", ParentInstance: ptr("parent")}.InstanceID())
 }
 
 func TestEventKindTypeIsTheSerdeTag(t *testing.T) {

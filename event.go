@@ -130,13 +130,13 @@ type ActivityScheduled struct {
 	Tag       *string `json:"tag,omitempty"`
 }
 
-// ActivityCompletedEvent is the EventKind ActivityCompleted.
-type ActivityCompletedEvent struct {
+// ActivityCompleted is the EventKind ActivityCompleted.
+type ActivityCompleted struct {
 	Result string `json:"result"`
 }
 
-// ActivityFailedEvent is the EventKind ActivityFailed.
-type ActivityFailedEvent struct {
+// ActivityFailed is the EventKind ActivityFailed.
+type ActivityFailed struct {
 	Details ErrorDetails `json:"details"`
 }
 
@@ -151,8 +151,8 @@ type TimerCreated struct {
 	FireAtMs uint64 `json:"fire_at_ms"` // when it fires, in milliseconds since the Unix epoch
 }
 
-// TimerFiredEvent is the EventKind TimerFired.
-type TimerFiredEvent struct {
+// TimerFired is the EventKind TimerFired.
+type TimerFired struct {
 	FireAtMs uint64 `json:"fire_at_ms"` // when it was due, in milliseconds since the Unix epoch
 }
 
@@ -258,11 +258,11 @@ func (OrchestrationStarted) isEventKind()            {}
 func (OrchestrationCompleted) isEventKind()          {}
 func (OrchestrationFailed) isEventKind()             {}
 func (ActivityScheduled) isEventKind()               {}
-func (ActivityCompletedEvent) isEventKind()          {}
-func (ActivityFailedEvent) isEventKind()             {}
+func (ActivityCompleted) isEventKind()               {}
+func (ActivityFailed) isEventKind()                  {}
 func (ActivityCancelRequested) isEventKind()         {}
 func (TimerCreated) isEventKind()                    {}
-func (TimerFiredEvent) isEventKind()                 {}
+func (TimerFired) isEventKind()                      {}
 func (ExternalSubscribed) isEventKind()              {}
 func (ExternalEvent) isEventKind()                   {}
 func (OrchestrationChained) isEventKind()            {}
@@ -294,10 +294,10 @@ func (OrchestrationFailed) Type() string { return "OrchestrationFailed" }
 func (ActivityScheduled) Type() string { return "ActivityScheduled" }
 
 // Type returns the event's serde "type" tag.
-func (ActivityCompletedEvent) Type() string { return "ActivityCompleted" }
+func (ActivityCompleted) Type() string { return "ActivityCompleted" }
 
 // Type returns the event's serde "type" tag.
-func (ActivityFailedEvent) Type() string { return "ActivityFailed" }
+func (ActivityFailed) Type() string { return "ActivityFailed" }
 
 // Type returns the event's serde "type" tag.
 func (ActivityCancelRequested) Type() string { return "ActivityCancelRequested" }
@@ -306,7 +306,7 @@ func (ActivityCancelRequested) Type() string { return "ActivityCancelRequested" 
 func (TimerCreated) Type() string { return "TimerCreated" }
 
 // Type returns the event's serde "type" tag.
-func (TimerFiredEvent) Type() string { return "TimerFired" }
+func (TimerFired) Type() string { return "TimerFired" }
 
 // Type returns the event's serde "type" tag.
 func (ExternalSubscribed) Type() string { return "ExternalSubscribed" }
@@ -409,17 +409,17 @@ func (k ActivityScheduled) MarshalJSON() ([]byte, error) {
 }
 
 // MarshalJSON encodes ActivityCompletedEvent in duroxide's serde JSON.
-func (k ActivityCompletedEvent) MarshalJSON() ([]byte, error) {
-	type fields ActivityCompletedEvent
+func (k ActivityCompleted) MarshalJSON() ([]byte, error) {
+	type fields ActivityCompleted
 	return internallyTagged(k.Type(), fields(k))
 }
 
 // MarshalJSON encodes ActivityFailedEvent in duroxide's serde JSON.
-func (k ActivityFailedEvent) MarshalJSON() ([]byte, error) {
+func (k ActivityFailed) MarshalJSON() ([]byte, error) {
 	if k.Details == nil {
 		return nil, errors.New("cdb: encode ActivityFailed event: Details is nil")
 	}
-	type fields ActivityFailedEvent
+	type fields ActivityFailed
 	return internallyTagged(k.Type(), fields(k))
 }
 
@@ -436,8 +436,8 @@ func (k TimerCreated) MarshalJSON() ([]byte, error) {
 }
 
 // MarshalJSON encodes TimerFiredEvent in duroxide's serde JSON.
-func (k TimerFiredEvent) MarshalJSON() ([]byte, error) {
-	type fields TimerFiredEvent
+func (k TimerFired) MarshalJSON() ([]byte, error) {
+	type fields TimerFired
 	return internallyTagged(k.Type(), fields(k))
 }
 
@@ -586,13 +586,13 @@ func eventKindDecoder(tag string) (func(*jsonObject) EventKind, bool) {
 		return decodeActivityScheduled, true
 	case "ActivityCompleted":
 		return func(o *jsonObject) EventKind {
-			var k ActivityCompletedEvent
+			var k ActivityCompleted
 			requiredField(o, "result", &k.Result)
 			return k
 		}, true
 	case "ActivityFailed":
 		return func(o *jsonObject) EventKind {
-			var k ActivityFailedEvent
+			var k ActivityFailed
 			requiredDecoded(o, "details", &k.Details, UnmarshalErrorDetails)
 			return k
 		}, true
@@ -610,7 +610,7 @@ func eventKindDecoder(tag string) (func(*jsonObject) EventKind, bool) {
 		}, true
 	case "TimerFired":
 		return func(o *jsonObject) EventKind {
-			var k TimerFiredEvent
+			var k TimerFired
 			requiredField(o, "fire_at_ms", &k.FireAtMs)
 			return k
 		}, true
@@ -774,10 +774,10 @@ func (k *OrchestrationFailed) UnmarshalJSON(d []byte) error { return unmarshalEv
 func (k *ActivityScheduled) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
 
 // UnmarshalJSON decodes ActivityCompletedEvent from duroxide's serde JSON.
-func (k *ActivityCompletedEvent) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
+func (k *ActivityCompleted) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
 
 // UnmarshalJSON decodes ActivityFailedEvent from duroxide's serde JSON.
-func (k *ActivityFailedEvent) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
+func (k *ActivityFailed) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
 
 // UnmarshalJSON decodes ActivityCancelRequested from duroxide's serde JSON.
 func (k *ActivityCancelRequested) UnmarshalJSON(d []byte) error {
@@ -788,7 +788,7 @@ func (k *ActivityCancelRequested) UnmarshalJSON(d []byte) error {
 func (k *TimerCreated) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
 
 // UnmarshalJSON decodes TimerFiredEvent from duroxide's serde JSON.
-func (k *TimerFiredEvent) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
+func (k *TimerFired) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }
 
 // UnmarshalJSON decodes ExternalSubscribed from duroxide's serde JSON.
 func (k *ExternalSubscribed) UnmarshalJSON(d []byte) error { return unmarshalEventKindInto(d, k) }

@@ -43,7 +43,7 @@ func TestFetchedLockTokensAreUUIDs(t *testing.T) {
 	p, err := NewProvider(ctx, Config{Client: acct.Client(), ShortPolling: true})
 	require.NoError(t, err)
 	defer p.Close()
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartOrchestration{Instance: "i", Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartOrchestrationMessage{Instance: "i", Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
 	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
 	require.NotNil(t, item)

@@ -80,7 +80,7 @@ func parentLifeOfStart(lock *orchestrationLock, parent *string) string {
 		if err != nil {
 			continue
 		}
-		if _, ok := item.(StartOrchestration); ok {
+		if _, ok := item.(StartOrchestrationMessage); ok {
 			if m.From == *parent {
 				return m.FromLife
 			}
@@ -129,7 +129,7 @@ func (p *CosmosProvider) withoutStrays(ctx context.Context, lock *orchestrationL
 // with the parent's life; a detached start (no parent) begins its instance
 // whatever became of its sender.
 func startFromParent(item WorkItem, m queueDoc) bool {
-	start, ok := item.(StartOrchestration)
+	start, ok := item.(StartOrchestrationMessage)
 	return ok && m.FromLife != "" && start.ParentInstance != nil && *start.ParentInstance == m.From
 }
 

@@ -89,7 +89,7 @@ func dispatchSlot(instance string) int {
 // activitySlot spreads activities over the dispatch slots one by one, not
 // by instance: a fan-out's activities land in different slots, so
 // concurrent fetches querying disjoint slots pick them up in parallel.
-func activitySlot(act ActivityExecute) int {
+func activitySlot(act ActivityExecuteMessage) int {
 	return dispatchSlot(act.Instance + "\x00" + strconv.FormatUint(act.ExecutionID, 10) + "\x00" + strconv.FormatUint(act.ID, 10))
 }
 

@@ -259,7 +259,7 @@ func undecodableDelay(attempts uint32) time.Duration {
 
 func hasContinueAsNew(items []WorkItem) bool {
 	for _, it := range items {
-		if _, ok := it.(ContinueAsNew); ok {
+		if _, ok := it.(ContinueAsNewMessage); ok {
 			return true
 		}
 	}
@@ -474,7 +474,7 @@ func continueAsNewFirst(items []WorkItem, limit int) []int {
 // ContinueAsNew message.
 func startsAnExecution(it WorkItem) bool {
 	switch it.(type) {
-	case StartOrchestration, ContinueAsNew:
+	case StartOrchestrationMessage, ContinueAsNewMessage:
 		return true
 	}
 	return false

@@ -17,7 +17,7 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 	if item == nil {
 		return refuse(op, "work item is nil", ErrInvalidInput)
 	}
-	if _, ok := item.(ActivityExecute); ok {
+	if _, ok := item.(ActivityExecuteMessage); ok {
 		return refuse(op, "ActivityExecute belongs on the worker queue (use EnqueueForWorker)", ErrInvalidInput)
 	}
 	instance := item.InstanceID()
@@ -25,7 +25,7 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 		return err
 	}
 	id := "m|" + newLockToken("")
-	if _, ok := item.(StartOrchestration); !ok {
+	if _, ok := item.(StartOrchestrationMessage); !ok {
 		visibleAt, err := p.enqueueSequenced(ctx, item, id, delay)
 		if err != nil {
 			return asOperation(op, err)
@@ -185,7 +185,7 @@ func (p *CosmosProvider) newLockDoc(instance string, parent *string) ([]byte, er
 
 // startParent is the parent a start names, nil for anything else.
 func startParent(item WorkItem) *string {
-	if start, ok := item.(StartOrchestration); ok {
+	if start, ok := item.(StartOrchestrationMessage); ok {
 		return start.ParentInstance
 	}
 	return nil
@@ -228,7 +228,7 @@ func (p *CosmosProvider) newAddressedMessageDoc(item WorkItem, id string, at que
 		return nil, fmt.Errorf("encode %s: %w", item.Kind(), err)
 	}
 	instance := item.InstanceID()
-	if _, ok := item.(ContinueAsNew); ok && at.immediate {
+	if _, ok := item.(ContinueAsNewMessage); ok && at.immediate {
 		// Visible from time zero, so it heads its instance's messages and is
 		// in the next batch however long the backlog: a batch without it
 		// would read as the finished execution's and be consumed. One

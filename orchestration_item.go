@@ -82,7 +82,7 @@ func (p *CosmosProvider) startHidden(ctx context.Context, lock *orchestrationLoc
 		return kind, nil
 	}
 	start, _, err := p.queuedMessage(ctx, lock.pk, startOrchestrationTag)
-	s, ok := start.(StartOrchestration)
+	s, ok := start.(StartOrchestrationMessage)
 	if err != nil || !ok {
 		return kind, err // none, or one that does not decode: set aside as poison in its turn
 	}
@@ -122,9 +122,9 @@ func nameFromHistory(history []Event) (string, string) {
 func nameFromStart(items []WorkItem) (string, string, bool) {
 	for _, it := range items {
 		switch w := it.(type) {
-		case StartOrchestration:
+		case StartOrchestrationMessage:
 			return w.Orchestration, derefOr(w.Version, "unknown"), true
-		case ContinueAsNew:
+		case ContinueAsNewMessage:
 			return w.Orchestration, derefOr(w.Version, "unknown"), true
 		}
 	}
@@ -133,7 +133,7 @@ func nameFromStart(items []WorkItem) (string, string, bool) {
 
 func allQueueMessages(items []WorkItem) bool {
 	for _, it := range items {
-		if _, ok := it.(QueueMessage); !ok {
+		if _, ok := it.(QueueEventMessage); !ok {
 			return false
 		}
 	}

@@ -25,7 +25,7 @@ func TestAnAckWaitsForTheOutboxChainAnotherGoroutineWorks(t *testing.T) {
 	t.Cleanup(func() { _ = p.Close() })
 
 	version := "1.0.0"
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartOrchestration{Instance: "parent", Orchestration: "P", Input: "{}", Version: &version, ExecutionID: 1}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartOrchestrationMessage{Instance: "parent", Orchestration: "P", Input: "{}", Version: &version, ExecutionID: 1}, 0))
 	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
 	require.NotNil(t, item)
@@ -35,7 +35,7 @@ func TestAnAckWaitsForTheOutboxChainAnotherGoroutineWorks(t *testing.T) {
 	p.outbox.mu.Unlock()
 
 	parent, parentID := "parent", uint64(1)
-	child := StartOrchestration{Instance: "child", Orchestration: "C", Input: "{}", Version: &version, ExecutionID: 1, ParentInstance: &parent, ParentID: &parentID}
+	child := StartOrchestrationMessage{Instance: "child", Orchestration: "C", Input: "{}", Version: &version, ExecutionID: 1, ParentInstance: &parent, ParentID: &parentID}
 	started := Event{EventID: 1, InstanceID: "parent", ExecutionID: 1, DuroxideVersion: "0.1.29", Kind: OrchestrationStarted{Name: "P", Version: version, Input: "{}"}}
 	name := "P"
 	type ackResult struct {

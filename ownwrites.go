@@ -158,7 +158,7 @@ func (o *ownWrites) messageWriter(visibleAtMs int64, pin instancePin) string {
 // workWriter is the stamp of a worker item written directly into its
 // partition: this process when the item belongs to no session and every
 // worker fetch it runs matches the item's tag.
-func (o *ownWrites) workWriter(act ActivityExecute, visibleAtMs int64) string {
+func (o *ownWrites) workWriter(act ActivityExecuteMessage, visibleAtMs int64) string {
 	if act.SessionID != nil {
 		return ""
 	}

@@ -25,7 +25,7 @@ func TestOwnWritesKeepsOnlyTheRunningFetches(t *testing.T) {
 	}
 	done := o.workFetch(DefaultOnlyFilter())
 	defer done()
-	untagged := ActivityExecute{Instance: "i", ExecutionID: 1, ID: 1, Name: "A"}
+	untagged := ActivityExecuteMessage{Instance: "i", ExecutionID: 1, ID: 1, Name: "A"}
 	if got := o.workWriter(untagged, now.UnixMilli()); got != "p" {
 		t.Fatalf("writer %q of an item the running fetch matches, want p", got)
 	}
@@ -41,7 +41,7 @@ func TestOwnWritesStampsOnlyForARunningFetch(t *testing.T) {
 	o := testOwnWrites(&now, true)
 	o.orchestrationFetch(nil)()
 	o.workFetch(DefaultOnlyFilter())()
-	act := ActivityExecute{Instance: "i", ExecutionID: 1, ID: 1, Name: "A"}
+	act := ActivityExecuteMessage{Instance: "i", ExecutionID: 1, ID: 1, Name: "A"}
 	if w := o.messageWriter(now.UnixMilli(), pinnedTo(nil)); w != "" {
 		t.Fatalf("message stamped %q after the fetch returned", w)
 	}
@@ -57,7 +57,7 @@ func TestOwnWritesOfAShortPollingProcessAreNeverStamped(t *testing.T) {
 	o := testOwnWrites(&now, false)
 	defer o.orchestrationFetch(nil)()
 	defer o.workFetch(DefaultOnlyFilter())()
-	act := ActivityExecute{Instance: "i", ExecutionID: 1, ID: 1, Name: "A"}
+	act := ActivityExecuteMessage{Instance: "i", ExecutionID: 1, ID: 1, Name: "A"}
 	if w := o.messageWriter(now.UnixMilli(), pinnedTo(nil)); w != "" {
 		t.Fatalf("message stamped %q by a short-polling process", w)
 	}

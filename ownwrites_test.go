@@ -39,8 +39,8 @@ func writersOf(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, instanc
 	return out
 }
 
-func startOf(instance string) cdb.StartOrchestration {
-	return cdb.StartOrchestration{Instance: instance, Orchestration: "TestOrch", Input: "{}", Version: ptrTo("1.0.0"), ExecutionID: 1}
+func startOf(instance string) cdb.StartOrchestrationMessage {
+	return cdb.StartOrchestrationMessage{Instance: instance, Orchestration: "TestOrch", Input: "{}", Version: ptrTo("1.0.0"), ExecutionID: 1}
 }
 
 // waitingFetch runs a long-polling fetch in p, as a runtime's idle
@@ -124,7 +124,7 @@ func TestAProcessLeavesTheMessagesAnotherProcessWroteToItForAPollInterval(t *tes
 	client := newRulesProvider(t, acct, cdb.Config{Now: clock.Now, ReconcileInterval: time.Hour})
 	require.NoError(t, client.EnqueueForOrchestrator(ctx, startOf(both), 0))
 	stampAs(ctx, t, a, both, "msg", "a")
-	require.NoError(t, client.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: both, Name: "e", Data: "1"}, 0))
+	require.NoError(t, client.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: both, Name: "e", Data: "1"}, 0))
 	assert.ElementsMatch(t, []string{"a", ""}, writersOf(ctx, t, a, both, "msg"))
 	assert.Nil(t, fetchOrchestration(ctx, t, b), "the instance is left to a while a's message is fresh")
 
@@ -153,7 +153,7 @@ func TestAStreamOfStampedMessagesHoldsAnInstanceBackOnePollIntervalAtMost(t *tes
 
 	for i := range 3 { // a's messages keep coming, each fresh
 		clock.Advance(15 * time.Millisecond)
-		require.NoError(t, client.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: target, Name: "e", Data: strconv.Itoa(i)}, 0))
+		require.NoError(t, client.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: target, Name: "e", Data: strconv.Itoa(i)}, 0))
 		stampAs(ctx, t, b, target, "msg", "a")
 	}
 	clock.Advance(5 * time.Millisecond) // one poll interval after the first message
@@ -185,7 +185,7 @@ func TestAnOutboxsDeliveriesNameNoWriter(t *testing.T) {
 	_, stopWork := waitingWorkFetch(ctx, t, a, cdb.DefaultOnlyFilter())
 	events, work := fanOut(parent, 120) // more than one batch holds
 	require.NoError(t, a.AckOrchestrationItem(ctx, token, 1, events, work,
-		[]cdb.WorkItem{cdb.StartOrchestration{Instance: child, Orchestration: "TestOrch", Input: "{}", Version: ptrTo("1.0.0"), ExecutionID: 1}},
+		[]cdb.WorkItem{cdb.StartOrchestrationMessage{Instance: child, Orchestration: "TestOrch", Input: "{}", Version: ptrTo("1.0.0"), ExecutionID: 1}},
 		cdb.ExecutionMetadata{}, nil))
 	stop()
 	stopWork()
@@ -243,7 +243,7 @@ func TestAShortPollingProcessNamesItselfTheWriterOfNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, workItem)
 	require.NoError(t, a.EnqueueForOrchestrator(ctx, startOf(theirs), 0))
-	require.NoError(t, a.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: theirs, ExecutionID: 1, ID: 1, Name: "A", Input: "{}"}))
+	require.NoError(t, a.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: theirs, ExecutionID: 1, ID: 1, Name: "A", Input: "{}"}))
 	assert.Equal(t, []string{""}, writersOf(ctx, t, a, theirs, "msg"))
 	assert.Equal(t, []string{""}, writersOf(ctx, t, a, theirs, "work"))
 	item := fetchOrchestration(ctx, t, b)
@@ -274,7 +274,7 @@ func TestAProcessThatCannotLockAnInstanceNamesItselfTheWriterOfNoneOfItsMessages
 	old := &cdb.DispatcherCapabilityFilter{SupportedDuroxideVersions: []cdb.SemverRange{{Min: cdb.SemanticVersion{Major: 1}, Max: cdb.SemanticVersion{Major: 1, Minor: 99}}}}
 	waitingOrchestrationFetch(ctx, t, a, old) // an old node's dispatcher
 	clock.Advance(time.Second)
-	require.NoError(t, a.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: pinned, Name: "e", Data: "1"}, 0))
+	require.NoError(t, a.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: pinned, Name: "e", Data: "1"}, 0))
 	assert.Equal(t, []string{""}, writersOf(ctx, t, a, pinned, "msg"), "a cannot lock it, so a does not claim it")
 	item = fetchOrchestration(ctx, t, b)
 	require.NotNil(t, item, "b takes the event at once")
@@ -294,10 +294,10 @@ func TestOnlyAProcessThatFetchesAQueueNamesItselfTheWriterOfItsItems(t *testing.
 
 	w := newLeasedProvider(t, acct, clock, "w")
 	taken, _ := waitingWorkFetch(ctx, t, w, gpu)
-	act := func(id uint64, tag, session *string) cdb.ActivityExecute {
-		return cdb.ActivityExecute{Instance: "acts", ExecutionID: 1, ID: id, Name: "A", Input: "{}", Tag: tag, SessionID: session}
+	act := func(id uint64, tag, session *string) cdb.ActivityExecuteMessage {
+		return cdb.ActivityExecuteMessage{Instance: "acts", ExecutionID: 1, ID: id, Name: "A", Input: "{}", Tag: tag, SessionID: session}
 	}
-	for _, a := range []cdb.ActivityExecute{act(1, nil, nil), act(2, ptrTo("gpu"), ptrTo("s1")), act(3, ptrTo("gpu"), nil)} {
+	for _, a := range []cdb.ActivityExecuteMessage{act(1, nil, nil), act(2, ptrTo("gpu"), ptrTo("s1")), act(3, ptrTo("gpu"), nil)} {
 		require.NoError(t, w.EnqueueForWorker(ctx, a))
 	}
 	assert.ElementsMatch(t, []string{"", "", "w"}, writersOf(ctx, t, w, "acts", "work"),
@@ -306,7 +306,7 @@ func TestOnlyAProcessThatFetchesAQueueNamesItselfTheWriterOfItsItems(t *testing.
 	require.NoError(t, w.EnqueueForOrchestrator(ctx, startOf("from-w"), 0))
 	assert.Equal(t, []string{""}, writersOf(ctx, t, w, "from-w", "msg"), "w runs no orchestration fetch")
 
-	require.NoError(t, w.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "later", ExecutionID: 1, ID: 1, Name: "A", Input: "{}", Tag: ptrTo("gpu")}))
+	require.NoError(t, w.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: "later", ExecutionID: 1, ID: 1, Name: "A", Input: "{}", Tag: ptrTo("gpu")}))
 	assert.Equal(t, []string{""}, writersOf(ctx, t, w, "later", "work"), "a process whose fetch returned takes nothing written after it")
 }
 
@@ -321,9 +321,9 @@ func TestAProcessLeavesTheWorkerItemsAnotherProcessWroteToItForAPollInterval(t *
 	}
 	a, b, aShare := twoLeasedProcesses(ctx, t, acct, clock, "worker/nosession/DefaultOnly", func(p *cdb.CosmosProvider) { require.Nil(t, fetchWork(p)) })
 	clock.Advance(time.Second)
-	inBShare := func(from uint64) cdb.ActivityExecute {
+	inBShare := func(from uint64) cdb.ActivityExecuteMessage {
 		for id := from; ; id++ {
-			act := cdb.ActivityExecute{Instance: "work", ExecutionID: 1, ID: id, Name: "A", Input: "{}"}
+			act := cdb.ActivityExecuteMessage{Instance: "work", ExecutionID: 1, ID: id, Name: "A", Input: "{}"}
 			if !slices.Contains(aShare, cdb.ActivitySlotForTest(act)) {
 				return act
 			}
@@ -336,7 +336,7 @@ func TestAProcessLeavesTheWorkerItemsAnotherProcessWroteToItForAPollInterval(t *
 	assert.Nil(t, fetchWork(b), "b's look leaves a's fresh item to a")
 	got := taken()
 	require.NotNil(t, got, "a takes it through its announcement")
-	assert.Equal(t, act.ID, got.(cdb.ActivityExecute).ID)
+	assert.Equal(t, act.ID, got.(cdb.ActivityExecuteMessage).ID)
 
 	// An item whose writer does not take it (it died after writing) is b's
 	// after a poll interval.
@@ -349,7 +349,7 @@ func TestAProcessLeavesTheWorkerItemsAnotherProcessWroteToItForAPollInterval(t *
 	clock.Advance(50 * time.Millisecond)
 	got = fetchWork(b)
 	require.NotNil(t, got, "after a poll interval the item is b's to take")
-	assert.Equal(t, orphan.ID, got.(cdb.ActivityExecute).ID)
+	assert.Equal(t, orphan.ID, got.(cdb.ActivityExecuteMessage).ID)
 }
 
 // A stamp says its writer takes the item as it writes it; an abandon that
@@ -370,7 +370,7 @@ func TestAnAbandonedItemNamesNoWriter(t *testing.T) {
 	})
 	clock.Advance(time.Second)
 	client := newRulesProvider(t, acct, cdb.Config{Now: clock.Now, ReconcileInterval: time.Hour})
-	require.NoError(t, client.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "abandoned", ExecutionID: 1, ID: 1, Name: "A", Input: "{}"}))
+	require.NoError(t, client.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: "abandoned", ExecutionID: 1, ID: 1, Name: "A", Input: "{}"}))
 	stampAs(ctx, t, b, "abandoned", "work", "a")
 	clock.Advance(time.Second)
 	item, token := fetchWork(b)

@@ -169,7 +169,7 @@ func TestAFetchFindsWorkInTheSlotsOfAProcessThatDied(t *testing.T) {
 
 	orphan := instanceInSlotOutside(t, st.Shares[orchestratorKey])
 	writer := newRulesProvider(t, acct, cdb.Config{Now: clock.Now, ReconcileInterval: time.Hour}) // a third process
-	require.NoError(t, writer.EnqueueForOrchestrator(ctx, cdb.StartOrchestration{Instance: orphan, Orchestration: "TestOrch", Input: "{}", Version: ptrTo("1.0.0"), ExecutionID: 1}, 0))
+	require.NoError(t, writer.EnqueueForOrchestrator(ctx, cdb.StartOrchestrationMessage{Instance: orphan, Orchestration: "TestOrch", Input: "{}", Version: ptrTo("1.0.0"), ExecutionID: 1}, 0))
 
 	clock.Advance(time.Second) // past the poll interval: a's next idle look is at its share
 	assert.Nil(t, fetchOrchestration(ctx, t, a), "the item is in b's share, which a's idle look leaves to b")

@@ -102,7 +102,7 @@ func TestDeletingALargePartitionTakesSeveralBatches(t *testing.T) {
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
 	providertest.CreateInstance(ctx, t, p, "big")
 	for i := 0; i < 250; i++ {
-		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "big", Name: "e", Data: fmt.Sprint(i)}, 0))
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "big", Name: "e", Data: fmt.Sprint(i)}, 0))
 	}
 	before := acct.Counts().ByOperation["Batch"]
 	res, err := p.DeleteInstance(ctx, "big", true)

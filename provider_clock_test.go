@@ -46,15 +46,15 @@ func TestAProcessWhoseClockIsAheadWritesWhatOthersSeeAtOnce(t *testing.T) {
 			item, token, _, err := healthy.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 			require.NoError(t, err)
 			require.NotNil(t, item)
-			work := cdb.ActivityExecute{Instance: "waiter", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}
+			work := cdb.ActivityExecuteMessage{Instance: "waiter", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}
 			require.NoError(t, healthy.AckOrchestrationItem(ctx, token, 1, nil, []cdb.WorkItem{work}, nil, cdb.ExecutionMetadata{}, nil))
 
 			clock.Advance(time.Second) // the Date header's resolution
 			got, wtoken, _, err := ahead.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 			require.NoError(t, err)
 			require.NotNil(t, got, "the process ahead takes the activity")
-			require.NoError(t, ahead.AckWorkItem(ctx, wtoken, cdb.ActivityCompleted{Instance: "waiter", ExecutionID: 1, ID: 2, Result: "done"}))
-			require.NoError(t, ahead.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "waiter", Name: "e", Data: "raised"}, 0))
+			require.NoError(t, ahead.AckWorkItem(ctx, wtoken, cdb.ActivityCompletedMessage{Instance: "waiter", ExecutionID: 1, ID: 2, Result: "done"}))
+			require.NoError(t, ahead.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "waiter", Name: "e", Data: "raised"}, 0))
 
 			clock.Advance(time.Second)
 			item, _, _, err = healthy.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
@@ -79,7 +79,7 @@ func TestADelayEnqueuedThroughAWrongClockEndsOnTheServicesTime(t *testing.T) {
 			wrong := wrongClockProcess(t, acct, clock, skew)
 			providertest.CreateInstance(ctx, t, healthy, "sleeper")
 
-			require.NoError(t, wrong.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "sleeper", Name: "timer", Data: "due"}, 10*time.Minute))
+			require.NoError(t, wrong.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "sleeper", Name: "timer", Data: "due"}, 10*time.Minute))
 			item, _, _, err := healthy.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 			require.NoError(t, err)
 			assert.Nil(t, item, "not due for ten minutes")

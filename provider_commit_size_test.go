@@ -57,7 +57,7 @@ func TestACommitTheStoreRefusesAsTooLargeIsPlannedTighter(t *testing.T) {
 	queued := queuedActivities(ctx, t, p, instance)
 	require.Len(t, queued, len(work), "every activity is queued")
 	for _, w := range work {
-		act := w.(cdb.ActivityExecute)
+		act := w.(cdb.ActivityExecuteMessage)
 		assert.Equal(t, act.Input, queued[act.ID], "activity %d", act.ID)
 	}
 	history, err := p.Read(ctx, instance)

@@ -291,7 +291,7 @@ func TestAContainerWithTheEarlierQueueIndexIsServed(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Close()
 	providertest.CreateInstance(ctx, t, p, "legacy")
-	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "legacy", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
+	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: "legacy", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
 	item, _, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	require.NotNil(t, item, "the worker queue is served by the earlier index")

@@ -61,7 +61,7 @@ func TestARelayedChildStartSurvivesTheUnfinishedDeletionOfItsID(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, item)
 	require.Equal(t, "root", item.Instance)
-	child := providertest.StartItem("root::child").(cdb.StartOrchestration)
+	child := providertest.StartItem("root::child").(cdb.StartOrchestrationMessage)
 	child.ParentInstance, child.ParentID = ptrTo("root"), ptrTo(uint64(2))
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("root", 1)}, nil,
 		[]cdb.WorkItem{child}, providertest.TestOrchMetadata(), nil))

@@ -137,7 +137,7 @@ func continueAsNewWithBacklog(t *testing.T, p *cdb.CosmosProvider, id string, n 
 	ctx := rulesContext(t)
 	providertest.CreateInstance(ctx, t, p, id)
 	for i := 0; i < n; i++ {
-		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueMessage{Instance: id, Name: "inbox", Data: strconv.Itoa(i)}, 0))
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueEventMessage{Instance: id, Name: "inbox", Data: strconv.Itoa(i)}, 0))
 	}
 	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
@@ -145,7 +145,7 @@ func continueAsNewWithBacklog(t *testing.T, p *cdb.CosmosProvider, id string, n 
 	can := cdb.StatusContinuedAsNew
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{{EventID: 2, InstanceID: id, ExecutionID: 1, Kind: cdb.OrchestrationContinuedAsNew{Input: "next"}}},
-		nil, []cdb.WorkItem{cdb.ContinueAsNew{Instance: id, Orchestration: "TestOrch", Input: "next", Version: ptrTo("1.0.0")}},
+		nil, []cdb.WorkItem{cdb.ContinueAsNewMessage{Instance: id, Orchestration: "TestOrch", Input: "next", Version: ptrTo("1.0.0")}},
 		cdb.ExecutionMetadata{Status: &can, Output: ptrTo("next")}, nil))
 	return len(item.Messages)
 }
@@ -168,12 +168,12 @@ func drainInbox(t *testing.T, p *cdb.CosmosProvider, id string, exec uint64) ([]
 		md := cdb.ExecutionMetadata{}
 		for _, m := range item.Messages {
 			switch w := m.(type) {
-			case cdb.ContinueAsNew:
+			case cdb.ContinueAsNewMessage:
 				cans++
 				exec = item.ExecutionID + 1
 				delta = append(delta, providertest.StartedEvent(id, exec))
 				md = providertest.TestOrchMetadata()
-			case cdb.QueueMessage:
+			case cdb.QueueEventMessage:
 				got = append(got, w.Data)
 			}
 		}
@@ -392,7 +392,7 @@ func TestEnqueueWithALostResponseQueuesOnce(t *testing.T) {
 	assert.Equal(t, 1, countDocs(t, p, "lossy", "msg"))
 
 	loseFirstResponse(acct, "Batch", "ExternalRaised")
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "lossy", Name: "approve", Data: "{}"}, 0), "the event was written")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "lossy", Name: "approve", Data: "{}"}, 0), "the event was written")
 	assert.Equal(t, 2, countDocs(t, p, "lossy", "msg"), "the start and one event")
 }
 
@@ -439,7 +439,7 @@ func TestDeletingAnInstanceKeepsItsUndeliveredDetachedStart(t *testing.T) {
 	remove := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 403, Match: func(r cdb.FakeRequest) bool {
 		return r.Operation == "CreateItem" && r.PartitionKey == `["detached"]`
 	}})
-	detached := cdb.StartOrchestration{Instance: "detached", Orchestration: "TestOrch", Input: "{}", Version: ptrTo("1.0.0"), ExecutionID: 1}
+	detached := cdb.StartOrchestrationMessage{Instance: "detached", Orchestration: "TestOrch", Input: "{}", Version: ptrTo("1.0.0"), ExecutionID: 1}
 	completed := cdb.StatusCompleted
 	require.NoError(t, committer.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("launcher", 1)}, nil,
 		[]cdb.WorkItem{detached}, cdb.ExecutionMetadata{OrchestrationName: ptrTo("TestOrch"), OrchestrationVersion: ptrTo("1.0.0"), Status: &completed, Output: ptrTo("done")}, nil))
@@ -510,14 +510,14 @@ func lostLockResponses(t *testing.T, stale bool) {
 	require.NoError(t, err)
 	require.NotNil(t, item, "the lock that applied is used")
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("lost-lock", 1)},
-		[]cdb.WorkItem{cdb.ActivityExecute{Instance: "lost-lock", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}}, nil, providertest.TestOrchMetadata(), nil),
+		[]cdb.WorkItem{cdb.ActivityExecuteMessage{Instance: "lost-lock", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}}, nil, providertest.TestOrchMetadata(), nil),
 		"and its ETag is current")
 
 	loseFirstResponse(acct, "PatchItem", "/lockToken")
 	work, wtoken, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	require.NotNil(t, work, "the claim that applied is used")
-	require.NoError(t, p.AckWorkItem(ctx, wtoken, cdb.ActivityCompleted{Instance: "lost-lock", ExecutionID: 1, ID: 2, Result: "ok"}))
+	require.NoError(t, p.AckWorkItem(ctx, wtoken, cdb.ActivityCompletedMessage{Instance: "lost-lock", ExecutionID: 1, ID: 2, Result: "ok"}))
 }
 
 // An ack whose response is lost is found committed by reading the instance
@@ -544,7 +544,7 @@ func TestWorkerEnqueueWithALostResponseQueuesOnce(t *testing.T) {
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
 	loseFirstResponse(acct, "CreateItem", "ActivityExecute")
-	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "w-lost", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
+	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: "w-lost", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
 	assert.Equal(t, 1, countDocs(t, p, "w-lost", "work"), "one activity, not two")
 }
 
@@ -555,11 +555,11 @@ func TestWorkerAckWithALostResponseIsResolved(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{StaleReadsWithoutSessionToken: true})
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
-	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "w-ack", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
+	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: "w-ack", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
 	_, token, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	loseFirstResponse(acct, "Batch", "ActivityCompleted")
-	require.NoError(t, p.AckWorkItem(ctx, token, cdb.ActivityCompleted{Instance: "w-ack", ExecutionID: 1, ID: 2, Result: "ok"}), "the ack committed")
+	require.NoError(t, p.AckWorkItem(ctx, token, cdb.ActivityCompletedMessage{Instance: "w-ack", ExecutionID: 1, ID: 2, Result: "ok"}), "the ack committed")
 	assert.Equal(t, 0, countDocs(t, p, "w-ack", "work"))
 	assert.Equal(t, 1, countDocs(t, p, "w-ack", "msg"), "one completion")
 }
@@ -648,7 +648,7 @@ func TestEnqueueResendAfterTheMessageWasConsumedIsNotADuplicate(t *testing.T) {
 		require.NoError(t, other.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
 	}
 	p := providerOver(t, acct, &consumeThenLose{next: acct.Transport(), marker: "ExternalRaised", consume: consume})
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "fast", Name: "go", Data: "{}"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "fast", Name: "go", Data: "{}"}, 0))
 	require.Equal(t, 1, delivered, "consumed once, before the response was lost")
 	again, _, _, err := other.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
@@ -666,10 +666,10 @@ func TestWorkerEnqueueResendAfterTheItemWasConsumedIsNotADuplicate(t *testing.T)
 		_, token, _, err := other.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 		require.NoError(t, err)
 		ran++
-		require.NoError(t, other.AckWorkItem(ctx, token, cdb.ActivityCompleted{Instance: "fast-w", ExecutionID: 1, ID: 2, Result: "ok"}))
+		require.NoError(t, other.AckWorkItem(ctx, token, cdb.ActivityCompletedMessage{Instance: "fast-w", ExecutionID: 1, ID: 2, Result: "ok"}))
 	}
 	p := providerOver(t, acct, &consumeThenLose{next: acct.Transport(), marker: "ActivityExecute", consume: consume})
-	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "fast-w", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
+	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: "fast-w", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
 	require.Equal(t, 1, ran)
 	again, _, _, err := other.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
@@ -687,17 +687,17 @@ func TestAbandonWithADelayHidesOnlyItsBatch(t *testing.T) {
 		clock := newTestClock()
 		p := open(t, cdb.Config{ShortPolling: true, Now: clock.Now})
 		providertest.CreateInstance(ctx, t, p, "ordered")
-		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "ordered", Name: "first", Data: "1"}, 0))
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "ordered", Name: "first", Data: "1"}, 0))
 		_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 		require.NoError(t, err)
 		require.NoError(t, p.AbandonOrchestrationItem(ctx, token, time.Second, false))
 
 		clock.Advance(time.Millisecond)
-		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "ordered", Name: "second", Data: "2"}, 0))
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "ordered", Name: "second", Data: "2"}, 0))
 		item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 		require.NoError(t, err)
 		require.NotNil(t, item, "the instance is free at once")
-		assert.Equal(t, []cdb.WorkItem{cdb.ExternalRaised{Instance: "ordered", Name: "second", Data: "2"}}, item.Messages, "only the abandoned batch waits")
+		assert.Equal(t, []cdb.WorkItem{cdb.ExternalRaisedMessage{Instance: "ordered", Name: "second", Data: "2"}}, item.Messages, "only the abandoned batch waits")
 		require.NoError(t, p.AckOrchestrationItem(ctx, token, item.ExecutionID, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
 
 		item, _, _, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
@@ -707,7 +707,7 @@ func TestAbandonWithADelayHidesOnlyItsBatch(t *testing.T) {
 		item, _, _, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 		require.NoError(t, err)
 		require.NotNil(t, item)
-		assert.Equal(t, []cdb.WorkItem{cdb.ExternalRaised{Instance: "ordered", Name: "first", Data: "1"}}, item.Messages)
+		assert.Equal(t, []cdb.WorkItem{cdb.ExternalRaisedMessage{Instance: "ordered", Name: "first", Data: "1"}}, item.Messages)
 	})
 }
 
@@ -722,12 +722,12 @@ func TestALockExpiringDuringAFetchDoesNotReorderTheBatch(t *testing.T) {
 	a := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
 	b := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
 	providertest.CreateInstance(ctx, t, a, "seq")
-	require.NoError(t, a.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "seq", Name: "17", Data: "{}"}, 0))
+	require.NoError(t, a.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "seq", Name: "17", Data: "{}"}, 0))
 	held, _, _, err := a.FetchOrchestrationItem(ctx, time.Second, 0, nil)
 	require.NoError(t, err)
 	require.NotNil(t, held, "process A holds the instance with message 17, then stalls")
 	clock.Advance(time.Millisecond)
-	require.NoError(t, a.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "seq", Name: "18", Data: "{}"}, 0))
+	require.NoError(t, a.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "seq", Name: "18", Data: "{}"}, 0))
 
 	// A's lock expires while B's fetch is between its query and its lock.
 	var once sync.Once
@@ -745,7 +745,7 @@ func TestALockExpiringDuringAFetchDoesNotReorderTheBatch(t *testing.T) {
 		}
 		var names []string
 		for _, m := range item.Messages {
-			names = append(names, m.(cdb.ExternalRaised).Name)
+			names = append(names, m.(cdb.ExternalRaisedMessage).Name)
 		}
 		require.Equal(t, []string{"17", "18"}, names, "message 18 must not go before 17")
 		return
@@ -776,7 +776,7 @@ func slowLoad(ctx context.Context, t *testing.T, instance string, duringLoad fun
 	cfg := cdb.Config{ShortPolling: true, Now: clock.Now}
 	rival = newRulesProvider(t, acct, cfg)
 	providertest.CreateInstance(ctx, t, rival, instance)
-	require.NoError(t, rival.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: instance, Name: "go", Data: "{}"}, 0))
+	require.NoError(t, rival.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: instance, Name: "go", Data: "{}"}, 0))
 	var once sync.Once
 	slow = newHookedProvider(t, acct, cfg, func(r *http.Request) {
 		if !isTurnStateQuery(t, r, instance) {
@@ -843,7 +843,7 @@ func TestALargeAckWhoseStagingOutlastsTheLockCommits(t *testing.T) {
 	clock := newTestClock()
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
 	providertest.CreateInstance(ctx, t, p, "stager")
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "stager", Name: "go", Data: "{}"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "stager", Name: "go", Data: "{}"}, 0))
 	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Second, 0, nil)
 	require.NoError(t, err)
 
@@ -881,7 +881,7 @@ func TestALargeAckKeepsItsLockWhileAPartIsStaged(t *testing.T) {
 	cfg := cdb.Config{ShortPolling: true, Now: clock.Now}
 	rival := newRulesProvider(t, acct, cfg)
 	providertest.CreateInstance(ctx, t, rival, "stager")
-	require.NoError(t, rival.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "stager", Name: "go", Data: "{}"}, 0))
+	require.NoError(t, rival.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "stager", Name: "go", Data: "{}"}, 0))
 
 	renewed := make(chan struct{}, 16)
 	var once sync.Once
@@ -1019,7 +1019,7 @@ func TestAFetchNeverLocksAConsumedMessagesMarker(t *testing.T) {
 	cfg := cdb.Config{ShortPolling: true}
 	fast := newRulesProvider(t, acct, cfg)
 	providertest.CreateInstance(ctx, t, fast, "stale")
-	require.NoError(t, fast.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "stale", Name: "go", Data: "{}"}, 0))
+	require.NoError(t, fast.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "stale", Name: "go", Data: "{}"}, 0))
 
 	var once sync.Once
 	slow := newHookedProvider(t, acct, cfg, func(r *http.Request) {
@@ -1156,12 +1156,12 @@ func TestALockReleasedDuringAFetchDoesNotReorderTheBatch(t *testing.T) {
 	holder := newRulesProvider(t, acct, cfg)
 	providertest.CreateInstance(ctx, t, holder, "overtaken")
 	for _, data := range []string{"1", "2"} {
-		require.NoError(t, holder.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "overtaken", Name: "e", Data: data}, 0))
+		require.NoError(t, holder.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "overtaken", Name: "e", Data: data}, 0))
 	}
 	held, token, _, err := holder.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
 	require.Len(t, held.Messages, 2)
-	require.NoError(t, holder.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "overtaken", Name: "e", Data: "3"}, 0))
+	require.NoError(t, holder.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "overtaken", Name: "e", Data: "3"}, 0))
 
 	var once sync.Once
 	rival := newHookedProvider(t, acct, cfg, func(r *http.Request) {
@@ -1177,7 +1177,7 @@ func TestALockReleasedDuringAFetchDoesNotReorderTheBatch(t *testing.T) {
 	require.NotNil(t, item)
 	var got []string
 	for _, m := range item.Messages {
-		got = append(got, m.(cdb.ExternalRaised).Data)
+		got = append(got, m.(cdb.ExternalRaisedMessage).Data)
 	}
 	assert.Equal(t, []string{"1", "2", "3"}, got, "the released messages come first")
 }
@@ -1196,7 +1196,7 @@ func TestEventsAreNotHandedOverWithoutTheirInstancesContinueAsNew(t *testing.T) 
 	continueAsNewWithBacklog(t, p, id, 1)
 	can := continueAsNewMessageID(t, p, id)
 	setMessageLock(t, p, id, can, "gone-holder", clock.Now().Add(time.Minute))
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueMessage{Instance: id, Name: "inbox", Data: "e1"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueEventMessage{Instance: id, Name: "inbox", Data: "e1"}, 0))
 
 	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
@@ -1248,7 +1248,7 @@ func TestAContinueAsNewEnqueuedWithADelayWaitsItsDelay(t *testing.T) {
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
 	const id = "delayed-can"
 	providertest.CreateInstance(ctx, t, p, id)
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ContinueAsNew{Instance: id, Orchestration: "TestOrch", Input: "next", Version: ptrTo("1.0.0")}, 2*time.Second))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ContinueAsNewMessage{Instance: id, Orchestration: "TestOrch", Input: "next", Version: ptrTo("1.0.0")}, 2*time.Second))
 
 	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)

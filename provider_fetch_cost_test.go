@@ -81,7 +81,7 @@ func TestConcurrentWorkerFetchesOfOneProcessDoNotRaceForAnItem(t *testing.T) {
 	require.NoError(t, p.EnqueueForWorker(ctx, activity("pair", 3, "")))
 	before := p.Client().Stats().ByOperation["PatchItem"].Errors
 
-	got := make(chan *cdb.ActivityExecute, 2)
+	got := make(chan *cdb.ActivityExecuteMessage, 2)
 	go func() {
 		a, _, _ := fetchWork(ctx, t, p, nil)
 		got <- a
@@ -158,7 +158,7 @@ func TestAMessageArrivingDuringATurnIsFetchedAfterTheAck(t *testing.T) {
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
 	providertest.CreateInstance(ctx, t, p, "held")
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "held", Name: "first", Data: "{}"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "held", Name: "first", Data: "{}"}, 0))
 	held, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
 	require.NotNil(t, held)
@@ -169,7 +169,7 @@ func TestAMessageArrivingDuringATurnIsFetchedAfterTheAck(t *testing.T) {
 		results <- fetchResult{item, token, err}
 	}()
 	waitForWaiters(t, p, "orchestrator", 1)
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "held", Name: "second", Data: "{}"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "held", Name: "second", Data: "{}"}, 0))
 	require.Eventually(t, func() bool { return cdb.AnnouncementDeferredForTest(p, "held") }, time.Minute, time.Millisecond,
 		"the woken fetch finds the instance held here and defers the announcement")
 	waitForWaiters(t, p, "orchestrator", 1) // and waits again
@@ -185,7 +185,7 @@ func TestAMessageArrivingDuringATurnIsFetchedAfterTheAck(t *testing.T) {
 	require.NotNil(t, r.item, "the waiting fetch takes the message once the lock is let go")
 	item := r.item.(*cdb.OrchestrationItem)
 	require.Len(t, item.Messages, 1)
-	assert.Equal(t, "second", item.Messages[0].(cdb.ExternalRaised).Name)
+	assert.Equal(t, "second", item.Messages[0].(cdb.ExternalRaisedMessage).Name)
 }
 
 // A message this process writes is fetched on the busy path with one
@@ -209,7 +209,7 @@ func TestAnAnnouncedMessageIsFetchedInThreeRequestsAtAnyRangeCount(t *testing.T)
 			go fetch()
 			waitForWaiters(t, p, "orchestrator", 1)
 			log := logRequests(acct)
-			require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "busy", Name: "a", Data: "{}"}, 0))
+			require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "busy", Name: "a", Data: "{}"}, 0))
 			r := <-results
 			require.NoError(t, r.err)
 			require.NotNil(t, r.item)
@@ -220,7 +220,7 @@ func TestAnAnnouncedMessageIsFetchedInThreeRequestsAtAnyRangeCount(t *testing.T)
 			go fetch()
 			waitForWaiters(t, p, "orchestrator", 1)
 			log.take()
-			require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "busy", Name: "b", Data: "{}"}, 0))
+			require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "busy", Name: "b", Data: "{}"}, 0))
 			r = <-results
 			require.NoError(t, r.err)
 			require.NotNil(t, r.item)
@@ -238,7 +238,7 @@ func TestGetStatusIsOneRead(t *testing.T) {
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
 	providertest.CreateInstance(ctx, t, p, "done")
 	item, token, _, err := func() (*cdb.OrchestrationItem, string, uint32, error) {
-		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "done", Name: "go", Data: "{}"}, 0))
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "done", Name: "go", Data: "{}"}, 0))
 		return p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	}()
 	require.NoError(t, err)
@@ -328,16 +328,16 @@ func TestTheCostOfAFanOutFiveOrchestration(t *testing.T) {
 				require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, events, work, nil, providertest.TestOrchMetadata(), nil))
 			})
 			for range work {
-				var act cdb.ActivityExecute
+				var act cdb.ActivityExecuteMessage
 				var wtoken string
 				measure("worker fetch", func() {
 					item, tok, _, err := p.FetchWorkItem(ctx, time.Minute, time.Second, nil, cdb.DefaultOnlyFilter())
 					require.NoError(t, err)
 					require.NotNil(t, item)
-					act, wtoken = item.(cdb.ActivityExecute), tok
+					act, wtoken = item.(cdb.ActivityExecuteMessage), tok
 				})
 				measure("worker ack", func() {
-					require.NoError(t, p.AckWorkItem(ctx, wtoken, cdb.ActivityCompleted{Instance: instance, ExecutionID: 1, ID: act.ID, Result: "ok"}))
+					require.NoError(t, p.AckWorkItem(ctx, wtoken, cdb.ActivityCompletedMessage{Instance: instance, ExecutionID: 1, ID: act.ID, Result: "ok"}))
 				})
 			}
 			var item *cdb.OrchestrationItem
@@ -380,13 +380,13 @@ func TestWorkerCandidateQueriesLeaveTheItemOut(t *testing.T) {
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour})
 	input := `"` + strings.Repeat("x", 1<<20) + `"`
-	act := cdb.ActivityExecute{Instance: "big-input", ExecutionID: 1, ID: 2, Name: "Work", Input: input}
+	act := cdb.ActivityExecuteMessage{Instance: "big-input", ExecutionID: 1, ID: 2, Name: "Work", Input: input}
 	require.NoError(t, p.EnqueueForWorker(ctx, act))
 	log := logRequests(acct)
 	item, _, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	require.NotNil(t, item)
-	assert.Equal(t, input, item.(cdb.ActivityExecute).Input, "the claim's response carries the input")
+	assert.Equal(t, input, item.(cdb.ActivityExecuteMessage).Input, "the claim's response carries the input")
 	var queries int
 	for _, r := range log.take() {
 		if r.Operation != "Query" {

@@ -73,7 +73,7 @@ func TestHeldMessagesAreReportedWithTheOldest(t *testing.T) {
 	first := clock.Now()
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("typo"), 0))
 	clock.Advance(time.Second)
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.CancelInstance{Instance: "late", Reason: "r"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.CancelInstanceMessage{Instance: "late", Reason: "r"}, 0))
 	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
 	require.Nil(t, item)
@@ -169,16 +169,16 @@ func TestAStartAfterADeadlineStillBringsTheMessagesParkedLater(t *testing.T) {
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	clock := newTestClock()
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: time.Millisecond, Now: clock.Now})
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "slow", Name: "early", Data: "1"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "slow", Name: "early", Data: "1"}, 0))
 	assert.Empty(t, fetchAll(t, p, ackWithoutATurn(t, p)), "parked")
 	clock.Advance(20 * time.Second)
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "slow", Name: "later", Data: "2"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "slow", Name: "later", Data: "2"}, 0))
 	assert.Empty(t, fetchAll(t, p, ackWithoutATurn(t, p)), "parked")
 
 	clock.Advance(11 * time.Second)
 	items := fetchAll(t, p, ackWithoutATurn(t, p))
 	require.Len(t, items, 1, "the first event's deadline passed")
-	assert.Equal(t, []cdb.WorkItem{cdb.ExternalRaised{Instance: "slow", Name: "early", Data: "1"}}, items[0].Messages, "handed over alone")
+	assert.Equal(t, []cdb.WorkItem{cdb.ExternalRaisedMessage{Instance: "slow", Name: "early", Data: "1"}}, items[0].Messages, "handed over alone")
 	assert.Equal(t, 1, countDocs(t, p, "slow", "inst"), "the instance document stays for the parked one")
 
 	clock.Advance(time.Second)
@@ -187,7 +187,7 @@ func TestAStartAfterADeadlineStillBringsTheMessagesParkedLater(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, item)
 	assert.Equal(t, []string{"ExternalRaised", "StartOrchestration"}, messageKinds(item), "the start brings the event still parked")
-	assert.Equal(t, "later", item.Messages[0].(cdb.ExternalRaised).Name)
+	assert.Equal(t, "later", item.Messages[0].(cdb.ExternalRaisedMessage).Name)
 }
 
 // A child's start that an outbox delivers unparks the events raised for
@@ -197,7 +197,7 @@ func TestAChildStartFromAnOutboxBringsItsParkedEvents(t *testing.T) {
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: time.Millisecond})
 	providertest.CreateInstance(ctx, t, p, "parent")
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "parent::kid", Name: "go", Data: "{}"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "parent::kid", Name: "go", Data: "{}"}, 0))
 	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
 	require.Nil(t, item, "the child's event is parked")
@@ -207,7 +207,7 @@ func TestAChildStartFromAnOutboxBringsItsParkedEvents(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, item)
 	require.Equal(t, "parent", item.Instance)
-	start := providertest.StartItem("parent::kid").(cdb.StartOrchestration)
+	start := providertest.StartItem("parent::kid").(cdb.StartOrchestrationMessage)
 	parent, id := "parent", uint64(2)
 	start.ParentInstance, start.ParentID = &parent, &id
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
@@ -233,7 +233,7 @@ func TestMoreParkedMessagesThanABatchHoldsAreAllDeliveredInOrder(t *testing.T) {
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: time.Millisecond, Now: clock.Now})
 	const events = 150
 	for i := 0; i < events; i++ {
-		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "crowd", Name: "e", Data: fmt.Sprint(i)}, 0))
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "crowd", Name: "e", Data: fmt.Sprint(i)}, 0))
 		clock.Advance(time.Millisecond)
 	}
 	for look := 0; look < 10; look++ { // a look parks what it locks: a batch at a time
@@ -257,7 +257,7 @@ func TestMoreParkedMessagesThanABatchHoldsAreAllDeliveredInOrder(t *testing.T) {
 	})
 	for _, item := range items {
 		for _, m := range item.Messages {
-			if e, ok := m.(cdb.ExternalRaised); ok {
+			if e, ok := m.(cdb.ExternalRaisedMessage); ok {
 				got = append(got, e.Data)
 			}
 		}
@@ -282,7 +282,7 @@ func TestAnAbandonedStartBatchKeepsItsUnparkedMessages(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: time.Millisecond})
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.CancelInstance{Instance: "again", Reason: "r"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.CancelInstanceMessage{Instance: "again", Reason: "r"}, 0))
 	assert.Empty(t, fetchAll(t, p, ackWithoutATurn(t, p)))
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("again"), 0))
 	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
@@ -350,7 +350,7 @@ func TestARenewalOfAStartBatchThatUnparkedSurvivesALostResponse(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: time.Millisecond})
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.CancelInstance{Instance: "renewed", Reason: "r"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.CancelInstanceMessage{Instance: "renewed", Reason: "r"}, 0))
 	assert.Empty(t, fetchAll(t, p, ackWithoutATurn(t, p)))
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("renewed"), 0))
 	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
@@ -372,9 +372,9 @@ func TestDroppedOrphanQueueMessagesLeaveTheParkedMessagesToTheStart(t *testing.T
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: time.Millisecond})
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "mixed", Name: "first", Data: "{}"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "mixed", Name: "first", Data: "{}"}, 0))
 	assert.Empty(t, fetchAll(t, p, ackWithoutATurn(t, p)), "parked")
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueMessage{Instance: "mixed", Name: "inbox", Data: "orphan"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueEventMessage{Instance: "mixed", Name: "inbox", Data: "orphan"}, 0))
 	assert.Empty(t, fetchAll(t, p, ackWithoutATurn(t, p)), "dropped")
 	assert.Equal(t, 1, countDocs(t, p, "mixed", "msg"), "only the parked event is left")
 
@@ -400,7 +400,7 @@ func TestMessagesBeforeAHiddenStartAreHandedOverNamedAfterIt(t *testing.T) {
 	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
 	require.NoError(t, p.AbandonOrchestrationItem(ctx, token, 5*time.Second, false))
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueMessage{Instance: "hidden", Name: "q", Data: "kept"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueEventMessage{Instance: "hidden", Name: "q", Data: "kept"}, 0))
 	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
 	require.NotNil(t, item, "handed over, not dropped as an orphan")
@@ -432,7 +432,7 @@ func TestQueueMessagesBeforeAQueuedStartAreNotDroppedAsOrphans(t *testing.T) {
 	clock := newTestClock()
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("starts-later"), 10*time.Second))
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueMessage{Instance: "starts-later", Name: "q", Data: "early"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueEventMessage{Instance: "starts-later", Name: "q", Data: "early"}, 0))
 	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
 	require.Nil(t, item, "the message waits for its start")

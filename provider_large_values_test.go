@@ -36,8 +36,8 @@ func continueAsNewThroughTheOutbox(ctx context.Context, t *testing.T, p *cdb.Cos
 			{EventID: 2, InstanceID: id, ExecutionID: 1, Kind: cdb.ActivityScheduled{Name: "Big", Input: big}},
 			{EventID: 3, InstanceID: id, ExecutionID: 1, Kind: cdb.OrchestrationContinuedAsNew{Input: input}},
 		},
-		[]cdb.WorkItem{cdb.ActivityExecute{Instance: id, ExecutionID: 1, ID: 2, Name: "Big", Input: big}},
-		[]cdb.WorkItem{cdb.ContinueAsNew{Instance: id, Orchestration: "TestOrch", Input: input, Version: ptrTo("1.0.0")}},
+		[]cdb.WorkItem{cdb.ActivityExecuteMessage{Instance: id, ExecutionID: 1, ID: 2, Name: "Big", Input: big}},
+		[]cdb.WorkItem{cdb.ContinueAsNewMessage{Instance: id, Orchestration: "TestOrch", Input: input, Version: ptrTo("1.0.0")}},
 		cdb.ExecutionMetadata{Status: &can, Output: &input}, nil))
 	return input
 }
@@ -73,7 +73,7 @@ func TestAFetchNeverHandsOverMessagesWhileTheirInstancesOutboxIsPending(t *testi
 		refuse()
 
 		b := newRulesProvider(t, acct, config(clock))
-		require.NoError(t, b.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "eternal", Name: "e", Data: "meanwhile"}, 0))
+		require.NoError(t, b.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "eternal", Name: "e", Data: "meanwhile"}, 0))
 		clock.Advance(31 * time.Second)
 		item, _ := fetchFor(ctx, t, b, "eternal")
 		// In the order they reached the queue (the relay delivered the
@@ -81,7 +81,7 @@ func TestAFetchNeverHandsOverMessagesWhileTheirInstancesOutboxIsPending(t *testi
 		// ContinueAsNew wherever it is in the batch.
 		require.Equal(t, []string{"ExternalRaised", "ContinueAsNew"}, messageKinds(item),
 			"the fetch delivers the stale outbox first: the event goes to the new execution")
-		assert.Equal(t, input, item.Messages[1].(cdb.ContinueAsNew).Input)
+		assert.Equal(t, input, item.Messages[1].(cdb.ContinueAsNewMessage).Input)
 	})
 
 	t.Run("the committing process is alive and its delivery keeps failing", func(t *testing.T) {
@@ -89,7 +89,7 @@ func TestAFetchNeverHandsOverMessagesWhileTheirInstancesOutboxIsPending(t *testi
 		a := newRulesProvider(t, acct, config(clock))
 		refuse := refuseContinueAsNewDelivery(acct, `["eternal"]`)
 		continueAsNewThroughTheOutbox(ctx, t, a, "eternal")
-		require.NoError(t, a.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "eternal", Name: "e", Data: "meanwhile"}, 0))
+		require.NoError(t, a.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "eternal", Name: "e", Data: "meanwhile"}, 0))
 		clock.Advance(31 * time.Second)
 		item, _, _, err := a.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 		require.NoError(t, err)
@@ -121,20 +121,20 @@ func TestAFetchNeverHandsOverMessagesWhileTheirInstancesOutboxIsPending(t *testi
 		first := "first:" + strings.Repeat("f", 700*1024)
 		require.NoError(t, a.AckOrchestrationItem(ctx, token, 1,
 			[]cdb.Event{{EventID: 2, InstanceID: "self", ExecutionID: 1, Kind: cdb.ActivityScheduled{Name: "Big", Input: big}}},
-			[]cdb.WorkItem{cdb.ActivityExecute{Instance: "self", ExecutionID: 1, ID: 2, Name: "Big", Input: big}},
-			[]cdb.WorkItem{cdb.ExternalRaised{Instance: "self", Name: "e", Data: first}}, cdb.ExecutionMetadata{}, nil))
+			[]cdb.WorkItem{cdb.ActivityExecuteMessage{Instance: "self", ExecutionID: 1, ID: 2, Name: "Big", Input: big}},
+			[]cdb.WorkItem{cdb.ExternalRaisedMessage{Instance: "self", Name: "e", Data: first}}, cdb.ExecutionMetadata{}, nil))
 		require.Equal(t, 1, countDocs(t, a, "self", "outbox"), "the event to itself waits in the outbox")
 		require.NoError(t, a.Close())
 		refuse()
 
 		clock.Advance(time.Millisecond) // the event is raised after the turn that sent the first
 		b := newRulesProvider(t, acct, config(clock))
-		require.NoError(t, b.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "self", Name: "e", Data: "second"}, 0))
+		require.NoError(t, b.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "self", Name: "e", Data: "second"}, 0))
 		clock.Advance(time.Minute)
 		item, _ := fetchFor(ctx, t, b, "self")
 		var data []string
 		for _, m := range item.Messages {
-			data = append(data, m.(cdb.ExternalRaised).Data[:6])
+			data = append(data, m.(cdb.ExternalRaisedMessage).Data[:6])
 		}
 		assert.Equal(t, []string{"first:", "second"}, data, "the event the instance sent itself comes before the one raised after it")
 	})
@@ -208,7 +208,7 @@ func TestALargeOutputIsWrittenOnceAndReferenced(t *testing.T) {
 
 	t.Run("a continue-as-new input", func(t *testing.T) {
 		providertest.CreateInstance(ctx, t, p, "again")
-		can := []cdb.WorkItem{cdb.ContinueAsNew{Instance: "again", Orchestration: "TestOrch", Input: large, Version: ptrTo("1.0.0")}}
+		can := []cdb.WorkItem{cdb.ContinueAsNewMessage{Instance: "again", Orchestration: "TestOrch", Input: large, Version: ptrTo("1.0.0")}}
 		assert.Equal(t, 1, ackTerminal(ctx, t, acct, p, "again", 1, 2, cdb.StatusContinuedAsNew, large, can), "one commit batch")
 		assert.Zero(t, countDocs(t, p, "again", "outbox"), "the ContinueAsNew message fits the commit batch")
 		exec, err := p.GetExecutionInfo(ctx, "again", 1)
@@ -217,7 +217,7 @@ func TestALargeOutputIsWrittenOnceAndReferenced(t *testing.T) {
 
 		item, token := fetchFor(ctx, t, p, "again")
 		require.Equal(t, []string{"ContinueAsNew"}, messageKinds(item))
-		assert.Equal(t, large, item.Messages[0].(cdb.ContinueAsNew).Input)
+		assert.Equal(t, large, item.Messages[0].(cdb.ContinueAsNewMessage).Input)
 		require.NoError(t, p.AckOrchestrationItem(ctx, token, 2, []cdb.Event{providertest.StartedEvent("again", 2)}, nil, nil, providertest.TestOrchMetadata(), nil))
 		info, err := p.GetInstanceInfo(ctx, "again")
 		require.NoError(t, err)
@@ -256,7 +256,7 @@ func setKeys(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, id string
 		switch *status {
 		case cdb.StatusContinuedAsNew:
 			delta = append(delta, cdb.Event{EventID: next, InstanceID: id, ExecutionID: exec, Kind: cdb.OrchestrationContinuedAsNew{Input: "{}"}})
-			items = []cdb.WorkItem{cdb.ContinueAsNew{Instance: id, Orchestration: "TestOrch", Input: "{}", Version: ptrTo("1.0.0")}}
+			items = []cdb.WorkItem{cdb.ContinueAsNewMessage{Instance: id, Orchestration: "TestOrch", Input: "{}", Version: ptrTo("1.0.0")}}
 		default:
 			delta = append(delta, cdb.Event{EventID: next, InstanceID: id, ExecutionID: exec, Kind: cdb.OrchestrationCompleted{Output: "done"}})
 		}

@@ -79,7 +79,7 @@ func parentStartsChild(ctx context.Context, t *testing.T, p *cdb.CosmosProvider,
 	_, token := fetchFor(ctx, t, p, parent)
 	scheduled := cdb.Event{EventID: 2, InstanceID: parent, ExecutionID: 1, DuroxideVersion: "0.1.29",
 		Kind: cdb.SubOrchestrationScheduled{Name: "TestOrch", Instance: child, Input: input}}
-	start := providertest.StartItem(child).(cdb.StartOrchestration)
+	start := providertest.StartItem(child).(cdb.StartOrchestrationMessage)
 	start.Input, start.ParentInstance, start.ParentID = input, ptrTo(parent), ptrTo(uint64(2))
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent(parent, 1), scheduled}, nil,
 		[]cdb.WorkItem{start}, providertest.TestOrchMetadata(), nil))
@@ -91,7 +91,7 @@ func childTakesStart(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, p
 	t.Helper()
 	item, token := fetchFor(ctx, t, p, child)
 	require.Equal(t, []string{"StartOrchestration"}, messageKinds(item))
-	require.Equal(t, input, item.Messages[0].(cdb.StartOrchestration).Input)
+	require.Equal(t, input, item.Messages[0].(cdb.StartOrchestrationMessage).Input)
 	md := providertest.TestOrchMetadata()
 	md.ParentInstanceID = ptrTo(parent)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent(child, 1)}, nil, nil, md, nil))
@@ -131,7 +131,7 @@ func TestAnOldChildsCompletionDoesNotReachTheNextLifeOfItsParent(t *testing.T) {
 	_, token := fetchFor(ctx, t, old, "root::child")
 	completed := cdb.StatusCompleted
 	require.NoError(t, old.AckOrchestrationItem(ctx, token, 1, nil, nil,
-		[]cdb.WorkItem{cdb.SubOrchCompleted{ParentInstance: "root", ParentExecutionID: 1, ParentID: 2, Result: "life 0's result"}},
+		[]cdb.WorkItem{cdb.SubOrchestrationCompletedMessage{ParentInstance: "root", ParentExecutionID: 1, ParentID: 2, Result: "life 0's result"}},
 		cdb.ExecutionMetadata{Status: &completed, Output: ptrTo("life 0's result")}, nil))
 	resume := lateDelivery(t, old, "root::child")
 	require.NoError(t, old.Close())
@@ -162,7 +162,7 @@ func TestAnOldParentsMessageDoesNotReachTheNextLifeOfItsChild(t *testing.T) {
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("root"), 0))
 	_, token := fetchFor(ctx, t, old, "root")
 	require.NoError(t, old.AckOrchestrationItem(ctx, token, 1, nil, nil,
-		[]cdb.WorkItem{cdb.ExternalRaised{Instance: "root::child", Name: "go", Data: "life 0's"}, cdb.CancelInstance{Instance: "root::child", Reason: "life 0's"}},
+		[]cdb.WorkItem{cdb.ExternalRaisedMessage{Instance: "root::child", Name: "go", Data: "life 0's"}, cdb.CancelInstanceMessage{Instance: "root::child", Reason: "life 0's"}},
 		cdb.ExecutionMetadata{}, nil))
 	resume := lateDelivery(t, old, "root")
 	require.NoError(t, old.Close())

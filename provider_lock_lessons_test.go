@@ -53,7 +53,7 @@ func TestARenewalNeverShortensALiveOrchestrationLock(t *testing.T) {
 func TestARenewalNeverShortensALiveWorkItemLock(t *testing.T) {
 	ctx := rulesContext(t)
 	a, b, clock := lessonProviders(t)
-	require.NoError(t, a.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "long-work", ExecutionID: 1, ID: 1, Name: "Work", Input: "{}"}))
+	require.NoError(t, a.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: "long-work", ExecutionID: 1, ID: 1, Name: "Work", Input: "{}"}))
 	item, token, _, err := a.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	require.NotNil(t, item)
@@ -63,7 +63,7 @@ func TestARenewalNeverShortensALiveWorkItemLock(t *testing.T) {
 	other, _, _, err := b.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	assert.Nil(t, other, "the lock still runs to the minute it was given")
-	require.NoError(t, a.AckWorkItem(ctx, token, cdb.ActivityCompleted{Instance: "long-work", ExecutionID: 1, ID: 1, Result: "ok"}))
+	require.NoError(t, a.AckWorkItem(ctx, token, cdb.ActivityCompletedMessage{Instance: "long-work", ExecutionID: 1, ID: 1, Result: "ok"}))
 }
 
 // A lock that expired is not brought back by a renewal, even when no other
@@ -93,7 +93,7 @@ func TestAnExpiredOrchestrationLockIsNeitherRevivedNorAcked(t *testing.T) {
 func TestAnExpiredWorkItemLockIsNeitherRevivedNorAcked(t *testing.T) {
 	ctx := rulesContext(t)
 	a, b, clock := lessonProviders(t)
-	require.NoError(t, a.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "expired-work", ExecutionID: 1, ID: 1, Name: "Work", Input: "{}"}))
+	require.NoError(t, a.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: "expired-work", ExecutionID: 1, ID: 1, Name: "Work", Input: "{}"}))
 	_, token, _, err := a.FetchWorkItem(ctx, time.Second, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	clock.Advance(2 * time.Second)
@@ -103,10 +103,10 @@ func TestAnExpiredWorkItemLockIsNeitherRevivedNorAcked(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, taken, "another worker takes the item")
 	assert.Equal(t, uint32(2), attempts)
-	err = a.AckWorkItem(ctx, token, cdb.ActivityCompleted{Instance: "expired-work", ExecutionID: 1, ID: 1, Result: "first"})
+	err = a.AckWorkItem(ctx, token, cdb.ActivityCompletedMessage{Instance: "expired-work", ExecutionID: 1, ID: 1, Result: "first"})
 	require.ErrorIs(t, err, cdb.ErrInvalidLockToken, "an ack after another took over is refused")
 	assert.Equal(t, 0, countDocs(t, a, "expired-work", "msg"), "the refused ack enqueued no completion")
-	require.NoError(t, b.AckWorkItem(ctx, takenToken, cdb.ActivityCompleted{Instance: "expired-work", ExecutionID: 1, ID: 1, Result: "second"}))
+	require.NoError(t, b.AckWorkItem(ctx, takenToken, cdb.ActivityCompletedMessage{Instance: "expired-work", ExecutionID: 1, ID: 1, Result: "second"}))
 	assert.Equal(t, 1, countDocs(t, a, "expired-work", "msg"))
 }
 
@@ -165,7 +165,7 @@ func TestAFetchNeverHandsOutALockThatHasExpired(t *testing.T) {
 func TestAWorkerClaimRefreshWithALostResponseIsPassedOver(t *testing.T) {
 	ctx := rulesContext(t)
 	a, b, clock, acct := lessonAccount(t)
-	require.NoError(t, a.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "lost-refresh", ExecutionID: 1, ID: 1, Name: "Work", Input: "{}"}))
+	require.NoError(t, a.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: "lost-refresh", ExecutionID: 1, ID: 1, Name: "Work", Input: "{}"}))
 	var once sync.Once
 	acct.InjectFault(cdb.FakeFault{Match: func(r cdb.FakeRequest) bool {
 		if r.Operation == "PatchItem" && strings.Contains(string(r.Body), "/attempts") {
@@ -188,7 +188,7 @@ func TestAWorkerClaimRefreshWithALostResponseIsPassedOver(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, other, "another worker takes it once that lock ends")
 	assert.Equal(t, uint32(2), attempts)
-	require.NoError(t, b.AckWorkItem(ctx, token, cdb.ActivityCompleted{Instance: "lost-refresh", ExecutionID: 1, ID: 1, Result: "ok"}))
+	require.NoError(t, b.AckWorkItem(ctx, token, cdb.ActivityCompletedMessage{Instance: "lost-refresh", ExecutionID: 1, ID: 1, Result: "ok"}))
 }
 
 // The same for a worker item: a claim that took longer than its lock lasts
@@ -199,7 +199,7 @@ func TestAWorkerFetchNeverHandsOutALockThatHasExpired(t *testing.T) {
 		t.Run(fmt.Sprintf("refresh-refused=%t", refused), func(t *testing.T) {
 			ctx := rulesContext(t)
 			a, b, clock, acct := lessonAccount(t)
-			require.NoError(t, a.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "slow-claim", ExecutionID: 1, ID: 1, Name: "Work", Input: "{}"}))
+			require.NoError(t, a.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: "slow-claim", ExecutionID: 1, ID: 1, Name: "Work", Input: "{}"}))
 			var once sync.Once
 			acct.InjectFault(cdb.FakeFault{Match: func(r cdb.FakeRequest) bool {
 				if r.Operation == "PatchItem" && strings.Contains(string(r.Body), "/attempts") {

@@ -40,7 +40,7 @@ func TestEventsEnqueuedThroughSkewedProcessesArriveInOrder(t *testing.T) {
 	for i := range 12 {
 		name := strconv.Itoa(i)
 		want = append(want, name)
-		require.NoError(t, procs[i%3].EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "fifo", Name: "e", Data: name}, 0))
+		require.NoError(t, procs[i%3].EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "fifo", Name: "e", Data: name}, 0))
 		clock.Advance(time.Millisecond)
 	}
 	clock.Advance(time.Second) // all visible to every process
@@ -57,13 +57,13 @@ func TestAProcessBehindCatchesUpWithTheSequencerOnce(t *testing.T) {
 	procs := skewedProcesses(t, acct, clock, 45*time.Millisecond, -45*time.Millisecond)
 	ahead, behind := procs[0], procs[1]
 	providertest.CreateInstance(ctx, t, ahead, "catch-up")
-	require.NoError(t, ahead.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "catch-up", Name: "e", Data: "0"}, 0))
+	require.NoError(t, ahead.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "catch-up", Name: "e", Data: "0"}, 0))
 
 	log := logRequests(acct)
-	require.NoError(t, behind.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "catch-up", Name: "e", Data: "1"}, 0))
+	require.NoError(t, behind.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "catch-up", Name: "e", Data: "1"}, 0))
 	assert.Equal(t, []string{"Batch", "Batch", "Batch"}, log.ops(), "the refused send, the sequencer's read, the send")
 	clock.Advance(time.Millisecond)
-	require.NoError(t, behind.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "catch-up", Name: "e", Data: "2"}, 0))
+	require.NoError(t, behind.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "catch-up", Name: "e", Data: "2"}, 0))
 	assert.Equal(t, []string{"Batch"}, log.ops(), "caught up: one send")
 
 	clock.Advance(time.Second)
@@ -81,7 +81,7 @@ func TestASequencedEnqueueWithALostResponseQueuesOnce(t *testing.T) {
 
 	for i, lose := range []string{"created the sequencer", "patched the sequencer"} {
 		loseFirstResponse(acct, "Batch", "ExternalRaised")
-		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "lossy-seq", Name: "e", Data: strconv.Itoa(i)}, 0), lose)
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "lossy-seq", Name: "e", Data: strconv.Itoa(i)}, 0), lose)
 		assert.Equal(t, i+1, countDocs(t, p, "lossy-seq", "msg"), lose)
 	}
 	assert.Equal(t, []string{"0", "1"}, consume(ctx, t, p, "lossy-seq"))
@@ -124,7 +124,7 @@ func turnsOnSkewedProcesses(t *testing.T, queue func(turn int) (work, orch []cdb
 func TestMessagesAnOrchestrationSendsKeepTheirOrderAcrossSkewedProcesses(t *testing.T) {
 	ctx := rulesContext(t)
 	ahead, behind, clock := turnsOnSkewedProcesses(t, func(turn int) (work, orch []cdb.WorkItem) {
-		return nil, []cdb.WorkItem{cdb.ExternalRaised{Instance: "receiver", Name: "e", Data: strconv.Itoa(turn)}}
+		return nil, []cdb.WorkItem{cdb.ExternalRaisedMessage{Instance: "receiver", Name: "e", Data: strconv.Itoa(turn)}}
 	})
 	require.Eventually(t, func() bool {
 		clock.Advance(50 * time.Millisecond) // an outbox that waited for the one before it is retried
@@ -140,7 +140,7 @@ func TestASessionsActivitiesKeepTheirOrderAcrossSkewedProcesses(t *testing.T) {
 	ctx := rulesContext(t)
 	session := "s"
 	_, behind, clock := turnsOnSkewedProcesses(t, func(turn int) (work, orch []cdb.WorkItem) {
-		return []cdb.WorkItem{cdb.ActivityExecute{Instance: "sender", ExecutionID: 1, ID: uint64(turn + 2), Name: "Work", Input: "{}", SessionID: &session}}, nil
+		return []cdb.WorkItem{cdb.ActivityExecuteMessage{Instance: "sender", ExecutionID: 1, ID: uint64(turn + 2), Name: "Work", Input: "{}", SessionID: &session}}, nil
 	})
 	clock.Advance(time.Second)
 	owner := &cdb.SessionFetchConfig{OwnerID: "worker", LockTimeout: time.Minute}
@@ -149,9 +149,9 @@ func TestASessionsActivitiesKeepTheirOrderAcrossSkewedProcesses(t *testing.T) {
 		item, token, _, err := behind.FetchWorkItem(ctx, time.Minute, 0, owner, cdb.DefaultOnlyFilter())
 		require.NoError(t, err)
 		require.NotNil(t, item)
-		act := item.(cdb.ActivityExecute)
+		act := item.(cdb.ActivityExecuteMessage)
 		ids = append(ids, act.ID)
-		require.NoError(t, behind.AckWorkItem(ctx, token, cdb.ActivityCompleted{Instance: "sender", ExecutionID: 1, ID: act.ID, Result: "ok"}))
+		require.NoError(t, behind.AckWorkItem(ctx, token, cdb.ActivityCompletedMessage{Instance: "sender", ExecutionID: 1, ID: act.ID, Result: "ok"}))
 	}
 	assert.Equal(t, []uint64{2, 3}, ids)
 }
@@ -167,7 +167,7 @@ func TestAStoppedClockStillSeesItsOwnItemsPastAThousandSeqs(t *testing.T) {
 	providertest.CreateInstance(ctx, t, p, "still")
 	fanOut := make([]cdb.WorkItem, 1200)
 	for i := range fanOut {
-		fanOut[i] = cdb.ActivityExecute{Instance: "still", ExecutionID: 1, ID: uint64(i + 2), Name: "Work", Input: "{}"}
+		fanOut[i] = cdb.ActivityExecuteMessage{Instance: "still", ExecutionID: 1, ID: uint64(i + 2), Name: "Work", Input: "{}"}
 	}
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("still"), 0))
 	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
@@ -175,7 +175,7 @@ func TestAStoppedClockStillSeesItsOwnItemsPastAThousandSeqs(t *testing.T) {
 	require.NotNil(t, item)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, nil, fanOut, nil, cdb.ExecutionMetadata{}, nil))
 
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "still", Name: "e", Data: "after"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "still", Name: "e", Data: "after"}, 0))
 	assert.Equal(t, []string{"after"}, consume(ctx, t, p, "still"), "the event queued after 1200 seqs in one millisecond")
 	work, _, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
@@ -201,11 +201,11 @@ func TestAFastClockDoesNotMakeAHealthyProcessFireTimersEarly(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, item)
 	due := clock.Now().Add(10 * time.Minute)
-	timer := cdb.TimerFired{Instance: "sleeper", ExecutionID: 1, ID: 2, FireAtMs: uint64(due.UnixMilli())}
+	timer := cdb.TimerFiredMessage{Instance: "sleeper", ExecutionID: 1, ID: 2, FireAtMs: uint64(due.UnixMilli())}
 	require.NoError(t, healthy.AckOrchestrationItem(ctx, token, 1, nil, nil, []cdb.WorkItem{timer}, cdb.ExecutionMetadata{}, nil))
 
-	require.NoError(t, fast.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "shared", Name: "e", Data: "fast"}, 0))
-	require.NoError(t, healthy.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "shared", Name: "e", Data: "healthy"}, 0))
+	require.NoError(t, fast.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "shared", Name: "e", Data: "fast"}, 0))
+	require.NoError(t, healthy.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "shared", Name: "e", Data: "healthy"}, 0))
 
 	assert.Equal(t, []string{"healthy"}, consume(ctx, t, healthy, "shared"),
 		"the healthy event is visible now; the fast one at the fast clock's time")
@@ -233,7 +233,7 @@ func timerTurn(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, instanc
 	require.NoError(t, err)
 	require.NotNil(t, item)
 	require.Equal(t, instance, item.Instance)
-	timer := cdb.TimerFired{Instance: instance, ExecutionID: 1, ID: 2, FireAtMs: uint64(due.UnixMilli())}
+	timer := cdb.TimerFiredMessage{Instance: instance, ExecutionID: 1, ID: 2, FireAtMs: uint64(due.UnixMilli())}
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, nil, nil, []cdb.WorkItem{timer}, cdb.ExecutionMetadata{}, nil))
 }
 
@@ -250,8 +250,8 @@ func TestASeqTakenOverFromAProcessAheadDoesNotFireTimersEarly(t *testing.T) {
 	providertest.CreateInstance(ctx, t, p, "shared")
 	timerTurn(ctx, t, p, "sleeper", clock.Now().Add(300*time.Millisecond))
 
-	require.NoError(t, ahead.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "shared", Name: "e", Data: "ahead"}, 0))
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "shared", Name: "e", Data: "mine"}, 0))
+	require.NoError(t, ahead.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "shared", Name: "e", Data: "ahead"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "shared", Name: "e", Data: "mine"}, 0))
 	assert.Equal(t, []string{"ahead", "mine"}, consume(ctx, t, p, "shared"), "in order, the later one visible to its writer at once")
 	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
@@ -269,17 +269,17 @@ func TestHealthyProcessesKeepTheirOrderAfterAFastClockWroteThePartition(t *testi
 	procs := skewedProcesses(t, acct, clock, time.Hour, 45*time.Millisecond, -45*time.Millisecond)
 	fast, healthy := procs[0], procs[1:]
 	providertest.CreateInstance(ctx, t, healthy[0], "fifo")
-	require.NoError(t, fast.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "fifo", Name: "e", Data: "fast"}, 0))
+	require.NoError(t, fast.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "fifo", Name: "e", Data: "fast"}, 0))
 
 	log := logRequests(acct)
-	require.NoError(t, healthy[1].EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "fifo", Name: "e", Data: "0"}, 0))
+	require.NoError(t, healthy[1].EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "fifo", Name: "e", Data: "0"}, 0))
 	assert.Equal(t, []string{"Batch"}, log.ops(), "one send: it overwrites the fast clock's sequencer rather than following it")
 	want := []string{"0"}
 	for i := 1; i < 7; i++ {
 		clock.Advance(time.Millisecond)
 		name := strconv.Itoa(i)
 		want = append(want, name)
-		require.NoError(t, healthy[i%2].EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "fifo", Name: "e", Data: name}, 0))
+		require.NoError(t, healthy[i%2].EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "fifo", Name: "e", Data: name}, 0))
 	}
 	clock.Advance(time.Second)
 	assert.Equal(t, want, consume(ctx, t, healthy[1], "fifo"), "the process behind fetches them in order, without the fast one's")
@@ -303,13 +303,13 @@ func TestATurnAfterAFastClocksTurnQueuesItsWorkForNow(t *testing.T) {
 	item, token, _, err := healthy.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
 	require.NotNil(t, item)
-	act := cdb.ActivityExecute{Instance: "relay", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}
+	act := cdb.ActivityExecuteMessage{Instance: "relay", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}
 	require.NoError(t, healthy.AckOrchestrationItem(ctx, token, 1, nil, []cdb.WorkItem{act}, nil, cdb.ExecutionMetadata{}, nil))
 
 	work, _, _, err := worker.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	require.NotNil(t, work, "the activity is visible now")
-	assert.Equal(t, uint64(2), work.(cdb.ActivityExecute).ID)
+	assert.Equal(t, uint64(2), work.(cdb.ActivityExecuteMessage).ID)
 }
 
 // An item abandoned with a delay has a due time: a process whose seqs run
@@ -325,7 +325,7 @@ func TestAnItemAbandonedWithADelayIsNotServedEarlyByAProcessWithSeqsAhead(t *tes
 	require.NoError(t, ahead.EnqueueForOrchestrator(ctx, pokeItem("shared"), 0))
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("shared"), 0)) // p's seqs now run 500 ms ahead
 
-	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "shared", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
+	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: "shared", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
 	item, token, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	require.NotNil(t, item)
@@ -355,8 +355,8 @@ func TestAnEventSlowBetweenItsSeqAndItsWriteKeepsItsPlace(t *testing.T) {
 	behind := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: func() time.Time { return clock.Now().Add(-20 * time.Millisecond) }})
 	providertest.CreateInstance(ctx, t, behind, "fifo")
 
-	require.NoError(t, slow.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "fifo", Name: "e", Data: "0"}, 0))
-	require.NoError(t, behind.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "fifo", Name: "e", Data: "1"}, 0))
+	require.NoError(t, slow.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "fifo", Name: "e", Data: "0"}, 0))
+	require.NoError(t, behind.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "fifo", Name: "e", Data: "1"}, 0))
 	clock.Advance(time.Second)
 	assert.Equal(t, []string{"0", "1"}, consume(ctx, t, behind, "fifo"))
 }
@@ -374,7 +374,7 @@ func TestAnEnqueueWaitsOutAnExpiredSequencerNotYetPurged(t *testing.T) {
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now, ExpiredPurgeLag: time.Minute})
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
 	providertest.CreateInstance(ctx, t, p, "quiet")
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "quiet", Name: "e", Data: "0"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "quiet", Name: "e", Data: "0"}, 0))
 
 	clock.Advance(24*time.Hour + time.Second) // the sequencer expired; its purge lags a minute
 	var mu sync.Mutex
@@ -390,7 +390,7 @@ func TestAnEnqueueWaitsOutAnExpiredSequencerNotYetPurged(t *testing.T) {
 		}
 		return false
 	}})
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "quiet", Name: "e", Data: "1"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "quiet", Name: "e", Data: "1"}, 0))
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, creates, 2, "the enqueue created the sequencer again after the purge")

@@ -111,7 +111,7 @@ func send(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, from, to str
 	_, token := fetchFor(ctx, t, p, from)
 	var msgs []cdb.WorkItem
 	for _, d := range data {
-		msgs = append(msgs, cdb.ExternalRaised{Instance: to, Name: "e", Data: d})
+		msgs = append(msgs, cdb.ExternalRaisedMessage{Instance: to, Name: "e", Data: d})
 	}
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, nil, nil, msgs, cdb.ExecutionMetadata{}, nil))
 }
@@ -129,7 +129,7 @@ func consume(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, instance 
 		}
 		require.Equal(t, instance, item.Instance)
 		for _, m := range item.Messages {
-			if e, ok := m.(cdb.ExternalRaised); ok {
+			if e, ok := m.(cdb.ExternalRaisedMessage); ok {
 				got = append(got, e.Data)
 			}
 		}
@@ -149,7 +149,7 @@ func consumeAll(ctx context.Context, t *testing.T, p *cdb.CosmosProvider) map[st
 			return got
 		}
 		for _, m := range item.Messages {
-			if e, ok := m.(cdb.ExternalRaised); ok {
+			if e, ok := m.(cdb.ExternalRaisedMessage); ok {
 				got[item.Instance] = append(got[item.Instance], e.Data)
 			}
 		}
@@ -168,9 +168,9 @@ func runActivities(ctx context.Context, t *testing.T, p *cdb.CosmosProvider) map
 		if w == nil {
 			return ran
 		}
-		act := w.(cdb.ActivityExecute)
+		act := w.(cdb.ActivityExecuteMessage)
 		ran[act.ID]++
-		require.NoError(t, p.AckWorkItem(ctx, token, cdb.ActivityCompleted{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Result: "ok"}))
+		require.NoError(t, p.AckWorkItem(ctx, token, cdb.ActivityCompletedMessage{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Result: "ok"}))
 	}
 }
 
@@ -189,7 +189,7 @@ func queuedActivities(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, 
 		require.NoError(t, json.Unmarshal(raw, &row))
 		w, err := cdb.UnmarshalWorkItem([]byte(row.Item))
 		require.NoError(t, err)
-		act := w.(cdb.ActivityExecute)
+		act := w.(cdb.ActivityExecuteMessage)
 		_, dup := queued[act.ID]
 		assert.False(t, dup, "activity %d is queued twice", act.ID)
 		queued[act.ID] = act.Input
@@ -206,7 +206,7 @@ func sizedFanOut(instance string, n, size int) ([]cdb.Event, []cdb.WorkItem) {
 		input := fmt.Sprintf("%d:%s", i, strings.Repeat("x", size))
 		events = append(events, cdb.Event{EventID: id, InstanceID: instance, ExecutionID: 1, DuroxideVersion: "0.1.29",
 			Kind: cdb.ActivityScheduled{Name: "Work", Input: input}})
-		work = append(work, cdb.ActivityExecute{Instance: instance, ExecutionID: 1, ID: id, Name: "Work", Input: input})
+		work = append(work, cdb.ActivityExecuteMessage{Instance: instance, ExecutionID: 1, ID: id, Name: "Work", Input: input})
 	}
 	return events, work
 }
@@ -415,7 +415,7 @@ func TestOutboxLargeFanOutsCommit(t *testing.T) {
 			queued := queuedActivities(ctx, t, p, instance)
 			require.Len(t, queued, tc.n)
 			for _, w := range work {
-				act := w.(cdb.ActivityExecute)
+				act := w.(cdb.ActivityExecuteMessage)
 				assert.Equal(t, act.Input, queued[act.ID], "activity %d", act.ID)
 			}
 			history, err := p.Read(ctx, instance)
@@ -432,7 +432,7 @@ func TestOutboxLargeFanOutsCommit(t *testing.T) {
 		require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("too-big"), 0))
 		_, token := fetchFor(ctx, t, p, "too-big")
 		events, _ := sizedFanOut("too-big", 3, 300*1024) // history large enough to be staged
-		huge := cdb.ExternalRaised{Instance: "elsewhere", Name: "e", Data: strings.Repeat("y", cdb.MaxDocumentBytes)}
+		huge := cdb.ExternalRaisedMessage{Instance: "elsewhere", Name: "e", Data: strings.Repeat("y", cdb.MaxDocumentBytes)}
 		before := acct.Counts().Requests
 		err := p.AckOrchestrationItem(ctx, token, 1, events, nil, []cdb.WorkItem{huge}, cdb.ExecutionMetadata{}, nil)
 		require.Error(t, err)
@@ -470,7 +470,7 @@ func TestAckWhoseResponseWasLostIsNotReportedFailed(t *testing.T) {
 		require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem(instance), 0))
 		_, token := fetchFor(ctx, t, p, instance)
 		events, work := fanOut(instance, 1)
-		child := cdb.StartOrchestration{Instance: instance + "::child", Orchestration: "Child", Input: "{}",
+		child := cdb.StartOrchestrationMessage{Instance: instance + "::child", Orchestration: "Child", Input: "{}",
 			ParentInstance: ptrTo(instance), ParentID: ptrTo(uint64(2)), ExecutionID: 1}
 		return token, func() error {
 			return p.AckOrchestrationItem(ctx, token, 1, events, work, []cdb.WorkItem{child}, cdb.ExecutionMetadata{}, nil)

@@ -72,7 +72,7 @@ func (l *requestLog) ops() []string {
 }
 
 func pokeItem(instance string) cdb.WorkItem {
-	return cdb.ExternalRaised{Instance: instance, Name: "poke", Data: "{}"}
+	return cdb.ExternalRaisedMessage{Instance: instance, Name: "poke", Data: "{}"}
 }
 
 // fanOut is a turn of n ActivityScheduled events (ids from 2) and the n
@@ -84,7 +84,7 @@ func fanOut(instance string, n int) ([]cdb.Event, []cdb.WorkItem) {
 		id := uint64(i + 2)
 		events = append(events, cdb.Event{EventID: id, InstanceID: instance, ExecutionID: 1, DuroxideVersion: "0.1.29",
 			Kind: cdb.ActivityScheduled{Name: "Work", Input: fmt.Sprintf(`{"n":%d}`, i)}})
-		work = append(work, cdb.ActivityExecute{Instance: instance, ExecutionID: 1, ID: id, Name: "Work", Input: fmt.Sprintf(`{"n":%d}`, i)})
+		work = append(work, cdb.ActivityExecuteMessage{Instance: instance, ExecutionID: 1, ID: id, Name: "Work", Input: fmt.Sprintf(`{"n":%d}`, i)})
 	}
 	return events, work
 }
@@ -141,7 +141,7 @@ func TestR1OneAckOneBatch(t *testing.T) {
 		if w == nil {
 			break
 		}
-		act := w.(cdb.ActivityExecute)
+		act := w.(cdb.ActivityExecuteMessage)
 		assert.False(t, seen[act.Input], "activity %s fetched twice", act.Input)
 		seen[act.Input] = true
 		require.NoError(t, p.AckWorkItem(ctx, wtoken, nil))
@@ -198,7 +198,7 @@ func TestR2OutboxDeliversAfterALostResponseAndACrash(t *testing.T) {
 			return r.Operation == "CreateItem" && r.PartitionKey == `["parent::child"]`
 		}})
 
-	child := cdb.StartOrchestration{Instance: "parent::child", Orchestration: "Child", Input: "{}",
+	child := cdb.StartOrchestrationMessage{Instance: "parent::child", Orchestration: "Child", Input: "{}",
 		ParentInstance: ptrTo("parent"), ParentID: ptrTo(uint64(2)), ExecutionID: 1}
 	require.NoError(t, a.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{providertest.StartedEvent("parent", 1)}, nil, []cdb.WorkItem{child}, providertest.TestOrchMetadata(), nil),
@@ -358,7 +358,7 @@ func TestR5RequestBudget(t *testing.T) {
 		require.NotNil(t, w)
 	})
 	workerAck := measure(func() {
-		require.NoError(t, p.AckWorkItem(ctx, wtoken, cdb.ActivityCompleted{Instance: "budget", ExecutionID: 1, ID: 2, Result: "ok"}))
+		require.NoError(t, p.AckWorkItem(ctx, wtoken, cdb.ActivityCompletedMessage{Instance: "budget", ExecutionID: 1, ID: 2, Result: "ok"}))
 	})
 	other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
 	fetchFresh := measure(func() {
@@ -560,11 +560,11 @@ func TestBatchAfterContinueAsNewHoldsTheContinueAsNewMessage(t *testing.T) {
 
 	// A queue message arrives during the turn that continues as new, so it
 	// is older than the ContinueAsNew message the turn writes.
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueMessage{Instance: "eternal", Name: "inbox", Data: "keep me"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueEventMessage{Instance: "eternal", Name: "inbox", Data: "keep me"}, 0))
 	can := cdb.StatusContinuedAsNew
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{{EventID: 2, InstanceID: "eternal", ExecutionID: 1, Kind: cdb.OrchestrationContinuedAsNew{Input: "next"}}},
-		nil, []cdb.WorkItem{cdb.ContinueAsNew{Instance: "eternal", Orchestration: "TestOrch", Input: "next"}},
+		nil, []cdb.WorkItem{cdb.ContinueAsNewMessage{Instance: "eternal", Orchestration: "TestOrch", Input: "next"}},
 		cdb.ExecutionMetadata{Status: &can, Output: ptrTo("next")}, nil))
 
 	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
@@ -583,7 +583,7 @@ func TestR2RedeliveredMessageIsNotProcessedTwice(t *testing.T) {
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("parent"), 0))
 	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
-	child := cdb.StartOrchestration{Instance: "parent::child", Orchestration: "Child", Input: "{}",
+	child := cdb.StartOrchestrationMessage{Instance: "parent::child", Orchestration: "Child", Input: "{}",
 		ParentInstance: ptrTo("parent"), ParentID: ptrTo(uint64(2)), ExecutionID: 1}
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("parent", 1)},
 		nil, []cdb.WorkItem{child}, providertest.TestOrchMetadata(), nil))
@@ -629,7 +629,7 @@ func TestMessageBeforeItsStartWaitsForTheStart(t *testing.T) {
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	clock := newTestClock()
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: time.Millisecond, Now: clock.Now})
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.CancelInstance{Instance: "late", Reason: "changed my mind"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.CancelInstanceMessage{Instance: "late", Reason: "changed my mind"}, 0))
 	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
 	assert.Nil(t, item, "no start yet: the cancel waits")
@@ -660,7 +660,7 @@ func TestR7LargeTurnsStageTheirHistory(t *testing.T) {
 		require.NoError(t, err)
 		log := logRequests(acct)
 		scheduled := cdb.Event{EventID: 2, InstanceID: "r7", ExecutionID: 1, Kind: cdb.ActivityScheduled{Name: "Big", Input: big}}
-		work := cdb.ActivityExecute{Instance: "r7", ExecutionID: 1, ID: 2, Name: "Big", Input: big}
+		work := cdb.ActivityExecuteMessage{Instance: "r7", ExecutionID: 1, ID: 2, Name: "Big", Input: big}
 		require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{scheduled}, []cdb.WorkItem{work}, nil, cdb.ExecutionMetadata{}, nil),
 			"2.4 MB of payload commits: the history goes ahead in a staged part")
 		var batches int
@@ -678,7 +678,7 @@ func TestR7LargeTurnsStageTheirHistory(t *testing.T) {
 		w, _, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 		require.NoError(t, err)
 		require.NotNil(t, w)
-		assert.Len(t, w.(cdb.ActivityExecute).Input, len(big))
+		assert.Len(t, w.(cdb.ActivityExecuteMessage).Input, len(big))
 
 		other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
 		require.NoError(t, other.EnqueueForOrchestrator(ctx, pokeItem("r7"), 0))

@@ -17,7 +17,7 @@ func TestDuroxide030ParentFieldsAreStoredAsWritten(t *testing.T) {
 	ctx := rulesContext(t)
 	p := newRulesProvider(t, cdb.NewFakeAccount(cdb.FakeAccountOptions{}), cdb.Config{ShortPolling: true})
 	const child = "wire-parent::sub::2"
-	start := cdb.StartOrchestration{
+	start := cdb.StartOrchestrationMessage{
 		Instance: child, Orchestration: "Child", Input: "child-input", Version: ptrTo("1.0.0"),
 		ParentInstance: ptrTo("wire-parent"), ParentID: ptrTo[uint64](2), ParentExecutionID: ptrTo[uint64](3), ExecutionID: 1,
 	}
@@ -31,7 +31,7 @@ func TestDuroxide030ParentFieldsAreStoredAsWritten(t *testing.T) {
 		Name: "Child", Version: "1.0.0", Input: "child-input",
 		ParentInstance: start.ParentInstance, ParentID: start.ParentID, ParentExecutionID: start.ParentExecutionID,
 	}
-	can := cdb.ContinueAsNew{
+	can := cdb.ContinueAsNewMessage{
 		Instance: child, Orchestration: "Child", Input: "next-input", Version: ptrTo("1.0.0"),
 		ParentInstance: start.ParentInstance, ParentID: start.ParentID, ParentExecutionID: start.ParentExecutionID,
 		CarryForwardEvents: []cdb.CarryForwardEvent{{Name: "Evt", Data: "payload"}},

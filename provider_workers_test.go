@@ -28,8 +28,8 @@ func newWorkerProvider(t *testing.T) (*cdb.FakeAccount, *cdb.CosmosProvider, *te
 	return acct, p, clock
 }
 
-func activity(instance string, id uint64, session string) cdb.ActivityExecute {
-	a := cdb.ActivityExecute{Instance: instance, ExecutionID: 1, ID: id, Name: "Work", Input: "{}"}
+func activity(instance string, id uint64, session string) cdb.ActivityExecuteMessage {
+	a := cdb.ActivityExecuteMessage{Instance: instance, ExecutionID: 1, ID: id, Name: "Work", Input: "{}"}
 	if session != "" {
 		a.SessionID = &session
 	}
@@ -41,20 +41,20 @@ func sessionOf(owner string) *cdb.SessionFetchConfig {
 }
 
 // fetchWork fetches one worker item, failing the test on an error.
-func fetchWork(ctx context.Context, t *testing.T, p cdb.Provider, session *cdb.SessionFetchConfig) (*cdb.ActivityExecute, string, uint32) {
+func fetchWork(ctx context.Context, t *testing.T, p cdb.Provider, session *cdb.SessionFetchConfig) (*cdb.ActivityExecuteMessage, string, uint32) {
 	t.Helper()
 	item, token, attempt, err := p.FetchWorkItem(ctx, time.Minute, 0, session, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	if item == nil {
 		return nil, "", 0
 	}
-	act, ok := item.(cdb.ActivityExecute)
+	act, ok := item.(cdb.ActivityExecuteMessage)
 	require.True(t, ok, "worker item %T", item)
 	return &act, token, attempt
 }
 
-func completionOf(a *cdb.ActivityExecute, result string) cdb.WorkItem {
-	return cdb.ActivityCompleted{Instance: a.Instance, ExecutionID: a.ExecutionID, ID: a.ID, Result: result}
+func completionOf(a *cdb.ActivityExecuteMessage, result string) cdb.WorkItem {
+	return cdb.ActivityCompletedMessage{Instance: a.Instance, ExecutionID: a.ExecutionID, ID: a.ID, Result: result}
 }
 
 // isLockRenewal matches the request that extends the lock of document id
@@ -96,7 +96,7 @@ func TestUndecodableWorkItemIsSkippedAndReachesPoison(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, item, "the orchestration learns that its activity failed")
 	require.Len(t, item.Messages, 1)
-	failed, ok := item.Messages[0].(cdb.ActivityFailed)
+	failed, ok := item.Messages[0].(cdb.ActivityFailedMessage)
 	require.True(t, ok, "message %T", item.Messages[0])
 	assert.Equal(t, uint64(2), failed.ID)
 	poison, ok := failed.Details.(cdb.PoisonError)
@@ -326,7 +326,7 @@ func TestOversizedCompletionIsRefusedAndTheLockKept(t *testing.T) {
 	require.Error(t, err)
 	assert.False(t, cdb.IsRetryable(err), "a completion over the document limit never fits: %v", err)
 	assert.ErrorIs(t, fmt.Errorf("caller: %w", err), cdb.ErrDocumentTooLarge)
-	require.NoError(t, p.AckWorkItem(ctx, token, cdb.ActivityFailed{Instance: act.Instance, ExecutionID: 1, ID: act.ID,
+	require.NoError(t, p.AckWorkItem(ctx, token, cdb.ActivityFailedMessage{Instance: act.Instance, ExecutionID: 1, ID: act.ID,
 		Details: cdb.InfrastructureError{Operation: "AckWorkItem", Message: err.Error()}}))
 	assert.Zero(t, countDocs(t, p, "oversized", "work"))
 }

@@ -15,7 +15,7 @@ import (
 // EnqueueForWorker writes an ActivityExecute, visible at once.
 func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) error {
 	const op = "EnqueueForWorker"
-	act, ok := item.(ActivityExecute)
+	act, ok := item.(ActivityExecuteMessage)
 	if !ok {
 		if item == nil {
 			return refuse(op, "work item is nil", ErrInvalidInput)
@@ -54,7 +54,7 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 // newWorkDoc encodes a worker-queue document placed at at; writer is its
 // own-writes stamp (ownwrites.go), "" for none; pinned the instance's pinned
 // version when a turn schedules it.
-func (p *CosmosProvider) newWorkDoc(act ActivityExecute, id string, at queueTime, writer string, pinned *uint64) ([]byte, error) {
+func (p *CosmosProvider) newWorkDoc(act ActivityExecuteMessage, id string, at queueTime, writer string, pinned *uint64) ([]byte, error) {
 	encoded, err := MarshalWorkItem(act)
 	if err != nil {
 		return nil, fmt.Errorf("encode ActivityExecute: %w", err)
@@ -370,12 +370,12 @@ func undecodableWorkDelay(attempts uint32) time.Duration {
 const maxPoisonText = 64 << 10
 
 // undecodablePoison is the failure an undecodable item's activity reports.
-func undecodablePoison(doc queueDoc, cause error) ActivityFailed {
+func undecodablePoison(doc queueDoc, cause error) ActivityFailedMessage {
 	text := doc.Item
 	if len(text) > maxPoisonText {
 		text = text[:maxPoisonText] + "…(truncated)"
 	}
-	return ActivityFailed{Instance: doc.Instance, ExecutionID: doc.Exec, ID: doc.Activity, Details: PoisonError{
+	return ActivityFailedMessage{Instance: doc.Instance, ExecutionID: doc.Exec, ID: doc.Activity, Details: PoisonError{
 		AttemptCount: doc.Attempts, MaxAttempts: undecodablePoisonAttempts,
 		Message:     fmt.Sprintf("worker item %s does not decode (%v): %s", doc.ID, cause, text),
 		MessageType: PoisonActivity{Instance: doc.Instance, ExecutionID: doc.Exec, ActivityName: encodedActivityName(doc.Item), ActivityID: doc.Activity},
@@ -427,7 +427,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 	const op = "AckWorkItem"
 	if completion != nil {
 		switch completion.(type) {
-		case ActivityCompleted, ActivityFailed:
+		case ActivityCompletedMessage, ActivityFailedMessage:
 		default:
 			return refuse(op, fmt.Sprintf("a completion is ActivityCompleted or ActivityFailed, not %s", completion.Kind()), ErrInvalidInput)
 		}

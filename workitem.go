@@ -47,10 +47,10 @@ func (c *CarryForwardEvent) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// StartOrchestration starts an instance (or a sub-orchestration, when the
+// StartOrchestrationMessage starts an instance (or a sub-orchestration, when the
 // parent fields are set). Nil optional fields encode as null, except
 // ParentExecutionID, which is omitted so a root start keeps 0.1.29's bytes.
-type StartOrchestration struct {
+type StartOrchestrationMessage struct {
 	Instance       string  `json:"instance"`
 	Orchestration  string  `json:"orchestration"`
 	Input          string  `json:"input"`
@@ -63,8 +63,8 @@ type StartOrchestration struct {
 	ExecutionID       uint64  `json:"execution_id"`
 }
 
-// ActivityExecute asks a worker to run an activity.
-type ActivityExecute struct {
+// ActivityExecuteMessage asks a worker to run an activity.
+type ActivityExecuteMessage struct {
 	Instance    string  `json:"instance"`
 	ExecutionID uint64  `json:"execution_id"`
 	ID          uint64  `json:"id"` // the ActivityScheduled event id
@@ -74,63 +74,63 @@ type ActivityExecute struct {
 	Tag         *string `json:"tag,omitempty"`
 }
 
-// ActivityCompleted reports an activity's result to its orchestration.
-type ActivityCompleted struct {
+// ActivityCompletedMessage reports an activity's result to its orchestration.
+type ActivityCompletedMessage struct {
 	Instance    string `json:"instance"`
 	ExecutionID uint64 `json:"execution_id"`
 	ID          uint64 `json:"id"`
 	Result      string `json:"result"`
 }
 
-// ActivityFailed reports an activity's failure to its orchestration.
-type ActivityFailed struct {
+// ActivityFailedMessage reports an activity's failure to its orchestration.
+type ActivityFailedMessage struct {
 	Instance    string       `json:"instance"`
 	ExecutionID uint64       `json:"execution_id"`
 	ID          uint64       `json:"id"`
 	Details     ErrorDetails `json:"details"`
 }
 
-// TimerFired is a timer's completion; it is enqueued invisible until FireAtMs.
-type TimerFired struct {
+// TimerFiredMessage is a timer's completion; it is enqueued invisible until FireAtMs.
+type TimerFiredMessage struct {
 	Instance    string `json:"instance"`
 	ExecutionID uint64 `json:"execution_id"`
 	ID          uint64 `json:"id"`         // the TimerCreated event id
 	FireAtMs    uint64 `json:"fire_at_ms"` // when it fires, in milliseconds since the Unix epoch
 }
 
-// ExternalRaised delivers an external event, matched by name.
-type ExternalRaised struct {
+// ExternalRaisedMessage delivers an external event, matched by name.
+type ExternalRaisedMessage struct {
 	Instance string `json:"instance"`
 	Name     string `json:"name"`
 	Data     string `json:"data"`
 }
 
-// SubOrchCompleted reports a child's result to its parent instance.
-type SubOrchCompleted struct {
+// SubOrchestrationCompletedMessage reports a child's result to its parent instance.
+type SubOrchestrationCompletedMessage struct {
 	ParentInstance    string `json:"parent_instance"`
 	ParentExecutionID uint64 `json:"parent_execution_id"`
 	ParentID          uint64 `json:"parent_id"` // the parent's SubOrchestrationScheduled event id
 	Result            string `json:"result"`
 }
 
-// SubOrchFailed reports a child's failure to its parent instance.
-type SubOrchFailed struct {
+// SubOrchestrationFailedMessage reports a child's failure to its parent instance.
+type SubOrchestrationFailedMessage struct {
 	ParentInstance    string       `json:"parent_instance"`
 	ParentExecutionID uint64       `json:"parent_execution_id"`
 	ParentID          uint64       `json:"parent_id"`
 	Details           ErrorDetails `json:"details"`
 }
 
-// CancelInstance requests an orchestration's cancellation.
-type CancelInstance struct {
+// CancelInstanceMessage requests an orchestration's cancellation.
+type CancelInstanceMessage struct {
 	Instance string `json:"instance"`
 	Reason   string `json:"reason"`
 }
 
-// ContinueAsNew starts the instance's next execution. CarryForwardEvents is
+// ContinueAsNewMessage starts the instance's next execution. CarryForwardEvents is
 // always encoded (nil as []); the parent link and InitialCustomStatus are
 // omitted when nil.
-type ContinueAsNew struct {
+type ContinueAsNewMessage struct {
 	Instance      string  `json:"instance"`
 	Orchestration string  `json:"orchestration"`
 	Input         string  `json:"input"`
@@ -145,157 +145,157 @@ type ContinueAsNew struct {
 	InitialCustomStatus *string             `json:"initial_custom_status,omitempty"`
 }
 
-// QueueMessage delivers a persistent (FIFO mailbox) event, matched by name.
-type QueueMessage struct {
+// QueueEventMessage delivers a persistent (FIFO mailbox) event, matched by name.
+type QueueEventMessage struct {
 	Instance string `json:"instance"`
 	Name     string `json:"name"`
 	Data     string `json:"data"`
 }
 
-func (StartOrchestration) isWorkItem() {}
-func (ActivityExecute) isWorkItem()    {}
-func (ActivityCompleted) isWorkItem()  {}
-func (ActivityFailed) isWorkItem()     {}
-func (TimerFired) isWorkItem()         {}
-func (ExternalRaised) isWorkItem()     {}
-func (SubOrchCompleted) isWorkItem()   {}
-func (SubOrchFailed) isWorkItem()      {}
-func (CancelInstance) isWorkItem()     {}
-func (ContinueAsNew) isWorkItem()      {}
-func (QueueMessage) isWorkItem()       {}
+func (StartOrchestrationMessage) isWorkItem()        {}
+func (ActivityExecuteMessage) isWorkItem()           {}
+func (ActivityCompletedMessage) isWorkItem()         {}
+func (ActivityFailedMessage) isWorkItem()            {}
+func (TimerFiredMessage) isWorkItem()                {}
+func (ExternalRaisedMessage) isWorkItem()            {}
+func (SubOrchestrationCompletedMessage) isWorkItem() {}
+func (SubOrchestrationFailedMessage) isWorkItem()    {}
+func (CancelInstanceMessage) isWorkItem()            {}
+func (ContinueAsNewMessage) isWorkItem()             {}
+func (QueueEventMessage) isWorkItem()                {}
 
 // Kind returns the work item's serde variant tag.
-func (StartOrchestration) Kind() string { return "StartOrchestration" }
+func (StartOrchestrationMessage) Kind() string { return "StartOrchestration" }
 
 // Kind returns the work item's serde variant tag.
-func (ActivityExecute) Kind() string { return "ActivityExecute" }
+func (ActivityExecuteMessage) Kind() string { return "ActivityExecute" }
 
 // Kind returns the work item's serde variant tag.
-func (ActivityCompleted) Kind() string { return "ActivityCompleted" }
+func (ActivityCompletedMessage) Kind() string { return "ActivityCompleted" }
 
 // Kind returns the work item's serde variant tag.
-func (ActivityFailed) Kind() string { return "ActivityFailed" }
+func (ActivityFailedMessage) Kind() string { return "ActivityFailed" }
 
 // Kind returns the work item's serde variant tag.
-func (TimerFired) Kind() string { return "TimerFired" }
+func (TimerFiredMessage) Kind() string { return "TimerFired" }
 
 // Kind returns the work item's serde variant tag.
-func (ExternalRaised) Kind() string { return "ExternalRaised" }
+func (ExternalRaisedMessage) Kind() string { return "ExternalRaised" }
 
 // Kind returns the work item's serde variant tag.
-func (SubOrchCompleted) Kind() string { return "SubOrchCompleted" }
+func (SubOrchestrationCompletedMessage) Kind() string { return "SubOrchCompleted" }
 
 // Kind returns the work item's serde variant tag.
-func (SubOrchFailed) Kind() string { return "SubOrchFailed" }
+func (SubOrchestrationFailedMessage) Kind() string { return "SubOrchFailed" }
 
 // Kind returns the work item's serde variant tag.
-func (CancelInstance) Kind() string { return "CancelInstance" }
+func (CancelInstanceMessage) Kind() string { return "CancelInstance" }
 
 // Kind returns the work item's serde variant tag.
-func (ContinueAsNew) Kind() string { return "ContinueAsNew" }
+func (ContinueAsNewMessage) Kind() string { return "ContinueAsNew" }
 
 // Kind returns the work item's serde variant tag.
-func (QueueMessage) Kind() string { return "QueueMessage" }
+func (QueueEventMessage) Kind() string { return "QueueMessage" }
 
 // InstanceID returns the instance whose queue the item routes to.
-func (w StartOrchestration) InstanceID() string { return w.Instance }
+func (w StartOrchestrationMessage) InstanceID() string { return w.Instance }
 
 // InstanceID returns the instance whose queue the item routes to.
-func (w ActivityExecute) InstanceID() string { return w.Instance }
+func (w ActivityExecuteMessage) InstanceID() string { return w.Instance }
 
 // InstanceID returns the instance whose queue the item routes to.
-func (w ActivityCompleted) InstanceID() string { return w.Instance }
+func (w ActivityCompletedMessage) InstanceID() string { return w.Instance }
 
 // InstanceID returns the instance whose queue the item routes to.
-func (w ActivityFailed) InstanceID() string { return w.Instance }
+func (w ActivityFailedMessage) InstanceID() string { return w.Instance }
 
 // InstanceID returns the instance whose queue the item routes to.
-func (w TimerFired) InstanceID() string { return w.Instance }
+func (w TimerFiredMessage) InstanceID() string { return w.Instance }
 
 // InstanceID returns the instance whose queue the item routes to.
-func (w ExternalRaised) InstanceID() string { return w.Instance }
+func (w ExternalRaisedMessage) InstanceID() string { return w.Instance }
 
 // InstanceID returns the instance whose queue the item routes to.
-func (w SubOrchCompleted) InstanceID() string { return w.ParentInstance }
+func (w SubOrchestrationCompletedMessage) InstanceID() string { return w.ParentInstance }
 
 // InstanceID returns the instance whose queue the item routes to.
-func (w SubOrchFailed) InstanceID() string { return w.ParentInstance }
+func (w SubOrchestrationFailedMessage) InstanceID() string { return w.ParentInstance }
 
 // InstanceID returns the instance whose queue the item routes to.
-func (w CancelInstance) InstanceID() string { return w.Instance }
+func (w CancelInstanceMessage) InstanceID() string { return w.Instance }
 
 // InstanceID returns the instance whose queue the item routes to.
-func (w ContinueAsNew) InstanceID() string { return w.Instance }
+func (w ContinueAsNewMessage) InstanceID() string { return w.Instance }
 
 // InstanceID returns the instance whose queue the item routes to.
-func (w QueueMessage) InstanceID() string { return w.Instance }
+func (w QueueEventMessage) InstanceID() string { return w.Instance }
 
 // Each MarshalJSON converts to a method-less copy of the type (so the struct
 // tags apply without recursing) and wraps it in the variant tag.
 
 // MarshalJSON encodes StartOrchestration in duroxide's serde JSON.
-func (w StartOrchestration) MarshalJSON() ([]byte, error) {
-	type fields StartOrchestration
+func (w StartOrchestrationMessage) MarshalJSON() ([]byte, error) {
+	type fields StartOrchestrationMessage
 	return externallyTagged(w.Kind(), fields(w))
 }
 
 // MarshalJSON encodes ActivityExecute in duroxide's serde JSON.
-func (w ActivityExecute) MarshalJSON() ([]byte, error) {
-	type fields ActivityExecute
+func (w ActivityExecuteMessage) MarshalJSON() ([]byte, error) {
+	type fields ActivityExecuteMessage
 	return externallyTagged(w.Kind(), fields(w))
 }
 
 // MarshalJSON encodes ActivityCompleted in duroxide's serde JSON.
-func (w ActivityCompleted) MarshalJSON() ([]byte, error) {
-	type fields ActivityCompleted
+func (w ActivityCompletedMessage) MarshalJSON() ([]byte, error) {
+	type fields ActivityCompletedMessage
 	return externallyTagged(w.Kind(), fields(w))
 }
 
 // MarshalJSON encodes ActivityFailed in duroxide's serde JSON.
-func (w ActivityFailed) MarshalJSON() ([]byte, error) {
+func (w ActivityFailedMessage) MarshalJSON() ([]byte, error) {
 	if w.Details == nil {
 		return nil, errors.New("cdb: encode ActivityFailed: Details is nil")
 	}
-	type fields ActivityFailed
+	type fields ActivityFailedMessage
 	return externallyTagged(w.Kind(), fields(w))
 }
 
 // MarshalJSON encodes TimerFired in duroxide's serde JSON.
-func (w TimerFired) MarshalJSON() ([]byte, error) {
-	type fields TimerFired
+func (w TimerFiredMessage) MarshalJSON() ([]byte, error) {
+	type fields TimerFiredMessage
 	return externallyTagged(w.Kind(), fields(w))
 }
 
 // MarshalJSON encodes ExternalRaised in duroxide's serde JSON.
-func (w ExternalRaised) MarshalJSON() ([]byte, error) {
-	type fields ExternalRaised
+func (w ExternalRaisedMessage) MarshalJSON() ([]byte, error) {
+	type fields ExternalRaisedMessage
 	return externallyTagged(w.Kind(), fields(w))
 }
 
 // MarshalJSON encodes SubOrchCompleted in duroxide's serde JSON.
-func (w SubOrchCompleted) MarshalJSON() ([]byte, error) {
-	type fields SubOrchCompleted
+func (w SubOrchestrationCompletedMessage) MarshalJSON() ([]byte, error) {
+	type fields SubOrchestrationCompletedMessage
 	return externallyTagged(w.Kind(), fields(w))
 }
 
 // MarshalJSON encodes SubOrchFailed in duroxide's serde JSON.
-func (w SubOrchFailed) MarshalJSON() ([]byte, error) {
+func (w SubOrchestrationFailedMessage) MarshalJSON() ([]byte, error) {
 	if w.Details == nil {
 		return nil, errors.New("cdb: encode SubOrchFailed: Details is nil")
 	}
-	type fields SubOrchFailed
+	type fields SubOrchestrationFailedMessage
 	return externallyTagged(w.Kind(), fields(w))
 }
 
 // MarshalJSON encodes CancelInstance in duroxide's serde JSON.
-func (w CancelInstance) MarshalJSON() ([]byte, error) {
-	type fields CancelInstance
+func (w CancelInstanceMessage) MarshalJSON() ([]byte, error) {
+	type fields CancelInstanceMessage
 	return externallyTagged(w.Kind(), fields(w))
 }
 
 // MarshalJSON encodes ContinueAsNew in duroxide's serde JSON.
-func (w ContinueAsNew) MarshalJSON() ([]byte, error) {
-	type fields ContinueAsNew
+func (w ContinueAsNewMessage) MarshalJSON() ([]byte, error) {
+	type fields ContinueAsNewMessage
 	if w.CarryForwardEvents == nil {
 		// serde always writes the Vec, so an empty list is [] rather than null.
 		w.CarryForwardEvents = []CarryForwardEvent{}
@@ -304,8 +304,8 @@ func (w ContinueAsNew) MarshalJSON() ([]byte, error) {
 }
 
 // MarshalJSON encodes QueueMessage in duroxide's serde JSON.
-func (w QueueMessage) MarshalJSON() ([]byte, error) {
-	type fields QueueMessage
+func (w QueueEventMessage) MarshalJSON() ([]byte, error) {
+	type fields QueueEventMessage
 	return externallyTagged(w.Kind(), fields(w))
 }
 
@@ -363,7 +363,7 @@ func workItemDecoder(tag string) (func(*jsonObject) WorkItem, bool) {
 }
 
 func decodeStartOrchestration(o *jsonObject) WorkItem {
-	var w StartOrchestration
+	var w StartOrchestrationMessage
 	requiredField(o, "instance", &w.Instance)
 	requiredField(o, "orchestration", &w.Orchestration)
 	requiredField(o, "input", &w.Input)
@@ -376,7 +376,7 @@ func decodeStartOrchestration(o *jsonObject) WorkItem {
 }
 
 func decodeActivityExecute(o *jsonObject) WorkItem {
-	var w ActivityExecute
+	var w ActivityExecuteMessage
 	requiredField(o, "instance", &w.Instance)
 	requiredField(o, "execution_id", &w.ExecutionID)
 	requiredField(o, "id", &w.ID)
@@ -388,7 +388,7 @@ func decodeActivityExecute(o *jsonObject) WorkItem {
 }
 
 func decodeActivityCompleted(o *jsonObject) WorkItem {
-	var w ActivityCompleted
+	var w ActivityCompletedMessage
 	requiredField(o, "instance", &w.Instance)
 	requiredField(o, "execution_id", &w.ExecutionID)
 	requiredField(o, "id", &w.ID)
@@ -397,7 +397,7 @@ func decodeActivityCompleted(o *jsonObject) WorkItem {
 }
 
 func decodeActivityFailed(o *jsonObject) WorkItem {
-	var w ActivityFailed
+	var w ActivityFailedMessage
 	requiredField(o, "instance", &w.Instance)
 	requiredField(o, "execution_id", &w.ExecutionID)
 	requiredField(o, "id", &w.ID)
@@ -406,7 +406,7 @@ func decodeActivityFailed(o *jsonObject) WorkItem {
 }
 
 func decodeTimerFired(o *jsonObject) WorkItem {
-	var w TimerFired
+	var w TimerFiredMessage
 	requiredField(o, "instance", &w.Instance)
 	requiredField(o, "execution_id", &w.ExecutionID)
 	requiredField(o, "id", &w.ID)
@@ -415,7 +415,7 @@ func decodeTimerFired(o *jsonObject) WorkItem {
 }
 
 func decodeExternalRaised(o *jsonObject) WorkItem {
-	var w ExternalRaised
+	var w ExternalRaisedMessage
 	requiredField(o, "instance", &w.Instance)
 	requiredField(o, "name", &w.Name)
 	requiredField(o, "data", &w.Data)
@@ -423,7 +423,7 @@ func decodeExternalRaised(o *jsonObject) WorkItem {
 }
 
 func decodeSubOrchCompleted(o *jsonObject) WorkItem {
-	var w SubOrchCompleted
+	var w SubOrchestrationCompletedMessage
 	requiredField(o, "parent_instance", &w.ParentInstance)
 	requiredField(o, "parent_execution_id", &w.ParentExecutionID)
 	requiredField(o, "parent_id", &w.ParentID)
@@ -432,7 +432,7 @@ func decodeSubOrchCompleted(o *jsonObject) WorkItem {
 }
 
 func decodeSubOrchFailed(o *jsonObject) WorkItem {
-	var w SubOrchFailed
+	var w SubOrchestrationFailedMessage
 	requiredField(o, "parent_instance", &w.ParentInstance)
 	requiredField(o, "parent_execution_id", &w.ParentExecutionID)
 	requiredField(o, "parent_id", &w.ParentID)
@@ -441,14 +441,14 @@ func decodeSubOrchFailed(o *jsonObject) WorkItem {
 }
 
 func decodeCancelInstance(o *jsonObject) WorkItem {
-	var w CancelInstance
+	var w CancelInstanceMessage
 	requiredField(o, "instance", &w.Instance)
 	requiredField(o, "reason", &w.Reason)
 	return w
 }
 
 func decodeContinueAsNew(o *jsonObject) WorkItem {
-	var w ContinueAsNew
+	var w ContinueAsNewMessage
 	requiredField(o, "instance", &w.Instance)
 	requiredField(o, "orchestration", &w.Orchestration)
 	requiredField(o, "input", &w.Input)
@@ -462,7 +462,7 @@ func decodeContinueAsNew(o *jsonObject) WorkItem {
 }
 
 func decodeQueueMessage(o *jsonObject) WorkItem {
-	var w QueueMessage
+	var w QueueEventMessage
 	requiredField(o, "instance", &w.Instance)
 	requiredField(o, "name", &w.Name)
 	requiredField(o, "data", &w.Data)
@@ -485,34 +485,52 @@ func unmarshalWorkItemInto[T WorkItem](data []byte, dst *T) error {
 }
 
 // UnmarshalJSON decodes StartOrchestration from duroxide's serde JSON.
-func (w *StartOrchestration) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+func (w *StartOrchestrationMessage) UnmarshalJSON(data []byte) error {
+	return unmarshalWorkItemInto(data, w)
+}
 
 // UnmarshalJSON decodes ActivityExecute from duroxide's serde JSON.
-func (w *ActivityExecute) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+func (w *ActivityExecuteMessage) UnmarshalJSON(data []byte) error {
+	return unmarshalWorkItemInto(data, w)
+}
 
 // UnmarshalJSON decodes ActivityCompleted from duroxide's serde JSON.
-func (w *ActivityCompleted) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+func (w *ActivityCompletedMessage) UnmarshalJSON(data []byte) error {
+	return unmarshalWorkItemInto(data, w)
+}
 
 // UnmarshalJSON decodes ActivityFailed from duroxide's serde JSON.
-func (w *ActivityFailed) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+func (w *ActivityFailedMessage) UnmarshalJSON(data []byte) error {
+	return unmarshalWorkItemInto(data, w)
+}
 
 // UnmarshalJSON decodes TimerFired from duroxide's serde JSON.
-func (w *TimerFired) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+func (w *TimerFiredMessage) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
 
 // UnmarshalJSON decodes ExternalRaised from duroxide's serde JSON.
-func (w *ExternalRaised) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+func (w *ExternalRaisedMessage) UnmarshalJSON(data []byte) error {
+	return unmarshalWorkItemInto(data, w)
+}
 
 // UnmarshalJSON decodes SubOrchCompleted from duroxide's serde JSON.
-func (w *SubOrchCompleted) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+func (w *SubOrchestrationCompletedMessage) UnmarshalJSON(data []byte) error {
+	return unmarshalWorkItemInto(data, w)
+}
 
 // UnmarshalJSON decodes SubOrchFailed from duroxide's serde JSON.
-func (w *SubOrchFailed) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+func (w *SubOrchestrationFailedMessage) UnmarshalJSON(data []byte) error {
+	return unmarshalWorkItemInto(data, w)
+}
 
 // UnmarshalJSON decodes CancelInstance from duroxide's serde JSON.
-func (w *CancelInstance) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+func (w *CancelInstanceMessage) UnmarshalJSON(data []byte) error {
+	return unmarshalWorkItemInto(data, w)
+}
 
 // UnmarshalJSON decodes ContinueAsNew from duroxide's serde JSON.
-func (w *ContinueAsNew) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+func (w *ContinueAsNewMessage) UnmarshalJSON(data []byte) error {
+	return unmarshalWorkItemInto(data, w)
+}
 
 // UnmarshalJSON decodes QueueMessage from duroxide's serde JSON.
-func (w *QueueMessage) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+func (w *QueueEventMessage) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }

@@ -36,25 +36,25 @@ func (b batch) awaitsSuccessor(h historyState) bool {
 func holdsInstanceInputs(messages []cdb.WorkItem, executionID uint64) bool {
 	for _, msg := range messages {
 		switch m := msg.(type) {
-		case cdb.QueueMessage, cdb.ExternalRaised, cdb.CancelInstance, cdb.StartOrchestration:
+		case cdb.QueueEventMessage, cdb.ExternalRaisedMessage, cdb.CancelInstanceMessage, cdb.StartOrchestrationMessage:
 			return true
-		case cdb.ActivityCompleted:
+		case cdb.ActivityCompletedMessage:
 			if m.ExecutionID > executionID {
 				return true
 			}
-		case cdb.ActivityFailed:
+		case cdb.ActivityFailedMessage:
 			if m.ExecutionID > executionID {
 				return true
 			}
-		case cdb.TimerFired:
+		case cdb.TimerFiredMessage:
 			if m.ExecutionID > executionID {
 				return true
 			}
-		case cdb.SubOrchCompleted:
+		case cdb.SubOrchestrationCompletedMessage:
 			if m.ParentExecutionID > executionID {
 				return true
 			}
-		case cdb.SubOrchFailed:
+		case cdb.SubOrchestrationFailedMessage:
 			if m.ParentExecutionID > executionID {
 				return true
 			}

@@ -26,9 +26,9 @@ func TestAContinueAsNewBeatsADuplicateStartInEitherOrder(t *testing.T) {
 		newEvent("i", 1, 1, nil, 0, cdb.OrchestrationStarted{Name: "Loop", Version: "1.0.0"}),
 		newEvent("i", 1, 2, nil, 0, cdb.OrchestrationContinuedAsNew{Input: "next"}),
 	})
-	start := cdb.StartOrchestration{Instance: "i", Orchestration: "Other", Input: "duplicate", ExecutionID: 1}
-	can := cdb.ContinueAsNew{Instance: "i", Orchestration: "Loop", Input: "next"}
-	queued := cdb.QueueMessage{Instance: "i", Name: "q", Data: "late"}
+	start := cdb.StartOrchestrationMessage{Instance: "i", Orchestration: "Other", Input: "duplicate", ExecutionID: 1}
+	can := cdb.ContinueAsNewMessage{Instance: "i", Orchestration: "Loop", Input: "next"}
+	queued := cdb.QueueEventMessage{Instance: "i", Name: "q", Data: "late"}
 	for name, messages := range map[string][]cdb.WorkItem{
 		"start first": {start, can, queued},
 		"start last":  {can, queued, start},
@@ -51,17 +51,17 @@ func TestWindowInputsAreTheInstancesNotTheFinishedExecutions(t *testing.T) {
 		msg  cdb.WorkItem
 		want bool
 	}{
-		{"queue message", cdb.QueueMessage{Instance: "i", Name: "q"}, true},
-		{"event", cdb.ExternalRaised{Instance: "i", Name: "e"}, true},
-		{"cancellation", cdb.CancelInstance{Instance: "i"}, true},
-		{"duplicate start", cdb.StartOrchestration{Instance: "i", Orchestration: "O", ExecutionID: 1}, true},
-		{"activity of the finished execution", cdb.ActivityCompleted{Instance: "i", ExecutionID: finished, ID: 2}, false},
-		{"activity of the successor", cdb.ActivityCompleted{Instance: "i", ExecutionID: finished + 1, ID: 2}, true},
-		{"failed activity of the successor", cdb.ActivityFailed{Instance: "i", ExecutionID: finished + 1, ID: 2}, true},
-		{"timer of the finished execution", cdb.TimerFired{Instance: "i", ExecutionID: finished, ID: 3}, false},
-		{"timer of the successor", cdb.TimerFired{Instance: "i", ExecutionID: finished + 1, ID: 3}, true},
-		{"child of the finished execution", cdb.SubOrchCompleted{ParentInstance: "i", ParentExecutionID: finished, ParentID: 4}, false},
-		{"child of the successor", cdb.SubOrchFailed{ParentInstance: "i", ParentExecutionID: finished + 1, ParentID: 4}, true},
+		{"queue message", cdb.QueueEventMessage{Instance: "i", Name: "q"}, true},
+		{"event", cdb.ExternalRaisedMessage{Instance: "i", Name: "e"}, true},
+		{"cancellation", cdb.CancelInstanceMessage{Instance: "i"}, true},
+		{"duplicate start", cdb.StartOrchestrationMessage{Instance: "i", Orchestration: "O", ExecutionID: 1}, true},
+		{"activity of the finished execution", cdb.ActivityCompletedMessage{Instance: "i", ExecutionID: finished, ID: 2}, false},
+		{"activity of the successor", cdb.ActivityCompletedMessage{Instance: "i", ExecutionID: finished + 1, ID: 2}, true},
+		{"failed activity of the successor", cdb.ActivityFailedMessage{Instance: "i", ExecutionID: finished + 1, ID: 2}, true},
+		{"timer of the finished execution", cdb.TimerFiredMessage{Instance: "i", ExecutionID: finished, ID: 3}, false},
+		{"timer of the successor", cdb.TimerFiredMessage{Instance: "i", ExecutionID: finished + 1, ID: 3}, true},
+		{"child of the finished execution", cdb.SubOrchestrationCompletedMessage{ParentInstance: "i", ParentExecutionID: finished, ParentID: 4}, false},
+		{"child of the successor", cdb.SubOrchestrationFailedMessage{ParentInstance: "i", ParentExecutionID: finished + 1, ParentID: 4}, true},
 	} {
 		assert.Equal(t, c.want, holdsInstanceInputs([]cdb.WorkItem{c.msg}, finished), c.name)
 	}
@@ -100,7 +100,7 @@ func (p *abandonRecorder) abandons() []abandonCall {
 func continuedWithInput(t *testing.T, p cdb.Provider, instance string, delay time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.StartOrchestration{Instance: instance, Orchestration: "Loop",
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.StartOrchestrationMessage{Instance: instance, Orchestration: "Loop",
 		Version: ptr("1.0.0"), ExecutionID: 1}, 0))
 	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
@@ -108,10 +108,10 @@ func continuedWithInput(t *testing.T, p cdb.Provider, instance string, delay tim
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{
 		newEvent(instance, 1, 1, nil, 0, cdb.OrchestrationStarted{Name: "Loop", Version: "1.0.0"}),
 		newEvent(instance, 1, 2, nil, 0, cdb.OrchestrationContinuedAsNew{Input: "next"}),
-	}, nil, []cdb.WorkItem{cdb.QueueMessage{Instance: instance, Name: "q", Data: "late"}},
+	}, nil, []cdb.WorkItem{cdb.QueueEventMessage{Instance: instance, Name: "q", Data: "late"}},
 		cdb.ExecutionMetadata{Status: ptr(cdb.StatusContinuedAsNew), OrchestrationName: ptr("Loop"), OrchestrationVersion: ptr("1.0.0")}, nil))
 	if delay >= 0 {
-		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ContinueAsNew{Instance: instance, Orchestration: "Loop", Input: "next",
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ContinueAsNewMessage{Instance: instance, Orchestration: "Loop", Input: "next",
 			Version: ptr("1.0.0"), CarryForwardEvents: []cdb.CarryForwardEvent{{Name: "q", Data: "carried"}}}, delay))
 	}
 }

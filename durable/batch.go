@@ -86,7 +86,7 @@ func readBatch(instance string, messages []cdb.WorkItem, h historyState, log *sl
 	var b batch
 	for _, msg := range messages {
 		switch msg.(type) {
-		case cdb.StartOrchestration, cdb.ContinueAsNew:
+		case cdb.StartOrchestrationMessage, cdb.ContinueAsNewMessage:
 			if b.start != nil && !supersedes(msg, b.start) {
 				log.Warn("ignoring a second start in one batch", "instance", instance, "kind", msg.Kind())
 				continue
@@ -95,13 +95,13 @@ func readBatch(instance string, messages []cdb.WorkItem, h historyState, log *sl
 				log.Warn("ignoring a start that a continue-as-new supersedes", "instance", instance, "kind", b.start.Kind())
 			}
 			b.start = msg
-		case cdb.ActivityExecute:
+		case cdb.ActivityExecuteMessage:
 			log.Warn("ignoring an activity on the orchestrator queue", "instance", instance)
 		default:
 			b.completions = append(b.completions, msg)
 		}
 	}
-	if can, ok := b.start.(cdb.ContinueAsNew); ok {
+	if can, ok := b.start.(cdb.ContinueAsNewMessage); ok {
 		b.readContinueAsNew(instance, can, h)
 		return b
 	}
@@ -113,7 +113,7 @@ func readBatch(instance string, messages []cdb.WorkItem, h historyState, log *sl
 		b.version = exactVersion(h.started.Version)
 		b.parent = parentOf(h.started)
 	case b.start != nil:
-		s := b.start.(cdb.StartOrchestration)
+		s := b.start.(cdb.StartOrchestrationMessage)
 		b.name, b.input, b.version = s.Orchestration, s.Input, s.Version
 		b.parent = newParentLink(s.ParentInstance, s.ParentID, s.ParentExecutionID)
 	}
@@ -123,8 +123,8 @@ func readBatch(instance string, messages []cdb.WorkItem, h historyState, log *sl
 // supersedes reports a ContinueAsNew that replaces a StartOrchestration
 // taken first.
 func supersedes(msg, taken cdb.WorkItem) bool {
-	_, can := msg.(cdb.ContinueAsNew)
-	_, start := taken.(cdb.StartOrchestration)
+	_, can := msg.(cdb.ContinueAsNewMessage)
+	_, start := taken.(cdb.StartOrchestrationMessage)
 	return can && start
 }
 
@@ -134,7 +134,7 @@ func supersedes(msg, taken cdb.WorkItem) bool {
 // written by 0.1.29 names none, so the previous execution's start, which
 // does, stands in for it. The carried queue messages come first, so they
 // keep their place before messages enqueued since.
-func (b *batch) readContinueAsNew(instance string, s cdb.ContinueAsNew, h historyState) {
+func (b *batch) readContinueAsNew(instance string, s cdb.ContinueAsNewMessage, h historyState) {
 	b.name, b.input, b.version = s.Orchestration, s.Input, s.Version
 	b.continueAsNew = true
 	b.carryForward, b.initialStatus = s.CarryForwardEvents, s.InitialCustomStatus

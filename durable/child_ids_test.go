@@ -60,7 +60,7 @@ func scheduledChildren(t *testing.T, out turn) (recorded, started []string) {
 		recorded = append(recorded, k.Instance)
 	}
 	for _, item := range out.orchestratorItems {
-		if s, ok := item.(cdb.StartOrchestration); ok {
+		if s, ok := item.(cdb.StartOrchestrationMessage); ok {
 			started = append(started, s.Instance)
 		}
 	}
@@ -99,7 +99,7 @@ func TestRecordedChildIDsReplayInTheirExecutionsForm(t *testing.T) {
 		{"0.1.32", "sub::2_2", "sub::2_4"},
 	} {
 		rest := []cdb.Event{ev(2, cdb.SubOrchestrationScheduled{Name: "Child", Instance: tc.recorded, Input: "a"})}
-		done := cdb.SubOrchCompleted{ParentInstance: testInstance, ParentExecutionID: 2, ParentID: 2, Result: "A"}
+		done := cdb.SubOrchestrationCompletedMessage{ParentInstance: testInstance, ParentExecutionID: 2, ParentID: 2, Result: "A"}
 		out := turnOnExecution(t, twoChildren, 2, tc.stamp, rest, done)
 
 		require.Equal(t, turnContinue, out.result.kind, "stamp %s: %#v", tc.stamp, out.result.details)
@@ -110,7 +110,7 @@ func TestRecordedChildIDsReplayInTheirExecutionsForm(t *testing.T) {
 
 		// And the completion of the second child finishes it.
 		rest = append(rest, out.delta...)
-		done = cdb.SubOrchCompleted{ParentInstance: testInstance, ParentExecutionID: 2, ParentID: 4, Result: "B"}
+		done = cdb.SubOrchestrationCompletedMessage{ParentInstance: testInstance, ParentExecutionID: 2, ParentID: 4, Result: "B"}
 		last := turnOnExecution(t, twoChildren, 2, tc.stamp, rest, done)
 		require.Equal(t, turnCompleted, last.result.kind, "stamp %s: %#v", tc.stamp, last.result.details)
 		assert.Equal(t, "AB", last.result.output)

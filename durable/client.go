@@ -39,7 +39,7 @@ func (c *Client) StartOrchestration(ctx context.Context, instance, name, input s
 			return fmt.Errorf("durable: start orchestration %q: %w", instance, err)
 		}
 	}
-	item := cdb.StartOrchestration{Instance: instance, Orchestration: name, Input: input,
+	item := cdb.StartOrchestrationMessage{Instance: instance, Orchestration: name, Input: input,
 		Version: o.version, ExecutionID: cdb.InitialExecutionID}
 	return c.enqueue(ctx, "start orchestration", item)
 }
@@ -54,7 +54,7 @@ func (c *Client) StartOrchestration(ctx context.Context, instance, name, input s
 // runtime buffered events, receive only an event raised while they wait:
 // an earlier one is kept in the history but delivered to no one.
 func (c *Client) RaiseEvent(ctx context.Context, instance, name, data string) error {
-	return c.enqueue(ctx, "raise event", cdb.ExternalRaised{Instance: instance, Name: name, Data: data})
+	return c.enqueue(ctx, "raise event", cdb.ExternalRaisedMessage{Instance: instance, Name: name, Data: data})
 }
 
 // EnqueueEvent puts a message on an instance's persistent queue
@@ -65,13 +65,13 @@ func (c *Client) EnqueueEvent(ctx context.Context, instance, queue, data string)
 	if err := checkQueueName(queue); err != nil {
 		return fmt.Errorf("durable: enqueue event %q: %w", instance, err)
 	}
-	return c.enqueue(ctx, "enqueue event", cdb.QueueMessage{Instance: instance, Name: queue, Data: data})
+	return c.enqueue(ctx, "enqueue event", cdb.QueueEventMessage{Instance: instance, Name: queue, Data: data})
 }
 
 // CancelInstance requests an instance's cancellation: it fails with
 // "canceled: {reason}", and its outstanding children are cancelled too.
 func (c *Client) CancelInstance(ctx context.Context, instance, reason string) error {
-	return c.enqueue(ctx, "cancel instance", cdb.CancelInstance{Instance: instance, Reason: reason})
+	return c.enqueue(ctx, "cancel instance", cdb.CancelInstanceMessage{Instance: instance, Reason: reason})
 }
 
 func (c *Client) enqueue(ctx context.Context, op string, item cdb.WorkItem) error {

@@ -22,11 +22,11 @@ func (r *Runtime) collisionNotices(ctx context.Context, item *cdb.OrchestrationI
 	finished := h.completed || h.failed
 	var notices []cdb.WorkItem
 	for _, msg := range item.Messages {
-		s, ok := msg.(cdb.StartOrchestration)
+		s, ok := msg.(cdb.StartOrchestrationMessage)
 		if !ok || s.ParentInstance == nil || s.ParentID == nil {
 			continue // a client's duplicate start has no one to tell
 		}
-		if creating, ok := b.start.(cdb.StartOrchestration); ok && h.started == nil && creating == s {
+		if creating, ok := b.start.(cdb.StartOrchestrationMessage); ok && h.started == nil && creating == s {
 			continue // the start that creates the instance
 		}
 		if !finished && sameCall(b.parent, s) {
@@ -39,7 +39,7 @@ func (r *Runtime) collisionNotices(ctx context.Context, item *cdb.OrchestrationI
 		r.log.Warn("a sub-orchestration's instance id already exists; failing its parent's call",
 			"instance", item.Instance, "parent", *s.ParentInstance, "parent_id", *s.ParentID, "finished", finished)
 		parent := newParentLink(s.ParentInstance, s.ParentID, s.ParentExecutionID)
-		notices = append(notices, cdb.SubOrchFailed{
+		notices = append(notices, cdb.SubOrchestrationFailedMessage{
 			ParentInstance:    parent.instance,
 			ParentExecutionID: parentExecutionOf(ctx, parent, item.Instance, r.parentExecution),
 			ParentID:          parent.eventID,
@@ -51,7 +51,7 @@ func (r *Runtime) collisionNotices(ctx context.Context, item *cdb.OrchestrationI
 
 // sameCall reports whether a child start repeats the call of owner, the
 // parent the running instance reports to.
-func sameCall(owner *parentLink, s cdb.StartOrchestration) bool {
+func sameCall(owner *parentLink, s cdb.StartOrchestrationMessage) bool {
 	return owner != nil && owner.instance == *s.ParentInstance && owner.eventID == *s.ParentID &&
 		owner.executionID != nil && s.ParentExecutionID != nil && *owner.executionID == *s.ParentExecutionID
 }

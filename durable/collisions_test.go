@@ -106,7 +106,7 @@ func TestRedeliveredChildStartIsIgnored(t *testing.T) {
 	require.Equal(t, ptr("p"), started.ParentInstance)
 	require.Equal(t, ptr(uint64(1)), started.ParentExecutionID)
 
-	require.NoError(t, h.provider.EnqueueForOrchestrator(h.ctx, cdb.StartOrchestration{
+	require.NoError(t, h.provider.EnqueueForOrchestrator(h.ctx, cdb.StartOrchestrationMessage{
 		Instance: "kid", Orchestration: "Waiter", Input: "from the parent", Version: ptr(started.Version),
 		ParentInstance: started.ParentInstance, ParentID: started.ParentID, ParentExecutionID: started.ParentExecutionID,
 		ExecutionID: cdb.InitialExecutionID,

@@ -34,17 +34,17 @@ func (e *replayEngine) prepCompletions(messages []cdb.WorkItem) {
 // execution; events without an execution id always do.
 func (e *replayEngine) forThisExecution(msg cdb.WorkItem) bool {
 	switch m := msg.(type) {
-	case cdb.ActivityCompleted:
+	case cdb.ActivityCompletedMessage:
 		return m.ExecutionID == e.executionID
-	case cdb.ActivityFailed:
+	case cdb.ActivityFailedMessage:
 		return m.ExecutionID == e.executionID
-	case cdb.TimerFired:
+	case cdb.TimerFiredMessage:
 		return m.ExecutionID == e.executionID
-	case cdb.SubOrchCompleted:
+	case cdb.SubOrchestrationCompletedMessage:
 		return m.ParentExecutionID == e.executionID
-	case cdb.SubOrchFailed:
+	case cdb.SubOrchestrationFailedMessage:
 		return m.ParentExecutionID == e.executionID
-	case cdb.ExternalRaised, cdb.QueueMessage, cdb.CancelInstance:
+	case cdb.ExternalRaisedMessage, cdb.QueueEventMessage, cdb.CancelInstanceMessage:
 		return true
 	}
 	return false // not a completion: starts are handled by the dispatcher
@@ -63,15 +63,15 @@ const (
 // completionSource is a message's scheduling event id and family.
 func completionSource(msg cdb.WorkItem) (uint64, completionFamily) {
 	switch m := msg.(type) {
-	case cdb.ActivityCompleted:
+	case cdb.ActivityCompletedMessage:
 		return m.ID, familyActivity
-	case cdb.ActivityFailed:
+	case cdb.ActivityFailedMessage:
 		return m.ID, familyActivity
-	case cdb.TimerFired:
+	case cdb.TimerFiredMessage:
 		return m.ID, familyTimer
-	case cdb.SubOrchCompleted:
+	case cdb.SubOrchestrationCompletedMessage:
 		return m.ParentID, familySubOrchestration
-	case cdb.SubOrchFailed:
+	case cdb.SubOrchestrationFailedMessage:
 		return m.ParentID, familySubOrchestration
 	}
 	return 0, familyNone
@@ -80,9 +80,9 @@ func completionSource(msg cdb.WorkItem) (uint64, completionFamily) {
 // eventFamily is the family of a completion event.
 func eventFamily(kind cdb.EventKind) completionFamily {
 	switch kind.(type) {
-	case cdb.ActivityCompletedEvent, cdb.ActivityFailedEvent:
+	case cdb.ActivityCompleted, cdb.ActivityFailed:
 		return familyActivity
-	case cdb.TimerFiredEvent:
+	case cdb.TimerFired:
 		return familyTimer
 	case cdb.SubOrchestrationCompleted, cdb.SubOrchestrationFailed:
 		return familySubOrchestration
@@ -155,23 +155,23 @@ func (e *replayEngine) scheduleMismatch(msg cdb.WorkItem) string {
 // appendCompletion records a message as this turn's event.
 func (e *replayEngine) appendCompletion(msg cdb.WorkItem) {
 	switch m := msg.(type) {
-	case cdb.ActivityCompleted:
-		e.appendEvent(ptr(m.ID), cdb.ActivityCompletedEvent{Result: m.Result})
-	case cdb.ActivityFailed:
-		e.appendEvent(ptr(m.ID), cdb.ActivityFailedEvent{Details: m.Details})
+	case cdb.ActivityCompletedMessage:
+		e.appendEvent(ptr(m.ID), cdb.ActivityCompleted{Result: m.Result})
+	case cdb.ActivityFailedMessage:
+		e.appendEvent(ptr(m.ID), cdb.ActivityFailed{Details: m.Details})
 		e.abortOnSystemFailure(m.Details)
-	case cdb.TimerFired:
-		e.appendEvent(ptr(m.ID), cdb.TimerFiredEvent{FireAtMs: m.FireAtMs})
-	case cdb.ExternalRaised:
+	case cdb.TimerFiredMessage:
+		e.appendEvent(ptr(m.ID), cdb.TimerFired{FireAtMs: m.FireAtMs})
+	case cdb.ExternalRaisedMessage:
 		e.appendEvent(nil, cdb.ExternalEvent{Name: m.Name, Data: m.Data})
-	case cdb.QueueMessage:
+	case cdb.QueueEventMessage:
 		e.appendEvent(nil, cdb.QueueEventDelivered{Name: m.Name, Data: m.Data})
-	case cdb.SubOrchCompleted:
+	case cdb.SubOrchestrationCompletedMessage:
 		e.appendEvent(ptr(m.ParentID), cdb.SubOrchestrationCompleted{Result: m.Result})
-	case cdb.SubOrchFailed:
+	case cdb.SubOrchestrationFailedMessage:
 		e.appendEvent(ptr(m.ParentID), cdb.SubOrchestrationFailed{Details: m.Details})
 		e.abortOnSystemFailure(m.Details)
-	case cdb.CancelInstance:
+	case cdb.CancelInstanceMessage:
 		if e.acceptsCancellation() {
 			e.appendEvent(nil, cdb.OrchestrationCancelRequested{Reason: m.Reason})
 		}

@@ -19,14 +19,14 @@ type continueAsNewRecorder struct {
 	legacy bool
 
 	mu      sync.Mutex
-	written []cdb.ContinueAsNew
+	written []cdb.ContinueAsNewMessage
 }
 
 func (p *continueAsNewRecorder) AckOrchestrationItem(ctx context.Context, token string, executionID uint64, delta []cdb.Event,
 	workerItems, orchItems []cdb.WorkItem, md cdb.ExecutionMetadata, cancelled []cdb.ScheduledActivityIdentifier) error {
 	committed := make([]cdb.WorkItem, 0, len(orchItems))
 	for _, item := range orchItems {
-		if can, ok := item.(cdb.ContinueAsNew); ok {
+		if can, ok := item.(cdb.ContinueAsNewMessage); ok {
 			p.record(can)
 			if p.legacy {
 				can.ParentInstance, can.ParentID, can.ParentExecutionID = nil, nil, nil
@@ -38,16 +38,16 @@ func (p *continueAsNewRecorder) AckOrchestrationItem(ctx context.Context, token 
 	return p.Provider.AckOrchestrationItem(ctx, token, executionID, delta, workerItems, committed, md, cancelled)
 }
 
-func (p *continueAsNewRecorder) record(can cdb.ContinueAsNew) {
+func (p *continueAsNewRecorder) record(can cdb.ContinueAsNewMessage) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.written = append(p.written, can)
 }
 
-func (p *continueAsNewRecorder) messages() []cdb.ContinueAsNew {
+func (p *continueAsNewRecorder) messages() []cdb.ContinueAsNewMessage {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]cdb.ContinueAsNew(nil), p.written...)
+	return append([]cdb.ContinueAsNewMessage(nil), p.written...)
 }
 
 // runCountingChild runs a parent whose child "counter-child" continues as

@@ -33,7 +33,7 @@ func losersInReverse(ctx *OrchestrationContext, _ string) (string, error) {
 func TestDroppedFutureBreadcrumbsAreInIDOrderWithinEachKind(t *testing.T) {
 	first := turnOn(t, losersInReverse, nil, startMessage(""))
 	require.Equal(t, turnContinue, first.result.kind)
-	out := turnOn(t, losersInReverse, first.delta, cdb.TimerFired{Instance: testInstance, ExecutionID: 1, ID: 10})
+	out := turnOn(t, losersInReverse, first.delta, cdb.TimerFiredMessage{Instance: testInstance, ExecutionID: 1, ID: 10})
 	require.Equal(t, turnCompleted, out.result.kind, "%#v", out.result.details)
 
 	type crumb struct {
@@ -59,7 +59,7 @@ func TestDroppedFutureBreadcrumbsAreInIDOrderWithinEachKind(t *testing.T) {
 	}, out.cancelled)
 	var cancelledChildren []string
 	for _, item := range out.orchestratorItems {
-		if c, ok := item.(cdb.CancelInstance); ok {
+		if c, ok := item.(cdb.CancelInstanceMessage); ok {
 			cancelledChildren = append(cancelledChildren, c.Instance)
 		}
 	}
@@ -78,12 +78,12 @@ func TestBreadcrumbsRecordedInDropOrderReplay(t *testing.T) {
 	}
 	history := []cdb.Event{
 		started(""), ev(2, cdb.ExternalSubscribed{Name: "x"}), ev(3, cdb.ExternalSubscribed{Name: "y"}),
-		ev(4, cdb.TimerCreated{FireAtMs: 9}), evFrom(5, 4, cdb.TimerFiredEvent{FireAtMs: 9}),
+		ev(4, cdb.TimerCreated{FireAtMs: 9}), evFrom(5, 4, cdb.TimerFired{FireAtMs: 9}),
 		evFrom(6, 3, cdb.ExternalSubscribedCancelled{Reason: "dropped_future"}),
 		evFrom(7, 2, cdb.ExternalSubscribedCancelled{Reason: "dropped_future"}),
 		ev(8, cdb.TimerCreated{FireAtMs: 10}),
 	}
-	out := turnOn(t, fn, history, cdb.TimerFired{Instance: testInstance, ExecutionID: 1, ID: 8, FireAtMs: 10})
+	out := turnOn(t, fn, history, cdb.TimerFiredMessage{Instance: testInstance, ExecutionID: 1, ID: 8, FireAtMs: 10})
 	require.Equal(t, turnCompleted, out.result.kind, "%#v", out.result.details)
 	assert.Equal(t, []string{"TimerFired", "OrchestrationCompleted"}, kinds(out.delta))
 }

@@ -142,9 +142,9 @@ func (m *externalEvents) unreadEvents() []cdb.CarryForwardEvent {
 // when it carries the prefix, a queue message otherwise.
 func carriedItem(instance string, ev cdb.CarryForwardEvent) cdb.WorkItem {
 	if name, ok := strings.CutPrefix(ev.Name, carriedEventPrefix); ok {
-		return cdb.ExternalRaised{Instance: instance, Name: name, Data: ev.Data}
+		return cdb.ExternalRaisedMessage{Instance: instance, Name: name, Data: ev.Data}
 	}
-	return cdb.QueueMessage{Instance: instance, Name: ev.Name, Data: ev.Data}
+	return cdb.QueueEventMessage{Instance: instance, Name: ev.Name, Data: ev.Data}
 }
 
 // checkQueueName refuses the queue names reserved for carried events.

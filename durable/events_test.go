@@ -43,7 +43,7 @@ func (d *turns) run(messages ...cdb.WorkItem) turn {
 }
 
 // fire is the firing of the execution's n-th timer (from 0).
-func (d *turns) fire(n int) cdb.TimerFired {
+func (d *turns) fire(n int) cdb.TimerFiredMessage {
 	d.t.Helper()
 	var ids []uint64
 	for _, ev := range d.history {
@@ -52,7 +52,7 @@ func (d *turns) fire(n int) cdb.TimerFired {
 		}
 	}
 	require.Greater(d.t, len(ids), n, "timer %d was never created", n)
-	return cdb.TimerFired{Instance: testInstance, ExecutionID: 1, ID: ids[n]}
+	return cdb.TimerFiredMessage{Instance: testInstance, ExecutionID: 1, ID: ids[n]}
 }
 
 // eventsOfWithIDs lists the ids of the history's events of kind T.
@@ -66,8 +66,8 @@ func eventsOfWithIDs[T cdb.EventKind](history []cdb.Event) []uint64 {
 	return ids
 }
 
-func raised(name, data string) cdb.ExternalRaised {
-	return cdb.ExternalRaised{Instance: testInstance, Name: name, Data: data}
+func raised(name, data string) cdb.ExternalRaisedMessage {
+	return cdb.ExternalRaisedMessage{Instance: testInstance, Name: name, Data: data}
 }
 
 // approvalAfterAStep runs a timer (the order's other work), then waits for
@@ -160,7 +160,7 @@ func TestATimedOutWaitLeavesALaterEventToTheNextWait(t *testing.T) {
 	assert.EqualError(t, timeoutErr, `durable: wait for event "approve": durable: timed out waiting for the event`)
 	d.run(raised("approve", "late"))
 	remind := eventsOfWithIDs[cdb.ActivityScheduled](d.history)[0]
-	require.Equal(t, turnContinue, d.run(cdb.ActivityCompleted{Instance: testInstance, ExecutionID: 1, ID: remind}).result.kind,
+	require.Equal(t, turnContinue, d.run(cdb.ActivityCompletedMessage{Instance: testInstance, ExecutionID: 1, ID: remind}).result.kind,
 		"the third wait waits")
 	out := d.run(d.fire(1))
 	require.Equal(t, turnCompleted, out.result.kind)
@@ -195,7 +195,7 @@ func selectLoserConsumesNoEvent(t *testing.T, opts []EventOption) {
 	}
 	d := newTurns(t, fn, DuroxideVersion)
 	d.run()
-	out := d.run(raised("E", "kept"), cdb.ActivityCompleted{Instance: testInstance, ExecutionID: 1, ID: 2, Result: "done"})
+	out := d.run(raised("E", "kept"), cdb.ActivityCompletedMessage{Instance: testInstance, ExecutionID: 1, ID: 2, Result: "done"})
 	require.Equal(t, turnCompleted, out.result.kind)
 	assert.Equal(t, "kept", out.result.output)
 	requireReplaysAsRecorded(t, d.history, fn)
@@ -212,10 +212,10 @@ func legacyEarlyApproval(stamp string) []cdb.Event {
 		start,
 		ev(2, cdb.TimerCreated{FireAtMs: 60_000}),
 		ev(3, cdb.ExternalEvent{Name: "approve", Data: "alice"}),
-		evFrom(4, 2, cdb.TimerFiredEvent{FireAtMs: 60_000}),
+		evFrom(4, 2, cdb.TimerFired{FireAtMs: 60_000}),
 		ev(5, cdb.ExternalSubscribed{Name: "approve"}),
 		ev(6, cdb.TimerCreated{FireAtMs: 3_660_000}),
-		evFrom(7, 6, cdb.TimerFiredEvent{FireAtMs: 3_660_000}),
+		evFrom(7, 6, cdb.TimerFired{FireAtMs: 3_660_000}),
 		evFrom(8, 5, cdb.ExternalSubscribedCancelled{Reason: droppedFutureReason}),
 	}
 }
@@ -257,7 +257,7 @@ func TestWaitForEventUnbufferedKeepsDuroxidesSemantics(t *testing.T) {
 	require.Equal(t, turnContinue, d.run(d.fire(0)).result.kind, "the early event is not delivered")
 	out := d.run(d.fire(1))
 	require.Equal(t, turnContinueAsNew, out.result.kind)
-	can := out.orchestratorItems[0].(cdb.ContinueAsNew)
+	can := out.orchestratorItems[0].(cdb.ContinueAsNewMessage)
 	assert.Empty(t, can.CarryForwardEvents)
 }
 
@@ -282,16 +282,16 @@ func TestContinueAsNewCarriesUnreadEventsToTheNextWait(t *testing.T) {
 		return strings.Join([]string{input, approval, seen, queued}, ","), err
 	}
 	out := turnOn(t, fn, nil, startMessage("first"),
-		raised("approve", "alice"), cdb.QueueMessage{Instance: testInstance, Name: "q", Data: "m"}, raised("seen", "once"))
+		raised("approve", "alice"), cdb.QueueEventMessage{Instance: testInstance, Name: "q", Data: "m"}, raised("seen", "once"))
 	require.Equal(t, turnContinueAsNew, out.result.kind)
-	can := out.orchestratorItems[0].(cdb.ContinueAsNew)
+	can := out.orchestratorItems[0].(cdb.ContinueAsNewMessage)
 	assert.Equal(t, []cdb.CarryForwardEvent{{Name: "q", Data: "m"}, {Name: carriedEventPrefix + "approve", Data: "alice"}},
 		can.CarryForwardEvents, "the read event is not carried")
 
 	next := turnOn(t, fn, out.delta, can)
 	require.Equal(t, uint64(2), next.executionID)
 	require.Equal(t, turnContinue, next.result.kind, "the second wait times out later")
-	fired := cdb.TimerFired{Instance: testInstance, ExecutionID: 2, ID: 0}
+	fired := cdb.TimerFiredMessage{Instance: testInstance, ExecutionID: 2, ID: 0}
 	for _, e := range next.delta {
 		if _, ok := e.Kind.(cdb.TimerCreated); ok {
 			fired.ID = e.EventID // the second wait's timer
@@ -332,10 +332,10 @@ func TestALegacyExecutionCarriesNoEvents(t *testing.T) {
 	}
 	d := newTurns(t, fn, "0.1.32")
 	d.run()
-	d.run(raised("approve", "alice"), cdb.QueueMessage{Instance: testInstance, Name: "q", Data: "m"})
+	d.run(raised("approve", "alice"), cdb.QueueEventMessage{Instance: testInstance, Name: "q", Data: "m"})
 	out := d.run(d.fire(0))
 	require.Equal(t, turnContinueAsNew, out.result.kind)
-	assert.Equal(t, []cdb.CarryForwardEvent{{Name: "q", Data: "m"}}, out.orchestratorItems[0].(cdb.ContinueAsNew).CarryForwardEvents)
+	assert.Equal(t, []cdb.CarryForwardEvent{{Name: "q", Data: "m"}}, out.orchestratorItems[0].(cdb.ContinueAsNewMessage).CarryForwardEvents)
 }
 
 func TestBufferedEventsFollowTheStartsStamp(t *testing.T) {

@@ -251,7 +251,7 @@ func TestSessionManagerMaintainsSessions(t *testing.T) {
 
 	// An orphan: a session whose owner took its one item and vanished.
 	orphan := "orphan-session"
-	require.NoError(t, mem.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "gone", ExecutionID: 1, ID: 1,
+	require.NoError(t, mem.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: "gone", ExecutionID: 1, ID: 1,
 		Name: "Gone", Input: "", SessionID: &orphan}))
 	_, token, _, err := mem.FetchWorkItem(ctx, time.Minute, 0,
 		&cdb.SessionFetchConfig{OwnerID: "vanished-worker", LockTimeout: time.Second}, cdb.DefaultOnlyFilter())

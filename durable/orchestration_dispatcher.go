@@ -49,7 +49,7 @@ func (r *Runtime) handleOrchestrationItem(item *cdb.OrchestrationItem, token str
 // the next execution.
 func startsSuccessor(messages []cdb.WorkItem) bool {
 	return slices.ContainsFunc(messages, func(m cdb.WorkItem) bool {
-		_, ok := m.(cdb.ContinueAsNew)
+		_, ok := m.(cdb.ContinueAsNewMessage)
 		return ok
 	})
 }
@@ -306,7 +306,7 @@ func (r *Runtime) failureTurn(ctx context.Context, item *cdb.OrchestrationItem, 
 	t.delta = append(t.delta, newEvent(item.Instance, t.executionID, nextEventID(slices.Concat(base, t.delta)), nil, r.nowMs(),
 		cdb.OrchestrationFailed{Details: details}))
 	if parent := parentOf(readHistory(slices.Concat(base, t.delta)).started); parent != nil {
-		t.orchestratorItems = []cdb.WorkItem{cdb.SubOrchFailed{ParentInstance: parent.instance,
+		t.orchestratorItems = []cdb.WorkItem{cdb.SubOrchestrationFailedMessage{ParentInstance: parent.instance,
 			ParentExecutionID: parentExecutionOf(ctx, parent, item.Instance, r.parentExecution), ParentID: parent.eventID, Details: details}}
 	}
 	return t
@@ -391,7 +391,7 @@ func (r *Runtime) poisonOrchestration(ctx context.Context, item *cdb.Orchestrati
 	md.PinnedDuroxideVersion = nil // the execution keeps the version it started with
 	t := turn{executionID: item.ExecutionID, delta: delta}
 	if b.parent != nil {
-		t.orchestratorItems = []cdb.WorkItem{cdb.SubOrchFailed{ParentInstance: b.parent.instance,
+		t.orchestratorItems = []cdb.WorkItem{cdb.SubOrchestrationFailedMessage{ParentInstance: b.parent.instance,
 			ParentExecutionID: parentExecutionOf(ctx, b.parent, item.Instance, r.parentExecution), ParentID: b.parent.eventID, Details: details}}
 	}
 	if err := r.ackTurn(ctx, token, t, md); err != nil {

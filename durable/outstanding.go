@@ -50,7 +50,7 @@ func outstandingSchedules(history []cdb.Event) outstanding {
 			queueSubs = append(queueSubs, queueSub{scheduleID: ev.EventID, name: k.Name})
 		case cdb.QueueEventDelivered:
 			queueArrivals[k.Name]++
-		case cdb.ActivityCompletedEvent, cdb.ActivityFailedEvent, cdb.ActivityCancelRequested,
+		case cdb.ActivityCompleted, cdb.ActivityFailed, cdb.ActivityCancelRequested,
 			cdb.SubOrchestrationCompleted, cdb.SubOrchestrationFailed, cdb.SubOrchestrationCancelRequested,
 			cdb.QueueSubscriptionCancelled:
 			if ev.SourceEventID != nil {

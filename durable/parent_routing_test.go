@@ -20,9 +20,9 @@ import (
 func TestChildStartNamesTheSchedulingExecution(t *testing.T) {
 	for _, execution := range []uint64{1, 3} {
 		out := turnOnExecution(t, twoChildren, execution, DuroxideVersion, nil)
-		var starts []cdb.StartOrchestration
+		var starts []cdb.StartOrchestrationMessage
 		for _, item := range out.orchestratorItems {
-			if s, ok := item.(cdb.StartOrchestration); ok {
+			if s, ok := item.(cdb.StartOrchestrationMessage); ok {
 				starts = append(starts, s)
 			}
 		}
@@ -49,12 +49,12 @@ func TestChildReportsToTheExecutionItsStartNamed(t *testing.T) {
 			done := turnOn(t, echo, nil, start)
 			require.Equal(t, turnCompleted, done.result.kind)
 			assert.Equal(t, tc.parentExecution, done.delta[0].Kind.(cdb.OrchestrationStarted).ParentExecutionID)
-			assert.Equal(t, []cdb.WorkItem{cdb.SubOrchCompleted{ParentInstance: "parent", ParentExecutionID: tc.want, ParentID: 7, Result: "out:first"}},
+			assert.Equal(t, []cdb.WorkItem{cdb.SubOrchestrationCompletedMessage{ParentInstance: "parent", ParentExecutionID: tc.want, ParentID: 7, Result: "out:first"}},
 				done.orchestratorItems)
 
 			failed := turnOn(t, fail, nil, start)
 			require.Len(t, failed.orchestratorItems, 1)
-			assert.Equal(t, tc.want, failed.orchestratorItems[0].(cdb.SubOrchFailed).ParentExecutionID)
+			assert.Equal(t, tc.want, failed.orchestratorItems[0].(cdb.SubOrchestrationFailedMessage).ParentExecutionID)
 		})
 	}
 }

@@ -41,7 +41,7 @@ func competition(ctx *OrchestrationContext, _ string) (string, error) {
 func competitionOutcome(t *testing.T, stamp string) ReplayResult {
 	t.Helper()
 	_, res := raceBetweenTimers(t, "race", "Competition", stamp, competition,
-		cdb.QueueMessage{Instance: "race", Name: "q", Data: "first"})
+		cdb.QueueEventMessage{Instance: "race", Name: "q", Data: "first"})
 	return res
 }
 
@@ -61,7 +61,7 @@ func raceBetweenTimers(t *testing.T, instance, name, stamp string, fn Orchestrat
 	var timers []cdb.WorkItem
 	for _, ev := range history {
 		if _, ok := ev.Kind.(cdb.TimerCreated); ok {
-			timers = append(timers, cdb.TimerFired{Instance: instance, ExecutionID: 1, ID: ev.EventID})
+			timers = append(timers, cdb.TimerFiredMessage{Instance: instance, ExecutionID: 1, ID: ev.EventID})
 		}
 	}
 	require.Len(t, timers, 2)
@@ -99,7 +99,7 @@ func TestADroppedWaitLeavesMatchingAtOnceFromV0131(t *testing.T) {
 		return "second-timeout", nil
 	}
 	outcome := func(stamp string) ReplayResult {
-		_, res := raceBetweenTimers(t, "wait", "Waits", stamp, waits, cdb.ExternalRaised{Instance: "wait", Name: "e", Data: "raised"})
+		_, res := raceBetweenTimers(t, "wait", "Waits", stamp, waits, cdb.ExternalRaisedMessage{Instance: "wait", Name: "e", Data: "raised"})
 		return withoutDelta(res)
 	}
 	assert.Equal(t, ReplayResult{State: StateCompleted, Output: "second-timeout"}, outcome("0.1.30"))

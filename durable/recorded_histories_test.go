@@ -89,7 +89,7 @@ func recordedWorkloads() []recordedWorkload {
 			}
 			return "second-timeout", nil
 		}, drive: func(t *testing.T, h *harness, instance string) {
-			h.waitForHistory(instance, hasEvent[cdb.TimerFiredEvent])
+			h.waitForHistory(instance, hasEvent[cdb.TimerFired])
 			require.NoError(t, h.client.EnqueueEvent(h.ctx, instance, "q", "m"))
 		}},
 		{name: "RecEarlyEvent", fn: func(ctx *OrchestrationContext, _ string) (string, error) {
@@ -243,7 +243,7 @@ func recordCorpus(t *testing.T, workloads []recordedWorkload) {
 // since a live run cannot make the three arrive together at will.
 func recordCompetition(t *testing.T, dir string) {
 	history, second := raceBetweenTimers(t, "competition", "Competition", DuroxideVersion, competition,
-		cdb.QueueMessage{Instance: "competition", Name: "q", Data: "first"})
+		cdb.QueueEventMessage{Instance: "competition", Name: "q", Data: "first"})
 	require.Equal(t, StateCompleted, second.State)
 	history = append(history, second.Delta...)
 	end := newEvent("competition", 1, history[len(history)-1].EventID+1, nil, 0, cdb.OrchestrationCompleted{Output: second.Output})

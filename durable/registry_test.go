@@ -112,7 +112,7 @@ func TestNewGUIDIsReplayedFromHistory(t *testing.T) {
 
 		history := h.waitForHistory("guids", func([]cdb.Event) bool { return true })
 		var recorded []string
-		for _, c := range eventsOf[cdb.ActivityCompletedEvent](history) {
+		for _, c := range eventsOf[cdb.ActivityCompleted](history) {
 			recorded = append(recorded, c.Result)
 		}
 		assert.Equal(t, []string{first, second}, recorded, "the output holds the GUIDs history recorded")

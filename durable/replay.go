@@ -313,11 +313,11 @@ func (r *replayRun) apply(ev cdb.Event) *turnResult {
 	case cdb.OrchestrationChained:
 		_, res := r.popMatching(ev)
 		return res
-	case cdb.ActivityCompletedEvent:
+	case cdb.ActivityCompleted:
 		return r.deliver(ev, futureActivity, completion{value: k.Result})
-	case cdb.ActivityFailedEvent:
+	case cdb.ActivityFailed:
 		return r.deliver(ev, futureActivity, completion{err: &TaskFailedError{Details: k.Details}})
-	case cdb.TimerFiredEvent:
+	case cdb.TimerFired:
 		return r.deliver(ev, futureTimer, completion{})
 	case cdb.SubOrchestrationCompleted:
 		return r.deliver(ev, futureSubOrchestration, completion{value: k.Result})

@@ -41,8 +41,8 @@ func started(input string) cdb.Event {
 	return ev(1, cdb.OrchestrationStarted{Name: "Orch", Version: "1.0.0", Input: input})
 }
 
-func startMessage(input string) cdb.StartOrchestration {
-	return cdb.StartOrchestration{Instance: testInstance, Orchestration: "Orch", Input: input, ExecutionID: 1}
+func startMessage(input string) cdb.StartOrchestrationMessage {
+	return cdb.StartOrchestrationMessage{Instance: testInstance, Orchestration: "Orch", Input: input, ExecutionID: 1}
 }
 
 // turnOn runs one turn of fn against persisted history and messages.
@@ -96,7 +96,7 @@ func TestTurnFirstTurnStartsExecutionAndSchedulesActivity(t *testing.T) {
 	assert.Equal(t, []uint64{1, 2}, []uint64{out.delta[0].EventID, out.delta[1].EventID})
 	assert.Equal(t, DuroxideVersion, out.delta[0].DuroxideVersion)
 	require.Len(t, out.workerItems, 1)
-	assert.Equal(t, cdb.ActivityExecute{Instance: testInstance, ExecutionID: 1, ID: 2, Name: "A", Input: "x"}, out.workerItems[0])
+	assert.Equal(t, cdb.ActivityExecuteMessage{Instance: testInstance, ExecutionID: 1, ID: 2, Name: "A", Input: "x"}, out.workerItems[0])
 
 	md := executionMetadata(out.delta)
 	assert.Equal(t, "Orch", *md.OrchestrationName)
@@ -108,7 +108,7 @@ func TestTurnFirstTurnStartsExecutionAndSchedulesActivity(t *testing.T) {
 
 func TestTurnReplayDeliversCompletionAndCompletes(t *testing.T) {
 	history := []cdb.Event{started("x"), ev(2, cdb.ActivityScheduled{Name: "A", Input: "x"})}
-	out := turnOn(t, callA, history, cdb.ActivityCompleted{Instance: testInstance, ExecutionID: 1, ID: 2, Result: "done"})
+	out := turnOn(t, callA, history, cdb.ActivityCompletedMessage{Instance: testInstance, ExecutionID: 1, ID: 2, Result: "done"})
 
 	require.Equal(t, turnCompleted, out.result.kind)
 	assert.Equal(t, "done", out.result.output)
@@ -130,7 +130,7 @@ func TestTurnActivityFailureReachesCodeAsTaskFailedError(t *testing.T) {
 	}
 	history := []cdb.Event{started(""), ev(2, cdb.ActivityScheduled{Name: "A"})}
 	details := cdb.ApplicationError{Kind: cdb.AppActivityFailed{}, Message: "boom"}
-	out := turnOn(t, fn, history, cdb.ActivityFailed{Instance: testInstance, ExecutionID: 1, ID: 2, Details: details})
+	out := turnOn(t, fn, history, cdb.ActivityFailedMessage{Instance: testInstance, ExecutionID: 1, ID: 2, Details: details})
 
 	assert.Equal(t, turnCompleted, out.result.kind)
 	var tf *TaskFailedError
@@ -167,7 +167,7 @@ func TestTurnNondeterminismWhenCodeSchedulesOtherActivity(t *testing.T) {
 	fn := func(ctx *OrchestrationContext, input string) (string, error) {
 		return ctx.ScheduleActivity("B", input).Await()
 	}
-	out := turnOn(t, fn, history, cdb.ExternalRaised{Instance: testInstance, Name: "poke"})
+	out := turnOn(t, fn, history, cdb.ExternalRaisedMessage{Instance: testInstance, Name: "poke"})
 
 	requireNondeterminism(t, out)
 	assert.Contains(t, out.result.details.DisplayMessage(), `history has activity "A", the code scheduled activity "B"`)
@@ -179,7 +179,7 @@ func TestTurnNondeterminismWhenCodeSchedulesOtherActivity(t *testing.T) {
 func TestTurnNondeterminismWhenHistoryHasScheduleCodeDoesNot(t *testing.T) {
 	history := []cdb.Event{started(""), ev(2, cdb.TimerCreated{FireAtMs: 5})}
 	fn := func(*OrchestrationContext, string) (string, error) { return "early", nil }
-	out := turnOn(t, fn, history, cdb.TimerFired{Instance: testInstance, ExecutionID: 1, ID: 2, FireAtMs: 5})
+	out := turnOn(t, fn, history, cdb.TimerFiredMessage{Instance: testInstance, ExecutionID: 1, ID: 2, FireAtMs: 5})
 
 	// The code returns before the timer: the run breaks at its return, and
 	// the history must not end up with two terminal events either way.
@@ -196,7 +196,7 @@ func TestTurnNondeterminismWhenHistoryHasScheduleCodeDoesNot(t *testing.T) {
 		return "", ctx.ScheduleTimer(time.Second).wait()
 	}
 	history2 := []cdb.Event{started(""), ev(2, cdb.ActivityScheduled{Name: "A"})}
-	out2 := turnOn(t, fn2, history2, cdb.ExternalRaised{Instance: testInstance, Name: "poke"})
+	out2 := turnOn(t, fn2, history2, cdb.ExternalRaisedMessage{Instance: testInstance, Name: "poke"})
 	requireNondeterminism(t, out2)
 }
 
@@ -208,11 +208,11 @@ func (f *Future) wait() error {
 
 func TestTurnCompletionWithoutScheduleIsNondeterminism(t *testing.T) {
 	history := []cdb.Event{started(""), ev(2, cdb.TimerCreated{FireAtMs: 5})}
-	out := turnOn(t, callA, history, cdb.ActivityCompleted{Instance: testInstance, ExecutionID: 1, ID: 2, Result: "x"})
+	out := turnOn(t, callA, history, cdb.ActivityCompletedMessage{Instance: testInstance, ExecutionID: 1, ID: 2, Result: "x"})
 	requireNondeterminism(t, out)
 	assert.Contains(t, out.result.details.DisplayMessage(), "completion kind mismatch for id=2")
 
-	out = turnOn(t, callA, history, cdb.TimerFired{Instance: testInstance, ExecutionID: 1, ID: 9})
+	out = turnOn(t, callA, history, cdb.TimerFiredMessage{Instance: testInstance, ExecutionID: 1, ID: 9})
 	requireNondeterminism(t, out)
 	assert.Contains(t, out.result.details.DisplayMessage(), "no matching schedule for timer completion id=9")
 }
@@ -220,7 +220,7 @@ func TestTurnCompletionWithoutScheduleIsNondeterminism(t *testing.T) {
 func TestTurnDropsOtherExecutionsAndDuplicateCompletions(t *testing.T) {
 	history := []cdb.Event{
 		started("x"), ev(2, cdb.ActivityScheduled{Name: "A", Input: "x"}),
-		ev(3, cdb.TimerCreated{FireAtMs: 1}), evFrom(4, 3, cdb.TimerFiredEvent{FireAtMs: 1}),
+		ev(3, cdb.TimerCreated{FireAtMs: 1}), evFrom(4, 3, cdb.TimerFired{FireAtMs: 1}),
 	}
 	fn := func(ctx *OrchestrationContext, input string) (string, error) {
 		a := ctx.ScheduleActivity("A", input)
@@ -230,10 +230,10 @@ func TestTurnDropsOtherExecutionsAndDuplicateCompletions(t *testing.T) {
 		return a.Await()
 	}
 	out := turnOn(t, fn, history,
-		cdb.ActivityCompleted{Instance: testInstance, ExecutionID: 7, ID: 2, Result: "stale"},
-		cdb.TimerFired{Instance: testInstance, ExecutionID: 1, ID: 3, FireAtMs: 1},
-		cdb.ActivityCompleted{Instance: testInstance, ExecutionID: 1, ID: 2, Result: "fresh"},
-		cdb.ActivityCompleted{Instance: testInstance, ExecutionID: 1, ID: 2, Result: "again"},
+		cdb.ActivityCompletedMessage{Instance: testInstance, ExecutionID: 7, ID: 2, Result: "stale"},
+		cdb.TimerFiredMessage{Instance: testInstance, ExecutionID: 1, ID: 3, FireAtMs: 1},
+		cdb.ActivityCompletedMessage{Instance: testInstance, ExecutionID: 1, ID: 2, Result: "fresh"},
+		cdb.ActivityCompletedMessage{Instance: testInstance, ExecutionID: 1, ID: 2, Result: "again"},
 	)
 	require.Equal(t, turnCompleted, out.result.kind)
 	assert.Equal(t, "fresh", out.result.output)
@@ -255,14 +255,14 @@ func TestTurnSelectFirstTurnSchedulesBoth(t *testing.T) {
 	assert.Equal(t, turnContinue, out.result.kind)
 	assert.Equal(t, []string{"OrchestrationStarted", "ActivityScheduled", "TimerCreated"}, kinds(out.delta))
 	require.Len(t, out.orchestratorItems, 1)
-	timer := out.orchestratorItems[0].(cdb.TimerFired)
+	timer := out.orchestratorItems[0].(cdb.TimerFiredMessage)
 	assert.Equal(t, uint64(3), timer.ID)
 	assert.Equal(t, uint64(testClock.Add(100*time.Millisecond).UnixMilli()), timer.FireAtMs)
 }
 
 func TestTurnSelectLoserActivityIsCancelled(t *testing.T) {
 	history := []cdb.Event{started(""), ev(2, cdb.ActivityScheduled{Name: "Slow"}), ev(3, cdb.TimerCreated{FireAtMs: 9})}
-	out := turnOn(t, timeoutRace, history, cdb.TimerFired{Instance: testInstance, ExecutionID: 1, ID: 3, FireAtMs: 9})
+	out := turnOn(t, timeoutRace, history, cdb.TimerFiredMessage{Instance: testInstance, ExecutionID: 1, ID: 3, FireAtMs: 9})
 
 	require.Equal(t, turnFailed, out.result.kind)
 	assert.Equal(t, "timeout", out.result.details.DisplayMessage())
@@ -278,8 +278,8 @@ func TestTurnSelectWinnerIsFirstInHistory(t *testing.T) {
 	// Both complete in one batch: the activity's completion comes first in
 	// the history, so the activity wins even though both are ready.
 	out := turnOn(t, timeoutRace, history,
-		cdb.ActivityCompleted{Instance: testInstance, ExecutionID: 1, ID: 2, Result: "fast enough"},
-		cdb.TimerFired{Instance: testInstance, ExecutionID: 1, ID: 3, FireAtMs: 9})
+		cdb.ActivityCompletedMessage{Instance: testInstance, ExecutionID: 1, ID: 2, Result: "fast enough"},
+		cdb.TimerFiredMessage{Instance: testInstance, ExecutionID: 1, ID: 3, FireAtMs: 9})
 	require.Equal(t, turnCompleted, out.result.kind)
 	assert.Equal(t, "fast enough", out.result.output)
 	assert.Empty(t, out.cancelled)
@@ -290,7 +290,7 @@ func TestTurnReplayMustDropTheSameLosers(t *testing.T) {
 	// that now awaits it instead has changed.
 	history := []cdb.Event{
 		started(""), ev(2, cdb.ActivityScheduled{Name: "Slow"}), ev(3, cdb.TimerCreated{FireAtMs: 9}),
-		evFrom(4, 3, cdb.TimerFiredEvent{FireAtMs: 9}), evFrom(5, 2, cdb.ActivityCancelRequested{Reason: "dropped_future"}),
+		evFrom(4, 3, cdb.TimerFired{FireAtMs: 9}), evFrom(5, 2, cdb.ActivityCancelRequested{Reason: "dropped_future"}),
 		ev(6, cdb.TimerCreated{FireAtMs: 10}),
 	}
 	changed := func(ctx *OrchestrationContext, _ string) (string, error) {
@@ -299,7 +299,7 @@ func TestTurnReplayMustDropTheSameLosers(t *testing.T) {
 		_ = ctx.ScheduleTimer(time.Millisecond).wait()
 		return work.Await()
 	}
-	out := turnOn(t, changed, history, cdb.TimerFired{Instance: testInstance, ExecutionID: 1, ID: 6, FireAtMs: 10})
+	out := turnOn(t, changed, history, cdb.TimerFiredMessage{Instance: testInstance, ExecutionID: 1, ID: 6, FireAtMs: 10})
 	requireNondeterminism(t, out)
 	assert.Contains(t, out.result.details.DisplayMessage(), "cancellation mismatch (activities)")
 
@@ -308,7 +308,7 @@ func TestTurnReplayMustDropTheSameLosers(t *testing.T) {
 		ctx.Select(work, ctx.ScheduleTimer(time.Millisecond))
 		return "", ctx.ScheduleTimer(time.Millisecond).wait()
 	}
-	out = turnOn(t, same, history, cdb.TimerFired{Instance: testInstance, ExecutionID: 1, ID: 6, FireAtMs: 10})
+	out = turnOn(t, same, history, cdb.TimerFiredMessage{Instance: testInstance, ExecutionID: 1, ID: 6, FireAtMs: 10})
 	assert.Equal(t, turnCompleted, out.result.kind)
 	assert.Empty(t, out.cancelled, "an already recorded loser is not cancelled again")
 }
@@ -319,7 +319,7 @@ func waitGo(ctx *OrchestrationContext, _ string) (string, error) {
 
 func TestTurnExternalEventMatchesWaitingSubscription(t *testing.T) {
 	history := []cdb.Event{started(""), ev(2, cdb.ExternalSubscribed{Name: "Go"})}
-	out := turnOn(t, waitGo, history, cdb.ExternalRaised{Instance: testInstance, Name: "Go", Data: "ok"})
+	out := turnOn(t, waitGo, history, cdb.ExternalRaisedMessage{Instance: testInstance, Name: "Go", Data: "ok"})
 	require.Equal(t, turnCompleted, out.result.kind)
 	assert.Equal(t, "ok", out.result.output)
 }
@@ -330,7 +330,7 @@ func TestTurnExternalEventBeforeUnbufferedSubscriptionIsNotDelivered(t *testing.
 	waitGo := func(ctx *OrchestrationContext, _ string) (string, error) {
 		return ctx.WaitForEventUnbuffered("Go").Await()
 	}
-	out := turnOn(t, waitGo, nil, startMessage(""), cdb.ExternalRaised{Instance: testInstance, Name: "Go", Data: "early"})
+	out := turnOn(t, waitGo, nil, startMessage(""), cdb.ExternalRaisedMessage{Instance: testInstance, Name: "Go", Data: "early"})
 	assert.Equal(t, turnContinue, out.result.kind)
 	assert.Equal(t, []string{"OrchestrationStarted", "ExternalEvent", "ExternalSubscribed"}, kinds(out.delta))
 }
@@ -343,8 +343,8 @@ func TestTurnExternalEventsMatchByArrivalIndex(t *testing.T) {
 	}
 	history := []cdb.Event{started(""), ev(2, cdb.ExternalSubscribed{Name: "E"}), ev(3, cdb.ExternalSubscribed{Name: "E"})}
 	out := turnOn(t, fn, history,
-		cdb.ExternalRaised{Instance: testInstance, Name: "E", Data: "1"},
-		cdb.ExternalRaised{Instance: testInstance, Name: "E", Data: "2"})
+		cdb.ExternalRaisedMessage{Instance: testInstance, Name: "E", Data: "1"},
+		cdb.ExternalRaisedMessage{Instance: testInstance, Name: "E", Data: "2"})
 	require.Equal(t, turnCompleted, out.result.kind)
 	assert.Equal(t, "12", out.result.output, "the first subscription takes the first event")
 }
@@ -361,8 +361,8 @@ func TestTurnQueueMessageWaitsForSubscriber(t *testing.T) {
 	// Both messages arrive before any subscription: the quiescence loop
 	// binds each new subscription and resolves it in the same turn.
 	out := turnOn(t, fn, nil, startMessage(""),
-		cdb.QueueMessage{Instance: testInstance, Name: "q", Data: "a"},
-		cdb.QueueMessage{Instance: testInstance, Name: "q", Data: "b"})
+		cdb.QueueEventMessage{Instance: testInstance, Name: "q", Data: "a"},
+		cdb.QueueEventMessage{Instance: testInstance, Name: "q", Data: "b"})
 	require.Equal(t, turnCompleted, out.result.kind)
 	assert.Equal(t, "a,b", out.result.output)
 }
@@ -377,14 +377,14 @@ func TestTurnContinueAsNewCarriesUnconsumedQueueMessages(t *testing.T) {
 		return ctx.ContinueAsNew("next", WithVersion("2.0.0"))
 	}
 	out := turnOn(t, fn, nil, startMessage("first"),
-		cdb.QueueMessage{Instance: testInstance, Name: "q", Data: "taken"},
-		cdb.QueueMessage{Instance: testInstance, Name: "q", Data: "left"},
-		cdb.QueueMessage{Instance: testInstance, Name: "other", Data: "kept"})
+		cdb.QueueEventMessage{Instance: testInstance, Name: "q", Data: "taken"},
+		cdb.QueueEventMessage{Instance: testInstance, Name: "q", Data: "left"},
+		cdb.QueueEventMessage{Instance: testInstance, Name: "other", Data: "kept"})
 
 	require.Equal(t, turnContinueAsNew, out.result.kind)
 	assert.Equal(t, "OrchestrationContinuedAsNew", kinds(out.delta)[len(out.delta)-1])
 	require.Len(t, out.orchestratorItems, 1)
-	can := out.orchestratorItems[0].(cdb.ContinueAsNew)
+	can := out.orchestratorItems[0].(cdb.ContinueAsNewMessage)
 	assert.Equal(t, "next", can.Input)
 	assert.Equal(t, "2.0.0", *can.Version)
 	assert.Equal(t, []cdb.CarryForwardEvent{{Name: "q", Data: "left"}, {Name: "other", Data: "kept"}}, can.CarryForwardEvents)
@@ -411,27 +411,27 @@ func TestTurnCancelRequestCancelsChildrenAndFails(t *testing.T) {
 	}
 	first := turnOn(t, child, nil, startMessage(""))
 	require.Len(t, first.orchestratorItems, 1)
-	start := first.orchestratorItems[0].(cdb.StartOrchestration)
+	start := first.orchestratorItems[0].(cdb.StartOrchestrationMessage)
 	assert.Equal(t, testInstance+"::sub::2", start.Instance)
 	assert.Equal(t, testInstance, *start.ParentInstance)
 	assert.Equal(t, uint64(2), *start.ParentID)
 
-	out := turnOn(t, child, first.delta, cdb.CancelInstance{Instance: testInstance, Reason: "user_request"})
+	out := turnOn(t, child, first.delta, cdb.CancelInstanceMessage{Instance: testInstance, Reason: "user_request"})
 	require.Equal(t, turnCancelled, out.result.kind)
 	assert.Equal(t, []string{"OrchestrationCancelRequested", "OrchestrationFailed"}, kinds(out.delta))
 	details := out.delta[1].Kind.(cdb.OrchestrationFailed).Details
 	assert.Equal(t, "canceled: user_request", details.DisplayMessage())
-	assert.Equal(t, []cdb.WorkItem{cdb.CancelInstance{Instance: testInstance + "::sub::2", Reason: "parent canceled"}}, out.orchestratorItems)
+	assert.Equal(t, []cdb.WorkItem{cdb.CancelInstanceMessage{Instance: testInstance + "::sub::2", Reason: "parent canceled"}}, out.orchestratorItems)
 }
 
 func TestTurnChildReportsToParent(t *testing.T) {
-	msg := cdb.StartOrchestration{Instance: testInstance, Orchestration: "Orch", Input: "in",
+	msg := cdb.StartOrchestrationMessage{Instance: testInstance, Orchestration: "Orch", Input: "in",
 		ParentInstance: ptr("parent"), ParentID: ptr(uint64(7)), ExecutionID: 1}
 	echo := func(_ *OrchestrationContext, input string) (string, error) { return "out:" + input, nil }
 	out := turnOn(t, echo, nil, msg)
 
 	require.Equal(t, turnCompleted, out.result.kind)
-	assert.Equal(t, []cdb.WorkItem{cdb.SubOrchCompleted{ParentInstance: "parent", ParentExecutionID: 1, ParentID: 7, Result: "out:in"}}, out.orchestratorItems)
+	assert.Equal(t, []cdb.WorkItem{cdb.SubOrchestrationCompletedMessage{ParentInstance: "parent", ParentExecutionID: 1, ParentID: 7, Result: "out:in"}}, out.orchestratorItems)
 	assert.Equal(t, "parent", *executionMetadata(out.delta).ParentInstanceID)
 }
 
@@ -445,8 +445,8 @@ func continuesOnce(ctx *OrchestrationContext, input string) (string, error) {
 
 // childStart starts testInstance as a child of parent, scheduled by the
 // parent's execution parentExecution when it is not nil (duroxide 0.1.30).
-func childStart(parent string, parentExecution *uint64) cdb.StartOrchestration {
-	return cdb.StartOrchestration{Instance: testInstance, Orchestration: "Orch", Input: "first",
+func childStart(parent string, parentExecution *uint64) cdb.StartOrchestrationMessage {
+	return cdb.StartOrchestrationMessage{Instance: testInstance, Orchestration: "Orch", Input: "first",
 		ParentInstance: ptr(parent), ParentID: ptr(uint64(7)), ParentExecutionID: parentExecution, ExecutionID: 1}
 }
 
@@ -462,7 +462,7 @@ func TestTurnChildContinueAsNewWritesItsParentIntoTheMessage(t *testing.T) {
 			first := turnOn(t, continuesOnce, nil, childStart("parent", tc.parentExecution))
 			require.Equal(t, turnContinueAsNew, first.result.kind)
 			require.Len(t, first.orchestratorItems, 1)
-			can := first.orchestratorItems[0].(cdb.ContinueAsNew)
+			can := first.orchestratorItems[0].(cdb.ContinueAsNewMessage)
 			assert.Equal(t, ptr("parent"), can.ParentInstance)
 			assert.Equal(t, ptr(uint64(7)), can.ParentID)
 			assert.Equal(t, tc.parentExecution, can.ParentExecutionID)
@@ -473,7 +473,7 @@ func TestTurnChildContinueAsNewWritesItsParentIntoTheMessage(t *testing.T) {
 func TestTurnRootContinueAsNewWritesNoParent(t *testing.T) {
 	first := turnOn(t, continuesOnce, nil, startMessage("first"))
 	require.Len(t, first.orchestratorItems, 1)
-	can := first.orchestratorItems[0].(cdb.ContinueAsNew)
+	can := first.orchestratorItems[0].(cdb.ContinueAsNewMessage)
 	assert.Nil(t, can.ParentInstance)
 	assert.Nil(t, can.ParentID)
 	assert.Nil(t, can.ParentExecutionID)
@@ -485,7 +485,7 @@ func TestTurnRootContinueAsNewWritesNoParent(t *testing.T) {
 func TestTurnChildReportsToParentAfterContinueAsNew(t *testing.T) {
 	first := turnOn(t, continuesOnce, nil, childStart("parent", ptr(uint64(3))))
 	require.Equal(t, turnContinueAsNew, first.result.kind)
-	written := first.orchestratorItems[0].(cdb.ContinueAsNew)
+	written := first.orchestratorItems[0].(cdb.ContinueAsNewMessage)
 	legacy := written
 	legacy.ParentInstance, legacy.ParentID, legacy.ParentExecutionID = nil, nil, nil
 	elsewhere := written
@@ -494,7 +494,7 @@ func TestTurnChildReportsToParentAfterContinueAsNew(t *testing.T) {
 	cases := []struct {
 		name            string
 		previous        []cdb.Event // the previous execution's history, as the batch reads it
-		message         cdb.ContinueAsNew
+		message         cdb.ContinueAsNewMessage
 		parent          string
 		parentID        uint64
 		parentExecution *uint64
@@ -513,7 +513,7 @@ func TestTurnChildReportsToParentAfterContinueAsNew(t *testing.T) {
 			assert.Equal(t, ptr(tc.parent), startedNext.ParentInstance)
 			assert.Equal(t, ptr(tc.parentID), startedNext.ParentID)
 			assert.Equal(t, tc.parentExecution, startedNext.ParentExecutionID)
-			assert.Equal(t, []cdb.WorkItem{cdb.SubOrchCompleted{
+			assert.Equal(t, []cdb.WorkItem{cdb.SubOrchestrationCompletedMessage{
 				ParentInstance: tc.parent, ParentExecutionID: tc.reportsTo, ParentID: tc.parentID, Result: "done:second",
 			}}, next.orchestratorItems)
 			assert.Equal(t, tc.parent, *executionMetadata(next.delta).ParentInstanceID)
@@ -529,7 +529,7 @@ func TestTurnDetachedStartHonouredAtCompletion(t *testing.T) {
 	out := turnOn(t, fn, nil, startMessage(""))
 	require.Equal(t, turnCompleted, out.result.kind)
 	assert.Equal(t, []string{"OrchestrationStarted", "OrchestrationChained", "OrchestrationCompleted"}, kinds(out.delta))
-	assert.Equal(t, []cdb.WorkItem{cdb.StartOrchestration{Instance: "W1", Orchestration: "Chained", Input: "A", ExecutionID: 1}}, out.orchestratorItems)
+	assert.Equal(t, []cdb.WorkItem{cdb.StartOrchestrationMessage{Instance: "W1", Orchestration: "Chained", Input: "A", ExecutionID: 1}}, out.orchestratorItems)
 }
 
 func TestTurnCustomStatusAndKVAreEventsReplayedInOrder(t *testing.T) {
@@ -548,7 +548,7 @@ func TestTurnCustomStatusAndKVAreEventsReplayedInOrder(t *testing.T) {
 	first := turnOn(t, fn, nil, startMessage(""))
 	assert.Equal(t, []string{"OrchestrationStarted", "CustomStatusUpdated", "KeyValueSet", "TimerCreated"}, kinds(first.delta))
 
-	out := turnOn(t, fn, first.delta, cdb.TimerFired{Instance: testInstance, ExecutionID: 1, ID: 4})
+	out := turnOn(t, fn, first.delta, cdb.TimerFiredMessage{Instance: testInstance, ExecutionID: 1, ID: 4})
 	require.Equal(t, turnCompleted, out.result.kind)
 	assert.Equal(t, "v1,gone", out.result.output)
 	assert.Equal(t, []string{"TimerFired", "KeyValueCleared", "OrchestrationCompleted"}, kinds(out.delta))
@@ -559,7 +559,7 @@ func TestTurnCustomStatusAndKVAreEventsReplayedInOrder(t *testing.T) {
 		ctx.SetKV("other", "v1")
 		return "", ctx.ScheduleTimer(time.Millisecond).wait()
 	}
-	requireNondeterminism(t, turnOn(t, changed, first.delta, cdb.TimerFired{Instance: testInstance, ExecutionID: 1, ID: 4}))
+	requireNondeterminism(t, turnOn(t, changed, first.delta, cdb.TimerFiredMessage{Instance: testInstance, ExecutionID: 1, ID: 4}))
 }
 
 func TestTurnSeesKVSnapshotOfEarlierExecutions(t *testing.T) {
@@ -596,7 +596,7 @@ func TestTurnSystemFailureFromActivityAbortsTurn(t *testing.T) {
 	history := []cdb.Event{started(""), ev(2, cdb.ActivityScheduled{Name: "A"})}
 	poison := cdb.PoisonError{AttemptCount: 11, MaxAttempts: 10,
 		MessageType: cdb.PoisonActivity{Instance: testInstance, ExecutionID: 1, ActivityName: "A", ActivityID: 2}}
-	out := turnOn(t, callA, history, cdb.ActivityFailed{Instance: testInstance, ExecutionID: 1, ID: 2, Details: poison})
+	out := turnOn(t, callA, history, cdb.ActivityFailedMessage{Instance: testInstance, ExecutionID: 1, ID: 2, Details: poison})
 	require.Equal(t, turnFailed, out.result.kind)
 	assert.Equal(t, poison, out.result.details)
 	assert.Equal(t, []string{"ActivityFailed", "OrchestrationFailed"}, kinds(out.delta))
@@ -606,7 +606,7 @@ func TestTurnTerminalHistoryRunsNothing(t *testing.T) {
 	history := []cdb.Event{started(""), ev(2, cdb.OrchestrationCompleted{Output: "x"})}
 	calls := 0
 	fn := func(*OrchestrationContext, string) (string, error) { calls++; return "", nil }
-	out := turnOn(t, fn, history, cdb.ExternalRaised{Instance: testInstance, Name: "late"})
+	out := turnOn(t, fn, history, cdb.ExternalRaisedMessage{Instance: testInstance, Name: "late"})
 	assert.Equal(t, turnContinue, out.result.kind)
 	assert.Zero(t, calls)
 }

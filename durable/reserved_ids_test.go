@@ -133,7 +133,7 @@ func TestRecordedChildWithTheReservedPrefixIsNondeterministic(t *testing.T) {
 		}
 		return "child done", nil
 	}
-	out := turnOn(t, fn, history, cdb.ActivityCompleted{Instance: testInstance, ExecutionID: 1, ID: 3, Result: "r"})
+	out := turnOn(t, fn, history, cdb.ActivityCompletedMessage{Instance: testInstance, ExecutionID: 1, ID: 3, Result: "r"})
 	requireNondeterminism(t, out)
 }
 

@@ -104,7 +104,7 @@ func TestSampleErrorHandling(t *testing.T) {
 		assert.Equal(t, "boom", seen.Load(), "the orchestration sees the activity's error")
 
 		history := h.waitForHistory("inst-sample-err-1", func([]cdb.Event) bool { return true })
-		failures := eventsOf[cdb.ActivityFailedEvent](history)
+		failures := eventsOf[cdb.ActivityFailed](history)
 		require.Len(t, failures, 1)
 		assert.Equal(t, cdb.ApplicationError{Kind: cdb.AppActivityFailed{}, Message: "boom"}, failures[0].Details)
 	})

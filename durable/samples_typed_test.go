@@ -97,7 +97,7 @@ func TestSampleTypedActivityAndOrchestration(t *testing.T) {
 		require.Len(t, started, 1)
 		assert.JSONEq(t, `{"a":2,"b":3}`, started[0].Input)
 		assert.Equal(t, []cdb.ActivityScheduled{{Name: "Add", Input: `{"a":2,"b":3}`}}, eventsOf[cdb.ActivityScheduled](history))
-		assert.Equal(t, []cdb.ActivityCompletedEvent{{Result: `{"sum":5}`}}, eventsOf[cdb.ActivityCompletedEvent](history))
+		assert.Equal(t, []cdb.ActivityCompleted{{Result: `{"sum":5}`}}, eventsOf[cdb.ActivityCompleted](history))
 		assert.Equal(t, []cdb.OrchestrationCompleted{{Output: `{"sum":5}`}}, eventsOf[cdb.OrchestrationCompleted](history))
 	})
 }
@@ -176,7 +176,7 @@ func registerMixedActivities(t *testing.T, h *harness) {
 func requireWinnerRecordedFirst(t *testing.T, h *harness, instance, output, typedWin, stringWin string) {
 	t.Helper()
 	history := h.waitForHistory(instance, func([]cdb.Event) bool { return true })
-	completions := eventsOf[cdb.ActivityCompletedEvent](history)
+	completions := eventsOf[cdb.ActivityCompleted](history)
 	require.NotEmpty(t, completions)
 	want := stringWin
 	if strings.HasPrefix(completions[0].Result, "{") { // Add's JSON, not Upper's word

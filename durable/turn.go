@@ -123,16 +123,16 @@ func (b *turnBuilder) scheduleWork() {
 	for _, a := range b.engine.pending {
 		switch a.kind {
 		case actCallActivity:
-			b.out.workerItems = append(b.out.workerItems, cdb.ActivityExecute{
+			b.out.workerItems = append(b.out.workerItems, cdb.ActivityExecuteMessage{
 				Instance: p.instance, ExecutionID: p.executionID, ID: a.eventID,
 				Name: a.name, Input: a.input, SessionID: a.sessionID, Tag: a.tag,
 			})
 		case actCreateTimer:
-			b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.TimerFired{
+			b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.TimerFiredMessage{
 				Instance: p.instance, ExecutionID: p.executionID, ID: a.eventID, FireAtMs: a.fireAtMs,
 			})
 		case actStartSubOrchestration:
-			b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.StartOrchestration{
+			b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.StartOrchestrationMessage{
 				Instance: cdb.BuildChildInstanceID(p.instance, a.instance), Orchestration: a.name, Input: a.input,
 				Version: a.version, ParentInstance: ptr(p.instance), ParentID: ptr(a.eventID),
 				// The child reports to this very execution, even after a
@@ -146,7 +146,7 @@ func (b *turnBuilder) scheduleWork() {
 }
 
 func (b *turnBuilder) startDetached(a action) {
-	b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.StartOrchestration{
+	b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.StartOrchestrationMessage{
 		Instance: a.instance, Orchestration: a.name, Input: a.input, Version: a.version,
 		ExecutionID: cdb.InitialExecutionID,
 	})
@@ -206,7 +206,7 @@ func (b *turnBuilder) finish(ctx context.Context, env turnEnv) {
 		details := cdb.ApplicationError{Kind: cdb.AppCancelled{Reason: b.result.reason}}
 		e.appendEvent(nil, cdb.OrchestrationFailed{Details: details})
 		for _, child := range out.children {
-			b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.CancelInstance{
+			b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.CancelInstanceMessage{
 				Instance: cdb.BuildChildInstanceID(p.instance, child), Reason: "parent canceled",
 			})
 		}
@@ -214,7 +214,7 @@ func (b *turnBuilder) finish(ctx context.Context, env turnEnv) {
 	case turnContinueAsNew:
 		status := accumulatedCustomStatus(e.history())
 		e.appendEvent(nil, cdb.OrchestrationContinuedAsNew{Input: b.result.input})
-		can := cdb.ContinueAsNew{
+		can := cdb.ContinueAsNewMessage{
 			Instance: p.instance, Orchestration: p.name, Input: b.result.input, Version: b.result.version,
 			CarryForwardEvents: carry, InitialCustomStatus: status,
 		}
@@ -246,13 +246,13 @@ func (b *turnBuilder) notifyParent(ctx context.Context, env turnEnv, details cdb
 	}
 	parentExec := parentExecutionOf(ctx, b.parent, b.plan.instance, env.parentExecution)
 	if details == nil {
-		b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.SubOrchCompleted{
+		b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.SubOrchestrationCompletedMessage{
 			ParentInstance: b.parent.instance, ParentExecutionID: parentExec, ParentID: b.parent.eventID,
 			Result: b.result.output,
 		})
 		return
 	}
-	b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.SubOrchFailed{
+	b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.SubOrchestrationFailedMessage{
 		ParentInstance: b.parent.instance, ParentExecutionID: parentExec, ParentID: b.parent.eventID,
 		Details: details,
 	})
@@ -265,7 +265,7 @@ func (b *turnBuilder) cancelLosers() {
 		b.out.cancelled = append(b.out.cancelled, b.activityID(id))
 	}
 	for _, child := range b.engine.droppedChildren {
-		b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.CancelInstance{
+		b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.CancelInstanceMessage{
 			Instance: cdb.BuildChildInstanceID(b.plan.instance, child), Reason: "parent dropped sub-orchestration future",
 		})
 	}

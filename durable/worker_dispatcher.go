@@ -27,7 +27,7 @@ func (r *Runtime) sessionOwner(slot int) string {
 
 // lockedActivity is a fetched, locked activity.
 type lockedActivity struct {
-	cdb.ActivityExecute
+	cdb.ActivityExecuteMessage
 	token    string
 	attempt  uint32
 	workerID string
@@ -43,7 +43,7 @@ func (r *Runtime) processNextWorkItem(workerID, sessionOwner string) (bool, erro
 	if err != nil || item == nil {
 		return false, err
 	}
-	act, ok := item.(cdb.ActivityExecute)
+	act, ok := item.(cdb.ActivityExecuteMessage)
 	if !ok {
 		r.log.Error("worker queue returned a non-activity item; abandoning it", "kind", item.Kind())
 		r.abandonWork(token, time.Second, false)
@@ -57,7 +57,7 @@ func (r *Runtime) processNextWorkItem(workerID, sessionOwner string) (bool, erro
 	defer cancel(nil)
 	stopRenewal := r.renewWorkLock(token, cancel)
 	defer stopRenewal()
-	w := lockedActivity{ActivityExecute: act, token: token, attempt: attempt, workerID: workerID}
+	w := lockedActivity{ActivityExecuteMessage: act, token: token, attempt: attempt, workerID: workerID}
 	if act.SessionID != nil {
 		release := r.sessions.acquire(*act.SessionID)
 		defer release()
@@ -143,9 +143,9 @@ func (r *Runtime) ackActivity(w lockedActivity, res activityResult) {
 		r.abandonWork(w.token, 0, true)
 		return
 	}
-	var completion cdb.WorkItem = cdb.ActivityCompleted{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID, Result: res.output}
+	var completion cdb.WorkItem = cdb.ActivityCompletedMessage{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID, Result: res.output}
 	if res.err != nil {
-		completion = cdb.ActivityFailed{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID,
+		completion = cdb.ActivityFailedMessage{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID,
 			Details: cdb.ApplicationError{Kind: cdb.AppActivityFailed{}, Message: res.err.Error()}}
 	}
 	ctx, cancel := r.cleanupContext()
@@ -197,7 +197,7 @@ func (r *Runtime) failRefusedActivity(ctx context.Context, w lockedActivity, ref
 	}
 	r.log.Error("activity result refused by the provider; failing the activity", "activity", w.Name,
 		"instance", w.Instance, "attempt", w.attempt, "error", refusal)
-	failure := cdb.ActivityFailed{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID,
+	failure := cdb.ActivityFailedMessage{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID,
 		Details: cdb.ApplicationError{Kind: cdb.AppActivityFailed{}, Message: "the provider refused the activity's result: " + cause}}
 	err := r.provider.AckWorkItem(ctx, w.token, failure)
 	if err == nil {
@@ -258,7 +258,7 @@ func (r *Runtime) interruptActivity(w lockedActivity, cause error, results <-cha
 func (r *Runtime) poisonAttempts(w lockedActivity) {
 	r.log.Warn("activity exceeded max attempts; failing it as poison", "activity", w.Name,
 		"instance", w.Instance, "attempt", w.attempt, "max_attempts", r.opts.MaxAttempts)
-	message, _ := json.Marshal(w.ActivityExecute)
+	message, _ := json.Marshal(w.ActivityExecuteMessage)
 	r.poisonActivity(w, string(message))
 }
 
@@ -270,7 +270,7 @@ func (r *Runtime) poisonActivity(w lockedActivity, message string) {
 	}
 	ctx, cancel := r.cleanupContext()
 	defer cancel()
-	failure := cdb.ActivityFailed{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID, Details: details}
+	failure := cdb.ActivityFailedMessage{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID, Details: details}
 	if err := r.provider.AckWorkItem(ctx, w.token, failure); err != nil {
 		r.log.Warn("could not commit the activity poison failure", "activity", w.Name, "error", err)
 	}

@@ -64,7 +64,7 @@ func (p *workerFaultProvider) RenewSessionLock(ctx context.Context, owners []str
 
 func (p *workerFaultProvider) AckWorkItem(ctx context.Context, token string, completion cdb.WorkItem) error {
 	p.acks.Add(1)
-	if _, ok := completion.(cdb.ActivityCompleted); ok && p.refuseResults.Load() {
+	if _, ok := completion.(cdb.ActivityCompletedMessage); ok && p.refuseResults.Load() {
 		return cdb.Permanent("ack_work_item", "the completion is 2.5 MB; a document holds at most 2 MB")
 	}
 	if p.beforeAck != nil {

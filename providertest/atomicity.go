@@ -65,13 +65,13 @@ func testMultiOperationAtomicAck(t *testing.T, f Factory) {
 		b1Event(5, "instance-A", 1, cdb.TimerCreated{FireAtMs: 1234567890}),
 	}
 	workerItems := []cdb.WorkItem{
-		cdb.ActivityExecute{Instance: "instance-A", ExecutionID: 1, ID: 1, Name: "Activity1", Input: "input1"},
-		cdb.ActivityExecute{Instance: "instance-A", ExecutionID: 1, ID: 2, Name: "Activity2", Input: "input2"},
-		cdb.ActivityExecute{Instance: "instance-A", ExecutionID: 1, ID: 3, Name: "Activity3", Input: "input3"},
+		cdb.ActivityExecuteMessage{Instance: "instance-A", ExecutionID: 1, ID: 1, Name: "Activity1", Input: "input1"},
+		cdb.ActivityExecuteMessage{Instance: "instance-A", ExecutionID: 1, ID: 2, Name: "Activity2", Input: "input2"},
+		cdb.ActivityExecuteMessage{Instance: "instance-A", ExecutionID: 1, ID: 3, Name: "Activity3", Input: "input3"},
 	}
 	orchestratorItems := []cdb.WorkItem{
-		cdb.TimerFired{Instance: "instance-A", ExecutionID: 1, ID: 1, FireAtMs: 1234567890},
-		cdb.ExternalRaised{Instance: "instance-A", Name: "TestEvent", Data: "test-data"},
+		cdb.TimerFiredMessage{Instance: "instance-A", ExecutionID: 1, ID: 1, FireAtMs: 1234567890},
+		cdb.ExternalRaisedMessage{Instance: "instance-A", Name: "TestEvent", Data: "test-data"},
 	}
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, history, workerItems, orchestratorItems,
 		cdb.ExecutionMetadata{}, nil))
@@ -88,8 +88,8 @@ func testMultiOperationAtomicAck(t *testing.T, f Factory) {
 	// 3. Both orchestrator items, in order, in one batch.
 	item, _ := b1FetchOrch(ctx, t, p, lockLong)
 	require.Len(t, item.Messages, 2, "Should have TimerFired and ExternalRaised")
-	assert.IsType(t, cdb.TimerFired{}, item.Messages[0])
-	assert.IsType(t, cdb.ExternalRaised{}, item.Messages[1])
+	assert.IsType(t, cdb.TimerFiredMessage{}, item.Messages[0])
+	assert.IsType(t, cdb.ExternalRaisedMessage{}, item.Messages[1])
 }
 
 // testLockReleasedOnlyOnSuccessfulAck (2.3): a failed ack (bogus token) leaves

@@ -58,7 +58,7 @@ func cancStarted(instance string) cdb.Event {
 
 // cancActivity is an untagged, session-less ActivityExecute of execution 1.
 func cancActivity(instance string, id uint64, name, input string) cdb.WorkItem {
-	return cdb.ActivityExecute{Instance: instance, ExecutionID: 1, ID: id, Name: name, Input: input}
+	return cdb.ActivityExecuteMessage{Instance: instance, ExecutionID: 1, ID: id, Name: name, Input: input}
 }
 
 // cancFetchStart enqueues the start of instance and fetches it (30s lock),
@@ -78,7 +78,7 @@ func cancFetchStart(t *testing.T, p cdb.Provider, instance string) string {
 func cancTrigger(t *testing.T, p cdb.Provider, instance string) string {
 	t.Helper()
 	ctx := testContext(t)
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: instance, Name: "Trigger", Data: "{}"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: instance, Name: "Trigger", Data: "{}"}, 0))
 	item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
 	require.NoError(t, err)
 	require.NotNil(t, item, "the trigger of %s must be fetchable", instance)
@@ -288,7 +288,7 @@ func testCancelledActivitiesDeletedFromWorkerQueue(t *testing.T, f Factory) {
 
 	remaining, _ := cancFetchWork(t, p, lockLong)
 	require.NotNil(t, remaining, "Should have activity 3 remaining")
-	act, ok := remaining.(cdb.ActivityExecute)
+	act, ok := remaining.(cdb.ActivityExecuteMessage)
 	require.True(t, ok, "Expected ActivityExecute, got %T", remaining)
 	assert.Equal(t, uint64(3), act.ID, "Only activity 3 should remain; activities 1 and 2 should be cancelled")
 
@@ -308,7 +308,7 @@ func testAckWorkItemFailsWhenEntryDeleted(t *testing.T, f Factory) {
 	// Lock stealing: the row is deleted behind the worker's back.
 	require.NoError(t, p.AckWorkItem(ctx, lockToken, nil))
 
-	err := p.AckWorkItem(ctx, lockToken, cdb.ActivityCompleted{Instance: inst, ExecutionID: 1, ID: 1, Result: "done"})
+	err := p.AckWorkItem(ctx, lockToken, cdb.ActivityCompletedMessage{Instance: inst, ExecutionID: 1, ID: 1, Result: "done"})
 	require.Error(t, err, "ack_work_item should fail when entry already deleted")
 	assert.False(t, cdb.IsRetryable(err),
 		"Error should be permanent (not retryable) for deleted entry: %v", err)
@@ -389,7 +389,7 @@ func testSameActivityInWorkerItemsAndCancelledIsNoop(t *testing.T, f Factory) {
 
 	remaining, remainingToken := cancFetchWork(t, p, lockLong)
 	require.NotNil(t, remaining, "Should have the normal activity in queue")
-	act, ok := remaining.(cdb.ActivityExecute)
+	act, ok := remaining.(cdb.ActivityExecuteMessage)
 	require.True(t, ok, "Expected ActivityExecute, got %#v", remaining)
 	assert.Equal(t, uint64(3), act.ID,
 		"Only the normal activity (id=3) should remain; the scheduled-then-cancelled activity (id=2) should be gone")
@@ -427,7 +427,7 @@ func testOrphanActivityAfterInstanceForceDeletion(t *testing.T, f Factory) {
 	item, workerToken := cancFetchWork(t, p, 5*time.Second)
 	if item != nil {
 		require.NoError(t, p.AckWorkItem(ctx, workerToken,
-			cdb.ActivityCompleted{Instance: inst, ExecutionID: 1, ID: 1, Result: "orphan-result"}),
+			cdb.ActivityCompletedMessage{Instance: inst, ExecutionID: 1, ID: 1, Result: "orphan-result"}),
 			"acking the surviving orphan activity with a completion must succeed")
 	}
 }

@@ -77,7 +77,7 @@ func capTestOrchMetadata(pinned *cdb.SemanticVersion) cdb.ExecutionMetadata {
 func capPing(t *testing.T, p cdb.Provider, instance, name string) {
 	t.Helper()
 	require.NoError(t, p.EnqueueForOrchestrator(testContext(t),
-		cdb.ExternalRaised{Instance: instance, Name: name, Data: "{}"}, 0))
+		cdb.ExternalRaisedMessage{Instance: instance, Name: name, Data: "{}"}, 0))
 }
 
 // capFetch fetches with a 30s lock and no poll wait; it fails the test on an
@@ -115,7 +115,7 @@ func capSeedInstanceWithVersion(t *testing.T, p cdb.Provider, instance string, p
 	require.NoError(t, p.AckOrchestrationItem(ctx, lockToken, cdb.InitialExecutionID,
 		[]cdb.Event{capStartedEvent(instance, pinned.String())},
 		nil,
-		[]cdb.WorkItem{cdb.ExternalRaised{Instance: instance, Name: "ping", Data: "{}"}},
+		[]cdb.WorkItem{cdb.ExternalRaisedMessage{Instance: instance, Name: "ping", Data: "{}"}},
 		capTestOrchMetadata(&pinned),
 		nil))
 
@@ -283,7 +283,7 @@ func testContinueAsNewExecutionGetsOwnPinnedVersion(t *testing.T, f Factory) {
 			Kind:            cdb.OrchestrationContinuedAsNew{Input: "{}"},
 		}},
 		nil,
-		[]cdb.WorkItem{cdb.ContinueAsNew{
+		[]cdb.WorkItem{cdb.ContinueAsNewMessage{
 			Instance:           inst,
 			Orchestration:      "TestOrch",
 			Input:              "{}",

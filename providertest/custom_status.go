@@ -31,7 +31,7 @@ func customStatusTests() []Test {
 func csTurn(ctx context.Context, t *testing.T, p cdb.Provider, instance string, delta []cdb.Event) {
 	t.Helper()
 	require.NoError(t, p.EnqueueForOrchestrator(ctx,
-		cdb.ExternalRaised{Instance: instance, Name: "poke", Data: "{}"}, 0))
+		cdb.ExternalRaisedMessage{Instance: instance, Name: "poke", Data: "{}"}, 0))
 	item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
 	require.NoError(t, err)
 	require.NotNil(t, item, "expected orchestration item")

@@ -111,7 +111,7 @@ func testDeleteCleansQueuesAndLocks(t *testing.T, f Factory) {
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem(inst), 0))
 	// An activity too, for the worker-queue cleanup.
-	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecute{
+	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{
 		Instance: inst, ExecutionID: 1, ID: 1, Name: "TestActivity", Input: "{}",
 	}))
 
@@ -132,7 +132,7 @@ func testDeleteCleansQueuesAndLocks(t *testing.T, f Factory) {
 	// the instance is truly new.
 	const newOrchName = "ReusedOrch"
 	const newInput = `{"reused": true}`
-	item, token := admEnqueueAndFetch(ctx, t, p, cdb.StartOrchestration{
+	item, token := admEnqueueAndFetch(ctx, t, p, cdb.StartOrchestrationMessage{
 		Instance:      inst,
 		Orchestration: newOrchName,
 		Version:       ptr("2.0.0"),
@@ -215,7 +215,7 @@ func testForceDeletePreventsAckRecreation(t *testing.T, f Factory) {
 		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), OrchestrationVersion: ptr("1.0.0")}, nil))
 
 	// A second turn takes the instance lock.
-	_, token2 := admEnqueueAndFetch(ctx, t, p, cdb.ExternalRaised{Instance: inst, Name: "test-event", Data: "{}"})
+	_, token2 := admEnqueueAndFetch(ctx, t, p, cdb.ExternalRaisedMessage{Instance: inst, Name: "test-event", Data: "{}"})
 
 	// Force delete while the turn holds the lock.
 	res, err := admin.DeleteInstance(ctx, inst, true)
@@ -430,7 +430,7 @@ func testStaleActivityAfterDeleteRecreate(t *testing.T, f Factory) {
 			admEvent(1, inst, cdb.InitialExecutionID, admStarted("TestOrch", "1.0.0", "{}")),
 			scheduled,
 		},
-		[]cdb.WorkItem{cdb.ActivityExecute{
+		[]cdb.WorkItem{cdb.ActivityExecuteMessage{
 			Instance: inst, ExecutionID: cdb.InitialExecutionID, ID: 2, Name: "OldActivity", Input: "old-input",
 		}}, nil,
 		cdb.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), OrchestrationVersion: ptr("1.0.0")}, nil))
@@ -458,16 +458,16 @@ func testStaleActivityAfterDeleteRecreate(t *testing.T, f Factory) {
 	require.Equal(t, "TestOrch", info.OrchestrationName)
 
 	// Step 6: the old worker's ack must fail: its row went with the delete.
-	err = p.AckWorkItem(ctx, oldWorkerLock, cdb.ActivityCompleted{
+	err = p.AckWorkItem(ctx, oldWorkerLock, cdb.ActivityCompletedMessage{
 		Instance: inst, ExecutionID: cdb.InitialExecutionID, ID: 2, Result: "stale-result-from-old-instance",
 	})
 	require.Error(t, err, "CRITICAL: Stale activity ack must fail to prevent corruption of recreated instance")
 
 	// Step 7: a probe turn of the new instance sees no stale completion.
-	item, lockToken := admEnqueueAndFetch(ctx, t, p, cdb.ExternalRaised{Instance: inst, Name: "probe-event", Data: "{}"})
+	item, lockToken := admEnqueueAndFetch(ctx, t, p, cdb.ExternalRaisedMessage{Instance: inst, Name: "probe-event", Data: "{}"})
 	hasStaleCompletion := false
 	for _, m := range item.Messages {
-		if ac, ok := m.(cdb.ActivityCompleted); ok && strings.Contains(ac.Result, "stale-result") {
+		if ac, ok := m.(cdb.ActivityCompletedMessage); ok && strings.Contains(ac.Result, "stale-result") {
 			hasStaleCompletion = true
 		}
 	}

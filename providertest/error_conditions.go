@@ -176,7 +176,7 @@ func TestDuplicateEventIsErrDuplicateEvent(t *testing.T, f Factory) {
 	assertRefusal(t, p.AppendWithExecution(ctx, "inst", 1, []cdb.Event{StartedEvent("inst", 1)}),
 		cdb.ErrDuplicateEvent, "AppendWithExecution")
 
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "inst", Name: "poke", Data: "{}"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "inst", Name: "poke", Data: "{}"}, 0))
 	_, token := admFetch(ctx, t, p, lockLong)
 	assertRefusal(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{StartedEvent("inst", 1)}, nil, nil, cdb.ExecutionMetadata{}, nil),
 		cdb.ErrDuplicateEvent, "AckOrchestrationItem")
@@ -198,11 +198,11 @@ func TestBadInputIsErrInvalidInput(t *testing.T, f Factory) {
 }
 
 func activityExecute(instance string) cdb.WorkItem {
-	return cdb.ActivityExecute{Instance: instance, ExecutionID: 1, ID: 1, Name: "Act", Input: "{}"}
+	return cdb.ActivityExecuteMessage{Instance: instance, ExecutionID: 1, ID: 1, Name: "Act", Input: "{}"}
 }
 
 func activityCompleted(instance string) cdb.WorkItem {
-	return cdb.ActivityCompleted{Instance: instance, ExecutionID: 1, ID: 1, Result: "{}"}
+	return cdb.ActivityCompletedMessage{Instance: instance, ExecutionID: 1, ID: 1, Result: "{}"}
 }
 
 // enqueueAndFetchWork queues one ActivityExecute and returns the token of

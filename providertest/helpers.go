@@ -33,7 +33,7 @@ func ptr[T any](v T) *T { return &v }
 // StartItem is duroxide's start_item: StartOrchestration of "TestOrch"
 // version "1.0.0", input "{}", execution 1.
 func StartItem(instance string) cdb.WorkItem {
-	return cdb.StartOrchestration{
+	return cdb.StartOrchestrationMessage{
 		Instance:      instance,
 		Orchestration: "TestOrch",
 		Input:         "{}",
@@ -84,7 +84,7 @@ func CreateInstance(ctx context.Context, t *testing.T, p cdb.Provider, instance 
 // CreateInstanceWithParent enqueues a start whose parent is parent.
 func CreateInstanceWithParent(ctx context.Context, t *testing.T, p cdb.Provider, instance, parent string) {
 	t.Helper()
-	start := StartItem(instance).(cdb.StartOrchestration)
+	start := StartItem(instance).(cdb.StartOrchestrationMessage)
 	start.ParentInstance = ptr(parent)
 	start.ParentID = ptr(uint64(1))
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, start, 0))

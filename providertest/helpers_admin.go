@@ -74,7 +74,7 @@ func admCreateCompletedInstanceWithParent(ctx context.Context, t *testing.T, p c
 	start := StartItem(instance)
 	started := admStarted("TestOrch", "1.0.0", "{}")
 	if parent != nil {
-		start = cdb.StartOrchestration{
+		start = cdb.StartOrchestrationMessage{
 			Instance:       instance,
 			Orchestration:  "TestOrch",
 			Input:          "{}",
@@ -138,7 +138,7 @@ func admCreateCancelledInstance(ctx context.Context, t *testing.T, p cdb.Provide
 // the parent link.
 func admCreateChildInstance(ctx context.Context, t *testing.T, p cdb.Provider, instance, parent string) {
 	t.Helper()
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.StartOrchestration{
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.StartOrchestrationMessage{
 		Instance:       instance,
 		Orchestration:  "TestOrch",
 		Input:          "{}",
@@ -189,7 +189,7 @@ func admCreateExecutionChain(ctx context.Context, t *testing.T, p cdb.Provider, 
 		}
 		var item cdb.WorkItem = StartItem(instance)
 		if exec > 1 {
-			item = cdb.ContinueAsNew{
+			item = cdb.ContinueAsNewMessage{
 				Instance:           instance,
 				Orchestration:      name,
 				Input:              "{}",

@@ -46,8 +46,8 @@ func b1Metadata(name, version string) cdb.ExecutionMetadata {
 
 // b1ActivityExecute is the ActivityExecute the lock tests enqueue:
 // "TestActivity" with input "test", execution 1, no session and no tag.
-func b1ActivityExecute(instance string, id uint64) cdb.ActivityExecute {
-	return cdb.ActivityExecute{
+func b1ActivityExecute(instance string, id uint64) cdb.ActivityExecuteMessage {
+	return cdb.ActivityExecuteMessage{
 		Instance:    instance,
 		ExecutionID: cdb.InitialExecutionID,
 		ID:          id,
@@ -57,8 +57,8 @@ func b1ActivityExecute(instance string, id uint64) cdb.ActivityExecute {
 }
 
 // b1ActivityCompleted is an ActivityCompleted for execution 1.
-func b1ActivityCompleted(instance string, id uint64, result string) cdb.ActivityCompleted {
-	return cdb.ActivityCompleted{Instance: instance, ExecutionID: cdb.InitialExecutionID, ID: id, Result: result}
+func b1ActivityCompleted(instance string, id uint64, result string) cdb.ActivityCompletedMessage {
+	return cdb.ActivityCompletedMessage{Instance: instance, ExecutionID: cdb.InitialExecutionID, ID: id, Result: result}
 }
 
 // b1FetchOrch is fetch_orchestration_item(lock, 0, None).unwrap().unwrap():
@@ -118,7 +118,7 @@ func b1ReadOrEmpty(ctx context.Context, t *testing.T, p cdb.Provider, instance s
 func b1ActivityCompletedIDs(messages []cdb.WorkItem) []uint64 {
 	ids := []uint64{}
 	for _, m := range messages {
-		if ac, ok := m.(cdb.ActivityCompleted); ok {
+		if ac, ok := m.(cdb.ActivityCompletedMessage); ok {
 			ids = append(ids, ac.ID)
 		}
 	}

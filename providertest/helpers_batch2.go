@@ -30,11 +30,11 @@ func b2TestOrchStarted(input string) cdb.OrchestrationStarted {
 }
 
 // b2Activity is an untagged, session-less ActivityExecute.
-func b2Activity(instance string, executionID, id uint64, name, input string) cdb.ActivityExecute {
-	return cdb.ActivityExecute{Instance: instance, ExecutionID: executionID, ID: id, Name: name, Input: input}
+func b2Activity(instance string, executionID, id uint64, name, input string) cdb.ActivityExecuteMessage {
+	return cdb.ActivityExecuteMessage{Instance: instance, ExecutionID: executionID, ID: id, Name: name, Input: input}
 }
 
 // b2Completed is the ActivityCompleted a worker acks activity id with.
-func b2Completed(instance string, executionID, id uint64, result string) cdb.ActivityCompleted {
-	return cdb.ActivityCompleted{Instance: instance, ExecutionID: executionID, ID: id, Result: result}
+func b2Completed(instance string, executionID, id uint64, result string) cdb.ActivityCompletedMessage {
+	return cdb.ActivityCompletedMessage{Instance: instance, ExecutionID: executionID, ID: id, Result: result}
 }

@@ -72,7 +72,7 @@ func testNullVersionHandling(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
 
-	start := cdb.StartOrchestration{
+	start := cdb.StartOrchestrationMessage{
 		Instance:      "instance-C",
 		Orchestration: "TestOrch",
 		Input:         "{}",
@@ -104,7 +104,7 @@ func testSubOrchestrationInstanceCreation(t *testing.T, f Factory) {
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem("parent-instance"), 0))
 	_, parentToken := b1FetchOrch(ctx, t, p, lockLong)
-	childStart := cdb.StartOrchestration{
+	childStart := cdb.StartOrchestrationMessage{
 		Instance:       child,
 		Orchestration:  "ChildOrch",
 		Input:          "{}",
@@ -128,7 +128,7 @@ func testSubOrchestrationInstanceCreation(t *testing.T, f Factory) {
 		[]cdb.Event{b1Event(1, child, 1, childStarted)},
 		nil, nil, b1Metadata("ChildOrch", "1.5.0"), nil))
 
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.StartOrchestration{
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.StartOrchestrationMessage{
 		Instance:      child,
 		Orchestration: "ChildOrch",
 		Input:         "{}",

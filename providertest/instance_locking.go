@@ -201,7 +201,7 @@ func testMessageTaggingDuringLock(t *testing.T, f Factory) {
 	item2, _ := b1FetchOrch(ctx, t, p, lockLong, "msg3 must still be queued")
 	assert.Equal(t, "instance-A", item2.Instance)
 	require.Len(t, item2.Messages, 1)
-	ac, ok := item2.Messages[0].(cdb.ActivityCompleted)
+	ac, ok := item2.Messages[0].(cdb.ActivityCompletedMessage)
 	require.True(t, ok, "want ActivityCompleted, got %T", item2.Messages[0])
 	assert.Equal(t, uint64(3), ac.ID)
 }

@@ -65,7 +65,7 @@ func kvStoreTests() []Test {
 // kvPoke is kv_store.rs's poke_item: an ExternalRaised "poke" that gives the
 // instance a turn.
 func kvPoke(instance string) cdb.WorkItem {
-	return cdb.ExternalRaised{Instance: instance, Name: "poke", Data: "{}"}
+	return cdb.ExternalRaisedMessage{Instance: instance, Name: "poke", Data: "{}"}
 }
 
 // kvSet is a KeyValueSet event of the given execution.
@@ -124,7 +124,7 @@ func kvContinueAsNew(ctx context.Context, t *testing.T, p cdb.Provider, instance
 		OrchestrationVersion: ptr("1.0.0"),
 	}, nil))
 
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ContinueAsNew{
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ContinueAsNewMessage{
 		Instance:           instance,
 		Orchestration:      "TestOrch",
 		Input:              "{}",
@@ -557,7 +557,7 @@ func testKVDeleteInstanceWithChildren(t *testing.T, f Factory) {
 	kvAckWithDelta(ctx, t, p, "kv-parent", 1, kvSet(100, "kv-parent", 1, "parent_key", "parent_val", 0))
 
 	// The child: a start naming kv-parent as its parent.
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.StartOrchestration{
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.StartOrchestrationMessage{
 		Instance:       "kv-child",
 		Orchestration:  "TestOrch",
 		Version:        ptr("1.0.0"),

@@ -255,14 +255,14 @@ func testAbandonWorkItemReleasesLock(t *testing.T, f Factory) {
 	require.NoError(t, p.EnqueueForWorker(ctx, b1ActivityExecute("test-abandon-work", 1)))
 
 	item, token := b1FetchWork(ctx, t, p, lockTimeout)
-	assert.IsType(t, cdb.ActivityExecute{}, item)
+	assert.IsType(t, cdb.ActivityExecuteMessage{}, item)
 
 	b1FetchWorkNone(ctx, t, p, lockTimeout, "Item should be locked")
 
 	require.NoError(t, p.AbandonWorkItem(ctx, token, 0, false))
 
 	item2, token2 := b1FetchWork(ctx, t, p, lockTimeout, "the abandoned item must be fetchable at once")
-	assert.IsType(t, cdb.ActivityExecute{}, item2)
+	assert.IsType(t, cdb.ActivityExecuteMessage{}, item2)
 	assert.NotEqual(t, token, token2, "Should have new lock token")
 
 	require.NoError(t, p.AckWorkItem(ctx, token2, b1ActivityCompleted("test-abandon-work", 1, "done")))
@@ -286,7 +286,7 @@ func testAbandonWorkItemWithDelay(t *testing.T, f Factory) {
 	time.Sleep(delay + 100*time.Millisecond)
 
 	item2, token2 := b1FetchWork(ctx, t, p, lockTimeout, "the item must be fetchable after the delay")
-	assert.IsType(t, cdb.ActivityExecute{}, item2)
+	assert.IsType(t, cdb.ActivityExecuteMessage{}, item2)
 
 	require.NoError(t, p.AckWorkItem(ctx, token2, b1ActivityCompleted("test-abandon-delay", 1, "done")))
 }

@@ -182,7 +182,7 @@ func admStats(t *testing.T, p cdb.Provider, instance, msg string) cdb.SystemStat
 func admPokeAndAck(t *testing.T, p cdb.Provider, instance, name, fetchMsg string, delta []cdb.Event, metadata cdb.ExecutionMetadata) {
 	t.Helper()
 	ctx := testContext(t)
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: instance, Name: name, Data: "{}"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: instance, Name: name, Data: "{}"}, 0))
 	item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
 	require.NoError(t, err)
 	require.NotNil(t, item, fetchMsg)

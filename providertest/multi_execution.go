@@ -26,7 +26,7 @@ func multiExecutionTests() []Test {
 // meStartItem is multi_execution.rs's start_item_with_execution: StartItem
 // with an explicit execution id.
 func meStartItem(instance string, executionID uint64) cdb.WorkItem {
-	start := StartItem(instance).(cdb.StartOrchestration)
+	start := StartItem(instance).(cdb.StartOrchestrationMessage)
 	start.ExecutionID = executionID
 	return start
 }
@@ -153,7 +153,7 @@ func testContinueAsNewCreatesNewExecution(t *testing.T, f Factory) {
 		b2Event(1, inst, 1, b2TestOrchStarted("{}")),
 	}, cdb.ExecutionMetadata{})
 
-	can := cdb.ContinueAsNew{
+	can := cdb.ContinueAsNewMessage{
 		Instance:           inst,
 		Orchestration:      "TestOrch",
 		Input:              "new-input",

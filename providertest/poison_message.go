@@ -57,7 +57,7 @@ func pmAckEmpty(ctx context.Context, t *testing.T, p cdb.Provider, token string)
 }
 
 // pmActivity is the TestActivity worker item of instance.
-func pmActivity(instance string) cdb.ActivityExecute {
+func pmActivity(instance string) cdb.ActivityExecuteMessage {
 	return b2Activity(instance, cdb.InitialExecutionID, 1, "TestActivity", "{}")
 }
 
@@ -102,7 +102,7 @@ func testWorkerAttemptCountStartsAtOne(t *testing.T, f Factory) {
 	item, token, attempt := pmFetchWork(ctx, t, p, lock)
 	require.Equal(t, uint32(1), attempt, "First fetch should have attempt_count = 1")
 	require.NoError(t, p.AckWorkItem(ctx, token, b2Completed(inst, cdb.InitialExecutionID, 1, "done")), "ack should succeed")
-	require.IsType(t, cdb.ActivityExecute{}, item)
+	require.IsType(t, cdb.ActivityExecuteMessage{}, item)
 }
 
 func testWorkerAttemptCountIncrementsOnLockExpiry(t *testing.T, f Factory) {
@@ -135,9 +135,9 @@ func testAttemptCountIsPerMessage(t *testing.T, f Factory) {
 	item2, token2, attempt2 := pmFetchWork(ctx, t, p, lock)
 	require.Equal(t, uint32(1), attempt2, "Second item first fetch should have attempt_count = 1")
 
-	activity1, ok := item1.(cdb.ActivityExecute)
+	activity1, ok := item1.(cdb.ActivityExecuteMessage)
 	require.True(t, ok, "Expected ActivityExecute, got %T", item1)
-	activity2, ok := item2.(cdb.ActivityExecute)
+	activity2, ok := item2.(cdb.ActivityExecuteMessage)
 	require.True(t, ok, "Expected ActivityExecute, got %T", item2)
 	require.NotEqual(t, activity1.ID, activity2.ID, "Should be different items")
 
@@ -239,8 +239,8 @@ func testMaxAttemptCountAcrossMessageBatch(t *testing.T, f Factory) {
 }
 
 // pmEvent is an external event for instance.
-func pmEvent(instance, name string) cdb.ExternalRaised {
-	return cdb.ExternalRaised{Instance: instance, Name: name, Data: name + "-data"}
+func pmEvent(instance, name string) cdb.ExternalRaisedMessage {
+	return cdb.ExternalRaisedMessage{Instance: instance, Name: name, Data: name + "-data"}
 }
 
 // A delayed abandon hides the messages its fetch locked, and only those: a

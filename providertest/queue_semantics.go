@@ -36,9 +36,9 @@ func qsFetchWork(ctx context.Context, t *testing.T, p cdb.Provider, lock time.Du
 }
 
 // qsRequireActivity asserts that item is an ActivityExecute and returns it.
-func qsRequireActivity(t *testing.T, item cdb.WorkItem) cdb.ActivityExecute {
+func qsRequireActivity(t *testing.T, item cdb.WorkItem) cdb.ActivityExecuteMessage {
 	t.Helper()
-	activity, ok := item.(cdb.ActivityExecute)
+	activity, ok := item.(cdb.ActivityExecuteMessage)
 	require.True(t, ok, "expected ActivityExecute, got %T", item)
 	return activity
 }
@@ -116,7 +116,7 @@ func testWorkerAckAtomicity(t *testing.T, f Factory) {
 	require.NotNil(t, orch, "the completion must be on the orchestrator queue")
 	require.Equal(t, "instance-A", orch.Instance)
 	require.Len(t, orch.Messages, 1)
-	require.IsType(t, cdb.ActivityCompleted{}, orch.Messages[0])
+	require.IsType(t, cdb.ActivityCompletedMessage{}, orch.Messages[0])
 }
 
 // Test 5.4: a TimerFired enqueued with a delay is invisible until the delay
@@ -128,7 +128,7 @@ func testTimerDelayedVisibility(t *testing.T, f Factory) {
 
 	delay := 5 * time.Second
 	require.NoError(t, p.EnqueueForOrchestrator(ctx,
-		cdb.TimerFired{Instance: "instance-A", ExecutionID: 1, ID: 1, FireAtMs: 0}, delay))
+		cdb.TimerFiredMessage{Instance: "instance-A", ExecutionID: 1, ID: 1, FireAtMs: 0}, delay))
 
 	early, _, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
 	require.NoError(t, err)
@@ -141,7 +141,7 @@ func testTimerDelayedVisibility(t *testing.T, f Factory) {
 	require.NotNil(t, item, "the timer must be visible after its delay")
 	require.Equal(t, "instance-A", item.Instance)
 	require.Len(t, item.Messages, 1)
-	require.IsType(t, cdb.TimerFired{}, item.Messages[0])
+	require.IsType(t, cdb.TimerFiredMessage{}, item.Messages[0])
 }
 
 // Test 5.6: a worker item whose lock token was lost is redelivered after
@@ -229,7 +229,7 @@ func testOrphanQueueMessagesDropped(t *testing.T, f Factory) {
 	// Part 1: messages for a non-existent instance are dropped.
 	for _, data := range []string{"v1", "v2"} {
 		require.NoError(t, p.EnqueueForOrchestrator(ctx,
-			cdb.QueueMessage{Instance: "orphan-test", Name: "ConfigUpdate", Data: data}, 0))
+			cdb.QueueEventMessage{Instance: "orphan-test", Name: "ConfigUpdate", Data: data}, 0))
 	}
 	first, _, _, err := p.FetchOrchestrationItem(ctx, lock, noPoll, nil)
 	require.NoError(t, err)
@@ -241,7 +241,7 @@ func testOrphanQueueMessagesDropped(t *testing.T, f Factory) {
 	// Part 2: a message for an existing instance is kept.
 	CreateInstance(ctx, t, p, "orphan-test-existing")
 	require.NoError(t, p.EnqueueForOrchestrator(ctx,
-		cdb.QueueMessage{Instance: "orphan-test-existing", Name: "ConfigUpdate", Data: "v3"}, 0))
+		cdb.QueueEventMessage{Instance: "orphan-test-existing", Name: "ConfigUpdate", Data: "v3"}, 0))
 
 	item, token, _, err := p.FetchOrchestrationItem(ctx, lock, noPoll, nil)
 	require.NoError(t, err)
@@ -249,7 +249,7 @@ func testOrphanQueueMessagesDropped(t *testing.T, f Factory) {
 	require.Equal(t, "orphan-test-existing", item.Instance)
 	found := false
 	for _, m := range item.Messages {
-		if qm, ok := m.(cdb.QueueMessage); ok && qm.Name == "ConfigUpdate" && qm.Data == "v3" {
+		if qm, ok := m.(cdb.QueueEventMessage); ok && qm.Name == "ConfigUpdate" && qm.Data == "v3" {
 			found = true
 		}
 	}

@@ -155,9 +155,9 @@ func testDuplicateStartPreservesPinnedHandler(t *testing.T, f Factory) {
 					rrEvent(2, instance, 1, nil, cdb.ActivityScheduled{Name: "tick", Input: "v1"}),
 				},
 				[]cdb.WorkItem{
-					cdb.StartOrchestration{Instance: instance, Orchestration: duplicateName, Input: "wrong-input",
+					cdb.StartOrchestrationMessage{Instance: instance, Orchestration: duplicateName, Input: "wrong-input",
 						ExecutionID: cdb.InitialExecutionID},
-					cdb.ActivityCompleted{Instance: instance, ExecutionID: 1, ID: 2, Result: "ok"},
+					cdb.ActivityCompletedMessage{Instance: instance, ExecutionID: 1, ID: 2, Result: "ok"},
 				},
 				cdb.ExecutionMetadata{Status: ptr(cdb.StatusRunning), OrchestrationName: ptr("Original"),
 					OrchestrationVersion: ptr("1.0.0")})
@@ -204,7 +204,7 @@ func testQueueReplayVersionStampRoundtrip(t *testing.T, f Factory) {
 	require.NoError(t, err)
 	require.Equal(t, []cdb.Event{event}, history)
 
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: instance, Name: "fetch-stamp", Data: "wake"}, 0),
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: instance, Name: "fetch-stamp", Data: "wake"}, 0),
 		"enqueue fetch-path stamp probe")
 	item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
 	require.NoError(t, err, "fetch old-stamped execution")
@@ -215,8 +215,8 @@ func testQueueReplayVersionStampRoundtrip(t *testing.T, f Factory) {
 
 // rrContinueAsNew is the successor start of a Transition-style instance:
 // version 1.0.0, input "next", carrying "carried" on queue q.
-func rrContinueAsNew(instance, orchestration string) cdb.ContinueAsNew {
-	return cdb.ContinueAsNew{Instance: instance, Orchestration: orchestration, Input: "next", Version: ptr("1.0.0"),
+func rrContinueAsNew(instance, orchestration string) cdb.ContinueAsNewMessage {
+	return cdb.ContinueAsNewMessage{Instance: instance, Orchestration: orchestration, Input: "next", Version: ptr("1.0.0"),
 		CarryForwardEvents: []cdb.CarryForwardEvent{{Name: "q", Data: "carried"}}}
 }
 
@@ -301,7 +301,7 @@ func rrWaitUntilHidden(ctx context.Context, t *testing.T, p cdb.Provider, timeou
 }
 
 func isContinueAsNew(it cdb.WorkItem) bool {
-	_, ok := it.(cdb.ContinueAsNew)
+	_, ok := it.(cdb.ContinueAsNewMessage)
 	return ok
 }
 
@@ -335,7 +335,7 @@ func testContinueAsNewDuplicateStartCase(t *testing.T, f Factory, stamp string, 
 			rrEvent(2, parent, 1, nil, cdb.SubOrchestrationScheduled{Name: "Transition", Instance: "can-child", Input: "duplicate"}),
 		}, nil, cdb.ExecutionMetadata{Status: ptr(cdb.StatusRunning)})
 	}
-	duplicate := cdb.StartOrchestration{Instance: instance, Orchestration: "WrongHandler", Input: "duplicate",
+	duplicate := cdb.StartOrchestrationMessage{Instance: instance, Orchestration: "WrongHandler", Input: "duplicate",
 		ExecutionID: cdb.InitialExecutionID}
 	if collision {
 		duplicate.ParentInstance, duplicate.ParentID, duplicate.ParentExecutionID = ptr(parent), ptr(uint64(2)), ptr(uint64(1))
@@ -345,7 +345,7 @@ func testContinueAsNewDuplicateStartCase(t *testing.T, f Factory, stamp string, 
 			started(instance, "Transition"),
 			rrEvent(2, instance, 1, nil, cdb.OrchestrationContinuedAsNew{Input: "next"}),
 		},
-		[]cdb.WorkItem{duplicate, rrContinueAsNew(instance, "Transition"), cdb.QueueMessage{Instance: instance, Name: "q", Data: "late"}},
+		[]cdb.WorkItem{duplicate, rrContinueAsNew(instance, "Transition"), cdb.QueueEventMessage{Instance: instance, Name: "q", Data: "late"}},
 		cdb.ExecutionMetadata{Status: ptr(cdb.StatusContinuedAsNew)})
 	registry := rrRegistry(t, func(r *durable.Registry) error {
 		return errors.Join(
@@ -404,22 +404,22 @@ func testContinueAsNewTransitionDelivery(t *testing.T, f Factory) {
 // transitionInputs are the messages the CAN-terminal turn of shape sends to
 // its own instance.
 func transitionInputs(instance, shape string) []cdb.WorkItem {
-	late := cdb.QueueMessage{Instance: instance, Name: "q", Data: "late"}
+	late := cdb.QueueEventMessage{Instance: instance, Name: "q", Data: "late"}
 	switch shape {
 	case "mixed-stale":
 		return []cdb.WorkItem{late,
-			cdb.ActivityCompleted{Instance: instance, ExecutionID: 1, ID: 99, Result: "stale"},
-			cdb.TimerFired{Instance: instance, ExecutionID: 1, ID: 100, FireAtMs: 1},
-			cdb.SubOrchCompleted{ParentInstance: instance, ParentExecutionID: 1, ParentID: 101, Result: "stale"},
+			cdb.ActivityCompletedMessage{Instance: instance, ExecutionID: 1, ID: 99, Result: "stale"},
+			cdb.TimerFiredMessage{Instance: instance, ExecutionID: 1, ID: 100, FireAtMs: 1},
+			cdb.SubOrchestrationCompletedMessage{ParentInstance: instance, ParentExecutionID: 1, ParentID: 101, Result: "stale"},
 		}
 	case "future-completion":
-		return []cdb.WorkItem{cdb.ActivityCompleted{Instance: instance, ExecutionID: 2, ID: 99, Result: "unmatched"}}
+		return []cdb.WorkItem{cdb.ActivityCompletedMessage{Instance: instance, ExecutionID: 2, ID: 99, Result: "unmatched"}}
 	case "stale-only":
-		return []cdb.WorkItem{cdb.ActivityCompleted{Instance: instance, ExecutionID: 1, ID: 99, Result: "unmatched"}}
+		return []cdb.WorkItem{cdb.ActivityCompletedMessage{Instance: instance, ExecutionID: 1, ID: 99, Result: "unmatched"}}
 	case "signal":
-		return []cdb.WorkItem{late, cdb.ExternalRaised{Instance: instance, Name: "signal", Data: "answer"}}
+		return []cdb.WorkItem{late, cdb.ExternalRaisedMessage{Instance: instance, Name: "signal", Data: "answer"}}
 	case "cancel":
-		return []cdb.WorkItem{late, cdb.CancelInstance{Instance: instance, Reason: "requested-during-CAN"}}
+		return []cdb.WorkItem{late, cdb.CancelInstanceMessage{Instance: instance, Reason: "requested-during-CAN"}}
 	}
 	return []cdb.WorkItem{late}
 }
@@ -574,7 +574,7 @@ func testTransitionDeliveryShape(t *testing.T, f Factory, stamp, shape string) {
 	if shape == "mixed-stale" {
 		for _, ev := range successor {
 			switch ev.Kind.(type) {
-			case cdb.ActivityCompletedEvent, cdb.TimerFiredEvent, cdb.SubOrchestrationCompleted:
+			case cdb.ActivityCompleted, cdb.TimerFired, cdb.SubOrchestrationCompleted:
 				require.False(t, ev.SourceEventID != nil && *ev.SourceEventID >= 99,
 					"%s/%s: stale execution completions must not be applied to the successor: %+v", stamp, shape, ev)
 			}
@@ -756,11 +756,11 @@ func testLegacyQueueRaceDecision(t *testing.T, f Factory, stamp string) {
 	for i, ev := range history {
 		if _, ok := ev.Kind.(cdb.TimerCreated); ok {
 			history[i].Kind = cdb.TimerCreated{FireAtMs: 1}
-			timers = append(timers, cdb.TimerFired{Instance: instance, ExecutionID: 1, ID: ev.EventID, FireAtMs: 1})
+			timers = append(timers, cdb.TimerFiredMessage{Instance: instance, ExecutionID: 1, ID: ev.EventID, FireAtMs: 1})
 		}
 	}
 	require.Len(t, timers, 2)
-	sent := []cdb.WorkItem{timers[0], cdb.QueueMessage{Instance: instance, Name: "q", Data: "first"}, timers[1]}
+	sent := []cdb.WorkItem{timers[0], cdb.QueueEventMessage{Instance: instance, Name: "q", Data: "first"}, timers[1]}
 	rrSeed(ctx, t, p, instance, history, sent,
 		cdb.ExecutionMetadata{OrchestrationName: ptr("LegacyCompetition"), OrchestrationVersion: ptr("1.0.0")})
 	fetched, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
@@ -786,7 +786,7 @@ func testLegacyQueueRaceDecision(t *testing.T, f Factory, stamp string) {
 	}
 	require.NotZero(t, checkpoint, "competition did not schedule checkpoint")
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, turn.Delta, nil,
-		[]cdb.WorkItem{cdb.ActivityCompleted{Instance: instance, ExecutionID: 1, ID: checkpoint, Result: "ok"}},
+		[]cdb.WorkItem{cdb.ActivityCompletedMessage{Instance: instance, ExecutionID: 1, ID: checkpoint, Result: "ok"}},
 		cdb.ExecutionMetadata{}, nil), "persist fetched competition decisions")
 	registry := rrRegistry(t, func(r *durable.Registry) error {
 		return errors.Join(
@@ -823,7 +823,7 @@ func queueRaceHistory(instance, shape string) ([]cdb.Event, string) {
 	case "q1":
 		history = append(history,
 			event(2, nil, subscribed), event(3, nil, subscribed),
-			event(4, nil, cdb.TimerCreated{FireAtMs: 1000}), event(5, ptr(uint64(4)), cdb.TimerFiredEvent{FireAtMs: 1000}),
+			event(4, nil, cdb.TimerCreated{FireAtMs: 1000}), event(5, ptr(uint64(4)), cdb.TimerFired{FireAtMs: 1000}),
 			event(6, nil, delivered("first")), event(7, nil, delivered("second")),
 			event(8, nil, subscribed), event(9, nil, subscribed),
 			event(10, ptr(uint64(2)), dropped), event(11, ptr(uint64(3)), dropped))
@@ -837,7 +837,7 @@ func queueRaceHistory(instance, shape string) ([]cdb.Event, string) {
 		history = append(history,
 			event(2, nil, subscribed),
 			event(3, nil, cdb.TimerCreated{FireAtMs: 1000}), event(4, nil, cdb.TimerCreated{FireAtMs: 1100}),
-			event(5, ptr(uint64(4)), cdb.TimerFiredEvent{FireAtMs: 1100}),
+			event(5, ptr(uint64(4)), cdb.TimerFired{FireAtMs: 1100}),
 			event(6, nil, delivered("first")), event(7, nil, subscribed),
 			event(8, ptr(uint64(2)), dropped))
 	}
@@ -899,7 +899,7 @@ func testQueueRaceCancellationReplay(t *testing.T, f Factory) {
 			history, expected := queueRaceHistory(instance, shape)
 			checkpoint := history[len(history)-1].EventID
 			rrSeed(ctx, t, p, instance, history,
-				[]cdb.WorkItem{cdb.ActivityCompleted{Instance: instance, ExecutionID: 1, ID: checkpoint, Result: "ok"}},
+				[]cdb.WorkItem{cdb.ActivityCompletedMessage{Instance: instance, ExecutionID: 1, ID: checkpoint, Result: "ok"}},
 				cdb.ExecutionMetadata{OrchestrationName: ptr("QueueRace"), OrchestrationVersion: ptr("1.0.0")})
 			stored, err := p.ReadWithExecution(ctx, instance, 1)
 			require.NoError(t, err)
@@ -957,11 +957,11 @@ func testContinueAsNewQueueRaceReplay(t *testing.T, f Factory) {
 				rrEvent(3, instance, 1, nil, cdb.TimerCreated{FireAtMs: 1000}),
 			}
 			incoming := []cdb.WorkItem{
-				cdb.TimerFired{Instance: instance, ExecutionID: 1, ID: 3, FireAtMs: 1000},
-				cdb.QueueMessage{Instance: instance, Name: "q", Data: "m1"},
+				cdb.TimerFiredMessage{Instance: instance, ExecutionID: 1, ID: 3, FireAtMs: 1000},
+				cdb.QueueEventMessage{Instance: instance, Name: "q", Data: "m1"},
 			}
 			if shape == "can-drain" || shape == "can-held-nonprefix" {
-				incoming = append(incoming, cdb.QueueMessage{Instance: instance, Name: "q", Data: "m2"})
+				incoming = append(incoming, cdb.QueueEventMessage{Instance: instance, Name: "q", Data: "m2"})
 			}
 			rrSeed(ctx, t, p, instance, history, incoming,
 				cdb.ExecutionMetadata{OrchestrationName: ptr("CombinedRace"), OrchestrationVersion: ptr("1.0.0")})

@@ -69,8 +69,8 @@ const sessIdleLong = 300 * time.Second
 
 // sessActivity is session_activity: a session-bound "SessionActivity" of
 // execution 1, untagged.
-func sessActivity(instance string, id uint64, sessionID string) cdb.ActivityExecute {
-	return cdb.ActivityExecute{
+func sessActivity(instance string, id uint64, sessionID string) cdb.ActivityExecuteMessage {
+	return cdb.ActivityExecuteMessage{
 		Instance: instance, ExecutionID: 1, ID: id,
 		Name: "SessionActivity", Input: "{}",
 		SessionID: ptr(sessionID),
@@ -79,8 +79,8 @@ func sessActivity(instance string, id uint64, sessionID string) cdb.ActivityExec
 
 // sessPlain is plain_activity: a session-less, untagged "PlainActivity" of
 // execution 1.
-func sessPlain(instance string, id uint64) cdb.ActivityExecute {
-	return cdb.ActivityExecute{Instance: instance, ExecutionID: 1, ID: id, Name: "PlainActivity", Input: "{}"}
+func sessPlain(instance string, id uint64) cdb.ActivityExecuteMessage {
+	return cdb.ActivityExecuteMessage{Instance: instance, ExecutionID: 1, ID: id, Name: "PlainActivity", Input: "{}"}
 }
 
 // sessConfig is session_config: owner with the standard 30s session lock.
@@ -114,7 +114,7 @@ func sessFetch(ctx context.Context, t *testing.T, p cdb.Provider, lock time.Dura
 // sessMustFetch is sessFetch(...).unwrap().unwrap(): the fetch must return
 // an item.
 func sessMustFetch(ctx context.Context, t *testing.T, p cdb.Provider, lock time.Duration,
-	session *cdb.SessionFetchConfig, msgAndArgs ...any) (cdb.ActivityExecute, string, uint32) {
+	session *cdb.SessionFetchConfig, msgAndArgs ...any) (cdb.ActivityExecuteMessage, string, uint32) {
 	t.Helper()
 	item, token, attempt := sessFetch(ctx, t, p, lock, session)
 	require.NotNil(t, item, msgAndArgs...)
@@ -130,15 +130,15 @@ func sessClaim(ctx context.Context, t *testing.T, p cdb.Provider, session *cdb.S
 }
 
 // sessAsActivity asserts that a fetched worker item is an ActivityExecute.
-func sessAsActivity(t *testing.T, item cdb.WorkItem) cdb.ActivityExecute {
+func sessAsActivity(t *testing.T, item cdb.WorkItem) cdb.ActivityExecuteMessage {
 	t.Helper()
-	activity, ok := item.(cdb.ActivityExecute)
+	activity, ok := item.(cdb.ActivityExecuteMessage)
 	require.True(t, ok, "Expected ActivityExecute work item, got %T", item)
 	return activity
 }
 
 // sessRequireSessionID is assert_eq!(session_id.as_deref(), Some(want)).
-func sessRequireSessionID(t *testing.T, want string, activity cdb.ActivityExecute, msgAndArgs ...any) {
+func sessRequireSessionID(t *testing.T, want string, activity cdb.ActivityExecuteMessage, msgAndArgs ...any) {
 	t.Helper()
 	require.NotNil(t, activity.SessionID, msgAndArgs...)
 	require.Equal(t, want, *activity.SessionID, msgAndArgs...)
@@ -415,7 +415,7 @@ func testAckUpdatesSessionLastActivity(t *testing.T, f Factory) {
 	time.Sleep(idleWindow + 50*time.Millisecond)
 
 	require.NoError(t, p.AckWorkItem(ctx, token,
-		cdb.ActivityCompleted{Instance: "inst-1", ExecutionID: 1, ID: 1, Result: "ok"}))
+		cdb.ActivityCompletedMessage{Instance: "inst-1", ExecutionID: 1, ID: 1, Result: "ok"}))
 
 	count, err := p.RenewSessionLock(ctx, []string{"worker-A"}, 30*time.Second, idleWindow)
 	require.NoError(t, err)
@@ -756,7 +756,7 @@ func testSessionLockExpiresActivityLockValidAckSucceeds(t *testing.T, f Factory)
 	time.Sleep(shortSessionLock + 100*time.Millisecond)
 
 	err := p.AckWorkItem(ctx, token,
-		cdb.ActivityCompleted{Instance: "inst-1", ExecutionID: 1, ID: 1, Result: "done"})
+		cdb.ActivityCompletedMessage{Instance: "inst-1", ExecutionID: 1, ID: 1, Result: "done"})
 	require.NoError(t, err,
 		"Ack must succeed — activity lock is still valid even though session lock expired")
 }

@@ -36,8 +36,8 @@ const tagWorkLock = 5 * time.Second
 
 // tagActivity is tagged_activity: "Activity{id}" of execution 1, without a
 // session, tagged with tag (nil = untagged).
-func tagActivity(instance string, id uint64, tag *string) cdb.ActivityExecute {
-	return cdb.ActivityExecute{
+func tagActivity(instance string, id uint64, tag *string) cdb.ActivityExecuteMessage {
+	return cdb.ActivityExecuteMessage{
 		Instance: instance, ExecutionID: 1, ID: id,
 		Name: fmt.Sprintf("Activity%d", id), Input: "{}",
 		Tag: tag,
@@ -72,17 +72,17 @@ func tagFetch(ctx context.Context, t *testing.T, p cdb.Provider, lock time.Durat
 // tagMustFetch is tagFetch(...).expect(msg) followed by the match on
 // ActivityExecute.
 func tagMustFetch(ctx context.Context, t *testing.T, p cdb.Provider, lock time.Duration, filter cdb.TagFilter,
-	msgAndArgs ...any) (cdb.ActivityExecute, string, uint32) {
+	msgAndArgs ...any) (cdb.ActivityExecuteMessage, string, uint32) {
 	t.Helper()
 	item, token, attempt := tagFetch(ctx, t, p, lock, filter)
 	require.NotNil(t, item, msgAndArgs...)
-	activity, ok := item.(cdb.ActivityExecute)
+	activity, ok := item.(cdb.ActivityExecuteMessage)
 	require.True(t, ok, "Expected ActivityExecute, got %T", item)
 	return activity, token, attempt
 }
 
 // tagRequireTag is assert_eq!(tag.as_deref(), Some(want)).
-func tagRequireTag(t *testing.T, want string, activity cdb.ActivityExecute, msgAndArgs ...any) {
+func tagRequireTag(t *testing.T, want string, activity cdb.ActivityExecuteMessage, msgAndArgs ...any) {
 	t.Helper()
 	require.NotNil(t, activity.Tag, msgAndArgs...)
 	require.Equal(t, want, *activity.Tag, msgAndArgs...)
@@ -327,11 +327,11 @@ func testTagPreservedThroughAckOrchestrationItem(t *testing.T, f Factory) {
 	require.NotNil(t, orch, "should get orchestration item")
 
 	// Step 2: the ack schedules one gpu-tagged and one untagged activity.
-	gpuActivity := cdb.ActivityExecute{
+	gpuActivity := cdb.ActivityExecuteMessage{
 		Instance: inst, ExecutionID: 1, ID: 10,
 		Name: "GpuWork", Input: `"model-v3"`, Tag: ptr("gpu"),
 	}
-	cpuActivity := cdb.ActivityExecute{
+	cpuActivity := cdb.ActivityExecuteMessage{
 		Instance: inst, ExecutionID: 1, ID: 11,
 		Name: "CpuWork", Input: `"data"`,
 	}

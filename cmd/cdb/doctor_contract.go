@@ -64,7 +64,7 @@ func (d *doctor) contract(ctx context.Context) stepOutcome {
 
 func contractStart() cdb.WorkItem {
 	version := "1.0.0"
-	return cdb.StartOrchestration{Instance: contractInstance, Orchestration: "DoctorContract", Input: "{}", Version: &version, ExecutionID: cdb.InitialExecutionID}
+	return cdb.StartOrchestrationMessage{Instance: contractInstance, Orchestration: "DoctorContract", Input: "{}", Version: &version, ExecutionID: cdb.InitialExecutionID}
 }
 
 func checkFetchHoldsTheLock(ctx context.Context, p cdb.Provider) (string, error) {
@@ -123,7 +123,7 @@ func checkAckCommitsTheTurn(ctx context.Context, p cdb.Provider) (string, error)
 		contractEvent(1, cdb.OrchestrationStarted{Name: name, Version: version, Input: "{}"}),
 		contractEvent(2, cdb.ActivityScheduled{Name: "DoctorEcho", Input: "ping"}),
 	}
-	work := []cdb.WorkItem{cdb.ActivityExecute{Instance: contractInstance, ExecutionID: cdb.InitialExecutionID, ID: 2, Name: "DoctorEcho", Input: "ping"}}
+	work := []cdb.WorkItem{cdb.ActivityExecuteMessage{Instance: contractInstance, ExecutionID: cdb.InitialExecutionID, ID: 2, Name: "DoctorEcho", Input: "ping"}}
 	md := cdb.ExecutionMetadata{OrchestrationName: &name, OrchestrationVersion: &version}
 	if err := p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID, history, work, nil, md, nil); err != nil {
 		return "", err
@@ -166,7 +166,7 @@ func checkActivityRoundTrip(ctx context.Context, p cdb.Provider) (string, error)
 	if err := p.RenewWorkItemLock(ctx, token, contractLock); err != nil {
 		return "", err
 	}
-	done := cdb.ActivityCompleted{Instance: contractInstance, ExecutionID: cdb.InitialExecutionID, ID: 2, Result: "echo:ping"}
+	done := cdb.ActivityCompletedMessage{Instance: contractInstance, ExecutionID: cdb.InitialExecutionID, ID: 2, Result: "echo:ping"}
 	if err := p.AckWorkItem(ctx, token, done); err != nil {
 		return "", err
 	}
@@ -177,7 +177,7 @@ func checkActivityRoundTrip(ctx context.Context, p cdb.Provider) (string, error)
 // order.
 func checkEventOrder(ctx context.Context, p cdb.Provider) (string, error) {
 	for _, data := range []string{"1", "2", "3"} {
-		if err := p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: contractInstance, Name: "doctor", Data: data}, 0); err != nil {
+		if err := p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: contractInstance, Name: "doctor", Data: data}, 0); err != nil {
 			return "", err
 		}
 	}
@@ -187,7 +187,7 @@ func checkEventOrder(ctx context.Context, p cdb.Provider) (string, error) {
 // checkDelayedVisibility enqueues an event with a delay: a fetch before
 // the delay passes finds nothing, one after finds it.
 func checkDelayedVisibility(ctx context.Context, p cdb.Provider) (string, error) {
-	if err := p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: contractInstance, Name: "doctor", Data: "late"}, contractDelay); err != nil {
+	if err := p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: contractInstance, Name: "doctor", Data: "late"}, contractDelay); err != nil {
 		return "", err
 	}
 	early, token, _, err := p.FetchOrchestrationItem(ctx, contractLock, 0, nil)
@@ -217,7 +217,7 @@ func expectMessages(ctx context.Context, p cdb.Provider, want []string) (string,
 	var got []string
 	for _, m := range item.Messages {
 		label := m.Kind()
-		if e, ok := m.(cdb.ExternalRaised); ok {
+		if e, ok := m.(cdb.ExternalRaisedMessage); ok {
 			label += ":" + e.Data
 		}
 		got = append(got, label)

@@ -47,7 +47,7 @@ func operatorFixture(t *testing.T) (fx fixture, key string) {
 	defer p.Close()
 	providertest.CreateInstance(ctx, t, p, "busy")
 	providertest.CreateInstance(ctx, t, p, "done")
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "done", Name: "go", Data: "{}"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "done", Name: "go", Data: "{}"}, 0))
 	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
 	status, output, custom := cdb.StatusCompleted, "all good", "shipped"
@@ -107,7 +107,7 @@ func TestMetricsReportsParkedMessages(t *testing.T) {
 	defer p.Close()
 	ctx := context.Background()
 	raised := time.Now()
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "mistyped", Name: "go", Data: "{}"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "mistyped", Name: "go", Data: "{}"}, 0))
 	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
 	require.Nil(t, item, "parked until a start comes")

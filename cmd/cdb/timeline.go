@@ -41,9 +41,9 @@ func describeEvent(k cdb.EventKind) string {
 		return "error=" + truncate(v.Details.DisplayMessage(), 80)
 	case cdb.ActivityScheduled:
 		return fmt.Sprintf("%s(%s)%s", v.Name, truncate(v.Input, 60), sessionAndTag(v.SessionID, v.Tag))
-	case cdb.ActivityCompletedEvent:
+	case cdb.ActivityCompleted:
 		return "result=" + truncate(v.Result, 80)
-	case cdb.ActivityFailedEvent:
+	case cdb.ActivityFailed:
 		return "error=" + truncate(v.Details.DisplayMessage(), 80)
 	case cdb.TimerCreated:
 		return fmt.Sprintf("fires at %s", formatMs(v.FireAtMs))
@@ -55,7 +55,7 @@ func describeEvent(k cdb.EventKind) string {
 		return "waiting on queue " + v.Name
 	case cdb.QueueEventDelivered:
 		return fmt.Sprintf("%s: %s", v.Name, truncate(v.Data, 60))
-	case cdb.TimerFiredEvent:
+	case cdb.TimerFired:
 		return "fired"
 	case cdb.SubOrchestrationScheduled:
 		return fmt.Sprintf("%s as %s", v.Name, v.Instance)

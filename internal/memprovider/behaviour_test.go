@@ -37,8 +37,8 @@ func (c *clock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-func start(instance string) cdb.StartOrchestration {
-	return cdb.StartOrchestration{Instance: instance, Orchestration: "Orch", Input: "{}", Version: ptr("1.0.0"), ExecutionID: 1}
+func start(instance string) cdb.StartOrchestrationMessage {
+	return cdb.StartOrchestrationMessage{Instance: instance, Orchestration: "Orch", Input: "{}", Version: ptr("1.0.0"), ExecutionID: 1}
 }
 
 func started(instance string, execution uint64) cdb.Event {
@@ -68,7 +68,7 @@ func createInstance(t *testing.T, p *memprovider.Provider, instance string, md c
 func TestUnstartedInstanceIsSkippedNotStarving(t *testing.T) {
 	ctx := context.Background()
 	p := memprovider.New(memprovider.Options{})
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.CancelInstance{Instance: "early", Reason: "r"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.CancelInstanceMessage{Instance: "early", Reason: "r"}, 0))
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, start("other"), 0))
 
 	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
@@ -98,8 +98,8 @@ func TestUnstartedInstanceIsSkippedNotStarving(t *testing.T) {
 	require.Equal(t, "early", item.Instance)
 	require.Equal(t, uint32(1), attempt)
 	require.Len(t, item.Messages, 2)
-	require.IsType(t, cdb.CancelInstance{}, item.Messages[0])
-	require.IsType(t, cdb.StartOrchestration{}, item.Messages[1])
+	require.IsType(t, cdb.CancelInstanceMessage{}, item.Messages[0])
+	require.IsType(t, cdb.StartOrchestrationMessage{}, item.Messages[1])
 	require.Equal(t, "Orch", item.OrchestrationName)
 }
 
@@ -107,7 +107,7 @@ func TestUnstartedInstanceIsSkippedNotStarving(t *testing.T) {
 func TestOrphanQueueMessagesDroppedThenNextCandidate(t *testing.T) {
 	ctx := context.Background()
 	p := memprovider.New(memprovider.Options{})
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueMessage{Instance: "ghost", Name: "n", Data: "d"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueEventMessage{Instance: "ghost", Name: "n", Data: "d"}, 0))
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, start("real"), 0))
 	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
@@ -127,7 +127,7 @@ func TestHistoryWithoutInstanceRow(t *testing.T) {
 	_, err := p.GetInstanceInfo(ctx, "anon")
 	require.Error(t, err, "no instance row without name and version")
 
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "anon", Name: "e", Data: "x"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "anon", Name: "e", Data: "x"}, 0))
 	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
 	require.NotNil(t, item)
@@ -183,7 +183,7 @@ func TestLongPollWokenByEnqueue(t *testing.T) {
 	require.NoError(t, <-enqueued)
 	require.NotNil(t, item, "the enqueue ends the wait with the work")
 	enqueued = whenWaiting(watch, func() error {
-		return p.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "late", ExecutionID: 1, ID: 2, Name: "A", Input: "{}"})
+		return p.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: "late", ExecutionID: 1, ID: 2, Name: "A", Input: "{}"})
 	})
 	w, _, _, err := p.FetchWorkItem(ctx, time.Minute, farPoll, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
@@ -292,7 +292,7 @@ func TestAckAllOrNothing(t *testing.T) {
 	ctx := context.Background()
 	p := memprovider.New(memprovider.Options{})
 	createInstance(t, p, "i", orchMetadata())
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "i", Name: "e", Data: "x"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "i", Name: "e", Data: "x"}, 0))
 	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
 	err = p.AckOrchestrationItem(ctx, token, 1,
@@ -300,7 +300,7 @@ func TestAckAllOrNothing(t *testing.T) {
 			{EventID: 2, InstanceID: "i", ExecutionID: 1, Kind: cdb.KeyValueSet{Key: "k", Value: "v"}},
 			{EventID: 1, InstanceID: "i", ExecutionID: 1, Kind: cdb.CustomStatusUpdated{Status: ptr("s")}},
 		},
-		[]cdb.WorkItem{cdb.ActivityExecute{Instance: "i", ExecutionID: 1, ID: 2, Name: "A", Input: "{}"}},
+		[]cdb.WorkItem{cdb.ActivityExecuteMessage{Instance: "i", ExecutionID: 1, ID: 2, Name: "A", Input: "{}"}},
 		[]cdb.WorkItem{start("child")},
 		cdb.ExecutionMetadata{Status: ptr(cdb.StatusCompleted), Output: ptr("out")}, nil)
 	require.Error(t, err)
@@ -354,10 +354,10 @@ func TestForceDeleteFencesStaleWork(t *testing.T) {
 	ctx := context.Background()
 	p := memprovider.New(memprovider.Options{})
 	createInstance(t, p, "d", orchMetadata())
-	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecute{Instance: "d", ExecutionID: 1, ID: 2, Name: "A", Input: "{}"}))
+	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: "d", ExecutionID: 1, ID: 2, Name: "A", Input: "{}"}))
 	_, wtoken, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "d", Name: "e", Data: "x"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "d", Name: "e", Data: "x"}, 0))
 	_, otoken, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
 
@@ -365,7 +365,7 @@ func TestForceDeleteFencesStaleWork(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, cdb.DeleteInstanceResult{InstancesDeleted: 1, ExecutionsDeleted: 1, EventsDeleted: 1, QueueMessagesDeleted: 2}, res)
 
-	require.Error(t, p.AckWorkItem(ctx, wtoken, cdb.ActivityCompleted{Instance: "d", ExecutionID: 1, ID: 2, Result: "r"}))
+	require.Error(t, p.AckWorkItem(ctx, wtoken, cdb.ActivityCompletedMessage{Instance: "d", ExecutionID: 1, ID: 2, Result: "r"}))
 	require.Error(t, p.AckOrchestrationItem(ctx, otoken, 1, []cdb.Event{started("d", 1)}, nil, nil, orchMetadata(), nil))
 	_, err = p.GetInstanceInfo(ctx, "d")
 	require.Error(t, err)
@@ -381,7 +381,7 @@ func TestPruneKeepLast(t *testing.T) {
 	p := memprovider.New(memprovider.Options{})
 	createInstance(t, p, "p", orchMetadata())
 	for exec := uint64(1); exec <= 4; exec++ {
-		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaised{Instance: "p", Name: "e", Data: "x"}, 0))
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "p", Name: "e", Data: "x"}, 0))
 		_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 		require.NoError(t, err)
 		var delta []cdb.Event

@@ -438,11 +438,11 @@ func encodeOrchItem(item cdb.WorkItem) (encodedOrchItem, error) {
 	if err != nil {
 		return encodedOrchItem{}, fmt.Errorf("work item does not round-trip: %w", err)
 	}
-	if _, ok := canonical.(cdb.ActivityExecute); ok {
+	if _, ok := canonical.(cdb.ActivityExecuteMessage); ok {
 		return encodedOrchItem{}, fmt.Errorf("Invalid work item type: ActivityExecute belongs to the worker queue: %w", cdb.ErrInvalidInput)
 	}
 	out := encodedOrchItem{instance: canonical.InstanceID(), kind: canonical.Kind(), data: data}
-	if t, ok := canonical.(cdb.TimerFired); ok {
+	if t, ok := canonical.(cdb.TimerFiredMessage); ok {
 		fire := int64(t.FireAtMs)
 		if t.FireAtMs > 1<<63-1 {
 			fire = 1<<63 - 1
@@ -485,7 +485,7 @@ func encodeWorkItem(item cdb.WorkItem) (encodedWorkItem, error) {
 	if err != nil {
 		return encodedWorkItem{}, fmt.Errorf("work item does not round-trip: %w", err)
 	}
-	act, ok := canonical.(cdb.ActivityExecute)
+	act, ok := canonical.(cdb.ActivityExecuteMessage)
 	if !ok {
 		return encodedWorkItem{}, fmt.Errorf("Invalid work item type: %s does not belong to the worker queue: %w", canonical.Kind(), cdb.ErrInvalidInput)
 	}

@@ -194,9 +194,9 @@ func startFromMessages(messages []cdb.WorkItem) (name, version string, ok bool) 
 	for _, m := range messages {
 		var v *string
 		switch s := m.(type) {
-		case cdb.StartOrchestration:
+		case cdb.StartOrchestrationMessage:
 			name, v = s.Orchestration, s.Version
-		case cdb.ContinueAsNew:
+		case cdb.ContinueAsNewMessage:
 			name, v = s.Orchestration, s.Version
 		default:
 			continue
@@ -218,7 +218,7 @@ func (p *Provider) hiddenStart(instance string) (name, version string, ok bool) 
 			continue
 		}
 		if m, err := cdb.UnmarshalWorkItem(r.item); err == nil {
-			if s, isStart := m.(cdb.StartOrchestration); isStart {
+			if s, isStart := m.(cdb.StartOrchestrationMessage); isStart {
 				return startFromMessages([]cdb.WorkItem{s})
 			}
 		}

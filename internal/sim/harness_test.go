@@ -146,7 +146,7 @@ func TestOneHolderFlagsAnotherNodeBeforeTheShutDownNodesGraceEnds(t *testing.T) 
 func TestATimerStampedBeforeItsDueTimeIsEarly(t *testing.T) {
 	src := uint64(2)
 	fired := func(dueMs, stampMs uint64) cdb.Event {
-		return cdb.Event{EventID: 3, SourceEventID: &src, TimestampMs: stampMs, Kind: cdb.TimerFiredEvent{FireAtMs: dueMs}}
+		return cdb.Event{EventID: 3, SourceEventID: &src, TimestampMs: stampMs, Kind: cdb.TimerFired{FireAtMs: dueMs}}
 	}
 	v := &violations{}
 	checkHistory(v, "i", 1, []cdb.Event{fired(10_000, 10_010)}, 50*time.Millisecond)

@@ -149,7 +149,7 @@ func checkHistory(v *violations, id string, exec uint64, history []cdb.Event, to
 	raised := map[string]int{}
 	for _, ev := range history {
 		switch k := ev.Kind.(type) {
-		case cdb.TimerFiredEvent:
+		case cdb.TimerFired:
 			if early := time.Duration(int64(k.FireAtMs)-int64(ev.TimestampMs)) * time.Millisecond; early > tolerance {
 				v.add(invTimerNotEarly, id, fmt.Sprintf("execution %d: timer (event %d) due at %s fired %s early", exec, ev.EventID,
 					stamp(time.UnixMilli(int64(k.FireAtMs))), early))
@@ -157,7 +157,7 @@ func checkHistory(v *violations, id string, exec uint64, history []cdb.Event, to
 			if ev.SourceEventID != nil {
 				completions[*ev.SourceEventID]++
 			}
-		case cdb.ActivityCompletedEvent, cdb.ActivityFailedEvent, cdb.SubOrchestrationCompleted,
+		case cdb.ActivityCompleted, cdb.ActivityFailed, cdb.SubOrchestrationCompleted,
 			cdb.SubOrchestrationFailed:
 			if ev.SourceEventID != nil {
 				completions[*ev.SourceEventID]++

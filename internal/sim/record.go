@@ -233,7 +233,7 @@ func readCommit(body []byte) (completions []activityKey, turns int) {
 		if err != nil {
 			continue
 		}
-		if done, ok := item.(cdb.ActivityCompleted); ok {
+		if done, ok := item.(cdb.ActivityCompletedMessage); ok {
 			if run, _, ok := splitRun(done.Result); ok {
 				completions = append(completions, activityKey{Instance: done.Instance, Exec: done.ExecutionID, ID: done.ID, Run: run})
 			}

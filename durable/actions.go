@@ -40,6 +40,7 @@ type action struct {
 	status      *string // custom status (nil clears)
 	key, value  string  // KV
 	updatedAtMs uint64  // KV
+	buffered    bool    // event waits: WaitForEvent's buffer (events.go)
 }
 
 // emittedAction is an action waiting for the engine, with the token of the

@@ -154,11 +154,12 @@ func exactVersion(v string) *string {
 	return &v
 }
 
-// carriedMessages turns carried-forward events back into queue messages.
+// carriedMessages turns carried-forward events back into queue messages
+// and, for those carried as such, raised events (events.go).
 func carriedMessages(instance string, events []cdb.CarryForwardEvent) []cdb.WorkItem {
 	out := make([]cdb.WorkItem, 0, len(events))
 	for _, ev := range events {
-		out = append(out, cdb.QueueEventMessage{Instance: instance, Name: ev.Name, Data: ev.Data})
+		out = append(out, carriedItem(instance, ev))
 	}
 	return out
 }

@@ -44,17 +44,27 @@ func (c *Client) StartOrchestration(ctx context.Context, instance, name, input s
 	return c.enqueue(ctx, "start orchestration", item)
 }
 
-// RaiseEvent delivers an external event to the instance's WaitForEvent
-// subscription of that name. Only a subscription the instance has already
-// recorded receives it: an event raised earlier is kept in the history but
-// delivered to no one. To send data that waits for its reader, use
-// EnqueueEvent and DequeueEvent.
+// RaiseEvent sends an external event to the instance, for its WaitForEvent
+// of that name. The event waits for its reader: raised before the
+// orchestration waits for it (while it runs a timer or an activity, say),
+// it goes to the next WaitForEvent of that name; each event is received
+// once, in the order events arrived, and one nobody read is carried over a
+// continue-as-new. A WaitForEventUnbuffered subscription (duroxide's
+// semantics), and WaitForEvent in an execution started before this
+// runtime buffered events, receive only an event raised while they wait:
+// an earlier one is kept in the history but delivered to no one.
 func (c *Client) RaiseEvent(ctx context.Context, instance, name, data string) error {
 	return c.enqueue(ctx, "raise event", cdb.ExternalRaisedMessage{Instance: instance, Name: name, Data: data})
 }
 
-// EnqueueEvent puts a message on an instance's persistent queue (DequeueEvent).
+// EnqueueEvent puts a message on an instance's persistent queue
+// (DequeueEvent). Queue names that start with "__cdb_event:" are reserved
+// (they mark raised events a continue-as-new carries) and refused with
+// ErrInvalidInput.
 func (c *Client) EnqueueEvent(ctx context.Context, instance, queue, data string) error {
+	if err := checkQueueName(queue); err != nil {
+		return fmt.Errorf("durable: enqueue event %q: %w", instance, err)
+	}
 	return c.enqueue(ctx, "enqueue event", cdb.QueueEventMessage{Instance: instance, Name: queue, Data: data})
 }
 

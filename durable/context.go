@@ -50,6 +50,9 @@ type OrchestrationContext struct {
 	// matching once bound; queueRead are the queue subscriptions whose
 	// value the code read.
 	queueRaceRules bool
+	// bufferedEvents: WaitForEvent is buffered in this execution
+	// (events.go).
+	bufferedEvents bool
 	cancelOnBind   map[uint64]futureKind
 	queueRead      map[uint64]bool
 	customStatus   *string
@@ -134,13 +137,6 @@ func (c *OrchestrationContext) ScheduleActivity(name, input string, opts ...Acti
 func (c *OrchestrationContext) ScheduleTimer(delay time.Duration) *Future {
 	fireAt := c.now().Add(delay).UnixMilli()
 	return c.newFuture(futureTimer, action{kind: actCreateTimer, fireAtMs: uint64(max(fireAt, 0))})
-}
-
-// WaitForEvent subscribes to an external event (Client.RaiseEvent); Await
-// returns its data. Events raised before the subscription is recorded are
-// not delivered to it.
-func (c *OrchestrationContext) WaitForEvent(name string) *Future {
-	return c.newFuture(futureExternal, action{kind: actWaitExternal, name: name})
 }
 
 // DequeueEvent takes the next message of a persistent queue

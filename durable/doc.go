@@ -3,7 +3,8 @@
 // survive process restarts, run their steps (activities) at least once on
 // any process sharing the provider, and wait for timers and external
 // events for as long as needed. It is a runtime in the style of duroxide
-// (version 0.1.32, DuroxideVersion), and it works with any cdb.Provider:
+// (version 0.1.32, DuroxideVersion; see the differences at the end), and
+// it works with any cdb.Provider:
 // cdb.CosmosProvider on Azure Cosmos DB, and the same provider on the
 // in-memory Cosmos DB of cdb.NewFakeAccount for tests and local runs.
 //
@@ -78,6 +79,30 @@
 // instances, register a new version with RegisterOrchestrationVersion;
 // running instances keep the version they started with.
 //
+// # Events
+//
+// Client.RaiseEvent sends an event to an instance, and WaitForEvent
+// receives it. Events wait for their reader: one raised while the
+// orchestration is still busy elsewhere (in a timer, an activity, a retry)
+// is received by the next WaitForEvent of its name, each event by exactly
+// one wait, in the order they arrived. Bound a wait with WithEventTimeout;
+// a timed-out wait returns an error that wraps ErrEventTimeout, and takes
+// nothing, so an event that comes later is left for the next wait:
+//
+//	approval, err := ctx.WaitForEvent("approve", durable.WithEventTimeout(72*time.Hour)).Await()
+//	if errors.Is(err, durable.ErrEventTimeout) {
+//		return "rejected: no approval in time", nil
+//	}
+//
+// A wait that loses a Select takes no event either, and events no wait
+// read are carried over a continue-as-new. WaitForEventUnbuffered keeps
+// duroxide's semantics (an event raised before the wait is dropped) for
+// stores shared with duroxide runtimes. Executions started before this
+// runtime buffered events (their start is stamped without "+cdb.1") keep
+// duroxide's semantics for WaitForEvent too, so their histories replay as
+// recorded. DequeueEvent with Client.EnqueueEvent is a separate mailbox
+// per queue name, with the same FIFO delivery.
+//
 // # Typed inputs and outputs
 //
 // Inputs, outputs and event data are strings in history. The typed helpers
@@ -120,6 +145,10 @@
 //
 // # Where this runtime differs from duroxide 0.1.32
 //
+//   - WaitForEvent buffers events (see Events); WaitForEventUnbuffered is
+//     duroxide's wait. Executions this runtime starts are stamped
+//     "0.1.32+cdb.1", duroxide 0.1.32 with revision 1 of this runtime's
+//     rules as build metadata.
 //   - Generated child ids of executions after the first carry the
 //     execution, so a continue-as-new loop never reuses a finished child's
 //     id: "sub::{execution}.{event}" in an execution this runtime started

@@ -50,5 +50,6 @@ func isSystemFailure(d cdb.ErrorDetails) bool {
 
 // ErrInvalidInput is wrapped by the errors of calls refused for their
 // arguments before anything is written: an instance id that uses the
-// reserved sub-orchestration marker, a missing name.
+// reserved sub-orchestration marker, a queue name with the reserved
+// carried-event prefix, a missing name.
 var ErrInvalidInput = errors.New("invalid input")

@@ -2,6 +2,7 @@ package durable_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -121,10 +122,10 @@ func ExampleOrchestrationContext_Join() {
 	// Output: 30
 }
 
-// An external event: the orchestration waits for "Approval", and the client
-// raises it. An event reaches only a subscription that is already recorded,
-// so the orchestration publishes a custom status in the same turn as its
-// subscription, and the client raises the event once it sees that status.
+// An external event: the orchestration waits for "Approval" with a
+// timeout, and the client raises it. The client need not wait until the
+// orchestration waits: an event raised earlier (here, possibly before the
+// orchestration's first turn) is kept for the first wait of its name.
 func ExampleClient_RaiseEvent() {
 	ctx := context.Background()
 	provider, err := cdb.NewProvider(ctx, cdb.Config{Client: cdb.NewFakeAccount(cdb.FakeAccountOptions{}).Client()})
@@ -135,10 +136,10 @@ func ExampleClient_RaiseEvent() {
 
 	registry := durable.NewRegistry()
 	err = registry.RegisterOrchestration("Expense", func(ctx *durable.OrchestrationContext, item string) (string, error) {
-		approval := ctx.WaitForEvent("Approval")
-		waiting := "waiting for approval"
-		ctx.SetCustomStatus(&waiting)
-		by, err := approval.Await()
+		by, err := ctx.WaitForEvent("Approval", durable.WithEventTimeout(72*time.Hour)).Await()
+		if errors.Is(err, durable.ErrEventTimeout) {
+			return item + " rejected: no approval in time", nil
+		}
 		if err != nil {
 			return "", err
 		}
@@ -158,22 +159,15 @@ func ExampleClient_RaiseEvent() {
 	if err := client.StartOrchestration(ctx, "expense-1", "Expense", "laptop"); err != nil {
 		log.Fatal(err)
 	}
-	status, err := client.WaitForStatusChange(ctx, "expense-1", 0, time.Minute)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(*status.CustomStatus)
 	if err := client.RaiseEvent(ctx, "expense-1", "Approval", "alice"); err != nil {
 		log.Fatal(err)
 	}
-	status, err = client.WaitForCompletion(ctx, "expense-1", time.Minute)
+	status, err := client.WaitForCompletion(ctx, "expense-1", time.Minute)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(status.Output)
-	// Output:
-	// waiting for approval
-	// laptop approved by alice
+	// Output: laptop approved by alice
 }
 
 // A durable timer: the orchestration sleeps without holding a goroutine or a

@@ -10,6 +10,7 @@ const (
 	futureExternal
 	futureQueue
 	futureSubOrchestration
+	futureFirstOf // a wait with a timeout: the first of its parts (events.go)
 )
 
 // Future is durable work scheduled by an orchestration. Its result comes
@@ -22,6 +23,9 @@ type Future struct {
 	done  bool
 	value string
 	err   error
+
+	parts      []*Future // futureFirstOf: the wait, then its timer
+	timeoutErr error     // futureFirstOf: the error when the timer wins
 }
 
 func (c *OrchestrationContext) newFuture(kind futureKind, a action) *Future {
@@ -61,6 +65,7 @@ func (f *Future) resolve() bool {
 			return false
 		}
 		f.value = data
+		c.external.read[id] = true
 	case futureQueue:
 		id, bound := c.bindings[f.token]
 		if !bound {
@@ -72,6 +77,10 @@ func (f *Future) resolve() bool {
 		}
 		f.value = data
 		c.queueRead[id] = true
+	case futureFirstOf:
+		if !f.resolveFirstOf() {
+			return false
+		}
 	}
 	f.done = true
 	return true
@@ -81,6 +90,10 @@ func (f *Future) resolve() bool {
 // at the end of the turn and Await returns ErrFutureCancelled.
 func (f *Future) drop() {
 	f.done, f.value, f.err = true, "", ErrFutureCancelled
+	if f.kind == futureFirstOf {
+		f.octx.dropLosers(f.parts, -1) // its own work is its parts'
+		return
+	}
 	f.octx.dropped = append(f.octx.dropped, droppedFuture{token: f.token, kind: f.kind})
 	f.octx.cancelAtDrop(f)
 }

@@ -41,8 +41,9 @@ func (c *skewableClock) advance(d time.Duration) {
 // consumed it as the finished execution's.
 //
 // The message is a queue event (EnqueueEvent, DequeueEvent), which waits
-// for its reader. An external event (RaiseEvent, WaitForEvent) would not
-// do: it reaches only a subscription recorded before it, and it arrives
+// for its reader. An unbuffered external event (RaiseEvent,
+// WaitForEventUnbuffered) would not do: it reaches only a subscription
+// recorded before it, and it arrives
 // here in the new execution's first batch, ahead of the subscription that
 // execution's first turn records, so it is rightly not delivered; and the
 // clock's jump expires the lock of any turn then running, whose batch the

@@ -1,16 +1,31 @@
 package durable
 
-// externalEvents matches raised events to WaitForEvent subscriptions the way
-// duroxide does: by name and arrival index. The n-th active subscription to
-// a name gets the n-th event of that name that arrived while a subscription
-// was waiting; subscriptions cancelled by a Select do not take a slot, and
-// events that arrive with no subscription waiting stay in the history but
-// are never delivered.
+// externalEvents matches raised events to WaitForEvent waits. A wait is
+// either buffered (WaitForEvent in an execution under the buffered-events
+// rule, events.go) or a duroxide subscription (WaitForEventUnbuffered, and
+// WaitForEvent in executions started before the rule).
+//
+// Subscriptions match the way duroxide does: by name and arrival index.
+// The n-th active subscription to a name gets the n-th event of that name
+// that arrived while a subscription was waiting; subscriptions cancelled
+// by a Select do not take a slot.
+//
+// An event no subscription is waiting for goes to the buffer when the
+// execution buffers events, where buffered waits take it as DequeueEvent
+// takes a queue message (FIFO per name, a cancelled wait consumes
+// nothing); otherwise it stays in the history and is never delivered.
 type externalEvents struct {
 	subs      map[uint64]externalSub // scheduling event id → subscription
 	nextIndex map[string]int
 	arrivals  map[string][]string
 	cancelled map[uint64]bool
+
+	buffering   bool            // the execution buffers unclaimed events
+	buffer      queueMessages   // buffered waits and the events they share
+	buffered    map[uint64]bool // scheduling event ids of buffered waits
+	bufferOrder []string        // the names of the buffered events, in arrival order
+	read        map[uint64]bool // buffered waits whose event the code read
+	unbuffered  map[string]bool // names waited for with WaitForEventUnbuffered
 }
 
 type externalSub struct {
@@ -22,17 +37,41 @@ func newExternalEvents() externalEvents {
 	return externalEvents{
 		subs: map[uint64]externalSub{}, nextIndex: map[string]int{},
 		arrivals: map[string][]string{}, cancelled: map[uint64]bool{},
+		buffer: newQueueMessages(), buffered: map[uint64]bool{}, read: map[uint64]bool{},
+		unbuffered: map[string]bool{},
 	}
 }
 
-// bind records the subscription of a scheduling event.
-func (m *externalEvents) bind(scheduleID uint64, name string) {
+// bind records the wait of a scheduling event.
+func (m *externalEvents) bind(scheduleID uint64, name string, buffered bool) {
+	if buffered {
+		m.buffered[scheduleID] = true
+		m.buffer.bind(scheduleID, name)
+		return
+	}
+	m.unbuffered[name] = true
 	m.subs[scheduleID] = externalSub{name: name, index: m.nextIndex[name]}
 	m.nextIndex[name]++
 }
 
-// hasWaitingSlot reports whether an event of this name would be taken:
-// there are more active subscriptions to it than events delivered so far.
+// arrive takes an event in: a waiting subscription takes it first, then the
+// buffer, if the execution has one. It reports whether anyone can read it.
+func (m *externalEvents) arrive(name, data string) bool {
+	switch {
+	case m.hasWaitingSlot(name):
+		m.arrivals[name] = append(m.arrivals[name], data)
+	case m.buffering:
+		m.buffer.deliver(name, data)
+		m.bufferOrder = append(m.bufferOrder, name)
+	default:
+		return false
+	}
+	return true
+}
+
+// hasWaitingSlot reports whether an event of this name would be taken by a
+// subscription: there are more active subscriptions to it than events
+// delivered to them so far.
 func (m *externalEvents) hasWaitingSlot(name string) bool {
 	active := 0
 	for id, sub := range m.subs {
@@ -43,16 +82,20 @@ func (m *externalEvents) hasWaitingSlot(name string) bool {
 	return active > len(m.arrivals[name])
 }
 
-// deliver appends an arrival.
-func (m *externalEvents) deliver(name, data string) {
-	m.arrivals[name] = append(m.arrivals[name], data)
+// cancel marks a wait dropped; it never resolves and frees its slot, or
+// leaves the buffered event it was matched to for the next wait. A wait
+// dropped before it is bound is cancelled before its kind is known, so
+// both matchings hear of it.
+func (m *externalEvents) cancel(scheduleID uint64) {
+	m.buffer.cancel(scheduleID)
+	m.cancelled[scheduleID] = true
 }
 
-// cancel marks a subscription dropped; it never resolves and frees its slot.
-func (m *externalEvents) cancel(scheduleID uint64) { m.cancelled[scheduleID] = true }
-
-// lookup returns the event for a subscription, if it has arrived.
+// lookup returns the event for a wait, if it has arrived.
 func (m *externalEvents) lookup(scheduleID uint64) (string, bool) {
+	if m.buffered[scheduleID] {
+		return m.buffer.lookup(scheduleID)
+	}
 	sub, ok := m.subs[scheduleID]
 	if !ok || m.cancelled[scheduleID] {
 		return "", false

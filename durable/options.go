@@ -11,13 +11,17 @@ import (
 	"github.com/duroxide-go/cdb"
 )
 
-// DuroxideVersion is the duroxide version this runtime implements. It is
-// stamped on every event it writes and pinned on every execution it starts,
-// and it bounds the executions it will replay by default.
-const DuroxideVersion = "0.1.32"
+// DuroxideVersion is the duroxide version this runtime implements, with
+// the revision of this runtime's own replay rules as semantic-versioning
+// build metadata ("+cdb.N"; see the package doc's "Events"). It is stamped
+// on every event it writes and pinned on every execution it starts, and it
+// bounds the executions it will replay by default. Build metadata takes no
+// part in version ranges, so providers and duroxide's capability filters
+// see 0.1.32.
+const DuroxideVersion = "0.1.32+" + cdbRulesMark + ".1"
 
 // duroxideSemver is DuroxideVersion parsed.
-var duroxideSemver = cdb.NewSemanticVersion(0, 1, 32)
+var duroxideSemver = cdb.SemanticVersion{Major: 0, Minor: 1, Patch: 32, Build: cdbRulesMark + ".1"}
 
 // Options configures a Runtime. The zero value of every field means its
 // default, so Options{} is a working configuration.
@@ -86,8 +90,10 @@ type Options struct {
 	// WithTag); the zero value runs untagged activities only.
 	WorkerTagFilter cdb.TagFilter
 	// SupportedReplayVersions bounds the duroxide versions whose executions
-	// this runtime replays (default 0.0.0 to DuroxideVersion); executions
-	// pinned to other versions are left to other runtimes.
+	// this runtime replays (default 0.0.0 to 0.1.32); executions pinned to
+	// other versions are left to other runtimes. Versions compare without
+	// build metadata, as the providers' filters compare them, so 0.1.32
+	// includes this runtime's own 0.1.32+cdb.1.
 	SupportedReplayVersions *cdb.SemverRange
 
 	// UnregisteredBackoffBase is the first wait before retrying work whose
@@ -173,7 +179,7 @@ func (o Options) replayRange() cdb.SemverRange {
 	if o.SupportedReplayVersions != nil {
 		return *o.SupportedReplayVersions
 	}
-	return cdb.SemverRange{Max: duroxideSemver}
+	return cdb.SemverRange{Max: withoutBuild(duroxideSemver)}
 }
 
 // renewalInterval is how often a lock of this timeout is renewed: duroxide

@@ -30,7 +30,7 @@ func (r *Runtime) orchestrationLoop(slot int) {
 // it can be acked.
 func (r *Runtime) handleOrchestrationItem(item *cdb.OrchestrationItem, token string, attempt uint32) {
 	ctx := r.workCtx
-	if pinned, ok := pinnedVersion(item.History); ok && !r.opts.replayRange().Contains(pinned) && !startsSuccessor(item.Messages) {
+	if pinned, ok := pinnedVersion(item.History); ok && !replaysPinned(r.opts.replayRange(), pinned) && !startsSuccessor(item.Messages) {
 		// Defence in depth: the provider's filter should have skipped it.
 		// A batch that starts the successor of an execution that continued
 		// as new replays none of it: the successor runs at this runtime's

@@ -133,10 +133,11 @@ func unmatchedQueueMessages(history []cdb.Event, log *slog.Logger, instance stri
 }
 
 // capCarryForward keeps the first MaxCarryForwardEvents of the queue
-// messages a continue-as-new carries, and says how many it dropped.
+// messages (then raised events) a continue-as-new carries, and says how
+// many it dropped.
 func capCarryForward(out []cdb.CarryForwardEvent, instance string, log *slog.Logger) []cdb.CarryForwardEvent {
 	if len(out) > cdb.MaxCarryForwardEvents {
-		log.Warn("dropping queue messages beyond the carry-forward limit at continue-as-new",
+		log.Warn("dropping queue messages and events beyond the carry-forward limit at continue-as-new",
 			"instance", instance, "dropped", len(out)-cdb.MaxCarryForwardEvents, "limit", cdb.MaxCarryForwardEvents)
 		out = out[:cdb.MaxCarryForwardEvents]
 	}

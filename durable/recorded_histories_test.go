@@ -44,8 +44,9 @@ func noteActivity(_ ActivityContext, in string) (string, error) { return "noted:
 // recordedWorkloads cover what the versions' rules differ on: sequences
 // and fan-outs of activities, timers, external events and queue messages
 // racing timers (duroxide 0.1.31's queue-race rules), sub-orchestrations
-// and the ids of children scheduled after a continue-as-new (0.1.30), and
-// a continue-as-new carrying unread messages.
+// and the ids of children scheduled after a continue-as-new (0.1.30), a
+// continue-as-new carrying unread messages, and an event raised before its
+// wait (buffered from 0.1.32+cdb.1).
 func recordedWorkloads() []recordedWorkload {
 	return []recordedWorkload{
 		{name: "RecChain", input: "a", fn: func(ctx *OrchestrationContext, in string) (string, error) {
@@ -90,6 +91,16 @@ func recordedWorkloads() []recordedWorkload {
 		}, drive: func(t *testing.T, h *harness, instance string) {
 			h.waitForHistory(instance, hasEvent[cdb.TimerFired])
 			require.NoError(t, h.client.EnqueueEvent(h.ctx, instance, "q", "m"))
+		}},
+		{name: "RecEarlyEvent", fn: func(ctx *OrchestrationContext, _ string) (string, error) {
+			if _, err := ctx.ScheduleTimer(time.Second).Await(); err != nil {
+				return "", err
+			}
+			approval, err := ctx.WaitForEvent("approve", WithEventTimeout(time.Hour)).Await()
+			return "approved:" + approval, err
+		}, drive: func(t *testing.T, h *harness, instance string) {
+			h.waitForHistory(instance, hasEvent[cdb.TimerCreated])
+			require.NoError(t, h.client.RaiseEvent(h.ctx, instance, "approve", "alice"))
 		}},
 		{name: "RecParent", input: "x", fn: func(ctx *OrchestrationContext, in string) (string, error) {
 			out, err := ctx.ScheduleSubOrchestration("RecChild", in).Await()

@@ -61,6 +61,9 @@ type replayEngine struct {
 	// whose value the code read.
 	queueCancelled map[uint64]bool
 	queueRead      map[uint64]bool
+	// events is the replay's event matching, for the carry and the
+	// waits still open when a buffering execution ends.
+	events *externalEvents
 
 	kvSnapshot map[string]cdb.KVEntry
 	now        func() time.Time
@@ -96,6 +99,10 @@ func (e *replayEngine) childIDForm() childIDForm { return childIDFormFor(e.stamp
 // rules, by its start's stamp (queueRaceRulesFor).
 func (e *replayEngine) queueRaceRules() bool { return queueRaceRulesFor(e.stamp()) }
 
+// bufferedEvents reports whether this execution's WaitForEvent is
+// buffered, by its start's stamp (bufferedEventsFor).
+func (e *replayEngine) bufferedEvents() bool { return bufferedEventsFor(e.stamp()) }
+
 func (e *replayEngine) nowMs() uint64 { return uint64(max(e.now().UnixMilli(), 0)) }
 
 // appendEvent adds an event with the next id to the delta.
@@ -130,6 +137,8 @@ func (e *replayEngine) execute(ctx context.Context, fn OrchestrationFunc, input 
 	}
 	octx := newOrchestrationContext(id, e.now, e.kvSnapshot)
 	octx.queueRaceRules = e.queueRaceRules()
+	octx.bufferedEvents = e.bufferedEvents()
+	octx.external.buffering = octx.bufferedEvents
 	if started.InitialCustomStatus != nil {
 		octx.customStatus = ptr(*started.InitialCustomStatus)
 	}
@@ -167,6 +176,11 @@ type replayRun struct {
 	open     map[uint64]futureKind // scheduling event id → kind, until completed
 	mustPoll bool
 	output   *completion // set when the orchestration returned
+	// pollWhenMatched: a buffered wait was bound and may already have its
+	// event; the code is polled once the history has matched every action
+	// it emitted with the wait, as the turn that recorded them polled it
+	// once they were all written.
+	pollWhenMatched bool
 }
 
 // maxQuiescencePolls bounds the polls after the history is exhausted.
@@ -178,6 +192,7 @@ func (r *replayRun) replay(ctx context.Context, working []cdb.Event) (turnResult
 		if i >= e.persistedLen {
 			r.octx.replaying = false
 		}
+		r.pollOnceMatched()
 		if r.mustPoll {
 			if res, err := r.poll(ctx); res != nil || err != nil {
 				return r.result(res, err)
@@ -192,6 +207,7 @@ func (r *replayRun) replay(ctx context.Context, working []cdb.Event) (turnResult
 		}
 	}
 	r.octx.replaying = false
+	r.pollOnceMatched()
 	if r.mustPoll && r.output == nil {
 		if res, err := r.poll(ctx); res != nil || err != nil {
 			return r.result(res, err)
@@ -203,6 +219,14 @@ func (r *replayRun) replay(ctx context.Context, working []cdb.Event) (turnResult
 		return r.result(res, err)
 	}
 	return r.finalize(), nil
+}
+
+// pollOnceMatched asks for the poll a bound buffered wait needs, once no
+// emitted action waits for its history event.
+func (r *replayRun) pollOnceMatched() {
+	if r.pollWhenMatched && len(r.emitted) == 0 {
+		r.mustPoll, r.pollWhenMatched = true, false
+	}
 }
 
 func (r *replayRun) result(res *turnResult, err error) (turnResult, error) {
@@ -265,9 +289,12 @@ func (r *replayRun) apply(ev cdb.Event) *turnResult {
 	case cdb.TimerCreated:
 		return r.matchSchedule(ev, futureTimer)
 	case cdb.ExternalSubscribed:
+		buffered := len(r.emitted) > 0 && r.emitted[0].action.buffered
 		res := r.matchSchedule(ev, futureExternal)
 		if res == nil {
-			r.octx.external.bind(ev.EventID, k.Name)
+			r.octx.external.bind(ev.EventID, k.Name, buffered)
+			// A buffered wait may take an event that arrived before it.
+			r.pollWhenMatched = r.pollWhenMatched || buffered
 		}
 		return res
 	case cdb.QueueSubscribed:
@@ -305,18 +332,13 @@ func (r *replayRun) apply(ev cdb.Event) *turnResult {
 			r.octx.queue.cancel(*ev.SourceEventID)
 		}
 	case cdb.ExternalEvent:
-		// Only a waiting subscription takes an event; one raised before
-		// anyone waited stays in the history, undelivered.
-		if r.octx.external.hasWaitingSlot(k.Name) {
-			r.octx.external.deliver(k.Name, k.Data)
+		// A waiting subscription takes an event, else the buffer of an
+		// execution that buffers; otherwise it stays in the history,
+		// undelivered.
+		if r.octx.external.arrive(k.Name, k.Data) {
 			r.mustPoll = true
 		} else {
-			level := slog.LevelWarn
-			if r.octx.replaying {
-				level = slog.LevelDebug // reported when it arrived
-			}
-			r.engine.log.Log(context.Background(), level, "external event with no waiting subscription is not delivered",
-				"instance", r.engine.instance, "event", k.Name)
+			r.logUndelivered(k.Name)
 		}
 	case cdb.QueueEventDelivered:
 		r.octx.queue.deliver(k.Name, k.Data)
@@ -422,7 +444,7 @@ func (r *replayRun) convertEmitted() {
 			}
 			r.octx.childInstances[em.token] = a.instance
 		case actWaitExternal:
-			r.octx.external.bind(a.eventID, a.name)
+			r.octx.external.bind(a.eventID, a.name, a.buffered)
 		case actDequeueEvent:
 			r.octx.queue.bind(a.eventID, a.name)
 		}
@@ -438,6 +460,7 @@ func (r *replayRun) convertEmitted() {
 func (r *replayRun) finalize() turnResult {
 	e := r.engine
 	e.queueCancelled, e.queueRead = r.octx.queue.cancelled, r.octx.queueRead
+	e.events = &r.octx.external
 	if reason, ok := cancelRequested(e.history()); ok {
 		return turnResult{kind: turnCancelled, reason: reason}
 	}

@@ -324,7 +324,12 @@ func TestTurnExternalEventMatchesWaitingSubscription(t *testing.T) {
 	assert.Equal(t, "ok", out.result.output)
 }
 
-func TestTurnExternalEventBeforeSubscriptionIsNotDelivered(t *testing.T) {
+// TestTurnExternalEventBeforeUnbufferedSubscriptionIsNotDelivered:
+// duroxide's subscription semantics, kept by WaitForEventUnbuffered.
+func TestTurnExternalEventBeforeUnbufferedSubscriptionIsNotDelivered(t *testing.T) {
+	waitGo := func(ctx *OrchestrationContext, _ string) (string, error) {
+		return ctx.WaitForEventUnbuffered("Go").Await()
+	}
 	out := turnOn(t, waitGo, nil, startMessage(""), cdb.ExternalRaisedMessage{Instance: testInstance, Name: "Go", Data: "early"})
 	assert.Equal(t, turnContinue, out.result.kind)
 	assert.Equal(t, []string{"OrchestrationStarted", "ExternalEvent", "ExternalSubscribed"}, kinds(out.delta))

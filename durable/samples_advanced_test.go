@@ -253,8 +253,9 @@ func TestSampleKVRequestResponse(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "ready", status)
 		for _, req := range []struct{ op, cmd, want string }{{"op-1", "hello", "olleh"}, {"op-2", "world", "dlrow"}, {"op-3", "rust", "tsur"}} {
-			// Each request is raised once the server waits for it: events
-			// raised with no subscription waiting are not delivered.
+			// Each request is raised once the server waits for it, as in
+			// duroxide's sample, where an event raised with no
+			// subscription waiting is not delivered.
 			h.waitForHistory(id, func(history []cdb.Event) bool {
 				return len(eventsOf[cdb.ExternalSubscribed](history)) > len(eventsOf[cdb.ExternalEvent](history))
 			})

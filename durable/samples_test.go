@@ -177,8 +177,8 @@ func TestSampleSelect2ActivityVsExternal(t *testing.T) {
 		})
 		h.run()
 		h.start("inst-s2-mixed", "Select2ActVsEvt", "")
-		// Raise only once the subscription is recorded: earlier events are
-		// not delivered.
+		// Raise only once the subscription is recorded, as duroxide's
+		// sample does (it would not deliver an earlier event).
 		h.waitForHistory("inst-s2-mixed", hasEvent[cdb.ExternalSubscribed])
 		require.NoError(t, h.client.RaiseEvent(h.ctx, "inst-s2-mixed", "Go", "ok"))
 		assert.Equal(t, "event:ok", h.completed("inst-s2-mixed"))

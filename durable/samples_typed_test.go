@@ -115,7 +115,7 @@ func TestSampleTypedEvent(t *testing.T) {
 		}))
 		h.run()
 		require.NoError(t, h.client.StartOrchestrationTyped(h.ctx, "inst-typed-ack", "WaitAck", struct{}{}))
-		h.waitForHistory("inst-typed-ack", hasEvent[cdb.ExternalSubscribed]) // earlier events are not delivered
+		h.waitForHistory("inst-typed-ack", hasEvent[cdb.ExternalSubscribed]) // as duroxide's sample, which drops earlier events
 		require.NoError(t, h.client.RaiseEventTyped(h.ctx, "inst-typed-ack", "Ready", ack{Ok: true}))
 
 		out, err := WaitForCompletionAs[string](h.ctx, h.client, "inst-typed-ack", 15*time.Second)

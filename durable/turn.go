@@ -174,8 +174,16 @@ func (b *turnBuilder) finish(ctx context.Context, env turnEnv) {
 		} else {
 			carry = unmatchedQueueMessages(e.history(), env.log, p.instance)
 		}
+		if e.bufferedEvents() && e.events != nil {
+			carry = capCarryForward(append(carry, e.events.unreadEvents()...), p.instance, env.log)
+		}
 	}
 	out := outstandingSchedules(e.history())
+	if e.bufferedEvents() && e.events != nil {
+		// A buffered wait may have taken an event that arrived before it,
+		// which duroxide's reckoning cannot see.
+		out.external = e.events.waitingEvents(e.history())
+	}
 	for _, id := range out.external {
 		e.appendEvent(ptr(id), cdb.ExternalSubscribedCancelled{Reason: "orchestration_terminal"})
 	}

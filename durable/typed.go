@@ -121,7 +121,8 @@ func (c *Client) StartOrchestrationTyped(ctx context.Context, instance, name str
 }
 
 // RaiseEventTyped raises an external event whose data is encoded as JSON;
-// the orchestration reads it with AwaitAs(ctx.WaitForEvent(name)).
+// the orchestration reads it with AwaitAs(ctx.WaitForEvent(name)). It is
+// delivered as RaiseEvent's events are.
 func (c *Client) RaiseEventTyped(ctx context.Context, instance, name string, data any) error {
 	payload, err := EncodeJSON(data)
 	if err != nil {

@@ -432,7 +432,9 @@ func transitionOrchestration(shape string) durable.OrchestrationFunc {
 		case "stale-only":
 			return await(ctx.DequeueEvent("q"))
 		case "signal":
-			answer, err := ctx.WaitForEvent("signal").Await()
+			// duroxide's subscription: the window's answer counts only if it
+			// arrives once the wait is bound.
+			answer, err := ctx.WaitForEventUnbuffered("signal").Await()
 			if err != nil {
 				return "", err
 			}

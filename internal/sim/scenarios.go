@@ -212,9 +212,9 @@ func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.
 		startOne(id, s)
 		h.feedInbox(ctx, id, s, rng, 0)
 	case kindWaiter:
-		s := spec{Kind: kindWaiter, Run: run, N: 1 + rng.Intn(3)}
+		s := spec{Kind: kindWaiter, Run: run, N: 1 + rng.Intn(3), Batch: rng.Intn(3)}
 		startOne(id, s)
-		h.raiseWhenSubscribed(ctx, id, s)
+		h.raiseEvents(ctx, id, s, rng.Intn(2) == 0)
 	case kindSender:
 		rx := spec{Kind: kindInbox, Run: run + ".rx", N: 1 + rng.Intn(8), Batch: 1 + rng.Intn(5)}
 		h.expectOutcome(&expectation{instance: id + "-rx", spec: rx, want: expected(rx), sender: id})
@@ -323,17 +323,18 @@ func (h *harness) prune(ctx context.Context, id string) {
 	h.env.stats.count(&h.env.stats.Prunes, 1)
 }
 
-// raiseWhenSubscribed raises each of the Waiter's events once its
-// subscription is in history: an event raised before it is not delivered
-// (duroxide's semantics), which would make the outcome a race.
-func (h *harness) raiseWhenSubscribed(ctx context.Context, id string, s spec) {
+// raiseEvents raises the Waiter's events, in order: early, at once (before
+// the orchestration waits for them, even before its start is taken, which
+// the buffered WaitForEvent must keep, once each, across crashes and
+// continue-as-new), or else each once its subscription is in history.
+func (h *harness) raiseEvents(ctx context.Context, id string, s spec, early bool) {
 	// An instance slow under load (turns whose locks expire) is not a
 	// stuck one: the raise waits as long as the run progresses, so a late
 	// subscription still gets its event and only a real stall shows as
 	// stuck.
 	for i := range s.N {
 		name := waiterEvent(i)
-		ok := h.waitHistory(ctx, id, func(history []cdb.Event) bool {
+		ok := early || h.waitHistory(ctx, id, func(history []cdb.Event) bool {
 			for _, ev := range history {
 				if sub, isSub := ev.Kind.(cdb.ExternalSubscribed); isSub && sub.Name == name {
 					return true

@@ -311,12 +311,20 @@ func orchInbox(ctx *rt.OrchestrationContext, input string) (string, error) {
 // eventData is the seq-th event sent to the incarnation run.
 func eventData(run string, seq int) string { return run + ":" + strconv.Itoa(seq) }
 
+// orchWaiter waits for N events in turn, each by its own name, continuing
+// as new every Batch events (never when 0).
 func orchWaiter(ctx *rt.OrchestrationContext, input string) (string, error) {
 	s, err := decodeSpec(input)
 	if err != nil {
 		return "", err
 	}
-	for i := range s.N {
+	for i := s.Next; i < s.N; i++ {
+		if s.Batch > 0 && i > s.Next && (i-s.Next)%s.Batch == 0 {
+			// Events raised early and not read yet are carried into the
+			// next execution.
+			s.Next = i
+			return ctx.ContinueAsNew(s.encode())
+		}
 		data, err := ctx.WaitForEvent(waiterEvent(i)).Await()
 		if err != nil {
 			return "", err

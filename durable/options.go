@@ -100,8 +100,13 @@ type Options struct {
 
 	// Logger receives the runtime's logs (default: discarded).
 	Logger *slog.Logger
-	// Now is the clock for timers and event timestamps. By default it is
-	// the provider's ServiceTime when the provider has one (the Cosmos DB
+	// Now is the runtime's clock: it stamps events, gives
+	// OrchestrationContext.UtcNow its value and computes the instant a
+	// timer is due (its FireAtMs). It does not decide when a timer fires:
+	// the provider makes the timer's message visible by its own clock
+	// (cdb.Config.Now for the Cosmos DB provider), so a test that skips
+	// time moves both (package durabletest). By default it is the
+	// provider's ServiceTime when the provider has one (the Cosmos DB
 	// provider: the account's time, whatever this machine's clock says, so
 	// a timer fires when its delay has passed for every process), else
 	// time.Now.

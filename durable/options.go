@@ -93,10 +93,18 @@ type Options struct {
 	// UnregisteredBackoffBase is the first wait before retrying work whose
 	// orchestration or activity is not registered here (default 1s):
 	// another runtime, or a later registration, may run it. The wait
-	// doubles up to UnregisteredBackoffMax (default 60s).
+	// doubles up to UnregisteredBackoffMax (default 60s). A turn parked
+	// for nondeterminism (NondeterminismPolicy) is retried on the same
+	// schedule.
 	UnregisteredBackoffBase time.Duration
 	// UnregisteredBackoffMax is the longest wait between such retries.
 	UnregisteredBackoffMax time.Duration
+
+	// NondeterminismPolicy says what a turn whose code no longer matches
+	// the instance's history does: park the instance and retry with
+	// backoff until matching code runs it (ParkOnNondeterminism, the
+	// default), or fail it (FailOnNondeterminism).
+	NondeterminismPolicy NondeterminismPolicy
 
 	// Logger receives the runtime's logs (default: discarded).
 	Logger *slog.Logger

@@ -45,18 +45,22 @@ const (
 // because its code no longer matches its history, as this runtime last saw
 // it.
 type ParkedInstance struct {
-	Instance    string
+	// Instance is the parked instance.
+	Instance string
+	// ExecutionID is the execution whose turn diverged.
 	ExecutionID uint64
 	// Orchestration and Version are the registration whose code diverged.
 	Orchestration string
-	Version       string
+	// Version is the registered version that ran.
+	Version string
 	// Error is the nondeterminism: which event of the history the code did
 	// not reproduce, and what it did instead.
 	Error string
-	// Parks counts the diverging turns in a row; Since is the first one's
-	// time and RetryAt when the batch is due again (Options.Now).
-	Parks   uint32
-	Since   time.Time
+	// Parks counts the diverging turns in a row.
+	Parks uint32
+	// Since is when the first of them ran (Options.Now).
+	Since time.Time
+	// RetryAt is when the parked batch is due again (Options.Now).
 	RetryAt time.Time
 }
 

@@ -76,7 +76,12 @@ type Config struct {
 	// time: Now corrected by the client's ClockOffset, so a process whose
 	// clock is minutes or hours off writes and judges every time (queue
 	// visibility, seqs, lock expiries, timers, leases, beats) as a healthy
-	// one does.
+	// one does. It is the clock that decides when a durable timer fires:
+	// a timer's message becomes visible when this clock passes its due
+	// time, at the next poll (PollInterval). The durable runtime reads it
+	// too, through ServiceTime, unless durable.Options.Now is set; a test
+	// skips time by giving both one manual clock (package
+	// durable/durabletest).
 	Now func() time.Time
 }
 

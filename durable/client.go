@@ -13,6 +13,9 @@ import (
 // It needs no running Runtime and is safe for concurrent use.
 type Client struct {
 	provider cdb.Provider
+	// parked looks up an instance parked for nondeterminism by the runtime
+	// whose client this is (Runtime.Client); nil for NewClient's.
+	parked func(instance string) (ParkedInstance, bool)
 }
 
 // NewClient returns a client on provider.
@@ -101,6 +104,11 @@ type Status struct {
 	CustomStatus *string
 	// CustomStatusVersion counts the changes of CustomStatus.
 	CustomStatusVersion uint64
+	// Parked is set on a running instance whose turns the runtime keeps
+	// retrying because its code no longer matches its history
+	// (ParkOnNondeterminism): why, and since when. Only the client of the
+	// runtime that parked it (Runtime.Client) knows; NewClient's is nil.
+	Parked *ParkedInstance
 }
 
 // IsTerminal reports whether the instance has finished for good.
@@ -115,7 +123,7 @@ func (c *Client) GetStatus(ctx context.Context, instance string) (Status, error)
 			return Status{}, fmt.Errorf("durable: get status of %q: %w", instance, err)
 		}
 		if done {
-			return st, nil
+			return c.withParked(instance, st), nil
 		}
 	}
 	history, err := c.provider.Read(ctx, instance)
@@ -133,7 +141,19 @@ func (c *Client) GetStatus(ctx context.Context, instance string) (Status, error)
 	if changed {
 		st.CustomStatus, st.CustomStatusVersion = custom, version
 	}
-	return st, nil
+	return c.withParked(instance, st), nil
+}
+
+// withParked adds what the client's runtime knows of a running instance it
+// parked for nondeterminism.
+func (c *Client) withParked(instance string, st Status) Status {
+	if c.parked == nil || st.State != StateRunning {
+		return st
+	}
+	if p, ok := c.parked(instance); ok {
+		st.Parked = &p
+	}
+	return st
 }
 
 // readStatus reads an instance's status in one request from a provider

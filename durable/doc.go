@@ -73,11 +73,22 @@
 //   - no decisions on map iteration order;
 //   - logging is fine, but ctx.IsReplaying tells a replay from the first run.
 //
-// Changing what a running orchestration schedules breaks its replay: the
-// runtime fails the instance with a nondeterminism error
+// Changing what a running orchestration schedules breaks its replay. The
+// runtime then parks the instance (Options.NondeterminismPolicy): it
+// retries the turn with backoff, never counting the attempt, until code
+// that matches the history runs it, so rolling the deploy back heals it;
+// Status.Parked, from the runtime's client, says why it waits. With
+// FailOnNondeterminism it fails the instance with a nondeterminism error
 // (cdb.ConfigurationError). To change an orchestration that has running
 // instances, register a new version with RegisterOrchestrationVersion;
-// running instances keep the version they started with.
+// running instances keep the version they started with. A Replayer checks,
+// in a unit test, that new code still replays recorded histories (saved
+// with `cdb show -o json`, or read from a store), and names the first
+// event it does not reproduce.
+//
+// Tests skip time with package durabletest: one manual clock for the
+// runtime (Options.Now) and the provider (cdb.Config.Now), which is the
+// one that fires timers.
 //
 // # Events
 //

@@ -102,7 +102,7 @@ func TestWaitForEventReceivesAnEventRaisedWhileATimerRuns(t *testing.T) {
 // its terminal event: the same output, and no event appended.
 func requireReplaysAsRecorded(t *testing.T, history []cdb.Event, fn OrchestrationFunc) {
 	t.Helper()
-	want, ended := recordedOutcome(history[len(history)-1])
+	want, ended := outcomeOf(history[len(history)-1])
 	require.True(t, ended)
 	res, err := Replay(context.Background(), testInstance, history[0].ExecutionID, history[:len(history)-1], nil, fn)
 	require.NoError(t, err)

@@ -99,15 +99,28 @@ type Options struct {
 	// UnregisteredBackoffBase is the first wait before retrying work whose
 	// orchestration or activity is not registered here (default 1s):
 	// another runtime, or a later registration, may run it. The wait
-	// doubles up to UnregisteredBackoffMax (default 60s).
+	// doubles up to UnregisteredBackoffMax (default 60s). A turn parked
+	// for nondeterminism (NondeterminismPolicy) is retried on the same
+	// schedule.
 	UnregisteredBackoffBase time.Duration
 	// UnregisteredBackoffMax is the longest wait between such retries.
 	UnregisteredBackoffMax time.Duration
 
+	// NondeterminismPolicy says what a turn whose code no longer matches
+	// the instance's history does: park the instance and retry with
+	// backoff until matching code runs it (ParkOnNondeterminism, the
+	// default), or fail it (FailOnNondeterminism).
+	NondeterminismPolicy NondeterminismPolicy
+
 	// Logger receives the runtime's logs (default: discarded).
 	Logger *slog.Logger
-	// Now is the clock for timers and event timestamps. By default it is
-	// the provider's ServiceTime when the provider has one (the Cosmos DB
+	// Now is the runtime's clock: it stamps events, gives
+	// OrchestrationContext.UtcNow its value and computes the instant a
+	// timer is due (its FireAtMs). It does not decide when a timer fires:
+	// the provider makes the timer's message visible by its own clock
+	// (cdb.Config.Now for the Cosmos DB provider), so a test that skips
+	// time moves both (package durabletest). By default it is the
+	// provider's ServiceTime when the provider has one (the Cosmos DB
 	// provider: the account's time, whatever this machine's clock says, so
 	// a timer fires when its delay has passed for every process), else
 	// time.Now.

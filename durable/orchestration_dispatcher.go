@@ -171,13 +171,17 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 		r.abandonOrchestration(token, backoff, false)
 		return
 	}
-	t, err := runTurn(ctx, turnPlan{
+	plan := turnPlan{
 		instance: item.Instance, executionID: executionID, name: b.name, version: version,
 		fn: fn, persisted: persisted, batch: b, kvSnapshot: item.KVSnapshot,
-	}, r.turnEnv())
+	}
+	t, err := runTurn(ctx, plan, r.turnEnv())
 	if err != nil {
 		r.log.Warn("turn interrupted; abandoning", "instance", item.Instance, "error", err)
 		r.abandonOrchestration(token, 0, true)
+		return
+	}
+	if r.parkOnDivergence(ctx, item, token, plan, t) {
 		return
 	}
 	t.orchestratorItems = append(t.orchestratorItems, collisions...)

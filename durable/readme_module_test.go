@@ -37,7 +37,7 @@ func TestReadmeProgramRunsInANewModule(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	for _, name := range []string{"main.go", "main_test.go"} {
+	for _, name := range []string{"main.go", "main_test.go", "deploy_test.go"} {
 		src, err := readmeFile(string(readme), name)
 		if err != nil {
 			t.Fatal(err)

@@ -174,24 +174,13 @@ func replayRecorded(t *testing.T, file string, fns map[string]OrchestrationFunc)
 		require.True(t, ok, "execution %d begins with its start", exec)
 		fn, ok := fns[started.Name]
 		require.True(t, ok, "no workload named %s", started.Name)
-		want, ended := recordedOutcome(history[len(history)-1])
+		want, ended := outcomeOf(history[len(history)-1])
 		require.True(t, ended, "execution %d of %s ended", exec, rec.Instance)
 		got, err := Replay(context.Background(), rec.Instance, exec, history[:len(history)-1], nil, fn)
 		require.NoError(t, err)
 		assert.Empty(t, got.Delta, "execution %d of %s: replay appended history", exec, rec.Instance)
 		assert.Equal(t, want, withoutDelta(got), "execution %d of %s decides as recorded", exec, rec.Instance)
 	}
-}
-
-// recordedOutcome is what an execution's terminal event says it decided.
-func recordedOutcome(last cdb.Event) (ReplayResult, bool) {
-	switch k := last.Kind.(type) {
-	case cdb.OrchestrationCompleted:
-		return ReplayResult{State: StateCompleted, Output: k.Output}, true
-	case cdb.OrchestrationContinuedAsNew:
-		return ReplayResult{State: StateContinuedAsNew, Output: k.Input}, true
-	}
-	return ReplayResult{}, false
 }
 
 // recordCorpus runs every workload on the in-memory provider with this

@@ -40,6 +40,7 @@ type Runtime struct {
 	executions map[string]uint64 // instance → latest execution this runtime committed
 
 	admission *admissionHolds // batches given back waiting for a successor's start (admission.go)
+	parked    *parkedTurns    // instances parked for nondeterminism (nondeterminism_policy.go)
 }
 
 // serviceClock is a provider that reads time as its store does
@@ -67,7 +68,9 @@ func Start(ctx context.Context, provider cdb.Provider, registry *Registry, opts 
 		provider: provider, registry: registry, opts: opts, log: opts.Logger.With("runtime", id),
 		client: NewClient(provider), id: id, filter: opts.capabilityFilter(),
 		sessions: newSessionTracker(), executions: map[string]uint64{}, admission: newAdmissionHolds(),
+		parked: newParkedTurns(),
 	}
+	r.client.parked = r.parked.lookup
 	r.workCtx, r.stopWork = context.WithCancel(ctx)
 	r.fetchCtx, r.stopFetching = context.WithCancel(r.workCtx)
 	r.startDispatchers()

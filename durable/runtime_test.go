@@ -201,8 +201,10 @@ func TestActivityLockIsRenewed(t *testing.T) {
 	})
 }
 
-// TestNondeterministicCodeFailsInstance: code changed under a running
-// instance fails it with a nondeterminism configuration error.
+// TestNondeterministicCodeFailsInstance: with FailOnNondeterminism, code
+// changed under a running instance fails it with a nondeterminism
+// configuration error (the default parks it:
+// TestAChangedOrchestrationParksAndRollingBackHealsIt).
 func TestNondeterministicCodeFailsInstance(t *testing.T) {
 	eachProvider(t, func(t *testing.T, h *harness) {
 		var changed atomic.Bool
@@ -218,7 +220,7 @@ func TestNondeterministicCodeFailsInstance(t *testing.T) {
 			}
 			return ctx.WaitForEvent("go").Await()
 		})
-		h.run()
+		h.run(func(o *Options) { o.NondeterminismPolicy = FailOnNondeterminism })
 		h.start("drift", "Drifts", "")
 		h.waitForHistory("drift", hasEvent[cdb.ExternalSubscribed])
 		changed.Store(true)

@@ -1,0 +1,120 @@
+package durable
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// reserveThenApprove is an order workflow: one activity, then an approval.
+// Deploying it with another first activity changes the code under the same
+// name and version.
+func reserveThenApprove(activity string) OrchestrationFunc {
+	return func(ctx *OrchestrationContext, input string) (string, error) {
+		if _, err := ctx.ScheduleActivity(activity, input).Await(); err != nil {
+			return "", err
+		}
+		approval, err := ctx.WaitForEvent("approve").Await()
+		if err != nil {
+			return "", err
+		}
+		return "approved " + approval, nil
+	}
+}
+
+// deployment is a harness on p running the Order workflow whose first
+// activity is activity.
+func deployment(t *testing.T, p cdb.Provider, activity string, tweak ...func(*Options)) *harness {
+	h := newHarness(t, p)
+	h.orchestration("Order", reserveThenApprove(activity))
+	for _, name := range []string{"Reserve", "Charge"} {
+		h.activity(name, func(_ ActivityContext, input string) (string, error) { return input, nil })
+	}
+	h.run(append([]func(*Options){retryParkedQuickly}, tweak...)...)
+	return h
+}
+
+// retryParkedQuickly retries parked turns every few milliseconds, and would
+// poison an instance after two counted attempts.
+func retryParkedQuickly(o *Options) {
+	o.UnregisteredBackoffBase, o.UnregisteredBackoffMax = 5*time.Millisecond, 20*time.Millisecond
+	o.MaxAttempts = 2
+}
+
+// waitingForApproval runs the original Order workflow on p until instance
+// waits for its approval, then stops that runtime (the deploy).
+func waitingForApproval(t *testing.T, p cdb.Provider, instance string) {
+	before := deployment(t, p, "Reserve")
+	before.start(instance, "Order", "42")
+	before.waitForHistory(instance, hasEvent[cdb.ExternalSubscribed])
+	require.NoError(t, before.rt.Shutdown(context.Background()))
+}
+
+// waitParked waits until rt has parked instance at least parks times.
+func waitParked(t *testing.T, rt *Runtime, instance string, parks uint32) ParkedInstance {
+	var got ParkedInstance
+	require.Eventually(t, func() bool {
+		for _, p := range rt.ParkedInstances() {
+			if p.Instance == instance && p.Parks >= parks {
+				got = p
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 5*time.Millisecond, "instance %s parked %d times", instance, parks)
+	return got
+}
+
+const orderDivergence = `schedule mismatch at event 2: history has activity "Reserve", the code scheduled activity "Charge"`
+
+// A deploy that changes the workflow parks the instance waiting for its
+// approval instead of failing it: the approval's turn is retried, never
+// counted as an attempt (it is parked more often than MaxAttempts), and the
+// runtime's client says why it waits. Rolling the deploy back runs the
+// parked turn with the approval, and the order completes.
+func TestAChangedOrchestrationParksAndRollingBackHealsIt(t *testing.T) {
+	for _, pc := range testProviders {
+		t.Run(pc.name, func(t *testing.T) {
+			t.Parallel()
+			p := pc.new(t)
+			waitingForApproval(t, p, "order")
+
+			changed := deployment(t, p, "Charge")
+			require.NoError(t, changed.client.RaiseEvent(context.Background(), "order", "approve", "yes"))
+			parked := waitParked(t, changed.rt, "order", 4)
+			assert.Equal(t, orderDivergence, parked.Error)
+			assert.Equal(t, "Order", parked.Orchestration)
+
+			st, err := changed.rt.Client().GetStatus(context.Background(), "order")
+			require.NoError(t, err)
+			assert.Equal(t, StateRunning, st.State)
+			require.NotNil(t, st.Parked, "the runtime's client shows the instance parked")
+			assert.Equal(t, orderDivergence, st.Parked.Error)
+			require.NoError(t, changed.rt.Shutdown(context.Background()))
+
+			rolledBack := deployment(t, p, "Reserve")
+			assert.Equal(t, "approved yes", rolledBack.completed("order"))
+		})
+	}
+}
+
+// A parked instance can still be ended: its cancellation fails it with the
+// nondeterminism it was parked for, and it leaves the parked list.
+func TestCancellingAParkedInstanceFailsIt(t *testing.T) {
+	p := testProviders[0].new(t)
+	waitingForApproval(t, p, "order")
+
+	changed := deployment(t, p, "Charge")
+	require.NoError(t, changed.client.RaiseEvent(context.Background(), "order", "approve", "yes"))
+	waitParked(t, changed.rt, "order", 1)
+	require.NoError(t, changed.client.CancelInstance(context.Background(), "order", "rolled forward"))
+	st := changed.wait("order")
+	require.Equal(t, StateFailed, st.State)
+	assert.Equal(t, nondeterminism(orderDivergence), st.Error)
+	assert.Empty(t, changed.rt.ParkedInstances())
+}

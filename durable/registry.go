@@ -3,6 +3,7 @@ package durable
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,6 +50,7 @@ type Registry struct {
 	orchestrations map[string][]versionedOrchestration // sorted by version, ascending
 	policies       map[string]VersionPolicy
 	activities     map[string]ActivityFunc
+	errorTypes     map[string]reflect.Type // RegisterError, by type name
 }
 
 type versionedOrchestration struct {
@@ -62,6 +64,7 @@ func NewRegistry() *Registry {
 		orchestrations: map[string][]versionedOrchestration{},
 		policies:       map[string]VersionPolicy{},
 		activities:     map[string]ActivityFunc{},
+		errorTypes:     map[string]reflect.Type{},
 	}
 	r.activities[sysNewGUID] = syscallNewGUID
 	r.activities[sysUtcNowMs] = syscallUtcNowMs

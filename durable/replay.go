@@ -63,6 +63,7 @@ type replayEngine struct {
 	queueRead      map[uint64]bool
 
 	kvSnapshot map[string]cdb.KVEntry
+	errorTypes *Registry // the error types a failure carries (RegisterError)
 	now        func() time.Time
 	log        *slog.Logger
 }
@@ -453,7 +454,7 @@ func (r *replayRun) finalize() turnResult {
 		return turnResult{kind: turnContinue}
 	}
 	if r.output.err != nil {
-		return failed(orchestrationFailure(r.output.err.Error()))
+		return failed(applicationFailure(cdb.AppOrchestrationFailed{}, r.output.err, e.errorTypes))
 	}
 	return turnResult{kind: turnCompleted, output: r.output.value}
 }

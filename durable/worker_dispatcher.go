@@ -146,7 +146,7 @@ func (r *Runtime) ackActivity(w lockedActivity, res activityResult) {
 	var completion cdb.WorkItem = cdb.ActivityCompletedMessage{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID, Result: res.output}
 	if res.err != nil {
 		completion = cdb.ActivityFailedMessage{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID,
-			Details: cdb.ApplicationError{Kind: cdb.AppActivityFailed{}, Message: res.err.Error()}}
+			Details: applicationFailure(cdb.AppActivityFailed{}, res.err, r.registry)}
 	}
 	ctx, cancel := r.cleanupContext()
 	defer cancel()

@@ -97,6 +97,13 @@ type Options struct {
 	UnregisteredBackoffBase time.Duration
 	// UnregisteredBackoffMax is the longest wait between such retries.
 	UnregisteredBackoffMax time.Duration
+	// Unregistered says when such work stops being retried and fails
+	// (default UnregisteredFailAfterBackoff).
+	Unregistered UnregisteredPolicy
+	// UnregisteredAttempts is the fetch on which such work fails under
+	// UnregisteredFailAfterBackoff (default 3: given back after 1s and 2s
+	// with the default backoff, failed on the third fetch).
+	UnregisteredAttempts uint32
 
 	// Logger receives the runtime's logs (default: discarded).
 	Logger *slog.Logger
@@ -139,6 +146,9 @@ func (o Options) withDefaults() Options {
 	setInt(&o.MaxSessionsPerRuntime, 10)
 	setDuration(&o.UnregisteredBackoffBase, time.Second)
 	setDuration(&o.UnregisteredBackoffMax, time.Minute)
+	if o.UnregisteredAttempts == 0 {
+		o.UnregisteredAttempts = 3
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

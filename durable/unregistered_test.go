@@ -1,0 +1,98 @@
+package durable
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// quickUnregistered gives work without a handler back after 5 ms, then
+// 10 ms, and fails it on the third fetch (the default policy and count).
+func quickUnregistered(o *Options) {
+	o.UnregisteredBackoffBase, o.UnregisteredBackoffMax = 5*time.Millisecond, 20*time.Millisecond
+}
+
+// TestAMisspelledActivityFailsWithTheRegisteredNames: an activity nobody
+// registered is given back twice with backoff, then fails (not as poison)
+// with an error that names what is registered, suggests the closest
+// name, matches ErrNotRegistered and is not retryable.
+func TestAMisspelledActivityFailsWithTheRegisteredNames(t *testing.T) {
+	eachProvider(t, func(t *testing.T, h *harness) {
+		h.activity("ChargeCard", func(ActivityContext, string) (string, error) { return "charged", nil })
+		h.activity("Ship", func(ActivityContext, string) (string, error) { return "shipped", nil })
+		h.orchestration("Order", func(ctx *OrchestrationContext, _ string) (string, error) {
+			_, err := ctx.ScheduleActivity("ChargeCrad", "").Await()
+			if !errors.Is(err, ErrNotRegistered) || !IsNonRetryable(err) {
+				return "", errors.New("not a non-retryable ErrNotRegistered")
+			}
+			return err.Error(), nil
+		})
+		h.run(quickUnregistered)
+		h.start("misspelled-activity", "Order", "")
+		assert.Equal(t, `activity "ChargeCrad" is not registered (registered: ChargeCard, Ship); did you mean "ChargeCard"?`+
+			` [ApplicationError {"type":"durable.NotRegistered","non_retryable":true}]`, h.completed("misspelled-activity"))
+	})
+}
+
+// TestAMisspelledOrchestrationFailsTheInstance: a start whose orchestration
+// nobody registered fails the instance at once under
+// UnregisteredFailAtOnce, named as started, with an error a client can
+// branch on; a misspelled child fails its parent's await the same way.
+func TestAMisspelledOrchestrationFailsTheInstance(t *testing.T) {
+	eachProvider(t, func(t *testing.T, h *harness) {
+		h.orchestration("OrderFlow", func(*OrchestrationContext, string) (string, error) { return "done", nil })
+		h.orchestration("Parent", func(ctx *OrchestrationContext, _ string) (string, error) {
+			_, err := ctx.ScheduleSubOrchestration("OrderFlw", "").Await()
+			return err.Error(), nil
+		})
+		h.run(func(o *Options) { o.Unregistered = UnregisteredFailAtOnce })
+		h.start("misspelled-orchestration", "OrderFlw", "")
+		st := h.wait("misspelled-orchestration")
+		require.Equal(t, StateFailed, st.State)
+		const message = `orchestration "OrderFlw" is not registered (registered: OrderFlow, Parent); did you mean "OrderFlow"?`
+		assert.Equal(t, cdb.ApplicationError{Kind: cdb.AppOrchestrationFailed{},
+			Message: message + ` [ApplicationError {"type":"durable.NotRegistered","non_retryable":true}]`}, st.Error)
+		app, ok := ApplicationErrorOf(st.Error)
+		require.True(t, ok)
+		assert.ErrorIs(t, app, ErrNotRegistered)
+		history, err := h.client.ReadHistory(h.ctx, "misspelled-orchestration")
+		require.NoError(t, err)
+		require.NotEmpty(t, history)
+		started, ok := history[0].Kind.(cdb.OrchestrationStarted)
+		require.True(t, ok, "the failure belongs to a started execution: %#v", history[0].Kind)
+		assert.Equal(t, "OrderFlw", started.Name)
+
+		h.start("parent", "Parent", "")
+		assert.Equal(t, message+` [ApplicationError {"type":"durable.NotRegistered","non_retryable":true}]`, h.completed("parent"))
+	})
+}
+
+// TestUnregisteredPolicies: when work without a handler fails, by policy.
+func TestUnregisteredPolicies(t *testing.T) {
+	defaults := Options{}.withDefaults()
+	assert.False(t, defaults.failsUnregistered(2))
+	assert.True(t, defaults.failsUnregistered(3))
+	atOnce := Options{Unregistered: UnregisteredFailAtOnce}.withDefaults()
+	assert.True(t, atOnce.failsUnregistered(1))
+	duroxide := Options{Unregistered: UnregisteredBackoffUntilPoison}.withDefaults()
+	assert.False(t, duroxide.failsUnregistered(1000))
+}
+
+// TestClosestNameSuggestsLikelyMisspellingsOnly: a near name is suggested,
+// ignoring case; a far one is not.
+func TestClosestNameSuggestsLikelyMisspellingsOnly(t *testing.T) {
+	registered := []string{"ChargeCard", "Ship", "SendInvoice"}
+	for name, want := range map[string]string{"ChargeCrad": "ChargeCard", "chargecard": "ChargeCard", "Shp": "Ship", "SendInvoices": "SendInvoice"} {
+		got, ok := closestName(name, registered)
+		assert.True(t, ok, name)
+		assert.Equal(t, want, got, name)
+	}
+	_, ok := closestName("Refund", registered)
+	assert.False(t, ok)
+	assert.Equal(t, " (nothing is registered)", alternatives("X", nil))
+}

@@ -68,8 +68,8 @@ func (e *ApplicationError) Is(target error) bool {
 	if target == ErrNotRegistered {
 		return e.Type == notRegisteredType
 	}
-	var t *ApplicationError
-	if !errors.As(target, &t) || t == nil {
+	t, ok := target.(*ApplicationError)
+	if !ok || t == nil {
 		return false
 	}
 	return t.Type == e.Type && (t.Code == "" || t.Code == e.Code)

@@ -78,7 +78,7 @@ func (r *Registry) unregisteredOrchestration(name string, version *string) strin
 			registered[i] = v.version.String()
 		}
 		return fmt.Sprintf("orchestration %q version %s is not registered (registered versions: %s)",
-			name, deref(version), strings.Join(registered, ", "))
+			name, orElse(deref(version), "chosen by its version policy"), strings.Join(registered, ", "))
 	}
 	return fmt.Sprintf("orchestration %q is not registered%s", name, alternatives(name, names))
 }

@@ -96,3 +96,15 @@ func TestClosestNameSuggestsLikelyMisspellingsOnly(t *testing.T) {
 	assert.False(t, ok)
 	assert.Equal(t, " (nothing is registered)", alternatives("X", nil))
 }
+
+// TestAMissingVersionNamesTheRegisteredOnes: a name registered at other
+// versions is reported with those versions, not as a misspelling.
+func TestAMissingVersionNamesTheRegisteredOnes(t *testing.T) {
+	reg := NewRegistry()
+	noop := func(*OrchestrationContext, string) (string, error) { return "", nil }
+	require.NoError(t, reg.RegisterOrchestrationVersion("Order", "1.0.0", noop))
+	require.NoError(t, reg.RegisterOrchestrationVersion("Order", "1.1.0", noop))
+	assert.Equal(t, `orchestration "Order" version 2.0.0 is not registered (registered versions: 1.0.0, 1.1.0)`,
+		reg.unregisteredOrchestration("Order", ptr("2.0.0")))
+	assert.Equal(t, `activity "Charge" is not registered (nothing is registered)`, reg.unregisteredActivity("Charge"))
+}

@@ -98,7 +98,8 @@ type Options struct {
 	// UnregisteredBackoffMax is the longest wait between such retries.
 	UnregisteredBackoffMax time.Duration
 	// Unregistered says when such work stops being retried and fails
-	// (default UnregisteredFailAfterBackoff).
+	// (default UnregisteredFailAfterBackoff): activities, and first starts
+	// of an orchestration name with no version registered here.
 	Unregistered UnregisteredPolicy
 	// UnregisteredAttempts is the fetch on which such work fails under
 	// UnregisteredFailAfterBackoff (default 3: given back after 1s and 2s

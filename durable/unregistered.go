@@ -12,7 +12,11 @@ import (
 
 // UnregisteredPolicy says what becomes of work whose orchestration or
 // activity this runtime has not registered: a misspelled name, or a name
-// only another runtime (a newer build, during a rolling deploy) knows.
+// only another runtime (a newer build, during a rolling deploy) knows. It
+// applies to activities and to the first start of an orchestration name
+// with no version registered here; an instance that has already run, or
+// a version missing beside registered ones, always waits with backoff
+// until MaxAttempts makes it poison (another runtime may have the code).
 type UnregisteredPolicy int
 
 const (
@@ -47,6 +51,13 @@ func (o Options) failsUnregistered(attempt uint32) bool {
 // retryable, and it names what is registered instead.
 func notRegistered(message string) *ApplicationError {
 	return &ApplicationError{Type: notRegisteredType, Message: message, NonRetryable: true}
+}
+
+// hasOrchestration reports whether any version of name is registered.
+func (r *Registry) hasOrchestration(name string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.orchestrations[name]) > 0
 }
 
 // unregisteredActivity describes a missing activity for its failure.
@@ -146,7 +157,7 @@ func (r *Runtime) handleUnregisteredActivity(w lockedActivity) {
 	if !r.opts.failsUnregistered(w.attempt) {
 		backoff := r.opts.unregisteredBackoff(w.attempt)
 		r.log.Warn("activity not registered; abandoning with backoff", "activity", w.Name,
-			"instance", w.Instance, "attempt", w.attempt, "backoff", backoff, "fails_at_attempt", r.failingAttempt())
+			"instance", w.Instance, "attempt", w.attempt, "backoff", backoff, "fails_at_attempt", r.failingAttempt(true))
 		r.abandonWork(w.token, backoff, false)
 		return
 	}
@@ -157,15 +168,20 @@ func (r *Runtime) handleUnregisteredActivity(w lockedActivity) {
 }
 
 // handleUnregisteredOrchestration gives a batch whose orchestration has no
-// handler back with backoff, or fails the execution (telling its parent)
-// when the policy says its time is up.
+// handler back with backoff, or fails the instance (telling its parent)
+// when the policy says its time is up. Only a first start of a name that
+// nothing here registers can be a misspelling: an instance that has run
+// (or continues as new), or a version missing beside others, means
+// runtimes with different code share the store, and it waits for one that
+// has it, as duroxide does, until poison.
 func (r *Runtime) handleUnregisteredOrchestration(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32, plan turnPlan) {
 	version := plan.batch.version
-	if !r.opts.failsUnregistered(attempt) {
+	misspellable := len(item.History) == 0 && plan.executionID == item.ExecutionID && !r.registry.hasOrchestration(plan.name)
+	if !misspellable || !r.opts.failsUnregistered(attempt) {
 		backoff := r.opts.unregisteredBackoff(attempt)
 		r.log.Warn("orchestration not registered; abandoning with backoff", "instance", item.Instance,
 			"orchestration", plan.name, "version", deref(version), "attempt", attempt, "backoff", backoff,
-			"fails_at_attempt", r.failingAttempt())
+			"fails_at_attempt", r.failingAttempt(misspellable))
 		r.abandonOrchestration(token, backoff, false)
 		return
 	}
@@ -182,10 +198,13 @@ func (r *Runtime) handleUnregisteredOrchestration(ctx context.Context, item *cdb
 }
 
 // failingAttempt is the fetch on which work without a handler fails, for
-// the logs; 0 when it never does.
-func (r *Runtime) failingAttempt() uint32 {
-	if r.opts.Unregistered == UnregisteredBackoffUntilPoison {
+// the logs; 0 when it never does (only poison ends it).
+func (r *Runtime) failingAttempt(policyApplies bool) uint32 {
+	switch {
+	case !policyApplies || r.opts.Unregistered == UnregisteredBackoffUntilPoison:
 		return 0
+	case r.opts.Unregistered == UnregisteredFailAtOnce:
+		return 1
 	}
 	return r.opts.UnregisteredAttempts
 }

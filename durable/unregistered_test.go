@@ -1,7 +1,9 @@
 package durable
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -107,4 +109,41 @@ func TestAMissingVersionNamesTheRegisteredOnes(t *testing.T) {
 	assert.Equal(t, `orchestration "Order" version 2.0.0 is not registered (registered versions: 1.0.0, 1.1.0)`,
 		reg.unregisteredOrchestration("Order", ptr("2.0.0")))
 	assert.Equal(t, `activity "Charge" is not registered (nothing is registered)`, reg.unregisteredActivity("Charge"))
+}
+
+// TestARunningInstanceWaitsForARuntimeWithItsCode: an instance that has
+// run is never failed as not registered, whatever the policy: a runtime
+// without its orchestration (an older build during a deploy) gives its
+// batch back with backoff, and a runtime with the code finishes it.
+func TestARunningInstanceWaitsForARuntimeWithItsCode(t *testing.T) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	with := newCosmosHarness(t, acct)
+	waits := func(ctx *OrchestrationContext, _ string) (string, error) { return ctx.WaitForEvent("go").Await() }
+	with.orchestration("Waits", waits)
+	with.run()
+	with.start("deployed", "Waits", "")
+	with.waitForHistory("deployed", hasEvent[cdb.ExternalSubscribed])
+	stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, with.rt.Shutdown(stop))
+
+	without := newCosmosHarness(t, acct)
+	backedOff := newSignalOnMessage(t, "orchestration not registered; abandoning with backoff")
+	without.orchestration("SomethingElse", func(*OrchestrationContext, string) (string, error) { return "", nil })
+	without.run(func(o *Options) {
+		o.Unregistered = UnregisteredFailAtOnce
+		o.UnregisteredBackoffBase = 50 * time.Millisecond
+		o.Logger = slog.New(backedOff)
+	})
+	require.NoError(t, without.client.RaiseEvent(without.ctx, "deployed", "go", "approved"))
+	awaitSignal(t, backedOff.seen, "the runtime without the code to back off")
+	st, err := without.client.GetStatus(without.ctx, "deployed")
+	require.NoError(t, err)
+	require.Equal(t, StateRunning, st.State, "not failed: %v", st.Error)
+	require.NoError(t, without.rt.Shutdown(stop))
+
+	again := newCosmosHarness(t, acct)
+	again.orchestration("Waits", waits)
+	again.run()
+	assert.Equal(t, "approved", again.completed("deployed"))
 }

@@ -25,7 +25,9 @@ func NewClient(provider cdb.Provider) *Client { return &Client{provider: provide
 // orchestration name, at the registry policy's version unless WithVersion
 // says otherwise. The instance comes into being on its first turn. An
 // instance id that starts with "sub::" or contains "::sub::" is refused
-// with ErrInvalidInput: that marker belongs to generated child ids.
+// with ErrInvalidInput: that marker belongs to generated child ids. An id
+// already taken is refused with an *InstanceExistsError, which matches
+// ErrInstanceExists, unless WithIfExists says otherwise.
 func (c *Client) StartOrchestration(ctx context.Context, instance, name, input string, opts ...StartOption) error {
 	var o startOptions
 	for _, opt := range opts {
@@ -41,6 +43,9 @@ func (c *Client) StartOrchestration(ctx context.Context, instance, name, input s
 		if _, err := cdb.ParseSemanticVersion(*o.version); err != nil {
 			return fmt.Errorf("durable: start orchestration %q: %w", instance, err)
 		}
+	}
+	if done, err := c.checkInstanceFree(ctx, instance, o.ifExists); err != nil || done {
+		return err
 	}
 	item := cdb.StartOrchestrationMessage{Instance: instance, Orchestration: name, Input: input,
 		Version: o.version, ExecutionID: cdb.InitialExecutionID}

@@ -153,7 +153,10 @@ type SubOrchestrationOption interface{ applySubOrchestration(*action) }
 // ContinueAsNew.
 type StartOption interface{ applyStart(*startOptions) }
 
-type startOptions struct{ version *string }
+type startOptions struct {
+	version  *string
+	ifExists IfExists // Client.StartOrchestration only
+}
 
 // VersionOption selects an exact orchestration version instead of the
 // registry's policy.

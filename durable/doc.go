@@ -48,7 +48,10 @@
 // until the result is there. Schedule several futures and Join them for a
 // fan-out/fan-in, or Select the first one done (the losers are
 // cancelled). Returning an error fails the orchestration; an activity that
-// failed makes Await return a *TaskFailedError.
+// failed makes Await return a *TaskFailedError. An activity's error of a
+// type registered with RegisterError, or an *ApplicationError (a type, a
+// code, a non-retryable marker), travels whole: errors.As finds it in the
+// *TaskFailedError, and IsNonRetryable reads its marker.
 //
 // An ActivityFunc is ordinary code: it may do I/O, call services and take
 // its time. Its ActivityContext is a context.Context that is cancelled

@@ -18,6 +18,16 @@ type TaskFailedError struct {
 // Error is duroxide's display message of the failure.
 func (e *TaskFailedError) Error() string { return e.Details.DisplayMessage() }
 
+// Unwrap is the ApplicationError the failure carries, if any, so errors.As
+// and errors.Is see the type, code and marker the activity or child
+// failed with (and a registered error type, rebuilt).
+func (e *TaskFailedError) Unwrap() error {
+	if ae, ok := ApplicationErrorOf(e.Details); ok {
+		return ae
+	}
+	return nil
+}
+
 // ErrFutureCancelled is what Await returns for a future that lost a Select:
 // its work was cancelled when the winner was chosen.
 var ErrFutureCancelled = errors.New("durable: future was cancelled: it lost a Select")

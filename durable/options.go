@@ -105,6 +105,14 @@ type Options struct {
 	UnregisteredBackoffBase time.Duration
 	// UnregisteredBackoffMax is the longest wait between such retries.
 	UnregisteredBackoffMax time.Duration
+	// Unregistered says when such work stops being retried and fails
+	// (default UnregisteredFailAfterBackoff): activities, and first starts
+	// of an orchestration name with no version registered here.
+	Unregistered UnregisteredPolicy
+	// UnregisteredAttempts is the fetch on which such work fails under
+	// UnregisteredFailAfterBackoff (default 3: given back after 1s and 2s
+	// with the default backoff, failed on the third fetch).
+	UnregisteredAttempts uint32
 
 	// NondeterminismPolicy says what a turn whose code no longer matches
 	// the instance's history does: park the instance and retry with
@@ -158,6 +166,9 @@ func (o Options) withDefaults() Options {
 	setInt(&o.MaxSessionsPerRuntime, 10)
 	setDuration(&o.UnregisteredBackoffBase, time.Second)
 	setDuration(&o.UnregisteredBackoffMax, time.Minute)
+	if o.UnregisteredAttempts == 0 {
+		o.UnregisteredAttempts = 3
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

@@ -163,18 +163,14 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 	if b.continueAsNew {
 		executionID, persisted = item.ExecutionID+1, nil
 	}
+	plan := turnPlan{instance: item.Instance, executionID: executionID, name: b.name,
+		persisted: persisted, batch: b, kvSnapshot: item.KVSnapshot}
 	fn, version, ok := r.registry.resolveOrchestration(b.name, b.version)
 	if !ok {
-		backoff := r.opts.unregisteredBackoff(attempt)
-		r.log.Warn("orchestration not registered; abandoning with backoff", "instance", item.Instance,
-			"orchestration", b.name, "version", deref(b.version), "attempt", attempt, "backoff", backoff)
-		r.abandonOrchestration(token, backoff, false)
+		r.handleUnregisteredOrchestration(ctx, item, token, attempt, plan)
 		return
 	}
-	plan := turnPlan{
-		instance: item.Instance, executionID: executionID, name: b.name, version: version,
-		fn: fn, persisted: persisted, batch: b, kvSnapshot: item.KVSnapshot,
-	}
+	plan.fn, plan.version = fn, version
 	t, err := runTurn(ctx, plan, r.turnEnv())
 	if err != nil {
 		r.log.Warn("turn interrupted; abandoning", "instance", item.Instance, "error", err)

@@ -3,6 +3,7 @@ package durable
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,7 +17,8 @@ import (
 // ActivityFunc is an activity: ordinary code, run at least once per
 // scheduling. It should stop when ctx is cancelled (its orchestration
 // ended, or its lock was lost); a returned error fails the activity with
-// that message.
+// that message, and with its type, code and marker when it is an
+// *ApplicationError or of a type registered with RegisterError.
 type ActivityFunc func(ctx ActivityContext, input string) (string, error)
 
 // DefaultVersion is the version of orchestrations registered without one.
@@ -42,13 +44,15 @@ func ExactVersion(version string) (VersionPolicy, error) {
 
 // Registry maps names to orchestrations (by semantic version) and
 // activities. It is safe for concurrent use; registering while a runtime
-// runs is allowed (work for a missing name waits with backoff until it is
-// registered or poisoned). Every registry has duroxide's system activities.
+// runs is allowed (work for a missing name waits with backoff, then fails
+// with ErrNotRegistered: see Options.Unregistered). Every registry has
+// duroxide's system activities.
 type Registry struct {
 	mu             sync.RWMutex
 	orchestrations map[string][]versionedOrchestration // sorted by version, ascending
 	policies       map[string]VersionPolicy
 	activities     map[string]ActivityFunc
+	errorTypes     map[string]reflect.Type // RegisterError, by type name
 }
 
 type versionedOrchestration struct {
@@ -62,6 +66,7 @@ func NewRegistry() *Registry {
 		orchestrations: map[string][]versionedOrchestration{},
 		policies:       map[string]VersionPolicy{},
 		activities:     map[string]ActivityFunc{},
+		errorTypes:     map[string]reflect.Type{},
 	}
 	r.activities[sysNewGUID] = syscallNewGUID
 	r.activities[sysUtcNowMs] = syscallUtcNowMs

@@ -66,6 +66,7 @@ type replayEngine struct {
 	events *externalEvents
 
 	kvSnapshot map[string]cdb.KVEntry
+	errorTypes *Registry // the error types a failure carries (RegisterError)
 	now        func() time.Time
 	log        *slog.Logger
 }
@@ -476,7 +477,7 @@ func (r *replayRun) finalize() turnResult {
 		return turnResult{kind: turnContinue}
 	}
 	if r.output.err != nil {
-		return failed(orchestrationFailure(r.output.err.Error()))
+		return failed(applicationFailure(cdb.AppOrchestrationFailed{}, r.output.err, e.errorTypes))
 	}
 	return turnResult{kind: turnCompleted, output: r.output.value}
 }

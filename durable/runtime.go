@@ -198,7 +198,7 @@ func (r *Runtime) parentExecution(ctx context.Context, parent, child string) uin
 }
 
 func (r *Runtime) turnEnv() turnEnv {
-	return turnEnv{now: r.opts.Now, log: r.log, parentExecution: r.parentExecution}
+	return turnEnv{now: r.opts.Now, log: r.log, parentExecution: r.parentExecution, errorTypes: r.registry}
 }
 
 // cleanupContext bounds the calls that release locks after the work

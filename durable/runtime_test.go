@@ -129,7 +129,10 @@ func TestShutdownTimeoutAbandonsActivity(t *testing.T) {
 	})
 }
 
+// fastPoison keeps duroxide's handling of work without a handler (backoff
+// until poison), with two attempts.
 func fastPoison(o *Options) {
+	o.Unregistered = UnregisteredBackoffUntilPoison
 	o.MaxAttempts = 2
 	o.UnregisteredBackoffBase = 5 * time.Millisecond
 	o.UnregisteredBackoffMax = 20 * time.Millisecond

@@ -39,6 +39,9 @@ type turnEnv struct {
 	// from child is addressed to, for a child whose start did not name it
 	// (parentExecutionOf).
 	parentExecution func(ctx context.Context, parent, child string) uint64
+	// errorTypes are the registered error types an orchestration's failure
+	// carries (RegisterError); nil carries only ApplicationErrors.
+	errorTypes *Registry
 }
 
 // runTurn runs one turn (duroxide's run_single_execution_atomic): it
@@ -53,6 +56,7 @@ func runTurn(ctx context.Context, p turnPlan, env turnEnv) (turn, error) {
 	baseline := append(append([]cdb.Event{}, p.persisted...), started...)
 	e := newReplayEngine(p.instance, p.executionID, baseline, len(p.persisted), p.kvSnapshot, now, env.log)
 	e.prepCompletions(p.batch.completions)
+	e.errorTypes = env.errorTypes
 
 	start, err := firstStarted(baseline)
 	if err != nil {

@@ -143,6 +143,15 @@ func (e *OrchestrationFailedError) Error() string {
 	return fmt.Sprintf("durable: orchestration %q failed: %s", e.Instance, e.Status.Error.DisplayMessage())
 }
 
+// Unwrap is the ApplicationError the instance failed with, if any, so
+// errors.As and errors.Is see its type, code and marker.
+func (e *OrchestrationFailedError) Unwrap() error {
+	if ae, ok := ApplicationErrorOf(e.Status.Error); ok {
+		return ae
+	}
+	return nil
+}
+
 // WaitForCompletionAs waits for the instance like WaitForCompletion and
 // decodes its output, JSON of a T. A failed instance gives an
 // *OrchestrationFailedError.

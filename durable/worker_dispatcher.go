@@ -90,10 +90,7 @@ type activityResult struct {
 func (r *Runtime) executeActivity(ctx context.Context, w lockedActivity) {
 	fn, ok := r.registry.activity(w.Name)
 	if !ok {
-		backoff := r.opts.unregisteredBackoff(w.attempt)
-		r.log.Warn("activity not registered; abandoning with backoff", "activity", w.Name,
-			"instance", w.Instance, "attempt", w.attempt, "backoff", backoff)
-		r.abandonWork(w.token, backoff, false)
+		r.handleUnregisteredActivity(w)
 		return
 	}
 	results := make(chan activityResult, 1) // the handler never blocks on it
@@ -146,7 +143,7 @@ func (r *Runtime) ackActivity(w lockedActivity, res activityResult) {
 	var completion cdb.WorkItem = cdb.ActivityCompletedMessage{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID, Result: res.output}
 	if res.err != nil {
 		completion = cdb.ActivityFailedMessage{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID,
-			Details: cdb.ApplicationError{Kind: cdb.AppActivityFailed{}, Message: res.err.Error()}}
+			Details: applicationFailure(cdb.AppActivityFailed{}, res.err, r.registry)}
 	}
 	ctx, cancel := r.cleanupContext()
 	defer cancel()

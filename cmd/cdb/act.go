@@ -146,7 +146,8 @@ func runStart(ctx context.Context, argv []string, stdout, stderr io.Writer) erro
 }
 
 // start enqueues the start of instance r.id of the orchestration name,
-// unless the id is taken: then it refuses (instanceExists) or, with
+// unless the id is taken (the client refuses it with
+// durable.ErrInstanceExists): then it refuses (instanceExists) or, with
 // -if-exists ignore, says so on stderr and starts nothing.
 func (r startRequest) start(ctx context.Context, client *durable.Client, name, input string, stderr io.Writer) (startJSON, error) {
 	result := startJSON{InstanceID: r.id, OrchestrationName: name, Enqueued: true}
@@ -154,23 +155,22 @@ func (r startRequest) start(ctx context.Context, client *durable.Client, name, i
 		v := string(r.version)
 		result.OrchestrationVersion = &v
 	}
-	existing, found, err := findInstance(ctx, client, r.id)
+	err := client.StartOrchestration(ctx, r.id, name, input, r.options()...)
+	var exists *durable.InstanceExistsError
 	switch {
-	case err != nil:
-		return startJSON{}, err
-	case found && r.ifExists == existsFail:
-		return startJSON{}, instanceExists{id: r.id, status: string(existing.Status)}
-	case found:
-		status := string(existing.Status)
+	case errors.As(err, &exists) && r.ifExists == existsFail:
+		return startJSON{}, instanceExists{id: r.id, status: string(exists.Status.State)}
+	case errors.As(err, &exists):
+		status := string(exists.Status.State)
 		result.Enqueued, result.ExistingStatus = false, &status
 		fmt.Fprintf(stderr, "cdb start: instance %q already exists (%s); nothing started\n", r.id, status)
 		return result, nil
-	}
-	err = client.StartOrchestration(ctx, r.id, name, input, r.options()...)
-	if errors.Is(err, durable.ErrInvalidInput) {
+	case errors.Is(err, durable.ErrInvalidInput):
 		return startJSON{}, usageError{msg: err.Error()}
+	case err != nil:
+		return startJSON{}, err
 	}
-	return result, err
+	return result, nil
 }
 
 // findInstance reads an instance's info; found is false only when the

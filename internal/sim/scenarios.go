@@ -159,7 +159,9 @@ func (h *harness) callEvent(ctx context.Context, f func(context.Context, *rt.Cli
 func (h *harness) start(ctx context.Context, instance string, s spec) error {
 	h.env.stats.scenario(s.Kind)
 	err := h.call(ctx, func(ctx context.Context, c *rt.Client) error {
-		return c.StartOrchestration(ctx, instance, s.Kind, s.encode())
+		// Enqueued unchecked, as before the client checked ids: a start
+		// retried after an ambiguous failure may find its own instance.
+		return c.StartOrchestration(ctx, instance, s.Kind, s.encode(), rt.WithIfExists(rt.IfExistsEnqueue))
 	})
 	if err != nil {
 		h.viol.add(invHarness, instance, fmt.Sprintf("start %s: %v", s.Kind, err))

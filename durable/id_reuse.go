@@ -1,0 +1,73 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ErrInstanceExists is matched (errors.Is) by the error of a start whose
+// instance id is already taken (see IfExists).
+var ErrInstanceExists = errors.New("durable: instance already exists")
+
+// InstanceExistsError is Client.StartOrchestration's refusal of an id that
+// is taken; it matches ErrInstanceExists.
+type InstanceExistsError struct {
+	Instance string // the id asked for
+	Status   Status // the existing instance's status
+}
+
+// Error names the instance and its state.
+func (e *InstanceExistsError) Error() string {
+	return fmt.Sprintf("durable: start orchestration %q: the instance already exists (%s)", e.Instance, e.Status.State)
+}
+
+// Is matches ErrInstanceExists.
+func (e *InstanceExistsError) Is(target error) bool { return target == ErrInstanceExists }
+
+// IfExists is what Client.StartOrchestration does when the instance id is
+// taken: by an instance running, finished, or continued as new. A deleted
+// instance's id is free again.
+//
+// The check reads the instance before the start is enqueued, so it sees an
+// instance once its first turn has run: a start still queued is not seen,
+// and two starts of a new id at the same moment both succeed. The runtime
+// then runs the first and drops the second, as it drops every start of an
+// id that is taken.
+type IfExists int
+
+const (
+	// IfExistsFail refuses the start with an *InstanceExistsError (the
+	// default).
+	IfExistsFail IfExists = iota
+	// IfExistsIgnore starts nothing and succeeds: the start is idempotent.
+	IfExistsIgnore
+	// IfExistsEnqueue reads nothing and enqueues the start, as duroxide's
+	// client does; the runtime drops it if the id is taken.
+	IfExistsEnqueue
+)
+
+// WithIfExists sets what Client.StartOrchestration does when the instance
+// id is taken. Starts from orchestration code ignore it.
+func WithIfExists(policy IfExists) StartOption { return policy }
+
+func (p IfExists) applyStart(o *startOptions) { o.ifExists = p }
+
+// checkInstanceFree applies policy to instance's id: an error when the id
+// is taken and the policy refuses it, done when it is taken and the policy
+// ignores it.
+func (c *Client) checkInstanceFree(ctx context.Context, instance string, policy IfExists) (done bool, err error) {
+	if policy == IfExistsEnqueue {
+		return false, nil
+	}
+	st, err := c.GetStatus(ctx, instance)
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("durable: start orchestration %q: %w", instance, err)
+	case st.State == StateNotFound:
+		return false, nil
+	case policy == IfExistsIgnore:
+		return true, nil
+	}
+	return false, &InstanceExistsError{Instance: instance, Status: st}
+}

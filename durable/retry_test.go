@@ -91,6 +91,12 @@ func (s *retrySim) next() (cdb.WorkItem, bool) {
 			return s.runOnce(k.Name, ev.EventID, true), true
 		}
 	}
+	return s.fireTimer()
+}
+
+// fireTimer fires the earliest pending timer, moving the clock to it.
+func (s *retrySim) fireTimer() (cdb.WorkItem, bool) {
+	pending := s.pending()
 	var timer *cdb.Event
 	for i, ev := range s.history {
 		if tc, ok := ev.Kind.(cdb.TimerCreated); ok && pending[ev.EventID] &&
@@ -259,4 +265,192 @@ func TestRetryPolicyRefusesMarkedAndListedErrors(t *testing.T) {
 	assert.False(t, RetryPolicy{}.retries(fmt.Errorf("schedule: %w", ErrInvalidInput)), "a refused schedule")
 	assert.False(t, RetryPolicy{ShouldRetry: func(error) bool { return false }}.retries(errors.New("x")), "the predicate's no")
 	assert.True(t, RetryPolicy{NonRetryableErrors: []error{errCardDeclined}}.retries(errors.New("timeout")), "anything else")
+}
+
+func TestRetryTimeoutStopsRetryingDuringAWait(t *testing.T) {
+	policy := RetryPolicy{MaxAttempts: 10, FirstInterval: 10 * time.Second, Timeout: 25 * time.Second}
+	var got error
+	fn := func(ctx *OrchestrationContext, _ string) (string, error) {
+		_, got = ctx.ScheduleActivity("Flaky", "", WithRetry(policy)).Await()
+		return "", got
+	}
+	s := newRetrySim(t, fn, failing("down")).run()
+
+	// Attempt 1 fails at 0 s, attempt 2 at 10 s; its wait would end at
+	// 30 s, but the timeout fires at 25 s.
+	assert.Equal(t, 2, s.count("ActivityScheduled"), "no attempt after the timeout")
+	assert.Equal(t, []time.Duration{25 * time.Second, 10 * time.Second, 20 * time.Second}, s.backoffs(),
+		"the timeout's timer first, then the waits")
+	require.ErrorIs(t, got, ErrRetryTimeout)
+	var failed *TaskFailedError
+	require.ErrorAs(t, got, &failed, "the last failure is wrapped")
+	assert.EqualError(t, got, `durable: retry policy timed out: activity "Flaky" after 25s and 2 failed attempts: down`)
+}
+
+func TestRetryTimeoutCancelsTheAttemptInFlight(t *testing.T) {
+	policy := RetryPolicy{MaxAttempts: 3, Timeout: time.Minute}
+	var got error
+	fn := func(ctx *OrchestrationContext, _ string) (string, error) {
+		_, got = ctx.ScheduleActivity("Slow", "", WithRetry(policy)).Await()
+		return "gave up", nil
+	}
+	s := newRetrySim(t, fn, nil)
+	s.turn(startMessage("in"))
+	timer, ok := s.fireTimer() // the activity is still running
+	require.True(t, ok)
+	s.turn(timer)
+
+	require.Equal(t, turnCompleted, s.result.kind)
+	assert.EqualError(t, got, `durable: retry policy timed out: activity "Slow" after 1m0s, its first attempt unfinished`)
+	assert.Equal(t, []string{
+		"OrchestrationStarted", "TimerCreated", "ActivityScheduled", "TimerFired", "ActivityCancelRequested", "OrchestrationCompleted",
+	}, kinds(s.history), "the running attempt is cancelled as a Select loser is")
+}
+
+func TestRetrySubOrchestrationStartsANewChildPerAttempt(t *testing.T) {
+	policy := RetryPolicy{MaxAttempts: 3, FirstInterval: time.Second}
+	fn := func(ctx *OrchestrationContext, input string) (string, error) {
+		return ctx.ScheduleSubOrchestration("Payment", input, WithRetry(policy)).Await()
+	}
+	s := newRetrySim(t, fn, failingUntil(2, "receipt")).run()
+
+	require.Equal(t, turnCompleted, s.result.kind)
+	assert.Equal(t, "receipt", s.result.output)
+	children := eventsOf[cdb.SubOrchestrationScheduled](s.history)
+	require.Len(t, children, 3)
+	assert.Equal(t, []string{"sub::2", "sub::6", "sub::10"}, []string{children[0].Instance, children[1].Instance, children[2].Instance},
+		"each attempt is a child of its own")
+	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second}, s.backoffs())
+}
+
+func TestRetrySubOrchestrationWithAnExplicitIDNumbersLaterAttempts(t *testing.T) {
+	fn := func(ctx *OrchestrationContext, input string) (string, error) {
+		return ctx.ScheduleSubOrchestration("Payment", input, WithInstanceID("pay-1"), WithRetry(RetryPolicy{})).Await()
+	}
+	s := newRetrySim(t, fn, failing("declined")).run()
+
+	var ids []string
+	for _, c := range eventsOf[cdb.SubOrchestrationScheduled](s.history) {
+		ids = append(ids, c.Instance)
+	}
+	assert.Equal(t, []string{"pay-1", "pay-1::attempt-2", "pay-1::attempt-3"}, ids, "an instance id is never used twice")
+	assert.Equal(t, "declined", s.result.details.DisplayMessage())
+}
+
+func TestRetryFutureThatLosesASelectCancelsItsAttemptAndStops(t *testing.T) {
+	fn := func(ctx *OrchestrationContext, _ string) (string, error) {
+		retried := ctx.ScheduleActivity("Flaky", "", WithRetry(RetryPolicy{MaxAttempts: 5, FirstInterval: time.Hour}))
+		if ctx.Select(retried, ctx.ScheduleTimer(time.Minute)) == 1 {
+			_, err := retried.Await()
+			return "timer won", err
+		}
+		return "activity won", nil
+	}
+	s := newRetrySim(t, fn, nil)
+	s.turn(startMessage("in"))
+	fired, ok := s.fireTimer()
+	require.True(t, ok)
+	s.turn(fired)
+
+	require.Equal(t, turnFailed, s.result.kind)
+	assert.Equal(t, ErrFutureCancelled.Error(), s.result.details.DisplayMessage())
+	assert.Equal(t, 1, s.count("ActivityScheduled"))
+	assert.Equal(t, 1, s.count("ActivityCancelRequested"))
+}
+
+func TestRetryPolicyThatMakesNoSenseIsRefusedAndSchedulesNothing(t *testing.T) {
+	for _, policy := range []RetryPolicy{{MaxAttempts: -1}, {FirstInterval: -time.Second}, {BackoffCoefficient: 0.5}, {Timeout: -1}} {
+		var got error
+		fn := func(ctx *OrchestrationContext, _ string) (string, error) {
+			_, got = ctx.ScheduleActivity("A", "", WithRetry(policy)).Await()
+			return "", got
+		}
+		s := newRetrySim(t, fn, nil).run()
+
+		assert.ErrorIs(t, got, ErrInvalidInput, "%+v", policy)
+		assert.Equal(t, []string{"OrchestrationStarted", "OrchestrationFailed"}, kinds(s.history))
+	}
+}
+
+// Replaying a recorded history of retries gives, turn by turn, the events
+// the turn recorded: each prefix that ends before a completion, replayed
+// with that completion, yields the same completion and the same schedules.
+func TestRetryHistoryReplaysDeterministically(t *testing.T) {
+	fn := func(ctx *OrchestrationContext, input string) (string, error) {
+		paid, err := ctx.ScheduleActivity("Charge", input, WithRetry(RetryPolicy{MaxAttempts: 4, FirstInterval: time.Second, Timeout: time.Hour})).Await()
+		if err != nil {
+			return "", err
+		}
+		return ctx.ScheduleSubOrchestration("Ship", paid, WithRetry(RetryPolicy{MaxAttempts: 3, FirstInterval: time.Second})).Await()
+	}
+	s := newRetrySim(t, fn, failingUntil(2, "ok")).run()
+	require.Equal(t, turnCompleted, s.result.kind)
+	history := s.history
+
+	completions := 0
+	for i, ev := range history {
+		if ev.SourceEventID == nil || isCancellation(ev.Kind) {
+			continue
+		}
+		completions++
+		res, err := Replay(context.Background(), testInstance, 1, history[:i], []cdb.WorkItem{messageFor(ev)}, fn)
+		require.NoError(t, err)
+		end := nextCompletion(history, i)
+		assert.Equal(t, comparable(history[i:end]), comparable(res.Delta), "the turn of event %d", ev.EventID)
+	}
+	assert.Equal(t, 10, completions, "3 charges and 2 waits, 3 children and 2 waits")
+
+	res, err := Replay(context.Background(), testInstance, 1, history[:len(history)-1], nil, fn)
+	require.NoError(t, err)
+	assert.Equal(t, StateCompleted, res.State)
+	assert.Equal(t, "ok", res.Output)
+	assert.Empty(t, res.Delta, "the whole history replays without a new event")
+}
+
+func isCancellation(k cdb.EventKind) bool {
+	_, ok := k.(cdb.ActivityCancelRequested)
+	return ok
+}
+
+// nextCompletion is the index of the first completion after i, or of the
+// terminal event: where the turn of event i ends.
+func nextCompletion(history []cdb.Event, i int) int {
+	for j := i + 1; j < len(history); j++ {
+		if (history[j].SourceEventID != nil && !isCancellation(history[j].Kind)) || history[j].IsTerminal() {
+			return j
+		}
+	}
+	return len(history)
+}
+
+// messageFor is the message a completion event was made from.
+func messageFor(ev cdb.Event) cdb.WorkItem {
+	id := *ev.SourceEventID
+	switch k := ev.Kind.(type) {
+	case cdb.ActivityCompleted:
+		return cdb.ActivityCompletedMessage{Instance: testInstance, ExecutionID: 1, ID: id, Result: k.Result}
+	case cdb.ActivityFailed:
+		return cdb.ActivityFailedMessage{Instance: testInstance, ExecutionID: 1, ID: id, Details: k.Details}
+	case cdb.TimerFired:
+		return cdb.TimerFiredMessage{Instance: testInstance, ExecutionID: 1, ID: id, FireAtMs: k.FireAtMs}
+	case cdb.SubOrchestrationCompleted:
+		return cdb.SubOrchestrationCompletedMessage{ParentInstance: testInstance, ParentExecutionID: 1, ParentID: id, Result: k.Result}
+	case cdb.SubOrchestrationFailed:
+		return cdb.SubOrchestrationFailedMessage{ParentInstance: testInstance, ParentExecutionID: 1, ParentID: id, Details: k.Details}
+	}
+	panic(fmt.Sprintf("no message for %s", ev.Kind.Type()))
+}
+
+// comparable drops what a replay takes from the wall clock: timestamps and
+// timers' due times.
+func comparable(events []cdb.Event) []cdb.Event {
+	out := make([]cdb.Event, len(events))
+	for i, ev := range events {
+		ev.TimestampMs = 0
+		if _, ok := ev.Kind.(cdb.TimerCreated); ok {
+			ev.Kind = cdb.TimerCreated{}
+		}
+		out[i] = ev
+	}
+	return out
 }

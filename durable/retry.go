@@ -247,7 +247,14 @@ func (r *retrier) giveUpAtDeadline(currentDone bool) {
 		r.err = fmt.Errorf("%w: %s after %v, its first attempt unfinished", ErrRetryTimeout, r.what, r.policy.Timeout)
 		return
 	}
-	r.err = fmt.Errorf("%w: %s after %v and %d failed attempts: %w", ErrRetryTimeout, r.what, r.policy.Timeout, r.failures, r.lastErr)
+	r.err = fmt.Errorf("%w: %s after %v and %s: %w", ErrRetryTimeout, r.what, r.policy.Timeout, failedAttempts(r.failures), r.lastErr)
+}
+
+func failedAttempts(n int) string {
+	if n == 1 {
+		return "1 failed attempt"
+	}
+	return fmt.Sprintf("%d failed attempts", n)
 }
 
 // dropAttempt cancels the attempt in flight of a future that lost a Select.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -453,4 +454,87 @@ func comparable(events []cdb.Event) []cdb.Event {
 		out[i] = ev
 	}
 	return out
+}
+
+// On the runtime, on each provider: the attempts run as activities and
+// children do, the waits as timers do.
+
+// flaky fails its first failures runs with "flaky run n", then returns
+// "ok:" and its input.
+func flaky(failures int64) ActivityFunc {
+	var runs atomic.Int64
+	return func(_ ActivityContext, input string) (string, error) {
+		if n := runs.Add(1); n <= failures {
+			return "", fmt.Errorf("flaky run %d", n)
+		}
+		return "ok:" + input, nil
+	}
+}
+
+func TestRetryOnTheRuntimeSucceedsAfterFailures(t *testing.T) {
+	eachProvider(t, func(t *testing.T, h *harness) {
+		h.activity("Flaky", flaky(2))
+		h.orchestration("Orch", retryActivity(RetryPolicy{MaxAttempts: 5, FirstInterval: 10 * time.Millisecond}))
+		h.run()
+		h.start("retried", "Orch", "x")
+
+		assert.Equal(t, "ok:x", h.completed("retried"))
+		history, err := h.client.ReadHistory(h.ctx, "retried")
+		require.NoError(t, err)
+		assert.Len(t, eventsOf[cdb.ActivityScheduled](history), 3)
+		assert.Len(t, eventsOf[cdb.ActivityFailed](history), 2)
+		assert.Len(t, eventsOf[cdb.TimerFired](history), 2, "a wait after each failure")
+	})
+}
+
+func TestRetryOnTheRuntimeFailsWithTheLastErrorWhenAttemptsRunOut(t *testing.T) {
+	eachProvider(t, func(t *testing.T, h *harness) {
+		h.activity("Flaky", flaky(100))
+		h.orchestration("Orch", retryActivity(RetryPolicy{MaxAttempts: 3, FirstInterval: 10 * time.Millisecond}))
+		h.run()
+		h.start("exhausted", "Orch", "x")
+
+		st := h.wait("exhausted")
+		require.Equal(t, StateFailed, st.State)
+		assert.Equal(t, "flaky run 3", st.Error.DisplayMessage())
+	})
+}
+
+func TestRetryOnTheRuntimeStartsAChildPerAttempt(t *testing.T) {
+	eachProvider(t, func(t *testing.T, h *harness) {
+		h.activity("Flaky", flaky(1))
+		h.orchestration("Payment", func(ctx *OrchestrationContext, input string) (string, error) {
+			return ctx.ScheduleActivity("Flaky", input).Await()
+		})
+		h.orchestration("Orch", func(ctx *OrchestrationContext, input string) (string, error) {
+			return ctx.ScheduleSubOrchestration("Payment", input,
+				WithRetry(RetryPolicy{MaxAttempts: 2, FirstInterval: 10 * time.Millisecond})).Await()
+		})
+		h.run()
+		h.start("parent", "Orch", "x")
+
+		assert.Equal(t, "ok:x", h.completed("parent"))
+		history, err := h.client.ReadHistory(h.ctx, "parent")
+		require.NoError(t, err)
+		children := eventsOf[cdb.SubOrchestrationScheduled](history)
+		require.Len(t, children, 2)
+		first := h.wait(cdb.BuildChildInstanceID("parent", children[0].Instance))
+		assert.Equal(t, StateFailed, first.State, "the first child failed")
+		assert.Equal(t, "flaky run 1", first.Error.DisplayMessage())
+		assert.Equal(t, "ok:x", h.completed(cdb.BuildChildInstanceID("parent", children[1].Instance)))
+	})
+}
+
+func TestRetryOnTheRuntimeStopsAtTheTimeout(t *testing.T) {
+	eachProvider(t, func(t *testing.T, h *harness) {
+		h.activity("Flaky", flaky(100))
+		h.orchestration("Orch", retryActivity(RetryPolicy{MaxAttempts: 5, FirstInterval: time.Hour, Timeout: 50 * time.Millisecond}))
+		h.run()
+		h.start("timed-out", "Orch", "x")
+
+		st := h.wait("timed-out")
+		require.Equal(t, StateFailed, st.State)
+		assert.Equal(t, `durable: retry policy timed out: activity "Flaky" after 50ms and 1 failed attempt: flaky run 1`, st.Error.DisplayMessage(),
+			"the hour's wait is cut short")
+	})
 }

@@ -170,17 +170,22 @@ func (s *retrySim) count(kind string) int {
 // retryActivity is an orchestration that calls "Flaky" by policy and
 // returns its result or its error.
 func retryActivity(policy RetryPolicy) OrchestrationFunc {
+	return retryActivityKeeping("Flaky", policy, new(error))
+}
+
+// retryActivityKeeping calls the activity name by policy, returns its
+// result or its error, and keeps the error in got.
+func retryActivityKeeping(name string, policy RetryPolicy, got *error) OrchestrationFunc {
 	return func(ctx *OrchestrationContext, input string) (string, error) {
-		return ctx.ScheduleActivity("Flaky", input, WithRetry(policy)).Await()
+		var value string
+		value, *got = ctx.ScheduleActivity(name, input, WithRetry(policy)).Await()
+		return value, *got
 	}
 }
 
 func TestRetryTriesMaxAttemptsThenFailsWithTheLastError(t *testing.T) {
 	var got error
-	fn := func(ctx *OrchestrationContext, input string) (string, error) {
-		_, got = ctx.ScheduleActivity("Flaky", input, WithRetry(RetryPolicy{MaxAttempts: 4, FirstInterval: time.Second})).Await()
-		return "", got
-	}
+	fn := retryActivityKeeping("Flaky", RetryPolicy{MaxAttempts: 4, FirstInterval: time.Second}, &got)
 	s := newRetrySim(t, fn, failingUntil(10, "never")).run()
 
 	require.Equal(t, turnFailed, s.result.kind)
@@ -237,10 +242,7 @@ func TestRetryStopsAtOnceOnAFailureThePredicateRefuses(t *testing.T) {
 		return !errors.As(err, &failed) || failed.Details.DisplayMessage() != "card declined"
 	}}
 	var got error
-	fn := func(ctx *OrchestrationContext, _ string) (string, error) {
-		_, got = ctx.ScheduleActivity("Charge", "", WithRetry(policy)).Await()
-		return "", got
-	}
+	fn := retryActivityKeeping("Charge", policy, &got)
 	s := newRetrySim(t, fn, failing("card declined")).run()
 
 	assert.Equal(t, 1, s.count("ActivityScheduled"), "no second attempt")
@@ -271,10 +273,7 @@ func TestRetryPolicyRefusesMarkedAndListedErrors(t *testing.T) {
 func TestRetryTimeoutStopsRetryingDuringAWait(t *testing.T) {
 	policy := RetryPolicy{MaxAttempts: 10, FirstInterval: 10 * time.Second, Timeout: 25 * time.Second}
 	var got error
-	fn := func(ctx *OrchestrationContext, _ string) (string, error) {
-		_, got = ctx.ScheduleActivity("Flaky", "", WithRetry(policy)).Await()
-		return "", got
-	}
+	fn := retryActivityKeeping("Flaky", policy, &got)
 	s := newRetrySim(t, fn, failing("down")).run()
 
 	// Attempt 1 fails at 0 s, attempt 2 at 10 s; its wait would end at
@@ -362,10 +361,7 @@ func TestRetryFutureThatLosesASelectCancelsItsAttemptAndStops(t *testing.T) {
 func TestRetryPolicyThatMakesNoSenseIsRefusedAndSchedulesNothing(t *testing.T) {
 	for _, policy := range []RetryPolicy{{MaxAttempts: -1}, {FirstInterval: -time.Second}, {BackoffCoefficient: 0.5}, {Timeout: -1}} {
 		var got error
-		fn := func(ctx *OrchestrationContext, _ string) (string, error) {
-			_, got = ctx.ScheduleActivity("A", "", WithRetry(policy)).Await()
-			return "", got
-		}
+		fn := retryActivityKeeping("A", policy, &got)
 		s := newRetrySim(t, fn, nil).run()
 
 		assert.ErrorIs(t, got, ErrInvalidInput, "%+v", policy)
@@ -471,12 +467,18 @@ func flaky(failures int64) ActivityFunc {
 	}
 }
 
+// startRetried starts instance of "Orch", which calls "Flaky" by policy;
+// Flaky fails its first failures runs.
+func startRetried(h *harness, instance string, failures int64, policy RetryPolicy) {
+	h.activity("Flaky", flaky(failures))
+	h.orchestration("Orch", retryActivity(policy))
+	h.run()
+	h.start(instance, "Orch", "x")
+}
+
 func TestRetryOnTheRuntimeSucceedsAfterFailures(t *testing.T) {
 	eachProvider(t, func(t *testing.T, h *harness) {
-		h.activity("Flaky", flaky(2))
-		h.orchestration("Orch", retryActivity(RetryPolicy{MaxAttempts: 5, FirstInterval: 10 * time.Millisecond}))
-		h.run()
-		h.start("retried", "Orch", "x")
+		startRetried(h, "retried", 2, RetryPolicy{MaxAttempts: 5, FirstInterval: 10 * time.Millisecond})
 
 		assert.Equal(t, "ok:x", h.completed("retried"))
 		history, err := h.client.ReadHistory(h.ctx, "retried")
@@ -489,10 +491,7 @@ func TestRetryOnTheRuntimeSucceedsAfterFailures(t *testing.T) {
 
 func TestRetryOnTheRuntimeFailsWithTheLastErrorWhenAttemptsRunOut(t *testing.T) {
 	eachProvider(t, func(t *testing.T, h *harness) {
-		h.activity("Flaky", flaky(100))
-		h.orchestration("Orch", retryActivity(RetryPolicy{MaxAttempts: 3, FirstInterval: 10 * time.Millisecond}))
-		h.run()
-		h.start("exhausted", "Orch", "x")
+		startRetried(h, "exhausted", 100, RetryPolicy{MaxAttempts: 3, FirstInterval: 10 * time.Millisecond})
 
 		st := h.wait("exhausted")
 		require.Equal(t, StateFailed, st.State)
@@ -527,10 +526,7 @@ func TestRetryOnTheRuntimeStartsAChildPerAttempt(t *testing.T) {
 
 func TestRetryOnTheRuntimeStopsAtTheTimeout(t *testing.T) {
 	eachProvider(t, func(t *testing.T, h *harness) {
-		h.activity("Flaky", flaky(100))
-		h.orchestration("Orch", retryActivity(RetryPolicy{MaxAttempts: 5, FirstInterval: time.Hour, Timeout: 50 * time.Millisecond}))
-		h.run()
-		h.start("timed-out", "Orch", "x")
+		startRetried(h, "timed-out", 100, RetryPolicy{MaxAttempts: 5, FirstInterval: time.Hour, Timeout: 50 * time.Millisecond})
 
 		st := h.wait("timed-out")
 		require.Equal(t, StateFailed, st.State)

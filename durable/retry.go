@@ -31,11 +31,11 @@ type RetryPolicy struct {
 	// MaxInterval caps every wait (default: no cap).
 	MaxInterval time.Duration
 	// Timeout bounds all attempts and waits together (default: none). It
-	// is a durable timer scheduled with the first attempt: when it fires,
-	// a wait ends early and an attempt still running is cancelled (as a
-	// Select loser is), and Await returns an error that wraps
-	// ErrRetryTimeout and the last attempt's failure, if there was one. An
-	// instance that ends before it fires leaves the timer unused.
+	// is a durable timer scheduled just before the first attempt: when it
+	// fires, a wait ends early and an attempt still running is cancelled
+	// (as a Select loser is), and Await returns an error that wraps
+	// ErrRetryTimeout and the last attempt's failure, if there was one.
+	// An instance that ends before it fires leaves the timer unused.
 	Timeout time.Duration
 	// ShouldRetry decides whether a failure is worth another attempt
 	// (default: every failure is). Use errors.As in it to branch on an
@@ -43,7 +43,10 @@ type RetryPolicy struct {
 	// must be deterministic.
 	ShouldRetry func(err error) bool
 	// NonRetryableErrors are failures never tried again, compared with
-	// errors.Is.
+	// errors.Is. Nor are, whatever the policy, an error that says so
+	// itself (one in the chain has a NonRetryable() bool method that
+	// returns true) and a schedule refused for its arguments
+	// (ErrInvalidInput).
 	NonRetryableErrors []error
 }
 

@@ -57,3 +57,17 @@ func TestTimelineMarksRetryAttemptsAndTheirWaits(t *testing.T) {
 		}
 	}
 }
+
+// A child retried after a failure is numbered as an activity is; another
+// child of the same name with another input is not.
+func TestTimelineMarksRetriedChildren(t *testing.T) {
+	failure := cdb.ApplicationError{Kind: cdb.AppOrchestrationFailed{}, Message: "declined"}
+	history := []cdb.Event{
+		timelineEvent(1, 0, 0, cdb.OrchestrationStarted{Name: "Order", Version: "1.0.0"}),
+		timelineEvent(2, 0, 0, cdb.SubOrchestrationScheduled{Name: "Pay", Instance: "sub::2", Input: "a"}),
+		timelineEvent(3, 2, 0, cdb.SubOrchestrationFailed{Details: failure}),
+		timelineEvent(4, 0, 0, cdb.SubOrchestrationScheduled{Name: "Pay", Instance: "sub::4", Input: "b"}),
+		timelineEvent(5, 0, 0, cdb.SubOrchestrationScheduled{Name: "Pay", Instance: "sub::5", Input: "a"}),
+	}
+	assert.Equal(t, map[uint64]string{2: "(attempt 1)", 5: "(attempt 2)"}, retryMarks(history))
+}

@@ -41,6 +41,9 @@ type action struct {
 	key, value  string  // KV
 	updatedAtMs uint64  // KV
 	buffered    bool    // event waits: WaitForEvent's buffer (events.go)
+	// retry is the policy of an activity or sub-orchestration scheduled
+	// WithRetry; it shapes the future, never the recorded event.
+	retry *RetryPolicy
 }
 
 // emittedAction is an action waiting for the engine, with the token of the

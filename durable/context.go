@@ -111,24 +111,35 @@ func (c *OrchestrationContext) OrchestrationVersion() string { return c.version 
 // making new decisions; use it to skip side effects such as logging.
 func (c *OrchestrationContext) IsReplaying() bool { return c.replaying }
 
-// ActivityOption configures ScheduleActivity.
-type ActivityOption func(*action)
+// ActivityOption configures ScheduleActivity: WithSession, WithTag,
+// WithRetry.
+type ActivityOption interface{ applyActivity(*action) }
+
+// activityOption is an ActivityOption that sets fields of the action.
+type activityOption func(*action)
+
+func (o activityOption) applyActivity(a *action) { o(a) }
 
 // WithSession pins the activity to the worker that owns the session.
 func WithSession(sessionID string) ActivityOption {
-	return func(a *action) { a.sessionID = ptr(sessionID) }
+	return activityOption(func(a *action) { a.sessionID = ptr(sessionID) })
 }
 
 // WithTag routes the activity to workers whose tag filter accepts tag.
 func WithTag(tag string) ActivityOption {
-	return func(a *action) { a.tag = ptr(tag) }
+	return activityOption(func(a *action) { a.tag = ptr(tag) })
 }
 
-// ScheduleActivity schedules an activity; Await gives its result.
+// ScheduleActivity schedules an activity; Await gives its result. With
+// WithRetry, the future runs the activity again by the policy until an
+// attempt succeeds or the policy gives up.
 func (c *OrchestrationContext) ScheduleActivity(name, input string, opts ...ActivityOption) *Future {
 	a := action{kind: actCallActivity, name: name, input: input}
 	for _, opt := range opts {
-		opt(&a)
+		opt.applyActivity(&a)
+	}
+	if a.retry != nil {
+		return c.scheduleWithRetry(a)
 	}
 	return c.newFuture(futureActivity, a)
 }
@@ -180,7 +191,8 @@ func WithInstanceID(instance string) InstanceIDOption { return InstanceIDOption(
 func (o InstanceIDOption) applySubOrchestration(a *action) { a.instance = string(o) }
 
 // ScheduleSubOrchestration starts a child orchestration; Await gives its
-// output, or a *TaskFailedError if it failed.
+// output, or a *TaskFailedError if it failed. With WithRetry, a failed
+// child is followed by a new one, by the policy.
 func (c *OrchestrationContext) ScheduleSubOrchestration(name, input string, opts ...SubOrchestrationOption) *Future {
 	a := action{kind: actStartSubOrchestration, name: name, input: input}
 	for _, opt := range opts {
@@ -191,6 +203,14 @@ func (c *OrchestrationContext) ScheduleSubOrchestration(name, input string, opts
 		return &Future{octx: c, kind: futureSubOrchestration, done: true,
 			err: fmt.Errorf("durable: schedule sub-orchestration: %w", err)}
 	}
+	if a.retry != nil {
+		return c.scheduleWithRetry(a)
+	}
+	return c.scheduleChild(a)
+}
+
+// scheduleChild records a child's start and the id it was given.
+func (c *OrchestrationContext) scheduleChild(a action) *Future {
 	f := c.newFuture(futureSubOrchestration, a)
 	if a.instance != "" {
 		c.childInstances[f.token] = a.instance

@@ -59,6 +59,23 @@
 // process dies before the result is stored, another one runs it again, so
 // make activities idempotent.
 //
+// # Retries
+//
+// WithRetry runs an activity or sub-orchestration again after a failure,
+// by a RetryPolicy: at most MaxAttempts attempts, FirstInterval before the
+// second, each wait BackoffCoefficient times the one before and at most
+// MaxInterval, all within Timeout; ShouldRetry and NonRetryableErrors (and
+// an error's own NonRetryable method) stop it early. Await returns the
+// first success or the last failure:
+//
+//	paid, err := ctx.ScheduleActivity("Charge", order, durable.WithRetry(durable.RetryPolicy{
+//		MaxAttempts: 5, FirstInterval: time.Second, BackoffCoefficient: 2, MaxInterval: time.Minute,
+//	})).Await()
+//
+// The attempts are scheduled and the waits are durable timers, by the
+// orchestration itself: the history shows each of them, and replay takes
+// the same path.
+//
 // # Determinism
 //
 // The runtime does not keep a running orchestration in memory between

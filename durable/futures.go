@@ -11,6 +11,7 @@ const (
 	futureQueue
 	futureSubOrchestration
 	futureFirstOf // a wait with a timeout: the first of its parts (events.go)
+	futureRetried // attempts of an activity or child by a RetryPolicy (retry.go)
 )
 
 // Future is durable work scheduled by an orchestration. Its result comes
@@ -19,6 +20,7 @@ type Future struct {
 	octx  *OrchestrationContext
 	token uint64
 	kind  futureKind
+	retry *retrier // futureRetried only
 
 	done  bool
 	value string
@@ -49,6 +51,11 @@ func (f *Future) resolve() bool {
 	}
 	c := f.octx
 	switch f.kind {
+	case futureRetried:
+		if !f.retry.advance() {
+			return false
+		}
+		f.value, f.err = f.retry.value, f.retry.err
 	case futureActivity, futureTimer, futureSubOrchestration:
 		r, ok := c.results[f.token]
 		if !ok {
@@ -92,6 +99,10 @@ func (f *Future) drop() {
 	f.done, f.value, f.err = true, "", ErrFutureCancelled
 	if f.kind == futureFirstOf {
 		f.octx.dropLosers(f.parts, -1) // its own work is its parts'
+		return
+	}
+	if f.retry != nil {
+		f.retry.dropAttempt()
 		return
 	}
 	f.octx.dropped = append(f.octx.dropped, droppedFuture{token: f.token, kind: f.kind})

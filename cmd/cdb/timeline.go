@@ -11,13 +11,15 @@ import (
 
 // printTimeline prints an instance's history as one line per event: its
 // id, its time relative to the first event, its kind as the contract names
-// it (the "type" of `cdb show -o json`) and what it carries.
+// it (the "type" of `cdb show -o json`), what it carries, and the retries
+// (retryMarks).
 func printTimeline(out io.Writer, instance string, history []cdb.Event) {
 	if len(history) == 0 {
 		fmt.Fprintln(out, "  (no events)")
 		return
 	}
 	start := history[0].TimestampMs
+	marks := retryMarks(history)
 	for _, e := range history {
 		offset := "      "
 		if e.TimestampMs >= start && start > 0 {
@@ -27,7 +29,7 @@ func printTimeline(out io.Writer, instance string, history []cdb.Event) {
 		if e.SourceEventID != nil {
 			source = fmt.Sprintf(" ←#%d", *e.SourceEventID)
 		}
-		fmt.Fprintf(out, "  #%-4d %s  %-38s%s %s\n", e.EventID, offset, e.Kind.Type(), source, describeEvent(instance, e.Kind))
+		fmt.Fprintf(out, "  #%-4d %s  %-38s%s %s%s\n", e.EventID, offset, e.Kind.Type(), source, describeEvent(instance, e.Kind), mark(marks, e.EventID))
 	}
 }
 
@@ -105,4 +107,11 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+func mark(marks map[uint64]string, id uint64) string {
+	if m, ok := marks[id]; ok {
+		return " " + m
+	}
+	return ""
 }

@@ -139,7 +139,7 @@ func (h *harness) completed(instance string) string {
 // waitForHistory polls the latest execution's history until cond holds.
 func (h *harness) waitForHistory(instance string, cond func([]cdb.Event) bool) []cdb.Event {
 	var history []cdb.Event
-	err := poll(h.ctx, 15*time.Second, func() (bool, error) {
+	err := poll(h.ctx, time.Minute, func() (bool, error) {
 		var err error
 		history, err = h.provider.Read(h.ctx, instance)
 		return err == nil && cond(history), err

@@ -251,7 +251,7 @@ func TestCustomStatusVisibleToClient(t *testing.T) {
 		})
 		h.run()
 		h.start("reports", "Reports", "")
-		st, err := h.client.WaitForStatusChange(h.ctx, "reports", 0, 10*time.Second)
+		st, err := h.client.WaitForStatusChange(h.ctx, "reports", 0, time.Minute)
 		require.NoError(t, err)
 		require.NotNil(t, st.CustomStatus)
 		assert.Equal(t, "step 1", *st.CustomStatus)

@@ -249,7 +249,7 @@ func TestSampleKVRequestResponse(t *testing.T) {
 		h.run()
 		const id = "req-resp-server"
 		h.start(id, "RequestServer", "")
-		status, err := h.client.WaitForKVValue(h.ctx, id, "status", 10*time.Second)
+		status, err := h.client.WaitForKVValue(h.ctx, id, "status", time.Minute)
 		require.NoError(t, err)
 		assert.Equal(t, "ready", status)
 		for _, req := range []struct{ op, cmd, want string }{{"op-1", "hello", "olleh"}, {"op-2", "world", "dlrow"}, {"op-3", "rust", "tsur"}} {
@@ -261,7 +261,7 @@ func TestSampleKVRequestResponse(t *testing.T) {
 			})
 			data, _ := json.Marshal(map[string]string{"OpID": req.op, "Command": req.cmd})
 			require.NoError(t, h.client.RaiseEvent(h.ctx, id, "request", string(data)))
-			got, err := h.client.WaitForKVValue(h.ctx, id, "response:"+req.op, 10*time.Second)
+			got, err := h.client.WaitForKVValue(h.ctx, id, "response:"+req.op, time.Minute)
 			require.NoError(t, err)
 			assert.Equal(t, req.want, got)
 		}
@@ -317,7 +317,7 @@ func TestSampleKVCrossOrchestrationRead(t *testing.T) {
 		})
 		h.run()
 		h.start("producer-1", "Producer", "7")
-		result, err := h.client.WaitForKVValue(h.ctx, "producer-1", "result", 10*time.Second)
+		result, err := h.client.WaitForKVValue(h.ctx, "producer-1", "result", time.Minute)
 		require.NoError(t, err)
 		assert.Equal(t, "49", result)
 		h.start("consumer-1", "Consumer", "producer-1")
@@ -487,7 +487,7 @@ func TestCorruptedHistoryIsPoisoned(t *testing.T) {
 		require.NoError(t, h.client.RaiseEvent(h.ctx, "corrupt", "go", ""))
 
 		var info cdb.InstanceInfo
-		require.NoError(t, poll(h.ctx, 10*time.Second, func() (bool, error) {
+		require.NoError(t, poll(h.ctx, time.Minute, func() (bool, error) {
 			var err error
 			info, err = h.client.GetInstanceInfo(h.ctx, "corrupt")
 			return err == nil && info.Status == statusFailed, err

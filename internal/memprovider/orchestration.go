@@ -377,6 +377,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 			inst.currentExecution = executionID
 		}
 		inst.updatedAt = now
+		inst.parked = nil // a committed turn ends a park
 	}
 
 	// History, append-only.
@@ -499,6 +500,13 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 	if lock == nil {
 		return refuse(op, "Invalid lock token", cdb.ErrInvalidLockToken)
 	}
+	p.releaseLock(instance, lockToken, now, delay, ignoreAttempt)
+	return nil
+}
+
+// releaseLock frees the instance and the messages fetched under
+// lockToken, visible after delay, their attempt given back if asked.
+func (p *Provider) releaseLock(instance, lockToken string, now int64, delay time.Duration, ignoreAttempt bool) {
 	delete(p.locks, instance)
 	visibleAt := after(now, delay)
 	for _, r := range p.orchQueue {
@@ -514,7 +522,6 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 		}
 	}
 	p.notify()
-	return nil
 }
 
 // RenewOrchestrationItemLock extends a still-valid instance lock.

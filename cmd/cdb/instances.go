@@ -177,6 +177,15 @@ func filterIDs(ids []string, keep map[string]bool) []string {
 	return out
 }
 
+// listedStatus is an instance's status in the listing, marked when it is
+// parked.
+func listedStatus(i instanceJSON) string {
+	if i.Parked != nil {
+		return i.Status + " (parked)"
+	}
+	return i.Status
+}
+
 // statusList is the -status flag: a comma-separated list of the statuses an
 // instance's current execution can have, in any case.
 type statusList []cdb.InstanceStatus
@@ -304,7 +313,7 @@ func printInstances(out io.Writer, list instancesJSON) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "INSTANCE\tSTATUS\tORCHESTRATION\tEXECUTION\tCREATED")
 	for _, i := range list.Instances {
-		fmt.Fprintf(tw, "%s\t%s\t%s@%s\t%d\t%s\n", i.InstanceID, i.Status, i.OrchestrationName, i.OrchestrationVersion,
+		fmt.Fprintf(tw, "%s\t%s\t%s@%s\t%d\t%s\n", i.InstanceID, listedStatus(i), i.OrchestrationName, i.OrchestrationVersion,
 			i.CurrentExecutionID, formatTime(i.CreatedAt))
 	}
 	if err := tw.Flush(); err != nil {

@@ -45,9 +45,12 @@ const (
 	FailOnNondeterminism
 )
 
-// ParkedInstance is an instance whose turns this runtime keeps retrying
-// because its code no longer matches its history, as this runtime last saw
-// it.
+// ParkedInstance is an instance whose turns a runtime keeps retrying
+// because its code no longer matches its history: as this runtime last saw
+// it (Runtime.ParkedInstances), or as the store records it (Status.Parked
+// on a provider that records parks, where ExecutionID, Orchestration and
+// Version are known only to the parking runtime's client, and Since and
+// RetryAt are on the provider's clock).
 type ParkedInstance struct {
 	// Instance is the parked instance.
 	Instance string

@@ -1,8 +1,6 @@
 package cdb_test
 
 import (
-	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,10 +11,9 @@ import (
 	"github.com/duroxide-go/cdb/providertest"
 )
 
-// Parking an instance (cdb.ParkRecorder): the batch is given back as an
-// abandon with its attempt undone, and the instance document says why,
-// since when, how often and until when, for every reader of the store,
-// until a turn of the instance commits.
+// Parking an instance (cdb.ParkRecorder) on the Cosmos provider, beside
+// providertest's ParkRecording module: the record's times on the
+// provider's clock, and a park whose response is lost.
 
 // parkedAccount is a provider on a fresh account and clock, with instance
 // started and a poke queued for it.
@@ -107,22 +104,4 @@ func TestAParkWhoseResponseIsLostCountsOnce(t *testing.T) {
 	clock.Advance(time.Minute)
 	_, attempts := fetchPoke(t, p)
 	assert.EqualValues(t, 1, attempts, "the attempt was given back once")
-}
-
-func TestParkingAnUnknownLockIsRefused(t *testing.T) {
-	p, _, _ := parkedAccount(t, "unknown-lock")
-	err := p.ParkOrchestrationItem(context.Background(), "no-such-token", time.Minute, "diverged")
-	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken)
-	assert.Nil(t, storedPark(t, p, "unknown-lock"))
-}
-
-func TestAParkKeepsAtMostMaxParkReasonBytesOfWholeRunes(t *testing.T) {
-	ctx := rulesContext(t)
-	p, _, _ := parkedAccount(t, "long-reason")
-	token, _ := fetchPoke(t, p)
-	reason := "x" + strings.Repeat("é", cdb.MaxParkReasonBytes)
-	require.NoError(t, p.ParkOrchestrationItem(ctx, token, time.Minute, reason))
-	park := storedPark(t, p, "long-reason")
-	require.NotNil(t, park)
-	assert.Equal(t, reason[:cdb.MaxParkReasonBytes-1], park.Reason, "cut before the rune the limit splits")
 }

@@ -139,6 +139,17 @@ func twoProcesses(t *testing.T, name string) (a, b cdb.Provider) {
 	return open(), open()
 }
 
+// divergedElsewhere is "order" waiting for its approval on p, then the
+// changed deployment running there with event raised to it (its turn
+// diverges), and a client of another process on the same store.
+func divergedElsewhere(t *testing.T, provider, event, data string) (p cdb.Provider, changed *harness, other *Client) {
+	p, elsewhere := twoProcesses(t, provider)
+	waitingForApproval(t, p, "order")
+	changed = deployment(t, p, "Charge")
+	require.NoError(t, changed.client.RaiseEvent(context.Background(), "order", event, data))
+	return p, changed, NewClient(elsewhere)
+}
+
 // A park is recorded in the store (cdb.ParkRecorder): a client with no
 // runtime, on another provider over the same store, sees the instance
 // parked, why, since when and how often; once rolling back heals it, the
@@ -148,12 +159,7 @@ func TestAParkIsSeenByAClientOfAnotherProcess(t *testing.T) {
 		t.Run(pc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			p, elsewhere := twoProcesses(t, pc.name)
-			other := NewClient(elsewhere)
-			waitingForApproval(t, p, "order")
-
-			changed := deployment(t, p, "Charge")
-			require.NoError(t, changed.client.RaiseEvent(ctx, "order", "approve", "yes"))
+			p, changed, other := divergedElsewhere(t, pc.name, "approve", "yes")
 			var st Status
 			require.Eventually(t, func() bool {
 				var err error
@@ -190,12 +196,7 @@ func TestAHealedInstanceIsNoLongerParkedInTheStore(t *testing.T) {
 		t.Run(pc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			p, elsewhere := twoProcesses(t, pc.name)
-			other := NewClient(elsewhere)
-			waitingForApproval(t, p, "order")
-
-			changed := deployment(t, p, "Charge")
-			require.NoError(t, changed.client.RaiseEvent(ctx, "order", "unrelated", "x"))
+			p, changed, other := divergedElsewhere(t, pc.name, "unrelated", "x")
 			require.Eventually(t, func() bool {
 				st, err := other.GetStatus(ctx, "order")
 				return err == nil && st.Parked != nil

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -11,47 +10,42 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duroxide-go/cdb"
-	"github.com/duroxide-go/cdb/providertest"
 )
 
 const stuckReason = `schedule mismatch at event 2: history has activity "Reserve", the code scheduled activity "Charge"`
 
-// parkedFixture is an account with "stuck", parked once for an hour by a
-// runtime whose code diverged, and "fine", running.
+// parkedFixture is operatorFixture's account with "busy" parked once for
+// an hour by a runtime whose code diverged.
 func parkedFixture(t *testing.T) (endpoint, key string) {
 	t.Helper()
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	srv := httptest.NewServer(acct.Handler())
-	t.Cleanup(srv.Close)
+	fx, key := operatorFixture(t)
 	ctx := context.Background()
-	p, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client(), ShortPolling: true})
+	p, err := cdb.NewProvider(ctx, cdb.Config{Client: fx.account.Client(), ShortPolling: true})
 	require.NoError(t, err)
 	defer p.Close()
-	providertest.CreateInstance(ctx, t, p, "fine")
-	providertest.CreateInstance(ctx, t, p, "stuck")
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "stuck", Name: "approve", Data: "{}"}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "busy", Name: "approve", Data: "{}"}, 0))
 	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
-	require.Equal(t, "stuck", item.Instance)
+	require.Equal(t, "busy", item.Instance)
 	require.NoError(t, p.ParkOrchestrationItem(ctx, token, time.Hour, stuckReason))
-	return srv.URL, acct.Key()
+	return fx.endpoint, key
 }
 
 func TestBinaryShowsAParkedInstance(t *testing.T) {
 	endpoint, key := parkedFixture(t)
 	conn := []string{"-endpoint", endpoint, "-key", key}
 
-	code, stdout, stderr := cli(append(append([]string{"show"}, conn...), "stuck")...).run(t)
+	code, stdout, stderr := cli(append(append([]string{"show"}, conn...), "busy")...).run(t)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, "status     Running")
 	assert.Regexp(t, `parked     since \S+, 1 parks, next retry \S+`, stdout)
 	assert.Contains(t, stdout, "reason   "+stuckReason)
 
-	code, stdout, stderr = cli(append(append([]string{"show"}, conn...), "fine")...).run(t)
+	code, stdout, stderr = cli(append(append([]string{"show"}, conn...), "done")...).run(t)
 	require.Equal(t, 0, code, stderr)
 	assert.NotContains(t, stdout, "parked")
 
-	code, stdout, stderr = cli(append(append([]string{"show", "-o", "json"}, conn...), "stuck")...).run(t)
+	code, stdout, stderr = cli(append(append([]string{"show", "-o", "json"}, conn...), "busy")...).run(t)
 	require.Equal(t, 0, code, stderr)
 	var show struct {
 		Status string `json:"status"`
@@ -71,8 +65,8 @@ func TestBinaryShowsAParkedInstance(t *testing.T) {
 
 	code, stdout, stderr = cli(append([]string{"instances"}, conn...)...).run(t)
 	require.Equal(t, 0, code, stderr)
-	assert.Regexp(t, `stuck\s+Running \(parked\)`, stdout)
-	assert.Regexp(t, `fine\s+Running\s+TestOrch`, stdout)
+	assert.Regexp(t, `busy\s+Running \(parked\)`, stdout)
+	assert.Regexp(t, `done\s+Completed\s+TestOrch`, stdout)
 
 	code, stdout, stderr = cli(append([]string{"instances", "-o", "json"}, conn...)...).run(t)
 	require.Equal(t, 0, code, stderr)
@@ -87,6 +81,6 @@ func TestBinaryShowsAParkedInstance(t *testing.T) {
 	for _, i := range list.Instances {
 		parked[i.InstanceID] = string(i.Parked)
 	}
-	assert.Equal(t, "null", parked["fine"])
-	assert.Contains(t, parked["stuck"], `"count": 1`)
+	assert.Equal(t, "null", parked["done"])
+	assert.Contains(t, parked["busy"], `"count": 1`)
 }

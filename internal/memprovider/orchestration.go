@@ -489,16 +489,23 @@ func (p *Provider) deltaFor(instance string) map[string]kvDeltaEntry {
 // An unknown token is an error; an expired one is accepted while nobody has
 // re-locked the instance, as in SQLite.
 func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
-	const op = "AbandonOrchestrationItem"
+	return p.giveBack(ctx, "AbandonOrchestrationItem", lockToken, delay, ignoreAttempt, nil)
+}
+
+// giveBack releases the lock of lockToken without committing; record, when
+// set, writes on the instance's row (a park) in the same step.
+func (p *Provider) giveBack(ctx context.Context, op, lockToken string, delay time.Duration, ignoreAttempt bool, record func(inst *instanceRow, now int64)) error {
 	if err := p.begin(ctx, op); err != nil {
 		return err
 	}
 	defer p.mu.Unlock()
 	now := p.nowMs()
-
 	instance, lock := p.lockByToken(lockToken)
 	if lock == nil {
 		return refuse(op, "Invalid lock token", cdb.ErrInvalidLockToken)
+	}
+	if inst := p.instances[instance]; inst != nil && record != nil {
+		record(inst, now)
 	}
 	p.releaseLock(instance, lockToken, now, delay, ignoreAttempt)
 	return nil

@@ -12,21 +12,9 @@ import (
 // code diverged from the history, its attempt given back, with the park
 // recorded on the instance row until a turn of it commits.
 func (p *Provider) ParkOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, reason string) error {
-	const op = "ParkOrchestrationItem"
-	if err := p.begin(ctx, op); err != nil {
-		return err
-	}
-	defer p.mu.Unlock()
-	now := p.nowMs()
-	instance, lock := p.lockByToken(lockToken)
-	if lock == nil {
-		return refuse(op, "Invalid lock token", cdb.ErrInvalidLockToken)
-	}
-	if inst := p.instances[instance]; inst != nil {
+	return p.giveBack(ctx, "ParkOrchestrationItem", lockToken, delay, true, func(inst *instanceRow, now int64) {
 		inst.parked = nextPark(inst.parked, now, delay, reason)
-	}
-	p.releaseLock(instance, lockToken, now, delay, true)
-	return nil
+	})
 }
 
 // nextPark is the record after one more park at now: since is kept from

@@ -84,3 +84,26 @@ func TestBinaryShowsAParkedInstance(t *testing.T) {
 	assert.Equal(t, "null", parked["done"])
 	assert.Contains(t, parked["busy"], `"count": 1`)
 }
+
+func TestBinaryListsOnlyParkedInstancesWithStatusParked(t *testing.T) {
+	endpoint, key := parkedFixture(t)
+	conn := []string{"-endpoint", endpoint, "-key", key}
+
+	code, stdout, stderr := cli(append([]string{"instances", "-status", "parked", "-o", "json"}, conn...)...).run(t)
+	require.Equal(t, 0, code, stderr)
+	var list struct {
+		Instances []struct {
+			InstanceID string `json:"instance_id"`
+		} `json:"instances"`
+		Total *int `json:"total"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &list), stdout)
+	require.Len(t, list.Instances, 1, stdout)
+	assert.Equal(t, "busy", list.Instances[0].InstanceID)
+	assert.Nil(t, list.Total, "parks are read one instance at a time, so the matches are not counted")
+
+	code, stdout, stderr = cli(append([]string{"instances", "-status", "Parked,Failed"}, conn...)...).run(t)
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, `"Parked" stands alone: a parked instance is Running`)
+}

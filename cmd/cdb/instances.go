@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,7 +44,7 @@ type instanceQuery struct {
 // to decide, so that the number of matches is not known without reading
 // them all.
 func (q instanceQuery) readsEachCandidate() bool {
-	return q.name != "" || q.olderThan > 0 || q.newerThan > 0
+	return q.name != "" || q.olderThan > 0 || q.newerThan > 0 || q.statuses.parkedOnly()
 }
 
 // errCursorGone is the error of an -after instance that is not listed.
@@ -107,7 +108,7 @@ func (q instanceQuery) fill(ctx context.Context, l instanceLister, candidates []
 		if q.newerThan > 0 && createdAt(info).Before(newest) {
 			return nil // newest first: every later one is older still
 		}
-		if q.name.matches(info.OrchestrationName) {
+		if q.name.matches(info.OrchestrationName) && (!q.statuses.parkedOnly() || info.Parked != nil) {
 			list.Instances = append(list.Instances, instanceToJSON(info))
 		}
 	}
@@ -190,10 +191,18 @@ func listedStatus(i instanceJSON) string {
 // instance's current execution can have, in any case.
 type statusList []cdb.InstanceStatus
 
-// knownStatuses are the statuses the provider stores.
+// statusParked is -status Parked: running instances a runtime parked
+// (cdb.ParkedInfo). The store lists no such status, so it is the Running
+// listing with each candidate read, as -name is.
+const statusParked cdb.InstanceStatus = "Parked"
+
+// knownStatuses are the statuses the provider stores, and Parked.
 func knownStatuses() []string {
-	return []string{string(cdb.StatusRunning), string(cdb.StatusCompleted), string(cdb.StatusFailed), string(cdb.StatusContinuedAsNew)}
+	return []string{string(cdb.StatusRunning), string(cdb.StatusCompleted), string(cdb.StatusFailed), string(cdb.StatusContinuedAsNew), string(statusParked)}
 }
+
+// parkedOnly says -status asks for parked instances.
+func (s statusList) parkedOnly() bool { return len(s) == 1 && s[0] == statusParked }
 
 func (s *statusList) String() string {
 	names := make([]string, len(*s))
@@ -211,6 +220,9 @@ func (s *statusList) Set(v string) error {
 			return err
 		}
 		*s = append(*s, st)
+	}
+	if len(*s) > 1 && slices.Contains(*s, statusParked) {
+		return errors.New(`"Parked" stands alone: a parked instance is Running`)
 	}
 	return nil
 }
@@ -232,6 +244,9 @@ func (s statusList) members(ctx context.Context, l instanceLister) (map[string]b
 	}
 	keep := map[string]bool{}
 	for _, st := range s {
+		if st == statusParked {
+			st = cdb.StatusRunning // each candidate is read for its park (fill)
+		}
 		ids, err := l.ListInstancesByStatus(ctx, st)
 		if err != nil {
 			return nil, err

@@ -22,11 +22,17 @@ func (p *CosmosProvider) AbandonOrchestrationItem(ctx context.Context, lockToken
 	if err := p.writeAbandon(ctx, lock, delay, ignoreAttempt); err != nil {
 		return asOperation(op, err)
 	}
+	p.releasedWithoutCommit(lock, delay)
+	return nil
+}
+
+// releasedWithoutCommit ends a lock whose batch was given back, and tells
+// the pollers when its messages are due.
+func (p *CosmosProvider) releasedWithoutCommit(lock *orchestrationLock, delay time.Duration) {
 	lock.done = true
-	p.orchLocks.remove(lockToken)
+	p.orchLocks.remove(lock.token)
 	p.announceDeferred(lock.pk)
 	p.announceMessage(lock.pk, p.now().Add(max(delay, 0)))
-	return nil
 }
 
 // writeAbandon is the abandon batch: free the instance, and make the locked
@@ -38,11 +44,17 @@ func (p *CosmosProvider) AbandonOrchestrationItem(ctx context.Context, lockToken
 // to the delayed messages is given up, as duroxide gives it up; the runtime
 // delays an abandon only where it must (ARCHITECTURE.md, Order).
 func (p *CosmosProvider) writeAbandon(ctx context.Context, lock *orchestrationLock, delay time.Duration, ignoreAttempt bool) error {
+	return p.releaseBatch(ctx, "AbandonOrchestrationItem", lock, p.abandonOps(lock, delay), delay, ignoreAttempt)
+}
+
+// abandonOps free the instance document of an abandon; a delayed start
+// is named on it (startHidden).
+func (p *CosmosProvider) abandonOps(lock *orchestrationLock, delay time.Duration) PatchOperations {
 	release := unlockOps()
 	if delay > 0 && slices.ContainsFunc(lock.messages, isStartMessage) {
 		release.AppendSet("/startHeldUntil", p.now().Add(delay).UnixMilli())
 	}
-	return p.releaseBatch(ctx, "AbandonOrchestrationItem", lock, release, delay, ignoreAttempt)
+	return release
 }
 
 // isStartMessage says m is a StartOrchestration.

@@ -175,6 +175,7 @@ func (p *CosmosProvider) planConsumeOnly(lock *orchestrationLock) (*ackPlan, err
 	etag := lock.inst.ETag
 	inst := lock.inst
 	inst.LastAck = lock.token
+	inst.Parked = nil
 	stillParked := inst.ParkedUntil > p.nowMs()
 	if stillParked {
 		inst.LockToken, inst.LockedUntil = "", 0
@@ -303,6 +304,7 @@ func withoutETag(d instanceDoc) instanceDoc {
 // ack does) and releases the lock.
 func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event, md ExecutionMetadata, now int64) instanceDoc {
 	inst := lock.inst
+	inst.Parked = nil // a committed turn ends a park (parkrecord.go)
 	if lock.unparked {
 		inst.ParkedUntil = 0 // none is left parked
 	}

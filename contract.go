@@ -217,6 +217,29 @@ type StatusReader interface {
 	ReadOrchestrationStatus(ctx context.Context, instance string) (OrchestrationStatus, error)
 }
 
+// ParkRecorder is an optional capability of a Provider: giving a turn's
+// batch back, as AbandonOrchestrationItem(delay, true) does, and recording
+// in the same write that the instance is parked (a runtime retrying a turn
+// whose code no longer matches the history), so that every reader of the
+// store sees it: OrchestrationStatus.Parked and InstanceInfo.Parked. The
+// next committed turn of the instance (any AckOrchestrationItem) clears
+// the record. The runtime uses it when the provider has it, and abandons
+// otherwise.
+type ParkRecorder interface {
+	// ParkOrchestrationItem releases the lock without committing, the
+	// locked messages visible again after delay with their attempt given
+	// back, and records reason (cut to MaxParkReasonBytes), since when the
+	// instance is parked (kept from the previous park while no turn
+	// committed between), the count of parks in a row and when the batch
+	// is due again. An unknown or already released token fails with
+	// ErrInvalidLockToken.
+	ParkOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, reason string) error
+}
+
+// MaxParkReasonBytes caps the reason a park records, so that a long
+// nondeterminism message never bloats the instance's document.
+const MaxParkReasonBytes = 4096
+
 // ProviderAdmin is the optional management capability: listing, inspection,
 // deletion and pruning. GetInstanceTreeDefault and DeleteInstanceDefault
 // implement the two methods duroxide defaults, for implementations to

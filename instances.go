@@ -47,6 +47,7 @@ func (p *CosmosProvider) ReadOrchestrationStatus(ctx context.Context, instance s
 	return OrchestrationStatus{
 		Found: true, Status: status, Output: output,
 		CustomStatus: inst.CustomStatus, CustomStatusVersion: inst.CustomVersion,
+		Parked: parkedInfo(inst.Parked),
 	}, nil
 }
 
@@ -187,6 +188,7 @@ func (p *CosmosProvider) GetInstanceInfo(ctx context.Context, instance string) (
 		CreatedAt:            uint64(inst.CreatedAt),
 		UpdatedAt:            uint64(inst.UpdatedAt),
 		ParentInstanceID:     inst.Parent,
+		Parked:               parkedInfo(inst.Parked),
 	}, nil
 }
 

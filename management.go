@@ -1,6 +1,9 @@
 package cdb
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // Management types exchanged through ProviderAdmin (duroxide's
 // src/providers/management.rs). Timestamps are milliseconds since the Unix
@@ -49,6 +52,22 @@ type InstanceInfo struct {
 	CreatedAt            uint64         `json:"created_at"` // milliseconds since the Unix epoch
 	UpdatedAt            uint64         `json:"updated_at"` // milliseconds since the Unix epoch
 	ParentInstanceID     *string        `json:"parent_instance_id"`
+	// Parked is set while a runtime keeps retrying the instance's turn
+	// because its code no longer matches the history (ParkRecorder); nil
+	// otherwise. It is this module's own: duroxide's JSON has no such field.
+	Parked *ParkedInfo `json:"-"`
+}
+
+// ParkedInfo is what the store holds of a parked instance (ParkRecorder).
+type ParkedInfo struct {
+	// Reason is why the runtime parked it: the nondeterminism message.
+	Reason string
+	// Since is when the first of the parks in a row was recorded.
+	Since time.Time
+	// Count is the number of parks in a row (1 at the first).
+	Count uint32
+	// RetryAt is when the parked batch is due again.
+	RetryAt time.Time
 }
 
 // OrchestrationStatus is what StatusReader reads of an instance.
@@ -63,6 +82,8 @@ type OrchestrationStatus struct {
 	// CustomStatusVersion counts its changes (0: never set).
 	CustomStatus        *string
 	CustomStatusVersion uint64
+	// Parked is InstanceInfo.Parked: set while the instance is parked.
+	Parked *ParkedInfo
 }
 
 // ExecutionInfo describes one execution.

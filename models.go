@@ -155,6 +155,10 @@ type instanceDoc struct {
 	// fetch that takes what they wait for (a start, a ContinueAsNew
 	// message) brings them back into its batch first.
 	ParkedUntil int64 `json:"parkedUntil,omitempty"`
+	// Parked, when set, says a runtime gave the instance's last batches
+	// back because its code no longer matches the history (parkrecord.go).
+	// A committed turn drops it (nextInstanceDoc).
+	Parked *parkedDoc `json:"parked,omitempty"`
 	// Rev counts commits. It restarts when an id is reused after a delete,
 	// so caches are keyed by LastAck, never by Rev.
 	Rev uint64 `json:"rev"`

@@ -71,3 +71,9 @@ func TestValidationWithProcessLeases(t *testing.T) {
 func TestErrorConditions(t *testing.T) {
 	providertest.RunModule(t, fakeFactory{}, providertest.ErrorConditions())
 }
+
+// TestParkRecording runs providertest's module for the optional
+// cdb.ParkRecorder.
+func TestParkRecording(t *testing.T) {
+	providertest.RunModule(t, fakeFactory{}, providertest.ParkRecording())
+}

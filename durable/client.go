@@ -109,10 +109,14 @@ type Status struct {
 	CustomStatus *string
 	// CustomStatusVersion counts the changes of CustomStatus.
 	CustomStatusVersion uint64
-	// Parked is set on a running instance whose turns the runtime keeps
+	// Parked is set on a running instance whose turns a runtime keeps
 	// retrying because its code no longer matches its history
-	// (ParkOnNondeterminism): why, and since when. Only the client of the
-	// runtime that parked it (Runtime.Client) knows; NewClient's is nil.
+	// (ParkOnNondeterminism): why, since when, how often. On a provider
+	// that records parks (cdb.ParkRecorder, as the Cosmos provider does)
+	// every client reads it from the store, until a turn of the instance
+	// commits; ExecutionID, Orchestration and Version are filled in only
+	// by the client of the runtime that parked it. On another provider only
+	// that client (Runtime.Client) knows; NewClient's is nil.
 	Parked *ParkedInstance
 }
 
@@ -128,7 +132,7 @@ func (c *Client) GetStatus(ctx context.Context, instance string) (Status, error)
 			return Status{}, fmt.Errorf("durable: get status of %q: %w", instance, err)
 		}
 		if done {
-			return c.withParked(instance, st), nil
+			return c.withParked(ctx, instance, st)
 		}
 	}
 	history, err := c.provider.Read(ctx, instance)
@@ -146,19 +150,75 @@ func (c *Client) GetStatus(ctx context.Context, instance string) (Status, error)
 	if changed {
 		st.CustomStatus, st.CustomStatusVersion = custom, version
 	}
-	return c.withParked(instance, st), nil
+	return c.withParked(ctx, instance, st)
 }
 
-// withParked adds what the client's runtime knows of a running instance it
-// parked for nondeterminism.
-func (c *Client) withParked(instance string, st Status) Status {
-	if c.parked == nil || st.State != StateRunning {
-		return st
+// withParked adds the park of a running instance: the store's record when
+// the provider records parks (st.Parked already holds it when the status
+// read brought it), what the client's runtime remembers otherwise.
+func (c *Client) withParked(ctx context.Context, instance string, st Status) (Status, error) {
+	if st.State != StateRunning {
+		st.Parked = nil
+		return st, nil
 	}
-	if p, ok := c.parked(instance); ok {
-		st.Parked = &p
+	remembered, known := c.rememberedPark(instance)
+	if _, records := c.provider.(cdb.ParkRecorder); !records {
+		if known {
+			st.Parked = &remembered
+		}
+		return st, nil
 	}
-	return st
+	if st.Parked == nil && !c.statusReadsParks() {
+		stored, err := c.storedPark(ctx, instance)
+		if err != nil {
+			return Status{}, fmt.Errorf("durable: get status of %q: %w", instance, err)
+		}
+		st.Parked = stored
+	}
+	if st.Parked != nil && known {
+		st.Parked.ExecutionID, st.Parked.Orchestration, st.Parked.Version =
+			remembered.ExecutionID, remembered.Orchestration, remembered.Version
+	}
+	return st, nil
+}
+
+// rememberedPark is what the client's runtime remembers of the instance.
+func (c *Client) rememberedPark(instance string) (ParkedInstance, bool) {
+	if c.parked == nil {
+		return ParkedInstance{}, false
+	}
+	return c.parked(instance)
+}
+
+// statusReadsParks says the provider's status read carries the park.
+func (c *Client) statusReadsParks() bool {
+	_, ok := c.provider.(cdb.StatusReader)
+	return ok
+}
+
+// storedPark reads the park from the instance's info, for a provider that
+// records parks without a status read.
+func (c *Client) storedPark(ctx context.Context, instance string) (*ParkedInstance, error) {
+	admin, ok := c.provider.Admin()
+	if !ok {
+		return nil, nil
+	}
+	info, err := admin.GetInstanceInfo(ctx, instance)
+	if errors.Is(err, cdb.ErrInstanceNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return parkedFromStore(instance, info.Parked), nil
+}
+
+// parkedFromStore is a provider's park record as Status.Parked.
+func parkedFromStore(instance string, p *cdb.ParkedInfo) *ParkedInstance {
+	if p == nil {
+		return nil
+	}
+	return &ParkedInstance{Instance: instance, Error: p.Reason, Parks: p.Count, Since: p.Since, RetryAt: p.RetryAt}
 }
 
 // readStatus reads an instance's status in one request from a provider
@@ -182,6 +242,7 @@ func readStatus(ctx context.Context, reader cdb.StatusReader, instance string) (
 	if snap.CustomStatusVersion > 0 {
 		st.CustomStatus, st.CustomStatusVersion = snap.CustomStatus, snap.CustomStatusVersion
 	}
+	st.Parked = parkedFromStore(instance, snap.Parked)
 	return st, true, nil
 }
 

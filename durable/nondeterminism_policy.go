@@ -16,12 +16,16 @@ import (
 // that rolling the deploy back would have saved (an order waiting for an
 // approval). So by default a turn that diverges is not committed: its batch
 // is given back with a growing delay and its attempt undone, as a turn
-// whose orchestration is not registered here is, and the runtime keeps the
-// divergence in memory for Status.Parked and Runtime.ParkedInstances. The
-// instance replays at every retry; once the code that wrote its history
-// runs again (the deploy rolled back, here or on another runtime) the turn
-// matches and the instance goes on. Nothing is written while it is parked:
-// the history, the custom status and the attempt count stay as they were.
+// whose orchestration is not registered here is. A provider that records
+// parks (cdb.ParkRecorder) writes why, since when and how often on the
+// instance in the same write, so that every client and `cdb show` see it,
+// until a turn commits; the runtime also keeps the divergence in memory
+// for Runtime.ParkedInstances (and for Status.Parked on a provider that
+// does not record parks). The instance replays at every retry; once the
+// code that wrote its history runs again (the deploy rolled back, here or
+// on another runtime) the turn matches and the instance goes on. Nothing
+// else is written while it is parked: the history, the custom status and
+// the attempt count stay as they were.
 
 // NondeterminismPolicy says what a runtime does with a turn whose code no
 // longer matches the instance's history (a nondeterminism error).
@@ -41,9 +45,12 @@ const (
 	FailOnNondeterminism
 )
 
-// ParkedInstance is an instance whose turns this runtime keeps retrying
-// because its code no longer matches its history, as this runtime last saw
-// it.
+// ParkedInstance is an instance whose turns a runtime keeps retrying
+// because its code no longer matches its history: as this runtime last saw
+// it (Runtime.ParkedInstances), or as the store records it (Status.Parked
+// on a provider that records parks, where ExecutionID, Orchestration and
+// Version are known only to the parking runtime's client, and Since and
+// RetryAt are on the provider's clock).
 type ParkedInstance struct {
 	// Instance is the parked instance.
 	Instance string
@@ -143,8 +150,24 @@ func (r *Runtime) parkOnDivergence(ctx context.Context, item *cdb.OrchestrationI
 	r.log.Warn("orchestration code does not match the history; parking the instance until code that does runs it",
 		"instance", item.Instance, "orchestration", plan.name, "version", plan.version, "error", message,
 		"parks", p.Parks, "backoff", backoff)
-	r.abandonOrchestration(token, backoff, true)
+	r.parkOrchestration(token, backoff, message)
 	return true
+}
+
+// parkOrchestration gives the parked batch back for backoff, its attempt
+// undone: recorded in the store when the provider can (cdb.ParkRecorder),
+// so that every client sees the park, abandoned otherwise.
+func (r *Runtime) parkOrchestration(token string, backoff time.Duration, reason string) {
+	recorder, ok := r.provider.(cdb.ParkRecorder)
+	if !ok {
+		r.abandonOrchestration(token, backoff, true)
+		return
+	}
+	ctx, cancel := r.cleanupContext()
+	defer cancel()
+	if err := recorder.ParkOrchestrationItem(ctx, token, backoff, reason); err != nil {
+		r.log.Debug("park orchestration item failed", "error", err)
+	}
 }
 
 // historyDiverges replays the persisted history alone, without the batch,

@@ -118,3 +118,98 @@ func TestCancellingAParkedInstanceFailsIt(t *testing.T) {
 	assert.Equal(t, nondeterminism(orderDivergence), st.Error)
 	assert.Empty(t, changed.rt.ParkedInstances())
 }
+
+// twoProcesses are two providers on one store: for the memory provider
+// the same one twice, for Cosmos two providers on one fake account.
+func twoProcesses(t *testing.T, name string) (a, b cdb.Provider) {
+	if name == "memory" {
+		p := testProviders[0].new(t)
+		return p, p
+	}
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	open := func() cdb.Provider {
+		p, err := cdb.NewProvider(context.Background(), cdb.Config{
+			Client: acct.Client(), PollInterval: 20 * time.Millisecond,
+			ReconcileInterval: 100 * time.Millisecond, OutboxMinAge: 50 * time.Millisecond,
+		})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		return p
+	}
+	return open(), open()
+}
+
+// divergedElsewhere is "order" waiting for its approval on p, then the
+// changed deployment running there with event raised to it (its turn
+// diverges), and a client of another process on the same store.
+func divergedElsewhere(t *testing.T, provider, event, data string) (p cdb.Provider, changed *harness, other *Client) {
+	p, elsewhere := twoProcesses(t, provider)
+	waitingForApproval(t, p, "order")
+	changed = deployment(t, p, "Charge")
+	require.NoError(t, changed.client.RaiseEvent(context.Background(), "order", event, data))
+	return p, changed, NewClient(elsewhere)
+}
+
+// A park is recorded in the store (cdb.ParkRecorder): a client with no
+// runtime, on another provider over the same store, sees the instance
+// parked, why, since when and how often; once rolling back heals it, the
+// committed turn clears the record.
+func TestAParkIsSeenByAClientOfAnotherProcess(t *testing.T) {
+	for _, pc := range testProviders {
+		t.Run(pc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			p, changed, other := divergedElsewhere(t, pc.name, "approve", "yes")
+			var st Status
+			require.Eventually(t, func() bool {
+				var err error
+				st, err = other.GetStatus(ctx, "order")
+				return err == nil && st.Parked != nil && st.Parked.Parks >= 2
+			}, 30*time.Second, 5*time.Millisecond, "another process's client reads the park, counted, from the store")
+			assert.Equal(t, StateRunning, st.State)
+			assert.Equal(t, "order", st.Parked.Instance)
+			assert.Equal(t, orderDivergence, st.Parked.Error)
+			assert.False(t, st.Parked.Since.IsZero())
+			assert.True(t, st.Parked.RetryAt.After(st.Parked.Since), "retry %v after since %v", st.Parked.RetryAt, st.Parked.Since)
+			assert.Empty(t, st.Parked.Orchestration, "only the parking runtime knows which registration diverged")
+
+			own, err := changed.rt.Client().GetStatus(ctx, "order")
+			require.NoError(t, err)
+			require.NotNil(t, own.Parked)
+			assert.Equal(t, "Order", own.Parked.Orchestration, "the parking runtime's client adds what it remembers")
+			require.NoError(t, changed.rt.Shutdown(ctx))
+
+			rolledBack := deployment(t, p, "Reserve")
+			assert.Equal(t, "approved yes", rolledBack.completed("order"))
+			st, err = other.GetStatus(ctx, "order")
+			require.NoError(t, err)
+			assert.Equal(t, StateCompleted, st.State)
+			assert.Nil(t, st.Parked)
+		})
+	}
+}
+
+// The committed turn that heals a parked instance clears its record before
+// the instance ends: a healed instance still running is not shown parked.
+func TestAHealedInstanceIsNoLongerParkedInTheStore(t *testing.T) {
+	for _, pc := range testProviders {
+		t.Run(pc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			p, changed, other := divergedElsewhere(t, pc.name, "unrelated", "x")
+			require.Eventually(t, func() bool {
+				st, err := other.GetStatus(ctx, "order")
+				return err == nil && st.Parked != nil
+			}, 30*time.Second, 5*time.Millisecond, "the store records the park")
+			require.NoError(t, changed.rt.Shutdown(ctx))
+
+			rolledBack := deployment(t, p, "Reserve")
+			require.Eventually(t, func() bool {
+				st, err := other.GetStatus(ctx, "order")
+				return err == nil && st.State == StateRunning && st.Parked == nil
+			}, 30*time.Second, 5*time.Millisecond, "the healing turn committed and cleared the park")
+			require.NoError(t, rolledBack.client.RaiseEvent(ctx, "order", "approve", "yes"))
+			assert.Equal(t, "approved yes", rolledBack.completed("order"))
+		})
+	}
+}

@@ -179,7 +179,7 @@ func TestBinaryInstancesRefusesBadFilters(t *testing.T) {
 	}{
 		{[]string{"-older-than", "0s"}, "-older-than: must be positive, got 0s"},
 		{[]string{"-newer-than", "soon"}, "-newer-than: not a duration"},
-		{[]string{"-status", "Running,Done"}, `-status: "Done" is not one of Running, Completed, Failed, ContinuedAsNew`},
+		{[]string{"-status", "Running,Done"}, `-status: "Done" is not one of Running, Completed, Failed, ContinuedAsNew, Parked`},
 		{[]string{"-name", "[Order"}, `-name: "[Order" is not a name pattern`},
 		{[]string{"-scan", "0"}, "-scan: must be at least 1"},
 	} {

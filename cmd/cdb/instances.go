@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,7 +44,7 @@ type instanceQuery struct {
 // to decide, so that the number of matches is not known without reading
 // them all.
 func (q instanceQuery) readsEachCandidate() bool {
-	return q.name != "" || q.olderThan > 0 || q.newerThan > 0
+	return q.name != "" || q.olderThan > 0 || q.newerThan > 0 || q.statuses.parkedOnly()
 }
 
 // errCursorGone is the error of an -after instance that is not listed.
@@ -107,7 +108,7 @@ func (q instanceQuery) fill(ctx context.Context, l instanceLister, candidates []
 		if q.newerThan > 0 && createdAt(info).Before(newest) {
 			return nil // newest first: every later one is older still
 		}
-		if q.name.matches(info.OrchestrationName) {
+		if q.name.matches(info.OrchestrationName) && (!q.statuses.parkedOnly() || info.Parked != nil) {
 			list.Instances = append(list.Instances, instanceToJSON(info))
 		}
 	}
@@ -177,14 +178,31 @@ func filterIDs(ids []string, keep map[string]bool) []string {
 	return out
 }
 
+// listedStatus is an instance's status in the listing, marked when it is
+// parked.
+func listedStatus(i instanceJSON) string {
+	if i.Parked != nil {
+		return i.Status + " (parked)"
+	}
+	return i.Status
+}
+
 // statusList is the -status flag: a comma-separated list of the statuses an
 // instance's current execution can have, in any case.
 type statusList []cdb.InstanceStatus
 
-// knownStatuses are the statuses the provider stores.
+// statusParked is -status Parked: running instances a runtime parked
+// (cdb.ParkedInfo). The store lists no such status, so it is the Running
+// listing with each candidate read, as -name is.
+const statusParked cdb.InstanceStatus = "Parked"
+
+// knownStatuses are the statuses the provider stores, and Parked.
 func knownStatuses() []string {
-	return []string{string(cdb.StatusRunning), string(cdb.StatusCompleted), string(cdb.StatusFailed), string(cdb.StatusContinuedAsNew)}
+	return []string{string(cdb.StatusRunning), string(cdb.StatusCompleted), string(cdb.StatusFailed), string(cdb.StatusContinuedAsNew), string(statusParked)}
 }
+
+// parkedOnly says -status asks for parked instances.
+func (s statusList) parkedOnly() bool { return len(s) == 1 && s[0] == statusParked }
 
 func (s *statusList) String() string {
 	names := make([]string, len(*s))
@@ -202,6 +220,9 @@ func (s *statusList) Set(v string) error {
 			return err
 		}
 		*s = append(*s, st)
+	}
+	if len(*s) > 1 && slices.Contains(*s, statusParked) {
+		return errors.New(`"Parked" stands alone: a parked instance is Running`)
 	}
 	return nil
 }
@@ -223,6 +244,9 @@ func (s statusList) members(ctx context.Context, l instanceLister) (map[string]b
 	}
 	keep := map[string]bool{}
 	for _, st := range s {
+		if st == statusParked {
+			st = cdb.StatusRunning // each candidate is read for its park (fill)
+		}
 		ids, err := l.ListInstancesByStatus(ctx, st)
 		if err != nil {
 			return nil, err
@@ -304,7 +328,7 @@ func printInstances(out io.Writer, list instancesJSON) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "INSTANCE\tSTATUS\tORCHESTRATION\tEXECUTION\tCREATED")
 	for _, i := range list.Instances {
-		fmt.Fprintf(tw, "%s\t%s\t%s@%s\t%d\t%s\n", i.InstanceID, i.Status, i.OrchestrationName, i.OrchestrationVersion,
+		fmt.Fprintf(tw, "%s\t%s\t%s@%s\t%d\t%s\n", i.InstanceID, listedStatus(i), i.OrchestrationName, i.OrchestrationVersion,
 			i.CurrentExecutionID, formatTime(i.CreatedAt))
 	}
 	if err := tw.Flush(); err != nil {

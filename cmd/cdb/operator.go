@@ -134,6 +134,9 @@ func printInstance(out io.Writer, s showJSON) {
 		fmt.Fprintf(out, "  output %s", truncate(*s.Output, 200))
 	}
 	fmt.Fprintln(out)
+	if s.Parked != nil {
+		printParked(out, *s.Parked)
+	}
 	if s.ParentInstanceID != nil {
 		fmt.Fprintf(out, "parent     %s\n", *s.ParentInstanceID)
 	}
@@ -154,6 +157,13 @@ func printInstance(out io.Writer, s showJSON) {
 			fmt.Fprintf(out, "  %s = %s\n", k, truncate(s.KV[k], 120))
 		}
 	}
+}
+
+// printParked says why a running instance makes no progress: its code no
+// longer matches its history, and a runtime retries its turn.
+func printParked(out io.Writer, p parkedJSON) {
+	fmt.Fprintf(out, "parked     since %s, %d parks, next retry %s\n", formatTime(&p.Since), p.Count, formatTime(&p.RetryAt))
+	fmt.Fprintf(out, "  reason   %s\n", truncate(p.Reason, 400))
 }
 
 func truncate(s string, n int) string {

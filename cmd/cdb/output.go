@@ -26,6 +26,18 @@ type instanceJSON struct {
 	ParentInstanceID     *string    `json:"parent_instance_id"`
 	CreatedAt            *time.Time `json:"created_at"`
 	UpdatedAt            *time.Time `json:"updated_at"`
+	// Parked is set while a runtime keeps retrying the instance's turn
+	// because its code no longer matches its history; null otherwise.
+	Parked *parkedJSON `json:"parked"`
+}
+
+// parkedJSON is why and since when an instance is parked
+// (cdb.ParkedInfo).
+type parkedJSON struct {
+	Reason  string    `json:"reason"`
+	Since   time.Time `json:"since"`
+	Count   uint32    `json:"count"`
+	RetryAt time.Time `json:"retry_at"`
 }
 
 // instancesJSON is `instances -o json`: a page of at most -limit
@@ -119,7 +131,15 @@ func instanceToJSON(info cdb.InstanceInfo) instanceJSON {
 		ParentInstanceID:     info.ParentInstanceID,
 		CreatedAt:            msTime(info.CreatedAt),
 		UpdatedAt:            msTime(info.UpdatedAt),
+		Parked:               parkedToJSON(info.Parked),
 	}
+}
+
+func parkedToJSON(p *cdb.ParkedInfo) *parkedJSON {
+	if p == nil {
+		return nil
+	}
+	return &parkedJSON{Reason: p.Reason, Since: p.Since.UTC(), Count: p.Count, RetryAt: p.RetryAt.UTC()}
 }
 
 func executionToJSON(e cdb.ExecutionInfo) executionJSON {

@@ -118,6 +118,7 @@ func (p *Provider) GetInstanceInfo(ctx context.Context, instance string) (cdb.In
 		CreatedAt:            uint64(inst.createdAt),
 		UpdatedAt:            uint64(inst.updatedAt),
 		ParentInstanceID:     cloneString(inst.parent),
+		Parked:               cloneParked(inst.parked),
 	}
 	if inst.version != nil {
 		info.OrchestrationVersion = *inst.version

@@ -60,6 +60,11 @@
 //     that start, with an empty history, for the runtime to hand back
 //     until the start comes (duroxide 0.1.32's
 //     orchestration_ignore_attempt_preserves_hidden_start).
+//   - It implements cdb.ParkRecorder, which duroxide has not: a park is
+//     AbandonOrchestrationItem(delay, true) that also records the park on
+//     the instance row (reason, since, count, retry time), reported by
+//     GetInstanceInfo until the next AckOrchestrationItem of the instance,
+//     as the Cosmos DB provider does.
 //   - AckOrchestrationItem stamps completed_at when it sets a status other
 //     than "Running" and clears it for "Running" (SQLite stamps it for any
 //     status).

@@ -56,6 +56,7 @@ type instanceRow struct {
 	createdAt           int64
 	updatedAt           int64
 	parent              *string
+	parked              *cdb.ParkedInfo // ParkOrchestrationItem's record, until a turn commits
 }
 
 // executionRow is a row of the executions table.

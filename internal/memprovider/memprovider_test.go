@@ -52,3 +52,7 @@ func TestValidation(t *testing.T) { providertest.Run(t, factory{}) }
 func TestErrorConditions(t *testing.T) {
 	providertest.RunModule(t, factory{}, providertest.ErrorConditions())
 }
+
+func TestParkRecording(t *testing.T) {
+	providertest.RunModule(t, factory{}, providertest.ParkRecording())
+}

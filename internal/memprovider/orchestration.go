@@ -377,6 +377,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 			inst.currentExecution = executionID
 		}
 		inst.updatedAt = now
+		inst.parked = nil // a committed turn ends a park
 	}
 
 	// History, append-only.
@@ -488,17 +489,31 @@ func (p *Provider) deltaFor(instance string) map[string]kvDeltaEntry {
 // An unknown token is an error; an expired one is accepted while nobody has
 // re-locked the instance, as in SQLite.
 func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
-	const op = "AbandonOrchestrationItem"
+	return p.giveBack(ctx, "AbandonOrchestrationItem", lockToken, delay, ignoreAttempt, nil)
+}
+
+// giveBack releases the lock of lockToken without committing; record, when
+// set, writes on the instance's row (a park) in the same step.
+func (p *Provider) giveBack(ctx context.Context, op, lockToken string, delay time.Duration, ignoreAttempt bool, record func(inst *instanceRow, now int64)) error {
 	if err := p.begin(ctx, op); err != nil {
 		return err
 	}
 	defer p.mu.Unlock()
 	now := p.nowMs()
-
 	instance, lock := p.lockByToken(lockToken)
 	if lock == nil {
 		return refuse(op, "Invalid lock token", cdb.ErrInvalidLockToken)
 	}
+	if inst := p.instances[instance]; inst != nil && record != nil {
+		record(inst, now)
+	}
+	p.releaseLock(instance, lockToken, now, delay, ignoreAttempt)
+	return nil
+}
+
+// releaseLock frees the instance and the messages fetched under
+// lockToken, visible after delay, their attempt given back if asked.
+func (p *Provider) releaseLock(instance, lockToken string, now int64, delay time.Duration, ignoreAttempt bool) {
 	delete(p.locks, instance)
 	visibleAt := after(now, delay)
 	for _, r := range p.orchQueue {
@@ -514,7 +529,6 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 		}
 	}
 	p.notify()
-	return nil
 }
 
 // RenewOrchestrationItemLock extends a still-valid instance lock.

@@ -550,13 +550,16 @@ func TestRetryOnTheRuntimeStartsAChildPerAttempt(t *testing.T) {
 	})
 }
 
+// The timeout is far longer than one failed attempt takes on any store
+// (the npm server under -race outlasted 50 ms), and far shorter than the
+// hour's wait it must cut short.
 func TestRetryOnTheRuntimeStopsAtTheTimeout(t *testing.T) {
 	eachProvider(t, func(t *testing.T, h *harness) {
-		startRetried(h, "timed-out", 100, RetryPolicy{MaxAttempts: 5, FirstInterval: time.Hour, Timeout: 50 * time.Millisecond})
+		startRetried(h, "timed-out", 100, RetryPolicy{MaxAttempts: 5, FirstInterval: time.Hour, Timeout: 2 * time.Second})
 
 		st := h.wait("timed-out")
 		require.Equal(t, StateFailed, st.State)
-		assert.Equal(t, `durable: retry policy timed out: activity "Flaky" after 50ms and 1 failed attempt: flaky run 1`, st.Error.DisplayMessage(),
+		assert.Equal(t, `durable: retry policy timed out: activity "Flaky" after 2s and 1 failed attempt: flaky run 1`, st.Error.DisplayMessage(),
 			"the hour's wait is cut short")
 	})
 }

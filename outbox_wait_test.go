@@ -75,13 +75,6 @@ func outboxesQueued(p *CosmosProvider, instance string) int {
 	return 0
 }
 
-func countOfType(t *testing.T, p *CosmosProvider, instance, docType string) int {
-	t.Helper()
-	n, err := docsOfType(p, instance, docType)
-	require.NoError(t, err)
-	return n
-}
-
 // docsOfType counts instance's documents of docType.
 func docsOfType(p *CosmosProvider, instance, docType string) (int, error) {
 	pk := NewPartitionKeyString(instancePartitionKey(instance))

@@ -100,9 +100,24 @@ func runAndReport(t *testing.T, cfg Config) Report {
 	}
 	report.Print(os.Stdout)
 	if !report.OK() {
-		t.Errorf("seed %d: %d invariant violations; replay with: %s", cfg.Seed, len(report.Violations), report.Replay)
+		t.Errorf("seed %d: %d invariant violations; replay with: %s%s", cfg.Seed, len(report.Violations), report.Replay, firstViolations(report.Violations))
 	}
 	return report
+}
+
+// firstViolations lists the first few violations on lines of their own,
+// for the failure message: a CI log keeps only its tail, and the report
+// printed them before the next seed's summary.
+func firstViolations(vs []Violation) string {
+	var b strings.Builder
+	for i, v := range vs {
+		if i == 5 {
+			fmt.Fprintf(&b, "\n    ... %d more", len(vs)-i)
+			break
+		}
+		fmt.Fprintf(&b, "\n    %s", v)
+	}
+	return b.String()
 }
 
 // addDiagnostics gives cfg the logger and the wire journal the flags ask

@@ -107,7 +107,11 @@ type Options struct {
 	UnregisteredBackoffMax time.Duration
 	// Unregistered says when such work stops being retried and fails
 	// (default UnregisteredFailAfterBackoff): activities, and first starts
-	// of an orchestration name with no version registered here.
+	// of an orchestration name with no version registered here. The
+	// default fails a misspelled name within seconds, but also new work
+	// that an old process of a rolling deploy fetches that many times in a
+	// row: ship a registration one deploy before the code that uses it, or
+	// use UnregisteredBackoffUntilPoison while builds are mixed.
 	Unregistered UnregisteredPolicy
 	// UnregisteredAttempts is the fetch on which such work fails under
 	// UnregisteredFailAfterBackoff (default 3: given back after 1s and 2s

@@ -370,9 +370,7 @@ func newestCut(answers map[string]rangeAnswer) (int64, bool) {
 }
 
 // fill lists rows in order until the page is full, leaving out those a
-// deletion hides, and places the cursor after the last row it went past.
-// Every row of a millisecond rows holds is known (page), so when the
-// next row is older the cursor takes the whole millisecond.
+// deletion hides, and places the cursor after the last row it passed.
 func (r *instancePageRead) fill(ctx context.Context, rows []*instanceDoc, isCut bool, cut int64) (InstancePage, error) {
 	page := InstancePage{Instances: []InstanceInfo{}}
 	passed := 0
@@ -388,17 +386,28 @@ func (r *instancePageRead) fill(ctx context.Context, rows []*instanceDoc, isCut 
 		}
 	}
 	page.RequestCharge = r.charge
-	switch {
-	case passed == 0 && isCut:
-		page.ContinuationToken = instanceCursor{At: cut - 1}.encode()
-	case passed == 0, passed == len(rows) && !isCut:
-	case passed < len(rows) && rows[passed].CreatedAt == rows[passed-1].CreatedAt:
-		last := rows[passed-1]
-		page.ContinuationToken = instanceCursor{At: last.CreatedAt, Instance: last.Instance}.encode()
-	default:
-		page.ContinuationToken = instanceCursor{At: rows[passed-1].CreatedAt - 1}.encode()
+	if next, more := nextCursor(rows, passed, isCut, cut); more {
+		page.ContinuationToken = next.encode()
 	}
 	return page, nil
+}
+
+// nextCursor is where the page after the first passed rows starts; false
+// when nothing is left. Every row of a millisecond rows holds is known
+// (page), so the cursor takes the last row's whole millisecond unless the
+// next row shares it.
+func nextCursor(rows []*instanceDoc, passed int, isCut bool, cut int64) (instanceCursor, bool) {
+	switch {
+	case passed == len(rows) && !isCut:
+		return instanceCursor{}, false // every range gave all it holds
+	case passed == 0:
+		return instanceCursor{At: cut - 1}, true // the cut millisecond was all listed before
+	case passed < len(rows) && rows[passed].CreatedAt == rows[passed-1].CreatedAt:
+		last := rows[passed-1]
+		return instanceCursor{At: last.CreatedAt, Instance: last.Instance}, true
+	default:
+		return instanceCursor{At: rows[passed-1].CreatedAt - 1}, true
+	}
 }
 
 // readRanges asks every range for its newest matches.

@@ -82,7 +82,8 @@
 //   - ErrDuplicateEvent: an event id already stored for the execution;
 //   - ErrInvalidInput: an argument refused before anything is written (an
 //     instance id that cannot be stored, a work item on the wrong queue,
-//     event id 0, a completion of the wrong kind);
+//     event id 0, a completion of the wrong kind) or read (an InstanceQuery
+//     QueryInstances cannot take);
 //   - ErrDocumentTooLarge, ErrBatchTooLarge, ErrBatchTooManyOperations: data
 //     that Cosmos DB cannot hold, refused before anything is written.
 //

@@ -170,13 +170,21 @@ func (p *CosmosProvider) GetInstanceInfo(ctx context.Context, instance string) (
 	if !inst.exists() {
 		return InstanceInfo{}, refuse(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
 	}
-	status := inst.Status
-	if status == "" {
-		status = StatusUnknown
-	}
 	output, err := p.resolveOutput(ctx, inst.PK, inst.Output, inst.OutputRef)
 	if err != nil {
 		return InstanceInfo{}, asOperation(op, err)
+	}
+	info := instanceInfoOf(inst)
+	info.Output = output
+	return info, nil
+}
+
+// instanceInfoOf describes an instance from its document, all but its
+// output (which may live in a value document).
+func instanceInfoOf(inst *instanceDoc) InstanceInfo {
+	status := inst.Status
+	if status == "" {
+		status = StatusUnknown
 	}
 	return InstanceInfo{
 		InstanceID:           inst.Instance,
@@ -184,12 +192,11 @@ func (p *CosmosProvider) GetInstanceInfo(ctx context.Context, instance string) (
 		OrchestrationVersion: derefOr(inst.Version, "unknown"),
 		CurrentExecutionID:   max(inst.CurrentExec, InitialExecutionID),
 		Status:               status,
-		Output:               output,
 		CreatedAt:            uint64(inst.CreatedAt),
 		UpdatedAt:            uint64(inst.UpdatedAt),
 		ParentInstanceID:     inst.Parent,
 		Parked:               parkedInfo(inst.Parked),
-	}, nil
+	}
 }
 
 // GetExecutionInfo describes one execution; an unknown one is an error.

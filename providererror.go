@@ -79,7 +79,7 @@ var (
 	// ErrInvalidInput: an argument the contract refuses whatever is stored:
 	// an instance id that cannot be stored (empty, not UTF-8, too long), a
 	// work item on the wrong queue, an event id 0, a completion that is not
-	// ActivityCompleted or ActivityFailed.
+	// ActivityCompleted or ActivityFailed, an InstanceQuery out of bounds.
 	ErrInvalidInput = errors.New("invalid input")
 )
 

@@ -1,12 +1,11 @@
 package main
 
 // cdb instances' filters and pages through the built binary, and the
-// bisection that finds -older-than's first instance in a few reads.
+// query it sends the provider.
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
@@ -78,7 +77,6 @@ type instancesPage struct {
 	Instances []struct {
 		InstanceID string `json:"instance_id"`
 	} `json:"instances"`
-	Total   *int    `json:"total"`
 	Next    *string `json:"next"`
 	Scanned int     `json:"scanned"`
 }
@@ -100,51 +98,46 @@ func listPage(t *testing.T, conn []string, args ...string) instancesPage {
 	return page
 }
 
-func ptrTo[T any](v T) *T { return &v }
-
 func TestBinaryInstancesPagesWithLimitAndAfter(t *testing.T) {
 	conn := agedFixture(t)
 	page := listPage(t, conn, "-limit", "2")
 	assert.Equal(t, []string{"order-3", "order-2"}, page.ids())
-	assert.Equal(t, ptrTo(6), page.Total, "without -name or an age, total counts every match")
-	assert.Equal(t, ptrTo("order-2"), page.Next)
+	require.NotNil(t, page.Next)
 	assert.Equal(t, 2, page.Scanned, "a page reads only its own instances")
-
-	page = listPage(t, conn, "-limit", "2", "-after", "order-2")
-	assert.Equal(t, []string{"report-1", "order-1"}, page.ids())
-	assert.Equal(t, ptrTo("order-1"), page.Next)
-
-	page = listPage(t, conn, "-limit", "2", "-after", "order-1")
-	assert.Equal(t, []string{"old-order", "old-report"}, page.ids())
-	assert.Nil(t, page.Next, "the last page has no next")
 
 	code, stdout, stderr := cli(append([]string{"instances", "-limit", "2"}, conn...)...).run(t)
 	require.Equal(t, 0, code, stderr)
-	assert.Contains(t, stdout, "(2 of 6; next page: -after order-2)\n")
+	assert.Contains(t, stdout, "(2 read; next page: -after "+*page.Next+")\n")
 
-	code, stdout, stderr = cli(append([]string{"instances", "-after", "gone"}, conn...)...).run(t)
-	assert.Equal(t, 1, code)
+	page = listPage(t, conn, "-limit", "2", "-after", *page.Next)
+	assert.Equal(t, []string{"report-1", "order-1"}, page.ids())
+	require.NotNil(t, page.Next)
+
+	page = listPage(t, conn, "-limit", "2", "-after", *page.Next)
+	assert.Equal(t, []string{"old-order", "old-report"}, page.ids())
+	assert.Nil(t, page.Next, "the last page has no next")
+
+	code, stdout, stderr = cli(append([]string{"instances", "-after", "order-2"}, conn...)...).run(t)
+	assert.Equal(t, 2, code)
 	assert.Empty(t, stdout)
-	assert.Contains(t, stderr, `cdb instances: -after: instance "gone" not listed (deleted since?): start again without -after`)
+	assert.Contains(t, stderr, `cdb instances: -after: "order-2" is not a next page cdb instances printed (QueryInstances: ContinuationToken is malformed: invalid input)`)
 }
 
 func TestBinaryInstancesFiltersByStatusesNameAndAge(t *testing.T) {
 	conn := agedFixture(t)
 	page := listPage(t, conn, "-status", "running,Failed")
 	assert.Equal(t, []string{"order-3", "report-1", "order-1", "old-report"}, page.ids())
-	assert.Equal(t, ptrTo(4), page.Total)
 
 	page = listPage(t, conn, "-name", "Process*")
 	assert.Equal(t, []string{"order-3", "order-2", "order-1", "old-order"}, page.ids())
-	assert.Nil(t, page.Total, "-name is checked on the instances read: the total is not known")
+	assert.Equal(t, 4, page.Scanned, "the store matched the prefix")
 
 	page = listPage(t, conn, "-older-than", "1h")
 	assert.Equal(t, []string{"old-order", "old-report"}, page.ids())
-	assert.Equal(t, 2, page.Scanned, "the newer instances are stepped over by bisection, not scanned")
+	assert.Equal(t, 2, page.Scanned, "the store left the newer instances out")
 
 	page = listPage(t, conn, "-newer-than", "1h")
 	assert.Equal(t, []string{"order-3", "order-2", "report-1", "order-1"}, page.ids())
-	assert.Equal(t, 5, page.Scanned, "newest first, the first older instance ends the listing")
 	assert.Nil(t, page.Next)
 
 	page = listPage(t, conn, "-older-than", "8m30s", "-newer-than", "1h", "-status", "Running,Completed,Failed")
@@ -152,24 +145,32 @@ func TestBinaryInstancesFiltersByStatusesNameAndAge(t *testing.T) {
 
 	page = listPage(t, conn, "-name", "Report", "-status", "Running")
 	assert.Equal(t, []string{"old-report"}, page.ids())
+
+	code, stdout, stderr := cli(append([]string{"instances", "-older-than", "2h", "-newer-than", "1h"}, conn...)...).run(t)
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "-older-than 2h0m0s and -newer-than 1h0m0s select nothing")
 }
 
-// With -name a page reads at most -scan instances: it may end short of
-// -limit, with a next to go on from.
-func TestBinaryInstancesScanBoundsAFilteredPage(t *testing.T) {
+// A -name pattern the store cannot match is matched on the instances the
+// page read: the page may come back short of -limit, with a next.
+func TestBinaryInstancesMatchesOtherPatternsOnThePageRead(t *testing.T) {
 	conn := agedFixture(t)
-	page := listPage(t, conn, "-name", "Report", "-scan", "2")
+	page := listPage(t, conn, "-name", "*Report", "-limit", "2")
 	assert.Empty(t, page.ids(), "order-3 and order-2 were read, neither a Report")
 	assert.Equal(t, 2, page.Scanned)
-	assert.Equal(t, ptrTo("order-2"), page.Next)
+	require.NotNil(t, page.Next)
 
-	page = listPage(t, conn, "-name", "Report", "-scan", "2", "-after", "order-2")
-	assert.Equal(t, []string{"report-1"}, page.ids())
-	assert.Equal(t, ptrTo("order-1"), page.Next)
-
-	code, stdout, stderr := cli(append([]string{"instances", "-name", "Report", "-scan", "2"}, conn...)...).run(t)
+	code, stdout, stderr := cli(append([]string{"instances", "-name", "*Report", "-limit", "2"}, conn...)...).run(t)
 	require.Equal(t, 0, code, stderr)
-	assert.Contains(t, stdout, "(no instances)\n(2 read; next page: -after order-2)\n")
+	assert.Contains(t, stdout, "(no instances)\n(2 read; next page: -after "+*page.Next+")\n")
+
+	page = listPage(t, conn, "-name", "*Report", "-limit", "2", "-after", *page.Next)
+	assert.Equal(t, []string{"report-1"}, page.ids())
+
+	page = listPage(t, conn, "-name", "Re?ort")
+	assert.Equal(t, []string{"report-1", "old-report"}, page.ids())
+	assert.Equal(t, 2, page.Scanned, "the store matched the literal prefix Re")
 }
 
 func TestBinaryInstancesRefusesBadFilters(t *testing.T) {
@@ -181,7 +182,9 @@ func TestBinaryInstancesRefusesBadFilters(t *testing.T) {
 		{[]string{"-newer-than", "soon"}, "-newer-than: not a duration"},
 		{[]string{"-status", "Running,Done"}, `-status: "Done" is not one of Running, Completed, Failed, ContinuedAsNew, Parked`},
 		{[]string{"-name", "[Order"}, `-name: "[Order" is not a name pattern`},
-		{[]string{"-scan", "0"}, "-scan: must be at least 1"},
+		{[]string{"-limit", "0"}, "-limit: must be 1 to 1000, got 0"},
+		{[]string{"-limit", "1001"}, "-limit: must be 1 to 1000, got 1001"},
+		{[]string{"-scan", "10"}, "flag provided but not defined: -scan"},
 	} {
 		code, stdout, stderr := cli(append([]string{"instances"}, c.args...)...).run(t)
 		assert.Equal(t, 2, code, "cdb instances %v", c.args)
@@ -190,52 +193,50 @@ func TestBinaryInstancesRefusesBadFilters(t *testing.T) {
 	}
 }
 
-// countingLister is a listing of n instances, one created a minute before
-// the next, that counts the instance reads.
-type countingLister struct {
-	ids   []string
-	now   time.Time
-	reads int
+// recordingPager keeps the query it is asked and answers an empty page.
+type recordingPager struct{ asked cdb.InstanceQuery }
+
+func (r *recordingPager) QueryInstances(_ context.Context, q cdb.InstanceQuery) (cdb.InstancePage, error) {
+	r.asked = q
+	return cdb.InstancePage{}, nil
 }
 
-func newCountingLister(n int, now time.Time) *countingLister {
-	l := &countingLister{now: now}
-	for i := range n {
-		l.ids = append(l.ids, fmt.Sprintf("minutes-%d", i+1)) // newest first: the first is a minute old
+// The flags become the provider's query: what the store can filter is
+// sent, and the rest of a -name pattern is left to the page.
+func TestInstancesSendsItsFiltersToTheStore(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name string
+		q    instanceQuery
+		want cdb.InstanceQuery
+	}{
+		{"statuses", instanceQuery{statuses: statusList{cdb.StatusRunning, cdb.StatusFailed}, limit: 5},
+			cdb.InstanceQuery{Statuses: []cdb.InstanceStatus{cdb.StatusRunning, cdb.StatusFailed}, PageSize: 5}},
+		{"parked", instanceQuery{statuses: statusList{statusParked}, limit: 5}, cdb.InstanceQuery{Parked: true, PageSize: 5}},
+		{"a name", instanceQuery{name: "Report", limit: 5}, cdb.InstanceQuery{Name: "Report", PageSize: 5}},
+		{"a prefix", instanceQuery{name: "Process*", limit: 5}, cdb.InstanceQuery{Name: "Process*", PageSize: 5}},
+		{"a pattern: its literal prefix", instanceQuery{name: "Proc?ss*", limit: 5}, cdb.InstanceQuery{Name: "Proc*", PageSize: 5}},
+		{"a pattern with a class", instanceQuery{name: "Order[12]", limit: 5}, cdb.InstanceQuery{Name: "Order*", PageSize: 5}},
+		{"a pattern that starts wild: no name", instanceQuery{name: "*Order", limit: 5}, cdb.InstanceQuery{PageSize: 5}},
+		{"ages", instanceQuery{olderThan: age(time.Hour), newerThan: age(3 * time.Hour), limit: 5, now: now},
+			cdb.InstanceQuery{CreatedBefore: now.Add(-time.Hour), CreatedAfter: now.Add(-3 * time.Hour), PageSize: 5}},
+		{"after", instanceQuery{after: "abc", limit: 5}, cdb.InstanceQuery{ContinuationToken: "abc", PageSize: 5}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var r recordingPager
+			_, err := c.q.page(context.Background(), &r)
+			require.NoError(t, err)
+			assert.Equal(t, c.want, r.asked)
+		})
 	}
-	return l
-}
-
-func (l *countingLister) ListInstances(context.Context) ([]string, error) { return l.ids, nil }
-
-func (l *countingLister) ListInstancesByStatus(context.Context, cdb.InstanceStatus) ([]string, error) {
-	return l.ids, nil
-}
-
-func (l *countingLister) GetInstanceInfo(_ context.Context, id string) (cdb.InstanceInfo, error) {
-	l.reads++
-	i := indexOf(l.ids, id)
-	created := l.now.Add(-time.Duration(i+1) * time.Minute)
-	return cdb.InstanceInfo{InstanceID: id, Status: cdb.StatusRunning, CreatedAt: uint64(created.UnixMilli())}, nil
-}
-
-func TestOlderThanFindsItsFirstInstanceInLogarithmicReads(t *testing.T) {
-	now := time.UnixMilli(time.Now().UnixMilli()) // the store keeps milliseconds
-	l := newCountingLister(100_000, now)
-	q := instanceQuery{olderThan: age(90_000 * time.Minute), limit: 3, scan: 1000, now: now}
-	page, err := q.page(context.Background(), l)
-	require.NoError(t, err)
-	require.Len(t, page.Instances, 3)
-	assert.Equal(t, l.ids[90_000], page.Instances[0].InstanceID, "the first instance created more than 90000 minutes ago")
-	assert.LessOrEqual(t, l.reads, 17+3, "bisection over 100000 ids, then the page")
 }
 
 // The help says which filters the store applies and which cdb checks on
-// each instance it reads, and what a start can and cannot tell.
+// the page, and what a start can and cannot tell.
 func TestBinaryHelpSaysWhatIsFilteredWhere(t *testing.T) {
 	code, stdout, _ := cli("help", "instances").run(t)
 	require.Equal(t, 0, code)
-	assert.Contains(t, stdout, "filters only by status: -name and the ages are checked\non each instance read, at most -scan a page")
+	assert.Contains(t, stdout, "A -name pattern other than a name or a prefix ending in * is matched by its literal prefix there\nand whole here")
 	code, stdout, _ = cli("help", "start").run(t)
 	require.Equal(t, 0, code)
 	assert.Contains(t, stdout, "a taken id exits with code 3")

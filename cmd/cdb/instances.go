@@ -8,6 +8,7 @@ import (
 	"io"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,19 +16,17 @@ import (
 	"github.com/duroxide-go/cdb"
 )
 
-// `cdb instances` pages through the instances newest first. The provider's
-// management API lists ids (all of them, or those of one status) and
-// describes one instance at a time; it has no server-side filter by name or
-// age and no paging. So the listing is read as ids, the status filter is
-// applied to them, and only the page's candidates are read one by one,
-// at most -scan of them, where the name and age filters are applied.
+// `cdb instances` reads one page of the provider's instance listing
+// (cdb.CosmosProvider.QueryInstances), newest first: -status, the ages and
+// -name go to the store, which reads a page as one query per partition key
+// range. A -name pattern the store cannot match (anything but a name, or a
+// prefix ending in '*') goes to it as its literal prefix, and is matched
+// here on the instances the page read: such a page may come back short of
+// -limit, with a next.
 
-// instanceLister is the part of the provider's management API the listing
-// uses.
-type instanceLister interface {
-	ListInstances(ctx context.Context) ([]string, error)
-	ListInstancesByStatus(ctx context.Context, status cdb.InstanceStatus) ([]string, error)
-	GetInstanceInfo(ctx context.Context, instance string) (cdb.InstanceInfo, error)
+// instancePager is the part of the provider the listing uses.
+type instancePager interface {
+	QueryInstances(ctx context.Context, q cdb.InstanceQuery) (cdb.InstancePage, error)
 }
 
 // instanceQuery is one page of `cdb instances`.
@@ -35,147 +34,54 @@ type instanceQuery struct {
 	statuses             statusList
 	name                 namePattern
 	olderThan, newerThan age
-	limit, scan          int
-	after                string    // the last instance of the previous page
+	limit                int
+	after                string    // the previous page's next
 	now                  time.Time // what the ages are measured from
 }
 
-// readsEachCandidate reports whether a filter needs each candidate's info
-// to decide, so that the number of matches is not known without reading
-// them all.
-func (q instanceQuery) readsEachCandidate() bool {
-	return q.name != "" || q.olderThan > 0 || q.newerThan > 0 || q.statuses.parkedOnly()
-}
-
-// errCursorGone is the error of an -after instance that is not listed.
-var errCursorGone = errors.New("not listed (deleted since?): start again without -after")
-
-// page lists one page: the ids newest first, the status filter on them, the
-// cursor, the -older-than start found by bisection, then the candidates read
-// one by one until the page is full, -scan were read or -newer-than ends
-// the listing.
-func (q instanceQuery) page(ctx context.Context, l instanceLister) (instancesJSON, error) {
-	ids, err := l.ListInstances(ctx)
-	if err != nil {
-		return instancesJSON{}, err
+// providerQuery is the provider's query for the page.
+func (q instanceQuery) providerQuery() (cdb.InstanceQuery, error) {
+	if q.olderThan > 0 && q.newerThan > 0 && q.olderThan > q.newerThan {
+		return cdb.InstanceQuery{}, usageError{msg: fmt.Sprintf("-older-than %s and -newer-than %s select nothing", time.Duration(q.olderThan), time.Duration(q.newerThan))}
 	}
-	rest := ids
-	if q.after != "" {
-		at := indexOf(ids, q.after)
-		if at < 0 {
-			return instancesJSON{}, fmt.Errorf("-after: instance %q %w", q.after, errCursorGone)
-		}
-		rest = ids[at+1:]
+	pq := cdb.InstanceQuery{Name: q.name.stored(), PageSize: q.limit, ContinuationToken: q.after}
+	if q.statuses.parkedOnly() {
+		pq.Parked = true
+	} else {
+		pq.Statuses = q.statuses
 	}
-	keep, err := q.statuses.members(ctx, l)
-	if err != nil {
-		return instancesJSON{}, err
-	}
-	list := instancesJSON{Instances: []instanceJSON{}}
-	if !q.readsEachCandidate() {
-		total := len(filterIDs(ids, keep))
-		list.Total = &total
-	}
-	candidates := filterIDs(rest, keep)
 	if q.olderThan > 0 {
-		first, err := firstCreatedBefore(ctx, l, candidates, q.now.Add(-time.Duration(q.olderThan)))
-		if err != nil {
-			return instancesJSON{}, err
-		}
-		candidates = candidates[first:]
+		pq.CreatedBefore = q.now.Add(-time.Duration(q.olderThan))
 	}
-	return list, q.fill(ctx, l, candidates, &list)
+	if q.newerThan > 0 {
+		pq.CreatedAfter = q.now.Add(-time.Duration(q.newerThan))
+	}
+	return pq, nil
 }
 
-// fill reads candidates into the page until it is full, -scan were read,
-// or -newer-than ends the listing; list.Next is set when there may be more.
-func (q instanceQuery) fill(ctx context.Context, l instanceLister, candidates []string, list *instancesJSON) error {
-	newest := q.now.Add(-time.Duration(q.newerThan))
-	for i, id := range candidates {
-		if list.Scanned == q.scan || len(list.Instances) == q.limit {
-			next := candidates[i-1]
-			list.Next = &next
-			return nil
-		}
-		info, err := l.GetInstanceInfo(ctx, id)
-		list.Scanned++
-		if errors.Is(err, cdb.ErrInstanceNotFound) {
-			continue // deleted meanwhile
-		}
-		if err != nil {
-			return fmt.Errorf("instance %q: %w", id, err)
-		}
-		if q.newerThan > 0 && createdAt(info).Before(newest) {
-			return nil // newest first: every later one is older still
-		}
-		if q.name.matches(info.OrchestrationName) && (!q.statuses.parkedOnly() || info.Parked != nil) {
+// page reads the page and matches -name on it where the store could not.
+func (q instanceQuery) page(ctx context.Context, l instancePager) (instancesJSON, error) {
+	pq, err := q.providerQuery()
+	if err != nil {
+		return instancesJSON{}, err
+	}
+	page, err := l.QueryInstances(ctx, pq)
+	if q.after != "" && errors.Is(err, cdb.ErrInvalidInput) {
+		return instancesJSON{}, usageError{msg: fmt.Sprintf("-after: %q is not a next page cdb instances printed (%v)", q.after, err)}
+	}
+	if err != nil {
+		return instancesJSON{}, err
+	}
+	list := instancesJSON{Instances: []instanceJSON{}, Scanned: len(page.Instances)}
+	for _, info := range page.Instances {
+		if q.name.matchesRead(info.OrchestrationName) {
 			list.Instances = append(list.Instances, instanceToJSON(info))
 		}
 	}
-	return nil
-}
-
-func createdAt(info cdb.InstanceInfo) time.Time { return time.UnixMilli(int64(info.CreatedAt)) }
-
-// firstCreatedBefore finds, by bisection over ids (newest first), the
-// first one created before cutoff: a few reads however many are newer. An
-// id deleted meanwhile is stepped over.
-func firstCreatedBefore(ctx context.Context, l instanceLister, ids []string, cutoff time.Time) (int, error) {
-	lo, hi := 0, len(ids)
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		at, info, found, err := firstLive(ctx, l, ids, mid, hi)
-		if err != nil {
-			return 0, err
-		}
-		switch {
-		case !found:
-			hi = mid // none left in [mid, hi): the scan steps over them
-		case createdAt(info).Before(cutoff):
-			hi = mid
-		default:
-			lo = at + 1
-		}
+	if page.ContinuationToken != "" {
+		list.Next = &page.ContinuationToken
 	}
-	return lo, nil
-}
-
-// firstLive reads ids[from:to] until one still exists.
-func firstLive(ctx context.Context, l instanceLister, ids []string, from, to int) (int, cdb.InstanceInfo, bool, error) {
-	for i := from; i < to; i++ {
-		info, err := l.GetInstanceInfo(ctx, ids[i])
-		if errors.Is(err, cdb.ErrInstanceNotFound) {
-			continue
-		}
-		if err != nil {
-			return 0, cdb.InstanceInfo{}, false, fmt.Errorf("instance %q: %w", ids[i], err)
-		}
-		return i, info, true, nil
-	}
-	return 0, cdb.InstanceInfo{}, false, nil
-}
-
-func indexOf(ids []string, id string) int {
-	for i, v := range ids {
-		if v == id {
-			return i
-		}
-	}
-	return -1
-}
-
-// filterIDs keeps the ids in keep, in order; a nil keep keeps every one.
-func filterIDs(ids []string, keep map[string]bool) []string {
-	if keep == nil {
-		return ids
-	}
-	var out []string
-	for _, id := range ids {
-		if keep[id] {
-			out = append(out, id)
-		}
-	}
-	return out
+	return list, nil
 }
 
 // listedStatus is an instance's status in the listing, marked when it is
@@ -192,8 +98,7 @@ func listedStatus(i instanceJSON) string {
 type statusList []cdb.InstanceStatus
 
 // statusParked is -status Parked: running instances a runtime parked
-// (cdb.ParkedInfo). The store lists no such status, so it is the Running
-// listing with each candidate read, as -name is.
+// (cdb.ParkedInfo, cdb.InstanceQuery.Parked).
 const statusParked cdb.InstanceStatus = "Parked"
 
 // knownStatuses are the statuses the provider stores, and Parked.
@@ -236,28 +141,6 @@ func parseStatus(v string) (cdb.InstanceStatus, error) {
 	return "", fmt.Errorf("%q is not one of %s", v, strings.Join(knownStatuses(), ", "))
 }
 
-// members is the set of instances with one of the statuses, one listing
-// per status; nil when no status was asked for.
-func (s statusList) members(ctx context.Context, l instanceLister) (map[string]bool, error) {
-	if len(s) == 0 {
-		return nil, nil
-	}
-	keep := map[string]bool{}
-	for _, st := range s {
-		if st == statusParked {
-			st = cdb.StatusRunning // each candidate is read for its park (fill)
-		}
-		ids, err := l.ListInstancesByStatus(ctx, st)
-		if err != nil {
-			return nil, err
-		}
-		for _, id := range ids {
-			keep[id] = true
-		}
-	}
-	return keep, nil
-}
-
 // namePattern is the -name flag: an orchestration name, or a pattern with
 // * and ? (path.Match's syntax).
 type namePattern string
@@ -272,8 +155,26 @@ func (n *namePattern) Set(v string) error {
 	return nil
 }
 
-func (n namePattern) matches(name string) bool {
-	if n == "" {
+// stored is what of the pattern the store matches: the pattern itself when
+// it is a name or a prefix ending in '*'; else the literal prefix before its
+// first wildcard, as a prefix, or nothing when it starts with one.
+func (n namePattern) stored() string {
+	s := string(n)
+	wild := strings.IndexAny(s, `*?[\`)
+	switch {
+	case wild < 0, wild == len(s)-1 && s[wild] == '*':
+		return s
+	case wild == 0:
+		return ""
+	default:
+		return s[:wild] + "*"
+	}
+}
+
+// matchesRead says whether an instance the store listed matches the
+// pattern: always when the store matched the whole pattern.
+func (n namePattern) matchesRead(name string) bool {
+	if n.stored() == string(n) {
 		return true
 	}
 	ok, _ := path.Match(string(n), name)
@@ -299,20 +200,21 @@ func (a *age) Set(v string) error {
 
 func runInstances(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	q := instanceQuery{}
-	limit, scan := positiveInt(100), positiveInt(1000)
+	limit := pageLimit(cdb.DefaultInstancePageSize)
 	var format outputFormat
 	return operatorCommand("instances", func(fs *flag.FlagSet) {
 		fs.Var(&q.statuses, "status", "only instances whose current execution has one of these `statuses`, comma-separated: "+
 			strings.Join(knownStatuses(), ", ")+" (any case)")
-		fs.Var(&q.name, "name", "only instances of this orchestration `name`; * and ? match any characters and one (ProcessOrder, Process*)")
+		fs.Var(&q.name, "name", "only instances of this orchestration `name`; * and ? match any characters and one (ProcessOrder, Process*). "+
+			"A name or a prefix ending in * is matched by the store; any other pattern by its literal prefix there and whole here, "+
+			"so its page may come back short of -limit")
 		fs.Var(&q.olderThan, "older-than", "only instances created more than this `duration` ago (e.g. 1h)")
 		fs.Var(&q.newerThan, "newer-than", "only instances created less than this `duration` ago (e.g. 15m)")
-		fs.Var(&limit, "limit", "at most `n` instances on the page")
-		fs.StringVar(&q.after, "after", "", "the page after this `instance` (the previous page's last; text and json print it as next)")
-		fs.Var(&scan, "scan", "read at most `n` instances for the page (-name and the ages are checked on each one read)")
+		fs.Var(&limit, "limit", fmt.Sprintf("at most `n` instances on the page (1 to %d)", cdb.MaxInstancePageSize))
+		fs.StringVar(&q.after, "after", "", "the page after the one that printed this `next` (text and json print it)")
 		registerOutput(fs, &format)
 	}, 0, func(ctx context.Context, p *cdb.CosmosProvider, endpoint string, _ []string, out io.Writer) error {
-		q.limit, q.scan, q.now = int(limit), int(scan), time.Now()
+		q.limit, q.now = int(limit), p.ServiceTime()
 		list, err := q.page(ctx, p)
 		if err != nil {
 			return describe(endpoint, err)
@@ -322,6 +224,23 @@ func runInstances(ctx context.Context, argv []string, stdout, stderr io.Writer) 
 		}
 		return printInstances(out, list)
 	})(ctx, argv, stdout, stderr)
+}
+
+// pageLimit is -limit: a page size the provider takes.
+type pageLimit int
+
+func (n *pageLimit) String() string { return strconv.Itoa(int(*n)) }
+
+func (n *pageLimit) Set(s string) error {
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return errors.New("not a number")
+	}
+	if v < 1 || v > cdb.MaxInstancePageSize {
+		return fmt.Errorf("must be 1 to %d, got %d", cdb.MaxInstancePageSize, v)
+	}
+	*n = pageLimit(v)
+	return nil
 }
 
 func printInstances(out io.Writer, list instancesJSON) error {
@@ -337,10 +256,7 @@ func printInstances(out io.Writer, list instancesJSON) error {
 	if len(list.Instances) == 0 {
 		fmt.Fprintln(out, "(no instances)")
 	}
-	switch {
-	case list.Next != nil && list.Total != nil:
-		fmt.Fprintf(out, "(%d of %d; next page: -after %s)\n", len(list.Instances), *list.Total, *list.Next)
-	case list.Next != nil:
+	if list.Next != nil {
 		fmt.Fprintf(out, "(%d read; next page: -after %s)\n", list.Scanned, *list.Next)
 	}
 	return nil

@@ -39,9 +39,10 @@ func commands() []command {
 		{name: "demo", summary: "walk through the storage layer on the in-memory Cosmos DB, or on COSMOS_ENDPOINT", run: runDemo},
 		{name: "emulator", summary: "serve the in-memory Cosmos DB on loopback", server: true, run: runEmulator},
 		{name: "instances", summary: "list instances newest first, a page at a time, by status, name and age", run: runInstances,
-			details: "The provider's management API lists ids and filters only by status: -name and the ages are checked\n" +
-				"on each instance read, at most -scan a page, so a page may end short of -limit. The page's last\n" +
-				"line (json: next) names the -after of the next page."},
+			details: "The store filters by status, age and name and reads a page as one query per partition key range.\n" +
+				"A -name pattern other than a name or a prefix ending in * is matched by its literal prefix there\n" +
+				"and whole here, so its page may come back short of -limit. The page's last line (json: next)\n" +
+				"names the -after of the next page."},
 		{name: "show", args: "INSTANCE", summary: "show an instance: info, executions, history timeline, custom status, KV", run: runShow},
 		{name: "start", args: "NAME", summary: "start an orchestration: enqueue its start for the application's runtime and print the instance id", run: runStart,
 			details: "The library's StartOrchestration does not say whether the id is taken, so cdb reads the instance\n" +

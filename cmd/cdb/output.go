@@ -44,12 +44,10 @@ type parkedJSON struct {
 // instances, newest first.
 type instancesJSON struct {
 	Instances []instanceJSON `json:"instances"`
-	// Total counts every match of -status, null when -name or an age filter
-	// is given: those are checked only on the instances read.
-	Total *int `json:"total"`
 	// Next is the -after of the next page, null on the last page.
 	Next *string `json:"next"`
-	// Scanned counts the instances read for this page.
+	// Scanned counts the instances the store listed for this page; more
+	// than the page holds when -name is a pattern matched here.
 	Scanned int `json:"scanned"`
 }
 

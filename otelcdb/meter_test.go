@@ -201,3 +201,15 @@ func TestAnInstrumentTheSDKWarnsAboutIsReportedAndKept(t *testing.T) {
 	got := collect(t, reader)["1st requests"]
 	assert.Equal(t, 2.0, got.Data.(metricdata.Sum[float64]).DataPoints[0].Value, "the SDK's instrument still records")
 }
+
+func TestBoundariesTheSDKRefusesAreReportedAndItsDefaultBucketsKept(t *testing.T) {
+	var seen errorsSeen
+	m, reader := newMeterReader(t, otelcdb.WithErrorHandler(&seen), otelcdb.WithHistogramBoundaries("s", 2, 1))
+	m.Histogram("latency", "s", "").Record(context.Background(), 0.5)
+
+	require.Len(t, seen, 1)
+	assert.ErrorContains(t, seen[0], `otelcdb: making the histogram "latency": `)
+	point := collect(t, reader)["latency"].Data.(metricdata.Histogram[float64]).DataPoints[0]
+	assert.Equal(t, uint64(1), point.Count)
+	assert.Equal(t, []float64{0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000}, point.Bounds)
+}

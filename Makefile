@@ -11,24 +11,31 @@ JS_SDK        := $(TOOLS)/azure-cosmos
 JS_SDK_PKG    := $(JS_SDK)/node_modules/@azure/cosmos/package.json
 GOTESTFLAGS   ?= -race -count=1 -timeout 20m
 
-.PHONY: test test-unit lint emulator demo sdk-compat soak tools clean
+.PHONY: test test-unit test-otelcdb lint emulator demo sdk-compat soak tools clean
 
 ## test: every suite, on the in-memory fake and on @vercel/cosmosdb-server (and on COSMOS_ENDPOINT when set),
 ## and @azure/cosmos against `cdb emulator` (internal/jscompat)
 test: lint $(NPM_SERVER_JS) $(JS_SDK_PKG)
 	CDB_COSMOSDB_SERVER_CLI=$(NPM_SERVER_JS) CDB_AZURE_COSMOS_MODULES=$(JS_SDK)/node_modules $(GO) test $(GOTESTFLAGS) ./...
 	$(MAKE) sdk-compat
+	$(MAKE) test-otelcdb
 
-## test-unit: the suites on the in-memory fake only (no npm, no network)
+## test-unit: the suites on the in-memory fake only (no npm, no network), and otelcdb's
 test-unit:
 	$(GO) test $(GOTESTFLAGS) ./...
+	$(MAKE) test-otelcdb
 
-## lint: no built binary or file over 1 MiB tracked, gofmt check, go vet
+## test-otelcdb: the OpenTelemetry bridge (its own module, so the library does not depend on OpenTelemetry)
+test-otelcdb:
+	cd otelcdb && $(GO) test $(GOTESTFLAGS) ./...
+
+## lint: no built binary or file over 1 MiB tracked, gofmt check, go vet (the root module and otelcdb)
 lint:
 	@./tools/check-tracked-files
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	cd otelcdb && $(GO) vet ./...
 
 ## emulator: serve the in-memory Cosmos DB on loopback (prints endpoint=... key=...)
 emulator:

@@ -323,3 +323,36 @@ func TestTelemetryNoRequestSpansUnlessAskedFor(t *testing.T) {
 	assert.Equal(t, "turn", spans[0].Name)
 	assert.NotEmpty(t, f.rec.Points("db.client.operation.duration", nil), "the metrics still are")
 }
+
+func TestTelemetryA503WithRetryAfterCountsAsAThrottleWait(t *testing.T) {
+	f := newTelemetryFixture(t, false)
+	f.createOrder(t, "o1")
+	f.rec.Reset()
+	f.account.InjectFault(cdb.FakeFault{
+		Match:  func(r cdb.FakeRequest) bool { return r.Operation == "ReadItem" },
+		Status: 503, RetryAfter: 10 * time.Millisecond, Times: 1,
+	})
+	_, err := f.orders.ReadItem(context.Background(), alice, "o1", nil)
+	require.NoError(t, err)
+
+	requests := f.rec.Points("cdb.client.requests", map[string]any{"db.operation.name": "ReadItem"})
+	require.Len(t, requests, 2)
+	assert.Equal(t, "503", requests[0].Attributes()["db.response.status_code"])
+	assert.Equal(t, "200", requests[1].Attributes()["db.response.status_code"])
+	assert.GreaterOrEqual(t, onePoint(t, f.rec, "cdb.client.throttle.wait", "ReadItem").Value, 0.010)
+}
+
+func TestTelemetryABackoffOfTheClientsOwnIsNoThrottleWait(t *testing.T) {
+	f := newTelemetryFixture(t, false)
+	f.createOrder(t, "o1")
+	f.rec.Reset()
+	f.account.InjectFault(cdb.FakeFault{
+		Match:  func(r cdb.FakeRequest) bool { return r.Operation == "ReadItem" },
+		Status: 503, Times: 1, // no retry-after: the client backs off on its own
+	})
+	_, err := f.orders.ReadItem(context.Background(), alice, "o1", nil)
+	require.NoError(t, err)
+
+	assert.Len(t, f.rec.Points("cdb.client.requests", map[string]any{"db.operation.name": "ReadItem"}), 2)
+	assert.Empty(t, f.rec.Points("cdb.client.throttle.wait", nil))
+}

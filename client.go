@@ -62,6 +62,11 @@ type ClientOptions struct {
 	Timeouts TimeoutOptions
 	// Logger receives one debug record per HTTP attempt. Nil logs nothing.
 	Logger *slog.Logger
+	// Telemetry receives the client's metrics and, with RequestSpans, a
+	// span per operation (ARCHITECTURE.md lists them); the zero value
+	// reports nothing, at no cost. ContextWithMetricAttributes adds a
+	// caller's attributes to an operation's points.
+	Telemetry Telemetry
 	// APIVersion is the x-ms-version header; default DefaultAPIVersion.
 	APIVersion string
 	// UserAgent is the User-Agent header; default "cdb-go".
@@ -136,6 +141,7 @@ type Client struct {
 	service    *serviceClock // the offset of the service's clock from now
 
 	stats    *statsRecorder
+	tel      clientTelemetry
 	routing  *routingCache // containers' partition key definitions and ranges (routing.go)
 	sessions *sessionStore
 	regions  *regionRouter // where writes go after a failover (failover.go)
@@ -180,6 +186,7 @@ func NewClient(endpoint string, opts ClientOptions) (*Client, error) {
 		now:        opts.Now,
 		service:    &serviceClock{},
 		stats:      newStatsRecorder(),
+		tel:        newClientTelemetry(opts.Telemetry),
 		routing:    newRoutingCache(),
 		sessions:   newSessionStore(),
 		regions:    &regionRouter{},
@@ -361,11 +368,13 @@ func (r *response) bodyOrNil() []byte {
 }
 
 // send runs r, retried with backoff and a bound where retryStatus or
-// decideTransport says so, and records statistics. A non-2xx
+// decideTransport says so, and records statistics and telemetry. A non-2xx
 // final status is returned as *CosmosError.
 func (c *Client) send(ctx context.Context, r *request) (*response, error) {
-	resp, err := c.sendWithRetries(ctx, r)
+	ctx, observed := c.tel.startOperation(ctx, r)
+	resp, charge, err := c.sendWithRetries(ctx, r)
 	c.stats.operation(r.operation, err != nil)
+	c.tel.endOperation(ctx, r, observed, resp, charge, err)
 	if r.session.container != "" && isReadSessionNotAvailable(err) {
 		// Retries did not find a replica at our position: the tokens are
 		// not this container's (it was created again under the same
@@ -379,13 +388,15 @@ func (c *Client) send(ctx context.Context, r *request) (*response, error) {
 	return resp, err
 }
 
-func (c *Client) sendWithRetries(ctx context.Context, r *request) (*response, error) {
+// sendWithRetries returns the last attempt's answer or the operation's
+// error, and the request charge of all its attempts (a failed operation's
+// too).
+func (c *Client) sendWithRetries(ctx context.Context, r *request) (_ *response, charge float64, _ error) {
 	start := time.Now()
-	var charge float64
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			// Nothing of this attempt has left: no outcome to be unsure of.
-			return nil, fmt.Errorf("cdb: %s: %w", r.operation, err)
+			return nil, charge, fmt.Errorf("cdb: %s: %w", r.operation, err)
 		}
 		attemptCtx, cancel := c.attemptContext(ctx, r)
 		resp, sent, err := c.roundTrip(attemptCtx, r, attempt)
@@ -399,12 +410,17 @@ func (c *Client) sendWithRetries(ctx context.Context, r *request) (*response, er
 		d := c.decide(ctx, r, attempt, resp, sent, err)
 		if !d.retry || attempt >= c.retry.MaxAttempts || time.Since(start)+d.wait > c.retry.MaxElapsed {
 			if d.err != nil {
-				return nil, d.err
+				return nil, charge, d.err
 			}
-			return resp, nil
+			return resp, charge, nil
 		}
-		if err := sleep(ctx, d.wait); err != nil {
-			return nil, fmt.Errorf("cdb: %s: %w (while waiting to retry after: %v)", r.operation, err, d.cause())
+		slept := time.Now()
+		err = sleep(ctx, d.wait)
+		if d.throttled {
+			c.tel.throttled(ctx, r, time.Since(slept))
+		}
+		if err != nil {
+			return nil, charge, fmt.Errorf("cdb: %s: %w (while waiting to retry after: %v)", r.operation, err, d.cause())
 		}
 	}
 }
@@ -413,8 +429,11 @@ func (c *Client) sendWithRetries(ctx context.Context, r *request) (*response, er
 type decision struct {
 	retry bool
 	wait  time.Duration
-	err   error     // the error to return if we stop here; nil for a success
-	resp  *response // kept for cause()
+	// throttled says the wait is the one the service asked for (a 429, 449
+	// or 503 with a retry-after, or a batch rolled back for one inside).
+	throttled bool
+	err       error     // the error to return if we stop here; nil for a success
+	resp      *response // kept for cause()
 }
 
 func (d decision) cause() string {
@@ -437,11 +456,11 @@ func (c *Client) decide(ctx context.Context, r *request, attempt int, resp *resp
 			c.followWriteRegion(ctx)
 		}
 		retry, hint := c.retryStatus(r, ce, attempt)
-		return decision{retry: retry, wait: c.backoff(attempt, hint), err: ce, resp: resp}
+		return decision{retry: retry, wait: c.backoff(attempt, hint), throttled: retry && hint > 0, err: ce, resp: resp}
 	}
 	if r.retryOK != nil {
 		if retry, hint := r.retryOK(resp); retry {
-			return decision{retry: true, wait: c.backoff(attempt, hint), resp: resp}
+			return decision{retry: true, wait: c.backoff(attempt, hint), throttled: hint > 0, resp: resp}
 		}
 	}
 	return decision{resp: resp}
@@ -570,6 +589,7 @@ func (c *Client) roundTrip(ctx context.Context, r *request, attempt int) (resp *
 	if err != nil {
 		sent = c.mayHaveBeenSent(err, wrote.Load())
 		c.stats.request(r.operation, attempt, 0, responseCounts{})
+		c.tel.attempt(ctx, r, nil, err)
 		c.logAttempt(ctx, r, attempt, nil, time.Since(start), err)
 		return nil, sent, err
 	}
@@ -581,6 +601,7 @@ func (c *Client) roundTrip(ctx context.Context, r *request, attempt int) (resp *
 	res.Body.Close()
 	resp = parseResponse(res, body)
 	c.stats.request(r.operation, attempt, resp.RequestCharge, countsOf(resp))
+	c.tel.attempt(ctx, r, resp, nil)
 	if r.session.container != "" && capturesSession(resp) {
 		ids := c.sessions.capture(r.session.container, resp.SessionToken)
 		if !c.routing.listsAll(r.session.container, ids) {

@@ -16,7 +16,7 @@ import (
 )
 
 // publicPackages are the module's importable packages, by directory.
-var publicPackages = []string{".", "providertest", "durable"}
+var publicPackages = []string{".", "providertest", "durable", "telemetrytest"}
 
 // notShipped matches what a doc comment may not point to, because it does
 // not ship with the module or means nothing without text that does not:

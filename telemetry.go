@@ -47,16 +47,19 @@ type Meter interface {
 
 // Counter adds to a sum; incr is never negative.
 type Counter interface {
+	// Add adds incr to the sum of the attribute set attrs.
 	Add(ctx context.Context, incr float64, attrs ...slog.Attr)
 }
 
 // Histogram records one value of a distribution.
 type Histogram interface {
+	// Record adds value to the distribution of the attribute set attrs.
 	Record(ctx context.Context, value float64, attrs ...slog.Attr)
 }
 
 // Gauge records the current value of something sampled.
 type Gauge interface {
+	// Record sets the value of the attribute set attrs.
 	Record(ctx context.Context, value float64, attrs ...slog.Attr)
 }
 

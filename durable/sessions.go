@@ -43,9 +43,13 @@ func (t *sessionTracker) acquire(session string) (release func()) {
 // (workersDone), not only until fetching stops: a stopping runtime keeps
 // the sessions of the activities it still runs, so no other runtime takes
 // their next activities meanwhile.
+//
+// A failed renewal is tried again soon (renewalRetryDelay), not at the next
+// interval: the interval leaves only the renewal buffer before the locks
+// expire, so waiting it out after one failure would let every session go.
 func (r *Runtime) sessionManager(owners []string, workersDone <-chan struct{}) {
 	interval := renewalInterval(r.opts.SessionLockTimeout, r.opts.SessionLockRenewalBuffer)
-	renew := time.NewTicker(interval)
+	renew := time.NewTimer(interval)
 	defer renew.Stop()
 	cleanup := time.NewTicker(r.opts.SessionCleanupInterval)
 	defer cleanup.Stop()
@@ -61,17 +65,29 @@ func (r *Runtime) sessionManager(owners []string, workersDone <-chan struct{}) {
 		}
 	}
 	// Renewals outlive the work context too, as the activities' own lock
-	// renewals do; each is bounded by the renewal interval.
-	live := context.WithoutCancel(r.workCtx)
+	// renewals do, until the last worker slot ends.
+	live, stop := context.WithCancel(context.WithoutCancel(r.workCtx))
+	defer stop()
+	go func() {
+		<-workersDone
+		stop()
+	}()
+	retries := 0
 	for {
 		select {
 		case <-workersDone:
 			return
 		case <-renew.C:
-			ctx, cancel := context.WithTimeout(live, interval)
-			_, err := r.provider.RenewSessionLock(ctx, owners, r.opts.SessionLockTimeout, r.opts.SessionIdleTimeout)
-			cancel()
+			err := r.renewSessions(live, owners)
 			report("renew_session_lock", err)
+			next := interval
+			if err != nil && live.Err() == nil {
+				next = renewalRetryDelay(interval, retries)
+				retries++
+			} else {
+				retries = 0
+			}
+			renew.Reset(next)
 		case <-cleanup.C:
 			if r.fetchCtx.Err() != nil {
 				continue // stopping: only the renewals matter now
@@ -80,4 +96,15 @@ func (r *Runtime) sessionManager(owners []string, workersDone <-chan struct{}) {
 			report("cleanup_orphaned_sessions", err)
 		}
 	}
+}
+
+// renewSessions renews the busy sessions of owners once. The call may take
+// as long as a session lock lasts: a slow store that answers after the
+// renewal interval has still kept the sessions, and cutting the call at the
+// interval would give them up while their locks stand.
+func (r *Runtime) renewSessions(live context.Context, owners []string) error {
+	ctx, cancel := context.WithTimeout(live, r.opts.SessionLockTimeout)
+	defer cancel()
+	_, err := r.provider.RenewSessionLock(ctx, owners, r.opts.SessionLockTimeout, r.opts.SessionIdleTimeout)
+	return err
 }

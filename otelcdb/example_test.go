@@ -3,7 +3,6 @@ package otelcdb_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -14,9 +13,10 @@ import (
 )
 
 // New bridges cdb's telemetry hooks to the program's OpenTelemetry
-// providers. A program builds its providers with the exporters it uses
-// (OTLP, Prometheus, ...); here a manual reader stands in for them, so the
-// example can show what cdb's instruments record.
+// providers, given to the client in its options (and so to the provider
+// built on it). A program builds its providers with the exporters it uses
+// (OTLP, Prometheus, ...); here a manual reader stands in for them, and the
+// in-memory Cosmos DB account for a real one.
 func ExampleNew() {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
@@ -24,21 +24,30 @@ func ExampleNew() {
 	tp := sdktrace.NewTracerProvider()
 	defer func() { _ = mp.Shutdown(ctx); _ = tp.Shutdown(ctx) }()
 
-	var tel cdb.Telemetry = otelcdb.New(mp, tp)
-	// The client and the provider take it in their options:
-	//
-	//	client, err := cdb.NewClient(endpoint, cdb.ClientOptions{Key: key, Telemetry: tel})
-
-	// What cdb does with it, for the example: count a request.
-	tel.Meter.Counter("cdb.requests", "{request}", "Requests sent.").Add(ctx, 1, slog.String("op", "read"))
+	account := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	client, err := cdb.NewClient(account.Endpoint(), cdb.ClientOptions{
+		Key: account.Key(), Transport: account.Transport(),
+		Telemetry: otelcdb.New(mp, tp),
+	})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := client.CreateDatabase(ctx, "orders"); err != nil {
+		panic(err)
+	}
 
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(ctx, &rm); err != nil {
 		panic(err)
 	}
-	m := rm.ScopeMetrics[0].Metrics[0]
-	fmt.Println(rm.ScopeMetrics[0].Scope.Name, m.Name, m.Data.(metricdata.Sum[float64]).DataPoints[0].Value)
-	// Output: github.com/duroxide-go/cdb cdb.requests 1
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if m.Name == "db.client.operation.duration" {
+			point := m.Data.(metricdata.Histogram[float64]).DataPoints[0]
+			operation, _ := point.Attributes.Value("db.operation.name")
+			fmt.Println(m.Name, m.Unit, operation.AsString(), point.Count)
+		}
+	}
+	// Output: db.client.operation.duration s CreateDatabase 1
 }
 
 // Global reports to the providers otel.SetMeterProvider and

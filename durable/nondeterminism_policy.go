@@ -156,7 +156,10 @@ func (r *Runtime) parkOnDivergence(ctx context.Context, item *cdb.OrchestrationI
 
 // parkOrchestration gives the parked batch back for backoff, its attempt
 // undone: recorded in the store when the provider can (cdb.ParkRecorder),
-// so that every client sees the park, abandoned otherwise.
+// so that every client sees the park, abandoned otherwise. A record the
+// store refuses falls back to the plain abandon: a batch left to its lock's
+// expiry would count an attempt, and enough of those would make a parked
+// instance poison, which parking promises never to do.
 func (r *Runtime) parkOrchestration(token string, backoff time.Duration, reason string) {
 	recorder, ok := r.provider.(cdb.ParkRecorder)
 	if !ok {
@@ -165,9 +168,12 @@ func (r *Runtime) parkOrchestration(token string, backoff time.Duration, reason 
 	}
 	ctx, cancel := r.cleanupContext()
 	defer cancel()
-	if err := recorder.ParkOrchestrationItem(ctx, token, backoff, reason); err != nil {
-		r.log.Debug("park orchestration item failed", "error", err)
+	err := recorder.ParkOrchestrationItem(ctx, token, backoff, reason)
+	if err == nil {
+		return
 	}
+	r.log.Warn("recording the park failed; giving the batch back without the record", "error", err)
+	r.abandonOrchestration(token, backoff, true)
 }
 
 // historyDiverges replays the persisted history alone, without the batch,

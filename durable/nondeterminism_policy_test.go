@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,4 +213,36 @@ func TestAHealedInstanceIsNoLongerParkedInTheStore(t *testing.T) {
 			assert.Equal(t, "approved yes", rolledBack.completed("order"))
 		})
 	}
+}
+
+// refusedParks is a store that refuses every park record.
+type refusedParks struct {
+	cdb.Provider
+	parks atomic.Int32
+}
+
+func (p *refusedParks) ParkOrchestrationItem(context.Context, string, time.Duration, string) error {
+	p.parks.Add(1)
+	return cdb.Retryable("park_orchestration_item", "service unavailable")
+}
+
+// A park the store refuses to record still gives the batch back with its
+// attempt undone: the instance is parked more often than MaxAttempts and
+// never made poison, and rolling back heals it.
+func TestAParkTheStoreRefusesToRecordNeverCountsAnAttempt(t *testing.T) {
+	mem := testProviders[0].new(t)
+	waitingForApproval(t, mem, "order")
+
+	p := &refusedParks{Provider: mem}
+	changed := deployment(t, p, "Charge")
+	require.NoError(t, changed.client.RaiseEvent(context.Background(), "order", "approve", "yes"))
+	waitParked(t, changed.rt, "order", 4)
+	assert.GreaterOrEqual(t, p.parks.Load(), int32(4), "every park tried the record first")
+	st, err := changed.client.GetStatus(context.Background(), "order")
+	require.NoError(t, err)
+	assert.Equal(t, StateRunning, st.State, "not failed as poison")
+	require.NoError(t, changed.rt.Shutdown(context.Background()))
+
+	rolledBack := deployment(t, mem, "Reserve")
+	assert.Equal(t, "approved yes", rolledBack.completed("order"))
 }

@@ -151,6 +151,7 @@ func (r *Runtime) parkOnDivergence(ctx context.Context, item *cdb.OrchestrationI
 		"instance", item.Instance, "orchestration", plan.name, "version", plan.version, "error", message,
 		"parks", p.Parks, "backoff", backoff)
 	r.parkOrchestration(token, backoff, message)
+	r.metrics.parkedTurn(ctx, plan.name, plan.version)
 	return true
 }
 

@@ -174,7 +174,7 @@ func (r *Runtime) handleUnregisteredActivity(w lockedActivity) {
 // (or continues as new), or a version missing beside others, means
 // runtimes with different code share the store, and it waits for one that
 // has it, as duroxide does, until poison.
-func (r *Runtime) handleUnregisteredOrchestration(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32, plan turnPlan) {
+func (r *Runtime) handleUnregisteredOrchestration(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32, plan turnPlan) turnOutcome {
 	version := plan.batch.version
 	misspellable := len(item.History) == 0 && plan.executionID == item.ExecutionID && !r.registry.hasOrchestration(plan.name)
 	if !misspellable || !r.opts.failsUnregistered(attempt) {
@@ -183,7 +183,7 @@ func (r *Runtime) handleUnregisteredOrchestration(ctx context.Context, item *cdb
 			"orchestration", plan.name, "version", deref(version), "attempt", attempt, "backoff", backoff,
 			"fails_at_attempt", r.failingAttempt(misspellable))
 		r.abandonOrchestration(token, backoff, false)
-		return
+		return turnAbandoned
 	}
 	failure := notRegistered(r.registry.unregisteredOrchestration(plan.name, version))
 	r.log.Error("orchestration not registered; failing the instance", "instance", item.Instance,
@@ -194,7 +194,7 @@ func (r *Runtime) handleUnregisteredOrchestration(ctx context.Context, item *cdb
 		plan.version = orElse(deref(version), item.Version)
 		unrun.delta = []cdb.Event{startEvent(plan, r.nowMs())}
 	}
-	r.commit(ctx, item, token, attempt, r.failureTurn(ctx, item, unrun, details, false))
+	return r.commit(ctx, item, token, attempt, r.failureTurn(ctx, item, unrun, details, false))
 }
 
 // failingAttempt is the fetch on which work without a handler fails, for

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -43,6 +44,14 @@ func (r *Runtime) turnContext(name string) context.Context {
 	return r.workCtx
 }
 
+// turnLog is the logger of a turn's records: each carries the instance,
+// the execution the batch was fetched for, and the orchestration's name,
+// so a turn's records correlate as duroxide's do (under this runtime's
+// keys "instance" and "orchestration", and duroxide's "execution_id").
+func (r *Runtime) turnLog(item *cdb.OrchestrationItem) *slog.Logger {
+	return r.log.With("instance", item.Instance, "execution_id", item.ExecutionID, "orchestration", orchestrationNameOf(item))
+}
+
 // lockAndProcess runs the turn of an item whose version this runtime
 // replays, renewing the instance lock meanwhile.
 func (r *Runtime) lockAndProcess(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32) turnOutcome {
@@ -51,8 +60,7 @@ func (r *Runtime) lockAndProcess(ctx context.Context, item *cdb.OrchestrationIte
 		// A batch that starts the successor of an execution that continued
 		// as new replays none of it: the successor runs at this runtime's
 		// version, whatever its predecessor's was.
-		r.log.Warn("execution pinned at an incompatible duroxide version; abandoning",
-			"instance", item.Instance, "pinned", pinned.String())
+		r.turnLog(item).Warn("execution pinned at an incompatible duroxide version; abandoning", "pinned", pinned.String())
 		r.abandonOrchestration(token, time.Second, false)
 		return turnAbandoned
 	}
@@ -143,7 +151,7 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 	if item.HistoryError != nil {
 		// Another node (a newer duroxide) may read it; the attempt count
 		// keeps growing until the poison path ends it.
-		r.log.Warn("history could not be decoded; abandoning", "instance", item.Instance,
+		r.turnLog(item).Warn("history could not be decoded; abandoning",
 			"error", *item.HistoryError, "attempt", attempt, "max_attempts", r.opts.MaxAttempts)
 		r.abandonOrchestration(token, time.Second, false)
 		return turnAbandoned
@@ -155,8 +163,7 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 		// hides it): hand the messages back for it, keeping their attempt,
 		// rather than consume them as an instance's never started.
 		backoff := r.opts.unregisteredBackoff(attempt)
-		r.log.Debug("messages before their instance's start; abandoning with backoff", "instance", item.Instance,
-			"orchestration", item.OrchestrationName, "backoff", backoff)
+		r.turnLog(item).Debug("messages before their instance's start; abandoning with backoff", "backoff", backoff)
 		r.abandonOrchestration(token, backoff, true)
 		return turnAbandoned
 	}
@@ -170,7 +177,7 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 		// A finished execution, or messages for an instance nothing
 		// started: consume the batch without a turn, telling the parents
 		// of child starts it drops.
-		r.log.Debug("acking a batch without a turn", "instance", item.Instance, "terminal", b.isTerminal(h))
+		r.turnLog(item).Debug("acking a batch without a turn", "terminal", b.isTerminal(h))
 		return r.commit(ctx, item, token, attempt, turn{executionID: item.ExecutionID, orchestratorItems: collisions})
 	}
 	executionID, persisted := item.ExecutionID, item.History
@@ -186,7 +193,7 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 	plan.fn, plan.version = fn, version
 	t, err := runTurn(ctx, plan, r.turnEnv())
 	if err != nil {
-		r.log.Warn("turn interrupted; abandoning", "instance", item.Instance, "error", err)
+		r.turnLog(item).Warn("turn interrupted; abandoning", "error", err)
 		r.abandonOrchestration(token, 0, true)
 		return turnAbandoned
 	}
@@ -220,22 +227,22 @@ func (r *Runtime) commit(ctx context.Context, item *cdb.OrchestrationItem, token
 		r.recordExecution(item.Instance, t.executionID)
 		return turnCommitted
 	case errors.Is(err, errAckAbandoned):
-		r.log.Warn("turn not committed; the batch will be retried", "instance", item.Instance, "error", err)
+		r.turnLog(item).Warn("turn not committed; the batch will be retried", "error", err)
 	case errors.Is(err, cdb.ErrInvalidLockToken):
 		// The lock expired or another dispatcher took the instance: the
 		// turn is not refused, only no longer this dispatcher's, and a
 		// failure could not be committed with the lost lock either.
-		r.log.Warn("instance lock lost before the commit; the batch is left to its next holder", "instance", item.Instance, "error", err)
+		r.turnLog(item).Warn("instance lock lost before the commit; the batch is left to its next holder", "error", err)
 	case ctx.Err() != nil:
-		r.log.Warn("runtime stopping; turn not committed, abandoning", "instance", item.Instance, "error", err)
+		r.turnLog(item).Warn("runtime stopping; turn not committed, abandoning", "error", err)
 		r.abandonOrchestration(token, 0, true)
 	case len(t.delta) > 0 && errors.Is(err, cdb.ErrRefused):
-		r.log.Warn("turn refused by the provider; failing the orchestration", "instance", item.Instance, "error", err)
+		r.turnLog(item).Warn("turn refused by the provider; failing the orchestration", "error", err)
 		return r.failOnCommitError(ctx, item, token, t, err)
 	default:
 		backoff := r.opts.unregisteredBackoff(attempt)
-		r.log.Error("the store refused the turn's commit; abandoning with backoff",
-			append(storeStatus(err), "instance", item.Instance, "attempt", attempt, "backoff", backoff, "error", err)...)
+		r.turnLog(item).Error("the store refused the turn's commit; abandoning with backoff",
+			append(storeStatus(err), "attempt", attempt, "backoff", backoff, "error", err)...)
 		r.retryLater(ctx, token, backoff)
 	}
 	return turnAbandoned
@@ -295,7 +302,7 @@ func (r *Runtime) failOnCommitError(ctx context.Context, item *cdb.Orchestration
 	t := r.failureTurn(ctx, item, refused, details, false)
 	err := r.ackTurn(ctx, item, token, t, executionMetadata(t.delta))
 	if err != nil && errors.Is(err, cdb.ErrRefused) && startsExecution(t) {
-		r.log.Warn("the failure was refused too; committing it with the start's input left out", "instance", item.Instance, "error", err)
+		r.turnLog(item).Warn("the failure was refused too; committing it with the start's input left out", "error", err)
 		t = r.failureTurn(ctx, item, refused, details, true)
 		err = r.ackTurn(ctx, item, token, t, executionMetadata(t.delta))
 	}
@@ -303,7 +310,7 @@ func (r *Runtime) failOnCommitError(ctx context.Context, item *cdb.Orchestration
 		return turnCommitted
 	}
 	if !errors.Is(err, errAckAbandoned) {
-		r.log.Warn("could not commit the failure either; abandoning", "instance", item.Instance, "error", err)
+		r.turnLog(item).Warn("could not commit the failure either; abandoning", "error", err)
 		r.retryLater(ctx, token, 50*time.Millisecond)
 	}
 	return turnAbandoned
@@ -389,8 +396,8 @@ func (r *Runtime) abandonOrchestration(token string, delay time.Duration, ignore
 // poisonOrchestration fails an instance whose messages were fetched more
 // than MaxAttempts times, telling its parent.
 func (r *Runtime) poisonOrchestration(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32) turnOutcome {
-	r.log.Warn("orchestration message exceeded max attempts; failing it as poison",
-		"instance", item.Instance, "attempt", attempt, "max_attempts", r.opts.MaxAttempts)
+	r.turnLog(item).Warn("orchestration message exceeded max attempts; failing it as poison",
+		"attempt", attempt, "max_attempts", r.opts.MaxAttempts)
 	r.metrics.poisoned(ctx, "orchestrator")
 	if item.HistoryError != nil {
 		return r.poisonUndecodable(ctx, item, token, attempt)
@@ -420,7 +427,7 @@ func (r *Runtime) poisonOrchestration(ctx context.Context, item *cdb.Orchestrati
 			ParentExecutionID: parentExecutionOf(ctx, b.parent, item.Instance, r.parentExecution), ParentID: b.parent.eventID, Details: details}}
 	}
 	if err := r.ackTurn(ctx, item, token, t, md); err != nil {
-		r.log.Warn("could not commit the poison failure", "instance", item.Instance, "error", err)
+		r.turnLog(item).Warn("could not commit the poison failure", "error", err)
 		return turnAbandoned
 	}
 	return turnCommitted
@@ -440,7 +447,7 @@ func (r *Runtime) poisonUndecodable(ctx context.Context, item *cdb.Orchestration
 	md.OrchestrationName, md.OrchestrationVersion = ptr(item.OrchestrationName), ptr(item.Version)
 	t := turn{executionID: item.ExecutionID, delta: []cdb.Event{failedEv}}
 	if err := r.ackTurn(ctx, item, token, t, md); err != nil {
-		r.log.Warn("could not commit the poison failure", "instance", item.Instance, "error", err)
+		r.turnLog(item).Warn("could not commit the poison failure", "error", err)
 		return turnAbandoned
 	}
 	return turnCommitted

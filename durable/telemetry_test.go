@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -281,6 +282,64 @@ func TestTelemetryCountsParkedTurns(t *testing.T) {
 	assert.Equal(t, parked, meter.sum("durable.orchestration.turns",
 		map[string]string{"durable.orchestration.name": "Order", "durable.orchestration.turn.outcome": "parked"}))
 	assert.Empty(t, meter.points("durable.orchestration.completions", nil), "a parked instance keeps running")
+}
+
+// A turn's and an activity's log records carry the instance, the
+// execution and the orchestration's or activity's name, as duroxide's do.
+func TestTelemetryLogRecordsCarryCorrelationKeys(t *testing.T) {
+	logs := &recordCollector{mu: &sync.Mutex{}, records: &[]map[string]string{}}
+	h := newMemoryHarness(t)
+	h.orchestration("CallsMissing", func(ctx *OrchestrationContext, _ string) (string, error) {
+		return ctx.ScheduleActivity("Missing", "").Await()
+	})
+	h.run(func(o *Options) {
+		o.Unregistered = UnregisteredFailAtOnce
+		o.Logger = slog.New(logs)
+	})
+	h.start("calls-missing-1", "CallsMissing", "")
+	h.start("misspelled-1", "Misspelled", "")
+	h.wait("calls-missing-1")
+	h.wait("misspelled-1")
+	h.stop()
+
+	assert.Contains(t, logs.all(), map[string]string{"msg": "activity not registered; failing it",
+		"instance": "calls-missing-1", "execution_id": "1", "activity": "Missing"}, "an activity's record")
+	assert.Contains(t, logs.all(), map[string]string{"msg": "orchestration not registered; failing the instance",
+		"instance": "misspelled-1", "execution_id": "1", "orchestration": "Misspelled"}, "a turn's record")
+}
+
+// recordCollector keeps the correlation keys of the ERROR records logged.
+type recordCollector struct {
+	with    []slog.Attr
+	mu      *sync.Mutex
+	records *[]map[string]string
+}
+
+func (c *recordCollector) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
+
+func (c *recordCollector) Handle(_ context.Context, r slog.Record) error {
+	kept := map[string]string{"msg": r.Message}
+	for _, a := range c.with {
+		if slices.Contains([]string{"instance", "execution_id", "orchestration", "activity"}, a.Key) {
+			kept[a.Key] = a.Value.String()
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	*c.records = append(*c.records, kept)
+	return nil
+}
+
+func (c *recordCollector) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &recordCollector{with: slices.Concat(c.with, attrs), mu: c.mu, records: c.records}
+}
+
+func (c *recordCollector) WithGroup(string) slog.Handler { return c }
+
+func (c *recordCollector) all() []map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(*c.records)
 }
 
 func TestTelemetryWithoutAMeterRecordsNothing(t *testing.T) {

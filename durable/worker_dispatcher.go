@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/duroxide-go/cdb"
@@ -73,6 +74,13 @@ func (r *Runtime) processNextWorkItem(workerID, sessionOwner string) (bool, erro
 	}
 	r.executeActivity(ctx, w)
 	return true, nil
+}
+
+// activityLog is the logger of an activity's records: each carries the
+// instance, the execution and the activity's name (under this runtime's
+// keys "instance" and "activity", and duroxide's "execution_id").
+func (r *Runtime) activityLog(w lockedActivity) *slog.Logger {
+	return r.log.With("instance", w.Instance, "execution_id", w.ExecutionID, "activity", w.Name)
 }
 
 // errLockLost cancels an activity whose worker lock could not be renewed:
@@ -161,10 +169,10 @@ func (r *Runtime) ackActivity(w lockedActivity, res activityResult) activityOutc
 	case errors.Is(err, cdb.ErrInvalidLockToken):
 		// The lock expired or was taken (a cancellation): the result is
 		// not this worker's to commit, and no failure would be either.
-		r.log.Warn("activity lock lost before its ack; the item is left to its next holder", "activity", w.Name,
-			"instance", w.Instance, "attempt", w.attempt, "error", err)
+		r.activityLog(w).Warn("activity lock lost before its ack; the item is left to its next holder",
+			"attempt", w.attempt, "error", err)
 	case cdb.IsRetryable(err):
-		r.log.Warn("activity ack failed; abandoning", "activity", w.Name, "instance", w.Instance, "error", err)
+		r.activityLog(w).Warn("activity ack failed; abandoning", "error", err)
 		r.abandonWork(w.token, 100*time.Millisecond, false)
 	case errors.Is(err, cdb.ErrRefused):
 		return r.failRefusedActivity(ctx, w, err)
@@ -181,8 +189,8 @@ func (r *Runtime) ackActivity(w lockedActivity, res activityResult) activityOutc
 // attempt counted, so a refusal that never ends reaches poison handling.
 func (r *Runtime) abandonStoreRefusal(w lockedActivity, err error) {
 	backoff := r.opts.unregisteredBackoff(w.attempt)
-	r.log.Error("the store refused the activity's ack; abandoning with backoff", append(storeStatus(err),
-		"activity", w.Name, "instance", w.Instance, "attempt", w.attempt, "backoff", backoff, "error", err)...)
+	r.activityLog(w).Error("the store refused the activity's ack; abandoning with backoff",
+		append(storeStatus(err), "attempt", w.attempt, "backoff", backoff, "error", err)...)
 	r.abandonWork(w.token, backoff, false)
 }
 
@@ -201,8 +209,8 @@ func (r *Runtime) failRefusedActivity(ctx context.Context, w lockedActivity, ref
 	if len(cause) > maxRefusalText {
 		cause = cause[:maxRefusalText] + "…(truncated)"
 	}
-	r.log.Error("activity result refused by the provider; failing the activity", "activity", w.Name,
-		"instance", w.Instance, "attempt", w.attempt, "error", refusal)
+	r.activityLog(w).Error("activity result refused by the provider; failing the activity",
+		"attempt", w.attempt, "error", refusal)
 	failure := cdb.ActivityFailedMessage{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID,
 		Details: cdb.ApplicationError{Kind: cdb.AppActivityFailed{}, Message: "the provider refused the activity's result: " + cause}}
 	err := r.provider.AckWorkItem(ctx, w.token, failure)
@@ -211,19 +219,18 @@ func (r *Runtime) failRefusedActivity(ctx context.Context, w lockedActivity, ref
 	}
 	switch {
 	case errors.Is(err, cdb.ErrInvalidLockToken):
-		r.log.Warn("activity lock lost before its failure was acked; the item is left to its next holder", "activity", w.Name,
-			"instance", w.Instance, "error", err)
+		r.activityLog(w).Warn("activity lock lost before its failure was acked; the item is left to its next holder",
+			"error", err)
 		return activityAbandoned
 	case cdb.IsRetryable(err):
-		r.log.Warn("activity failure ack failed; abandoning", "activity", w.Name, "instance", w.Instance, "error", err)
+		r.activityLog(w).Warn("activity failure ack failed; abandoning", "error", err)
 		r.abandonWork(w.token, 100*time.Millisecond, false)
 		return activityAbandoned
 	case !errors.Is(err, cdb.ErrRefused):
 		r.abandonStoreRefusal(w, err)
 		return activityAbandoned
 	}
-	r.log.Error("activity failure refused by the provider too; failing the activity as poison", "activity", w.Name,
-		"instance", w.Instance, "error", err)
+	r.activityLog(w).Error("activity failure refused by the provider too; failing the activity as poison", "error", err)
 	if !r.poisonActivity(w, "the provider refused the activity's result: "+cause) {
 		return activityAbandoned
 	}
@@ -245,8 +252,8 @@ func (r *Runtime) failRefusedActivity(ctx context.Context, w lockedActivity, ref
 func (r *Runtime) interruptActivity(w lockedActivity, cause error, results <-chan activityResult) activityOutcome {
 	lockLost := errors.Is(cause, errLockLost)
 	if !lockLost {
-		r.log.Info("runtime stopping; waiting for the activity within its grace, keeping its lock", "activity", w.Name,
-			"instance", w.Instance, "grace", r.opts.ActivityCancellationGrace)
+		r.activityLog(w).Info("runtime stopping; waiting for the activity within its grace, keeping its lock",
+			"grace", r.opts.ActivityCancellationGrace)
 	}
 	grace := time.NewTimer(r.opts.ActivityCancellationGrace)
 	defer grace.Stop()
@@ -256,8 +263,8 @@ func (r *Runtime) interruptActivity(w lockedActivity, cause error, results <-cha
 			return r.ackActivity(w, res)
 		}
 	case <-grace.C:
-		r.log.Warn("cancelled activity did not stop within the grace period; dropping its result and releasing it",
-			"activity", w.Name, "instance", w.Instance, "lock_lost", lockLost)
+		r.activityLog(w).Warn("cancelled activity did not stop within the grace period; dropping its result and releasing it",
+			"lock_lost", lockLost)
 	}
 	r.abandonWork(w.token, 0, !lockLost)
 	return activityAbandoned
@@ -265,8 +272,8 @@ func (r *Runtime) interruptActivity(w lockedActivity, cause error, results <-cha
 
 // poisonAttempts fails an activity fetched more than MaxAttempts times.
 func (r *Runtime) poisonAttempts(w lockedActivity) {
-	r.log.Warn("activity exceeded max attempts; failing it as poison", "activity", w.Name,
-		"instance", w.Instance, "attempt", w.attempt, "max_attempts", r.opts.MaxAttempts)
+	r.activityLog(w).Warn("activity exceeded max attempts; failing it as poison",
+		"attempt", w.attempt, "max_attempts", r.opts.MaxAttempts)
 	message, _ := json.Marshal(w.ActivityExecuteMessage)
 	r.poisonActivity(w, string(message))
 }
@@ -283,7 +290,7 @@ func (r *Runtime) poisonActivity(w lockedActivity, message string) bool {
 	r.metrics.poisoned(ctx, "worker")
 	failure := cdb.ActivityFailedMessage{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID, Details: details}
 	if err := r.provider.AckWorkItem(ctx, w.token, failure); err != nil {
-		r.log.Warn("could not commit the activity poison failure", "activity", w.Name, "error", err)
+		r.activityLog(w).Warn("could not commit the activity poison failure", "error", err)
 		return false
 	}
 	return true

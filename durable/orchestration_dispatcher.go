@@ -26,7 +26,7 @@ func (r *Runtime) orchestrationLoop(slot int) {
 	})
 }
 
-// handleOrchestrationItem processes a locked item while renewing its lock.
+// handleOrchestrationItem processes a locked item and measures its turn.
 // Once an item is locked its turn runs to completion, shutdown or not, so
 // it can be acked.
 func (r *Runtime) handleOrchestrationItem(item *cdb.OrchestrationItem, token string, attempt uint32) {
@@ -37,9 +37,9 @@ func (r *Runtime) handleOrchestrationItem(item *cdb.OrchestrationItem, token str
 	r.metrics.turnEnded(ctx, name, outcome, time.Since(fetched))
 }
 
-// turnContext is the context of a turn's provider calls and measurements,
-// for the orchestration named name: what the Cosmos DB requests of a turn
-// are attributed to is set here.
+// turnContext is the context a turn's provider calls and measurements run
+// under. It is made per turn, with the orchestration's name, so that what
+// a turn's Cosmos DB requests are labelled with is decided in one place.
 func (r *Runtime) turnContext(name string) context.Context {
 	return r.workCtx
 }

@@ -99,7 +99,7 @@ func newRuntimeMetrics(m cdb.Meter) *runtimeMetrics {
 		parked: m.Counter(metricParked, "{turn}",
 			"Turns parked because the code no longer matches the history."),
 		activityExecutions: m.Counter(metricActivityExecutions, "{execution}",
-			"Activity items fetched and handled, by outcome and delivery attempt."),
+			"Activities taken to run, by outcome and delivery attempt."),
 		activityDuration: m.Histogram(metricActivityDuration, "s",
 			"Time from an activity handler's start to its result's ack or release."),
 		poison: m.Counter(metricPoison, "{item}",

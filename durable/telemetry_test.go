@@ -284,6 +284,38 @@ func TestTelemetryCountsParkedTurns(t *testing.T) {
 	assert.Empty(t, meter.points("durable.orchestration.completions", nil), "a parked instance keeps running")
 }
 
+func TestTelemetryCountsContinueAsNewAndCancellation(t *testing.T) {
+	meter := newRecordingMeter()
+	h := newMemoryHarness(t)
+	h.orchestration("Loop", func(ctx *OrchestrationContext, input string) (string, error) {
+		if input == "" {
+			return ctx.ContinueAsNew("again")
+		}
+		return "looped " + input, nil
+	})
+	h.orchestration("Waits", func(ctx *OrchestrationContext, _ string) (string, error) {
+		return ctx.WaitForEvent("never").Await()
+	})
+	h.run(withMeter(meter))
+	h.start("loop-1", "Loop", "")
+	h.start("waits-1", "Waits", "")
+	assert.Equal(t, "looped again", h.completed("loop-1"))
+	h.waitForHistory("waits-1", hasEvent[cdb.ExternalSubscribed])
+	require.NoError(t, h.client.CancelInstance(h.ctx, "waits-1", "not needed"))
+	assert.Equal(t, StateFailed, h.wait("waits-1").State)
+	h.stop()
+
+	loop := map[string]string{"durable.orchestration.name": "Loop"}
+	assert.Equal(t, 1.0, meter.sum("durable.orchestration.starts", with(loop, "durable.orchestration.initiated_by", "client")))
+	assert.Equal(t, 1.0, meter.sum("durable.orchestration.starts", with(loop, "durable.orchestration.initiated_by", "continue_as_new")))
+	assert.Equal(t, 1.0, meter.sum("durable.orchestration.completions", with(loop, "durable.orchestration.status", "continued_as_new")))
+	assert.Equal(t, 1.0, meter.sum("durable.orchestration.completions", with(loop, "durable.orchestration.status", "completed")))
+	assert.Len(t, meter.points("durable.orchestration.duration", loop), 2, "each execution has its duration")
+	assert.Equal(t, 1.0, meter.sum("durable.orchestration.completions",
+		map[string]string{"durable.orchestration.name": "Waits", "durable.orchestration.status": "canceled"}))
+	assert.Empty(t, meter.points("durable.orchestration.failures", nil), "a cancellation is not a failure")
+}
+
 // A turn's and an activity's log records carry the instance, the
 // execution and the orchestration's or activity's name, as duroxide's do.
 func TestTelemetryLogRecordsCarryCorrelationKeys(t *testing.T) {

@@ -97,8 +97,8 @@ func (r *Runtime) holdForSuccessor(item *cdb.OrchestrationItem, token string, at
 	holds := r.admission.next(item.Instance)
 	delay := r.opts.unregisteredBackoff(holds)
 	ignoreAttempt := holds <= r.opts.MaxAttempts
-	r.log.Warn("the execution continued as new and its successor's start is not in the batch; giving the instance's inputs back until it comes",
-		"instance", item.Instance, "execution", item.ExecutionID, "messages", len(item.Messages),
+	r.turnLog(item).Warn("the execution continued as new and its successor's start is not in the batch; giving the instance's inputs back until it comes",
+		"messages", len(item.Messages),
 		"hold", holds, "attempt", attempt, "backoff", delay, "attempt_counted", !ignoreAttempt)
 	r.abandonOrchestration(token, delay, ignoreAttempt)
 }

@@ -36,8 +36,8 @@ func (r *Runtime) collisionNotices(ctx context.Context, item *cdb.OrchestrationI
 		if finished {
 			message += " and is terminal"
 		}
-		r.log.Warn("a sub-orchestration's instance id already exists; failing its parent's call",
-			"instance", item.Instance, "parent", *s.ParentInstance, "parent_id", *s.ParentID, "finished", finished)
+		r.turnLog(item).Warn("a sub-orchestration's instance id already exists; failing its parent's call",
+			"parent", *s.ParentInstance, "parent_id", *s.ParentID, "finished", finished)
 		parent := newParentLink(s.ParentInstance, s.ParentID, s.ParentExecutionID)
 		notices = append(notices, cdb.SubOrchestrationFailedMessage{
 			ParentInstance:    parent.instance,

@@ -164,6 +164,26 @@
 // (MaxAttempts), sessions, activity tags (WorkerTagFilter with WithTag),
 // the logger and the clock.
 //
+// # Telemetry
+//
+// Options.Telemetry's Meter receives duroxide's metric set, named as
+// OpenTelemetry names instruments: durable.orchestration.starts (by
+// durable.orchestration.initiated_by: client, parent or continue_as_new),
+// durable.orchestration.completions (by durable.orchestration.status),
+// durable.orchestration.failures (by error.type),
+// durable.orchestration.duration (an execution's start to its end, by its
+// history's timestamps), durable.orchestration.turns and
+// durable.orchestration.turn.duration (by
+// durable.orchestration.turn.outcome: committed, abandoned or parked),
+// durable.orchestration.history.size, durable.orchestration.parked,
+// durable.activity.executions (by durable.activity.outcome and
+// durable.activity.attempt, the item's delivery: 1, 2, 3 or 4+),
+// durable.activity.duration and durable.poison (by durable.queue). Every
+// instrument is labelled with the orchestration's or activity's name (and
+// the orchestration's version where it ends or starts), never with an
+// instance id. The module github.com/duroxide-go/cdb/otelcdb makes the
+// Meter over OpenTelemetry.
+//
 // # Beyond the basics
 //
 // Sub-orchestrations (ScheduleSubOrchestration) and detached starts

@@ -147,10 +147,11 @@ func (r *Runtime) parkOnDivergence(ctx context.Context, item *cdb.OrchestrationI
 		Orchestration: plan.name, Version: plan.version, Error: message}, now)
 	backoff := r.opts.unregisteredBackoff(p.Parks)
 	r.parked.setRetryAt(item.Instance, now.Add(backoff))
-	r.log.Warn("orchestration code does not match the history; parking the instance until code that does runs it",
-		"instance", item.Instance, "orchestration", plan.name, "version", plan.version, "error", message,
+	r.turnLog(item).Warn("orchestration code does not match the history; parking the instance until code that does runs it",
+		"version", plan.version, "error", message,
 		"parks", p.Parks, "backoff", backoff)
 	r.parkOrchestration(token, backoff, message)
+	r.metrics.parkedTurn(ctx, plan.name, plan.version)
 	return true
 }
 

@@ -124,6 +124,13 @@ type Options struct {
 	// default), or fail it (FailOnNondeterminism).
 	NondeterminismPolicy NondeterminismPolicy
 
+	// Telemetry receives the runtime's metrics through its Meter (see the
+	// package doc's "Telemetry" for the instruments). The zero value
+	// records nothing. The runtime makes no
+	// spans yet; the Cosmos DB requests of a turn or an activity are
+	// measured by the provider's client, through its own telemetry option.
+	Telemetry cdb.Telemetry
+
 	// Logger receives the runtime's logs (default: discarded).
 	Logger *slog.Logger
 	// Now is the runtime's clock: it stamps events, gives

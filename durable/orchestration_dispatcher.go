@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -25,24 +26,47 @@ func (r *Runtime) orchestrationLoop(slot int) {
 	})
 }
 
-// handleOrchestrationItem processes a locked item while renewing its lock.
+// handleOrchestrationItem processes a locked item and measures its turn.
 // Once an item is locked its turn runs to completion, shutdown or not, so
 // it can be acked.
 func (r *Runtime) handleOrchestrationItem(item *cdb.OrchestrationItem, token string, attempt uint32) {
-	ctx := r.workCtx
+	fetched := time.Now()
+	name := orchestrationNameOf(item)
+	ctx := r.turnContext(name)
+	outcome := r.lockAndProcess(ctx, item, token, attempt)
+	r.metrics.turnEnded(ctx, name, outcome, time.Since(fetched))
+}
+
+// turnContext is the context a turn's provider calls and measurements run
+// under. It is made per turn, with the orchestration's name, so that what
+// a turn's Cosmos DB requests are labelled with is decided in one place.
+func (r *Runtime) turnContext(name string) context.Context {
+	return r.workCtx
+}
+
+// turnLog is the logger of a turn's records: each carries the instance,
+// the execution the batch was fetched for, and the orchestration's name,
+// so a turn's records correlate as duroxide's do (under this runtime's
+// keys "instance" and "orchestration", and duroxide's "execution_id").
+func (r *Runtime) turnLog(item *cdb.OrchestrationItem) *slog.Logger {
+	return r.log.With("instance", item.Instance, "execution_id", item.ExecutionID, "orchestration", orchestrationNameOf(item))
+}
+
+// lockAndProcess runs the turn of an item whose version this runtime
+// replays, renewing the instance lock meanwhile.
+func (r *Runtime) lockAndProcess(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32) turnOutcome {
 	if pinned, ok := pinnedVersion(item.History); ok && !replaysPinned(r.opts.replayRange(), pinned) && !startsSuccessor(item.Messages) {
 		// Defence in depth: the provider's filter should have skipped it.
 		// A batch that starts the successor of an execution that continued
 		// as new replays none of it: the successor runs at this runtime's
 		// version, whatever its predecessor's was.
-		r.log.Warn("execution pinned at an incompatible duroxide version; abandoning",
-			"instance", item.Instance, "pinned", pinned.String())
+		r.turnLog(item).Warn("execution pinned at an incompatible duroxide version; abandoning", "pinned", pinned.String())
 		r.abandonOrchestration(token, time.Second, false)
-		return
+		return turnAbandoned
 	}
 	stop := r.renewOrchestrationLock(token)
 	defer stop()
-	r.processOrchestrationItem(ctx, item, token, attempt)
+	return r.processOrchestrationItem(ctx, item, token, attempt)
 }
 
 // startsSuccessor reports a batch with a ContinueAsNew message: it starts
@@ -120,18 +144,17 @@ func renewalRetryDelay(interval time.Duration, retries int) time.Duration {
 }
 
 // processOrchestrationItem runs one turn and commits it.
-func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32) {
+func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32) turnOutcome {
 	if attempt > r.opts.MaxAttempts {
-		r.poisonOrchestration(ctx, item, token, attempt)
-		return
+		return r.poisonOrchestration(ctx, item, token, attempt)
 	}
 	if item.HistoryError != nil {
 		// Another node (a newer duroxide) may read it; the attempt count
 		// keeps growing until the poison path ends it.
-		r.log.Warn("history could not be decoded; abandoning", "instance", item.Instance,
+		r.turnLog(item).Warn("history could not be decoded; abandoning",
 			"error", *item.HistoryError, "attempt", attempt, "max_attempts", r.opts.MaxAttempts)
 		r.abandonOrchestration(token, time.Second, false)
-		return
+		return turnAbandoned
 	}
 	h := readHistory(item.History)
 	b := readBatch(item.Instance, item.Messages, h, r.log)
@@ -140,14 +163,13 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 		// hides it): hand the messages back for it, keeping their attempt,
 		// rather than consume them as an instance's never started.
 		backoff := r.opts.unregisteredBackoff(attempt)
-		r.log.Debug("messages before their instance's start; abandoning with backoff", "instance", item.Instance,
-			"orchestration", item.OrchestrationName, "backoff", backoff)
+		r.turnLog(item).Debug("messages before their instance's start; abandoning with backoff", "backoff", backoff)
 		r.abandonOrchestration(token, backoff, true)
-		return
+		return turnAbandoned
 	}
 	if b.awaitsSuccessor(h) && holdsInstanceInputs(item.Messages, item.ExecutionID) {
 		r.holdForSuccessor(item, token, attempt)
-		return
+		return turnAbandoned
 	}
 	r.admission.forget(item.Instance)
 	collisions := r.collisionNotices(ctx, item, h, b)
@@ -155,9 +177,8 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 		// A finished execution, or messages for an instance nothing
 		// started: consume the batch without a turn, telling the parents
 		// of child starts it drops.
-		r.log.Debug("acking a batch without a turn", "instance", item.Instance, "terminal", b.isTerminal(h))
-		r.commit(ctx, item, token, attempt, turn{executionID: item.ExecutionID, orchestratorItems: collisions})
-		return
+		r.turnLog(item).Debug("acking a batch without a turn", "terminal", b.isTerminal(h))
+		return r.commit(ctx, item, token, attempt, turn{executionID: item.ExecutionID, orchestratorItems: collisions})
 	}
 	executionID, persisted := item.ExecutionID, item.History
 	if b.continueAsNew {
@@ -167,21 +188,20 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 		persisted: persisted, batch: b, kvSnapshot: item.KVSnapshot}
 	fn, version, ok := r.registry.resolveOrchestration(b.name, b.version)
 	if !ok {
-		r.handleUnregisteredOrchestration(ctx, item, token, attempt, plan)
-		return
+		return r.handleUnregisteredOrchestration(ctx, item, token, attempt, plan)
 	}
 	plan.fn, plan.version = fn, version
 	t, err := runTurn(ctx, plan, r.turnEnv())
 	if err != nil {
-		r.log.Warn("turn interrupted; abandoning", "instance", item.Instance, "error", err)
+		r.turnLog(item).Warn("turn interrupted; abandoning", "error", err)
 		r.abandonOrchestration(token, 0, true)
-		return
+		return turnAbandoned
 	}
 	if r.parkOnDivergence(ctx, item, token, plan, t) {
-		return
+		return turnParked
 	}
 	t.orchestratorItems = append(t.orchestratorItems, collisions...)
-	r.commit(ctx, item, token, attempt, t)
+	return r.commit(ctx, item, token, attempt, t)
 }
 
 // startHidden says a batch has neither its instance's start nor history,
@@ -199,31 +219,33 @@ func startHidden(item *cdb.OrchestrationItem, b batch) bool {
 // the turn (a real account's transient 401, 403, 404/1003 and 413 among
 // them): the batch is abandoned with backoff, its attempt counted, so a
 // refusal that never ends reaches poison handling instead of looping.
-func (r *Runtime) commit(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32, t turn) {
+func (r *Runtime) commit(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32, t turn) turnOutcome {
 	md := executionMetadata(t.delta)
-	err := r.ackTurn(ctx, token, t, md)
+	err := r.ackTurn(ctx, item, token, t, md)
 	switch {
 	case err == nil:
 		r.recordExecution(item.Instance, t.executionID)
+		return turnCommitted
 	case errors.Is(err, errAckAbandoned):
-		r.log.Warn("turn not committed; the batch will be retried", "instance", item.Instance, "error", err)
+		r.turnLog(item).Warn("turn not committed; the batch will be retried", "error", err)
 	case errors.Is(err, cdb.ErrInvalidLockToken):
 		// The lock expired or another dispatcher took the instance: the
 		// turn is not refused, only no longer this dispatcher's, and a
 		// failure could not be committed with the lost lock either.
-		r.log.Warn("instance lock lost before the commit; the batch is left to its next holder", "instance", item.Instance, "error", err)
+		r.turnLog(item).Warn("instance lock lost before the commit; the batch is left to its next holder", "error", err)
 	case ctx.Err() != nil:
-		r.log.Warn("runtime stopping; turn not committed, abandoning", "instance", item.Instance, "error", err)
+		r.turnLog(item).Warn("runtime stopping; turn not committed, abandoning", "error", err)
 		r.abandonOrchestration(token, 0, true)
 	case len(t.delta) > 0 && errors.Is(err, cdb.ErrRefused):
-		r.log.Warn("turn refused by the provider; failing the orchestration", "instance", item.Instance, "error", err)
-		r.failOnCommitError(ctx, item, token, t, err)
+		r.turnLog(item).Warn("turn refused by the provider; failing the orchestration", "error", err)
+		return r.failOnCommitError(ctx, item, token, t, err)
 	default:
 		backoff := r.opts.unregisteredBackoff(attempt)
-		r.log.Error("the store refused the turn's commit; abandoning with backoff",
-			append(storeStatus(err), "instance", item.Instance, "attempt", attempt, "backoff", backoff, "error", err)...)
+		r.turnLog(item).Error("the store refused the turn's commit; abandoning with backoff",
+			append(storeStatus(err), "attempt", attempt, "backoff", backoff, "error", err)...)
 		r.retryLater(ctx, token, backoff)
 	}
+	return turnAbandoned
 }
 
 // storeStatus are the log attributes of the store's answer behind err: its
@@ -243,12 +265,18 @@ var errAckAbandoned = errors.New("ack retries exhausted; item abandoned")
 const maxAckRetries = 5
 
 // ackTurn acks with retries of retryable failures (10ms·2^n backoff); when
-// they run out it abandons the item with a short delay.
-func (r *Runtime) ackTurn(ctx context.Context, token string, t turn, md cdb.ExecutionMetadata) error {
+// they run out it abandons the item with a short delay. Every commit of a
+// turn of item goes through it, so it is where what a turn wrote is
+// measured.
+func (r *Runtime) ackTurn(ctx context.Context, item *cdb.OrchestrationItem, token string, t turn, md cdb.ExecutionMetadata) error {
 	for attempt := 0; ; attempt++ {
 		err := r.provider.AckOrchestrationItem(ctx, token, t.executionID, t.delta,
 			t.workerItems, t.orchestratorItems, md, t.cancelled)
-		if err == nil || !cdb.IsRetryable(err) || ctx.Err() != nil {
+		if err == nil {
+			r.metrics.turnCommitted(ctx, item, t)
+			return nil
+		}
+		if !cdb.IsRetryable(err) || ctx.Err() != nil {
 			return err
 		}
 		if attempt == maxAckRetries {
@@ -269,19 +297,23 @@ func (r *Runtime) ackTurn(ctx context.Context, token string, t turn, md cdb.Exec
 // which names the orchestration, and a child's parent is told. Should that
 // be refused too, the start goes without its input and carried events (they
 // may be what was refused); should it still fail, the item is abandoned.
-func (r *Runtime) failOnCommitError(ctx context.Context, item *cdb.OrchestrationItem, token string, refused turn, cause error) {
+func (r *Runtime) failOnCommitError(ctx context.Context, item *cdb.OrchestrationItem, token string, refused turn, cause error) turnOutcome {
 	details := infrastructureDetails("AckOrchestrationItem", cause)
 	t := r.failureTurn(ctx, item, refused, details, false)
-	err := r.ackTurn(ctx, token, t, executionMetadata(t.delta))
+	err := r.ackTurn(ctx, item, token, t, executionMetadata(t.delta))
 	if err != nil && errors.Is(err, cdb.ErrRefused) && startsExecution(t) {
-		r.log.Warn("the failure was refused too; committing it with the start's input left out", "instance", item.Instance, "error", err)
+		r.turnLog(item).Warn("the failure was refused too; committing it with the start's input left out", "error", err)
 		t = r.failureTurn(ctx, item, refused, details, true)
-		err = r.ackTurn(ctx, token, t, executionMetadata(t.delta))
+		err = r.ackTurn(ctx, item, token, t, executionMetadata(t.delta))
 	}
-	if err != nil && !errors.Is(err, errAckAbandoned) {
-		r.log.Warn("could not commit the failure either; abandoning", "instance", item.Instance, "error", err)
+	if err == nil {
+		return turnCommitted
+	}
+	if !errors.Is(err, errAckAbandoned) {
+		r.turnLog(item).Warn("could not commit the failure either; abandoning", "error", err)
 		r.retryLater(ctx, token, 50*time.Millisecond)
 	}
+	return turnAbandoned
 }
 
 // failureTurn is the turn that fails refused's execution with details: the
@@ -363,12 +395,12 @@ func (r *Runtime) abandonOrchestration(token string, delay time.Duration, ignore
 
 // poisonOrchestration fails an instance whose messages were fetched more
 // than MaxAttempts times, telling its parent.
-func (r *Runtime) poisonOrchestration(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32) {
-	r.log.Warn("orchestration message exceeded max attempts; failing it as poison",
-		"instance", item.Instance, "attempt", attempt, "max_attempts", r.opts.MaxAttempts)
+func (r *Runtime) poisonOrchestration(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32) turnOutcome {
+	r.turnLog(item).Warn("orchestration message exceeded max attempts; failing it as poison",
+		"attempt", attempt, "max_attempts", r.opts.MaxAttempts)
+	r.metrics.poisoned(ctx, "orchestrator")
 	if item.HistoryError != nil {
-		r.poisonUndecodable(ctx, item, token, attempt)
-		return
+		return r.poisonUndecodable(ctx, item, token, attempt)
 	}
 	messages, _ := json.Marshal(item.Messages)
 	details := cdb.PoisonError{
@@ -394,15 +426,17 @@ func (r *Runtime) poisonOrchestration(ctx context.Context, item *cdb.Orchestrati
 		t.orchestratorItems = []cdb.WorkItem{cdb.SubOrchestrationFailedMessage{ParentInstance: b.parent.instance,
 			ParentExecutionID: parentExecutionOf(ctx, b.parent, item.Instance, r.parentExecution), ParentID: b.parent.eventID, Details: details}}
 	}
-	if err := r.ackTurn(ctx, token, t, md); err != nil {
-		r.log.Warn("could not commit the poison failure", "instance", item.Instance, "error", err)
+	if err := r.ackTurn(ctx, item, token, t, md); err != nil {
+		r.turnLog(item).Warn("could not commit the poison failure", "error", err)
+		return turnAbandoned
 	}
+	return turnCommitted
 }
 
 // poisonUndecodable fails an instance whose history cannot be decoded. The
 // next event id is unknowable, so the failure takes duroxide's sentinel id
 // 99999; the provider appends without reading the corrupted rows.
-func (r *Runtime) poisonUndecodable(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32) {
+func (r *Runtime) poisonUndecodable(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32) turnOutcome {
 	details := cdb.PoisonError{
 		AttemptCount: attempt, MaxAttempts: r.opts.MaxAttempts, Message: *item.HistoryError,
 		MessageType: cdb.PoisonFailedDeserialization{Instance: item.Instance, ExecutionID: item.ExecutionID, Error: *item.HistoryError},
@@ -412,9 +446,11 @@ func (r *Runtime) poisonUndecodable(ctx context.Context, item *cdb.Orchestration
 	md := executionMetadata([]cdb.Event{failedEv})
 	md.OrchestrationName, md.OrchestrationVersion = ptr(item.OrchestrationName), ptr(item.Version)
 	t := turn{executionID: item.ExecutionID, delta: []cdb.Event{failedEv}}
-	if err := r.ackTurn(ctx, token, t, md); err != nil {
-		r.log.Warn("could not commit the poison failure", "instance", item.Instance, "error", err)
+	if err := r.ackTurn(ctx, item, token, t, md); err != nil {
+		r.turnLog(item).Warn("could not commit the poison failure", "error", err)
+		return turnAbandoned
 	}
+	return turnCommitted
 }
 
 func orElse(s, fallback string) string {

@@ -41,6 +41,7 @@ type Runtime struct {
 
 	admission *admissionHolds // batches given back waiting for a successor's start (admission.go)
 	parked    *parkedTurns    // instances parked for nondeterminism (nondeterminism_policy.go)
+	metrics   *runtimeMetrics // nil without a Meter (telemetry.go)
 }
 
 // serviceClock is a provider that reads time as its store does
@@ -68,7 +69,7 @@ func Start(ctx context.Context, provider cdb.Provider, registry *Registry, opts 
 		provider: provider, registry: registry, opts: opts, log: opts.Logger.With("runtime", id),
 		client: NewClient(provider), id: id, filter: opts.capabilityFilter(),
 		sessions: newSessionTracker(), executions: map[string]uint64{}, admission: newAdmissionHolds(),
-		parked: newParkedTurns(),
+		parked: newParkedTurns(), metrics: newRuntimeMetrics(opts.Telemetry.Meter),
 	}
 	r.client.parked = r.parked.lookup
 	r.workCtx, r.stopWork = context.WithCancel(ctx)

@@ -156,14 +156,13 @@ func editDistance(a, b string) int {
 func (r *Runtime) handleUnregisteredActivity(w lockedActivity) {
 	if !r.opts.failsUnregistered(w.attempt) {
 		backoff := r.opts.unregisteredBackoff(w.attempt)
-		r.log.Warn("activity not registered; abandoning with backoff", "activity", w.Name,
-			"instance", w.Instance, "attempt", w.attempt, "backoff", backoff, "fails_at_attempt", r.failingAttempt(true))
+		r.activityLog(w).Warn("activity not registered; abandoning with backoff",
+			"attempt", w.attempt, "backoff", backoff, "fails_at_attempt", r.failingAttempt(true))
 		r.abandonWork(w.token, backoff, false)
 		return
 	}
 	failure := notRegistered(r.registry.unregisteredActivity(w.Name))
-	r.log.Error("activity not registered; failing it", "activity", w.Name, "instance", w.Instance,
-		"attempt", w.attempt, "error", failure.Message)
+	r.activityLog(w).Error("activity not registered; failing it", "attempt", w.attempt, "error", failure.Message)
 	r.ackActivity(w, activityResult{err: failure})
 }
 
@@ -174,27 +173,27 @@ func (r *Runtime) handleUnregisteredActivity(w lockedActivity) {
 // (or continues as new), or a version missing beside others, means
 // runtimes with different code share the store, and it waits for one that
 // has it, as duroxide does, until poison.
-func (r *Runtime) handleUnregisteredOrchestration(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32, plan turnPlan) {
+func (r *Runtime) handleUnregisteredOrchestration(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32, plan turnPlan) turnOutcome {
 	version := plan.batch.version
 	misspellable := len(item.History) == 0 && plan.executionID == item.ExecutionID && !r.registry.hasOrchestration(plan.name)
 	if !misspellable || !r.opts.failsUnregistered(attempt) {
 		backoff := r.opts.unregisteredBackoff(attempt)
-		r.log.Warn("orchestration not registered; abandoning with backoff", "instance", item.Instance,
-			"orchestration", plan.name, "version", deref(version), "attempt", attempt, "backoff", backoff,
+		r.turnLog(item).Warn("orchestration not registered; abandoning with backoff",
+			"version", deref(version), "attempt", attempt, "backoff", backoff,
 			"fails_at_attempt", r.failingAttempt(misspellable))
 		r.abandonOrchestration(token, backoff, false)
-		return
+		return turnAbandoned
 	}
 	failure := notRegistered(r.registry.unregisteredOrchestration(plan.name, version))
-	r.log.Error("orchestration not registered; failing the instance", "instance", item.Instance,
-		"orchestration", plan.name, "version", deref(version), "attempt", attempt, "error", failure.Message)
+	r.turnLog(item).Error("orchestration not registered; failing the instance",
+		"version", deref(version), "attempt", attempt, "error", failure.Message)
 	details := applicationFailure(cdb.AppOrchestrationFailed{}, failure, nil)
 	unrun := turn{executionID: plan.executionID}
 	if len(plan.persisted) == 0 {
 		plan.version = orElse(deref(version), item.Version)
 		unrun.delta = []cdb.Event{startEvent(plan, r.nowMs())}
 	}
-	r.commit(ctx, item, token, attempt, r.failureTurn(ctx, item, unrun, details, false))
+	return r.commit(ctx, item, token, attempt, r.failureTurn(ctx, item, unrun, details, false))
 }
 
 // failingAttempt is the fetch on which work without a handler fails, for

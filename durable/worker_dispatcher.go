@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/duroxide-go/cdb"
@@ -75,6 +76,13 @@ func (r *Runtime) processNextWorkItem(workerID, sessionOwner string) (bool, erro
 	return true, nil
 }
 
+// activityLog is the logger of an activity's records: each carries the
+// instance, the execution and the activity's name (under this runtime's
+// keys "instance" and "activity", and duroxide's "execution_id").
+func (r *Runtime) activityLog(w lockedActivity) *slog.Logger {
+	return r.log.With("instance", w.Instance, "execution_id", w.ExecutionID, "activity", w.Name)
+}
+
 // errLockLost cancels an activity whose worker lock could not be renewed:
 // its orchestration ended or cancelled it (lock stealing).
 var errLockLost = errors.New("durable: activity lock lost")
@@ -91,19 +99,23 @@ func (r *Runtime) executeActivity(ctx context.Context, w lockedActivity) {
 	fn, ok := r.registry.activity(w.Name)
 	if !ok {
 		r.handleUnregisteredActivity(w)
+		r.metrics.activityUnregistered(ctx, w.Name, w.attempt)
 		return
 	}
 	results := make(chan activityResult, 1) // the handler never blocks on it
 	actx := ActivityContext{Context: ctx, instance: w.Instance, executionID: w.ExecutionID, activityID: w.ID,
 		name: w.Name, sessionID: w.SessionID, tag: w.Tag, workerID: w.workerID, client: r.client, clock: r.opts.Now}
+	began := time.Now()
 	go func() { results <- runActivity(fn, actx, w.Input) }()
 
+	var outcome activityOutcome
 	select {
 	case res := <-results:
-		r.ackActivity(w, res)
+		outcome = r.ackActivity(w, res)
 	case <-ctx.Done():
-		r.interruptActivity(w, context.Cause(ctx), results)
+		outcome = r.interruptActivity(w, context.Cause(ctx), results)
 	}
+	r.metrics.activityEnded(ctx, w.Name, w.attempt, outcome, time.Since(began))
 }
 
 // runActivity calls the handler, turning a panic into a failure.
@@ -133,36 +145,41 @@ func (r *Runtime) renewWorkLock(token string, cancel context.CancelCauseFunc) (s
 	})
 }
 
-// ackActivity reports the handler's result. A failure caused by the runtime
-// stopping is not the activity's: the item is abandoned for a retry.
-func (r *Runtime) ackActivity(w lockedActivity, res activityResult) {
+// ackActivity reports the handler's result and says what became of it. A
+// failure caused by the runtime stopping is not the activity's: the item
+// is abandoned for a retry.
+func (r *Runtime) ackActivity(w lockedActivity, res activityResult) activityOutcome {
 	if res.err != nil && r.workCtx.Err() != nil {
 		r.abandonWork(w.token, 0, true)
-		return
+		return activityAbandoned
 	}
 	var completion cdb.WorkItem = cdb.ActivityCompletedMessage{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID, Result: res.output}
+	acked := activityCompleted
 	if res.err != nil {
 		completion = cdb.ActivityFailedMessage{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID,
 			Details: applicationFailure(cdb.AppActivityFailed{}, res.err, r.registry)}
+		acked = activityFailed
 	}
 	ctx, cancel := r.cleanupContext()
 	defer cancel()
 	err := r.provider.AckWorkItem(ctx, w.token, completion)
 	switch {
 	case err == nil:
+		return acked
 	case errors.Is(err, cdb.ErrInvalidLockToken):
 		// The lock expired or was taken (a cancellation): the result is
 		// not this worker's to commit, and no failure would be either.
-		r.log.Warn("activity lock lost before its ack; the item is left to its next holder", "activity", w.Name,
-			"instance", w.Instance, "attempt", w.attempt, "error", err)
+		r.activityLog(w).Warn("activity lock lost before its ack; the item is left to its next holder",
+			"attempt", w.attempt, "error", err)
 	case cdb.IsRetryable(err):
-		r.log.Warn("activity ack failed; abandoning", "activity", w.Name, "instance", w.Instance, "error", err)
+		r.activityLog(w).Warn("activity ack failed; abandoning", "error", err)
 		r.abandonWork(w.token, 100*time.Millisecond, false)
 	case errors.Is(err, cdb.ErrRefused):
-		r.failRefusedActivity(ctx, w, err)
+		return r.failRefusedActivity(ctx, w, err)
 	default:
 		r.abandonStoreRefusal(w, err)
 	}
+	return activityAbandoned
 }
 
 // abandonStoreRefusal releases an activity whose ack the store refused
@@ -172,8 +189,8 @@ func (r *Runtime) ackActivity(w lockedActivity, res activityResult) {
 // attempt counted, so a refusal that never ends reaches poison handling.
 func (r *Runtime) abandonStoreRefusal(w lockedActivity, err error) {
 	backoff := r.opts.unregisteredBackoff(w.attempt)
-	r.log.Error("the store refused the activity's ack; abandoning with backoff", append(storeStatus(err),
-		"activity", w.Name, "instance", w.Instance, "attempt", w.attempt, "backoff", backoff, "error", err)...)
+	r.activityLog(w).Error("the store refused the activity's ack; abandoning with backoff",
+		append(storeStatus(err), "attempt", w.attempt, "backoff", backoff, "error", err)...)
 	r.abandonWork(w.token, backoff, false)
 }
 
@@ -187,35 +204,37 @@ const maxRefusalText = 4 << 10
 // refused too, the activity is failed as poison with the cause. When the
 // lock is gone (the activity was cancelled meanwhile) these acks fail as
 // well, and nothing is left to do.
-func (r *Runtime) failRefusedActivity(ctx context.Context, w lockedActivity, refusal error) {
+func (r *Runtime) failRefusedActivity(ctx context.Context, w lockedActivity, refusal error) activityOutcome {
 	cause := refusal.Error()
 	if len(cause) > maxRefusalText {
 		cause = cause[:maxRefusalText] + "…(truncated)"
 	}
-	r.log.Error("activity result refused by the provider; failing the activity", "activity", w.Name,
-		"instance", w.Instance, "attempt", w.attempt, "error", refusal)
+	r.activityLog(w).Error("activity result refused by the provider; failing the activity",
+		"attempt", w.attempt, "error", refusal)
 	failure := cdb.ActivityFailedMessage{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID,
 		Details: cdb.ApplicationError{Kind: cdb.AppActivityFailed{}, Message: "the provider refused the activity's result: " + cause}}
 	err := r.provider.AckWorkItem(ctx, w.token, failure)
 	if err == nil {
-		return
+		return activityFailed
 	}
 	switch {
 	case errors.Is(err, cdb.ErrInvalidLockToken):
-		r.log.Warn("activity lock lost before its failure was acked; the item is left to its next holder", "activity", w.Name,
-			"instance", w.Instance, "error", err)
-		return
+		r.activityLog(w).Warn("activity lock lost before its failure was acked; the item is left to its next holder",
+			"error", err)
+		return activityAbandoned
 	case cdb.IsRetryable(err):
-		r.log.Warn("activity failure ack failed; abandoning", "activity", w.Name, "instance", w.Instance, "error", err)
+		r.activityLog(w).Warn("activity failure ack failed; abandoning", "error", err)
 		r.abandonWork(w.token, 100*time.Millisecond, false)
-		return
+		return activityAbandoned
 	case !errors.Is(err, cdb.ErrRefused):
 		r.abandonStoreRefusal(w, err)
-		return
+		return activityAbandoned
 	}
-	r.log.Error("activity failure refused by the provider too; failing the activity as poison", "activity", w.Name,
-		"instance", w.Instance, "error", err)
-	r.poisonActivity(w, "the provider refused the activity's result: "+cause)
+	r.activityLog(w).Error("activity failure refused by the provider too; failing the activity as poison", "error", err)
+	if !r.poisonActivity(w, "the provider refused the activity's result: "+cause) {
+		return activityAbandoned
+	}
+	return activityFailed
 }
 
 // interruptActivity handles a cancelled activity: its lock was lost, or the
@@ -230,47 +249,51 @@ func (r *Runtime) failRefusedActivity(ctx context.Context, w lockedActivity, ref
 // grace is acked (a failure is abandoned for a retry, since it may be the
 // cancellation's); after the grace the result is dropped and the item
 // released.
-func (r *Runtime) interruptActivity(w lockedActivity, cause error, results <-chan activityResult) {
+func (r *Runtime) interruptActivity(w lockedActivity, cause error, results <-chan activityResult) activityOutcome {
 	lockLost := errors.Is(cause, errLockLost)
 	if !lockLost {
-		r.log.Info("runtime stopping; waiting for the activity within its grace, keeping its lock", "activity", w.Name,
-			"instance", w.Instance, "grace", r.opts.ActivityCancellationGrace)
+		r.activityLog(w).Info("runtime stopping; waiting for the activity within its grace, keeping its lock",
+			"grace", r.opts.ActivityCancellationGrace)
 	}
 	grace := time.NewTimer(r.opts.ActivityCancellationGrace)
 	defer grace.Stop()
 	select {
 	case res := <-results:
 		if !lockLost {
-			r.ackActivity(w, res)
-			return
+			return r.ackActivity(w, res)
 		}
 	case <-grace.C:
-		r.log.Warn("cancelled activity did not stop within the grace period; dropping its result and releasing it",
-			"activity", w.Name, "instance", w.Instance, "lock_lost", lockLost)
+		r.activityLog(w).Warn("cancelled activity did not stop within the grace period; dropping its result and releasing it",
+			"lock_lost", lockLost)
 	}
 	r.abandonWork(w.token, 0, !lockLost)
+	return activityAbandoned
 }
 
 // poisonAttempts fails an activity fetched more than MaxAttempts times.
 func (r *Runtime) poisonAttempts(w lockedActivity) {
-	r.log.Warn("activity exceeded max attempts; failing it as poison", "activity", w.Name,
-		"instance", w.Instance, "attempt", w.attempt, "max_attempts", r.opts.MaxAttempts)
+	r.activityLog(w).Warn("activity exceeded max attempts; failing it as poison",
+		"attempt", w.attempt, "max_attempts", r.opts.MaxAttempts)
 	message, _ := json.Marshal(w.ActivityExecuteMessage)
 	r.poisonActivity(w, string(message))
 }
 
-// poisonActivity fails an activity as poison, message saying why.
-func (r *Runtime) poisonActivity(w lockedActivity, message string) {
+// poisonActivity fails an activity as poison, message saying why, and
+// reports whether the failure was acked.
+func (r *Runtime) poisonActivity(w lockedActivity, message string) bool {
 	details := cdb.PoisonError{
 		AttemptCount: w.attempt, MaxAttempts: r.opts.MaxAttempts, Message: message,
 		MessageType: cdb.PoisonActivity{Instance: w.Instance, ExecutionID: w.ExecutionID, ActivityName: w.Name, ActivityID: w.ID},
 	}
 	ctx, cancel := r.cleanupContext()
 	defer cancel()
+	r.metrics.poisoned(ctx, "worker")
 	failure := cdb.ActivityFailedMessage{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID, Details: details}
 	if err := r.provider.AckWorkItem(ctx, w.token, failure); err != nil {
-		r.log.Warn("could not commit the activity poison failure", "activity", w.Name, "error", err)
+		r.activityLog(w).Warn("could not commit the activity poison failure", "error", err)
+		return false
 	}
+	return true
 }
 
 // abandonWork releases a worker lock, even after the work context ended.

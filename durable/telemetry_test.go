@@ -1,0 +1,424 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/internal/memprovider"
+)
+
+// recordingMeter is a cdb.Meter that keeps every point, for asserting
+// what the runtime records. (The root module's telemetrytest.Recorder does
+// the same; it is not on this branch yet.)
+type recordingMeter struct {
+	mu          sync.Mutex
+	instruments map[string]*recordedInstrument
+}
+
+type recordedInstrument struct {
+	meter            *recordingMeter
+	kind, name, unit string
+	points           []recordedPoint
+}
+
+type recordedPoint struct {
+	value float64
+	attrs map[string]string
+}
+
+func newRecordingMeter() *recordingMeter {
+	return &recordingMeter{instruments: map[string]*recordedInstrument{}}
+}
+
+func (m *recordingMeter) instrument(kind, name, unit string) *recordedInstrument {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i := &recordedInstrument{meter: m, kind: kind, name: name, unit: unit}
+	m.instruments[name] = i
+	return i
+}
+
+func (m *recordingMeter) Counter(name, unit, _ string) cdb.Counter {
+	return m.instrument("counter", name, unit)
+}
+
+func (m *recordingMeter) Histogram(name, unit, _ string) cdb.Histogram {
+	return m.instrument("histogram", name, unit)
+}
+
+func (m *recordingMeter) Gauge(name, unit, _ string) cdb.Gauge {
+	return m.instrument("gauge", name, unit)
+}
+
+func (i *recordedInstrument) Add(_ context.Context, v float64, attrs ...slog.Attr) {
+	i.record(v, attrs)
+}
+
+func (i *recordedInstrument) Record(_ context.Context, v float64, attrs ...slog.Attr) {
+	i.record(v, attrs)
+}
+
+func (i *recordedInstrument) record(v float64, attrs []slog.Attr) {
+	p := recordedPoint{value: v, attrs: map[string]string{}}
+	for _, a := range attrs {
+		p.attrs[a.Key] = a.Value.String()
+	}
+	i.meter.mu.Lock()
+	defer i.meter.mu.Unlock()
+	i.points = append(i.points, p)
+}
+
+// points are the points of the instrument name whose attributes include
+// every one of match.
+func (m *recordingMeter) points(name string, match map[string]string) []recordedPoint {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []recordedPoint
+	for _, p := range m.instruments[name].points {
+		if includes(p.attrs, match) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// sum adds the values of points.
+func (m *recordingMeter) sum(name string, match map[string]string) float64 {
+	total := 0.0
+	for _, p := range m.points(name, match) {
+		total += p.value
+	}
+	return total
+}
+
+func includes(attrs, match map[string]string) bool {
+	for k, v := range match {
+		if attrs[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// withMeter runs a harness's runtime reporting to meter.
+func withMeter(meter cdb.Meter) func(*Options) {
+	return func(o *Options) { o.Telemetry = cdb.Telemetry{Meter: meter} }
+}
+
+// newMemoryHarness is a harness on the reference provider.
+func newMemoryHarness(t *testing.T) *harness {
+	p := memprovider.New(memprovider.Options{LongPolling: true})
+	t.Cleanup(func() { _ = p.Close() })
+	return newHarness(t, p)
+}
+
+// stop shuts the runtime down, so that everything it measured has been
+// recorded.
+func (h *harness) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(h.t, h.rt.Shutdown(ctx))
+}
+
+func TestTelemetryInstrumentsHaveTheirNamesKindsAndUnits(t *testing.T) {
+	meter := newRecordingMeter()
+	h := newMemoryHarness(t)
+	h.run(withMeter(meter))
+	want := map[string][2]string{
+		"durable.orchestration.starts":        {"counter", "{orchestration}"},
+		"durable.orchestration.completions":   {"counter", "{orchestration}"},
+		"durable.orchestration.failures":      {"counter", "{orchestration}"},
+		"durable.orchestration.duration":      {"histogram", "s"},
+		"durable.orchestration.turns":         {"counter", "{turn}"},
+		"durable.orchestration.turn.duration": {"histogram", "s"},
+		"durable.orchestration.history.size":  {"histogram", "{event}"},
+		"durable.orchestration.parked":        {"counter", "{turn}"},
+		"durable.activity.executions":         {"counter", "{execution}"},
+		"durable.activity.duration":           {"histogram", "s"},
+		"durable.poison":                      {"counter", "{item}"},
+	}
+	got := map[string][2]string{}
+	meter.mu.Lock()
+	for name, i := range meter.instruments {
+		got[name] = [2]string{i.kind, i.unit}
+	}
+	meter.mu.Unlock()
+	assert.Equal(t, want, got)
+}
+
+func TestTelemetryReportsASampleOrchestration(t *testing.T) {
+	meter := newRecordingMeter()
+	h := newMemoryHarness(t)
+	var charges atomic.Int32
+	h.activity("Charge", func(ActivityContext, string) (string, error) {
+		if charges.Add(1) == 1 {
+			return "", errors.New("card reader busy")
+		}
+		return "charged", nil
+	})
+	h.activity("Ship", func(_ ActivityContext, input string) (string, error) { return "shipped " + input, nil })
+	h.orchestration("Notify", func(ctx *OrchestrationContext, input string) (string, error) {
+		return ctx.ScheduleActivity("Ship", input).Await()
+	})
+	h.orchestration("Order", func(ctx *OrchestrationContext, input string) (string, error) {
+		retry := RetryPolicy{MaxAttempts: 2, FirstInterval: 10 * time.Millisecond}
+		if _, err := ctx.ScheduleActivity("Charge", input, WithRetry(retry)).Await(); err != nil {
+			return "", err
+		}
+		if _, err := ctx.ScheduleTimer(20 * time.Millisecond).Await(); err != nil {
+			return "", err
+		}
+		return ctx.ScheduleSubOrchestration("Notify", input).Await()
+	})
+	h.run(withMeter(meter))
+	h.start("order-1", "Order", "book")
+	assert.Equal(t, "shipped book", h.completed("order-1"))
+	h.stop()
+
+	order := map[string]string{"durable.orchestration.name": "Order", "durable.orchestration.version": "1.0.0"}
+	notify := map[string]string{"durable.orchestration.name": "Notify", "durable.orchestration.version": "1.0.0"}
+	assert.Equal(t, 2.0, meter.sum("durable.orchestration.starts", nil))
+	assert.Equal(t, 1.0, meter.sum("durable.orchestration.starts", with(order, "durable.orchestration.initiated_by", "client")))
+	assert.Equal(t, 1.0, meter.sum("durable.orchestration.starts", with(notify, "durable.orchestration.initiated_by", "parent")))
+	assert.Equal(t, 2.0, meter.sum("durable.orchestration.completions", nil))
+	assert.Equal(t, 1.0, meter.sum("durable.orchestration.completions", with(order, "durable.orchestration.status", "completed")))
+	assert.Equal(t, 1.0, meter.sum("durable.orchestration.completions", with(notify, "durable.orchestration.status", "completed")))
+	assert.Empty(t, meter.points("durable.orchestration.failures", nil))
+
+	durations := meter.points("durable.orchestration.duration", nil)
+	require.Len(t, durations, 2)
+	assert.Greater(t, meter.sum("durable.orchestration.duration", order), 0.0, "Order waited for a timer")
+
+	// Order: its start, the failed charge, the retry's wait, the charge,
+	// the timer, the child's result; Notify: its start, the shipment.
+	assert.GreaterOrEqual(t, meter.sum("durable.orchestration.turns",
+		map[string]string{"durable.orchestration.name": "Order", "durable.orchestration.turn.outcome": "committed"}), 6.0)
+	assert.GreaterOrEqual(t, meter.sum("durable.orchestration.turns",
+		map[string]string{"durable.orchestration.name": "Notify", "durable.orchestration.turn.outcome": "committed"}), 2.0)
+	assert.Equal(t, meter.sum("durable.orchestration.turns", nil), float64(len(meter.points("durable.orchestration.turn.duration", nil))))
+	for _, p := range meter.points("durable.orchestration.turn.duration", nil) {
+		assert.Greater(t, p.value, 0.0)
+	}
+	sizes := meter.points("durable.orchestration.history.size", map[string]string{"durable.orchestration.name": "Order"})
+	require.NotEmpty(t, sizes)
+	for i := 1; i < len(sizes); i++ {
+		assert.Greater(t, sizes[i].value, sizes[i-1].value, "each committed turn of Order adds events")
+	}
+
+	charge := map[string]string{"durable.activity.name": "Charge", "durable.activity.attempt": "1"}
+	assert.Equal(t, 1.0, meter.sum("durable.activity.executions", with(charge, "durable.activity.outcome", "failed")))
+	assert.Equal(t, 1.0, meter.sum("durable.activity.executions", with(charge, "durable.activity.outcome", "completed")))
+	assert.Equal(t, 1.0, meter.sum("durable.activity.executions",
+		map[string]string{"durable.activity.name": "Ship", "durable.activity.outcome": "completed", "durable.activity.attempt": "1"}))
+	assert.Equal(t, 3.0, meter.sum("durable.activity.executions", nil))
+	activityDurations := meter.points("durable.activity.duration", nil)
+	require.Len(t, activityDurations, 3)
+	for _, p := range activityDurations {
+		assert.Greater(t, p.value, 0.0)
+		assert.Contains(t, []string{"completed", "failed"}, p.attrs["durable.activity.outcome"])
+	}
+	assert.Empty(t, meter.points("durable.poison", nil))
+	assert.Empty(t, meter.points("durable.orchestration.parked", nil))
+}
+
+func TestTelemetryCountsFailuresByKind(t *testing.T) {
+	meter := newRecordingMeter()
+	h := newMemoryHarness(t)
+	h.orchestration("Fails", func(*OrchestrationContext, string) (string, error) {
+		return "", errors.New("out of stock")
+	})
+	h.orchestration("CallsMissing", func(ctx *OrchestrationContext, _ string) (string, error) {
+		return ctx.ScheduleActivity("Missing", "").Await()
+	})
+	h.run(withMeter(meter), func(o *Options) { o.Unregistered = UnregisteredFailAtOnce })
+	h.start("fails-1", "Fails", "")
+	h.start("calls-missing-1", "CallsMissing", "")
+	h.start("misspelled-1", "Misspelled", "")
+	for _, id := range []string{"fails-1", "calls-missing-1", "misspelled-1"} {
+		assert.Equal(t, StateFailed, h.wait(id).State, id)
+	}
+	h.stop()
+
+	failures := func(name, errorType string) float64 {
+		return meter.sum("durable.orchestration.failures",
+			map[string]string{"durable.orchestration.name": name, "error.type": errorType})
+	}
+	assert.Equal(t, 1.0, failures("Fails", "application"))
+	assert.Equal(t, 1.0, failures("CallsMissing", "unregistered"), "a not-registered error passed on keeps its kind")
+	assert.Equal(t, 1.0, failures("Misspelled", "unregistered"))
+	assert.Equal(t, 3.0, meter.sum("durable.orchestration.failures", nil))
+	assert.Equal(t, 3.0, meter.sum("durable.orchestration.completions", map[string]string{"durable.orchestration.status": "failed"}))
+	assert.Equal(t, 1.0, meter.sum("durable.orchestration.starts",
+		map[string]string{"durable.orchestration.name": "Misspelled", "durable.orchestration.initiated_by": "client"}),
+		"the failure of an unregistered orchestration records its start")
+	assert.Equal(t, 1.0, meter.sum("durable.activity.executions",
+		map[string]string{"durable.activity.name": "Missing", "durable.activity.outcome": "not_registered", "durable.activity.attempt": "1"}))
+	assert.Empty(t, meter.points("durable.activity.duration", nil), "no handler ran")
+}
+
+func TestTelemetryCountsParkedTurns(t *testing.T) {
+	meter := newRecordingMeter()
+	p := memprovider.New(memprovider.Options{LongPolling: true})
+	t.Cleanup(func() { _ = p.Close() })
+	waitingForApproval(t, p, "order")
+	changed := deployment(t, p, "Charge", withMeter(meter))
+	require.NoError(t, changed.client.RaiseEvent(context.Background(), "order", "approve", "yes"))
+	waitParked(t, changed.rt, "order", 2)
+	changed.stop()
+
+	parked := meter.sum("durable.orchestration.parked",
+		map[string]string{"durable.orchestration.name": "Order", "durable.orchestration.version": "1.0.0"})
+	assert.GreaterOrEqual(t, parked, 2.0)
+	assert.Equal(t, parked, meter.sum("durable.orchestration.turns",
+		map[string]string{"durable.orchestration.name": "Order", "durable.orchestration.turn.outcome": "parked"}))
+	assert.Empty(t, meter.points("durable.orchestration.completions", nil), "a parked instance keeps running")
+}
+
+func TestTelemetryCountsContinueAsNewAndCancellation(t *testing.T) {
+	meter := newRecordingMeter()
+	h := newMemoryHarness(t)
+	h.orchestration("Loop", func(ctx *OrchestrationContext, input string) (string, error) {
+		if input == "" {
+			return ctx.ContinueAsNew("again")
+		}
+		return "looped " + input, nil
+	})
+	h.orchestration("Waits", func(ctx *OrchestrationContext, _ string) (string, error) {
+		return ctx.WaitForEvent("never").Await()
+	})
+	h.run(withMeter(meter))
+	h.start("loop-1", "Loop", "")
+	h.start("waits-1", "Waits", "")
+	assert.Equal(t, "looped again", h.completed("loop-1"))
+	h.waitForHistory("waits-1", hasEvent[cdb.ExternalSubscribed])
+	require.NoError(t, h.client.CancelInstance(h.ctx, "waits-1", "not needed"))
+	assert.Equal(t, StateFailed, h.wait("waits-1").State)
+	h.stop()
+
+	loop := map[string]string{"durable.orchestration.name": "Loop"}
+	assert.Equal(t, 1.0, meter.sum("durable.orchestration.starts", with(loop, "durable.orchestration.initiated_by", "client")))
+	assert.Equal(t, 1.0, meter.sum("durable.orchestration.starts", with(loop, "durable.orchestration.initiated_by", "continue_as_new")))
+	assert.Equal(t, 1.0, meter.sum("durable.orchestration.completions", with(loop, "durable.orchestration.status", "continued_as_new")))
+	assert.Equal(t, 1.0, meter.sum("durable.orchestration.completions", with(loop, "durable.orchestration.status", "completed")))
+	assert.Len(t, meter.points("durable.orchestration.duration", loop), 2, "each execution has its duration")
+	assert.Equal(t, 1.0, meter.sum("durable.orchestration.completions",
+		map[string]string{"durable.orchestration.name": "Waits", "durable.orchestration.status": "canceled"}))
+	assert.Empty(t, meter.points("durable.orchestration.failures", nil), "a cancellation is not a failure")
+}
+
+// A turn's and an activity's log records carry the instance, the
+// execution and the orchestration's or activity's name, as duroxide's do.
+func TestTelemetryLogRecordsCarryCorrelationKeys(t *testing.T) {
+	logs := &recordCollector{mu: &sync.Mutex{}, records: &[]map[string]string{}}
+	h := newMemoryHarness(t)
+	h.orchestration("CallsMissing", func(ctx *OrchestrationContext, _ string) (string, error) {
+		return ctx.ScheduleActivity("Missing", "").Await()
+	})
+	h.run(func(o *Options) {
+		o.Unregistered = UnregisteredFailAtOnce
+		o.Logger = slog.New(logs)
+	})
+	h.start("calls-missing-1", "CallsMissing", "")
+	h.start("misspelled-1", "Misspelled", "")
+	h.wait("calls-missing-1")
+	h.wait("misspelled-1")
+	h.stop()
+
+	assert.Contains(t, logs.all(), map[string]string{"msg": "activity not registered; failing it",
+		"instance": "calls-missing-1", "execution_id": "1", "activity": "Missing"}, "an activity's record")
+	assert.Contains(t, logs.all(), map[string]string{"msg": "orchestration not registered; failing the instance",
+		"instance": "misspelled-1", "execution_id": "1", "orchestration": "Misspelled"}, "a turn's record")
+}
+
+// recordCollector keeps the correlation keys of the ERROR records logged.
+type recordCollector struct {
+	with    []slog.Attr
+	mu      *sync.Mutex
+	records *[]map[string]string
+}
+
+func (c *recordCollector) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
+
+func (c *recordCollector) Handle(_ context.Context, r slog.Record) error {
+	kept := map[string]string{"msg": r.Message}
+	for _, a := range c.with {
+		if slices.Contains([]string{"instance", "execution_id", "orchestration", "activity"}, a.Key) {
+			kept[a.Key] = a.Value.String()
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	*c.records = append(*c.records, kept)
+	return nil
+}
+
+func (c *recordCollector) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &recordCollector{with: slices.Concat(c.with, attrs), mu: c.mu, records: c.records}
+}
+
+func (c *recordCollector) WithGroup(string) slog.Handler { return c }
+
+func (c *recordCollector) all() []map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(*c.records)
+}
+
+func TestTelemetryWithoutAMeterRecordsNothing(t *testing.T) {
+	var m *runtimeMetrics = newRuntimeMetrics(nil)
+	assert.Nil(t, m)
+	// Every recording function takes the nil receiver.
+	m.turnEnded(context.Background(), "Order", turnCommitted, time.Second)
+	m.turnCommitted(context.Background(), &cdb.OrchestrationItem{}, turn{delta: []cdb.Event{{Kind: cdb.OrchestrationCompleted{}}}})
+	m.parkedTurn(context.Background(), "Order", "1.0.0")
+	m.activityEnded(context.Background(), "Ship", 1, activityCompleted, time.Second)
+	m.activityUnregistered(context.Background(), "Ship", 1)
+	m.poisoned(context.Background(), "worker")
+}
+
+func TestMetricAttemptBuckets(t *testing.T) {
+	for attempt, want := range map[uint32]string{0: "1", 1: "1", 2: "2", 3: "3", 4: "4+", 11: "4+"} {
+		assert.Equal(t, want, attemptBucket(attempt), "attempt %d", attempt)
+	}
+}
+
+func TestMetricFailureTypes(t *testing.T) {
+	message := "diverged"
+	cases := map[string]cdb.ErrorDetails{
+		"application":    cdb.ApplicationError{Kind: cdb.AppOrchestrationFailed{}, Message: "out of stock"},
+		"unregistered":   applicationFailure(cdb.AppActivityFailed{}, notRegistered("activity \"X\" is not registered"), nil),
+		"nondeterminism": cdb.ConfigurationError{Kind: cdb.ConfigNondeterminism, Message: &message},
+		"infrastructure": cdb.InfrastructureError{Operation: "AckOrchestrationItem", Message: "too large"},
+		"poison":         cdb.PoisonError{AttemptCount: 11, MaxAttempts: 10},
+	}
+	for want, details := range cases {
+		assert.Equal(t, want, failureType(details))
+	}
+}
+
+func TestMetricStatusOfACancellationIsCanceledNotAFailure(t *testing.T) {
+	status, failure, ok := executionEnd(cdb.Event{Kind: cdb.OrchestrationFailed{
+		Details: cdb.ApplicationError{Kind: cdb.AppCancelled{Reason: "by the client"}}}})
+	require.True(t, ok)
+	assert.Equal(t, "canceled", status)
+	assert.Nil(t, failure)
+}
+
+// with is match plus one attribute.
+func with(match map[string]string, key, value string) map[string]string {
+	out := map[string]string{key: value}
+	for k, v := range match {
+		out[k] = v
+	}
+	return out
+}

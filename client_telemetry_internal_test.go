@@ -53,6 +53,12 @@ func TestContextWithMetricAttributesAppendsWithoutSharing(t *testing.T) {
 	assert.Nil(t, metricAttributes(context.Background()))
 }
 
+func TestContextWithMetricAttributesReplacesAKeyItCarriesAlready(t *testing.T) {
+	ctx := ContextWithMetricAttributes(context.Background(), slog.String("a", "1"), slog.String("name", "old"))
+	ctx = ContextWithMetricAttributes(ctx, slog.String("name", "new"))
+	assert.Equal(t, []slog.Attr{slog.String("a", "1"), slog.String("name", "new")}, metricAttributes(ctx))
+}
+
 func TestTargetOfReadsTheDatabaseAndContainerOfALink(t *testing.T) {
 	for link, want := range map[string][2]string{
 		"":                              {"", ""},

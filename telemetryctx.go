@@ -9,7 +9,9 @@ import (
 type metricAttributesKey struct{}
 
 // ContextWithMetricAttributes returns ctx carrying attrs after the metric
-// attributes ctx already carries. The client adds them to the duration
+// attributes ctx already carries; an attribute whose key ctx carries
+// already replaces it, so layers that each name the orchestration (the
+// runtime, the provider) never report it twice. The client adds them to the duration
 // and request-charge points (and request spans) of every operation made
 // with the returned context, so that a caller can tell apart what its own
 // work cost: the RU of each orchestration name, say.
@@ -25,7 +27,12 @@ func ContextWithMetricAttributes(ctx context.Context, attrs ...slog.Attr) contex
 	// A fresh slice: contexts derived from ctx must not share an array
 	// that another append could write.
 	all := make([]slog.Attr, 0, len(have)+len(attrs))
-	all = append(append(all, have...), attrs...)
+	for _, a := range have {
+		if !hasKey(attrs, a.Key) {
+			all = append(all, a)
+		}
+	}
+	all = append(all, attrs...)
 	return context.WithValue(ctx, metricAttributesKey{}, all)
 }
 
@@ -34,4 +41,13 @@ func ContextWithMetricAttributes(ctx context.Context, attrs ...slog.Attr) contex
 func metricAttributes(ctx context.Context) []slog.Attr {
 	attrs, _ := ctx.Value(metricAttributesKey{}).([]slog.Attr)
 	return attrs
+}
+
+func hasKey(attrs []slog.Attr, key string) bool {
+	for _, a := range attrs {
+		if a.Key == key {
+			return true
+		}
+	}
+	return false
 }

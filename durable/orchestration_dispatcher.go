@@ -41,7 +41,10 @@ func (r *Runtime) handleOrchestrationItem(item *cdb.OrchestrationItem, token str
 // under. It is made per turn, with the orchestration's name, so that what
 // a turn's Cosmos DB requests are labelled with is decided in one place.
 func (r *Runtime) turnContext(name string) context.Context {
-	return r.workCtx
+	if name == "" {
+		return r.workCtx
+	}
+	return cdb.ContextWithMetricAttributes(r.workCtx, slog.String(attrOrchestrationName, name))
 }
 
 // turnLog is the logger of a turn's records: each carries the instance,

@@ -15,100 +15,8 @@ import (
 
 	"github.com/duroxide-go/cdb"
 	"github.com/duroxide-go/cdb/internal/memprovider"
+	"github.com/duroxide-go/cdb/telemetrytest"
 )
-
-// recordingMeter is a cdb.Meter that keeps every point, for asserting
-// what the runtime records. (The root module's telemetrytest.Recorder does
-// the same; it is not on this branch yet.)
-type recordingMeter struct {
-	mu          sync.Mutex
-	instruments map[string]*recordedInstrument
-}
-
-type recordedInstrument struct {
-	meter            *recordingMeter
-	kind, name, unit string
-	points           []recordedPoint
-}
-
-type recordedPoint struct {
-	value float64
-	attrs map[string]string
-}
-
-func newRecordingMeter() *recordingMeter {
-	return &recordingMeter{instruments: map[string]*recordedInstrument{}}
-}
-
-func (m *recordingMeter) instrument(kind, name, unit string) *recordedInstrument {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	i := &recordedInstrument{meter: m, kind: kind, name: name, unit: unit}
-	m.instruments[name] = i
-	return i
-}
-
-func (m *recordingMeter) Counter(name, unit, _ string) cdb.Counter {
-	return m.instrument("counter", name, unit)
-}
-
-func (m *recordingMeter) Histogram(name, unit, _ string) cdb.Histogram {
-	return m.instrument("histogram", name, unit)
-}
-
-func (m *recordingMeter) Gauge(name, unit, _ string) cdb.Gauge {
-	return m.instrument("gauge", name, unit)
-}
-
-func (i *recordedInstrument) Add(_ context.Context, v float64, attrs ...slog.Attr) {
-	i.record(v, attrs)
-}
-
-func (i *recordedInstrument) Record(_ context.Context, v float64, attrs ...slog.Attr) {
-	i.record(v, attrs)
-}
-
-func (i *recordedInstrument) record(v float64, attrs []slog.Attr) {
-	p := recordedPoint{value: v, attrs: map[string]string{}}
-	for _, a := range attrs {
-		p.attrs[a.Key] = a.Value.String()
-	}
-	i.meter.mu.Lock()
-	defer i.meter.mu.Unlock()
-	i.points = append(i.points, p)
-}
-
-// points are the points of the instrument name whose attributes include
-// every one of match.
-func (m *recordingMeter) points(name string, match map[string]string) []recordedPoint {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []recordedPoint
-	for _, p := range m.instruments[name].points {
-		if includes(p.attrs, match) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// sum adds the values of points.
-func (m *recordingMeter) sum(name string, match map[string]string) float64 {
-	total := 0.0
-	for _, p := range m.points(name, match) {
-		total += p.value
-	}
-	return total
-}
-
-func includes(attrs, match map[string]string) bool {
-	for k, v := range match {
-		if attrs[k] != v {
-			return false
-		}
-	}
-	return true
-}
 
 // withMeter runs a harness's runtime reporting to meter.
 func withMeter(meter cdb.Meter) func(*Options) {
@@ -131,7 +39,7 @@ func (h *harness) stop() {
 }
 
 func TestTelemetryInstrumentsHaveTheirNamesKindsAndUnits(t *testing.T) {
-	meter := newRecordingMeter()
+	meter := telemetrytest.NewRecorder()
 	h := newMemoryHarness(t)
 	h.run(withMeter(meter))
 	want := map[string][2]string{
@@ -148,16 +56,14 @@ func TestTelemetryInstrumentsHaveTheirNamesKindsAndUnits(t *testing.T) {
 		"durable.poison":                      {"counter", "{item}"},
 	}
 	got := map[string][2]string{}
-	meter.mu.Lock()
-	for name, i := range meter.instruments {
-		got[name] = [2]string{i.kind, i.unit}
+	for _, i := range meter.Instruments() {
+		got[i.Name] = [2]string{string(i.Kind), i.Unit}
 	}
-	meter.mu.Unlock()
 	assert.Equal(t, want, got)
 }
 
 func TestTelemetryReportsASampleOrchestration(t *testing.T) {
-	meter := newRecordingMeter()
+	meter := telemetrytest.NewRecorder()
 	h := newMemoryHarness(t)
 	var charges atomic.Int32
 	h.activity("Charge", func(ActivityContext, string) (string, error) {
@@ -185,54 +91,54 @@ func TestTelemetryReportsASampleOrchestration(t *testing.T) {
 	assert.Equal(t, "shipped book", h.completed("order-1"))
 	h.stop()
 
-	order := map[string]string{"durable.orchestration.name": "Order", "durable.orchestration.version": "1.0.0"}
-	notify := map[string]string{"durable.orchestration.name": "Notify", "durable.orchestration.version": "1.0.0"}
-	assert.Equal(t, 2.0, meter.sum("durable.orchestration.starts", nil))
-	assert.Equal(t, 1.0, meter.sum("durable.orchestration.starts", with(order, "durable.orchestration.initiated_by", "client")))
-	assert.Equal(t, 1.0, meter.sum("durable.orchestration.starts", with(notify, "durable.orchestration.initiated_by", "parent")))
-	assert.Equal(t, 2.0, meter.sum("durable.orchestration.completions", nil))
-	assert.Equal(t, 1.0, meter.sum("durable.orchestration.completions", with(order, "durable.orchestration.status", "completed")))
-	assert.Equal(t, 1.0, meter.sum("durable.orchestration.completions", with(notify, "durable.orchestration.status", "completed")))
-	assert.Empty(t, meter.points("durable.orchestration.failures", nil))
+	order := map[string]any{"durable.orchestration.name": "Order", "durable.orchestration.version": "1.0.0"}
+	notify := map[string]any{"durable.orchestration.name": "Notify", "durable.orchestration.version": "1.0.0"}
+	assert.Equal(t, 2.0, meter.Sum("durable.orchestration.starts", nil))
+	assert.Equal(t, 1.0, meter.Sum("durable.orchestration.starts", with(order, "durable.orchestration.initiated_by", "client")))
+	assert.Equal(t, 1.0, meter.Sum("durable.orchestration.starts", with(notify, "durable.orchestration.initiated_by", "parent")))
+	assert.Equal(t, 2.0, meter.Sum("durable.orchestration.completions", nil))
+	assert.Equal(t, 1.0, meter.Sum("durable.orchestration.completions", with(order, "durable.orchestration.status", "completed")))
+	assert.Equal(t, 1.0, meter.Sum("durable.orchestration.completions", with(notify, "durable.orchestration.status", "completed")))
+	assert.Empty(t, meter.Points("durable.orchestration.failures", nil))
 
-	durations := meter.points("durable.orchestration.duration", nil)
+	durations := meter.Points("durable.orchestration.duration", nil)
 	require.Len(t, durations, 2)
-	assert.Greater(t, meter.sum("durable.orchestration.duration", order), 0.0, "Order waited for a timer")
+	assert.Greater(t, meter.Sum("durable.orchestration.duration", order), 0.0, "Order waited for a timer")
 
 	// Order: its start, the failed charge, the retry's wait, the charge,
 	// the timer, the child's result; Notify: its start, the shipment.
-	assert.GreaterOrEqual(t, meter.sum("durable.orchestration.turns",
-		map[string]string{"durable.orchestration.name": "Order", "durable.orchestration.turn.outcome": "committed"}), 6.0)
-	assert.GreaterOrEqual(t, meter.sum("durable.orchestration.turns",
-		map[string]string{"durable.orchestration.name": "Notify", "durable.orchestration.turn.outcome": "committed"}), 2.0)
-	assert.Equal(t, meter.sum("durable.orchestration.turns", nil), float64(len(meter.points("durable.orchestration.turn.duration", nil))))
-	for _, p := range meter.points("durable.orchestration.turn.duration", nil) {
-		assert.Greater(t, p.value, 0.0)
+	assert.GreaterOrEqual(t, meter.Sum("durable.orchestration.turns",
+		map[string]any{"durable.orchestration.name": "Order", "durable.orchestration.turn.outcome": "committed"}), 6.0)
+	assert.GreaterOrEqual(t, meter.Sum("durable.orchestration.turns",
+		map[string]any{"durable.orchestration.name": "Notify", "durable.orchestration.turn.outcome": "committed"}), 2.0)
+	assert.Equal(t, meter.Sum("durable.orchestration.turns", nil), float64(len(meter.Points("durable.orchestration.turn.duration", nil))))
+	for _, p := range meter.Points("durable.orchestration.turn.duration", nil) {
+		assert.Greater(t, p.Value, 0.0)
 	}
-	sizes := meter.points("durable.orchestration.history.size", map[string]string{"durable.orchestration.name": "Order"})
+	sizes := meter.Points("durable.orchestration.history.size", map[string]any{"durable.orchestration.name": "Order"})
 	require.NotEmpty(t, sizes)
 	for i := 1; i < len(sizes); i++ {
-		assert.Greater(t, sizes[i].value, sizes[i-1].value, "each committed turn of Order adds events")
+		assert.Greater(t, sizes[i].Value, sizes[i-1].Value, "each committed turn of Order adds events")
 	}
 
-	charge := map[string]string{"durable.activity.name": "Charge", "durable.activity.attempt": "1"}
-	assert.Equal(t, 1.0, meter.sum("durable.activity.executions", with(charge, "durable.activity.outcome", "failed")))
-	assert.Equal(t, 1.0, meter.sum("durable.activity.executions", with(charge, "durable.activity.outcome", "completed")))
-	assert.Equal(t, 1.0, meter.sum("durable.activity.executions",
-		map[string]string{"durable.activity.name": "Ship", "durable.activity.outcome": "completed", "durable.activity.attempt": "1"}))
-	assert.Equal(t, 3.0, meter.sum("durable.activity.executions", nil))
-	activityDurations := meter.points("durable.activity.duration", nil)
+	charge := map[string]any{"durable.activity.name": "Charge", "durable.activity.attempt": "1"}
+	assert.Equal(t, 1.0, meter.Sum("durable.activity.executions", with(charge, "durable.activity.outcome", "failed")))
+	assert.Equal(t, 1.0, meter.Sum("durable.activity.executions", with(charge, "durable.activity.outcome", "completed")))
+	assert.Equal(t, 1.0, meter.Sum("durable.activity.executions",
+		map[string]any{"durable.activity.name": "Ship", "durable.activity.outcome": "completed", "durable.activity.attempt": "1"}))
+	assert.Equal(t, 3.0, meter.Sum("durable.activity.executions", nil))
+	activityDurations := meter.Points("durable.activity.duration", nil)
 	require.Len(t, activityDurations, 3)
 	for _, p := range activityDurations {
-		assert.Greater(t, p.value, 0.0)
-		assert.Contains(t, []string{"completed", "failed"}, p.attrs["durable.activity.outcome"])
+		assert.Greater(t, p.Value, 0.0)
+		assert.Contains(t, []string{"completed", "failed"}, p.Attributes()["durable.activity.outcome"])
 	}
-	assert.Empty(t, meter.points("durable.poison", nil))
-	assert.Empty(t, meter.points("durable.orchestration.parked", nil))
+	assert.Empty(t, meter.Points("durable.poison", nil))
+	assert.Empty(t, meter.Points("durable.orchestration.parked", nil))
 }
 
 func TestTelemetryCountsFailuresByKind(t *testing.T) {
-	meter := newRecordingMeter()
+	meter := telemetrytest.NewRecorder()
 	h := newMemoryHarness(t)
 	h.orchestration("Fails", func(*OrchestrationContext, string) (string, error) {
 		return "", errors.New("out of stock")
@@ -250,24 +156,24 @@ func TestTelemetryCountsFailuresByKind(t *testing.T) {
 	h.stop()
 
 	failures := func(name, errorType string) float64 {
-		return meter.sum("durable.orchestration.failures",
-			map[string]string{"durable.orchestration.name": name, "error.type": errorType})
+		return meter.Sum("durable.orchestration.failures",
+			map[string]any{"durable.orchestration.name": name, "error.type": errorType})
 	}
 	assert.Equal(t, 1.0, failures("Fails", "application"))
 	assert.Equal(t, 1.0, failures("CallsMissing", "unregistered"), "a not-registered error passed on keeps its kind")
 	assert.Equal(t, 1.0, failures("Misspelled", "unregistered"))
-	assert.Equal(t, 3.0, meter.sum("durable.orchestration.failures", nil))
-	assert.Equal(t, 3.0, meter.sum("durable.orchestration.completions", map[string]string{"durable.orchestration.status": "failed"}))
-	assert.Equal(t, 1.0, meter.sum("durable.orchestration.starts",
-		map[string]string{"durable.orchestration.name": "Misspelled", "durable.orchestration.initiated_by": "client"}),
+	assert.Equal(t, 3.0, meter.Sum("durable.orchestration.failures", nil))
+	assert.Equal(t, 3.0, meter.Sum("durable.orchestration.completions", map[string]any{"durable.orchestration.status": "failed"}))
+	assert.Equal(t, 1.0, meter.Sum("durable.orchestration.starts",
+		map[string]any{"durable.orchestration.name": "Misspelled", "durable.orchestration.initiated_by": "client"}),
 		"the failure of an unregistered orchestration records its start")
-	assert.Equal(t, 1.0, meter.sum("durable.activity.executions",
-		map[string]string{"durable.activity.name": "Missing", "durable.activity.outcome": "not_registered", "durable.activity.attempt": "1"}))
-	assert.Empty(t, meter.points("durable.activity.duration", nil), "no handler ran")
+	assert.Equal(t, 1.0, meter.Sum("durable.activity.executions",
+		map[string]any{"durable.activity.name": "Missing", "durable.activity.outcome": "not_registered", "durable.activity.attempt": "1"}))
+	assert.Empty(t, meter.Points("durable.activity.duration", nil), "no handler ran")
 }
 
 func TestTelemetryCountsParkedTurns(t *testing.T) {
-	meter := newRecordingMeter()
+	meter := telemetrytest.NewRecorder()
 	p := memprovider.New(memprovider.Options{LongPolling: true})
 	t.Cleanup(func() { _ = p.Close() })
 	waitingForApproval(t, p, "order")
@@ -276,16 +182,16 @@ func TestTelemetryCountsParkedTurns(t *testing.T) {
 	waitParked(t, changed.rt, "order", 2)
 	changed.stop()
 
-	parked := meter.sum("durable.orchestration.parked",
-		map[string]string{"durable.orchestration.name": "Order", "durable.orchestration.version": "1.0.0"})
+	parked := meter.Sum("durable.orchestration.parked",
+		map[string]any{"durable.orchestration.name": "Order", "durable.orchestration.version": "1.0.0"})
 	assert.GreaterOrEqual(t, parked, 2.0)
-	assert.Equal(t, parked, meter.sum("durable.orchestration.turns",
-		map[string]string{"durable.orchestration.name": "Order", "durable.orchestration.turn.outcome": "parked"}))
-	assert.Empty(t, meter.points("durable.orchestration.completions", nil), "a parked instance keeps running")
+	assert.Equal(t, parked, meter.Sum("durable.orchestration.turns",
+		map[string]any{"durable.orchestration.name": "Order", "durable.orchestration.turn.outcome": "parked"}))
+	assert.Empty(t, meter.Points("durable.orchestration.completions", nil), "a parked instance keeps running")
 }
 
 func TestTelemetryCountsContinueAsNewAndCancellation(t *testing.T) {
-	meter := newRecordingMeter()
+	meter := telemetrytest.NewRecorder()
 	h := newMemoryHarness(t)
 	h.orchestration("Loop", func(ctx *OrchestrationContext, input string) (string, error) {
 		if input == "" {
@@ -305,21 +211,21 @@ func TestTelemetryCountsContinueAsNewAndCancellation(t *testing.T) {
 	assert.Equal(t, StateFailed, h.wait("waits-1").State)
 	h.stop()
 
-	loop := map[string]string{"durable.orchestration.name": "Loop"}
-	assert.Equal(t, 1.0, meter.sum("durable.orchestration.starts", with(loop, "durable.orchestration.initiated_by", "client")))
-	assert.Equal(t, 1.0, meter.sum("durable.orchestration.starts", with(loop, "durable.orchestration.initiated_by", "continue_as_new")))
-	assert.Equal(t, 1.0, meter.sum("durable.orchestration.completions", with(loop, "durable.orchestration.status", "continued_as_new")))
-	assert.Equal(t, 1.0, meter.sum("durable.orchestration.completions", with(loop, "durable.orchestration.status", "completed")))
-	assert.Len(t, meter.points("durable.orchestration.duration", loop), 2, "each execution has its duration")
-	assert.Equal(t, 1.0, meter.sum("durable.orchestration.completions",
-		map[string]string{"durable.orchestration.name": "Waits", "durable.orchestration.status": "canceled"}))
-	assert.Empty(t, meter.points("durable.orchestration.failures", nil), "a cancellation is not a failure")
+	loop := map[string]any{"durable.orchestration.name": "Loop"}
+	assert.Equal(t, 1.0, meter.Sum("durable.orchestration.starts", with(loop, "durable.orchestration.initiated_by", "client")))
+	assert.Equal(t, 1.0, meter.Sum("durable.orchestration.starts", with(loop, "durable.orchestration.initiated_by", "continue_as_new")))
+	assert.Equal(t, 1.0, meter.Sum("durable.orchestration.completions", with(loop, "durable.orchestration.status", "continued_as_new")))
+	assert.Equal(t, 1.0, meter.Sum("durable.orchestration.completions", with(loop, "durable.orchestration.status", "completed")))
+	assert.Len(t, meter.Points("durable.orchestration.duration", loop), 2, "each execution has its duration")
+	assert.Equal(t, 1.0, meter.Sum("durable.orchestration.completions",
+		map[string]any{"durable.orchestration.name": "Waits", "durable.orchestration.status": "canceled"}))
+	assert.Empty(t, meter.Points("durable.orchestration.failures", nil), "a cancellation is not a failure")
 }
 
 // A turn's and an activity's log records carry the instance, the
 // execution and the orchestration's or activity's name, as duroxide's do.
 func TestTelemetryLogRecordsCarryCorrelationKeys(t *testing.T) {
-	logs := &recordCollector{mu: &sync.Mutex{}, records: &[]map[string]string{}}
+	logs := &recordCollector{mu: &sync.Mutex{}, records: &[]map[string]any{}}
 	h := newMemoryHarness(t)
 	h.orchestration("CallsMissing", func(ctx *OrchestrationContext, _ string) (string, error) {
 		return ctx.ScheduleActivity("Missing", "").Await()
@@ -334,9 +240,9 @@ func TestTelemetryLogRecordsCarryCorrelationKeys(t *testing.T) {
 	h.wait("misspelled-1")
 	h.stop()
 
-	assert.Contains(t, logs.all(), map[string]string{"msg": "activity not registered; failing it",
+	assert.Contains(t, logs.all(), map[string]any{"msg": "activity not registered; failing it",
 		"instance": "calls-missing-1", "execution_id": "1", "activity": "Missing"}, "an activity's record")
-	assert.Contains(t, logs.all(), map[string]string{"msg": "orchestration not registered; failing the instance",
+	assert.Contains(t, logs.all(), map[string]any{"msg": "orchestration not registered; failing the instance",
 		"instance": "misspelled-1", "execution_id": "1", "orchestration": "Misspelled"}, "a turn's record")
 }
 
@@ -344,13 +250,13 @@ func TestTelemetryLogRecordsCarryCorrelationKeys(t *testing.T) {
 type recordCollector struct {
 	with    []slog.Attr
 	mu      *sync.Mutex
-	records *[]map[string]string
+	records *[]map[string]any
 }
 
 func (c *recordCollector) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
 
 func (c *recordCollector) Handle(_ context.Context, r slog.Record) error {
-	kept := map[string]string{"msg": r.Message}
+	kept := map[string]any{"msg": r.Message}
 	for _, a := range c.with {
 		if slices.Contains([]string{"instance", "execution_id", "orchestration", "activity"}, a.Key) {
 			kept[a.Key] = a.Value.String()
@@ -368,7 +274,7 @@ func (c *recordCollector) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (c *recordCollector) WithGroup(string) slog.Handler { return c }
 
-func (c *recordCollector) all() []map[string]string {
+func (c *recordCollector) all() []map[string]any {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(*c.records)
@@ -415,10 +321,37 @@ func TestMetricStatusOfACancellationIsCanceledNotAFailure(t *testing.T) {
 }
 
 // with is match plus one attribute.
-func with(match map[string]string, key, value string) map[string]string {
-	out := map[string]string{key: value}
+func with(match map[string]any, key, value string) map[string]any {
+	out := map[string]any{key: value}
 	for k, v := range match {
 		out[k] = v
 	}
 	return out
+}
+
+// A turn's Cosmos DB requests carry the orchestration's name, so the
+// client's request charge can be summed per orchestration.
+func TestTelemetryAttributesATurnsRequestChargeToItsOrchestration(t *testing.T) {
+	rec := telemetrytest.NewRecorder()
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	client, err := cdb.NewClient(acct.Endpoint(), cdb.ClientOptions{Key: acct.Key(), Transport: acct.Transport(),
+		Telemetry: cdb.Telemetry{Meter: rec}})
+	require.NoError(t, err)
+	p, err := cdb.NewProvider(context.Background(), cdb.Config{Client: client, PollInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	h := newHarness(t, p)
+	h.activity("Reserve", func(_ ActivityContext, in string) (string, error) { return in, nil })
+	h.orchestration("Order", func(ctx *OrchestrationContext, in string) (string, error) {
+		return ctx.ScheduleActivity("Reserve", in).Await()
+	})
+	h.run()
+	h.start("order-ru", "Order", "book")
+	assert.Equal(t, "book", h.completed("order-ru"))
+	h.stop()
+
+	const charge = "azure.cosmosdb.client.operation.request_charge"
+	acks := rec.Points(charge, map[string]any{"durable.orchestration.name": "Order", "db.operation.name": "ExecuteTransactionalBatch"})
+	assert.NotEmpty(t, acks, "the turn's ack batch is labelled with the orchestration")
+	assert.Greater(t, rec.Sum(charge, map[string]any{"durable.orchestration.name": "Order"}), 0.0)
 }

@@ -234,7 +234,7 @@ type instanceExists struct {
 }
 
 func (e instanceExists) Error() string {
-	return fmt.Sprintf("instance %q already exists (%s): nothing started; pass another -id, or -if-exists ignore to accept the existing one", e.id, e.status)
+	return takenBy(e.id, e.status) + ": nothing started; pass another -id, or -if-exists ignore to accept the existing one"
 }
 
 // usageError marks a mistake in the command line rather than a failure.

@@ -19,7 +19,9 @@ package cdb
 //     message is (one more read), and the id is taken;
 //   - recording no start, or one no longer queued: the id is free, and the
 //     start claims the document (If-Match on the version read) in one batch
-//     with its message, so of two starts racing for it one wins.
+//     with its message, so of two starts racing for it one wins. While a
+//     fetch holds the document's lock it waits a moment first: the claim
+//     would keep the fetch from giving its messages back.
 
 import (
 	"context"
@@ -84,6 +86,15 @@ func (p *CosmosProvider) startBesideLockDoc(ctx context.Context, op string, w st
 		case queued:
 			return refuse(op, fmt.Sprintf("a start of instance %q is queued", w.instance), ErrInstanceExists)
 		}
+		if round < maxSettleRounds-1 && lockHeld(inst, p.nowMs()) {
+			// A fetch holds the document, for messages that came before any
+			// start, for a moment only: a claim now would keep it from
+			// giving them back until its lock expires.
+			if err := waitToResend(ctx, round); err != nil {
+				return err
+			}
+			continue
+		}
 		claimed, sent, err := p.claimLockDoc(ctx, w, inst)
 		unknown = unknown || sent
 		if err != nil || claimed {
@@ -125,6 +136,11 @@ func (p *CosmosProvider) startQueued(ctx context.Context, w startWrite, inst *in
 		return false, fmt.Errorf("decode start message %s: %w", inst.StartMsg, err)
 	}
 	return head.Type == docMessage, nil // a consumed marker or a poison message starts nothing
+}
+
+// lockHeld says a fetch holds the instance document's lock at now (ms).
+func lockHeld(inst *instanceDoc, now int64) bool {
+	return inst.LockToken != "" && inst.LockedUntil > now
 }
 
 // claimLockDoc makes a lock document that records no queued start w's, in

@@ -221,3 +221,30 @@ func TestAStartWithACancelledContextEnqueuesNothing(t *testing.T) {
 	assert.NotErrorIs(t, err, cdb.ErrInstanceExists)
 	assert.Equal(t, 0, countDocs(t, p, "cancelled", "msg"))
 }
+
+// A start that finds a fetch holding the lock document of an id never
+// started waits a moment for it, then claims the document anyway: the
+// holder can no longer commit, and its messages come with the start once
+// its lock expires.
+func TestAStartClaimsALockDocumentAFetchHolds(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("held"), 0))
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, item, "the poke waits for its start")
+	clock.Advance(time.Minute) // past the wait for a start
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "the poke goes to the runtime, the lock document held")
+	require.Equal(t, "Unknown", item.OrchestrationName)
+
+	require.NoError(t, p.EnqueueStartIfAbsent(ctx, startOf("held")))
+	err = p.AckOrchestrationItem(ctx, token, item.ExecutionID, nil, nil, nil, cdb.ExecutionMetadata{}, nil)
+	require.ErrorIs(t, err, cdb.ErrInvalidLockToken, "the claim changed the document under the lock")
+
+	clock.Advance(time.Minute + time.Second) // the lock expires
+	fetchStart(t, p, "held", 2)
+}

@@ -236,6 +236,24 @@ type ParkRecorder interface {
 	ParkOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, reason string) error
 }
 
+// ExclusiveStarter is an optional capability of a Provider: enqueueing a
+// start only while its instance id is free, in the start's own write, so
+// that of two starts of one id racing each other exactly one is enqueued.
+// The id is taken by an instance (running, finished or continued as new,
+// until it is deleted) and by a start enqueued for it that no turn has
+// taken yet. The runtime's client uses it when the provider has it, and
+// reads the instance's status before enqueueing otherwise.
+type ExclusiveStarter interface {
+	// EnqueueStartIfAbsent enqueues start, visible now, as
+	// EnqueueForOrchestrator does, when its instance id is free; when it
+	// is taken it enqueues nothing and fails permanently with
+	// ErrInstanceExists. An instance being deleted is neither: the start
+	// fails as retryable, and succeeds once the deletion is done. A start
+	// whose first write applied but whose answer was lost is this start,
+	// not another: it succeeds.
+	EnqueueStartIfAbsent(ctx context.Context, start StartOrchestrationMessage) error
+}
+
 // MaxParkReasonBytes caps the reason a park records, so that a long
 // nondeterminism message never bloats the instance's document.
 const MaxParkReasonBytes = 4096

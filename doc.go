@@ -74,6 +74,9 @@
 //   - ErrInvalidLockToken: an ack, abandon or renewal whose lock token is
 //     unknown, already used, expired or taken over (for a work item: its
 //     activity was cancelled);
+//   - ErrInstanceExists: EnqueueStartIfAbsent (the optional ExclusiveStarter)
+//     of an instance id that is taken: an instance has it, or a start of it
+//     is queued;
 //   - ErrInstanceRunning: a deletion without force that meets a Running
 //     instance;
 //   - ErrOrphanedChild: DeleteInstancesAtomic that would leave a child

@@ -135,6 +135,12 @@ type instanceDoc struct {
 	// the instance (lives.go): what it sends its parent is addressed to that
 	// life, and what another life of the parent sends it is dropped.
 	ParentLife string `json:"parentLife,omitempty"`
+	// StartMsg is the id of the start message whose enqueue created the
+	// document (or claimed one a fetch created), so that a start whose
+	// answer was lost tells its own write from another start's
+	// (exclusive_start.go); empty on a document a fetch created, or one
+	// written before it was recorded.
+	StartMsg string `json:"startMsg,omitempty"`
 	// ReleasedAt is when a holder last gave the lock back without
 	// committing (an abandon), putting its batch back in the queue: a fetch
 	// whose candidate query ran before that saw those messages locked, and

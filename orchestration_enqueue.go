@@ -24,77 +24,108 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 	if err := validateInstanceID(op, instance); err != nil {
 		return err
 	}
-	id := "m|" + newLockToken("")
-	if _, ok := item.(StartOrchestrationMessage); !ok {
-		visibleAt, err := p.enqueueSequenced(ctx, item, id, delay)
+	start, ok := item.(StartOrchestrationMessage)
+	if !ok {
+		visibleAt, err := p.enqueueSequenced(ctx, item, "m|"+newLockToken(""), delay)
 		if err != nil {
 			return asOperation(op, err)
 		}
 		p.announceMessage(instancePartitionKey(instance), visibleAt)
 		return nil
 	}
+	w, err := p.newStartWrite(start, delay)
+	if err != nil {
+		return refuse(op, "", err)
+	}
+	if err := p.enqueueStart(ctx, w); err != nil {
+		return asOperation(op, err)
+	}
+	p.announceMessage(instancePartitionKey(instance), w.visibleAt)
+	return nil
+}
+
+// startWrite is a start message to write with its instance's lock
+// document.
+type startWrite struct {
+	instance  string
+	parent    *string // the parent the start names; nil for a root
+	id        string  // the message's id, which the lock document records
+	msg       []byte  // the message document
+	seq       int64
+	visibleAt time.Time
+}
+
+// newStartWrite encodes a start, visible after delay.
+func (p *CosmosProvider) newStartWrite(start StartOrchestrationMessage, delay time.Duration) (startWrite, error) {
+	id := "m|" + newLockToken("")
 	seq := p.nextSeq()
 	visibleAt := sequencedVisibleAt(seq, p.now(), delay)
 	at := dueAt(visibleAt.UnixMilli(), seq)
 	if delay <= 0 {
 		at = immediateAt(visibleAt.UnixMilli(), seq)
 	}
-	doc, err := p.newMessageDoc(item, id, at, p.ownWrites.messageWriter(at.visibleAt, pinnedTo(nil))) // a start: not pinned yet
+	doc, err := p.newMessageDoc(start, id, at, p.ownWrites.messageWriter(at.visibleAt, pinnedTo(nil))) // a start: not pinned yet
 	if err != nil {
-		return refuse(op, "", err)
+		return startWrite{}, err
 	}
-	if err := p.enqueueStart(ctx, instance, startParent(item), markedOnConsume(doc), seq); err != nil {
-		return asOperation(op, err)
-	}
-	p.announceMessage(instancePartitionKey(instance), visibleAt)
-	return nil
+	return startWrite{instance: start.Instance, parent: start.ParentInstance, id: id, msg: markedOnConsume(doc), seq: seq, visibleAt: visibleAt}, nil
 }
 
-// enqueueStart writes a start message together with the instance's lock
+// enqueueStart writes a start (createStart); when the lock document
+// exists already, the message is written alone and settled (settleStart).
+// The message's id is its own, so a lost response is resolved by sending
+// again: a 409 on the message after an unknown outcome is this write.
+func (p *CosmosProvider) enqueueStart(ctx context.Context, w startWrite) error {
+	taken, unknown, err := p.createStart(ctx, w)
+	if err != nil || !taken {
+		return err
+	}
+	if err := p.createOnce(ctx, partitionKey(w.instance), w.msg, unknown); err != nil {
+		return err
+	}
+	return p.settleStart(ctx, "EnqueueForOrchestrator", w.instance, w.msg)
+}
+
+// createStart writes a start message together with the instance's lock
 // document and the partition's sequencer (sequencer.go), so the instance's
 // first fetch can lock it with one patch and its first event is one
-// request too. The lock document has no name: the instance exists only
-// once an ack names it. When the lock document exists already, the message
-// is written alone; when only the sequencer does (events came first), the
-// start goes without it. The message's id is its own, so a lost response is
-// resolved by sending again: a 409 on the message after an unknown outcome
-// is this write.
-func (p *CosmosProvider) enqueueStart(ctx context.Context, instance string, parent *string, msg []byte, seq int64) error {
-	shell, err := p.newLockDoc(instance, parent)
+// request too. The lock document has no name (the instance exists only
+// once an ack names it) and records the message's id. When only the
+// sequencer exists (events came first), the start goes without it. taken
+// says the lock document exists already, so nothing was written; unknown,
+// that a send's outcome was unknown, so the lock document may be this
+// start's own.
+func (p *CosmosProvider) createStart(ctx context.Context, w startWrite) (taken, unknown bool, err error) {
+	shell, err := p.newLockDoc(w.instance, w.parent, w.id)
 	if err != nil {
-		return err
+		return false, false, err
 	}
-	sequencer, err := newSequencerDoc(instancePartitionKey(instance), seq)
+	sequencer, err := newSequencerDoc(instancePartitionKey(w.instance), w.seq)
 	if err != nil {
-		return err
+		return false, false, err
 	}
-	unknown := false
 	for _, withSequencer := range []bool{true, false} {
-		b := p.container.NewTransactionalBatch(partitionKey(instance))
+		b := p.container.NewTransactionalBatch(partitionKey(w.instance))
 		b.CreateItem(shell, nil)
 		if withSequencer {
 			b.CreateItem(sequencer, nil)
 		}
-		b.CreateItem(msg, nil)
+		b.CreateItem(w.msg, nil)
 		resp, sent, err := p.executeBatchOnce(ctx, b)
 		unknown = unknown || sent
-		if err != nil {
-			return err
-		}
 		switch {
+		case err != nil:
+			return false, unknown, err
 		case resp.Success:
-			return nil
+			return false, unknown, nil
 		case withSequencer && failedWithConflict(resp, 1):
 			continue
-		case !failedWithConflict(resp, 0):
-			return asOperation("EnqueueForOrchestrator", batchError(resp))
+		case failedWithConflict(resp, 0):
+			return true, unknown, nil
 		}
-		if err := p.createOnce(ctx, partitionKey(instance), msg, unknown); err != nil {
-			return err
-		}
-		return p.settleStart(ctx, "EnqueueForOrchestrator", instance, msg)
+		return false, unknown, batchError(resp)
 	}
-	return nil
+	return false, unknown, nil
 }
 
 // maxSettleRounds bounds the looks of one start's read-back.
@@ -142,7 +173,7 @@ func (p *CosmosProvider) settleStart(ctx context.Context, op, instance string, m
 // message into a partition a deletion swept to the end; false when another
 // writer created the instance document first.
 func (p *CosmosProvider) startAfterSweep(ctx context.Context, instance string, msg []byte) (bool, error) {
-	shell, err := p.newLockDoc(instance, startParentOfDoc(msg))
+	shell, err := p.newLockDoc(instance, startParentOfDoc(msg), messageID(msg))
 	if err != nil {
 		return false, err
 	}
@@ -159,27 +190,33 @@ func (p *CosmosProvider) startAfterSweep(ctx context.Context, instance string, m
 
 // takeBack deletes a start message written into a partition being deleted.
 func (p *CosmosProvider) takeBack(ctx context.Context, instance string, msg []byte) error {
-	var head struct {
-		ID string `json:"id"`
-	}
-	if err := json.Unmarshal(msg, &head); err != nil {
-		return err
-	}
-	if _, err := p.container.DeleteItem(ctx, partitionKey(instance), head.ID, nil); err != nil && !IsNotFound(err) {
+	if _, err := p.container.DeleteItem(ctx, partitionKey(instance), messageID(msg), nil); err != nil && !IsNotFound(err) {
 		return err
 	}
 	return nil
 }
 
+// messageID is the id of the message document msg, which this process
+// encoded ("" if it does not decode).
+func messageID(msg []byte) string {
+	var head struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(msg, &head) // an encoding of ours: it decodes
+	return head.ID
+}
+
 // newLockDoc is an unlocked instance document without a name, with a new
-// life. A child's names its parent (parent, nil for a root) before any turn
-// does, so a deletion of the parent's tree finds a child whose start was
-// delivered but not yet taken (deletion.go, adoptLateChildren).
-func (p *CosmosProvider) newLockDoc(instance string, parent *string) ([]byte, error) {
+// life, written with the start message startMsg. A child's names its
+// parent (parent, nil for a root) before any turn does, so a deletion of
+// the parent's tree finds a child whose start was delivered but not yet
+// taken (deletion.go, adoptLateChildren).
+func (p *CosmosProvider) newLockDoc(instance string, parent *string, startMsg string) ([]byte, error) {
 	now := p.nowMs()
 	return json.Marshal(instanceDoc{
 		ID: instanceDocID, PK: instancePartitionKey(instance), Type: docInstance, Instance: instance,
 		Slot: dispatchSlot(instance), CreatedAt: now, UpdatedAt: now, Life: newLockToken(""), Parent: parent,
+		StartMsg: startMsg,
 	})
 }
 

@@ -72,6 +72,12 @@ func TestErrorConditions(t *testing.T) {
 	providertest.RunModule(t, fakeFactory{}, providertest.ErrorConditions())
 }
 
+// TestExclusiveStarts runs providertest's module for the optional
+// cdb.ExclusiveStarter.
+func TestExclusiveStarts(t *testing.T) {
+	providertest.RunModule(t, fakeFactory{}, providertest.ExclusiveStarts())
+}
+
 // TestParkRecording runs providertest's module for the optional
 // cdb.ParkRecorder.
 func TestParkRecording(t *testing.T) {

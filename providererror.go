@@ -65,6 +65,9 @@ var (
 	// or taken over by another dispatcher; for a work item, also an
 	// activity cancelled meanwhile. The work it covered was not committed.
 	ErrInvalidLockToken = errors.New("invalid lock token")
+	// ErrInstanceExists: EnqueueStartIfAbsent (ExclusiveStarter) met an
+	// instance id that is taken, by an instance or by a start queued for it.
+	ErrInstanceExists = errors.New("instance exists")
 	// ErrInstanceRunning: a deletion without force met a Running instance.
 	ErrInstanceRunning = errors.New("instance is running")
 	// ErrOrphanedChild: an atomic deletion would leave a child instance

@@ -26,8 +26,8 @@ func NewClient(provider cdb.Provider) *Client { return &Client{provider: provide
 // says otherwise. The instance comes into being on its first turn. An
 // instance id that starts with "sub::" or contains "::sub::" is refused
 // with ErrInvalidInput: that marker belongs to generated child ids. An id
-// already taken is refused with an *InstanceExistsError, which matches
-// ErrInstanceExists, unless WithIfExists says otherwise.
+// already taken (see IfExists) is refused with an *InstanceExistsError,
+// which matches ErrInstanceExists, unless WithIfExists says otherwise.
 func (c *Client) StartOrchestration(ctx context.Context, instance, name, input string, opts ...StartOption) error {
 	var o startOptions
 	for _, opt := range opts {
@@ -44,11 +44,14 @@ func (c *Client) StartOrchestration(ctx context.Context, instance, name, input s
 			return fmt.Errorf("durable: start orchestration %q: %w", instance, err)
 		}
 	}
+	item := cdb.StartOrchestrationMessage{Instance: instance, Orchestration: name, Input: input,
+		Version: o.version, ExecutionID: cdb.InitialExecutionID}
+	if starter, ok := c.provider.(cdb.ExclusiveStarter); ok && o.ifExists != IfExistsEnqueue {
+		return c.startIfAbsent(ctx, starter, item, o.ifExists)
+	}
 	if done, err := c.checkInstanceFree(ctx, instance, o.ifExists); err != nil || done {
 		return err
 	}
-	item := cdb.StartOrchestrationMessage{Instance: instance, Orchestration: name, Input: input,
-		Version: o.version, ExecutionID: cdb.InitialExecutionID}
 	return c.enqueue(ctx, "start orchestration", item)
 }
 

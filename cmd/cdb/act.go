@@ -146,9 +146,10 @@ func runStart(ctx context.Context, argv []string, stdout, stderr io.Writer) erro
 }
 
 // start enqueues the start of instance r.id of the orchestration name,
-// unless the id is taken (the client refuses it with
-// durable.ErrInstanceExists): then it refuses (instanceExists) or, with
-// -if-exists ignore, says so on stderr and starts nothing.
+// unless the id is taken, by an instance or a queued start (the client
+// refuses it with durable.ErrInstanceExists): then it refuses
+// (instanceExists) or, with -if-exists ignore, says so on stderr and
+// starts nothing.
 func (r startRequest) start(ctx context.Context, client *durable.Client, name, input string, stderr io.Writer) (startJSON, error) {
 	result := startJSON{InstanceID: r.id, OrchestrationName: name, Enqueued: true}
 	if r.version != "" {
@@ -159,11 +160,11 @@ func (r startRequest) start(ctx context.Context, client *durable.Client, name, i
 	var exists *durable.InstanceExistsError
 	switch {
 	case errors.As(err, &exists) && r.ifExists == existsFail:
-		return startJSON{}, instanceExists{id: r.id, status: string(exists.Status.State)}
+		return startJSON{}, instanceExists{id: r.id, status: existingStatus(exists)}
 	case errors.As(err, &exists):
-		status := string(exists.Status.State)
+		status := existingStatus(exists)
 		result.Enqueued, result.ExistingStatus = false, &status
-		fmt.Fprintf(stderr, "cdb start: instance %q already exists (%s); nothing started\n", r.id, status)
+		fmt.Fprintf(stderr, "cdb start: %s; nothing started\n", takenBy(r.id, status))
 		return result, nil
 	case errors.Is(err, durable.ErrInvalidInput):
 		return startJSON{}, usageError{msg: err.Error()}
@@ -171,6 +172,26 @@ func (r startRequest) start(ctx context.Context, client *durable.Client, name, i
 		return startJSON{}, err
 	}
 	return result, nil
+}
+
+// queuedStatus is the status of an id taken by a start whose first turn
+// has not run, which the store counts as taken (cdb.ExclusiveStarter).
+const queuedStatus = "Queued"
+
+// existingStatus is the status of what holds a taken id.
+func existingStatus(exists *durable.InstanceExistsError) string {
+	if exists.Status.State == durable.StateNotFound {
+		return queuedStatus
+	}
+	return string(exists.Status.State)
+}
+
+// takenBy says what holds id.
+func takenBy(id, status string) string {
+	if status == queuedStatus {
+		return fmt.Sprintf("instance %q is taken: a start of it is queued", id)
+	}
+	return fmt.Sprintf("instance %q already exists (%s)", id, status)
 }
 
 // findInstance reads an instance's info; found is false only when the

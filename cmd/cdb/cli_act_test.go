@@ -92,6 +92,18 @@ func TestBinaryStartRefusesAnExistingInstanceWithExitCode3(t *testing.T) {
 		"orchestration_version": nil, "enqueued": false, "existing_status": "Running"}, started)
 	_, messages = fx.queued(t)
 	assert.Empty(t, messages, "ignore enqueues nothing either")
+
+	code, _, stderr = cli(append([]string{"start", "TestOrch", "-id", "queued"}, conn...)...).run(t)
+	require.Equal(t, 0, code, stderr)
+	code, _, stderr = cli(append([]string{"start", "TestOrch", "-id", "queued"}, conn...)...).run(t)
+	assert.Equal(t, 3, code, "a queued start takes its id")
+	assert.Equal(t, `cdb start: instance "queued" is taken: a start of it is queued: nothing started; pass another -id, or -if-exists ignore to accept the existing one`+"\n", stderr)
+	code, stdout, stderr = cli(append([]string{"start", "TestOrch", "-id", "queued", "-if-exists", "ignore", "-o", "json"}, conn...)...).run(t)
+	require.Equal(t, 0, code, stderr)
+	require.NoError(t, json.Unmarshal([]byte(stdout), &started), stdout)
+	assert.Equal(t, "Queued", started["existing_status"])
+	_, messages = fx.queued(t)
+	assert.Len(t, messages, 1, "one start queued")
 }
 
 func TestBinaryStartRefusesBadArgumentsAsUsageErrors(t *testing.T) {

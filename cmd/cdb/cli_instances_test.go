@@ -240,5 +240,5 @@ func TestBinaryHelpSaysWhatIsFilteredWhere(t *testing.T) {
 	code, stdout, _ = cli("help", "start").run(t)
 	require.Equal(t, 0, code)
 	assert.Contains(t, stdout, "a taken id exits with code 3")
-	assert.Contains(t, stdout, "a start still\nqueued is not seen")
+	assert.Contains(t, stdout, "a start still queued (reported as Queued)")
 }

@@ -45,9 +45,8 @@ func commands() []command {
 				"names the -after of the next page."},
 		{name: "show", args: "INSTANCE", summary: "show an instance: info, executions, history timeline, custom status, KV", run: runShow},
 		{name: "start", args: "NAME", summary: "start an orchestration: enqueue its start for the application's runtime and print the instance id", run: runStart,
-			details: "The library's StartOrchestration does not say whether the id is taken, so cdb reads the instance\n" +
-				"first: a taken id exits with code 3. An instance exists once its first turn ran: a start still\n" +
-				"queued is not seen, and the runtime drops a second start of one id."},
+			details: "The store decides whether the id is taken, in the request that enqueues the start: an instance\n" +
+				"takes it, and so does a start still queued (reported as Queued); a taken id exits with code 3."},
 		{name: "raise", args: "INSTANCE EVENT [DATA]", summary: "raise an external event on an instance (-queue: put it on the instance's persistent queue)", run: runRaise},
 		{name: "cancel", args: "INSTANCE", summary: "request an instance's cancellation (it fails with \"canceled: REASON\", its children too)", run: runCancel},
 		{name: "metrics", summary: "system metrics and queue depths", run: runMetrics},
@@ -234,7 +233,7 @@ type instanceExists struct {
 }
 
 func (e instanceExists) Error() string {
-	return fmt.Sprintf("instance %q already exists (%s): nothing started; pass another -id, or -if-exists ignore to accept the existing one", e.id, e.status)
+	return takenBy(e.id, e.status) + ": nothing started; pass another -id, or -if-exists ignore to accept the existing one"
 }
 
 // usageError marks a mistake in the command line rather than a failure.

@@ -65,6 +65,10 @@
 //     the instance row (reason, since, count, retry time), reported by
 //     GetInstanceInfo until the next AckOrchestrationItem of the instance,
 //     as the Cosmos DB provider does.
+//   - It implements cdb.ExclusiveStarter, which duroxide has not: a start
+//     is queued only while no instance has its id (a row, or history) and
+//     no StartOrchestration of it is queued, checked and written under
+//     the mutex, as the Cosmos DB provider decides it in the start's batch.
 //   - AckOrchestrationItem stamps completed_at when it sets a status other
 //     than "Running" and clears it for "Running" (SQLite stamps it for any
 //     status).

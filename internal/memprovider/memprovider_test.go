@@ -56,3 +56,7 @@ func TestErrorConditions(t *testing.T) {
 func TestParkRecording(t *testing.T) {
 	providertest.RunModule(t, factory{}, providertest.ParkRecording())
 }
+
+func TestExclusiveStarts(t *testing.T) {
+	providertest.RunModule(t, factory{}, providertest.ExclusiveStarts())
+}

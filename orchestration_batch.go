@@ -232,12 +232,12 @@ func (p *CosmosProvider) setAsideUndecodable(ctx context.Context, lock *orchestr
 		b.PatchItem(instanceDocID, release, &TransactionalBatchItemOptions{IfMatch: &etag})
 	}
 	now := p.now()
-	poisoned := 0
+	var poisoned []queueDoc
 	for _, m := range bad {
 		ops := unlockOps()
 		if m.Attempts >= maxUndecodableAttempts {
 			ops.AppendSet("/type", docPoisonMessage)
-			poisoned++
+			poisoned = append(poisoned, m)
 		} else {
 			setDue(&ops, m, now.Add(undecodableDelay(m.Attempts)).UnixMilli())
 		}
@@ -250,12 +250,10 @@ func (p *CosmosProvider) setAsideUndecodable(ctx context.Context, lock *orchestr
 	if !resp.Success {
 		return errContended // another holder after an expiry; the next look sees
 	}
-	for _, m := range bad {
-		if m.Attempts >= maxUndecodableAttempts {
-			p.log.Error("cdb: set aside an orchestrator message that never decoded", "instance", m.Instance, "message", m.ID, "attempts", m.Attempts)
-		}
+	for _, m := range poisoned {
+		p.log.Error("cdb: set aside an orchestrator message that never decoded", "instance", m.Instance, "message", m.ID, "attempts", m.Attempts)
 	}
-	p.tel.poisoned(ctx, queueOrchestrator, poisoned)
+	p.tel.poisoned(ctx, queueOrchestrator, len(poisoned))
 	return nil
 }
 

@@ -143,8 +143,8 @@ func (p *CosmosProvider) runGauges(ctx context.Context, interval time.Duration) 
 
 // sampleGauges takes one sample within limit: a part that fails is logged
 // and skipped until the next interval, never retried here.
-func (p *CosmosProvider) sampleGauges(ctx context.Context, limit time.Duration) {
-	ctx, cancel := context.WithTimeout(ctx, limit)
+func (p *CosmosProvider) sampleGauges(parent context.Context, limit time.Duration) {
+	ctx, cancel := context.WithTimeout(parent, limit)
 	defer cancel()
 	for _, part := range []struct {
 		what   string
@@ -155,6 +155,9 @@ func (p *CosmosProvider) sampleGauges(ctx context.Context, limit time.Duration) 
 		{"held messages", p.sampleHeldMessages},
 	} {
 		if err := part.sample(ctx); err != nil {
+			if parent.Err() != nil {
+				return // Close: no failure to report
+			}
 			p.log.Debug("cdb: a gauge sample failed; skipped until the next interval", "gauges", part.what, "error", err)
 		}
 	}
@@ -244,7 +247,8 @@ func (p *CosmosProvider) ageOfMs(at *int64) float64 {
 
 // orchestrationLockLost counts an instance lock this process lost, once
 // however many of its holder's calls learn of it (a renewal, then the
-// ack, then the abandon). The caller holds lock.mu.
+// ack, then the abandon). The caller holds lock.mu, or is the fetch that
+// took the lock and has not handed it over yet.
 func (p *CosmosProvider) orchestrationLockLost(ctx context.Context, lock *orchestrationLock) {
 	if lock.lost {
 		return

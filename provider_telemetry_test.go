@@ -3,6 +3,9 @@ package cdb_test
 import (
 	"bytes"
 	"context"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,6 +177,47 @@ func TestTelemetryGaugeSamplingStopsAtClose(t *testing.T) {
 	assert.Empty(t, log.take(), "no request after Close")
 }
 
+// syncBuffer is a bytes.Buffer a logger and a test may share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A sample whose queries fail is logged at Debug and skipped until the next
+// interval: each part sends its one failing query once per interval, and
+// nothing is recorded for it.
+func TestTelemetryAFailingGaugeSampleIsLoggedAndSkipped(t *testing.T) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	var logs syncBuffer
+	rec := telemetrytest.NewRecorder()
+	log := logRequests(acct)
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 400, Match: isGaugeQuery})
+	start := time.Now()
+	p := newTelemetryProvider(t, acct, cdb.Telemetry{Meter: rec}, cdb.Config{ShortPolling: true, GaugeInterval: testGaugeInterval,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	require.Eventually(t, func() bool { return strings.Count(logs.String(), "a gauge sample failed") >= 6 }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, p.Close())
+	intervals := int(time.Since(start) / testGaugeInterval)
+
+	assert.Contains(t, logs.String(), "level=DEBUG msg=\"cdb: a gauge sample failed; skipped until the next interval\"")
+	assert.LessOrEqual(t, countMatching(log.take(), isGaugeQuery), 3*intervals, "one failing query per part and interval, no retry loop")
+	for _, name := range []string{"cdb.queue.depth", "cdb.outbox.backlog", "cdb.messages.held"} {
+		assert.Empty(t, rec.Points(name, nil), "%s: nothing recorded from a failed sample", name)
+	}
+}
+
 // An outbox whose delivery fails (an event a turn raised on another
 // instance, whose partition refuses writes for a while) shows in the
 // backlog with its age; its delivery, once the partition takes writes
@@ -281,6 +325,28 @@ func TestTelemetryALockLostIsCountedOnce(t *testing.T) {
 	assert.Equal(t, 1.0, rec.Sum("cdb.locks.lost", map[string]any{"cdb.lock.kind": "orchestration"}))
 	assert.Equal(t, 1.0, rec.Sum("cdb.locks.lost", map[string]any{"cdb.lock.kind": "work_item"}))
 	assert.Len(t, rec.Points("cdb.locks.lost", nil), 2, "one point per lost lock")
+}
+
+// A cancelled activity is no lost lock: the renewal that reads its
+// tombstone back tells the runtime, and counts nothing.
+func TestTelemetryACancelledActivityIsNoLostLock(t *testing.T) {
+	ctx := rulesContext(t)
+	rec := telemetrytest.NewRecorder()
+	p := newTelemetryProvider(t, cdb.NewFakeAccount(cdb.FakeAccountOptions{}), cdb.Telemetry{Meter: rec},
+		cdb.Config{ShortPolling: true, GaugeInterval: -1})
+	providertest.CreateInstance(ctx, t, p, "cancelling")
+	require.NoError(t, p.EnqueueForWorker(ctx, activity("cancelling", 2, "")))
+	act, workToken, _ := fetchWork(ctx, t, p, nil)
+	require.NotNil(t, act)
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("cancelling"), 0))
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, cdb.ExecutionMetadata{},
+		[]cdb.ScheduledActivityIdentifier{{Instance: "cancelling", ExecutionID: 1, ActivityID: 2}}))
+
+	require.ErrorIs(t, p.RenewWorkItemLock(ctx, workToken, time.Minute), cdb.ErrInvalidLockToken, "the runtime learns of the cancellation")
+	assert.Empty(t, rec.Points("cdb.locks.lost", nil))
 }
 
 // A lock that expires while its holder works is lost too: counted once, by

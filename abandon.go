@@ -19,6 +19,7 @@ func (p *CosmosProvider) AbandonOrchestrationItem(ctx context.Context, lockToken
 		return err
 	}
 	defer lock.mu.Unlock()
+	ctx = p.tel.withOrchestrationName(ctx, lock.inst.Name)
 	if err := p.writeAbandon(ctx, lock, delay, ignoreAttempt); err != nil {
 		return asOperation(op, err)
 	}
@@ -88,6 +89,7 @@ func (p *CosmosProvider) releaseBatch(ctx context.Context, op string, lock *orch
 	}
 	if !resp.Success {
 		if idx, err := resp.FailedOperation(); idx == 0 && IsPreconditionFailed(err) {
+			p.orchestrationLockLost(ctx, lock)
 			return refuse(op, "the lock expired and another dispatcher took the instance", ErrInvalidLockToken)
 		}
 		return asOperation(op, batchError(resp))

@@ -4,6 +4,7 @@ package cdb
 // batch; history too large for it is staged in expiring parts first.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -54,6 +55,7 @@ const maxCommitSqueeze = 4
 // returns, with lock.mu held; it lets go of it while planning.
 func (p *CosmosProvider) ackPlanned(ctx context.Context, op string, lock *orchestrationLock, squeeze int, executionID uint64, historyDelta []Event, workerItems, orchestratorItems []WorkItem, metadata ExecutionMetadata, cancelledActivities []ScheduledActivityIdentifier) error {
 	if p.nowMs() >= lock.lockedUntil.Load() {
+		p.orchestrationLockLost(ctx, lock)
 		return refuse(op, "Instance lock expired", ErrInvalidLockToken)
 	}
 	// Planning a large turn takes CPU time (seconds for megabytes on a
@@ -72,6 +74,9 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, op string, lock *orches
 	if lock.done {
 		return refuse(op, "Invalid lock token: the lock was acked or abandoned while the ack was planned", ErrInvalidLockToken)
 	}
+	// The plan's instance document names the orchestration, its first
+	// turn's too (from the metadata).
+	ctx = p.tel.withOrchestrationName(ctx, cmp.Or(plan.inst.Name, lock.inst.Name))
 	if len(plan.staged) > 0 {
 		// Staging a large turn takes requests of its own: keep the lock
 		// for it, so no other dispatcher takes the instance meanwhile and

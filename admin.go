@@ -175,31 +175,58 @@ func (p *CosmosProvider) GetHeldMessages(ctx context.Context) (HeldMessages, err
 // partition key range, and finds the lowest seq among them: its enqueue
 // time is the oldest's.
 func (p *CosmosProvider) countAndOldestPerRange(ctx context.Context, where string, params []QueryParameter) (uint64, *time.Time, error) {
-	byRange, err := p.container.QueryItemsPerRange(ctx, "SELECT COUNT(1) AS n, MIN(c.seq) AS oldest FROM c WHERE "+where, params, nil)
+	n, lowest, err := p.countAndMinPerRange(ctx, "c.seq", where, params)
+	if err != nil || lowest == nil {
+		return n, nil, err
+	}
+	oldest := time.UnixMicro(*lowest)
+	return n, &oldest, nil
+}
+
+// countAndMinPerRange counts the documents where says and finds the lowest
+// value of field (an integer path) among them: one COUNT and MIN query per
+// partition key range (the gateway refuses aggregates across partitions),
+// summed and compared here. lowest is nil when none matched.
+func (p *CosmosProvider) countAndMinPerRange(ctx context.Context, field, where string, params []QueryParameter) (n uint64, lowest *int64, err error) {
+	byRange, err := p.container.QueryItemsPerRange(ctx, "SELECT COUNT(1) AS n, MIN("+field+") AS lowest FROM c WHERE "+where, params, nil)
 	if err != nil {
 		return 0, nil, err
 	}
-	var total uint64
-	var oldest *time.Time
 	for _, res := range byRange {
 		for _, raw := range res.Items {
 			var row struct {
 				N      uint64 `json:"n"`
-				Oldest *int64 `json:"oldest"`
+				Lowest *int64 `json:"lowest"`
 			}
 			if err := json.Unmarshal(raw, &row); err != nil {
-				return 0, nil, fmt.Errorf("decode count and oldest: %w", err)
+				return 0, nil, fmt.Errorf("decode count and lowest %s: %w", field, err)
 			}
-			total += row.N
-			if row.N > 0 && row.Oldest != nil {
-				at := time.UnixMicro(*row.Oldest)
-				if oldest == nil || at.Before(*oldest) {
-					oldest = &at
-				}
+			n += row.N
+			if row.N > 0 && row.Lowest != nil && (lowest == nil || *row.Lowest < *lowest) {
+				lowest = row.Lowest
 			}
 		}
 	}
-	return total, oldest, nil
+	return n, lowest, nil
+}
+
+// queueBacklog counts the items of a queue (docType) a fetch could take
+// now, visible and unlocked, and finds the visibility time (ms) of the
+// oldest: one query per partition key range, on the range the queue index
+// serves. Unlike GetQueueDepths it leaves out what is not due yet (timers,
+// delayed retries, parked messages), which waits by design.
+func (p *CosmosProvider) queueBacklog(ctx context.Context, docType string) (uint64, *int64, error) {
+	now := p.nowMs()
+	return p.countAndMinPerRange(ctx, "c.visibleAt", "c.type = @type AND "+visibleCondition+" AND c.lockedUntil <= @now",
+		[]QueryParameter{{Name: "@type", Value: docType}, {Name: "@now", Value: now}, {Name: "@visible", Value: p.visibleHorizon(now)}})
+}
+
+// outboxBacklog counts the outbox documents still stored (not yet
+// delivered, or delivered and not yet deleted by their relay's next pass)
+// and finds the commit time (ms) of the oldest: one query per partition key
+// range.
+func (p *CosmosProvider) outboxBacklog(ctx context.Context) (uint64, *int64, error) {
+	return p.countAndMinPerRange(ctx, "c.createdAt", "c.type = @type", []QueryParameter{{Name: "@type", Value: docOutbox}})
 }
 
 // instanceRow is what listings and bulk operations need of an instance.

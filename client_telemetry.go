@@ -37,8 +37,9 @@ const (
 // its instruments, made once, and whether anything listens, so that a
 // client without telemetry builds no attributes at all.
 type clientTelemetry struct {
-	metrics bool // the meter records somewhere
-	spans   bool // a span per operation
+	metrics bool  // the meter records somewhere
+	spans   bool  // a span per operation
+	meter   Meter // for the provider on this client, which reports through it
 	tracer  Tracer
 
 	duration     Histogram
@@ -54,6 +55,7 @@ func newClientTelemetry(t Telemetry) clientTelemetry {
 	return clientTelemetry{
 		metrics: !noop,
 		spans:   tel.requestSpans,
+		meter:   m,
 		tracer:  tel.tracer,
 		duration: m.Histogram(metricOperationDuration, "s",
 			"Duration of Cosmos DB operations, their retries and the waits between them included."),

@@ -38,6 +38,7 @@ func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrat
 			if ok {
 				return false, nil // an earlier try, whose response was lost, committed
 			}
+			p.orchestrationLockLost(ctx, lock)
 			lock.done = true
 			p.orchLocks.remove(lock.token)
 			return false, refuse(op, "Instance lock expired: another dispatcher took the instance, or it was deleted", ErrInvalidLockToken)

@@ -72,6 +72,7 @@ type orchestrationLock struct {
 	messages    []queueDoc // the locked batch
 	state       *instanceState
 	done        bool // acked or abandoned
+	lost        bool // counted as lost (orchestrationLockLost)
 	// unparked says the fetch brought back every message parked in the
 	// partition (parking.go), so the ack's instance document drops
 	// parkedUntil.

@@ -232,11 +232,12 @@ func (p *CosmosProvider) setAsideUndecodable(ctx context.Context, lock *orchestr
 		b.PatchItem(instanceDocID, release, &TransactionalBatchItemOptions{IfMatch: &etag})
 	}
 	now := p.now()
+	var poisoned []queueDoc
 	for _, m := range bad {
 		ops := unlockOps()
 		if m.Attempts >= maxUndecodableAttempts {
 			ops.AppendSet("/type", docPoisonMessage)
-			p.log.Error("cdb: set aside an orchestrator message that never decoded", "instance", m.Instance, "message", m.ID, "attempts", m.Attempts)
+			poisoned = append(poisoned, m)
 		} else {
 			setDue(&ops, m, now.Add(undecodableDelay(m.Attempts)).UnixMilli())
 		}
@@ -249,6 +250,10 @@ func (p *CosmosProvider) setAsideUndecodable(ctx context.Context, lock *orchestr
 	if !resp.Success {
 		return errContended // another holder after an expiry; the next look sees
 	}
+	for _, m := range poisoned {
+		p.log.Error("cdb: set aside an orchestrator message that never decoded", "instance", m.Instance, "message", m.ID, "attempts", m.Attempts)
+	}
+	p.tel.poisoned(ctx, queueOrchestrator, len(poisoned))
 	return nil
 }
 

@@ -279,6 +279,9 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 	if err != nil {
 		return nil, err
 	}
+	// From here the instance document is in hand: what the turn's
+	// requests cost is the orchestration's.
+	ctx = p.tel.withOrchestrationName(ctx, t.inst.Name)
 	if t.items, t.attempts, err = p.takeDecodable(ctx, t.lock); err != nil {
 		return nil, err
 	}

@@ -510,6 +510,7 @@ func (r *relay) deliver(ctx context.Context, o *pendingOutbox) (deliveryResult, 
 		}
 		doc.Delivered = i + 1
 	}
+	r.p.tel.outboxDelivered(ctx)
 	r.p.orchSignal.notify()
 	r.p.workSignal.notify()
 	return resultDelivered, nil

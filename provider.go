@@ -33,6 +33,12 @@ type Config struct {
 
 	// Client, when set, is used instead of building one from Endpoint, Key
 	// and ClientOptions; FakeAccount.Client() gives one.
+	//
+	// The provider reports its own metrics (queue depths, the outbox
+	// backlog, held messages, lost locks, poison; ARCHITECTURE.md,
+	// Telemetry) through the Telemetry of the client it uses: Client's, or
+	// ClientOptions.Telemetry for the one it builds. One setting covers the
+	// requests and what they were for.
 	Client        *Client
 	ClientOptions ClientOptions
 
@@ -69,6 +75,15 @@ type Config struct {
 	ProcessLeases *ProcessLeaseOptions
 	// SkipBootstrap skips creating the database and container.
 	SkipBootstrap bool
+	// GaugeInterval is how often the gauges that need queries (queue
+	// depths and oldest ages, the outbox backlog, held messages) are
+	// sampled, by one goroutine, each sample bounded by the interval (at
+	// most 30s): 0 takes the default, 60s (duroxide's
+	// gauge_poll_interval); a negative value turns sampling off. A sample
+	// costs five queries per partition key range (ARCHITECTURE.md,
+	// Telemetry). Nothing is sampled, and nothing sent, unless the
+	// client's Telemetry has a Meter.
+	GaugeInterval time.Duration
 
 	Logger *slog.Logger
 	// Now is this machine's clock (default time.Now), the one its client
@@ -169,6 +184,9 @@ func (c Config) withDefaults() Config {
 	if c.AbandonedDeletionAge <= 0 {
 		c.AbandonedDeletionAge = time.Minute
 	}
+	if c.GaugeInterval == 0 {
+		c.GaugeInterval = defaultGaugeInterval
+	}
 	if c.Leases == nil && c.ProcessLeases == nil {
 		c.Leases = NewInMemoryLeaseProvider()
 	}
@@ -188,6 +206,7 @@ type CosmosProvider struct {
 	client    *Client
 	container *ContainerClient
 	log       *slog.Logger
+	tel       providerTelemetry // its own metrics, on its client's Meter
 
 	orchSignal *queueSignal
 	workSignal *queueSignal
@@ -289,6 +308,7 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		client:     client,
 		container:  container,
 		log:        cfg.Logger,
+		tel:        newProviderTelemetry(client.tel),
 		orchLocks:  newLockTable[*orchestrationLock](),
 		contended:  newContention(),
 		locking:    newClaimSet(),
@@ -331,6 +351,13 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		go func() {
 			defer p.done.Done()
 			p.watchIndexUpgrade(bg)
+		}()
+	}
+	if p.tel.on && cfg.GaugeInterval > 0 {
+		p.done.Add(1)
+		go func() {
+			defer p.done.Done()
+			p.runGauges(bg, cfg.GaugeInterval)
 		}()
 	}
 	return p, nil
@@ -421,7 +448,7 @@ func explainContainerRead(ctx context.Context, client *Client, cfg Config, err e
 	return fmt.Errorf("cdb: new provider: container %q in database %q not found: %s: %w", cfg.Container, cfg.Database, fix, err)
 }
 
-// Close stops the outbox relay and the wake timers. Undelivered effects stay
+// Close stops the outbox relay, the gauge sampling and the wake timers. Undelivered effects stay
 // in Cosmos DB for the next process's reconciler.
 func (p *CosmosProvider) Close() error {
 	p.closeOnce.Do(func() {

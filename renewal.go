@@ -25,12 +25,13 @@ func (p *CosmosProvider) RenewOrchestrationItemLock(ctx context.Context, lockTok
 		return err
 	}
 	defer lock.mu.Unlock()
-	return p.renewHeld(ctx, op, lock, extendFor)
+	return p.renewHeld(p.tel.withOrchestrationName(ctx, lock.inst.Name), op, lock, extendFor)
 }
 
 // renewHeld renews a lock whose mutex the caller holds.
 func (p *CosmosProvider) renewHeld(ctx context.Context, op string, lock *orchestrationLock, extendFor time.Duration) error {
 	if p.nowMs() >= lock.lockedUntil.Load() {
+		p.orchestrationLockLost(ctx, lock)
 		return refuse(op, "lock expired or released", ErrInvalidLockToken)
 	}
 	return p.extendLock(ctx, op, lock, extendFor)
@@ -54,6 +55,7 @@ func (p *CosmosProvider) extendLock(ctx context.Context, op string, lock *orches
 		case err != nil && !IsOutcomeUnknown(err):
 			return asOperation(op, err)
 		case err == nil && !instanceETagFailed(resp):
+			p.orchestrationLockLost(ctx, lock)
 			lock.done = true
 			p.orchLocks.remove(lockToken)
 			return refuse(op, "the lock was lost", ErrInvalidLockToken)
@@ -112,6 +114,7 @@ func instanceETagFailed(resp TransactionalBatchResponse) bool {
 // retryable: nothing says the lock is gone.
 func (p *CosmosProvider) readBackInstance(ctx context.Context, op string, lock *orchestrationLock, until int64) (applied bool, err error) {
 	lost := func() error {
+		p.orchestrationLockLost(ctx, lock)
 		lock.done = true
 		p.orchLocks.remove(lock.token)
 		return refuse(op, "the lock was lost", ErrInvalidLockToken)

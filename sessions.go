@@ -314,6 +314,9 @@ func (p *CosmosProvider) RenewSessionLock(ctx context.Context, ownerIDs []string
 			renewed++
 			p.sessions.owned(s.Session, s.Owner, until, now)
 		case IsPreconditionFailed(err) || IsNotFound(err):
+			// It was these owners' and locked when queried: it expired, or
+			// another owner took it, meanwhile.
+			p.tel.lockLost(ctx, lockKindSession)
 		default:
 			return renewed, asOperation(op, err)
 		}

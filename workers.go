@@ -345,6 +345,7 @@ func (p *CosmosProvider) setAsideUndecodableWork(ctx context.Context, lock *work
 	if doc.Attempts > undecodablePoisonAttempts {
 		err := p.AckWorkItem(ctx, lock.token, undecodablePoison(doc, cause))
 		if err == nil {
+			p.tel.poisoned(ctx, queueWorker, 1)
 			p.log.Error("worker item does not decode; failed its activity as poison", "item", doc.ID,
 				"instance", doc.Instance, "attempts", doc.Attempts, "error", cause)
 			return
@@ -402,7 +403,7 @@ func encodedActivityName(encoded string) string {
 
 // heldWork returns the lock for token if it is still this process's and
 // valid.
-func (p *CosmosProvider) heldWork(op, token string) (*workLock, error) {
+func (p *CosmosProvider) heldWork(ctx context.Context, op, token string) (*workLock, error) {
 	lock, ok := p.workLocks.get(token)
 	if !ok {
 		return nil, refuse(op, "unknown lock token: the work item was acked, abandoned or never fetched here", ErrInvalidLockToken)
@@ -416,6 +417,7 @@ func (p *CosmosProvider) heldWork(op, token string) (*workLock, error) {
 		lock.done = true
 		lock.mu.Unlock()
 		p.forgetWork(lock)
+		p.tel.lockLost(ctx, lockKindWorkItem)
 		return nil, refuse(op, "the work item's lock expired", ErrInvalidLockToken)
 	}
 	return lock, nil
@@ -445,7 +447,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 			completionDoc = doc
 		}
 	}
-	lock, err := p.heldWork(op, lockToken)
+	lock, err := p.heldWork(ctx, op, lockToken)
 	if err != nil {
 		return err
 	}
@@ -477,7 +479,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 	if !resp.Success {
 		idx, opErr := resp.FailedOperation()
 		if idx == 0 && missingOrChanged(opErr) {
-			return p.lostWork(op, lock)
+			return p.lostWork(ctx, op, lock)
 		}
 		return asOperation(op, opErr)
 	}
@@ -565,7 +567,7 @@ func documentFits(op, what string, body []byte) error {
 // replaced or locked by another fails the renewal for good.
 func (p *CosmosProvider) RenewWorkItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
 	const op = "RenewWorkItemLock"
-	lock, err := p.heldWork(op, lockToken)
+	lock, err := p.heldWork(ctx, op, lockToken)
 	if err != nil {
 		return err
 	}
@@ -622,7 +624,7 @@ func (p *CosmosProvider) knownETag(ctx context.Context, op string, lock *workLoc
 func (p *CosmosProvider) readBackWork(ctx context.Context, op string, lock *workLock, until int64) (applied bool, err error) {
 	resp, err := p.readLatest(ctx, NewPartitionKeyString(lock.pk), lock.doc.ID)
 	if IsNotFound(err) {
-		return false, p.lostWork(op, lock)
+		return false, p.lostWork(ctx, op, lock)
 	}
 	if err != nil {
 		lock.doc.ETag = ""
@@ -633,8 +635,11 @@ func (p *CosmosProvider) readBackWork(ctx context.Context, op string, lock *work
 		lock.doc.ETag = ""
 		return false, transient(op, "could not read the held work item back", err)
 	}
+	if doc.Type == docWorkGone {
+		return false, p.endWork(op, lock) // cancelled: the runtime's signal, no lock lost
+	}
 	if doc.Type != docWork || doc.LockToken != lock.token || doc.LockedUntil <= p.nowMs() {
-		return false, p.lostWork(op, lock)
+		return false, p.lostWork(ctx, op, lock)
 	}
 	lock.doc.ETag, lock.doc.LockedUntil, lock.lockedUntil = resp.ETag, doc.LockedUntil, doc.LockedUntil
 	return doc.LockedUntil == until, nil
@@ -646,9 +651,15 @@ func (p *CosmosProvider) forgetWork(lock *workLock) {
 	p.workClaims.forget(itemKey(lock.pk, lock.doc.ID))
 }
 
-// lostWork forgets a lock the item no longer honours and reports it: the
+// lostWork counts a lock the item no longer honours, and ends it.
+func (p *CosmosProvider) lostWork(ctx context.Context, op string, lock *workLock) error {
+	p.tel.lockLost(ctx, lockKindWorkItem)
+	return p.endWork(op, lock)
+}
+
+// endWork forgets a lock the item no longer honours and reports it: the
 // runtime's signal that the activity was cancelled.
-func (p *CosmosProvider) lostWork(op string, lock *workLock) error {
+func (p *CosmosProvider) endWork(op string, lock *workLock) error {
 	lock.done = true
 	p.forgetWork(lock)
 	return refuse(op, "the work item was cancelled or its lock was lost", ErrInvalidLockToken)
@@ -677,7 +688,7 @@ func (p *CosmosProvider) AbandonWorkItem(ctx context.Context, lockToken string, 
 	etag := lock.doc.ETag
 	_, err := p.container.PatchItem(ctx, NewPartitionKeyString(lock.pk), lock.doc.ID, ops, &ItemOptions{IfMatch: &etag})
 	if IsPreconditionFailed(err) || IsNotFound(err) {
-		return p.lostWork(op, lock)
+		return p.lostWork(ctx, op, lock)
 	}
 	if err != nil {
 		return asOperation(op, err)

@@ -1,0 +1,63 @@
+package cdb
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// A gauge sample costs five queries per partition key range (two for the
+// queues, one for the outbox, two for the held messages), whatever is
+// queued; the RU each costs on the in-memory account is logged, as
+// ARCHITECTURE.md (Telemetry) states it.
+func TestGaugeSampleCostsFiveQueriesPerPartitionKeyRange(t *testing.T) {
+	for _, ranges := range []int{1, 4} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		acct := NewFakeAccount(FakeAccountOptions{PartitionKeyRanges: ranges})
+		p, err := NewProvider(ctx, Config{Client: acct.Client(), ShortPolling: true, GaugeInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		for _, instance := range []string{"a", "b", "c"} {
+			if err := p.EnqueueForOrchestrator(ctx, StartOrchestrationMessage{Instance: instance, Orchestration: "O", Input: "{}", ExecutionID: InitialExecutionID}, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.EnqueueForWorker(ctx, ActivityExecuteMessage{Instance: instance, ExecutionID: 1, ID: 2, Name: "A", Input: "{}"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var requests int64
+		for _, part := range []struct {
+			name    string
+			queries int
+			sample  func(context.Context) error
+		}{
+			{"queues", 2, p.sampleQueues},
+			{"outbox", 1, p.sampleOutbox},
+			{"held messages", 2, p.sampleHeldMessages},
+		} {
+			before := p.client.Stats()
+			if err := part.sample(ctx); err != nil {
+				t.Fatalf("%s: %v", part.name, err)
+			}
+			after := p.client.Stats()
+			sent := after.Requests - before.Requests
+			requests += sent
+			if want := int64(part.queries * ranges); sent != want {
+				t.Errorf("%d ranges: the %s sample sent %d requests, want %d", ranges, part.name, sent, want)
+			}
+			t.Logf("%d ranges: %s: %d requests, %.2f RU (%.2f RU a query)", ranges, part.name, sent,
+				after.RequestCharge-before.RequestCharge, (after.RequestCharge-before.RequestCharge)/float64(sent))
+		}
+		before := p.client.Stats()
+		p.sampleLeaseSlots(ctx)
+		if sent := p.client.Stats().Requests - before.Requests; sent != 0 {
+			t.Errorf("the lease slots cost %d requests, want none", sent)
+		}
+		if want := int64(5 * ranges); requests != want {
+			t.Errorf("%d ranges: a sample sent %d requests, want %d", ranges, requests, want)
+		}
+	}
+}

@@ -96,15 +96,18 @@ func drawSettings(rng *rand.Rand, cfg Config, clock *simClock, r role, id string
 		s.provider.MaxMessagesPerTurn = 10
 	}
 	o := rt.Options{
-		OrchestrationConcurrency:  1 + rng.Intn(4),
-		WorkerConcurrency:         1 + rng.Intn(4),
-		MinPollInterval:           10 * time.Millisecond,
-		LongPollTimeout:           time.Duration(200+rng.Intn(800)) * time.Millisecond,
-		OrchestratorLockTimeout:   3 * time.Second,
-		WorkerLockTimeout:         3 * time.Second,
-		WorkerLockRenewalBuffer:   time.Second,
-		SessionLockTimeout:        2 * time.Second,
-		SessionLockRenewalBuffer:  500 * time.Millisecond,
+		OrchestrationConcurrency: 1 + rng.Intn(4),
+		WorkerConcurrency:        1 + rng.Intn(4),
+		MinPollInterval:          10 * time.Millisecond,
+		LongPollTimeout:          time.Duration(200+rng.Intn(800)) * time.Millisecond,
+		OrchestratorLockTimeout:  3 * time.Second,
+		WorkerLockTimeout:        3 * time.Second,
+		WorkerLockRenewalBuffer:  time.Second,
+		// A session lock outlasts a fetch's requests on this host: a claim
+		// whose lock ran out before its activity started would let the
+		// session move with no crash or fault to explain it.
+		SessionLockTimeout:        hostScaled(cfg, 2*time.Second),
+		SessionLockRenewalBuffer:  hostScaled(cfg, 500*time.Millisecond),
 		SessionIdleTimeout:        5 * time.Second,
 		SessionCleanupInterval:    2 * time.Second,
 		UnregisteredBackoffBase:   50 * time.Millisecond,
@@ -114,9 +117,8 @@ func drawSettings(rng *rand.Rand, cfg Config, clock *simClock, r role, id string
 		// application's runtime does by default.
 	}
 	if f.ShortLocks && !r.full && rng.Intn(2) == 0 {
-		slower := func(d time.Duration) time.Duration { return time.Duration(float64(d) * cfg.HostSlowness) }
-		o.OrchestratorLockTimeout = slower(time.Duration(600+rng.Intn(400)) * time.Millisecond)
-		o.WorkerLockTimeout = slower(time.Duration(400+rng.Intn(400)) * time.Millisecond)
+		o.OrchestratorLockTimeout = hostScaled(cfg, time.Duration(600+rng.Intn(400))*time.Millisecond)
+		o.WorkerLockTimeout = hostScaled(cfg, time.Duration(400+rng.Intn(400))*time.Millisecond)
 	}
 	o.WorkerTagFilter = drawTagFilter(rng, cfg.Features.Tags, r.full)
 	if !r.full && rng.Intn(4) == 0 {
@@ -555,4 +557,10 @@ func (c *cluster) shutdown() {
 		}()
 	}
 	wg.Wait()
+}
+
+// hostScaled is d on an idle host, longer in proportion on a slower one
+// (Config.HostSlowness).
+func hostScaled(cfg Config, d time.Duration) time.Duration {
+	return time.Duration(float64(d) * max(cfg.HostSlowness, 1))
 }

@@ -156,8 +156,8 @@ func (b breakdown) printCosts(out io.Writer) {
 		ended += c.ended
 		fmt.Fprintf(out, "  %s\n", fitWidth(c.headline(), 78))
 		for _, op := range c.operations {
-			fmt.Fprintf(out, "    %-26s %7d calls %10.0f RU %4.0f%%\n",
-				fitWidth(op.name, 26), op.calls, op.ru, 100*op.ru/max(c.ru(), 1e-9))
+			fmt.Fprintf(out, "    %-26s %7d %-5s %10.0f RU %4.0f%%\n",
+				fitWidth(op.name, 26), op.calls, callsWord(op.calls), op.ru, 100*op.ru/max(c.ru(), 1e-9))
 		}
 	}
 	fmt.Fprintf(out, "  in total: %.0f RU, %s\n", ru, perExecution(ru, ended))
@@ -165,13 +165,20 @@ func (b breakdown) printCosts(out io.Writer) {
 	fmt.Fprintln(out, "  batch, a first turn's fetch, activities, client calls, the outbox relay")
 }
 
+func callsWord(n uint64) string {
+	if n == 1 {
+		return "call"
+	}
+	return "calls"
+}
+
 // headline is an orchestration's total and, for a named one, its cost per
 // ended execution.
 func (c orchestrationCost) headline() string {
 	if c.name == unnamedRequests {
-		return fmt.Sprintf("%s: %.0f RU in %d calls", c.name, c.ru(), c.calls())
+		return fmt.Sprintf("%s: %.0f RU in %d %s", c.name, c.ru(), c.calls(), callsWord(c.calls()))
 	}
-	return fmt.Sprintf("%s: %.0f RU in %d calls, %s", c.name, c.ru(), c.calls(), perExecution(c.ru(), c.ended))
+	return fmt.Sprintf("%s: %.0f RU in %d %s, %s", c.name, c.ru(), c.calls(), callsWord(c.calls()), perExecution(c.ru(), c.ended))
 }
 
 func perExecution(ru, ended float64) string {

@@ -42,12 +42,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *orders < 1 || *orders > 10000 || *concurrency < 1 || *ruPerSecond < 0 {
 		return usageError{msg: "-orders must be 1..10000, -concurrency at least 1 and -ru-per-second at least 0"}
 	}
-	provider, where, cleanup, err := demoProvider(ctx, *latency, *keep)
+	meter := newBreakdownMeter()
+	provider, where, cleanup, err := demoProvider(ctx, *latency, *keep, meter)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
 	d := newDemo(provider, *orders, stdout)
+	d.meter = meter
 	fmt.Fprintf(stdout, "cdb demo: %d orders on %s, %d:%d dispatchers\n", *orders, where, *concurrency, *concurrency)
 	switch {
 	case *ruPerSecond > 0:
@@ -104,12 +106,17 @@ func demoDefaultsFor(target demoTarget) demoDefaults {
 const demoOrderRU = 1000
 
 // demoProvider is a provider on the account in COSMOS_* (a container of its
-// own, deleted afterwards), else on a fresh in-memory Cosmos DB.
-func demoProvider(ctx context.Context, latency time.Duration, keep bool) (*cdb.CosmosProvider, string, func(), error) {
+// own, deleted afterwards), else on a fresh in-memory Cosmos DB. Its client
+// reports to meter, for the breakdown; the provider samples no gauges, which
+// the breakdown does not print and which would cost queries.
+func demoProvider(ctx context.Context, latency time.Duration, keep bool, meter cdb.Meter) (*cdb.CosmosProvider, string, func(), error) {
 	cfg, err := cdb.ConfigFromEnv()
 	if errors.Is(err, cdb.ErrEndpointNotSet) {
 		acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: 4, Latency: latency})
-		p, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client()})
+		p, err := cdb.NewProvider(ctx, cdb.Config{
+			Endpoint: acct.Endpoint(), Key: acct.Key(), GaugeInterval: -1,
+			ClientOptions: cdb.ClientOptions{Transport: acct.Transport(), Telemetry: cdb.Telemetry{Meter: meter}},
+		})
 		if err != nil {
 			return nil, "", nil, err
 		}
@@ -120,6 +127,8 @@ func demoProvider(ctx context.Context, latency time.Duration, keep bool) (*cdb.C
 		return nil, "", nil, err
 	}
 	cfg = demoAccountConfig(cfg, fmt.Sprintf("cdb-demo-%d", time.Now().UnixNano()))
+	cfg.ClientOptions.Telemetry.Meter = meter
+	cfg.GaugeInterval = -1
 	p, err := cdb.NewProvider(ctx, cfg)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("connect to %s: %w", cfg.Endpoint, err)
@@ -155,6 +164,10 @@ type demo struct {
 	ledgerDone                             chan struct{}
 
 	pacer *ruPacer // nil: orders start at once
+
+	// meter receives the metrics of the provider's client and of the
+	// runtime, for the breakdown; nil: no breakdown.
+	meter *breakdownMeter
 
 	// shown is the order whose history the summary printed, shownChild
 	// its payment sub-orchestration's instance id.
@@ -364,7 +377,11 @@ func (d *demo) run(ctx context.Context, concurrency int) error {
 	if err != nil {
 		return err
 	}
-	rt, err := durable.Start(ctx, d.provider, reg, durable.Options{OrchestrationConcurrency: concurrency, WorkerConcurrency: concurrency})
+	opts := durable.Options{OrchestrationConcurrency: concurrency, WorkerConcurrency: concurrency}
+	if d.meter != nil {
+		opts.Telemetry.Meter = d.meter
+	}
+	rt, err := durable.Start(ctx, d.provider, reg, opts)
 	if err != nil {
 		return err
 	}
@@ -378,6 +395,9 @@ func (d *demo) run(ctx context.Context, concurrency int) error {
 	client := rt.Client()
 	start := time.Now()
 	before := d.provider.Client().Stats()
+	if d.meter != nil {
+		d.meter.reset() // the breakdown covers the run, as the summary's totals do
+	}
 	if d.pacer != nil {
 		d.pacer.restart()
 	}
@@ -393,7 +413,12 @@ func (d *demo) run(ctx context.Context, concurrency int) error {
 		return err
 	}
 	after := d.provider.Client().Stats()
-	return d.summarize(ctx, client, time.Since(start), after.Requests-before.Requests, after.RequestCharge-before.RequestCharge)
+	var figures *breakdown
+	if d.meter != nil {
+		b := readBreakdown(d.meter)
+		figures = &b
+	}
+	return d.summarize(ctx, client, time.Since(start), after.Requests-before.Requests, after.RequestCharge-before.RequestCharge, figures)
 }
 
 // startOrders starts every order, each when the pacer lets it, with the
@@ -547,9 +572,9 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }
 
-// summarize prints the totals, the cost per orchestration, and one order's
-// history as a timeline.
-func (d *demo) summarize(ctx context.Context, client *durable.Client, elapsed time.Duration, requests int64, charge float64) error {
+// summarize prints the totals, the cost per orchestration, the breakdown
+// (when there is one) and one order's history as a timeline.
+func (d *demo) summarize(ctx context.Context, client *durable.Client, elapsed time.Duration, requests int64, charge float64, figures *breakdown) error {
 	metrics, err := client.GetSystemMetrics(ctx)
 	if err != nil {
 		return err
@@ -569,6 +594,9 @@ func (d *demo) summarize(ctx context.Context, client *durable.Client, elapsed ti
 	fmt.Fprintf(d.out, "  Cosmos DB       %d requests, %.0f RU: %.1f requests and %.0f RU per orchestration execution\n",
 		requests, charge, float64(requests)/float64(max(orchestrations, 1)), charge/float64(max(orchestrations, 1)))
 	fmt.Fprintf(d.out, "  throughput      %.1f orders/s\n", float64(d.orders)/elapsed.Seconds())
+	if figures != nil {
+		figures.print(d.out)
+	}
 	return d.showOneOrder(ctx, client)
 }
 

@@ -25,9 +25,10 @@ test-unit:
 	$(GO) test $(GOTESTFLAGS) ./...
 	$(MAKE) test-otelcdb
 
-## test-otelcdb: the OpenTelemetry bridge (its own module, so the library does not depend on OpenTelemetry)
+## test-otelcdb: the OpenTelemetry bridge and its exporting example (modules of their own, so the library does not depend on OpenTelemetry)
 test-otelcdb:
 	cd otelcdb && $(GO) test $(GOTESTFLAGS) ./...
+	cd otelcdb/example && $(GO) test $(GOTESTFLAGS) ./...
 
 ## lint: no built binary or file over 1 MiB tracked, gofmt check, go vet (the root module and otelcdb)
 lint:
@@ -36,6 +37,7 @@ lint:
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	cd otelcdb && $(GO) vet ./...
+	cd otelcdb/example && $(GO) vet ./...
 
 ## emulator: serve the in-memory Cosmos DB on loopback (prints endpoint=... key=...)
 emulator:

@@ -186,3 +186,17 @@ func TestBinaryTopRefusesANonPositiveIntervalAndANegativeCount(t *testing.T) {
 		assert.Contains(t, stderr, "cdb top: "+want+"\nusage: cdb top [flags]\n", "cdb top %v", args)
 	}
 }
+
+// top only looks: it runs no outbox reconciler (which any provider runs
+// every 5 s by default), so an interval longer than that costs a sample's
+// requests and no more.
+func TestBinaryTopSendsOnlyItsSamplesRequests(t *testing.T) {
+	conn, _ := topFixture(t)
+	code, stdout, stderr := cli(append([]string{"top", "-n", "2", "-interval", "5500ms", "-o", "json"}, conn...)...).run(t)
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	require.Len(t, lines, 2, stdout)
+	var second topJSONLine
+	require.NoError(t, json.Unmarshal([]byte(lines[1]), &second), lines[1])
+	assert.EqualValues(t, 7, second.View.Requests, "6 queries and the membership read, no reconciliation")
+}

@@ -36,7 +36,7 @@ type topOptions struct {
 
 func runTop(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	o := topOptions{interval: 5 * time.Second}
-	return operatorCommand("top", func(fs *flag.FlagSet) {
+	return operatorCommandOn(watchingConnection, "top", func(fs *flag.FlagSet) {
 		fs.Func("interval", "`time` between samples, e.g. 1s (default 5s); each costs 6 queries per partition key range and 1 read", func(v string) error {
 			d, err := time.ParseDuration(v)
 			switch {
@@ -60,7 +60,7 @@ func runTop(ctx context.Context, argv []string, stdout, stderr io.Writer) error 
 			return nil
 		})
 		registerOutput(fs, &o.format)
-	}, 0, func(ctx context.Context, p *cdb.CosmosProvider, endpoint string, _ []string, out io.Writer) error {
+	}, 0, 0, func(ctx context.Context, p *cdb.CosmosProvider, endpoint string, _ []string, out io.Writer) error {
 		v := &topView{p: p, endpoint: endpoint, opts: o, out: out, tty: isTerminal(out) && o.format == formatText}
 		return v.run(ctx)
 	})(ctx, argv, stdout, stderr)

@@ -29,6 +29,13 @@ import (
 // connection flags and a provider of the account (an application's).
 func topFixture(t *testing.T) ([]string, *cdb.CosmosProvider) {
 	t.Helper()
+	conn, p, _ := topFixtureAccount(t)
+	return conn, p
+}
+
+// topFixtureAccount is topFixture with its account, for faults.
+func topFixtureAccount(t *testing.T) ([]string, *cdb.CosmosProvider, *cdb.FakeAccount) {
+	t.Helper()
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	srv := httptest.NewServer(acct.Handler())
 	t.Cleanup(srv.Close)
@@ -41,7 +48,7 @@ func topFixture(t *testing.T) ([]string, *cdb.CosmosProvider) {
 	for _, id := range []string{"queued-1", "queued-2", "queued-3"} {
 		require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem(id), 0))
 	}
-	return []string{"-endpoint", srv.URL, "-key", acct.Key()}, p
+	return []string{"-endpoint", srv.URL, "-key", acct.Key()}, p, acct
 }
 
 // topJSONLine is a line of `cdb top -o json` as a script reads it.
@@ -199,4 +206,42 @@ func TestBinaryTopSendsOnlyItsSamplesRequests(t *testing.T) {
 	var second topJSONLine
 	require.NoError(t, json.Unmarshal([]byte(lines[1]), &second), lines[1])
 	assert.EqualValues(t, 7, second.View.Requests, "6 queries and the membership read, no reconciliation")
+}
+
+// A sample that fails after the first is reported in its place and top
+// goes on; the next sample's rates run from the last one that worked.
+func TestBinaryTopReportsAFailedSampleAndGoesOn(t *testing.T) {
+	conn, _, acct := topFixtureAccount(t)
+	cmd := cli(append([]string{"top", "-n", "3", "-interval", "300ms", "-o", "json"}, conn...)...).command(t)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	lines := bufio.NewScanner(out)
+	require.True(t, lines.Scan(), "the first sample: %s", stderr.String())
+	var first topJSONLine
+	require.NoError(t, json.Unmarshal(lines.Bytes(), &first), lines.Text())
+	acct.InjectFault(cdb.FakeFault{Times: 1, Kind: cdb.FaultStatus, Status: 400 /* not retried */, Match: func(r cdb.FakeRequest) bool {
+		return r.Operation == "Query" && bytes.Contains(r.Body, []byte("COUNT(1) AS n, MIN(")) // a sample's, not the application's
+	}})
+
+	require.True(t, lines.Scan(), "the failed sample: %s", stderr.String())
+	var failed struct {
+		Sample int    `json:"sample"`
+		Error  string `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(lines.Bytes(), &failed), lines.Text())
+	assert.Equal(t, 2, failed.Sample)
+	assert.Contains(t, failed.Error, "400")
+
+	require.True(t, lines.Scan(), "the third sample: %s", stderr.String())
+	var third topJSONLine
+	require.NoError(t, json.Unmarshal(lines.Bytes(), &third), lines.Text())
+	require.NoError(t, cmd.Wait(), stderr.String())
+	assert.Equal(t, 3, third.Sample)
+	assert.EqualValues(t, 3, third.Orchestrator.Count)
+	require.NotNil(t, third.Seconds)
+	assert.InDelta(t, third.Time.Sub(first.Time).Seconds(), *third.Seconds, 1e-9, "the rates run from the first sample")
 }

@@ -15,10 +15,17 @@ import (
 // countPerRange sums `SELECT VALUE COUNT(1) FROM c WHERE <where>` over every
 // partition key range.
 func (p *CosmosProvider) countPerRange(ctx context.Context, where string, params []QueryParameter) (uint64, error) {
+	return p.countPerRangeCosting(ctx, where, params, nil)
+}
+
+// countPerRangeCosting is countPerRange that adds what its queries cost to
+// cost (nil: to nothing).
+func (p *CosmosProvider) countPerRangeCosting(ctx context.Context, where string, params []QueryParameter, cost *queryCost) (uint64, error) {
 	byRange, err := p.container.QueryItemsPerRange(ctx, "SELECT VALUE COUNT(1) FROM c WHERE "+where, params, nil)
 	if err != nil {
 		return 0, err
 	}
+	cost.add(byRange)
 	var total uint64
 	for _, res := range byRange {
 		for _, raw := range res.Items {
@@ -151,7 +158,13 @@ type HeldMessages struct {
 // key range, summed here. A Cosmos DB-specific report beside the
 // contract's metrics, which have no place for them.
 func (p *CosmosProvider) GetHeldMessages(ctx context.Context) (HeldMessages, error) {
-	const op = "GetHeldMessages"
+	h, err := p.heldMessages(ctx, nil)
+	return h, asOperation("GetHeldMessages", err)
+}
+
+// heldMessages is GetHeldMessages, adding what its queries cost to cost
+// (nil: to nothing); the gauges and SampleQueues share it.
+func (p *CosmosProvider) heldMessages(ctx context.Context, cost *queryCost) (HeldMessages, error) {
 	var h HeldMessages
 	for _, k := range []struct {
 		count  *uint64
@@ -162,9 +175,9 @@ func (p *CosmosProvider) GetHeldMessages(ctx context.Context) (HeldMessages, err
 		{&h.Parked, &h.OldestParked, "c.type = @type AND IS_DEFINED(c.heldFrom)", []QueryParameter{{Name: "@type", Value: docMessage}}},
 		{&h.Poison, &h.OldestPoison, "c.type = @type", []QueryParameter{{Name: "@type", Value: docPoisonMessage}}},
 	} {
-		n, oldest, err := p.countAndOldestPerRange(ctx, k.where, k.params)
+		n, oldest, err := p.countAndOldestPerRange(ctx, k.where, k.params, cost)
 		if err != nil {
-			return HeldMessages{}, asOperation(op, err)
+			return HeldMessages{}, err
 		}
 		*k.count, *k.oldest = n, oldest
 	}
@@ -174,8 +187,8 @@ func (p *CosmosProvider) GetHeldMessages(ctx context.Context) (HeldMessages, err
 // countAndOldestPerRange counts the queue documents where says, per
 // partition key range, and finds the lowest seq among them: its enqueue
 // time is the oldest's.
-func (p *CosmosProvider) countAndOldestPerRange(ctx context.Context, where string, params []QueryParameter) (uint64, *time.Time, error) {
-	n, lowest, err := p.countAndMinPerRange(ctx, "c.seq", where, params)
+func (p *CosmosProvider) countAndOldestPerRange(ctx context.Context, where string, params []QueryParameter, cost *queryCost) (uint64, *time.Time, error) {
+	n, lowest, err := p.countAndMinPerRange(ctx, "c.seq", where, params, cost)
 	if err != nil || lowest == nil {
 		return n, nil, err
 	}
@@ -186,12 +199,14 @@ func (p *CosmosProvider) countAndOldestPerRange(ctx context.Context, where strin
 // countAndMinPerRange counts the documents where says and finds the lowest
 // value of field (an integer path) among them: one COUNT and MIN query per
 // partition key range (the gateway refuses aggregates across partitions),
-// summed and compared here. lowest is nil when none matched.
-func (p *CosmosProvider) countAndMinPerRange(ctx context.Context, field, where string, params []QueryParameter) (n uint64, lowest *int64, err error) {
+// summed and compared here. lowest is nil when none matched. What the
+// queries cost is added to cost (nil: to nothing).
+func (p *CosmosProvider) countAndMinPerRange(ctx context.Context, field, where string, params []QueryParameter, cost *queryCost) (n uint64, lowest *int64, err error) {
 	byRange, err := p.container.QueryItemsPerRange(ctx, "SELECT COUNT(1) AS n, MIN("+field+") AS lowest FROM c WHERE "+where, params, nil)
 	if err != nil {
 		return 0, nil, err
 	}
+	cost.add(byRange)
 	for _, res := range byRange {
 		for _, raw := range res.Items {
 			var row struct {
@@ -215,18 +230,18 @@ func (p *CosmosProvider) countAndMinPerRange(ctx context.Context, field, where s
 // oldest: one query per partition key range, on the range the queue index
 // serves. Unlike GetQueueDepths it leaves out what is not due yet (timers,
 // delayed retries, parked messages), which waits by design.
-func (p *CosmosProvider) queueBacklog(ctx context.Context, docType string) (uint64, *int64, error) {
+func (p *CosmosProvider) queueBacklog(ctx context.Context, docType string, cost *queryCost) (uint64, *int64, error) {
 	now := p.nowMs()
 	return p.countAndMinPerRange(ctx, "c.visibleAt", "c.type = @type AND "+visibleCondition+" AND c.lockedUntil <= @now",
-		[]QueryParameter{{Name: "@type", Value: docType}, {Name: "@now", Value: now}, {Name: "@visible", Value: p.visibleHorizon(now)}})
+		[]QueryParameter{{Name: "@type", Value: docType}, {Name: "@now", Value: now}, {Name: "@visible", Value: p.visibleHorizon(now)}}, cost)
 }
 
 // outboxBacklog counts the outbox documents still stored (not yet
 // delivered, or delivered and not yet deleted by their relay's next pass)
 // and finds the commit time (ms) of the oldest: one query per partition key
 // range.
-func (p *CosmosProvider) outboxBacklog(ctx context.Context) (uint64, *int64, error) {
-	return p.countAndMinPerRange(ctx, "c.createdAt", "c.type = @type", []QueryParameter{{Name: "@type", Value: docOutbox}})
+func (p *CosmosProvider) outboxBacklog(ctx context.Context, cost *queryCost) (uint64, *int64, error) {
+	return p.countAndMinPerRange(ctx, "c.createdAt", "c.type = @type", []QueryParameter{{Name: "@type", Value: docOutbox}}, cost)
 }
 
 // instanceRow is what listings and bulk operations need of an instance.

@@ -141,77 +141,56 @@ func (p *CosmosProvider) runGauges(ctx context.Context, interval time.Duration) 
 	}
 }
 
-// sampleGauges takes one sample within limit: a part that fails is logged
-// and skipped until the next interval, never retried here.
+// sampleGauges takes one sample within limit, with SampleQueues' parts: a
+// part that fails is logged and skipped until the next interval, never
+// retried here, and costs the other parts nothing.
 func (p *CosmosProvider) sampleGauges(parent context.Context, limit time.Duration) {
 	ctx, cancel := context.WithTimeout(parent, limit)
 	defer cancel()
-	for _, part := range []struct {
-		what   string
-		sample func(context.Context) error
-	}{
-		{"queues", p.sampleQueues},
-		{"outbox", p.sampleOutbox},
-		{"held messages", p.sampleHeldMessages},
-	} {
-		if err := part.sample(ctx); err != nil {
+	for _, part := range p.queueSampleParts() {
+		s := QueueSample{Time: p.now()}
+		if err := part.fill(ctx, &s, nil); err != nil {
 			if parent.Err() != nil {
 				return // Close: no failure to report
 			}
 			p.log.Debug("cdb: a gauge sample failed; skipped until the next interval", "gauges", part.what, "error", err)
+			continue
 		}
+		part.record(ctx, s)
 	}
 	p.sampleLeaseSlots(ctx)
 }
 
-// sampleQueues records each queue's depth and the age of its oldest item:
-// one query per queue and partition key range.
-func (p *CosmosProvider) sampleQueues(ctx context.Context) error {
-	for _, q := range []struct{ name, docType string }{{queueOrchestrator, docMessage}, {queueWorker, docWork}} {
-		n, oldest, err := p.queueBacklog(ctx, q.docType)
-		if err != nil {
-			return err
-		}
+// recordQueueGauges records each queue's depth and the age of its oldest
+// item.
+func (p *CosmosProvider) recordQueueGauges(ctx context.Context, s QueueSample) {
+	for _, q := range []struct {
+		name    string
+		backlog Backlog
+	}{{queueOrchestrator, s.Orchestrator}, {queueWorker, s.Worker}} {
 		attr := slog.String(attrQueue, q.name)
-		p.tel.queueDepth.Record(ctx, float64(n), attr)
-		p.tel.queueOldestAge.Record(ctx, p.ageOfMs(oldest), attr)
+		p.tel.queueDepth.Record(ctx, float64(q.backlog.Count), attr)
+		p.tel.queueOldestAge.Record(ctx, q.backlog.OldestAge.Seconds(), attr)
 	}
-	return nil
 }
 
-// sampleOutbox records the outbox backlog and its oldest's age: one query
-// per partition key range.
-func (p *CosmosProvider) sampleOutbox(ctx context.Context) error {
-	n, oldest, err := p.outboxBacklog(ctx)
-	if err != nil {
-		return err
-	}
-	p.tel.outboxBacklog.Record(ctx, float64(n))
-	p.tel.outboxOldest.Record(ctx, p.ageOfMs(oldest))
-	return nil
+// recordOutboxGauges records the outbox backlog and its oldest's age.
+func (p *CosmosProvider) recordOutboxGauges(ctx context.Context, s QueueSample) {
+	p.tel.outboxBacklog.Record(ctx, float64(s.Outbox.Count))
+	p.tel.outboxOldest.Record(ctx, s.Outbox.OldestAge.Seconds())
 }
 
-// sampleHeldMessages records the parked and the poison messages and their
-// oldest's age: GetHeldMessages, one query per kind and partition key range.
-func (p *CosmosProvider) sampleHeldMessages(ctx context.Context) error {
-	h, err := p.GetHeldMessages(ctx)
-	if err != nil {
-		return err
-	}
+// recordHeldGauges records the parked and the poison messages and their
+// oldest's age.
+func (p *CosmosProvider) recordHeldGauges(ctx context.Context, s QueueSample) {
 	for _, k := range []struct {
-		kind   string
-		n      uint64
-		oldest *time.Time
-	}{{heldKindParked, h.Parked, h.OldestParked}, {heldKindPoison, h.Poison, h.OldestPoison}} {
+		kind    string
+		backlog Backlog
+	}{{heldKindParked, s.Parked}, {heldKindPoison, s.Poison}} {
 		attr := slog.String(attrHeldKind, k.kind)
-		p.tel.held.Record(ctx, float64(k.n), attr)
-		age := 0.0
-		if k.oldest != nil {
-			age = max(p.now().Sub(*k.oldest).Seconds(), 0)
-		}
-		p.tel.heldOldestAge.Record(ctx, age, attr)
+		p.tel.held.Record(ctx, float64(k.backlog.Count), attr)
+		p.tel.heldOldestAge.Record(ctx, k.backlog.OldestAge.Seconds(), attr)
 	}
-	return nil
 }
 
 // sampleLeaseSlots records the slots this process owns per lease key, from
@@ -234,15 +213,6 @@ func (p *CosmosProvider) sampleLeaseSlots(ctx context.Context) {
 		}
 		p.tel.leaseSlots.Record(ctx, float64(slots), slog.String(attrLeaseKey, key))
 	}
-}
-
-// ageOfMs is the age in seconds, by the service's time, of a time in ms;
-// 0 for none, and for one a clock put ahead.
-func (p *CosmosProvider) ageOfMs(at *int64) float64 {
-	if at == nil {
-		return 0
-	}
-	return max(float64(p.nowMs()-*at)/1000, 0)
 }
 
 // orchestrationLockLost counts an instance lock this process lost, once

@@ -28,27 +28,20 @@ func TestGaugeSampleCostsFiveQueriesPerPartitionKeyRange(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		queries := map[string]int{"queues": 2, "outbox": 1, "held messages": 2} // per range
 		var requests int64
-		for _, part := range []struct {
-			name    string
-			queries int
-			sample  func(context.Context) error
-		}{
-			{"queues", 2, p.sampleQueues},
-			{"outbox", 1, p.sampleOutbox},
-			{"held messages", 2, p.sampleHeldMessages},
-		} {
+		for _, part := range p.queueSampleParts() {
 			before := p.client.Stats()
-			if err := part.sample(ctx); err != nil {
-				t.Fatalf("%s: %v", part.name, err)
+			if err := part.fill(ctx, &QueueSample{Time: p.now()}, nil); err != nil {
+				t.Fatalf("%s: %v", part.what, err)
 			}
 			after := p.client.Stats()
 			sent := after.Requests - before.Requests
 			requests += sent
-			if want := int64(part.queries * ranges); sent != want {
-				t.Errorf("%d ranges: the %s sample sent %d requests, want %d", ranges, part.name, sent, want)
+			if want := int64(queries[part.what] * ranges); sent != want {
+				t.Errorf("%d ranges: the %s sample sent %d requests, want %d", ranges, part.what, sent, want)
 			}
-			t.Logf("%d ranges: %s: %d requests, %.2f RU (%.2f RU a query)", ranges, part.name, sent,
+			t.Logf("%d ranges: %s: %d requests, %.2f RU (%.2f RU a query)", ranges, part.what, sent,
 				after.RequestCharge-before.RequestCharge, (after.RequestCharge-before.RequestCharge)/float64(sent))
 		}
 		before := p.client.Stats()

@@ -99,7 +99,7 @@ func cli(args ...string) binary { return binary{args: args} }
 func (b binary) with(env ...string) binary { b.env = append(b.env, env...); return b }
 
 // everyCommand is each command users can run, hidden ones included.
-var everyCommand = []string{"demo", "emulator", "instances", "show", "start", "raise", "cancel", "metrics", "delete", "prune", "bench", "doctor", "version", "sim-node", "bench-process"}
+var everyCommand = []string{"demo", "emulator", "instances", "show", "start", "raise", "cancel", "metrics", "top", "delete", "prune", "bench", "doctor", "version", "sim-node", "bench-process"}
 
 // closedEndpoint is an http endpoint nothing listens on.
 func closedEndpoint(t *testing.T) string {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -31,6 +32,10 @@ type connection struct {
 	// noContainer leaves out -container: doctor makes a container of its
 	// own.
 	noContainer bool
+	// watchOnly keeps the provider from reconciling outboxes: a command
+	// that runs until interrupted (top) looks, and must neither do the
+	// application's work nor count its requests as its own.
+	watchOnly bool
 }
 
 func (c *connection) register(fs *flag.FlagSet) {
@@ -51,6 +56,14 @@ func (c *connection) register(fs *flag.FlagSet) {
 // application's container.
 func operatorConnection() *connection {
 	return &connection{containerFromEnv: true, defaultContainer: "duroxide"}
+}
+
+// watchingConnection is the connection of a command that watches the
+// application's container for as long as it runs.
+func watchingConnection() *connection {
+	c := operatorConnection()
+	c.watchOnly = true
+	return c
 }
 
 // demoTarget is where the demo runs, which decides its size and pace.
@@ -170,8 +183,15 @@ func (c *connection) open(ctx context.Context) (*cdb.CosmosProvider, error) {
 		return nil, explainMissing(probe, cl, cfg, err)
 	}
 	cfg.Client, cfg.SkipBootstrap, cfg.ShortPolling = cl, true, true
+	if c.watchOnly {
+		cfg.ReconcileInterval = neverReconcile
+	}
 	return cdb.NewProvider(ctx, cfg)
 }
+
+// neverReconcile is a reconcile interval no command outlives: the
+// provider has no setting that turns its outbox reconciler off.
+const neverReconcile = time.Duration(math.MaxInt64)
 
 // checkCosmosEndpoint reads the account: a Cosmos DB endpoint answers with
 // its regions, and its errors carry an activity id. Anything else is some

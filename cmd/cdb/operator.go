@@ -28,9 +28,15 @@ func operatorCommand(name string, flags func(*flag.FlagSet), n int, run operator
 // operatorCommandBetween wires a command that needs a provider and least to
 // most positional arguments.
 func operatorCommandBetween(name string, flags func(*flag.FlagSet), least, most int, run operatorRun) func(context.Context, []string, io.Writer, io.Writer) error {
+	return operatorCommandOn(operatorConnection, name, flags, least, most, run)
+}
+
+// operatorCommandOn wires a command that needs a provider on the
+// connection newConn makes, and least to most positional arguments.
+func operatorCommandOn(newConn func() *connection, name string, flags func(*flag.FlagSet), least, most int, run operatorRun) func(context.Context, []string, io.Writer, io.Writer) error {
 	return func(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 		fs := newFlagSet(name, stderr)
-		conn := operatorConnection()
+		conn := newConn()
 		conn.register(fs)
 		if flags != nil {
 			flags(fs)

@@ -18,6 +18,7 @@ func TraceCarrying() Module {
 	return Module{Name: "trace_carrying", Tests: []Test{
 		{Name: "TestAStartsTraceReachesEveryTurnOfItsInstance", Run: TestAStartsTraceReachesEveryTurnOfItsInstance},
 		{Name: "TestAStartsTraceOutlivesContinueAsNew", Run: TestAStartsTraceOutlivesContinueAsNew},
+		{Name: "TestAStartAfterItsInstancesFirstMessageStillCarriesItsTrace", Run: TestAStartAfterItsInstancesFirstMessageStillCarriesItsTrace},
 		{Name: "TestAnActivitysTraceReachesItsWorker", Run: TestAnActivitysTraceReachesItsWorker},
 		{Name: "TestAChildStartsTraceReachesTheChildsTurn", Run: TestAChildStartsTraceReachesTheChildsTurn},
 		{Name: "TestItemsWithoutATraceComeBackWithNone", Run: TestItemsWithoutATraceComeBackWithNone},
@@ -91,6 +92,27 @@ func TestAStartsTraceOutlivesContinueAsNew(t *testing.T, f Factory) {
 	assert.Equal(t, uint64(2), item.ExecutionID)
 	assert.Equal(t, startTrace, item.TraceContext, "a later turn of the next execution")
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 2, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
+}
+
+// TestAStartAfterItsInstancesFirstMessageStillCarriesItsTrace: a message
+// that overtook its instance's start (a fetch met it first) does not keep
+// the start's trace from the instance's turns, the first or later ones.
+func TestAStartAfterItsInstancesFirstMessageStillCarriesItsTrace(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := traceCarrier(t, f)
+	const inst = "traced-late-start"
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: inst, Name: "early", Data: "{}"}, 0))
+	fetchNoOrchestration(ctx, t, p, lockLong, "a message before its instance's start waits for it")
+
+	item, token := enqueueAndFetchOrchestration(ctx, t, p, tracedStart(inst, startTrace))
+	require.Equal(t, inst, item.Instance)
+	assert.Equal(t, startTrace, item.TraceContext, "the first turn continues the start's trace")
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID,
+		[]cdb.Event{StartedEvent(inst, cdb.InitialExecutionID)}, nil, nil, TestOrchMetadata(), nil))
+
+	item, token = enqueueAndFetchOrchestration(ctx, t, p, cdb.ExternalRaisedMessage{Instance: inst, Name: "late", Data: "{}"})
+	assert.Equal(t, startTrace, item.TraceContext, "a later turn continues the start's trace")
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
 }
 
 // TestAnActivitysTraceReachesItsWorker: an activity a turn schedules, and

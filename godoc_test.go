@@ -258,7 +258,7 @@ func TestPackageDocNamesOnlyWhatExists(t *testing.T) {
 			known[name] = true
 		}
 	}
-	known["NoSQL"] = true // the product: Azure Cosmos DB for NoSQL
+	known["NoSQL"] = true         // the product: Azure Cosmos DB for NoSQL
 	known["OpenTelemetry"] = true // the project otelcdb reports to
 	for _, p := range docPackages(t) {
 		t.Run(p.dir, func(t *testing.T) {

@@ -3,6 +3,8 @@ package durable
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -316,4 +318,18 @@ func TestRequestSpansNestUnderTurnsAndActivities(t *testing.T) {
 	assert.Positive(t, requestsUnder(rec.SpansNamed("start_orchestration Order")), "the start's requests")
 	assert.Positive(t, requestsUnder(rec.SpansNamed("orchestration Order")), "the turns' acks")
 	assert.Positive(t, requestsUnder(rec.SpansNamed("activity Reserve")), "the activity's ack")
+}
+
+// A record of a turn or an activity whose item carries a trace names the
+// trace's id; one without a trace adds nothing.
+func TestLogRecordsCarryTheTraceIDOfATracedItem(t *testing.T) {
+	var out strings.Builder
+	log := slog.New(slog.NewTextHandler(&out, nil))
+	traced := cdb.TraceContext{TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	traceLog(log, traced).Info("turn")
+	traceLog(log, cdb.TraceContext{}).Info("untraced")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 2)
+	assert.Contains(t, lines[0], "trace_id=4bf92f3577b34da6a3ce929d0e0e4736")
+	assert.NotContains(t, lines[1], "trace_id")
 }

@@ -38,6 +38,18 @@ func startTraced(t *testing.T, p cdb.Provider, registry *Registry, rec *telemetr
 	return rt
 }
 
+// shutDown stops runtimes, so that every span they started has ended
+// (a client sees an instance complete before the turn that completed it
+// ends its span).
+func shutDown(t *testing.T, runtimes ...*Runtime) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, rt := range runtimes {
+		require.NoError(t, rt.Shutdown(ctx))
+	}
+}
+
 // tracedOrder registers Order (two activities, a third that fails, a
 // timer, and a Ship child that runs an activity) on registry.
 func tracedOrder(t *testing.T, registry *Registry) {
@@ -160,8 +172,7 @@ func TestSpansFollowAnOrchestrationAcrossTwoProcesses(t *testing.T) {
 			a, b := twoProcesses(t, pc.name)
 			registry := NewRegistry()
 			tracedOrder(t, registry)
-			startTraced(t, a, registry, rec)
-			startTraced(t, b, registry, rec)
+			first, second := startTraced(t, a, registry, rec), startTraced(t, b, registry, rec)
 
 			ctx, caller := rec.Start(context.Background(), "caller", cdb.SpanOptions{})
 			client := NewClient(a, WithTracer(rec))
@@ -170,6 +181,7 @@ func TestSpansFollowAnOrchestrationAcrossTwoProcesses(t *testing.T) {
 			st, err := client.WaitForCompletion(context.Background(), "order", time.Minute)
 			require.NoError(t, err)
 			require.Equal(t, StateCompleted, st.State, "%+v", st)
+			shutDown(t, first, second)
 			callerSpan := rec.SpansNamed("caller")[0]
 
 			starts := rec.SpansNamed("start_orchestration Order")
@@ -246,16 +258,15 @@ func TestAReplayAddsNoSpanForWorkAlreadyDone(t *testing.T) {
 			caller.End()
 			_, err := client.WaitForStatusChange(context.Background(), "order", 0, time.Minute)
 			require.NoError(t, err)
-			shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			require.NoError(t, first.Shutdown(shutdown))
+			shutDown(t, first)
 			before := len(rec.SpansNamed("orchestration Order"))
 
-			startTraced(t, b, registry, rec)
+			second := startTraced(t, b, registry, rec)
 			require.NoError(t, NewClient(b).RaiseEvent(context.Background(), "order", "go", "{}"))
 			st, err := client.WaitForCompletion(context.Background(), "order", time.Minute)
 			require.NoError(t, err)
 			require.Equal(t, StateCompleted, st.State, "%+v", st)
+			shutDown(t, second)
 
 			start := rec.SpansNamed("start_orchestration Order")
 			require.Len(t, start, 1)
@@ -299,12 +310,13 @@ func TestRequestSpansNestUnderTurnsAndActivities(t *testing.T) {
 	require.NoError(t, registry.RegisterOrchestration("Order", func(ctx *OrchestrationContext, input string) (string, error) {
 		return ctx.ScheduleActivity("Reserve", input).Await()
 	}))
-	startTraced(t, p, registry, rec)
+	rt := startTraced(t, p, registry, rec)
 	c := NewClient(p, WithTracer(rec))
 	require.NoError(t, c.StartOrchestration(context.Background(), "order", "Order", "A-1"))
 	st, err := c.WaitForCompletion(context.Background(), "order", time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, StateCompleted, st.State)
+	shutDown(t, rt)
 
 	requestsUnder := func(parents []telemetrytest.SpanRecord) int {
 		ids, n := spanIDs(parents), 0

@@ -305,6 +305,9 @@ func withoutETag(d instanceDoc) instanceDoc {
 func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event, md ExecutionMetadata, now int64) instanceDoc {
 	inst := lock.inst
 	inst.Parked = nil // a committed turn ends a park (parkrecord.go)
+	if inst.Trace.IsZero() {
+		inst.Trace = startTraceOfLock(lock) // a lock document made before its start
+	}
 	if lock.unparked {
 		inst.ParkedUntil = 0 // none is left parked
 	}

@@ -117,7 +117,7 @@ func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
 	if _, ok := item.(StartOrchestrationMessage); ok && pk != w.pk {
 		// A child's or detached start brings the child's lock document,
 		// as EnqueueForOrchestrator does; delivering it twice is a 409.
-		shell, err := w.p.newLockDoc(target, startParent(item), id)
+		shell, err := w.p.newLockDoc(target, startParent(item), id, TraceContextOf(item))
 		if err != nil {
 			return time.Time{}, refuse(w.op, "", err)
 		}

@@ -79,6 +79,13 @@ type OrchestrationItem struct {
 	// KVSnapshot is the KV state as of the end of the last completed
 	// execution; it deliberately excludes the current execution's mutations.
 	KVSnapshot map[string]KVEntry
+	// TraceContext is the trace of the instance's start (its
+	// StartOrchestrationMessage.Trace), on every item of the instance, so
+	// that each turn continues the trace that started it; the zero value
+	// when the start carried none or the provider is no TraceCarrier. A
+	// continue-as-new keeps it: the next execution continues the trace of
+	// the instance's start. Go only, never stored in duroxide's JSON.
+	TraceContext TraceContext
 }
 
 // KVEntry is one key of the KV snapshot.

@@ -152,6 +152,9 @@ func (p *CosmosProvider) claimLockDoc(ctx context.Context, w startWrite, inst *i
 	if w.parent != nil && inst.Parent == nil {
 		ops.AppendSet("/parent", *w.parent)
 	}
+	if !w.trace.IsZero() {
+		ops.AppendSet("/trace", w.trace)
+	}
 	etag := inst.ETag
 	b := p.container.NewTransactionalBatch(partitionKey(w.instance))
 	b.PatchItem(instanceDocID, ops, &TransactionalBatchItemOptions{IfMatch: &etag})

@@ -168,6 +168,11 @@ type instanceDoc struct {
 	// Rev counts commits. It restarts when an id is reused after a delete,
 	// so caches are keyed by LastAck, never by Rev.
 	Rev uint64 `json:"rev"`
+	// Trace is the trace context of the start that began this life of the
+	// instance (TraceCarrier): written with the lock document by the
+	// start, or by the first turn from its start message when the document
+	// came first, and handed out with every item of the instance.
+	Trace TraceContext `json:"trace,omitzero"`
 
 	ETag ETag `json:"_etag,omitempty"`
 }
@@ -235,6 +240,10 @@ type queueDoc struct {
 	ToLife   string `json:"toLife,omitempty"`
 	From     string `json:"from,omitempty"`
 	FromLife string `json:"fromLife,omitempty"`
+	// Trace is the trace context a start or an activity carries
+	// (TraceCarrier), kept here beside the item: the item is duroxide's
+	// JSON and never carries it.
+	Trace TraceContext `json:"trace,omitzero"`
 
 	ETag ETag `json:"_etag,omitempty"`
 }

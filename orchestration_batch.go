@@ -183,7 +183,7 @@ func (p *CosmosProvider) takeDecodable(ctx context.Context, lock *orchestrationL
 	var items []WorkItem
 	var attempts uint32
 	for _, m := range lock.messages {
-		item, err := UnmarshalWorkItem([]byte(m.Item))
+		item, err := m.workItem()
 		if err != nil {
 			p.log.Warn("cdb: an orchestrator message does not decode", "instance", m.Instance, "message", m.ID, "attempts", m.Attempts, "error", err)
 			bad = append(bad, m)
@@ -308,7 +308,7 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 		if err := json.Unmarshal(raw, &m); err != nil {
 			continue // a broken document: the regular path sets it aside
 		}
-		item, err := UnmarshalWorkItem([]byte(m.Item))
+		item, err := m.workItem()
 		if err != nil {
 			continue
 		}

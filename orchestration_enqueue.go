@@ -53,6 +53,7 @@ type startWrite struct {
 	msg       []byte  // the message document
 	seq       int64
 	visibleAt time.Time
+	trace     TraceContext // the start's, which its lock document records
 }
 
 // newStartWrite encodes a start, visible after delay.
@@ -68,7 +69,7 @@ func (p *CosmosProvider) newStartWrite(start StartOrchestrationMessage, delay ti
 	if err != nil {
 		return startWrite{}, err
 	}
-	return startWrite{instance: start.Instance, parent: start.ParentInstance, id: id, msg: markedOnConsume(doc), seq: seq, visibleAt: visibleAt}, nil
+	return startWrite{instance: start.Instance, parent: start.ParentInstance, id: id, msg: markedOnConsume(doc), seq: seq, visibleAt: visibleAt, trace: start.Trace}, nil
 }
 
 // enqueueStart writes a start (createStart); when the lock document
@@ -96,7 +97,7 @@ func (p *CosmosProvider) enqueueStart(ctx context.Context, w startWrite) error {
 // that a send's outcome was unknown, so the lock document may be this
 // start's own.
 func (p *CosmosProvider) createStart(ctx context.Context, w startWrite) (taken, unknown bool, err error) {
-	shell, err := p.newLockDoc(w.instance, w.parent, w.id)
+	shell, err := p.newLockDoc(w.instance, w.parent, w.id, w.trace)
 	if err != nil {
 		return false, false, err
 	}
@@ -173,7 +174,7 @@ func (p *CosmosProvider) settleStart(ctx context.Context, op, instance string, m
 // message into a partition a deletion swept to the end; false when another
 // writer created the instance document first.
 func (p *CosmosProvider) startAfterSweep(ctx context.Context, instance string, msg []byte) (bool, error) {
-	shell, err := p.newLockDoc(instance, startParentOfDoc(msg), messageID(msg))
+	shell, err := p.newLockDoc(instance, startParentOfDoc(msg), messageID(msg), traceOfDoc(msg))
 	if err != nil {
 		return false, err
 	}
@@ -210,13 +211,14 @@ func messageID(msg []byte) string {
 // life, written with the start message startMsg. A child's names its
 // parent (parent, nil for a root) before any turn does, so a deletion of
 // the parent's tree finds a child whose start was delivered but not yet
-// taken (deletion.go, adoptLateChildren).
-func (p *CosmosProvider) newLockDoc(instance string, parent *string, startMsg string) ([]byte, error) {
+// taken (deletion.go, adoptLateChildren). It records the start's trace
+// context, handed out with every item of this life of the instance.
+func (p *CosmosProvider) newLockDoc(instance string, parent *string, startMsg string, trace TraceContext) ([]byte, error) {
 	now := p.nowMs()
 	return json.Marshal(instanceDoc{
 		ID: instanceDocID, PK: instancePartitionKey(instance), Type: docInstance, Instance: instance,
 		Slot: dispatchSlot(instance), CreatedAt: now, UpdatedAt: now, Life: newLockToken(""), Parent: parent,
-		StartMsg: startMsg,
+		StartMsg: startMsg, Trace: trace,
 	})
 }
 
@@ -239,6 +241,16 @@ func startParentOfDoc(msg []byte) *string {
 		return nil
 	}
 	return startParent(item)
+}
+
+// traceOfDoc is the trace context the message document msg keeps beside
+// its item (zero when it keeps none or does not decode).
+func traceOfDoc(msg []byte) TraceContext {
+	var m struct {
+		Trace TraceContext `json:"trace"`
+	}
+	_ = json.Unmarshal(msg, &m) // an encoding of ours: it decodes
+	return m.Trace
 }
 
 // announceMessage wakes a fetch of this process for a message in pk
@@ -287,5 +299,6 @@ func (p *CosmosProvider) newAddressedMessageDoc(item WorkItem, id string, at que
 		ToLife:     addr.to,
 		From:       addr.from,
 		FromLife:   addr.fromLife,
+		Trace:      TraceContextOf(item),
 	})
 }

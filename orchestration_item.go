@@ -28,6 +28,12 @@ func (p *CosmosProvider) buildItem(inst *instanceDoc, state *instanceState, item
 		HistoryError: state.historyError,
 		Messages:     items,
 		KVSnapshot:   state.kv.snapshot(),
+		TraceContext: inst.Trace,
+	}
+	if item.TraceContext.IsZero() {
+		// The lock document came before the start (a fetch made it for
+		// messages that overtook the start): the first turn records it.
+		item.TraceContext = startTraceOf(items)
 	}
 	if item.History == nil {
 		item.History = []Event{}
@@ -101,6 +107,27 @@ const neverStartedGrace = 30 * time.Second
 // its instance's start may still come.
 func (p *CosmosProvider) waitingForStart(msgs []queueDoc) bool {
 	return p.nowMs() < startDeadline(msgs)
+}
+
+// workItem decodes the message the document holds, with the trace context
+// kept beside it.
+func (m queueDoc) workItem() (WorkItem, error) {
+	item, err := UnmarshalWorkItem([]byte(m.Item))
+	if err != nil {
+		return nil, err
+	}
+	return WithTraceContext(item, m.Trace), nil
+}
+
+// startTraceOfLock is the trace context of the first locked message that
+// keeps one (on the orchestrator queue only starts do), strays left out.
+func startTraceOfLock(lock *orchestrationLock) TraceContext {
+	for _, m := range lock.messages {
+		if !m.Trace.IsZero() && !lock.strays[m.ID] {
+			return m.Trace
+		}
+	}
+	return TraceContext{}
 }
 
 func derefOr(s *string, fallback string) string {

@@ -83,3 +83,9 @@ func TestExclusiveStarts(t *testing.T) {
 func TestParkRecording(t *testing.T) {
 	providertest.RunModule(t, fakeFactory{}, providertest.ParkRecording())
 }
+
+// TestTraceCarrying runs providertest's module for the optional
+// cdb.TraceCarrier.
+func TestTraceCarrying(t *testing.T) {
+	providertest.RunModule(t, fakeFactory{}, providertest.TraceCarrying())
+}

@@ -63,7 +63,7 @@ func (p *CosmosProvider) newWorkDoc(act ActivityExecuteMessage, id string, at qu
 		ID: id, PK: instancePartitionKey(act.Instance), Type: docWork, Instance: act.Instance,
 		Slot: activitySlot(act), VisibleAt: at.visibleAt, Seq: at.seq, SeqVisible: at.immediate,
 		Exec: act.ExecutionID, Activity: act.ID, Session: act.SessionID, Tag: act.Tag,
-		Item: string(encoded), Writer: writer, Pinned: pinned,
+		Item: string(encoded), Writer: writer, Pinned: pinned, Trace: act.Trace,
 	})
 }
 
@@ -274,7 +274,7 @@ func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout 
 		return fetchedWork{}, err
 	}
 	p.workLocks.put(token, lock)
-	item, err := UnmarshalWorkItem([]byte(doc.Item))
+	item, err := doc.workItem()
 	if err != nil {
 		p.setAsideUndecodableWork(ctx, lock, err)
 		return fetchedWork{}, errUndecodableWork

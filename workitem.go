@@ -64,6 +64,11 @@ type StartOrchestrationMessage struct {
 	// (duroxide 0.1.30); nil for roots and for starts written by 0.1.29.
 	ParentExecutionID *uint64 `json:"parent_execution_id,omitempty"`
 	ExecutionID       uint64  `json:"execution_id"`
+	// Trace is the trace context of the span that enqueued the start. It
+	// is Go only, never part of duroxide's JSON: a provider that is a
+	// TraceCarrier keeps it beside the message and hands it back as the
+	// instance's OrchestrationItem.TraceContext.
+	Trace TraceContext `json:"-"`
 }
 
 // ActivityExecuteMessage asks a worker to run an activity.
@@ -75,6 +80,11 @@ type ActivityExecuteMessage struct {
 	Input       string  `json:"input"`
 	SessionID   *string `json:"session_id,omitempty"`
 	Tag         *string `json:"tag,omitempty"`
+	// Trace is the trace context of the turn that scheduled the activity.
+	// It is Go only, never part of duroxide's JSON: a provider that is a
+	// TraceCarrier keeps it beside the item and hands it back with the
+	// item FetchWorkItem returns.
+	Trace TraceContext `json:"-"`
 }
 
 // ActivityCompletedMessage reports an activity's result to its orchestration.

@@ -16,10 +16,30 @@ type Client struct {
 	// parked looks up an instance parked for nondeterminism by the runtime
 	// whose client this is (Runtime.Client); nil for NewClient's.
 	parked func(instance string) (ParkedInstance, bool)
+	// tracer receives the span of each start (nil: none).
+	tracer cdb.Tracer
 }
 
 // NewClient returns a client on provider.
-func NewClient(provider cdb.Provider) *Client { return &Client{provider: provider} }
+func NewClient(provider cdb.Provider, opts ...ClientOption) *Client {
+	c := &Client{provider: provider}
+	for _, opt := range opts {
+		opt(c)
+	}
+	return c
+}
+
+// ClientOption configures a Client made by NewClient.
+type ClientOption func(*Client)
+
+// WithTracer makes StartOrchestration start a span on tracer
+// ("start_orchestration <name>", a producer, a child of the caller's span)
+// whose trace context the start carries, so the orchestration's turns
+// continue the caller's trace. A runtime's Client (Runtime.Client) has
+// Options.Telemetry's Tracer already.
+func WithTracer(tracer cdb.Tracer) ClientOption {
+	return func(c *Client) { c.tracer = tracer }
+}
 
 // StartOrchestration enqueues the start of a new instance of the
 // orchestration name, at the registry policy's version unless WithVersion
@@ -28,6 +48,8 @@ func NewClient(provider cdb.Provider) *Client { return &Client{provider: provide
 // with ErrInvalidInput: that marker belongs to generated child ids. An id
 // already taken (see IfExists) is refused with an *InstanceExistsError,
 // which matches ErrInstanceExists, unless WithIfExists says otherwise.
+// With a tracer (WithTracer), the start is a span whose trace the
+// orchestration continues.
 func (c *Client) StartOrchestration(ctx context.Context, instance, name, input string, opts ...StartOption) error {
 	var o startOptions
 	for _, opt := range opts {
@@ -46,10 +68,19 @@ func (c *Client) StartOrchestration(ctx context.Context, instance, name, input s
 	}
 	item := cdb.StartOrchestrationMessage{Instance: instance, Orchestration: name, Input: input,
 		Version: o.version, ExecutionID: cdb.InitialExecutionID}
+	ctx, span := startOrchestrationSpan(ctx, c.tracer, item)
+	item.Trace = span.TraceContext()
+	err := c.enqueueStart(ctx, item, o)
+	endWithError(span, err)
+	return err
+}
+
+// enqueueStart enqueues a validated start, as o's IfExists policy says.
+func (c *Client) enqueueStart(ctx context.Context, item cdb.StartOrchestrationMessage, o startOptions) error {
 	if starter, ok := c.provider.(cdb.ExclusiveStarter); ok && o.ifExists != IfExistsEnqueue {
 		return c.startIfAbsent(ctx, starter, item, o.ifExists)
 	}
-	if done, err := c.checkInstanceFree(ctx, instance, o.ifExists); err != nil || done {
+	if done, err := c.checkInstanceFree(ctx, item.Instance, o.ifExists); err != nil || done {
 		return err
 	}
 	return c.enqueue(ctx, "start orchestration", item)

@@ -184,6 +184,19 @@
 // instance id. The module github.com/duroxide-go/cdb/otelcdb makes the
 // Meter over OpenTelemetry.
 //
+// Options.Telemetry's Tracer receives a span per orchestration turn
+// ("orchestration <name>"), per activity execution ("activity <name>") and
+// per fired timer ("timer", from its creation to the turn that consumed
+// its firing), and a Client made WithTracer (a runtime's Client has its
+// tracer) one per start ("start_orchestration <name>", a child of the
+// caller's span). The trace crosses the store (on a provider that is a
+// cdb.TraceCarrier, as both of this module's are, outside duroxide's
+// JSON): every turn of an instance continues the trace of its start, and
+// an activity or a child orchestration the trace of the turn that
+// scheduled it, in whichever process runs it. Replays make no span twice:
+// spans come from work done now, never from history re-read. Spans carry
+// the instance id (durable.instance.id); metrics never do.
+//
 // # Beyond the basics
 //
 // Sub-orchestrations (ScheduleSubOrchestration) and detached starts

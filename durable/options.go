@@ -124,11 +124,12 @@ type Options struct {
 	// default), or fail it (FailOnNondeterminism).
 	NondeterminismPolicy NondeterminismPolicy
 
-	// Telemetry receives the runtime's metrics through its Meter (see the
-	// package doc's "Telemetry" for the instruments). The zero value
-	// records nothing. The runtime makes no
-	// spans yet; the Cosmos DB requests of a turn or an activity are
-	// measured by the provider's client, through its own telemetry option.
+	// Telemetry receives the runtime's metrics through its Meter and its
+	// spans (each turn, activity execution and fired timer) through its
+	// Tracer; see the package doc's "Telemetry". The zero value records
+	// nothing. The Cosmos DB requests of a turn or an activity are
+	// measured by the provider's client, through its own telemetry option,
+	// its request spans children of the turn's or activity's span.
 	Telemetry cdb.Telemetry
 
 	// Logger receives the runtime's logs (default: discarded).

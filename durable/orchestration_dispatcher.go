@@ -32,8 +32,9 @@ func (r *Runtime) orchestrationLoop(slot int) {
 func (r *Runtime) handleOrchestrationItem(item *cdb.OrchestrationItem, token string, attempt uint32) {
 	fetched := time.Now()
 	name := orchestrationNameOf(item)
-	ctx := r.turnContext(name)
+	ctx, span := r.startTurnSpan(r.turnContext(name), item, name)
 	outcome := r.lockAndProcess(ctx, item, token, attempt)
+	endTurnSpan(span, outcome)
 	r.metrics.turnEnded(ctx, name, outcome, time.Since(fetched))
 }
 
@@ -50,9 +51,11 @@ func (r *Runtime) turnContext(name string) context.Context {
 // turnLog is the logger of a turn's records: each carries the instance,
 // the execution the batch was fetched for, and the orchestration's name,
 // so a turn's records correlate as duroxide's do (under this runtime's
-// keys "instance" and "orchestration", and duroxide's "execution_id").
+// keys "instance" and "orchestration", and duroxide's "execution_id"), and
+// the trace id of the instance's start when it carried one.
 func (r *Runtime) turnLog(item *cdb.OrchestrationItem) *slog.Logger {
-	return r.log.With("instance", item.Instance, "execution_id", item.ExecutionID, "orchestration", orchestrationNameOf(item))
+	return traceLog(r.log.With("instance", item.Instance, "execution_id", item.ExecutionID, "orchestration", orchestrationNameOf(item)),
+		item.TraceContext)
 }
 
 // lockAndProcess runs the turn of an item whose version this runtime
@@ -194,6 +197,7 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 		return r.handleUnregisteredOrchestration(ctx, item, token, attempt, plan)
 	}
 	plan.fn, plan.version = fn, version
+	turnResolved(ctx, executionID, version)
 	t, err := runTurn(ctx, plan, r.turnEnv())
 	if err != nil {
 		r.turnLog(item).Warn("turn interrupted; abandoning", "error", err)
@@ -228,6 +232,7 @@ func (r *Runtime) commit(ctx context.Context, item *cdb.OrchestrationItem, token
 	switch {
 	case err == nil:
 		r.recordExecution(item.Instance, t.executionID)
+		r.timerSpans(ctx, item)
 		return turnCommitted
 	case errors.Is(err, errAckAbandoned):
 		r.turnLog(item).Warn("turn not committed; the batch will be retried", "error", err)
@@ -270,8 +275,9 @@ const maxAckRetries = 5
 // ackTurn acks with retries of retryable failures (10ms·2^n backoff); when
 // they run out it abandons the item with a short delay. Every commit of a
 // turn of item goes through it, so it is where what a turn wrote is
-// measured.
+// measured, and where what it schedules takes the trace of the turn's span.
 func (r *Runtime) ackTurn(ctx context.Context, item *cdb.OrchestrationItem, token string, t turn, md cdb.ExecutionMetadata) error {
+	t = withTurnTrace(ctx, t)
 	for attempt := 0; ; attempt++ {
 		err := r.provider.AckOrchestrationItem(ctx, token, t.executionID, t.delta,
 			t.workerItems, t.orchestratorItems, md, t.cancelled)

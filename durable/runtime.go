@@ -72,7 +72,10 @@ func Start(ctx context.Context, provider cdb.Provider, registry *Registry, opts 
 		parked: newParkedTurns(), metrics: newRuntimeMetrics(opts.Telemetry.Meter),
 	}
 	r.client.parked = r.parked.lookup
-	r.workCtx, r.stopWork = context.WithCancel(ctx)
+	r.client.tracer = opts.Telemetry.Tracer
+	// Start's context bounds the runtime's life, but none of its values
+	// reach the dispatchers: a span there would parent every turn.
+	r.workCtx, r.stopWork = spanFreeContext(ctx)
 	r.fetchCtx, r.stopFetching = context.WithCancel(r.workCtx)
 	r.startDispatchers()
 	return r, nil
@@ -205,8 +208,12 @@ func (r *Runtime) turnEnv() turnEnv {
 // cleanupContext bounds the calls that release locks after the work
 // context has ended (abandons during a hard stop).
 func (r *Runtime) cleanupContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(r.workCtx), 5*time.Second)
+	return context.WithTimeout(context.WithoutCancel(r.workCtx), cleanupTimeout)
 }
+
+// cleanupTimeout bounds a call that releases or settles a lock after the
+// work context may have ended.
+const cleanupTimeout = 5 * time.Second
 
 // idle waits out the rest of the minimum poll interval after a fetch that
 // found nothing; a fetch that already took that long (a long poll) goes

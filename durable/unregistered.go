@@ -152,8 +152,9 @@ func editDistance(a, b string) int {
 }
 
 // handleUnregisteredActivity gives an activity without a handler back with
-// backoff, or fails it when the policy says its time is up.
-func (r *Runtime) handleUnregisteredActivity(w lockedActivity) {
+// backoff, or fails it when the policy says its time is up (acked under
+// ctx's span).
+func (r *Runtime) handleUnregisteredActivity(ctx context.Context, w lockedActivity) {
 	if !r.opts.failsUnregistered(w.attempt) {
 		backoff := r.opts.unregisteredBackoff(w.attempt)
 		r.activityLog(w).Warn("activity not registered; abandoning with backoff",
@@ -163,7 +164,7 @@ func (r *Runtime) handleUnregisteredActivity(w lockedActivity) {
 	}
 	failure := notRegistered(r.registry.unregisteredActivity(w.Name))
 	r.activityLog(w).Error("activity not registered; failing it", "attempt", w.attempt, "error", failure.Message)
-	r.ackActivity(w, activityResult{err: failure})
+	r.ackActivity(ctx, w, activityResult{err: failure})
 }
 
 // handleUnregisteredOrchestration gives a batch whose orchestration has no

@@ -80,7 +80,7 @@ func (r *Runtime) processNextWorkItem(workerID, sessionOwner string) (bool, erro
 // instance, the execution and the activity's name (under this runtime's
 // keys "instance" and "activity", and duroxide's "execution_id").
 func (r *Runtime) activityLog(w lockedActivity) *slog.Logger {
-	return r.log.With("instance", w.Instance, "execution_id", w.ExecutionID, "activity", w.Name)
+	return traceLog(r.log.With("instance", w.Instance, "execution_id", w.ExecutionID, "activity", w.Name), w.Trace)
 }
 
 // errLockLost cancels an activity whose worker lock could not be renewed:
@@ -93,13 +93,16 @@ type activityResult struct {
 	err    error
 }
 
-// executeActivity runs the handler and acks its result; ctx is cancelled
-// when the lock is lost (or the runtime stops), which cancels the handler.
+// executeActivity runs the handler and acks its result, under the
+// activity's span; ctx is cancelled when the lock is lost (or the runtime
+// stops), which cancels the handler.
 func (r *Runtime) executeActivity(ctx context.Context, w lockedActivity) {
+	ctx, span := r.startActivitySpan(ctx, w)
 	fn, ok := r.registry.activity(w.Name)
 	if !ok {
-		r.handleUnregisteredActivity(w)
+		r.handleUnregisteredActivity(ctx, w)
 		r.metrics.activityUnregistered(ctx, w.Name, w.attempt)
+		endActivitySpan(span, activityNotRegistered, errActivityNotRegistered)
 		return
 	}
 	results := make(chan activityResult, 1) // the handler never blocks on it
@@ -109,12 +112,15 @@ func (r *Runtime) executeActivity(ctx context.Context, w lockedActivity) {
 	go func() { results <- runActivity(fn, actx, w.Input) }()
 
 	var outcome activityOutcome
+	var failure error
 	select {
 	case res := <-results:
-		outcome = r.ackActivity(w, res)
+		outcome, failure = r.ackActivity(ctx, w, res), res.err
 	case <-ctx.Done():
-		outcome = r.interruptActivity(w, context.Cause(ctx), results)
+		failure = context.Cause(ctx)
+		outcome = r.interruptActivity(ctx, w, failure, results)
 	}
+	endActivitySpan(span, outcome, failure)
 	r.metrics.activityEnded(ctx, w.Name, w.attempt, outcome, time.Since(began))
 }
 
@@ -145,10 +151,11 @@ func (r *Runtime) renewWorkLock(token string, cancel context.CancelCauseFunc) (s
 	})
 }
 
-// ackActivity reports the handler's result and says what became of it. A
-// failure caused by the runtime stopping is not the activity's: the item
-// is abandoned for a retry.
-func (r *Runtime) ackActivity(w lockedActivity, res activityResult) activityOutcome {
+// ackActivity reports the handler's result and says what became of it,
+// under ctx's span but not its cancellation. A failure caused by the
+// runtime stopping is not the activity's: the item is abandoned for a
+// retry.
+func (r *Runtime) ackActivity(ctx context.Context, w lockedActivity, res activityResult) activityOutcome {
 	if res.err != nil && r.workCtx.Err() != nil {
 		r.abandonWork(w.token, 0, true)
 		return activityAbandoned
@@ -160,7 +167,7 @@ func (r *Runtime) ackActivity(w lockedActivity, res activityResult) activityOutc
 			Details: applicationFailure(cdb.AppActivityFailed{}, res.err, r.registry)}
 		acked = activityFailed
 	}
-	ctx, cancel := r.cleanupContext()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	err := r.provider.AckWorkItem(ctx, w.token, completion)
 	switch {
@@ -249,7 +256,7 @@ func (r *Runtime) failRefusedActivity(ctx context.Context, w lockedActivity, ref
 // grace is acked (a failure is abandoned for a retry, since it may be the
 // cancellation's); after the grace the result is dropped and the item
 // released.
-func (r *Runtime) interruptActivity(w lockedActivity, cause error, results <-chan activityResult) activityOutcome {
+func (r *Runtime) interruptActivity(ctx context.Context, w lockedActivity, cause error, results <-chan activityResult) activityOutcome {
 	lockLost := errors.Is(cause, errLockLost)
 	if !lockLost {
 		r.activityLog(w).Info("runtime stopping; waiting for the activity within its grace, keeping its lock",
@@ -260,7 +267,7 @@ func (r *Runtime) interruptActivity(w lockedActivity, cause error, results <-cha
 	select {
 	case res := <-results:
 		if !lockLost {
-			return r.ackActivity(w, res)
+			return r.ackActivity(ctx, w, res)
 		}
 	case <-grace.C:
 		r.activityLog(w).Warn("cancelled activity did not stop within the grace period; dropping its result and releasing it",

@@ -56,7 +56,8 @@ type instanceRow struct {
 	createdAt           int64
 	updatedAt           int64
 	parent              *string
-	parked              *cdb.ParkedInfo // ParkOrchestrationItem's record, until a turn commits
+	parked              *cdb.ParkedInfo  // ParkOrchestrationItem's record, until a turn commits
+	trace               cdb.TraceContext // its start's (cdb.TraceCarrier), from the turn that created the row
 }
 
 // executionRow is a row of the executions table.
@@ -78,6 +79,7 @@ type orchRow struct {
 	visibleAt int64
 	lockToken string
 	attempts  uint32
+	trace     cdb.TraceContext // a start's, kept beside its JSON (cdb.TraceCarrier)
 }
 
 // workRow is a row of the worker queue, with the identity columns duroxide
@@ -94,6 +96,7 @@ type workRow struct {
 	activityID  uint64
 	sessionID   *string
 	tag         *string
+	trace       cdb.TraceContext // kept beside the JSON (cdb.TraceCarrier)
 }
 
 type instanceLock struct {
@@ -423,6 +426,7 @@ type encodedOrchItem struct {
 	kind     string
 	data     []byte
 	fireAtMs *int64 // TimerFired enqueued through an ack: visible at fire_at_ms
+	trace    cdb.TraceContext
 }
 
 // encodeOrchItem validates and encodes a message for the orchestrator queue,
@@ -442,7 +446,7 @@ func encodeOrchItem(item cdb.WorkItem) (encodedOrchItem, error) {
 	if _, ok := canonical.(cdb.ActivityExecuteMessage); ok {
 		return encodedOrchItem{}, fmt.Errorf("Invalid work item type: ActivityExecute belongs to the worker queue: %w", cdb.ErrInvalidInput)
 	}
-	out := encodedOrchItem{instance: canonical.InstanceID(), kind: canonical.Kind(), data: data}
+	out := encodedOrchItem{instance: canonical.InstanceID(), kind: canonical.Kind(), data: data, trace: cdb.TraceContextOf(item)}
 	if t, ok := canonical.(cdb.TimerFiredMessage); ok {
 		fire := int64(t.FireAtMs)
 		if t.FireAtMs > 1<<63-1 {
@@ -460,6 +464,7 @@ func (p *Provider) insertOrch(e encodedOrchItem, visibleAt int64) {
 		item:      e.data,
 		kind:      e.kind,
 		visibleAt: visibleAt,
+		trace:     e.trace,
 	})
 }
 
@@ -471,6 +476,7 @@ type encodedWorkItem struct {
 	activityID uint64
 	sessionID  *string
 	tag        *string
+	trace      cdb.TraceContext
 }
 
 // encodeWorkItem validates and encodes an ActivityExecuteMessage for the worker queue.
@@ -497,6 +503,7 @@ func encodeWorkItem(item cdb.WorkItem) (encodedWorkItem, error) {
 		activityID: act.ID,
 		sessionID:  act.SessionID,
 		tag:        act.Tag,
+		trace:      cdb.TraceContextOf(item),
 	}, nil
 }
 
@@ -510,6 +517,7 @@ func (p *Provider) insertWork(e encodedWorkItem, visibleAt int64) {
 		activityID: e.activityID,
 		sessionID:  e.sessionID,
 		tag:        e.tag,
+		trace:      e.trace,
 	})
 }
 

@@ -60,3 +60,7 @@ func TestParkRecording(t *testing.T) {
 func TestExclusiveStarts(t *testing.T) {
 	providertest.RunModule(t, factory{}, providertest.ExclusiveStarts())
 }
+
+func TestTraceCarrying(t *testing.T) {
+	providertest.RunModule(t, factory{}, providertest.TraceCarrying())
+}

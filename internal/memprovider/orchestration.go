@@ -105,10 +105,11 @@ func (p *Provider) fetchOrchestrationLocked(op string, now int64, lockTimeout ti
 			if err != nil { // the store wrote these bytes; unreachable
 				return nil, "", 0, cdb.Permanent(op, fmt.Sprintf("stored message %d of %q: %v", r.id, instance, err))
 			}
-			messages = append(messages, m)
+			messages = append(messages, cdb.WithTraceContext(m, r.trace))
 		}
 
-		item := &cdb.OrchestrationItem{Instance: instance, Messages: messages, KVSnapshot: map[string]cdb.KVEntry{}}
+		item := &cdb.OrchestrationItem{Instance: instance, Messages: messages, KVSnapshot: map[string]cdb.KVEntry{},
+			TraceContext: p.startTrace(instance, batch)}
 		var historyErr error
 		if inst := p.instances[instance]; inst != nil {
 			item.OrchestrationName = inst.name
@@ -169,6 +170,26 @@ func (p *Provider) fetchOrchestrationLocked(op string, now int64, lockTimeout ti
 		return item, token, maxAttempt, nil
 	}
 	return nil, "", 0, nil
+}
+
+// startTrace is the trace context of instance's start: its row's, else
+// (no turn created the row yet) that of the start in its batch.
+func (p *Provider) startTrace(instance string, batch []*orchRow) cdb.TraceContext {
+	if inst := p.instances[instance]; inst != nil && !inst.trace.IsZero() {
+		return inst.trace
+	}
+	return batchTrace(batch)
+}
+
+// batchTrace is the trace of the first row that keeps one: on the
+// orchestrator queue only starts do.
+func batchTrace(batch []*orchRow) cdb.TraceContext {
+	for _, r := range batch {
+		if !r.trace.IsZero() {
+			return r.trace
+		}
+	}
+	return cdb.TraceContext{}
 }
 
 // startedFromHistory finds, for an instance without an instance row, the
@@ -338,7 +359,13 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 	// Commit. Nothing below can fail.
 
 	// The batch: only the messages fetched under this token.
-	p.removeOrch(func(r *orchRow) bool { return r.lockToken == lockToken })
+	var fetched []*orchRow
+	for _, r := range p.orchQueue {
+		if r.lockToken == lockToken {
+			fetched = append(fetched, r)
+		}
+	}
+	p.deleteOrchRows(fetched)
 
 	// The instance row is created here and only here, from metadata carrying
 	// both name and version; the parent is fixed at creation.
@@ -350,6 +377,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 				currentExecution: executionID,
 				createdAt:        now,
 				parent:           cloneString(metadata.ParentInstanceID),
+				trace:            batchTrace(fetched),
 			}
 			p.instances[instance] = inst
 		}

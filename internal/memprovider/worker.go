@@ -108,7 +108,7 @@ func (p *Provider) fetchWorkLocked(op string, now int64, lockTimeout time.Durati
 		r.lockToken = p.newToken("wlock")
 		r.lockedUntil = after(now, lockTimeout)
 		r.attempts++
-		return item, r.lockToken, r.attempts, nil
+		return cdb.WithTraceContext(item, r.trace), r.lockToken, r.attempts, nil
 	}
 	return nil, "", 0, nil
 }

@@ -86,6 +86,11 @@ type OrchestrationItem struct {
 	// continue-as-new keeps it: the next execution continues the trace of
 	// the instance's start. Go only, never stored in duroxide's JSON.
 	TraceContext TraceContext
+	// VisibleAt is when the batch became takeable, by the store's clock:
+	// the earliest time at which one of its messages became visible (a
+	// timer's due time, an abandon's delay's end, else its enqueue). Zero
+	// when the provider does not report it.
+	VisibleAt time.Time
 }
 
 // KVEntry is one key of the KV snapshot.

@@ -391,6 +391,7 @@ func (p *CosmosProvider) completeTurnBatch(ctx context.Context, t *lockedTurn, d
 func (p *CosmosProvider) handOver(ctx context.Context, t *lockedTurn) (*fetchedOrchestration, error) {
 	lock := t.lock
 	item, kind := p.buildItem(&t.inst, lock.state, t.items)
+	item.VisibleAt = batchVisibleAt(lock)
 	if kind != batchOrdinary {
 		var err error
 		if kind, err = p.startHidden(ctx, lock, item, kind); err != nil {

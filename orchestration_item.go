@@ -130,6 +130,28 @@ func startTraceOfLock(lock *orchestrationLock) TraceContext {
 	return TraceContext{}
 }
 
+// batchVisibleAt is when the locked batch became takeable: the earliest
+// place in order (its visibleAt, or the one it had before it was parked)
+// among the messages handed over, strays left out. A delayed abandon moves
+// a message's visibleAt, so for a retried batch it is when it became
+// takeable again.
+func batchVisibleAt(lock *orchestrationLock) time.Time {
+	var earliest int64
+	found := false
+	for _, m := range lock.messages {
+		if lock.strays[m.ID] {
+			continue
+		}
+		if at := placeInOrder(m); !found || at < earliest {
+			earliest, found = at, true
+		}
+	}
+	if !found {
+		return time.Time{}
+	}
+	return time.UnixMilli(earliest)
+}
+
 func derefOr(s *string, fallback string) string {
 	if s == nil {
 		return fallback

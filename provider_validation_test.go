@@ -89,3 +89,9 @@ func TestParkRecording(t *testing.T) {
 func TestTraceCarrying(t *testing.T) {
 	providertest.RunModule(t, fakeFactory{}, providertest.TraceCarrying())
 }
+
+// TestVisibleAtReporting runs providertest's module for the Go-only times
+// at which fetched work became takeable.
+func TestVisibleAtReporting(t *testing.T) {
+	providertest.RunModule(t, fakeFactory{}, providertest.VisibleAtReporting())
+}

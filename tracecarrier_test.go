@@ -3,6 +3,7 @@ package cdb
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -11,12 +12,12 @@ import (
 var fixtureTrace = TraceContext{TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", TraceState: "vendor=x"}
 
 // The duroxide JSON of a start and of an activity is byte for byte the
-// golden's with a trace set: the trace is Go only, and decoding the
+// golden's with a trace and a VisibleAt set: both are Go only, and decoding the
 // golden gives none.
 func TestATraceLeavesDuroxidesJSONUnchanged(t *testing.T) {
 	checked := 0
 	for _, tc := range workItemGoldens {
-		traced := WithTraceContext(tc.item, fixtureTrace)
+		traced := WithVisibleAt(WithTraceContext(tc.item, fixtureTrace), fixtureVisibleAt)
 		if TraceContextOf(traced).IsZero() {
 			continue // a kind that carries no trace
 		}
@@ -32,9 +33,29 @@ func TestATraceLeavesDuroxidesJSONUnchanged(t *testing.T) {
 			decoded, err := UnmarshalWorkItem(golden)
 			require.NoError(t, err)
 			assert.Equal(t, TraceContext{}, TraceContextOf(decoded), "duroxide's JSON carries no trace")
+			if act, ok := decoded.(ActivityExecuteMessage); ok {
+				assert.True(t, act.VisibleAt.IsZero(), "duroxide's JSON carries no VisibleAt")
+			}
 		})
 	}
 	assert.Equal(t, 6, checked, "the start and activity goldens")
+}
+
+// fixtureVisibleAt is a fetched activity's VisibleAt, set beside the trace
+// in the goldens above: it must not reach the JSON either.
+var fixtureVisibleAt = time.UnixMilli(1_700_000_000_123)
+
+// Only activities carry a VisibleAt; WithVisibleAt hands every other kind
+// back as it is.
+func TestOnlyActivitiesCarryAVisibleAt(t *testing.T) {
+	for _, tc := range workItemGoldens {
+		withTime := WithVisibleAt(tc.item, fixtureVisibleAt)
+		if act, ok := withTime.(ActivityExecuteMessage); ok {
+			assert.Equal(t, fixtureVisibleAt, act.VisibleAt, tc.file)
+			continue
+		}
+		assert.Equal(t, tc.item, withTime, tc.file)
+	}
 }
 
 // Only starts and activities carry a trace; WithTraceContext hands every

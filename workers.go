@@ -279,7 +279,7 @@ func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout 
 		p.setAsideUndecodableWork(ctx, lock, err)
 		return fetchedWork{}, errUndecodableWork
 	}
-	return fetchedWork{item: item, token: token, attempts: doc.Attempts}, nil
+	return fetchedWork{item: WithVisibleAt(item, time.UnixMilli(doc.VisibleAt)), token: token, attempts: doc.Attempts}, nil
 }
 
 // refreshClaim renews a claim whose request used up more than a quarter of

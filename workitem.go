@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // WorkItem is a queue message: duroxide's WorkItem enum (src/providers/mod.rs).
@@ -85,6 +86,13 @@ type ActivityExecuteMessage struct {
 	// TraceCarrier keeps it beside the item and hands it back with the
 	// item FetchWorkItem returns.
 	Trace TraceContext `json:"-"`
+	// VisibleAt is when the item became takeable, by the store's clock: set
+	// on the item FetchWorkItem returns, by a provider that reports it
+	//; zero otherwise and on what is enqueued. An
+	// abandon with a delay moves it, so after a retry it is when the item
+	// became takeable again, not when it was first enqueued. Go only, never
+	// part of duroxide's JSON.
+	VisibleAt time.Time `json:"-"`
 }
 
 // ActivityCompletedMessage reports an activity's result to its orchestration.
@@ -547,3 +555,14 @@ func (w *ContinueAsNewMessage) UnmarshalJSON(data []byte) error {
 
 // UnmarshalJSON decodes QueueEventMessage from duroxide's serde JSON.
 func (w *QueueEventMessage) UnmarshalJSON(data []byte) error { return unmarshalWorkItemInto(data, w) }
+
+// WithVisibleAt is item with at as its VisibleAt when it is an activity
+// (the one kind that carries it), for a provider handing back a fetched
+// worker item.
+func WithVisibleAt(item WorkItem, at time.Time) WorkItem {
+	if act, ok := item.(ActivityExecuteMessage); ok {
+		act.VisibleAt = at
+		return act
+	}
+	return item
+}

@@ -178,7 +178,11 @@
 // durable.orchestration.history.size, durable.orchestration.parked,
 // durable.activity.executions (by durable.activity.outcome and
 // durable.activity.attempt, the item's delivery: 1, 2, 3 or 4+),
-// durable.activity.duration and durable.poison (by durable.queue). Every
+// durable.activity.duration, durable.orchestration.turn.schedule_to_start
+// and durable.activity.schedule_to_start (how long a fetched item waited
+// in its queue once takeable: the fetch's Options.Now less the provider's
+// VisibleAt, recorded when the provider reports one) and durable.poison
+// (by durable.queue). Every
 // instrument is labelled with the orchestration's or activity's name (and
 // the orchestration's version where it ends or starts), never with an
 // instance id. The module github.com/duroxide-go/cdb/otelcdb makes the

@@ -32,7 +32,9 @@ func (r *Runtime) orchestrationLoop(slot int) {
 func (r *Runtime) handleOrchestrationItem(item *cdb.OrchestrationItem, token string, attempt uint32) {
 	fetched := time.Now()
 	name := orchestrationNameOf(item)
-	ctx, span := r.startTurnSpan(r.turnContext(name), item, name)
+	turnCtx := r.turnContext(name)
+	r.metrics.turnFetched(turnCtx, name, r.opts.Now(), item.VisibleAt)
+	ctx, span := r.startTurnSpan(turnCtx, item, name)
 	outcome := r.lockAndProcess(ctx, item, token, attempt)
 	endTurnSpan(span, outcome)
 	r.metrics.turnEnded(ctx, name, outcome, time.Since(fetched))

@@ -24,10 +24,12 @@ const (
 	metricOrchestrationDuration    = "durable.orchestration.duration"
 	metricTurns                    = "durable.orchestration.turns"
 	metricTurnDuration             = "durable.orchestration.turn.duration"
+	metricTurnScheduleToStart      = "durable.orchestration.turn.schedule_to_start"
 	metricHistorySize              = "durable.orchestration.history.size"
 	metricParked                   = "durable.orchestration.parked"
 	metricActivityExecutions       = "durable.activity.executions"
 	metricActivityDuration         = "durable.activity.duration"
+	metricActivityScheduleToStart  = "durable.activity.schedule_to_start"
 	metricPoison                   = "durable.poison"
 )
 
@@ -75,6 +77,7 @@ const (
 type runtimeMetrics struct {
 	starts, completions, failures, turns, parked, activityExecutions, poison cdb.Counter
 	duration, turnDuration, historySize, activityDuration                    cdb.Histogram
+	turnScheduleToStart, activityScheduleToStart                             cdb.Histogram
 }
 
 func newRuntimeMetrics(m cdb.Meter) *runtimeMetrics {
@@ -94,6 +97,8 @@ func newRuntimeMetrics(m cdb.Meter) *runtimeMetrics {
 			"Orchestration items fetched and handled, by outcome."),
 		turnDuration: m.Histogram(metricTurnDuration, "s",
 			"Time from an orchestration item's fetch to its ack or release."),
+		turnScheduleToStart: m.Histogram(metricTurnScheduleToStart, "s",
+			"Time an orchestration item waited in its queue: from when its earliest message became takeable to its fetch."),
 		historySize: m.Histogram(metricHistorySize, "{event}",
 			"Events in an execution's history after a committed turn."),
 		parked: m.Counter(metricParked, "{turn}",
@@ -102,6 +107,8 @@ func newRuntimeMetrics(m cdb.Meter) *runtimeMetrics {
 			"Activities taken to run, by outcome and delivery attempt."),
 		activityDuration: m.Histogram(metricActivityDuration, "s",
 			"Time from an activity handler's start to its result's ack or release."),
+		activityScheduleToStart: m.Histogram(metricActivityScheduleToStart, "s",
+			"Time an activity waited in the worker queue: from when it became takeable to its fetch."),
 		poison: m.Counter(metricPoison, "{item}",
 			"Items failed as poison, by queue."),
 	}
@@ -179,6 +186,33 @@ func (m *runtimeMetrics) activityUnregistered(ctx context.Context, name string, 
 		return
 	}
 	m.activityExecutions.Add(ctx, 1, activityAttrs(name, attempt, activityNotRegistered)...)
+}
+
+// turnFetched records how long a fetched orchestration item waited in its
+// queue (scheduleToStart).
+func (m *runtimeMetrics) turnFetched(ctx context.Context, name string, fetched, visibleAt time.Time) {
+	if m == nil || visibleAt.IsZero() {
+		return
+	}
+	m.turnScheduleToStart.Record(ctx, scheduleToStart(fetched, visibleAt).Seconds(), slog.String(attrOrchestrationName, name))
+}
+
+// activityFetched records how long a fetched activity waited in the worker
+// queue (scheduleToStart).
+func (m *runtimeMetrics) activityFetched(ctx context.Context, name string, fetched, visibleAt time.Time) {
+	if m == nil || visibleAt.IsZero() {
+		return
+	}
+	m.activityScheduleToStart.Record(ctx, scheduleToStart(fetched, visibleAt).Seconds(), slog.String(attrActivityName, name))
+}
+
+// scheduleToStart is how long work waited between becoming takeable, by
+// the store's clock as its provider reports it (VisibleAt), and its fetch,
+// by the runtime's clock (Options.Now, the provider's service time by
+// default). Clamped at zero: an item may be stamped a little ahead of the
+// clock that fetched it (a writer's clock, a sequence's millisecond).
+func scheduleToStart(fetched, visibleAt time.Time) time.Duration {
+	return max(fetched.Sub(visibleAt), 0)
 }
 
 // poisoned counts an item failed as poison; queue is "orchestrator" or

@@ -43,17 +43,19 @@ func TestTelemetryInstrumentsHaveTheirNamesKindsAndUnits(t *testing.T) {
 	h := newMemoryHarness(t)
 	h.run(withMeter(meter))
 	want := map[string][2]string{
-		"durable.orchestration.starts":        {"counter", "{orchestration}"},
-		"durable.orchestration.completions":   {"counter", "{orchestration}"},
-		"durable.orchestration.failures":      {"counter", "{orchestration}"},
-		"durable.orchestration.duration":      {"histogram", "s"},
-		"durable.orchestration.turns":         {"counter", "{turn}"},
-		"durable.orchestration.turn.duration": {"histogram", "s"},
-		"durable.orchestration.history.size":  {"histogram", "{event}"},
-		"durable.orchestration.parked":        {"counter", "{turn}"},
-		"durable.activity.executions":         {"counter", "{execution}"},
-		"durable.activity.duration":           {"histogram", "s"},
-		"durable.poison":                      {"counter", "{item}"},
+		"durable.orchestration.starts":                 {"counter", "{orchestration}"},
+		"durable.orchestration.completions":            {"counter", "{orchestration}"},
+		"durable.orchestration.failures":               {"counter", "{orchestration}"},
+		"durable.orchestration.duration":               {"histogram", "s"},
+		"durable.orchestration.turns":                  {"counter", "{turn}"},
+		"durable.orchestration.turn.duration":          {"histogram", "s"},
+		"durable.orchestration.turn.schedule_to_start": {"histogram", "s"},
+		"durable.orchestration.history.size":           {"histogram", "{event}"},
+		"durable.orchestration.parked":                 {"counter", "{turn}"},
+		"durable.activity.executions":                  {"counter", "{execution}"},
+		"durable.activity.duration":                    {"histogram", "s"},
+		"durable.activity.schedule_to_start":           {"histogram", "s"},
+		"durable.poison":                               {"counter", "{item}"},
 	}
 	got := map[string][2]string{}
 	for _, i := range meter.Instruments() {
@@ -290,6 +292,90 @@ func TestTelemetryWithoutAMeterRecordsNothing(t *testing.T) {
 	m.activityEnded(context.Background(), "Ship", 1, activityCompleted, time.Second)
 	m.activityUnregistered(context.Background(), "Ship", 1)
 	m.poisoned(context.Background(), "worker")
+	m.turnFetched(context.Background(), "Order", time.Now(), time.Now())
+	m.activityFetched(context.Background(), "Ship", time.Now(), time.Now())
+}
+
+// A provider that does not report when work became takeable (a zero
+// VisibleAt) gets no schedule-to-start, rather than one since the epoch.
+func TestTelemetryRecordsNoScheduleToStartWithoutAVisibleAt(t *testing.T) {
+	meter := telemetrytest.NewRecorder()
+	m := newRuntimeMetrics(meter)
+	m.turnFetched(context.Background(), "Order", time.Now(), time.Time{})
+	m.activityFetched(context.Background(), "Ship", time.Now(), time.Time{})
+	assert.Empty(t, meter.Points("durable.orchestration.turn.schedule_to_start", nil))
+	assert.Empty(t, meter.Points("durable.activity.schedule_to_start", nil))
+}
+
+// An item stamped a little ahead of the clock that fetched it (a writer's
+// clock, a sequence's millisecond) waited no time, not a negative one.
+func TestTelemetryClampsScheduleToStartAtZero(t *testing.T) {
+	meter := telemetrytest.NewRecorder()
+	m := newRuntimeMetrics(meter)
+	fetched := time.UnixMilli(1_700_000_000_000)
+	m.turnFetched(context.Background(), "Order", fetched, fetched.Add(3*time.Millisecond))
+	m.activityFetched(context.Background(), "Ship", fetched, fetched.Add(-250*time.Millisecond))
+	turns := meter.Points("durable.orchestration.turn.schedule_to_start", nil)
+	require.Len(t, turns, 1)
+	assert.Equal(t, 0.0, turns[0].Value)
+	assert.Equal(t, map[string]any{"durable.orchestration.name": "Order"}, turns[0].Attributes())
+	activities := meter.Points("durable.activity.schedule_to_start", nil)
+	require.Len(t, activities, 1)
+	assert.Equal(t, 0.25, activities[0].Value)
+	assert.Equal(t, map[string]any{"durable.activity.name": "Ship"}, activities[0].Attributes())
+}
+
+// Schedule-to-start is recorded once per fetch, turn and activity, by
+// name, and measures only the wait in the queue: an activity retried after
+// a retry policy's wait and a turn fired by a timer do not count the wait.
+// Each value is at most the run's time less its waits (every fetch's wait
+// lies outside them), which a measure from the first enqueue would exceed.
+func TestTelemetryScheduleToStartLeavesOutDelays(t *testing.T) {
+	const wait = 500 * time.Millisecond
+	meter := telemetrytest.NewRecorder()
+	h := newMemoryHarness(t)
+	var charges atomic.Int32
+	h.activity("Charge", func(ActivityContext, string) (string, error) {
+		if charges.Add(1) == 1 {
+			return "", errors.New("card reader busy")
+		}
+		return "charged", nil
+	})
+	h.orchestration("Order", func(ctx *OrchestrationContext, input string) (string, error) {
+		retry := RetryPolicy{MaxAttempts: 2, FirstInterval: wait}
+		out, err := ctx.ScheduleActivity("Charge", input, WithRetry(retry)).Await()
+		if err != nil {
+			return "", err
+		}
+		if _, err := ctx.ScheduleTimer(wait).Await(); err != nil {
+			return "", err
+		}
+		return out, nil
+	})
+	h.run(withMeter(meter))
+	// The reference provider's clock, and the runtime's, is this process's.
+	before := time.Now().Truncate(time.Millisecond)
+	h.start("order-1", "Order", "book")
+	assert.Equal(t, "charged", h.completed("order-1"))
+	h.stop()
+	bound := (time.Since(before) - 2*wait).Seconds()
+
+	order := map[string]any{"durable.orchestration.name": "Order"}
+	turns := meter.Points("durable.orchestration.turn.schedule_to_start", nil)
+	assert.Equal(t, meter.Sum("durable.orchestration.turns", nil), float64(len(turns)), "one per fetched item")
+	assert.GreaterOrEqual(t, len(turns), 4, "the start, the failure, the retry's wait, the charge, the timer")
+	for _, p := range turns {
+		assert.Equal(t, order, p.Attributes())
+		assert.GreaterOrEqual(t, p.Value, 0.0)
+		assert.LessOrEqual(t, p.Value, bound, "a turn's wait leaves out the retry's and the timer's")
+	}
+	activities := meter.Points("durable.activity.schedule_to_start", nil)
+	require.Len(t, activities, 2, "one per fetched activity: the failed charge and its retry")
+	for _, p := range activities {
+		assert.Equal(t, map[string]any{"durable.activity.name": "Charge"}, p.Attributes())
+		assert.GreaterOrEqual(t, p.Value, 0.0)
+		assert.LessOrEqual(t, p.Value, bound, "the retry's wait is not the activity's")
+	}
 }
 
 func TestMetricAttemptBuckets(t *testing.T) {

@@ -50,6 +50,7 @@ func (r *Runtime) processNextWorkItem(workerID, sessionOwner string) (bool, erro
 		r.abandonWork(token, time.Second, false)
 		return true, nil
 	}
+	r.metrics.activityFetched(r.workCtx, act.Name, r.opts.Now(), act.VisibleAt)
 	// The lock is renewed until the item is acked or released, not only
 	// while the handler runs: an ack of a large result on a throttled
 	// store, a refused result followed by its failure, or a poison failure

@@ -9,10 +9,9 @@ import (
 
 // The demo's cost and latency breakdown, read from the metrics the client
 // and the runtime report to its breakdownMeter: what each orchestration's
-// requests cost by Cosmos DB operation, and the percentiles of request,
-// turn and activity durations. Schedule-to-start (how long work waited in
-// its queue) is not among them: the provider does not return the items'
-// enqueue times yet (ARCHITECTURE.md, Telemetry).
+// requests cost by Cosmos DB operation, the percentiles of request, turn
+// and activity durations, and those of turns' and activities'
+// schedule-to-start (how long work waited in its queue once takeable).
 
 // The instruments and attributes the breakdown reads, as the library
 // names them.
@@ -22,6 +21,8 @@ const (
 	instrumentCompletions      = "durable.orchestration.completions"
 	instrumentTurnDuration     = "durable.orchestration.turn.duration"
 	instrumentActivityDuration = "durable.activity.duration"
+	instrumentTurnWait         = "durable.orchestration.turn.schedule_to_start"
+	instrumentActivityWait     = "durable.activity.schedule_to_start"
 
 	attrOperation         = "db.operation.name"
 	attrOrchestrationName = "durable.orchestration.name"
@@ -39,6 +40,7 @@ const unnamedRequests = "(fetch/other)"
 type breakdown struct {
 	costs     []orchestrationCost // by RU, most first; unnamedRequests last
 	latencies []latencyRow
+	waits     []latencyRow // schedule-to-start of turns and activities
 }
 
 // orchestrationCost is the RU an orchestration's requests consumed, by
@@ -80,7 +82,7 @@ type latencyRow struct {
 
 // readBreakdown reads the breakdown's figures from m.
 func readBreakdown(m *breakdownMeter) breakdown {
-	return breakdown{costs: readCosts(m), latencies: readLatencies(m)}
+	return breakdown{costs: readCosts(m), latencies: readLatencies(m), waits: readWaits(m)}
 }
 
 func readCosts(m *breakdownMeter) []orchestrationCost {
@@ -121,13 +123,27 @@ func readCosts(m *breakdownMeter) []orchestrationCost {
 	return costs
 }
 
+// latencySource is a histogram the breakdown reads, by one attribute.
+type latencySource struct{ kind, instrument, key string }
+
 func readLatencies(m *breakdownMeter) []latencyRow {
-	var rows []latencyRow
-	for _, source := range []struct{ kind, instrument, key string }{
+	return readDistributions(m, []latencySource{
 		{"request", instrumentRequestDuration, attrOperation},
 		{"turn", instrumentTurnDuration, attrOrchestrationName},
 		{"activity", instrumentActivityDuration, attrActivityName},
-	} {
+	})
+}
+
+func readWaits(m *breakdownMeter) []latencyRow {
+	return readDistributions(m, []latencySource{
+		{"turn", instrumentTurnWait, attrOrchestrationName},
+		{"activity", instrumentActivityWait, attrActivityName},
+	})
+}
+
+func readDistributions(m *breakdownMeter, sources []latencySource) []latencyRow {
+	var rows []latencyRow
+	for _, source := range sources {
 		for _, g := range m.groups(source.instrument, source.key) {
 			rows = append(rows, latencyRow{kind: source.kind, name: g.values[0], count: g.dist.count,
 				p50: seconds(g.dist.quantile(0.50)), p99: seconds(g.dist.quantile(0.99))})
@@ -144,7 +160,13 @@ func (b breakdown) print(out io.Writer) {
 		b.printCosts(out)
 	}
 	if len(b.latencies) > 0 {
-		b.printLatencies(out)
+		fmt.Fprintln(out, "\nlatency: requests (with retries), turns (fetch to ack), activities (run to ack)")
+		printLatencyRows(out, "operation or name", b.latencies)
+	}
+	if len(b.waits) > 0 {
+		fmt.Fprintln(out, "\nschedule-to-start: from takeable in the queue to fetched")
+		fmt.Fprintln(out, "  (an item given back with a delay: from the delay's end; a timer: its due time)")
+		printLatencyRows(out, "orchestration or activity", b.waits)
 	}
 }
 
@@ -188,10 +210,9 @@ func perExecution(ru, ended float64) string {
 	return fmt.Sprintf("%.1f RU per ended execution (%.0f)", ru/ended, ended)
 }
 
-func (b breakdown) printLatencies(out io.Writer) {
-	fmt.Fprintln(out, "\nlatency: requests (with retries), turns (fetch to ack), activities (run to ack)")
-	fmt.Fprintf(out, "  %-9s %-32s %8s %10s %10s\n", "", "operation or name", "count", "p50", "p99")
-	for _, r := range b.latencies {
+func printLatencyRows(out io.Writer, names string, rows []latencyRow) {
+	fmt.Fprintf(out, "  %-9s %-32s %8s %10s %10s\n", "", names, "count", "p50", "p99")
+	for _, r := range rows {
 		fmt.Fprintf(out, "  %-9s %-32s %8d %10s %10s\n", r.kind, fitWidth(r.name, 32), r.count, formatLatency(r.p50), formatLatency(r.p99))
 	}
 }

@@ -109,12 +109,17 @@ func breakdownTestMeter() *breakdownMeter {
 	completions.Add(ctx, 5, slog.String(attrOrchestrationName, "ChargePayment"), slog.String("durable.orchestration.status", "completed"))
 	m.Histogram(instrumentTurnDuration, "s", "").Record(ctx, 0.0015, slog.String(attrOrchestrationName, "ProcessOrder"))
 	m.Histogram(instrumentActivityDuration, "s", "").Record(ctx, 12.5, slog.String(attrActivityName, "AnActivityWithANameLongerThanTheColumnHolds"))
+	turnWait := m.Histogram(instrumentTurnWait, "s", "")
+	turnWait.Record(ctx, 0.004, slog.String(attrOrchestrationName, "ProcessOrder"))
+	turnWait.Record(ctx, 0, slog.String(attrOrchestrationName, "ProcessOrder"))
+	m.Histogram(instrumentActivityWait, "s", "").Record(ctx, 2.25, slog.String(attrActivityName, "ReserveItem"))
 	return m
 }
 
 // The breakdown gives each orchestration its RU by operation and per
-// ended execution, the unnamed requests a row of their own, and the
-// percentiles of requests, turns and activities, in 80 columns.
+// ended execution, the unnamed requests a row of their own, the
+// percentiles of requests, turns and activities, and those of turns' and
+// activities' schedule-to-start, in 80 columns.
 func TestBreakdownPrintsRUByOrchestrationAndOperationInEightyColumns(t *testing.T) {
 	var out bytes.Buffer
 	readBreakdown(breakdownTestMeter()).print(&out)
@@ -136,9 +141,17 @@ func TestBreakdownPrintsRUByOrchestrationAndOperationInEightyColumns(t *testing.
 	} {
 		assert.Contains(t, text, want)
 	}
+	waits := text[strings.Index(text, "\nschedule-to-start:"):]
+	for _, want := range []string{
+		"            orchestration or activity           count        p50        p99\n",
+		"  turn      ProcessOrder                            2     0.00µs     3.99ms\n", // 4 ms, within half a bucket
+		"  activity  ReserveItem                             1      2.25s      2.25s\n",
+	} {
+		assert.Contains(t, waits, want)
+	}
 	assert.Less(t, strings.Index(text, "ProcessOrder:"), strings.Index(text, "ChargePayment:"), "the costliest first")
 	assert.Less(t, strings.Index(text, "ChargePayment:"), strings.Index(text, "(fetch/other):"), "the unnamed requests last")
-	assert.NotContains(t, text, "schedule", "schedule-to-start is not measured: no figure stands for it")
+	assert.Less(t, strings.Index(text, "\nlatency:"), strings.Index(text, "\nschedule-to-start:"), "the waits after the latencies")
 }
 
 func TestBreakdownOfNothingPrintsNothing(t *testing.T) {
@@ -180,6 +193,11 @@ func TestDemoPrintsTheBreakdownOfItsOwnRun(t *testing.T) {
 	for _, want := range []string{"\n  ProcessOrder: ", "\n  ChargePayment: ", "\n  Ledger: ", "\n  (fetch/other): ",
 		"\n  turn      ProcessOrder ", "\n  activity  ReserveItem ", "\n  request   ExecuteTransactionalBatch "} {
 		assert.Contains(t, text, want)
+	}
+	waitsAt := strings.Index(text, "\nschedule-to-start:")
+	require.GreaterOrEqual(t, waitsAt, 0, "the run's schedule-to-start is printed: %s", text)
+	for _, want := range []string{"\n  turn      ProcessOrder ", "\n  turn      ChargePayment ", "\n  activity  ReserveItem "} {
+		assert.Contains(t, text[waitsAt:], want, "schedule-to-start by orchestration and by activity")
 	}
 	summary, total := summaryRU.FindStringSubmatch(text), breakdownRU.FindStringSubmatch(text)
 	require.NotNil(t, summary, text)

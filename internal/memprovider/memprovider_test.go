@@ -64,3 +64,7 @@ func TestExclusiveStarts(t *testing.T) {
 func TestTraceCarrying(t *testing.T) {
 	providertest.RunModule(t, factory{}, providertest.TraceCarrying())
 }
+
+func TestVisibleAtReporting(t *testing.T) {
+	providertest.RunModule(t, factory{}, providertest.VisibleAtReporting())
+}

@@ -109,7 +109,7 @@ func (p *Provider) fetchOrchestrationLocked(op string, now int64, lockTimeout ti
 		}
 
 		item := &cdb.OrchestrationItem{Instance: instance, Messages: messages, KVSnapshot: map[string]cdb.KVEntry{},
-			TraceContext: p.startTrace(instance, batch)}
+			TraceContext: p.startTrace(instance, batch), VisibleAt: earliestVisible(batch)}
 		var historyErr error
 		if inst := p.instances[instance]; inst != nil {
 			item.OrchestrationName = inst.name
@@ -179,6 +179,19 @@ func (p *Provider) startTrace(instance string, batch []*orchRow) cdb.TraceContex
 		return inst.trace
 	}
 	return batchTrace(batch)
+}
+
+// earliestVisible is when the batch became takeable: the earliest
+// visibleAt among its rows.
+func earliestVisible(batch []*orchRow) time.Time {
+	if len(batch) == 0 {
+		return time.Time{}
+	}
+	earliest := batch[0].visibleAt
+	for _, r := range batch[1:] {
+		earliest = min(earliest, r.visibleAt)
+	}
+	return time.UnixMilli(earliest)
 }
 
 // batchTrace is the trace of the first row that keeps one: on the

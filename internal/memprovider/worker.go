@@ -108,7 +108,8 @@ func (p *Provider) fetchWorkLocked(op string, now int64, lockTimeout time.Durati
 		r.lockToken = p.newToken("wlock")
 		r.lockedUntil = after(now, lockTimeout)
 		r.attempts++
-		return cdb.WithTraceContext(item, r.trace), r.lockToken, r.attempts, nil
+		item = cdb.WithVisibleAt(cdb.WithTraceContext(item, r.trace), time.UnixMilli(r.visibleAt))
+		return item, r.lockToken, r.attempts, nil
 	}
 	return nil, "", 0, nil
 }

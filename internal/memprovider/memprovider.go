@@ -528,11 +528,3 @@ func cloneString(s *string) *string {
 	v := *s
 	return &v
 }
-
-func cloneInt64(v *int64) *int64 {
-	if v == nil {
-		return nil
-	}
-	c := *v
-	return &c
-}

@@ -142,7 +142,7 @@ func batchVisibleAt(lock *orchestrationLock) time.Time {
 		if lock.strays[m.ID] {
 			continue
 		}
-		if at := placeInOrder(m); !found || at < earliest {
+		if at := takeableSince(m); !found || at < earliest {
 			earliest, found = at, true
 		}
 	}
@@ -150,6 +150,17 @@ func batchVisibleAt(lock *orchestrationLock) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(earliest)
+}
+
+// takeableSince is when a message became takeable, in ms: its place in
+// the queue, or for one written visible from the start (visibleAt 0: a
+// turn's own continue-as-new message, say) its seq's time, which is its
+// enqueue time.
+func takeableSince(m queueDoc) int64 {
+	if at := placeInOrder(m); at > 0 {
+		return at
+	}
+	return m.Seq / 1000
 }
 
 func derefOr(s *string, fallback string) string {

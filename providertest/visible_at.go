@@ -22,6 +22,7 @@ func VisibleAtReporting() Module {
 		{Name: "TestADelayedOrchestrationItemIsTakeableFromItsDueTime", Run: TestADelayedOrchestrationItemIsTakeableFromItsDueTime},
 		{Name: "TestAWorkItemIsTakeableFromItsEnqueue", Run: TestAWorkItemIsTakeableFromItsEnqueue},
 		{Name: "TestAnAbandonedWorkItemIsTakeableFromItsDelaysEnd", Run: TestAnAbandonedWorkItemIsTakeableFromItsDelaysEnd},
+		{Name: "TestAContinueAsNewIsTakeableFromItsAck", Run: TestAContinueAsNewIsTakeableFromItsAck},
 	}}
 }
 
@@ -166,4 +167,26 @@ func sleepOrFail(ctx context.Context, t *testing.T) {
 		require.FailNow(t, "the delayed item never came", ctx.Err())
 	case <-time.After(visibleAtPoll):
 	}
+}
+
+// TestAContinueAsNewIsTakeableFromItsAck: the ContinueAsNew message a turn
+// writes for its own instance is takeable from that turn's ack (the Cosmos
+// provider writes it visible from the start, with no due time of its own).
+func TestAContinueAsNewIsTakeableFromItsAck(t *testing.T, f Factory) {
+	ctx := testContext(t)
+	p := f.NewProvider(t, ProviderOptions{})
+	now := providerClock(p)
+	const inst = "visible-can"
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, StartItem(inst), 0))
+	_, token := fetchOrchestration(ctx, t, p, lockLong, "the start is queued")
+	can := cdb.StatusContinuedAsNew
+	before := now()
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
+		[]cdb.Event{StartedEvent(inst, 1), newEvent(2, inst, 1, cdb.OrchestrationContinuedAsNew{Input: "next"})},
+		nil, []cdb.WorkItem{cdb.ContinueAsNewMessage{Instance: inst, Orchestration: "TestOrch", Input: "next", Version: ptr("1.0.0")}},
+		cdb.ExecutionMetadata{Status: &can, Output: ptr("next")}, nil))
+	after := now()
+	waitPastSlack(ctx, t)
+	item, _ := fetchOrchestration(ctx, t, p, lockLong, "the continue-as-new is queued")
+	assertAround(t, item.VisibleAt, before, after, "a continue-as-new")
 }

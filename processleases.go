@@ -95,6 +95,27 @@ type membershipDoc struct {
 type memberLease struct {
 	Until int64    `json:"until"`          // ms, by the renewing process's clock
 	Keys  []string `json:"keys,omitempty"` // the lease keys its fetches used lately
+	// Totals are the process's client's cumulative counts as of the
+	// renewal, so a reader (cdb top) can difference two of them into
+	// rates; absent from entries of builds that publish none.
+	Totals *memberTotals `json:"totals,omitempty"`
+}
+
+// memberTotals are a process's Client.Stats published with its renewal:
+// short names, since every renewal writes them.
+type memberTotals struct {
+	RequestCharge float64 `json:"ru"`  // RU, over all requests
+	Throttles     int64   `json:"429"` // 429 responses
+	Requests      int64   `json:"req"` // HTTP requests sent, retries included
+	At            int64   `json:"at"`  // ms, by the process's clock, when they were read
+}
+
+// entry is this process's entry as of now: its lease, its keys, and its
+// client's totals read now (they leave out the renewal carrying them).
+func (l *processLeases) entry(now time.Time) memberLease {
+	stats := l.container.client.Stats()
+	return memberLease{Until: now.Add(l.duration).UnixMilli(), Keys: l.activeKeys(now),
+		Totals: &memberTotals{RequestCharge: stats.RequestCharge, Throttles: stats.Throttles, Requests: stats.Requests, At: now.UnixMilli()}}
 }
 
 // processLeases is the LeaseProvider of a process that shares the container
@@ -182,7 +203,7 @@ func (l *processLeases) renew(ctx context.Context) error {
 
 func (l *processLeases) patchEntry(ctx context.Context, now time.Time, prune []string, etag ETag) (ItemResponse, error) {
 	var ops PatchOperations
-	ops.AppendSet("/members/"+l.id, memberLease{Until: now.Add(l.duration).UnixMilli(), Keys: l.activeKeys(now)})
+	ops.AppendSet("/members/"+l.id, l.entry(now)) // one operation, totals included
 	opts := &ItemOptions{EnableContentResponseOnWrite: true}
 	l.requests.Add(1)
 	if len(prune) > 0 {
@@ -196,7 +217,7 @@ func (l *processLeases) patchEntry(ctx context.Context, now time.Time, prune []s
 
 func (l *processLeases) createDocument(ctx context.Context, now time.Time) (ItemResponse, error) {
 	body, err := json.Marshal(membershipDoc{ID: membershipDocID, PK: l.pk, Type: docMembership,
-		Members: map[string]memberLease{l.id: {Until: now.Add(l.duration).UnixMilli(), Keys: l.activeKeys(now)}}})
+		Members: map[string]memberLease{l.id: l.entry(now)}})
 	if err != nil {
 		return ItemResponse{}, err
 	}
@@ -379,14 +400,45 @@ func (p *CosmosProvider) ProcessLeases() (ProcessLeaseState, error) {
 		RenewedAt: l.renewedAt, Requests: l.requests.Load()}, nil
 }
 
+// ProcessLeaseMember is one process's entry in the membership document.
+type ProcessLeaseMember struct {
+	Until time.Time // when its lease ends, by its own clock
+	// Totals are its client's cumulative counts (Client.Stats) as of its
+	// last renewal; nil from a build that publishes none.
+	Totals *ProcessTotals
+}
+
+// ProcessTotals are a process's cumulative client counts, published with
+// its process lease renewals. They start again from 0 when it restarts.
+type ProcessTotals struct {
+	RequestCharge float64   // RU, over all requests
+	Throttles     int64     // 429 responses
+	Requests      int64     // HTTP requests sent, retries included
+	ReadAt        time.Time // when the process read them, by its own clock
+}
+
 // ReadProcessLeaseMembers reads the membership document as the store has
 // it now: every process's lease end (live or not), by process id. It works
 // on any provider of the container, with process leases or without (an
 // operator's, say); an empty map means no process has joined.
 func (p *CosmosProvider) ReadProcessLeaseMembers(ctx context.Context) (map[string]time.Time, error) {
+	members, err := p.ReadProcessLeaseMembership(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]time.Time, len(members))
+	for id, m := range members {
+		out[id] = m.Until
+	}
+	return out, nil
+}
+
+// ReadProcessLeaseMembership is ReadProcessLeaseMembers with each entry
+// whole: its lease end and the totals it published (one read either way).
+func (p *CosmosProvider) ReadProcessLeaseMembership(ctx context.Context) (map[string]ProcessLeaseMember, error) {
 	resp, err := p.container.ReadItem(ctx, NewPartitionKeyString(instancePartitionKey("lease|"+membershipDocID)), membershipDocID, nil)
 	if IsNotFound(err) {
-		return map[string]time.Time{}, nil
+		return map[string]ProcessLeaseMember{}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cdb: read process leases: %w", err)
@@ -395,9 +447,13 @@ func (p *CosmosProvider) ReadProcessLeaseMembers(ctx context.Context) (map[strin
 	if err := json.Unmarshal(resp.Value, &doc); err != nil {
 		return nil, fmt.Errorf("cdb: read process leases: decode the membership document: %w", err)
 	}
-	out := make(map[string]time.Time, len(doc.Members))
+	out := make(map[string]ProcessLeaseMember, len(doc.Members))
 	for id, lease := range doc.Members {
-		out[id] = time.UnixMilli(lease.Until)
+		m := ProcessLeaseMember{Until: time.UnixMilli(lease.Until)}
+		if t := lease.Totals; t != nil {
+			m.Totals = &ProcessTotals{RequestCharge: t.RequestCharge, Throttles: t.Throttles, Requests: t.Requests, ReadAt: time.UnixMilli(t.At)}
+		}
+		out[id] = m
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package cdb_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"testing"
 	"time"
@@ -289,4 +290,48 @@ func TestProcessLeaseRenewalsSurviveLostResponsesAndRacingCreates(t *testing.T) 
 	require.NoError(t, <-errs)
 	renewAll(ctx, t, a, b)
 	requireFairShares(t, orchestratorKey, a, b)
+}
+
+// A renewal carries the process's client totals in its entry (the same
+// PATCH operation), so a reader of the membership can turn two of them into
+// rates; an entry from a build that publishes none reads without totals.
+func TestAProcessLeaseRenewalPublishesTheClientsTotals(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	a := newLeasedProvider(t, acct, clock, "a")
+	for range 3 {
+		fetchOrchestration(ctx, t, a)
+	}
+	clock.Advance(testLeaseDuration / 3)
+	before := a.Client().Stats()
+	renewAll(ctx, t, a)
+	after := a.Client().Stats()
+	require.Equal(t, before.Requests+1, after.Requests, "the renewal is one request, totals included")
+
+	pk := cdb.NewPartitionKeyString("lease|members")
+	resp, err := a.Container().ReadItem(ctx, pk, "members", nil)
+	require.NoError(t, err)
+	var doc struct {
+		Members map[string]struct {
+			Totals map[string]float64 `json:"totals"`
+		} `json:"members"`
+	}
+	require.NoError(t, json.Unmarshal(resp.Value, &doc))
+	assert.Equal(t, map[string]float64{"ru": before.RequestCharge, "429": float64(before.Throttles),
+		"req": float64(before.Requests), "at": float64(clock.Now().UnixMilli())}, doc.Members["a"].Totals,
+		"the totals as the renewal read them, before its own request")
+	assert.Greater(t, before.RequestCharge, 0.0)
+
+	var ops cdb.PatchOperations
+	ops.AppendSet("/members/old", map[string]any{"until": clock.Now().Add(time.Minute).UnixMilli()})
+	_, err = a.Container().PatchItem(ctx, pk, "members", ops, nil)
+	require.NoError(t, err)
+	members, err := a.ReadProcessLeaseMembership(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, members["a"].Totals)
+	assert.Equal(t, cdb.ProcessTotals{RequestCharge: before.RequestCharge, Throttles: before.Throttles,
+		Requests: before.Requests, ReadAt: time.UnixMilli(clock.Now().UnixMilli())}, *members["a"].Totals)
+	assert.Nil(t, members["old"].Totals, "an entry without totals")
+	assert.Equal(t, clock.Now().Add(time.Minute).UnixMilli(), members["old"].Until.UnixMilli())
 }

@@ -41,8 +41,8 @@ func TestBinaryTopRedrawsInPlaceOnATerminal(t *testing.T) {
 	for _, frame := range frames[1:] {
 		assert.True(t, strings.HasSuffix(frame, "\x1b[J"), "the screen below the table is cleared: %q", frame)
 		lines := strings.Split(strings.TrimSuffix(frame, "\x1b[J"), "\r\n")
-		require.Len(t, lines, 13, "the table's 12 lines: %q", frame)
-		for _, line := range lines[:12] {
+		require.Len(t, lines, 14, "the table's 13 lines: %q", frame)
+		for _, line := range lines[:13] {
 			require.True(t, strings.HasSuffix(line, "\x1b[K"), "each line clears what an earlier one left: %q", line)
 			shown := regexp.MustCompile("\x1b\\[[0-9;]*[A-Za-z]").ReplaceAllString(line, "")
 			assert.Less(t, utf8.RuneCountInString(shown), 60, "cut to the terminal's width less one: %q", shown)

@@ -70,7 +70,13 @@ type topJSONLine struct {
 	CompletedPerSecond *float64           `json:"completed_per_second"`
 	Seconds            *float64           `json:"seconds"`
 	LiveProcesses      int                `json:"live_processes"`
-	View               struct {
+	Processes          struct {
+		Covered            int      `json:"covered"`
+		Publishing         int      `json:"publishing"`
+		RUPerSecond        *float64 `json:"ru_per_second"`
+		ThrottlesPerSecond *float64 `json:"throttles_per_second"`
+	} `json:"processes"`
+	View struct {
 		Requests      int64    `json:"requests"`
 		RequestCharge float64  `json:"request_charge"`
 		RUPerSecond   *float64 `json:"ru_per_second"`
@@ -93,8 +99,9 @@ func TestBinaryTopShowsTheQueuesInBlocksThatFit80Columns(t *testing.T) {
 		assert.Regexp(t, `(?m)^orchestrator +3 +\d+\.\ds +turns a fetch could take now$`, block, "the queued starts, and how long the oldest waited")
 		assert.Regexp(t, `(?m)^worker +0 +- `, block, "an empty queue has no oldest")
 		assert.Regexp(t, `(?m)^processes +1 `, block, "the application's process holds a live lease")
-		assert.Regexp(t, `(?m)^RU/s, 429/s +n/a `, block)
-		assert.Contains(t, block, "n/a: processes keep their RU and 429 counts to themselves; view: top's own cost")
+		assert.Regexp(t, `(?m)^RU/s +- +0 of 1 processes: rates need 2 renewals$`, block, "its lease renews every 20s")
+		assert.Regexp(t, `(?m)^429/s +- +0 of 1 processes: rates need 2 renewals$`, block)
+		assert.Contains(t, block, "\napp: from the processes' lease renewals; view: top's own cost")
 		for _, line := range strings.Split(block, "\n") {
 			assert.LessOrEqual(t, utf8.RuneCountInString(line), 80, "fits 80 columns: %q", line)
 		}
@@ -157,12 +164,40 @@ func TestBinaryTopWritesAJSONObjectPerSampleAndCountsCompletions(t *testing.T) {
 	assert.InDelta(t, 1 / *second.Seconds, *second.CompletedPerSecond, 1e-9)
 	assert.InDelta(t, second.Time.Sub(first.Time).Seconds(), *second.Seconds, 1e-9, "over the time between the samples")
 	assert.Equal(t, 1, first.LiveProcesses)
+	assert.Equal(t, 1, first.Processes.Publishing, "the application's process publishes totals")
+	assert.Zero(t, first.Processes.Covered, "one reading: no rate")
+	assert.Nil(t, first.Processes.RUPerSecond)
+	assert.Nil(t, first.Processes.ThrottlesPerSecond)
 	assert.EqualValues(t, 6, first.View.Requests)
 	assert.EqualValues(t, 7, second.View.Requests)
 	assert.Greater(t, second.View.RequestCharge, 0.0)
 	require.NotNil(t, second.View.RUPerSecond)
 	require.NotNil(t, second.View.Throttles, "throttles is always there")
 	assert.Zero(t, *second.View.Throttles)
+}
+
+// The application's RU/s and 429/s are summed over the processes whose
+// lease renewals top has seen twice: app-2 renews every third of a second,
+// app-1 (the fixture's) every 20 s.
+func TestBinaryTopShowsTheProcessesRatesFromTheirLeaseRenewals(t *testing.T) {
+	conn, _, acct := topFixtureAccount(t)
+	p, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client(), ShortPolling: true,
+		ProcessLeases: &cdb.ProcessLeaseOptions{ProcessID: "app-2", LeaseDuration: time.Second}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	code, stdout, stderr := cli(append([]string{"top", "-n", "3", "-interval", "800ms", "-o", "json"}, conn...)...).run(t)
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	require.Len(t, lines, 3, stdout)
+	var last topJSONLine
+	require.NoError(t, json.Unmarshal([]byte(lines[2]), &last), lines[2])
+	assert.Equal(t, 2, last.LiveProcesses)
+	assert.Equal(t, 2, last.Processes.Publishing)
+	assert.Equal(t, 1, last.Processes.Covered, "app-2 renewed between the samples, app-1 not yet twice")
+	require.NotNil(t, last.Processes.RUPerSecond)
+	assert.Greater(t, *last.Processes.RUPerSecond, 0.0, "app-2's renewals cost RU")
+	require.NotNil(t, last.Processes.ThrottlesPerSecond)
+	assert.Zero(t, *last.Processes.ThrottlesPerSecond)
 }
 
 func TestBinaryTopExitsWith130OnInterrupt(t *testing.T) {

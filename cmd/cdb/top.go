@@ -20,12 +20,16 @@ import (
 // read), and shows the queues, the outbox, the held messages, the
 // instances that ended per second, and the live processes.
 //
-// RU/s and 429/s across the application's processes are not shown: each
-// process counts its own (cdb.Client.Stats) and publishes them nowhere.
-// What top shows is its own cost, which is what watching costs.
+// RU/s and 429/s across the application's processes come from the totals
+// the processes publish with their process lease renewals
+// (topprocesses.go); processes without process leases publish nothing. The
+// view row is top's own cost, which is what watching costs.
 
-// topNote is the line under the table that says what the RU figures are.
-const topNote = "n/a: processes keep their RU and 429 counts to themselves; view: top's own cost"
+// The line under the table says where the RU figures come from.
+const (
+	topNote          = "app: from the processes' lease renewals; view: top's own cost"
+	topNoteNoMembers = "n/a: the figures come from processes that use Config.ProcessLeases"
+)
 
 // topOptions are cdb top's flags.
 type topOptions struct {
@@ -73,6 +77,7 @@ type topView struct {
 	opts     topOptions
 	out      io.Writer
 	tty      bool // redraw in place
+	readings processReadings
 }
 
 // topSample is one sample as shown, and as `top -o json` prints it (one
@@ -96,8 +101,11 @@ type topSample struct {
 	Seconds            *float64 `json:"seconds"`
 	// LiveProcesses counts the processes whose process lease
 	// (Config.ProcessLeases) runs; processes without one do not show.
-	LiveProcesses int      `json:"live_processes"`
-	View          viewCost `json:"view"`
+	LiveProcesses int `json:"live_processes"`
+	// Processes are the application's RU and 429s per second, from the
+	// totals its live processes publish with their process leases.
+	Processes processRates `json:"processes"`
+	View      viewCost     `json:"view"`
 }
 
 // backlogJSON is a cdb.Backlog: how many, and the oldest's age.
@@ -166,7 +174,7 @@ func (v *topView) take(ctx context.Context, n int, prev *topSample) (topSample, 
 	if err != nil {
 		return topSample{}, err
 	}
-	members, err := v.p.ReadProcessLeaseMembers(ctx)
+	members, err := v.p.ReadProcessLeaseMembership(ctx)
 	if err != nil {
 		return topSample{}, err
 	}
@@ -177,6 +185,8 @@ func (v *topView) take(ctx context.Context, n int, prev *topSample) (topSample, 
 		Parked: backlogToJSON(q.Parked), Poison: backlogToJSON(q.Poison),
 		LiveProcesses: liveMembers(members, q.Time),
 	}
+	v.readings = v.readings.next(members, q.Time)
+	s.Processes = v.readings.rates()
 	if prev != nil {
 		seconds := max(q.Time.Sub(prev.Time).Seconds(), 1e-3)
 		rate := float64(q.Completed) / seconds
@@ -186,10 +196,10 @@ func (v *topView) take(ctx context.Context, n int, prev *topSample) (topSample, 
 }
 
 // liveMembers counts the process leases that run past now.
-func liveMembers(members map[string]time.Time, now time.Time) int {
+func liveMembers(members map[string]cdb.ProcessLeaseMember, now time.Time) int {
 	live := 0
-	for _, until := range members {
-		if until.After(now) {
+	for _, m := range members {
+		if m.Until.After(now) {
 			live++
 		}
 	}
@@ -266,9 +276,7 @@ func writeJSONLine(out io.Writer, v any) error {
 
 // topLines is a sample as a table of at most 80 columns.
 func topLines(s topSample, interval time.Duration) []string {
-	row := func(label, count, oldest, note string) string {
-		return strings.TrimRight(fmt.Sprintf("%-14s %9s %8s   %s", label, count, oldest, note), " ")
-	}
+	row := topRow
 	backlog := func(label string, b backlogJSON, note string) string {
 		return row(label, fmt.Sprint(b.Count), formatAge(b), note)
 	}
@@ -276,6 +284,11 @@ func topLines(s topSample, interval time.Duration) []string {
 	if s.CompletedPerSecond != nil {
 		completed = fmt.Sprintf("%.2f", *s.CompletedPerSecond)
 		completedNote = fmt.Sprintf("%d ended (Completed, Failed) in %.1fs", *s.Completed, *s.Seconds)
+	}
+	appRU, appThrottles, appNote := processRows(s)
+	note := topNote
+	if s.LiveProcesses == 0 {
+		note = topNoteNoMembers
 	}
 	viewRate := "-"
 	if s.View.RUPerSecond != nil {
@@ -291,11 +304,34 @@ func topLines(s topSample, interval time.Duration) []string {
 		backlog("held poison", s.Poison, "never decoded: set aside for an operator"),
 		row("completed/s", completed, "", completedNote),
 		row("processes", fmt.Sprint(s.LiveProcesses), "", "live process leases (Config.ProcessLeases)"),
-		row("RU/s, 429/s", "n/a", "", "of the application's processes"),
+		row("RU/s", appRU, "", appNote),
+		row("429/s", appThrottles, "", appNote),
 		row("view RU/s", viewRate, "", fmt.Sprintf("own: %d requests, %.1f RU, %d 429s a sample",
 			s.View.Requests, s.View.RequestCharge, s.View.Throttles)),
-		topNote,
+		note,
 	}
+}
+
+// processRows are the application's RU/s and 429/s cells and the note
+// that says how many processes they cover.
+func processRows(s topSample) (ru, throttles, note string) {
+	r := s.Processes
+	switch {
+	case s.LiveProcesses == 0:
+		return "n/a", "n/a", "the application's: no live process leases"
+	case r.Publishing == 0:
+		return "n/a", "n/a", fmt.Sprintf("none of %d publish totals (older builds)", s.LiveProcesses)
+	case r.Covered == 0:
+		return "-", "-", fmt.Sprintf("0 of %d processes: rates need 2 renewals", s.LiveProcesses)
+	}
+	return fmt.Sprintf("%.2f", *r.RUPerSecond), fmt.Sprintf("%.2f", *r.ThrottlesPerSecond),
+		fmt.Sprintf("the application's: %d of %d processes", r.Covered, s.LiveProcesses)
+}
+
+// topRow is a row of top's table: a label, a count or rate, an age, and
+// a note.
+func topRow(label, count, oldest, note string) string {
+	return strings.TrimRight(fmt.Sprintf("%-14s %9s %8s   %s", label, count, oldest, note), " ")
 }
 
 // formatAge is a backlog's oldest age, short: "-" when there is none.

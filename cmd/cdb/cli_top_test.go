@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -115,7 +116,7 @@ func TestBinaryTopShowsTheQueuesInBlocksThatFit80Columns(t *testing.T) {
 func TestBinaryTopWritesAJSONObjectPerSampleAndCountsCompletions(t *testing.T) {
 	conn, p := topFixture(t)
 	cmd := cli(append([]string{"top", "-n", "2", "-interval", "500ms", "-o", "json"}, conn...)...).command(t)
-	var stderr bytes.Buffer
+	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -203,7 +204,7 @@ func TestBinaryTopShowsTheProcessesRatesFromTheirLeaseRenewals(t *testing.T) {
 func TestBinaryTopExitsWith130OnInterrupt(t *testing.T) {
 	conn, _ := topFixture(t)
 	cmd := cli(append([]string{"top", "-interval", "100ms"}, conn...)...).command(t)
-	var stderr bytes.Buffer
+	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	startUntilLine(t, cmd, "view RU/s")
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))
@@ -248,7 +249,7 @@ func TestBinaryTopSendsOnlyItsSamplesRequests(t *testing.T) {
 func TestBinaryTopReportsAFailedSampleAndGoesOn(t *testing.T) {
 	conn, _, acct := topFixtureAccount(t)
 	cmd := cli(append([]string{"top", "-n", "3", "-interval", "300ms", "-o", "json"}, conn...)...).command(t)
-	var stderr bytes.Buffer
+	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -279,4 +280,23 @@ func TestBinaryTopReportsAFailedSampleAndGoesOn(t *testing.T) {
 	assert.EqualValues(t, 3, third.Orchestrator.Count)
 	require.NotNil(t, third.Seconds)
 	assert.InDelta(t, third.Time.Sub(first.Time).Seconds(), *third.Seconds, 1e-9, "the rates run from the first sample")
+}
+
+// lockedBuffer is a child's stderr that a test may read while the child
+// still writes it (a failure message built before the child has exited).
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

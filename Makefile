@@ -9,9 +9,7 @@ NPM_SERVER    := $(TOOLS)/cosmosdb-server
 NPM_SERVER_JS := $(NPM_SERVER)/node_modules/@vercel/cosmosdb-server/lib/cli.js
 JS_SDK        := $(TOOLS)/azure-cosmos
 JS_SDK_PKG    := $(JS_SDK)/node_modules/@azure/cosmos/package.json
-# -parallel 4: most of the validation suite's tests wait on locks, timers and
-# latency rather than compute, so on two cores four at a time finish sooner.
-GOTESTFLAGS   ?= -race -count=1 -timeout 20m -parallel 4
+GOTESTFLAGS   ?= -race -count=1 -timeout 20m
 
 .PHONY: test test-unit test-otelcdb lint emulator demo sdk-compat soak tools clean
 

@@ -251,7 +251,10 @@ func testContinueAsNewUnregisteredBackoff(t *testing.T, f Factory) {
 		OrchestrationConcurrency: 1, MinPollInterval: 10 * time.Millisecond,
 		UnregisteredBackoffBase: 2 * time.Second, UnregisteredBackoffMax: 2 * time.Second,
 	})
-	hidden := rrWaitUntilHidden(ctx, t, p, 10*time.Second)
+	// A loaded machine (the race detector, parallel tests) can let the
+	// inspection below win the item many times before the runtime takes
+	// it: the wait is long, and ends as soon as the start is hidden.
+	hidden := rrWaitUntilHidden(ctx, t, p, 30*time.Second)
 	oldRuntime.Shutdown()
 	require.True(t, hidden, "unregistered runtime must fetch and hide the start")
 	item, _, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
@@ -279,7 +282,9 @@ func rrWaitUntilHidden(ctx context.Context, t *testing.T, p cdb.Provider, timeou
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+		// Slower than the runtime's polls, so the runtime, not this
+		// inspection, mostly takes the start.
+		time.Sleep(100 * time.Millisecond)
 		item, token, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)
 		switch {
 		case err != nil && cdb.IsRetryable(err):

@@ -44,7 +44,7 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, squeeze int
 	inst := nextInstanceDoc(lock, executionID, delta, md, now)
 	execDoc := nextExecutionDoc(lock, executionID, md, now)
 	queued := len(workerItems) + len(orchItems)
-	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now, seq: p.reserveSeqs(queued + 1), pinned: inst.Pinned, squeeze: squeeze, lives: sendingLives(inst)}
+	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now, seq: p.reserveSeqs(queued + 1), pinned: inst.Pinned, squeeze: squeeze, lives: sendingLives(inst), orch: inst.Name}
 	w.visible = sequencedVisibleAt(w.seq, time.UnixMilli(now), 0).UnixMilli()
 	inst.Seq = w.seq + int64(queued)
 	out, err := placeOutput(&inst, &execDoc, md, lock.token)

@@ -35,6 +35,9 @@ type ackWriter struct {
 	squeeze int
 	// lives addresses the messages it sends (lives.go).
 	lives senderLives
+	// orch is the committing instance's orchestration name, which the
+	// items it queues for itself carry (queueDoc.Orch).
+	orch string
 }
 
 type pendingDoc struct {
@@ -62,7 +65,7 @@ func (w *ackWriter) addWork(items []WorkItem, cancelled []ScheduledActivityIdent
 		if dropped[ScheduledActivityIdentifier{Instance: act.Instance, ExecutionID: act.ExecutionID, ActivityID: act.ID}] {
 			continue // scheduled and cancelled in the same turn: nothing to do
 		}
-		body, err := w.p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), immediateAt(w.visible, w.takeSeq()), "", pinned)
+		body, err := w.p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), immediateAt(w.visible, w.takeSeq()), "", pinned, w.orch)
 		if err != nil {
 			return refuse(w.op, "", err)
 		}
@@ -106,7 +109,11 @@ func (w *ackWriter) addMessage(item WorkItem) (time.Time, error) {
 		return time.Time{}, err
 	}
 	id := "m|o|" + w.token + "|" + strconv.Itoa(len(w.docs)+len(w.remote))
-	body, err := w.p.newAddressedMessageDoc(item, id, at, "", w.lives.address(target))
+	orch := ""
+	if target == w.lives.self {
+		orch = w.orch
+	}
+	body, err := w.p.newAddressedMessageDoc(item, id, at, "", orch, w.lives.address(target))
 	if err != nil {
 		return time.Time{}, refuse(w.op, "", err)
 	}

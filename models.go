@@ -173,6 +173,12 @@ type instanceDoc struct {
 	// start, or by the first turn from its start message when the document
 	// came first, and handed out with every item of the instance.
 	Trace TraceContext `json:"trace,omitzero"`
+	// Orch is the name of the orchestration whose instance the item is
+	// for, when its writer knew it (a start, a commit's items for its own
+	// instance, an activity's completion): the requests that take and
+	// consume the item are counted to that name (provider_telemetry.go).
+	// Telemetry only: nothing decides on it.
+	Orch string `json:"orch,omitempty"`
 
 	ETag ETag `json:"_etag,omitempty"`
 }
@@ -244,6 +250,12 @@ type queueDoc struct {
 	// (TraceCarrier), kept here beside the item: the item is duroxide's
 	// JSON and never carries it.
 	Trace TraceContext `json:"trace,omitzero"`
+	// Orch is the name of the orchestration whose instance the item is
+	// for, when its writer knew it (a start, a commit's items for its own
+	// instance, an activity's completion): the requests that take and
+	// consume the item are counted to that name (provider_telemetry.go).
+	// Telemetry only: nothing decides on it.
+	Orch string `json:"orch,omitempty"`
 
 	ETag ETag `json:"_etag,omitempty"`
 }

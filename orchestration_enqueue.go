@@ -4,6 +4,7 @@ package cdb
 // partition, in send order; a start also writes the instance's lock document.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -65,7 +66,7 @@ func (p *CosmosProvider) newStartWrite(start StartOrchestrationMessage, delay ti
 	if delay <= 0 {
 		at = immediateAt(visibleAt.UnixMilli(), seq)
 	}
-	doc, err := p.newMessageDoc(start, id, at, p.ownWrites.messageWriter(at.visibleAt, pinnedTo(nil))) // a start: not pinned yet
+	doc, err := p.newMessageDoc(start, id, at, p.ownWrites.messageWriter(at.visibleAt, pinnedTo(nil)), "") // a start: not pinned yet
 	if err != nil {
 		return startWrite{}, err
 	}
@@ -264,14 +265,16 @@ func (p *CosmosProvider) announceMessage(pk string, visibleAt time.Time) {
 }
 
 // newMessageDoc encodes an orchestrator-queue message document placed at
-// at; writer is its own-writes stamp (ownwrites.go), "" for none.
-func (p *CosmosProvider) newMessageDoc(item WorkItem, id string, at queueTime, writer string) ([]byte, error) {
-	return p.newAddressedMessageDoc(item, id, at, writer, lifeAddress{})
+// at; writer is its own-writes stamp (ownwrites.go), "" for none; orch the
+// target instance's orchestration name when the writer knows it (a start
+// names its own).
+func (p *CosmosProvider) newMessageDoc(item WorkItem, id string, at queueTime, writer, orch string) ([]byte, error) {
+	return p.newAddressedMessageDoc(item, id, at, writer, orch, lifeAddress{})
 }
 
 // newAddressedMessageDoc is newMessageDoc for a message a commit sends,
 // with the lives it is sent from and to (lives.go).
-func (p *CosmosProvider) newAddressedMessageDoc(item WorkItem, id string, at queueTime, writer string, addr lifeAddress) ([]byte, error) {
+func (p *CosmosProvider) newAddressedMessageDoc(item WorkItem, id string, at queueTime, writer, orch string, addr lifeAddress) ([]byte, error) {
 	encoded, err := MarshalWorkItem(item)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", item.Kind(), err)
@@ -300,5 +303,15 @@ func (p *CosmosProvider) newAddressedMessageDoc(item WorkItem, id string, at que
 		From:       addr.from,
 		FromLife:   addr.fromLife,
 		Trace:      TraceContextOf(item),
+		Orch:       cmp.Or(orch, startedOrchestration(item)),
 	})
+}
+
+// startedOrchestration is the orchestration a start message starts ("" for
+// any other message): its name is known before its instance document is.
+func startedOrchestration(item WorkItem) string {
+	if start, ok := item.(StartOrchestrationMessage); ok {
+		return start.Orchestration
+	}
+	return ""
 }

@@ -275,12 +275,12 @@ var errContended = errors.New("instance contended")
 // (unless cached), the batch is completed with every message due to it, and
 // the item is handed over, or the batch held, parked or dropped instead.
 func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen int64, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (*fetchedOrchestration, error) {
-	t, err := p.takeInstanceLock(ctx, g, seen, lockTimeout, filter)
+	// The lock batch is the orchestration's cost when a message names it;
+	// from the lock on, the instance document does.
+	t, err := p.takeInstanceLock(p.tel.withOrchestrationName(ctx, g.orchestration()), g, seen, lockTimeout, filter)
 	if err != nil {
 		return nil, err
 	}
-	// From here the instance document is in hand: what the turn's
-	// requests cost is the orchestration's.
 	ctx = p.tel.withOrchestrationName(ctx, t.inst.Name)
 	if t.items, t.attempts, err = p.takeDecodable(ctx, t.lock); err != nil {
 		return nil, err

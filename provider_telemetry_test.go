@@ -434,6 +434,48 @@ func TestTelemetryRequestChargeIsAttributedToTheOrchestrationName(t *testing.T) 
 	assert.Len(t, fresh.Points(charge, namedBatch), 1, "the abandon's batch")
 }
 
+// Before an instance document is in hand, its queue items name the
+// orchestration: a start's lock batch, an activity's claim, renewal and
+// ack, and the lock batch on the activity's completion are all counted to
+// it, on a process that never saw the instance before, so an
+// orchestration's RU do not hide among the unnamed requests.
+func TestTelemetryQueueItemsNameTheirOrchestrationForTheirLockAndWorker(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	starter := newTelemetryProvider(t, acct, cdb.Telemetry{}, cdb.Config{ShortPolling: true, GaugeInterval: -1})
+	require.NoError(t, starter.EnqueueForOrchestrator(ctx, providertest.StartItem("shop"), 0))
+
+	rec := telemetrytest.NewRecorder()
+	p := newTelemetryProvider(t, acct, cdb.Telemetry{Meter: rec}, cdb.Config{ShortPolling: true, GaugeInterval: -1})
+	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	work := cdb.ActivityExecuteMessage{Instance: "shop", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("shop", 1)},
+		[]cdb.WorkItem{work}, nil, providertest.TestOrchMetadata(), nil))
+
+	other := newTelemetryProvider(t, acct, cdb.Telemetry{Meter: rec}, cdb.Config{ShortPolling: true, GaugeInterval: -1})
+	item, wtoken, _, err := other.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.NoError(t, other.RenewWorkItemLock(ctx, wtoken, time.Minute))
+	require.NoError(t, other.AckWorkItem(ctx, wtoken, cdb.ActivityCompletedMessage{Instance: "shop", ExecutionID: 1, ID: 2, Result: "ok"}))
+	_, token, _, err = other.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NoError(t, other.AbandonOrchestrationItem(ctx, token, 0, false))
+
+	const charge = "azure.cosmosdb.client.operation.request_charge"
+	for _, op := range []string{"ExecuteTransactionalBatch", "PatchItem"} {
+		all := rec.Points(charge, map[string]any{"db.operation.name": op})
+		named := rec.Points(charge, map[string]any{"db.operation.name": op, "durable.orchestration.name": "TestOrch"})
+		require.NotEmpty(t, all, op)
+		assert.Len(t, named, len(all), "every %s names the orchestration", op)
+	}
+	// Lock batches: the start's and the completion's; the ack, the
+	// worker's ack and the abandon; the claim and the renewal patches.
+	assert.Len(t, rec.Points(charge, map[string]any{"db.operation.name": "ExecuteTransactionalBatch"}), 5)
+	assert.Len(t, rec.Points(charge, map[string]any{"db.operation.name": "PatchItem"}), 2)
+}
+
 // With process leases, the slots the process owns per lease key are
 // sampled from its last renewal: alone on the container, every slot.
 func TestTelemetryProcessLeaseSlotsAreSampled(t *testing.T) {

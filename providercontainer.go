@@ -20,6 +20,8 @@ func ProviderContainerProperties(id string) ContainerProperties {
 		ExcludedPath{Path: "/entries/*"},
 		ExcludedPath{Path: "/output/?"},
 		ExcludedPath{Path: "/customStatus/?"},
+		ExcludedPath{Path: "/trace/*"},
+		ExcludedPath{Path: "/orch/?"},
 	)
 	policy.CompositeIndexes = [][]CompositeIndex{queueOrders[queueIndexByType]}
 	ttl := -1

@@ -39,7 +39,7 @@ type candidateQuery struct {
 
 // queueHeadFields are what a worker candidate query returns of each item.
 const queueHeadFields = "c.id, c.pk, c.type, c.instance, c.slot, c.visibleAt, c.seq, c.lockToken, c.lockedUntil, c.attempts, " +
-	"c.exec, c.activity, c.session, c.sessionKey, c.tag, c._etag"
+	"c.exec, c.activity, c.session, c.sessionKey, c.tag, c.orch, c._etag"
 
 func (q candidateQuery) text() string {
 	var b strings.Builder
@@ -180,3 +180,14 @@ const (
 	outcomeBusy                     // candidates, none of which could be taken now
 	outcomeFound                    // work taken
 )
+
+// orchestration is the orchestration name the group's messages carry, ""
+// when none of their writers knew it.
+func (g instanceGroup) orchestration() string {
+	for _, d := range g.docs {
+		if d.Orch != "" {
+			return d.Orch
+		}
+	}
+	return ""
+}

@@ -67,7 +67,7 @@ func (p *CosmosProvider) enqueueSequenced(ctx context.Context, item WorkItem, id
 		if delay <= 0 {
 			at = immediateAt(visibleAt.UnixMilli(), seq)
 		}
-		doc, err := p.newMessageDoc(item, id, at, p.ownWrites.messageWriter(at.visibleAt, unknownPin))
+		doc, err := p.newMessageDoc(item, id, at, p.ownWrites.messageWriter(at.visibleAt, unknownPin), "")
 		if err != nil {
 			return time.Time{}, refuse("EnqueueForOrchestrator", "", err)
 		}

@@ -80,9 +80,9 @@ func TestAQueueDocumentKeepsTheTraceBesideTheItem(t *testing.T) {
 	p := &CosmosProvider{}
 	start := StartOrchestrationMessage{Instance: "order-42", Orchestration: "ProcessOrder", Input: `{"sku":"A-1","qty":2}`, ExecutionID: 1, Trace: fixtureTrace}
 	act := ActivityExecuteMessage{Instance: "order-42", ExecutionID: 1, ID: 2, Name: "ReserveStock", Input: "A-1", Trace: fixtureTrace}
-	startDoc, err := p.newMessageDoc(start, "m|1", immediateAt(1, 1), "")
+	startDoc, err := p.newMessageDoc(start, "m|1", immediateAt(1, 1), "", "")
 	require.NoError(t, err)
-	workDoc, err := p.newWorkDoc(act, "w|1", immediateAt(1, 2), "", nil)
+	workDoc, err := p.newWorkDoc(act, "w|1", immediateAt(1, 2), "", nil, "")
 	require.NoError(t, err)
 	for file, body := range map[string][]byte{"workitem_StartOrchestration.json": startDoc, "workitem_ActivityExecute.json": workDoc} {
 		var doc queueDoc
@@ -94,7 +94,7 @@ func TestAQueueDocumentKeepsTheTraceBesideTheItem(t *testing.T) {
 		assert.Equal(t, fixtureTrace, TraceContextOf(item), file)
 	}
 
-	untraced, err := p.newMessageDoc(TimerFiredMessage{Instance: "order-42", ExecutionID: 1, ID: 4, FireAtMs: 5}, "m|2", dueAt(5, 3), "")
+	untraced, err := p.newMessageDoc(TimerFiredMessage{Instance: "order-42", ExecutionID: 1, ID: 4, FireAtMs: 5}, "m|2", dueAt(5, 3), "", "")
 	require.NoError(t, err)
 	var fields map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(untraced, &fields))

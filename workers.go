@@ -26,7 +26,7 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 		return err
 	}
 	pk := partitionKey(act.Instance)
-	body, err := p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), immediateAt(p.nowMs(), p.nextSeq()), p.ownWrites.workWriter(act, p.nowMs()), nil)
+	body, err := p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), immediateAt(p.nowMs(), p.nextSeq()), p.ownWrites.workWriter(act, p.nowMs()), nil, "")
 	if err != nil {
 		return refuse(op, "", err)
 	}
@@ -37,7 +37,7 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 	if IsConflict(err) {
 		// The same activity identity is queued already; keep both, as
 		// duroxide's SQLite provider would.
-		body, err = p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID)+"|"+newLockToken(""), immediateAt(p.nowMs(), p.nextSeq()), p.ownWrites.workWriter(act, p.nowMs()), nil)
+		body, err = p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID)+"|"+newLockToken(""), immediateAt(p.nowMs(), p.nextSeq()), p.ownWrites.workWriter(act, p.nowMs()), nil, "")
 		if err != nil {
 			return refuse(op, "", err)
 		}
@@ -53,8 +53,9 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 
 // newWorkDoc encodes a worker-queue document placed at at; writer is its
 // own-writes stamp (ownwrites.go), "" for none; pinned the instance's pinned
-// version when a turn schedules it.
-func (p *CosmosProvider) newWorkDoc(act ActivityExecuteMessage, id string, at queueTime, writer string, pinned *uint64) ([]byte, error) {
+// version when a turn schedules it; orch the instance's orchestration name
+// when the writer knows it.
+func (p *CosmosProvider) newWorkDoc(act ActivityExecuteMessage, id string, at queueTime, writer string, pinned *uint64, orch string) ([]byte, error) {
 	encoded, err := MarshalWorkItem(act)
 	if err != nil {
 		return nil, fmt.Errorf("encode ActivityExecute: %w", err)
@@ -63,7 +64,7 @@ func (p *CosmosProvider) newWorkDoc(act ActivityExecuteMessage, id string, at qu
 		ID: id, PK: instancePartitionKey(act.Instance), Type: docWork, Instance: act.Instance,
 		Slot: activitySlot(act), VisibleAt: at.visibleAt, Seq: at.seq, SeqVisible: at.immediate,
 		Exec: act.ExecutionID, Activity: act.ID, Session: act.SessionID, Tag: act.Tag,
-		Item: string(encoded), Writer: writer, Pinned: pinned, Trace: act.Trace,
+		Item: string(encoded), Writer: writer, Pinned: pinned, Trace: act.Trace, Orch: orch,
 	})
 }
 
@@ -247,6 +248,7 @@ var errUndecodableWork = errors.New("worker item does not decode")
 // claimWork locks one candidate with a patch conditioned on its ETag: of
 // two dispatchers that saw the same item, one wins.
 func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout time.Duration) (fetchedWork, error) {
+	ctx = p.tel.withOrchestrationName(ctx, c.Orch)
 	token := newLockToken("work_")
 	until := p.nowMs() + lockTimeout.Milliseconds()
 	resp, err := p.container.PatchItem(ctx, NewPartitionKeyString(c.PK), c.ID, claimOps(token, until), &ItemOptions{IfMatch: &c.ETag, EnableContentResponseOnWrite: true})
@@ -452,6 +454,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 		return err
 	}
 	defer lock.mu.Unlock()
+	ctx = p.tel.withOrchestrationName(ctx, lock.doc.Orch)
 	if err := p.knownETag(ctx, op, lock); err != nil {
 		return err
 	}
@@ -527,13 +530,13 @@ func (p *CosmosProvider) encodeCompletion(lock *workLock, completion WorkItem) (
 		if lock.doc.Pinned != nil {
 			pin = pinnedTo(lock.doc.Pinned)
 		}
-		body, err := p.newMessageDoc(completion, id, at, p.ownWrites.messageWriter(at.visibleAt, pin))
+		body, err := p.newMessageDoc(completion, id, at, p.ownWrites.messageWriter(at.visibleAt, pin), lock.doc.Orch)
 		if err != nil {
 			return nil, refuse(op, "", err)
 		}
 		return body, documentFits(op, "the completion", body)
 	}
-	body, err := p.newMessageDoc(completion, id, at, "") // relayed: never stamped
+	body, err := p.newMessageDoc(completion, id, at, "", lock.doc.Orch) // relayed: never stamped
 	if err != nil {
 		return nil, refuse(op, "", err)
 	}
@@ -572,6 +575,7 @@ func (p *CosmosProvider) RenewWorkItemLock(ctx context.Context, lockToken string
 		return err
 	}
 	defer lock.mu.Unlock()
+	ctx = p.tel.withOrchestrationName(ctx, lock.doc.Orch)
 	if err := p.knownETag(ctx, op, lock); err != nil {
 		return err
 	}
@@ -674,6 +678,7 @@ func (p *CosmosProvider) AbandonWorkItem(ctx context.Context, lockToken string, 
 	}
 	lock.mu.Lock()
 	defer lock.mu.Unlock()
+	ctx = p.tel.withOrchestrationName(ctx, lock.doc.Orch)
 	if lock.done {
 		return refuse(op, "the work item was already acked or abandoned", ErrInvalidLockToken)
 	}

@@ -183,8 +183,8 @@ func (b breakdown) printCosts(out io.Writer) {
 		}
 	}
 	fmt.Fprintf(out, "  in total: %.0f RU, %s\n", ru, perExecution(ru, ended))
-	fmt.Fprintf(out, "  %s names no orchestration: a fetch's candidate query and lock\n", unnamedRequests)
-	fmt.Fprintln(out, "  batch, a first turn's fetch, activities, client calls, the outbox relay")
+	fmt.Fprintf(out, "  %s names no orchestration: queue queries, client calls, the relay,\n", unnamedRequests)
+	fmt.Fprintln(out, "  and locks taken on messages that name none (events, a child's result)")
 }
 
 func callsWord(n uint64) string {

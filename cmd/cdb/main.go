@@ -53,9 +53,10 @@ func commands() []command {
 		{name: "top", summary: "a live view of the queues, outbox, held messages, completions/s and processes", run: runTop,
 			details: "Every -interval it reads cdb.CosmosProvider.SampleQueues (6 COUNT queries per partition key range)\n" +
 				"and the process lease membership (1 read). Rates are over the last interval (\"-\" on the first\n" +
-				"sample). RU/s and 429/s of the application's processes are n/a: each process keeps its own; the\n" +
-				"view row is top's own cost. On a terminal it redraws in place; otherwise it prints a block per\n" +
-				"sample, and with -o json one object per line."},
+				"sample). RU/s and 429/s of the application's processes are summed from the totals each process\n" +
+				"publishes in its process lease renewals (n/a when none uses Config.ProcessLeases); the view row\n" +
+				"is top's own cost. On a terminal it redraws in place; otherwise it prints a block per sample,\n" +
+				"and with -o json one object per line."},
 		{name: "delete", args: "INSTANCE", summary: "delete a root instance and its sub-orchestrations (-force if running)", run: runDelete},
 		{name: "prune", args: "INSTANCE", summary: "delete an instance's old executions", run: runPrune},
 		{name: "bench", summary: "run duroxide's stress protocol (in memory, or on COSMOS_ENDPOINT in a container of its own) and print a table", run: runBench},

@@ -185,18 +185,30 @@ func testWorkerDelayedVisibilitySkipsFutureItems(t *testing.T, f Factory) {
 	require.Equal(t, uint64(1), qsRequireActivity(t, item1).ID)
 
 	delay := 500 * time.Millisecond
+	// The item is hidden until at least this instant: the store counts
+	// the delay from when it handles the abandon, which is later.
+	hiddenUntil := time.Now().Add(delay)
 	require.NoError(t, p.AbandonWorkItem(ctx, token1, delay, false))
 
+	// Even with the delay run out, the second item is older: it comes first.
 	item2, token2 := fetchWorkIfAny(ctx, t, p, lock)
 	require.NotNil(t, item2, "Should skip delayed item and fetch second item")
 	require.Equal(t, uint64(2), qsRequireActivity(t, item2).ID, "Should skip delayed item and fetch second item")
 
-	none, _ := fetchWorkIfAny(ctx, t, p, lock)
-	require.Nil(t, none, "No items should be available")
-
-	time.Sleep(delay + 100*time.Millisecond)
-
-	item3, token3 := fetchWorkIfAny(ctx, t, p, lock)
+	none, noneToken := fetchWorkIfAny(ctx, t, p, lock)
+	if time.Now().Before(hiddenUntil) {
+		require.Nil(t, none, "No items should be available while the first one's delay runs")
+	} else {
+		// A loaded machine took longer than the delay to get here: the
+		// fetch may rightly have found the first item visible again. What
+		// stays checked is that it was held at least until its delay ran out.
+		t.Logf("the delay ran out before the emptiness check ended; only the redelivery is checked")
+	}
+	item3, token3 := none, noneToken
+	if item3 == nil {
+		time.Sleep(time.Until(hiddenUntil) + 100*time.Millisecond)
+		item3, token3 = fetchWorkIfAny(ctx, t, p, lock)
+	}
 	require.NotNil(t, item3, "First item should now be visible after delay")
 	require.Equal(t, uint64(1), qsRequireActivity(t, item3).ID, "First item should now be visible after delay")
 

@@ -290,7 +290,7 @@ func TestWithoutATurnSpanScheduledWorkCarriesNoTrace(t *testing.T) {
 	got := withTurnTrace(context.Background(), scheduled)
 	assert.Equal(t, scheduled, got)
 	ctx, span := startSpan(context.Background(), nil, "orchestration Order", cdb.SpanOptions{})
-	assert.Equal(t, noSpan{}, span)
+	assert.Equal(t, cdb.NoopSpan{}, span)
 	assert.Equal(t, scheduled, withTurnTrace(ctx, scheduled))
 }
 

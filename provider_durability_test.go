@@ -455,26 +455,34 @@ func TestDeletingAnInstanceKeepsItsUndeliveredDetachedStart(t *testing.T) {
 	assert.Equal(t, "detached", item.Instance)
 }
 
+// deletionStalledAfterItsMark is a provider whose deletion of instance
+// marked the instance and then lost the store, and the provider's clock:
+// advanced past a second, the deletion is abandoned (AbandonedDeletionAge)
+// and a reconciliation finishes it.
+func deletionStalledAfterItsMark(ctx context.Context, t *testing.T, instance string) (*cdb.CosmosProvider, *testClock) {
+	t.Helper()
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, AbandonedDeletionAge: time.Second, OutboxMinAge: time.Second, Now: clock.Now})
+	providertest.CreateInstance(ctx, t, p, instance)
+	stall := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 403, Match: func(r cdb.FakeRequest) bool {
+		return r.Operation == "Query" && r.PartitionKey == `["`+instance+`"]`
+	}})
+	_, err := p.DeleteInstance(ctx, instance, true)
+	require.Error(t, err)
+	stall()
+	return p, clock
+}
+
 // A start enqueued while a deletion of its id is under way is never
 // deleted unseen: the enqueue fails as retryable while the deletion runs,
 // and once it is done the start begins a new life that later passes of
 // the deletion leave alone.
 func TestStartDuringADeletionIsNotDeletedUnseen(t *testing.T) {
 	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	clock := newTestClock()
-	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, AbandonedDeletionAge: time.Second, OutboxMinAge: time.Second, Now: clock.Now})
-	providertest.CreateInstance(ctx, t, p, "phoenix")
+	p, clock := deletionStalledAfterItsMark(ctx, t, "phoenix")
 
-	// The deletion marks the instance, then its process loses the store.
-	stall := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 403, Match: func(r cdb.FakeRequest) bool {
-		return r.Operation == "Query" && r.PartitionKey == `["phoenix"]`
-	}})
-	_, err := p.DeleteInstance(ctx, "phoenix", true)
-	require.Error(t, err)
-	stall()
-
-	err = p.EnqueueForOrchestrator(ctx, providertest.StartItem("phoenix"), 0)
+	err := p.EnqueueForOrchestrator(ctx, providertest.StartItem("phoenix"), 0)
 	require.Error(t, err, "the start must not be accepted into a partition being deleted")
 	assert.True(t, cdb.IsRetryable(err), "%v", err)
 

@@ -118,20 +118,9 @@ func TestAStartWhoseAnswerWasLostSucceedsWithOneMessage(t *testing.T) {
 
 func TestAStartDuringADeletionIsRetryableAndFreeOnceItIsDone(t *testing.T) {
 	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	clock := newTestClock()
-	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, AbandonedDeletionAge: time.Second, OutboxMinAge: time.Second, Now: clock.Now})
-	providertest.CreateInstance(ctx, t, p, "phoenix")
+	p, clock := deletionStalledAfterItsMark(ctx, t, "phoenix")
 
-	// The deletion marks the instance, then its process loses the store.
-	stall := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 403, Match: func(r cdb.FakeRequest) bool {
-		return r.Operation == "Query" && r.PartitionKey == `["phoenix"]`
-	}})
-	_, err := p.DeleteInstance(ctx, "phoenix", true)
-	require.Error(t, err)
-	stall()
-
-	err = p.EnqueueStartIfAbsent(ctx, startOf("phoenix"))
+	err := p.EnqueueStartIfAbsent(ctx, startOf("phoenix"))
 	require.Error(t, err, "the start must not be accepted into a partition being deleted")
 	assert.True(t, cdb.IsRetryable(err), "%v", err)
 	assert.NotErrorIs(t, err, cdb.ErrInstanceExists, "the id is about to be free")

@@ -118,7 +118,7 @@ func TestAStartWhoseAnswerWasLostSucceedsWithOneMessage(t *testing.T) {
 
 func TestAStartDuringADeletionIsRetryableAndFreeOnceItIsDone(t *testing.T) {
 	ctx := rulesContext(t)
-	p, clock := deletionStalledAfterItsMark(ctx, t, "phoenix")
+	p, finishDeletion := deletionStalledAfterItsMark(ctx, t, "phoenix")
 
 	err := p.EnqueueStartIfAbsent(ctx, startOf("phoenix"))
 	require.Error(t, err, "the start must not be accepted into a partition being deleted")
@@ -126,14 +126,9 @@ func TestAStartDuringADeletionIsRetryableAndFreeOnceItIsDone(t *testing.T) {
 	assert.NotErrorIs(t, err, cdb.ErrInstanceExists, "the id is about to be free")
 	assert.Equal(t, 0, countDocs(t, p, "phoenix", "msg"), "nothing was enqueued")
 
-	clock.Advance(2 * time.Second) // the deletion's process is gone for good
-	require.NoError(t, p.ReconcileOutbox(ctx))
+	finishDeletion()
 	require.NoError(t, p.EnqueueStartIfAbsent(ctx, startOf("phoenix")), "the deleted instance's id is free")
-	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "the new life's start")
-	assert.Equal(t, "phoenix", item.Instance)
-	assert.Empty(t, item.History)
+	fetchNewLife(ctx, t, p, "phoenix", "the new life's start")
 }
 
 // A fetch creates a lock document for messages to an id never started: it

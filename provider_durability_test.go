@@ -455,38 +455,56 @@ func TestDeletingAnInstanceKeepsItsUndeliveredDetachedStart(t *testing.T) {
 	assert.Equal(t, "detached", item.Instance)
 }
 
+// deletionStalledAfterItsMark is a provider whose deletion of instance
+// marked the instance and then lost the store, and finish, which lets the
+// deletion's process be gone for good (past AbandonedDeletionAge) and has
+// a reconciliation finish the deletion.
+func deletionStalledAfterItsMark(ctx context.Context, t *testing.T, instance string) (p *cdb.CosmosProvider, finish func()) {
+	t.Helper()
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p = newRulesProvider(t, acct, cdb.Config{ShortPolling: true, AbandonedDeletionAge: time.Second, OutboxMinAge: time.Second, Now: clock.Now})
+	providertest.CreateInstance(ctx, t, p, instance)
+	stall := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 403, Match: func(r cdb.FakeRequest) bool {
+		return r.Operation == "Query" && r.PartitionKey == `["`+instance+`"]`
+	}})
+	_, err := p.DeleteInstance(ctx, instance, true)
+	require.Error(t, err)
+	stall()
+	return p, func() {
+		t.Helper()
+		clock.Advance(2 * time.Second)
+		require.NoError(t, p.ReconcileOutbox(ctx))
+	}
+}
+
+// fetchNewLife fetches the next orchestration item, which must be the
+// start of a new life of instance (no history); what names it.
+func fetchNewLife(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, instance, what string) {
+	t.Helper()
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, what)
+	assert.Equal(t, instance, item.Instance)
+	assert.Empty(t, item.History)
+}
+
 // A start enqueued while a deletion of its id is under way is never
 // deleted unseen: the enqueue fails as retryable while the deletion runs,
 // and once it is done the start begins a new life that later passes of
 // the deletion leave alone.
 func TestStartDuringADeletionIsNotDeletedUnseen(t *testing.T) {
 	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	clock := newTestClock()
-	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, AbandonedDeletionAge: time.Second, OutboxMinAge: time.Second, Now: clock.Now})
-	providertest.CreateInstance(ctx, t, p, "phoenix")
+	p, finishDeletion := deletionStalledAfterItsMark(ctx, t, "phoenix")
 
-	// The deletion marks the instance, then its process loses the store.
-	stall := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 403, Match: func(r cdb.FakeRequest) bool {
-		return r.Operation == "Query" && r.PartitionKey == `["phoenix"]`
-	}})
-	_, err := p.DeleteInstance(ctx, "phoenix", true)
-	require.Error(t, err)
-	stall()
-
-	err = p.EnqueueForOrchestrator(ctx, providertest.StartItem("phoenix"), 0)
+	err := p.EnqueueForOrchestrator(ctx, providertest.StartItem("phoenix"), 0)
 	require.Error(t, err, "the start must not be accepted into a partition being deleted")
 	assert.True(t, cdb.IsRetryable(err), "%v", err)
 
-	clock.Advance(2 * time.Second) // the deletion's process is gone for good
-	require.NoError(t, p.ReconcileOutbox(ctx))
+	finishDeletion()
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("phoenix"), 0))
 	require.NoError(t, p.ReconcileOutbox(ctx), "a later pass of any reconciler")
-	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "the new life's start survives")
-	assert.Equal(t, "phoenix", item.Instance)
-	assert.Empty(t, item.History)
+	fetchNewLife(ctx, t, p, "phoenix", "the new life's start survives")
 }
 
 // A lock whose response was lost is found out by reading it back: the fetch

@@ -118,33 +118,17 @@ func TestAStartWhoseAnswerWasLostSucceedsWithOneMessage(t *testing.T) {
 
 func TestAStartDuringADeletionIsRetryableAndFreeOnceItIsDone(t *testing.T) {
 	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	clock := newTestClock()
-	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, AbandonedDeletionAge: time.Second, OutboxMinAge: time.Second, Now: clock.Now})
-	providertest.CreateInstance(ctx, t, p, "phoenix")
+	p, finishDeletion := deletionStalledAfterItsMark(ctx, t, "phoenix")
 
-	// The deletion marks the instance, then its process loses the store.
-	stall := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 403, Match: func(r cdb.FakeRequest) bool {
-		return r.Operation == "Query" && r.PartitionKey == `["phoenix"]`
-	}})
-	_, err := p.DeleteInstance(ctx, "phoenix", true)
-	require.Error(t, err)
-	stall()
-
-	err = p.EnqueueStartIfAbsent(ctx, startOf("phoenix"))
+	err := p.EnqueueStartIfAbsent(ctx, startOf("phoenix"))
 	require.Error(t, err, "the start must not be accepted into a partition being deleted")
 	assert.True(t, cdb.IsRetryable(err), "%v", err)
 	assert.NotErrorIs(t, err, cdb.ErrInstanceExists, "the id is about to be free")
 	assert.Equal(t, 0, countDocs(t, p, "phoenix", "msg"), "nothing was enqueued")
 
-	clock.Advance(2 * time.Second) // the deletion's process is gone for good
-	require.NoError(t, p.ReconcileOutbox(ctx))
+	finishDeletion()
 	require.NoError(t, p.EnqueueStartIfAbsent(ctx, startOf("phoenix")), "the deleted instance's id is free")
-	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item, "the new life's start")
-	assert.Equal(t, "phoenix", item.Instance)
-	assert.Empty(t, item.History)
+	fetchNewLife(ctx, t, p, "phoenix", "the new life's start")
 }
 
 // A fetch creates a lock document for messages to an id never started: it

@@ -161,12 +161,21 @@ func (noopInstrument) Record(context.Context, float64, ...slog.Attr) {}
 type noopTracer struct{}
 
 func (noopTracer) Start(ctx context.Context, _ string, _ SpanOptions) (context.Context, Span) {
-	return ctx, noopSpan{}
+	return ctx, NoopSpan{}
 }
 
-type noopSpan struct{}
+// NoopSpan is the Span that records nothing: the span of a component
+// without a Tracer, and one a Tracer may return for work it leaves out.
+type NoopSpan struct{}
 
-func (noopSpan) SetAttributes(...slog.Attr) {}
-func (noopSpan) RecordError(error)          {}
-func (noopSpan) End()                       {}
-func (noopSpan) TraceContext() TraceContext { return TraceContext{} }
+// SetAttributes does nothing.
+func (NoopSpan) SetAttributes(...slog.Attr) {}
+
+// RecordError does nothing.
+func (NoopSpan) RecordError(error) {}
+
+// End does nothing.
+func (NoopSpan) End() {}
+
+// TraceContext is the zero TraceContext: work handed on continues no trace.
+func (NoopSpan) TraceContext() TraceContext { return TraceContext{} }

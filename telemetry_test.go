@@ -27,6 +27,7 @@ func TestZeroTelemetryRecordsNothingAndNeverPanics(t *testing.T) {
 	tel.meter.Histogram("h", "s", "").Record(context.Background(), 1)
 	tel.meter.Gauge("g", "1", "").Record(context.Background(), 1)
 	ctx, span := tel.tracer.Start(context.Background(), "s", SpanOptions{})
+	assert.Equal(t, NoopSpan{}, span)
 	span.End()
 	assert.Equal(t, context.Background(), ctx)
 	assert.True(t, span.TraceContext().IsZero())

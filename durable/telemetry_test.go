@@ -38,6 +38,45 @@ func (h *harness) stop() {
 	require.NoError(h.t, h.rt.Shutdown(ctx))
 }
 
+// chargeFailingOnce registers the activity Charge, whose first execution
+// fails and every later one returns "charged".
+func (h *harness) chargeFailingOnce() {
+	var charges atomic.Int32
+	h.activity("Charge", func(ActivityContext, string) (string, error) {
+		if charges.Add(1) == 1 {
+			return "", errors.New("card reader busy")
+		}
+		return "charged", nil
+	})
+}
+
+// chargeThenWait is an orchestration's Charge, retried once after
+// retryWait, then a timer of timer; it returns Charge's output.
+func chargeThenWait(ctx *OrchestrationContext, input string, retryWait, timer time.Duration) (string, error) {
+	retry := RetryPolicy{MaxAttempts: 2, FirstInterval: retryWait}
+	out, err := ctx.ScheduleActivity("Charge", input, WithRetry(retry)).Await()
+	if err != nil {
+		return "", err
+	}
+	if _, err := ctx.ScheduleTimer(timer).Await(); err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+// newReportingCosmosProvider is the Cosmos DB provider on a new fake
+// account, through a client that reports to telemetry.
+func newReportingCosmosProvider(t *testing.T, telemetry cdb.Telemetry) cdb.Provider {
+	t.Helper()
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	client, err := cdb.NewClient(acct.Endpoint(), cdb.ClientOptions{Key: acct.Key(), Transport: acct.Transport(), Telemetry: telemetry})
+	require.NoError(t, err)
+	p, err := cdb.NewProvider(context.Background(), cdb.Config{Client: client, PollInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
 func TestTelemetryInstrumentsHaveTheirNamesKindsAndUnits(t *testing.T) {
 	meter := telemetrytest.NewRecorder()
 	h := newMemoryHarness(t)
@@ -67,23 +106,13 @@ func TestTelemetryInstrumentsHaveTheirNamesKindsAndUnits(t *testing.T) {
 func TestTelemetryReportsASampleOrchestration(t *testing.T) {
 	meter := telemetrytest.NewRecorder()
 	h := newMemoryHarness(t)
-	var charges atomic.Int32
-	h.activity("Charge", func(ActivityContext, string) (string, error) {
-		if charges.Add(1) == 1 {
-			return "", errors.New("card reader busy")
-		}
-		return "charged", nil
-	})
+	h.chargeFailingOnce()
 	h.activity("Ship", func(_ ActivityContext, input string) (string, error) { return "shipped " + input, nil })
 	h.orchestration("Notify", func(ctx *OrchestrationContext, input string) (string, error) {
 		return ctx.ScheduleActivity("Ship", input).Await()
 	})
 	h.orchestration("Order", func(ctx *OrchestrationContext, input string) (string, error) {
-		retry := RetryPolicy{MaxAttempts: 2, FirstInterval: 10 * time.Millisecond}
-		if _, err := ctx.ScheduleActivity("Charge", input, WithRetry(retry)).Await(); err != nil {
-			return "", err
-		}
-		if _, err := ctx.ScheduleTimer(20 * time.Millisecond).Await(); err != nil {
+		if _, err := chargeThenWait(ctx, input, 10*time.Millisecond, 20*time.Millisecond); err != nil {
 			return "", err
 		}
 		return ctx.ScheduleSubOrchestration("Notify", input).Await()
@@ -334,23 +363,9 @@ func TestTelemetryScheduleToStartLeavesOutDelays(t *testing.T) {
 	const wait = 500 * time.Millisecond
 	meter := telemetrytest.NewRecorder()
 	h := newMemoryHarness(t)
-	var charges atomic.Int32
-	h.activity("Charge", func(ActivityContext, string) (string, error) {
-		if charges.Add(1) == 1 {
-			return "", errors.New("card reader busy")
-		}
-		return "charged", nil
-	})
+	h.chargeFailingOnce()
 	h.orchestration("Order", func(ctx *OrchestrationContext, input string) (string, error) {
-		retry := RetryPolicy{MaxAttempts: 2, FirstInterval: wait}
-		out, err := ctx.ScheduleActivity("Charge", input, WithRetry(retry)).Await()
-		if err != nil {
-			return "", err
-		}
-		if _, err := ctx.ScheduleTimer(wait).Await(); err != nil {
-			return "", err
-		}
-		return out, nil
+		return chargeThenWait(ctx, input, wait, wait)
 	})
 	h.run(withMeter(meter))
 	// The reference provider's clock, and the runtime's, is this process's.
@@ -419,14 +434,7 @@ func with(match map[string]any, key, value string) map[string]any {
 // client's request charge can be summed per orchestration.
 func TestTelemetryAttributesATurnsRequestChargeToItsOrchestration(t *testing.T) {
 	rec := telemetrytest.NewRecorder()
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	client, err := cdb.NewClient(acct.Endpoint(), cdb.ClientOptions{Key: acct.Key(), Transport: acct.Transport(),
-		Telemetry: cdb.Telemetry{Meter: rec}})
-	require.NoError(t, err)
-	p, err := cdb.NewProvider(context.Background(), cdb.Config{Client: client, PollInterval: 20 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
-	h := newHarness(t, p)
+	h := newHarness(t, newReportingCosmosProvider(t, cdb.Telemetry{Meter: rec}))
 	h.activity("Reserve", func(_ ActivityContext, in string) (string, error) { return in, nil })
 	h.orchestration("Order", func(ctx *OrchestrationContext, in string) (string, error) {
 		return ctx.ScheduleActivity("Reserve", in).Await()

@@ -38,18 +38,10 @@ const (
 // startSpan starts a span on tracer, or none (at no cost) without one.
 func startSpan(ctx context.Context, tracer cdb.Tracer, name string, o cdb.SpanOptions) (context.Context, cdb.Span) {
 	if tracer == nil {
-		return ctx, noSpan{}
+		return ctx, cdb.NoopSpan{}
 	}
 	return tracer.Start(ctx, name, o)
 }
-
-// noSpan is the span of a runtime or client without a Tracer.
-type noSpan struct{}
-
-func (noSpan) SetAttributes(...slog.Attr)     {}
-func (noSpan) RecordError(error)              {}
-func (noSpan) End()                           {}
-func (noSpan) TraceContext() cdb.TraceContext { return cdb.TraceContext{} }
 
 // startOrchestrationSpan is a client's start: a producer span, a child of
 // the caller's span, whose trace context the start message carries.
@@ -86,7 +78,7 @@ func turnSpan(ctx context.Context) cdb.Span {
 // no span, so the remote parent applies.
 func (r *Runtime) startTurnSpan(ctx context.Context, item *cdb.OrchestrationItem, name string) (context.Context, cdb.Span) {
 	if r.opts.Telemetry.Tracer == nil {
-		return ctx, noSpan{}
+		return ctx, cdb.NoopSpan{}
 	}
 	attrs := []slog.Attr{
 		slog.String(attrInstanceID, item.Instance),

@@ -290,7 +290,7 @@ func TestWithoutATurnSpanScheduledWorkCarriesNoTrace(t *testing.T) {
 	got := withTurnTrace(context.Background(), scheduled)
 	assert.Equal(t, scheduled, got)
 	ctx, span := startSpan(context.Background(), nil, "orchestration Order", cdb.SpanOptions{})
-	assert.Equal(t, noSpan{}, span)
+	assert.Equal(t, cdb.NoopSpan{}, span)
 	assert.Equal(t, scheduled, withTurnTrace(ctx, scheduled))
 }
 
@@ -298,13 +298,7 @@ func TestWithoutATurnSpanScheduledWorkCarriesNoTrace(t *testing.T) {
 // activity's ack are requests under the turn's and the activity's spans.
 func TestRequestSpansNestUnderTurnsAndActivities(t *testing.T) {
 	rec := telemetrytest.NewRecorder()
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	client, err := cdb.NewClient(acct.Endpoint(), cdb.ClientOptions{Key: acct.Key(), Transport: acct.Transport(),
-		Telemetry: cdb.Telemetry{Tracer: rec, RequestSpans: true}})
-	require.NoError(t, err)
-	p, err := cdb.NewProvider(context.Background(), cdb.Config{Client: client, PollInterval: 20 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
+	p := newReportingCosmosProvider(t, cdb.Telemetry{Tracer: rec, RequestSpans: true})
 	registry := NewRegistry()
 	require.NoError(t, registry.RegisterActivity("Reserve", func(ActivityContext, string) (string, error) { return "reserved", nil }))
 	require.NoError(t, registry.RegisterOrchestration("Order", func(ctx *OrchestrationContext, input string) (string, error) {

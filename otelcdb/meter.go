@@ -31,11 +31,7 @@ type meter struct {
 
 func (m *meter) Counter(name, unit, description string) cdb.Counter {
 	c, err := m.meter.Float64Counter(name, metric.WithUnit(unit), metric.WithDescription(description))
-	m.reportFailure("counter", name, err)
-	if c == nil {
-		c = noop.Float64Counter{}
-	}
-	return counter{c}
+	return counter{kept[metric.Float64Counter](m, "counter", name, c, err, noop.Float64Counter{})}
 }
 
 func (m *meter) Histogram(name, unit, description string) cdb.Histogram {
@@ -44,31 +40,28 @@ func (m *meter) Histogram(name, unit, description string) cdb.Histogram {
 		opts = append(opts, metric.WithExplicitBucketBoundaries(bounds...))
 	}
 	h, err := m.meter.Float64Histogram(name, opts...)
-	m.reportFailure("histogram", name, err)
-	if h == nil {
-		h = noop.Float64Histogram{}
-	}
-	return histogram{h}
+	return recorder[metric.Float64Histogram]{kept[metric.Float64Histogram](m, "histogram", name, h, err, noop.Float64Histogram{})}
 }
 
 func (m *meter) Gauge(name, unit, description string) cdb.Gauge {
 	g, err := m.meter.Float64Gauge(name, metric.WithUnit(unit), metric.WithDescription(description))
-	m.reportFailure("gauge", name, err)
-	if g == nil {
-		g = noop.Float64Gauge{}
-	}
-	return gauge{g}
+	return recorder[metric.Float64Gauge]{kept[metric.Float64Gauge](m, "gauge", name, g, err, noop.Float64Gauge{})}
 }
 
-// reportFailure passes on an instrument's error once, when it is made: the
-// instrument is then recorded to on the request path, where an error could
-// only repeat. An SDK may return a working instrument with its error (the
-// Go SDK does for a name it finds invalid, or bucket boundaries it ignores);
-// that one is kept, and only a missing one is replaced by a no-op.
-func (m *meter) reportFailure(kind, name string, err error) {
+// kept is the instrument to record to, given what the API returned for it.
+// An instrument's error is passed on once, when it is made: the instrument
+// is then recorded to on the request path, where an error could only
+// repeat. An SDK may return a working instrument with its error (the Go
+// SDK does for a name it finds invalid, or bucket boundaries it ignores);
+// that one is kept, and only a missing one is replaced by none, the no-op.
+func kept[I any](m *meter, kind, name string, made I, err error, none I) I {
 	if err != nil {
 		m.cfg.handleError(fmt.Errorf("otelcdb: making the %s %q: %w", kind, name, err))
 	}
+	if any(made) == nil {
+		return none
+	}
+	return made
 }
 
 // Each measurement without attributes skips the conversion: most of cdb's
@@ -84,22 +77,15 @@ func (c counter) Add(ctx context.Context, incr float64, attrs ...slog.Attr) {
 	c.c.Add(ctx, incr, metric.WithAttributes(keyValues(attrs)...))
 }
 
-type histogram struct{ h metric.Float64Histogram }
+// recorder is a histogram or a gauge: both record a value.
+type recorder[I interface {
+	Record(context.Context, float64, ...metric.RecordOption)
+}] struct{ i I }
 
-func (h histogram) Record(ctx context.Context, value float64, attrs ...slog.Attr) {
+func (r recorder[I]) Record(ctx context.Context, value float64, attrs ...slog.Attr) {
 	if len(attrs) == 0 {
-		h.h.Record(ctx, value)
+		r.i.Record(ctx, value)
 		return
 	}
-	h.h.Record(ctx, value, metric.WithAttributes(keyValues(attrs)...))
-}
-
-type gauge struct{ g metric.Float64Gauge }
-
-func (g gauge) Record(ctx context.Context, value float64, attrs ...slog.Attr) {
-	if len(attrs) == 0 {
-		g.g.Record(ctx, value)
-		return
-	}
-	g.g.Record(ctx, value, metric.WithAttributes(keyValues(attrs)...))
+	r.i.Record(ctx, value, metric.WithAttributes(keyValues(attrs)...))
 }

@@ -50,22 +50,56 @@ func tracedStart(instance string, trace cdb.TraceContext) cdb.StartOrchestration
 	return start
 }
 
+// fetchTracedStart enqueues inst's start carrying startTrace and fetches
+// its first turn, which must be inst's and continue that trace.
+func fetchTracedStart(ctx context.Context, t *testing.T, p cdb.Provider, inst string) (*cdb.OrchestrationItem, string) {
+	t.Helper()
+	item, token := enqueueAndFetchOrchestration(ctx, t, p, tracedStart(inst, startTrace))
+	require.Equal(t, inst, item.Instance)
+	assert.Equal(t, startTrace, item.TraceContext, "the first turn continues the start's trace")
+	return item, token
+}
+
+// ackStarted acks the first turn of inst's execution with its
+// OrchestrationStarted event alone.
+func ackStarted(ctx context.Context, t *testing.T, p cdb.Provider, token, inst string, execution uint64) {
+	t.Helper()
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, execution,
+		[]cdb.Event{StartedEvent(inst, execution)}, nil, nil, TestOrchMetadata(), nil))
+}
+
+// ackScheduling acks the first turn of act's instance, which schedules act
+// (event 2).
+func ackScheduling(ctx context.Context, t *testing.T, p cdb.Provider, token string, act cdb.ActivityExecuteMessage) {
+	t.Helper()
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID, []cdb.Event{
+		StartedEvent(act.Instance, cdb.InitialExecutionID),
+		newEvent(2, act.Instance, cdb.InitialExecutionID, cdb.ActivityScheduled{Name: act.Name, Input: act.Input}),
+	}, []cdb.WorkItem{act}, nil, TestOrchMetadata(), nil))
+}
+
+// assertLaterTurnTrace raises an event to inst, whose turn, of execution,
+// must carry want, and acks that turn; what names the turn.
+func assertLaterTurnTrace(ctx context.Context, t *testing.T, p cdb.Provider, inst string, execution uint64, want cdb.TraceContext, what string) {
+	t.Helper()
+	item, token := enqueueAndFetchOrchestration(ctx, t, p, cdb.ExternalRaisedMessage{Instance: inst, Name: "go", Data: "{}"})
+	assert.Equal(t, execution, item.ExecutionID, what)
+	assert.Equal(t, want, item.TraceContext, what)
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, execution, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
+}
+
 // TestAStartsTraceReachesEveryTurnOfItsInstance: the first turn's item
 // carries the start's trace, its start message too, and so does the item
 // of a later turn, whose batch has no start.
 func TestAStartsTraceReachesEveryTurnOfItsInstance(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := traceCarrier(t, f)
-	item, token := enqueueAndFetchOrchestration(ctx, t, p, tracedStart("traced", startTrace))
-	assert.Equal(t, startTrace, item.TraceContext, "the first turn continues the start's trace")
+	item, token := fetchTracedStart(ctx, t, p, "traced")
 	require.Len(t, item.Messages, 1)
 	assert.Equal(t, startTrace, cdb.TraceContextOf(item.Messages[0]), "the start message keeps its trace")
-	require.NoError(t, p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID,
-		[]cdb.Event{StartedEvent("traced", cdb.InitialExecutionID)}, nil, nil, TestOrchMetadata(), nil))
+	ackStarted(ctx, t, p, token, "traced", cdb.InitialExecutionID)
 
-	item, token = enqueueAndFetchOrchestration(ctx, t, p, cdb.ExternalRaisedMessage{Instance: "traced", Name: "go", Data: "{}"})
-	assert.Equal(t, startTrace, item.TraceContext, "a later turn continues the start's trace")
-	require.NoError(t, p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
+	assertLaterTurnTrace(ctx, t, p, "traced", cdb.InitialExecutionID, startTrace, "a later turn continues the start's trace")
 }
 
 // TestAStartsTraceOutlivesContinueAsNew: the next execution's turns
@@ -75,7 +109,7 @@ func TestAStartsTraceOutlivesContinueAsNew(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := traceCarrier(t, f)
 	const inst = "traced-can"
-	_, token := enqueueAndFetchOrchestration(ctx, t, p, tracedStart(inst, startTrace))
+	_, token := fetchTracedStart(ctx, t, p, inst)
 	can := cdb.ContinueAsNewMessage{Instance: inst, Orchestration: "TestOrch", Input: "{}", Version: ptr("1.0.0")}
 	md := TestOrchMetadata()
 	md.Status = ptr(cdb.StatusContinuedAsNew)
@@ -86,12 +120,9 @@ func TestAStartsTraceOutlivesContinueAsNew(t *testing.T, f Factory) {
 
 	item, token := fetchOrchestration(ctx, t, p, lockLong, "the ContinueAsNew message is queued")
 	assert.Equal(t, startTrace, item.TraceContext, "the next execution's first turn")
-	require.NoError(t, p.AckOrchestrationItem(ctx, token, 2, []cdb.Event{StartedEvent(inst, 2)}, nil, nil, TestOrchMetadata(), nil))
+	ackStarted(ctx, t, p, token, inst, 2)
 
-	item, token = enqueueAndFetchOrchestration(ctx, t, p, cdb.ExternalRaisedMessage{Instance: inst, Name: "go", Data: "{}"})
-	assert.Equal(t, uint64(2), item.ExecutionID)
-	assert.Equal(t, startTrace, item.TraceContext, "a later turn of the next execution")
-	require.NoError(t, p.AckOrchestrationItem(ctx, token, 2, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
+	assertLaterTurnTrace(ctx, t, p, inst, 2, startTrace, "a later turn of the next execution")
 }
 
 // TestAStartAfterItsInstancesFirstMessageStillCarriesItsTrace: a message
@@ -104,15 +135,10 @@ func TestAStartAfterItsInstancesFirstMessageStillCarriesItsTrace(t *testing.T, f
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: inst, Name: "early", Data: "{}"}, 0))
 	fetchNoOrchestration(ctx, t, p, lockLong, "a message before its instance's start waits for it")
 
-	item, token := enqueueAndFetchOrchestration(ctx, t, p, tracedStart(inst, startTrace))
-	require.Equal(t, inst, item.Instance)
-	assert.Equal(t, startTrace, item.TraceContext, "the first turn continues the start's trace")
-	require.NoError(t, p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID,
-		[]cdb.Event{StartedEvent(inst, cdb.InitialExecutionID)}, nil, nil, TestOrchMetadata(), nil))
+	_, token := fetchTracedStart(ctx, t, p, inst)
+	ackStarted(ctx, t, p, token, inst, cdb.InitialExecutionID)
 
-	item, token = enqueueAndFetchOrchestration(ctx, t, p, cdb.ExternalRaisedMessage{Instance: inst, Name: "late", Data: "{}"})
-	assert.Equal(t, startTrace, item.TraceContext, "a later turn continues the start's trace")
-	require.NoError(t, p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
+	assertLaterTurnTrace(ctx, t, p, inst, cdb.InitialExecutionID, startTrace, "a later turn continues the start's trace")
 }
 
 // TestAnActivitysTraceReachesItsWorker: an activity a turn schedules, and
@@ -121,13 +147,10 @@ func TestAnActivitysTraceReachesItsWorker(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := traceCarrier(t, f)
 	const inst = "traced-work"
-	_, token := enqueueAndFetchOrchestration(ctx, t, p, tracedStart(inst, startTrace))
+	_, token := fetchTracedStart(ctx, t, p, inst)
 	act := activityExecute(inst, cdb.InitialExecutionID, 2, "Charge", "{}")
 	act.Trace = turnTrace
-	require.NoError(t, p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID, []cdb.Event{
-		StartedEvent(inst, cdb.InitialExecutionID),
-		newEvent(2, inst, cdb.InitialExecutionID, cdb.ActivityScheduled{Name: "Charge", Input: "{}"}),
-	}, []cdb.WorkItem{act}, nil, TestOrchMetadata(), nil))
+	ackScheduling(ctx, t, p, token, act)
 	assertWorkerTrace(ctx, t, p, turnTrace, "an activity a turn scheduled")
 
 	direct := activityExecute(inst, cdb.InitialExecutionID, 3, "Refund", "{}")
@@ -154,7 +177,7 @@ func TestAChildStartsTraceReachesTheChildsTurn(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := traceCarrier(t, f)
 	const parent, child = "traced-parent", "traced-parent::sub::2"
-	_, token := enqueueAndFetchOrchestration(ctx, t, p, tracedStart(parent, startTrace))
+	_, token := fetchTracedStart(ctx, t, p, parent)
 	start := tracedStart(child, childTrace)
 	start.ParentInstance, start.ParentID, start.ParentExecutionID = ptr(parent), ptr(uint64(2)), ptr(cdb.InitialExecutionID)
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID, []cdb.Event{
@@ -170,9 +193,7 @@ func TestAChildStartsTraceReachesTheChildsTurn(t *testing.T, f Factory) {
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID,
 		[]cdb.Event{StartedEvent(child, cdb.InitialExecutionID)}, nil, nil, md, nil))
 
-	item, token = enqueueAndFetchOrchestration(ctx, t, p, cdb.ExternalRaisedMessage{Instance: child, Name: "go", Data: "{}"})
-	assert.Equal(t, childTrace, item.TraceContext, "a later turn of the child")
-	require.NoError(t, p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID, nil, nil, nil, cdb.ExecutionMetadata{}, nil))
+	assertLaterTurnTrace(ctx, t, p, child, cdb.InitialExecutionID, childTrace, "a later turn of the child")
 }
 
 // TestItemsWithoutATraceComeBackWithNone: a start and an activity that
@@ -183,10 +204,7 @@ func TestItemsWithoutATraceComeBackWithNone(t *testing.T, f Factory) {
 	const inst = "untraced"
 	item, token := enqueueAndFetchOrchestration(ctx, t, p, StartItem(inst))
 	assert.True(t, item.TraceContext.IsZero(), "a start without a trace: %+v", item.TraceContext)
-	require.NoError(t, p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID, []cdb.Event{
-		StartedEvent(inst, cdb.InitialExecutionID),
-		newEvent(2, inst, cdb.InitialExecutionID, cdb.ActivityScheduled{Name: "Charge", Input: "{}"}),
-	}, []cdb.WorkItem{activityExecute(inst, cdb.InitialExecutionID, 2, "Charge", "{}")}, nil, TestOrchMetadata(), nil))
+	ackScheduling(ctx, t, p, token, activityExecute(inst, cdb.InitialExecutionID, 2, "Charge", "{}"))
 	assertWorkerTrace(ctx, t, p, cdb.TraceContext{}, "an activity without a trace")
 
 	item, token = fetchOrchestration(ctx, t, p, lockLong, "the activity's completion is queued")

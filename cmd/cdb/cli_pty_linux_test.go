@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -42,11 +43,11 @@ func ioctl(fd uintptr, req uint, arg unsafe.Pointer) error {
 	return nil
 }
 
-// demoOnTerminal runs `cdb demo` with its stdout on a terminal of cols
-// columns and returns what it wrote there.
-func demoOnTerminal(t *testing.T, cols uint16, env ...string) string {
+// onTerminal runs cmd with its stdout on a terminal of cols columns and
+// returns what it wrote there.
+func onTerminal(t *testing.T, cols uint16, cmd *exec.Cmd) string {
+	t.Helper()
 	master, slave := openPTY(t, cols, 24)
-	cmd := cli("demo", "-orders", "12", "-concurrency", "2").with(env...).command(t)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = slave, &stderr
 	require.NoError(t, cmd.Start())
@@ -57,6 +58,12 @@ func demoOnTerminal(t *testing.T, cols uint16, env ...string) string {
 	require.NoError(t, cmd.Wait(), stderr.String())
 	<-read
 	return out.String()
+}
+
+// demoOnTerminal runs `cdb demo` with its stdout on a terminal of cols
+// columns and returns what it wrote there.
+func demoOnTerminal(t *testing.T, cols uint16, env ...string) string {
+	return onTerminal(t, cols, cli("demo", "-orders", "12", "-concurrency", "2").with(env...).command(t))
 }
 
 // repaintScreen replays the repainted lines (those that start with a bare

@@ -345,14 +345,22 @@ func TestBinaryAcceptsFlagsAfterArguments(t *testing.T) {
 	assert.Empty(t, stdout)
 }
 
-// startUntilLine starts cmd and waits until its stdout has a line containing
-// want; the rest of stdout is drained in the background.
-func startUntilLine(t *testing.T, cmd *exec.Cmd, want string) {
+// startReading starts cmd, killed when the test ends, and returns its
+// stdout to read while it runs.
+func startReading(t *testing.T, cmd *exec.Cmd) io.Reader {
 	t.Helper()
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return out
+}
+
+// startUntilLine starts cmd and waits until its stdout has a line containing
+// want; the rest of stdout is drained in the background.
+func startUntilLine(t *testing.T, cmd *exec.Cmd, want string) {
+	t.Helper()
+	out := startReading(t, cmd)
 	var seen bytes.Buffer
 	buf := make([]byte, 4096)
 	for !strings.Contains(seen.String(), want) {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,18 +13,7 @@ import (
 // topOnTerminal runs `cdb top -n 2` with its stdout on a terminal of cols
 // columns and returns what it wrote there.
 func topOnTerminal(t *testing.T, cols uint16, conn []string) string {
-	master, slave := openPTY(t, cols, 24)
-	cmd := cli(append([]string{"top", "-n", "2", "-interval", "100ms"}, conn...)...).command(t)
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = slave, &stderr
-	require.NoError(t, cmd.Start())
-	require.NoError(t, slave.Close())
-	var out bytes.Buffer
-	read := make(chan struct{})
-	go func() { _, _ = io.Copy(&out, master); close(read) }() // ends with EIO once cdb exits
-	require.NoError(t, cmd.Wait(), stderr.String())
-	<-read
-	return out.String()
+	return onTerminal(t, cols, cli(append([]string{"top", "-n", "2", "-interval", "100ms"}, conn...)...).command(t))
 }
 
 // On a terminal each sample is drawn over the last from the top left

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -85,6 +86,56 @@ type topJSONLine struct {
 	} `json:"view"`
 }
 
+// topJSONArgs are the arguments of `cdb top flags -o json` on conn.
+func topJSONArgs(conn []string, flags ...string) []string {
+	return slices.Concat([]string{"top"}, flags, []string{"-o", "json"}, conn)
+}
+
+// runTopJSON runs `cdb top -o json` to its end, which must be a success,
+// and returns its samples.
+func runTopJSON(t *testing.T, conn []string, flags ...string) []topJSONLine {
+	t.Helper()
+	code, stdout, stderr := cli(topJSONArgs(conn, flags...)...).run(t)
+	require.Equal(t, 0, code, stderr)
+	var samples []topJSONLine
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var sample topJSONLine
+		require.NoError(t, json.Unmarshal([]byte(line), &sample), line)
+		samples = append(samples, sample)
+	}
+	return samples
+}
+
+// topJSON is a running `cdb top -o json` whose lines a test reads as they
+// come, and whose stderr it reads while top runs.
+type topJSON struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+	lines  *bufio.Scanner
+}
+
+func startTopJSON(t *testing.T, conn []string, flags ...string) *topJSON {
+	t.Helper()
+	top := &topJSON{t: t, cmd: cli(topJSONArgs(conn, flags...)...).command(t), stderr: &lockedBuffer{}}
+	top.cmd.Stderr = top.stderr
+	top.lines = bufio.NewScanner(startReading(t, top.cmd))
+	return top
+}
+
+// next reads the next line, which must come, into v; what names the line.
+func (top *topJSON) next(what string, v any) {
+	top.t.Helper()
+	require.True(top.t, top.lines.Scan(), "%s: %s", what, top.stderr.String())
+	require.NoError(top.t, json.Unmarshal(top.lines.Bytes(), v), top.lines.Text())
+}
+
+// wait waits for top to exit, which must be a success.
+func (top *topJSON) wait() {
+	top.t.Helper()
+	require.NoError(top.t, top.cmd.Wait(), top.stderr.String())
+}
+
 func TestBinaryTopShowsTheQueuesInBlocksThatFit80Columns(t *testing.T) {
 	conn, _ := topFixture(t)
 	code, stdout, stderr := cli(append([]string{"top", "-n", "2", "-interval", "200ms"}, conn...)...).run(t)
@@ -115,18 +166,9 @@ func TestBinaryTopShowsTheQueuesInBlocksThatFit80Columns(t *testing.T) {
 
 func TestBinaryTopWritesAJSONObjectPerSampleAndCountsCompletions(t *testing.T) {
 	conn, p := topFixture(t)
-	cmd := cli(append([]string{"top", "-n", "2", "-interval", "500ms", "-o", "json"}, conn...)...).command(t)
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	lines := bufio.NewScanner(out)
-
-	require.True(t, lines.Scan(), "the first sample: %s", stderr.String())
+	top := startTopJSON(t, conn, "-n", "2", "-interval", "500ms")
 	var first topJSONLine
-	require.NoError(t, json.Unmarshal(lines.Bytes(), &first), lines.Text())
+	top.next("the first sample", &first)
 	ctx := context.Background()
 	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)
@@ -137,11 +179,10 @@ func TestBinaryTopWritesAJSONObjectPerSampleAndCountsCompletions(t *testing.T) {
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID,
 		[]cdb.Event{providertest.StartedEvent(item.Instance, cdb.InitialExecutionID)}, nil, nil, md, nil))
 
-	require.True(t, lines.Scan(), "the second sample: %s", stderr.String())
 	var second topJSONLine
-	require.NoError(t, json.Unmarshal(lines.Bytes(), &second), lines.Text())
-	assert.False(t, lines.Scan(), "-n 2: two samples")
-	require.NoError(t, cmd.Wait(), stderr.String())
+	top.next("the second sample", &second)
+	assert.False(t, top.lines.Scan(), "-n 2: two samples")
+	top.wait()
 
 	assert.Equal(t, 1, first.Sample)
 	assert.Equal(t, 2, second.Sample)
@@ -186,12 +227,9 @@ func TestBinaryTopShowsTheProcessesRatesFromTheirLeaseRenewals(t *testing.T) {
 		ProcessLeases: &cdb.ProcessLeaseOptions{ProcessID: "app-2", LeaseDuration: time.Second}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
-	code, stdout, stderr := cli(append([]string{"top", "-n", "3", "-interval", "800ms", "-o", "json"}, conn...)...).run(t)
-	require.Equal(t, 0, code, stderr)
-	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	require.Len(t, lines, 3, stdout)
-	var last topJSONLine
-	require.NoError(t, json.Unmarshal([]byte(lines[2]), &last), lines[2])
+	samples := runTopJSON(t, conn, "-n", "3", "-interval", "800ms")
+	require.Len(t, samples, 3)
+	last := samples[2]
 	assert.Equal(t, 2, last.LiveProcesses)
 	assert.Equal(t, 2, last.Processes.Publishing)
 	assert.Equal(t, 1, last.Processes.Covered, "app-2 renewed between the samples, app-1 not yet twice")
@@ -235,12 +273,9 @@ func TestBinaryTopRefusesANonPositiveIntervalAndANegativeCount(t *testing.T) {
 // requests and no more.
 func TestBinaryTopSendsOnlyItsSamplesRequests(t *testing.T) {
 	conn, _ := topFixture(t)
-	code, stdout, stderr := cli(append([]string{"top", "-n", "2", "-interval", "5500ms", "-o", "json"}, conn...)...).run(t)
-	require.Equal(t, 0, code, stderr)
-	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	require.Len(t, lines, 2, stdout)
-	var second topJSONLine
-	require.NoError(t, json.Unmarshal([]byte(lines[1]), &second), lines[1])
+	samples := runTopJSON(t, conn, "-n", "2", "-interval", "5500ms")
+	require.Len(t, samples, 2)
+	second := samples[1]
 	assert.EqualValues(t, 7, second.View.Requests, "6 queries and the membership read, no reconciliation")
 }
 
@@ -248,34 +283,24 @@ func TestBinaryTopSendsOnlyItsSamplesRequests(t *testing.T) {
 // goes on; the next sample's rates run from the last one that worked.
 func TestBinaryTopReportsAFailedSampleAndGoesOn(t *testing.T) {
 	conn, _, acct := topFixtureAccount(t)
-	cmd := cli(append([]string{"top", "-n", "3", "-interval", "300ms", "-o", "json"}, conn...)...).command(t)
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	lines := bufio.NewScanner(out)
-	require.True(t, lines.Scan(), "the first sample: %s", stderr.String())
+	top := startTopJSON(t, conn, "-n", "3", "-interval", "300ms")
 	var first topJSONLine
-	require.NoError(t, json.Unmarshal(lines.Bytes(), &first), lines.Text())
+	top.next("the first sample", &first)
 	acct.InjectFault(cdb.FakeFault{Times: 1, Kind: cdb.FaultStatus, Status: 400 /* not retried */, Match: func(r cdb.FakeRequest) bool {
 		return r.Operation == "Query" && bytes.Contains(r.Body, []byte("COUNT(1) AS n, MIN(")) // a sample's, not the application's
 	}})
 
-	require.True(t, lines.Scan(), "the failed sample: %s", stderr.String())
 	var failed struct {
 		Sample int    `json:"sample"`
 		Error  string `json:"error"`
 	}
-	require.NoError(t, json.Unmarshal(lines.Bytes(), &failed), lines.Text())
+	top.next("the failed sample", &failed)
 	assert.Equal(t, 2, failed.Sample)
 	assert.Contains(t, failed.Error, "400")
 
-	require.True(t, lines.Scan(), "the third sample: %s", stderr.String())
 	var third topJSONLine
-	require.NoError(t, json.Unmarshal(lines.Bytes(), &third), lines.Text())
-	require.NoError(t, cmd.Wait(), stderr.String())
+	top.next("the third sample", &third)
+	top.wait()
 	assert.Equal(t, 3, third.Sample)
 	assert.EqualValues(t, 3, third.Orchestrator.Count)
 	require.NotNil(t, third.Seconds)

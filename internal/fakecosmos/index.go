@@ -1,6 +1,7 @@
 package fakecosmos
 
 import (
+	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -151,6 +152,10 @@ func termValueKey(v any) string {
 	switch v := v.(type) {
 	case string:
 		return strconv.Quote(v)
+	case json.Number:
+		return v.String()
+	case bool:
+		return strconv.FormatBool(v)
 	case nil:
 		return "null"
 	default:

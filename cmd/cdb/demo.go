@@ -100,10 +100,11 @@ func demoDefaultsFor(target demoTarget) demoDefaults {
 	return demoDefaults{orders: 60}
 }
 
-// demoOrderRU is about what one order costs: measured with `cdb demo` on
-// the in-memory Cosmos DB's RU model (one partition key range), without
-// the charges of its index-less query scans.
-const demoOrderRU = 1000
+// demoOrderRU is about what one order costs: measured with `cdb demo
+// -orders 12` on the in-memory Cosmos DB's RU model (Microsoft's documented
+// charges, one partition key range), 15,474 RU for 12 orders with their
+// payments and ledger.
+const demoOrderRU = 1300
 
 // demoProvider is a provider on the account in COSMOS_* (a container of its
 // own, deleted afterwards), else on a fresh in-memory Cosmos DB. Its client

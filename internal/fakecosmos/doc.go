@@ -33,17 +33,25 @@
 //
 // # Request units
 //
-// Every response carries x-ms-request-charge from this deterministic model
-// (a "started KB" is ceil(bytes/1024), at least 1; the size is that of the
-// document as stored, system properties included):
+// Every response carries x-ms-request-charge from this deterministic model,
+// Microsoft's documented one. W(size) and R(size) are the documented table
+// of RU by item size, linear between its rows and the 1 KB row's charge
+// below 1 KB (the size is that of the document as stored, system
+// properties included):
 //
-//	point read (item)             1 RU per started KB
-//	create / replace / upsert     5.2 RU + 1.2 RU per started KB
-//	                              + 0.1 RU per indexed term
-//	patch                         as replace, on the patched document
-//	delete                        5 RU
+//	size (KB)   1     2     4     8     16    32     64     128    256    512     1024   2048
+//	R (read)    1.00  1.04  1.14  1.33  1.67  2.19   4.76   9.95   20.28  40.95   145.9  291.8
+//	W (write)   4.95  6.29  6.67  7.04  9.52  11.23  22.67  48.19  98.29  184.57  625    1250
+//
+//	point read (item)             R(size)
+//	create, upsert that creates   W(size) + 0.2 RU per indexed term
+//	replace, upsert that replaces W(old) + W(new) + 0.2 RU per indexed term
+//	                              removed or added between old and new
+//	patch                         as replace + 0.4 RU per patch operation
+//	delete                        W(old) + 0.2 RU per indexed term of old
 //	query / read feed page        2.3 RU + 0.05 RU per document evaluated
-//	                              + 0.5 RU per started KB returned
+//	                              + 0.1 RU per started KB returned (a
+//	                              started KB is ceil(bytes/1024), at least 1)
 //	transactional batch           the sum of its operations' charges; on a
 //	                              rollback the failing operation costs 1 RU
 //	                              and the others (424) 0
@@ -54,6 +62,13 @@
 //	                              (FaultLoseResponse) is charged as executed
 //
 // Charges are rounded to two decimals. Counts().RequestCharge sums them.
+// Microsoft calls its figures illustrative, and documents no charge for a
+// batch as a whole, a rolled-back batch or a 409: the batch sum, the
+// rollback's 1 RU and a 409's 1 RU are this model's assumptions. The
+// model has no consistency multiplier (Strong and Bounded Staleness reads
+// cost twice as much on an account) and one region (an account charges
+// writes in every region). Calibrate against a real account with cdb
+// doctor.
 //
 // The fake keeps no index, but charges as if it had the container's
 // indexing policy (index.go, queryindex.go), so that RU figures do not grow
@@ -62,11 +77,14 @@
 // id and _ts always, _rid, _self, _etag and _attachments never; the most
 // precise included or excluded path decides, excluded on a tie) plus one
 // per composite index whose paths the document all has; indexingMode
-// "none" indexes nothing. So a 1 KB document with 10 indexed terms costs
-// 7.4 RU to create under the default policy (the service's guidance: about
-// 5 RU for a small item, more with more indexed properties), 6.4 RU with
-// nothing indexed, and an opt-in policy (only the paths queries use) lies
-// between.
+// "none" indexes nothing. A replace's changed terms compare old and new as
+// (path, value) multisets, composite tuples included, so a changed value
+// counts twice; _ts, which every write rewrites, is left out. So a 1 KB
+// document with 10 indexed terms costs 4.95 + 0.2 * 10 = 6.95 RU to create
+// under the default policy, 4.95 RU with nothing indexed, and an opt-in
+// policy (only the paths queries use) lies between; replacing it with two
+// values changed costs 4.95 + 4.95 + 0.2 * 4 = 10.7 RU, and patching those
+// two values 0.8 RU more.
 //
 // The documents a query evaluates are those the index hands over:
 //   - ORDER BY walks its index (the composite index, or the single path's

@@ -344,7 +344,7 @@ func (t *partitionTxn) create(body map[string]any) (opResult, error) {
 	if err != nil {
 		return opResult{}, err
 	}
-	return opResult{status: http.StatusCreated, doc: d, charge: t.c.writeCharge(d)}, nil
+	return opResult{status: http.StatusCreated, doc: d, charge: t.c.createCharge(d)}, nil
 }
 
 // upsert replaces (200) or creates (201). With If-Match it only replaces:
@@ -362,11 +362,10 @@ func (t *partitionTxn) upsert(body map[string]any, ifMatch string) (opResult, er
 	if err != nil {
 		return opResult{}, err
 	}
-	status := http.StatusOK
 	if prev == nil {
-		status = http.StatusCreated
+		return opResult{status: http.StatusCreated, doc: d, charge: t.c.createCharge(d)}, nil
 	}
-	return opResult{status: status, doc: d, charge: t.c.writeCharge(d)}, nil
+	return opResult{status: http.StatusOK, doc: d, charge: t.c.replaceCharge(prev, d)}, nil
 }
 
 // read is a batch's read: the primary's current state, staged writes
@@ -395,7 +394,7 @@ func readResult(d *document, ifNoneMatch string) (opResult, error) {
 	if ifNoneMatch != "" && strings.TrimSpace(ifNoneMatch) == d.etag {
 		return opResult{status: http.StatusNotModified, doc: d, charge: chargeMetadata}, nil
 	}
-	return opResult{status: http.StatusOK, doc: d, charge: readCharge(len(d.raw))}, nil
+	return opResult{status: http.StatusOK, doc: d, charge: readCharge(d)}, nil
 }
 
 func (t *partitionTxn) replace(id string, body map[string]any, ifMatch string) (opResult, error) {
@@ -417,7 +416,7 @@ func (t *partitionTxn) replace(id string, body map[string]any, ifMatch string) (
 	if err != nil {
 		return opResult{}, err
 	}
-	return opResult{status: http.StatusOK, doc: d, charge: t.c.writeCharge(d)}, nil
+	return opResult{status: http.StatusOK, doc: d, charge: t.c.replaceCharge(prev, d)}, nil
 }
 
 func (t *partitionTxn) remove(id, ifMatch string) (opResult, error) {
@@ -429,7 +428,7 @@ func (t *partitionTxn) remove(id, ifMatch string) (opResult, error) {
 		return opResult{}, preconditionFailed()
 	}
 	t.staged[id] = nil
-	return opResult{status: http.StatusNoContent, charge: chargeDelete}, nil
+	return opResult{status: http.StatusNoContent, charge: t.c.deleteCharge(prev)}, nil
 }
 
 // itemOperation runs one point operation in its own transaction under the

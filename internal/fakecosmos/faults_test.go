@@ -145,8 +145,8 @@ func TestCountersCountEveryRequestIncludingRefusedAndFaultedOnes(t *testing.T) {
 	counts := srv.Counts()
 	assert.EqualValues(t, 5, counts.Requests)
 	assert.Equal(t, map[Op]int64{OpCreateItem: 1, OpReadItem: 2, OpDeleteItem: 1, OpUnknown: 1}, counts.ByOp)
-	// create 5.2+1.2+0.3 (one KB, 3 indexed terms) + read 1 + refusal 1 + fault 0 + refusal 1
-	assert.InDelta(t, 9.7, counts.RequestCharge, 1e-9)
+	// create 4.95 (under 1 KB) + 0.2*3 (id, pk, _ts) = 5.55, + read 1 + refusal 1 + fault 0 + refusal 1
+	assert.InDelta(t, 8.55, counts.RequestCharge, 1e-9)
 
 	srv.ResetCounts()
 	assert.Equal(t, Counts{ByOp: map[Op]int64{}}, srv.Counts())
@@ -156,14 +156,23 @@ func TestRequestChargeFollowsTheDocumentedModel(t *testing.T) {
 	_, c := newTestServer(t, Options{})
 	c.standardContainer()
 	small := map[string]any{"id": "a", "pk": "p"}
-	assert.Equal(t, "6.7", c.createDoc(small).header.Get("x-ms-request-charge"), "create: 5.2 + 1.2 per started KB + 0.1 per indexed term (id, pk, _ts)")
-	assert.Equal(t, "1", c.do("GET", docPath("a"), nil, pkHeader("p")).header.Get("x-ms-request-charge"), "read: 1 per started KB")
-	big := map[string]any{"id": "b", "pk": "p", "data": strings.Repeat("x", 3000)}
-	assert.Equal(t, "10.4", c.createDoc(big).header.Get("x-ms-request-charge"), "a 3-4 KB document with 4 indexed terms: 5.2 + 1.2*4 + 0.1*4")
-	assert.Equal(t, "4", c.do("GET", docPath("b"), nil, pkHeader("p")).header.Get("x-ms-request-charge"))
-	assert.Equal(t, "5", c.do("DELETE", docPath("b"), nil, pkHeader("p")).header.Get("x-ms-request-charge"), "delete: 5")
+	assert.Equal(t, "5.55", c.createDoc(small).header.Get("x-ms-request-charge"),
+		"create: 4.95 (the table's write charge at 1 KB, the least) + 0.2 per indexed term * 3 (id, pk, _ts)")
+	assert.Equal(t, "1", c.do("GET", docPath("a"), nil, pkHeader("p")).header.Get("x-ms-request-charge"), "read: 1 at 1 KB")
+
+	big := c.createDoc(map[string]any{"id": "b", "pk": "p", "data": strings.Repeat("x", 3000)})
+	kb := float64(len(big.body)) / 1024
+	require.True(t, kb > 2 && kb < 4, "stored size %.2f KB, between the table's 2 and 4 KB rows", kb)
+	// between the rows 2 KB (read 1.04, write 6.29) and 4 KB (read 1.14, write 6.67), linear in the size
+	write := 6.29 + (6.67-6.29)*(kb-2)/(4-2) + 0.2*4 // id, pk, _ts, data
+	read := 1.04 + (1.14-1.04)*(kb-2)/(4-2)
+	assert.Equal(t, formatCharge(write), big.header.Get("x-ms-request-charge"), "create of %.2f KB", kb)
+	assert.Equal(t, formatCharge(read), c.do("GET", docPath("b"), nil, pkHeader("p")).header.Get("x-ms-request-charge"))
+	assert.Equal(t, formatCharge(write), c.do("DELETE", docPath("b"), nil, pkHeader("p")).header.Get("x-ms-request-charge"),
+		"delete: the same size charge, and the same 4 index entries, taken out")
+
 	q := c.query("SELECT * FROM c", nil, pkHeader("p"))
-	assert.Equal(t, "2.85", q.header.Get("x-ms-request-charge"), "query: 2.3 + 0.05 per scanned + 0.5 per started KB returned")
+	assert.Equal(t, "2.45", q.header.Get("x-ms-request-charge"), "query: 2.3 + 0.05 * 1 evaluated + 0.1 * 1 started KB returned")
 	assert.Equal(t, "1", c.do("GET", docPath("zzz"), nil, pkHeader("p")).header.Get("x-ms-request-charge"), "a refusal: 1")
 	assert.Equal(t, "1", c.do("GET", collPath, nil, nil).header.Get("x-ms-request-charge"), "metadata: 1")
 }

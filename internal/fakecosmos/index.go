@@ -1,7 +1,9 @@
 package fakecosmos
 
 import (
+	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -90,11 +92,7 @@ func (p indexPolicy) indexedTerms(body map[string]any) int {
 		return 0
 	}
 	n := 0
-	for k, v := range body {
-		if !slices.Contains(systemProperties, k) {
-			n += p.termsBelow([]string{k}, v)
-		}
-	}
+	p.eachTerm(body, func([]string, any) { n++ })
 	for _, ci := range p.composites {
 		if compositeCovers(ci, body) {
 			n++
@@ -103,23 +101,96 @@ func (p indexPolicy) indexedTerms(body map[string]any) int {
 	return n
 }
 
-func (p indexPolicy) termsBelow(path []string, v any) int {
-	n := 0
+// changedTerms counts the index entries that overwriting old with next
+// removes or adds: the two documents' terms compared as (path, value)
+// multisets, composite tuples included, so a property whose value changes
+// counts twice (its old entry out, its new one in). _ts is left out: every
+// write rewrites it, and counting it would make a replace's charge depend on
+// whether a second ticked since the last write.
+func (p indexPolicy) changedTerms(old, next map[string]any) int {
+	if p.none {
+		return 0
+	}
+	left := p.termKeys(old)
+	added := 0
+	for k, n := range p.termKeys(next) {
+		kept := min(n, left[k])
+		left[k] -= kept
+		added += n - kept
+	}
+	removed := 0
+	for _, n := range left {
+		removed += n
+	}
+	return added + removed
+}
+
+// termKeys lists body's index entries (but _ts's) as comparable keys: the
+// path and the value, or the composite index and its tuple.
+func (p indexPolicy) termKeys(body map[string]any) map[string]int {
+	keys := make(map[string]int)
+	p.eachTerm(body, func(path []string, v any) {
+		if !(len(path) == 1 && path[0] == "_ts") {
+			keys[strings.Join(path, "/")+"="+termValueKey(v)]++
+		}
+	})
+	for i, ci := range p.composites {
+		if compositeCovers(ci, body) {
+			k := "composite " + strconv.Itoa(i)
+			for _, m := range ci {
+				v, _ := lookupPath(body, m.path)
+				k += "|" + termValueKey(v)
+			}
+			keys[k]++
+		}
+	}
+	return keys
+}
+
+// termValueKey tells values of different JSON types apart ("1" from 1).
+func termValueKey(v any) string {
+	switch v := v.(type) {
+	case string:
+		return strconv.Quote(v)
+	case json.Number:
+		return v.String()
+	case bool:
+		return strconv.FormatBool(v)
+	case nil:
+		return "null"
+	default:
+		return string(encodeJSON(v))
+	}
+}
+
+// eachTerm calls visit for each scalar of body at a path the range index
+// covers (system properties aside; array elements as "[]").
+func (p indexPolicy) eachTerm(body map[string]any, visit func(path []string, v any)) {
+	if p.none {
+		return
+	}
+	for k, v := range body {
+		if !slices.Contains(systemProperties, k) {
+			p.termsBelow([]string{k}, v, visit)
+		}
+	}
+}
+
+func (p indexPolicy) termsBelow(path []string, v any, visit func([]string, any)) {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, child := range v {
-			n += p.termsBelow(append(slices.Clip(path), k), child)
+			p.termsBelow(append(slices.Clip(path), k), child, visit)
 		}
 	case []any:
 		for _, child := range v {
-			n += p.termsBelow(append(slices.Clip(path), "[]"), child)
+			p.termsBelow(append(slices.Clip(path), "[]"), child, visit)
 		}
 	default:
 		if p.indexes(path) {
-			n++
+			visit(path, v)
 		}
 	}
-	return n
 }
 
 func compositeCovers(ci []compositePath, body map[string]any) bool {

@@ -123,12 +123,12 @@ func TestWriteChargeGrowsWithTheIndexedProperties(t *testing.T) {
 		return c.createDoc(doc).header.Get("x-ms-request-charge")
 	}
 	// id, pk, _ts, type, b, c, d, e and the two elements of f: 10 terms
-	assert.Equal(t, "7.4", create(nil), "default policy: 5.2 + 1.2 per started KB + 0.1 per indexed term")
+	assert.Equal(t, "6.95", create(nil), "default policy: 4.95 (under 1 KB) + 0.2 per indexed term * 10")
 	optIn := map[string]any{"indexingMode": "consistent", "automatic": true,
 		"includedPaths": []any{map[string]any{"path": "/type/?"}},
 		"excludedPaths": []any{map[string]any{"path": "/*"}}}
-	assert.Equal(t, "6.7", create(optIn), "opt-in: type, and id and _ts, which are always indexed")
-	assert.Equal(t, "6.4", create(map[string]any{"indexingMode": "none", "automatic": false}), "no index")
+	assert.Equal(t, "5.55", create(optIn), "opt-in: 4.95 + 0.2 * 3 (type, and id and _ts, which are always indexed)")
+	assert.Equal(t, "4.95", create(map[string]any{"indexingMode": "none", "automatic": false}), "no index: the size charge alone")
 	withComposite := map[string]any{"indexingMode": "consistent", "automatic": true,
 		"includedPaths": []any{map[string]any{"path": "/type/?"}},
 		"excludedPaths": []any{map[string]any{"path": "/*"}},
@@ -136,7 +136,7 @@ func TestWriteChargeGrowsWithTheIndexedProperties(t *testing.T) {
 			[]any{map[string]any{"path": "/type"}, map[string]any{"path": "/b"}},
 			[]any{map[string]any{"path": "/type"}, map[string]any{"path": "/missing"}},
 		}}
-	assert.Equal(t, "6.8", create(withComposite), "a composite index the document has every path of adds a term")
+	assert.Equal(t, "5.75", create(withComposite), "a composite index the document has every path of adds a term: 4.95 + 0.2 * 4")
 }
 
 func TestOrderByOnAnUnindexedPathIsRefused(t *testing.T) {

@@ -173,7 +173,7 @@ func (t *partitionTxn) patch(id string, spec patchSpec, ifMatch string) (opResul
 	if err != nil {
 		return opResult{}, err
 	}
-	return opResult{status: http.StatusOK, doc: d, charge: t.c.writeCharge(d)}, nil
+	return opResult{status: http.StatusOK, doc: d, charge: t.c.patchCharge(prev, d, len(spec.ops))}, nil
 }
 
 // checkPatchCondition evaluates "from c where ..." (the FROM clause of a

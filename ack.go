@@ -71,6 +71,12 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, op string, lock *orches
 	if err != nil {
 		return err
 	}
+	settled := false
+	defer func() {
+		if !settled {
+			p.eager.settle(plan.reserved, nil) // not committed: nothing locked for the fetches
+		}
+	}()
 	if lock.done {
 		return refuse(op, "Invalid lock token: the lock was acked or abandoned while the ack was planned", ErrInvalidLockToken)
 	}
@@ -96,6 +102,9 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, op string, lock *orches
 	if err != nil {
 		return err
 	}
+	// Ready before afterCommit announces them.
+	p.eager.settle(plan.reserved, plan.eagerLocks())
+	settled = true
 	p.afterCommit(lock, plan)
 	if plan.outbox != nil {
 		p.outbox.committed(ctx, lock.pk, lock.state.pendingOutboxes, plan.outbox, known)

@@ -22,6 +22,20 @@ type ackPlan struct {
 	staged      [][]byte    // history and outbox parts staged before the commit, so it stays one batch
 	historyID   string      // the turn's history document, "" when it has no events
 	consumeOnly bool        // deletes the nameless instance document (planConsumeOnly)
+	// eager are the worker items the batch writes locked to this process,
+	// reserved the fetches reserved for them (eager.go).
+	eager    []eagerWrite
+	reserved int
+}
+
+// eagerLocks are the locks of the items the batch wrote locked to this
+// process.
+func (plan *ackPlan) eagerLocks() []*workLock {
+	locks := make([]*workLock, len(plan.eager))
+	for i, e := range plan.eager {
+		locks[i] = e.lock
+	}
+	return locks
 }
 
 // instanceWrite is the index of the batch's write of the instance document
@@ -46,6 +60,12 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, squeeze int
 	queued := len(workerItems) + len(orchItems)
 	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now, seq: p.reserveSeqs(queued + 1), pinned: inst.Pinned, squeeze: squeeze, lives: sendingLives(inst), orch: inst.Name}
 	w.visible = sequencedVisibleAt(w.seq, time.UnixMilli(now), 0).UnixMilli()
+	planned := false
+	defer func() {
+		if !planned {
+			p.eager.settle(w.reserved, nil) // no plan: nothing locked for the fetches
+		}
+	}()
 	inst.Seq = w.seq + int64(queued)
 	out, err := placeOutput(&inst, &execDoc, md, lock.token)
 	if err != nil {
@@ -130,6 +150,7 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, squeeze int
 			plan.state.pendingOutboxes = state.pendingOutboxes
 		}
 	}
+	plan.eager, plan.reserved, planned = w.locked, w.reserved, true
 	return plan, nil
 }
 

@@ -38,6 +38,17 @@ type ackWriter struct {
 	// orch is the committing instance's orchestration name, which the
 	// items it queues for itself carry (queueDoc.Orch).
 	orch string
+	// reserved counts the worker items it reserved a fetch of this
+	// process for (eager.go); locked are those it put in the batch.
+	reserved int
+	locked   []eagerWrite
+}
+
+// eagerWrite is a worker item the commit batch writes locked to this
+// process: op is its operation's index in the batch.
+type eagerWrite struct {
+	op   int
+	lock *workLock
 }
 
 type pendingDoc struct {
@@ -52,6 +63,10 @@ type pendingDoc struct {
 	// role marks a child's start and its instance document, which the
 	// relay settles against a deletion under way (deletion.go).
 	role string
+	// eager is the lock of a worker item written locked to this process
+	// when the batch writes it (eagerBody, then); the outbox carries body.
+	eager     *workLock
+	eagerBody []byte
 }
 
 // addWork adds the turn's new worker items.
@@ -65,16 +80,45 @@ func (w *ackWriter) addWork(items []WorkItem, cancelled []ScheduledActivityIdent
 		if dropped[ScheduledActivityIdentifier{Instance: act.Instance, ExecutionID: act.ExecutionID, ActivityID: act.ID}] {
 			continue // scheduled and cancelled in the same turn: nothing to do
 		}
-		body, err := w.p.newWorkDoc(act, workDocID(act.ExecutionID, act.ID), immediateAt(w.visible, w.takeSeq()), "", pinned, w.orch)
+		doc, err := workDoc(act, workDocID(act.ExecutionID, act.ID), immediateAt(w.visible, w.takeSeq()), "", pinned, w.orch)
 		if err != nil {
 			return refuse(w.op, "", err)
 		}
-		if err := w.fits(body, fmt.Sprintf("the work item of activity %d", act.ID)); err != nil {
+		d, err := w.workPending(act, doc)
+		if err != nil {
+			return refuse(w.op, "", err)
+		}
+		if err := w.fits(d.largestBody(), fmt.Sprintf("the work item of activity %d", act.ID)); err != nil {
 			return err
 		}
-		w.add(instancePartitionKey(act.Instance), pendingDoc{body: body, queued: true, writer: w.p.ownWrites.workWriter(act, w.visible)})
+		w.add(instancePartitionKey(act.Instance), d)
 	}
 	return nil
+}
+
+// workPending is a worker item to place: locked to this process as well,
+// for the batch, when one of its waiting fetches will take it (eager.go);
+// stamped for its own fetches otherwise.
+func (w *ackWriter) workPending(act ActivityExecuteMessage, doc queueDoc) (pendingDoc, error) {
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return pendingDoc{}, err
+	}
+	d := pendingDoc{body: body, queued: true, writer: w.p.ownWrites.workWriter(act, w.visible)}
+	if act.SessionID != nil {
+		return d, nil // its session's owner takes it
+	}
+	timeout, ok := w.p.eager.reserve(act.Tag)
+	if !ok {
+		return d, nil
+	}
+	w.reserved++
+	doc.LockToken, doc.LockedUntil, doc.Attempts = eagerToken(w.token, act), w.now+timeout.Milliseconds(), 1
+	if d.eagerBody, err = json.Marshal(doc); err != nil {
+		return pendingDoc{}, err
+	}
+	d.eager = &workLock{token: doc.LockToken, pk: doc.PK, doc: doc, lockedUntil: doc.LockedUntil}
+	return d, nil
 }
 
 // fits refuses, before anything is written, a document no Cosmos DB
@@ -260,7 +304,20 @@ func (w *ackWriter) flush(b *TransactionalBatch, instance string, rev uint64) (*
 		len(w.docs)+len(w.remote), MaxBatchOperations), ErrBatchTooManyOperations)
 }
 
-func opBytes(d pendingDoc) int { return len(d.body) + stampBytes(d.writer) + batchOpOverhead }
+// largestBody is the larger of the bodies d may be written with.
+func (d pendingDoc) largestBody() []byte {
+	if len(d.eagerBody) > len(d.body) {
+		return d.eagerBody
+	}
+	return d.body
+}
+
+func opBytes(d pendingDoc) int {
+	if d.eager != nil {
+		return len(d.eagerBody) + batchOpOverhead
+	}
+	return len(d.body) + stampBytes(d.writer) + batchOpOverhead
+}
 
 func opsBytes(docs []pendingDoc) int {
 	n := 0
@@ -273,6 +330,11 @@ func opsBytes(docs []pendingDoc) int {
 // inline adds documents to the batch.
 func (w *ackWriter) inline(b *TransactionalBatch, docs []pendingDoc) {
 	for _, d := range docs {
+		if d.eager != nil {
+			w.locked = append(w.locked, eagerWrite{op: b.Len(), lock: d.eager})
+			b.CreateItem(d.eagerBody, nil)
+			continue
+		}
 		body := stampedBody(d.body, d.writer)
 		if d.upsert {
 			b.UpsertItem(body, nil)

@@ -48,6 +48,9 @@ func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrat
 		return false, asOperation(op, opErr)
 	}
 	plan.inst.ETag = resp.OperationResults[0].ETag
+	for _, e := range plan.eager {
+		e.lock.doc.ETag = resp.OperationResults[e.op].ETag
+	}
 	return true, nil
 }
 
@@ -125,11 +128,13 @@ func (p *CosmosProvider) afterCommit(lock *orchestrationLock, plan *ackPlan) {
 	for _, t := range plan.newMessages {
 		p.announceMessage(lock.pk, t)
 	}
-	if plan.newWork > 0 && plan.workVisible.After(p.now()) {
+	p.workSignal.announce(repeated(eagerScope, len(plan.eager))...)
+	queued := plan.newWork - len(plan.eager)
+	if queued > 0 && plan.workVisible.After(p.now()) {
 		p.workSignal.notifyAt(plan.workVisible) // seqs ahead of this process's clock
 		return
 	}
-	p.workSignal.announce(repeated(lock.pk, plan.newWork)...)
+	p.workSignal.announce(repeated(lock.pk, queued)...)
 }
 
 // announceDeferred announces pk's messages that arrived while this process

@@ -56,16 +56,25 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 // version when a turn schedules it; orch the instance's orchestration name
 // when the writer knows it.
 func (p *CosmosProvider) newWorkDoc(act ActivityExecuteMessage, id string, at queueTime, writer string, pinned *uint64, orch string) ([]byte, error) {
+	doc, err := workDoc(act, id, at, writer, pinned, orch)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(doc)
+}
+
+// workDoc is newWorkDoc's document before it is encoded.
+func workDoc(act ActivityExecuteMessage, id string, at queueTime, writer string, pinned *uint64, orch string) (queueDoc, error) {
 	encoded, err := MarshalWorkItem(act)
 	if err != nil {
-		return nil, fmt.Errorf("encode ActivityExecute: %w", err)
+		return queueDoc{}, fmt.Errorf("encode ActivityExecute: %w", err)
 	}
-	return json.Marshal(queueDoc{
+	return queueDoc{
 		ID: id, PK: instancePartitionKey(act.Instance), Type: docWork, Instance: act.Instance,
 		Slot: activitySlot(act), VisibleAt: at.visibleAt, Seq: at.seq, SeqVisible: at.immediate,
 		Exec: act.ExecutionID, Activity: act.ID, Session: act.SessionID, Tag: act.Tag,
 		Item: string(encoded), Writer: writer, Pinned: pinned, Trace: act.Trace, Orch: orch,
-	})
+	}, nil
 }
 
 // fetchedWork is what a successful worker fetch returns.
@@ -83,6 +92,7 @@ func (p *CosmosProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTim
 		return nil, "", 0, nil
 	}
 	defer p.ownWrites.workFetch(tags)()
+	defer p.eager.fetching(tags, lockTimeout)()
 	watch := queueWatch{signal: p.workSignal, leaseKey: workLeaseKey(session, tags), view: p.workView(session, tags)}
 	res, found, err := poll(ctx, p, watch, pollTimeout,
 		func(ctx context.Context, scope lookScope) (fetchedWork, pollOutcome, error) {
@@ -158,6 +168,12 @@ func workFilter(session *SessionFetchConfig, tags TagFilter) ([]string, []QueryP
 // behind it are still reached. An item that cannot be taken (an error, an
 // undecodable item) does not fail the look while others can be.
 func (p *CosmosProvider) tryFetchWork(ctx context.Context, scope lookScope, lockTimeout time.Duration, session *SessionFetchConfig, tags TagFilter) (fetchedWork, pollOutcome, error) {
+	if res, ok := p.takeEager(ctx, lockTimeout, tags); ok {
+		return res, outcomeFound, nil
+	}
+	if scope.pk == eagerScope {
+		return fetchedWork{}, outcomeEmpty, nil // taken by another fetch already
+	}
 	where, params := workFilter(session, tags)
 	if session != nil {
 		if held := p.sessions.heldElsewhere(session.OwnerID, p.nowMs()); len(held) > 0 {

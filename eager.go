@@ -1,0 +1,198 @@
+package cdb
+
+// Eager activities: a turn's worker items that this process's own idle
+// worker fetches will take are written already locked to this process, in
+// the turn's commit batch, and handed to those fetches without a query or
+// a claim (two requests, and a patch's request units, per activity).
+//
+// The invariant: an eagerly locked item is, in the store, exactly an item
+// this process claimed. Its lock token, its expiry (counted from before the
+// commit's request, as a claim's is from before the claim's) and its
+// attempt count are what the claim would have written. So all that holds
+// for a claimed item holds for it: should this process die, or never hand
+// it out, its lock expires and any fetch takes it, the attempt counted; a
+// cancellation's tombstone or a deletion ends it as it ends a claimed one.
+// Three rules keep it so:
+//   - only the commit's own batch writes an item locked: an item the
+//     outbox carries (a commit too large for one batch) is written
+//     unlocked, by the relay, later;
+//   - an item is handed out only once the commit is known to have applied,
+//     and only while its lock has a quarter of its timeout left, else it is
+//     renewed first (refreshClaim, as a claim that took long);
+//   - an item whose ETag the commit's answer did not give (the answer was
+//     lost, or an earlier try of the ack committed) is read back before it
+//     is handed out, and passed over unless it carries its token: the token
+//     is derived from the ack's lock token and the activity, so every try
+//     of one ack writes the same one.
+// How many items a commit locks is bounded by the worker fetches of this
+// process that are waiting now, less the items already locked for them:
+// an item locked for nobody would be hidden from the other processes until
+// its lock expired.
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// eagerWork is this process's worker fetches as eager activities see
+// them, and the items committed for them. nil when fetches never wait
+// (Config.ShortPolling: there is nobody to hand an item to) or eager
+// activities are off (Config.DisableEagerActivities).
+type eagerWork struct {
+	mu       sync.Mutex
+	fetches  map[string]*eagerFetches // running worker fetches, by TagFilter.String()
+	promised int                      // items reserved by acks not settled yet
+	ready    []*workLock              // committed, locked, not handed out yet
+}
+
+// eagerFetches are the running worker fetches of one tag filter.
+type eagerFetches struct {
+	filter      TagFilter
+	running     int
+	lockTimeout time.Duration // the latest fetch's
+}
+
+func newEagerWork(off bool) *eagerWork {
+	if off {
+		return nil
+	}
+	return &eagerWork{fetches: map[string]*eagerFetches{}}
+}
+
+// eagerScope is the announcement that an eager item is ready: a look with
+// it takes a ready item or nothing, and never queries.
+const eagerScope = "\x00eager"
+
+// fetching records a running worker fetch until the returned function is
+// called.
+func (e *eagerWork) fetching(tags TagFilter, lockTimeout time.Duration) (done func()) {
+	if e == nil {
+		return func() {}
+	}
+	key := tags.String()
+	e.mu.Lock()
+	f := e.fetches[key]
+	if f == nil {
+		f = &eagerFetches{filter: tags}
+		e.fetches[key] = f
+	}
+	f.running++
+	f.lockTimeout = lockTimeout
+	e.mu.Unlock()
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if f.running--; f.running == 0 {
+			delete(e.fetches, key)
+		}
+	}
+}
+
+// reserve promises one item with tag to a waiting fetch that takes it,
+// when one is not promised another item yet, and says how long to lock it.
+func (e *eagerWork) reserve(tag *string) (time.Duration, bool) {
+	if e == nil {
+		return 0, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	free := -len(e.ready) - e.promised
+	var timeout time.Duration
+	for _, f := range e.fetches {
+		if f.filter.Matches(tag) {
+			free += f.running
+			if timeout == 0 || f.lockTimeout < timeout {
+				timeout = f.lockTimeout
+			}
+		}
+	}
+	if free <= 0 || timeout <= 0 {
+		return 0, false
+	}
+	e.promised++
+	return timeout, true
+}
+
+// settle ends an ack's reservations: the items its commit locked are
+// ready for the fetches (none when it did not commit).
+func (e *eagerWork) settle(reserved int, committed []*workLock) {
+	if e == nil || reserved == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.promised -= reserved
+	e.ready = append(e.ready, committed...)
+}
+
+// take removes and returns the oldest ready item a fetch with tags may
+// take, dropping those whose lock expired on the way (the store's queue
+// has them back: whoever looks takes them).
+func (e *eagerWork) take(tags TagFilter, nowMs int64) *workLock {
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := 0; i < len(e.ready); {
+		l := e.ready[i]
+		if l.lockedUntil <= nowMs {
+			e.ready = append(e.ready[:i], e.ready[i+1:]...)
+			continue
+		}
+		if tags.Matches(l.doc.Tag) {
+			e.ready = append(e.ready[:i], e.ready[i+1:]...)
+			return l
+		}
+		i++
+	}
+	return nil
+}
+
+// eagerToken is the lock token an ack writes into the worker item of an
+// activity it locks eagerly: the same for every try of the ack.
+func eagerToken(ackToken string, act ActivityExecuteMessage) string {
+	return "work_" + strings.TrimPrefix(ackToken, "lock_") + "." + strconv.FormatUint(act.ExecutionID, 10) + "." + strconv.FormatUint(act.ID, 10)
+}
+
+// takeEager hands a fetch an item one of this process's commits locked for
+// it, without a query or a claim; found is false when none is ready.
+func (p *CosmosProvider) takeEager(ctx context.Context, lockTimeout time.Duration, tags TagFilter) (fetchedWork, bool) {
+	for {
+		lock := p.eager.take(tags, p.nowMs())
+		if lock == nil {
+			return fetchedWork{}, false
+		}
+		if res, ok := p.handOutEager(ctx, lock, lockTimeout); ok {
+			return res, true
+		}
+	}
+}
+
+// handOutEager makes a ready item the fetch's, as claimWork does a claimed
+// one; false passes it over (its lock is not ours after all, or it does not
+// decode and was set aside).
+func (p *CosmosProvider) handOutEager(ctx context.Context, lock *workLock, lockTimeout time.Duration) (fetchedWork, bool) {
+	ctx = p.tel.withOrchestrationName(ctx, lock.doc.Orch)
+	if lock.doc.ETag == "" {
+		// The commit's answer did not say: its lock is ours only if the
+		// store has our token on it.
+		if _, err := p.readBackWork(ctx, "FetchWorkItem", lock, 0); err != nil {
+			p.log.Debug("cdb: an eagerly locked work item could not be confirmed; leaving it to its lock's expiry", "item", lock.doc.ID, "error", err)
+			return fetchedWork{}, false
+		}
+	}
+	if err := p.refreshClaim(ctx, lock, lockTimeout); err != nil {
+		return fetchedWork{}, false
+	}
+	p.workLocks.put(lock.token, lock)
+	item, err := lock.doc.workItem()
+	if err != nil {
+		p.setAsideUndecodableWork(ctx, lock, err)
+		return fetchedWork{}, false
+	}
+	return fetchedWork{item: WithVisibleAt(item, time.UnixMilli(lock.doc.VisibleAt)), token: lock.token, attempts: lock.doc.Attempts}, true
+}

@@ -1,0 +1,246 @@
+package cdb_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/providertest"
+)
+
+// Eager activities (ARCHITECTURE.md, Eager activities): a turn's worker
+// items that this process's waiting worker fetches will take are written
+// locked to it in the commit and handed over without a query or a claim;
+// in the store they are exactly items this process claimed.
+
+// fetchedWork is what a worker fetch returned.
+type fetchedWork struct {
+	item     cdb.WorkItem
+	token    string
+	attempts uint32
+	err      error
+}
+
+// waitingWorker runs a long-polling worker fetch in p with lock, as an idle
+// dispatcher does, and returns once it waits; result waits for what it took.
+func waitingWorker(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, lock time.Duration, tags cdb.TagFilter) (result func() fetchedWork, stop func()) {
+	t.Helper()
+	res, stop := waitingFetch(ctx, t, p, "worker", func(ctx context.Context) any {
+		item, token, attempts, err := p.FetchWorkItem(ctx, lock, time.Hour, nil, tags)
+		return fetchedWork{item, token, attempts, err}
+	})
+	return func() fetchedWork { return res().(fetchedWork) }, stop
+}
+
+// lockedStart fetches the start of a TestOrch instance from p, its lock
+// token.
+func lockedStart(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, instance string) string {
+	t.Helper()
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem(instance), 0))
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	return token
+}
+
+// ackScheduling acks the first turn of instance, scheduling acts.
+func ackScheduling(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, token, instance string, acts ...cdb.ActivityExecuteMessage) error {
+	t.Helper()
+	items := make([]cdb.WorkItem, len(acts))
+	for i, a := range acts {
+		items[i] = a
+	}
+	return p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent(instance, 1)}, items, nil, providertest.TestOrchMetadata(), nil)
+}
+
+// workDocs are the worker items of instance as stored.
+func workDocs(t *testing.T, p *cdb.CosmosProvider, instance string) []map[string]any {
+	t.Helper()
+	pk := cdb.NewPartitionKeyString(instance)
+	res, err := p.Container().QueryItems(context.Background(), "SELECT * FROM c WHERE c.pk = @pk AND c.type = 'work'",
+		[]cdb.QueryParameter{{Name: "@pk", Value: instance}}, &cdb.QueryOptions{PartitionKey: &pk})
+	require.NoError(t, err)
+	docs := make([]map[string]any, len(res.Items))
+	for i, raw := range res.Items {
+		require.NoError(t, json.Unmarshal(raw, &docs[i]))
+	}
+	return docs
+}
+
+func TestAnActivityAWaitingFetchWillTakeIsHandedOverWithoutAQueryOrAClaim(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{})
+	token := lockedStart(ctx, t, p, "eager")
+	result, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+
+	acct.ResetCounts()
+	require.NoError(t, ackScheduling(ctx, t, p, token, "eager", activity("eager", 2, "")))
+	got := result()
+	require.NoError(t, got.err)
+	require.NotNil(t, got.item)
+	assert.Equal(t, uint64(2), got.item.(cdb.ActivityExecuteMessage).ID)
+	assert.Equal(t, uint32(1), got.attempts, "counted as a claim counts it")
+	counts := acct.Counts()
+	assert.Equal(t, map[string]int64{"Batch": 1}, counts.ByOperation, "the commit's batch alone: no query, no claim")
+
+	docs := workDocs(t, p, "eager")
+	require.Len(t, docs, 1)
+	assert.Equal(t, got.token, docs[0]["lockToken"], "locked to the fetch in the store, as a claim would be")
+	assert.EqualValues(t, 1, docs[0]["attempts"])
+
+	require.NoError(t, p.RenewWorkItemLock(ctx, got.token, time.Minute))
+	require.NoError(t, p.AckWorkItem(ctx, got.token, cdb.ActivityCompletedMessage{Instance: "eager", ExecutionID: 1, ID: 2, Result: "ok"}))
+	assert.Empty(t, workDocs(t, p, "eager"))
+}
+
+// Only as many items as fetches wait are locked: the rest wait in the
+// queue, unlocked, for whoever looks.
+func TestItemsBeyondTheWaitingFetchesAreQueuedUnlocked(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{})
+	token := lockedStart(ctx, t, p, "many")
+	result, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+
+	require.NoError(t, ackScheduling(ctx, t, p, token, "many", activity("many", 2, ""), activity("many", 3, ""), activity("many", 4, "")))
+	got := result()
+	require.NoError(t, got.err)
+	require.NotNil(t, got.item)
+	locked := 0
+	for _, d := range workDocs(t, p, "many") {
+		if d["lockToken"] != nil {
+			locked++
+			assert.Equal(t, got.token, d["lockToken"])
+		}
+	}
+	assert.Equal(t, 1, locked, "one fetch waited: one item locked")
+
+	other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	for range 2 {
+		item, _, attempts, err := other.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+		require.NoError(t, err)
+		require.NotNil(t, item, "the others are anyone's")
+		assert.Equal(t, uint32(1), attempts)
+	}
+}
+
+// An item locked for a fetch that never took it (the process died between
+// the commit and the hand-over) is hidden until its lock expires, then
+// taken by any process, its attempt counted: as a claimed item would be.
+func TestAnEagerItemOfAProcessThatDiedRunsElsewhereOnceItsLockExpires(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	const lock = 500 * time.Millisecond
+	dying, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client()})
+	require.NoError(t, err)
+	token := lockedStart(ctx, t, dying, "orphaned")
+	_, stop := waitingWorker(ctx, t, dying, lock, cdb.DefaultOnlyFilter())
+	cdb.AfterAckPlannedForTest(dying, stop) // the fetch goes away after the item is locked for it
+	require.NoError(t, ackScheduling(ctx, t, dying, token, "orphaned", activity("orphaned", 2, "")))
+	require.NoError(t, dying.Close())
+	docs := workDocs(t, dying, "orphaned")
+	require.Len(t, docs, 1)
+	require.NotNil(t, docs[0]["lockToken"], "locked for the fetch that left")
+
+	survivor := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	lockedUntil := time.UnixMilli(int64(docs[0]["lockedUntil"].(float64)))
+	if time.Now().Before(lockedUntil.Add(-100 * time.Millisecond)) {
+		item, _, _, err := survivor.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+		require.NoError(t, err)
+		assert.Nil(t, item, "hidden while its lock stands")
+	}
+	var got fetchedWork
+	require.Eventually(t, func() bool {
+		got.item, got.token, got.attempts, got.err = survivor.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+		return got.err != nil || got.item != nil
+	}, 10*time.Second, 20*time.Millisecond)
+	require.NoError(t, got.err)
+	assert.Equal(t, uint32(2), got.attempts, "the eager lock counted one attempt, this claim another")
+	require.NoError(t, survivor.AckWorkItem(ctx, got.token, cdb.ActivityCompletedMessage{Instance: "orphaned", ExecutionID: 1, ID: 2, Result: "ok"}))
+}
+
+// A commit whose answer is lost still hands its eager items over: it is
+// found committed, and each item is read back and taken only if it carries
+// its token.
+func TestAnEagerItemOfACommitWhoseAnswerWasLostIsReadBackAndHandedOver(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{})
+	token := lockedStart(ctx, t, p, "lossy")
+	result, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+
+	loseFirstResponse(acct, "Batch", "ActivityExecute")
+	require.NoError(t, ackScheduling(ctx, t, p, token, "lossy", activity("lossy", 2, "")))
+	got := result()
+	require.NoError(t, got.err)
+	require.NotNil(t, got.item, "handed over after a read back, not left to its lock's expiry")
+	assert.Equal(t, uint32(1), got.attempts)
+	require.NoError(t, p.AckWorkItem(ctx, got.token, cdb.ActivityCompletedMessage{Instance: "lossy", ExecutionID: 1, ID: 2, Result: "ok"}))
+}
+
+// A retry of an ack whose first try committed unseen writes the same
+// tokens: the items the first try locked are handed over by the retry.
+func TestARetriedAckHandsOverTheItemsItsFirstTryLocked(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{})
+	token := lockedStart(ctx, t, p, "retried")
+	result, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+
+	loseFirstResponse(acct, "Batch", "ActivityExecute")
+	// A status the client does not retry, so the test does not wait out
+	// its backoff.
+	unreadable := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 500, Match: func(r cdb.FakeRequest) bool {
+		return r.Operation == "ReadItem" || r.Operation == "Batch" && !strings.Contains(string(r.Body), "ActivityExecute")
+	}})
+	require.Error(t, ackScheduling(ctx, t, p, token, "retried", activity("retried", 2, "")), "cannot tell whether it committed")
+	unreadable()
+	require.NoError(t, ackScheduling(ctx, t, p, token, "retried", activity("retried", 2, "")), "the retry finds the first try committed")
+	got := result()
+	require.NoError(t, got.err)
+	require.NotNil(t, got.item)
+	assert.Equal(t, uint32(1), got.attempts)
+	require.NoError(t, p.AckWorkItem(ctx, got.token, cdb.ActivityCompletedMessage{Instance: "retried", ExecutionID: 1, ID: 2, Result: "ok"}))
+}
+
+// Items a waiting fetch would not take are never locked for it: one with
+// a tag its filter leaves out, one of a session (its owner takes those).
+func TestOnlyItemsAWaitingFetchTakesAreLocked(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{})
+	token := lockedStart(ctx, t, p, "picky")
+	_, stop := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	defer stop()
+
+	tagged := activity("picky", 2, "")
+	tagged.Tag = ptrTo("gpu")
+	session := activity("picky", 3, "s1")
+	require.NoError(t, ackScheduling(ctx, t, p, token, "picky", tagged, session))
+	for _, d := range workDocs(t, p, "picky") {
+		assert.Nil(t, d["lockToken"], "item %v is anyone's", d["activity"])
+	}
+}
+
+// With eager activities off, every item waits in the queue.
+func TestDisableEagerActivitiesQueuesEveryItem(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{DisableEagerActivities: true})
+	token := lockedStart(ctx, t, p, "plain")
+	result, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+
+	acct.ResetCounts()
+	require.NoError(t, ackScheduling(ctx, t, p, token, "plain", activity("plain", 2, "")))
+	got := result()
+	require.NoError(t, got.err)
+	require.NotNil(t, got.item)
+	assert.Positive(t, acct.Counts().ByOperation["PatchItem"], "claimed")
+}

@@ -20,6 +20,22 @@ func WaitingFetchesForTest(p *CosmosProvider, queue string) int {
 	return len(sig.waiters)
 }
 
+// AnnouncementsForTest are the partitions announced to p's worker fetches
+// while none waited, oldest first (an eager item's announcement reads
+// "(eager)").
+func AnnouncementsForTest(p *CosmosProvider) []string {
+	p.workSignal.mu.Lock()
+	defer p.workSignal.mu.Unlock()
+	out := make([]string, len(p.workSignal.tokens))
+	for i, pk := range p.workSignal.tokens {
+		if pk == eagerScope {
+			pk = "(eager)"
+		}
+		out[i] = pk
+	}
+	return out
+}
+
 // AnnouncementDeferredForTest says an announcement of pk waits for p to let
 // go of the instance's lock.
 func AnnouncementDeferredForTest(p *CosmosProvider, pk string) bool {

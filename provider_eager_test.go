@@ -244,3 +244,36 @@ func TestDisableEagerActivitiesQueuesEveryItem(t *testing.T) {
 	require.NotNil(t, got.item)
 	assert.Positive(t, acct.Counts().ByOperation["PatchItem"], "claimed")
 }
+
+// A fetch woken for an item of one partition that takes a ready eager item
+// instead (it costs no request) passes the partition's announcement on, so
+// the next fetch looks there rather than leaving the item to an idle poll.
+func TestAFetchThatTakesAReadyItemPassesItsAnnouncementOn(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{})
+	token := lockedStart(ctx, t, p, "ready")
+	_, stop := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	cdb.AfterAckPlannedForTest(p, func() {
+		stop() // the fetch the item is locked for goes away, and before the commit
+		// another partition's item is announced
+		require.Eventually(t, func() bool { return cdb.WaitingFetchesForTest(p, "worker") == 0 }, time.Minute, time.Millisecond)
+		require.NoError(t, p.EnqueueForWorker(ctx, activity("queued", 2, "")))
+	})
+	require.NoError(t, ackScheduling(ctx, t, p, token, "ready", activity("ready", 2, "")))
+	cdb.AfterAckPlannedForTest(p, nil)
+	require.Equal(t, []string{"queued", "(eager)"}, cdb.AnnouncementsForTest(p))
+
+	log := logRequests(acct)
+	first, _, _, err := p.FetchWorkItem(ctx, time.Minute, time.Second, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.NotNil(t, first)
+	assert.Equal(t, "ready", first.InstanceID(), "the ready item first")
+	assert.Empty(t, log.ops(), "without a request")
+	assert.Equal(t, []string{"(eager)", "queued"}, cdb.AnnouncementsForTest(p), "queued's announcement passed on")
+
+	second, _, _, err := p.FetchWorkItem(ctx, time.Minute, time.Second, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.NotNil(t, second)
+	assert.Equal(t, "queued", second.InstanceID())
+}

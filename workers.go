@@ -168,11 +168,17 @@ func workFilter(session *SessionFetchConfig, tags TagFilter) ([]string, []QueryP
 // behind it are still reached. An item that cannot be taken (an error, an
 // undecodable item) does not fail the look while others can be.
 func (p *CosmosProvider) tryFetchWork(ctx context.Context, scope lookScope, lockTimeout time.Duration, session *SessionFetchConfig, tags TagFilter) (fetchedWork, pollOutcome, error) {
+	// A ready item is taken first: it costs no request.
 	if res, ok := p.takeEager(ctx, lockTimeout, tags); ok {
+		if scope.pk != "" && scope.pk != eagerScope {
+			// This look was woken for an item of scope.pk: the next
+			// fetch looks for it, rather than the idle poll.
+			p.workSignal.announce(scope.pk)
+		}
 		return res, outcomeFound, nil
 	}
 	if scope.pk == eagerScope {
-		return fetchedWork{}, outcomeEmpty, nil // taken by another fetch already
+		return fetchedWork{}, outcomeEmpty, nil // taken by another look already
 	}
 	where, params := workFilter(session, tags)
 	if session != nil {

@@ -40,7 +40,7 @@ import (
 // eagerWork is this process's worker fetches as eager activities see
 // them, and the items committed for them. nil when fetches never wait
 // (Config.ShortPolling: there is nobody to hand an item to) or eager
-// activities are off (Config.DisableEagerActivities).
+// activities are off (Config.DisableEagerDispatch).
 type eagerWork struct {
 	mu       sync.Mutex
 	fetches  map[string]*eagerFetches // running worker fetches, by TagFilter.String()

@@ -215,12 +215,17 @@ func messageID(msg []byte) string {
 // taken (deletion.go, adoptLateChildren). It records the start's trace
 // context, handed out with every item of this life of the instance.
 func (p *CosmosProvider) newLockDoc(instance string, parent *string, startMsg string, trace TraceContext) ([]byte, error) {
+	return json.Marshal(p.lockDoc(instance, parent, startMsg, trace))
+}
+
+// lockDoc is newLockDoc's document before it is encoded.
+func (p *CosmosProvider) lockDoc(instance string, parent *string, startMsg string, trace TraceContext) instanceDoc {
 	now := p.nowMs()
-	return json.Marshal(instanceDoc{
+	return instanceDoc{
 		ID: instanceDocID, PK: instancePartitionKey(instance), Type: docInstance, Instance: instance,
 		Slot: dispatchSlot(instance), CreatedAt: now, UpdatedAt: now, Life: newLockToken(""), Parent: parent,
 		StartMsg: startMsg, Trace: trace,
-	})
+	}
 }
 
 // startParent is the parent a start names, nil for anything else.
@@ -275,9 +280,18 @@ func (p *CosmosProvider) newMessageDoc(item WorkItem, id string, at queueTime, w
 // newAddressedMessageDoc is newMessageDoc for a message a commit sends,
 // with the lives it is sent from and to (lives.go).
 func (p *CosmosProvider) newAddressedMessageDoc(item WorkItem, id string, at queueTime, writer, orch string, addr lifeAddress) ([]byte, error) {
+	doc, err := messageDoc(item, id, at, writer, orch, addr)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(doc)
+}
+
+// messageDoc is newAddressedMessageDoc's document before it is encoded.
+func messageDoc(item WorkItem, id string, at queueTime, writer, orch string, addr lifeAddress) (queueDoc, error) {
 	encoded, err := MarshalWorkItem(item)
 	if err != nil {
-		return nil, fmt.Errorf("encode %s: %w", item.Kind(), err)
+		return queueDoc{}, fmt.Errorf("encode %s: %w", item.Kind(), err)
 	}
 	instance := item.InstanceID()
 	if _, ok := item.(ContinueAsNewMessage); ok && at.immediate {
@@ -288,7 +302,7 @@ func (p *CosmosProvider) newAddressedMessageDoc(item WorkItem, id string, at que
 		// instance's batches back: holdWithoutContinueAsNew).
 		at = immediateAt(0, at.seq)
 	}
-	return json.Marshal(queueDoc{
+	return queueDoc{
 		ID:         id,
 		PK:         instancePartitionKey(instance),
 		Type:       docMessage,
@@ -304,7 +318,7 @@ func (p *CosmosProvider) newAddressedMessageDoc(item WorkItem, id string, at que
 		FromLife:   addr.fromLife,
 		Trace:      TraceContextOf(item),
 		Orch:       cmp.Or(orch, startedOrchestration(item)),
-	})
+	}, nil
 }
 
 // startedOrchestration is the orchestration a start message starts ("" for

@@ -281,7 +281,12 @@ func (p *CosmosProvider) lockAndLoad(ctx context.Context, g instanceGroup, seen 
 	if err != nil {
 		return nil, err
 	}
-	ctx = p.tel.withOrchestrationName(ctx, t.inst.Name)
+	return p.makeTurn(p.tel.withOrchestrationName(ctx, t.inst.Name), t)
+}
+
+// makeTurn makes the batch of an instance whose lock is in hand.
+func (p *CosmosProvider) makeTurn(ctx context.Context, t *lockedTurn) (*fetchedOrchestration, error) {
+	var err error
 	if t.items, t.attempts, err = p.takeDecodable(ctx, t.lock); err != nil {
 		return nil, err
 	}

@@ -45,12 +45,12 @@ type Config struct {
 	// ShortPolling makes a fetch that finds nothing return at once instead
 	// of waiting up to its poll timeout.
 	ShortPolling bool
-	// DisableEagerActivities makes every worker item a turn schedules wait
-	// in the queue for a fetch to find and claim it. By default (with long
-	// polling) the items this process's waiting worker fetches will take
-	// are written already locked to it in the turn's commit and handed to
-	// them, without a query or a claim (eager.go).
-	DisableEagerActivities bool
+	// DisableEagerDispatch makes every start and every worker item wait in
+	// the queue for a fetch to find and lock it. By default (with long
+	// polling) a start, or a turn's worker item, that a waiting fetch of
+	// this process will take is written already locked to it and handed to
+	// it without a query or a lock request (eager.go, eager_start.go).
+	DisableEagerDispatch bool
 	// PollInterval is how often an idle queue is polled (default 1s),
 	// whatever the number of fetches waiting on it.
 	PollInterval time.Duration
@@ -330,7 +330,7 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	p.filterMisses = newFilterMisses()
 	p.orchSignal = newCoalescingQueueSignal(cfg.ShortPolling, p.now)
 	p.workSignal = newQueueSignal(cfg.ShortPolling, p.now)
-	p.eager = newEagerWork(cfg.ShortPolling || cfg.DisableEagerActivities)
+	p.eager = newEagerWork(cfg.ShortPolling || cfg.DisableEagerDispatch)
 	bg, stop := context.WithCancel(context.Background())
 	p.stop = stop
 	if cfg.Leases == nil {

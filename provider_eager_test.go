@@ -230,10 +230,10 @@ func TestOnlyItemsAWaitingFetchTakesAreLocked(t *testing.T) {
 }
 
 // With eager activities off, every item waits in the queue.
-func TestDisableEagerActivitiesQueuesEveryItem(t *testing.T) {
+func TestDisableEagerDispatchQueuesEveryItem(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	p := newRulesProvider(t, acct, cdb.Config{DisableEagerActivities: true})
+	p := newRulesProvider(t, acct, cdb.Config{DisableEagerDispatch: true})
 	token := lockedStart(ctx, t, p, "plain")
 	result, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
 

@@ -173,11 +173,21 @@ func TestStampsFlagAWriterWhoseStampedItemsOthersTake(t *testing.T) {
 	}
 	s.open[stampKey{pk: "p", id: "x"}] = "z"
 	s.consumed("z", stampKey{pk: "p", id: "x"})
+	// A rolled-back batch (207) consumes nothing: w's item is another's
+	// only once a batch of another commits.
+	req, err := http.NewRequest(http.MethodPost, "https://acct/dbs/d/colls/c/docs", nil)
+	require.NoError(t, err)
+	req.Header.Set("x-ms-cosmos-is-batch-request", "true")
+	req.Header.Set("x-ms-documentdb-partitionkey", `["p"]`)
+	s.open[stampKey{pk: "p", id: "y"}] = "z"
+	s.observe("other", req, []byte(`[{"operationType":"Delete","id":"y"}]`), http.StatusMultiStatus)
+	s.observe("z", req, []byte(`[{"operationType":"Delete","id":"y"}]`), http.StatusOK)
 	v := &violations{}
 	s.check(v, func(string) string { return "poll=50ms" })
 	require.Len(t, v.all(), 1)
 	assert.Equal(t, invStampHonoured, v.all()[0].Invariant)
 	assert.Contains(t, v.all()[0].Detail, "w stamped 20")
+	assert.Equal(t, "w.others=15 w.own=5 z.own=2", s.summary(), "the rolled-back batch consumed nothing")
 }
 
 func TestEagerFlagsALiveWriterWhoseLockedItemsOthersTake(t *testing.T) {

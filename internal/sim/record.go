@@ -193,7 +193,7 @@ func (r *recorder) snapshot() ([]execution, map[string]bool) {
 func (r *recorder) observeCommits(node string) func(req *http.Request, body []byte, resp *http.Response) {
 	return func(req *http.Request, body []byte, resp *http.Response) {
 		if resp.StatusCode < 300 && r.stamps != nil {
-			r.stamps.observe(node, req, body)
+			r.stamps.observe(node, req, body, resp.StatusCode)
 		}
 		if resp.StatusCode < 300 && r.eager != nil {
 			r.eager.observe(node, req, body, resp.StatusCode)

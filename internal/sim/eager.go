@@ -189,6 +189,13 @@ func (e *eagerItems) check(v *violations, describe func(node string) string) {
 func (e *eagerItems) summary() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return fmt.Sprintf("locked=%d by-writer=%d by-others=%d taken-over=%d ended-unconsumed=%d open=%d expired-at-commit=%d",
-		e.locked, sum(e.own), sum(e.others), e.takenOver, e.ended, len(e.open), e.expiredAtCommit)
+	// checked: the writers with a sample large enough for the bound.
+	checked := 0
+	for w, n := range e.own {
+		if n+e.others[w] >= eagerMinSample {
+			checked++
+		}
+	}
+	return fmt.Sprintf("locked=%d by-writer=%d by-others=%d taken-over=%d ended-unconsumed=%d open=%d expired-at-commit=%d writers-checked=%d",
+		e.locked, sum(e.own), sum(e.others), e.takenOver, e.ended, len(e.open), e.expiredAtCommit, checked)
 }

@@ -220,7 +220,7 @@ func TestEagerFlagsALiveWriterWhoseLockedItemsOthersTake(t *testing.T) {
 	require.Len(t, v.all(), 1, "only the live writer that left three quarters to others")
 	assert.Equal(t, invEagerTakenByWriter, v.all()[0].Invariant)
 	assert.Contains(t, v.all()[0].Detail, "w locked 20 worker items to itself eagerly and took 5 itself: 15 were hidden")
-	assert.Equal(t, "locked=0 by-writer=15 by-others=25 taken-over=20 ended-unconsumed=0 open=0 expired-at-commit=0", e.summary())
+	assert.Equal(t, "locked=0 by-writer=15 by-others=25 taken-over=20 ended-unconsumed=0 open=0 expired-at-commit=0 writers-checked=2", e.summary())
 }
 
 func TestEagerSeesItemsLockedInACommitAndTheWorkerAckThatConsumesThem(t *testing.T) {
@@ -255,5 +255,5 @@ func TestEagerSeesItemsLockedInACommitAndTheWorkerAckThatConsumesThem(t *testing
 	batch("b", http.StatusOK, del("w|1|7"), completion)                       // a crashed writer's, taken over
 	batch("d", http.StatusOK, fence, del("w|1|4"))                            // the instance's deletion
 	batch("a", http.StatusOK, instance, tombstone("w|1|5"))                   // cancelled
-	assert.Equal(t, "locked=6 by-writer=1 by-others=1 taken-over=1 ended-unconsumed=2 open=1 expired-at-commit=1", e.summary())
+	assert.Equal(t, "locked=6 by-writer=1 by-others=1 taken-over=1 ended-unconsumed=2 open=1 expired-at-commit=1 writers-checked=0", e.summary())
 }

@@ -3,6 +3,8 @@ package sim
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -171,9 +173,87 @@ func TestStampsFlagAWriterWhoseStampedItemsOthersTake(t *testing.T) {
 	}
 	s.open[stampKey{pk: "p", id: "x"}] = "z"
 	s.consumed("z", stampKey{pk: "p", id: "x"})
+	// A rolled-back batch (207) consumes nothing: w's item is another's
+	// only once a batch of another commits.
+	req, err := http.NewRequest(http.MethodPost, "https://acct/dbs/d/colls/c/docs", nil)
+	require.NoError(t, err)
+	req.Header.Set("x-ms-cosmos-is-batch-request", "true")
+	req.Header.Set("x-ms-documentdb-partitionkey", `["p"]`)
+	s.open[stampKey{pk: "p", id: "y"}] = "z"
+	s.observe("other", req, []byte(`[{"operationType":"Delete","id":"y"}]`), http.StatusMultiStatus)
+	s.observe("z", req, []byte(`[{"operationType":"Delete","id":"y"}]`), http.StatusOK)
 	v := &violations{}
 	s.check(v, func(string) string { return "poll=50ms" })
 	require.Len(t, v.all(), 1)
 	assert.Equal(t, invStampHonoured, v.all()[0].Invariant)
 	assert.Contains(t, v.all()[0].Detail, "w stamped 20")
+	assert.Equal(t, "w.others=15 w.own=5 z.own=2", s.summary(), "the rolled-back batch consumed nothing")
+}
+
+func TestEagerFlagsALiveWriterWhoseLockedItemsOthersTake(t *testing.T) {
+	gone := map[string]bool{"dead": true}
+	e := newEagerItems(func(n string) bool { return gone[n] }, time.Now)
+	lockedBy := func(writer, id string) stampKey {
+		key := stampKey{pk: "p", id: id}
+		e.open[key] = writer
+		return key
+	}
+	for i := range 20 {
+		taker := "w"
+		if i%4 != 0 {
+			taker = "other" // three quarters taken by another process
+		}
+		e.consumed(taker, lockedBy("w", fmt.Sprint("w", i)))
+	}
+	for i := range 20 {
+		taker := "kept"
+		if i%2 == 0 {
+			taker = "other" // half: not more than half
+		}
+		e.consumed(taker, lockedBy("kept", fmt.Sprint("k", i)))
+	}
+	for i := range 20 {
+		e.consumed("other", lockedBy("dead", fmt.Sprint("d", i))) // a crashed writer's: taken over
+	}
+	v := &violations{}
+	e.check(v, func(string) string { return "workers=2" })
+	require.Len(t, v.all(), 1, "only the live writer that left three quarters to others")
+	assert.Equal(t, invEagerTakenByWriter, v.all()[0].Invariant)
+	assert.Contains(t, v.all()[0].Detail, "w locked 20 worker items to itself eagerly and took 5 itself: 15 were hidden")
+	assert.Equal(t, "locked=0 by-writer=15 by-others=25 taken-over=20 ended-unconsumed=0 open=0 expired-at-commit=0 writers-checked=2", e.summary())
+}
+
+func TestEagerSeesItemsLockedInACommitAndTheWorkerAckThatConsumesThem(t *testing.T) {
+	e := newEagerItems(func(n string) bool { return n == "gone" }, func() time.Time { return time.UnixMilli(10_000) })
+	batch := func(node string, status int, ops ...string) {
+		req, err := http.NewRequest(http.MethodPost, "https://acct/dbs/d/colls/c/docs", nil)
+		require.NoError(t, err)
+		req.Header.Set("x-ms-cosmos-is-batch-request", "true")
+		req.Header.Set("x-ms-documentdb-partitionkey", `["p"]`)
+		e.observe(node, req, []byte("["+strings.Join(ops, ",")+"]"), status)
+	}
+	create := func(id, lockToken string, lockedUntil int) string {
+		return fmt.Sprintf(`{"operationType":"Create","resourceBody":{"id":%q,"type":"work","lockToken":%q,"lockedUntil":%d}}`, id, lockToken, lockedUntil)
+	}
+	del := func(id string) string { return fmt.Sprintf(`{"operationType":"Delete","id":%q}`, id) }
+	completion := `{"operationType":"Create","resourceBody":{"id":"m|w|t","type":"msg"}}`
+	instance := `{"operationType":"Replace","id":"inst","resourceBody":{"id":"inst","type":"inst"}}`
+	fence := `{"operationType":"Patch","id":"inst"}`
+	tombstone := func(id string) string {
+		return fmt.Sprintf(`{"operationType":"Upsert","resourceBody":{"id":%q,"type":"work-x"}}`, id)
+	}
+
+	batch("a", http.StatusOK, instance, create("w|1|1", "work_t.1.1", 13_000), create("w|1|2", "work_t.1.2", 13_000),
+		create("w|1|3", "", 0), create("w|1|4", "work_t.1.4", 9_000), create("w|1|5", "work_t.1.5", 13_000),
+		create("w|1|6", "work_t.1.6", 13_000))
+	batch("gone", http.StatusOK, instance, create("w|1|7", "work_u.1.7", 13_000))
+	batch("a", http.StatusMultiStatus, create("w|1|9", "work_v.1.9", 13_000)) // rolled back
+	batch("a", http.StatusOK, del("w|1|1"), completion)                       // the writer's ack
+	batch("b", http.StatusMultiStatus, del("w|1|2"), completion)              // refused: not consumed
+	batch("b", http.StatusOK, del("w|1|2"), completion)                       // another's, after the lock expired
+	batch("c", http.StatusOK, del("w|1|3"), completion)                       // never locked eagerly
+	batch("b", http.StatusOK, del("w|1|7"), completion)                       // a crashed writer's, taken over
+	batch("d", http.StatusOK, fence, del("w|1|4"))                            // the instance's deletion
+	batch("a", http.StatusOK, instance, tombstone("w|1|5"))                   // cancelled
+	assert.Equal(t, "locked=6 by-writer=1 by-others=1 taken-over=1 ended-unconsumed=2 open=1 expired-at-commit=1 writers-checked=0", e.summary())
 }

@@ -63,6 +63,7 @@ type recorder struct {
 	stats      *Stats                   // optional: counts the commits seen
 	progress   *progress                // optional: finished bodies and commits are progress
 	stamps     *stamps                  // optional: own-writes stamps and who honoured them
+	eager      *eagerItems              // optional: eagerly locked worker items and who consumed them
 }
 
 func newRecorder(v *violations) *recorder {
@@ -167,6 +168,15 @@ func (r *recorder) isCrashed(node string) bool {
 	return r.crashed[node]
 }
 
+// isGone reports a node that crashed or was shut down: its locks are left
+// to expire.
+func (r *recorder) isGone(node string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, shut := r.shutdowns[node]
+	return r.crashed[node] || shut
+}
+
 func (r *recorder) snapshot() ([]execution, map[string]bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -183,7 +193,10 @@ func (r *recorder) snapshot() ([]execution, map[string]bool) {
 func (r *recorder) observeCommits(node string) func(req *http.Request, body []byte, resp *http.Response) {
 	return func(req *http.Request, body []byte, resp *http.Response) {
 		if resp.StatusCode < 300 && r.stamps != nil {
-			r.stamps.observe(node, req, body)
+			r.stamps.observe(node, req, body, resp.StatusCode)
+		}
+		if resp.StatusCode < 300 && r.eager != nil {
+			r.eager.observe(node, req, body, resp.StatusCode)
 		}
 		if resp.StatusCode != http.StatusOK || operationOf(req) != "Batch" {
 			return

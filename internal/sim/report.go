@@ -27,6 +27,7 @@ const (
 	invOneHolder                  = "one-holder"            // an activity never runs on two nodes while its lock is held
 	invFailedReadsFailed          = "failed-reads-failed"   // a failed instance reads as failed, with its name
 	invStampHonoured              = "stamp-honoured"        // a process takes most of the queue items it stamps as its own
+	invEagerTakenByWriter         = "eager-taken-by-writer" // a process takes most of the worker items its commits lock to it
 	invHarness                    = "harness"               // the harness could not do what the workload asked
 )
 
@@ -78,6 +79,7 @@ type Stats struct {
 	EventsSent  int
 	CancelsSent int
 	Stamps      string // own-writes stamps by writer: taken by the writer, by others
+	Eager       string // eagerly locked worker items: by the writer, by others, taken over
 }
 
 func newStats() *Stats {
@@ -152,6 +154,9 @@ func (r Report) Print(w io.Writer) {
 	}
 	if s.Stamps != "" {
 		fmt.Fprintf(w, "  own-writes stamps: %s\n", s.Stamps)
+	}
+	if s.Eager != "" {
+		fmt.Fprintf(w, "  eager activities: %s\n", s.Eager)
 	}
 	fmt.Fprintf(w, "  nodes started: %d; crashes: %d (%s)\n", s.Nodes, sum(s.Crashes), counts(s.Crashes))
 	if len(r.Pending) > 0 {

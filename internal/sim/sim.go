@@ -35,6 +35,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rec.stats = stats
 	rec.progress = newProgress(cfg.Stall, cfg.HardCap)
 	rec.stamps = newStamps(rec.isCrashed)
+	rec.eager = newEagerItems(rec.isGone, clock.now)
 	e := &env{cfg: cfg, endpoint: acct.Endpoint(), key: acct.Key(), transport: acct.Transport(),
 		rec: rec, stats: stats, logger: logger, progress: rec.progress, clock: clock}
 	if cfg.Wire != nil && cfg.WireMention != "" {
@@ -91,12 +92,15 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	checkSessions(viol, execs, crashed, clock)
 	checkOneHolder(viol, execs, e.rec.shutdownsSoFar(), crashed)
 	probe.check(ctx, viol, ranges, held)
-	rec.stamps.check(viol, func(node string) string {
+	describe := func(node string) string {
 		s, _ := e.polls.Load(node)
 		settings, _ := s.(nodeSettings)
 		return settings.describeSelf
-	})
+	}
+	rec.stamps.check(viol, describe)
 	stats.Stamps = rec.stamps.summary()
+	rec.eager.check(viol, describe)
+	stats.Eager = rec.eager.summary()
 
 	failing, pending := split(viol.all(), cfg.Pending)
 	return Report{Seed: cfg.Seed, Elapsed: time.Since(began), Work: e.progress.work(), Slowness: cfg.HostSlowness, Stats: stats, Violations: failing, Pending: pending,

@@ -40,11 +40,14 @@ func newStamps(crashed func(string) bool) *stamps {
 	return &stamps{open: map[stampKey]string{}, own: map[string]int{}, others: map[string]int{}, crashed: crashed}
 }
 
-// observe reads one successful request of node.
-func (s *stamps) observe(node string, req *http.Request, body []byte) {
+// observe reads one request of node that the account carried out.
+func (s *stamps) observe(node string, req *http.Request, body []byte, status int) {
 	pk := partitionKeyOf(req)
 	switch op := operationOf(req); op {
 	case "Batch":
+		if status != http.StatusOK { // 207: rolled back, nothing of it happened
+			return
+		}
 		var ops []struct {
 			OperationType string          `json:"operationType"`
 			ID            string          `json:"id"`

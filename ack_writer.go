@@ -272,7 +272,7 @@ func (w *ackWriter) flush(b *TransactionalBatch, instance string, rev uint64) (*
 			b.Len(), used, MaxBatchOperations, budget), ErrBatchTooLarge)
 	}
 	if len(w.remote) == 0 && b.Len()+len(w.docs) <= MaxBatchOperations && used+opsBytes(w.docs) <= budget {
-		w.inline(b, w.docs)
+		w.inline(b, w.docs, true)
 		return nil, nil, nil
 	}
 	entries, err := w.entries()
@@ -296,7 +296,10 @@ func (w *ackWriter) flush(b *TransactionalBatch, instance string, rev uint64) (*
 			return nil, nil, err
 		}
 		if k+len(layout.parts) <= opsFree {
-			w.inline(b, w.docs[:k])
+			// A commit with an outbox is a large one, whose request may
+			// outlast a short lock counted from its plan: its items wait
+			// in the queue, unlocked.
+			w.inline(b, w.docs[:k], false)
 			return w.writeOutbox(b, instance, rev, layout, slices.ContainsFunc(w.docs[k:], func(d pendingDoc) bool { return d.message }))
 		}
 	}
@@ -327,10 +330,11 @@ func opsBytes(docs []pendingDoc) int {
 	return n
 }
 
-// inline adds documents to the batch.
-func (w *ackWriter) inline(b *TransactionalBatch, docs []pendingDoc) {
+// inline adds documents to the batch, the worker items reserved for this
+// process's fetches locked to it when eager says so.
+func (w *ackWriter) inline(b *TransactionalBatch, docs []pendingDoc, eager bool) {
 	for _, d := range docs {
-		if d.eager != nil {
+		if d.eager != nil && eager {
 			w.locked = append(w.locked, eagerWrite{op: b.Len(), lock: d.eager})
 			b.CreateItem(d.eagerBody, nil)
 			continue

@@ -277,3 +277,38 @@ func TestAFetchThatTakesAReadyItemPassesItsAnnouncementOn(t *testing.T) {
 	require.NotNil(t, second)
 	assert.Equal(t, "queued", second.InstanceID())
 }
+
+// A commit too large for one batch (it writes an outbox) locks nothing
+// eagerly: its request may outlast a short lock counted from its plan, and
+// an item locked for a fetch that lost it would be hidden until then.
+func TestACommitWithAnOutboxLocksNoItemEagerly(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{})
+	token := lockedStart(ctx, t, p, "large")
+	var results []func() fetchedWork
+	acts := make([]cdb.ActivityExecuteMessage, 3)
+	for i := range acts {
+		r, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+		results = append(results, r)
+		acts[i] = activity("large", uint64(i+2), "")
+		acts[i].Input = `"` + strings.Repeat("x", 800*1024) + `"`
+	}
+
+	log := logRequests(acct)
+	require.NoError(t, ackScheduling(ctx, t, p, token, "large", acts...))
+	commits := 0
+	for _, r := range log.take() {
+		if r.Operation == "Batch" && strings.Contains(string(r.Body), `\"ActivityExecute\"`) && strings.Contains(string(r.Body), "outbox") {
+			commits++
+			assert.NotContains(t, string(r.Body), `"lockToken":"work_`, "no item written locked")
+		}
+	}
+	require.Equal(t, 1, commits, "one commit, with an outbox")
+	for _, result := range results {
+		got := result()
+		require.NoError(t, got.err)
+		require.NotNil(t, got.item, "each item is claimed from the queue")
+		assert.Equal(t, uint32(1), got.attempts)
+	}
+}

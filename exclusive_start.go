@@ -40,6 +40,9 @@ func (p *CosmosProvider) EnqueueStartIfAbsent(ctx context.Context, start StartOr
 		return err
 	}
 	w, err := p.newStartWrite(start, 0)
+	if err == nil {
+		err = p.reserveEagerStart(&w, 0)
+	}
 	if err != nil {
 		return refuse(op, "", err)
 	}
@@ -47,11 +50,10 @@ func (p *CosmosProvider) EnqueueStartIfAbsent(ctx context.Context, start StartOr
 	if err == nil && taken {
 		err = p.startBesideLockDoc(ctx, op, w, unknown)
 	}
-	if err != nil {
-		return asOperation(op, err)
+	if !p.settleEagerStart(ctx, w, err) && err == nil {
+		p.announceMessage(instancePartitionKey(w.instance), w.visibleAt)
 	}
-	p.announceMessage(instancePartitionKey(w.instance), w.visibleAt)
-	return nil
+	return asOperation(op, err)
 }
 
 // startBesideLockDoc decides a start whose batch met the instance's lock

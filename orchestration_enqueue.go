@@ -35,14 +35,17 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 		return nil
 	}
 	w, err := p.newStartWrite(start, delay)
+	if err == nil {
+		err = p.reserveEagerStart(&w, delay)
+	}
 	if err != nil {
 		return refuse(op, "", err)
 	}
-	if err := p.enqueueStart(ctx, w); err != nil {
-		return asOperation(op, err)
+	err = p.enqueueStart(ctx, w)
+	if !p.settleEagerStart(ctx, w, err) && err == nil {
+		p.announceMessage(instancePartitionKey(instance), w.visibleAt)
 	}
-	p.announceMessage(instancePartitionKey(instance), w.visibleAt)
-	return nil
+	return asOperation(op, err)
 }
 
 // startWrite is a start message to write with its instance's lock
@@ -55,6 +58,7 @@ type startWrite struct {
 	seq       int64
 	visibleAt time.Time
 	trace     TraceContext // the start's, which its lock document records
+	eager     *eagerStart  // set: the first batch writes it locked to this process (eager_start.go)
 }
 
 // newStartWrite encodes a start, visible after delay.
@@ -98,7 +102,9 @@ func (p *CosmosProvider) enqueueStart(ctx context.Context, w startWrite) error {
 // that a send's outcome was unknown, so the lock document may be this
 // start's own.
 func (p *CosmosProvider) createStart(ctx context.Context, w startWrite) (taken, unknown bool, err error) {
-	shell, err := p.newLockDoc(w.instance, w.parent, w.id, w.trace)
+	inst := p.lockDoc(w.instance, w.parent, w.id, w.trace)
+	msg := w.lockedForEagerStart(&inst)
+	shell, err := json.Marshal(inst)
 	if err != nil {
 		return false, false, err
 	}
@@ -112,13 +118,17 @@ func (p *CosmosProvider) createStart(ctx context.Context, w startWrite) (taken, 
 		if withSequencer {
 			b.CreateItem(sequencer, nil)
 		}
-		b.CreateItem(w.msg, nil)
+		b.CreateItem(msg, nil)
 		resp, sent, err := p.executeBatchOnce(ctx, b)
 		unknown = unknown || sent
+		if sent && w.eager != nil {
+			w.eager.maybe = true
+		}
 		switch {
 		case err != nil:
 			return false, unknown, err
 		case resp.Success:
+			w.eagerStartWritten(inst, resp)
 			return false, unknown, nil
 		case withSequencer && failedWithConflict(resp, 1):
 			continue

@@ -29,6 +29,7 @@ func (p *CosmosProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout
 		return nil, "", 0, nil // a dispatcher that supports nothing gets nothing
 	}
 	defer p.ownWrites.orchestrationFetch(filter)()
+	defer p.eagerStarts.fetching(lockTimeout)()
 	fk := filterKey(filter)
 	watch := queueWatch{signal: p.orchSignal, leaseKey: queueOrchestrator + "/" + fk, view: fk}
 	res, found, err := poll(ctx, p, watch, pollTimeout,
@@ -63,6 +64,19 @@ func filterKey(filter *DispatcherCapabilityFilter) string {
 // every attempt meets contention, it queries once more without the
 // contended instances, so contention does not read as emptiness.
 func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, scope lookScope, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (fetchedOrchestration, pollOutcome, error) {
+	// An instance started here locked for the fetches is taken first: it
+	// costs no request.
+	if res, found, err := p.takeReadyStart(ctx); err != nil {
+		return fetchedOrchestration{}, outcomeEmpty, err
+	} else if found {
+		if scope.pk != "" && !isEagerStartScope(scope.pk) {
+			p.orchSignal.announce(scope.pk) // the next fetch looks where this one was woken for
+		}
+		return res, outcomeFound, nil
+	}
+	if isEagerStartScope(scope.pk) {
+		return fetchedOrchestration{}, outcomeEmpty, nil // taken by another look already
+	}
 	fk := filterKey(filter)
 	outcome := outcomeEmpty
 	if scope.pk != "" && p.wakeLater.deferIfHeld(scope.pk, p.holdsInstance) {

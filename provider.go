@@ -214,9 +214,10 @@ type CosmosProvider struct {
 	log       *slog.Logger
 	tel       providerTelemetry // its own metrics, on its client's Meter
 
-	orchSignal *queueSignal
-	workSignal *queueSignal
-	eager      *eagerWork // nil: no eager activities
+	orchSignal  *queueSignal
+	workSignal  *queueSignal
+	eager       *eagerWork   // nil: no eager activities
+	eagerStarts *eagerStarts // nil: no eager starts
 
 	orchLocks  lockTable[*orchestrationLock]
 	contended  *contention
@@ -331,6 +332,7 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	p.orchSignal = newCoalescingQueueSignal(cfg.ShortPolling, p.now)
 	p.workSignal = newQueueSignal(cfg.ShortPolling, p.now)
 	p.eager = newEagerWork(cfg.ShortPolling || cfg.DisableEagerDispatch)
+	p.eagerStarts = newEagerStarts(cfg.ShortPolling || cfg.DisableEagerDispatch)
 	bg, stop := context.WithCancel(context.Background())
 	p.stop = stop
 	if cfg.Leases == nil {

@@ -312,3 +312,97 @@ func TestACommitWithAnOutboxLocksNoItemEagerly(t *testing.T) {
 		assert.Equal(t, uint32(1), got.attempts)
 	}
 }
+
+// fetchedTurn is what an orchestration fetch returned.
+type fetchedTurn struct {
+	item     *cdb.OrchestrationItem
+	token    string
+	attempts uint32
+	err      error
+}
+
+// waitingOrchestrator runs a long-polling orchestration fetch in p with
+// lock, as an idle dispatcher does, and returns once it waits.
+func waitingOrchestrator(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, lock time.Duration) (result func() fetchedTurn, stop func()) {
+	t.Helper()
+	res, stop := waitingFetch(ctx, t, p, "orchestrator", func(ctx context.Context) any {
+		item, token, attempts, err := p.FetchOrchestrationItem(ctx, lock, time.Hour, nil)
+		return fetchedTurn{item, token, attempts, err}
+	})
+	return func() fetchedTurn { return res().(fetchedTurn) }, stop
+}
+
+// An instance started for a fetch that never took it (the process died
+// between the start and the hand-over) is locked until its lock expires,
+// then taken by any process, its start's attempt counted: as an instance
+// whose fetch died after its lock batch.
+func TestAnEagerStartOfAProcessThatDiedRunsElsewhereOnceItsLockExpires(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	dying, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client()})
+	require.NoError(t, err)
+	_, stop := waitingOrchestrator(ctx, t, dying, 500*time.Millisecond)
+	acct.InjectFault(cdb.FakeFault{Times: 1, Match: func(r cdb.FakeRequest) bool {
+		if r.Operation == "Batch" && strings.Contains(string(r.Body), "StartOrchestration") {
+			stop() // the fetch goes away while the start is written for it
+		}
+		return false
+	}})
+	require.NoError(t, dying.EnqueueForOrchestrator(ctx, providertest.StartItem("orphaned"), 0))
+	require.NoError(t, dying.Close())
+
+	survivor := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	var got fetchedTurn
+	require.Eventually(t, func() bool {
+		got.item, got.token, got.attempts, got.err = survivor.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		return got.err != nil || got.item != nil
+	}, 10*time.Second, 20*time.Millisecond)
+	require.NoError(t, got.err)
+	assert.Equal(t, "TestOrch", got.item.OrchestrationName)
+	assert.Equal(t, uint32(2), got.attempts, "the eager lock counted one attempt, this lock another")
+	require.NoError(t, survivor.AckOrchestrationItem(ctx, got.token, 1, []cdb.Event{providertest.StartedEvent("orphaned", 1)}, nil, nil, providertest.TestOrchMetadata(), nil))
+}
+
+// A start whose batch's answer was lost is still handed to the waiting
+// fetch: a read of its documents finds its token on the instance document.
+// Both ways of starting: the contract's enqueue and the exclusive start.
+func TestAnEagerStartWhoseAnswerWasLostIsReadBackAndHandedOver(t *testing.T) {
+	for name, start := range map[string]func(context.Context, *cdb.CosmosProvider, cdb.StartOrchestrationMessage) error{
+		"EnqueueForOrchestrator": func(ctx context.Context, p *cdb.CosmosProvider, s cdb.StartOrchestrationMessage) error {
+			return p.EnqueueForOrchestrator(ctx, s, 0)
+		},
+		"EnqueueStartIfAbsent": func(ctx context.Context, p *cdb.CosmosProvider, s cdb.StartOrchestrationMessage) error {
+			return p.EnqueueStartIfAbsent(ctx, s)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := rulesContext(t)
+			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+			p := newRulesProvider(t, acct, cdb.Config{})
+			result, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+			loseFirstResponse(acct, "Batch", "StartOrchestration")
+			require.NoError(t, start(ctx, p, startOf("lossy")))
+			got := result()
+			require.NoError(t, got.err)
+			require.NotNil(t, got.item, "handed over after a read back, not left to its lock's expiry")
+			assert.Equal(t, uint32(1), got.attempts)
+			require.NoError(t, p.AckOrchestrationItem(ctx, got.token, 1, []cdb.Event{providertest.StartedEvent("lossy", 1)}, nil, nil, providertest.TestOrchMetadata(), nil))
+		})
+	}
+}
+
+// A start with a delay is not due: it is never locked for a fetch.
+func TestADelayedStartIsNotLockedEagerly(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{})
+	_, stop := waitingOrchestrator(ctx, t, p, time.Minute)
+	defer stop()
+	log := logRequests(acct)
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("later"), time.Hour))
+	for _, r := range log.take() {
+		if r.Operation == "Batch" {
+			assert.NotContains(t, string(r.Body), `"lockToken"`, "nothing written locked")
+		}
+	}
+}

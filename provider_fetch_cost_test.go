@@ -259,13 +259,24 @@ func TestGetStatusIsOneRead(t *testing.T) {
 // An instance's first turn is fetched without a load: no ack has named the
 // instance, so it has no history, execution, KV or outbox documents to read.
 // A start announced here costs its partition's query and the lock batch, at
-// any number of ranges.
+// any number of ranges; a start a waiting fetch of this process takes is
+// written locked to it (Eager starts), and costs its batch alone.
 func TestAStartIsFetchedWithoutALoad(t *testing.T) {
-	for _, ranges := range []int{1, 4} {
-		t.Run(fmt.Sprintf("ranges=%d", ranges), func(t *testing.T) {
+	for _, c := range []struct {
+		ranges  int
+		noEager bool
+		want    []string
+		why     string
+	}{
+		{1, true, []string{"Batch", "Query", "Batch"}, "the start's batch, the partition's candidates, the lock"},
+		{4, true, []string{"Batch", "Query", "Batch"}, "the start's batch, the partition's candidates, the lock"},
+		{1, false, []string{"Batch"}, "the start's batch, which locks it for the waiting fetch"},
+		{4, false, []string{"Batch"}, "the start's batch, which locks it for the waiting fetch"},
+	} {
+		t.Run(fmt.Sprintf("ranges=%d/eager=%t", c.ranges, !c.noEager), func(t *testing.T) {
 			ctx := rulesContext(t)
-			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: ranges})
-			p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: c.ranges})
+			p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour, DisableEagerDispatch: c.noEager})
 			results := make(chan fetchResult, 1)
 			go func() {
 				item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, time.Minute, nil)
@@ -277,7 +288,7 @@ func TestAStartIsFetchedWithoutALoad(t *testing.T) {
 			r := <-results
 			require.NoError(t, r.err)
 			require.NotNil(t, r.item)
-			assert.Equal(t, []string{"Batch", "Query", "Batch"}, log.ops(), "the start's batch, the partition's candidates, the lock")
+			assert.Equal(t, c.want, log.ops(), c.why)
 			item := r.item.(*cdb.OrchestrationItem)
 			assert.Empty(t, item.History)
 			assert.Equal(t, cdb.InitialExecutionID, item.ExecutionID)

@@ -29,6 +29,14 @@ type fakeFactory struct {
 func (f fakeFactory) NewProvider(t *testing.T, o providertest.ProviderOptions) cdb.Provider {
 	t.Helper()
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: f.ranges, Latency: f.latency, StaleReadsWithoutSessionToken: f.staleReads})
+	// Every query the provider sends is also served without the fake's
+	// value index: the suite fails if the index changed any page.
+	mismatch := cdb.CheckQueryIndexForTest(acct)
+	t.Cleanup(func() {
+		if err := mismatch(); err != nil {
+			t.Error(err)
+		}
+	})
 	client := acct.Client()
 	if f.configure != nil {
 		f.configure(client)

@@ -56,3 +56,35 @@ func TestBoundEvaluatesTermsOrderAndWindow(t *testing.T) {
 	_, err = q.Bind(nil)
 	assert.Error(t, err, "parameters are checked")
 }
+
+// A document satisfies an equality term only if its value at the term's
+// path has the term's key: numbers by value, strings exactly, null apart
+// from undefined, objects by content.
+func TestEqualityKeysAgreeWithEquality(t *testing.T) {
+	q, err := Parse(`SELECT * FROM c WHERE c.v = @v AND 1.0 = c.n AND c.s = "a" AND c.o = {"a": 1, "b": [1, 2]} AND c.z = @z AND c.v > 1`)
+	require.NoError(t, err)
+	b, err := q.Bind(map[string]any{"@v": 1, "@z": nil})
+	require.NoError(t, err)
+	terms := q.Terms()
+	key := func(i int) string {
+		k, ok := b.EqualityKey(terms[i])
+		require.True(t, ok, "term %d", i)
+		return k
+	}
+	docs := decodeDocs(t, `[{"v": 1.0, "n": 1, "s": "a", "o": {"b": [1.0, 2], "a": 1}, "z": null},
+		{"v": "1", "n": -0, "s": "A", "o": {"a": 1}, "z": false}]`)
+	for i, path := range []string{"v", "n", "s", "o", "z"} {
+		for _, doc := range docs {
+			vk, ok := ValueKey(doc[path])
+			require.True(t, ok)
+			assert.Equal(t, b.Holds(doc, terms[i:i+1]), vk == key(i), "term %d on %v", i, doc[path])
+		}
+	}
+	_, ok := b.EqualityKey(terms[5])
+	assert.False(t, ok, "a range term has no equality key")
+	_, ok = ValueKey(undefinedValue{})
+	assert.False(t, ok, "undefined equals nothing")
+	zero, _ := ValueKey(docs[1]["n"])
+	plain, _ := ValueKey(decodeDocs(t, `[{"n": 0}]`)[0]["n"])
+	assert.Equal(t, plain, zero, "-0 = 0")
+}

@@ -64,6 +64,9 @@ func isUndefined(v any) bool { return kindOf(v) == kindUndefined }
 func numberOf(v any) (float64, bool) {
 	switch n := v.(type) {
 	case json.Number:
+		if f, ok := smallInteger(string(n)); ok {
+			return f, true
+		}
 		f, err := strconv.ParseFloat(string(n), 64)
 		return f, err == nil && !math.IsInf(f, 0)
 	case float64:
@@ -92,6 +95,30 @@ func numberOf(v any) (float64, bool) {
 		return float64(n), true
 	}
 	return 0, false
+}
+
+// smallInteger reads an integer of at most 15 digits (an optional minus
+// sign before them), the common number in documents (times, counters),
+// without strconv.ParseFloat, which dominated query evaluation: every such
+// integer is below 2^53, so the double is exact and equal to ParseFloat's.
+func smallInteger(s string) (float64, bool) {
+	digits := strings.TrimPrefix(s, "-")
+	if digits == "" || len(digits) > 15 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(digits); i++ {
+		c := digits[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	f := float64(n)
+	if len(digits) < len(s) {
+		f = -f
+	}
+	return f, true
 }
 
 // makeNumber turns a computed double into a result value: json.Number, or

@@ -3,6 +3,7 @@ package cosmossql
 import (
 	"encoding/json"
 	"math"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -63,4 +64,19 @@ func TestLexerDetails(t *testing.T) {
 	q, err := Parse(`SELECT * FROM root r`)
 	require.NoError(t, err)
 	assert.Equal(t, "r", q.Alias(), "the last FROM identifier is the alias")
+}
+
+// The integer fast path reads every number as strconv.ParseFloat does,
+// and leaves the rest to it.
+func TestSmallIntegersReadAsParseFloatReadsThem(t *testing.T) {
+	for _, s := range []string{"0", "-0", "7", "-7", "007", "1234567890", "-999999999999999", "999999999999999",
+		"9999999999999999", "12345678901234567890", "1.5", "1e3", "-", "", "1-2", "+5", "0x10", "1e400"} {
+		want, err := strconv.ParseFloat(s, 64)
+		wantOK := err == nil && !math.IsInf(want, 0)
+		got, ok := numberOf(json.Number(s))
+		require.Equal(t, wantOK, ok, "%q", s)
+		if ok {
+			assert.Equal(t, math.Float64bits(want), math.Float64bits(got), "%q", s)
+		}
+	}
 }

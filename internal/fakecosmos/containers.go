@@ -32,6 +32,7 @@ type container struct {
 	defaultTTL     json.Number // "" when unset
 	ttl            *ttlPolicy  // defaultTTL applied, shared with the documents
 	partitions     map[string]*logicalPartition
+	values         valueIndex // what queries walk (valueindex.go)
 	ranges         []*pkRange
 	nextRangeID    int
 	nextSeq        uint64

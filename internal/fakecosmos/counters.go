@@ -16,6 +16,10 @@ type Counts struct {
 	// returned.
 	DocumentsScanned  int64
 	DocumentsReturned int64
+	// DocumentsWalked counts the documents this fake evaluated to serve
+	// them: its own cost, not the model's, which its value index
+	// (valueindex.go) keeps to the documents holding a sought value.
+	DocumentsWalked int64
 	// CrossPartitionQueries counts query pages served without a partition
 	// key or range: the requests a provider should avoid on hot paths.
 	CrossPartitionQueries int64
@@ -53,6 +57,12 @@ func (k *counters) query(scanned, returned int, crossPartition bool) {
 	if crossPartition {
 		k.c.CrossPartitionQueries++
 	}
+}
+
+func (k *counters) walked(n int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.c.DocumentsWalked += int64(n)
 }
 
 func (k *counters) snapshot() Counts {

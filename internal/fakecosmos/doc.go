@@ -70,7 +70,7 @@
 // writes in every region). Calibrate against a real account with cdb
 // doctor.
 //
-// The fake keeps no index, but charges as if it had the container's
+// The fake keeps no range index, but charges as if it had the container's
 // indexing policy (index.go, queryindex.go), so that RU figures do not grow
 // with documents an index would skip. A write's indexed terms are the
 // scalar values at paths the policy indexes (each array element counting;
@@ -182,6 +182,36 @@
 // (create succeeds, replace/patch/delete answer 404, If-Match 412).
 // Without a defaultTtl items' ttl is ignored. The predicate is
 // (*document).expiredAt (ttl.go).
+//
+// # The value index
+//
+// What the fake evaluates is its own cost, apart from the charge: for each
+// property path that an equality term (path = constant) has sought, it
+// keeps a hash index of the container, from the value's key (numbers by
+// value, so 1 and 1.0 share one; strings exactly; null apart from a
+// missing property, which has none; arrays and objects by content) to the
+// partition keys and ids holding it. An index is built from every document
+// the first time a query seeks its path, and kept exact on every write
+// (create, replace, upsert, patch, delete, batch, bulk) and purge of
+// expired items; it lists a document under the values of both versions a
+// read may see of it (the stale mode's previous version too, and a
+// tombstone's deleted one). It spans the container, so a split changes
+// nothing: a page keeps the entries whose partition's effective key lies
+// in its span.
+//
+// A query page then evaluates only the documents listed under one of its
+// equality terms' values, the term with the fewest, among the top-level
+// AND terms its RU model seeks with (so every document it is charged for
+// is among them); a term on the partition key's path is not used within
+// one partition, nor one on an array element, nor a constant that is
+// undefined. Without such a term (a read feed, a full scan, ORDER BY
+// whose index walk the term does not bound) it walks the whole scope.
+// Results, their order, continuations (a narrowed page that fills still
+// ends where the whole walk would), session tokens and charges are the
+// same either way: QueryIndexChecked computes every page both ways and
+// records any difference, which the provider's validation suites and this
+// package's tests assert is none. Counts().DocumentsWalked counts what was
+// evaluated.
 //
 // # Change feed
 //

@@ -266,7 +266,7 @@ func (t *partitionTxn) commit() *pkRange {
 	}
 	r.lsn++
 	for id, d := range t.staged {
-		p.apply(id, d, r.lsn, t.s.staleReads)
+		c.applyIndexed(t.pk.canonical, p, id, d, r.lsn, t.s.staleReads)
 	}
 	if p.empty() {
 		delete(c.partitions, t.pk.canonical)

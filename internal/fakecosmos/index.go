@@ -9,8 +9,9 @@ import (
 
 // indexPolicy is the container's indexing policy as the RU model and the
 // ORDER BY checks read it: which property paths the range index covers,
-// and the composite indexes. The fake keeps no index: it evaluates what one
-// would, to charge and refuse as the service does (doc.go, Request units).
+// and the composite indexes. The fake keeps no range index: it evaluates
+// what one would, to charge and refuse as the service does (doc.go,
+// Request units); its value index (valueindex.go) only spares it work.
 type indexPolicy struct {
 	none       bool       // indexingMode "none": nothing is indexed
 	rules      []pathRule // included and excluded paths

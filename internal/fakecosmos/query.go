@@ -250,6 +250,7 @@ type page struct {
 	results [][]byte // encoded results
 	bytes   int
 	scanned int // documents evaluated: handed over by the index, or scanned
+	walked  int // documents this fake evaluated to serve it (valueindex.go)
 	next    *continuation
 	rng     *pkRange // the range read, whose session position the page carries
 }
@@ -295,12 +296,7 @@ func (s *Server) queryItems(q *request) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var pg *page
-	if needsWholeResult(qr.query.Features()) {
-		pg, err = c.wholeResultPage(view, scope, qr, tok, maxItems)
-	} else {
-		pg, err = c.streamingPage(view, scope, qr, tok, resumed, maxItems)
-	}
+	pg, err := s.servePage(c, view, scope, qr, tok, resumed, maxItems)
 	if err != nil {
 		return nil, err
 	}
@@ -308,6 +304,15 @@ func (s *Server) queryItems(q *request) (*result, error) {
 		pg.next.Fingerprint = fp
 	}
 	return s.renderPage(c, scope, pg, true), nil
+}
+
+// queryPage computes one page of qr; useIndex lets it walk only what the
+// value index lists (valueindex.go). Call with c.mu held.
+func (c *container) queryPage(view readView, scope queryScope, qr *queryRequest, tok continuation, resumed bool, maxItems int, useIndex bool) (*page, error) {
+	if needsWholeResult(qr.query.Features()) {
+		return c.wholeResultPage(view, scope, qr, tok, maxItems, useIndex)
+	}
+	return c.streamingPage(view, scope, qr, tok, resumed, maxItems, useIndex)
 }
 
 // readFeed serves GET .../docs: every document of the scope, paged.
@@ -335,7 +340,7 @@ func (s *Server) readFeed(q *request) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	pg, err := c.streamingPage(view, scope, nil, tok, resumed, maxItems)
+	pg, err := c.streamingPage(view, scope, nil, tok, resumed, maxItems, false)
 	if err != nil {
 		return nil, err
 	}
@@ -363,6 +368,7 @@ func (s *Server) renderPage(c *container, scope queryScope, pg *page, isQuery bo
 		h.Set(hdrContinuation, pg.next.String())
 	}
 	s.counters.query(pg.scanned, len(pg.results), isQuery && scope.kind == scopeCross)
+	s.counters.walked(pg.walked)
 	return &result{
 		status: http.StatusOK, body: body.Bytes(), header: h,
 		charge:  queryCharge(pg.scanned, pg.bytes),
@@ -442,8 +448,9 @@ func (c *container) nextSpan(hi uint64) (*pkRange, bool) {
 
 // streamingPage pages a filter-and-project query (or a read feed, qr ==
 // nil) document by document: the documents after the token's position are
-// evaluated in creation order until the page is full.
-func (c *container) streamingPage(view readView, scope queryScope, qr *queryRequest, tok continuation, resumed bool, maxItems int) (*page, error) {
+// evaluated in creation order until the page is full. A walk the value
+// index narrowed (useIndex) ends its page where the whole walk would.
+func (c *container) streamingPage(view readView, scope queryScope, qr *queryRequest, tok continuation, resumed bool, maxItems int, useIndex bool) (*page, error) {
 	lo, hi, rng := c.span(scope, tok, resumed)
 	if err := view.checkReachable(rng); err != nil {
 		return nil, err
@@ -460,7 +467,8 @@ func (c *container) streamingPage(view readView, scope queryScope, qr *queryRequ
 	}
 	var last uint64
 	exhausted := true
-	for _, d := range c.docsIn(view, scope, lo, hi) {
+	docs, narrowed := c.docsToWalk(view, scope, lo, hi, use, useIndex)
+	for _, d := range docs {
 		if d.seq <= tok.After {
 			continue
 		}
@@ -469,6 +477,7 @@ func (c *container) streamingPage(view readView, scope queryScope, qr *queryRequ
 			break
 		}
 		last = d.seq
+		pg.walked++
 		if !use.handsOver(d) {
 			continue
 		}
@@ -481,6 +490,9 @@ func (c *container) streamingPage(view readView, scope queryScope, qr *queryRequ
 			matched = append(matched, d)
 			matchedBytes += len(d.raw)
 		}
+	}
+	if exhausted && narrowed && full() && c.anyAfter(view, scope, lo, hi, last) {
+		exhausted = false
 	}
 	results, err := project(qr, matched)
 	if err != nil {
@@ -539,7 +551,8 @@ func project(qr *queryRequest, docs []*document) ([][]byte, error) {
 // (allowed in one partition or one range): the whole result is computed and
 // paged by position; each page is charged for the documents the index
 // walks to produce it (queryindex.go).
-func (c *container) wholeResultPage(view readView, scope queryScope, qr *queryRequest, tok continuation, maxItems int) (*page, error) {
+// useIndex lets it run on what the value index lists (valueindex.go).
+func (c *container) wholeResultPage(view readView, scope queryScope, qr *queryRequest, tok continuation, maxItems int, useIndex bool) (*page, error) {
 	if err := view.checkReachable(scope.rng); err != nil {
 		return nil, err
 	}
@@ -547,7 +560,8 @@ func (c *container) wholeResultPage(view readView, scope queryScope, qr *queryRe
 	if scope.kind == scopeRange {
 		lo, hi = scope.rng.lo, scope.rng.hi
 	}
-	docs := c.docsIn(view, scope, lo, hi)
+	use, useErr := c.planIndexUse(qr)
+	docs, _ := c.docsToWalk(view, scope, lo, hi, use, useIndex && useErr == nil)
 	bodies := make([]map[string]any, len(docs))
 	for i, d := range docs {
 		bodies[i] = d.body
@@ -556,7 +570,7 @@ func (c *container) wholeResultPage(view readView, scope queryScope, qr *queryRe
 	if err != nil {
 		return nil, badRequest("The query could not be evaluated: %v", err)
 	}
-	pg := &page{rng: scope.rng}
+	pg := &page{rng: scope.rng, walked: len(docs)}
 	i := tok.Offset
 	for ; i < len(results) && !pg.full(maxItems); i++ {
 		pg.add(encodeJSON(results[i]))
@@ -564,9 +578,8 @@ func (c *container) wholeResultPage(view readView, scope queryScope, qr *queryRe
 	if i < len(results) {
 		pg.next = &continuation{Offset: i}
 	}
-	use, err := c.planIndexUse(qr)
-	if err != nil {
-		return nil, err
+	if useErr != nil {
+		return nil, useErr
 	}
 	if pg.scanned, err = use.evaluatedFor(docs, tok.Offset, i, pg.next == nil); err != nil {
 		return nil, err

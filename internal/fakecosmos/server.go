@@ -89,6 +89,8 @@ type Server struct {
 	newContainerWarmUp      int
 	expiredPurgeLag         time.Duration
 
+	queryIndex queryIndexState
+
 	latency  atomic.Int64 // time.Duration
 	endpoint atomic.Value // string
 

@@ -114,6 +114,7 @@ func (c *container) dropExpired() {
 		for id, d := range p.docs {
 			if d.expired() {
 				delete(p.docs, id)
+				c.reindex(key, id, d, p.entry(id))
 			}
 		}
 		if p.empty() {

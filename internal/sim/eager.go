@@ -28,9 +28,18 @@ const (
 	eagerMaxShare  = 0.5
 )
 
-// eagerItems follows eagerly locked worker items from the commit that
-// wrote them to the worker ack that consumed them.
+// Eager starts are checked the same way: a start's batch may write its
+// message already claimed (and its instance locked) for a waiting
+// orchestration fetch of its own process, which must take most of them;
+// the ack of the instance's first turn consumes the message.
+
+// eagerItems follows eagerly locked queue items (worker items, or start
+// messages) from the batch that wrote them to the ack that consumed them.
 type eagerItems struct {
+	docType string // "work" or "msg"
+	what    string // what the items are, for a violation's text
+	// consumes says operation i of a batch consumes its item.
+	consumes  func(ops []batchOp, i int) bool
 	mu        sync.Mutex
 	open      map[stampKey]string // item → the node whose commit locked it
 	locked    int                 // items written locked, in all
@@ -45,8 +54,18 @@ type eagerItems struct {
 	now             func() time.Time // the account's clock
 }
 
+// newEagerItems follows eager activities: a worker's ack consumes its item
+// with its first operation.
 func newEagerItems(gone func(string) bool, now func() time.Time) *eagerItems {
-	return &eagerItems{open: map[stampKey]string{}, own: map[string]int{}, others: map[string]int{}, gone: gone, now: now}
+	return &eagerItems{docType: "work", what: "worker items", consumes: func(ops []batchOp, i int) bool { return i == 0 && isWorkerAck(ops) },
+		open: map[stampKey]string{}, own: map[string]int{}, others: map[string]int{}, gone: gone, now: now}
+}
+
+// newEagerStartItems follows eager starts: the first turn's ack consumes
+// the start message (a delete, or a consumed marker in its place).
+func newEagerStartItems(gone func(string) bool, now func() time.Time) *eagerItems {
+	return &eagerItems{docType: "msg", what: "starts", consumes: func([]batchOp, int) bool { return true },
+		open: map[stampKey]string{}, own: map[string]int{}, others: map[string]int{}, gone: gone, now: now}
 }
 
 // observe reads one request of node that the account carried out.
@@ -61,13 +80,12 @@ func (e *eagerItems) observe(node string, req *http.Request, body []byte, status
 		if json.Unmarshal(body, &ops) != nil {
 			return
 		}
-		ack := isWorkerAck(ops)
 		for i, o := range ops {
 			switch strings.ToLower(o.OperationType) {
 			case "create":
 				e.created(node, pk, o.ResourceBody)
 			case "delete", "replace":
-				if ack && i == 0 {
+				if e.consumes(ops, i) {
 					e.consumed(node, stampKey{pk, o.ID})
 				} else {
 					e.removed(stampKey{pk, o.ID}) // an instance's deletion
@@ -124,7 +142,7 @@ func (e *eagerItems) created(node, pk string, body json.RawMessage) {
 		LockToken   string `json:"lockToken"`
 		LockedUntil int64  `json:"lockedUntil"`
 	}
-	if json.Unmarshal(body, &doc) != nil || doc.Type != "work" || doc.LockToken == "" {
+	if json.Unmarshal(body, &doc) != nil || doc.Type != e.docType || doc.LockToken == "" {
 		return
 	}
 	e.mu.Lock()
@@ -178,8 +196,8 @@ func (e *eagerItems) check(v *violations, describe func(node string) string) {
 	for _, w := range writers {
 		total := e.own[w] + e.others[w]
 		if total >= eagerMinSample && float64(e.others[w]) > eagerMaxShare*float64(total) {
-			v.add(invEagerTakenByWriter, "", fmt.Sprintf("%s locked %d worker items to itself eagerly and took %d itself: %d were hidden until their locks expired, for a fetch that did not take them (%s)",
-				w, total, e.own[w], e.others[w], describe(w)))
+			v.add(invEagerTakenByWriter, "", fmt.Sprintf("%s locked %d %s to itself eagerly and took %d itself: %d were hidden until their locks expired, for a fetch that did not take them (%s)",
+				w, total, e.what, e.own[w], e.others[w], describe(w)))
 		}
 	}
 }

@@ -257,3 +257,30 @@ func TestEagerSeesItemsLockedInACommitAndTheWorkerAckThatConsumesThem(t *testing
 	batch("a", http.StatusOK, instance, tombstone("w|1|5"))                   // cancelled
 	assert.Equal(t, "locked=6 by-writer=1 by-others=1 taken-over=1 ended-unconsumed=2 open=1 expired-at-commit=1 writers-checked=0", e.summary())
 }
+
+func TestEagerStartsSeeStartsLockedInTheirBatchAndTheAckThatConsumesThem(t *testing.T) {
+	e := newEagerStartItems(func(n string) bool { return n == "gone" }, func() time.Time { return time.UnixMilli(10_000) })
+	batch := func(node, pk string, ops ...string) {
+		req, err := http.NewRequest(http.MethodPost, "https://acct/dbs/d/colls/c/docs", nil)
+		require.NoError(t, err)
+		req.Header.Set("x-ms-cosmos-is-batch-request", "true")
+		req.Header.Set("x-ms-documentdb-partitionkey", `["`+pk+`"]`)
+		e.observe(node, req, []byte("["+strings.Join(ops, ",")+"]"), http.StatusOK)
+	}
+	start := func(id, lockToken string) string {
+		return fmt.Sprintf(`{"operationType":"Create","resourceBody":{"id":"inst","type":"inst","lockToken":%q}},{"operationType":"Create","resourceBody":{"id":%q,"type":"msg","lockToken":%q,"lockedUntil":13000}}`, lockToken, id, lockToken)
+	}
+	consume := func(id string) string {
+		return `{"operationType":"Replace","id":"inst","resourceBody":{"id":"inst","type":"inst"}},` +
+			fmt.Sprintf(`{"operationType":"Replace","id":%q,"resourceBody":{"id":%q,"type":"consumed"}}`, id, id)
+	}
+	batch("a", "i1", start("m|1", "lock_1"))
+	batch("a", "i2", start("m|2", "lock_2"))
+	batch("a", "i3", start("m|3", ""))
+	batch("gone", "i4", start("m|4", "lock_4"))
+	batch("a", "i1", consume("m|1")) // the writer's first turn
+	batch("b", "i2", consume("m|2")) // another's, after the lock expired
+	batch("b", "i3", consume("m|3")) // never locked eagerly
+	batch("b", "i4", consume("m|4")) // a crashed writer's, taken over
+	assert.Equal(t, "locked=3 by-writer=1 by-others=1 taken-over=1 ended-unconsumed=0 open=0 expired-at-commit=0 writers-checked=0", e.summary())
+}

@@ -392,6 +392,19 @@ func (c *cluster) eventCaller() *rt.Client {
 	return c.app.client
 }
 
+// startCaller picks the client a start goes through: the application's,
+// or half of the time a live node's, whose runtime's waiting fetches may
+// take the start eagerly (eager_start.go), and which may crash with it.
+func (c *cluster) startCaller() *rt.Client {
+	up := c.all()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(up) == 0 || c.rng.Intn(2) == 0 {
+		return c.app.client
+	}
+	return up[c.rng.Intn(len(up))].client
+}
+
 // shutdownNode shuts the node's runtime down while it works, as a deploy
 // does (its faults off first: only the runtime can let a lock go), and
 // starts a replacement in its slot; false when the node is not up.

@@ -64,6 +64,8 @@ type recorder struct {
 	progress   *progress                // optional: finished bodies and commits are progress
 	stamps     *stamps                  // optional: own-writes stamps and who honoured them
 	eager      *eagerItems              // optional: eagerly locked worker items and who consumed them
+	// eagerStarts: optional, eagerly claimed start messages and who consumed them
+	eagerStarts *eagerItems
 }
 
 func newRecorder(v *violations) *recorder {
@@ -194,6 +196,9 @@ func (r *recorder) observeCommits(node string) func(req *http.Request, body []by
 	return func(req *http.Request, body []byte, resp *http.Response) {
 		if resp.StatusCode < 300 && r.stamps != nil {
 			r.stamps.observe(node, req, body, resp.StatusCode)
+		}
+		if resp.StatusCode < 300 && r.eagerStarts != nil {
+			r.eagerStarts.observe(node, req, body, resp.StatusCode)
 		}
 		if resp.StatusCode < 300 && r.eager != nil {
 			r.eager.observe(node, req, body, resp.StatusCode)

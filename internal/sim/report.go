@@ -80,6 +80,7 @@ type Stats struct {
 	CancelsSent int
 	Stamps      string // own-writes stamps by writer: taken by the writer, by others
 	Eager       string // eagerly locked worker items: by the writer, by others, taken over
+	EagerStarts string // eagerly claimed start messages: the same counts
 }
 
 func newStats() *Stats {
@@ -154,6 +155,9 @@ func (r Report) Print(w io.Writer) {
 	}
 	if s.Stamps != "" {
 		fmt.Fprintf(w, "  own-writes stamps: %s\n", s.Stamps)
+	}
+	if s.EagerStarts != "" {
+		fmt.Fprintf(w, "  eager starts: %s\n", s.EagerStarts)
 	}
 	if s.Eager != "" {
 		fmt.Fprintf(w, "  eager activities: %s\n", s.Eager)

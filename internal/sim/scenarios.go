@@ -50,7 +50,9 @@ type harness struct {
 	// node's runtime down while it works and replaces the node;
 	// crashCommitting crashes the next node whose batch matches, keeps its
 	// slot empty for down, and restarts it.
-	eventCaller     func() *rt.Client
+	eventCaller func() *rt.Client
+	// startCaller is the client a start goes through (nil: caller).
+	startCaller     func() *rt.Client
 	nodes           func() []*node
 	clientNode      func(ctx context.Context) (*node, error)
 	shutdown        func(ctx context.Context, node string) bool
@@ -142,6 +144,20 @@ func (h *harness) call(ctx context.Context, f func(context.Context, *rt.Client) 
 	})
 }
 
+// callStart is call through the client starts go through.
+func (h *harness) callStart(ctx context.Context, f func(context.Context, *rt.Client) error) error {
+	if h.startCaller == nil {
+		return h.call(ctx, f)
+	}
+	return retry(ctx, h.env.stats, h.env.progress, func(ctx context.Context) error {
+		c := h.startCaller()
+		if c == nil {
+			return errNodeDown
+		}
+		return f(ctx, c)
+	})
+}
+
 // callEvent is call through the client events are raised from.
 func (h *harness) callEvent(ctx context.Context, f func(context.Context, *rt.Client) error) error {
 	if h.eventCaller == nil {
@@ -158,7 +174,7 @@ func (h *harness) callEvent(ctx context.Context, f func(context.Context, *rt.Cli
 
 func (h *harness) start(ctx context.Context, instance string, s spec) error {
 	h.env.stats.scenario(s.Kind)
-	err := h.call(ctx, func(ctx context.Context, c *rt.Client) error {
+	err := h.callStart(ctx, func(ctx context.Context, c *rt.Client) error {
 		// Enqueued unchecked, as before the client checked ids: a start
 		// retried after an ambiguous failure may find its own instance.
 		return c.StartOrchestration(ctx, instance, s.Kind, s.encode(), rt.WithIfExists(rt.IfExistsEnqueue))

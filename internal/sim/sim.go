@@ -36,6 +36,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rec.progress = newProgress(cfg.Stall, cfg.HardCap)
 	rec.stamps = newStamps(rec.isCrashed)
 	rec.eager = newEagerItems(rec.isGone, clock.now)
+	rec.eagerStarts = newEagerStartItems(rec.isGone, clock.now)
 	e := &env{cfg: cfg, endpoint: acct.Endpoint(), key: acct.Key(), transport: acct.Transport(),
 		rec: rec, stats: stats, logger: logger, progress: rec.progress, clock: clock}
 	if cfg.Wire != nil && cfg.WireMention != "" {
@@ -68,7 +69,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	runCtx, endRun := context.WithCancel(ctx)
 	defer endRun()
 	h := &harness{env: e, caller: c.caller, crash: c.crashOne, observer: rt.NewClient(observer), viol: viol,
-		expect: map[string]*expectation{}, eventCaller: c.eventCaller, shutdown: c.shutdownNode, nodes: c.all,
+		expect: map[string]*expectation{}, eventCaller: c.eventCaller, startCaller: c.startCaller, shutdown: c.shutdownNode, nodes: c.all,
 		clientNode: func(ctx context.Context) (*node, error) {
 			return c.startClientNode(ctx, role{}, "deleter", func(s *nodeSettings, _ string) { s.provider.ProcessLeases = nil })
 		},
@@ -101,6 +102,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	stats.Stamps = rec.stamps.summary()
 	rec.eager.check(viol, describe)
 	stats.Eager = rec.eager.summary()
+	rec.eagerStarts.check(viol, describe)
+	stats.EagerStarts = rec.eagerStarts.summary()
 
 	failing, pending := split(viol.all(), cfg.Pending)
 	return Report{Seed: cfg.Seed, Elapsed: time.Since(began), Work: e.progress.work(), Slowness: cfg.HostSlowness, Stats: stats, Violations: failing, Pending: pending,

@@ -406,3 +406,98 @@ func TestADelayedStartIsNotLockedEagerly(t *testing.T) {
 		}
 	}
 }
+
+// The requests and RU of one fan-out-5 orchestration dispatched eagerly
+// (ARCHITECTURE.md, Eager starts and Eager activities): an orchestration
+// fetch and five worker fetches of the same process wait, as a runtime's
+// idle dispatchers do, so the start and the activities reach them without
+// a query, a lock batch or a claim. The request counts are pinned; the RU
+// are logged for the sizing guide.
+func TestTheCostOfAFanOutFiveOrchestrationDispatchedEagerly(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour, ReconcileInterval: time.Hour})
+	const instance = "fan-out-5"
+	type step struct {
+		name     string
+		requests int64
+		ru       float64
+	}
+	var steps []step
+	measure := func(name string, f func()) {
+		before := acct.Counts()
+		f()
+		after := acct.Counts()
+		steps = append(steps, step{name, after.Requests - before.Requests, after.RequestCharge - before.RequestCharge})
+	}
+
+	firstTurn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	measure("start, locked for the waiting orchestration fetch", func() {
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem(instance), 0))
+	})
+	var token string
+	measure("orchestration fetch, first turn", func() {
+		got := firstTurn()
+		require.NoError(t, got.err)
+		require.NotNil(t, got.item)
+		token = got.token
+	})
+	workers := make([]func() fetchedWork, 5)
+	for i := range workers {
+		workers[i], _ = waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	}
+	scheduled, work := fanOut(instance, 5)
+	measure("ack: schedule 5 activities, locked for the waiting worker fetches", func() {
+		events := append([]cdb.Event{providertest.StartedEvent(instance, 1)}, scheduled...)
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, events, work, nil, providertest.TestOrchMetadata(), nil))
+	})
+	for _, worker := range workers {
+		var got fetchedWork
+		measure("worker fetch", func() { got = worker() })
+		require.NoError(t, got.err)
+		require.NotNil(t, got.item)
+		measure("worker ack", func() {
+			act := got.item.(cdb.ActivityExecuteMessage)
+			require.NoError(t, p.AckWorkItem(ctx, got.token, cdb.ActivityCompletedMessage{Instance: instance, ExecutionID: 1, ID: act.ID, Result: "ok"}))
+		})
+	}
+	var item *cdb.OrchestrationItem
+	measure("orchestration fetch, the completions (history cached)", func() {
+		var err error
+		item, token, _, err = p.FetchOrchestrationItem(ctx, time.Minute, time.Second, nil)
+		require.NoError(t, err)
+		require.NotNil(t, item)
+	})
+	require.Len(t, item.Messages, 5, "the five completions in one turn")
+	measure("ack: complete", func() {
+		events := []cdb.Event{{EventID: 12, InstanceID: instance, ExecutionID: 1, DuroxideVersion: "0.1.29",
+			Kind: cdb.OrchestrationCompleted{Output: `"done"`}}}
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, events, nil, nil, providertest.TestOrchMetadata(), nil))
+	})
+
+	byName := map[string]step{}
+	var names []string
+	var total step
+	for _, s := range steps {
+		agg, seen := byName[s.name]
+		if !seen {
+			names = append(names, s.name)
+		}
+		agg.name, agg.requests, agg.ru = s.name, agg.requests+s.requests, agg.ru+s.ru
+		byName[s.name] = agg
+		total.requests, total.ru = total.requests+s.requests, total.ru+s.ru
+	}
+	for _, name := range names {
+		t.Logf("%s | %d requests | %.1f RU", name, byName[name].requests, byName[name].ru)
+	}
+	t.Logf("a fan-out-5 orchestration | %d requests | %.1f RU", total.requests, total.ru)
+	want := map[string]int64{
+		"start, locked for the waiting orchestration fetch": 1, "orchestration fetch, first turn": 0,
+		"ack: schedule 5 activities, locked for the waiting worker fetches": 1, "worker fetch": 0, "worker ack": 5,
+		"orchestration fetch, the completions (history cached)": 2, "ack: complete": 1,
+	}
+	for name, n := range want {
+		assert.Equal(t, n, byName[name].requests, name)
+	}
+	assert.Equal(t, int64(10), total.requests, "against 22 through the queue (TestTheCostOfAFanOutFiveOrchestration)")
+}

@@ -59,6 +59,26 @@ func ackScheduling(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, tok
 	return p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent(instance, 1)}, items, nil, providertest.TestOrchMetadata(), nil)
 }
 
+// firstTurnAndAWaitingWorker is a provider with cfg on a new account,
+// instance's first turn fetched (its lock token), and a worker fetch of
+// the provider waiting (its result).
+func firstTurnAndAWaitingWorker(t *testing.T, cfg cdb.Config, instance string) (context.Context, *cdb.FakeAccount, *cdb.CosmosProvider, string, func() fetchedWork) {
+	t.Helper()
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cfg)
+	token := lockedStart(ctx, t, p, instance)
+	result, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	return ctx, acct, p, token, result
+}
+
+// ackActivity acks the activity got took with a result.
+func ackActivity(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, got fetchedWork) {
+	t.Helper()
+	act := got.item.(cdb.ActivityExecuteMessage)
+	require.NoError(t, p.AckWorkItem(ctx, got.token, cdb.ActivityCompletedMessage{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Result: "ok"}))
+}
+
 // workDocs are the worker items of instance as stored.
 func workDocs(t *testing.T, p *cdb.CosmosProvider, instance string) []map[string]any {
 	t.Helper()
@@ -74,11 +94,7 @@ func workDocs(t *testing.T, p *cdb.CosmosProvider, instance string) []map[string
 }
 
 func TestAnActivityAWaitingFetchWillTakeIsHandedOverWithoutAQueryOrAClaim(t *testing.T) {
-	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	p := newRulesProvider(t, acct, cdb.Config{})
-	token := lockedStart(ctx, t, p, "eager")
-	result, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	ctx, acct, p, token, result := firstTurnAndAWaitingWorker(t, cdb.Config{}, "eager")
 
 	acct.ResetCounts()
 	require.NoError(t, ackScheduling(ctx, t, p, token, "eager", activity("eager", 2, "")))
@@ -96,18 +112,14 @@ func TestAnActivityAWaitingFetchWillTakeIsHandedOverWithoutAQueryOrAClaim(t *tes
 	assert.EqualValues(t, 1, docs[0]["attempts"])
 
 	require.NoError(t, p.RenewWorkItemLock(ctx, got.token, time.Minute))
-	require.NoError(t, p.AckWorkItem(ctx, got.token, cdb.ActivityCompletedMessage{Instance: "eager", ExecutionID: 1, ID: 2, Result: "ok"}))
+	ackActivity(ctx, t, p, got)
 	assert.Empty(t, workDocs(t, p, "eager"))
 }
 
 // Only as many items as fetches wait are locked: the rest wait in the
 // queue, unlocked, for whoever looks.
 func TestItemsBeyondTheWaitingFetchesAreQueuedUnlocked(t *testing.T) {
-	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	p := newRulesProvider(t, acct, cdb.Config{})
-	token := lockedStart(ctx, t, p, "many")
-	result, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	ctx, acct, p, token, result := firstTurnAndAWaitingWorker(t, cdb.Config{}, "many")
 
 	require.NoError(t, ackScheduling(ctx, t, p, token, "many", activity("many", 2, ""), activity("many", 3, ""), activity("many", 4, "")))
 	got := result()
@@ -163,18 +175,14 @@ func TestAnEagerItemOfAProcessThatDiedRunsElsewhereOnceItsLockExpires(t *testing
 	}, 10*time.Second, 20*time.Millisecond)
 	require.NoError(t, got.err)
 	assert.Equal(t, uint32(2), got.attempts, "the eager lock counted one attempt, this claim another")
-	require.NoError(t, survivor.AckWorkItem(ctx, got.token, cdb.ActivityCompletedMessage{Instance: "orphaned", ExecutionID: 1, ID: 2, Result: "ok"}))
+	ackActivity(ctx, t, survivor, got)
 }
 
 // A commit whose answer is lost still hands its eager items over: it is
 // found committed, and each item is read back and taken only if it carries
 // its token.
 func TestAnEagerItemOfACommitWhoseAnswerWasLostIsReadBackAndHandedOver(t *testing.T) {
-	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	p := newRulesProvider(t, acct, cdb.Config{})
-	token := lockedStart(ctx, t, p, "lossy")
-	result, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	ctx, acct, p, token, result := firstTurnAndAWaitingWorker(t, cdb.Config{}, "lossy")
 
 	loseFirstResponse(acct, "Batch", "ActivityExecute")
 	require.NoError(t, ackScheduling(ctx, t, p, token, "lossy", activity("lossy", 2, "")))
@@ -182,17 +190,13 @@ func TestAnEagerItemOfACommitWhoseAnswerWasLostIsReadBackAndHandedOver(t *testin
 	require.NoError(t, got.err)
 	require.NotNil(t, got.item, "handed over after a read back, not left to its lock's expiry")
 	assert.Equal(t, uint32(1), got.attempts)
-	require.NoError(t, p.AckWorkItem(ctx, got.token, cdb.ActivityCompletedMessage{Instance: "lossy", ExecutionID: 1, ID: 2, Result: "ok"}))
+	ackActivity(ctx, t, p, got)
 }
 
 // A retry of an ack whose first try committed unseen writes the same
 // tokens: the items the first try locked are handed over by the retry.
 func TestARetriedAckHandsOverTheItemsItsFirstTryLocked(t *testing.T) {
-	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	p := newRulesProvider(t, acct, cdb.Config{})
-	token := lockedStart(ctx, t, p, "retried")
-	result, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	ctx, acct, p, token, result := firstTurnAndAWaitingWorker(t, cdb.Config{}, "retried")
 
 	loseFirstResponse(acct, "Batch", "ActivityExecute")
 	// A status the client does not retry, so the test does not wait out
@@ -207,7 +211,7 @@ func TestARetriedAckHandsOverTheItemsItsFirstTryLocked(t *testing.T) {
 	require.NoError(t, got.err)
 	require.NotNil(t, got.item)
 	assert.Equal(t, uint32(1), got.attempts)
-	require.NoError(t, p.AckWorkItem(ctx, got.token, cdb.ActivityCompletedMessage{Instance: "retried", ExecutionID: 1, ID: 2, Result: "ok"}))
+	ackActivity(ctx, t, p, got)
 }
 
 // Items a waiting fetch would not take are never locked for it: one with
@@ -231,11 +235,7 @@ func TestOnlyItemsAWaitingFetchTakesAreLocked(t *testing.T) {
 
 // With eager activities off, every item waits in the queue.
 func TestDisableEagerDispatchQueuesEveryItem(t *testing.T) {
-	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	p := newRulesProvider(t, acct, cdb.Config{DisableEagerDispatch: true})
-	token := lockedStart(ctx, t, p, "plain")
-	result, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	ctx, acct, p, token, result := firstTurnAndAWaitingWorker(t, cdb.Config{DisableEagerDispatch: true}, "plain")
 
 	acct.ResetCounts()
 	require.NoError(t, ackScheduling(ctx, t, p, token, "plain", activity("plain", 2, "")))
@@ -418,18 +418,8 @@ func TestTheCostOfAFanOutFiveOrchestrationDispatchedEagerly(t *testing.T) {
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour, ReconcileInterval: time.Hour})
 	const instance = "fan-out-5"
-	type step struct {
-		name     string
-		requests int64
-		ru       float64
-	}
-	var steps []step
-	measure := func(name string, f func()) {
-		before := acct.Counts()
-		f()
-		after := acct.Counts()
-		steps = append(steps, step{name, after.Requests - before.Requests, after.RequestCharge - before.RequestCharge})
-	}
+	costs := &stepCosts{acct: acct}
+	measure := costs.measure
 
 	firstTurn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
 	measure("start, locked for the waiting orchestration fetch", func() {
@@ -475,18 +465,7 @@ func TestTheCostOfAFanOutFiveOrchestrationDispatchedEagerly(t *testing.T) {
 		require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, events, nil, nil, providertest.TestOrchMetadata(), nil))
 	})
 
-	byName := map[string]step{}
-	var names []string
-	var total step
-	for _, s := range steps {
-		agg, seen := byName[s.name]
-		if !seen {
-			names = append(names, s.name)
-		}
-		agg.name, agg.requests, agg.ru = s.name, agg.requests+s.requests, agg.ru+s.ru
-		byName[s.name] = agg
-		total.requests, total.ru = total.requests+s.requests, total.ru+s.ru
-	}
+	byName, names, total := costs.summed()
 	for _, name := range names {
 		t.Logf("%s | %d requests | %.1f RU", name, byName[name].requests, byName[name].ru)
 	}

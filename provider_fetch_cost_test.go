@@ -298,6 +298,42 @@ func TestAStartIsFetchedWithoutALoad(t *testing.T) {
 	}
 }
 
+// stepCosts measures the requests and RU an account serves for named steps.
+type stepCosts struct {
+	acct  *cdb.FakeAccount
+	steps []stepCost
+}
+
+type stepCost struct {
+	name     string
+	requests int64
+	ru       float64
+}
+
+// measure runs f as a step named name.
+func (c *stepCosts) measure(name string, f func()) {
+	before := c.acct.Counts()
+	f()
+	after := c.acct.Counts()
+	c.steps = append(c.steps, stepCost{name, after.Requests - before.Requests, after.RequestCharge - before.RequestCharge})
+}
+
+// summed is the steps summed by name, the names in their first order, and
+// the total.
+func (c *stepCosts) summed() (byName map[string]stepCost, names []string, total stepCost) {
+	byName = map[string]stepCost{}
+	for _, s := range c.steps {
+		agg, seen := byName[s.name]
+		if !seen {
+			names = append(names, s.name)
+		}
+		agg.name, agg.requests, agg.ru = s.name, agg.requests+s.requests, agg.ru+s.ru
+		byName[s.name] = agg
+		total.requests, total.ru = total.requests+s.requests, total.ru+s.ru
+	}
+	return byName, names, total
+}
+
 // The requests and RU of one fan-out-5 orchestration, step by step, as the
 // runtime drives the provider in one process (every step's work announced in
 // process, so each fetch queries one partition), at 1 and 4 partition key
@@ -310,18 +346,8 @@ func TestTheCostOfAFanOutFiveOrchestration(t *testing.T) {
 			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: ranges})
 			p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour, ReconcileInterval: time.Hour})
 			const instance = "fan-out-5"
-			type step struct {
-				name     string
-				requests int64
-				ru       float64
-			}
-			var steps []step
-			measure := func(name string, f func()) {
-				before := acct.Counts()
-				f()
-				after := acct.Counts()
-				steps = append(steps, step{name, after.Requests - before.Requests, after.RequestCharge - before.RequestCharge})
-			}
+			costs := &stepCosts{acct: acct}
+			measure := costs.measure
 			fetchTurn := func() (*cdb.OrchestrationItem, string) {
 				item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, time.Second, nil)
 				require.NoError(t, err)
@@ -360,14 +386,8 @@ func TestTheCostOfAFanOutFiveOrchestration(t *testing.T) {
 				require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, events, nil, nil, providertest.TestOrchMetadata(), nil))
 			})
 
-			byName := map[string]step{}
-			var total step
-			for _, s := range steps {
-				agg := byName[s.name]
-				agg.name, agg.requests, agg.ru = s.name, agg.requests+s.requests, agg.ru+s.ru
-				byName[s.name] = agg
-				total.requests, total.ru = total.requests+s.requests, total.ru+s.ru
-			}
+			byName, _, total := costs.summed()
+			steps := costs.steps
 			for _, name := range []string{"start (enqueue)", "orchestration fetch, first turn", "ack: schedule 5 activities", "worker fetch", "worker ack",
 				"orchestration fetch, the completions (history cached)", "ack: complete"} {
 				s := byName[name]

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -188,17 +187,10 @@ func (e *eagerItems) removed(key stampKey) {
 func (e *eagerItems) check(v *violations, describe func(node string) string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	writers := make([]string, 0, len(e.others))
-	for w := range e.others {
-		writers = append(writers, w)
-	}
-	sort.Strings(writers)
-	for _, w := range writers {
+	for _, w := range writersLeavingMost(e.own, e.others, eagerMinSample, eagerMaxShare) {
 		total := e.own[w] + e.others[w]
-		if total >= eagerMinSample && float64(e.others[w]) > eagerMaxShare*float64(total) {
-			v.add(invEagerTakenByWriter, "", fmt.Sprintf("%s locked %d %s to itself eagerly and took %d itself: %d were hidden until their locks expired, for a fetch that did not take them (%s)",
-				w, total, e.what, e.own[w], e.others[w], describe(w)))
-		}
+		v.add(invEagerTakenByWriter, "", fmt.Sprintf("%s locked %d %s to itself eagerly and took %d itself: %d were hidden until their locks expired, for a fetch that did not take them (%s)",
+			w, total, e.what, e.own[w], e.others[w], describe(w)))
 	}
 }
 

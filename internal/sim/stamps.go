@@ -109,18 +109,25 @@ func (s *stamps) consumed(node string, key stampKey) {
 func (s *stamps) check(v *violations, describe func(node string) string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	writers := make([]string, 0, len(s.others))
-	for w := range s.others {
-		writers = append(writers, w)
-	}
-	sort.Strings(writers)
-	for _, w := range writers {
+	for _, w := range writersLeavingMost(s.own, s.others, stampMinSample, stampMaxShare) {
 		total := s.own[w] + s.others[w]
-		if total >= stampMinSample && float64(s.others[w]) > stampMaxShare*float64(total) {
-			v.add(invStampHonoured, "", fmt.Sprintf("%s stamped %d queue items as its own and took %d itself: %d waited up to a poll interval for a writer that did not take them (%s)",
-				w, total, s.own[w], s.others[w], describe(w)))
+		v.add(invStampHonoured, "", fmt.Sprintf("%s stamped %d queue items as its own and took %d itself: %d waited up to a poll interval for a writer that did not take them (%s)",
+			w, total, s.own[w], s.others[w], describe(w)))
+	}
+}
+
+// writersLeavingMost are the writers (sorted) that left more than maxShare
+// of at least minSample of their items to others: own and others count
+// the items each writer took itself and those others took.
+func writersLeavingMost(own, others map[string]int, minSample int, maxShare float64) []string {
+	var writers []string
+	for w, n := range others {
+		if total := own[w] + n; total >= minSample && float64(n) > maxShare*float64(total) {
+			writers = append(writers, w)
 		}
 	}
+	sort.Strings(writers)
+	return writers
 }
 
 // summary is the per-writer counts, for the report.

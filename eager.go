@@ -31,6 +31,7 @@ package cdb
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,7 +46,14 @@ type eagerWork struct {
 	mu       sync.Mutex
 	fetches  map[string]*eagerFetches // running worker fetches, by TagFilter.String()
 	promised int                      // items reserved by acks not settled yet
-	ready    []*workLock              // committed, locked, not handed out yet
+	ready    []readyWork              // committed, locked, not handed out yet
+	now      func() int64             // ms, the provider's clock
+}
+
+// readyWork is a ready item and when it became ready (ms).
+type readyWork struct {
+	lock  *workLock
+	since int64
 }
 
 // eagerFetches are the running worker fetches of one tag filter.
@@ -55,11 +63,11 @@ type eagerFetches struct {
 	lockTimeout time.Duration // the latest fetch's
 }
 
-func newEagerWork(off bool) *eagerWork {
+func newEagerWork(off bool, now func() int64) *eagerWork {
 	if off {
 		return nil
 	}
-	return &eagerWork{fetches: map[string]*eagerFetches{}}
+	return &eagerWork{fetches: map[string]*eagerFetches{}, now: now}
 }
 
 // eagerScope is the announcement that an eager item is ready: a look with
@@ -125,7 +133,10 @@ func (e *eagerWork) settle(reserved int, committed []*workLock) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.promised -= reserved
-	e.ready = append(e.ready, committed...)
+	now := e.now()
+	for _, l := range committed {
+		e.ready = append(e.ready, readyWork{lock: l, since: now})
+	}
 }
 
 // take removes and returns the oldest ready item a fetch with tags may
@@ -138,7 +149,7 @@ func (e *eagerWork) take(tags TagFilter, nowMs int64) *workLock {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for i := 0; i < len(e.ready); {
-		l := e.ready[i]
+		l := e.ready[i].lock
 		if l.lockedUntil <= nowMs {
 			e.ready = append(e.ready[:i], e.ready[i+1:]...)
 			continue
@@ -150,6 +161,28 @@ func (e *eagerWork) take(tags TagFilter, nowMs int64) *workLock {
 		i++
 	}
 	return nil
+}
+
+// stale removes and returns the ready items that waited since before
+// readySince (ms) for a fetch, and still hold their lock.
+func (e *eagerWork) stale(readySince, nowMs int64) []*workLock {
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []*workLock
+	kept := e.ready[:0]
+	for _, r := range e.ready {
+		switch {
+		case r.since >= readySince:
+			kept = append(kept, r)
+		case r.lock.lockedUntil > nowMs:
+			out = append(out, r.lock)
+		}
+	}
+	e.ready = kept
+	return out
 }
 
 // eagerToken is the lock token an ack writes into the worker item of an
@@ -195,4 +228,51 @@ func (p *CosmosProvider) handOutEager(ctx context.Context, lock *workLock, lockT
 		return fetchedWork{}, false
 	}
 	return fetchedWork{item: WithVisibleAt(item, time.UnixMilli(lock.doc.VisibleAt)), token: lock.token, attempts: lock.doc.Attempts}, true
+}
+
+// giveBackEager releases, as an abandon that counts no attempt, the items
+// and instances locked eagerly for this process's fetches that no fetch
+// took since before readySince (ms): the fetch they were locked for went
+// away (a shutdown, a cancelled call) or is busy, and hiding them until
+// their locks expire would stall them for a lock's length instead of a
+// poll interval. One whose release fails is left to its lock's expiry.
+func (p *CosmosProvider) giveBackEager(ctx context.Context, readySince int64) {
+	now := p.nowMs()
+	for _, lock := range p.eager.stale(readySince, now) {
+		p.workLocks.put(lock.token, lock)
+		if err := p.AbandonWorkItem(ctx, lock.token, 0, true); err != nil {
+			p.log.Debug("cdb: could not give back a work item locked eagerly; it waits for its lock's expiry", "item", lock.doc.ID, "error", err)
+		}
+	}
+	for _, t := range p.eagerStarts.stale(readySince, now) {
+		p.releaseQuietly(ctx, t.lock)
+	}
+}
+
+// runEagerGiveBack gives back, every poll interval, what waited a poll
+// interval for a fetch of this process, until ctx ends.
+func (p *CosmosProvider) runEagerGiveBack(ctx context.Context) {
+	interval := p.cfg.PollInterval
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			p.giveBackEager(ctx, p.nowMs()-interval.Milliseconds())
+		}
+	}
+}
+
+// closeGiveBackTimeout bounds what Close spends giving back what was
+// locked eagerly and never handed out.
+const closeGiveBackTimeout = 5 * time.Second
+
+// giveBackAllEager gives back everything locked eagerly and not handed
+// out, as the provider closes: no fetch of this process will take it.
+func (p *CosmosProvider) giveBackAllEager() {
+	ctx, cancel := context.WithTimeout(context.Background(), closeGiveBackTimeout)
+	defer cancel()
+	p.giveBackEager(ctx, math.MaxInt64)
 }

@@ -44,14 +44,21 @@ type eagerStarts struct {
 	running     int           // orchestration fetches running now
 	lockTimeout time.Duration // the latest fetch's
 	promised    int           // starts reserved and not settled yet
-	ready       []*lockedTurn // locked, not handed out yet
+	ready       []readyTurn   // locked, not handed out yet
+	now         func() int64  // ms, the provider's clock
 }
 
-func newEagerStarts(off bool) *eagerStarts {
+// readyTurn is a ready instance and when it became ready (ms).
+type readyTurn struct {
+	turn  *lockedTurn
+	since int64
+}
+
+func newEagerStarts(off bool, now func() int64) *eagerStarts {
 	if off {
 		return nil
 	}
-	return &eagerStarts{}
+	return &eagerStarts{now: now}
 }
 
 // fetching records a running orchestration fetch until the returned
@@ -92,7 +99,7 @@ func (e *eagerStarts) settle(t *lockedTurn) {
 	defer e.mu.Unlock()
 	e.promised--
 	if t != nil {
-		e.ready = append(e.ready, t)
+		e.ready = append(e.ready, readyTurn{turn: t, since: e.now()})
 	}
 }
 
@@ -105,13 +112,35 @@ func (e *eagerStarts) take(nowMs int64) *lockedTurn {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for len(e.ready) > 0 {
-		t := e.ready[0]
+		t := e.ready[0].turn
 		e.ready = e.ready[1:]
 		if t.until > nowMs {
 			return t
 		}
 	}
 	return nil
+}
+
+// stale removes and returns the ready instances that waited since before
+// readySince (ms) for a fetch, and still hold their lock.
+func (e *eagerStarts) stale(readySince, nowMs int64) []*lockedTurn {
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []*lockedTurn
+	kept := e.ready[:0]
+	for _, r := range e.ready {
+		switch {
+		case r.since >= readySince:
+			kept = append(kept, r)
+		case r.turn.until > nowMs:
+			out = append(out, r.turn)
+		}
+	}
+	e.ready = kept
+	return out
 }
 
 // eagerStart is a start written locked to this process: what its batch

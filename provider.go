@@ -331,8 +331,8 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	p.filterMisses = newFilterMisses()
 	p.orchSignal = newCoalescingQueueSignal(cfg.ShortPolling, p.now)
 	p.workSignal = newQueueSignal(cfg.ShortPolling, p.now)
-	p.eager = newEagerWork(cfg.ShortPolling || cfg.DisableEagerDispatch)
-	p.eagerStarts = newEagerStarts(cfg.ShortPolling || cfg.DisableEagerDispatch)
+	p.eager = newEagerWork(cfg.ShortPolling || cfg.DisableEagerDispatch, p.nowMs)
+	p.eagerStarts = newEagerStarts(cfg.ShortPolling || cfg.DisableEagerDispatch, p.nowMs)
 	bg, stop := context.WithCancel(context.Background())
 	p.stop = stop
 	if cfg.Leases == nil {
@@ -361,6 +361,13 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		go func() {
 			defer p.done.Done()
 			p.watchIndexUpgrade(bg)
+		}()
+	}
+	if p.eager != nil {
+		p.done.Add(1)
+		go func() {
+			defer p.done.Done()
+			p.runEagerGiveBack(bg)
 		}()
 	}
 	if p.tel.on && cfg.GaugeInterval > 0 {
@@ -462,6 +469,7 @@ func explainContainerRead(ctx context.Context, client *Client, cfg Config, err e
 // in Cosmos DB for the next process's reconciler.
 func (p *CosmosProvider) Close() error {
 	p.closeOnce.Do(func() {
+		p.giveBackAllEager()
 		p.stop()
 		p.done.Wait()
 		p.orchSignal.stop()

@@ -3,6 +3,9 @@ package cdb_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/http"
+	"sync/atomic"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +82,39 @@ func ackActivity(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, got f
 	require.NoError(t, p.AckWorkItem(ctx, got.token, cdb.ActivityCompletedMessage{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Result: "ok"}))
 }
 
+// crashableProvider is a provider with cfg on acct whose process can be
+// killed: crash cuts its transport, so nothing it sends afterwards reaches
+// the account (as a killed process's requests), then closes it.
+func crashableProvider(t *testing.T, acct *cdb.FakeAccount, cfg cdb.Config) (p *cdb.CosmosProvider, crash func()) {
+	t.Helper()
+	var dead atomic.Bool
+	client, err := cdb.NewClient(acct.Endpoint(), cdb.ClientOptions{Key: acct.Key(), Transport: cutTransport{next: acct.Transport(), dead: &dead},
+		Retry: cdb.RetryOptions{MaxAttempts: 1}})
+	require.NoError(t, err)
+	cfg.Client = client
+	p, err = cdb.NewProvider(context.Background(), cfg)
+	require.NoError(t, err)
+	crash = func() {
+		dead.Store(true)
+		_ = p.Close()
+	}
+	t.Cleanup(crash)
+	return p, crash
+}
+
+// cutTransport fails every request once dead is set.
+type cutTransport struct {
+	next http.RoundTripper
+	dead *atomic.Bool
+}
+
+func (c cutTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if c.dead.Load() {
+		return nil, errors.New("the process was killed")
+	}
+	return c.next.RoundTrip(r)
+}
+
 // workDocs are the worker items of instance as stored.
 func workDocs(t *testing.T, p *cdb.CosmosProvider, instance string) []map[string]any {
 	t.Helper()
@@ -150,18 +186,16 @@ func TestAnEagerItemOfAProcessThatDiedRunsElsewhereOnceItsLockExpires(t *testing
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	const lock = 500 * time.Millisecond
-	dying, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client()})
-	require.NoError(t, err)
+	dying, crash := crashableProvider(t, acct, cdb.Config{})
 	token := lockedStart(ctx, t, dying, "orphaned")
 	_, stop := waitingWorker(ctx, t, dying, lock, cdb.DefaultOnlyFilter())
 	cdb.AfterAckPlannedForTest(dying, stop) // the fetch goes away after the item is locked for it
 	require.NoError(t, ackScheduling(ctx, t, dying, token, "orphaned", activity("orphaned", 2, "")))
-	require.NoError(t, dying.Close())
-	docs := workDocs(t, dying, "orphaned")
+	crash()
+	survivor := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	docs := workDocs(t, survivor, "orphaned")
 	require.Len(t, docs, 1)
 	require.NotNil(t, docs[0]["lockToken"], "locked for the fetch that left")
-
-	survivor := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
 	lockedUntil := time.UnixMilli(int64(docs[0]["lockedUntil"].(float64)))
 	if time.Now().Before(lockedUntil.Add(-100 * time.Millisecond)) {
 		item, _, _, err := survivor.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
@@ -339,8 +373,7 @@ func waitingOrchestrator(ctx context.Context, t *testing.T, p *cdb.CosmosProvide
 func TestAnEagerStartOfAProcessThatDiedRunsElsewhereOnceItsLockExpires(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	dying, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client()})
-	require.NoError(t, err)
+	dying, crash := crashableProvider(t, acct, cdb.Config{})
 	_, stop := waitingOrchestrator(ctx, t, dying, 500*time.Millisecond)
 	acct.InjectFault(cdb.FakeFault{Times: 1, Match: func(r cdb.FakeRequest) bool {
 		if r.Operation == "Batch" && strings.Contains(string(r.Body), "StartOrchestration") {
@@ -349,7 +382,7 @@ func TestAnEagerStartOfAProcessThatDiedRunsElsewhereOnceItsLockExpires(t *testin
 		return false
 	}})
 	require.NoError(t, dying.EnqueueForOrchestrator(ctx, providertest.StartItem("orphaned"), 0))
-	require.NoError(t, dying.Close())
+	crash()
 
 	survivor := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
 	var got fetchedTurn
@@ -479,4 +512,66 @@ func TestTheCostOfAFanOutFiveOrchestrationDispatchedEagerly(t *testing.T) {
 		assert.Equal(t, n, byName[name].requests, name)
 	}
 	assert.Equal(t, int64(10), total.requests, "against 22 through the queue (TestTheCostOfAFanOutFiveOrchestration)")
+}
+
+// What was locked eagerly for a fetch that never took it is given back to
+// the queue (its lock released, the attempt undone) once it waited a poll
+// interval, and at once when the provider closes: it never waits out a
+// lock's length for nobody (a shutdown while a turn commits, a busy
+// process).
+func TestAnEagerItemNoFetchTakesIsGivenBack(t *testing.T) {
+	for name, giveBack := range map[string]func(p *cdb.CosmosProvider){
+		"after a poll interval": func(*cdb.CosmosProvider) {},
+		"at close":              func(p *cdb.CosmosProvider) { require.NoError(t, p.Close()) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := rulesContext(t)
+			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+			pollInterval := time.Hour
+			if name == "after a poll interval" {
+				pollInterval = 200 * time.Millisecond
+			}
+			p := newRulesProvider(t, acct, cdb.Config{PollInterval: pollInterval})
+			token := lockedStart(ctx, t, p, "unclaimed")
+			_, stop := waitingWorker(ctx, t, p, time.Hour, cdb.DefaultOnlyFilter())
+			cdb.AfterAckPlannedForTest(p, stop) // the fetch goes away after the item is locked for it
+			require.NoError(t, ackScheduling(ctx, t, p, token, "unclaimed", activity("unclaimed", 2, "")))
+			giveBack(p)
+
+			other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+			var got fetchedWork
+			require.Eventually(t, func() bool {
+				got.item, got.token, got.attempts, got.err = other.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+				return got.err != nil || got.item != nil
+			}, 10*time.Second, 20*time.Millisecond, "given back long before its hour-long lock ends")
+			require.NoError(t, got.err)
+			assert.Equal(t, uint32(1), got.attempts, "the eager lock's attempt undone")
+			ackActivity(ctx, t, other, got)
+		})
+	}
+}
+
+// The same for an instance started locked for a fetch that went away.
+func TestAnEagerStartNoFetchTakesIsGivenBack(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: 200 * time.Millisecond})
+	_, stop := waitingOrchestrator(ctx, t, p, time.Hour)
+	acct.InjectFault(cdb.FakeFault{Times: 1, Match: func(r cdb.FakeRequest) bool {
+		if r.Operation == "Batch" && strings.Contains(string(r.Body), "StartOrchestration") {
+			stop() // the fetch goes away while the start is written for it
+		}
+		return false
+	}})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("unclaimed"), 0))
+
+	other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	var got fetchedTurn
+	require.Eventually(t, func() bool {
+		got.item, got.token, got.attempts, got.err = other.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		return got.err != nil || got.item != nil
+	}, 10*time.Second, 20*time.Millisecond, "given back long before its hour-long lock ends")
+	require.NoError(t, got.err)
+	assert.Equal(t, uint32(1), got.attempts, "the eager lock's attempt undone")
+	require.NoError(t, other.AckOrchestrationItem(ctx, got.token, 1, []cdb.Event{providertest.StartedEvent("unclaimed", 1)}, nil, nil, providertest.TestOrchMetadata(), nil))
 }

@@ -13,9 +13,9 @@ package cdb
 // it out, its lock expires and any fetch takes it, the attempt counted; a
 // cancellation's tombstone or a deletion ends it as it ends a claimed one.
 // Three rules keep it so:
-//   - only the commit's own batch writes an item locked: an item the
-//     outbox carries (a commit too large for one batch) is written
-//     unlocked, by the relay, later;
+//   - only a commit batch that holds the whole turn writes an item locked:
+//     a turn with an outbox is a large one, whose request may outlast a
+//     short lock counted from its plan, so all its items go unlocked;
 //   - an item is handed out only once the commit is known to have applied,
 //     and only while its lock has a quarter of its timeout left, else it is
 //     renewed first (refreshClaim, as a claim that took long);
@@ -27,7 +27,9 @@ package cdb
 // How many items a commit locks is bounded by the worker fetches of this
 // process that are waiting now, less the items already locked for them:
 // an item locked for nobody would be hidden from the other processes until
-// its lock expired.
+// its lock expired. And nothing waits longer than a poll interval for a
+// fetch of this process: what none took by then, or by Close, is given
+// back to the queue (giveBackEager).
 
 import (
 	"context"

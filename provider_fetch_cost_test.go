@@ -410,3 +410,67 @@ func TestWorkerCandidateQueriesLeaveTheItemOut(t *testing.T) {
 	}
 	assert.Positive(t, queries)
 }
+
+// Work this process writes while no fetch waits is announced for the
+// fetches to come, and none of it is left to the idle poll (an hour away
+// here), however much of it there is: a fan-out's items are kept as one
+// partition's announcements, and the items of partitions beyond those kept
+// are found by looks at the whole queue that do not wait for the poll
+// interval. Before, at most 256 items' announcements were kept, the oldest
+// dropped, and a whole look (one a poll interval) took one of the others
+// and announced 16: at 50 fan-outs of 20 in flight, instances waited 45 s.
+func TestWorkWrittenWhileNoFetchWaitsIsNeverLeftToTheIdlePoll(t *testing.T) {
+	for _, tc := range []struct {
+		name                   string
+		instances, perInstance int
+	}{
+		{"fan-outs of 20 in 15 partitions", 15, 20},
+		{"one item in each of 300 partitions", 300, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := rulesContext(t)
+			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+			p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+			none, _, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+			require.NoError(t, err)
+			require.Nil(t, none, "the queue is empty, and looked at: the next idle poll is an hour away")
+			for i := range tc.instances {
+				for id := range tc.perInstance {
+					require.NoError(t, p.EnqueueForWorker(ctx, activity(fmt.Sprintf("fan-%03d", i), uint64(id+2), "")))
+				}
+			}
+			total := tc.instances * tc.perInstance
+			for n := range total {
+				item, _, _, err := p.FetchWorkItem(ctx, time.Minute, 2*time.Second, nil, cdb.DefaultOnlyFilter())
+				require.NoError(t, err)
+				require.NotNil(t, item, "item %d of %d is found before the fetch's poll timeout", n+1, total)
+			}
+		})
+	}
+}
+
+// A partition's announcements are kept as one, and a look for one of them
+// that finds the partition empty drops the others: their work is gone
+// (another process took it here), and each would cost a query for nothing.
+func TestALookThatFindsAnAnnouncedPartitionEmptyDropsItsOtherAnnouncements(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	writer := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	other := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	for id := range 5 {
+		require.NoError(t, writer.EnqueueForWorker(ctx, activity("gone", uint64(id+2), "")))
+	}
+	require.Equal(t, []string{"gone", "gone", "gone", "gone", "gone"}, cdb.AnnouncementsForTest(writer))
+	for range 5 {
+		item, _, _, err := other.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+		require.NoError(t, err)
+		require.NotNil(t, item)
+	}
+
+	log := logRequests(acct)
+	item, _, _, err := writer.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.Nil(t, item)
+	assert.Empty(t, cdb.AnnouncementsForTest(writer), "the partition's other announcements are dropped")
+	assert.Equal(t, []string{"Query", "Query"}, log.ops(), "the announced partition, then the whole queue")
+}

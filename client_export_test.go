@@ -26,12 +26,15 @@ func WaitingFetchesForTest(p *CosmosProvider, queue string) int {
 func AnnouncementsForTest(p *CosmosProvider) []string {
 	p.workSignal.mu.Lock()
 	defer p.workSignal.mu.Unlock()
-	out := make([]string, len(p.workSignal.tokens))
-	for i, pk := range p.workSignal.tokens {
+	var out []string
+	for _, t := range p.workSignal.tokens {
+		pk := t.pk
 		if pk == eagerScope {
 			pk = "(eager)"
 		}
-		out[i] = pk
+		for range t.items {
+			out = append(out, pk)
+		}
 	}
 	return out
 }

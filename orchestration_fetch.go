@@ -194,6 +194,13 @@ func (p *CosmosProvider) lockFirstFree(ctx context.Context, groups []instanceGro
 		}
 		var skip *skipError
 		switch {
+		case errors.As(err, &skip) && p.wakeLater.deferIfHeld(g.pk, p.holdsInstance):
+			// Another fetch of this process locked it after this look
+			// checked: looked at again when that fetch lets go, which
+			// will not wait for its lock to expire.
+			skipped++
+			contended = true
+			continue
 		case errors.As(err, &skip):
 			skipped++
 			p.contended.noteUntil(fk, g.pk, skip.until)

@@ -57,9 +57,10 @@ func poll[T any](ctx context.Context, p *CosmosProvider, w queueWatch, pollTimeo
 		seen = ^uint64(0)
 	}
 	announced, hasAnnounced := "", false
+	var announcedAt uint64 // the kept announcements when announced was taken from them (0: handed over)
 	for {
 		if !hasAnnounced && !p.cfg.ShortPolling {
-			announced, hasAnnounced = sig.takeToken()
+			announced, announcedAt, hasAnnounced = sig.takeToken()
 		}
 		if hasAnnounced {
 			res, outcome, err := attempt(ctx, lookScope{pk: announced})
@@ -67,6 +68,10 @@ func poll[T any](ctx context.Context, p *CosmosProvider, w queueWatch, pollTimeo
 			if err != nil || outcome == outcomeFound {
 				return res, outcome == outcomeFound, err
 			}
+			if outcome == outcomeEmpty {
+				sig.drained(announced, announcedAt)
+			}
+			announcedAt = 0
 		}
 		changed, gen := sig.state()
 		res, outcome, err := pollOnce(ctx, p, w, gen != seen, attempt)
@@ -91,7 +96,7 @@ func poll[T any](ctx context.Context, p *CosmosProvider, w queueWatch, pollTimeo
 				wakeAt = soon
 			}
 		}
-		if announced, hasAnnounced = sig.takeToken(); hasAnnounced {
+		if announced, announcedAt, hasAnnounced = sig.takeToken(); hasAnnounced {
 			continue // announced while this fetch looked
 		}
 		wake, cancel := sig.await()
@@ -162,14 +167,17 @@ func (p *CosmosProvider) idleScope(leaseKey string) []int {
 // queue's poll window closed only when it found nothing.
 func lookAt[T any](ctx context.Context, p *CosmosProvider, w queueWatch, slots []int, attempt pollAttempt[T]) (T, pollOutcome, error) {
 	sig, view := w.signal, w.view
+	spills := sig.spillMark()
 	res, outcome, err := attempt(ctx, lookScope{slots: slots})
 	switch {
 	case err != nil:
 		sig.reopen(view)
 	case outcome == outcomeEmpty:
+		sig.spillEmpty(spills)
 		sig.closeFor(view, p.now(), p.cfg.PollInterval)
 	case outcome == outcomeFound:
 		// The attempt announced the other candidates it saw.
+		sig.spillTaken()
 		sig.mayHoldMore()
 	default:
 		sig.reopen(view)

@@ -1,12 +1,15 @@
 package cdb_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -429,4 +432,155 @@ func TestWorkerCandidateQueriesLeaveTheItemOut(t *testing.T) {
 		assert.NotContains(t, body, "c.item", "and not the item")
 	}
 	assert.Positive(t, queries)
+}
+
+// Work this process writes while no fetch waits is announced for the
+// fetches to come, and none of it is left to the idle poll (an hour away
+// here), however much of it there is: a fan-out's items are kept as one
+// partition's announcements, and the items of partitions beyond those kept
+// are found by looks at the whole queue that do not wait for the poll
+// interval. Before, at most 256 items' announcements were kept, the oldest
+// dropped, and a whole look (one a poll interval) took one of the others
+// and announced 16: at 50 fan-outs of 20 in flight, instances waited 45 s.
+func TestWorkWrittenWhileNoFetchWaitsIsNeverLeftToTheIdlePoll(t *testing.T) {
+	for _, tc := range []struct {
+		name                   string
+		instances, perInstance int
+	}{
+		{"fan-outs of 20 in 15 partitions", 15, 20},
+		{"one item in each of 300 partitions", 300, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := rulesContext(t)
+			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+			p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+			none, _, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+			require.NoError(t, err)
+			require.Nil(t, none, "the queue is empty, and looked at: the next idle poll is an hour away")
+			for i := range tc.instances {
+				for id := range tc.perInstance {
+					require.NoError(t, p.EnqueueForWorker(ctx, activity(fmt.Sprintf("fan-%03d", i), uint64(id+2), "")))
+				}
+			}
+			total := tc.instances * tc.perInstance
+			for n := range total {
+				item, _, _, err := p.FetchWorkItem(ctx, time.Minute, 2*time.Second, nil, cdb.DefaultOnlyFilter())
+				require.NoError(t, err)
+				require.NotNil(t, item, "item %d of %d is found before the fetch's poll timeout", n+1, total)
+			}
+		})
+	}
+}
+
+// A partition's announcements are kept as one, and a look for one of them
+// that finds the partition empty drops the others: their work is gone
+// (another process took it here), and each would cost a query for nothing.
+func TestALookThatFindsAnAnnouncedPartitionEmptyDropsItsOtherAnnouncements(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	writer := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	other := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	for id := range 5 {
+		require.NoError(t, writer.EnqueueForWorker(ctx, activity("gone", uint64(id+2), "")))
+	}
+	require.Equal(t, []string{"gone", "gone", "gone", "gone", "gone"}, cdb.AnnouncementsForTest(writer))
+	for range 5 {
+		item, _, _, err := other.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+		require.NoError(t, err)
+		require.NotNil(t, item)
+	}
+
+	log := logRequests(acct)
+	item, _, _, err := writer.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.Nil(t, item)
+	assert.Empty(t, cdb.AnnouncementsForTest(writer), "the partition's other announcements are dropped")
+	assert.Equal(t, []string{"Query", "Query"}, log.ops(), "the announced partition, then the whole queue")
+}
+
+// A look that meets an instance locked by another fetch of this process
+// (which locked it after the look's query began) does not pass the instance
+// over until that lock would expire: it looks again when the holder lets
+// go. Before, a message another process wrote, which the holder's batch
+// did not hold, waited for the lock's expiry (5 s in the runtime).
+func TestALookThatMeetsALockOfThisProcessLooksAgainWhenItIsLetGo(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	race := &racedLooks{next: acct.Transport(), pk: `["raced"]`,
+		holderQueried: make(chan struct{}), holderGoes: make(chan struct{}), lookSent: make(chan struct{}), lookGoes: make(chan struct{})}
+	client, err := cdb.NewClient(acct.Endpoint(), cdb.ClientOptions{Key: acct.Key(), Transport: race})
+	require.NoError(t, err)
+	p, err := cdb.NewProvider(ctx, cdb.Config{Client: client, PollInterval: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	elsewhere := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	providertest.CreateInstance(ctx, t, p, "raced")
+	race.armed.Store(true)
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "raced", Name: "first", Data: "{}"}, 0))
+	holder := make(chan fetchResult, 1)
+	go func() {
+		item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		holder <- fetchResult{item, token, err}
+	}()
+	<-race.holderQueried // the holder's look saw the first message
+	require.NoError(t, elsewhere.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "raced", Name: "second", Data: "{}"}, 0))
+	look := make(chan fetchResult, 1)
+	go func() {
+		item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 5*time.Second, nil)
+		look <- fetchResult{item, token, err}
+	}()
+	<-race.lookSent // the other look's query is on its way, the instance not held yet
+	close(race.holderGoes)
+	locked := <-holder
+	require.NoError(t, locked.err)
+	require.NotNil(t, locked.item, "the holder locks the instance with the first message")
+	close(race.lookGoes) // the other look finds the second message, and the lock taken
+	waitForWaiters(t, p, "orchestrator", 1)
+
+	require.NoError(t, p.AckOrchestrationItem(ctx, locked.token, cdb.InitialExecutionID, nil, nil, nil, providertest.TestOrchMetadata(), nil))
+	r := <-look
+	require.NoError(t, r.err)
+	require.NotNil(t, r.item, "the look that met the lock takes the second message once the lock is let go")
+	item := r.item.(*cdb.OrchestrationItem)
+	require.Len(t, item.Messages, 1)
+	assert.Equal(t, "second", item.Messages[0].(cdb.ExternalRaisedMessage).Name)
+}
+
+// racedLooks, once armed, holds the answer to the first candidate query of
+// one partition (the holder's look) until holderGoes, then the next
+// candidate query of the whole queue (the other look) before it is sent,
+// until lookGoes.
+type racedLooks struct {
+	next                      http.RoundTripper
+	pk                        string
+	armed, holderSeen         atomic.Bool
+	holderQueried, holderGoes chan struct{}
+	lookSent, lookGoes        chan struct{}
+}
+
+func (h *racedLooks) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("x-ms-documentdb-isquery") == "" || r.Body == nil || !h.armed.Load() {
+		return h.next.RoundTrip(r)
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if !strings.Contains(string(body), "lockedUntil <= @now") {
+		return h.next.RoundTrip(r)
+	}
+	pk := r.Header.Get("x-ms-documentdb-partitionkey")
+	switch {
+	case pk == h.pk && h.holderSeen.CompareAndSwap(false, true):
+		resp, err := h.next.RoundTrip(r)
+		close(h.holderQueried)
+		<-h.holderGoes
+		return resp, err
+	case pk == "" && h.holderSeen.Load() && h.armed.CompareAndSwap(true, false):
+		close(h.lookSent)
+		<-h.lookGoes
+	}
+	return h.next.RoundTrip(r)
 }

@@ -21,7 +21,16 @@ type queueSignal struct {
 	wake       *time.Timer          // pending notify for work that becomes visible later
 	wakeAt     time.Time
 	waiters    []chan string // waiting long-polling fetches, oldest first
-	tokens     []string      // partitions announced while no fetch waited
+	// tokens are the partitions announced while no fetch waited, the
+	// first announced first, each with its items: a fan-out's items take
+	// one place, so the bound counts partitions, not items.
+	tokens []wakeToken
+	seq    uint64 // counts the announcements kept
+	// spills counts the announcements dropped (maxWakeTokens waited), and
+	// spillsSeen those the looks at the whole queue accounted for since:
+	// while spills is ahead, the queue holds work this process wrote that
+	// no announcement names.
+	spills, spillsSeen uint64
 	// shortPolling fetches never wait, so an announcement reopens every
 	// view's idle window for them, as a notify does.
 	shortPolling bool
@@ -45,8 +54,22 @@ func newCoalescingQueueSignal(shortPolling bool, now func() time.Time) *queueSig
 	return q
 }
 
-// maxWakeTokens bounds the announcements kept for fetches to come; older
-// ones are dropped (the idle poll finds their work).
+// wakeToken is a partition announced while no fetch waited: how many items
+// were announced in it, and the announcement that last added one (seq).
+type wakeToken struct {
+	pk    string
+	items int
+	last  uint64
+}
+
+// maxWakeTokens bounds the partitions whose announcements are kept for
+// fetches to come. Those that find it reached are dropped, not the oldest:
+// the fetches take the kept ones first, and the work of the dropped ones,
+// written later, is found by looks at the whole queue (oldest first),
+// which are then not held to the poll interval (claimPoll). Before, the
+// bound counted items and dropped the oldest: a burst of 50 fan-outs of 20
+// left its first items to the idle poll (17 items a poll interval) while
+// the fetches served the newest, and instances waited 45 s.
 const maxWakeTokens = 256
 
 // announce says this process just put work in partition pk, one call per
@@ -68,14 +91,26 @@ func (q *queueSignal) announce(pks ...string) {
 			w <- pk // buffered, and each waiter gets at most one
 			continue
 		}
-		if q.coalesce && slices.Contains(q.tokens, pk) {
-			continue
-		}
-		if len(q.tokens) == maxWakeTokens {
-			q.tokens = q.tokens[1:]
-		}
-		q.tokens = append(q.tokens, pk)
+		q.keep(pk)
 	}
+}
+
+// keep stores an announcement no fetch waited for.
+func (q *queueSignal) keep(pk string) {
+	if i := slices.IndexFunc(q.tokens, func(t wakeToken) bool { return t.pk == pk }); i >= 0 {
+		if !q.coalesce {
+			q.seq++
+			q.tokens[i].items++
+			q.tokens[i].last = q.seq
+		}
+		return
+	}
+	if len(q.tokens) == maxWakeTokens {
+		q.spills++
+		return
+	}
+	q.seq++
+	q.tokens = append(q.tokens, wakeToken{pk: pk, items: 1, last: q.seq})
 }
 
 // mayHoldMore says a look or a released lock may have left work behind
@@ -92,16 +127,31 @@ func (q *queueSignal) mayHoldMore() {
 	clear(q.idleUntil)
 }
 
-// takeToken returns a partition announced while no fetch waited.
-func (q *queueSignal) takeToken() (string, bool) {
+// takeToken returns a partition announced while no fetch waited, and the
+// announcements kept so far, for drained.
+func (q *queueSignal) takeToken() (pk string, at uint64, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.tokens) == 0 {
-		return "", false
+		return "", 0, false
 	}
-	pk := q.tokens[0]
-	q.tokens = q.tokens[1:]
-	return pk, true
+	t := &q.tokens[0]
+	pk = t.pk
+	if t.items--; t.items == 0 {
+		q.tokens = q.tokens[1:]
+	}
+	return pk, q.seq, true
+}
+
+// drained says a look at partition pk, for an announcement taken when at
+// announcements were kept, found nothing there: the partition's other
+// announcements up to then name work that is gone (taken by a look at the
+// whole queue, or by a fetch woken for another item), and are dropped so
+// they do not cost a query each. Those kept since stay.
+func (q *queueSignal) drained(pk string, at uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.tokens = slices.DeleteFunc(q.tokens, func(t wakeToken) bool { return t.pk == pk && t.last <= at })
 }
 
 // await registers a waiting fetch: the channel receives the partition of
@@ -205,10 +255,17 @@ func (q *queueSignal) state() (<-chan struct{}, uint64) {
 
 // claimPoll lets one fetch of a view query the whole queue: true when the
 // view's poll window is open, and then it closes the window for interval,
-// so the fetches that wait with it do not all query at once.
+// so the fetches that wait with it do not all query at once. While dropped
+// announcements are not accounted for, every claim is granted: only a look
+// at the whole queue finds their work, and one look a poll interval
+// (taking one item, announcing 16 more) would leave the last of n such
+// items waiting n/17 intervals.
 func (q *queueSignal) claimPoll(view string, now time.Time, interval time.Duration) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.spills > q.spillsSeen {
+		return true
+	}
 	if now.Before(q.idleUntil[view]) {
 		return false
 	}
@@ -221,6 +278,30 @@ func (q *queueSignal) isOpen(view string, now time.Time) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return !now.Before(q.idleUntil[view])
+}
+
+// spillMark is the announcements dropped so far, taken before a look, so
+// that the look, if it finds nothing, accounts for those alone.
+func (q *queueSignal) spillMark() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.spills
+}
+
+// spillEmpty says a look at the whole queue that began at mark found it
+// empty: the work of the announcements dropped before it is gone.
+func (q *queueSignal) spillEmpty(mark uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.spillsSeen = max(q.spillsSeen, mark)
+}
+
+// spillTaken accounts for a look at the whole queue that took an item and
+// announced up to maxAnnouncedPerLook others it saw.
+func (q *queueSignal) spillTaken() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.spillsSeen = min(q.spills, q.spillsSeen+1+maxAnnouncedPerLook)
 }
 
 // closeFor marks the view idle for interval.

@@ -2,6 +2,7 @@ package cdb
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -149,6 +150,9 @@ func (q *queueSignal) takeToken() (pk string, at uint64, ok bool) {
 // whole queue, or by a fetch woken for another item), and are dropped so
 // they do not cost a query each. Those kept since stay.
 func (q *queueSignal) drained(pk string, at uint64) {
+	if namesNoPartition(pk) {
+		return // each stands for one item handed over in process, not a look's worth
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.tokens = slices.DeleteFunc(q.tokens, func(t wakeToken) bool { return t.pk == pk && t.last <= at })
@@ -334,3 +338,8 @@ func (q *queueSignal) stop() {
 		q.wake.Stop()
 	}
 }
+
+// namesNoPartition says an announcement stands for an item this process
+// hands over itself (eagerScope, eagerStartScope), not for a partition to
+// look in.
+func namesNoPartition(pk string) bool { return strings.HasPrefix(pk, "\x00") }

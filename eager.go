@@ -255,16 +255,7 @@ func (p *CosmosProvider) giveBackEager(ctx context.Context, readySince int64) {
 // interval for a fetch of this process, until ctx ends.
 func (p *CosmosProvider) runEagerGiveBack(ctx context.Context) {
 	interval := p.cfg.PollInterval
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			p.giveBackEager(ctx, p.nowMs()-interval.Milliseconds())
-		}
-	}
+	runEvery(ctx, interval, func() { p.giveBackEager(ctx, p.nowMs()-interval.Milliseconds()) })
 }
 
 // closeGiveBackTimeout bounds what Close spends giving back what was

@@ -380,6 +380,21 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	return p, nil
 }
 
+// runEvery calls fn every interval until ctx ends: a background loop of
+// the provider's.
+func runEvery(ctx context.Context, interval time.Duration, fn func()) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			fn()
+		}
+	}
+}
+
 // ErrAccountUnsupported is what NewProvider reports for an account whose
 // settings break what the provider relies on: a default consistency level
 // weaker than Session, or multi-region writes.

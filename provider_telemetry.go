@@ -129,16 +129,7 @@ func (t *providerTelemetry) withOrchestrationName(ctx context.Context, name stri
 
 // runGauges samples the gauges every interval until ctx ends.
 func (p *CosmosProvider) runGauges(ctx context.Context, interval time.Duration) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			p.sampleGauges(ctx, min(interval, maxGaugeSampleTime))
-		}
-	}
+	runEvery(ctx, interval, func() { p.sampleGauges(ctx, min(interval, maxGaugeSampleTime)) })
 }
 
 // sampleGauges takes one sample within limit, with SampleQueues' parts: a

@@ -213,15 +213,17 @@ func (w *startWrite) eagerStartWritten(inst instanceDoc, resp TransactionalBatch
 }
 
 // settleEagerStart ends w's reservation: once its batch is known to have
-// applied (and the start did not fail, err), the instance is ready for the
-// waiting fetches and announced to them; ready says so. A start that is not
-// ready is announced as any other.
+// applied, the instance is ready for the waiting fetches and announced to
+// them; ready says so. A start that failed (err) after a send whose answer
+// was lost may have applied all the same: it is resolved too, so its
+// instance is not left locked for nobody. A start that is not ready is
+// announced as any other.
 func (p *CosmosProvider) settleEagerStart(ctx context.Context, w startWrite, err error) (ready bool) {
 	if w.eager == nil {
 		return false
 	}
 	var t *lockedTurn
-	if err == nil {
+	if err == nil || w.eager.maybe {
 		t = p.eagerTurn(ctx, w)
 	}
 	p.eagerStarts.settle(t)

@@ -575,3 +575,24 @@ func TestAnEagerStartNoFetchTakesIsGivenBack(t *testing.T) {
 	assert.Equal(t, uint32(1), got.attempts, "the eager lock's attempt undone")
 	require.NoError(t, other.AckOrchestrationItem(ctx, got.token, 1, []cdb.Event{providertest.StartedEvent("unclaimed", 1)}, nil, nil, providertest.TestOrchMetadata(), nil))
 }
+
+// A start whose first send applied unseen and whose resend failed is
+// reported failed, but its instance is locked for the waiting fetch all the
+// same: it is resolved and handed over, not left locked for nobody.
+func TestAFailedEagerStartThatAppliedUnseenIsHandedOver(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{})
+	result, _ := waitingOrchestrator(ctx, t, p, time.Hour)
+	loseFirstResponse(acct, "Batch", "StartOrchestration")
+	// A status nothing retries, on the resend.
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 400, Times: 1, Match: func(r cdb.FakeRequest) bool {
+		return r.Operation == "Batch" && strings.Contains(string(r.Body), "StartOrchestration")
+	}})
+	require.Error(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("unseen"), 0), "the resend failed")
+	got := result()
+	require.NoError(t, got.err)
+	require.NotNil(t, got.item, "the start applied: its instance is handed over, not left to an hour-long lock")
+	assert.Equal(t, "unseen", got.item.Instance)
+	require.NoError(t, p.AckOrchestrationItem(ctx, got.token, 1, []cdb.Event{providertest.StartedEvent("unseen", 1)}, nil, nil, providertest.TestOrchMetadata(), nil))
+}

@@ -36,156 +36,12 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
-
-// eagerWork is this process's worker fetches as eager activities see
-// them, and the items committed for them. nil when fetches never wait
-// (Config.ShortPolling: there is nobody to hand an item to) or eager
-// activities are off (Config.DisableEagerDispatch).
-type eagerWork struct {
-	mu       sync.Mutex
-	fetches  map[string]*eagerFetches // running worker fetches, by TagFilter.String()
-	promised int                      // items reserved by acks not settled yet
-	ready    []readyWork              // committed, locked, not handed out yet
-	now      func() int64             // ms, the provider's clock
-}
-
-// readyWork is a ready item and when it became ready (ms).
-type readyWork struct {
-	lock  *workLock
-	since int64
-}
-
-// eagerFetches are the running worker fetches of one tag filter.
-type eagerFetches struct {
-	filter      TagFilter
-	running     int
-	lockTimeout time.Duration // the latest fetch's
-}
-
-func newEagerWork(off bool, now func() int64) *eagerWork {
-	if off {
-		return nil
-	}
-	return &eagerWork{fetches: map[string]*eagerFetches{}, now: now}
-}
 
 // eagerScope is the announcement that an eager item is ready: a look with
 // it takes a ready item or nothing, and never queries.
 const eagerScope = "\x00eager"
-
-// fetching records a running worker fetch until the returned function is
-// called.
-func (e *eagerWork) fetching(tags TagFilter, lockTimeout time.Duration) (done func()) {
-	if e == nil {
-		return func() {}
-	}
-	key := tags.String()
-	e.mu.Lock()
-	f := e.fetches[key]
-	if f == nil {
-		f = &eagerFetches{filter: tags}
-		e.fetches[key] = f
-	}
-	f.running++
-	f.lockTimeout = lockTimeout
-	e.mu.Unlock()
-	return func() {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if f.running--; f.running == 0 {
-			delete(e.fetches, key)
-		}
-	}
-}
-
-// reserve promises one item with tag to a waiting fetch that takes it,
-// when one is not promised another item yet, and says how long to lock it.
-func (e *eagerWork) reserve(tag *string) (time.Duration, bool) {
-	if e == nil {
-		return 0, false
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	free := -len(e.ready) - e.promised
-	var timeout time.Duration
-	for _, f := range e.fetches {
-		if f.filter.Matches(tag) {
-			free += f.running
-			if timeout == 0 || f.lockTimeout < timeout {
-				timeout = f.lockTimeout
-			}
-		}
-	}
-	if free <= 0 || timeout <= 0 {
-		return 0, false
-	}
-	e.promised++
-	return timeout, true
-}
-
-// settle ends an ack's reservations: the items its commit locked are
-// ready for the fetches (none when it did not commit).
-func (e *eagerWork) settle(reserved int, committed []*workLock) {
-	if e == nil || reserved == 0 {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.promised -= reserved
-	now := e.now()
-	for _, l := range committed {
-		e.ready = append(e.ready, readyWork{lock: l, since: now})
-	}
-}
-
-// take removes and returns the oldest ready item a fetch with tags may
-// take, dropping those whose lock expired on the way (the store's queue
-// has them back: whoever looks takes them).
-func (e *eagerWork) take(tags TagFilter, nowMs int64) *workLock {
-	if e == nil {
-		return nil
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for i := 0; i < len(e.ready); {
-		l := e.ready[i].lock
-		if l.lockedUntil <= nowMs {
-			e.ready = append(e.ready[:i], e.ready[i+1:]...)
-			continue
-		}
-		if tags.Matches(l.doc.Tag) {
-			e.ready = append(e.ready[:i], e.ready[i+1:]...)
-			return l
-		}
-		i++
-	}
-	return nil
-}
-
-// stale removes and returns the ready items that waited since before
-// readySince (ms) for a fetch, and still hold their lock.
-func (e *eagerWork) stale(readySince, nowMs int64) []*workLock {
-	if e == nil {
-		return nil
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []*workLock
-	kept := e.ready[:0]
-	for _, r := range e.ready {
-		switch {
-		case r.since >= readySince:
-			kept = append(kept, r)
-		case r.lock.lockedUntil > nowMs:
-			out = append(out, r.lock)
-		}
-	}
-	e.ready = kept
-	return out
-}
 
 // eagerToken is the lock token an ack writes into the worker item of an
 // activity it locks eagerly: the same for every try of the ack.
@@ -197,8 +53,8 @@ func eagerToken(ackToken string, act ActivityExecuteMessage) string {
 // it, without a query or a claim; found is false when none is ready.
 func (p *CosmosProvider) takeEager(ctx context.Context, lockTimeout time.Duration, tags TagFilter) (fetchedWork, bool) {
 	for {
-		lock := p.eager.take(tags, p.nowMs())
-		if lock == nil {
+		lock, ok := p.eager.take(tags, p.nowMs())
+		if !ok {
 			return fetchedWork{}, false
 		}
 		if res, ok := p.handOutEager(ctx, lock, lockTimeout); ok {
@@ -268,4 +124,9 @@ func (p *CosmosProvider) giveBackAllEager() {
 	ctx, cancel := context.WithTimeout(context.Background(), closeGiveBackTimeout)
 	defer cancel()
 	p.giveBackEager(ctx, math.MaxInt64)
+}
+
+// newEagerWork is eager activities' registry: worker items' locks.
+func newEagerWork(off bool, now func() int64) *eagerReady[*workLock] {
+	return newEagerReady(off, now, func(l *workLock) int64 { return l.lockedUntil }, func(l *workLock) *string { return l.doc.Tag })
 }

@@ -32,115 +32,14 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"time"
 )
 
-// eagerStarts is this process's orchestration fetches as eager starts see
-// them, and the instances started for them. nil when fetches never wait or
-// eager dispatch is off.
-type eagerStarts struct {
-	mu          sync.Mutex
-	running     int           // orchestration fetches running now
-	lockTimeout time.Duration // the latest fetch's
-	promised    int           // starts reserved and not settled yet
-	ready       []readyTurn   // locked, not handed out yet
-	now         func() int64  // ms, the provider's clock
-}
-
-// readyTurn is a ready instance and when it became ready (ms).
-type readyTurn struct {
-	turn  *lockedTurn
-	since int64
-}
-
-func newEagerStarts(off bool, now func() int64) *eagerStarts {
-	if off {
-		return nil
-	}
-	return &eagerStarts{now: now}
-}
-
-// fetching records a running orchestration fetch until the returned
-// function is called.
-func (e *eagerStarts) fetching(lockTimeout time.Duration) (done func()) {
-	if e == nil {
-		return func() {}
-	}
-	e.mu.Lock()
-	e.running++
-	e.lockTimeout = lockTimeout
-	e.mu.Unlock()
-	return func() {
-		e.mu.Lock()
-		e.running--
-		e.mu.Unlock()
-	}
-}
-
-// reserve promises a start to a waiting fetch not promised another one
-// yet, and says how long to lock it.
-func (e *eagerStarts) reserve() (time.Duration, bool) {
-	if e == nil {
-		return 0, false
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.running-len(e.ready)-e.promised <= 0 || e.lockTimeout <= 0 {
-		return 0, false
-	}
-	e.promised++
-	return e.lockTimeout, true
-}
-
-// settle ends a reservation: t, when not nil, is ready for the fetches.
-func (e *eagerStarts) settle(t *lockedTurn) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.promised--
-	if t != nil {
-		e.ready = append(e.ready, readyTurn{turn: t, since: e.now()})
-	}
-}
-
-// take removes and returns the oldest ready instance whose lock has not
-// expired (one that has is dropped: the queue has it back).
-func (e *eagerStarts) take(nowMs int64) *lockedTurn {
-	if e == nil {
-		return nil
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for len(e.ready) > 0 {
-		t := e.ready[0].turn
-		e.ready = e.ready[1:]
-		if t.until > nowMs {
-			return t
-		}
-	}
-	return nil
-}
-
-// stale removes and returns the ready instances that waited since before
-// readySince (ms) for a fetch, and still hold their lock.
-func (e *eagerStarts) stale(readySince, nowMs int64) []*lockedTurn {
-	if e == nil {
-		return nil
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []*lockedTurn
-	kept := e.ready[:0]
-	for _, r := range e.ready {
-		switch {
-		case r.since >= readySince:
-			kept = append(kept, r)
-		case r.turn.until > nowMs:
-			out = append(out, r.turn)
-		}
-	}
-	e.ready = kept
-	return out
+// newEagerStarts is eager starts' registry: started instances' locked
+// turns. An orchestration fetch takes any instance, so fetches register as
+// the default-only tag filter and an instance has no tag.
+func newEagerStarts(off bool, now func() int64) *eagerReady[*lockedTurn] {
+	return newEagerReady(off, now, func(t *lockedTurn) int64 { return t.until }, func(*lockedTurn) *string { return nil })
 }
 
 // eagerStart is a start written locked to this process: what its batch
@@ -168,13 +67,13 @@ func (p *CosmosProvider) reserveEagerStart(w *startWrite, delay time.Duration) e
 	if delay > 0 {
 		return nil
 	}
-	timeout, ok := p.eagerStarts.reserve()
+	timeout, ok := p.eagerStarts.reserve(nil)
 	if !ok {
 		return nil
 	}
 	var doc queueDoc
 	if err := json.Unmarshal(w.msg, &doc); err != nil {
-		p.eagerStarts.settle(nil)
+		p.eagerStarts.settle(1, nil)
 		return err
 	}
 	now := p.nowMs()
@@ -182,7 +81,7 @@ func (p *CosmosProvider) reserveEagerStart(w *startWrite, delay time.Duration) e
 	doc.LockToken, doc.LockedUntil, doc.Attempts = e.token, e.until, 1
 	msg, err := json.Marshal(doc)
 	if err != nil {
-		p.eagerStarts.settle(nil)
+		p.eagerStarts.settle(1, nil)
 		return err
 	}
 	e.doc, e.msg = doc, msg
@@ -226,10 +125,11 @@ func (p *CosmosProvider) settleEagerStart(ctx context.Context, w startWrite, err
 	if err == nil || w.eager.maybe {
 		t = p.eagerTurn(ctx, w)
 	}
-	p.eagerStarts.settle(t)
 	if t == nil {
+		p.eagerStarts.settle(1, nil)
 		return false
 	}
+	p.eagerStarts.settle(1, []*lockedTurn{t})
 	p.orchSignal.announce(eagerStartScope + t.lock.pk)
 	return true
 }
@@ -261,7 +161,7 @@ var errEagerStartUnknown = errors.New("eager start: outcome unknown")
 // takeReadyStart hands a fetch an instance this process started locked
 // for it; found is false when none is ready (or none could be made).
 func (p *CosmosProvider) takeReadyStart(ctx context.Context) (res fetchedOrchestration, found bool, err error) {
-	for t := p.eagerStarts.take(p.nowMs()); t != nil; t = p.eagerStarts.take(p.nowMs()) {
+	for t, ok := p.eagerStarts.take(DefaultOnlyFilter(), p.nowMs()); ok; t, ok = p.eagerStarts.take(DefaultOnlyFilter(), p.nowMs()) {
 		got, err := p.makeTurn(p.tel.withOrchestrationName(ctx, t.lock.messages[0].Orch), t)
 		if got != nil {
 			return *got, true, nil

@@ -29,7 +29,7 @@ func (p *CosmosProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout
 		return nil, "", 0, nil // a dispatcher that supports nothing gets nothing
 	}
 	defer p.ownWrites.orchestrationFetch(filter)()
-	defer p.eagerStarts.fetching(lockTimeout)()
+	defer p.eagerStarts.fetching(DefaultOnlyFilter(), lockTimeout)()
 	fk := filterKey(filter)
 	watch := queueWatch{signal: p.orchSignal, leaseKey: queueOrchestrator + "/" + fk, view: fk}
 	res, found, err := poll(ctx, p, watch, pollTimeout,

@@ -216,8 +216,8 @@ type CosmosProvider struct {
 
 	orchSignal  *queueSignal
 	workSignal  *queueSignal
-	eager       *eagerWork   // nil: no eager activities
-	eagerStarts *eagerStarts // nil: no eager starts
+	eager       *eagerReady[*workLock]   // nil: no eager activities
+	eagerStarts *eagerReady[*lockedTurn] // nil: no eager starts
 
 	orchLocks  lockTable[*orchestrationLock]
 	contended  *contention

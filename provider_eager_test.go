@@ -115,6 +115,31 @@ func (c cutTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.next.RoundTrip(r)
 }
 
+// eventuallyWork fetches from p, without waiting in the fetch, until it
+// takes an item (within 10 s); msgAndArgs say what that shows.
+func eventuallyWork(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, msgAndArgs ...any) fetchedWork {
+	t.Helper()
+	var got fetchedWork
+	require.Eventually(t, func() bool {
+		got.item, got.token, got.attempts, got.err = p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+		return got.err != nil || got.item != nil
+	}, 10*time.Second, 20*time.Millisecond, msgAndArgs...)
+	require.NoError(t, got.err)
+	return got
+}
+
+// eventuallyTurn is eventuallyWork for an orchestration item.
+func eventuallyTurn(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, msgAndArgs ...any) fetchedTurn {
+	t.Helper()
+	var got fetchedTurn
+	require.Eventually(t, func() bool {
+		got.item, got.token, got.attempts, got.err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		return got.err != nil || got.item != nil
+	}, 10*time.Second, 20*time.Millisecond, msgAndArgs...)
+	require.NoError(t, got.err)
+	return got
+}
+
 // workDocs are the worker items of instance as stored.
 func workDocs(t *testing.T, p *cdb.CosmosProvider, instance string) []map[string]any {
 	t.Helper()
@@ -202,12 +227,7 @@ func TestAnEagerItemOfAProcessThatDiedRunsElsewhereOnceItsLockExpires(t *testing
 		require.NoError(t, err)
 		assert.Nil(t, item, "hidden while its lock stands")
 	}
-	var got fetchedWork
-	require.Eventually(t, func() bool {
-		got.item, got.token, got.attempts, got.err = survivor.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
-		return got.err != nil || got.item != nil
-	}, 10*time.Second, 20*time.Millisecond)
-	require.NoError(t, got.err)
+	got := eventuallyWork(ctx, t, survivor)
 	assert.Equal(t, uint32(2), got.attempts, "the eager lock counted one attempt, this claim another")
 	ackActivity(ctx, t, survivor, got)
 }
@@ -385,12 +405,7 @@ func TestAnEagerStartOfAProcessThatDiedRunsElsewhereOnceItsLockExpires(t *testin
 	crash()
 
 	survivor := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
-	var got fetchedTurn
-	require.Eventually(t, func() bool {
-		got.item, got.token, got.attempts, got.err = survivor.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-		return got.err != nil || got.item != nil
-	}, 10*time.Second, 20*time.Millisecond)
-	require.NoError(t, got.err)
+	got := eventuallyTurn(ctx, t, survivor)
 	assert.Equal(t, "TestOrch", got.item.OrchestrationName)
 	assert.Equal(t, uint32(2), got.attempts, "the eager lock counted one attempt, this lock another")
 	require.NoError(t, survivor.AckOrchestrationItem(ctx, got.token, 1, []cdb.Event{providertest.StartedEvent("orphaned", 1)}, nil, nil, providertest.TestOrchMetadata(), nil))
@@ -539,12 +554,7 @@ func TestAnEagerItemNoFetchTakesIsGivenBack(t *testing.T) {
 			giveBack(p)
 
 			other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
-			var got fetchedWork
-			require.Eventually(t, func() bool {
-				got.item, got.token, got.attempts, got.err = other.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
-				return got.err != nil || got.item != nil
-			}, 10*time.Second, 20*time.Millisecond, "given back long before its hour-long lock ends")
-			require.NoError(t, got.err)
+			got := eventuallyWork(ctx, t, other, "given back long before its hour-long lock ends")
 			assert.Equal(t, uint32(1), got.attempts, "the eager lock's attempt undone")
 			ackActivity(ctx, t, other, got)
 		})
@@ -566,12 +576,7 @@ func TestAnEagerStartNoFetchTakesIsGivenBack(t *testing.T) {
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("unclaimed"), 0))
 
 	other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
-	var got fetchedTurn
-	require.Eventually(t, func() bool {
-		got.item, got.token, got.attempts, got.err = other.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-		return got.err != nil || got.item != nil
-	}, 10*time.Second, 20*time.Millisecond, "given back long before its hour-long lock ends")
-	require.NoError(t, got.err)
+	got := eventuallyTurn(ctx, t, other, "given back long before its hour-long lock ends")
 	assert.Equal(t, uint32(1), got.attempts, "the eager lock's attempt undone")
 	require.NoError(t, other.AckOrchestrationItem(ctx, got.token, 1, []cdb.Event{providertest.StartedEvent("unclaimed", 1)}, nil, nil, providertest.TestOrchMetadata(), nil))
 }

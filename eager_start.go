@@ -71,11 +71,7 @@ func (p *CosmosProvider) reserveEagerStart(w *startWrite, delay time.Duration) e
 	if !ok {
 		return nil
 	}
-	var doc queueDoc
-	if err := json.Unmarshal(w.msg, &doc); err != nil {
-		p.eagerStarts.settle(1, nil)
-		return err
-	}
+	doc := w.doc
 	now := p.nowMs()
 	e := &eagerStart{token: newLockToken("lock_"), until: now + timeout.Milliseconds(), seen: now}
 	doc.LockToken, doc.LockedUntil, doc.Attempts = e.token, e.until, 1

@@ -52,9 +52,10 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 // document.
 type startWrite struct {
 	instance  string
-	parent    *string // the parent the start names; nil for a root
-	id        string  // the message's id, which the lock document records
-	msg       []byte  // the message document
+	parent    *string  // the parent the start names; nil for a root
+	id        string   // the message's id, which the lock document records
+	msg       []byte   // the message document
+	doc       queueDoc // msg before it was encoded
 	seq       int64
 	visibleAt time.Time
 	trace     TraceContext // the start's, which its lock document records
@@ -70,11 +71,16 @@ func (p *CosmosProvider) newStartWrite(start StartOrchestrationMessage, delay ti
 	if delay <= 0 {
 		at = immediateAt(visibleAt.UnixMilli(), seq)
 	}
-	doc, err := p.newMessageDoc(start, id, at, p.ownWrites.messageWriter(at.visibleAt, pinnedTo(nil)), "") // a start: not pinned yet
+	doc, err := messageDoc(start, id, at, p.ownWrites.messageWriter(at.visibleAt, pinnedTo(nil)), "", lifeAddress{}) // a start: not pinned yet
 	if err != nil {
 		return startWrite{}, err
 	}
-	return startWrite{instance: start.Instance, parent: start.ParentInstance, id: id, msg: markedOnConsume(doc), seq: seq, visibleAt: visibleAt, trace: start.Trace}, nil
+	doc.ConsumedTTL = enqueuedMarkerTTL // its consumer leaves a marker (markedOnConsume)
+	msg, err := json.Marshal(doc)
+	if err != nil {
+		return startWrite{}, err
+	}
+	return startWrite{instance: start.Instance, parent: start.ParentInstance, id: id, msg: msg, doc: doc, seq: seq, visibleAt: visibleAt, trace: start.Trace}, nil
 }
 
 // enqueueStart writes a start (createStart); when the lock document

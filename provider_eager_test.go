@@ -289,7 +289,9 @@ func TestOnlyItemsAWaitingFetchTakesAreLocked(t *testing.T) {
 	tagged.Tag = ptrTo("gpu")
 	session := activity("picky", 3, "s1")
 	require.NoError(t, ackScheduling(ctx, t, p, token, "picky", tagged, session))
-	for _, d := range workDocs(t, p, "picky") {
+	docs := workDocs(t, p, "picky")
+	require.Len(t, docs, 2)
+	for _, d := range docs {
 		assert.Nil(t, d["lockToken"], "item %v is anyone's", d["activity"])
 	}
 }
@@ -455,11 +457,14 @@ func TestADelayedStartIsNotLockedEagerly(t *testing.T) {
 	defer stop()
 	log := logRequests(acct)
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("later"), time.Hour))
+	batches := 0
 	for _, r := range log.take() {
 		if r.Operation == "Batch" {
+			batches++
 			assert.NotContains(t, string(r.Body), `"lockToken"`, "nothing written locked")
 		}
 	}
+	assert.Equal(t, 1, batches, "the start's batch")
 }
 
 // The requests and RU of one fan-out-5 orchestration dispatched eagerly

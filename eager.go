@@ -25,9 +25,12 @@ package cdb
 //     is derived from the ack's lock token and the activity, so every try
 //     of one ack writes the same one.
 // How many items a commit locks is bounded by the worker fetches of this
-// process that are waiting now, less the items already locked for them:
-// an item locked for nobody would be hidden from the other processes until
-// its lock expired. And nothing waits longer than a poll interval for a
+// process that are waiting now or about to, less the items already locked
+// for them: an item locked for nobody would be hidden from the other
+// processes until its lock expired. A dispatcher acking or abandoning an
+// item it fetched counts as about to wait, because a dispatcher fetches
+// again as soon as it lets an item go (returningFetch); an item locked for
+// it waits that one round trip instead of going to whoever queries next. And nothing waits longer than a poll interval for a
 // fetch of this process: what none took by then, or by Close, is given
 // back to the queue (giveBackEager).
 
@@ -57,10 +60,21 @@ func (p *CosmosProvider) takeEager(ctx context.Context, lockTimeout time.Duratio
 		if !ok {
 			return fetchedWork{}, false
 		}
+		lock.fetchedBy, lock.fetchTimeout = tags, lockTimeout
 		if res, ok := p.handOutEager(ctx, lock, lockTimeout); ok {
 			return res, true
 		}
 	}
+}
+
+// returningFetch counts the dispatcher that fetched lock's item as a
+// running fetch of this process while it acks or abandons the item, until
+// the returned function is called.
+func (p *CosmosProvider) returningFetch(lock *workLock) (done func()) {
+	if lock.fetchTimeout <= 0 {
+		return func() {} // locked here, never handed to a fetch
+	}
+	return p.eager.fetching(lock.fetchedBy, lock.fetchTimeout)
 }
 
 // handOutEager makes a ready item the fetch's, as claimWork does a claimed

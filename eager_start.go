@@ -25,7 +25,9 @@ package cdb
 //     renews a lock with less than three quarters left before handing it
 //     over, and passes over one that expired.
 // How many starts are locked is bounded by the orchestration fetches of
-// this process that wait now, less the instances already locked for them.
+// this process that wait now or about to (a dispatcher acking or
+// abandoning a turn fetches again next), less the instances already locked
+// for them.
 
 import (
 	"context"
@@ -34,6 +36,13 @@ import (
 	"strings"
 	"time"
 )
+
+// returningOrchestrationFetch counts the dispatcher that holds lock as a
+// waiting orchestration fetch of this process while it acks or abandons
+// its turn, until the returned function is called.
+func (p *CosmosProvider) returningOrchestrationFetch(lock *orchestrationLock) (done func()) {
+	return p.eagerStarts.fetching(DefaultOnlyFilter(), lock.timeout)
+}
 
 // newEagerStarts is eager starts' registry: started instances' locked
 // turns. An orchestration fetch takes any instance, so fetches register as

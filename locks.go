@@ -98,6 +98,11 @@ type workLock struct {
 	doc         queueDoc // as last written by us; its ETag guards the next write
 	lockedUntil int64
 	done        bool
+	// fetchedBy and fetchTimeout are the filter and lock timeout of the
+	// fetch that took the item (zero for one not handed out): the
+	// dispatcher that acks or abandons it fetches again next (eager.go).
+	fetchedBy    TagFilter
+	fetchTimeout time.Duration
 }
 
 // instanceState is what a turn needs of an instance besides its messages:

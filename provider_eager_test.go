@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -209,6 +210,83 @@ func TestItemsBeyondTheWaitingFetchesAreQueuedUnlocked(t *testing.T) {
 		require.NotNil(t, item, "the others are anyone's")
 		assert.Equal(t, uint32(1), attempts)
 	}
+}
+
+// A dispatcher acking an item fetches again next: an item a commit writes
+// meanwhile is locked for that fetch, not queued for whoever queries.
+func TestAnItemWrittenWhileAWorkerAcksIsLockedForItsNextFetch(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	var hold holdingTransport
+	hold.next = acct.Transport()
+	client, err := cdb.NewClient(acct.Endpoint(), cdb.ClientOptions{Key: acct.Key(), Transport: &hold})
+	require.NoError(t, err)
+	p, err := cdb.NewProvider(ctx, cdb.Config{Client: client})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	tokenA := lockedStart(ctx, t, p, "acking")
+	resultA, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	require.NoError(t, ackScheduling(ctx, t, p, tokenA, "acking", activity("acking", 2, "")))
+	gotA := resultA()
+	require.NoError(t, gotA.err)
+	require.NotNil(t, gotA.item)
+	tokenB := lockedStart(ctx, t, p, "next")
+
+	inAck, release := hold.holdNext(`["acking"]`)
+	acked := make(chan struct{})
+	go func() {
+		defer close(acked)
+		ackActivity(ctx, t, p, gotA)
+	}()
+	<-inAck
+	require.NoError(t, ackScheduling(ctx, t, p, tokenB, "next", activity("next", 2, "")))
+	docs := workDocs(t, p, "next")
+	require.Len(t, docs, 1)
+	assert.NotNil(t, docs[0]["lockToken"], "locked for the acking dispatcher's next fetch")
+	close(release)
+	<-acked
+
+	acct.ResetCounts()
+	item, _, attempts, err := p.FetchWorkItem(ctx, time.Minute, time.Hour, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	assert.Equal(t, "next", item.(cdb.ActivityExecuteMessage).Instance)
+	assert.Equal(t, uint32(1), attempts)
+	assert.Zero(t, acct.Counts().Requests, "handed over without a query or a claim")
+}
+
+// holdingTransport holds, when armed, the next request to one partition
+// key until released, so a test can act while it is in flight.
+type holdingTransport struct {
+	next    http.RoundTripper
+	mu      sync.Mutex
+	pk      string
+	entered chan struct{}
+	release chan struct{}
+}
+
+// holdNext arms the transport for the next request to pk: entered closes
+// when it arrives, and it goes on once release is closed.
+func (h *holdingTransport) holdNext(pk string) (entered chan struct{}, release chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pk, h.entered, h.release = pk, make(chan struct{}), make(chan struct{})
+	return h.entered, h.release
+}
+
+func (h *holdingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	h.mu.Lock()
+	held := h.pk != "" && r.Header.Get("x-ms-documentdb-partitionkey") == h.pk
+	entered, release := h.entered, h.release
+	if held {
+		h.pk = ""
+	}
+	h.mu.Unlock()
+	if held {
+		close(entered)
+		<-release
+	}
+	return h.next.RoundTrip(r)
 }
 
 // An item locked for a fetch that never took it (the process died between

@@ -225,7 +225,7 @@ func (p *CosmosProvider) tryFetchWork(ctx context.Context, scope lookScope, lock
 			continue // another fetch of this process has it: not a lock attempt
 		}
 		tried++
-		res, err := p.claimWork(ctx, c, lockTimeout)
+		res, err := p.claimWork(ctx, c, lockTimeout, tags)
 		if err != nil {
 			p.workClaims.forget(itemKey(c.PK, c.ID))
 		}
@@ -269,7 +269,7 @@ var errUndecodableWork = errors.New("worker item does not decode")
 
 // claimWork locks one candidate with a patch conditioned on its ETag: of
 // two dispatchers that saw the same item, one wins.
-func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout time.Duration) (fetchedWork, error) {
+func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout time.Duration, tags TagFilter) (fetchedWork, error) {
 	ctx = p.tel.withOrchestrationName(ctx, c.Orch)
 	token := newLockToken("work_")
 	until := p.nowMs() + lockTimeout.Milliseconds()
@@ -293,7 +293,7 @@ func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout 
 		return fetchedWork{}, fmt.Errorf("decode claimed work item: %w", err)
 	}
 	doc.ETag = resp.ETag
-	lock := &workLock{token: token, pk: doc.PK, doc: doc, lockedUntil: until}
+	lock := &workLock{token: token, pk: doc.PK, doc: doc, lockedUntil: until, fetchedBy: tags, fetchTimeout: lockTimeout}
 	if err := p.refreshClaim(ctx, lock, lockTimeout); err != nil {
 		return fetchedWork{}, err
 	}
@@ -476,6 +476,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 		return err
 	}
 	defer lock.mu.Unlock()
+	defer p.returningFetch(lock)()
 	ctx = p.tel.withOrchestrationName(ctx, lock.doc.Orch)
 	if err := p.knownETag(ctx, op, lock); err != nil {
 		return err
@@ -704,6 +705,7 @@ func (p *CosmosProvider) AbandonWorkItem(ctx context.Context, lockToken string, 
 	if lock.done {
 		return refuse(op, "the work item was already acked or abandoned", ErrInvalidLockToken)
 	}
+	defer p.returningFetch(lock)()
 	if err := p.knownETag(ctx, op, lock); err != nil {
 		return err
 	}

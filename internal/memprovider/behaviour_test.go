@@ -2,6 +2,7 @@ package memprovider_test
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -408,4 +409,17 @@ func TestPruneKeepLast(t *testing.T) {
 	require.Equal(t, "v", v)
 	_, err = p.PruneExecutions(ctx, "nope", cdb.PruneOptions{})
 	require.ErrorIs(t, err, cdb.ErrInstanceNotFound)
+}
+
+// A history that does not decode is refused with the decoder's error kept
+// as the cause, so a caller's errors.As reaches it.
+func TestUndecodableHistoryKeepsTheDecodersError(t *testing.T) {
+	ctx := context.Background()
+	p := memprovider.New(memprovider.Options{})
+	createInstance(t, p, "i", orchMetadata())
+	p.CorruptInstanceHistory("i")
+	_, err := p.Read(ctx, "i")
+	require.ErrorIs(t, err, cdb.ErrRefused)
+	var syntax *json.SyntaxError
+	require.ErrorAs(t, err, &syntax)
 }

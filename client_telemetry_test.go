@@ -276,7 +276,7 @@ func TestTelemetryRequestSpansAreChildrenOfTheCallersSpan(t *testing.T) {
 func TestTelemetryARequestSpanRecordsTheFailure(t *testing.T) {
 	f := newTelemetryFixture(t, true)
 	_, err := f.orders.ReadItem(context.Background(), alice, "missing", nil)
-	require.Error(t, err)
+	require.True(t, cdb.IsNotFound(err), "%v", err)
 
 	spans := f.rec.SpansNamed("ReadItem orders")
 	require.Len(t, spans, 1)

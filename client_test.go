@@ -227,7 +227,7 @@ func TestNewClientRefusesPlainHTTPBeyondLoopback(t *testing.T) {
 
 func TestNewClientDoesNotEchoUserInfo(t *testing.T) {
 	_, err := NewClient("https://user:hunter2secret@acct.documents.azure.com/", ClientOptions{Key: testMasterKey})
-	require.Error(t, err)
+	require.ErrorContains(t, err, "user information is not allowed", "refused for its user information, not for another reason")
 	assert.NotContains(t, err.Error(), "hunter2secret")
 }
 

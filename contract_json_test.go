@@ -665,25 +665,29 @@ func TestMalformedJSONIsRejected(t *testing.T) {
 }
 
 func TestEncodingRejectsIncompleteUnions(t *testing.T) {
-	cases := map[string]any{
-		"nil WorkItem":               nil,
-		"ActivityFailed nil Details": ActivityFailedMessage{},
-		"SubOrchFailed nil Details":  SubOrchestrationFailedMessage{},
-		"Event nil Kind":             Event{},
-		"OrchestrationFailed nil":    eventHeader(1, nil, "i", 1, OrchestrationFailed{}),
-		"Application nil Kind":       ApplicationError{},
-		"Poison nil MessageType":     PoisonError{},
-		"unknown ConfigErrorKind":    ConfigurationError{Kind: "LimitExceeded"},
+	// Each case names the missing part, so the error says what to fill in.
+	cases := map[string]struct {
+		value any
+		want  string
+	}{
+		"nil WorkItem":               {nil, "encode WorkItem: nil"},
+		"ActivityFailed nil Details": {ActivityFailedMessage{}, "encode ActivityFailed: Details is nil"},
+		"SubOrchFailed nil Details":  {SubOrchestrationFailedMessage{}, "encode SubOrchFailed: Details is nil"},
+		"Event nil Kind":             {Event{}, "encode Event: Kind is nil"},
+		"OrchestrationFailed nil":    {eventHeader(1, nil, "i", 1, OrchestrationFailed{}), "encode OrchestrationFailed: Details is nil"},
+		"Application nil Kind":       {ApplicationError{}, "encode ErrorDetails Application: Kind is nil"},
+		"Poison nil MessageType":     {PoisonError{}, "encode ErrorDetails Poison: MessageType is nil"},
+		"unknown ConfigErrorKind":    {ConfigurationError{Kind: "LimitExceeded"}, `encode ConfigErrorKind: unknown variant "LimitExceeded"`},
 	}
-	for name, value := range cases {
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			var err error
-			if item, ok := value.(WorkItem); ok || value == nil {
+			if item, ok := tc.value.(WorkItem); ok || tc.value == nil {
 				_, err = MarshalWorkItem(item)
 			} else {
-				_, err = json.Marshal(value)
+				_, err = json.Marshal(tc.value)
 			}
-			assert.Error(t, err)
+			assert.ErrorContains(t, err, tc.want)
 		})
 	}
 }

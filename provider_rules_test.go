@@ -166,7 +166,7 @@ func TestR1FailedCommitLeavesNothingBehind(t *testing.T) {
 
 	events, work := fanOut("r1b", 300)
 	err = p.AckOrchestrationItem(ctx, token, 1, events, work, nil, cdb.ExecutionMetadata{}, nil)
-	require.Error(t, err)
+	require.ErrorIs(t, err, cdb.ErrDuplicateEvent, "the squatter holds the turn's first history id")
 
 	assert.Equal(t, 0, countDocs(t, p, "r1b", "work"), "no activity was written")
 	assert.Equal(t, 0, countDocs(t, p, "r1b", "outbox"), "no outbox was written")
@@ -280,7 +280,7 @@ func TestR3TwoProcessesOneLock(t *testing.T) {
 	assert.NotEqual(t, winnerToken, token)
 
 	err = winner.AckOrchestrationItem(ctx, winnerToken, 1, []cdb.Event{providertest.StartedEvent("shared", 1)}, nil, nil, providertest.TestOrchMetadata(), nil)
-	require.Error(t, err, "the first holder's lock is gone")
+	require.ErrorIs(t, err, cdb.ErrInvalidLockToken, "the first holder's lock is gone")
 	assert.False(t, cdb.IsRetryable(err))
 	require.NoError(t, loser.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("shared", 1)}, nil, nil, providertest.TestOrchMetadata(), nil))
 }
@@ -716,7 +716,8 @@ func TestR7LargeTurnsStageTheirHistory(t *testing.T) {
 		_, err = p.Container().CreateItem(ctx, cdb.NewPartitionKeyString("r7-fail"), []byte(`{"id":"h|1|2","pk":"r7-fail","type":"squatter"}`), nil)
 		require.NoError(t, err)
 		scheduled := cdb.Event{EventID: 2, InstanceID: "r7-fail", ExecutionID: 1, Kind: cdb.ActivityScheduled{Name: "Big", Input: big}}
-		require.Error(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{scheduled}, nil, nil, cdb.ExecutionMetadata{}, nil))
+		require.ErrorIs(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{scheduled}, nil, nil, cdb.ExecutionMetadata{}, nil), cdb.ErrDuplicateEvent,
+			"the squatter holds the turn's history id")
 		history, err := p.Read(ctx, "r7-fail")
 		require.NoError(t, err)
 		assert.Len(t, history, 1, "the staged part is not history: nothing references it")

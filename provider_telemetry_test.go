@@ -147,21 +147,39 @@ func TestTelemetryGaugesAreNotSampledWithoutAMeterOrWithANegativeInterval(t *tes
 	}{
 		"no meter":          {cdb.Telemetry{}, testGaugeInterval},
 		"negative interval": {cdb.Telemetry{Meter: telemetrytest.NewRecorder()}, -1},
-		"control":           {cdb.Telemetry{Meter: telemetrytest.NewRecorder()}, testGaugeInterval},
 	} {
 		t.Run(name, func(t *testing.T) {
 			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 			log := logRequests(acct)
 			newTelemetryProvider(t, acct, tel.telemetry, cdb.Config{ShortPolling: true, GaugeInterval: tel.interval})
-			time.Sleep(6 * testGaugeInterval)
-			sampled := countMatching(log.take(), isGaugeQuery)
-			if name == "control" {
-				assert.Positive(t, sampled, "a provider with a Meter samples: the check sees its queries")
-				return
-			}
-			assert.Zero(t, sampled, "no sampling request")
+			awaitControlSamples(t, controlGaugeQueries)
+			assert.Zero(t, countMatching(log.take(), isGaugeQuery), "no sampling request")
 		})
 	}
+}
+
+// controlGaugeQueries is how many gauge queries a sampling provider sends
+// in the window a check of silence waits: three samples or more (a sample
+// sends one query per queue and kind, about five).
+const controlGaugeQueries = 15
+
+// awaitControlSamples waits until a provider that does sample (a Meter,
+// testGaugeInterval, an account of its own) has sent n gauge queries. A
+// check that another provider stays silent waits this long: the window
+// grows with the machine's load, where a fixed sleep would let a provider
+// that should be silent pass only because it was not scheduled yet.
+func awaitControlSamples(t *testing.T, n int) {
+	t.Helper()
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	log := logRequests(acct)
+	control := newTelemetryProvider(t, acct, cdb.Telemetry{Meter: telemetrytest.NewRecorder()},
+		cdb.Config{ShortPolling: true, GaugeInterval: testGaugeInterval, ReconcileInterval: time.Hour})
+	seen := 0
+	require.Eventually(t, func() bool {
+		seen += countMatching(log.take(), isGaugeQuery)
+		return seen >= n
+	}, 30*time.Second, testGaugeInterval/5, "a provider with a Meter samples")
+	require.NoError(t, control.Close())
 }
 
 // Close stops the sampling: no request at all after it returns.
@@ -173,7 +191,7 @@ func TestTelemetryGaugeSamplingStopsAtClose(t *testing.T) {
 	require.Eventually(t, func() bool { return countMatching(log.take(), isGaugeQuery) > 0 }, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, p.Close())
 	log.take()
-	time.Sleep(6 * testGaugeInterval)
+	awaitControlSamples(t, controlGaugeQueries)
 	assert.Empty(t, log.take(), "no request after Close")
 }
 

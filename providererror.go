@@ -58,7 +58,8 @@ func Permanent(op, message string) *ProviderError { return refuse(op, message, n
 var (
 	// ErrInstanceNotFound: no instance has this id (or it is being deleted).
 	ErrInstanceNotFound = errors.New("instance not found")
-	// ErrExecutionNotFound: the instance exists but has no such execution.
+	// ErrExecutionNotFound: no such execution (GetExecutionInfo reports it
+	// for an unknown instance too: it asks for the execution alone).
 	ErrExecutionNotFound = errors.New("execution not found")
 	// ErrInvalidLockToken: the lock token is not (or no longer) a valid
 	// lock: never returned by a fetch, already acked or abandoned, expired,

@@ -366,7 +366,9 @@ func TestContainerDeletionForgetsItsSessionTokens(t *testing.T) {
 	_, err = otherCC.CreateItem(ctx, pk, itemJSON("b", "p", 1), nil)
 	require.NoError(t, err)
 	_, err = cc.ReadItem(ctx, pk, "b", nil)
-	require.Error(t, err, "our token is ahead of the new container's range")
+	var ce *CosmosError
+	require.ErrorAs(t, err, &ce, "our token is ahead of the new container's range")
+	require.Equal(t, [2]int{http.StatusNotFound, SubStatusReadSessionNotAvailable}, [2]int{ce.StatusCode, ce.SubStatusCode}, "%v", err)
 	_, err = cc.ReadItem(ctx, pk, "b", nil)
 	assert.True(t, IsNotFound(err), "tokens forgotten: a lagging read, no longer a 1002: %v", err)
 }

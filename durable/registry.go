@@ -84,7 +84,7 @@ func (r *Registry) RegisterOrchestration(name string, fn OrchestrationFunc) erro
 // requires, so the latest is always the last registered.
 func (r *Registry) RegisterOrchestrationVersion(name, version string, fn OrchestrationFunc) error {
 	if name == "" || fn == nil {
-		return fmt.Errorf("durable: register orchestration %q: name and function are required", name)
+		return fmt.Errorf("durable: register orchestration %q: %w: name and function are required", name, ErrInvalidInput)
 	}
 	v, err := cdb.ParseSemanticVersion(version)
 	if err != nil {
@@ -105,7 +105,7 @@ func (r *Registry) RegisterOrchestrationVersion(name, version string, fn Orchest
 // (NewGUID, UtcNow, GetKVFromInstance).
 func (r *Registry) RegisterActivity(name string, fn ActivityFunc) error {
 	if name == "" || fn == nil {
-		return fmt.Errorf("durable: register activity %q: name and function are required", name)
+		return fmt.Errorf("durable: register activity %q: %w: name and function are required", name, ErrInvalidInput)
 	}
 	if strings.HasPrefix(name, sysActivityPrefix) {
 		return fmt.Errorf("durable: register activity %q: the %q prefix is reserved for system activities", name, sysActivityPrefix)

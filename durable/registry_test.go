@@ -59,7 +59,7 @@ func TestRegistryPolicyPinsNewExecutions(t *testing.T) {
 	assert.Equal(t, "v2", out)
 
 	_, err = ExactVersion("v1")
-	assert.Error(t, err)
+	assert.ErrorIs(t, err, cdb.ErrInvalidSemanticVersion)
 }
 
 func TestRegistryRejectsBadRegistrations(t *testing.T) {
@@ -67,8 +67,8 @@ func TestRegistryRejectsBadRegistrations(t *testing.T) {
 	require.NoError(t, r.RegisterOrchestrationVersion("O", "2.0.0", orchReturning("")))
 	assert.ErrorContains(t, r.RegisterOrchestrationVersion("O", "1.0.0", orchReturning("")), "versions must increase")
 	assert.ErrorContains(t, r.RegisterOrchestrationVersion("O", "2.0.0", orchReturning("")), "versions must increase")
-	assert.Error(t, r.RegisterOrchestrationVersion("O", "three", orchReturning("")))
-	assert.Error(t, r.RegisterOrchestration("", orchReturning("")))
+	assert.ErrorIs(t, r.RegisterOrchestrationVersion("O", "three", orchReturning("")), cdb.ErrInvalidSemanticVersion)
+	assert.ErrorIs(t, r.RegisterOrchestration("", orchReturning("")), ErrInvalidInput)
 
 	act := func(ActivityContext, string) (string, error) { return "", nil }
 	require.NoError(t, r.RegisterActivity("A", act))

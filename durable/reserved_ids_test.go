@@ -144,7 +144,7 @@ func TestReservedMarkerRules(t *testing.T) {
 	} {
 		assert.Equal(t, refused, checkRootInstanceID(id) != nil, "root id %q", id)
 	}
-	assert.Error(t, checkExplicitChildID("sub::x"))
+	assert.ErrorIs(t, checkExplicitChildID("sub::x"), ErrInvalidInput)
 	assert.NoError(t, checkExplicitChildID("a::sub::x"))
 	assert.NoError(t, checkExplicitChildID(""), "no explicit id: the runtime generates one")
 }

@@ -52,7 +52,7 @@ type serviceClock interface{ ServiceTime() time.Time }
 // until Shutdown, or until ctx ends (which abandons work in flight).
 func Start(ctx context.Context, provider cdb.Provider, registry *Registry, opts Options) (*Runtime, error) {
 	if provider == nil || registry == nil {
-		return nil, errors.New("durable: start: provider and registry are required")
+		return nil, fmt.Errorf("durable: start: %w: provider and registry are required", ErrInvalidInput)
 	}
 	if c, ok := provider.(serviceClock); ok && opts.Now == nil {
 		opts.Now = c.ServiceTime

@@ -282,13 +282,13 @@ func TestClientWaitTimesOut(t *testing.T) {
 func TestStartRejectsBadInput(t *testing.T) {
 	p := testProviders[0].new(t)
 	_, err := Start(context.Background(), nil, NewRegistry(), Options{})
-	assert.Error(t, err)
+	assert.ErrorIs(t, err, ErrInvalidInput)
 	_, err = Start(context.Background(), p, NewRegistry(), Options{SessionIdleTimeout: time.Second})
 	assert.ErrorContains(t, err, "SessionIdleTimeout")
 
 	c := NewClient(p)
-	assert.Error(t, c.StartOrchestration(context.Background(), "", "X", ""))
-	assert.Error(t, c.StartOrchestration(context.Background(), "i", "X", "", WithVersion("not-semver")))
+	assert.ErrorIs(t, c.StartOrchestration(context.Background(), "", "X", ""), ErrInvalidInput)
+	assert.ErrorIs(t, c.StartOrchestration(context.Background(), "i", "X", "", WithVersion("not-semver")), cdb.ErrInvalidSemanticVersion)
 }
 
 func TestOptionsDefaults(t *testing.T) {

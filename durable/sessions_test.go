@@ -119,7 +119,7 @@ func TestAFailedSessionRenewalIsRetriedBeforeTheLockExpires(t *testing.T) {
 	assert.Equal(t, "kept", out)
 	at, results := p.record()
 	require.GreaterOrEqual(t, len(at), 2)
-	assert.Error(t, results[0])
+	assert.ErrorIs(t, results[0], p.failFirst, "the first renewal is the injected failure")
 	assert.NoError(t, results[1], "the retry renewed the session")
 	assert.Less(t, at[1].Sub(at[0]), interval/2, "the retry came %s after the failure; the renewal interval is %s", at[1].Sub(at[0]), interval)
 }

@@ -143,4 +143,5 @@ func assertCorruptHistoryError(t *testing.T, err error) {
 	t.Helper()
 	assert.NotErrorIs(t, err, cdb.ErrInstanceNotFound, "a corrupt history is not a missing instance")
 	assert.False(t, cdb.IsRetryable(err), "a corrupt history does not heal on retry: %v", err)
+	assert.ErrorIs(t, err, cdb.ErrRefused, "the provider's own refusal to decode, not the store's answer passed on")
 }

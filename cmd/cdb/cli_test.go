@@ -551,7 +551,9 @@ func TestBinaryReadsItsAccountFromDotEnv(t *testing.T) {
 	cmd = cli("metrics").command(t)
 	cmd.Dir = broken
 	combined, err := cmd.CombinedOutput()
-	require.Error(t, err)
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	assert.Equal(t, 1, exit.ExitCode(), "a failure, not a usage error: %s", combined)
 	assert.Contains(t, string(combined), ".env")
 	assert.NotContains(t, string(combined), "no endpoint")
 }

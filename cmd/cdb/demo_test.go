@@ -225,7 +225,9 @@ func TestDemoOnATLSEmulatorWithTheCAFile(t *testing.T) {
 	metrics.Dir = dir
 	metrics.Env = append(os.Environ(), "COSMOS_ENDPOINT="+m[1], "COSMOS_KEY="+m[2], "COSMOS_INSECURE_SKIP_VERIFY=", "COSMOS_CA_FILE="+caFile)
 	mout, err := metrics.CombinedOutput()
-	require.Error(t, err)
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	assert.Equal(t, 1, exit.ExitCode(), "a failure, not a usage error: %s", mout)
 	assert.NotContains(t, string(mout), "certificate", "the certificate is trusted")
 	assert.Contains(t, string(mout), `container "cdb-demo-gone"`)
 	assert.Contains(t, string(mout), "not found")

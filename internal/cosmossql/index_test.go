@@ -54,7 +54,7 @@ func TestBoundEvaluatesTermsOrderAndWindow(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []any{-1, false}, []any{limit, perDoc})
 	_, err = q.Bind(nil)
-	assert.Error(t, err, "parameters are checked")
+	assert.ErrorContains(t, err, "parameter @n is used by the query but was not supplied", "parameters are checked")
 }
 
 // A document satisfies an equality term only if its value at the term's

@@ -180,7 +180,7 @@ func testEnsureContainerRefusesAnotherPartitionKeyPath(t *testing.T, tg *Target)
 	other := itemsContainer("items")
 	other.PartitionKey.Paths = []string{"/tenant"}
 	_, err = cc.Ensure(ctx, other)
-	require.Error(t, err)
+	require.ErrorIs(t, err, cdb.ErrPartitionKeyPathMismatch)
 	assert.Contains(t, err.Error(), "/pk")
 	assert.Contains(t, err.Error(), "/tenant")
 }

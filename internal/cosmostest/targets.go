@@ -93,10 +93,10 @@ func NPMTarget(endpoint string) *Target {
 	return &Target{
 		Name: "npm",
 		Quirks: Quirks{
-			NonAtomicBatch:        why + "runs batch operations one by one without rollback and never answers 207 (reference B)",
-			NoAuth:                why + "accepts any signature (reference B)",
-			ServesCrossPartition:  why + "serves cross-partition ORDER BY/TOP/aggregates instead of refusing them with 400/1004 (reference B.1)",
-			SingleRange:           why + "has one partition key range and never splits (reference B.1)",
+			NonAtomicBatch:        why + "runs batch operations one by one without rollback and never answers 207",
+			NoAuth:                why + "accepts any signature",
+			ServesCrossPartition:  why + "serves cross-partition ORDER BY/TOP/aggregates that the service refuses with 400/1004",
+			SingleRange:           why + "has one partition key range and never splits",
 			NoFaultInjection:      "fault injection and request counters exist only in the in-memory fake",
 			NoEmptyPageContinuing: why + "has one range, so it never returns an empty page with a continuation",
 		},

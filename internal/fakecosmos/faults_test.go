@@ -103,12 +103,12 @@ func TestConnectionFaultsCloseARealSocket(t *testing.T) {
 
 	srv.InjectFault(Fault{Kind: FaultDropConnection, Times: 1})
 	_, err := c.http.Do(c.newRequest(context.Background(), "POST", docsPath, map[string]any{"id": "a", "pk": "p"}, pkHeader("p")))
-	require.Error(t, err)
+	require.ErrorIs(t, err, io.EOF, "the connection closed before any answer")
 	assert.Equal(t, 0, srv.Documents("db", "coll"))
 
 	srv.InjectFault(Fault{Kind: FaultLoseResponse, Times: 1})
 	_, err = c.http.Do(c.newRequest(context.Background(), "POST", docsPath, map[string]any{"id": "b", "pk": "p"}, pkHeader("p")))
-	require.Error(t, err)
+	require.ErrorIs(t, err, io.EOF, "the connection closed in place of the answer")
 	assert.Equal(t, 1, srv.Documents("db", "coll"), "committed before the connection was closed")
 	assert.Equal(t, http.StatusOK, c.do("GET", docPath("b"), nil, pkHeader("p")).status)
 }

@@ -283,7 +283,7 @@ func TestSplitAnswers410OnTheOldRangeAndChildrenListTheirParents(t *testing.T) {
 	}
 	sort.Strings(got)
 	assert.Equal(t, all, got)
-	assert.Error(t, srv.SplitPartitionKeyRanges("db", "missing"))
+	assert.ErrorContains(t, srv.SplitPartitionKeyRanges("db", "missing"), "split db/missing: 404")
 }
 
 func TestCrossPartitionPagingSurvivesASplitBetweenPages(t *testing.T) {

@@ -2,6 +2,7 @@ package memprovider_test
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -125,7 +126,7 @@ func TestHistoryWithoutInstanceRow(t *testing.T) {
 	p := memprovider.New(memprovider.Options{})
 	createInstance(t, p, "anon", cdb.ExecutionMetadata{})
 	_, err := p.GetInstanceInfo(ctx, "anon")
-	require.Error(t, err, "no instance row without name and version")
+	require.ErrorIs(t, err, cdb.ErrInstanceNotFound, "no instance row without name and version")
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "anon", Name: "e", Data: "x"}, 0))
 	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
@@ -303,7 +304,7 @@ func TestAckAllOrNothing(t *testing.T) {
 		[]cdb.WorkItem{cdb.ActivityExecuteMessage{Instance: "i", ExecutionID: 1, ID: 2, Name: "A", Input: "{}"}},
 		[]cdb.WorkItem{start("child")},
 		cdb.ExecutionMetadata{Status: ptr(cdb.StatusCompleted), Output: ptr("out")}, nil)
-	require.Error(t, err)
+	require.ErrorIs(t, err, cdb.ErrDuplicateEvent, "event 1 is the instance's OrchestrationStarted")
 	_, found, err := p.GetKVValue(ctx, "i", "k")
 	require.NoError(t, err)
 	require.False(t, found)
@@ -365,10 +366,10 @@ func TestForceDeleteFencesStaleWork(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, cdb.DeleteInstanceResult{InstancesDeleted: 1, ExecutionsDeleted: 1, EventsDeleted: 1, QueueMessagesDeleted: 2}, res)
 
-	require.Error(t, p.AckWorkItem(ctx, wtoken, cdb.ActivityCompletedMessage{Instance: "d", ExecutionID: 1, ID: 2, Result: "r"}))
-	require.Error(t, p.AckOrchestrationItem(ctx, otoken, 1, []cdb.Event{started("d", 1)}, nil, nil, orchMetadata(), nil))
+	require.ErrorIs(t, p.AckWorkItem(ctx, wtoken, cdb.ActivityCompletedMessage{Instance: "d", ExecutionID: 1, ID: 2, Result: "r"}), cdb.ErrInvalidLockToken)
+	require.ErrorIs(t, p.AckOrchestrationItem(ctx, otoken, 1, []cdb.Event{started("d", 1)}, nil, nil, orchMetadata(), nil), cdb.ErrInvalidLockToken)
 	_, err = p.GetInstanceInfo(ctx, "d")
-	require.Error(t, err)
+	require.ErrorIs(t, err, cdb.ErrInstanceNotFound)
 	ids, err := p.ListInstances(ctx)
 	require.NoError(t, err)
 	require.Empty(t, ids)
@@ -407,5 +408,18 @@ func TestPruneKeepLast(t *testing.T) {
 	require.True(t, found)
 	require.Equal(t, "v", v)
 	_, err = p.PruneExecutions(ctx, "nope", cdb.PruneOptions{})
-	require.Error(t, err)
+	require.ErrorIs(t, err, cdb.ErrInstanceNotFound)
+}
+
+// A history that does not decode is refused with the decoder's error kept
+// as the cause, so a caller's errors.As reaches it.
+func TestUndecodableHistoryKeepsTheDecodersError(t *testing.T) {
+	ctx := context.Background()
+	p := memprovider.New(memprovider.Options{})
+	createInstance(t, p, "i", orchMetadata())
+	p.CorruptInstanceHistory("i")
+	_, err := p.Read(ctx, "i")
+	require.ErrorIs(t, err, cdb.ErrRefused)
+	var syntax *json.SyntaxError
+	require.ErrorAs(t, err, &syntax)
 }

@@ -361,7 +361,7 @@ func (p *Provider) decodeHistory(instance string, execution uint64) ([]cdb.Event
 func (p *Provider) readExecution(op, instance string, execution uint64) ([]cdb.Event, error) {
 	events, err := p.decodeHistory(instance, execution)
 	if err != nil {
-		return nil, cdb.Permanent(op, "Failed to deserialize event: "+err.Error())
+		return nil, refuse(op, "Failed to deserialize event: "+err.Error(), err)
 	}
 	return events, nil
 }

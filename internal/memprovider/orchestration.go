@@ -103,7 +103,7 @@ func (p *Provider) fetchOrchestrationLocked(op string, now int64, lockTimeout ti
 		for _, r := range batch {
 			m, err := cdb.UnmarshalWorkItem(r.item)
 			if err != nil { // the store wrote these bytes; unreachable
-				return nil, "", 0, cdb.Permanent(op, fmt.Sprintf("stored message %d of %q: %v", r.id, instance, err))
+				return nil, "", 0, refuse(op, fmt.Sprintf("stored message %d of %q: %v", r.id, instance, err), err)
 			}
 			messages = append(messages, cdb.WithTraceContext(m, r.trace))
 		}

@@ -95,7 +95,7 @@ func (p *Provider) fetchWorkLocked(op string, now int64, lockTimeout time.Durati
 		}
 		item, err := cdb.UnmarshalWorkItem(r.item)
 		if err != nil { // the store wrote these bytes; unreachable
-			return nil, "", 0, cdb.Permanent(op, fmt.Sprintf("Deserialization error: %v", err))
+			return nil, "", 0, refuse(op, fmt.Sprintf("Deserialization error: %v", err), err)
 		}
 		if r.sessionID != nil && session != nil {
 			// Claim or refresh the session in the same step.

@@ -343,7 +343,8 @@ func TestARetriedAckHandsOverTheItemsItsFirstTryLocked(t *testing.T) {
 	unreadable := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 500, Match: func(r cdb.FakeRequest) bool {
 		return r.Operation == "ReadItem" || r.Operation == "Batch" && !strings.Contains(string(r.Body), "ActivityExecute")
 	}})
-	require.Error(t, ackScheduling(ctx, t, p, token, "retried", activity("retried", 2, "")), "cannot tell whether it committed")
+	err := ackScheduling(ctx, t, p, token, "retried", activity("retried", 2, ""))
+	assert.True(t, cdb.IsRetryable(err), "cannot tell whether it committed, so the ack may be retried: %v", err)
 	unreadable()
 	require.NoError(t, ackScheduling(ctx, t, p, token, "retried", activity("retried", 2, "")), "the retry finds the first try committed")
 	got := result()
@@ -684,7 +685,8 @@ func TestAFailedEagerStartThatAppliedUnseenIsHandedOver(t *testing.T) {
 	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 400, Times: 1, Match: func(r cdb.FakeRequest) bool {
 		return r.Operation == "Batch" && strings.Contains(string(r.Body), "StartOrchestration")
 	}})
-	require.Error(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("unseen"), 0), "the resend failed")
+	err := p.EnqueueForOrchestrator(ctx, providertest.StartItem("unseen"), 0)
+	assert.True(t, cdb.HasStatus(err, http.StatusBadRequest), "the resend's refusal: %v", err)
 	got := result()
 	require.NoError(t, got.err)
 	require.NotNil(t, got.item, "the start applied: its instance is handed over, not left to an hour-long lock")

@@ -26,6 +26,9 @@ type ackPlan struct {
 	// reserved the fetches reserved for them (eager.go).
 	eager    []eagerWrite
 	reserved int
+	// chain is the lock the commit keeps on its instance (chain.go), nil
+	// when it releases it.
+	chain *orchestrationLock
 }
 
 // eagerLocks are the locks of the items the batch wrote locked to this
@@ -150,7 +153,12 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, squeeze int
 			plan.state.pendingOutboxes = state.pendingOutboxes
 		}
 	}
-	plan.eager, plan.reserved, planned = w.locked, w.reserved, true
+	plan.eager, plan.reserved = w.locked, w.reserved
+	plan.inst = inst
+	if plan.chain, err = p.planChain(lock, plan, now); err != nil {
+		return nil, refuse(op, "encode instance", err)
+	}
+	planned = true
 	return plan, nil
 }
 

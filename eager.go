@@ -118,6 +118,10 @@ func (p *CosmosProvider) giveBackEager(ctx context.Context, readySince int64) {
 	}
 	for _, t := range p.eagerStarts.stale(readySince, now) {
 		p.releaseQuietly(ctx, t.lock)
+		if t.chained {
+			p.orchLocks.remove(t.lock.token)
+			p.orchSignal.announce(t.lock.pk) // others may have sent it something
+		}
 	}
 }
 
@@ -138,6 +142,7 @@ func (p *CosmosProvider) giveBackAllEager() {
 	ctx, cancel := context.WithTimeout(context.Background(), closeGiveBackTimeout)
 	defer cancel()
 	p.giveBackEager(ctx, math.MaxInt64)
+	p.giveBackAllChains(ctx)
 }
 
 // newEagerWork is eager activities' registry: worker items' locks.

@@ -108,6 +108,14 @@ func (e *eagerReady[T]) settle(reserved int, committed []T) {
 	}
 }
 
+// offer makes item ready for the fetches without a reservation: a held
+// instance's turn (chain.go), which its own stale give-back bounds.
+func (e *eagerReady[T]) offer(item T) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ready = append(e.ready, readyItem[T]{item: item, since: e.now()})
+}
+
 // take removes and returns the oldest ready item a fetch with tags may
 // take, dropping those whose lock expired on the way (the store's queue
 // has them back: whoever looks takes them).

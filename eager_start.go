@@ -163,13 +163,24 @@ func (p *CosmosProvider) eagerTurn(ctx context.Context, w startWrite) *lockedTur
 // tell whether an eager start applied.
 var errEagerStartUnknown = errors.New("eager start: outcome unknown")
 
+// turnName is the orchestration a ready turn is of, as far as known.
+func turnName(t *lockedTurn) string {
+	if t.inst.Name != "" || len(t.lock.messages) == 0 {
+		return t.inst.Name
+	}
+	return t.lock.messages[0].Orch
+}
+
 // takeReadyStart hands a fetch an instance this process started locked
 // for it; found is false when none is ready (or none could be made).
 func (p *CosmosProvider) takeReadyStart(ctx context.Context) (res fetchedOrchestration, found bool, err error) {
 	for t, ok := p.eagerStarts.take(DefaultOnlyFilter(), p.nowMs()); ok; t, ok = p.eagerStarts.take(DefaultOnlyFilter(), p.nowMs()) {
-		got, err := p.makeTurn(p.tel.withOrchestrationName(ctx, t.lock.messages[0].Orch), t)
+		got, err := p.makeTurn(p.tel.withOrchestrationName(ctx, turnName(t)), t)
 		if got != nil {
 			return *got, true, nil
+		}
+		if t.chained {
+			p.orchLocks.remove(t.lock.token)
 		}
 		p.announceDeferred(t.lock.pk)
 		if err != nil && failsTheFetch(err) {

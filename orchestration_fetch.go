@@ -64,18 +64,26 @@ func filterKey(filter *DispatcherCapabilityFilter) string {
 // every attempt meets contention, it queries once more without the
 // contended instances, so contention does not read as emptiness.
 func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, scope lookScope, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (fetchedOrchestration, pollOutcome, error) {
-	// An instance started here locked for the fetches is taken first: it
-	// costs no request.
+	chained := false
+	if scope.pk != "" && !isEagerStartScope(scope.pk) {
+		// Something was sent to an instance a commit of this process
+		// keeps locked: its chained turn is due now, and this look takes it.
+		var ready *chainedInstance
+		chained, ready = p.chains.want(scope.pk)
+		p.handOverChain(ctx, ready)
+	}
+	// An instance started or chained here, locked for the fetches, is
+	// taken first: it costs no request.
 	if res, found, err := p.takeReadyStart(ctx); err != nil {
 		return fetchedOrchestration{}, outcomeEmpty, err
 	} else if found {
-		if scope.pk != "" && !isEagerStartScope(scope.pk) {
+		if scope.pk != "" && !isEagerStartScope(scope.pk) && scope.pk != instancePartitionKey(res.item.Instance) {
 			p.orchSignal.announce(scope.pk) // the next fetch looks where this one was woken for
 		}
 		return res, outcomeFound, nil
 	}
-	if isEagerStartScope(scope.pk) {
-		return fetchedOrchestration{}, outcomeEmpty, nil // taken by another look already
+	if isEagerStartScope(scope.pk) || chained {
+		return fetchedOrchestration{}, outcomeEmpty, nil // taken by another look already, or a worker ack still writes into its chain
 	}
 	fk := filterKey(filter)
 	outcome := outcomeEmpty
@@ -330,6 +338,10 @@ type lockedTurn struct {
 	items       []WorkItem
 	attempts    uint32
 	seen, until int64 // ms: the candidate query's time, the lock's expiry
+	// chained says the lock is one a commit kept (chain.go): its messages
+	// are only the completions claimed with it, so the batch is completed
+	// from a query of the instance's partition.
+	chained bool
 }
 
 // takeInstanceLock runs the lock batch on the group's first messages (at
@@ -390,7 +402,7 @@ func (p *CosmosProvider) loadTurnState(ctx context.Context, t *lockedTurn) (deli
 func (p *CosmosProvider) completeTurnBatch(ctx context.Context, t *lockedTurn, delivered bool) (done bool, err error) {
 	lock, inst := t.lock, &t.inst
 	unpark := p.releasesParked(inst, t.items)
-	if unpark || delivered || inst.Status == StatusContinuedAsNew && !hasContinueAsNew(t.items) || releasedSince(inst, t.seen) {
+	if t.chained || unpark || delivered || inst.Status == StatusContinuedAsNew && !hasContinueAsNew(t.items) || releasedSince(inst, t.seen) {
 		if t.items, t.attempts, err = p.completeBatch(ctx, lock, t.seen, t.until, unpark); err != nil {
 			p.releaseQuietly(ctx, lock)
 			return true, err
@@ -407,6 +419,10 @@ func (p *CosmosProvider) completeTurnBatch(ctx context.Context, t *lockedTurn, d
 	}
 	if len(t.items) == 0 && len(lock.strays) > 0 {
 		return true, p.dropStrays(ctx, lock)
+	}
+	if len(t.items) == 0 && t.chained {
+		p.releaseQuietly(ctx, lock) // what it was wanted for was taken meanwhile
+		return true, nil
 	}
 	return false, nil
 }

@@ -218,6 +218,7 @@ type CosmosProvider struct {
 	workSignal  *queueSignal
 	eager       *eagerReady[*workLock]   // nil: no eager activities
 	eagerStarts *eagerReady[*lockedTurn] // nil: no eager starts
+	chains      *chains                  // nil: no chained turns
 
 	orchLocks  lockTable[*orchestrationLock]
 	contended  *contention
@@ -333,6 +334,7 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	p.workSignal = newQueueSignal(cfg.ShortPolling, p.now)
 	p.eager = newEagerWork(cfg.ShortPolling || cfg.DisableEagerDispatch, p.nowMs)
 	p.eagerStarts = newEagerStarts(cfg.ShortPolling || cfg.DisableEagerDispatch, p.nowMs)
+	p.chains = newChains(cfg.ShortPolling || cfg.DisableEagerDispatch)
 	bg, stop := context.WithCancel(context.Background())
 	p.stop = stop
 	if cfg.Leases == nil {
@@ -368,6 +370,11 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		go func() {
 			defer p.done.Done()
 			p.runEagerGiveBack(bg)
+		}()
+		p.done.Add(1)
+		go func() {
+			defer p.done.Done()
+			p.runChains(bg)
 		}()
 	}
 	if p.tel.on && cfg.GaugeInterval > 0 {

@@ -481,6 +481,12 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 	if err := p.knownETag(ctx, op, lock); err != nil {
 		return err
 	}
+	claim := p.claimForChain(lock, completion, completionDoc)
+	var claimed *queueDoc // the completion as written, claimed with its chain
+	defer func() { p.handOverChain(ctx, claim.settle(p, claimed)) }()
+	if claim.doc != nil {
+		completionDoc = claim.body
+	}
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	etag := lock.doc.ETag
 	consumeItem(b, lock.doc, &TransactionalBatchItemOptions{IfMatch: &etag})
@@ -512,6 +518,13 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 	lock.done = true
 	p.forgetWork(lock)
 	p.noteSessionActivity(lock)
+	if claim.doc != nil {
+		if len(resp.OperationResults) > 1 {
+			claim.doc.ETag = resp.OperationResults[1].ETag
+		}
+		claimed = claim.doc
+		return nil // its chained turn takes it
+	}
 	if completion != nil {
 		p.orchSignal.announce(lock.pk)
 	}

@@ -1,0 +1,361 @@
+package cdb
+
+// Chained turns: a turn that locked activities eagerly for this process's
+// own workers keeps its instance locked to this process when it commits,
+// and those workers' acks write the completions already claimed with the
+// kept lock. The next turn is then made without a candidate query or a lock
+// batch: one query of the instance's partition, under the lock, finds what
+// others sent meanwhile (completeBatch), and the turn waits for the
+// completions of its sibling activities instead of taking them one a turn.
+//
+// The invariant: a chained instance is, in the store, exactly an instance a
+// fetch of this process locked, and a completion written claimed is exactly
+// a message that lock claimed: the instance document carries the chain's
+// token and an expiry a lock timeout after the commit was planned; the
+// message carries the same token and expiry and one attempt. So should this
+// process die, both expire together and any fetch takes the instance, the
+// attempts counted. The rules that keep it so:
+//   - only a commit batch that holds the whole turn (no outbox) of a running
+//     instance, and locked at least one of its activities eagerly, writes a
+//     chain; its token is derived from the ack's lock token, so every try of
+//     one ack writes the same one;
+//   - a worker ack writes its completion claimed only while the chain is
+//     neither handed over nor given back, and neither happens while such an
+//     ack is under way: a completion claimed after the chained turn read its
+//     batch would stay hidden until the expiry;
+//   - the chained turn is handed to a fetch once every activity it locked
+//     eagerly completed here, or completionCoalescing after the first one
+//     did, or as soon as anything else is sent to the instance from this
+//     process; it is given back (an abandon that counts no attempt, the
+//     claimed completions with it) when nothing completed within the chain
+//     window, when the ready turn waited a poll interval for a fetch, and at
+//     Close;
+//   - a chain an earlier try of the ack committed unseen (the try that
+//     answered found the instance changed) is given back at once, from a
+//     read of the instance on the primary.
+// A message another process sends to a chained instance waits at most the
+// chain's window (a poll interval, or a quarter of the lock timeout when
+// shorter) for its turn; a completion whose ack had no answer may stay claimed until
+// the expiry when the chain is given back (a handed-over turn finds it by
+// its token).
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+)
+
+// completionCoalescing is how long a chained turn waits, after the first
+// completion of its activities, for the others: activities a turn
+// scheduled together finish together, and their acks land within a few
+// milliseconds of each other; waiting a little longer than that saves a
+// turn per activity and costs a race of activities at most this.
+const completionCoalescing = 25 * time.Millisecond
+
+// chainToken is the lock token an ack writes on the instance it keeps: the
+// same for every try of the ack.
+func chainToken(ackToken string) string {
+	return "lock_chain." + strings.TrimPrefix(ackToken, "lock_")
+}
+
+// chainedInstance is an instance this process's commit kept locked.
+type chainedInstance struct {
+	lock     *orchestrationLock // the chain's lock; messages are the completions claimed so far
+	since    int64              // ms: when the commit was planned
+	window   time.Duration      // how long it waits for a first completion
+	awaiting map[activityKey]bool
+	writing  int   // worker acks under way that write a completion claimed
+	firstAt  int64 // ms: when the first completion arrived; 0 before
+	wanted   bool  // something else was sent to the instance: take it now
+	done     bool  // handed over or given back
+}
+
+// activityKey names an activity of an instance.
+type activityKey struct{ exec, id uint64 }
+
+// chains are this process's chained instances, by partition key. nil when
+// eager dispatch is off; every method of a nil one does nothing.
+type chains struct {
+	mu   sync.Mutex
+	byPK map[string]*chainedInstance
+}
+
+func newChains(off bool) *chains {
+	if off {
+		return nil
+	}
+	return &chains{byPK: map[string]*chainedInstance{}}
+}
+
+// chainClaim is what a worker ack writing a completion claimed needs.
+type chainClaim struct {
+	pk    string
+	token string
+	until int64
+}
+
+// claimFor reserves, for a worker ack of an item of pk, the right to write
+// its completion claimed with the chain; false when pk is not held here.
+// Every true answer is settled with completed.
+func (h *chains) claimFor(pk string, nowMs int64) (chainClaim, bool) {
+	if h == nil {
+		return chainClaim{}, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	held := h.byPK[pk]
+	if held == nil || held.done || held.lock.lockedUntil.Load() <= nowMs {
+		return chainClaim{}, false
+	}
+	held.writing++
+	return chainClaim{pk: pk, token: held.lock.token, until: held.lock.lockedUntil.Load()}, true
+}
+
+// completed settles a claim: msg is the completion as written (nil when
+// the ack did not commit, or cannot tell); ready is the chained instance when
+// its turn should be handed over now.
+func (h *chains) completed(c chainClaim, msg *queueDoc, nowMs int64) (ready *chainedInstance) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	held := h.byPK[c.pk]
+	if held == nil || held.lock.token != c.token {
+		return nil
+	}
+	held.writing--
+	if msg != nil {
+		held.lock.messages = append(held.lock.messages, *msg)
+		delete(held.awaiting, activityKey{msg.Exec, msg.Activity})
+		if held.firstAt == 0 {
+			held.firstAt = nowMs
+		}
+	}
+	if held.wanted || len(held.awaiting) == 0 && held.firstAt != 0 {
+		return h.takeLocked(held)
+	}
+	return nil
+}
+
+// want marks pk's chained instance as wanted now (something else was sent to
+// it) and says whether pk is held here; ready is the chained instance when it
+// should be handed over now.
+func (h *chains) want(pk string) (held bool, ready *chainedInstance) {
+	if h == nil {
+		return false, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hi := h.byPK[pk]
+	if hi == nil {
+		return false, nil
+	}
+	hi.wanted = true
+	return true, h.takeLocked(hi)
+}
+
+// due ends the chains whose time came: those whose first completion came
+// coalescing ago, and those past their window without any.
+func (h *chains) due(nowMs int64, coalescing time.Duration) []*chainedInstance {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*chainedInstance
+	for _, hi := range h.byPK {
+		switch {
+		case hi.firstAt != 0 && nowMs-hi.firstAt >= coalescing.Milliseconds():
+			hi.wanted = true
+		case hi.firstAt == 0 && nowMs-hi.since >= hi.window.Milliseconds():
+		default:
+			continue
+		}
+		if t := h.takeLocked(hi); t != nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// takeLocked ends hi's chain, unless a worker ack is still writing into it
+// (its settle takes it then). Called with h.mu held.
+func (h *chains) takeLocked(hi *chainedInstance) *chainedInstance {
+	if hi.done || hi.writing > 0 {
+		return nil
+	}
+	hi.done = true
+	delete(h.byPK, hi.lock.pk)
+	return hi
+}
+
+// all ends every chain no worker ack writes into, for Close.
+func (h *chains) all() []*chainedInstance {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*chainedInstance
+	for _, hi := range h.byPK {
+		if t := h.takeLocked(hi); t != nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// add records a chain.
+func (h *chains) add(hi *chainedInstance) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.byPK[hi.lock.pk] = hi
+}
+
+// chainWindow is how long a chained instance waits for a first completion
+// before it is given back.
+func (p *CosmosProvider) chainWindow(lockTimeout time.Duration) time.Duration {
+	return min(p.cfg.PollInterval, lockTimeout/4)
+}
+
+// planChain makes a commit keep its instance locked to this process, when
+// the turn may: see the rules above. It sets the plan's instance document's
+// lock and returns the chain's lock, nil when the turn does not chain.
+func (p *CosmosProvider) planChain(lock *orchestrationLock, plan *ackPlan, now int64) (*orchestrationLock, error) {
+	if p.chains == nil || plan.outbox != nil || len(plan.staged) > 0 || len(plan.eager) == 0 || plan.inst.Status != StatusRunning {
+		return nil, nil
+	}
+	inst := plan.inst
+	inst.LockToken = chainToken(lock.token)
+	inst.LockedUntil = now + lock.timeout.Milliseconds()
+	body, err := json.Marshal(withoutETag(inst))
+	if err != nil {
+		return nil, err
+	}
+	plan.batch.ops[instanceWrite].ResourceBody = body
+	plan.inst = inst
+	held := &orchestrationLock{token: inst.LockToken, pk: lock.pk, timeout: lock.timeout, inst: inst}
+	held.lockedUntil.Store(inst.LockedUntil)
+	return held, nil
+}
+
+// startChain records a committed chain (its instance document's ETag from
+// the commit, if known) and hands its lock to this process's fetches'
+// view, so that they leave the instance to it.
+func (p *CosmosProvider) startChain(ctx context.Context, held *orchestrationLock, plan *ackPlan) {
+	held.inst.ETag = plan.inst.ETag
+	since := held.lockedUntil.Load() - held.timeout.Milliseconds()
+	hi := &chainedInstance{lock: held, since: since, window: p.chainWindow(held.timeout), awaiting: map[activityKey]bool{}}
+	for _, e := range plan.eager {
+		hi.awaiting[activityKey{e.lock.doc.Exec, e.lock.doc.Activity}] = true
+	}
+	if held.inst.ETag == "" {
+		p.giveBackChain(ctx, hi) // an earlier try committed it: its ETag is read
+		return
+	}
+	p.orchLocks.put(held.token, held)
+	p.chains.add(hi)
+}
+
+// handOverChain makes a chained instance's turn ready for this process's
+// orchestration fetches, or gives the chain back when no completion came.
+func (p *CosmosProvider) handOverChain(ctx context.Context, hi *chainedInstance) {
+	if hi == nil {
+		return
+	}
+	if len(hi.lock.messages) == 0 && !hi.wanted {
+		p.giveBackChain(ctx, hi)
+		return
+	}
+	t := &lockedTurn{lock: hi.lock, inst: hi.lock.inst, seen: p.nowMs(), until: hi.lock.lockedUntil.Load(), chained: true}
+	p.eagerStarts.offer(t)
+	p.orchSignal.announce(eagerStartScope + hi.lock.pk)
+}
+
+// giveBackChain releases a chain, as an abandon that counts no attempt.
+func (p *CosmosProvider) giveBackChain(ctx context.Context, hi *chainedInstance) {
+	lock := hi.lock
+	defer p.orchLocks.remove(lock.token)
+	if lock.inst.ETag == "" {
+		inst, err := p.readInstanceLatest(ctx, lock.pk)
+		if err != nil || inst == nil || inst.LockToken != lock.token {
+			p.log.Debug("cdb: a chained instance could not be read back; it waits for its lock's expiry", "instance", lock.inst.Instance, "error", err)
+			return
+		}
+		lock.inst = *inst
+	}
+	p.releaseQuietly(ctx, lock)
+	p.orchSignal.announce(lock.pk)
+}
+
+// giveBackAllChains gives back every chain, as the provider closes.
+func (p *CosmosProvider) giveBackAllChains(ctx context.Context) {
+	for _, hi := range p.chains.all() {
+		p.giveBackChain(ctx, hi)
+	}
+}
+
+// giveBackUnseenChain gives back the chain an earlier try of lock's ack
+// committed unseen, if it wrote one: the try that answered found the
+// instance changed, and the plan that committed may have held it.
+func (p *CosmosProvider) giveBackUnseenChain(ctx context.Context, lock *orchestrationLock) {
+	if p.chains == nil {
+		return
+	}
+	held := &orchestrationLock{token: chainToken(lock.token), pk: lock.pk, timeout: lock.timeout, inst: lock.inst}
+	held.inst.ETag = ""
+	p.giveBackChain(ctx, &chainedInstance{lock: held})
+}
+
+// runChains hands over or gives back the chained instances that are due, every
+// coalescing interval, until ctx ends.
+func (p *CosmosProvider) runChains(ctx context.Context) {
+	runEvery(ctx, completionCoalescing, func() {
+		for _, hi := range p.chains.due(p.nowMs(), completionCoalescing) {
+			p.handOverChain(ctx, hi)
+		}
+	})
+}
+
+// chainedCompletion is a worker ack's claim on a chain of its instance, and
+// the completion it writes claimed with it.
+type chainedCompletion struct {
+	claim   chainClaim
+	claimed bool
+	doc     *queueDoc // nil: written as it was
+	body    []byte
+}
+
+// claimForChain claims, for a completion a worker ack writes into its
+// instance's own partition, a chain of this process on the instance: the
+// completion is then written claimed with the chain. The claim is settled
+// whatever becomes of the ack (settle).
+func (p *CosmosProvider) claimForChain(lock *workLock, completion WorkItem, body []byte) chainedCompletion {
+	if body == nil || len(body) > lockContentMaxBytes || instancePartitionKey(completion.InstanceID()) != lock.pk {
+		return chainedCompletion{} // none, a large one (decoded again for nothing), or another partition's
+	}
+	c, ok := p.chains.claimFor(lock.pk, p.nowMs())
+	if !ok {
+		return chainedCompletion{}
+	}
+	hc := chainedCompletion{claim: c, claimed: true}
+	var m queueDoc
+	if err := json.Unmarshal(body, &m); err != nil {
+		return hc
+	}
+	m.LockToken, m.LockedUntil, m.Attempts = c.token, c.until, 1
+	if encoded, err := json.Marshal(m); err == nil {
+		hc.doc, hc.body = &m, encoded
+	}
+	return hc
+}
+
+// settle ends the claim: written is the completion as the ack wrote it,
+// nil when it did not, or cannot tell. It returns the chained instance when
+// its turn is due now.
+func (hc chainedCompletion) settle(p *CosmosProvider, written *queueDoc) *chainedInstance {
+	if !hc.claimed {
+		return nil
+	}
+	return p.chains.completed(hc.claim, written, p.nowMs())
+}

@@ -1,0 +1,238 @@
+package cdb_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/providertest"
+)
+
+// Chained turns (ARCHITECTURE.md, Chained turns): a turn that locked its
+// activities eagerly keeps its instance locked to this process, the
+// activities' completions are written claimed with that lock, and the next
+// turn takes them with one query of the partition.
+
+// chainedFanOut is p's instance, whose first turn scheduled n activities
+// for n waiting worker fetches of p; it returns what the workers took.
+func chainedFanOut(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, instance string, n int) []fetchedWork {
+	t.Helper()
+	token := lockedStart(ctx, t, p, instance)
+	results := make([]func() fetchedWork, n)
+	acts := make([]cdb.ActivityExecuteMessage, n)
+	for i := range results {
+		results[i], _ = waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+		acts[i] = activity(instance, uint64(i+2), "")
+	}
+	require.NoError(t, ackScheduling(ctx, t, p, token, instance, acts...))
+	got := make([]fetchedWork, n)
+	for i, result := range results {
+		got[i] = result()
+		require.NoError(t, got[i].err)
+		require.NotNil(t, got[i].item)
+	}
+	return got
+}
+
+// instanceDocOf is instance's instance document as stored.
+func instanceDocOf(t *testing.T, p *cdb.CosmosProvider, instance string) map[string]any {
+	t.Helper()
+	resp, err := p.Container().ReadItem(context.Background(), cdb.NewPartitionKeyString(instance), "inst", nil)
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(resp.Value, &doc))
+	return doc
+}
+
+// messageDocs are the orchestrator messages of instance as stored.
+func messageDocs(t *testing.T, p *cdb.CosmosProvider, instance string) []map[string]any {
+	t.Helper()
+	pk := cdb.NewPartitionKeyString(instance)
+	res, err := p.Container().QueryItems(context.Background(), "SELECT * FROM c WHERE c.pk = @pk AND c.type = 'msg'",
+		[]cdb.QueryParameter{{Name: "@pk", Value: instance}}, &cdb.QueryOptions{PartitionKey: &pk})
+	require.NoError(t, err)
+	docs := make([]map[string]any, len(res.Items))
+	for i, raw := range res.Items {
+		require.NoError(t, json.Unmarshal(raw, &docs[i]))
+	}
+	return docs
+}
+
+func TestATurnWhoseActivitiesRunHereKeepsItsInstanceForTheirCompletions(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	got := chainedFanOut(ctx, t, p, "kept", 2)
+
+	inst := instanceDocOf(t, p, "kept")
+	chain, _ := inst["lockToken"].(string)
+	require.True(t, strings.HasPrefix(chain, "lock_chain."), "the commit kept the lock: %v", inst["lockToken"])
+
+	ackActivity(ctx, t, p, got[0])
+	msgs := messageDocs(t, p, "kept")
+	require.Len(t, msgs, 1)
+	assert.Equal(t, chain, msgs[0]["lockToken"], "written claimed with the kept lock, as the lock batch would claim it")
+	assert.EqualValues(t, 1, msgs[0]["attempts"])
+	assert.Equal(t, inst["lockedUntil"], msgs[0]["lockedUntil"], "they expire together")
+
+	turn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	ackActivity(ctx, t, p, got[1])
+	next := turn()
+	require.NoError(t, next.err)
+	require.NotNil(t, next.item)
+	assert.Len(t, next.item.Messages, 2, "both completions in one turn")
+	assert.Equal(t, uint32(1), next.attempts)
+	assert.Equal(t, chain, next.token, "the kept lock is the turn's")
+	require.NoError(t, p.AckOrchestrationItem(ctx, next.token, 1, nil, nil, nil, providertest.TestOrchMetadata(), nil))
+	assert.Empty(t, messageDocs(t, p, "kept"))
+	assert.Empty(t, instanceDocOf(t, p, "kept")["lockToken"], "released by the turn's ack")
+}
+
+// A chain no completion reaches within its window is given back, so what
+// another process sends the instance is not kept from it for a lock's
+// length.
+func TestAChainNoCompletionReachesIsGivenBack(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: 100 * time.Millisecond})
+	chainedFanOut(ctx, t, p, "idle", 1) // the activity never completes
+
+	other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	require.NoError(t, other.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "idle", Name: "go", Data: "{}"}, 0))
+	require.Eventually(t, func() bool { return instanceDocOf(t, p, "idle")["lockToken"] == "" }, 10*time.Second, 10*time.Millisecond,
+		"the chain is given back after its window, a poll interval")
+	got := eventuallyTurn(ctx, t, other, "the other process takes the instance")
+	require.NotNil(t, got.item)
+	assert.Equal(t, uint32(1), got.attempts, "the give-back counts no attempt")
+	assert.Len(t, got.item.Messages, 1)
+}
+
+// Anything this process sends a chained instance makes the chained turn
+// due at once, with the completions it has.
+func TestAMessageFromThisProcessTakesTheChainedTurnAtOnce(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	got := chainedFanOut(ctx, t, p, "poked", 2)
+	ackActivity(ctx, t, p, got[0])
+
+	turn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	acct.ResetCounts()
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "poked", Name: "go", Data: "{}"}, 0))
+	next := turn()
+	require.NoError(t, next.err)
+	require.NotNil(t, next.item)
+	kinds := []string{}
+	for _, m := range next.item.Messages {
+		kinds = append(kinds, m.Kind())
+	}
+	assert.ElementsMatch(t, []string{"ActivityCompleted", "ExternalRaised"}, kinds)
+	assert.Equal(t, uint32(1), next.attempts)
+}
+
+// A process that dies with a chained instance leaves it, and the
+// completions claimed with it, to any fetch once the lock expires, the
+// attempt counted.
+func TestAChainedInstanceOfAProcessThatDiedRunsElsewhereOnceItsLockExpires(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p, crash := crashableProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("orphan"), 0))
+	_, token, _, err := p.FetchOrchestrationItem(ctx, 500*time.Millisecond, 0, nil)
+	require.NoError(t, err)
+	worker, _ := waitingWorker(ctx, t, p, 300*time.Millisecond, cdb.DefaultOnlyFilter())
+	other, _ := waitingWorker(ctx, t, p, 300*time.Millisecond, cdb.DefaultOnlyFilter())
+	require.NoError(t, ackScheduling(ctx, t, p, token, "orphan", activity("orphan", 2, ""), activity("orphan", 3, "")))
+	first, second := worker(), other()
+	require.NoError(t, first.err)
+	require.NoError(t, second.err)
+	ackActivity(ctx, t, p, first)
+	require.NotEmpty(t, messageDocs(t, p, "orphan")[0]["lockToken"], "claimed with the chain")
+	crash()
+
+	survivor := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	got := eventuallyTurn(ctx, t, survivor, "the chain expires")
+	require.NotNil(t, got.item)
+	assert.Equal(t, "orphan", got.item.Instance)
+	assert.Equal(t, uint32(2), got.attempts, "the chained turn's attempt is counted")
+	assert.Len(t, got.item.Messages, 1, "the completion claimed with the chain is in the batch")
+}
+
+// A worker ack writing into a chain holds the chained turn back until it
+// answers: a completion claimed after the turn read its batch would stay
+// hidden until the lock expired.
+func TestAChainedTurnWaitsForTheWorkerAckWritingIntoIt(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	var hold holdingTransport
+	hold.next = acct.Transport()
+	client, err := cdb.NewClient(acct.Endpoint(), cdb.ClientOptions{Key: acct.Key(), Transport: &hold})
+	require.NoError(t, err)
+	p, err := cdb.NewProvider(ctx, cdb.Config{Client: client, PollInterval: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	got := chainedFanOut(ctx, t, p, "racing", 2)
+
+	inAck, release := hold.holdNext(`["racing"]`)
+	acked := make(chan struct{})
+	go func() {
+		defer close(acked)
+		ackActivity(ctx, t, p, got[0])
+	}()
+	<-inAck
+	turn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	turns := make(chan fetchedTurn, 1)
+	go func() { turns <- turn() }()
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "racing", Name: "go", Data: "{}"}, 0))
+	var next fetchedTurn
+	select {
+	case next = <-turns: // handed over while the ack was under way: the batch lacks its completion
+	case <-time.After(500 * time.Millisecond):
+		close(release)
+		next = <-turns
+	}
+	if !isClosed(release) {
+		close(release)
+	}
+	<-acked
+	require.NoError(t, next.err)
+	require.NotNil(t, next.item)
+	assert.Len(t, next.item.Messages, 2, "the event and the completion whose ack was under way")
+	require.NoError(t, p.AckOrchestrationItem(ctx, next.token, 1, nil, nil, nil, providertest.TestOrchMetadata(), nil))
+	assert.Empty(t, messageDocs(t, p, "racing"), "nothing left claimed")
+}
+
+// A chain that the provider's Close finds is given back, not left locked
+// for the lock's length.
+func TestAChainIsGivenBackAtClose(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client(), PollInterval: time.Hour})
+	require.NoError(t, err)
+	got := chainedFanOut(ctx, t, p, "closing", 2)
+	ackActivity(ctx, t, p, got[0])
+	require.NoError(t, p.Close())
+
+	inst := instanceDocOf(t, p, "closing")
+	assert.Empty(t, inst["lockToken"], "released")
+	for _, m := range messageDocs(t, p, "closing") {
+		assert.Empty(t, m["lockToken"], "its claimed completion released too")
+		assert.EqualValues(t, 0, m["attempts"], "no attempt counted")
+	}
+}
+
+// isClosed says ch is closed.
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

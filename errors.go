@@ -103,6 +103,10 @@ var (
 	ErrPartitionKeyPathMismatch   = errors.New("container partition key path mismatch")
 	ErrInvalidContainerProperties = errors.New("invalid container properties")
 	ErrInsecureEndpoint           = errors.New("insecure endpoint")
+	// ErrInvalidClientConfig: NewClient cannot build a client from its
+	// endpoint and ClientOptions (a malformed endpoint, a missing or
+	// malformed key, TLS settings that contradict each other or the host).
+	ErrInvalidClientConfig = errors.New("invalid client configuration")
 )
 
 // ValidationError is input the client refused before sending any request:
@@ -112,6 +116,10 @@ type ValidationError struct {
 	Field     string // what was wrong, e.g. "id", "partition key", "batch"
 	Problem   string // how, with the limit and the actual value where useful
 	Err       error
+	// Cause is the error that showed the problem when another error did
+	// (the endpoint's URL parse error, the CA file's read error); nil
+	// otherwise.
+	Cause error
 }
 
 // Error describes the failure.
@@ -119,8 +127,14 @@ func (e *ValidationError) Error() string {
 	return fmt.Sprintf("cdb: %s: %s: %s", e.Operation, e.Field, e.Problem)
 }
 
-// Unwrap returns the cause.
-func (e *ValidationError) Unwrap() error { return e.Err }
+// Unwrap returns the sentinel and the cause, if any, so errors.Is and
+// errors.As reach both.
+func (e *ValidationError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Err, e.Cause}
+}
 
 func invalid(op, field string, sentinel error, format string, args ...any) *ValidationError {
 	return &ValidationError{Operation: op, Field: field, Problem: fmt.Sprintf(format, args...), Err: sentinel}

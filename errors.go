@@ -44,7 +44,10 @@ type CosmosError struct {
 	// on deterministic ids that turn a repeat into 409.
 	OutcomeUnknown bool
 
-	err error // the transport or context error behind a StatusCode 0, if any
+	// err is the error behind the failure, if any: the transport or
+	// context error behind a StatusCode 0, or the check that made the
+	// client answer a status itself (a partition key range list with a gap).
+	err error
 }
 
 // Error describes the failure.
@@ -80,8 +83,9 @@ func (e *CosmosError) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the transport or context error behind a failure without a
-// status, so errors.Is(err, context.DeadlineExceeded) keeps working.
+// Unwrap returns the error behind the failure: for one without a status,
+// the transport or context error, so errors.Is(err,
+// context.DeadlineExceeded) keeps working.
 func (e *CosmosError) Unwrap() error { return e.err }
 
 // Sentinels for input the client refuses before sending anything. They are

@@ -37,15 +37,18 @@ type masterKey struct {
 // the problem without ever echoing the key.
 func newMasterKey(encoded string) (*masterKey, error) {
 	if strings.TrimSpace(encoded) == "" {
-		return nil, errors.New("cdb: invalid key: empty")
+		return nil, invalidConfig("key", "invalid key: empty")
 	}
 	key, err := base64.StdEncoding.DecodeString(encoded)
 	if err != nil {
-		// The decoder's message names only an offset, but say less anyway.
-		return nil, fmt.Errorf("cdb: invalid key: not valid standard base64 (%d characters)", len(encoded))
+		// The decoder's message names only an offset, but say less anyway;
+		// the cause stays reachable without being shown.
+		refusal := invalidConfig("key", "invalid key: not valid standard base64 (%d characters)", len(encoded))
+		refusal.Cause = err
+		return nil, refusal
 	}
 	if len(key) == 0 {
-		return nil, errors.New("cdb: invalid key: empty after base64 decoding")
+		return nil, invalidConfig("key", "invalid key: empty after base64 decoding")
 	}
 	return &masterKey{key: key}, nil
 }

@@ -208,26 +208,50 @@ func NewClient(endpoint string, opts ClientOptions) (*Client, error) {
 // parseEndpoint accepts an absolute http(s) URL with at most a "/" path and
 // returns its scheme://host form and host name.
 func parseEndpoint(endpoint string) (base, host string, err error) {
+	if hasUserInfo(endpoint) {
+		// Credentials belong in ClientOptions; do not echo them back, so
+		// this is checked before any message names the endpoint.
+		return "", "", invalidConfig("endpoint", "invalid endpoint: user information is not allowed in the URL")
+	}
 	u, err := url.Parse(endpoint)
 	if err != nil {
-		return "", "", fmt.Errorf("cdb: invalid endpoint %q: %w", endpoint, err)
+		refusal := invalidConfig("endpoint", "invalid endpoint %q: %v", endpoint, err)
+		refusal.Cause = err
+		return "", "", refusal
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return "", "", fmt.Errorf("cdb: invalid endpoint %q: want an absolute http or https URL", endpoint)
+		return "", "", invalidConfig("endpoint", "invalid endpoint %q: want an absolute http or https URL", endpoint)
 	case u.Host == "" || u.Hostname() == "":
-		return "", "", fmt.Errorf("cdb: invalid endpoint %q: no host", endpoint)
-	case u.User != nil:
-		// Credentials belong in ClientOptions; do not echo them back.
-		return "", "", errors.New("cdb: invalid endpoint: user information is not allowed in the URL")
+		return "", "", invalidConfig("endpoint", "invalid endpoint %q: no host", endpoint)
 	case u.RawQuery != "" || u.ForceQuery:
-		return "", "", fmt.Errorf("cdb: invalid endpoint %q: no query allowed", endpoint)
+		return "", "", invalidConfig("endpoint", "invalid endpoint %q: no query allowed", endpoint)
 	case u.Fragment != "" || strings.Contains(endpoint, "#"):
-		return "", "", fmt.Errorf("cdb: invalid endpoint %q: no fragment allowed", endpoint)
+		return "", "", invalidConfig("endpoint", "invalid endpoint %q: no fragment allowed", endpoint)
 	case u.Path != "" && u.Path != "/":
-		return "", "", fmt.Errorf("cdb: invalid endpoint %q: the account endpoint has no path", endpoint)
+		return "", "", invalidConfig("endpoint", "invalid endpoint %q: the account endpoint has no path", endpoint)
 	}
 	return u.Scheme + "://" + u.Host, u.Hostname(), nil
+}
+
+// hasUserInfo reports an "@" in the endpoint's authority, or anywhere
+// before its first "/", "?" or "#" when it has no "//": what url.Parse
+// would read as user information, and what a URL it refuses or reads as
+// opaque may still carry.
+func hasUserInfo(endpoint string) bool {
+	authority := endpoint
+	if _, after, ok := strings.Cut(endpoint, "//"); ok {
+		authority = after
+	}
+	if end := strings.IndexAny(authority, "/?#"); end >= 0 {
+		authority = authority[:end]
+	}
+	return strings.Contains(authority, "@")
+}
+
+// invalidConfig refuses NewClient's endpoint or one of its options.
+func invalidConfig(field, format string, args ...any) *ValidationError {
+	return invalid("NewClient", field, ErrInvalidClientConfig, format, args...)
 }
 
 // checkPlainHTTP refuses http:// beyond loopback unless the caller opted in:
@@ -246,11 +270,11 @@ func checkPlainHTTP(base, host string, allowed bool) error {
 func newAuthorizer(opts ClientOptions) (authorizer, error) {
 	switch {
 	case opts.Key != "" && opts.Credential != nil:
-		return nil, errors.New("cdb: set exactly one of ClientOptions.Key and ClientOptions.Credential, not both")
+		return nil, invalidConfig("key", "set exactly one of ClientOptions.Key and ClientOptions.Credential, not both")
 	case opts.Credential != nil:
 		return aadToken{cred: opts.Credential}, nil
 	case opts.Key == "":
-		return nil, errors.New("cdb: invalid key: empty (set ClientOptions.Key or ClientOptions.Credential)")
+		return nil, invalidConfig("key", "invalid key: empty (set ClientOptions.Key or ClientOptions.Credential)")
 	}
 	return newMasterKey(opts.Key)
 }
@@ -259,11 +283,11 @@ func newAuthorizer(opts ClientOptions) (authorizer, error) {
 // opts.TLS. builtin reports the latter.
 func newTransport(host string, opts ClientOptions) (rt http.RoundTripper, builtin bool, err error) {
 	if opts.TLS.InsecureSkipVerify && !isLoopback(host) {
-		return nil, false, fmt.Errorf("cdb: TLS InsecureSkipVerify is allowed only for a loopback endpoint (the emulator), not %q", host)
+		return nil, false, invalidConfig("TLS", "TLS InsecureSkipVerify is allowed only for a loopback endpoint (the emulator), not %q", host)
 	}
 	if opts.Transport != nil {
 		if !opts.TLS.isZero() {
-			return nil, false, errors.New("cdb: ClientOptions.TLS applies to the built-in transport; configure TLS on the custom Transport instead")
+			return nil, false, invalidConfig("TLS", "ClientOptions.TLS applies to the built-in transport; configure TLS on the custom Transport instead")
 		}
 		return opts.Transport, false, nil
 	}
@@ -286,7 +310,9 @@ func tlsConfig(o TLSOptions) (*tls.Config, error) {
 	}
 	pem, err := os.ReadFile(o.CAFile)
 	if err != nil {
-		return nil, fmt.Errorf("cdb: reading TLS CA file: %w", err)
+		refusal := invalidConfig("TLS", "reading TLS CA file: %v", err)
+		refusal.Cause = err
+		return nil, refusal
 	}
 	pool := o.RootCAs
 	if pool == nil {
@@ -298,7 +324,7 @@ func tlsConfig(o TLSOptions) (*tls.Config, error) {
 		pool = pool.Clone()
 	}
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("cdb: TLS CA file %q holds no PEM certificate", o.CAFile)
+		return nil, invalidConfig("TLS", "TLS CA file %q holds no PEM certificate", o.CAFile)
 	}
 	cfg.RootCAs = pool
 	return cfg, nil

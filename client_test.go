@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,9 +173,12 @@ func TestNewClientRejectsBadEndpoints(t *testing.T) {
 	}
 	for endpoint, want := range cases {
 		_, err := NewClient(endpoint, ClientOptions{Key: testMasterKey})
-		require.Error(t, err, endpoint)
+		require.ErrorIs(t, err, ErrInvalidClientConfig, endpoint)
 		assert.Contains(t, err.Error(), want, endpoint)
 	}
+	_, err := NewClient("://bad", ClientOptions{Key: testMasterKey})
+	var parseErr *url.Error
+	assert.ErrorAs(t, err, &parseErr, "the URL parse error stays reachable")
 	for _, ok := range []string{"https://acct.documents.azure.com:443/", "https://acct.documents.azure.com", "http://127.0.0.1:8081"} {
 		c, err := NewClient(ok, ClientOptions{Key: testMasterKey})
 		require.NoError(t, err, ok)
@@ -225,10 +230,22 @@ func TestNewClientRefusesPlainHTTPBeyondLoopback(t *testing.T) {
 	assert.Equal(t, "http://cosmos.internal.example:8081/", c.Endpoint())
 }
 
+// TestNewClientDoesNotEchoUserInfo: an endpoint with user information is
+// refused for it, also when it is wrong in another way that would name the
+// endpoint (a scheme, a port that does not parse, no "//").
 func TestNewClientDoesNotEchoUserInfo(t *testing.T) {
-	_, err := NewClient("https://user:hunter2secret@acct.documents.azure.com/", ClientOptions{Key: testMasterKey})
-	require.ErrorContains(t, err, "user information is not allowed", "refused for its user information, not for another reason")
-	assert.NotContains(t, err.Error(), "hunter2secret")
+	for _, endpoint := range []string{
+		"https://user:hunter2secret@acct.documents.azure.com/",
+		"ftp://user:hunter2secret@acct.documents.azure.com/",
+		"https://user:hunter2secret@acct.documents.azure.com:bad/",
+		"https://user:hunter2secret@/dbs",
+		"user:hunter2secret@acct.documents.azure.com",
+	} {
+		_, err := NewClient(endpoint, ClientOptions{Key: testMasterKey})
+		require.ErrorIs(t, err, ErrInvalidClientConfig, endpoint)
+		require.ErrorContains(t, err, "user information is not allowed", "refused for its user information, not for another reason")
+		assert.NotContains(t, err.Error(), "hunter2secret")
+	}
 }
 
 func TestNewClientValidatesKeyWithoutEchoingIt(t *testing.T) {
@@ -245,7 +262,7 @@ func TestNewClientValidatesKeyWithoutEchoingIt(t *testing.T) {
 	}
 	for _, tc := range cases {
 		_, err := NewClient("https://acct.documents.azure.com/", tc.opts)
-		require.Error(t, err)
+		require.ErrorIs(t, err, ErrInvalidClientConfig)
 		assert.Contains(t, err.Error(), tc.want)
 		if tc.opts.Key != "" && strings.TrimSpace(tc.opts.Key) != "" {
 			assert.NotContains(t, err.Error(), tc.opts.Key)
@@ -256,7 +273,7 @@ func TestNewClientValidatesKeyWithoutEchoingIt(t *testing.T) {
 
 func TestNewClientTLSRules(t *testing.T) {
 	_, err := NewClient("https://acct.documents.azure.com/", ClientOptions{Key: testMasterKey, TLS: TLSOptions{InsecureSkipVerify: true}})
-	require.Error(t, err)
+	require.ErrorIs(t, err, ErrInvalidClientConfig)
 	assert.Contains(t, err.Error(), "loopback")
 
 	for _, ep := range []string{"https://localhost:8081/", "https://127.0.0.1:8081/", "https://[::1]:8081/"} {
@@ -265,11 +282,19 @@ func TestNewClientTLSRules(t *testing.T) {
 	}
 
 	_, err = NewClient("https://localhost:8081/", ClientOptions{Key: testMasterKey, Transport: http.DefaultTransport, TLS: TLSOptions{CAFile: "x.pem"}})
-	require.Error(t, err)
+	require.ErrorIs(t, err, ErrInvalidClientConfig)
 	assert.Contains(t, err.Error(), "custom Transport")
 
 	_, err = NewClient("https://localhost:8081/", ClientOptions{Key: testMasterKey, TLS: TLSOptions{CAFile: filepath.Join(t.TempDir(), "missing.pem")}})
+	require.ErrorIs(t, err, ErrInvalidClientConfig)
+	assert.ErrorIs(t, err, fs.ErrNotExist, "the read error stays reachable")
 	assert.ErrorContains(t, err, "reading TLS CA file")
+
+	notPEM := filepath.Join(t.TempDir(), "not.pem")
+	require.NoError(t, os.WriteFile(notPEM, []byte("not a certificate"), 0o600))
+	_, err = NewClient("https://localhost:8081/", ClientOptions{Key: testMasterKey, TLS: TLSOptions{CAFile: notPEM}})
+	require.ErrorIs(t, err, ErrInvalidClientConfig)
+	assert.ErrorContains(t, err, "holds no PEM certificate")
 }
 
 // ---------------------------------------------------------------------------

@@ -44,7 +44,10 @@ type CosmosError struct {
 	// on deterministic ids that turn a repeat into 409.
 	OutcomeUnknown bool
 
-	err error // the transport or context error behind a StatusCode 0, if any
+	// err is the error behind the failure, if any: the transport or
+	// context error behind a StatusCode 0, or the check that made the
+	// client answer a status itself (a partition key range list with a gap).
+	err error
 }
 
 // Error describes the failure.
@@ -80,8 +83,9 @@ func (e *CosmosError) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the transport or context error behind a failure without a
-// status, so errors.Is(err, context.DeadlineExceeded) keeps working.
+// Unwrap returns the error behind the failure: for one without a status,
+// the transport or context error, so errors.Is(err,
+// context.DeadlineExceeded) keeps working.
 func (e *CosmosError) Unwrap() error { return e.err }
 
 // Sentinels for input the client refuses before sending anything. They are
@@ -103,6 +107,10 @@ var (
 	ErrPartitionKeyPathMismatch   = errors.New("container partition key path mismatch")
 	ErrInvalidContainerProperties = errors.New("invalid container properties")
 	ErrInsecureEndpoint           = errors.New("insecure endpoint")
+	// ErrInvalidClientConfig: NewClient cannot build a client from its
+	// endpoint and ClientOptions (a malformed endpoint, a missing or
+	// malformed key, TLS settings that contradict each other or the host).
+	ErrInvalidClientConfig = errors.New("invalid client configuration")
 )
 
 // ValidationError is input the client refused before sending any request:
@@ -112,6 +120,10 @@ type ValidationError struct {
 	Field     string // what was wrong, e.g. "id", "partition key", "batch"
 	Problem   string // how, with the limit and the actual value where useful
 	Err       error
+	// Cause is the error that showed the problem when another error did
+	// (the endpoint's URL parse error, the CA file's read error); nil
+	// otherwise.
+	Cause error
 }
 
 // Error describes the failure.
@@ -119,8 +131,14 @@ func (e *ValidationError) Error() string {
 	return fmt.Sprintf("cdb: %s: %s: %s", e.Operation, e.Field, e.Problem)
 }
 
-// Unwrap returns the cause.
-func (e *ValidationError) Unwrap() error { return e.Err }
+// Unwrap returns the sentinel and the cause, if any, so errors.Is and
+// errors.As reach both.
+func (e *ValidationError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Err, e.Cause}
+}
 
 func invalid(op, field string, sentinel error, format string, args ...any) *ValidationError {
 	return &ValidationError{Operation: op, Field: field, Problem: fmt.Sprintf(format, args...), Err: sentinel}

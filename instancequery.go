@@ -199,7 +199,7 @@ func (l *instanceListing) filterCreated(op string, q InstanceQuery) error {
 	}
 	c, err := decodeInstanceCursor(q.ContinuationToken)
 	if err != nil {
-		return refuse(op, "ContinuationToken "+err.Error(), ErrInvalidInput)
+		return refuse(op, "", fmt.Errorf("ContinuationToken %w: %w", err, ErrInvalidInput))
 	}
 	l.cursor = &c
 	if l.upper == nil || c.At < *l.upper {
@@ -263,10 +263,15 @@ type instanceCursor struct {
 
 const instanceCursorVersion = 1
 
-var (
-	errMalformedCursor = errors.New("is malformed")
-	errForeignCursor   = errors.New("was not given by QueryInstances")
-)
+var errForeignCursor = errors.New("was not given by QueryInstances")
+
+// malformedCursor is a token that does not decode. Its message leaves out
+// the decoder's, which names byte offsets and Go types the caller never
+// wrote; the decoder's error stays reachable with errors.As.
+type malformedCursor struct{ err error }
+
+func (e malformedCursor) Error() string { return "is malformed" }
+func (e malformedCursor) Unwrap() error { return e.err }
 
 func (c instanceCursor) encode() string {
 	c.Version = instanceCursorVersion
@@ -277,7 +282,7 @@ func (c instanceCursor) encode() string {
 func decodeInstanceCursor(token string) (instanceCursor, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil {
-		return instanceCursor{}, errMalformedCursor
+		return instanceCursor{}, malformedCursor{err}
 	}
 	var c struct {
 		Version *int   `json:"v"`
@@ -285,7 +290,7 @@ func decodeInstanceCursor(token string) (instanceCursor, error) {
 		I       string `json:"i"`
 	}
 	if err := json.Unmarshal(raw, &c); err != nil {
-		return instanceCursor{}, errMalformedCursor
+		return instanceCursor{}, malformedCursor{err}
 	}
 	if c.Version == nil || *c.Version != instanceCursorVersion || c.At == nil {
 		return instanceCursor{}, errForeignCursor

@@ -3,6 +3,7 @@ package cdb_test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -354,6 +355,23 @@ func TestQueryInstancesRefusesBadInput(t *testing.T) {
 		assert.EqualError(t, err, c.want)
 		assert.Equal(t, before, f.acct.Counts().Requests, "refused before anything is sent: %+v", c.q)
 	}
+}
+
+// A token that does not decode is refused as invalid input, and the
+// decoder's error stays reachable behind the refusal.
+func TestQueryInstancesRefusalOfAMalformedTokenWrapsTheDecodeError(t *testing.T) {
+	ctx := rulesContext(t)
+	f := newListingFixture(t, 1)
+
+	_, err := f.p.QueryInstances(ctx, cdb.InstanceQuery{ContinuationToken: base64.RawURLEncoding.EncodeToString([]byte(`[1]`))})
+	require.ErrorIs(t, err, cdb.ErrInvalidInput)
+	var typeErr *json.UnmarshalTypeError
+	assert.ErrorAs(t, err, &typeErr, "the JSON decoder's error")
+
+	_, err = f.p.QueryInstances(ctx, cdb.InstanceQuery{ContinuationToken: "{not base64}"})
+	require.ErrorIs(t, err, cdb.ErrInvalidInput)
+	var b64Err base64.CorruptInputError
+	assert.ErrorAs(t, err, &b64Err, "the base64 decoder's error")
 }
 
 // The default page holds 100, and the largest 1000.

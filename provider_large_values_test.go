@@ -59,12 +59,12 @@ func refuseContinueAsNewDelivery(acct *cdb.FakeAccount, pk string) func() {
 // that instance writing into its own partition is pending: it delivers the
 // outbox first, or holds the batch back.
 func TestAFetchNeverHandsOverMessagesWhileTheirInstancesOutboxIsPending(t *testing.T) {
-	config := func(clock *fakeClock) cdb.Config {
+	config := func(clock *testClock) cdb.Config {
 		return cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour, Now: clock.Now}
 	}
 
 	t.Run("the committing process died", func(t *testing.T) {
-		ctx, acct, clock := rulesContext(t), cdb.NewFakeAccount(cdb.FakeAccountOptions{}), newFakeClock()
+		ctx, acct, clock := rulesContext(t), cdb.NewFakeAccount(cdb.FakeAccountOptions{}), newTestClock()
 		a := newRulesProvider(t, acct, config(clock))
 		refuse := refuseContinueAsNewDelivery(acct, `["eternal"]`)
 		input := continueAsNewThroughTheOutbox(ctx, t, a, "eternal")
@@ -85,7 +85,7 @@ func TestAFetchNeverHandsOverMessagesWhileTheirInstancesOutboxIsPending(t *testi
 	})
 
 	t.Run("the committing process is alive and its delivery keeps failing", func(t *testing.T) {
-		ctx, acct, clock := rulesContext(t), cdb.NewFakeAccount(cdb.FakeAccountOptions{}), newFakeClock()
+		ctx, acct, clock := rulesContext(t), cdb.NewFakeAccount(cdb.FakeAccountOptions{}), newTestClock()
 		a := newRulesProvider(t, acct, config(clock))
 		refuse := refuseContinueAsNewDelivery(acct, `["eternal"]`)
 		continueAsNewThroughTheOutbox(ctx, t, a, "eternal")
@@ -108,7 +108,7 @@ func TestAFetchNeverHandsOverMessagesWhileTheirInstancesOutboxIsPending(t *testi
 	})
 
 	t.Run("an event to itself that overflowed keeps its place", func(t *testing.T) {
-		ctx, acct, clock := rulesContext(t), cdb.NewFakeAccount(cdb.FakeAccountOptions{}), newFakeClock()
+		ctx, acct, clock := rulesContext(t), cdb.NewFakeAccount(cdb.FakeAccountOptions{}), newTestClock()
 		a := newRulesProvider(t, acct, config(clock))
 		refuse := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: http.StatusForbidden, Match: func(r cdb.FakeRequest) bool {
 			return r.Operation == "CreateItem" && bytes.Contains(r.Body, []byte(`"relayed":true`)) &&

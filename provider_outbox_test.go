@@ -23,26 +23,6 @@ import (
 // commit writes arrives exactly once, in the order it was sent, however the
 // delivery is interrupted, taken over or repeated.
 
-// fakeClock is a clock for Config.Now that moves only when told to.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Now()} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // hookTransport calls before on every request of one provider, outside the
 // fake account's locks (so it may block), then sends it on.
 type hookTransport struct {
@@ -217,7 +197,7 @@ func sizedFanOut(instance string, n, size int) ([]cdb.Event, []cdb.WorkItem) {
 func TestOutboxRedeliveryDoesNotRecreateConsumedWork(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	clock := newFakeClock()
+	clock := newTestClock()
 	cfg := cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour, Now: clock.Now}
 	a := newRulesProvider(t, acct, cfg)
 	providertest.CreateInstance(ctx, t, a, "fan")
@@ -246,7 +226,7 @@ func TestOutboxRedeliveryDoesNotRecreateConsumedWork(t *testing.T) {
 func TestOutboxReconcilerLeavesALiveRelayAlone(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	clock := newFakeClock()
+	clock := newTestClock()
 	cfg := cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour, Now: clock.Now}
 	var armed atomic.Bool
 	var creates, beats atomic.Int32
@@ -309,7 +289,7 @@ func TestOutboxReconcilerLeavesALiveRelayAlone(t *testing.T) {
 func TestOutboxRedeliveryDedupeHasNoWindow(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	clock := newFakeClock()
+	clock := newTestClock()
 	cfg := cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour, Now: clock.Now}
 	a := newRulesProvider(t, acct, cfg)
 	providertest.CreateInstance(ctx, t, a, "sender")
@@ -339,7 +319,7 @@ func TestOutboxRedeliveryDedupeHasNoWindow(t *testing.T) {
 func TestOutboxReconcilerGoesOnPastAnOutboxItCannotDeliver(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	clock := newFakeClock()
+	clock := newTestClock()
 	cfg := cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour, Now: clock.Now}
 	a := newRulesProvider(t, acct, cfg)
 	targets := []string{"refusing", "t1", "t2"}
@@ -511,10 +491,10 @@ func TestAckWhoseResponseWasLostIsNotReportedFailed(t *testing.T) {
 // "first" before "second", whether turn 2 is committed by the same process or
 // by another one.
 func TestOutboxKeepsASendersOrder(t *testing.T) {
-	setup := func(t *testing.T) (context.Context, *cdb.FakeAccount, *fakeClock) {
-		return rulesContext(t), cdb.NewFakeAccount(cdb.FakeAccountOptions{}), newFakeClock()
+	setup := func(t *testing.T) (context.Context, *cdb.FakeAccount, *testClock) {
+		return rulesContext(t), cdb.NewFakeAccount(cdb.FakeAccountOptions{}), newTestClock()
 	}
-	config := func(clock *fakeClock) cdb.Config {
+	config := func(clock *testClock) cdb.Config {
 		return cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour, Now: clock.Now}
 	}
 

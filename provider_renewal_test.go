@@ -28,7 +28,7 @@ import (
 func TestALockRenewalWritesOnlyTheInstanceDocument(t *testing.T) {
 	ctx := context.Background()
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	clock := newFakeClock()
+	clock := newTestClock()
 	const pk = `["big"]`
 	var mu sync.Mutex
 	var renewals [][]byte

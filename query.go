@@ -311,7 +311,7 @@ func liveRanges(all []PartitionKeyRange) ([]PartitionKeyRange, error) {
 	}
 	if err := checkCoverage(live); err != nil {
 		return nil, &CosmosError{Operation: "ReadPartitionKeyRanges", StatusCode: http.StatusGone,
-			SubStatusCode: SubStatusCompletingSplit, Message: err.Error()}
+			SubStatusCode: SubStatusCompletingSplit, Message: err.Error(), err: err}
 	}
 	return live, nil
 }

@@ -87,6 +87,9 @@ func TestARangeListWithAGapIsRefusedAsRetryable(t *testing.T) {
 	})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `gap or overlap at "80"`)
+	var ce *CosmosError
+	require.ErrorAs(t, err, &ce)
+	assert.ErrorContains(t, ce.Unwrap(), `gap or overlap at "80"`, "the coverage check's error stays reachable")
 	assert.True(t, IsRetryable(ToProviderError("Fetch", err)))
 
 	live, err := liveRanges([]PartitionKeyRange{

@@ -85,7 +85,7 @@ func attemptError(attemptCtx context.Context, err error) error {
 		return err
 	}
 	if cause := context.Cause(attemptCtx); cause != nil && cause != attemptCtx.Err() {
-		return fmt.Errorf("%w (%v)", cause, err)
+		return fmt.Errorf("%w (%w)", cause, err)
 	}
 	return err
 }

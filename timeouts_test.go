@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,6 +63,8 @@ func TestAWriteWithoutAnAnswerIsOutcomeUnknownAtItsAttemptDeadline(t *testing.T)
 	assert.True(t, ce.OutcomeUnknown)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "no answer within the attempt deadline of 50ms")
+	var transportErr *url.Error
+	assert.ErrorAs(t, err, &transportErr, "the transport's own error stays reachable")
 	assert.Equal(t, int32(1), writes.Load(), "a write that may have been applied is not sent again")
 	assert.True(t, IsRetryable(ToProviderError("Enqueue", err)), "the provider resolves an unknown outcome")
 }

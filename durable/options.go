@@ -145,6 +145,11 @@ type Options struct {
 	// a timer fires when its delay has passed for every process), else
 	// time.Now.
 	Now func() time.Time
+
+	// sessionRenewalAfter waits out the delay before the next session
+	// renewal (time.After); a test fires it by hand, so what it checks
+	// about when renewals come does not hang on this machine's load.
+	sessionRenewalAfter func(time.Duration) <-chan time.Time
 }
 
 // withDefaults fills the zero fields.
@@ -176,6 +181,9 @@ func (o Options) withDefaults() Options {
 	setDuration(&o.SessionIdleTimeout, 5*time.Minute)
 	setDuration(&o.SessionCleanupInterval, 5*time.Minute)
 	setInt(&o.MaxSessionsPerRuntime, 10)
+	if o.sessionRenewalAfter == nil {
+		o.sessionRenewalAfter = time.After
+	}
 	setDuration(&o.UnregisteredBackoffBase, time.Second)
 	setDuration(&o.UnregisteredBackoffMax, time.Minute)
 	if o.UnregisteredAttempts == 0 {

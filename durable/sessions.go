@@ -49,8 +49,7 @@ func (t *sessionTracker) acquire(session string) (release func()) {
 // expire, so waiting it out after one failure would let every session go.
 func (r *Runtime) sessionManager(owners []string, workersDone <-chan struct{}) {
 	interval := renewalInterval(r.opts.SessionLockTimeout, r.opts.SessionLockRenewalBuffer)
-	renew := time.NewTimer(interval)
-	defer renew.Stop()
+	renew := r.opts.sessionRenewalAfter(interval)
 	cleanup := time.NewTicker(r.opts.SessionCleanupInterval)
 	defer cleanup.Stop()
 	var lastProblem string // report a persistent failure once, not every tick
@@ -77,7 +76,7 @@ func (r *Runtime) sessionManager(owners []string, workersDone <-chan struct{}) {
 		select {
 		case <-workersDone:
 			return
-		case <-renew.C:
+		case <-renew:
 			err := r.renewSessions(live, owners)
 			report("renew_session_lock", err)
 			next := interval
@@ -87,7 +86,7 @@ func (r *Runtime) sessionManager(owners []string, workersDone <-chan struct{}) {
 			} else {
 				retries = 0
 			}
-			renew.Reset(next)
+			renew = r.opts.sessionRenewalAfter(next)
 		case <-cleanup.C:
 			if r.fetchCtx.Err() != nil {
 				continue // stopping: only the renewals matter now

@@ -24,7 +24,7 @@ type sessionRenewals struct {
 	slowFirst time.Duration
 
 	mu      sync.Mutex
-	at      []time.Time
+	calls   int
 	results []error
 	seen    chan struct{} // gets a value after each renewal
 }
@@ -37,8 +37,8 @@ func newSessionRenewals(t *testing.T) *sessionRenewals {
 
 func (p *sessionRenewals) RenewSessionLock(ctx context.Context, owners []string, extend, idle time.Duration) (int, error) {
 	p.mu.Lock()
-	first := len(p.at) == 0
-	p.at = append(p.at, time.Now())
+	first := p.calls == 0
+	p.calls++
 	p.mu.Unlock()
 	n, err := p.renew(ctx, first, owners, extend, idle)
 	p.mu.Lock()
@@ -80,15 +80,57 @@ func (p *sessionRenewals) waitRenewals(t *testing.T, n int) {
 	}
 }
 
-func (p *sessionRenewals) record() ([]time.Time, []error) {
+func (p *sessionRenewals) record() []error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]time.Time(nil), p.at...), append([]error(nil), p.results...)
+	return append([]error(nil), p.results...)
+}
+
+// renewalTimers stands in for the session manager's timers: it records
+// each delay the manager asks for and fires it when the test says so.
+type renewalTimers struct {
+	asked chan renewalTimer
+}
+
+type renewalTimer struct {
+	delay time.Duration
+	fire  chan time.Time
+}
+
+func newRenewalTimers() *renewalTimers {
+	// Buffered, so a manager that asks again while the test has stopped
+	// looking (at the end) never blocks its shutdown.
+	return &renewalTimers{asked: make(chan renewalTimer, 16)}
+}
+
+func (r *renewalTimers) after(d time.Duration) <-chan time.Time {
+	timer := renewalTimer{delay: d, fire: make(chan time.Time, 1)}
+	r.asked <- timer
+	return timer.fire
+}
+
+// next returns the next timer the manager asked for.
+func (r *renewalTimers) next(t *testing.T) renewalTimer {
+	t.Helper()
+	select {
+	case timer := <-r.asked:
+		return timer
+	case <-time.After(30 * time.Second):
+		t.Fatal("waited 30s for the session manager to ask for its next renewal")
+		return renewalTimer{}
+	}
 }
 
 // runInSession runs an orchestration whose one session activity returns
 // once release returns.
 func runInSession(t *testing.T, p cdb.Provider, lockTimeout, buffer time.Duration, release func()) string {
+	h := startInSession(t, p, lockTimeout, buffer, release)
+	return h.completed("held")
+}
+
+// startInSession starts the orchestration of runInSession and returns
+// without waiting for it; tweak changes the runtime's options further.
+func startInSession(t *testing.T, p cdb.Provider, lockTimeout, buffer time.Duration, release func(), tweak ...func(*Options)) *harness {
 	h := newHarness(t, p)
 	h.activity("Held", func(_ ActivityContext, in string) (string, error) {
 		release()
@@ -97,31 +139,58 @@ func runInSession(t *testing.T, p cdb.Provider, lockTimeout, buffer time.Duratio
 	h.orchestration("OneInSession", func(ctx *OrchestrationContext, in string) (string, error) {
 		return ctx.ScheduleActivity("Held", in, WithSession("s")).Await()
 	})
-	h.run(func(o *Options) {
+	h.run(append([]func(*Options){func(o *Options) {
 		o.SessionLockTimeout, o.SessionLockRenewalBuffer = lockTimeout, buffer
 		o.WorkerLockTimeout = 30 * time.Second // only the session lock is under test
-	})
+	}}, tweak...)...)
 	h.start("held", "OneInSession", "kept")
-	return h.completed("held")
+	return h
 }
 
 // A failed session renewal is tried again within the renewal buffer, not a
 // whole interval later: the interval leaves only the buffer before the
-// locks expire, so one failure would otherwise let every session go.
+// locks expire, so one failure would otherwise let every session go. The
+// test fires the manager's timers itself and reads the delays it asks
+// for, so no check depends on how fast this machine runs.
 func TestAFailedSessionRenewalIsRetriedBeforeTheLockExpires(t *testing.T) {
 	p := newSessionRenewals(t)
 	p.failFirst = cdb.Retryable("renew_session_lock", "request timeout")
 	const lockTimeout, buffer = 4 * time.Second, time.Second
 	interval := renewalInterval(lockTimeout, buffer)
+	timers := newRenewalTimers()
+	running, finish := make(chan struct{}), make(chan struct{})
+	h := startInSession(t, p, lockTimeout, buffer, func() {
+		close(running)
+		select {
+		case <-finish:
+		case <-t.Context().Done():
+		}
+	}, func(o *Options) { o.sessionRenewalAfter = timers.after })
 
-	out := runInSession(t, p, lockTimeout, buffer, func() { p.waitRenewals(t, 2) })
+	select {
+	case <-running:
+	case <-time.After(30 * time.Second):
+		t.Fatal("waited 30s for the session activity to run")
+	}
+	// The session's lock was taken as the manager began its first wait
+	// (both follow the runtime's start): the failed renewal comes an
+	// interval into the lock, and the retry must be due before the rest
+	// of lockTimeout has passed.
+	first := timers.next(t)
+	require.Equal(t, interval, first.delay, "the first renewal comes an interval after the start")
+	first.fire <- time.Now()
+	p.waitRenewals(t, 1)
+	require.ErrorIs(t, p.record()[0], p.failFirst, "the first renewal is the injected failure")
 
-	assert.Equal(t, "kept", out)
-	at, results := p.record()
-	require.GreaterOrEqual(t, len(at), 2)
-	assert.ErrorIs(t, results[0], p.failFirst, "the first renewal is the injected failure")
-	assert.NoError(t, results[1], "the retry renewed the session")
-	assert.Less(t, at[1].Sub(at[0]), interval/2, "the retry came %s after the failure; the renewal interval is %s", at[1].Sub(at[0]), interval)
+	retry := timers.next(t)
+	assert.Less(t, first.delay+retry.delay, lockTimeout,
+		"the retry is due %s after the failure, %s after the lock was taken; the lock lasts %s", retry.delay, first.delay+retry.delay, lockTimeout)
+	retry.fire <- time.Now()
+	p.waitRenewals(t, 2)
+	assert.NoError(t, p.record()[1], "the retry renewed the session")
+
+	close(finish)
+	assert.Equal(t, "kept", h.completed("held"))
 }
 
 // A renewal the store answers after the renewal interval, but before the
@@ -136,7 +205,7 @@ func TestASlowSessionRenewalIsWaitedForUntilTheLockWouldExpire(t *testing.T) {
 	out := runInSession(t, p, lockTimeout, buffer, func() { p.waitRenewals(t, 1) })
 
 	assert.Equal(t, "kept", out)
-	_, results := p.record()
+	results := p.record()
 	require.NotEmpty(t, results)
 	assert.NoError(t, results[0], "a renewal slower than the interval (%s) but within the lock (%s)", p.slowFirst, lockTimeout)
 }

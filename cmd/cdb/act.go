@@ -167,7 +167,7 @@ func (r startRequest) start(ctx context.Context, client *durable.Client, name, i
 		fmt.Fprintf(stderr, "cdb start: %s; nothing started\n", takenBy(r.id, status))
 		return result, nil
 	case errors.Is(err, durable.ErrInvalidInput):
-		return startJSON{}, usageError{msg: err.Error()}
+		return startJSON{}, usageError{msg: err.Error(), cause: err}
 	case err != nil:
 		return startJSON{}, err
 	}

@@ -242,3 +242,23 @@ func TestBinaryHelpSaysWhatIsFilteredWhere(t *testing.T) {
 	assert.Contains(t, stdout, "a taken id exits with code 3")
 	assert.Contains(t, stdout, "a start still queued (reported as Queued)")
 }
+
+// refusingPager refuses every query with err.
+type refusingPager struct{ err error }
+
+func (p refusingPager) QueryInstances(context.Context, cdb.InstanceQuery) (cdb.InstancePage, error) {
+	return cdb.InstancePage{}, p.err
+}
+
+// An -after the provider refuses is a usage error that keeps the refusal
+// behind it, not only its text.
+func TestAnAfterTheProviderRefusesIsAUsageErrorWrappingTheRefusal(t *testing.T) {
+	refusal := &cdb.ProviderError{Op: "QueryInstances", Message: "ContinuationToken is malformed: invalid input",
+		Err: cdb.ErrInvalidInput, Refusal: true}
+	_, err := instanceQuery{after: "order-2"}.page(context.Background(), refusingPager{err: refusal})
+	var usage usageError
+	require.ErrorAs(t, err, &usage)
+	var pe *cdb.ProviderError
+	require.ErrorAs(t, err, &pe, "the provider's refusal")
+	assert.Same(t, refusal, pe)
+}

@@ -141,6 +141,20 @@ func TestBinaryNeverPrintsTheKey(t *testing.T) {
 	}
 }
 
+// An endpoint with user information is refused without being echoed, by
+// the client's own check and by what the commands add to its error.
+func TestBinaryNeverPrintsTheEndpointsUserInformation(t *testing.T) {
+	env := []string{"COSMOS_KEY=" + fakeKey, "COSMOS_ENDPOINT=https://user:hunter2secret@acct.documents.azure.com/"}
+	for _, args := range [][]string{{"instances"}, {"show", "x"}, {"metrics"}, {"doctor"}, {"bench", "-duration", "1s"}} {
+		code, stdout, stderr := cli(args...).with(env...).run(t)
+		assert.NotEqual(t, 0, code, "cdb %v fails: %s", args, stderr)
+		assert.Contains(t, stderr, "user information is not allowed", "cdb %v is refused for the endpoint's user information", args)
+		for _, s := range []string{stdout, stderr} {
+			assert.NotContains(t, s, "hunter2secret", "cdb %v prints the endpoint's user information", args)
+		}
+	}
+}
+
 func TestBinaryHelpGoesToStdoutUsageErrorsToStderr(t *testing.T) {
 	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}} {
 		code, stdout, stderr := cli(args...).run(t)

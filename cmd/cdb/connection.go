@@ -153,10 +153,22 @@ func client(cfg cdb.Config) (*cdb.Client, error) {
 	opts := cfg.ClientOptions
 	opts.Key = cfg.Key
 	c, err := cdb.NewClient(cfg.Endpoint, opts)
-	if err != nil {
+	switch {
+	case endpointRefused(err):
+		return nil, err
+	case err != nil:
 		return nil, fmt.Errorf("client for %s: %w", cfg.Endpoint, err)
 	}
 	return c, nil
+}
+
+// endpointRefused reports NewClient refusing the endpoint itself. Its
+// error names the endpoint only where that is safe, so the caller must not
+// add it: it may carry user information. Any other refusal comes after the
+// endpoint passed, so naming it then is safe.
+func endpointRefused(err error) bool {
+	var ve *cdb.ValidationError
+	return errors.As(err, &ve) && ve.Operation == "NewClient" && ve.Field == "endpoint"
 }
 
 // open connects to the container without creating anything, and turns the

@@ -131,7 +131,10 @@ func demoProvider(ctx context.Context, latency time.Duration, keep bool, meter c
 	cfg.ClientOptions.Telemetry.Meter = meter
 	cfg.GaugeInterval = -1
 	p, err := cdb.NewProvider(ctx, cfg)
-	if err != nil {
+	switch {
+	case endpointRefused(err):
+		return nil, "", nil, err
+	case err != nil:
 		return nil, "", nil, fmt.Errorf("connect to %s: %w", cfg.Endpoint, err)
 	}
 	if keep {

@@ -67,7 +67,7 @@ func (q instanceQuery) page(ctx context.Context, l instancePager) (instancesJSON
 	}
 	page, err := l.QueryInstances(ctx, pq)
 	if q.after != "" && errors.Is(err, cdb.ErrInvalidInput) {
-		return instancesJSON{}, usageError{msg: fmt.Sprintf("-after: %q is not a next page cdb instances printed (%v)", q.after, err)}
+		return instancesJSON{}, usageError{msg: fmt.Sprintf("-after: %q is not a next page cdb instances printed (%v)", q.after, err), cause: err}
 	}
 	if err != nil {
 		return instancesJSON{}, err

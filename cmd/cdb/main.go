@@ -243,10 +243,15 @@ func (e instanceExists) Error() string {
 	return takenBy(e.id, e.status) + ": nothing started; pass another -id, or -if-exists ignore to accept the existing one"
 }
 
-// usageError marks a mistake in the command line rather than a failure.
-type usageError struct{ msg string }
+// usageError marks a mistake in the command line rather than a failure;
+// cause is the error that found it, if one did.
+type usageError struct {
+	msg   string
+	cause error
+}
 
 func (e usageError) Error() string { return e.msg }
+func (e usageError) Unwrap() error { return e.cause }
 
 // helpRequest carries a command's help, asked for with -h: not a failure,
 // and printed to stdout.
@@ -274,7 +279,7 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, helpRequest{text: helpText(fs)}
 			}
-			return nil, usageError{msg: err.Error()}
+			return nil, usageError{msg: err.Error(), cause: err}
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {

@@ -263,7 +263,7 @@ func runPrune(ctx context.Context, argv []string, stdout, stderr io.Writer) erro
 		if before != "" {
 			t, err := time.Parse(time.RFC3339, before)
 			if err != nil {
-				return usageError{msg: fmt.Sprintf("-completed-before: %v", err)}
+				return usageError{msg: fmt.Sprintf("-completed-before: %v", err), cause: err}
 			}
 			ms := uint64(t.UnixMilli())
 			opts.CompletedBefore = &ms

@@ -136,7 +136,7 @@ func (p *CosmosProvider) resolveLockBatch(ctx context.Context, pk, token string,
 	}
 	var inst instanceDoc
 	if err := json.Unmarshal(res[0].Value, &inst); err != nil {
-		return instanceDoc{}, nil, fmt.Errorf("decode locked instance: %w: %v", errUndecodable, err)
+		return instanceDoc{}, nil, fmt.Errorf("decode locked instance: %w: %w", errUndecodable, err)
 	}
 	inst.ETag = res[0].ETag
 	if inst.LockToken != token {
@@ -146,7 +146,7 @@ func (p *CosmosProvider) resolveLockBatch(ctx context.Context, pk, token string,
 	for _, r := range res[1:] {
 		var m queueDoc
 		if err := json.Unmarshal(r.Value, &m); err != nil {
-			return instanceDoc{}, nil, fmt.Errorf("decode locked message: %w: %v", errUndecodable, err)
+			return instanceDoc{}, nil, fmt.Errorf("decode locked message: %w: %w", errUndecodable, err)
 		}
 		m.ETag = r.ETag
 		locked = append(locked, m)
@@ -210,7 +210,7 @@ func decodeInstanceRead(resp ItemResponse, err error) (*instanceDoc, error) {
 	}
 	var inst instanceDoc
 	if err := json.Unmarshal(resp.Value, &inst); err != nil {
-		return nil, fmt.Errorf("decode instance document: %w: %v", errUndecodable, err)
+		return nil, fmt.Errorf("decode instance document: %w: %w", errUndecodable, err)
 	}
 	inst.ETag = resp.ETag
 	return &inst, nil
@@ -232,14 +232,14 @@ func lockCondition(now int64, filter *DispatcherCapabilityFilter) string {
 func decodeLockBatch(resp TransactionalBatchResponse) (instanceDoc, []queueDoc, error) {
 	var inst instanceDoc
 	if err := json.Unmarshal(resp.OperationResults[0].ResourceBody, &inst); err != nil {
-		return instanceDoc{}, nil, fmt.Errorf("decode locked instance: %w: %v", errUndecodable, err)
+		return instanceDoc{}, nil, fmt.Errorf("decode locked instance: %w: %w", errUndecodable, err)
 	}
 	inst.ETag = resp.OperationResults[0].ETag
 	msgs := make([]queueDoc, 0, len(resp.OperationResults)-1)
 	for _, r := range resp.OperationResults[1:] {
 		var m queueDoc
 		if err := json.Unmarshal(r.ResourceBody, &m); err != nil {
-			return instanceDoc{}, nil, fmt.Errorf("decode locked message: %w: %v", errUndecodable, err)
+			return instanceDoc{}, nil, fmt.Errorf("decode locked message: %w: %w", errUndecodable, err)
 		}
 		m.ETag = r.ETag
 		msgs = append(msgs, m)

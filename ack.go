@@ -103,17 +103,18 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, op string, lock *orches
 	if err != nil {
 		return err
 	}
-	// Ready before afterCommit announces them.
-	p.eager.settle(plan.reserved, plan.eagerLocks())
-	settled = true
-	// Chained before afterCommit announces what came during the turn,
-	// which the chained turn then takes.
+	// Chained before its eager items are handed out, whose completions
+	// write into the chain, and before afterCommit announces what came
+	// during the turn, which the chained turn then takes.
 	switch {
 	case !known:
 		p.giveBackUnseenChain(ctx, lock)
 	case plan.chain != nil:
 		p.startChain(ctx, plan.chain, plan)
 	}
+	// Ready before afterCommit announces them.
+	p.eager.settle(plan.reserved, plan.eagerLocks())
+	settled = true
 	p.afterCommit(lock, plan)
 	if plan.outbox != nil {
 		p.outbox.committed(ctx, lock.pk, lock.state.pendingOutboxes, plan.outbox, known)

@@ -117,7 +117,7 @@ func (w *ackWriter) workPending(act ActivityExecuteMessage, doc queueDoc) (pendi
 	if d.eagerBody, err = json.Marshal(doc); err != nil {
 		return pendingDoc{}, err
 	}
-	d.eager = &workLock{token: doc.LockToken, pk: doc.PK, doc: doc, lockedUntil: doc.LockedUntil}
+	d.eager = &workLock{token: doc.LockToken, pk: doc.PK, doc: doc, lockedUntil: doc.LockedUntil, activity: activityKey{doc.Exec, doc.Activity}}
 	return d, nil
 }
 

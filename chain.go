@@ -1,9 +1,9 @@
 package cdb
 
-// Chained turns: a turn that locked activities eagerly for this process's
-// own workers keeps its instance locked to this process when it commits,
-// and those workers' acks write the completions already claimed with the
-// kept lock. The next turn is then made without a candidate query or a lock
+// Chained turns: a turn whose activities this process's own workers run
+// (locked eagerly for them, or held by them now) keeps its instance locked
+// to this process when it commits, and those workers' acks write the
+// completions already claimed with the kept lock. The next turn is then made without a candidate query or a lock
 // batch: one query of the instance's partition, under the lock, finds what
 // others sent meanwhile (completeBatch), and the turn waits for the
 // completions of its sibling activities instead of taking them one a turn.
@@ -16,17 +16,16 @@ package cdb
 // process die, both expire together and any fetch takes the instance, the
 // attempts counted. The rules that keep it so:
 //   - only a commit batch that holds the whole turn (no outbox) of a running
-//     instance, and locked at least one of its activities eagerly, writes a
-//     chain; its token is derived from the ack's lock token, so every try of
+//     instance whose activities this process runs writes a chain; its token is derived from the ack's lock token, so every try of
 //     one ack writes the same one;
 //   - a worker ack writes its completion claimed only while the chain is
 //     neither handed over nor given back, and neither happens while such an
 //     ack is under way: a completion claimed after the chained turn read its
 //     batch would stay hidden until the expiry;
-//   - the chained turn is handed to a fetch once every activity it locked
-//     eagerly completed here, or completionCoalescing after the first one
-//     did, or as soon as anything else is sent to the instance from this
-//     process; it is given back (an abandon that counts no attempt, the
+//   - the chained turn is handed to a fetch once every activity of it that
+//     this process runs completed here, or completionCoalescing after the
+//     first one did, or as soon as anything else is announced for the
+//     instance in this process (a completion written unclaimed too); it is given back (an abandon that counts no attempt, the
 //     claimed completions with it) when nothing completed within the chain
 //     window, when the ready turn waited a poll interval for a fetch, and at
 //     Close;
@@ -91,15 +90,16 @@ func newChains(off bool) *chains {
 
 // chainClaim is what a worker ack writing a completion claimed needs.
 type chainClaim struct {
-	pk    string
-	token string
-	until int64
+	pk       string
+	token    string
+	until    int64
+	activity activityKey // whose completion the ack writes
 }
 
 // claimFor reserves, for a worker ack of an item of pk, the right to write
 // its completion claimed with the chain; false when pk is not held here.
 // Every true answer is settled with completed.
-func (h *chains) claimFor(pk string, nowMs int64) (chainClaim, bool) {
+func (h *chains) claimFor(pk string, activity activityKey, nowMs int64) (chainClaim, bool) {
 	if h == nil {
 		return chainClaim{}, false
 	}
@@ -110,13 +110,16 @@ func (h *chains) claimFor(pk string, nowMs int64) (chainClaim, bool) {
 		return chainClaim{}, false
 	}
 	held.writing++
-	return chainClaim{pk: pk, token: held.lock.token, until: held.lock.lockedUntil.Load()}, true
+	return chainClaim{pk: pk, token: held.lock.token, until: held.lock.lockedUntil.Load(), activity: activity}, true
 }
 
 // completed settles a claim: msg is the completion as written (nil when
 // the ack did not commit, or cannot tell); ready is the chained instance when
 // its turn should be handed over now.
 func (h *chains) completed(c chainClaim, msg *queueDoc, nowMs int64) (ready *chainedInstance) {
+	if h == nil {
+		return nil
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	held := h.byPK[c.pk]
@@ -126,7 +129,7 @@ func (h *chains) completed(c chainClaim, msg *queueDoc, nowMs int64) (ready *cha
 	held.writing--
 	if msg != nil {
 		held.lock.messages = append(held.lock.messages, *msg)
-		delete(held.awaiting, activityKey{msg.Exec, msg.Activity})
+		delete(held.awaiting, c.activity)
 		if held.firstAt == 0 {
 			held.firstAt = nowMs
 		}
@@ -222,8 +225,11 @@ func (p *CosmosProvider) chainWindow(lockTimeout time.Duration) time.Duration {
 // the turn may: see the rules above. It sets the plan's instance document's
 // lock and returns the chain's lock, nil when the turn does not chain.
 func (p *CosmosProvider) planChain(lock *orchestrationLock, plan *ackPlan, now int64) (*orchestrationLock, error) {
-	if p.chains == nil || plan.outbox != nil || len(plan.staged) > 0 || len(plan.eager) == 0 || plan.inst.Status != StatusRunning {
+	if p.chains == nil || plan.outbox != nil || len(plan.staged) > 0 || plan.inst.Status != StatusRunning {
 		return nil, nil
+	}
+	if len(plan.eager) == 0 && len(p.activitiesRunningHere(lock.pk)) == 0 {
+		return nil, nil // no completion will come from this process
 	}
 	inst := plan.inst
 	inst.LockToken = chainToken(lock.token)
@@ -247,7 +253,10 @@ func (p *CosmosProvider) startChain(ctx context.Context, held *orchestrationLock
 	since := held.lockedUntil.Load() - held.timeout.Milliseconds()
 	hi := &chainedInstance{lock: held, since: since, window: p.chainWindow(held.timeout), awaiting: map[activityKey]bool{}}
 	for _, e := range plan.eager {
-		hi.awaiting[activityKey{e.lock.doc.Exec, e.lock.doc.Activity}] = true
+		hi.awaiting[e.lock.activity] = true
+	}
+	for _, a := range p.activitiesRunningHere(held.pk) {
+		hi.awaiting[a] = true
 	}
 	if held.inst.ETag == "" {
 		p.giveBackChain(ctx, hi) // an earlier try committed it: its ETag is read
@@ -255,6 +264,18 @@ func (p *CosmosProvider) startChain(ctx context.Context, held *orchestrationLock
 	}
 	p.orchLocks.put(held.token, held)
 	p.chains.add(hi)
+}
+
+// activitiesRunningHere are the activities of pk's instance this
+// process's workers hold now: their completions are written here.
+func (p *CosmosProvider) activitiesRunningHere(pk string) []activityKey {
+	var out []activityKey
+	for _, l := range p.workLocks.values() {
+		if l.pk == pk {
+			out = append(out, l.activity)
+		}
+	}
+	return out
 }
 
 // handOverChain makes a chained instance's turn ready for this process's
@@ -334,7 +355,7 @@ func (p *CosmosProvider) claimForChain(lock *workLock, completion WorkItem, body
 	if body == nil || len(body) > lockContentMaxBytes || instancePartitionKey(completion.InstanceID()) != lock.pk {
 		return chainedCompletion{} // none, a large one (decoded again for nothing), or another partition's
 	}
-	c, ok := p.chains.claimFor(lock.pk, p.nowMs())
+	c, ok := p.chains.claimFor(lock.pk, lock.activity, p.nowMs())
 	if !ok {
 		return chainedCompletion{}
 	}

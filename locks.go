@@ -98,6 +98,7 @@ type workLock struct {
 	doc         queueDoc // as last written by us; its ETag guards the next write
 	lockedUntil int64
 	done        bool
+	activity    activityKey // the item's activity, which never changes
 	// fetchedBy and fetchTimeout are the filter and lock timeout of the
 	// fetch that took the item (zero for one not handed out): the
 	// dispatcher that acks or abandons it fetches again next (eager.go).

@@ -94,6 +94,31 @@ func TestATurnWhoseActivitiesRunHereKeepsItsInstanceForTheirCompletions(t *testi
 	assert.Empty(t, instanceDocOf(t, p, "kept")["lockToken"], "released by the turn's ack")
 }
 
+// A turn that schedules nothing keeps its instance's lock too while this
+// process's workers still run activities of it: their completions come here.
+func TestATurnKeepsItsInstanceWhileItsActivitiesStillRunHere(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	got := chainedFanOut(ctx, t, p, "slow", 2)
+	ackActivity(ctx, t, p, got[0])
+	second := eventuallyTurn(ctx, t, p, "the first completion's turn, after the coalescing delay")
+	require.Len(t, second.item.Messages, 1)
+	require.NoError(t, p.AckOrchestrationItem(ctx, second.token, 1, nil, nil, nil, providertest.TestOrchMetadata(), nil))
+	chain, _ := instanceDocOf(t, p, "slow")["lockToken"].(string)
+	require.True(t, strings.HasPrefix(chain, "lock_chain."), "kept for the activity still running here")
+
+	turn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	acct.ResetCounts()
+	ackActivity(ctx, t, p, got[1])
+	third := turn()
+	require.NoError(t, third.err)
+	require.NotNil(t, third.item)
+	assert.Equal(t, chain, third.token)
+	assert.Len(t, third.item.Messages, 1)
+	assert.Equal(t, map[string]int64{"Batch": 1, "Query": 1}, acct.Counts().ByOperation, "the worker ack, and the chained turn's query")
+}
+
 // A chain no completion reaches within its window is given back, so what
 // another process sends the instance is not kept from it for a lock's
 // length.

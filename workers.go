@@ -293,7 +293,8 @@ func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout 
 		return fetchedWork{}, fmt.Errorf("decode claimed work item: %w", err)
 	}
 	doc.ETag = resp.ETag
-	lock := &workLock{token: token, pk: doc.PK, doc: doc, lockedUntil: until, fetchedBy: tags, fetchTimeout: lockTimeout}
+	lock := &workLock{token: token, pk: doc.PK, doc: doc, lockedUntil: until, activity: activityKey{doc.Exec, doc.Activity},
+		fetchedBy: tags, fetchTimeout: lockTimeout}
 	if err := p.refreshClaim(ctx, lock, lockTimeout); err != nil {
 		return fetchedWork{}, err
 	}

@@ -46,10 +46,13 @@ type Config struct {
 	// of waiting up to its poll timeout.
 	ShortPolling bool
 	// DisableEagerDispatch makes every start and every worker item wait in
-	// the queue for a fetch to find and lock it. By default (with long
-	// polling) a start, or a turn's worker item, that a waiting fetch of
-	// this process will take is written already locked to it and handed to
-	// it without a query or a lock request (eager.go, eager_start.go).
+	// the queue for a fetch to find and lock it, and every turn release its
+	// instance's lock. By default (with long polling) a start, or a turn's
+	// worker item, that a waiting fetch of this process will take is
+	// written already locked to it and handed to it without a query or a
+	// lock request (eager.go, eager_start.go), and a turn whose activities
+	// this process runs keeps its instance locked for their completions
+	// (chain.go).
 	DisableEagerDispatch bool
 	// PollInterval is how often an idle queue is polled (default 1s),
 	// whatever the number of fetches waiting on it.

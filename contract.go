@@ -266,6 +266,22 @@ type ExclusiveStarter interface {
 	EnqueueStartIfAbsent(ctx context.Context, start StartOrchestrationMessage) error
 }
 
+// OrchestrationEndWatcher is an optional capability of a Provider: telling
+// a caller in the same process when an instance ends, so that it need not
+// poll its status to learn it. The Cosmos provider implements it for the
+// turns it commits itself; an end committed by another process (or another
+// provider on the same store) is not told, so a caller keeps polling too,
+// less often. The runtime's client uses it when the provider has it
+// (WaitForCompletion and WaitForStatusChange) and polls alone otherwise.
+type OrchestrationEndWatcher interface {
+	// WatchOrchestrationEnd registers a watch of instance: ended is closed
+	// once a turn of it that this provider commits, after the call, leaves
+	// it Completed or Failed (not ContinuedAsNew: it goes on). It is a
+	// wake-up only: the caller reads the status to learn the outcome.
+	// stop unregisters the watch; call it when done waiting, ended or not.
+	WatchOrchestrationEnd(instance string) (ended <-chan struct{}, stop func())
+}
+
 // MaxParkReasonBytes caps the reason a park records, so that a long
 // nondeterminism message never bloats the instance's document.
 const MaxParkReasonBytes = 4096

@@ -24,6 +24,15 @@
 // duroxide's serde does. InstanceStatus is an execution's status.
 // Timestamps are milliseconds since the Unix epoch.
 //
+// Beside the contract a Provider may have optional capabilities, which
+// the runtime uses when it has them and does without otherwise:
+// StatusReader (an instance's status in one read), ExclusiveStarter (one
+// start per instance id), ParkRecorder (a park recorded in the store),
+// TraceCarrier (trace contexts carried through the store) and
+// OrchestrationEndWatcher (a caller in the same process told when an
+// instance ends, so that it need not poll its status). CosmosProvider has
+// them all.
+//
 // # Names
 //
 // The contract's messages and events follow one rule each:

@@ -251,13 +251,3 @@ func TestAChainIsGivenBackAtClose(t *testing.T) {
 		assert.EqualValues(t, 0, m["attempts"], "no attempt counted")
 	}
 }
-
-// isClosed says ch is closed.
-func isClosed(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}

@@ -18,6 +18,9 @@ type Client struct {
 	parked func(instance string) (ParkedInstance, bool)
 	// tracer receives the span of each start (nil: none).
 	tracer cdb.Tracer
+	// pollBackoff spaces a wait's reads (zero: the default, from
+	// defaultPollFirst to defaultPollMost); tests set it.
+	pollBackoff pollBackoff
 }
 
 // NewClient returns a client on provider.
@@ -300,13 +303,19 @@ func statusOf(history []cdb.Event) Status {
 	return Status{State: StateNotFound}
 }
 
-// WaitForCompletion polls until the instance completes or fails, and
+// WaitForCompletion waits until the instance completes or fails, and
 // returns its final status: a failed instance is a Status with StateFailed,
 // not an error. An instance that does not exist yet is waited for (its
 // start may still be queued). After timeout the error matches ErrTimeout.
+// It polls the status, and on a provider that tells ends in process
+// (cdb.OrchestrationEndWatcher, as the Cosmos provider does) an end this
+// process commits wakes it at once, for one more status read; an end
+// committed elsewhere is found by the polls.
 func (c *Client) WaitForCompletion(ctx context.Context, instance string, timeout time.Duration) (Status, error) {
+	ended, stop := c.watchEnd(instance)
+	defer stop()
 	var st Status
-	err := poll(ctx, timeout, func() (bool, error) {
+	err := c.poll(ctx, timeout, ended, func() (bool, error) {
 		var err error
 		st, err = c.GetStatus(ctx, instance)
 		return err == nil && st.IsTerminal(), err
@@ -319,10 +328,13 @@ func (c *Client) WaitForCompletion(ctx context.Context, instance string, timeout
 
 // WaitForStatusChange polls until the instance's custom status changes
 // past lastSeenVersion, or the instance finishes, and returns its status;
-// ErrTimeout after timeout.
+// ErrTimeout after timeout. An end this process commits wakes it as it
+// does WaitForCompletion.
 func (c *Client) WaitForStatusChange(ctx context.Context, instance string, lastSeenVersion uint64, timeout time.Duration) (Status, error) {
+	ended, stop := c.watchEnd(instance)
+	defer stop()
 	var st Status
-	err := poll(ctx, timeout, func() (bool, error) {
+	err := c.poll(ctx, timeout, ended, func() (bool, error) {
 		_, _, changed, err := c.provider.GetCustomStatus(ctx, instance, lastSeenVersion)
 		if err != nil {
 			return false, err
@@ -336,11 +348,52 @@ func (c *Client) WaitForStatusChange(ctx context.Context, instance string, lastS
 	return st, nil
 }
 
-// poll calls check with a backoff from 5ms doubling to 100ms until it is
-// done or fails, timeout passes (ErrTimeout) or ctx ends.
+// watchEnd watches the instance's end on a provider that tells it. It is
+// called before the first status read, so an end committed between that
+// read and the wait still wakes the wait. Without a watcher, ended is nil
+// (never ready).
+func (c *Client) watchEnd(instance string) (ended <-chan struct{}, stop func()) {
+	watcher, ok := c.provider.(cdb.OrchestrationEndWatcher)
+	if !ok {
+		return nil, func() {}
+	}
+	return watcher.WatchOrchestrationEnd(instance)
+}
+
+// pollBackoff is how far apart a wait's status reads are: from first,
+// doubling up to most.
+type pollBackoff struct{ first, most time.Duration }
+
+// A wait's reads are frequent at first, when a short orchestration ends,
+// and at most ten a second after, unless the client's pollBackoff says
+// otherwise.
+const (
+	defaultPollFirst = 5 * time.Millisecond
+	defaultPollMost  = 100 * time.Millisecond
+)
+
+// poll calls check with the default backoff until it is done or fails,
+// timeout passes (ErrTimeout) or ctx ends.
 func poll(ctx context.Context, timeout time.Duration, check func() (bool, error)) error {
+	return pollWaking(ctx, timeout, pollBackoff{}, nil, check)
+}
+
+// poll is the package's poll with the client's backoff, cut short by wake.
+func (c *Client) poll(ctx context.Context, timeout time.Duration, wake <-chan struct{}, check func() (bool, error)) error {
+	return pollWaking(ctx, timeout, c.pollBackoff, wake, check)
+}
+
+// pollWaking calls check until it is done or fails, timeout passes
+// (ErrTimeout) or ctx ends, spaced by backoff (zero: the default); wake,
+// when ready, cuts one wait short (a closed channel stays ready: after it
+// the backoff alone spaces the calls, should the store not show the end
+// yet).
+func pollWaking(ctx context.Context, timeout time.Duration, backoff pollBackoff, wake <-chan struct{}, check func() (bool, error)) error {
+	if backoff == (pollBackoff{}) {
+		backoff = pollBackoff{first: defaultPollFirst, most: defaultPollMost}
+	}
 	deadline := time.Now().Add(timeout)
-	delay := 5 * time.Millisecond
+	delay := backoff.first
 	for {
 		done, err := check()
 		if err != nil || done {
@@ -355,9 +408,13 @@ func poll(ctx context.Context, timeout time.Duration, check func() (bool, error)
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
+		case <-wake:
+			t.Stop()
+			wake = nil
+			continue
 		case <-t.C:
 		}
-		delay = min(delay*2, 100*time.Millisecond)
+		delay = min(delay*2, backoff.most)
 	}
 }
 

@@ -7,7 +7,9 @@
 // client, as an application in the same process starts them (one request
 // each, counted with the provider's, and woken in process); the harness's
 // status polls run on a provider and Client of their own on the same
-// container, so their requests are reported apart.
+// container, so their requests are reported apart, and the runtime's
+// provider tells them when an orchestration ended, as it tells a client in
+// its process.
 package bench
 
 import (
@@ -83,7 +85,7 @@ type Result struct {
 	ActivitiesPerSecond     float64
 
 	// Provider is what the runtime's provider spent, Harness what the
-	// harness's starts and status polls spent.
+	// harness's status polls spent.
 	Provider, Harness Usage
 	// Turns counts the orchestration turns that committed (acks that
 	// succeeded), WorkerItems the worker items acked.
@@ -173,6 +175,19 @@ func onFake(ctx context.Context, latency time.Duration) (Target, func(), error) 
 		return Target{}, nil, fmt.Errorf("bench: harness provider: %w", err)
 	}
 	return Target{Provider: runtime, Harness: harness}, func() { _ = harness.Close(); _ = runtime.Close() }, nil
+}
+
+// toldEnds is the harness's provider told the orchestration ends that the
+// runtime's provider commits, as an application's client in the runtime's
+// process is: the harness reads an orchestration's status once it ended
+// instead of waiting for its next poll, and the reads stay the harness's.
+type toldEnds struct {
+	*cdb.CosmosProvider // the harness's
+	runtime             cdb.OrchestrationEndWatcher
+}
+
+func (p toldEnds) WatchOrchestrationEnd(instance string) (ended <-chan struct{}, stop func()) {
+	return p.runtime.WatchOrchestrationEnd(instance)
 }
 
 // countingProvider counts the work the runtime commits through it.
@@ -275,7 +290,7 @@ func Run(ctx context.Context, cfg Config, target Target) (Result, error) {
 		defer cancel()
 		_ = rt.Shutdown(shutdownCtx)
 	}()
-	var harness cdb.Provider = target.Harness
+	var harness cdb.Provider = toldEnds{CosmosProvider: target.Harness, runtime: target.Provider}
 	if target.wrapHarness != nil {
 		harness = target.wrapHarness(harness)
 	}

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/duroxide-go/cdb"
 )
 
@@ -89,6 +92,47 @@ func TestHarnessPollingIsNotCountedAsProviderRequests(t *testing.T) {
 	}
 	t.Logf("provider %.1f / %.1f, harness %.1f / %.1f requests per orchestration (light / heavy polling)",
 		light.RequestsPerOrchestration, heavy.RequestsPerOrchestration, light.HarnessRequestsPerOrchestration, heavy.HarnessRequestsPerOrchestration)
+}
+
+// endCounting counts the watches of orchestration ends its watcher fired
+// before they were stopped.
+type endCounting struct {
+	cdb.Provider
+	watcher cdb.OrchestrationEndWatcher
+	fired   *atomic.Int64
+}
+
+func (e endCounting) WatchOrchestrationEnd(instance string) (<-chan struct{}, func()) {
+	ended, stop := e.watcher.WatchOrchestrationEnd(instance)
+	return ended, func() {
+		select {
+		case <-ended:
+			e.fired.Add(1)
+		default:
+		}
+		stop()
+	}
+}
+
+// TestTheHarnessIsToldOfEndsTheRuntimeCommits: the harness waits on a
+// provider of its own, which commits nothing, yet its waits are woken by
+// the ends the runtime's provider commits, as a client in the runtime's
+// process is.
+func TestTheHarnessIsToldOfEndsTheRuntimeCommits(t *testing.T) {
+	var fired atomic.Int64
+	res, err := Run(context.Background(), Config{Orchestrations: 6, MaxInFlight: 3}, Target{wrapHarness: func(p cdb.Provider) cdb.Provider {
+		watcher, ok := p.(cdb.OrchestrationEndWatcher)
+		if !ok {
+			t.Errorf("the harness's provider %T tells no orchestration ends", p)
+			return p
+		}
+		return endCounting{Provider: p, watcher: watcher, fired: &fired}
+	}})
+	require.NoError(t, err)
+	require.Equal(t, 6, res.Completed)
+	// A poll can find an end between its commit and the commit's wake-up,
+	// so not every wait need be woken; none woken is the harness deaf.
+	assert.Positive(t, fired.Load(), "the harness's waits woken by the runtime's commits")
 }
 
 // TestTurnsAreCountedFromCommits: a fan-out of 5 takes at least two turns

@@ -69,6 +69,10 @@
 //     is queued only while no instance has its id (a row, or history) and
 //     no StartOrchestration of it is queued, checked and written under
 //     the mutex, as the Cosmos DB provider decides it in the start's batch.
+//   - It implements cdb.OrchestrationEndWatcher, which duroxide has not:
+//     an AckOrchestrationItem that leaves the instance Completed or Failed
+//     closes the channels of the watches of it, under the mutex, as the
+//     Cosmos DB provider's commit does.
 //   - AckOrchestrationItem stamps completed_at when it sets a status other
 //     than "Running" and clears it for "Running" (SQLite stamps it for any
 //     status).

@@ -43,6 +43,8 @@ type Provider struct {
 	sessions   map[string]*sessionRow
 	kvStore    map[string]map[string]kvStoreEntry // state as of the last completed execution
 	kvDelta    map[string]map[string]kvDeltaEntry // the current execution's mutations
+
+	endWatches map[string]map[chan struct{}]struct{} // instance → channels closed when it ends (endwatch.go)
 }
 
 // instanceRow is a row of duroxide's instances table.
@@ -145,6 +147,7 @@ func New(o Options) *Provider {
 		sessions:    map[string]*sessionRow{},
 		kvStore:     map[string]map[string]kvStoreEntry{},
 		kvDelta:     map[string]map[string]kvDeltaEntry{},
+		endWatches:  map[string]map[chan struct{}]struct{}{},
 	}
 }
 

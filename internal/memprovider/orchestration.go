@@ -435,6 +435,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 			exec.completedAt = &t
 		}
 	}
+	p.endedLocked(instance, exec.status)
 
 	// Custom status: the last CustomStatusUpdated of the delta wins.
 	if inst != nil {

@@ -1,0 +1,164 @@
+package durable
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// readCounting counts a client's history reads, which are its status
+// reads: it hides the provider's StatusReader, so every GetStatus reads the
+// history once. It passes on the end watches of watcher (nil: none).
+type readCounting struct {
+	cdb.Provider
+	watcher cdb.OrchestrationEndWatcher
+	reads   *atomic.Int64
+}
+
+func (r readCounting) Read(ctx context.Context, instance string) ([]cdb.Event, error) {
+	r.reads.Add(1)
+	return r.Provider.Read(ctx, instance)
+}
+
+func (r readCounting) WatchOrchestrationEnd(instance string) (<-chan struct{}, func()) {
+	if r.watcher == nil {
+		return make(chan struct{}), func() {}
+	}
+	return r.watcher.WatchOrchestrationEnd(instance)
+}
+
+// gate is an orchestration that returns the data of its "go" event.
+func gate(ctx *OrchestrationContext, _ string) (string, error) {
+	return ctx.WaitForEvent("go").Await()
+}
+
+// waitResult is what a WaitForCompletion returned.
+type waitResult struct {
+	st  Status
+	err error
+}
+
+// waitInBackground runs c.WaitForCompletion(instance) and returns where its
+// result goes.
+func waitInBackground(ctx context.Context, c *Client, instance string, timeout time.Duration) <-chan waitResult {
+	done := make(chan waitResult, 1)
+	go func() {
+		st, err := c.WaitForCompletion(ctx, instance, timeout)
+		done <- waitResult{st, err}
+	}()
+	return done
+}
+
+// A caller waiting in the process whose provider commits the ending turn
+// learns of it from that commit: with their polls an hour apart,
+// WaitForCompletion and WaitForStatusChange return the completed status
+// after one status read before the end and one after it, none between.
+// (The context's 30 s only bound a waiter that never learns.)
+func TestWaitForCompletionLearnsTheEndFromTheCommitNotFromAPoll(t *testing.T) {
+	eachProvider(t, func(t *testing.T, h *harness) {
+		watcher, ok := h.provider.(cdb.OrchestrationEndWatcher)
+		if !ok {
+			t.Skipf("%T tells no orchestration ends (cdb.OrchestrationEndWatcher): its waiters learn them by polling", h.provider)
+		}
+		h.orchestration("Gate", gate)
+		h.run()
+		h.start("gated", "Gate", "")
+		var reads, changeReads atomic.Int64
+		waiter := NewClient(readCounting{Provider: h.provider, watcher: watcher, reads: &reads})
+		waiter.pollBackoff = pollBackoff{first: time.Hour, most: time.Hour}
+		changeWaiter := NewClient(readCounting{Provider: h.provider, watcher: watcher, reads: &changeReads})
+		changeWaiter.pollBackoff = waiter.pollBackoff
+		ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+		defer cancel()
+		done := waitInBackground(ctx, waiter, "gated", time.Hour)
+		changed := make(chan waitResult, 1)
+		go func() {
+			st, err := changeWaiter.WaitForStatusChange(ctx, "gated", 0, time.Hour)
+			changed <- waitResult{st, err}
+		}()
+		require.Eventually(t, func() bool { return reads.Load() >= 1 && changeReads.Load() >= 1 }, 10*time.Second, time.Millisecond,
+			"the waiters read the status once")
+
+		require.NoError(t, h.client.RaiseEvent(h.ctx, "gated", "go", "open"))
+		for name, res := range map[string]waitResult{"WaitForCompletion": <-done, "WaitForStatusChange": <-changed} {
+			require.NoError(t, res.err, "%s learns of the ending commit, its next poll an hour away", name)
+			assert.Equal(t, StateCompleted, res.st.State, name)
+			assert.Equal(t, "open", res.st.Output, name)
+		}
+		assert.Equal(t, int64(2), reads.Load(), "one status read before the end, one after the commit told it")
+		assert.Equal(t, int64(2), changeReads.Load(), "one status read before the end, one after the commit told it")
+	})
+}
+
+// A waiter whose provider does not see the ending commit (it is committed
+// in another process) learns of it by polling, as before.
+func TestWaitForCompletionLearnsAnEndCommittedElsewhereByPolling(t *testing.T) {
+	eachProvider(t, func(t *testing.T, h *harness) {
+		h.orchestration("Gate", gate)
+		h.run()
+		h.start("gated", "Gate", "")
+		var reads atomic.Int64
+		deaf := NewClient(readCounting{Provider: h.provider, reads: &reads}) // its watches never fire
+		ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+		defer cancel()
+		done := waitInBackground(ctx, deaf, "gated", time.Minute)
+		require.Eventually(t, func() bool { return reads.Load() >= 1 }, 10*time.Second, time.Millisecond, "the waiter read the status once")
+
+		require.NoError(t, h.client.RaiseEvent(h.ctx, "gated", "go", "open"))
+		res := <-done
+		require.NoError(t, res.err)
+		assert.Equal(t, StateCompleted, res.st.State)
+		assert.Equal(t, "open", res.st.Output)
+	})
+}
+
+// The same across two providers on one account: the runtime's commits the
+// end, the waiter's (another process's) sees it only in the store.
+func TestWaitForCompletionOnAnotherProviderLearnsTheEndByPolling(t *testing.T) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	h := newCosmosHarness(t, acct)
+	h.orchestration("Gate", gate)
+	h.run()
+	h.start("gated", "Gate", "")
+	other, err := cdb.NewProvider(h.ctx, cdb.Config{Client: acct.Client(), PollInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Close() })
+	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+	defer cancel()
+	done := waitInBackground(ctx, NewClient(other), "gated", time.Minute)
+
+	require.NoError(t, h.client.RaiseEvent(h.ctx, "gated", "go", "open"))
+	res := <-done
+	require.NoError(t, res.err)
+	assert.Equal(t, StateCompleted, res.st.State)
+	assert.Equal(t, "open", res.st.Output)
+}
+
+// endAlreadyTold is a provider whose end watches fire at once, whatever
+// the store says.
+type endAlreadyTold struct{ readCounting }
+
+func (endAlreadyTold) WatchOrchestrationEnd(string) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	close(ch)
+	return ch, func() {}
+}
+
+// A wake-up the store does not show (yet) costs one status read: the wait
+// goes on polling with its backoff, not reading in a loop, and times out
+// as before.
+func TestWaitForCompletionPollsOnAfterAWakeUpTheStatusDoesNotShow(t *testing.T) {
+	var reads atomic.Int64
+	h := newHarness(t, testProviders[0].new(t))
+	c := NewClient(endAlreadyTold{readCounting{Provider: h.provider, reads: &reads}})
+	_, err := c.WaitForCompletion(h.ctx, "never-started", 300*time.Millisecond)
+	require.ErrorIs(t, err, ErrTimeout)
+	// From 5 ms doubling, 300 ms hold at most 8 reads, and the wake-up one more.
+	assert.LessOrEqual(t, reads.Load(), int64(9), "status reads in 300 ms")
+}

@@ -1,0 +1,118 @@
+package cdb_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/internal/memprovider"
+	"github.com/duroxide-go/cdb/providertest"
+)
+
+// endWatching is a provider that tells orchestration ends, and how many
+// watches it holds.
+type endWatching struct {
+	name string
+	new  func(t *testing.T) (cdb.Provider, cdb.OrchestrationEndWatcher, func() int)
+}
+
+func endWatchingProviders() []endWatching {
+	return []endWatching{
+		{name: "cosmos", new: func(t *testing.T) (cdb.Provider, cdb.OrchestrationEndWatcher, func() int) {
+			p := newRulesProvider(t, cdb.NewFakeAccount(cdb.FakeAccountOptions{}), cdb.Config{})
+			return p, p, p.EndWatchesForTest
+		}},
+		{name: "memory", new: func(t *testing.T) (cdb.Provider, cdb.OrchestrationEndWatcher, func() int) {
+			p := memprovider.New(memprovider.Options{})
+			t.Cleanup(func() { _ = p.Close() })
+			return p, p, p.EndWatches
+		}},
+	}
+}
+
+// isClosed says whether ended was closed, without waiting.
+func isClosed(ended <-chan struct{}) bool {
+	select {
+	case <-ended:
+		return true
+	default:
+		return false
+	}
+}
+
+// statusMetadata is a TestOrch turn's metadata setting status.
+func statusMetadata(status cdb.InstanceStatus) cdb.ExecutionMetadata {
+	md := providertest.TestOrchMetadata()
+	md.Status = &status
+	output := "out"
+	md.Output = &output
+	return md
+}
+
+// nextTurn fetches p's next orchestration item (within 10 s), its lock
+// token.
+func nextTurn(ctx context.Context, t *testing.T, p cdb.Provider, instance string) string {
+	t.Helper()
+	var token string
+	require.Eventually(t, func() bool {
+		item, tok, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		if item == nil {
+			return false
+		}
+		require.Equal(t, instance, item.Instance)
+		token = tok
+		return true
+	}, 10*time.Second, 10*time.Millisecond, "a turn of %s", instance)
+	return token
+}
+
+// A watch of an instance's end fires when a turn the provider commits
+// leaves the instance Completed or Failed, and not for a turn that leaves
+// it Running or ContinuedAsNew, nor for another instance's end; stopped
+// and fired watches are let go.
+func TestAWatchOfAnOrchestrationsEndFiresOnTheCommitThatEndsIt(t *testing.T) {
+	for _, pc := range endWatchingProviders() {
+		t.Run(pc.name, func(t *testing.T) {
+			ctx := rulesContext(t)
+			p, watcher, watches := pc.new(t)
+			ended := map[string]<-chan struct{}{}
+			var stops []func()
+			for _, instance := range []string{"completes", "fails", "continues", "never-started"} {
+				ch, stop := watcher.WatchOrchestrationEnd(instance)
+				ended[instance], stops = ch, append(stops, stop)
+			}
+			require.Equal(t, 4, watches())
+
+			require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("completes"), 0))
+			token := nextTurn(ctx, t, p, "completes")
+			require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("completes", 1)}, nil, nil, providertest.TestOrchMetadata(), nil))
+			assert.False(t, isClosed(ended["completes"]), "a turn that leaves the instance Running ends nothing")
+
+			require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "completes", Name: "go", Data: "now"}, 0))
+			token = nextTurn(ctx, t, p, "completes")
+			require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, statusMetadata(cdb.StatusCompleted), nil))
+			assert.True(t, isClosed(ended["completes"]), "the turn that completes the instance fires its watch")
+			assert.False(t, isClosed(ended["fails"]), "another instance's end fires no watch of this one")
+
+			for instance, status := range map[string]cdb.InstanceStatus{"fails": cdb.StatusFailed, "continues": cdb.StatusContinuedAsNew} {
+				require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem(instance), 0))
+				token := nextTurn(ctx, t, p, instance)
+				require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent(instance, 1)}, nil, nil, statusMetadata(status), nil))
+			}
+			assert.True(t, isClosed(ended["fails"]), "the turn that fails the instance fires its watch")
+			assert.False(t, isClosed(ended["continues"]), "an instance continued as new goes on: its watch waits")
+			assert.Equal(t, 2, watches(), "the fired watches are let go; the waiting ones are held")
+
+			for _, stop := range stops {
+				stop()
+			}
+			assert.Zero(t, watches(), "stopped watches are let go")
+			assert.False(t, isClosed(ended["never-started"]))
+		})
+	}
+}

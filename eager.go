@@ -24,13 +24,17 @@ package cdb
 //     is handed out, and passed over unless it carries its token: the token
 //     is derived from the ack's lock token and the activity, so every try
 //     of one ack writes the same one.
-// How many items a commit locks is bounded by the worker fetches of this
-// process that are waiting now or about to, less the items already locked
-// for them: an item locked for nobody would be hidden from the other
-// processes until its lock expired. A dispatcher acking or abandoning an
-// item it fetched counts as about to wait, because a dispatcher fetches
-// again as soon as it lets an item go (returningFetch); an item locked for
-// it waits that one round trip instead of going to whoever queries next. And nothing waits longer than a poll interval for a
+// How many items are locked for this process's fetches at once (ready, or
+// reserved by commits under way) is bounded by twice the most worker
+// fetches it has had running at once (waiting, or about to: a dispatcher
+// acking or abandoning an item fetches again next, returningFetch) since
+// it last had none: one item for each dispatcher, and one for when it
+// comes back. An item queued instead costs a dispatcher of this process
+// a query and a claim, three times what a locked one costs it, so while
+// its dispatchers are busy, locking for them serves the work sooner; an
+// item locked for a dispatcher that does not come back is given back
+// after a poll interval (below), so it is never hidden from the other
+// processes for a lock's length. And nothing waits longer than a poll interval for a
 // fetch of this process: what none took by then, or by Close, is given
 // back to the queue (giveBackEager).
 

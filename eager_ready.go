@@ -31,8 +31,11 @@ type readyItem[T any] struct {
 
 // eagerFetches are the running fetches of one tag filter.
 type eagerFetches struct {
-	filter      TagFilter
-	running     int
+	filter  TagFilter
+	running int
+	// most is the most running at once since there were none: the
+	// dispatchers, busy or not, that fetch with this filter.
+	most        int
 	lockTimeout time.Duration // the latest fetch's
 }
 
@@ -56,6 +59,7 @@ func (e *eagerReady[T]) fetching(tags TagFilter, lockTimeout time.Duration) (don
 		e.fetches[key] = f
 	}
 	f.running++
+	f.most = max(f.most, f.running)
 	f.lockTimeout = lockTimeout
 	e.mu.Unlock()
 	return func() {
@@ -67,9 +71,9 @@ func (e *eagerReady[T]) fetching(tags TagFilter, lockTimeout time.Duration) (don
 	}
 }
 
-// reserve promises one item with tag to a running fetch that takes it,
-// when one is not promised another item yet, and says how long to lock it
-// (the shortest lock timeout of those fetches).
+// reserve promises one item with tag to the fetches that take it, when
+// fewer than twice their dispatchers (eager.go) are promised or ready, and
+// says how long to lock it (the shortest lock timeout of those fetches).
 func (e *eagerReady[T]) reserve(tag *string) (time.Duration, bool) {
 	if e == nil {
 		return 0, false
@@ -80,7 +84,7 @@ func (e *eagerReady[T]) reserve(tag *string) (time.Duration, bool) {
 	var timeout time.Duration
 	for _, f := range e.fetches {
 		if f.filter.Matches(tag) {
-			free += f.running
+			free += 2 * f.most
 			if timeout == 0 || f.lockTimeout < timeout {
 				timeout = f.lockTimeout
 			}

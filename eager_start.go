@@ -24,10 +24,10 @@ package cdb
 //   - it is handed out through the fetch's own path (makeTurn), which
 //     renews a lock with less than three quarters left before handing it
 //     over, and passes over one that expired.
-// How many starts are locked is bounded by the orchestration fetches of
-// this process that wait now or about to (a dispatcher acking or
-// abandoning a turn fetches again next), less the instances already locked
-// for them.
+// How many starts are locked is bounded as eager activities are: by twice
+// the orchestration dispatchers seen fetching at once (waiting, or about
+// to: a dispatcher acking or abandoning a turn fetches again next), less
+// the instances already locked or reserved for them.
 
 import (
 	"context"

@@ -152,8 +152,12 @@ func readChainWrite(req *http.Request, body []byte, status int) (chainWrite, boo
 	return w, w.inst != nil || len(w.touched) > 0 || len(w.claims) > 0
 }
 
-// add reads one operation of a write.
+// add reads one operation of a write. A batch's reads (a read from the
+// partition's primary is a batch of them) write nothing.
 func (w *chainWrite) add(kind, id string, body json.RawMessage) {
+	if kind == "read" {
+		return
+	}
 	writesWhole := kind == "create" || kind == "upsert" || kind == "replace"
 	if id == "" && writesWhole {
 		id = idOf(body)

@@ -80,6 +80,8 @@ func TestChainsFollowEachChainToItsEnd(t *testing.T) {
 	s.batch("a", "i3", 1, true, chainCommit("i3", "lock_3", "lock_chain.3"))
 	s.batch("d", "i3", 2, true, chainTouch("Patch", "inst"), chainTouch("Delete", "inst"))
 	s.batch("a", "i4", 1, true, chainCommit("i4", "lock_4", "lock_chain.4"))
+	// A read from the primary (a batch of reads) leaves the chain as it is.
+	s.batch("b", "i4", 2, true, `{"operationType":"Read","id":"inst"}`)
 	// Not a chain: an ack that releases the lock.
 	s.batch("a", "i5", 1, true, chainCommit("i5", "lock_5", ""))
 

@@ -55,8 +55,8 @@ type recorder struct {
 	executions []execution
 	running    map[activityKey]int // bodies running now
 	commits    map[activityKey]commitRecord
-	crashed    map[string]bool // nodes
-	crashedAt  map[string]time.Time
+	crashed    map[string]bool      // nodes
+	crashedAt  map[string]time.Time // when each crash was recorded (wall clock)
 	shutdowns  map[string]shutdownRecord
 	nodeOf     map[activityKey]string // where a key's latest body started
 	violations *violations

@@ -52,7 +52,7 @@ type faultTransport struct {
 	faults Faults
 	kinds  []string
 	stats  *Stats
-	commit func(req *http.Request, body []byte, resp *http.Response)
+	commit func(req *http.Request, body []byte, resp *http.Response, answered bool)
 	wire   *wireLog // nil: no journal
 	node   string
 
@@ -185,8 +185,11 @@ func (t *faultTransport) roundTrip(req *http.Request, body []byte) (_ *http.Resp
 	if err != nil {
 		return nil, nil, kind, err
 	}
+	// answered: the node gets to read the answer (a node killed later in
+	// flight does not either, and is gone).
+	answered := !crashAfter && kind != faultLoseResponse && !t.dead.Load() && req.Context().Err() == nil
 	if t.commit != nil && resp.StatusCode < 300 {
-		t.commit(req, body, resp)
+		t.commit(req, body, resp, answered)
 	}
 	if crashAfter {
 		trig := t.crashOn.Load()

@@ -55,7 +55,8 @@ type recorder struct {
 	executions []execution
 	running    map[activityKey]int // bodies running now
 	commits    map[activityKey]commitRecord
-	crashed    map[string]bool // nodes
+	crashed    map[string]bool      // nodes
+	crashedAt  map[string]time.Time // when each crash was recorded (wall clock)
 	shutdowns  map[string]shutdownRecord
 	nodeOf     map[activityKey]string // where a key's latest body started
 	violations *violations
@@ -66,11 +67,12 @@ type recorder struct {
 	eager      *eagerItems              // optional: eagerly locked worker items and who consumed them
 	// eagerStarts: optional, eagerly claimed start messages and who consumed them
 	eagerStarts *eagerItems
+	chains      *chainedTurns // optional: instances kept locked by a commit, and how each chain ended
 }
 
 func newRecorder(v *violations) *recorder {
 	return &recorder{running: map[activityKey]int{}, commits: map[activityKey]commitRecord{}, crashed: map[string]bool{},
-		shutdowns: map[string]shutdownRecord{}, nodeOf: map[activityKey]string{}, violations: v}
+		crashedAt: map[string]time.Time{}, shutdowns: map[string]shutdownRecord{}, nodeOf: map[activityKey]string{}, violations: v}
 }
 
 // started notes an activity body starting; an activity whose completion
@@ -127,6 +129,9 @@ func (r *recorder) nodeCrashed(node string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.crashed[node] = true
+	if _, ok := r.crashedAt[node]; !ok {
+		r.crashedAt[node] = time.Now()
+	}
 }
 
 // shutdownRecord is a node's runtime told to shut down while work ran.
@@ -179,6 +184,18 @@ func (r *recorder) isGone(node string) bool {
 	return r.crashed[node] || shut
 }
 
+// goneBy reports a node that had crashed or been shut down by the wall
+// time at.
+func (r *recorder) goneBy(node string, at time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t, ok := r.crashedAt[node]; ok && !t.After(at) {
+		return true
+	}
+	s, ok := r.shutdowns[node]
+	return ok && !s.At.After(at)
+}
+
 func (r *recorder) snapshot() ([]execution, map[string]bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -191,9 +208,10 @@ func (r *recorder) snapshot() ([]execution, map[string]bool) {
 
 // observeCommits is a node transport's commit hook: it finds, in a
 // transactional batch that committed, the activity completions it creates
-// (the worker's ack) and records them.
-func (r *recorder) observeCommits(node string) func(req *http.Request, body []byte, resp *http.Response) {
-	return func(req *http.Request, body []byte, resp *http.Response) {
+// (the worker's ack) and records them; answered says whether the node got
+// the answer.
+func (r *recorder) observeCommits(node string) func(req *http.Request, body []byte, resp *http.Response, answered bool) {
+	return func(req *http.Request, body []byte, resp *http.Response, answered bool) {
 		if resp.StatusCode < 300 && r.stamps != nil {
 			r.stamps.observe(node, req, body, resp.StatusCode)
 		}
@@ -202,6 +220,9 @@ func (r *recorder) observeCommits(node string) func(req *http.Request, body []by
 		}
 		if resp.StatusCode < 300 && r.eager != nil {
 			r.eager.observe(node, req, body, resp.StatusCode)
+		}
+		if resp.StatusCode < 300 && r.chains != nil {
+			r.chains.observe(node, req, body, resp, answered)
 		}
 		if resp.StatusCode != http.StatusOK || operationOf(req) != "Batch" {
 			return

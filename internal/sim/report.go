@@ -28,6 +28,9 @@ const (
 	invFailedReadsFailed          = "failed-reads-failed"   // a failed instance reads as failed, with its name
 	invStampHonoured              = "stamp-honoured"        // a process takes most of the queue items it stamps as its own
 	invEagerTakenByWriter         = "eager-taken-by-writer" // a process takes most of the worker items its commits lock to it
+	invChainClaims                = "chain-claims"          // a completion claimed with a chain is taken or unlocked when the chain ends
+	invChainTakenEarly            = "chain-taken-early"     // no lock takes a live writer's chain before it expired
+	invChainEndedByWriter         = "chain-ended-by-writer" // a process ends most of the chains its commits keep itself
 	invHarness                    = "harness"               // the harness could not do what the workload asked
 )
 
@@ -81,6 +84,7 @@ type Stats struct {
 	Stamps      string // own-writes stamps by writer: taken by the writer, by others
 	Eager       string // eagerly locked worker items: by the writer, by others, taken over
 	EagerStarts string // eagerly claimed start messages: the same counts
+	Chains      string // instances kept locked for their activities' completions: how the chains ended
 }
 
 func newStats() *Stats {
@@ -161,6 +165,9 @@ func (r Report) Print(w io.Writer) {
 	}
 	if s.Eager != "" {
 		fmt.Fprintf(w, "  eager activities: %s\n", s.Eager)
+	}
+	if s.Chains != "" {
+		fmt.Fprintf(w, "  chained turns: %s\n", s.Chains)
 	}
 	fmt.Fprintf(w, "  nodes started: %d; crashes: %d (%s)\n", s.Nodes, sum(s.Crashes), counts(s.Crashes))
 	if len(r.Pending) > 0 {

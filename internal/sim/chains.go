@@ -1,0 +1,470 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Chained turns (chain-claims, chain-taken-early, chain-ended-by-writer): a
+// commit that locked activities eagerly for its own workers may keep its
+// instance locked, writing the instance document with the token
+// lock_chain.<ack token> and an expiry a lock timeout after the commit was
+// planned; that process's worker acks then write the activities'
+// completions already claimed with the kept lock (its token, its expiry,
+// one attempt). The transports see how each chain ends: the writer's next
+// turn acks with the chain's token (by-writer), the writer gives it back (a
+// write that clears the instance's lock: released), or a lock batch takes
+// the instance once the lock expired (taken-over). So:
+//   - chain-claims: a completion claimed with a chain carries the chain's
+//     expiry and one attempt, is written by the chain's writer, and the
+//     batches of the writer's chained turn, or its give-back, consume or
+//     unlock it. One left claimed when the chain ended stays hidden until
+//     the expiry; only its writer's crash, or an ack whose answer was lost
+//     (the writer never learnt it wrote the completion), excuses that;
+//   - chain-taken-early: no other process's lock takes a live writer's
+//     chain before it expired on the account's clock (give or take the
+//     nodes' clock skew, by which a lock's condition may read the expiry
+//     early);
+//   - chain-ended-by-writer: a writer that was up ends most of at least
+//     chainMinSample of its chains itself (a pause that outlasts a chain
+//     leaves a few to others).
+//
+// The nodes' transports report concurrently, so a give-back and the lock
+// batch that followed it may be reported in either order. The account
+// numbers the writes of a partition key range (the answer's LSN), so the
+// writes are kept as reported and replayed per partition in the account's
+// order when the run is checked.
+const (
+	chainMinSample = 12
+	chainMaxShare  = 0.5
+	chainPrefix    = "lock_chain."
+	// instanceDocument is the id of an instance's document in its
+	// partition.
+	instanceDocument = "inst"
+)
+
+// How a chain ended.
+const (
+	chainByWriter  = "by-writer"
+	chainReleased  = "released"
+	chainTakenOver = "taken-over"
+	chainDeleted   = "deleted"
+)
+
+// chainWrite is one committed write of a partition that bears on chains.
+type chainWrite struct {
+	lsn     int64
+	arrival int // the order of the reports, for writes the account did not number
+	node    string
+	at      time.Time // the wall time of the report: who was gone by then
+	nowMs   int64     // the account's clock at the report, no earlier than the write
+	inst    *instanceChange
+	touched []string // the other documents it patched, replaced or deleted
+	claims  []claimedCompletion
+}
+
+// instanceChange is what a write did to the instance document's lock.
+type instanceChange struct {
+	kind        string // "write" (the whole document), "patch" or "delete"
+	instance    string
+	lockToken   *string // nil: a patch that left it
+	lockedUntil *int64
+	lastAck     string
+}
+
+// claimedCompletion is a message a write created claimed with a chain.
+type claimedCompletion struct {
+	id, token   string
+	lockedUntil int64
+	attempts    int
+}
+
+// chainedTurns keeps the writes that bear on chains, and replays them once
+// to check and count.
+type chainedTurns struct {
+	mu       sync.Mutex
+	writes   map[string][]chainWrite // by partition key
+	lost     map[stampKey]bool       // claimed completions whose write's answer did not reach its node
+	arrivals int
+	gone     func(node string, at time.Time) bool
+	now      func() time.Time // the account's clock
+	skew     time.Duration    // the most a node's clock is off
+	outcome  *chainOutcome
+}
+
+func newChainedTurns(gone func(string, time.Time) bool, now func() time.Time, skew time.Duration) *chainedTurns {
+	return &chainedTurns{writes: map[string][]chainWrite{}, lost: map[stampKey]bool{}, gone: gone, now: now, skew: skew}
+}
+
+// observe keeps one write of node that the account carried out; answered
+// says whether its answer reached the node.
+func (c *chainedTurns) observe(node string, req *http.Request, body []byte, resp *http.Response, answered bool) {
+	w, ok := readChainWrite(req, body, resp.StatusCode)
+	if !ok {
+		return
+	}
+	w.node, w.at, w.nowMs = node, time.Now(), c.now().UnixMilli()
+	w.lsn, _ = strconv.ParseInt(resp.Header.Get("lsn"), 10, 64)
+	pk := partitionKeyOf(req)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w.arrival = c.arrivals
+	c.arrivals++
+	c.writes[pk] = append(c.writes[pk], w)
+	if !answered {
+		for _, cl := range w.claims {
+			c.lost[stampKey{pk, cl.id}] = true
+		}
+	}
+}
+
+// readChainWrite reads what a committed request wrote to instance
+// documents and queue messages; false when nothing that bears on chains.
+func readChainWrite(req *http.Request, body []byte, status int) (chainWrite, bool) {
+	var w chainWrite
+	switch op := operationOf(req); op {
+	case "Batch":
+		if status != http.StatusOK { // 207: rolled back, nothing of it happened
+			return w, false
+		}
+		var ops []batchOp
+		if json.Unmarshal(body, &ops) != nil {
+			return w, false
+		}
+		for _, o := range ops {
+			w.add(strings.ToLower(o.OperationType), o.ID, o.ResourceBody)
+		}
+	case "CreateItem", "UpsertItem", "ReplaceItem", "PatchItem", "DeleteItem":
+		segments := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+		id := "" // a create or upsert names it in its body
+		if n := len(segments); n >= 2 && segments[n-2] == "docs" {
+			id = segments[n-1]
+		}
+		w.add(strings.ToLower(strings.TrimSuffix(op, "Item")), id, body)
+	}
+	return w, w.inst != nil || len(w.touched) > 0 || len(w.claims) > 0
+}
+
+// add reads one operation of a write. A batch's reads (a read from the
+// partition's primary is a batch of them) write nothing.
+func (w *chainWrite) add(kind, id string, body json.RawMessage) {
+	if kind == "read" {
+		return
+	}
+	writesWhole := kind == "create" || kind == "upsert" || kind == "replace"
+	if id == "" && writesWhole {
+		id = idOf(body)
+	}
+	switch {
+	case id == instanceDocument:
+		w.inst = readInstanceChange(kind, body)
+	case kind == "create" || kind == "upsert":
+		if cl, ok := readClaimedCompletion(body); ok {
+			w.claims = append(w.claims, cl)
+		}
+	case kind == "patch" || kind == "replace" || kind == "delete":
+		w.touched = append(w.touched, id)
+	}
+}
+
+func readInstanceChange(kind string, body json.RawMessage) *instanceChange {
+	switch kind {
+	case "delete":
+		return &instanceChange{kind: "delete"}
+	case "patch":
+		return readInstancePatch(body)
+	}
+	var doc struct {
+		Instance    string `json:"instance"`
+		LockToken   string `json:"lockToken"`
+		LockedUntil int64  `json:"lockedUntil"`
+		LastAck     string `json:"lastAck"`
+	}
+	_ = json.Unmarshal(body, &doc)
+	return &instanceChange{kind: "write", instance: doc.Instance, lockToken: &doc.LockToken, lockedUntil: &doc.LockedUntil, lastAck: doc.LastAck}
+}
+
+// readInstancePatch reads the lock fields a patch of the instance document
+// sets.
+func readInstancePatch(body json.RawMessage) *instanceChange {
+	var patch struct {
+		Operations []struct {
+			Op    string          `json:"op"`
+			Path  string          `json:"path"`
+			Value json.RawMessage `json:"value"`
+		} `json:"operations"`
+	}
+	ch := &instanceChange{kind: "patch"}
+	if json.Unmarshal(body, &patch) != nil {
+		return ch
+	}
+	for _, o := range patch.Operations {
+		if o.Op != "set" && o.Op != "replace" && o.Op != "add" {
+			continue
+		}
+		switch o.Path {
+		case "/lockToken":
+			var token string
+			if json.Unmarshal(o.Value, &token) == nil {
+				ch.lockToken = &token
+			}
+		case "/lockedUntil":
+			var until int64
+			if json.Unmarshal(o.Value, &until) == nil {
+				ch.lockedUntil = &until
+			}
+		}
+	}
+	return ch
+}
+
+func readClaimedCompletion(body json.RawMessage) (claimedCompletion, bool) {
+	var doc struct {
+		ID          string `json:"id"`
+		Type        string `json:"type"`
+		LockToken   string `json:"lockToken"`
+		LockedUntil int64  `json:"lockedUntil"`
+		Attempts    int    `json:"attempts"`
+	}
+	if json.Unmarshal(body, &doc) != nil || doc.Type != "msg" || !strings.HasPrefix(doc.LockToken, chainPrefix) {
+		return claimedCompletion{}, false
+	}
+	return claimedCompletion{id: doc.ID, token: doc.LockToken, lockedUntil: doc.LockedUntil, attempts: doc.Attempts}, true
+}
+
+// chainOutcome is what the replay found.
+type chainOutcome struct {
+	chains, open, claims int
+	ends                 map[string]int
+	takenFromLive        int            // chains taken while their writer was up (after they expired)
+	own, others          map[string]int // writer → chains it ended itself, chains others took while it was up
+	leftClaimed, excused int
+	violations           []Violation
+}
+
+// replayed replays the writes once, per partition in the account's order.
+func (c *chainedTurns) replayed() *chainOutcome {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.outcome != nil {
+		return c.outcome
+	}
+	out := &chainOutcome{ends: map[string]int{}, own: map[string]int{}, others: map[string]int{}}
+	pks := make([]string, 0, len(c.writes))
+	for pk := range c.writes {
+		pks = append(pks, pk)
+	}
+	sort.Strings(pks)
+	for _, pk := range pks {
+		writes := slices.Clone(c.writes[pk])
+		sort.SliceStable(writes, func(i, j int) bool {
+			if writes[i].lsn != writes[j].lsn {
+				return writes[i].lsn < writes[j].lsn
+			}
+			return writes[i].arrival < writes[j].arrival
+		})
+		p := &partitionChains{c: c, out: out, pk: pk, byToken: map[string]*chainRecord{}}
+		for _, w := range writes {
+			p.apply(w)
+		}
+		if p.open != nil {
+			out.open++
+		}
+	}
+	c.outcome = out
+	return out
+}
+
+// chainRecord is one chain, as the replay follows it.
+type chainRecord struct {
+	instance, token, writer string
+	until                   int64             // the instance's lock expiry as last written
+	claimUntil              int64             // the expiry the commit wrote, which its claims carry
+	claims                  map[string]string // claimed completion → the node that wrote it
+	touched                 map[string]bool   // documents written while it was open, by the batch that ended it too
+	end                     string            // "" while open
+}
+
+// partitionChains replays one partition's writes; called with c.mu held.
+type partitionChains struct {
+	c       *chainedTurns
+	out     *chainOutcome
+	pk      string
+	open    *chainRecord // the chain the instance document holds now
+	byToken map[string]*chainRecord
+}
+
+func (p *partitionChains) apply(w chainWrite) {
+	if p.open != nil {
+		for _, id := range w.touched {
+			p.open.touched[id] = true
+		}
+	}
+	if w.inst != nil {
+		p.instance(w)
+	}
+	for _, cl := range w.claims {
+		p.claim(w, cl)
+	}
+}
+
+// instance follows a write of the instance document.
+func (p *partitionChains) instance(w chainWrite) {
+	ch := w.inst
+	if o := p.open; o != nil {
+		switch {
+		case ch.kind == "delete":
+			p.end(o, w, chainDeleted)
+		case ch.kind == "write" && ch.lastAck == o.token:
+			p.acked(o, w)
+		case ch.kind == "write" && *ch.lockToken == o.token:
+			o.until = *ch.lockedUntil
+		case ch.kind == "write":
+			p.taken(o, w) // a write the chain's ETag did not fence
+		case ch.lockToken == nil:
+			if ch.lockedUntil != nil {
+				o.until = *ch.lockedUntil // a renewal; other patches (a deletion's mark) leave the lock
+			}
+		case *ch.lockToken == "":
+			p.end(o, w, chainReleased)
+		case *ch.lockToken != o.token:
+			p.taken(o, w)
+		}
+	}
+	if p.open == nil && ch.kind == "write" && strings.HasPrefix(*ch.lockToken, chainPrefix) {
+		o := &chainRecord{instance: ch.instance, token: *ch.lockToken, writer: w.node, until: *ch.lockedUntil,
+			claimUntil: *ch.lockedUntil, claims: map[string]string{}, touched: map[string]bool{}}
+		p.open, p.byToken[o.token] = o, o
+		p.out.chains++
+	}
+}
+
+// acked ends a chain by an ack with its token: its writer's chained turn.
+func (p *partitionChains) acked(o *chainRecord, w chainWrite) {
+	if w.node != o.writer {
+		p.violate(invChainTakenEarly, o, fmt.Sprintf("chain %s of %s was acked by %s with the chain's token (lsn %d)", o.token, o.writer, w.node, w.lsn))
+		p.taken(o, w)
+		return
+	}
+	p.end(o, w, chainByWriter)
+}
+
+// taken ends a chain by another lock: legal once the chain expired, or
+// when its writer is gone.
+func (p *partitionChains) taken(o *chainRecord, w chainWrite) {
+	if !p.c.gone(o.writer, w.at) {
+		p.out.takenFromLive++
+		p.out.others[o.writer]++
+		if early := o.until - w.nowMs; w.node != o.writer && early > p.c.skew.Milliseconds() {
+			p.violate(invChainTakenEarly, o, fmt.Sprintf("%s took the instance (lsn %d) %d ms before chain %s of %s, which was up, expired (at %d on the account's clock)",
+				w.node, w.lsn, early, o.token, o.writer, o.until))
+		}
+	}
+	p.close(o, chainTakenOver)
+}
+
+// end ends a chain by its writer's batch (or a deletion); the completions
+// claimed with it that the chained turn's batches did not touch are left
+// claimed.
+func (p *partitionChains) end(o *chainRecord, w chainWrite, how string) {
+	p.close(o, how)
+	if how == chainDeleted {
+		return
+	}
+	if w.node == o.writer {
+		p.out.own[o.writer]++
+	} else if !p.c.gone(o.writer, w.at) {
+		p.out.others[o.writer]++
+	}
+	ids := make([]string, 0, len(o.claims))
+	for id := range o.claims {
+		if !o.touched[id] {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		p.left(o, id, o.claims[id], w, fmt.Sprintf("%s ended the chain %s (lsn %d) without consuming or unlocking it", w.node, how, w.lsn))
+	}
+}
+
+func (p *partitionChains) close(o *chainRecord, how string) {
+	o.end = how
+	p.open = nil
+	p.out.ends[how]++
+}
+
+// claim follows a completion written claimed with a chain.
+func (p *partitionChains) claim(w chainWrite, cl claimedCompletion) {
+	p.out.claims++
+	o := p.byToken[cl.token]
+	if o == nil {
+		p.out.violations = append(p.out.violations, Violation{Invariant: invChainClaims,
+			Detail: fmt.Sprintf("%s wrote completion %s of partition %s claimed with %s (lsn %d), a token no instance document carried", w.node, cl.id, p.pk, cl.token, w.lsn)})
+		return
+	}
+	if w.node != o.writer || cl.lockedUntil != o.claimUntil || cl.attempts != 1 {
+		p.violate(invChainClaims, o, fmt.Sprintf("%s wrote completion %s claimed with chain %s of %s (lsn %d) with expiry %d and %d attempts; the chain's expiry is %d",
+			w.node, cl.id, o.token, o.writer, w.lsn, cl.lockedUntil, cl.attempts, o.claimUntil))
+	}
+	switch o.end {
+	case "":
+		o.claims[cl.id] = w.node
+	case chainByWriter, chainReleased:
+		if !o.touched[cl.id] {
+			p.left(o, cl.id, w.node, w, fmt.Sprintf("it was written (lsn %d) after the chain ended %s", w.lsn, o.end))
+		}
+	}
+	// A chain taken over or deleted hides nothing: its lock expired, or its
+	// partition is gone.
+}
+
+// left notes a completion left claimed with an ended chain, hidden until
+// its expiry; excused when its writer is gone or never got its answer.
+func (p *partitionChains) left(o *chainRecord, id, node string, w chainWrite, how string) {
+	p.out.leftClaimed++
+	if p.c.lost[stampKey{p.pk, id}] || p.c.gone(node, w.at) {
+		p.out.excused++
+		return
+	}
+	p.violate(invChainClaims, o, fmt.Sprintf("completion %s, written by %s claimed with chain %s, was left claimed until %d: %s", id, node, o.token, o.claimUntil, how))
+}
+
+func (p *partitionChains) violate(invariant string, o *chainRecord, detail string) {
+	p.out.violations = append(p.out.violations, Violation{Invariant: invariant, Instance: o.instance, Detail: detail})
+}
+
+// check reports what the replay found broken, and the live writers that
+// left most of their chains to expire.
+func (c *chainedTurns) check(v *violations, describe func(node string) string) {
+	out := c.replayed()
+	for _, x := range out.violations {
+		v.add(x.Invariant, x.Instance, x.Detail)
+	}
+	for _, w := range writersLeavingMost(out.own, out.others, chainMinSample, chainMaxShare) {
+		v.add(invChainEndedByWriter, "", fmt.Sprintf("%s kept %d instances locked for its activities' completions and ended %d of those chains itself: %d were left to expire while it was up (%s)",
+			w, out.own[w]+out.others[w], out.own[w], out.others[w], describe(w)))
+	}
+}
+
+// summary is the counts, for the report: so a seed's log shows the path
+// ran and was checked.
+func (c *chainedTurns) summary() string {
+	out := c.replayed()
+	checked := 0
+	for w, n := range out.own {
+		if n+out.others[w] >= chainMinSample {
+			checked++
+		}
+	}
+	return fmt.Sprintf("chains=%d by-writer=%d released=%d taken-over=%d open=%d claimed-completions=%d taken-from-live=%d deleted=%d left-claimed=%d excused=%d writers-checked=%d",
+		out.chains, out.ends[chainByWriter], out.ends[chainReleased], out.ends[chainTakenOver], out.open, out.claims,
+		out.takenFromLive, out.ends[chainDeleted], out.leftClaimed, out.excused, checked)
+}

@@ -25,16 +25,16 @@ package cdb
 //     is derived from the ack's lock token and the activity, so every try
 //     of one ack writes the same one.
 // How many items are locked for this process's fetches at once (ready, or
-// reserved by commits under way) is bounded by twice the most worker
-// fetches it has had running at once (waiting, or about to: a dispatcher
-// acking or abandoning an item fetches again next, returningFetch) since
-// it last had none: one item for each dispatcher, and one for when it
-// comes back. An item queued instead costs a dispatcher of this process
-// a query and a claim, three times what a locked one costs it, so while
-// its dispatchers are busy, locking for them serves the work sooner; an
-// item locked for a dispatcher that does not come back is given back
-// after a poll interval (below), so it is never hidden from the other
-// processes for a lock's length. And nothing waits longer than a poll interval for a
+// reserved by commits under way) is bounded by what its fetches take in
+// half a poll interval (half the fetch calls of the last one), and at least
+// one per dispatcher seen fetching at once (waiting, or about to: a
+// dispatcher acking or abandoning an item fetches again next,
+// returningFetch). An item queued instead costs a dispatcher of this
+// process a query and a claim, three times what a locked one costs it, so
+// while its dispatchers are busy, locking for them serves the work sooner;
+// the bound keeps an item's wait for them to about half a poll interval,
+// and what none takes within a poll interval is given back (below), so
+// nothing is hidden from the other processes for a lock's length. And nothing waits longer than a poll interval for a
 // fetch of this process: what none took by then, or by Close, is given
 // back to the queue (giveBackEager).
 
@@ -78,7 +78,7 @@ func (p *CosmosProvider) returningFetch(lock *workLock) (done func()) {
 	if lock.fetchTimeout <= 0 {
 		return func() {} // locked here, never handed to a fetch
 	}
-	return p.eager.fetching(lock.fetchedBy, lock.fetchTimeout)
+	return p.eager.returning(lock.fetchedBy, lock.fetchTimeout)
 }
 
 // handOutEager makes a ready item the fetch's, as claimWork does a claimed
@@ -150,6 +150,6 @@ func (p *CosmosProvider) giveBackAllEager() {
 }
 
 // newEagerWork is eager activities' registry: worker items' locks.
-func newEagerWork(off bool, now func() int64) *eagerReady[*workLock] {
-	return newEagerReady(off, now, func(l *workLock) int64 { return l.lockedUntil }, func(l *workLock) *string { return l.doc.Tag })
+func newEagerWork(off bool, window time.Duration, now func() int64) *eagerReady[*workLock] {
+	return newEagerReady(off, window, now, func(l *workLock) int64 { return l.lockedUntil }, func(l *workLock) *string { return l.doc.Tag })
 }

@@ -6,18 +6,19 @@ import (
 )
 
 // eagerReady is what eager dispatch keeps of one queue in this process:
-// its fetches running now (by tag filter, with their lock timeout), the
-// items writes under way reserved for them, and the items written locked
-// for them and not handed out yet. T is a worker item's lock (eager.go) or
-// a started instance's locked turn (eager_start.go). nil when fetches never
-// wait (Config.ShortPolling: nobody to hand an item to) or eager dispatch
-// is off (Config.DisableEagerDispatch); every method of a nil one does
-// nothing.
+// its fetches (by tag filter, with their lock timeout) and how many items
+// they take, the items writes under way reserved for them, and the items
+// written locked for them and not handed out yet. T is a worker item's lock
+// (eager.go) or a started instance's locked turn (eager_start.go). nil when
+// fetches never wait (Config.ShortPolling: nobody to hand an item to) or
+// eager dispatch is off (Config.DisableEagerDispatch); every method of a
+// nil one does nothing.
 type eagerReady[T any] struct {
 	mu       sync.Mutex
 	fetches  map[string]*eagerFetches // by TagFilter.String()
 	promised int                      // reserved by writes not settled yet
 	ready    []readyItem[T]           // locked, not handed out yet
+	window   time.Duration            // the poll interval: what is not taken in it is given back
 	now      func() int64             // ms, the provider's clock
 	until    func(T) int64            // an item's lock expiry (ms)
 	tag      func(T) *string          // an item's tag, for the fetches' filters
@@ -29,25 +30,38 @@ type readyItem[T any] struct {
 	since int64
 }
 
-// eagerFetches are the running fetches of one tag filter.
+// eagerFetches are the fetches of one tag filter: those running now, and
+// per window (a poll interval) the most running at once and the fetch
+// calls, this window's and the last one's.
 type eagerFetches struct {
-	filter  TagFilter
-	running int
-	// most is the most running at once since there were none: the
-	// dispatchers, busy or not, that fetch with this filter.
-	most        int
+	filter      TagFilter
+	running     int
 	lockTimeout time.Duration // the latest fetch's
+	windowStart int64         // ms
+	peak, calls [2]int        // [0] this window, [1] the last one
 }
 
-func newEagerReady[T any](off bool, now func() int64, until func(T) int64, tag func(T) *string) *eagerReady[T] {
+func newEagerReady[T any](off bool, window time.Duration, now func() int64, until func(T) int64, tag func(T) *string) *eagerReady[T] {
 	if off {
 		return nil
 	}
-	return &eagerReady[T]{fetches: map[string]*eagerFetches{}, now: now, until: until, tag: tag}
+	return &eagerReady[T]{fetches: map[string]*eagerFetches{}, window: window, now: now, until: until, tag: tag}
 }
 
-// fetching records a running fetch until the returned function is called.
+// fetching records a running fetch call until the returned function is
+// called.
 func (e *eagerReady[T]) fetching(tags TagFilter, lockTimeout time.Duration) (done func()) {
+	return e.register(tags, lockTimeout, true)
+}
+
+// returning records, until the returned function is called, a dispatcher
+// that will fetch again as soon as it lets go of what it fetched: counted
+// as running, not as a fetch call.
+func (e *eagerReady[T]) returning(tags TagFilter, lockTimeout time.Duration) (done func()) {
+	return e.register(tags, lockTimeout, false)
+}
+
+func (e *eagerReady[T]) register(tags TagFilter, lockTimeout time.Duration, call bool) (done func()) {
 	if e == nil {
 		return func() {}
 	}
@@ -58,22 +72,48 @@ func (e *eagerReady[T]) fetching(tags TagFilter, lockTimeout time.Duration) (don
 		f = &eagerFetches{filter: tags}
 		e.fetches[key] = f
 	}
+	f.roll(e.now(), e.window)
 	f.running++
-	f.most = max(f.most, f.running)
+	f.peak[0] = max(f.peak[0], f.running)
+	if call {
+		f.calls[0]++
+	}
 	f.lockTimeout = lockTimeout
 	e.mu.Unlock()
 	return func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		if f.running--; f.running == 0 {
-			delete(e.fetches, key)
-		}
+		f.running--
 	}
 }
 
+// roll starts a new window when the current one is over.
+func (f *eagerFetches) roll(nowMs int64, window time.Duration) {
+	switch elapsed := nowMs - f.windowStart; {
+	case elapsed < window.Milliseconds():
+		return
+	case elapsed < 2*window.Milliseconds():
+		f.peak[1], f.calls[1] = f.peak[0], f.calls[0]
+	default:
+		f.peak[1], f.calls[1] = 0, 0 // a whole window without a fetch
+	}
+	f.peak[0], f.calls[0] = f.running, 0
+	f.windowStart = nowMs
+}
+
+// depth is how many items may be ready or reserved for f's fetches: what
+// they take in half a window (half the calls of the last one), so that an
+// item waits half a poll interval at most on average and is rarely given
+// back, and never fewer than one per dispatcher seen fetching at once (a
+// dispatcher acking counts: it fetches next).
+func (f *eagerFetches) depth(nowMs int64, window time.Duration) int {
+	f.roll(nowMs, window)
+	return max(f.peak[0], f.peak[1], f.calls[1]/2)
+}
+
 // reserve promises one item with tag to the fetches that take it, when
-// fewer than twice their dispatchers (eager.go) are promised or ready, and
-// says how long to lock it (the shortest lock timeout of those fetches).
+// fewer than their depth are promised or ready, and says how long to lock
+// it (the shortest lock timeout of those fetches).
 func (e *eagerReady[T]) reserve(tag *string) (time.Duration, bool) {
 	if e == nil {
 		return 0, false
@@ -82,9 +122,10 @@ func (e *eagerReady[T]) reserve(tag *string) (time.Duration, bool) {
 	defer e.mu.Unlock()
 	free := -len(e.ready) - e.promised
 	var timeout time.Duration
+	now := e.now()
 	for _, f := range e.fetches {
-		if f.filter.Matches(tag) {
-			free += 2 * f.most
+		if depth := f.depth(now, e.window); depth > 0 && f.filter.Matches(tag) {
+			free += depth
 			if timeout == 0 || f.lockTimeout < timeout {
 				timeout = f.lockTimeout
 			}

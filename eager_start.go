@@ -24,10 +24,11 @@ package cdb
 //   - it is handed out through the fetch's own path (makeTurn), which
 //     renews a lock with less than three quarters left before handing it
 //     over, and passes over one that expired.
-// How many starts are locked is bounded as eager activities are: by twice
-// the orchestration dispatchers seen fetching at once (waiting, or about
-// to: a dispatcher acking or abandoning a turn fetches again next), less
-// the instances already locked or reserved for them.
+// How many starts are locked is bounded as eager activities are: by what
+// the orchestration fetches take in half a poll interval, and at least one
+// per dispatcher seen fetching at once (a dispatcher acking or abandoning
+// a turn fetches again next), less the instances already locked or
+// reserved for them.
 
 import (
 	"context"
@@ -41,14 +42,14 @@ import (
 // waiting orchestration fetch of this process while it acks or abandons
 // its turn, until the returned function is called.
 func (p *CosmosProvider) returningOrchestrationFetch(lock *orchestrationLock) (done func()) {
-	return p.eagerStarts.fetching(DefaultOnlyFilter(), lock.timeout)
+	return p.eagerStarts.returning(DefaultOnlyFilter(), lock.timeout)
 }
 
 // newEagerStarts is eager starts' registry: started instances' locked
 // turns. An orchestration fetch takes any instance, so fetches register as
 // the default-only tag filter and an instance has no tag.
-func newEagerStarts(off bool, now func() int64) *eagerReady[*lockedTurn] {
-	return newEagerReady(off, now, func(t *lockedTurn) int64 { return t.until }, func(*lockedTurn) *string { return nil })
+func newEagerStarts(off bool, window time.Duration, now func() int64) *eagerReady[*lockedTurn] {
+	return newEagerReady(off, window, now, func(t *lockedTurn) int64 { return t.until }, func(*lockedTurn) *string { return nil })
 }
 
 // eagerStart is a start written locked to this process: what its batch

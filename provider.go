@@ -336,8 +336,8 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	p.filterMisses = newFilterMisses()
 	p.orchSignal = newCoalescingQueueSignal(cfg.ShortPolling, p.now)
 	p.workSignal = newQueueSignal(cfg.ShortPolling, p.now)
-	p.eager = newEagerWork(cfg.ShortPolling || cfg.DisableEagerDispatch, p.nowMs)
-	p.eagerStarts = newEagerStarts(cfg.ShortPolling || cfg.DisableEagerDispatch, p.nowMs)
+	p.eager = newEagerWork(cfg.ShortPolling || cfg.DisableEagerDispatch, p.cfg.PollInterval, p.nowMs)
+	p.eagerStarts = newEagerStarts(cfg.ShortPolling || cfg.DisableEagerDispatch, p.cfg.PollInterval, p.nowMs)
 	p.chains = newChains(cfg.ShortPolling || cfg.DisableEagerDispatch)
 	bg, stop := context.WithCancel(context.Background())
 	p.stop = stop

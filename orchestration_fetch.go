@@ -58,33 +58,54 @@ func filterKey(filter *DispatcherCapabilityFilter) string {
 	return strconv.FormatUint(r.Min.PackedVersion(), 10) + "-" + strconv.FormatUint(r.Max.PackedVersion(), 10)
 }
 
-// tryFetchOrchestration takes one look: a candidate query, then lock
-// attempts on its instances, oldest first. Instances another fetch of this
-// process is locking right now are passed over without a request; when
-// every attempt meets contention, it queries once more without the
-// contended instances, so contention does not read as emptiness.
+// tryFetchOrchestration takes one look. A look woken for an instance
+// locked ahead for this process's fetches (started or chained here) takes
+// one of those (no request); so does a look woken for an instance a commit
+// of this process keeps locked, whose chained turn is due now. Any other
+// look queries the queue first and takes a ready instance only when the
+// queue had nothing for it: messages queued earlier go before instances
+// locked ahead later, which would otherwise keep them waiting for as long
+// as those keep coming.
 func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, scope lookScope, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (fetchedOrchestration, pollOutcome, error) {
-	chained := false
-	if scope.pk != "" && !isEagerStartScope(scope.pk) {
-		// Something was sent to an instance a commit of this process
-		// keeps locked: its chained turn is due now, and this look takes it.
-		var ready *chainedInstance
-		chained, ready = p.chains.want(scope.pk)
-		p.handOverChain(ctx, ready)
+	if isEagerStartScope(scope.pk) {
+		return p.takeReadyTurn(ctx)
 	}
-	// An instance started or chained here, locked for the fetches, is
-	// taken first: it costs no request.
-	if res, found, err := p.takeReadyStart(ctx); err != nil {
-		return fetchedOrchestration{}, outcomeEmpty, err
-	} else if found {
-		if scope.pk != "" && !isEagerStartScope(scope.pk) && scope.pk != instancePartitionKey(res.item.Instance) {
-			p.orchSignal.announce(scope.pk) // the next fetch looks where this one was woken for
+	if scope.pk != "" {
+		if chained, ready := p.chains.want(scope.pk); chained {
+			p.handOverChain(ctx, ready)
+			return p.takeReadyTurn(ctx) // none while a worker ack still writes into the chain
 		}
-		return res, outcomeFound, nil
 	}
-	if isEagerStartScope(scope.pk) || chained {
-		return fetchedOrchestration{}, outcomeEmpty, nil // taken by another look already, or a worker ack still writes into its chain
+	res, outcome, err := p.queryAndLockOrchestration(ctx, scope, lockTimeout, filter)
+	if err != nil || outcome == outcomeFound {
+		return res, outcome, err
 	}
+	if ready, found, err := p.takeReadyStart(ctx); err != nil || found {
+		return ready, outcomeFoundIf(found), err
+	}
+	return res, outcome, nil
+}
+
+// takeReadyTurn is a look that takes a ready instance or nothing.
+func (p *CosmosProvider) takeReadyTurn(ctx context.Context) (fetchedOrchestration, pollOutcome, error) {
+	res, found, err := p.takeReadyStart(ctx)
+	return res, outcomeFoundIf(found), err
+}
+
+// outcomeFoundIf is outcomeFound when found, else outcomeEmpty.
+func outcomeFoundIf(found bool) pollOutcome {
+	if found {
+		return outcomeFound
+	}
+	return outcomeEmpty
+}
+
+// queryAndLockOrchestration is a look at the queue: a candidate query, then
+// lock attempts on its instances, oldest first. Instances another fetch of
+// this process is locking right now are passed over without a request;
+// when every attempt meets contention, it queries once more without the
+// contended instances, so contention does not read as emptiness.
+func (p *CosmosProvider) queryAndLockOrchestration(ctx context.Context, scope lookScope, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (fetchedOrchestration, pollOutcome, error) {
 	fk := filterKey(filter)
 	outcome := outcomeEmpty
 	if scope.pk != "" && p.wakeLater.deferIfHeld(scope.pk, p.holdsInstance) {

@@ -389,10 +389,11 @@ func TestDisableEagerDispatchQueuesEveryItem(t *testing.T) {
 	assert.Positive(t, acct.Counts().ByOperation["PatchItem"], "claimed")
 }
 
-// A fetch woken for an item of one partition that takes a ready eager item
-// instead (it costs no request) passes the partition's announcement on, so
-// the next fetch looks there rather than leaving the item to an idle poll.
-func TestAFetchThatTakesAReadyItemPassesItsAnnouncementOn(t *testing.T) {
+// Work queued before an item was locked ahead for this process's fetches
+// is taken first: a fetch woken for the queued item's partition looks
+// there before it takes a ready item, so a steady supply of ready items
+// never keeps queued work waiting.
+func TestWorkQueuedBeforeAReadyItemIsTakenFirst(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	p := newRulesProvider(t, acct, cdb.Config{})
@@ -400,7 +401,7 @@ func TestAFetchThatTakesAReadyItemPassesItsAnnouncementOn(t *testing.T) {
 	_, stop := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
 	cdb.AfterAckPlannedForTest(p, func() {
 		stop() // the fetch the item is locked for goes away, and before the commit
-		// another partition's item is announced
+		// another partition's item is queued
 		require.Eventually(t, func() bool { return cdb.WaitingFetchesForTest(p, "worker") == 0 }, time.Minute, time.Millisecond)
 		require.NoError(t, p.EnqueueForWorker(ctx, activity("queued", 2, "")))
 	})
@@ -408,18 +409,17 @@ func TestAFetchThatTakesAReadyItemPassesItsAnnouncementOn(t *testing.T) {
 	cdb.AfterAckPlannedForTest(p, nil)
 	require.Equal(t, []string{"queued", "(eager)"}, cdb.AnnouncementsForTest(p))
 
-	log := logRequests(acct)
 	first, _, _, err := p.FetchWorkItem(ctx, time.Minute, time.Second, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	require.NotNil(t, first)
-	assert.Equal(t, "ready", first.InstanceID(), "the ready item first")
-	assert.Empty(t, log.ops(), "without a request")
-	assert.Equal(t, []string{"(eager)", "queued"}, cdb.AnnouncementsForTest(p), "queued's announcement passed on")
+	assert.Equal(t, "queued", first.InstanceID(), "the work queued first")
 
+	log := logRequests(acct)
 	second, _, _, err := p.FetchWorkItem(ctx, time.Minute, time.Second, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	require.NotNil(t, second)
-	assert.Equal(t, "queued", second.InstanceID())
+	assert.Equal(t, "ready", second.InstanceID())
+	assert.Empty(t, log.ops(), "the ready item without a request")
 }
 
 // A commit too large for one batch (it writes an outbox) locks nothing

@@ -129,19 +129,22 @@ func (q *queueSignal) mayHoldMore() {
 }
 
 // takeToken returns a partition announced while no fetch waited, and the
-// announcements kept so far, for drained.
+// announcements kept so far, for drained. The partitions take turns: one
+// with more items goes to the back after each, so a partition announced
+// again and again (the ready items' scope, a busy instance) never keeps
+// the ones behind it waiting.
 func (q *queueSignal) takeToken() (pk string, at uint64, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.tokens) == 0 {
 		return "", 0, false
 	}
-	t := &q.tokens[0]
-	pk = t.pk
-	if t.items--; t.items == 0 {
-		q.tokens = q.tokens[1:]
+	t := q.tokens[0]
+	q.tokens = q.tokens[1:]
+	if t.items--; t.items > 0 {
+		q.tokens = append(q.tokens, t)
 	}
-	return pk, q.seq, true
+	return t.pk, q.seq, true
 }
 
 // drained says a look at partition pk, for an announcement taken when at

@@ -1,6 +1,7 @@
 package cdb
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +13,21 @@ import (
 // partition's older announcements, but announcements of items handed over
 // in process stand for one ready item each: one found taken already says
 // nothing of the others.
+// Announced partitions take turns: one announced again and again does not
+// keep the ones announced after it waiting.
+func TestAnnouncedPartitionsTakeTurns(t *testing.T) {
+	q := newQueueSignal(false, time.Now)
+	q.announce(eagerScope, eagerScope, eagerScope, "p")
+	var order []string
+	for range 4 {
+		q.announce(eagerScope) // ready items keep coming
+		pk, _, ok := q.takeToken()
+		require.True(t, ok)
+		order = append(order, pk)
+	}
+	assert.Equal(t, []string{eagerScope, "p", eagerScope, eagerScope}, order)
+}
+
 func TestDrainedKeepsTheAnnouncementsOfItemsHandedOverInProcess(t *testing.T) {
 	q := newQueueSignal(false, time.Now)
 	q.announce(eagerScope, eagerScope, eagerScope, "p", "p")
@@ -20,9 +36,9 @@ func TestDrainedKeepsTheAnnouncementsOfItemsHandedOverInProcess(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, eagerScope, pk)
 	q.drained(pk, at)
-	assert.Equal(t, []wakeToken{{pk: eagerScope, items: 2, last: 3}, {pk: "p", items: 2, last: 5}}, q.tokens, "the other two ready items keep theirs")
+	assert.Equal(t, []wakeToken{{pk: "p", items: 2, last: 5}, {pk: eagerScope, items: 2, last: 3}}, q.tokens, "the other two ready items keep theirs")
 
-	q.tokens = append(q.tokens[:0], q.tokens[1:]...) // the ready items taken
+	q.tokens = slices.DeleteFunc(q.tokens, func(t wakeToken) bool { return t.pk == eagerScope }) // the ready items taken
 	pk, at, ok = q.takeToken()
 	require.True(t, ok)
 	require.Equal(t, "p", pk)

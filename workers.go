@@ -161,25 +161,36 @@ func workFilter(session *SessionFetchConfig, tags TagFilter) ([]string, []QueryP
 	return where, params
 }
 
-// tryFetchWork takes one look at the worker queue: one candidate query,
-// then locks on candidates in order until one holds. Sessions another owner
+// tryFetchWork takes one look at the worker queue. A look woken for an
+// item locked ahead for this process's fetches takes one of those (no
+// request); any other look queries the queue first and takes a ready item
+// only when the queue has nothing for it: work queued earlier goes before
+// work locked ahead later, which would otherwise keep it waiting for as
+// long as ready items keep coming.
+func (p *CosmosProvider) tryFetchWork(ctx context.Context, scope lookScope, lockTimeout time.Duration, session *SessionFetchConfig, tags TagFilter) (fetchedWork, pollOutcome, error) {
+	if scope.pk != eagerScope {
+		res, outcome, err := p.queryAndClaimWork(ctx, scope, lockTimeout, session, tags)
+		if err != nil || outcome == outcomeFound {
+			return res, outcome, err
+		}
+		if ready, ok := p.takeEager(ctx, lockTimeout, tags); ok {
+			return ready, outcomeFound, nil
+		}
+		return res, outcome, nil
+	}
+	if res, ok := p.takeEager(ctx, lockTimeout, tags); ok {
+		return res, outcomeFound, nil
+	}
+	return fetchedWork{}, outcomeEmpty, nil // taken by another look already
+}
+
+// queryAndClaimWork is a look at the queue: one candidate query, then
+// locks on candidates in order until one holds. Sessions another owner
 // holds are left out of the query until their locks end; one met in this
 // look costs its claim attempt but not a place in the lock budget, so items
 // behind it are still reached. An item that cannot be taken (an error, an
 // undecodable item) does not fail the look while others can be.
-func (p *CosmosProvider) tryFetchWork(ctx context.Context, scope lookScope, lockTimeout time.Duration, session *SessionFetchConfig, tags TagFilter) (fetchedWork, pollOutcome, error) {
-	// A ready item is taken first: it costs no request.
-	if res, ok := p.takeEager(ctx, lockTimeout, tags); ok {
-		if scope.pk != "" && scope.pk != eagerScope {
-			// This look was woken for an item of scope.pk: the next
-			// fetch looks for it, rather than the idle poll.
-			p.workSignal.announce(scope.pk)
-		}
-		return res, outcomeFound, nil
-	}
-	if scope.pk == eagerScope {
-		return fetchedWork{}, outcomeEmpty, nil // taken by another look already
-	}
+func (p *CosmosProvider) queryAndClaimWork(ctx context.Context, scope lookScope, lockTimeout time.Duration, session *SessionFetchConfig, tags TagFilter) (fetchedWork, pollOutcome, error) {
 	where, params := workFilter(session, tags)
 	if session != nil {
 		if held := p.sessions.heldElsewhere(session.OwnerID, p.nowMs()); len(held) > 0 {

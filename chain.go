@@ -160,6 +160,20 @@ func (h *chains) want(pk string) (held bool, ready *chainedInstance) {
 // due ends the chains whose time came: those whose first completion came
 // coalescing ago, and those past their window without any.
 func (h *chains) due(nowMs int64, coalescing time.Duration) []*chainedInstance {
+	return h.end(func(hi *chainedInstance) bool {
+		switch {
+		case hi.firstAt != 0 && nowMs-hi.firstAt >= coalescing.Milliseconds():
+			hi.wanted = true
+			return true
+		case hi.firstAt == 0 && nowMs-hi.since >= hi.window.Milliseconds():
+			return true
+		}
+		return false
+	})
+}
+
+// end ends the chains ending says end and no worker ack writes into.
+func (h *chains) end(ending func(*chainedInstance) bool) []*chainedInstance {
 	if h == nil {
 		return nil
 	}
@@ -167,11 +181,7 @@ func (h *chains) due(nowMs int64, coalescing time.Duration) []*chainedInstance {
 	defer h.mu.Unlock()
 	var out []*chainedInstance
 	for _, hi := range h.byPK {
-		switch {
-		case hi.firstAt != 0 && nowMs-hi.firstAt >= coalescing.Milliseconds():
-			hi.wanted = true
-		case hi.firstAt == 0 && nowMs-hi.since >= hi.window.Milliseconds():
-		default:
+		if !ending(hi) {
 			continue
 		}
 		if t := h.takeLocked(hi); t != nil {
@@ -194,18 +204,7 @@ func (h *chains) takeLocked(hi *chainedInstance) *chainedInstance {
 
 // all ends every chain no worker ack writes into, for Close.
 func (h *chains) all() []*chainedInstance {
-	if h == nil {
-		return nil
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []*chainedInstance
-	for _, hi := range h.byPK {
-		if t := h.takeLocked(hi); t != nil {
-			out = append(out, t)
-		}
-	}
-	return out
+	return h.end(func(*chainedInstance) bool { return true })
 }
 
 // add records a chain.

@@ -53,15 +53,7 @@ func instanceDocOf(t *testing.T, p *cdb.CosmosProvider, instance string) map[str
 // messageDocs are the orchestrator messages of instance as stored.
 func messageDocs(t *testing.T, p *cdb.CosmosProvider, instance string) []map[string]any {
 	t.Helper()
-	pk := cdb.NewPartitionKeyString(instance)
-	res, err := p.Container().QueryItems(context.Background(), "SELECT * FROM c WHERE c.pk = @pk AND c.type = 'msg'",
-		[]cdb.QueryParameter{{Name: "@pk", Value: instance}}, &cdb.QueryOptions{PartitionKey: &pk})
-	require.NoError(t, err)
-	docs := make([]map[string]any, len(res.Items))
-	for i, raw := range res.Items {
-		require.NoError(t, json.Unmarshal(raw, &docs[i]))
-	}
-	return docs
+	return storedDocs(t, p, instance, "msg")
 }
 
 func TestATurnWhoseActivitiesRunHereKeepsItsInstanceForTheirCompletions(t *testing.T) {

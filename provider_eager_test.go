@@ -151,9 +151,15 @@ func ackFirstTurn(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, toke
 // workDocs are the worker items of instance as stored.
 func workDocs(t *testing.T, p *cdb.CosmosProvider, instance string) []map[string]any {
 	t.Helper()
+	return storedDocs(t, p, instance, "work")
+}
+
+// storedDocs are instance's documents of one type as stored.
+func storedDocs(t *testing.T, p *cdb.CosmosProvider, instance, docType string) []map[string]any {
+	t.Helper()
 	pk := cdb.NewPartitionKeyString(instance)
-	res, err := p.Container().QueryItems(context.Background(), "SELECT * FROM c WHERE c.pk = @pk AND c.type = 'work'",
-		[]cdb.QueryParameter{{Name: "@pk", Value: instance}}, &cdb.QueryOptions{PartitionKey: &pk})
+	res, err := p.Container().QueryItems(context.Background(), "SELECT * FROM c WHERE c.pk = @pk AND c.type = @type",
+		[]cdb.QueryParameter{{Name: "@pk", Value: instance}, {Name: "@type", Value: docType}}, &cdb.QueryOptions{PartitionKey: &pk})
 	require.NoError(t, err)
 	docs := make([]map[string]any, len(res.Items))
 	for i, raw := range res.Items {

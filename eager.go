@@ -151,5 +151,5 @@ func (p *CosmosProvider) giveBackAllEager() {
 
 // newEagerWork is eager activities' registry: worker items' locks.
 func newEagerWork(off bool, window time.Duration, now func() int64) *eagerReady[*workLock] {
-	return newEagerReady(off, window, now, func(l *workLock) int64 { return l.lockedUntil }, func(l *workLock) *string { return l.doc.Tag })
+	return newEagerReady(off, true, window, now, func(l *workLock) int64 { return l.lockedUntil }, func(l *workLock) *string { return l.doc.Tag })
 }

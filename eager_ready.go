@@ -19,6 +19,7 @@ type eagerReady[T any] struct {
 	promised int                      // reserved by writes not settled yet
 	ready    []readyItem[T]           // locked, not handed out yet
 	window   time.Duration            // the poll interval: what is not taken in it is given back
+	ahead    bool                     // lock ahead for busy dispatchers too (eagerFetches.depth)
 	now      func() int64             // ms, the provider's clock
 	until    func(T) int64            // an item's lock expiry (ms)
 	tag      func(T) *string          // an item's tag, for the fetches' filters
@@ -41,11 +42,11 @@ type eagerFetches struct {
 	peak, calls [2]int        // [0] this window, [1] the last one
 }
 
-func newEagerReady[T any](off bool, window time.Duration, now func() int64, until func(T) int64, tag func(T) *string) *eagerReady[T] {
+func newEagerReady[T any](off, ahead bool, window time.Duration, now func() int64, until func(T) int64, tag func(T) *string) *eagerReady[T] {
 	if off {
 		return nil
 	}
-	return &eagerReady[T]{fetches: map[string]*eagerFetches{}, window: window, now: now, until: until, tag: tag}
+	return &eagerReady[T]{fetches: map[string]*eagerFetches{}, window: window, ahead: ahead, now: now, until: until, tag: tag}
 }
 
 // fetching records a running fetch call until the returned function is
@@ -101,12 +102,16 @@ func (f *eagerFetches) roll(nowMs int64, window time.Duration) {
 	f.windowStart = nowMs
 }
 
-// depth is how many items may be ready or reserved for f's fetches: what
-// they take in half a window (half the calls of the last one), so that an
-// item waits half a poll interval at most on average and is rarely given
-// back, and never fewer than one per dispatcher seen fetching at once (a
-// dispatcher acking counts: it fetches next).
-func (f *eagerFetches) depth(nowMs int64, window time.Duration) int {
+// depth is how many items may be ready or reserved for f's fetches. Ahead:
+// what they take in half a window (half the calls of the last one), so
+// that an item waits half a poll interval at most on average and is rarely
+// given back, and never fewer than one per dispatcher seen fetching at
+// once (a dispatcher acking counts: it fetches next). Otherwise: one per
+// fetch running now (waiting, or acking and about to).
+func (f *eagerFetches) depth(nowMs int64, window time.Duration, ahead bool) int {
+	if !ahead {
+		return f.running
+	}
 	f.roll(nowMs, window)
 	return max(f.peak[0], f.peak[1], f.calls[1]/2)
 }
@@ -124,7 +129,7 @@ func (e *eagerReady[T]) reserve(tag *string) (time.Duration, bool) {
 	var timeout time.Duration
 	now := e.now()
 	for _, f := range e.fetches {
-		if depth := f.depth(now, e.window); depth > 0 && f.filter.Matches(tag) {
+		if depth := f.depth(now, e.window, e.ahead); depth > 0 && f.filter.Matches(tag) {
 			free += depth
 			if timeout == 0 || f.lockTimeout < timeout {
 				timeout = f.lockTimeout

@@ -12,7 +12,7 @@ import (
 // seen fetching at once, and nothing once they stopped.
 func TestEagerDepthFollowsWhatTheFetchesTake(t *testing.T) {
 	now := int64(1_000_000)
-	e := newEagerReady[*workLock](false, time.Second, func() int64 { return now }, func(*workLock) int64 { return 0 }, func(*workLock) *string { return nil })
+	e := newEagerReady[*workLock](false, true, time.Second, func() int64 { return now }, func(*workLock) int64 { return 0 }, func(*workLock) *string { return nil })
 	tags := DefaultOnlyFilter()
 
 	var done []func()

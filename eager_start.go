@@ -24,11 +24,14 @@ package cdb
 //   - it is handed out through the fetch's own path (makeTurn), which
 //     renews a lock with less than three quarters left before handing it
 //     over, and passes over one that expired.
-// How many starts are locked is bounded as eager activities are: by what
-// the orchestration fetches take in half a poll interval, and at least one
-// per dispatcher seen fetching at once (a dispatcher acking or abandoning
-// a turn fetches again next), less the instances already locked or
-// reserved for them.
+// How many starts are locked is bounded by the orchestration fetches of
+// this process running now (waiting, or about to: a dispatcher acking or
+// abandoning a turn fetches again next), less the instances already locked
+// or reserved for them. Not ahead for busy dispatchers, as activities are:
+// a start through the queue costs a dispatcher far less than an activity
+// does (its query and lock batch are a turn's, not a third of it), and one
+// locked for a dispatcher that stays busy is given back a poll interval
+// later at the cost of another batch.
 
 import (
 	"context"
@@ -49,7 +52,7 @@ func (p *CosmosProvider) returningOrchestrationFetch(lock *orchestrationLock) (d
 // turns. An orchestration fetch takes any instance, so fetches register as
 // the default-only tag filter and an instance has no tag.
 func newEagerStarts(off bool, window time.Duration, now func() int64) *eagerReady[*lockedTurn] {
-	return newEagerReady(off, window, now, func(t *lockedTurn) int64 { return t.until }, func(*lockedTurn) *string { return nil })
+	return newEagerReady(off, false, window, now, func(t *lockedTurn) int64 { return t.until }, func(*lockedTurn) *string { return nil })
 }
 
 // eagerStart is a start written locked to this process: what its batch

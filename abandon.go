@@ -19,7 +19,6 @@ func (p *CosmosProvider) AbandonOrchestrationItem(ctx context.Context, lockToken
 		return err
 	}
 	defer lock.mu.Unlock()
-	defer p.returningOrchestrationFetch(lock)()
 	ctx = p.tel.withOrchestrationName(ctx, lock.inst.Name)
 	if err := p.writeAbandon(ctx, lock, delay, ignoreAttempt); err != nil {
 		return asOperation(op, err)

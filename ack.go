@@ -27,7 +27,6 @@ func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken str
 		return err
 	}
 	defer lock.mu.Unlock()
-	defer p.returningOrchestrationFetch(lock)()
 	var tooLarge error // the store's 413 that made the plan tighter
 	for squeeze := 0; ; squeeze++ {
 		err := p.ackPlanned(ctx, op, lock, squeeze, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)

@@ -25,13 +25,13 @@ package cdb
 //     renews a lock with less than three quarters left before handing it
 //     over, and passes over one that expired.
 // How many starts are locked is bounded by the orchestration fetches of
-// this process running now (waiting, or about to: a dispatcher acking or
-// abandoning a turn fetches again next), less the instances already locked
-// or reserved for them. Not ahead for busy dispatchers, as activities are:
-// a start through the queue costs a dispatcher far less than an activity
-// does (its query and lock batch are a turn's, not a third of it), and one
-// locked for a dispatcher that stays busy is given back a poll interval
-// later at the cost of another batch.
+// this process that wait now, less the instances already locked or
+// reserved for them. Not for busy dispatchers, as activities are: a start
+// through the queue costs a dispatcher far less than an activity does (its
+// query and lock batch are a turn's, not a third of it), and a dispatcher
+// busy with a turn may well take queued messages next (they go first), so
+// a start locked for it is often given back a poll interval later, at the
+// cost of another batch.
 
 import (
 	"context"
@@ -40,13 +40,6 @@ import (
 	"strings"
 	"time"
 )
-
-// returningOrchestrationFetch counts the dispatcher that holds lock as a
-// waiting orchestration fetch of this process while it acks or abandons
-// its turn, until the returned function is called.
-func (p *CosmosProvider) returningOrchestrationFetch(lock *orchestrationLock) (done func()) {
-	return p.eagerStarts.returning(DefaultOnlyFilter(), lock.timeout)
-}
 
 // newEagerStarts is eager starts' registry: started instances' locked
 // turns. An orchestration fetch takes any instance, so fetches register as

@@ -31,6 +31,11 @@ const (
 // message already claimed (and its instance locked) for a waiting
 // orchestration fetch of its own process, which must take most of them;
 // the ack of the instance's first turn consumes the message.
+//
+// An item its writer gives back (a patch of the writer's that clears its
+// lock: no fetch of the writer took it within a poll interval, or the
+// writer closed) was not hidden: it went to the queue then. It is counted
+// apart (given-back) and not held against the writer.
 
 // eagerItems follows eagerly locked queue items (worker items, or start
 // messages) from the batch that wrote them to the ack that consumed them.
@@ -45,6 +50,7 @@ type eagerItems struct {
 	own       map[string]int      // writer → items it consumed itself
 	others    map[string]int      // writer → items others consumed while it was up
 	takenOver int                 // items others consumed after their writer crashed or was shut down
+	givenBack map[string]int      // writer → items it gave back to the queue unconsumed
 	ended     int                 // items a cancellation's tombstone or a deletion removed unconsumed
 	// expiredAtCommit are the items whose lock had run out by the time
 	// the commit that wrote them answered.
@@ -57,14 +63,14 @@ type eagerItems struct {
 // with its first operation.
 func newEagerItems(gone func(string) bool, now func() time.Time) *eagerItems {
 	return &eagerItems{docType: "work", what: "worker items", consumes: func(ops []batchOp, i int) bool { return i == 0 && isWorkerAck(ops) },
-		open: map[stampKey]string{}, own: map[string]int{}, others: map[string]int{}, gone: gone, now: now}
+		open: map[stampKey]string{}, own: map[string]int{}, others: map[string]int{}, givenBack: map[string]int{}, gone: gone, now: now}
 }
 
 // newEagerStartItems follows eager starts: the first turn's ack consumes
 // the start message (a delete, or a consumed marker in its place).
 func newEagerStartItems(gone func(string) bool, now func() time.Time) *eagerItems {
 	return &eagerItems{docType: "msg", what: "starts", consumes: func([]batchOp, int) bool { return true },
-		open: map[stampKey]string{}, own: map[string]int{}, others: map[string]int{}, gone: gone, now: now}
+		open: map[stampKey]string{}, own: map[string]int{}, others: map[string]int{}, givenBack: map[string]int{}, gone: gone, now: now}
 }
 
 // observe reads one request of node that the account carried out.
@@ -91,7 +97,14 @@ func (e *eagerItems) observe(node string, req *http.Request, body []byte, status
 				}
 			case "upsert":
 				e.removed(stampKey{pk, idOf(o.ResourceBody)}) // a cancelled activity's tombstone
+			case "patch":
+				e.patched(node, stampKey{pk, o.ID}, o.ResourceBody)
 			}
+		}
+	case "PatchItem":
+		if status == http.StatusOK {
+			segments := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+			e.patched(node, stampKey{pk, segments[len(segments)-1]}, body)
 		}
 	case "UpsertItem":
 		e.removed(stampKey{pk, idOf(body)}) // a tombstone an outbox carried
@@ -172,6 +185,21 @@ func (e *eagerItems) consumed(node string, key stampKey) {
 	}
 }
 
+// patched notes a patch of node's: one that clears the lock of an item
+// node locked eagerly gives it back to the queue.
+func (e *eagerItems) patched(node string, key stampKey, body json.RawMessage) {
+	ch := readInstancePatch(body)
+	if ch.lockToken == nil || *ch.lockToken != "" {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if writer, ok := e.open[key]; ok && writer == node {
+		delete(e.open, key)
+		e.givenBack[writer]++
+	}
+}
+
 // removed notes an item ended without a worker's ack.
 func (e *eagerItems) removed(key stampKey) {
 	e.mu.Lock()
@@ -206,6 +234,6 @@ func (e *eagerItems) summary() string {
 			checked++
 		}
 	}
-	return fmt.Sprintf("locked=%d by-writer=%d by-others=%d taken-over=%d ended-unconsumed=%d open=%d expired-at-commit=%d writers-checked=%d",
-		e.locked, sum(e.own), sum(e.others), e.takenOver, e.ended, len(e.open), e.expiredAtCommit, checked)
+	return fmt.Sprintf("locked=%d by-writer=%d by-others=%d given-back=%d taken-over=%d ended-unconsumed=%d open=%d expired-at-commit=%d writers-checked=%d",
+		e.locked, sum(e.own), sum(e.others), sum(e.givenBack), e.takenOver, e.ended, len(e.open), e.expiredAtCommit, checked)
 }

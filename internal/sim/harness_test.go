@@ -220,7 +220,7 @@ func TestEagerFlagsALiveWriterWhoseLockedItemsOthersTake(t *testing.T) {
 	require.Len(t, v.all(), 1, "only the live writer that left three quarters to others")
 	assert.Equal(t, invEagerTakenByWriter, v.all()[0].Invariant)
 	assert.Contains(t, v.all()[0].Detail, "w locked 20 worker items to itself eagerly and took 5 itself: 15 were hidden")
-	assert.Equal(t, "locked=0 by-writer=15 by-others=25 taken-over=20 ended-unconsumed=0 open=0 expired-at-commit=0 writers-checked=2", e.summary())
+	assert.Equal(t, "locked=0 by-writer=15 by-others=25 given-back=0 taken-over=20 ended-unconsumed=0 open=0 expired-at-commit=0 writers-checked=2", e.summary())
 }
 
 func TestEagerSeesItemsLockedInACommitAndTheWorkerAckThatConsumesThem(t *testing.T) {
@@ -255,7 +255,18 @@ func TestEagerSeesItemsLockedInACommitAndTheWorkerAckThatConsumesThem(t *testing
 	batch("b", http.StatusOK, del("w|1|7"), completion)                       // a crashed writer's, taken over
 	batch("d", http.StatusOK, fence, del("w|1|4"))                            // the instance's deletion
 	batch("a", http.StatusOK, instance, tombstone("w|1|5"))                   // cancelled
-	assert.Equal(t, "locked=6 by-writer=1 by-others=1 taken-over=1 ended-unconsumed=2 open=1 expired-at-commit=1 writers-checked=0", e.summary())
+	renew := `{"operationType":"Patch","id":"w|1|6","resourceBody":{"operations":[{"op":"set","path":"/lockedUntil","value":20000}]}}`
+	batch("a", http.StatusOK, renew) // a renewal gives nothing back
+	patch := func(node, id, token string) {
+		req, err := http.NewRequest(http.MethodPatch, "https://acct/dbs/d/colls/c/docs/"+id, nil)
+		require.NoError(t, err)
+		req.Header.Set("x-ms-documentdb-partitionkey", `["p"]`)
+		e.observe(node, req, []byte(fmt.Sprintf(`{"operations":[{"op":"set","path":"/lockToken","value":%q},{"op":"set","path":"/lockedUntil","value":0}]}`, token)), http.StatusOK)
+	}
+	patch("b", "w|1|6", "")                             // not the writer's: no give-back of its
+	patch("a", "w|1|6", "")                             // the writer gives it back
+	batch("b", http.StatusOK, del("w|1|6"), completion) // then anyone takes it: not held against the writer
+	assert.Equal(t, "locked=6 by-writer=1 by-others=1 given-back=1 taken-over=1 ended-unconsumed=2 open=0 expired-at-commit=1 writers-checked=0", e.summary())
 }
 
 func TestEagerStartsSeeStartsLockedInTheirBatchAndTheAckThatConsumesThem(t *testing.T) {
@@ -282,5 +293,9 @@ func TestEagerStartsSeeStartsLockedInTheirBatchAndTheAckThatConsumesThem(t *test
 	batch("b", "i2", consume("m|2")) // another's, after the lock expired
 	batch("b", "i3", consume("m|3")) // never locked eagerly
 	batch("b", "i4", consume("m|4")) // a crashed writer's, taken over
-	assert.Equal(t, "locked=3 by-writer=1 by-others=1 taken-over=1 ended-unconsumed=0 open=0 expired-at-commit=0 writers-checked=0", e.summary())
+	batch("a", "i5", start("m|5", "lock_5"))
+	batch("a", "i5", `{"operationType":"Patch","id":"inst","resourceBody":{"operations":[{"op":"set","path":"/lockToken","value":""}]}},`+
+		`{"operationType":"Patch","id":"m|5","resourceBody":{"operations":[{"op":"set","path":"/lockToken","value":""},{"op":"set","path":"/lockedUntil","value":0}]}}`) // given back
+	batch("b", "i5", consume("m|5"))
+	assert.Equal(t, "locked=4 by-writer=1 by-others=1 given-back=1 taken-over=1 ended-unconsumed=0 open=0 expired-at-commit=0 writers-checked=0", e.summary())
 }

@@ -3,10 +3,11 @@ package cdb
 // Chained turns: a turn whose activities this process's own workers run
 // (locked eagerly for them, or held by them now) keeps its instance locked
 // to this process when it commits, and those workers' acks write the
-// completions already claimed with the kept lock. The next turn is then made without a candidate query or a lock
-// batch: one query of the instance's partition, under the lock, finds what
-// others sent meanwhile (completeBatch), and the turn waits for the
-// completions of its sibling activities instead of taking them one a turn.
+// completions already claimed with the kept lock. The next turn is then
+// made without a candidate query or a lock batch: one query of the
+// instance's partition, under the lock, finds what others sent meanwhile
+// (completeBatch), and the turn waits for the completions of its sibling
+// activities instead of taking them one a turn.
 //
 // The invariant: a chained instance is, in the store, exactly an instance a
 // fetch of this process locked, and a completion written claimed is exactly
@@ -16,8 +17,9 @@ package cdb
 // process die, both expire together and any fetch takes the instance, the
 // attempts counted. The rules that keep it so:
 //   - only a commit batch that holds the whole turn (no outbox) of a running
-//     instance whose activities this process runs writes a chain; its token is derived from the ack's lock token, so every try of
-//     one ack writes the same one;
+//     instance whose activities this process runs writes a chain; its token
+//     is derived from the ack's lock token, so every try of one ack writes
+//     the same one;
 //   - a worker ack writes its completion claimed only while the chain is
 //     neither handed over nor given back, and neither happens while such an
 //     ack is under way: a completion claimed after the chained turn read its
@@ -25,18 +27,18 @@ package cdb
 //   - the chained turn is handed to a fetch once every activity of it that
 //     this process runs completed here, or completionCoalescing after the
 //     first one did, or as soon as anything else is announced for the
-//     instance in this process (a completion written unclaimed too); it is given back (an abandon that counts no attempt, the
-//     claimed completions with it) when nothing completed within the chain
-//     window, when the ready turn waited a poll interval for a fetch, and at
-//     Close;
+//     instance in this process (a completion written unclaimed too); it is
+//     given back (an abandon that counts no attempt, the claimed completions
+//     with it) when nothing completed within the chain's window, when the
+//     ready turn waited a poll interval for a fetch, and at Close;
 //   - a chain an earlier try of the ack committed unseen (the try that
 //     answered found the instance changed) is given back at once, from a
 //     read of the instance on the primary.
 // A message another process sends to a chained instance waits at most the
 // chain's window (a poll interval, or a quarter of the lock timeout when
-// shorter) for its turn; a completion whose ack had no answer may stay claimed until
-// the expiry when the chain is given back (a handed-over turn finds it by
-// its token).
+// shorter) for its turn; a completion whose ack had no answer may stay
+// claimed until the expiry when the chain is given back (a handed-over turn
+// finds it by its token).
 
 import (
 	"context"
@@ -346,23 +348,21 @@ type chainedCompletion struct {
 	body    []byte
 }
 
-// claimForChain claims, for a completion a worker ack writes into its
-// instance's own partition, a chain of this process on the instance: the
-// completion is then written claimed with the chain. The claim is settled
-// whatever becomes of the ack (settle).
-func (p *CosmosProvider) claimForChain(lock *workLock, completion WorkItem, body []byte) chainedCompletion {
-	if body == nil || len(body) > lockContentMaxBytes || instancePartitionKey(completion.InstanceID()) != lock.pk {
-		return chainedCompletion{} // none, a large one (decoded again for nothing), or another partition's
+// claimForChain claims, for the completion message msg (of encoded size
+// bytes) a worker ack writes into its instance's own partition, a chain of
+// this process on the instance: the completion is then written claimed
+// with the chain. The claim is settled whatever becomes of the ack
+// (settle).
+func (p *CosmosProvider) claimForChain(lock *workLock, msg *queueDoc, bytes int) chainedCompletion {
+	if msg == nil || bytes > lockContentMaxBytes {
+		return chainedCompletion{} // none, another partition's (an outbox), or a large one (encoded again for little)
 	}
 	c, ok := p.chains.claimFor(lock.pk, lock.activity, p.nowMs())
 	if !ok {
 		return chainedCompletion{}
 	}
 	hc := chainedCompletion{claim: c, claimed: true}
-	var m queueDoc
-	if err := json.Unmarshal(body, &m); err != nil {
-		return hc
-	}
+	m := *msg
 	m.LockToken, m.LockedUntil, m.Attempts = c.token, c.until, 1
 	if encoded, err := json.Marshal(m); err == nil {
 		hc.doc, hc.body = &m, encoded

@@ -32,11 +32,11 @@ package cdb
 // returningFetch). An item queued instead costs a dispatcher of this
 // process a query and a claim, three times what a locked one costs it, so
 // while its dispatchers are busy, locking for them serves the work sooner;
-// the bound keeps an item's wait for them to about half a poll interval,
-// and what none takes within a poll interval is given back (below), so
-// nothing is hidden from the other processes for a lock's length. And nothing waits longer than a poll interval for a
-// fetch of this process: what none took by then, or by Close, is given
-// back to the queue (giveBackEager).
+// the bound keeps an item's wait for them to about half a poll interval.
+// Nothing waits longer than a poll interval for a fetch of this process:
+// what none took by then, or by Close, is given back to the queue
+// (giveBackEager), so nothing is hidden from the other processes for a
+// lock's length.
 
 import (
 	"context"

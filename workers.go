@@ -474,13 +474,14 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 	// a result of megabytes takes a while on a busy machine, and the
 	// renewals that keep the lock must not wait behind it.
 	var completionDoc []byte
+	var completionMsg *queueDoc // the message itself, when it is written in the item's partition
 	if completion != nil {
 		if lock, ok := p.workLocks.get(lockToken); ok {
-			doc, err := p.encodeCompletion(lock, completion)
+			doc, msg, err := p.encodeCompletion(lock, completion)
 			if err != nil {
 				return err
 			}
-			completionDoc = doc
+			completionDoc, completionMsg = doc, msg
 		}
 	}
 	lock, err := p.heldWork(ctx, op, lockToken)
@@ -493,7 +494,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 	if err := p.knownETag(ctx, op, lock); err != nil {
 		return err
 	}
-	claim := p.claimForChain(lock, completion, completionDoc)
+	claim := p.claimForChain(lock, completionMsg, len(completionDoc))
 	var claimed *queueDoc // the completion as written, claimed with its chain
 	defer func() { p.handOverChain(ctx, claim.settle(p, claimed)) }()
 	if claim.doc != nil {
@@ -566,9 +567,10 @@ func (p *CosmosProvider) workAckApplied(ctx context.Context, lock *workLock) (bo
 
 // encodeCompletion is the document an ack creates for its completion: the
 // message itself when the instance shares the item's partition, else an
-// outbox the reconciler relays. It reads only what a lock never changes
-// (its token, partition and instance), so it needs no mutex.
-func (p *CosmosProvider) encodeCompletion(lock *workLock, completion WorkItem) ([]byte, error) {
+// outbox the reconciler relays; msg is the message before it was encoded,
+// nil for an outbox. It reads only what a lock never changes (its token,
+// partition and instance), so it needs no mutex.
+func (p *CosmosProvider) encodeCompletion(lock *workLock, completion WorkItem) (body []byte, msg *queueDoc, err error) {
 	const op = "AckWorkItem"
 	target := completion.InstanceID()
 	id := "m|w|" + lock.token
@@ -578,15 +580,18 @@ func (p *CosmosProvider) encodeCompletion(lock *workLock, completion WorkItem) (
 		if lock.doc.Pinned != nil {
 			pin = pinnedTo(lock.doc.Pinned)
 		}
-		body, err := p.newMessageDoc(completion, id, at, p.ownWrites.messageWriter(at.visibleAt, pin), lock.doc.Orch)
-		if err != nil {
-			return nil, refuse(op, "", err)
+		doc, err := messageDoc(completion, id, at, p.ownWrites.messageWriter(at.visibleAt, pin), lock.doc.Orch, lifeAddress{})
+		if err == nil {
+			body, err = json.Marshal(doc)
 		}
-		return body, documentFits(op, "the completion", body)
+		if err != nil {
+			return nil, nil, refuse(op, "", err)
+		}
+		return body, &doc, documentFits(op, "the completion", body)
 	}
-	body, err := p.newMessageDoc(completion, id, at, "", lock.doc.Orch) // relayed: never stamped
+	body, err = p.newMessageDoc(completion, id, at, "", lock.doc.Orch) // relayed: never stamped
 	if err != nil {
-		return nil, refuse(op, "", err)
+		return nil, nil, refuse(op, "", err)
 	}
 	// Left to the reconciler (no owner, no order among the instance's
 	// outboxes); the message is marked relayed, so its consumer leaves a
@@ -595,9 +600,9 @@ func (p *CosmosProvider) encodeCompletion(lock *workLock, completion WorkItem) (
 		Entries: []outboxEntry{{PK: instancePartitionKey(target), Doc: relayedBody(body)}}}
 	ob, err := json.Marshal(doc)
 	if err != nil {
-		return nil, refuse(op, "", err)
+		return nil, nil, refuse(op, "", err)
 	}
-	return ob, documentFits(op, "the completion's outbox", ob)
+	return ob, nil, documentFits(op, "the completion's outbox", ob)
 }
 
 // documentFits refuses, before any request is sent, a document no Cosmos

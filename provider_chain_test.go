@@ -243,3 +243,50 @@ func TestAChainIsGivenBackAtClose(t *testing.T) {
 		assert.EqualValues(t, 0, m["attempts"], "no attempt counted")
 	}
 }
+
+// A worker ack writing into a chain whose answer is lost is resolved by a
+// read, and its completion, claimed with the chain, reaches the chained
+// turn; nothing stays claimed after the turn's ack.
+func TestAChainedCompletionWhoseAckAnswerWasLostReachesTheChainedTurn(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	got := chainedFanOut(ctx, t, p, "lost-ack", 1)
+
+	turn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	loseFirstResponse(acct, "Batch", "ActivityCompleted")
+	ackActivity(ctx, t, p, got[0])
+	next := turn()
+	require.NoError(t, next.err)
+	require.NotNil(t, next.item)
+	assert.True(t, strings.HasPrefix(next.token, "lock_chain."), "the chained turn: %s", next.token)
+	require.Len(t, next.item.Messages, 1)
+	assert.Equal(t, "ActivityCompleted", next.item.Messages[0].Kind())
+	require.NoError(t, p.AckOrchestrationItem(ctx, next.token, 1, nil, nil, nil, providertest.TestOrchMetadata(), nil))
+	assert.Empty(t, messageDocs(t, p, "lost-ack"), "consumed, not left claimed")
+}
+
+// A commit that chains its instance and whose answer is lost is resolved
+// by a read; the chain is kept and its completions reach the chained turn.
+func TestAChainingCommitWhoseAnswerWasLostKeepsItsChain(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	token := lockedStart(ctx, t, p, "lost-commit")
+	worker, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	loseFirstResponse(acct, "Batch", "ActivityExecute")
+	require.NoError(t, ackScheduling(ctx, t, p, token, "lost-commit", activity("lost-commit", 2, "")))
+	chain, _ := instanceDocOf(t, p, "lost-commit")["lockToken"].(string)
+	require.True(t, strings.HasPrefix(chain, "lock_chain."), "the commit applied, chained: %q", chain)
+
+	got := worker()
+	require.NoError(t, got.err)
+	require.NotNil(t, got.item)
+	turn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	ackActivity(ctx, t, p, got)
+	next := turn()
+	require.NoError(t, next.err)
+	require.NotNil(t, next.item)
+	assert.Equal(t, chain, next.token, "the chain the resolved commit wrote")
+	assert.Len(t, next.item.Messages, 1)
+}

@@ -4,10 +4,11 @@ package cdb
 // (locked eagerly for them, or held by them now) keeps its instance locked
 // to this process when it commits, and those workers' acks write the
 // completions already claimed with the kept lock. The next turn is then
-// made without a candidate query or a lock batch: one query of the
-// instance's partition, under the lock, finds what others sent meanwhile
-// (completeBatch), and the turn waits for the completions of its sibling
-// activities instead of taking them one a turn.
+// made of those completions without a request, and waits for the
+// completions of its sibling activities instead of taking them one a
+// turn; it reads the instance's partition (one query under the lock,
+// completeBatch) only when chainRequeries says so, so that what others
+// send the instance is read at least once a poll interval.
 //
 // The invariant: a chained instance is, in the store, exactly an instance a
 // fetch of this process locked, and a completion written claimed is exactly
@@ -33,12 +34,13 @@ package cdb
 //     ready turn waited a poll interval for a fetch, and at Close;
 //   - a chain an earlier try of the ack committed unseen (the try that
 //     answered found the instance changed) is given back at once, from a
-//     read of the instance on the primary.
-// A message another process sends to a chained instance waits at most the
-// chain's window (a poll interval, or a quarter of the lock timeout when
-// shorter) for its turn; a completion whose ack had no answer may stay
-// claimed until the expiry when the chain is given back (a handed-over turn
-// finds it by its token).
+//     read of the instance on the primary;
+//   - a worker ack that cannot tell whether it wrote its completion counts
+//     as a completion that came, and the chained turn then queries: it
+//     finds the completion by the chain's token if it was written.
+// A message another process sends to a chained instance is read within a
+// poll interval of this process's last read of the instance's messages
+// (the lock's queriedAt), or once the chain ends.
 
 import (
 	"context"
@@ -69,8 +71,11 @@ type chainedInstance struct {
 	awaiting map[activityKey]bool
 	writing  int   // worker acks under way that write a completion claimed
 	firstAt  int64 // ms: when the first completion arrived; 0 before
-	wanted   bool  // something else was sent to the instance: take it now
-	done     bool  // handed over or given back
+	// announced says something else was sent to the instance in this
+	// process; unsure that an ack could not tell whether it wrote its
+	// completion claimed. Either way the turn reads the partition.
+	announced, unsure bool
+	done              bool // handed over or given back
 }
 
 // activityKey names an activity of an instance.
@@ -116,9 +121,9 @@ func (h *chains) claimFor(pk string, activity activityKey, nowMs int64) (chainCl
 }
 
 // completed settles a claim: msg is the completion as written (nil when
-// the ack did not commit, or cannot tell); ready is the chained instance when
-// its turn should be handed over now.
-func (h *chains) completed(c chainClaim, msg *queueDoc, nowMs int64) (ready *chainedInstance) {
+// the ack did not commit, or cannot tell: unsure); ready is the chained
+// instance when its turn should be handed over now.
+func (h *chains) completed(c chainClaim, msg *queueDoc, unsure bool, nowMs int64) (ready *chainedInstance) {
 	if h == nil {
 		return nil
 	}
@@ -129,22 +134,27 @@ func (h *chains) completed(c chainClaim, msg *queueDoc, nowMs int64) (ready *cha
 		return nil
 	}
 	held.writing--
-	if msg != nil {
-		held.lock.messages = append(held.lock.messages, *msg)
+	held.unsure = held.unsure || unsure
+	if msg != nil || unsure {
+		// A completion that may be written counts as one: the turn's
+		// query finds it by the chain's token.
+		if msg != nil {
+			held.lock.messages = append(held.lock.messages, *msg)
+		}
 		delete(held.awaiting, c.activity)
 		if held.firstAt == 0 {
 			held.firstAt = nowMs
 		}
 	}
-	if held.wanted || len(held.awaiting) == 0 && held.firstAt != 0 {
+	if held.announced || len(held.awaiting) == 0 && held.firstAt != 0 {
 		return h.takeLocked(held)
 	}
 	return nil
 }
 
 // want marks pk's chained instance as wanted now (something else was sent to
-// it) and says whether pk is held here; ready is the chained instance when it
-// should be handed over now.
+// it in this process) and says whether pk is held here; ready is the
+// chained instance when it should be handed over now.
 func (h *chains) want(pk string) (held bool, ready *chainedInstance) {
 	if h == nil {
 		return false, nil
@@ -155,7 +165,7 @@ func (h *chains) want(pk string) (held bool, ready *chainedInstance) {
 	if hi == nil {
 		return false, nil
 	}
-	hi.wanted = true
+	hi.announced = true
 	return true, h.takeLocked(hi)
 }
 
@@ -165,7 +175,6 @@ func (h *chains) due(nowMs int64, coalescing time.Duration) []*chainedInstance {
 	return h.end(func(hi *chainedInstance) bool {
 		switch {
 		case hi.firstAt != 0 && nowMs-hi.firstAt >= coalescing.Milliseconds():
-			hi.wanted = true
 			return true
 		case hi.firstAt == 0 && nowMs-hi.since >= hi.window.Milliseconds():
 			return true
@@ -241,7 +250,7 @@ func (p *CosmosProvider) planChain(lock *orchestrationLock, plan *ackPlan, now i
 	}
 	plan.batch.ops[instanceWrite].ResourceBody = body
 	plan.inst = inst
-	held := &orchestrationLock{token: inst.LockToken, pk: lock.pk, timeout: lock.timeout, inst: inst}
+	held := &orchestrationLock{token: inst.LockToken, pk: lock.pk, timeout: lock.timeout, inst: inst, queriedAt: lock.queriedAt}
 	held.lockedUntil.Store(inst.LockedUntil)
 	return held, nil
 }
@@ -285,13 +294,27 @@ func (p *CosmosProvider) handOverChain(ctx context.Context, hi *chainedInstance)
 	if hi == nil {
 		return
 	}
-	if len(hi.lock.messages) == 0 && !hi.wanted {
+	if len(hi.lock.messages) == 0 && !hi.announced && !hi.unsure {
 		p.giveBackChain(ctx, hi)
 		return
 	}
-	t := &lockedTurn{lock: hi.lock, inst: hi.lock.inst, seen: p.nowMs(), until: hi.lock.lockedUntil.Load(), chained: true}
+	now := p.nowMs()
+	t := &lockedTurn{lock: hi.lock, inst: hi.lock.inst, seen: now, until: hi.lock.lockedUntil.Load(), chained: true, requery: p.chainRequeries(hi, now)}
 	p.eagerStarts.offer(t)
 	p.orchSignal.announce(eagerStartScope + hi.lock.pk)
+}
+
+// chainRequeries says a chained turn's batch is completed from a query of
+// its partition rather than made of the completions the chain claimed:
+// something else was announced for the instance, an ack could not tell
+// whether it wrote its completion, the completions exceed a turn, or this
+// process last read the instance's messages a poll interval ago or more.
+// The last keeps what others send a held instance from waiting on a chain
+// of chains: while this process holds an instance, its messages are read
+// at least once a poll interval, as its polling would.
+func (p *CosmosProvider) chainRequeries(hi *chainedInstance, now int64) bool {
+	return hi.announced || hi.unsure || len(hi.lock.messages) > p.cfg.MaxMessagesPerTurn ||
+		now-hi.lock.queriedAt >= p.cfg.PollInterval.Milliseconds()
 }
 
 // giveBackChain releases a chain, as an abandon that counts no attempt.
@@ -371,11 +394,11 @@ func (p *CosmosProvider) claimForChain(lock *workLock, msg *queueDoc, bytes int)
 }
 
 // settle ends the claim: written is the completion as the ack wrote it,
-// nil when it did not, or cannot tell. It returns the chained instance when
-// its turn is due now.
-func (hc chainedCompletion) settle(p *CosmosProvider, written *queueDoc) *chainedInstance {
+// nil when it did not, or cannot tell (unsure). It returns the chained
+// instance when its turn is due now.
+func (hc chainedCompletion) settle(p *CosmosProvider, written *queueDoc, unsure bool) *chainedInstance {
 	if !hc.claimed {
 		return nil
 	}
-	return p.chains.completed(hc.claim, written, p.nowMs())
+	return p.chains.completed(hc.claim, written, unsure, p.nowMs())
 }

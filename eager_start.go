@@ -151,7 +151,7 @@ func (p *CosmosProvider) eagerTurn(ctx context.Context, w startWrite) *lockedTur
 			return nil // not ours, or cannot tell: the lock's expiry tells
 		}
 	}
-	lock := &orchestrationLock{token: e.token, pk: pk, timeout: time.Duration(e.until-e.seen) * time.Millisecond, inst: inst, messages: msgs}
+	lock := &orchestrationLock{token: e.token, pk: pk, timeout: time.Duration(e.until-e.seen) * time.Millisecond, inst: inst, messages: msgs, queriedAt: e.seen}
 	lock.lockedUntil.Store(e.until)
 	return &lockedTurn{lock: lock, inst: inst, seen: e.seen, until: e.until}
 }

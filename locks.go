@@ -70,9 +70,14 @@ type orchestrationLock struct {
 	inst        instanceDoc   // as last written by us; its ETag guards the next write
 	lockedUntil atomic.Int64
 	messages    []queueDoc // the locked batch
-	state       *instanceState
-	done        bool // acked or abandoned
-	lost        bool // counted as lost (orchestrationLockLost)
+	// queriedAt (ms) is as of when a query of this process last read the
+	// instance's visible messages while it held the instance: a chained
+	// turn that comes within a poll interval of it need not read them
+	// again (chain.go).
+	queriedAt int64
+	state     *instanceState
+	done      bool // acked or abandoned
+	lost      bool // counted as lost (orchestrationLockLost)
 	// unparked says the fetch brought back every message parked in the
 	// partition (parking.go), so the ack's instance document drops
 	// parkedUntil.
@@ -85,7 +90,7 @@ type orchestrationLock struct {
 // planningView copies what planning a commit reads, under the mutex, so
 // renewals may go on while the commit is planned from the copy.
 func (l *orchestrationLock) planningView() *orchestrationLock {
-	v := &orchestrationLock{token: l.token, pk: l.pk, timeout: l.timeout, inst: l.inst, messages: l.messages, state: l.state, unparked: l.unparked, strays: l.strays}
+	v := &orchestrationLock{token: l.token, pk: l.pk, timeout: l.timeout, inst: l.inst, messages: l.messages, queriedAt: l.queriedAt, state: l.state, unparked: l.unparked, strays: l.strays}
 	v.lockedUntil.Store(l.lockedUntil.Load())
 	return v
 }

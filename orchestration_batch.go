@@ -372,6 +372,7 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 	}
 	inSendOrder(batch, batchItems)
 	lock.messages = batch
+	lock.queriedAt = now
 	lock.unparked = unpark && !parkedLeft
 	return batchItems, attempts, nil
 }

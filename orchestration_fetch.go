@@ -360,9 +360,10 @@ type lockedTurn struct {
 	attempts    uint32
 	seen, until int64 // ms: the candidate query's time, the lock's expiry
 	// chained says the lock is one a commit kept (chain.go): its messages
-	// are only the completions claimed with it, so the batch is completed
-	// from a query of the instance's partition.
-	chained bool
+	// are only the completions claimed with it. requery says the batch is
+	// completed from a query of the instance's partition all the same
+	// (chainRequeries).
+	chained, requery bool
 }
 
 // takeInstanceLock runs the lock batch on the group's first messages (at
@@ -379,7 +380,7 @@ func (p *CosmosProvider) takeInstanceLock(ctx context.Context, g instanceGroup, 
 		return nil, err
 	}
 	p.observeSeq(inst.Seq) // what this turn sends goes after what the last one sent
-	lock := &orchestrationLock{token: token, pk: g.pk, timeout: lockTimeout, inst: inst, messages: locked}
+	lock := &orchestrationLock{token: token, pk: g.pk, timeout: lockTimeout, inst: inst, messages: locked, queriedAt: seen}
 	lock.lockedUntil.Store(until)
 	return &lockedTurn{lock: lock, inst: inst, seen: seen, until: until}, nil
 }
@@ -423,7 +424,7 @@ func (p *CosmosProvider) loadTurnState(ctx context.Context, t *lockedTurn) (deli
 func (p *CosmosProvider) completeTurnBatch(ctx context.Context, t *lockedTurn, delivered bool) (done bool, err error) {
 	lock, inst := t.lock, &t.inst
 	unpark := p.releasesParked(inst, t.items)
-	if t.chained || unpark || delivered || inst.Status == StatusContinuedAsNew && !hasContinueAsNew(t.items) || releasedSince(inst, t.seen) {
+	if t.requery || unpark || delivered || inst.Status == StatusContinuedAsNew && !hasContinueAsNew(t.items) || releasedSince(inst, t.seen) {
 		if t.items, t.attempts, err = p.completeBatch(ctx, lock, t.seen, t.until, unpark); err != nil {
 			p.releaseQuietly(ctx, lock)
 			return true, err

@@ -3,6 +3,7 @@ package cdb_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,8 @@ import (
 // Chained turns (ARCHITECTURE.md, Chained turns): a turn that locked its
 // activities eagerly keeps its instance locked to this process, the
 // activities' completions are written claimed with that lock, and the next
-// turn takes them with one query of the partition.
+// turn takes them without a request, or with one query of the partition
+// when this process last read it a poll interval ago.
 
 // chainedFanOut is p's instance, whose first turn scheduled n activities
 // for n waiting worker fetches of p; it returns what the workers took.
@@ -108,7 +110,8 @@ func TestATurnKeepsItsInstanceWhileItsActivitiesStillRunHere(t *testing.T) {
 	require.NotNil(t, third.item)
 	assert.Equal(t, chain, third.token)
 	assert.Len(t, third.item.Messages, 1)
-	assert.Equal(t, map[string]int64{"Batch": 1, "Query": 1}, acct.Counts().ByOperation, "the worker ack, and the chained turn's query")
+	assert.Equal(t, map[string]int64{"Batch": 1}, acct.Counts().ByOperation,
+		"the worker ack; the chained turn takes the completion its chain claimed, within a poll interval of the fetch's query")
 }
 
 // A chain no completion reaches within its window is given back, so what
@@ -289,4 +292,102 @@ func TestAChainingCommitWhoseAnswerWasLostKeepsItsChain(t *testing.T) {
 	require.NotNil(t, next.item)
 	assert.Equal(t, chain, next.token, "the chain the resolved commit wrote")
 	assert.Len(t, next.item.Messages, 1)
+}
+
+// A chained turn within a poll interval of this process's last read of the
+// instance's messages takes only the completions its chain claimed: what
+// another process sent meanwhile is left queued for the next turn, and taken
+// by it once the chain ends.
+func TestAChainedTurnSoonAfterTheInstanceWasReadTakesOnlyItsCompletions(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	got := chainedFanOut(ctx, t, p, "soon", 1)
+	other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	require.NoError(t, other.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "soon", Name: "go", Data: "{}"}, 0))
+
+	turn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	acct.ResetCounts()
+	ackActivity(ctx, t, p, got[0])
+	next := turn()
+	require.NoError(t, next.err)
+	require.NotNil(t, next.item)
+	assert.Equal(t, []string{"ActivityCompleted"}, messageKinds(next.item))
+	assert.Equal(t, map[string]int64{"Batch": 1}, acct.Counts().ByOperation, "the worker ack alone")
+	require.NoError(t, p.AckOrchestrationItem(ctx, next.token, 1, nil, nil, nil, providertest.TestOrchMetadata(), nil))
+
+	after := eventuallyTurn(ctx, t, other, "the event, once the chain ended")
+	assert.Equal(t, []string{"ExternalRaised"}, messageKinds(after.item))
+	assert.Equal(t, uint32(1), after.attempts)
+}
+
+// While this process holds an instance through chained turns, it reads the
+// instance's messages at least once a poll interval: a chained turn that
+// comes a poll interval or more after the last read (here the third turn,
+// two chains after the fetch that read it) takes what another process sent
+// as well as its completions.
+func TestAChainedTurnAPollIntervalAfterTheInstanceWasReadTakesWhatOthersSent(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	const poll = 10 * time.Second // the chain's window too: a lock of a minute allows 15 s
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: poll, Now: clock.Now})
+	got := chainedFanOut(ctx, t, p, "long", 2)
+
+	clock.Advance(poll * 6 / 10)
+	turn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	ackActivity(ctx, t, p, got[0])
+	clock.Advance(2 * cdb.CompletionCoalescingForTest) // the second activity still runs: the turn goes after the coalescing delay
+	second := turn()
+	require.NoError(t, second.err)
+	require.NotNil(t, second.item)
+	assert.Equal(t, []string{"ActivityCompleted"}, messageKinds(second.item))
+	require.NoError(t, p.AckOrchestrationItem(ctx, second.token, 1, nil, nil, nil, providertest.TestOrchMetadata(), nil))
+	chain, _ := instanceDocOf(t, p, "long")["lockToken"].(string)
+	require.True(t, strings.HasPrefix(chain, "lock_chain."), "kept for the activity still running here: %q", chain)
+
+	other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+	require.NoError(t, other.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "long", Name: "go", Data: "{}"}, 0))
+	clock.Advance(poll * 5 / 10) // 1.1 poll intervals since the fetch's query; half the second chain's window
+	third, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	acct.ResetCounts()
+	ackActivity(ctx, t, p, got[1])
+	next := third()
+	require.NoError(t, next.err)
+	require.NotNil(t, next.item)
+	assert.Equal(t, chain, next.token, "the chained turn")
+	assert.ElementsMatch(t, []string{"ActivityCompleted", "ExternalRaised"}, messageKinds(next.item))
+	assert.Equal(t, map[string]int64{"Batch": 2, "Query": 1}, acct.Counts().ByOperation,
+		"the worker ack, the chained turn's query of the partition and its claim of the event")
+}
+
+// A worker ack writing into a chain that cannot tell whether it wrote its
+// completion (its answer lost, and the read that would tell refused) makes
+// the chained turn due, with a query of the partition: the completion,
+// claimed with the chain, reaches the chained turn at once instead of
+// waiting, claimed, for the lock's expiry after the chain was given back.
+func TestAChainedCompletionWhoseAckCannotTellReachesTheChainedTurn(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	got := chainedFanOut(ctx, t, p, "unsure", 1)
+
+	turn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	loseFirstResponse(acct, "Batch", "ActivityCompleted")
+	refuseReads := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: http.StatusForbidden, Match: func(r cdb.FakeRequest) bool {
+		return r.Operation == "Batch" && strings.Contains(string(r.Body), `"operationType":"Read"`) // the read-back from the primary
+	}})
+	act := got[0].item.(cdb.ActivityExecuteMessage)
+	completion := cdb.ActivityCompletedMessage{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Result: "ok"}
+	err := p.AckWorkItem(ctx, got[0].token, completion)
+	require.True(t, cdb.IsOutcomeUnknown(err), "the ack cannot tell: %v", err)
+	refuseReads()
+
+	next := turn()
+	require.NoError(t, next.err)
+	require.NotNil(t, next.item)
+	assert.True(t, strings.HasPrefix(next.token, "lock_chain."), "the chained turn, not a fetch after the lock expired: %s", next.token)
+	assert.Equal(t, []string{"ActivityCompleted"}, messageKinds(next.item))
+	require.NoError(t, p.AckOrchestrationItem(ctx, next.token, 1, nil, nil, nil, providertest.TestOrchMetadata(), nil))
+	assert.Empty(t, messageDocs(t, p, "unsure"), "consumed, not left claimed")
 }

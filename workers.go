@@ -496,7 +496,8 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 	}
 	claim := p.claimForChain(lock, completionMsg, len(completionDoc))
 	var claimed *queueDoc // the completion as written, claimed with its chain
-	defer func() { p.handOverChain(ctx, claim.settle(p, claimed)) }()
+	unsure := false       // the ack may have written it, and cannot tell
+	defer func() { p.handOverChain(ctx, claim.settle(p, claimed, unsure)) }()
 	if claim.doc != nil {
 		completionDoc = claim.body
 	}
@@ -511,6 +512,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 		applied, rerr := p.workAckApplied(ctx, lock)
 		switch {
 		case rerr != nil:
+			unsure = true
 			return asOperation(op, err) // cannot tell yet: the caller retries, and so do we then
 		case applied:
 			resp, err = TransactionalBatchResponse{Success: true}, nil
@@ -519,6 +521,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 		}
 	}
 	if err != nil {
+		unsure = IsOutcomeUnknown(err)
 		return asOperation(op, err)
 	}
 	if !resp.Success {

@@ -72,6 +72,10 @@ func (p *CosmosProvider) writeHold(ctx context.Context, lock *orchestrationLock,
 // releaseBatch frees the instance document with instanceOps (If-Match on
 // the lock's ETag) and its locked messages, each unavailable for delay.
 func (p *CosmosProvider) releaseBatch(ctx context.Context, op string, lock *orchestrationLock, instanceOps PatchOperations, delay time.Duration, ignoreAttempt bool) error {
+	if lock.start != nil {
+		p.handBackStart(lock) // nothing stored: its caller writes the start
+		return nil
+	}
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	etag := lock.inst.ETag
 	instanceOps.AppendSet("/releasedAt", p.nowMs())

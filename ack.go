@@ -27,6 +27,22 @@ func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken str
 		return err
 	}
 	defer lock.mu.Unlock()
+	if lock.start == nil {
+		return p.ackSqueezing(ctx, op, lock, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)
+	}
+	if !lock.start.beginCommit() {
+		lock.done = true
+		p.orchLocks.remove(lock.token)
+		return refuse(op, "Invalid lock token: the start was handed back to its caller", ErrInvalidLockToken)
+	}
+	err = p.ackSqueezing(ctx, op, lock, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)
+	return p.settleFirstTurn(ctx, lock, err)
+}
+
+// ackSqueezing commits a turn, planning it tighter each time the store
+// refuses the batch as too large. It is called, and returns, with lock.mu
+// held.
+func (p *CosmosProvider) ackSqueezing(ctx context.Context, op string, lock *orchestrationLock, executionID uint64, historyDelta []Event, workerItems, orchestratorItems []WorkItem, metadata ExecutionMetadata, cancelledActivities []ScheduledActivityIdentifier) error {
 	var tooLarge error // the store's 413 that made the plan tighter
 	for squeeze := 0; ; squeeze++ {
 		err := p.ackPlanned(ctx, op, lock, squeeze, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)

@@ -55,6 +55,9 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, squeeze int
 		return nil, err
 	}
 	if consumesOnly(lock, delta, workerItems, orchItems, md, cancelled) {
+		if lock.start != nil {
+			return nil, refuse(op, "the first turn of a start writes nothing: the start is written the usual way", ErrInvalidLockToken)
+		}
 		return p.planConsumeOnly(lock)
 	}
 	now := p.nowMs()
@@ -87,10 +90,16 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, squeeze int
 	if err != nil {
 		return nil, refuse(op, "encode instance", err)
 	}
-	etag := lock.inst.ETag
-	b.ReplaceItem(instanceDocID, instBody, &TransactionalBatchItemOptions{IfMatch: &etag})
-	for _, m := range lock.messages {
-		consumeItem(b, m, nil)
+	if lock.start != nil {
+		// A start not written yet: its first turn creates the instance,
+		// and its message was never stored (first_turn_start.go).
+		b.CreateItem(instBody, nil)
+	} else {
+		etag := lock.inst.ETag
+		b.ReplaceItem(instanceDocID, instBody, &TransactionalBatchItemOptions{IfMatch: &etag})
+		for _, m := range lock.messages {
+			consumeItem(b, m, nil)
+		}
 	}
 	var hist historyDoc
 	var staged [][]byte

@@ -30,7 +30,9 @@ func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrat
 	if !resp.Success {
 		idx, opErr := resp.FailedOperation()
 		switch {
-		case idx == 0 && missingOrChanged(opErr):
+		case idx == 0 && (missingOrChanged(opErr) || lock.start != nil && IsConflict(opErr)):
+			// An unwritten start's create meets a document of the id: an
+			// earlier try of this ack created it, or the id is taken.
 			ok, cerr := p.ackCommitted(ctx, lock, plan)
 			if cerr != nil {
 				return false, transient(op, "the instance changed, and whether an earlier try of this ack committed cannot be told yet", cerr)

@@ -40,20 +40,21 @@ func (p *CosmosProvider) EnqueueStartIfAbsent(ctx context.Context, start StartOr
 		return err
 	}
 	w, err := p.newStartWrite(start, 0)
-	if err == nil {
-		err = p.reserveEagerStart(&w, 0)
-	}
 	if err != nil {
 		return refuse(op, "", err)
+	}
+	if done, err := p.startWithFirstTurn(ctx, w, 0); done {
+		return asOperation(op, err)
 	}
 	taken, unknown, err := p.createStart(ctx, w)
 	if err == nil && taken {
 		err = p.startBesideLockDoc(ctx, op, w, unknown)
 	}
-	if !p.settleEagerStart(ctx, w, err) && err == nil {
-		p.announceMessage(instancePartitionKey(w.instance), w.visibleAt)
+	if err != nil {
+		return asOperation(op, err)
 	}
-	return asOperation(op, err)
+	p.announceMessage(instancePartitionKey(w.instance), w.visibleAt)
+	return nil
 }
 
 // startBesideLockDoc decides a start whose batch met the instance's lock

@@ -75,7 +75,10 @@ type orchestrationLock struct {
 	// turn that comes within a poll interval of it need not read them
 	// again (chain.go).
 	queriedAt int64
-	state     *instanceState
+	// start is set while the lock is an unwritten start's
+	// (first_turn_start.go): nothing of it is stored until its commit.
+	start *firstTurnStart
+	state *instanceState
 	done      bool // acked or abandoned
 	lost      bool // counted as lost (orchestrationLockLost)
 	// unparked says the fetch brought back every message parked in the
@@ -90,7 +93,7 @@ type orchestrationLock struct {
 // planningView copies what planning a commit reads, under the mutex, so
 // renewals may go on while the commit is planned from the copy.
 func (l *orchestrationLock) planningView() *orchestrationLock {
-	v := &orchestrationLock{token: l.token, pk: l.pk, timeout: l.timeout, inst: l.inst, messages: l.messages, queriedAt: l.queriedAt, state: l.state, unparked: l.unparked, strays: l.strays}
+	v := &orchestrationLock{token: l.token, pk: l.pk, timeout: l.timeout, inst: l.inst, messages: l.messages, queriedAt: l.queriedAt, start: l.start, state: l.state, unparked: l.unparked, strays: l.strays}
 	v.lockedUntil.Store(l.lockedUntil.Load())
 	return v
 }

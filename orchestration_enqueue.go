@@ -35,17 +35,17 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 		return nil
 	}
 	w, err := p.newStartWrite(start, delay)
-	if err == nil {
-		err = p.reserveEagerStart(&w, delay)
-	}
 	if err != nil {
 		return refuse(op, "", err)
 	}
-	err = p.enqueueStart(ctx, w)
-	if !p.settleEagerStart(ctx, w, err) && err == nil {
-		p.announceMessage(instancePartitionKey(instance), w.visibleAt)
+	if done, err := p.startWithFirstTurn(ctx, w, delay); done {
+		return asOperation(op, err)
 	}
-	return asOperation(op, err)
+	if err := p.enqueueStart(ctx, w); err != nil {
+		return asOperation(op, err)
+	}
+	p.announceMessage(instancePartitionKey(instance), w.visibleAt)
+	return nil
 }
 
 // startWrite is a start message to write with its instance's lock
@@ -59,7 +59,6 @@ type startWrite struct {
 	seq       int64
 	visibleAt time.Time
 	trace     TraceContext // the start's, which its lock document records
-	eager     *eagerStart  // set: the first batch writes it locked to this process (eager_start.go)
 }
 
 // newStartWrite encodes a start, visible after delay.
@@ -109,7 +108,6 @@ func (p *CosmosProvider) enqueueStart(ctx context.Context, w startWrite) error {
 // start's own.
 func (p *CosmosProvider) createStart(ctx context.Context, w startWrite) (taken, unknown bool, err error) {
 	inst := p.lockDoc(w.instance, w.parent, w.id, w.trace)
-	msg := w.lockedForEagerStart(&inst)
 	shell, err := json.Marshal(inst)
 	if err != nil {
 		return false, false, err
@@ -124,17 +122,13 @@ func (p *CosmosProvider) createStart(ctx context.Context, w startWrite) (taken, 
 		if withSequencer {
 			b.CreateItem(sequencer, nil)
 		}
-		b.CreateItem(msg, nil)
+		b.CreateItem(w.msg, nil)
 		resp, sent, err := p.executeBatchOnce(ctx, b)
 		unknown = unknown || sent
-		if sent && w.eager != nil {
-			w.eager.maybe = true
-		}
 		switch {
 		case err != nil:
 			return false, unknown, err
 		case resp.Success:
-			w.eagerStartWritten(inst, resp)
 			return false, unknown, nil
 		case withSequencer && failedWithConflict(resp, 1):
 			continue

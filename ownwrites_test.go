@@ -107,11 +107,15 @@ func TestAProcessLeavesTheMessagesAnotherProcessWroteToItForAPollInterval(t *tes
 	mine := instanceInSlotOutside(t, aShare) // in b's share
 	lost := func() int64 { return a.Client().Stats().PreconditionFailed + b.Client().Stats().PreconditionFailed }
 	before := lost()
-	require.NoError(t, a.EnqueueForOrchestrator(ctx, startOf(mine), 0))
-	assert.Equal(t, []string{"a"}, writersOf(ctx, t, a, mine, "msg"), "a's fetch waits: a takes its write itself")
+	// a's fetch waits, so the start goes to it unwritten; its turn never
+	// commits here, so after the wait a writes the start the usual way.
+	started := startInBackground(func() error { return a.EnqueueForOrchestrator(ctx, startOf(mine), 0) })
+	require.NotNil(t, taken(), "a's waiting fetch takes the start unwritten")
+	require.NoError(t, <-started)
+	assert.Equal(t, []string{"a"}, writersOf(ctx, t, a, mine, "msg"), "a wrote it")
 	assert.Nil(t, fetchOrchestration(ctx, t, b), "b's look leaves a's fresh message to a")
-	item := taken()
-	require.NotNil(t, item, "a takes it through its announcement")
+	item := fetchOrchestration(ctx, t, a)
+	require.NotNil(t, item, "a takes its own write")
 	assert.Equal(t, mine, item.Instance)
 	assert.Zero(t, lost()-before, "nobody lost a claim")
 

@@ -482,56 +482,114 @@ func waitingOrchestrator(ctx context.Context, t *testing.T, p *cdb.CosmosProvide
 	return func() fetchedTurn { return res().(fetchedTurn) }, stop
 }
 
-// An instance started for a fetch that never took it (the process died
-// between the start and the hand-over) is locked until its lock expires,
-// then taken by any process, its start's attempt counted: as an instance
-// whose fetch died after its lock batch.
-func TestAnEagerStartOfAProcessThatDiedRunsElsewhereOnceItsLockExpires(t *testing.T) {
+// startInBackground runs start and delivers its error: a start a waiting
+// fetch of p takes returns only once its first turn committed.
+func startInBackground(start func() error) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- start() }()
+	return done
+}
+
+// A start handed to a waiting fetch is not written: if its process dies
+// before the first turn commits, nothing of it is stored, and its caller is
+// told it failed (after the wait for the turn, the usual write meets the
+// dead transport).
+func TestAStartWhoseProcessDiesBeforeItsFirstTurnCommitsLeavesNothing(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	dying, crash := crashableProvider(t, acct, cdb.Config{})
-	_, stop := waitingOrchestrator(ctx, t, dying, 500*time.Millisecond)
-	acct.InjectFault(cdb.FakeFault{Times: 1, Match: func(r cdb.FakeRequest) bool {
-		if r.Operation == "Batch" && strings.Contains(string(r.Body), "StartOrchestration") {
-			stop() // the fetch goes away while the start is written for it
-		}
-		return false
-	}})
-	require.NoError(t, dying.EnqueueForOrchestrator(ctx, providertest.StartItem("orphaned"), 0))
+	firstTurn, _ := waitingOrchestrator(ctx, t, dying, time.Minute)
+	started := startInBackground(func() error { return dying.EnqueueForOrchestrator(ctx, providertest.StartItem("orphaned"), 0) })
+	got := firstTurn()
+	require.NoError(t, got.err)
+	require.NotNil(t, got.item)
 	crash()
-
-	survivor := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
-	got := eventuallyTurn(ctx, t, survivor)
-	assert.Equal(t, "TestOrch", got.item.OrchestrationName)
-	assert.Equal(t, uint32(2), got.attempts, "the eager lock counted one attempt, this lock another")
-	ackFirstTurn(ctx, t, survivor, got.token, "orphaned")
+	require.Error(t, <-started, "the start was never written")
+	other := newRulesProvider(t, acct, cdb.Config{})
+	_, err := other.Container().ReadItem(ctx, cdb.NewPartitionKeyString("orphaned"), "inst", nil)
+	assert.True(t, cdb.IsNotFound(err), "no instance document: %v", err)
+	assert.Empty(t, storedDocs(t, other, "orphaned", "msg"), "no start message")
 }
 
-// A start whose batch's answer was lost is still handed to the waiting
-// fetch: a read of its documents finds its token on the instance document.
-// Both ways of starting: the contract's enqueue and the exclusive start.
-func TestAnEagerStartWhoseAnswerWasLostIsReadBackAndHandedOver(t *testing.T) {
-	for name, start := range map[string]func(context.Context, *cdb.CosmosProvider, cdb.StartOrchestrationMessage) error{
+// A first turn that does not begin its commit within a second (its
+// dispatcher stalled, or held up by the start's own caller) hands the start
+// back: it is written the usual way, the held turn's ack is refused, and
+// the start runs from the queue with its first attempt.
+func TestAStartWhoseFirstTurnStallsIsWrittenTheUsualWay(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{})
+	firstTurn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	started := startInBackground(func() error { return p.EnqueueForOrchestrator(ctx, providertest.StartItem("stalled"), 0) })
+	held := firstTurn()
+	require.NoError(t, held.err)
+	require.NotNil(t, held.item)
+	require.NoError(t, <-started, "written the usual way after the wait")
+	require.Len(t, storedDocs(t, p, "stalled", "msg"), 1, "the start message, queued")
+
+	err := p.AckOrchestrationItem(ctx, held.token, 1, []cdb.Event{providertest.StartedEvent("stalled", 1)}, nil, nil, providertest.TestOrchMetadata(), nil)
+	require.ErrorIs(t, err, cdb.ErrInvalidLockToken, "the stalled turn does not commit")
+	got := eventuallyTurn(ctx, t, p, "the queued start")
+	assert.Equal(t, "TestOrch", got.item.OrchestrationName)
+	assert.Equal(t, uint32(1), got.attempts)
+	ackFirstTurn(ctx, t, p, got.token, "stalled")
+}
+
+// A first turn whose commit's answer was lost is resolved by a read: the
+// start's caller is told it succeeded, and the instance exists once, with
+// no start message stored. Both ways of starting.
+func TestAStartWhoseFirstCommitAnswerWasLostSucceeds(t *testing.T) {
+	for name, start := range startCalls() {
+		t.Run(name, func(t *testing.T) {
+			ctx := rulesContext(t)
+			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+			p := newRulesProvider(t, acct, cdb.Config{})
+			firstTurn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+			started := startInBackground(func() error { return start(ctx, p, startOf("lossy")) })
+			got := firstTurn()
+			require.NoError(t, got.err)
+			require.NotNil(t, got.item)
+			assert.Equal(t, uint32(1), got.attempts)
+			loseFirstResponse(acct, "Batch", `"resourceBody":{"id":"inst"`)
+			ackFirstTurn(ctx, t, p, got.token, "lossy")
+			require.NoError(t, <-started)
+			assert.Equal(t, "TestOrch", instanceDocOf(t, p, "lossy")["name"])
+			assert.Empty(t, storedDocs(t, p, "lossy", "msg"), "the start message was never stored")
+		})
+	}
+}
+
+// A first turn whose create meets the instance's document (another
+// process started the id meanwhile) does not commit: its ack is refused as
+// a lost lock, and the start is decided the usual way: refused by the
+// exclusive start, written beside the instance by the contract's enqueue.
+func TestAStartWhoseFirstCommitMeetsTheInstanceIsDecidedTheUsualWay(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{})
+	firstTurn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	started := startInBackground(func() error { return p.EnqueueStartIfAbsent(ctx, startOf("raced")) })
+	got := firstTurn()
+	require.NoError(t, got.err)
+	require.NotNil(t, got.item)
+	other := newRulesProvider(t, acct, cdb.Config{})
+	require.NoError(t, other.EnqueueStartIfAbsent(ctx, startOf("raced")))
+
+	err := p.AckOrchestrationItem(ctx, got.token, 1, []cdb.Event{providertest.StartedEvent("raced", 1)}, nil, nil, providertest.TestOrchMetadata(), nil)
+	require.ErrorIs(t, err, cdb.ErrInvalidLockToken)
+	require.ErrorIs(t, <-started, cdb.ErrInstanceExists, "the other process's start holds the id")
+	assert.Len(t, storedDocs(t, p, "raced", "msg"), 1, "the other start's message alone")
+}
+
+// startCalls are the two ways of starting an instance.
+func startCalls() map[string]func(context.Context, *cdb.CosmosProvider, cdb.StartOrchestrationMessage) error {
+	return map[string]func(context.Context, *cdb.CosmosProvider, cdb.StartOrchestrationMessage) error{
 		"EnqueueForOrchestrator": func(ctx context.Context, p *cdb.CosmosProvider, s cdb.StartOrchestrationMessage) error {
 			return p.EnqueueForOrchestrator(ctx, s, 0)
 		},
 		"EnqueueStartIfAbsent": func(ctx context.Context, p *cdb.CosmosProvider, s cdb.StartOrchestrationMessage) error {
 			return p.EnqueueStartIfAbsent(ctx, s)
 		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			ctx := rulesContext(t)
-			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-			p := newRulesProvider(t, acct, cdb.Config{})
-			result, _ := waitingOrchestrator(ctx, t, p, time.Minute)
-			loseFirstResponse(acct, "Batch", "StartOrchestration")
-			require.NoError(t, start(ctx, p, startOf("lossy")))
-			got := result()
-			require.NoError(t, got.err)
-			require.NotNil(t, got.item, "handed over after a read back, not left to its lock's expiry")
-			assert.Equal(t, uint32(1), got.attempts)
-			ackFirstTurn(ctx, t, p, got.token, "lossy")
-		})
 	}
 }
 
@@ -572,11 +630,10 @@ func TestTheCostOfAFanOutFiveOrchestrationDispatchedEagerly(t *testing.T) {
 	measure := costs.measure
 
 	firstTurn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
-	measure("start, locked for the waiting orchestration fetch", func() {
-		require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem(instance), 0))
-	})
+	var started <-chan error
 	var token string
-	measure("orchestration fetch, first turn", func() {
+	measure("start and first turn, handed to the waiting orchestration fetch unwritten", func() {
+		started = startInBackground(func() error { return p.EnqueueForOrchestrator(ctx, providertest.StartItem(instance), 0) })
 		got := firstTurn()
 		require.NoError(t, got.err)
 		require.NotNil(t, got.item)
@@ -587,9 +644,10 @@ func TestTheCostOfAFanOutFiveOrchestrationDispatchedEagerly(t *testing.T) {
 		workers[i], _ = waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
 	}
 	scheduled, work := fanOut(instance, 5)
-	measure("ack: schedule 5 activities, locked for the waiting worker fetches", func() {
+	measure("ack: create the instance, schedule 5 activities locked for the waiting worker fetches", func() {
 		events := append([]cdb.Event{providertest.StartedEvent(instance, 1)}, scheduled...)
 		require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, events, work, nil, providertest.TestOrchMetadata(), nil))
+		require.NoError(t, <-started, "the start returns once its first turn committed")
 	})
 	for _, worker := range workers {
 		var got fetchedWork
@@ -621,14 +679,14 @@ func TestTheCostOfAFanOutFiveOrchestrationDispatchedEagerly(t *testing.T) {
 	}
 	t.Logf("a fan-out-5 orchestration | %d requests | %.1f RU", total.requests, total.ru)
 	want := map[string]int64{
-		"start, locked for the waiting orchestration fetch": 1, "orchestration fetch, first turn": 0,
-		"ack: schedule 5 activities, locked for the waiting worker fetches": 1, "worker fetch": 0, "worker ack": 5,
+		"start and first turn, handed to the waiting orchestration fetch unwritten": 0,
+		"ack: create the instance, schedule 5 activities locked for the waiting worker fetches": 1, "worker fetch": 0, "worker ack": 5,
 		"orchestration fetch, the completions (instance held, history cached)": 0, "ack: complete": 1,
 	}
 	for name, n := range want {
 		assert.Equal(t, n, byName[name].requests, name)
 	}
-	assert.Equal(t, int64(8), total.requests, "against 22 through the queue (TestTheCostOfAFanOutFiveOrchestration)")
+	assert.Equal(t, int64(7), total.requests, "against 22 through the queue (TestTheCostOfAFanOutFiveOrchestration)")
 }
 
 // What was locked eagerly for a fetch that never took it is given back to
@@ -661,46 +719,4 @@ func TestAnEagerItemNoFetchTakesIsGivenBack(t *testing.T) {
 			ackActivity(ctx, t, other, got)
 		})
 	}
-}
-
-// The same for an instance started locked for a fetch that went away.
-func TestAnEagerStartNoFetchTakesIsGivenBack(t *testing.T) {
-	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	p := newRulesProvider(t, acct, cdb.Config{PollInterval: 200 * time.Millisecond})
-	_, stop := waitingOrchestrator(ctx, t, p, time.Hour)
-	acct.InjectFault(cdb.FakeFault{Times: 1, Match: func(r cdb.FakeRequest) bool {
-		if r.Operation == "Batch" && strings.Contains(string(r.Body), "StartOrchestration") {
-			stop() // the fetch goes away while the start is written for it
-		}
-		return false
-	}})
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("unclaimed"), 0))
-
-	other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
-	got := eventuallyTurn(ctx, t, other, "given back long before its hour-long lock ends")
-	assert.Equal(t, uint32(1), got.attempts, "the eager lock's attempt undone")
-	ackFirstTurn(ctx, t, other, got.token, "unclaimed")
-}
-
-// A start whose first send applied unseen and whose resend failed is
-// reported failed, but its instance is locked for the waiting fetch all the
-// same: it is resolved and handed over, not left locked for nobody.
-func TestAFailedEagerStartThatAppliedUnseenIsHandedOver(t *testing.T) {
-	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	p := newRulesProvider(t, acct, cdb.Config{})
-	result, _ := waitingOrchestrator(ctx, t, p, time.Hour)
-	loseFirstResponse(acct, "Batch", "StartOrchestration")
-	// A status nothing retries, on the resend.
-	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 400, Times: 1, Match: func(r cdb.FakeRequest) bool {
-		return r.Operation == "Batch" && strings.Contains(string(r.Body), "StartOrchestration")
-	}})
-	err := p.EnqueueForOrchestrator(ctx, providertest.StartItem("unseen"), 0)
-	assert.True(t, cdb.HasStatus(err, http.StatusBadRequest), "the resend's refusal: %v", err)
-	got := result()
-	require.NoError(t, got.err)
-	require.NotNil(t, got.item, "the start applied: its instance is handed over, not left to an hour-long lock")
-	assert.Equal(t, "unseen", got.item.Instance)
-	ackFirstTurn(ctx, t, p, got.token, "unseen")
 }

@@ -273,8 +273,8 @@ func TestAStartIsFetchedWithoutALoad(t *testing.T) {
 	}{
 		{1, true, []string{"Batch", "Query", "Batch"}, "the start's batch, the partition's candidates, the lock"},
 		{4, true, []string{"Batch", "Query", "Batch"}, "the start's batch, the partition's candidates, the lock"},
-		{1, false, []string{"Batch"}, "the start's batch, which locks it for the waiting fetch"},
-		{4, false, []string{"Batch"}, "the start's batch, which locks it for the waiting fetch"},
+		{1, false, nil, "nothing: the start is handed to the waiting fetch unwritten, and its first turn's commit writes it"},
+		{4, false, nil, "nothing: the start is handed to the waiting fetch unwritten, and its first turn's commit writes it"},
 	} {
 		t.Run(fmt.Sprintf("ranges=%d/eager=%t", c.ranges, !c.noEager), func(t *testing.T) {
 			ctx := rulesContext(t)
@@ -287,7 +287,7 @@ func TestAStartIsFetchedWithoutALoad(t *testing.T) {
 			}()
 			waitForWaiters(t, p, "orchestrator", 1)
 			log := logRequests(acct)
-			require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("fresh"), 0))
+			started := startInBackground(func() error { return p.EnqueueForOrchestrator(ctx, providertest.StartItem("fresh"), 0) })
 			r := <-results
 			require.NoError(t, r.err)
 			require.NotNil(t, r.item)
@@ -297,6 +297,7 @@ func TestAStartIsFetchedWithoutALoad(t *testing.T) {
 			assert.Equal(t, cdb.InitialExecutionID, item.ExecutionID)
 			require.NoError(t, p.AckOrchestrationItem(ctx, r.token, cdb.InitialExecutionID,
 				[]cdb.Event{providertest.StartedEvent("fresh", cdb.InitialExecutionID)}, nil, nil, providertest.TestOrchMetadata(), nil))
+			require.NoError(t, <-started)
 		})
 	}
 }

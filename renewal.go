@@ -44,6 +44,10 @@ func (p *CosmosProvider) renewHeld(ctx context.Context, op string, lock *orchest
 func (p *CosmosProvider) extendLock(ctx context.Context, op string, lock *orchestrationLock, extendFor time.Duration) error {
 	lockToken := lock.token
 	until := renewedUntil(p.nowMs(), extendFor, lock.lockedUntil.Load())
+	if lock.start != nil {
+		lock.lockedUntil.Store(until) // an unwritten start: nothing stored to renew
+		return nil
+	}
 	for range maxRenewalTries {
 		resp, err := p.container.ExecuteTransactionalBatch(ctx, renewalBatch(p.container, lock, until), nil)
 		switch {

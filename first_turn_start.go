@@ -1,0 +1,236 @@
+package cdb
+
+// Starts written by their first turn: a start that a waiting orchestration
+// fetch of this process will take is not written when it is enqueued. Its
+// instance document and start message stay in memory, locked to this
+// process as a lock batch would have locked them; a waiting fetch hands the
+// first turn to the runtime, and the turn's commit creates the instance
+// document (a create, not a replace) with its history, execution and first
+// work. The start's call returns once that commit did. So a start and its
+// first turn are one request instead of two, and the start message is
+// neither written nor consumed (its create and the consumed marker that
+// replaced it were a third of an orchestration's writes of its own).
+//
+// The invariant: until its first turn commits, such a start exists only in
+// its caller's call, which has not returned. The caller is told of success
+// only by a committed create of the instance; any other end of the turn
+// (abandoned, parked, held back, given back unfetched, its lock expired, the
+// provider closing, the create meeting a document of the id) hands the
+// start back to the call, which writes it the usual way; a commit whose
+// outcome cannot be told (its answer lost, the read that would tell
+// failing) is the caller's unknown outcome, as a lost start batch is. The
+// rules that keep it so:
+//   - a commit begins only on a start still pending, and the start is handed
+//     back only while no commit is under way (state, under mu): a start
+//     handed back never commits, and one committing is never written again;
+//   - the lock of such a turn is renewed in memory (nothing stored to
+//     renew), and its abandon, park, hold or give-back writes nothing;
+//   - the create meets any document of the id (a start of another caller, a
+//     fetch's nameless one, a deletion under way), and the usual start then
+//     decides, as it would have without this path;
+//   - a caller whose context ends while the start is pending hands it back
+//     and returns the context's error: nothing was written, nor will be;
+//   - a caller waits for its turn's commit to begin at most firstTurnWait,
+//     then hands the start back (the turn's commit is then refused): a
+//     start never waits on a turn that its own caller holds up, or that a
+//     stalled dispatcher holds.
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// firstTurnState is where a start written by its first turn stands.
+type firstTurnState int
+
+const (
+	startPending    firstTurnState = iota // in memory; no commit under way
+	startCommitting                       // the first turn's commit is under way
+	startCommitted                        // the commit created the instance
+	startHandedBack                       // the caller writes the start the usual way
+	startUnknown                          // a commit whose outcome cannot be told
+)
+
+// firstTurnStart is one such start, shared by its caller and its turn's
+// lock.
+type firstTurnStart struct {
+	mu    sync.Mutex
+	state firstTurnState
+	err   error         // with startUnknown: why it cannot be told
+	ended chan struct{} // closed once the state is final
+}
+
+func newFirstTurnStart() *firstTurnStart {
+	return &firstTurnStart{ended: make(chan struct{})}
+}
+
+// beginCommit marks the first turn's commit as under way; false when the
+// start was handed back (the turn must not commit).
+func (s *firstTurnStart) beginCommit() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != startPending {
+		return false
+	}
+	s.state = startCommitting
+	return true
+}
+
+// end makes the state final, once.
+func (s *firstTurnStart) end(state firstTurnState, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == startCommitted || s.state == startHandedBack || s.state == startUnknown {
+		return
+	}
+	s.state, s.err = state, err
+	close(s.ended)
+}
+
+// handBack gives the start back to its caller unless a commit is under way
+// or it ended; it says whether it did.
+func (s *firstTurnStart) handBack() bool {
+	s.mu.Lock()
+	if s.state != startPending {
+		s.mu.Unlock()
+		return false
+	}
+	s.mu.Unlock()
+	s.end(startHandedBack, nil)
+	return true
+}
+
+// firstTurnWait is how long a start waits for its first turn's commit to
+// begin: far longer than a turn takes to run, far shorter than a caller
+// expects a start to take.
+const firstTurnWait = time.Second
+
+// outcome waits for the start's end. A context that ends first hands a
+// pending start back (and says so with its error), as does firstTurnWait
+// (without one); a commit under way is waited for, as its answer is the
+// caller's.
+func (s *firstTurnStart) outcome(ctx context.Context) (firstTurnState, error) {
+	wait := time.NewTimer(firstTurnWait)
+	defer wait.Stop()
+	select {
+	case <-s.ended:
+	case <-wait.C:
+		if s.handBack() {
+			return startHandedBack, nil
+		}
+		<-s.ended
+	case <-ctx.Done():
+		if s.handBack() {
+			return startHandedBack, ctx.Err()
+		}
+		<-s.ended
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state, s.err
+}
+
+// startWithFirstTurn offers w's start to a waiting orchestration fetch of
+// this process as an unwritten turn, and waits for the turn's end. done
+// says the start is decided (committed, or failed with err); false means
+// it was handed back: the caller writes it the usual way.
+func (p *CosmosProvider) startWithFirstTurn(ctx context.Context, w startWrite, delay time.Duration) (done bool, err error) {
+	if delay > 0 {
+		return false, nil // not due: it waits in the queue
+	}
+	timeout, ok := p.eagerStarts.reserve(nil)
+	if !ok {
+		return false, nil
+	}
+	t := p.unwrittenStartTurn(w, timeout)
+	p.eagerStarts.settle(1, []*lockedTurn{t})
+	p.orchSignal.announce(eagerStartScope + t.lock.pk)
+	state, err := t.lock.start.outcome(ctx)
+	if state == startHandedBack {
+		// Its turn may be with the runtime, or still ready: neither keeps
+		// the instance from this process's fetches any longer.
+		p.orchLocks.remove(t.lock.token)
+	}
+	switch {
+	case state == startCommitted:
+		return true, nil
+	case state == startUnknown:
+		return true, err
+	case err != nil:
+		return true, err // the caller's context ended: nothing was written
+	}
+	return false, nil
+}
+
+// unwrittenStartTurn is w's first turn, locked to this process in memory:
+// the instance document a start's batch would create and its message, as
+// a lock batch would have claimed them.
+func (p *CosmosProvider) unwrittenStartTurn(w startWrite, timeout time.Duration) *lockedTurn {
+	now := p.nowMs()
+	until := now + timeout.Milliseconds()
+	token := newLockToken("lock_")
+	inst := p.lockDoc(w.instance, w.parent, w.id, w.trace)
+	inst.LockToken, inst.LockedUntil = token, until
+	msg := w.doc
+	msg.LockToken, msg.LockedUntil, msg.Attempts = token, until, 1
+	lock := &orchestrationLock{token: token, pk: instancePartitionKey(w.instance), timeout: timeout, inst: inst,
+		messages: []queueDoc{msg}, queriedAt: now, start: newFirstTurnStart()}
+	lock.lockedUntil.Store(until)
+	return &lockedTurn{lock: lock, inst: inst, seen: now, until: until}
+}
+
+// handBackStart hands an unwritten start's turn back to its caller, when
+// lock is one: nothing is stored to release. It ends the lock.
+func (p *CosmosProvider) handBackStart(lock *orchestrationLock) {
+	if lock.start == nil {
+		return
+	}
+	lock.start.handBack()
+	lock.done = true
+	p.orchLocks.remove(lock.token)
+}
+
+// settleFirstTurn ends an unwritten start after its first turn's ack, whose
+// error is err: committed, handed back, or unknown when it cannot be told.
+// It returns the error for the runtime: nil when the commit is found to
+// have applied after all.
+func (p *CosmosProvider) settleFirstTurn(ctx context.Context, lock *orchestrationLock, err error) error {
+	if err == nil {
+		lock.start.end(startCommitted, nil)
+		return nil
+	}
+	if !lock.start.committing() {
+		return err // refused before its commit began
+	}
+	inst, rerr := retryTransient(ctx, func() (*instanceDoc, error) { return p.readInstanceLatest(ctx, lock.pk) })
+	lock.done = true
+	p.orchLocks.remove(lock.token)
+	switch {
+	case rerr != nil:
+		lock.start.end(startUnknown, err)
+		return err
+	case inst != nil && inst.LastAck == lock.token:
+		// An answer lost, and the read that would have told failed then:
+		// it committed. Its chain, if it kept one, is given back.
+		lock.start.end(startCommitted, nil)
+		p.giveBackUnseenChain(ctx, lock)
+		return nil
+	}
+	lock.start.end(startHandedBack, nil)
+	return err
+}
+
+// handedBack says the start went back to its caller.
+func (s *firstTurnStart) handedBack() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state == startHandedBack
+}
+
+// committing says a commit of the start began and has not ended.
+func (s *firstTurnStart) committing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state == startCommitting
+}

@@ -12,13 +12,13 @@ import (
 	"time"
 )
 
-// Chained turns (chain-claims, chain-taken-early, chain-ended-by-writer): a
-// commit that locked activities eagerly for its own workers may keep its
-// instance locked, writing the instance document with the token
-// lock_chain.<ack token> and an expiry a lock timeout after the commit was
-// planned; that process's worker acks then write the activities'
-// completions already claimed with the kept lock (its token, its expiry,
-// one attempt). The transports see how each chain ends: the writer's next
+// Chained turns (chain-claims, chain-taken-early, chain-ended-by-writer,
+// chain-reads-others): a commit that locked activities eagerly for its own
+// workers may keep its instance locked, writing the instance document with
+// the token lock_chain.<ack token> and an expiry a lock timeout after the
+// commit was planned; that process's worker acks then write the
+// activities' completions already claimed with the kept lock (its token,
+// its expiry, one attempt). The transports see how each chain ends: the writer's next
 // turn acks with the chain's token (by-writer), the writer gives it back (a
 // write that clears the instance's lock: released), or a lock batch takes
 // the instance once the lock expired (taken-over). So:
@@ -34,7 +34,16 @@ import (
 //     early);
 //   - chain-ended-by-writer: a writer that was up ends most of at least
 //     chainMinSample of its chains itself (a pause that outlasts a chain
-//     leaves a few to others).
+//     leaves a few to others);
+//   - chain-reads-others: a chained turn takes the completions its chain
+//     claimed without a request, and queries the partition under the
+//     chain's token only now and then; so along a hold (chain after chain
+//     of one writer on one instance, each written by the ack of the one
+//     before) a chained turn that did not read is acked within the writer's
+//     poll interval of the hold's last read (the first chain's commit, for
+//     the fetch read before it), give or take a turn (readSlack). A pause
+//     of the writer, or a fault on one of its requests to the partition,
+//     during the turn excuses a late one, and so does a large turn.
 //
 // The nodes' transports report concurrently, so a give-back and the lock
 // batch that followed it may be reported in either order. The account
@@ -45,6 +54,9 @@ const (
 	chainMinSample = 12
 	chainMaxShare  = 0.5
 	chainPrefix    = "lock_chain."
+	// chainTurnAllowance is what the runtime's replay of a chained turn
+	// may take on an idle host (chain-reads-others), scaled with the host.
+	chainTurnAllowance = 50 * time.Millisecond
 	// instanceDocument is the id of an instance's document in its
 	// partition.
 	instanceDocument = "inst"
@@ -68,6 +80,7 @@ type chainWrite struct {
 	inst    *instanceChange
 	touched []string // the other documents it patched, replaced or deleted
 	claims  []claimedCompletion
+	staged  string // the chain token of an ack whose staged part it created (a large turn's)
 }
 
 // instanceChange is what a write did to the instance document's lock.
@@ -92,25 +105,54 @@ type chainedTurns struct {
 	mu       sync.Mutex
 	writes   map[string][]chainWrite // by partition key
 	lost     map[stampKey]bool       // claimed completions whose write's answer did not reach its node
+	reads    map[string][]chainRead  // by chain token: the queries of its partition under it
 	arrivals int
-	gone     func(node string, at time.Time) bool
+	nodes    chainNodes
 	now      func() time.Time // the account's clock
+	wall     func() time.Time // the wall clock, which times the reports
 	skew     time.Duration    // the most a node's clock is off
+	turn     time.Duration    // what a turn's own work (the runtime's replay) may take on this host
 	outcome  *chainOutcome
 }
 
-func newChainedTurns(gone func(string, time.Time) bool, now func() time.Time, skew time.Duration) *chainedTurns {
-	return &chainedTurns{writes: map[string][]chainWrite{}, lost: map[stampKey]bool{}, gone: gone, now: now, skew: skew}
+// chainNodes is what the checks know of the nodes.
+type chainNodes struct {
+	gone func(node string, at time.Time) bool // crashed or shut down by then
+	// stalled: paused, or drew a fault for a request of partition pk, at
+	// some time in between
+	stalled func(node, pk string, from, to time.Time) bool
+	poll    func(node string) time.Duration // its provider's PollInterval
 }
 
-// observe keeps one write of node that the account carried out; answered
-// says whether its answer reached the node.
+// chainRead is a query of a chained instance's partition under the
+// chain's token whose answer reached its node.
+type chainRead struct {
+	node string
+	at   time.Time
+}
+
+func newChainedTurns(nodes chainNodes, now func() time.Time, skew, turn time.Duration) *chainedTurns {
+	return &chainedTurns{writes: map[string][]chainWrite{}, lost: map[stampKey]bool{}, reads: map[string][]chainRead{},
+		nodes: nodes, now: now, wall: time.Now, skew: skew, turn: turn}
+}
+
+// observe keeps one write of node that the account carried out, or one of
+// its queries under a chain's token; answered says whether its answer
+// reached the node.
 func (c *chainedTurns) observe(node string, req *http.Request, body []byte, resp *http.Response, answered bool) {
+	if operationOf(req) == "Query" {
+		if token, ok := readChainQuery(body); ok && answered {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.reads[token] = append(c.reads[token], chainRead{node: node, at: c.wall()})
+		}
+		return
+	}
 	w, ok := readChainWrite(req, body, resp.StatusCode)
 	if !ok {
 		return
 	}
-	w.node, w.at, w.nowMs = node, time.Now(), c.now().UnixMilli()
+	w.node, w.at, w.nowMs = node, c.wall(), c.now().UnixMilli()
 	w.lsn, _ = strconv.ParseInt(resp.Header.Get("lsn"), 10, 64)
 	pk := partitionKeyOf(req)
 	c.mu.Lock()
@@ -123,6 +165,28 @@ func (c *chainedTurns) observe(node string, req *http.Request, body []byte, resp
 			c.lost[stampKey{pk, cl.id}] = true
 		}
 	}
+}
+
+// readChainQuery reads the chain token a query's @token parameter names
+// (a chained turn completing its batch, completeBatch); false for any
+// other query.
+func readChainQuery(body []byte) (string, bool) {
+	var q struct {
+		Parameters []struct {
+			Name  string          `json:"name"`
+			Value json.RawMessage `json:"value"`
+		} `json:"parameters"`
+	}
+	if json.Unmarshal(body, &q) != nil {
+		return "", false
+	}
+	for _, p := range q.Parameters {
+		var token string
+		if p.Name == "@token" && json.Unmarshal(p.Value, &token) == nil && strings.HasPrefix(token, chainPrefix) {
+			return token, true
+		}
+	}
+	return "", false
 }
 
 // readChainWrite reads what a committed request wrote to instance
@@ -149,7 +213,7 @@ func readChainWrite(req *http.Request, body []byte, status int) (chainWrite, boo
 		}
 		w.add(strings.ToLower(strings.TrimSuffix(op, "Item")), id, body)
 	}
-	return w, w.inst != nil || len(w.touched) > 0 || len(w.claims) > 0
+	return w, w.inst != nil || len(w.touched) > 0 || len(w.claims) > 0 || w.staged != ""
 }
 
 // add reads one operation of a write. A batch's reads (a read from the
@@ -169,9 +233,24 @@ func (w *chainWrite) add(kind, id string, body json.RawMessage) {
 		if cl, ok := readClaimedCompletion(body); ok {
 			w.claims = append(w.claims, cl)
 		}
+		if token, ok := stagedFor(id); ok {
+			w.staged = token
+		}
 	case kind == "patch" || kind == "replace" || kind == "delete":
 		w.touched = append(w.touched, id)
 	}
+}
+
+// stagedFor reads the ack token a document's id names, when it is a chain's
+// (hp|<token>|n, v|<token>, op|<token>|n, kv|<bucket>|<token>|n: the parts
+// a large turn stages before its commit).
+func stagedFor(id string) (string, bool) {
+	for _, segment := range strings.Split(id, "|") {
+		if strings.HasPrefix(segment, chainPrefix) {
+			return segment, true
+		}
+	}
+	return "", false
 }
 
 func readInstanceChange(kind string, body json.RawMessage) *instanceChange {
@@ -246,6 +325,8 @@ type chainOutcome struct {
 	takenFromLive        int            // chains taken while their writer was up (after they expired)
 	own, others          map[string]int // writer → chains it ended itself, chains others took while it was up
 	leftClaimed, excused int
+	read, unread         int // chained turns acked by their writer that queried the partition, and that did not
+	unreadExcused        int // ... of which late ones a stall of the writer or a large turn excused
 	violations           []Violation
 }
 
@@ -290,6 +371,9 @@ type chainRecord struct {
 	claims                  map[string]string // claimed completion → the node that wrote it
 	touched                 map[string]bool   // documents written while it was open, by the batch that ended it too
 	end                     string            // "" while open
+	lastRead                time.Time         // the hold's last read of the partition, as of the chain's commit
+	staged                  bool              // its chained turn staged parts before its commit: a large turn
+	lastClaim               time.Time         // when the last completion claimed with it was reported
 }
 
 // partitionChains replays one partition's writes; called with c.mu held.
@@ -299,12 +383,17 @@ type partitionChains struct {
 	pk      string
 	open    *chainRecord // the chain the instance document holds now
 	byToken map[string]*chainRecord
+	ended   *chainRecord // the chain the write being applied ended by its writer's ack, if any
 }
 
 func (p *partitionChains) apply(w chainWrite) {
+	p.ended = nil
 	if p.open != nil {
 		for _, id := range w.touched {
 			p.open.touched[id] = true
+		}
+		if w.inst == nil && w.staged == p.open.token && w.node == p.open.writer {
+			p.open.staged = true
 		}
 	}
 	if w.inst != nil {
@@ -340,7 +429,10 @@ func (p *partitionChains) instance(w chainWrite) {
 	}
 	if p.open == nil && ch.kind == "write" && strings.HasPrefix(*ch.lockToken, chainPrefix) {
 		o := &chainRecord{instance: ch.instance, token: *ch.lockToken, writer: w.node, until: *ch.lockedUntil,
-			claimUntil: *ch.lockedUntil, claims: map[string]string{}, touched: map[string]bool{}}
+			claimUntil: *ch.lockedUntil, claims: map[string]string{}, touched: map[string]bool{}, lastRead: w.at}
+		if prev := p.ended; prev != nil && prev.writer == w.node && ch.lastAck == prev.token {
+			o.lastRead = prev.lastRead // the hold goes on: the chained turn that chained again
+		}
 		p.open, p.byToken[o.token] = o, o
 		p.out.chains++
 	}
@@ -353,13 +445,77 @@ func (p *partitionChains) acked(o *chainRecord, w chainWrite) {
 		p.taken(o, w)
 		return
 	}
+	p.readOthers(o, w)
 	p.end(o, w, chainByWriter)
+	p.ended = o
+}
+
+// readOthers follows the hold's reads of the partition up to w, the
+// writer's ack of o's chained turn: a turn that did not read is acked
+// within the writer's poll interval of the hold's last read, give or take
+// readSlack. A pause of the writer, or a fault drawn for one of its
+// requests to the partition, during the turn excuses a later ack (the
+// turn's requests waited, or were tried again), and so does a large turn,
+// which stages parts before its commit: its processing and requests are
+// bounded by nothing this check knows. The times are the wall times of
+// the reports, not the account's clock: the simulated clock jumps ahead
+// (clock.go), which moves the account's and every node's clock and so
+// makes a chained turn read rather than skip, but would stretch a gap the
+// writer did not wait. Each read is reported before its node gets the
+// answer, so before the ack it led to.
+func (p *partitionChains) readOthers(o *chainRecord, w chainWrite) {
+	read := false
+	for _, r := range p.c.reads[o.token] {
+		if r.node == o.writer && !r.at.After(w.at) {
+			read = true
+			if r.at.After(o.lastRead) {
+				o.lastRead = r.at
+			}
+		}
+	}
+	if read {
+		p.out.read++
+		return
+	}
+	p.out.unread++
+	poll := p.c.nodes.poll(o.writer)
+	gap := w.at.Sub(o.lastRead)
+	if gap <= poll+p.c.readSlack(poll) {
+		return
+	}
+	if o.staged || p.c.nodes.stalled(o.writer, p.pk, turnBegan(o), w.at) {
+		p.out.unreadExcused++
+		return
+	}
+	p.violate(invChainReadsOthers, o, fmt.Sprintf("%s acked the chained turn of chain %s (lsn %d) without reading the partition %s after the hold's last read; its poll interval is %s",
+		o.writer, o.token, w.lsn, gap.Round(time.Millisecond), poll))
+}
+
+// turnBegan is the earliest o's chained turn may have been handed over: a
+// stall before then delayed the completions, which the writer's rule
+// already weighs (it reads once a poll interval has passed when it hands
+// the turn over), not the turn.
+func turnBegan(o *chainRecord) time.Time {
+	if o.lastClaim.After(o.lastRead) {
+		return o.lastClaim
+	}
+	return o.lastRead
+}
+
+// readSlack is what a chained turn may add to its writer's poll interval
+// between the last read and its ack: the turn itself (the wait for a
+// fetch, which gives the turn back after a poll interval; the runtime's
+// replay, c.turn; the ack's request) and the nodes' clock skew. The
+// writer's own clock decides, so its skew cancels out; it is counted all
+// the same, as margin.
+func (c *chainedTurns) readSlack(poll time.Duration) time.Duration {
+	return 2*poll + c.skew + c.turn
 }
 
 // taken ends a chain by another lock: legal once the chain expired, or
 // when its writer is gone.
 func (p *partitionChains) taken(o *chainRecord, w chainWrite) {
-	if !p.c.gone(o.writer, w.at) {
+	if !p.c.nodes.gone(o.writer, w.at) {
 		p.out.takenFromLive++
 		p.out.others[o.writer]++
 		if early := o.until - w.nowMs; w.node != o.writer && early > p.c.skew.Milliseconds() {
@@ -380,7 +536,7 @@ func (p *partitionChains) end(o *chainRecord, w chainWrite, how string) {
 	}
 	if w.node == o.writer {
 		p.out.own[o.writer]++
-	} else if !p.c.gone(o.writer, w.at) {
+	} else if !p.c.nodes.gone(o.writer, w.at) {
 		p.out.others[o.writer]++
 	}
 	ids := make([]string, 0, len(o.claims))
@@ -417,6 +573,7 @@ func (p *partitionChains) claim(w chainWrite, cl claimedCompletion) {
 	switch o.end {
 	case "":
 		o.claims[cl.id] = w.node
+		o.lastClaim = w.at
 	case chainByWriter, chainReleased:
 		if !o.touched[cl.id] {
 			p.left(o, cl.id, w.node, w, fmt.Sprintf("it was written (lsn %d) after the chain ended %s", w.lsn, o.end))
@@ -430,7 +587,7 @@ func (p *partitionChains) claim(w chainWrite, cl claimedCompletion) {
 // its expiry; excused when its writer is gone or never got its answer.
 func (p *partitionChains) left(o *chainRecord, id, node string, w chainWrite, how string) {
 	p.out.leftClaimed++
-	if p.c.lost[stampKey{p.pk, id}] || p.c.gone(node, w.at) {
+	if p.c.lost[stampKey{p.pk, id}] || p.c.nodes.gone(node, w.at) {
 		p.out.excused++
 		return
 	}
@@ -464,7 +621,7 @@ func (c *chainedTurns) summary() string {
 			checked++
 		}
 	}
-	return fmt.Sprintf("chains=%d by-writer=%d released=%d taken-over=%d open=%d claimed-completions=%d taken-from-live=%d deleted=%d left-claimed=%d excused=%d writers-checked=%d",
+	return fmt.Sprintf("chains=%d by-writer=%d released=%d taken-over=%d open=%d claimed-completions=%d taken-from-live=%d deleted=%d left-claimed=%d excused=%d writers-checked=%d read=%d unread=%d unread-excused=%d",
 		out.chains, out.ends[chainByWriter], out.ends[chainReleased], out.ends[chainTakenOver], out.open, out.claims,
-		out.takenFromLive, out.ends[chainDeleted], out.leftClaimed, out.excused, checked)
+		out.takenFromLive, out.ends[chainDeleted], out.leftClaimed, out.excused, checked, out.read, out.unread, out.unreadExcused)
 }

@@ -22,7 +22,9 @@ type chainScript struct {
 
 func newChainScript(t *testing.T, gone ...string) *chainScript {
 	isGone := func(node string, _ time.Time) bool { return slices.Contains(gone, node) }
-	return &chainScript{t: t, c: newChainedTurns(isGone, func() time.Time { return time.UnixMilli(10_000) }, 50*time.Millisecond)}
+	nodes := chainNodes{gone: isGone, stalled: func(string, string, time.Time, time.Time) bool { return false },
+		poll: func(string) time.Duration { return 50 * time.Millisecond }}
+	return &chainScript{t: t, c: newChainedTurns(nodes, func() time.Time { return time.UnixMilli(10_000) }, 50*time.Millisecond, 0)}
 }
 
 // batch reports a committed batch of node on partition pk at lsn.
@@ -52,6 +54,21 @@ func chainClaimed(id, chain string, until, attempts int) string {
 	return fmt.Sprintf(`{"operationType":"Delete","id":"w|%s"},{"operationType":"Create","resourceBody":{"id":%q,"type":"msg","lockToken":%q,"lockedUntil":%d,"attempts":%d}}`,
 		id, id, chain, until, attempts)
 }
+
+// query reports node's query of partition pk under token at the wall
+// time at (ms); answered says whether its answer reached the node.
+func (s *chainScript) query(node, pk, token string, at int, answered bool) {
+	req, err := http.NewRequest(http.MethodPost, "https://acct/dbs/d/colls/c/docs", nil)
+	require.NoError(s.t, err)
+	req.Header.Set("x-ms-documentdb-isquery", "true")
+	req.Header.Set("x-ms-documentdb-partitionkey", `["`+pk+`"]`)
+	body := fmt.Sprintf(`{"query":"SELECT * FROM c","parameters":[{"name":"@pk","value":%q},{"name":"@token","value":%q}]}`, pk, token)
+	s.at(at)
+	s.c.observe(node, req, []byte(body), &http.Response{StatusCode: http.StatusOK, Header: http.Header{}}, answered)
+}
+
+// at sets the wall time of the reports that follow to ms.
+func (s *chainScript) at(ms int) { s.c.wall = func() time.Time { return time.UnixMilli(int64(ms)) } }
 
 func chainRelease() string {
 	return `{"operationType":"Patch","id":"inst","resourceBody":{"operations":[{"op":"set","path":"/lockToken","value":""},{"op":"set","path":"/lockedUntil","value":0}]}}`
@@ -88,7 +105,7 @@ func TestChainsFollowEachChainToItsEnd(t *testing.T) {
 	v := &violations{}
 	s.c.check(v, func(string) string { return "" })
 	assert.Empty(t, v.all())
-	assert.Equal(t, "chains=5 by-writer=1 released=1 taken-over=1 open=1 claimed-completions=2 taken-from-live=0 deleted=1 left-claimed=0 excused=0 writers-checked=0", s.c.summary())
+	assert.Equal(t, "chains=5 by-writer=1 released=1 taken-over=1 open=1 claimed-completions=2 taken-from-live=0 deleted=1 left-claimed=0 excused=0 writers-checked=0 read=0 unread=1 unread-excused=0", s.c.summary())
 }
 
 func TestChainsReplayAPartitionInTheAccountsOrder(t *testing.T) {
@@ -165,4 +182,46 @@ func TestChainsFlagALiveWriterThatLeavesMostOfItsChainsToExpire(t *testing.T) {
 	require.Len(t, v.all(), 1)
 	assert.Equal(t, invChainEndedByWriter, v.all()[0].Invariant)
 	assert.Equal(t, "a kept 12 instances locked for its activities' completions and ended 5 of those chains itself: 7 were left to expire while it was up (poll=50ms)", v.all()[0].Detail)
+}
+
+func TestChainsFlagAHoldWhoseChainedTurnDidNotReadWithinAPollInterval(t *testing.T) {
+	// The poll interval is 50 ms and the skew 50 ms: a chained turn that
+	// does not read is acked within 200 ms of the hold's last read.
+	s := newChainScript(t)
+	s.c.nodes.stalled = func(node, pk string, from, to time.Time) bool {
+		return node == "a" && pk == "i1" && from.Before(time.UnixMilli(700)) && to.After(time.UnixMilli(650))
+	}
+	s.at(0)
+	s.batch("a", "i1", 1, true, chainCommit("i1", "lock_1", "lock_chain.1")) // the fetch read before it
+	s.at(150)
+	s.batch("a", "i1", 2, true, chainCommit("i1", "lock_chain.1", "lock_chain.2")) // 150 ms: within
+	s.query("b", "i1", "lock_chain.2", 250, true)                                  // another node's query is no read of a's
+	s.query("a", "i1", "lock_chain.2", 260, false)                                 // its answer was lost: no read
+	s.query("a", "i1", "lock_chain.2", 270, true)
+	s.at(300)
+	s.batch("a", "i1", 3, true, chainCommit("i1", "lock_chain.2", "lock_chain.3")) // read
+	s.at(500)
+	s.batch("a", "i1", 4, true, chainCommit("i1", "lock_chain.3", "lock_chain.4")) // 230 ms after the read at 270
+	s.at(800)
+	s.batch("a", "i1", 5, true, chainCommit("i1", "lock_chain.4", "lock_chain.5")) // 530 ms, but a was stalled
+	s.at(900)
+	s.batch("a", "i1", 6, true, chainRelease())
+	// A new hold starts from its first chain's commit.
+	s.at(1000)
+	s.batch("a", "i1", 7, true, chainCommit("i1", "lock_7", "lock_chain.7"))
+	s.at(1190)
+	s.batch("a", "i1", 8, true, chainCommit("i1", "lock_chain.7", "lock_chain.8")) // 190 ms: within
+	// A large turn stages parts before its commit: late, but excused.
+	s.at(1400)
+	s.batch("a", "i1", 9, true, `{"operationType":"Create","resourceBody":{"id":"hp|lock_chain.8|0","type":"hist-part"}}`)
+	s.at(1500)
+	s.batch("a", "i1", 10, true, chainCommit("i1", "lock_chain.8", ""))
+
+	v := &violations{}
+	s.c.check(v, func(string) string { return "" })
+	require.Len(t, v.all(), 1)
+	assert.Equal(t, Violation{Invariant: invChainReadsOthers, Instance: "i1",
+		Detail: "a acked the chained turn of chain lock_chain.3 (lsn 4) without reading the partition 230ms after the hold's last read; its poll interval is 50ms"}, v.all()[0])
+	assert.Contains(t, s.c.summary(), "by-writer=6 released=1")
+	assert.Contains(t, s.c.summary(), "read=1 unread=5 unread-excused=2")
 }

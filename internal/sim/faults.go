@@ -72,6 +72,10 @@ type faultTransport struct {
 	// it at the first request it matches.
 	pausedUntil atomic.Int64
 	pauseOn     atomic.Pointer[pauseTrigger]
+	// stalled, optional, is told of every pause (pk "": every request
+	// waits) and every fault drawn for a request of partition pk: the
+	// times its node's work may have been held back.
+	stalled func(pk string, from, until time.Time)
 }
 
 // pauseTrigger stalls the node for d at the first request it matches,
@@ -156,6 +160,9 @@ func (t *faultTransport) roundTrip(req *http.Request, body []byte) (_ *http.Resp
 	}
 	if kind != "" {
 		t.stats.fault(kind, op)
+		if kind != faultLatency { // a spike notes its own delay
+			t.stall(partitionKeyOf(req), time.Now(), time.Now())
+		}
 	}
 	switch kind {
 	case faultThrottle:
@@ -177,7 +184,7 @@ func (t *faultTransport) roundTrip(req *http.Request, body []byte) (_ *http.Resp
 	case faultDrop:
 		return nil, nil, kind, fmt.Errorf("sim: %s %s: connection reset before the request was sent: %w", req.Method, req.URL.Path, io.ErrUnexpectedEOF)
 	case faultLatency:
-		if err := t.spike(req.Context()); err != nil {
+		if err := t.spike(req.Context(), partitionKeyOf(req)); err != nil {
 			return nil, nil, kind, err
 		}
 	}
@@ -229,7 +236,17 @@ func (t *faultTransport) holdWhilePaused(ctx context.Context, op string, body []
 }
 
 // pause stalls every request from now for d.
-func (t *faultTransport) pause(d time.Duration) { t.pausedUntil.Store(time.Now().Add(d).UnixNano()) }
+func (t *faultTransport) pause(d time.Duration) {
+	from := time.Now()
+	t.pausedUntil.Store(from.Add(d).UnixNano())
+	t.stall("", from, from.Add(d))
+}
+
+func (t *faultTransport) stall(pk string, from, until time.Time) {
+	if t.stalled != nil {
+		t.stalled(pk, from, until)
+	}
+}
 
 func (t *faultTransport) forward(req *http.Request, body []byte) (*http.Response, []byte, error) {
 	out := req.Clone(req.Context())
@@ -266,10 +283,11 @@ func (t *faultTransport) draw() string {
 	return t.kinds[t.rng.Intn(len(t.kinds))]
 }
 
-func (t *faultTransport) spike(ctx context.Context) error {
+func (t *faultTransport) spike(ctx context.Context, pk string) error {
 	t.mu.Lock()
 	d := time.Duration(t.rng.Int63n(int64(t.faults.LatencySpikeMaxDelay))) + 10*time.Millisecond
 	t.mu.Unlock()
+	t.stall(pk, time.Now(), time.Now().Add(d))
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {

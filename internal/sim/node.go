@@ -67,6 +67,14 @@ type env struct {
 	polls     sync.Map    // node id → its settings, for reports
 }
 
+// pollInterval is node's provider's PollInterval (0 for a node it does
+// not know).
+func (e *env) pollInterval(node string) time.Duration {
+	s, _ := e.polls.Load(node)
+	settings, _ := s.(nodeSettings)
+	return settings.provider.PollInterval
+}
+
 // drawSettings picks a node's settings from rng.
 func drawSettings(rng *rand.Rand, cfg Config, clock *simClock, r role, id string) nodeSettings {
 	f := cfg.Faults
@@ -195,6 +203,7 @@ func startNode(ctx context.Context, e *env, id string, slot int, s nodeSettings,
 	ft := newFaultTransport(e.transport, e.cfg.Faults, s.faultSeed, e.stats, !clientOnly)
 	e.polls.Store(id, s)
 	ft.commit = e.rec.observeCommits(id)
+	ft.stalled = e.rec.stalledFor(id)
 	ft.wire, ft.node = e.wire, id
 	ft.quiet.Store(e.quiet.Load())
 	// The client signs with the node's clock, as on a real host, where the

@@ -58,7 +58,8 @@ type recorder struct {
 	crashed    map[string]bool      // nodes
 	crashedAt  map[string]time.Time // when each crash was recorded (wall clock)
 	shutdowns  map[string]shutdownRecord
-	nodeOf     map[activityKey]string // where a key's latest body started
+	stalls     map[string][]stallRecord // by node
+	nodeOf     map[activityKey]string   // where a key's latest body started
 	violations *violations
 	sink       func(kind string, v any) // optional: another process's log
 	stats      *Stats                   // optional: counts the commits seen
@@ -72,7 +73,7 @@ type recorder struct {
 
 func newRecorder(v *violations) *recorder {
 	return &recorder{running: map[activityKey]int{}, commits: map[activityKey]commitRecord{}, crashed: map[string]bool{},
-		crashedAt: map[string]time.Time{}, shutdowns: map[string]shutdownRecord{}, nodeOf: map[activityKey]string{}, violations: v}
+		crashedAt: map[string]time.Time{}, shutdowns: map[string]shutdownRecord{}, stalls: map[string][]stallRecord{}, nodeOf: map[activityKey]string{}, violations: v}
 }
 
 // started notes an activity body starting; an activity whose completion
@@ -146,6 +147,38 @@ func (r *recorder) nodeShutDown(node string, at time.Time, grace time.Duration) 
 	r.shutdowns[node] = shutdownRecord{At: at, Grace: grace}
 }
 
+// stallRecord is a node held back from From until Until (wall times): a
+// pause (every request waited: PK "") or a fault drawn for a request of
+// partition PK, which delays the work that sent it (a latency spike for
+// its length; any other fault, drawn at an instant, by the retry or the
+// work given up that follows).
+type stallRecord struct {
+	PK          string
+	From, Until time.Time
+}
+
+// stalledFor is a node transport's stall hook.
+func (r *recorder) stalledFor(node string) func(pk string, from, until time.Time) {
+	return func(pk string, from, until time.Time) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.stalls[node] = append(r.stalls[node], stallRecord{PK: pk, From: from, Until: until})
+	}
+}
+
+// stalledBetween says node was paused, or drew a fault for a request of
+// partition pk, at some time between the wall times from and to.
+func (r *recorder) stalledBetween(node, pk string, from, to time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.stalls[node] {
+		if (s.PK == "" || s.PK == pk) && !s.From.After(to) && !s.Until.Before(from) {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *recorder) shutdownsSoFar() map[string]shutdownRecord {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -206,10 +239,11 @@ func (r *recorder) snapshot() ([]execution, map[string]bool) {
 	return append([]execution(nil), r.executions...), crashed
 }
 
-// observeCommits is a node transport's commit hook: it finds, in a
-// transactional batch that committed, the activity completions it creates
-// (the worker's ack) and records them; answered says whether the node got
-// the answer.
+// observeCommits is a node transport's commit hook, called for every
+// request the account carried out (queries too, which only the chained
+// turns' observer reads): it finds, in a transactional batch that
+// committed, the activity completions it creates (the worker's ack) and
+// records them; answered says whether the node got the answer.
 func (r *recorder) observeCommits(node string) func(req *http.Request, body []byte, resp *http.Response, answered bool) {
 	return func(req *http.Request, body []byte, resp *http.Response, answered bool) {
 		if resp.StatusCode < 300 && r.stamps != nil {

@@ -31,6 +31,7 @@ const (
 	invChainClaims                = "chain-claims"          // a completion claimed with a chain is taken or unlocked when the chain ends
 	invChainTakenEarly            = "chain-taken-early"     // no lock takes a live writer's chain before it expired
 	invChainEndedByWriter         = "chain-ended-by-writer" // a process ends most of the chains its commits keep itself
+	invChainReadsOthers           = "chain-reads-others"    // a hold of chained turns reads the instance's partition at least once a poll interval
 	invHarness                    = "harness"               // the harness could not do what the workload asked
 )
 

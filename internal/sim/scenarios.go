@@ -206,7 +206,13 @@ func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.
 	}
 	switch kind {
 	case kindChain:
-		startOne(id, h.activitySpec(rng, spec{Kind: kindChain, Run: run, N: 1 + rng.Intn(5), Size: rng.Intn(2000)}))
+		s := h.activitySpec(rng, spec{Kind: kindChain, Run: run, N: 1 + rng.Intn(5), Size: rng.Intn(2000)})
+		if rng.Intn(4) == 0 {
+			// A long run of short activities: its writer holds the
+			// instance through chain after chain (chain-reads-others).
+			s.N, s.SleepMs = 12+rng.Intn(12), min(s.SleepMs, 30)
+		}
+		startOne(id, s)
 	case kindFanOut:
 		startOne(id, h.activitySpec(rng, spec{Kind: kindFanOut, Run: run, N: 2 + rng.Intn(max(f.FanOutMax-1, 1)), Size: rng.Intn(2000)}))
 	case scenarioWideFanOut:

@@ -37,9 +37,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rec.stamps = newStamps(rec.isCrashed)
 	rec.eager = newEagerItems(rec.isGone, clock.now)
 	rec.eagerStarts = newEagerStartItems(rec.isGone, clock.now)
-	rec.chains = newChainedTurns(rec.goneBy, clock.now, cfg.Faults.ClockSkew)
 	e := &env{cfg: cfg, endpoint: acct.Endpoint(), key: acct.Key(), transport: acct.Transport(),
 		rec: rec, stats: stats, logger: logger, progress: rec.progress, clock: clock}
+	rec.chains = newChainedTurns(chainNodes{gone: rec.goneBy, stalled: rec.stalledBetween, poll: e.pollInterval}, clock.now, cfg.Faults.ClockSkew,
+		hostScaled(cfg, chainTurnAllowance))
 	if cfg.Wire != nil && cfg.WireMention != "" {
 		e.wire = newWireLog(cfg.Wire, cfg.WireMention)
 	}

@@ -79,8 +79,8 @@ type orchestrationLock struct {
 	// (first_turn_start.go): nothing of it is stored until its commit.
 	start *firstTurnStart
 	state *instanceState
-	done      bool // acked or abandoned
-	lost      bool // counted as lost (orchestrationLockLost)
+	done  bool // acked or abandoned
+	lost  bool // counted as lost (orchestrationLockLost)
 	// unparked says the fetch brought back every message parked in the
 	// partition (parking.go), so the ack's instance document drops
 	// parkedUntil.

@@ -679,7 +679,7 @@ func TestTheCostOfAFanOutFiveOrchestrationDispatchedEagerly(t *testing.T) {
 	}
 	t.Logf("a fan-out-5 orchestration | %d requests | %.1f RU", total.requests, total.ru)
 	want := map[string]int64{
-		"start and first turn, handed to the waiting orchestration fetch unwritten": 0,
+		"start and first turn, handed to the waiting orchestration fetch unwritten":             0,
 		"ack: create the instance, schedule 5 activities locked for the waiting worker fetches": 1, "worker fetch": 0, "worker ack": 5,
 		"orchestration fetch, the completions (instance held, history cached)": 0, "ack: complete": 1,
 	}

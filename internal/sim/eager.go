@@ -27,10 +27,13 @@ const (
 	eagerMaxShare  = 0.5
 )
 
-// Eager starts are checked the same way: a start's batch may write its
-// message already claimed (and its instance locked) for a waiting
-// orchestration fetch of its own process, which must take most of them;
-// the ack of the instance's first turn consumes the message.
+// Eager starts were checked the same way when a start's batch wrote its
+// message claimed for a waiting fetch of its own process. Such a start is
+// now not written at all until its first turn's commit creates the
+// instance (first_turn_start.go), so no start message should be written
+// locked: the check follows start messages only (chained completions,
+// also written locked, are the chained-turns observer's), and counts none
+// unless a regression writes them.
 //
 // An item its writer gives back (a patch of the writer's that clears its
 // lock: no fetch of the writer took it within a poll interval, or the
@@ -55,8 +58,12 @@ type eagerItems struct {
 	// expiredAtCommit are the items whose lock had run out by the time
 	// the commit that wrote them answered.
 	expiredAtCommit int
-	gone            func(node string) bool
-	now             func() time.Time // the account's clock
+	// firstTurnCreates are instance documents a commit created (a start
+	// written by its first turn), counted by the start observer so a
+	// seed's log shows that path ran.
+	firstTurnCreates int
+	gone             func(node string) bool
+	now              func() time.Time // the account's clock
 }
 
 // newEagerItems follows eager activities: a worker's ack consumes its item
@@ -153,8 +160,22 @@ func (e *eagerItems) created(node, pk string, body json.RawMessage) {
 		Type        string `json:"type"`
 		LockToken   string `json:"lockToken"`
 		LockedUntil int64  `json:"lockedUntil"`
+		Item        string `json:"item"`
+		LastAck     string `json:"lastAck"`
 	}
-	if json.Unmarshal(body, &doc) != nil || doc.Type != e.docType || doc.LockToken == "" {
+	if json.Unmarshal(body, &doc) != nil {
+		return
+	}
+	if e.docType == "msg" && doc.Type == "inst" && doc.LastAck != "" {
+		e.mu.Lock()
+		e.firstTurnCreates++
+		e.mu.Unlock()
+		return
+	}
+	if doc.Type != e.docType || doc.LockToken == "" {
+		return
+	}
+	if e.docType == "msg" && !strings.HasPrefix(doc.Item, `{"StartOrchestration"`) {
 		return
 	}
 	e.mu.Lock()
@@ -234,6 +255,10 @@ func (e *eagerItems) summary() string {
 			checked++
 		}
 	}
-	return fmt.Sprintf("locked=%d by-writer=%d by-others=%d given-back=%d taken-over=%d ended-unconsumed=%d open=%d expired-at-commit=%d writers-checked=%d",
+	s := fmt.Sprintf("locked=%d by-writer=%d by-others=%d given-back=%d taken-over=%d ended-unconsumed=%d open=%d expired-at-commit=%d writers-checked=%d",
 		e.locked, sum(e.own), sum(e.others), sum(e.givenBack), e.takenOver, e.ended, len(e.open), e.expiredAtCommit, checked)
+	if e.docType == "msg" {
+		s += fmt.Sprintf(" written-by-first-turn=%d", e.firstTurnCreates)
+	}
+	return s
 }

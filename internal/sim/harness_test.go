@@ -279,7 +279,7 @@ func TestEagerStartsSeeStartsLockedInTheirBatchAndTheAckThatConsumesThem(t *test
 		e.observe(node, req, []byte("["+strings.Join(ops, ",")+"]"), http.StatusOK)
 	}
 	start := func(id, lockToken string) string {
-		return fmt.Sprintf(`{"operationType":"Create","resourceBody":{"id":"inst","type":"inst","lockToken":%q}},{"operationType":"Create","resourceBody":{"id":%q,"type":"msg","lockToken":%q,"lockedUntil":13000}}`, lockToken, id, lockToken)
+		return fmt.Sprintf(`{"operationType":"Create","resourceBody":{"id":"inst","type":"inst","lockToken":%q}},{"operationType":"Create","resourceBody":{"id":%q,"type":"msg","lockToken":%q,"lockedUntil":13000,"item":"{\"StartOrchestration\":{}}"}}`, lockToken, id, lockToken)
 	}
 	consume := func(id string) string {
 		return `{"operationType":"Replace","id":"inst","resourceBody":{"id":"inst","type":"inst"}},` +
@@ -297,5 +297,7 @@ func TestEagerStartsSeeStartsLockedInTheirBatchAndTheAckThatConsumesThem(t *test
 	batch("a", "i5", `{"operationType":"Patch","id":"inst","resourceBody":{"operations":[{"op":"set","path":"/lockToken","value":""}]}},`+
 		`{"operationType":"Patch","id":"m|5","resourceBody":{"operations":[{"op":"set","path":"/lockToken","value":""},{"op":"set","path":"/lockedUntil","value":0}]}}`) // given back
 	batch("b", "i5", consume("m|5"))
-	assert.Equal(t, "locked=4 by-writer=1 by-others=1 given-back=1 taken-over=1 ended-unconsumed=0 open=0 expired-at-commit=0 writers-checked=0", e.summary())
+	batch("a", "i6", `{"operationType":"Create","resourceBody":{"id":"inst","type":"inst","lastAck":"lock_6"}}`, // a start written by its first turn
+		`{"operationType":"Create","resourceBody":{"id":"m|w|x","type":"msg","lockToken":"lock_chain.6","item":"{\"ActivityCompleted\":{}}"}}`) // a chained completion: not a start
+	assert.Equal(t, "locked=4 by-writer=1 by-others=1 given-back=1 taken-over=1 ended-unconsumed=0 open=0 expired-at-commit=0 writers-checked=0 written-by-first-turn=1", e.summary())
 }

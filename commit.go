@@ -120,7 +120,7 @@ func retryTransient[T any](ctx context.Context, read func() (T, error)) (T, erro
 func (p *CosmosProvider) afterCommit(lock *orchestrationLock, plan *ackPlan) {
 	lock.done = true
 	p.orchLocks.remove(lock.token)
-	p.endings.committed(lock.inst.Instance, plan.inst.Status)
+	p.endings.committed(lock.inst.Instance, &plan.inst)
 	if plan.state != nil {
 		p.cache.put(lock.pk, plan.state)
 	} else {

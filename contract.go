@@ -276,10 +276,21 @@ type ExclusiveStarter interface {
 type OrchestrationEndWatcher interface {
 	// WatchOrchestrationEnd registers a watch of instance: ended is closed
 	// once a turn of it that this provider commits, after the call, leaves
-	// it Completed or Failed (not ContinuedAsNew: it goes on). It is a
-	// wake-up only: the caller reads the status to learn the outcome.
-	// stop unregisters the watch; call it when done waiting, ended or not.
+	// it Completed or Failed (not ContinuedAsNew: it goes on). The caller
+	// reads the status to learn the outcome, unless the provider reports
+	// it (OrchestrationEndReporter). stop unregisters the watch; call it
+	// when done waiting, ended or not.
 	WatchOrchestrationEnd(instance string) (ended <-chan struct{}, stop func())
+}
+
+// OrchestrationEndReporter is an optional capability beside
+// OrchestrationEndWatcher: the status that the committed turn which closed
+// a watch's ended channel wrote, as a status read after the commit would
+// have found it, so the woken caller needs no read. ok is false while the
+// channel is open, once its watch is stopped, and when the status needs a
+// read of its own (an output stored apart from the instance document).
+type OrchestrationEndReporter interface {
+	EndedStatus(ended <-chan struct{}) (status OrchestrationStatus, ok bool)
 }
 
 // MaxParkReasonBytes caps the reason a park records, so that a long

@@ -6,13 +6,19 @@ package cdb
 
 import "sync"
 
-var _ OrchestrationEndWatcher = (*CosmosProvider)(nil)
+var (
+	_ OrchestrationEndWatcher  = (*CosmosProvider)(nil)
+	_ OrchestrationEndReporter = (*CosmosProvider)(nil)
+)
 
 // endWatches are the watches of this process's callers waiting for
 // instances to end. The zero value has none and is ready to use.
 type endWatches struct {
 	mu         sync.Mutex
 	byInstance map[string]map[chan struct{}]struct{}
+	// told are the statuses the ends of closed watches committed, until
+	// their watches are stopped.
+	told map[<-chan struct{}]OrchestrationStatus
 }
 
 // WatchOrchestrationEnd implements OrchestrationEndWatcher: ended is
@@ -20,6 +26,18 @@ type endWatches struct {
 // Completed or Failed.
 func (p *CosmosProvider) WatchOrchestrationEnd(instance string) (ended <-chan struct{}, stop func()) {
 	return p.endings.watch(instance)
+}
+
+// EndedStatus implements OrchestrationEndReporter.
+func (p *CosmosProvider) EndedStatus(ended <-chan struct{}) (OrchestrationStatus, bool) {
+	return p.endings.endedStatus(ended)
+}
+
+func (w *endWatches) endedStatus(ended <-chan struct{}) (OrchestrationStatus, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st, ok := w.told[ended]
+	return st, ok
 }
 
 // watch registers a watch of instance; stop unregisters it, and may be
@@ -48,19 +66,27 @@ func (w *endWatches) unwatch(instance string, ch chan struct{}) {
 	if len(set) == 0 {
 		delete(w.byInstance, instance)
 	}
+	delete(w.told, ch)
 }
 
-// committed wakes the watches of instance when a turn committed status:
-// the statuses a waiter for completion stops at. ContinuedAsNew is not one
-// (the instance goes on in its next execution).
-func (w *endWatches) committed(instance string, status InstanceStatus) {
-	if status != StatusCompleted && status != StatusFailed {
+// committed wakes the watches of instance when a turn committed inst with
+// a status a waiter for completion stops at (ContinuedAsNew is not one: the
+// instance goes on in its next execution), and keeps the status for them
+// when the document holds it whole (an output stored apart needs a read).
+func (w *endWatches) committed(instance string, inst *instanceDoc) {
+	if inst.Status != StatusCompleted && inst.Status != StatusFailed {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for ch := range w.byInstance[instance] {
 		close(ch)
+		if inst.OutputRef == "" {
+			if w.told == nil {
+				w.told = map[<-chan struct{}]OrchestrationStatus{}
+			}
+			w.told[ch] = statusOfInstance(inst, inst.Output)
+		}
 	}
 	delete(w.byInstance, instance)
 }

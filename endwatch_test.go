@@ -2,6 +2,7 @@ package cdb_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,4 +116,61 @@ func TestAWatchOfAnOrchestrationsEndFiresOnTheCommitThatEndsIt(t *testing.T) {
 			assert.False(t, isClosed(ended["never-started"]))
 		})
 	}
+}
+
+// The status a provider reports for a watch its commit closed is the one a
+// status read after the commit finds (output and custom status), until the
+// watch is stopped; an output stored apart from the instance document is
+// not reported (the caller reads it).
+func TestTheEndedStatusIsWhatAReadAfterTheCommitFinds(t *testing.T) {
+	for _, pc := range endWatchingProviders() {
+		t.Run(pc.name, func(t *testing.T) {
+			ctx := rulesContext(t)
+			p, watcher, _ := pc.new(t)
+			reporter := watcher.(cdb.OrchestrationEndReporter)
+			ended, stop := watcher.WatchOrchestrationEnd("told")
+			_, unreported := reporter.EndedStatus(ended)
+			assert.False(t, unreported, "nothing to report before the end")
+
+			require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("told"), 0))
+			token := nextTurn(ctx, t, p, "told")
+			custom := "almost"
+			events := []cdb.Event{providertest.StartedEvent("told", 1),
+				{EventID: 2, InstanceID: "told", ExecutionID: 1, DuroxideVersion: "0.1.29", Kind: cdb.CustomStatusUpdated{Status: &custom}}}
+			md := statusMetadata(cdb.StatusCompleted)
+			require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, events, nil, nil, md, nil))
+			require.True(t, isClosed(ended))
+			got, ok := reporter.EndedStatus(ended)
+			require.True(t, ok)
+			assert.Equal(t, cdb.StatusCompleted, got.Status)
+			assert.Equal(t, "out", *got.Output)
+			assert.Equal(t, "almost", *got.CustomStatus)
+			if reader, ok := p.(cdb.StatusReader); ok {
+				read, err := reader.ReadOrchestrationStatus(ctx, "told")
+				require.NoError(t, err)
+				assert.Equal(t, read, got, "what a read after the commit finds")
+			}
+			stop()
+			_, kept := reporter.EndedStatus(ended)
+			assert.False(t, kept, "let go with its watch")
+		})
+	}
+}
+
+// An output too large for the instance document is stored apart: the end
+// is told, its status is not (the waiter reads it).
+func TestTheEndedStatusOfALargeOutputIsNotReported(t *testing.T) {
+	ctx := rulesContext(t)
+	p := newRulesProvider(t, cdb.NewFakeAccount(cdb.FakeAccountOptions{}), cdb.Config{})
+	ended, stop := p.WatchOrchestrationEnd("large")
+	defer stop()
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("large"), 0))
+	token := nextTurn(ctx, t, p, "large")
+	md := statusMetadata(cdb.StatusCompleted)
+	large := `"` + strings.Repeat("x", 100*1024) + `"`
+	md.Output = &large
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("large", 1)}, nil, nil, md, nil))
+	require.True(t, isClosed(ended), "the end is told")
+	_, ok := p.EndedStatus(ended)
+	assert.False(t, ok, "its output is stored apart: the waiter reads it")
 }

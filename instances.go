@@ -36,19 +36,25 @@ func (p *CosmosProvider) ReadOrchestrationStatus(ctx context.Context, instance s
 	if !inst.exists() {
 		return OrchestrationStatus{}, nil
 	}
-	status := inst.Status
-	if status == "" || status == StatusUnknown {
-		status = StatusRunning
-	}
 	output, err := p.resolveOutput(ctx, inst.PK, inst.Output, inst.OutputRef)
 	if err != nil {
 		return OrchestrationStatus{}, asOperation(op, err)
+	}
+	return statusOfInstance(inst, output), nil
+}
+
+// statusOfInstance is the status an instance document describes, with its
+// current execution's output (read apart when it is stored apart).
+func statusOfInstance(inst *instanceDoc, output *string) OrchestrationStatus {
+	status := inst.Status
+	if status == "" || status == StatusUnknown {
+		status = StatusRunning
 	}
 	return OrchestrationStatus{
 		Found: true, Status: status, Output: output,
 		CustomStatus: inst.CustomStatus, CustomStatusVersion: inst.CustomVersion,
 		Parked: parkedInfo(inst.Parked),
-	}, nil
+	}
 }
 
 // GetInstanceStats reports the current execution's history size, the merged

@@ -266,9 +266,16 @@ func readStatus(ctx context.Context, reader cdb.StatusReader, instance string) (
 	if err != nil || !snap.Found {
 		return Status{State: StateNotFound}, err == nil, err
 	}
+	st, done = statusOfSnapshot(instance, snap)
+	return st, done, nil
+}
+
+// statusOfSnapshot is the Status a provider's status snapshot describes;
+// done is false for a failure, whose details are read from the history.
+func statusOfSnapshot(instance string, snap cdb.OrchestrationStatus) (st Status, done bool) {
 	switch snap.Status {
 	case cdb.StatusFailed:
-		return Status{}, false, nil
+		return Status{}, false
 	case cdb.StatusCompleted:
 		st = Status{State: StateCompleted, Output: deref(snap.Output)}
 	case cdb.StatusContinuedAsNew:
@@ -280,7 +287,7 @@ func readStatus(ctx context.Context, reader cdb.StatusReader, instance string) (
 		st.CustomStatus, st.CustomStatusVersion = snap.CustomStatus, snap.CustomStatusVersion
 	}
 	st.Parked = parkedFromStore(instance, snap.Parked)
-	return st, true, nil
+	return st, true
 }
 
 // statusOf reads the state of an execution from its history.
@@ -316,6 +323,10 @@ func (c *Client) WaitForCompletion(ctx context.Context, instance string, timeout
 	defer stop()
 	var st Status
 	err := c.poll(ctx, timeout, ended, func() (bool, error) {
+		if told, ok := c.toldEnd(instance, ended); ok {
+			st = told
+			return true, nil
+		}
 		var err error
 		st, err = c.GetStatus(ctx, instance)
 		return err == nil && st.IsTerminal(), err
@@ -324,6 +335,21 @@ func (c *Client) WaitForCompletion(ctx context.Context, instance string, timeout
 		return st, fmt.Errorf("durable: wait for %q: %w", instance, err)
 	}
 	return st, nil
+}
+
+// toldEnd is the status the provider reports for a watch whose end it
+// committed (OrchestrationEndReporter), when that status is whole: a failure
+// is read from the history, for its details.
+func (c *Client) toldEnd(instance string, ended <-chan struct{}) (Status, bool) {
+	reporter, ok := c.provider.(cdb.OrchestrationEndReporter)
+	if !ok || ended == nil {
+		return Status{}, false
+	}
+	snap, ok := reporter.EndedStatus(ended)
+	if !ok {
+		return Status{}, false
+	}
+	return statusOfSnapshot(instance, snap)
 }
 
 // WaitForStatusChange polls until the instance's custom status changes

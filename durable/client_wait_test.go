@@ -162,3 +162,46 @@ func TestWaitForCompletionPollsOnAfterAWakeUpTheStatusDoesNotShow(t *testing.T) 
 	// From 5 ms doubling, 300 ms hold at most 8 reads, and the wake-up one more.
 	assert.LessOrEqual(t, reads.Load(), int64(9), "status reads in 300 ms")
 }
+
+// reportingReadCounting is readCounting that passes on the statuses the
+// provider reports for the ends it told (cdb.OrchestrationEndReporter).
+type reportingReadCounting struct {
+	readCounting
+	reporter cdb.OrchestrationEndReporter
+}
+
+func (r reportingReadCounting) EndedStatus(ended <-chan struct{}) (cdb.OrchestrationStatus, bool) {
+	return r.reporter.EndedStatus(ended)
+}
+
+// A provider that reports the status its ending commit wrote spares the
+// woken waiter its read: WaitForCompletion returns the completed status,
+// output and all, after the one status read before the end.
+func TestWaitForCompletionTakesTheStatusTheEndingCommitReports(t *testing.T) {
+	eachProvider(t, func(t *testing.T, h *harness) {
+		told, ok := h.provider.(interface {
+			cdb.OrchestrationEndWatcher
+			cdb.OrchestrationEndReporter
+		})
+		if !ok {
+			t.Skipf("%T reports no ended statuses (cdb.OrchestrationEndReporter): its waiters read them", h.provider)
+		}
+		h.orchestration("Gate", gate)
+		h.run()
+		h.start("gated", "Gate", "")
+		var reads atomic.Int64
+		waiter := NewClient(reportingReadCounting{readCounting{Provider: h.provider, watcher: told, reads: &reads}, told})
+		waiter.pollBackoff = pollBackoff{first: time.Hour, most: time.Hour}
+		ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+		defer cancel()
+		done := waitInBackground(ctx, waiter, "gated", time.Hour)
+		require.Eventually(t, func() bool { return reads.Load() >= 1 }, 10*time.Second, time.Millisecond, "the waiter read the status once")
+
+		require.NoError(t, h.client.RaiseEvent(h.ctx, "gated", "go", "open"))
+		res := <-done
+		require.NoError(t, res.err)
+		assert.Equal(t, StateCompleted, res.st.State)
+		assert.Equal(t, "open", res.st.Output)
+		assert.Equal(t, int64(1), reads.Load(), "the read before the end alone")
+	})
+}

@@ -179,15 +179,23 @@ func onFake(ctx context.Context, latency time.Duration) (Target, func(), error) 
 
 // toldEnds is the harness's provider told the orchestration ends that the
 // runtime's provider commits, as an application's client in the runtime's
-// process is: the harness reads an orchestration's status once it ended
-// instead of waiting for its next poll, and the reads stay the harness's.
+// process is: the harness learns an orchestration's end, and the status it
+// committed, from the runtime's provider instead of its next poll, and the
+// reads stay the harness's.
 type toldEnds struct {
 	*cdb.CosmosProvider // the harness's
-	runtime             cdb.OrchestrationEndWatcher
+	runtime             interface {
+		cdb.OrchestrationEndWatcher
+		cdb.OrchestrationEndReporter
+	}
 }
 
 func (p toldEnds) WatchOrchestrationEnd(instance string) (ended <-chan struct{}, stop func()) {
 	return p.runtime.WatchOrchestrationEnd(instance)
+}
+
+func (p toldEnds) EndedStatus(ended <-chan struct{}) (cdb.OrchestrationStatus, bool) {
+	return p.runtime.EndedStatus(ended)
 }
 
 // countingProvider counts the work the runtime commits through it.

@@ -2,7 +2,10 @@ package memprovider
 
 import "github.com/duroxide-go/cdb"
 
-var _ cdb.OrchestrationEndWatcher = (*Provider)(nil)
+var (
+	_ cdb.OrchestrationEndWatcher  = (*Provider)(nil)
+	_ cdb.OrchestrationEndReporter = (*Provider)(nil)
+)
 
 // WatchOrchestrationEnd implements cdb.OrchestrationEndWatcher as the
 // Cosmos DB provider does: ended is closed when an AckOrchestrationItem
@@ -28,16 +31,26 @@ func (p *Provider) unwatchEnd(instance string, ch chan struct{}) {
 	if len(set) == 0 {
 		delete(p.endWatches, instance)
 	}
+	delete(p.endTold, ch)
 }
 
-// endedLocked wakes the watches of instance, whose turn committed status;
-// p.mu is held.
-func (p *Provider) endedLocked(instance string, status cdb.InstanceStatus) {
-	if status != cdb.StatusCompleted && status != cdb.StatusFailed {
+// EndedStatus implements cdb.OrchestrationEndReporter.
+func (p *Provider) EndedStatus(ended <-chan struct{}) (cdb.OrchestrationStatus, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, ok := p.endTold[ended]
+	return st, ok
+}
+
+// endedLocked wakes the watches of instance, whose turn committed the
+// status end, and keeps it for them; p.mu is held.
+func (p *Provider) endedLocked(instance string, end cdb.OrchestrationStatus) {
+	if end.Status != cdb.StatusCompleted && end.Status != cdb.StatusFailed {
 		return
 	}
 	for ch := range p.endWatches[instance] {
 		close(ch)
+		p.endTold[ch] = end
 	}
 	delete(p.endWatches, instance)
 }

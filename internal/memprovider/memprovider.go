@@ -44,7 +44,8 @@ type Provider struct {
 	kvStore    map[string]map[string]kvStoreEntry // state as of the last completed execution
 	kvDelta    map[string]map[string]kvDeltaEntry // the current execution's mutations
 
-	endWatches map[string]map[chan struct{}]struct{} // instance → channels closed when it ends (endwatch.go)
+	endWatches map[string]map[chan struct{}]struct{}       // instance → channels closed when it ends (endwatch.go)
+	endTold    map[<-chan struct{}]cdb.OrchestrationStatus // closed channels → the status their end committed, until stopped
 }
 
 // instanceRow is a row of duroxide's instances table.
@@ -148,6 +149,7 @@ func New(o Options) *Provider {
 		kvStore:     map[string]map[string]kvStoreEntry{},
 		kvDelta:     map[string]map[string]kvDeltaEntry{},
 		endWatches:  map[string]map[chan struct{}]struct{}{},
+		endTold:     map[<-chan struct{}]cdb.OrchestrationStatus{},
 	}
 }
 

@@ -435,8 +435,6 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 			exec.completedAt = &t
 		}
 	}
-	p.endedLocked(instance, exec.status)
-
 	// Custom status: the last CustomStatusUpdated of the delta wins.
 	if inst != nil {
 		for i := len(delta) - 1; i >= 0; i-- {
@@ -447,6 +445,11 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 			}
 		}
 	}
+	end := cdb.OrchestrationStatus{Found: true, Status: exec.status, Output: cloneString(exec.output)}
+	if inst != nil {
+		end.CustomStatus, end.CustomStatusVersion = cloneString(inst.customStatus), inst.customStatusVersion
+	}
+	p.endedLocked(instance, end)
 
 	// KV mutations of this execution go to kv_delta, in order.
 	for _, e := range delta {

@@ -6,15 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/duroxide-go/cdb"
 )
 
-// workerLoop is one worker dispatcher slot.
+// workerLoop is one worker dispatcher slot. A slot runs one activity at a
+// time; the ack of one that returned goes on in the background while the
+// slot fetches and runs the next (at most one such ack a slot): the slot is
+// for running activities, and an ack's round trip to the store is most of
+// a short activity's time. The loop ends once its last ack did.
 func (r *Runtime) workerLoop(slot int, sessionOwner string) {
 	workerID := fmt.Sprintf("work-%d-%s", slot, orElse(r.opts.WorkerNodeID, r.id))
-	r.pollLoop(workerID, func() (bool, error) { return r.processNextWorkItem(workerID, sessionOwner) })
+	var acking sync.WaitGroup // the slot's ack under way, if any
+	defer acking.Wait()
+	r.pollLoop(workerID, func() (bool, error) { return r.processNextWorkItem(workerID, sessionOwner, &acking) })
 }
 
 // sessionOwner is the identity a slot claims sessions with: the stable
@@ -34,7 +41,7 @@ type lockedActivity struct {
 	workerID string
 }
 
-func (r *Runtime) processNextWorkItem(workerID, sessionOwner string) (bool, error) {
+func (r *Runtime) processNextWorkItem(workerID, sessionOwner string, acking *sync.WaitGroup) (bool, error) {
 	var session *cdb.SessionFetchConfig
 	if r.sessions.distinct() < r.opts.MaxSessionsPerRuntime {
 		session = &cdb.SessionFetchConfig{OwnerID: sessionOwner, LockTimeout: r.opts.SessionLockTimeout}
@@ -56,13 +63,24 @@ func (r *Runtime) processNextWorkItem(workerID, sessionOwner string) (bool, erro
 	// store, a refused result followed by its failure, or a poison failure
 	// can each outlast what is left of a lock.
 	ctx, cancel := context.WithCancelCause(r.workCtx)
-	defer cancel(nil)
 	stopRenewal := r.renewWorkLock(token, cancel)
-	defer stopRenewal()
+	release := func() {}
+	// settled ends what the item held once it is acked or given back: here,
+	// or in the background ack that takes it over.
+	settled := func() {
+		release()
+		stopRenewal()
+		cancel(nil)
+	}
+	handedOver := false
+	defer func() {
+		if !handedOver {
+			settled()
+		}
+	}()
 	w := lockedActivity{ActivityExecuteMessage: act, token: token, attempt: attempt, workerID: workerID}
 	if act.SessionID != nil {
-		release := r.sessions.acquire(*act.SessionID)
-		defer release()
+		release = r.sessions.acquire(*act.SessionID)
 		if r.sessions.distinct() > r.opts.MaxSessionsPerRuntime {
 			// Another slot claimed a new session meanwhile: give it back.
 			r.abandonWork(token, 100*time.Millisecond, true)
@@ -73,7 +91,7 @@ func (r *Runtime) processNextWorkItem(workerID, sessionOwner string) (bool, erro
 		r.poisonAttempts(w)
 		return true, nil
 	}
-	r.executeActivity(ctx, w)
+	handedOver = r.executeActivity(ctx, w, acking, settled)
 	return true, nil
 }
 
@@ -96,15 +114,17 @@ type activityResult struct {
 
 // executeActivity runs the handler and acks its result, under the
 // activity's span; ctx is cancelled when the lock is lost (or the runtime
-// stops), which cancels the handler.
-func (r *Runtime) executeActivity(ctx context.Context, w lockedActivity) {
+// stops), which cancels the handler. A result is acked in the background
+// (acking), after the slot's previous ack, and settled called after it;
+// handedOver says so (otherwise the caller settles the item).
+func (r *Runtime) executeActivity(ctx context.Context, w lockedActivity, acking *sync.WaitGroup, settled func()) (handedOver bool) {
 	ctx, span := r.startActivitySpan(ctx, w)
 	fn, ok := r.registry.activity(w.Name)
 	if !ok {
 		r.handleUnregisteredActivity(ctx, w)
 		r.metrics.activityUnregistered(ctx, w.Name, w.attempt)
 		endActivitySpan(span, activityNotRegistered, errActivityNotRegistered)
-		return
+		return false
 	}
 	results := make(chan activityResult, 1) // the handler never blocks on it
 	actx := ActivityContext{Context: ctx, instance: w.Instance, executionID: w.ExecutionID, activityID: w.ID,
@@ -112,17 +132,25 @@ func (r *Runtime) executeActivity(ctx context.Context, w lockedActivity) {
 	began := time.Now()
 	go func() { results <- runActivity(fn, actx, w.Input) }()
 
-	var outcome activityOutcome
-	var failure error
 	select {
 	case res := <-results:
-		outcome, failure = r.ackActivity(ctx, w, res), res.err
+		acking.Wait() // at most one ack a slot under way
+		acking.Add(1)
+		go func() {
+			defer acking.Done()
+			defer settled()
+			outcome := r.ackActivity(ctx, w, res)
+			endActivitySpan(span, outcome, res.err)
+			r.metrics.activityEnded(ctx, w.Name, w.attempt, outcome, time.Since(began))
+		}()
+		return true
 	case <-ctx.Done():
-		failure = context.Cause(ctx)
-		outcome = r.interruptActivity(ctx, w, failure, results)
+		failure := context.Cause(ctx)
+		outcome := r.interruptActivity(ctx, w, failure, results)
+		endActivitySpan(span, outcome, failure)
+		r.metrics.activityEnded(ctx, w.Name, w.attempt, outcome, time.Since(began))
+		return false
 	}
-	endActivitySpan(span, outcome, failure)
-	r.metrics.activityEnded(ctx, w.Name, w.attempt, outcome, time.Since(began))
 }
 
 // runActivity calls the handler, turning a panic into a failure.

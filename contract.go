@@ -290,6 +290,8 @@ type OrchestrationEndWatcher interface {
 // channel is open, once its watch is stopped, and when the status needs a
 // read of its own (an output stored apart from the instance document).
 type OrchestrationEndReporter interface {
+	// EndedStatus is the status the commit that closed ended wrote; ok
+	// is false when there is none to report (see above).
 	EndedStatus(ended <-chan struct{}) (status OrchestrationStatus, ok bool)
 }
 

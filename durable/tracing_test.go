@@ -304,9 +304,11 @@ func TestRequestSpansNestUnderTurnsAndActivities(t *testing.T) {
 	require.NoError(t, registry.RegisterOrchestration("Order", func(ctx *OrchestrationContext, input string) (string, error) {
 		return ctx.ScheduleActivity("Reserve", input).Await()
 	}))
-	rt := startTraced(t, p, registry, rec)
 	c := NewClient(p, WithTracer(rec))
+	// Started before the runtime runs, so the start writes its own batch (a
+	// start a waiting fetch takes is written by the first turn's commit).
 	require.NoError(t, c.StartOrchestration(context.Background(), "order", "Order", "A-1"))
+	rt := startTraced(t, p, registry, rec)
 	st, err := c.WaitForCompletion(context.Background(), "order", time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, StateCompleted, st.State)

@@ -33,7 +33,9 @@ var _ ExclusiveStarter = (*CosmosProvider)(nil)
 
 // EnqueueStartIfAbsent is ExclusiveStarter: the start's batch with its
 // lock document, refused with ErrInstanceExists when the document is
-// another start's or a named instance's.
+// another start's or a named instance's. A start that a waiting
+// orchestration fetch of this provider takes is written by its first
+// turn's commit instead, and the call returns once that commit did.
 func (p *CosmosProvider) EnqueueStartIfAbsent(ctx context.Context, start StartOrchestrationMessage) error {
 	const op = "EnqueueStartIfAbsent"
 	if err := validateInstanceID(op, start.Instance); err != nil {

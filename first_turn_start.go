@@ -200,9 +200,6 @@ func (p *CosmosProvider) settleFirstTurn(ctx context.Context, lock *orchestratio
 		lock.start.end(startCommitted, nil)
 		return nil
 	}
-	if !lock.start.committing() {
-		return err // refused before its commit began
-	}
 	inst, rerr := retryTransient(ctx, func() (*instanceDoc, error) { return p.readInstanceLatest(ctx, lock.pk) })
 	lock.done = true
 	p.orchLocks.remove(lock.token)
@@ -228,9 +225,3 @@ func (s *firstTurnStart) handedBack() bool {
 	return s.state == startHandedBack
 }
 
-// committing says a commit of the start began and has not ended.
-func (s *firstTurnStart) committing() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.state == startCommitting
-}

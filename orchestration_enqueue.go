@@ -12,7 +12,10 @@ import (
 )
 
 // EnqueueForOrchestrator writes one message into the target instance's
-// partition, visible after delay. It never creates the instance.
+// partition, visible after delay. It never creates the instance itself: a
+// start that a waiting orchestration fetch of this provider takes is
+// written by its first turn's commit, which creates the instance, and the
+// call returns once that commit did (Eager starts in ARCHITECTURE.md).
 func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkItem, delay time.Duration) error {
 	const op = "EnqueueForOrchestrator"
 	if item == nil {

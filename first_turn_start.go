@@ -224,4 +224,3 @@ func (s *firstTurnStart) handedBack() bool {
 	defer s.mu.Unlock()
 	return s.state == startHandedBack
 }
-

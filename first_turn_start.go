@@ -81,6 +81,11 @@ func (s *firstTurnStart) beginCommit() bool {
 func (s *firstTurnStart) end(state firstTurnState, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.endLocked(state, err)
+}
+
+// endLocked is end with s.mu held.
+func (s *firstTurnStart) endLocked(state firstTurnState, err error) {
 	if s.state == startCommitted || s.state == startHandedBack || s.state == startUnknown {
 		return
 	}
@@ -89,15 +94,15 @@ func (s *firstTurnStart) end(state firstTurnState, err error) {
 }
 
 // handBack gives the start back to its caller unless a commit is under way
-// or it ended; it says whether it did.
+// or it ended; it says whether it did. The check and the change are one
+// step, so a commit cannot begin between them.
 func (s *firstTurnStart) handBack() bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.state != startPending {
-		s.mu.Unlock()
 		return false
 	}
-	s.mu.Unlock()
-	s.end(startHandedBack, nil)
+	s.endLocked(startHandedBack, nil)
 	return true
 }
 

@@ -37,6 +37,7 @@ package cdb
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -210,7 +211,10 @@ func (p *CosmosProvider) settleFirstTurn(ctx context.Context, lock *orchestratio
 	p.orchLocks.remove(lock.token)
 	switch {
 	case rerr != nil:
-		lock.start.end(startUnknown, err)
+		// Whatever the ack's own error says (a lost lock is permanent to
+		// the runtime), the start's caller cannot know whether it is
+		// started: retryable, as a start batch whose answer was lost.
+		lock.start.end(startUnknown, transient("start", "whether the start's first turn committed cannot be told yet", errors.Join(err, rerr)))
 		return err
 	case inst != nil && inst.LastAck == lock.token:
 		// An answer lost, and the read that would have told failed then:

@@ -720,3 +720,33 @@ func TestAnEagerItemNoFetchTakesIsGivenBack(t *testing.T) {
 		})
 	}
 }
+
+// A first turn whose commit fails and whose outcome the read that would
+// tell cannot find (here: the create met another start's instance, and the
+// read of the instance is refused) tells its caller the start's outcome is
+// unknown, retryable, whatever the ack's own error (a lost lock, final to
+// the runtime).
+func TestAStartWhoseFirstCommitCannotBeToldIsRetryable(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{})
+	firstTurn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	started := startInBackground(func() error { return p.EnqueueForOrchestrator(ctx, startOf("untold"), 0) })
+	got := firstTurn()
+	require.NoError(t, got.err)
+	require.NotNil(t, got.item)
+	other := newRulesProvider(t, acct, cdb.Config{})
+	require.NoError(t, other.EnqueueStartIfAbsent(ctx, startOf("untold")))
+
+	var reads atomic.Int32
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: http.StatusForbidden, Match: func(r cdb.FakeRequest) bool {
+		// The commit's own resolution reads the instance and the turn's
+		// history document first; the start's read after them is refused.
+		return r.Operation == "Batch" && strings.Contains(string(r.Body), `"operationType":"Read"`) && reads.Add(1) >= 3
+	}})
+	err := p.AckOrchestrationItem(ctx, got.token, 1, []cdb.Event{providertest.StartedEvent("untold", 1)}, nil, nil, providertest.TestOrchMetadata(), nil)
+	require.ErrorIs(t, err, cdb.ErrInvalidLockToken, "to the runtime: the lock is lost")
+	startErr := <-started
+	require.Error(t, startErr)
+	assert.True(t, cdb.IsRetryable(startErr), "to the start's caller: unknown, retryable: %v", startErr)
+}

@@ -30,8 +30,7 @@ func (p *CosmosProvider) AbandonOrchestrationItem(ctx context.Context, lockToken
 // releasedWithoutCommit ends a lock whose batch was given back, and tells
 // the pollers when its messages are due.
 func (p *CosmosProvider) releasedWithoutCommit(lock *orchestrationLock, delay time.Duration) {
-	lock.done = true
-	p.orchLocks.remove(lock.token)
+	p.endLock(lock)
 	p.announceDeferred(lock.pk)
 	p.announceMessage(lock.pk, p.now().Add(max(delay, 0)))
 }

@@ -31,8 +31,7 @@ func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken str
 		return p.ackSqueezing(ctx, op, lock, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)
 	}
 	if !lock.start.beginCommit() {
-		lock.done = true
-		p.orchLocks.remove(lock.token)
+		p.endLock(lock)
 		return refuse(op, "Invalid lock token: the start was handed back to its caller", ErrInvalidLockToken)
 	}
 	err = p.ackSqueezing(ctx, op, lock, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)

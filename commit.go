@@ -41,8 +41,7 @@ func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrat
 				return false, nil // an earlier try, whose response was lost, committed
 			}
 			p.orchestrationLockLost(ctx, lock)
-			lock.done = true
-			p.orchLocks.remove(lock.token)
+			p.endLock(lock)
 			return false, refuse(op, "Instance lock expired: another dispatcher took the instance, or it was deleted", ErrInvalidLockToken)
 		case IsConflict(opErr):
 			return false, refuse(op, "duplicate event ids or items: history is append-only", fmt.Errorf("%w: %w", ErrDuplicateEvent, opErr))
@@ -118,8 +117,7 @@ func retryTransient[T any](ctx context.Context, read func() (T, error)) (T, erro
 
 // afterCommit updates this process's view and hands the outbox to the relay.
 func (p *CosmosProvider) afterCommit(lock *orchestrationLock, plan *ackPlan) {
-	lock.done = true
-	p.orchLocks.remove(lock.token)
+	p.endLock(lock)
 	p.endings.committed(lock.inst.Instance, &plan.inst)
 	if plan.state != nil {
 		p.cache.put(lock.pk, plan.state)

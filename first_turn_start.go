@@ -193,8 +193,7 @@ func (p *CosmosProvider) handBackStart(lock *orchestrationLock) {
 		return
 	}
 	lock.start.handBack()
-	lock.done = true
-	p.orchLocks.remove(lock.token)
+	p.endLock(lock)
 }
 
 // settleFirstTurn ends an unwritten start after its first turn's ack, whose
@@ -207,8 +206,7 @@ func (p *CosmosProvider) settleFirstTurn(ctx context.Context, lock *orchestratio
 		return nil
 	}
 	inst, rerr := retryTransient(ctx, func() (*instanceDoc, error) { return p.readInstanceLatest(ctx, lock.pk) })
-	lock.done = true
-	p.orchLocks.remove(lock.token)
+	p.endLock(lock)
 	switch {
 	case rerr != nil:
 		// Whatever the ack's own error says (a lost lock is permanent to

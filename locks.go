@@ -90,6 +90,14 @@ type orchestrationLock struct {
 	strays map[string]bool
 }
 
+// endLock ends an orchestration lock this process holds: acked, given
+// back or lost, its token is no longer honoured here. Called with lock.mu
+// held, or before the lock was handed out.
+func (p *CosmosProvider) endLock(lock *orchestrationLock) {
+	lock.done = true
+	p.orchLocks.remove(lock.token)
+}
+
 // planningView copies what planning a commit reads, under the mutex, so
 // renewals may go on while the commit is planned from the copy.
 func (l *orchestrationLock) planningView() *orchestrationLock {

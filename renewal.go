@@ -42,7 +42,6 @@ func (p *CosmosProvider) renewHeld(ctx context.Context, op string, lock *orchest
 // only if no other dispatcher locked the instance since, whatever the
 // local clock says about the expiry.
 func (p *CosmosProvider) extendLock(ctx context.Context, op string, lock *orchestrationLock, extendFor time.Duration) error {
-	lockToken := lock.token
 	until := renewedUntil(p.nowMs(), extendFor, lock.lockedUntil.Load())
 	if lock.start != nil {
 		lock.lockedUntil.Store(until) // an unwritten start: nothing stored to renew
@@ -60,8 +59,7 @@ func (p *CosmosProvider) extendLock(ctx context.Context, op string, lock *orches
 			return asOperation(op, err)
 		case err == nil && !instanceETagFailed(resp):
 			p.orchestrationLockLost(ctx, lock)
-			lock.done = true
-			p.orchLocks.remove(lockToken)
+			p.endLock(lock)
 			return refuse(op, "the lock was lost", ErrInvalidLockToken)
 		}
 		applied, err := p.readBackInstance(ctx, op, lock, until)
@@ -119,8 +117,7 @@ func instanceETagFailed(resp TransactionalBatchResponse) bool {
 func (p *CosmosProvider) readBackInstance(ctx context.Context, op string, lock *orchestrationLock, until int64) (applied bool, err error) {
 	lost := func() error {
 		p.orchestrationLockLost(ctx, lock)
-		lock.done = true
-		p.orchLocks.remove(lock.token)
+		p.endLock(lock)
 		return refuse(op, "the lock was lost", ErrInvalidLockToken)
 	}
 	resp, err := p.readLatest(ctx, NewPartitionKeyString(lock.pk), instanceDocID)

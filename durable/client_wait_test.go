@@ -107,16 +107,7 @@ func TestWaitForCompletionLearnsAnEndCommittedElsewhereByPolling(t *testing.T) {
 		h.start("gated", "Gate", "")
 		var reads atomic.Int64
 		deaf := NewClient(readCounting{Provider: h.provider, reads: &reads}) // its watches never fire
-		ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
-		defer cancel()
-		done := waitInBackground(ctx, deaf, "gated", time.Minute)
-		require.Eventually(t, func() bool { return reads.Load() >= 1 }, 10*time.Second, time.Millisecond, "the waiter read the status once")
-
-		require.NoError(t, h.client.RaiseEvent(h.ctx, "gated", "go", "open"))
-		res := <-done
-		require.NoError(t, res.err)
-		assert.Equal(t, StateCompleted, res.st.State)
-		assert.Equal(t, "open", res.st.Output)
+		openGateWhileWaiting(t, h, deaf, &reads, time.Minute)
 	})
 }
 
@@ -194,16 +185,24 @@ func TestWaitForCompletionTakesTheStatusTheEndingCommitReports(t *testing.T) {
 		var reads atomic.Int64
 		waiter := NewClient(reportingReadCounting{readCounting{Provider: h.provider, watcher: told, reads: &reads}, told})
 		waiter.pollBackoff = pollBackoff{first: time.Hour, most: time.Hour}
-		ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
-		defer cancel()
-		done := waitInBackground(ctx, waiter, "gated", time.Hour)
-		require.Eventually(t, func() bool { return reads.Load() >= 1 }, 10*time.Second, time.Millisecond, "the waiter read the status once")
-
-		require.NoError(t, h.client.RaiseEvent(h.ctx, "gated", "go", "open"))
-		res := <-done
-		require.NoError(t, res.err)
-		assert.Equal(t, StateCompleted, res.st.State)
-		assert.Equal(t, "open", res.st.Output)
+		openGateWhileWaiting(t, h, waiter, &reads, time.Hour)
 		assert.Equal(t, int64(1), reads.Load(), "the read before the end alone")
 	})
+}
+
+// openGateWhileWaiting has waiter wait for the "gated" instance (within
+// timeout), raises its "go" event once the waiter read the status once, and
+// requires the completed status the wait returns.
+func openGateWhileWaiting(t *testing.T, h *harness, waiter *Client, reads *atomic.Int64, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+	defer cancel()
+	done := waitInBackground(ctx, waiter, "gated", timeout)
+	require.Eventually(t, func() bool { return reads.Load() >= 1 }, 10*time.Second, time.Millisecond, "the waiter read the status once")
+
+	require.NoError(t, h.client.RaiseEvent(h.ctx, "gated", "go", "open"))
+	res := <-done
+	require.NoError(t, res.err)
+	assert.Equal(t, StateCompleted, res.st.State)
+	assert.Equal(t, "open", res.st.Output)
 }

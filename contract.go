@@ -295,6 +295,18 @@ type OrchestrationEndReporter interface {
 	EndedStatus(ended <-chan struct{}) (status OrchestrationStatus, ok bool)
 }
 
+// OrchestrationHolder is an optional capability beside
+// OrchestrationEndWatcher: whether this provider holds an instance's lock
+// now. While it does, no other process commits a turn of the instance, and
+// an end this provider commits is told to the instance's watches; so a
+// caller waiting for the end reads no status meanwhile. The hold ends with
+// the lock (committed, given back, lost, or past its expiry on this
+// process's clock), and the waiter reads again.
+type OrchestrationHolder interface {
+	// HoldsOrchestration says this provider holds instance's lock now.
+	HoldsOrchestration(instance string) bool
+}
+
 // MaxParkReasonBytes caps the reason a park records, so that a long
 // nondeterminism message never bloats the instance's document.
 const MaxParkReasonBytes = 4096

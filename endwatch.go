@@ -9,6 +9,7 @@ import "sync"
 var (
 	_ OrchestrationEndWatcher  = (*CosmosProvider)(nil)
 	_ OrchestrationEndReporter = (*CosmosProvider)(nil)
+	_ OrchestrationHolder      = (*CosmosProvider)(nil)
 )
 
 // endWatches are the watches of this process's callers waiting for
@@ -31,6 +32,20 @@ func (p *CosmosProvider) WatchOrchestrationEnd(instance string) (ended <-chan st
 // EndedStatus implements OrchestrationEndReporter.
 func (p *CosmosProvider) EndedStatus(ended <-chan struct{}) (OrchestrationStatus, bool) {
 	return p.endings.endedStatus(ended)
+}
+
+// HoldsOrchestration implements OrchestrationHolder: this process holds
+// instance's lock, unexpired by its clock. Every way such a lock ends goes
+// through endLock, and a commit that ends the instance closes its watches
+// (afterCommit), so a waiter that skips its reads while this holds misses
+// no end. A lock lost unseen (another process took it after a pause here)
+// stops counting at its expiry, or sooner when its renewal finds it lost.
+func (p *CosmosProvider) HoldsOrchestration(instance string) bool {
+	pk := instancePartitionKey(instance)
+	now := p.nowMs()
+	return p.orchLocks.any(func(l *orchestrationLock) bool {
+		return l.pk == pk && l.lockedUntil.Load() > now
+	})
 }
 
 func (w *endWatches) endedStatus(ended <-chan struct{}) (OrchestrationStatus, bool) {

@@ -174,3 +174,41 @@ func TestTheEndedStatusOfALargeOutputIsNotReported(t *testing.T) {
 	_, ok := p.EndedStatus(ended)
 	assert.False(t, ok, "its output is stored apart: the waiter reads it")
 }
+
+// A provider holds an instance (cdb.OrchestrationHolder) from the fetch
+// that locks it until its ack, its abandon or its lock's expiry, and only
+// that instance; another process on the same account never holds it.
+func TestAProviderHoldsAnInstanceFromItsFetchUntilItsLockEnds(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, PollInterval: 10 * time.Millisecond, Now: clock.Now})
+	other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("held"), 0))
+	assert.False(t, p.HoldsOrchestration("held"), "queued, not locked")
+
+	fetch := func() string {
+		t.Helper()
+		item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.NotNil(t, item)
+		return token
+	}
+	token := fetch()
+	assert.True(t, p.HoldsOrchestration("held"), "locked by the fetch")
+	assert.False(t, p.HoldsOrchestration("other"), "another instance")
+	assert.False(t, other.HoldsOrchestration("held"), "another process")
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token, 0, true))
+	assert.False(t, p.HoldsOrchestration("held"), "given back")
+
+	fetch()
+	assert.True(t, p.HoldsOrchestration("held"))
+	clock.Advance(time.Minute)
+	assert.False(t, p.HoldsOrchestration("held"), "past its lock's expiry by this process's clock")
+
+	clock.Advance(20 * time.Millisecond) // past the poll window
+	token = fetch()
+	assert.True(t, p.HoldsOrchestration("held"), "locked again")
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("held", 1)}, nil, nil, providertest.TestOrchMetadata(), nil))
+	assert.False(t, p.HoldsOrchestration("held"), "acked")
+}

@@ -50,6 +50,19 @@ func (t lockTable[T]) remove(token string) {
 	delete(t.m, token)
 }
 
+// any says whether some entry satisfies match, which runs under the
+// table's mutex.
+func (t lockTable[T]) any(match func(T) bool) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, v := range t.m {
+		if match(v) {
+			return true
+		}
+	}
+	return false
+}
+
 // values returns the current entries.
 func (t lockTable[T]) values() []T {
 	t.mu.Lock()

@@ -133,6 +133,19 @@ func TestAChainNoCompletionReachesIsGivenBack(t *testing.T) {
 	assert.Len(t, got.item.Messages, 1)
 }
 
+// A chained instance is held here (cdb.OrchestrationHolder) while its
+// activities run, and no longer once the chain is given back.
+func TestAChainedInstanceIsHeldHereUntilItsChainEnds(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: 100 * time.Millisecond})
+	chainedFanOut(ctx, t, p, "idle", 1) // the activity never completes
+	assert.True(t, p.HoldsOrchestration("idle"), "kept for its activity")
+	require.Eventually(t, func() bool { return !p.HoldsOrchestration("idle") }, 10*time.Second, 10*time.Millisecond,
+		"let go after the chain's window")
+	assert.Empty(t, instanceDocOf(t, p, "idle")["lockToken"], "given back in the store first")
+}
+
 // Anything this process sends a chained instance makes the chained turn
 // due at once, with the completions it has.
 func TestAMessageFromThisProcessTakesTheChainedTurnAtOnce(t *testing.T) {

@@ -316,8 +316,10 @@ func statusOf(history []cdb.Event) Status {
 // start may still be queued). After timeout the error matches ErrTimeout.
 // It polls the status, and on a provider that tells ends in process
 // (cdb.OrchestrationEndWatcher, as the Cosmos provider does) an end this
-// process commits wakes it at once, for one more status read; an end
-// committed elsewhere is found by the polls.
+// process commits wakes it at once, with the status that commit wrote when
+// the provider reports it (cdb.OrchestrationEndReporter); an end committed
+// elsewhere is found by the polls. While the provider holds the instance's
+// lock (cdb.OrchestrationHolder) no poll reads: no other process can end it.
 func (c *Client) WaitForCompletion(ctx context.Context, instance string, timeout time.Duration) (Status, error) {
 	ended, stop := c.watchEnd(instance)
 	defer stop()
@@ -326,6 +328,9 @@ func (c *Client) WaitForCompletion(ctx context.Context, instance string, timeout
 		if told, ok := c.toldEnd(instance, ended); ok {
 			st = told
 			return true, nil
+		}
+		if c.holdsWatched(instance, ended) {
+			return false, nil
 		}
 		var err error
 		st, err = c.GetStatus(ctx, instance)
@@ -350,6 +355,14 @@ func (c *Client) toldEnd(instance string, ended <-chan struct{}) (Status, bool) 
 		return Status{}, false
 	}
 	return statusOfSnapshot(instance, snap)
+}
+
+// holdsWatched says the provider holds the watched instance's lock now
+// (cdb.OrchestrationHolder): its end can only come from a commit of this
+// provider, which wakes the watch, so a status read would find nothing new.
+func (c *Client) holdsWatched(instance string, ended <-chan struct{}) bool {
+	holder, ok := c.provider.(cdb.OrchestrationHolder)
+	return ok && ended != nil && holder.HoldsOrchestration(instance)
 }
 
 // WaitForStatusChange polls until the instance's custom status changes

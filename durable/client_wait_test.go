@@ -206,3 +206,49 @@ func openGateWhileWaiting(t *testing.T, h *harness, waiter *Client, reads *atomi
 	assert.Equal(t, StateCompleted, res.st.State)
 	assert.Equal(t, "open", res.st.Output)
 }
+
+// holdingReadCounting is reportingReadCounting whose provider says it
+// holds every instance while holds is set (cdb.OrchestrationHolder), and
+// counts how often it was asked.
+type holdingReadCounting struct {
+	reportingReadCounting
+	holds *atomic.Bool
+	asked *atomic.Int64
+}
+
+func (h holdingReadCounting) HoldsOrchestration(string) bool {
+	h.asked.Add(1)
+	return h.holds.Load()
+}
+
+// While the provider holds the instance, a wait's polls ask it instead of
+// reading the status: only a commit of that provider can end the instance,
+// and it wakes the wait. Once the hold ends, the polls read again.
+func TestWaitForCompletionReadsNoStatusWhileTheProviderHoldsTheInstance(t *testing.T) {
+	h := newCosmosHarness(t, cdb.NewFakeAccount(cdb.FakeAccountOptions{}))
+	h.orchestration("Gate", gate)
+	h.run()
+	h.start("gated", "Gate", "")
+	told := h.provider.(interface {
+		cdb.OrchestrationEndWatcher
+		cdb.OrchestrationEndReporter
+	})
+	var reads, asked atomic.Int64
+	var holds atomic.Bool
+	holds.Store(true)
+	waiter := NewClient(holdingReadCounting{reportingReadCounting{readCounting{Provider: h.provider, watcher: told, reads: &reads}, told}, &holds, &asked})
+	waiter.pollBackoff = pollBackoff{first: time.Millisecond, most: time.Millisecond}
+	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+	defer cancel()
+	done := waitInBackground(ctx, waiter, "gated", time.Minute)
+	require.Eventually(t, func() bool { return asked.Load() >= 20 }, 10*time.Second, time.Millisecond, "the polls ask the provider")
+	assert.Zero(t, reads.Load(), "no status read while the provider holds the instance")
+
+	holds.Store(false)
+	require.Eventually(t, func() bool { return reads.Load() >= 1 }, 10*time.Second, time.Millisecond, "the polls read once the hold ends")
+	require.NoError(t, h.client.RaiseEvent(h.ctx, "gated", "go", "open"))
+	res := <-done
+	require.NoError(t, res.err)
+	assert.Equal(t, StateCompleted, res.st.State)
+	assert.Equal(t, "open", res.st.Output)
+}

@@ -180,14 +180,20 @@ func onFake(ctx context.Context, latency time.Duration) (Target, func(), error) 
 // toldEnds is the harness's provider told the orchestration ends that the
 // runtime's provider commits, as an application's client in the runtime's
 // process is: the harness learns an orchestration's end, and the status it
-// committed, from the runtime's provider instead of its next poll, and the
-// reads stay the harness's.
+// committed, from the runtime's provider instead of its next poll, and
+// skips its polls while the runtime's provider holds the instance; the
+// reads it makes stay the harness's.
 type toldEnds struct {
 	*cdb.CosmosProvider // the harness's
 	runtime             interface {
 		cdb.OrchestrationEndWatcher
 		cdb.OrchestrationEndReporter
+		cdb.OrchestrationHolder
 	}
+}
+
+func (p toldEnds) HoldsOrchestration(instance string) bool {
+	return p.runtime.HoldsOrchestration(instance)
 }
 
 func (p toldEnds) WatchOrchestrationEnd(instance string) (ended <-chan struct{}, stop func()) {

@@ -317,7 +317,7 @@ func newBatchRequest(cc *ContainerClient, b *TransactionalBatch, o *Transactiona
 		return nil, invalid(op, "batch", ErrBatchTooManyOperations,
 			"%d operations, %d allowed (%d over)", n, MaxBatchOperations, n-MaxBatchOperations)
 	}
-	body, err := marshalNoEscape(b.ops)
+	body, err := encodeBatchOperations(b.ops)
 	if err != nil {
 		return nil, invalid(op, "batch", ErrInvalidDocument, "encoding: %v", err)
 	}
@@ -357,6 +357,69 @@ func newBatchRequest(cc *ContainerClient, b *TransactionalBatch, o *Transactiona
 		// and its answer moves the session.
 		session: cc.writeSession(),
 	}, nil
+}
+
+// encodeBatchOperations is the batch body: the operations as a JSON array,
+// each resource body as it was added. Every body was checked when it was
+// added (a document has a string id and is valid JSON; a patch is this
+// package's encoding), so it is not scanned again here: encoding/json
+// compacts and re-validates a json.RawMessage on every send, a pass over
+// every document of every batch.
+func encodeBatchOperations(ops []batchOperation) ([]byte, error) {
+	size := 2
+	for _, op := range ops {
+		size += len(op.ResourceBody) + len(op.ID) + len(op.IfMatch) + len(`{"operationType":"","id":"","resourceBody":,"ifMatch":""},`)
+	}
+	buf := make([]byte, 0, size)
+	buf = append(buf, '[')
+	var err error
+	for i, op := range ops {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, `{"operationType":`...)
+		if buf, err = appendJSONString(buf, op.OperationType); err != nil {
+			return nil, err
+		}
+		if op.ID != "" {
+			buf = append(buf, `,"id":`...)
+			if buf, err = appendJSONString(buf, op.ID); err != nil {
+				return nil, err
+			}
+		}
+		if len(op.ResourceBody) > 0 {
+			buf = append(buf, `,"resourceBody":`...)
+			buf = append(buf, op.ResourceBody...)
+		}
+		if op.IfMatch != "" {
+			buf = append(buf, `,"ifMatch":`...)
+			if buf, err = appendJSONString(buf, string(op.IfMatch)); err != nil {
+				return nil, err
+			}
+		}
+		buf = append(buf, '}')
+	}
+	return append(buf, ']'), nil
+}
+
+// appendJSONString appends s as a JSON string, as marshalNoEscape encodes
+// it: printable ASCII as it is, quotes and backslashes escaped (an ETag is
+// quoted), anything else through the encoder.
+func appendJSONString(buf []byte, s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e {
+			quoted, err := marshalNoEscape(s)
+			return append(buf, quoted...), err
+		}
+	}
+	buf = append(buf, '"')
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			buf = append(buf, '\\')
+		}
+		buf = append(buf, s[i])
+	}
+	return append(buf, '"'), nil
 }
 
 func (b *TransactionalBatch) readCount() int {

@@ -220,6 +220,7 @@ func (w *completionWaits) attempt(wt *waiter, n *node) attemptEnd {
 			return w.answered(wt, n, a, counts)
 		case <-look.C:
 			if n.down.Load() {
+				w.env.logger.Info("wait redone", "instance", wt.e.instance, "node", n.id, "down", true)
 				cancel()
 				<-answered
 				w.tally(counts)
@@ -252,6 +253,7 @@ func (w *completionWaits) answered(wt *waiter, n *node, a waitAnswer, counts *wa
 	case w.ctx.Err() != nil:
 		return attemptDone // the run's waits ended: finish judged it
 	case n.down.Load() || errors.Is(a.err, errNodeDown) || cdb.IsRetryable(a.err):
+		w.env.logger.Info("wait redone", "instance", wt.e.instance, "node", n.id, "down", n.down.Load(), "error", a.err)
 		w.endAttempt(wt)
 		return attemptRedo
 	}
@@ -303,6 +305,8 @@ func (w *completionWaits) check(wt *waiter, n *node, a waitAnswer, counts *waitC
 	switch {
 	case err != nil:
 		w.viol.add(invHarness, id, fmt.Sprintf("read status after a wait: %v", err))
+	case !a.st.IsTerminal():
+		w.viol.add(invWait, id, fmt.Sprintf("WaitForCompletion through %s returned %s, which is no end (the store reads %s)", n.id, got, describeStatus(stored)))
 	case !stored.IsTerminal():
 		w.viol.add(invWait, id, fmt.Sprintf("WaitForCompletion through %s returned %s, but the store reads %s right after", n.id, got, describeStatus(stored)))
 	case !sameEnd(a.st, stored):

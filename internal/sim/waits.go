@@ -66,7 +66,9 @@ type completionWaits struct {
 
 // waitTotals are the report's counts.
 type waitTotals struct {
-	waits, told, held, reads, redone, excused, unreturned int
+	// onStarter: waits that began through the node their start went
+	// through (the told and held paths are likelier there)
+	waits, onStarter, told, held, reads, redone, excused, unreturned int
 }
 
 // waiter follows one instance.
@@ -116,11 +118,14 @@ func (w *completionWaits) follow(e *expectation, through *rt.Client) {
 		return
 	}
 	wt := &waiter{e: e, rng: rng}
+	first := w.runnerThrough(through)
 	w.mu.Lock()
 	w.waiters = append(w.waiters, wt)
 	w.totals.waits++
+	if first != nil {
+		w.totals.onStarter++
+	}
 	w.mu.Unlock()
-	first := w.runnerThrough(through)
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
@@ -446,8 +451,8 @@ func (w *completionWaits) summary() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t := w.totals
-	return fmt.Sprintf("waits=%d told=%d held-polls=%d reads=%d redone=%d excused=%d unreturned=%d",
-		t.waits, t.told, t.held, t.reads, t.redone, t.excused, t.unreturned)
+	return fmt.Sprintf("waits=%d on-starter=%d told=%d held-polls=%d reads=%d redone=%d excused=%d unreturned=%d",
+		t.waits, t.onStarter, t.told, t.held, t.reads, t.redone, t.excused, t.unreturned)
 }
 
 func later(a, b time.Time) time.Time {

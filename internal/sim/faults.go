@@ -76,6 +76,11 @@ type faultTransport struct {
 	// waits) and every fault drawn for a request of partition pk: the
 	// times its node's work may have been held back.
 	stalled func(pk string, from, until time.Time)
+	// paused, optional, is told of every pause instead of stalled, so a
+	// pause can be told from a fault drawn for a request with no
+	// partition key (a cross-partition query), which stalled reports
+	// under "" too.
+	paused func(from, until time.Time)
 }
 
 // pauseTrigger stalls the node for d at the first request it matches,
@@ -239,6 +244,10 @@ func (t *faultTransport) holdWhilePaused(ctx context.Context, op string, body []
 func (t *faultTransport) pause(d time.Duration) {
 	from := time.Now()
 	t.pausedUntil.Store(from.Add(d).UnixNano())
+	if t.paused != nil {
+		t.paused(from, from.Add(d))
+		return
+	}
 	t.stall("", from, from.Add(d))
 }
 

@@ -48,15 +48,24 @@ func (h *harness) checkOutcomes(ctx context.Context, sendsTwice map[string]bool)
 }
 
 func checkOutcome(v *violations, e *expectation, st rt.Status) {
+	if invariant, detail := outcomeMismatch(e, st); invariant != "" {
+		v.add(invariant, e.instance, detail)
+	}
+}
+
+// outcomeMismatch says how st differs from what e expects: the invariant
+// the difference breaks and what it is ("" when st is what e expects).
+func outcomeMismatch(e *expectation, st rt.Status) (invariant, detail string) {
 	got := describeStatus(st)
 	switch {
 	case st.State != e.want.State:
-		v.add(invTerminalState, e.instance, fmt.Sprintf("%s ended %s, want %s", e.spec.Kind, got, e.want.State))
+		return invTerminalState, fmt.Sprintf("%s ended %s, want %s", e.spec.Kind, got, e.want.State)
 	case st.State == rt.StateCompleted && st.Output != e.want.Output:
-		v.add(invOutput, e.instance, fmt.Sprintf("%s output %q, want %q", e.spec.Kind, clip(st.Output), clip(e.want.Output)))
+		return invOutput, fmt.Sprintf("%s output %q, want %q", e.spec.Kind, clip(st.Output), clip(e.want.Output))
 	case st.State == rt.StateFailed && !strings.Contains(strings.ToLower(got), e.want.Error):
-		v.add(invOutput, e.instance, fmt.Sprintf("%s failed with %s, want an error containing %q", e.spec.Kind, got, e.want.Error))
+		return invOutput, fmt.Sprintf("%s failed with %s, want an error containing %q", e.spec.Kind, got, e.want.Error)
 	}
+	return "", ""
 }
 
 func describeStatus(st rt.Status) string {

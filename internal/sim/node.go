@@ -204,6 +204,7 @@ func startNode(ctx context.Context, e *env, id string, slot int, s nodeSettings,
 	e.polls.Store(id, s)
 	ft.commit = e.rec.observeCommits(id)
 	ft.stalled = e.rec.stalledFor(id)
+	ft.paused = e.rec.pausedFor(id)
 	ft.wire, ft.node = e.wire, id
 	ft.quiet.Store(e.quiet.Load())
 	// The client signs with the node's clock, as on a real host, where the

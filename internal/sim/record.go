@@ -155,6 +155,8 @@ func (r *recorder) nodeShutDown(node string, at time.Time, grace time.Duration) 
 type stallRecord struct {
 	PK          string
 	From, Until time.Time
+	// Pause: the whole node waited (PK is ""), not one request's fault.
+	Pause bool
 }
 
 // stalledFor is a node transport's stall hook.
@@ -164,6 +166,38 @@ func (r *recorder) stalledFor(node string) func(pk string, from, until time.Time
 		defer r.mu.Unlock()
 		r.stalls[node] = append(r.stalls[node], stallRecord{PK: pk, From: from, Until: until})
 	}
+}
+
+// pausedFor is a node transport's pause hook.
+func (r *recorder) pausedFor(node string) func(from, until time.Time) {
+	return func(from, until time.Time) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.stalls[node] = append(r.stalls[node], stallRecord{From: from, Until: until, Pause: true})
+	}
+}
+
+// lastHeldBack is the latest time between the wall times from and to at
+// which node was paused or drew a fault for a request of partition pk
+// (exactly: a fault of a cross-partition query holds back no read of pk);
+// false when it was neither.
+func (r *recorder) lastHeldBack(node, pk string, from, to time.Time) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var last time.Time
+	found := false
+	for _, s := range r.stalls[node] {
+		if (s.Pause || s.PK == pk) && !s.From.After(to) && !s.Until.Before(from) {
+			until := s.Until
+			if until.After(to) {
+				until = to
+			}
+			if !found || until.After(last) {
+				last, found = until, true
+			}
+		}
+	}
+	return last, found
 }
 
 // stalledBetween says node was paused, or drew a fault for a request of

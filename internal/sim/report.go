@@ -32,6 +32,7 @@ const (
 	invChainTakenEarly            = "chain-taken-early"     // no lock takes a live writer's chain before it expired
 	invChainEndedByWriter         = "chain-ended-by-writer" // a process ends most of the chains its commits keep itself
 	invChainReadsOthers           = "chain-reads-others"    // a hold of chained turns reads the instance's partition at least once a poll interval
+	invWait                       = "wait"                  // WaitForCompletion returns the end the store holds, soon after it is visible
 	invHarness                    = "harness"               // the harness could not do what the workload asked
 )
 
@@ -86,6 +87,7 @@ type Stats struct {
 	Eager       string // eagerly locked worker items: by the writer, by others, taken over
 	EagerStarts string // eagerly claimed start messages: the same counts
 	Chains      string // instances kept locked for their activities' completions: how the chains ended
+	Waits       string // WaitForCompletion through the nodes: told, held polls, reads, redone, excused
 }
 
 func newStats() *Stats {
@@ -169,6 +171,9 @@ func (r Report) Print(w io.Writer) {
 	}
 	if s.Chains != "" {
 		fmt.Fprintf(w, "  chained turns: %s\n", s.Chains)
+	}
+	if s.Waits != "" {
+		fmt.Fprintf(w, "  completion waits: %s\n", s.Waits)
 	}
 	fmt.Fprintf(w, "  nodes started: %d; crashes: %d (%s)\n", s.Nodes, sum(s.Crashes), counts(s.Crashes))
 	if len(r.Pending) > 0 {

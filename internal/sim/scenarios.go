@@ -59,6 +59,9 @@ type harness struct {
 	crashCommitting func(ctx context.Context, match func(op string, body []byte) bool, down time.Duration)
 	observer        *rt.Client // faultless, for watching; it runs no reconciler
 	viol            *violations
+	// waits follow some instances with WaitForCompletion (waits.go; nil:
+	// none, as in the two-process scenario).
+	waits *completionWaits
 
 	mu     sync.Mutex
 	expect map[string]*expectation
@@ -173,24 +176,43 @@ func (h *harness) callEvent(ctx context.Context, f func(context.Context, *rt.Cli
 }
 
 func (h *harness) start(ctx context.Context, instance string, s spec) error {
+	_, err := h.startThrough(ctx, instance, s)
+	return err
+}
+
+// startThrough is start; it returns the client whose start was accepted.
+func (h *harness) startThrough(ctx context.Context, instance string, s spec) (*rt.Client, error) {
 	h.env.stats.scenario(s.Kind)
+	var through *rt.Client
 	err := h.callStart(ctx, func(ctx context.Context, c *rt.Client) error {
+		through = c
 		// Enqueued unchecked, as before the client checked ids: a start
 		// retried after an ambiguous failure may find its own instance.
 		return c.StartOrchestration(ctx, instance, s.Kind, s.encode(), rt.WithIfExists(rt.IfExistsEnqueue))
 	})
 	if err != nil {
 		h.viol.add(invHarness, instance, fmt.Sprintf("start %s: %v", s.Kind, err))
-		return err
+		return nil, err
 	}
 	h.noteAccepted(instance, true)
-	return nil
+	return through, nil
 }
 
 // startExpecting starts instance and expects what its spec determines.
 func (h *harness) startExpecting(ctx context.Context, instance string, s spec) error {
 	h.expectOutcome(&expectation{instance: instance, spec: s, want: expected(s)})
 	return h.start(ctx, instance, s)
+}
+
+// startAwaited starts e's instance, expects e, and may have a waiter
+// follow it (waits.go): only an instance the scenario neither deletes,
+// prunes nor starts again comes here.
+func (h *harness) startAwaited(ctx context.Context, e *expectation) {
+	h.expectOutcome(e)
+	through, err := h.startThrough(ctx, e.instance, e.spec)
+	if err == nil {
+		h.waits.follow(e, through)
+	}
 }
 
 // scenario runs one scenario: starts its instances and does what it does
@@ -202,7 +224,7 @@ func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.
 	var instances []string
 	startOne := func(instance string, s spec) {
 		instances = append(instances, instance)
-		_ = h.startExpecting(ctx, instance, s)
+		h.startAwaited(ctx, &expectation{instance: instance, spec: s, want: expected(s)})
 	}
 	switch kind {
 	case kindChain:
@@ -249,9 +271,8 @@ func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.
 		startOne(id, spec{Kind: kindSessions, Run: run, N: 2 + rng.Intn(5), SleepMs: 20 + rng.Intn(150), Session: fmt.Sprintf("session-%d", rng.Intn(2))})
 	case kindKV:
 		s := spec{Kind: kindKV, Run: run, N: 3 + rng.Intn(10), Batch: 2 + rng.Intn(4)}
-		h.expectOutcome(&expectation{instance: id, spec: s, want: expected(s), kv: kvFinal(s.N)})
 		instances = append(instances, id)
-		_ = h.start(ctx, id, s)
+		h.startAwaited(ctx, &expectation{instance: id, spec: s, want: expected(s), kv: kvFinal(s.N)})
 	case kindRace:
 		child := spec{Kind: kindSleeper, Run: run + ".sleeper", SleepMs: 5000}
 		h.expectOutcome(&expectation{instance: id + "-child", spec: child, want: expected(child)})
@@ -275,16 +296,14 @@ func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.
 		h.feedInbox(ctx, id, s, rng, time.Duration(100+rng.Intn(300))*time.Millisecond)
 	case kindBigKV:
 		s := spec{Kind: kindBigKV, Run: run, N: 4, Batch: 10, Size: 60 * 1024}
-		h.expectOutcome(&expectation{instance: id, spec: s, want: expected(s), kv: bigKVFinal(s)})
 		instances = append(instances, id)
-		_ = h.start(ctx, id, s)
+		h.startAwaited(ctx, &expectation{instance: id, spec: s, want: expected(s), kv: bigKVFinal(s)})
 	case kindBigOut:
 		startOne(id, spec{Kind: kindBigOut, Run: run, Size: 1000*1024 + rng.Intn(150*1024)})
 	case scenarioRefused:
 		s := spec{Kind: kindChain, Run: run, N: 1, Size: refusedSize}
-		h.expectOutcome(&expectation{instance: id, spec: s, want: outcome{State: rt.StateFailed}})
 		instances = append(instances, id)
-		_ = h.start(ctx, id, s)
+		h.startAwaited(ctx, &expectation{instance: id, spec: s, want: outcome{State: rt.StateFailed}})
 	case scenarioShutdown:
 		s := spec{Kind: kindChain, Run: run, N: 1, SleepMs: 800 + rng.Intn(1200), Stubborn: true}
 		startOne(id, s)

@@ -78,11 +78,15 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		crashCommitting: func(_ context.Context, match func(string, []byte) bool, down time.Duration) {
 			c.crashCommitting(runCtx, match, down)
 		}}
+	h.waits = newCompletionWaits(ctx, e, h.observer, viol, c.all)
+	defer h.waits.stop()
 
 	h.runWorkload(ctx, rng)
 	logger.Info("workload done; faults off", "elapsed", time.Since(began))
 	c.quiet()
 	h.waitTerminal(ctx, instancesOf(h.expectations()))
+	h.waits.finish(ctx)
+	stats.Waits = h.waits.summary()
 	h.checkLeftovers(ctx, observer.Container())
 	// The quiet phase: with the workload drained (and, with
 	// NeverStartedEvents, events held for ids that never start), an idle

@@ -18,9 +18,15 @@
 //
 // Files: config.go (what a run does, with a toggle per feature and fault),
 // node.go (a node and its crash), faults.go (the fault transport),
-// workload.go (orchestrations and activities, each with its expected
-// outcome), scenarios.go (the random workload and its outside actions),
-// record.go (what the activities and transports observed), invariants.go,
-// report.go, sim.go (a run), process.go (the two-process scenario over
-// `cdb emulator`).
+// clock.go (the simulated clock and its jumps), hostspeed.go (timeouts
+// scaled to the host), workload.go (orchestrations and activities, each
+// with its expected outcome), scenarios.go (the random workload and its
+// outside actions), shutdowns.go and trees.go (deploys, deletions of
+// trees), values.go (large values), record.go (what the activities and
+// transports observed), wire.go (the wire log), progress.go (the
+// harness's bounded waits), invariants.go, and the checks of one
+// mechanism each: stamps.go (own writes), eager.go (eager activities and
+// starts), chains.go (chained turns), waits.go (completion waits),
+// idle.go (the idle budget); report.go, sim.go (a run), process.go (the
+// two-process scenario over `cdb emulator`).
 package sim

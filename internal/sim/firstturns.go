@@ -31,7 +31,8 @@ import (
 // A round, beside every other scenario's own work, starts instances
 // through a starter node (its fetches wait) or another node whose fetches
 // do, and aims the path's faults at it:
-//   - a burst of starts from two callers at once, some exclusive
+//   - a burst of starts from two callers at once (every round begins with
+//     one; a burst round has a larger one), some exclusive
 //     (IfExistsFail: the first try of a start nobody else makes is never
 //     refused as existing, exclusive-start);
 //   - a fault forced on the first turn's commit (its answer lost, a dropped
@@ -39,10 +40,14 @@ import (
 //   - the node crashing at that commit, before it is sent or once it
 //     applied;
 //   - the node paused for longer than the provider waits for the commit,
-//     before the start (the start is handed back and written the usual way
-//     once the pause ends), and at times crashed during the pause while the
-//     start is pending; or paused as the commit is sent (the caller waits
-//     for the commit under way);
+//     before the start (its fetches are held in their queries, so the ready
+//     turn is given back after a poll interval and the start written the
+//     usual way once the pause ends), and at times crashed during the pause
+//     while the start is pending; or paused as the commit is sent (the
+//     caller waits for the commit under way);
+//   - a first turn that holds its dispatcher for longer than the provider
+//     waits (spec.StallMs): the caller hands the start back and writes it
+//     the usual way, and the stalled turn's commit is refused;
 //   - two starts of one id racing through two nodes: exclusive ones, of
 //     which exactly one succeeds on its first try, or IfExistsIgnore ones.
 //
@@ -68,11 +73,12 @@ const (
 	planPauseBeforeStart
 	planPauseCommitting
 	planRace
+	planStalledTurn
 )
 
 // firstTurnPlans are the plans, weighted by repetition.
 var firstTurnPlans = []firstTurnPlan{planBurst, planBurst, planBurst, planFaultOnCommit, planFaultOnCommit,
-	planCrashCommitting, planPauseBeforeStart, planPauseCommitting, planRace}
+	planCrashCommitting, planPauseBeforeStart, planPauseCommitting, planRace, planStalledTurn}
 
 // commitFaults are the faults aimed at a first turn's commit; a lost
 // answer (the commit applied) is the one the start must resolve by reading.
@@ -101,9 +107,13 @@ func (h *harness) firstTurnRound(ctx context.Context, idx int, rng *rand.Rand) [
 	plan := firstTurnPlans[rng.Intn(len(firstTurnPlans))]
 	h.env.stats.scenario("FirstTurns")
 	r := firstTurnRun{h: h, idx: idx, rng: rng}
+	// Every round begins with a burst, the plan's own starts come after.
+	size := 2 + rng.Intn(3)
+	if plan == planBurst {
+		size = 4 + rng.Intn(5)
+	}
+	r.burst(ctx, n, size)
 	switch plan {
-	case planBurst:
-		r.burst(ctx, n)
 	case planFaultOnCommit:
 		r.faultOnCommit(ctx, n)
 	case planCrashCommitting:
@@ -114,6 +124,8 @@ func (h *harness) firstTurnRound(ctx context.Context, idx int, rng *rand.Rand) [
 		r.pauseCommitting(ctx, n)
 	case planRace:
 		r.race(ctx, n)
+	case planStalledTurn:
+		r.stalledTurn(ctx, n)
 	}
 	return r.instances
 }
@@ -164,6 +176,11 @@ type firstTurnRun struct {
 // next is a fresh instance of the round with a small spec (a one-activity
 // chain, or a short timer), expected to end as its input says.
 func (r *firstTurnRun) next() (string, spec) {
+	return r.nextAdjusted(nil)
+}
+
+// nextAdjusted is next with adjust applied to the spec first.
+func (r *firstTurnRun) nextAdjusted(adjust func(*spec)) (string, spec) {
 	r.mu.Lock()
 	i := r.count
 	r.count++
@@ -175,20 +192,23 @@ func (r *firstTurnRun) next() (string, spec) {
 	if r.rng.Intn(3) == 0 {
 		s = spec{Kind: kindTimer, Run: run, SleepMs: 20 + r.rng.Intn(80)}
 	}
+	if adjust != nil {
+		adjust(&s)
+	}
 	r.h.expectOutcome(&expectation{instance: id, spec: s, want: expected(s)})
 	return id, s
 }
 
-// burst starts 4–8 instances through n from two callers at once, each
+// burst starts size instances through n from two callers at once, each
 // waiting for its start as an application's request handler would; a
 // quarter of them exclusive.
-func (r *firstTurnRun) burst(ctx context.Context, n *node) {
+func (r *firstTurnRun) burst(ctx context.Context, n *node, size int) {
 	type start struct {
 		id     string
 		s      spec
 		policy rt.IfExists
 	}
-	starts := make([]start, 4+r.rng.Intn(5))
+	starts := make([]start, size)
 	for i := range starts {
 		id, s := r.next()
 		policy := rt.IfExistsEnqueue
@@ -246,10 +266,11 @@ func (r *firstTurnRun) crashCommitting(ctx context.Context, n *node) {
 }
 
 // pauseBeforeStart pauses n for longer than a start waits for its first
-// turn's commit, then starts an instance through it: the fetch that would
-// take it is held in a request, so the start is handed back and written
-// the usual way once the pause ends. A third of the time n crashes half
-// way through the pause, the start still pending.
+// turn's commit, then starts an instance through it: the fetches that
+// would take it are held in their queries, so the ready turn is given back
+// after a poll interval and the start written the usual way once the pause
+// ends. A third of the time n crashes half way through the pause, the
+// start still pending.
 func (r *firstTurnRun) pauseBeforeStart(ctx context.Context, n *node) {
 	id, s := r.next()
 	d := firstTurnWait + time.Duration(200+r.rng.Intn(800))*time.Millisecond
@@ -309,6 +330,16 @@ func (r *firstTurnRun) race(ctx context.Context, n *node) {
 	if won != 1 {
 		r.h.viol.add(invExclusiveStart, id, fmt.Sprintf("two exclusive starts of one id raced through two nodes, each answered on its first try, and %d succeeded (%v; %v)", won, results[0].err, results[1].err))
 	}
+}
+
+// stalledTurn starts a chain through n whose first turn holds its
+// dispatcher for longer than the provider waits for the commit: the caller
+// hands the start back and writes it the usual way, and the stalled turn's
+// commit is refused.
+func (r *firstTurnRun) stalledTurn(ctx context.Context, n *node) {
+	stall := int(firstTurnWait/time.Millisecond) + 200 + r.rng.Intn(600)
+	id, s := r.nextAdjusted(func(s *spec) { *s = spec{Kind: kindChain, Run: s.Run, N: 1, StallMs: stall} })
+	_ = r.h.startThrough(ctx, n, id, s, r.policy(), false)
 }
 
 // policy is a single start's IfExists: mostly the workload's enqueue, at
@@ -393,5 +424,21 @@ func firstTurnCommitOf(instance string) func(op string, seen []byte) bool {
 			}
 		}
 		return false
+	}
+}
+
+// stallingFirstTurn is orch holding its dispatcher for the spec's StallMs
+// in the first turn it runs of each Run, on whichever node: the start's
+// caller, waiting for that turn's commit, hands the start back after the
+// provider's wait. Only once: the instance's next first turn (of the start
+// written the usual way) runs at once.
+func (a *activities) stallingFirstTurn(orch rt.OrchestrationFunc) rt.OrchestrationFunc {
+	return func(ctx *rt.OrchestrationContext, input string) (string, error) {
+		if s, err := decodeSpec(input); err == nil && s.StallMs > 0 && !ctx.IsReplaying() {
+			if _, done := a.rec.stalled.LoadOrStore(s.Run, true); !done {
+				time.Sleep(time.Duration(s.StallMs) * time.Millisecond)
+			}
+		}
+		return orch(ctx, input)
 	}
 }

@@ -136,13 +136,14 @@ type Features struct {
 	// never start, and the idle probe then measures what they cost.
 	NeverStartedEvents bool
 	// FirstTurnStarts adds a node whose fetches wait (a starter: long
-	// polling, eager dispatch, two dispatchers at least), and every other
+	// polling, eager dispatch, four dispatchers at least), and every
 	// scenario runs a first-turn round beside its own work: starts through
 	// that node, so its waiting fetches take them and their first turns'
 	// commits create the instances, in bursts, with faults aimed at the
 	// commit, crashes of the node while a start is pending or committing,
-	// pauses longer than the provider's wait for the commit, and two
-	// starts of one id racing through two nodes (firstturns.go).
+	// pauses and stalled turns longer than the provider's wait for the
+	// commit, and two starts of one id racing through two nodes
+	// (firstturns.go).
 	FirstTurnStarts bool
 }
 

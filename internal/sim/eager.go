@@ -245,8 +245,11 @@ func (e *eagerItems) removed(key stampKey) {
 }
 
 // check reports the live writers that left most of what they locked
-// eagerly to others.
+// eagerly to others, and first-turn starts written twice.
 func (e *eagerItems) check(v *violations, describe func(node string) string) {
+	if e.firstTurns != nil {
+		e.firstTurns.check(v)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, w := range writersLeavingMost(e.own, e.others, eagerMinSample, eagerMaxShare) {

@@ -55,6 +55,10 @@ type firstTurnWire struct {
 	// after the wait.
 	handedBackWritten, writtenAfterWait int
 	counted                             map[string]bool // usual writes counted as handed back
+	// createdFor and written are the start message ids whose first turn's
+	// commit the account applied, and those written the usual way: a
+	// start is one or the other, never both (first-turn-once).
+	createdFor, written map[string]string // id → the instance
 }
 
 // firstTurnCommit is what the wire saw of one first turn's commit tries.
@@ -65,13 +69,14 @@ type firstTurnCommit struct {
 
 func newFirstTurnWire(now func() time.Time) *firstTurnWire {
 	return &firstTurnWire{now: now, commits: map[string]*firstTurnCommit{}, named: map[string]bool{},
-		tried: map[string]bool{}, counted: map[string]bool{}}
+		tried: map[string]bool{}, counted: map[string]bool{}, createdFor: map[string]string{}, written: map[string]string{}}
 }
 
 // wireDoc is what the observer reads of a created document.
 type wireDoc struct {
 	ID        string `json:"id"`
 	Type      string `json:"type"`
+	Instance  string `json:"instance"`
 	LastAck   string `json:"lastAck"`
 	StartMsg  string `json:"startMsg"`
 	Item      string `json:"item"`
@@ -100,7 +105,7 @@ func (w *firstTurnWire) observe(req *http.Request, body []byte, entered time.Tim
 			case doc.Type == "inst" && doc.LastAck != "":
 				w.commitTried(doc, fault, status, answered)
 			case isStartDoc(doc):
-				w.usualWriteTried(doc.ID, doc.VisibleAt, entered, status, true)
+				w.usualWriteTried(doc, entered, status, true)
 			}
 		}
 	case "CreateItem":
@@ -108,7 +113,7 @@ func (w *firstTurnWire) observe(req *http.Request, body []byte, entered time.Tim
 		// alone (as does an outbox's delivery, whose lag is its own).
 		var doc wireDoc
 		if json.Unmarshal(body, &doc) == nil && isStartDoc(doc) {
-			w.usualWriteTried(doc.ID, doc.VisibleAt, entered, status, false)
+			w.usualWriteTried(doc, entered, status, false)
 		}
 	}
 }
@@ -138,6 +143,9 @@ func (w *firstTurnWire) commitTried(doc wireDoc, fault string, status int, answe
 		c.notCarriedOut++
 	case status == http.StatusOK:
 		c.created = true
+		if doc.StartMsg != "" {
+			w.createdFor[doc.StartMsg] = doc.Instance
+		}
 		c.answerLost = c.answerLost || !answered
 	default:
 		c.refused = true
@@ -147,10 +155,14 @@ func (w *firstTurnWire) commitTried(doc wireDoc, fault string, status int, answe
 // usualWriteTried notes a try of a start message's write, whose message was
 // made at visibleAt (ms, its node's clock); lagged says its lag tells a
 // wait (a start batch, as a client's start writes it first).
-func (w *firstTurnWire) usualWriteTried(id string, visibleAt int64, entered time.Time, status int, lagged bool) {
+func (w *firstTurnWire) usualWriteTried(doc wireDoc, entered time.Time, status int, lagged bool) {
+	id, visibleAt := doc.ID, doc.VisibleAt
 	sentAt := w.now().Add(-time.Since(entered))
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if status >= 200 && status < 300 {
+		w.written[id] = doc.Instance
+	}
 	if w.named[id] {
 		if status >= 200 && status < 300 && !w.counted[id] {
 			w.counted[id] = true
@@ -167,6 +179,23 @@ func (w *firstTurnWire) usualWriteTried(id string, visibleAt int64, entered time
 		w.writtenAfterWait++
 	}
 }
+
+// check reports the starts both created by their first turn and written
+// the usual way: a start handed back must never commit, and one committing
+// must never be written again (first_turn_start.go).
+func (w *firstTurnWire) check(v *violations) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, instance := range w.createdFor {
+		if _, ok := w.written[id]; ok {
+			v.add(invFirstTurnOnce, instance, fmt.Sprintf("start message %s: its first turn's commit created the instance, and it was written the usual way too", id))
+		}
+	}
+}
+
+// invFirstTurnOnce: a start is written by its first turn's commit or the
+// usual way, never both.
+const invFirstTurnOnce = "first-turn-once"
 
 // summary is the counts, for the eager starts line.
 func (w *firstTurnWire) summary() string {

@@ -28,7 +28,7 @@ import (
 // the time: so the workload's own starts, about one per scenario, reach
 // the path a few times per seed.
 //
-// A round, beside every other scenario's own work, starts instances
+// A round, beside every scenario's own work, starts instances
 // through a starter node (its fetches wait) or another node whose fetches
 // do, and aims the path's faults at it:
 //   - a burst of starts from two callers at once (every round begins with
@@ -61,7 +61,7 @@ import (
 const invExclusiveStart = "exclusive-start"
 
 // firstTurnEvery: every firstTurnEvery-th scenario runs a round.
-const firstTurnEvery = 2
+const firstTurnEvery = 1
 
 // firstTurnPlan is what a round does.
 type firstTurnPlan int
@@ -289,13 +289,19 @@ func (r *firstTurnRun) pauseBeforeStart(ctx context.Context, n *node) {
 
 // pauseCommitting starts an instance through n, which pauses for longer
 // than the provider's wait as its first turn's commit is sent: the caller
-// waits for the commit under way, and the commit applies late.
+// waits for the commit under way, and the commit applies late. Mostly an
+// exclusive start: one handed back while its commit is under way would be
+// written as well and, meeting its own instance, refused as existing.
 func (r *firstTurnRun) pauseCommitting(ctx context.Context, n *node) {
 	id, s := r.next()
 	d := firstTurnWait + time.Duration(200+r.rng.Intn(800))*time.Millisecond
+	policy := rt.IfExistsFail
+	if r.rng.Intn(4) == 0 {
+		policy = rt.IfExistsEnqueue
+	}
 	stats := r.h.env.stats
 	n.transport.pauseOn.Store(&pauseTrigger{match: firstTurnCommitOf(id), d: d, fired: func() { stats.crash("first-turn-paused-committing") }})
-	_ = r.h.startThrough(ctx, n, id, s, r.policy(), false)
+	_ = r.h.startThrough(ctx, n, id, s, policy, false)
 }
 
 // race starts one id through two nodes at once (the same spec: whichever

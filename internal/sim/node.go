@@ -27,7 +27,7 @@ type role struct {
 	// ahead (Faults.BadClock).
 	badClock bool
 	// starter nodes (Features.FirstTurnStarts) run orchestrations with
-	// long polling and eager dispatch, at least two dispatchers: the
+	// long polling and eager dispatch, at least four dispatchers: the
 	// first-turn rounds start instances through them, so that their
 	// waiting fetches take the starts (first_turn_start.go).
 	starter bool
@@ -162,7 +162,7 @@ func drawSettings(rng *rand.Rand, cfg Config, clock *simClock, r role, id string
 	}
 	if r.starter {
 		s.runtime.WorkerOnly, s.provider.ShortPolling = false, false
-		s.runtime.OrchestrationConcurrency = max(s.runtime.OrchestrationConcurrency, 2)
+		s.runtime.OrchestrationConcurrency = max(s.runtime.OrchestrationConcurrency, 4)
 		o = s.runtime
 	}
 	lease := "off"

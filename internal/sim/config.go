@@ -135,6 +135,16 @@ type Features struct {
 	// NeverStartedEvents raises, in the quiet phase, events for ids that
 	// never start, and the idle probe then measures what they cost.
 	NeverStartedEvents bool
+	// FirstTurnStarts adds a node whose fetches wait (a starter: long
+	// polling, eager dispatch, four dispatchers at least), and every
+	// scenario runs a first-turn round beside its own work: starts through
+	// that node, so its waiting fetches take them and their first turns'
+	// commits create the instances, in bursts, with faults aimed at the
+	// commit, crashes of the node while a start is pending or committing,
+	// pauses and stalled turns longer than the provider's wait for the
+	// commit, and two starts of one id racing through two nodes
+	// (firstturns.go).
+	FirstTurnStarts bool
 }
 
 // Faults are the failures injected while the workload runs.
@@ -221,6 +231,7 @@ func Passing(seed int64) Config {
 	f.FanOutMax = 120
 	f.LargePayloadBytes = 16 * 1024
 	f.MixedNodes, f.LargeValues, f.RefusedTurns, f.NeverStartedEvents = true, true, true, true
+	f.FirstTurnStarts = true
 	// TreeDeletes found a restarted parent taking its previous life's child
 	// completion (fixed: lives.go) and a child started late that the
 	// deletion missed (fixed: adoptLateChildren).

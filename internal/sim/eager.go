@@ -62,8 +62,11 @@ type eagerItems struct {
 	// written by its first turn), counted by the start observer so a
 	// seed's log shows that path ran.
 	firstTurnCreates int
-	gone             func(node string) bool
-	now              func() time.Time // the account's clock
+	// firstTurns follows first turns' commits and hand-backs on the wire
+	// (every try, faults included: firstturn_wire.go); nil for worker items.
+	firstTurns *firstTurnWire
+	gone       func(node string) bool
+	now        func() time.Time // the account's clock
 }
 
 // newEagerItems follows eager activities: a worker's ack consumes its item
@@ -77,7 +80,17 @@ func newEagerItems(gone func(string) bool, now func() time.Time) *eagerItems {
 // the start message (a delete, or a consumed marker in its place).
 func newEagerStartItems(gone func(string) bool, now func() time.Time) *eagerItems {
 	return &eagerItems{docType: "msg", what: "starts", consumes: func([]batchOp, int) bool { return true },
-		open: map[stampKey]string{}, own: map[string]int{}, others: map[string]int{}, givenBack: map[string]int{}, gone: gone, now: now}
+		open: map[stampKey]string{}, own: map[string]int{}, others: map[string]int{}, givenBack: map[string]int{}, gone: gone, now: now,
+		firstTurns: newFirstTurnWire(now)}
+}
+
+// triesHook is the transport hook that shows a node's every request try to the
+// first-turn observer; nil when there is none.
+func (e *eagerItems) triesHook() func(req *http.Request, body []byte, entered time.Time, fault string, status int, answered bool) {
+	if e == nil || e.firstTurns == nil {
+		return nil
+	}
+	return e.firstTurns.observe
 }
 
 // observe reads one request of node that the account carried out.
@@ -232,8 +245,11 @@ func (e *eagerItems) removed(key stampKey) {
 }
 
 // check reports the live writers that left most of what they locked
-// eagerly to others.
+// eagerly to others, and first-turn starts written twice.
 func (e *eagerItems) check(v *violations, describe func(node string) string) {
+	if e.firstTurns != nil {
+		e.firstTurns.check(v)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, w := range writersLeavingMost(e.own, e.others, eagerMinSample, eagerMaxShare) {
@@ -259,6 +275,9 @@ func (e *eagerItems) summary() string {
 		e.locked, sum(e.own), sum(e.others), sum(e.givenBack), e.takenOver, e.ended, len(e.open), e.expiredAtCommit, checked)
 	if e.docType == "msg" {
 		s += fmt.Sprintf(" written-by-first-turn=%d", e.firstTurnCreates)
+	}
+	if e.firstTurns != nil {
+		s += " " + e.firstTurns.summary()
 	}
 	return s
 }

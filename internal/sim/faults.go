@@ -53,8 +53,13 @@ type faultTransport struct {
 	kinds  []string
 	stats  *Stats
 	commit func(req *http.Request, body []byte, resp *http.Response, answered bool)
-	wire   *wireLog // nil: no journal
-	node   string
+	// tried, optional, is told of every request that got past a crash:
+	// when it entered the transport, the fault drawn, the account's status
+	// when the request reached it (0: it never did) and whether the node
+	// got to read that answer.
+	tried func(req *http.Request, body []byte, entered time.Time, fault string, status int, answered bool)
+	wire  *wireLog // nil: no journal
+	node  string
 
 	mu  sync.Mutex
 	rng *rand.Rand
@@ -72,6 +77,10 @@ type faultTransport struct {
 	// it at the first request it matches.
 	pausedUntil atomic.Int64
 	pauseOn     atomic.Pointer[pauseTrigger]
+	// faultOn, when set, forces its fault on the first request it
+	// matches: a fault aimed at one request the random draw would rarely
+	// reach (a first turn's commit, say).
+	faultOn atomic.Pointer[faultTrigger]
 	// stalled, optional, is told of every pause (pk "": every request
 	// waits) and every fault drawn for a request of partition pk: the
 	// times its node's work may have been held back.
@@ -88,6 +97,14 @@ type faultTransport struct {
 type pauseTrigger struct {
 	match func(op string, body []byte) bool
 	d     time.Duration
+	fired func()
+	once  sync.Once
+}
+
+// faultTrigger forces kind on the first request it matches.
+type faultTrigger struct {
+	match func(op string, body []byte) bool
+	kind  string
 	fired func()
 	once  sync.Once
 }
@@ -132,34 +149,42 @@ func (t *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, answer, kind, err := t.roundTrip(req, body)
+	entered := time.Now()
+	resp, answer, kind, status, err := t.roundTrip(req, body)
+	if t.tried != nil {
+		t.tried(req, body, entered, kind, status, status != 0 && resp != nil)
+	}
 	if t.wire != nil {
 		t.wire.record(t.node, operationOf(req), req, body, kind, resp, answer, err)
 	}
 	return resp, err
 }
 
-// roundTrip is RoundTrip for a read body; it returns the fault it drew and
-// the account's answer, also where the node does not get to read it.
-func (t *faultTransport) roundTrip(req *http.Request, body []byte) (_ *http.Response, answer []byte, kind string, _ error) {
+// roundTrip is RoundTrip for a read body; it returns the fault it drew, and
+// the account's answer and status (0 when the request did not reach it),
+// also where the node does not get to read them.
+func (t *faultTransport) roundTrip(req *http.Request, body []byte) (_ *http.Response, answer []byte, kind string, status int, _ error) {
 	op := operationOf(req)
 	// Triggers see the partition key header, a newline, then the body.
 	seen := append([]byte(req.Header.Get("x-ms-documentdb-partitionkey")+"\n"), body...)
 	if err := t.holdWhilePaused(req.Context(), op, seen); err != nil {
-		return nil, nil, "", err
+		return nil, nil, "", 0, err
 	}
 	if t.dead.Load() {
-		return nil, nil, "", t.downError(req)
+		return nil, nil, "", 0, t.downError(req)
 	}
 	crashAfter := false
 	if trig := t.crashOn.Load(); trig != nil && trig.match(op, seen) {
 		if !trig.after {
 			trig.once.Do(trig.fired)
-			return nil, nil, "crash-before", t.downError(req)
+			return nil, nil, "crash-before", 0, t.downError(req)
 		}
 		crashAfter = true
 	}
 	kind = t.draw()
+	if forced := t.forced(op, seen); forced != "" {
+		kind = forced
+	}
 	if kind == fault413 && len(body) < minRefusedBody {
 		kind = ""
 	}
@@ -171,31 +196,31 @@ func (t *faultTransport) roundTrip(req *http.Request, body []byte) (_ *http.Resp
 	}
 	switch kind {
 	case faultThrottle:
-		return statusResponse(req, http.StatusTooManyRequests, 3200, 5*time.Millisecond), nil, kind, nil
+		return statusResponse(req, http.StatusTooManyRequests, 3200, 5*time.Millisecond), nil, kind, 0, nil
 	case faultUnavailable:
-		return statusResponse(req, http.StatusServiceUnavailable, 0, 0), nil, kind, nil
+		return statusResponse(req, http.StatusServiceUnavailable, 0, 0), nil, kind, 0, nil
 	case faultTimeout:
-		return statusResponse(req, http.StatusRequestTimeout, 0, 0), nil, kind, nil
+		return statusResponse(req, http.StatusRequestTimeout, 0, 0), nil, kind, 0, nil
 	case faultGone:
-		return statusResponse(req, http.StatusGone, 1002, 0), nil, kind, nil
+		return statusResponse(req, http.StatusGone, 1002, 0), nil, kind, 0, nil
 	case fault401:
-		return statusResponse(req, http.StatusUnauthorized, 0, 0), nil, kind, nil
+		return statusResponse(req, http.StatusUnauthorized, 0, 0), nil, kind, 0, nil
 	case fault403:
-		return statusResponse(req, http.StatusForbidden, 0, 0), nil, kind, nil
+		return statusResponse(req, http.StatusForbidden, 0, 0), nil, kind, 0, nil
 	case fault404x:
-		return statusResponse(req, http.StatusNotFound, 1003, 0), nil, kind, nil
+		return statusResponse(req, http.StatusNotFound, 1003, 0), nil, kind, 0, nil
 	case fault413:
-		return statusResponse(req, http.StatusRequestEntityTooLarge, 0, 0), nil, kind, nil
+		return statusResponse(req, http.StatusRequestEntityTooLarge, 0, 0), nil, kind, 0, nil
 	case faultDrop:
-		return nil, nil, kind, fmt.Errorf("sim: %s %s: connection reset before the request was sent: %w", req.Method, req.URL.Path, io.ErrUnexpectedEOF)
+		return nil, nil, kind, 0, fmt.Errorf("sim: %s %s: connection reset before the request was sent: %w", req.Method, req.URL.Path, io.ErrUnexpectedEOF)
 	case faultLatency:
 		if err := t.spike(req.Context(), partitionKeyOf(req)); err != nil {
-			return nil, nil, kind, err
+			return nil, nil, kind, 0, err
 		}
 	}
 	resp, answer, err := t.forward(req, body)
 	if err != nil {
-		return nil, nil, kind, err
+		return nil, nil, kind, 0, err
 	}
 	// answered: the node gets to read the answer (a node killed later in
 	// flight does not either, and is gone).
@@ -206,17 +231,17 @@ func (t *faultTransport) roundTrip(req *http.Request, body []byte) (_ *http.Resp
 	if crashAfter {
 		trig := t.crashOn.Load()
 		trig.once.Do(trig.fired)
-		return nil, answer, "crash-after", t.downError(req)
+		return nil, answer, "crash-after", resp.StatusCode, t.downError(req)
 	}
 	if t.dead.Load() {
 		// The node died while the request was in flight: it committed,
 		// nobody will read the answer.
-		return nil, answer, kind, t.downError(req)
+		return nil, answer, kind, resp.StatusCode, t.downError(req)
 	}
 	if kind == faultLoseResponse {
-		return nil, answer, kind, fmt.Errorf("sim: %s %s: connection closed before the response: %w", req.Method, req.URL.Path, io.ErrUnexpectedEOF)
+		return nil, answer, kind, resp.StatusCode, fmt.Errorf("sim: %s %s: connection closed before the response: %w", req.Method, req.URL.Path, io.ErrUnexpectedEOF)
 	}
-	return resp, answer, kind, nil
+	return resp, answer, kind, resp.StatusCode, nil
 }
 
 // holdWhilePaused makes a request wait while the node is paused (arming a
@@ -238,6 +263,23 @@ func (t *faultTransport) holdWhilePaused(ctx context.Context, op string, body []
 		return fmt.Errorf("sim: paused: %w", ctx.Err())
 	}
 	return nil
+}
+
+// forced is the fault faultOn forces on this request, "" for none; it
+// fires once, and not once faults are off.
+func (t *faultTransport) forced(op string, body []byte) string {
+	trig := t.faultOn.Load()
+	if trig == nil || t.quiet.Load() || !trig.match(op, body) {
+		return ""
+	}
+	kind := ""
+	trig.once.Do(func() {
+		kind = trig.kind
+		if trig.fired != nil {
+			trig.fired()
+		}
+	})
+	return kind
 }
 
 // pause stalls every request from now for d.

@@ -299,5 +299,5 @@ func TestEagerStartsSeeStartsLockedInTheirBatchAndTheAckThatConsumesThem(t *test
 	batch("b", "i5", consume("m|5"))
 	batch("a", "i6", `{"operationType":"Create","resourceBody":{"id":"inst","type":"inst","lastAck":"lock_6"}}`, // a start written by its first turn
 		`{"operationType":"Create","resourceBody":{"id":"m|w|x","type":"msg","lockToken":"lock_chain.6","item":"{\"ActivityCompleted\":{}}"}}`) // a chained completion: not a start
-	assert.Equal(t, "locked=4 by-writer=1 by-others=1 given-back=1 taken-over=1 ended-unconsumed=0 open=0 expired-at-commit=0 writers-checked=0 written-by-first-turn=1", e.summary())
+	assert.True(t, strings.HasPrefix(e.summary(), "locked=4 by-writer=1 by-others=1 given-back=1 taken-over=1 ended-unconsumed=0 open=0 expired-at-commit=0 writers-checked=0 written-by-first-turn=1 "), e.summary())
 }

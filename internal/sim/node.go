@@ -26,6 +26,11 @@ type role struct {
 	// badClock nodes run activities only, on a clock minutes to an hour
 	// ahead (Faults.BadClock).
 	badClock bool
+	// starter nodes (Features.FirstTurnStarts) run orchestrations with
+	// long polling and eager dispatch, at least four dispatchers: the
+	// first-turn rounds start instances through them, so that their
+	// waiting fetches take the starts (first_turn_start.go).
+	starter bool
 }
 
 // nodeSettings are one node's random settings.
@@ -49,6 +54,10 @@ type node struct {
 	stop      context.CancelFunc
 	down      atomic.Bool
 	settings  nodeSettings
+	// owner is the cluster that replaces the node when it crashes, and
+	// role its slot's role; nil for a client-only process.
+	owner *cluster
+	role  role
 }
 
 // env is what nodes share: the account, the recorder, the stats.
@@ -151,6 +160,11 @@ func drawSettings(rng *rand.Rand, cfg Config, clock *simClock, r role, id string
 	if cfg.Features.MixedNodes {
 		mixSettings(rng, &s)
 	}
+	if r.starter {
+		s.runtime.WorkerOnly, s.provider.ShortPolling = false, false
+		s.runtime.OrchestrationConcurrency = max(s.runtime.OrchestrationConcurrency, 4)
+		o = s.runtime
+	}
 	lease := "off"
 	if s.provider.ProcessLeases != nil {
 		lease = s.provider.ProcessLeases.LeaseDuration.String()
@@ -203,6 +217,7 @@ func startNode(ctx context.Context, e *env, id string, slot int, s nodeSettings,
 	ft := newFaultTransport(e.transport, e.cfg.Faults, s.faultSeed, e.stats, !clientOnly)
 	e.polls.Store(id, s)
 	ft.commit = e.rec.observeCommits(id)
+	ft.tried = e.rec.eagerStarts.triesHook()
 	ft.stalled = e.rec.stalledFor(id)
 	ft.paused = e.rec.pausedFor(id)
 	ft.wire, ft.node = e.wire, id
@@ -298,6 +313,9 @@ func newCluster(e *env, rng *rand.Rand) *cluster {
 	if e.cfg.Faults.BadClock > 0 {
 		roles = append(roles, role{badClock: true})
 	}
+	if e.cfg.Features.FirstTurnStarts {
+		roles = append(roles, role{starter: true})
+	}
 	return &cluster{env: e, rng: rng, roles: roles, nodes: make([]*node, len(roles))}
 }
 
@@ -312,6 +330,7 @@ func (c *cluster) start(ctx context.Context, slot int) error {
 		n, err := startNode(ctx, c.env, id, slot, s, false)
 		if err == nil {
 			c.env.logger.Info("node started", "node", id, "slot", slot, "settings", s.describeSelf)
+			n.owner, n.role = c, c.roles[slot]
 			c.mu.Lock()
 			c.nodes[slot] = n
 			c.mu.Unlock()
@@ -477,13 +496,14 @@ func (c *cluster) crashCommitting(ctx context.Context, match func(op string, bod
 	c.env.rec.nodeCrashed(n.id)
 	c.env.logger.Info("node crashed committing a continue-as-new; the clock jumps", "node", n.id, "down", down)
 	c.mu.Lock()
-	if c.nodes[n.slot] == n {
-		c.nodes[n.slot] = nil
-	}
 	restartIn := time.Duration(500+c.rng.Intn(1500)) * time.Millisecond // c.rng is shared: drawn under c.mu
 	c.mu.Unlock()
+	replace := c.takeSlot(n)
 	n.crash()
 	c.env.clock.jump(down)
+	if !replace {
+		return // another crash of the same node replaced it
+	}
 	sleepCtx(ctx, restartIn)
 	_ = c.start(context.WithoutCancel(ctx), n.slot)
 }
@@ -537,16 +557,75 @@ func (c *cluster) crashOne(ctx context.Context) {
 	case <-ctx.Done():
 		return
 	}
+	c.replaceCrashed(ctx, n, label)
+}
+
+// replaceCrashed records n's crash (its transport dead already), lets it
+// go and starts a fresh node in its slot, unless another crash of the
+// same node did so first.
+func (c *cluster) replaceCrashed(ctx context.Context, n *node, label string) {
 	c.env.stats.crash(label)
 	c.env.rec.nodeCrashed(n.id)
 	c.env.logger.Info("node crashed", "node", n.id, "where", label)
-	c.mu.Lock()
-	c.nodes[slot] = nil
-	c.mu.Unlock()
+	replace := c.takeSlot(n)
 	n.crash()
+	if !replace {
+		return
+	}
 	// The replacement starts even if the crash loop is stopping: the slot
 	// must not stay empty.
-	_ = c.start(context.WithoutCancel(ctx), slot)
+	_ = c.start(context.WithoutCancel(ctx), n.slot)
+}
+
+// takeSlot empties n's slot for a replacement; false when n no longer
+// holds it (a crash or a shutdown of n replaced it already), so a node is
+// replaced once and no replacement is left running outside the slots.
+func (c *cluster) takeSlot(n *node) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nodes[n.slot] != n {
+		return false
+	}
+	c.nodes[n.slot] = nil
+	return true
+}
+
+// armCrash arms n to crash at the first request match accepts (before it
+// is sent, or once the account carried it out: after). The returned wait
+// waits up to within (or until ctx ends) for the crash and replaces n; it
+// says whether n crashed (a request that never came disarms the trigger).
+func (c *cluster) armCrash(n *node, match func(op string, body []byte) bool, after bool, label string) (wait func(ctx context.Context, within time.Duration) bool) {
+	fired := make(chan struct{})
+	trig := &crashTrigger{after: after, match: match}
+	trig.fired = func() {
+		n.transport.kill()
+		close(fired)
+	}
+	n.transport.crashOn.Store(trig)
+	return func(ctx context.Context, within time.Duration) bool {
+		timer := time.NewTimer(within)
+		defer timer.Stop()
+		select {
+		case <-fired:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		trig.once.Do(func() {}) // disarmed, unless it fired
+		select {
+		case <-fired:
+		default:
+			return false
+		}
+		c.replaceCrashed(context.WithoutCancel(ctx), n, label)
+		return true
+	}
+}
+
+// crashNow kills n at once (a process that dies while a call through it
+// waits) and replaces it.
+func (c *cluster) crashNow(ctx context.Context, n *node, label string) {
+	n.transport.kill()
+	c.replaceCrashed(ctx, n, label)
 }
 
 // quiet turns faults off on every live node, and on nodes started later.

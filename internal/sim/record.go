@@ -51,6 +51,9 @@ type commitRecord struct {
 // the cheap invariants as the records arrive. A node of another process
 // writes the same records to a file (process.go).
 type recorder struct {
+	// stalled are the runs whose first turn stalled its dispatcher
+	// already (spec.StallMs).
+	stalled    sync.Map
 	mu         sync.Mutex
 	executions []execution
 	running    map[activityKey]int // bodies running now

@@ -226,6 +226,7 @@ func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.
 		instances = append(instances, instance)
 		h.startAwaited(ctx, &expectation{instance: instance, spec: s, want: expected(s)})
 	}
+	firstTurns := h.goFirstTurnRound(ctx, idx, rng)
 	switch kind {
 	case kindChain:
 		s := h.activitySpec(rng, spec{Kind: kindChain, Run: run, N: 1 + rng.Intn(5), Size: rng.Intn(2000)})
@@ -309,6 +310,7 @@ func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.
 		startOne(id, s)
 		h.shutdownWhileRunning(ctx, id, s.Run)
 	}
+	instances = append(instances, firstTurns()...)
 	h.waitTerminal(ctx, instances)
 }
 

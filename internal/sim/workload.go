@@ -58,6 +58,10 @@ type spec struct {
 	Stubborn bool `json:"st,omitempty"`
 	// Pad makes the input (and so a continue-as-new's input) this long.
 	Pad string `json:"p,omitempty"`
+	// StallMs holds the dispatcher of the instance's first turn this long
+	// (a Chain's, once per Run): a dispatcher stalled with a start's first
+	// turn (firstturns.go).
+	StallMs int `json:"sl,omitempty"`
 }
 
 func (s spec) encode() string {
@@ -165,7 +169,7 @@ func childChain(s spec, i int) spec {
 // activities.
 func register(reg *rt.Registry, acts *activities) error {
 	orchestrations := map[string]rt.OrchestrationFunc{
-		kindChain: orchChain, kindFanOut: orchFanOut, kindTimer: orchTimer, kindParent: orchParent,
+		kindChain: acts.stallingFirstTurn(orchChain), kindFanOut: orchFanOut, kindTimer: orchTimer, kindParent: orchParent,
 		kindDetach: orchDetach, kindInbox: orchInbox, kindWaiter: orchWaiter, kindSender: orchSender,
 		kindSessions: orchSessions, kindKV: orchKV, kindRace: orchRace, kindSleeper: orchSleeper,
 		kindBigKV: orchBigKV, kindBigOut: orchBigOut,

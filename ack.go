@@ -86,6 +86,9 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, op string, lock *orches
 	if err != nil {
 		return err
 	}
+	if lock.start != nil {
+		lock.start.planned(plan.historyID)
+	}
 	settled := false
 	defer func() {
 		if !settled {

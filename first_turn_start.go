@@ -60,6 +60,24 @@ type firstTurnStart struct {
 	state firstTurnState
 	err   error         // with startUnknown: why it cannot be told
 	ended chan struct{} // closed once the state is final
+	// historyID is the first turn's history document, as its commit's
+	// plan names it: it tells whether the commit applied once the
+	// instance's lastAck names a later turn.
+	historyID string
+}
+
+// planned notes the history document the first turn's commit writes.
+func (s *firstTurnStart) planned(historyID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.historyID = historyID
+}
+
+// plannedHistory is the history document noted by planned.
+func (s *firstTurnStart) plannedHistory() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.historyID
 }
 
 func newFirstTurnStart() *firstTurnStart {
@@ -205,7 +223,10 @@ func (p *CosmosProvider) settleFirstTurn(ctx context.Context, lock *orchestratio
 		lock.start.end(startCommitted, nil)
 		return nil
 	}
-	inst, rerr := retryTransient(ctx, func() (*instanceDoc, error) { return p.readInstanceLatest(ctx, lock.pk) })
+	// The instance's lastAck, or the first turn's history document once a
+	// later turn (this process's chain, or another's after the lock
+	// expired) moved lastAck on, as for any ack (ackCommitted).
+	committed, rerr := p.ackCommitted(ctx, lock, &ackPlan{historyID: lock.start.plannedHistory()})
 	p.endLock(lock)
 	switch {
 	case rerr != nil:
@@ -214,7 +235,7 @@ func (p *CosmosProvider) settleFirstTurn(ctx context.Context, lock *orchestratio
 		// started: retryable, as a start batch whose answer was lost.
 		lock.start.end(startUnknown, transient("start", "whether the start's first turn committed cannot be told yet", errors.Join(err, rerr)))
 		return err
-	case inst != nil && inst.LastAck == lock.token:
+	case committed:
 		// An answer lost, and the read that would have told failed then:
 		// it committed. Its chain, if it kept one, is given back.
 		lock.start.end(startCommitted, nil)

@@ -750,3 +750,34 @@ func TestAStartWhoseFirstCommitCannotBeToldIsRetryable(t *testing.T) {
 	require.Error(t, startErr)
 	assert.True(t, cdb.IsRetryable(startErr), "to the start's caller: unknown, retryable: %v", startErr)
 }
+
+// A first turn whose commit applied, but whose ack could not tell so before
+// a later turn moved the instance's lastAck on (its chain's turn, or another
+// process's once the lock expired), is still the start's: the turn's history
+// document names its ack, so the start is not handed back to be written a
+// second time (nor refused as existing, for an exclusive start).
+func TestAFirstTurnCommittedBeforeALaterTurnStaysTheStartsWhenToldLate(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{})
+	firstTurn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	started := startInBackground(func() error { return p.EnqueueStartIfAbsent(ctx, startOf("told-late")) })
+	got := firstTurn()
+	require.NoError(t, got.err)
+	require.NotNil(t, got.item)
+	ackFirstTurn(ctx, t, p, got.token, "told-late")
+	require.NoError(t, <-started)
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("told-late"), 0))
+	next := eventuallyTurn(ctx, t, p, "the next turn")
+	require.NoError(t, p.AckOrchestrationItem(ctx, next.token, 1, nil, nil, nil, providertest.TestOrchMetadata(), nil))
+	require.NotEqual(t, got.token, instanceDocOf(t, p, "told-late")["lastAck"], "a later turn moved lastAck on")
+
+	lost := errors.New("the first turn's commit answer was lost")
+	err, committed := p.SettleFirstTurnAfterForTest(ctx, "told-late", got.token, cdb.HistoryDocIDForTest(1, 1), lost)
+	require.NoError(t, err, "the commit applied: the first turn's ack succeeded")
+	assert.True(t, committed, "the start is its caller's, not handed back")
+
+	err, committed = p.SettleFirstTurnAfterForTest(ctx, "told-late", "lock_never-committed", cdb.HistoryDocIDForTest(1, 1), lost)
+	require.ErrorIs(t, err, lost)
+	assert.False(t, committed, "a commit that did not apply hands the start back")
+}

@@ -394,6 +394,11 @@ func (h *harness) startOnNode(ctx context.Context, n *node, instance string, s s
 	switch {
 	case err == nil:
 		h.noteAccepted(instance, true)
+		if n != nil && !racing {
+			// The starter runs the instance and holds it from its first
+			// turn: a wait through it takes the told and held paths.
+			h.waits.follow(h.expectationOf(instance), n.client)
+		}
 	case errors.Is(err, rt.ErrInstanceExists) && (racing || tries > 1):
 		// Another start of the id, or an earlier try of this one whose
 		// answer was lost: started either way.

@@ -91,6 +91,13 @@ func (h *harness) expectOutcome(e *expectation) {
 	h.expect[e.instance] = e
 }
 
+// expectationOf is instance's expectation (nil: none).
+func (h *harness) expectationOf(instance string) *expectation {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.expect[instance]
+}
+
 func (h *harness) expectations() []*expectation {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -110,7 +110,7 @@ func newCompletionWaits(ctx context.Context, e *env, observer *rt.Client, viol *
 // follow starts a waiter for e's instance, when the seed's draw for it says
 // so; through is the client its start was accepted by.
 func (w *completionWaits) follow(e *expectation, through *rt.Client) {
-	if w == nil || !awaitable(e) {
+	if w == nil || e == nil || !awaitable(e) {
 		return
 	}
 	rng := rand.New(rand.NewSource(w.env.cfg.Seed ^ idHash(e.instance)))

@@ -2,6 +2,7 @@ package cdb_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -13,7 +14,23 @@ import (
 // when make test did not provide one.
 var npmServer *cosmostest.NPMServer
 
+// suiteParallelism is how many parallel tests run at once unless -parallel
+// says otherwise. The validation suite's variants spend most of their time
+// waiting (added latency, lock expiries, poll intervals): at GOMAXPROCS on
+// a 2-core machine, two at a time, the CPU idled and the package took over
+// ten minutes under -race; four keep it busy.
+const suiteParallelism = "4"
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		if err := flag.Set("test.parallel", suiteParallelism); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
 	srv, err := cosmostest.StartNPMServerFromEnv(context.Background())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

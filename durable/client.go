@@ -324,6 +324,7 @@ func (c *Client) WaitForCompletion(ctx context.Context, instance string, timeout
 	ended, stop := c.watchEnd(instance)
 	defer stop()
 	var st Status
+	read := false
 	err := c.poll(ctx, timeout, ended, func() (bool, error) {
 		if told, ok := c.toldEnd(instance, ended); ok {
 			st = told
@@ -334,8 +335,16 @@ func (c *Client) WaitForCompletion(ctx context.Context, instance string, timeout
 		}
 		var err error
 		st, err = c.GetStatus(ctx, instance)
+		read = true
 		return err == nil && st.IsTerminal(), err
 	})
+	if errors.Is(err, ErrTimeout) && !read {
+		// Held here the whole time: a timed-out wait still returns the
+		// status as it stands, as one that polled does.
+		if now, rerr := c.GetStatus(ctx, instance); rerr == nil {
+			st = now
+		}
+	}
 	if err != nil {
 		return st, fmt.Errorf("durable: wait for %q: %w", instance, err)
 	}

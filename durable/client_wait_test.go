@@ -252,3 +252,31 @@ func TestWaitForCompletionReadsNoStatusWhileTheProviderHoldsTheInstance(t *testi
 	assert.Equal(t, StateCompleted, res.st.State)
 	assert.Equal(t, "open", res.st.Output)
 }
+
+// A wait that times out while the provider held the instance throughout
+// still returns the status as it stands, read once at the end, as a wait
+// that polled returns its last read.
+func TestWaitForCompletionTimingOutWhileHeldReturnsTheStatusAsItStands(t *testing.T) {
+	h := newCosmosHarness(t, cdb.NewFakeAccount(cdb.FakeAccountOptions{}))
+	h.orchestration("Gate", gate)
+	h.run()
+	h.start("gated", "Gate", "")
+	require.Eventually(t, func() bool {
+		st, err := h.client.GetStatus(h.ctx, "gated")
+		return err == nil && st.State == StateRunning
+	}, 10*time.Second, 10*time.Millisecond, "the first turn ran")
+	told := h.provider.(interface {
+		cdb.OrchestrationEndWatcher
+		cdb.OrchestrationEndReporter
+	})
+	var reads, asked atomic.Int64
+	var holds atomic.Bool
+	holds.Store(true)
+	waiter := NewClient(holdingReadCounting{reportingReadCounting{readCounting{Provider: h.provider, watcher: told, reads: &reads}, told}, &holds, &asked})
+	waiter.pollBackoff = pollBackoff{first: time.Millisecond, most: time.Millisecond}
+	st, err := waiter.WaitForCompletion(h.ctx, "gated", 100*time.Millisecond)
+	require.ErrorIs(t, err, ErrTimeout)
+	assert.Equal(t, StateRunning, st.State)
+	assert.Equal(t, int64(1), reads.Load(), "one read, at the end")
+	assert.Positive(t, asked.Load())
+}

@@ -221,11 +221,17 @@ func (h holdingReadCounting) HoldsOrchestration(string) bool {
 	return h.holds.Load()
 }
 
-// While the provider holds the instance, a wait's polls ask it instead of
-// reading the status: only a commit of that provider can end the instance,
-// and it wakes the wait. Once the hold ends, the polls read again.
-func TestWaitForCompletionReadsNoStatusWhileTheProviderHoldsTheInstance(t *testing.T) {
-	h := newCosmosHarness(t, cdb.NewFakeAccount(cdb.FakeAccountOptions{}))
+// heldGate is a running "gated" Gate instance on h, and a waiter on h's
+// provider that polls every millisecond and is told the provider holds the
+// instance (holds, set at first) and counts its reads and the questions.
+type heldGate struct {
+	waiter       *Client
+	reads, asked atomic.Int64
+	holds        atomic.Bool
+}
+
+func startHeldGate(t *testing.T, h *harness) *heldGate {
+	t.Helper()
 	h.orchestration("Gate", gate)
 	h.run()
 	h.start("gated", "Gate", "")
@@ -233,19 +239,27 @@ func TestWaitForCompletionReadsNoStatusWhileTheProviderHoldsTheInstance(t *testi
 		cdb.OrchestrationEndWatcher
 		cdb.OrchestrationEndReporter
 	})
-	var reads, asked atomic.Int64
-	var holds atomic.Bool
-	holds.Store(true)
-	waiter := NewClient(holdingReadCounting{reportingReadCounting{readCounting{Provider: h.provider, watcher: told, reads: &reads}, told}, &holds, &asked})
-	waiter.pollBackoff = pollBackoff{first: time.Millisecond, most: time.Millisecond}
+	g := &heldGate{}
+	g.holds.Store(true)
+	g.waiter = NewClient(holdingReadCounting{reportingReadCounting{readCounting{Provider: h.provider, watcher: told, reads: &g.reads}, told}, &g.holds, &g.asked})
+	g.waiter.pollBackoff = pollBackoff{first: time.Millisecond, most: time.Millisecond}
+	return g
+}
+
+// While the provider holds the instance, a wait's polls ask it instead of
+// reading the status: only a commit of that provider can end the instance,
+// and it wakes the wait. Once the hold ends, the polls read again.
+func TestWaitForCompletionReadsNoStatusWhileTheProviderHoldsTheInstance(t *testing.T) {
+	h := newCosmosHarness(t, cdb.NewFakeAccount(cdb.FakeAccountOptions{}))
+	g := startHeldGate(t, h)
 	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
 	defer cancel()
-	done := waitInBackground(ctx, waiter, "gated", time.Minute)
-	require.Eventually(t, func() bool { return asked.Load() >= 20 }, 10*time.Second, time.Millisecond, "the polls ask the provider")
-	assert.Zero(t, reads.Load(), "no status read while the provider holds the instance")
+	done := waitInBackground(ctx, g.waiter, "gated", time.Minute)
+	require.Eventually(t, func() bool { return g.asked.Load() >= 20 }, 10*time.Second, time.Millisecond, "the polls ask the provider")
+	assert.Zero(t, g.reads.Load(), "no status read while the provider holds the instance")
 
-	holds.Store(false)
-	require.Eventually(t, func() bool { return reads.Load() >= 1 }, 10*time.Second, time.Millisecond, "the polls read once the hold ends")
+	g.holds.Store(false)
+	require.Eventually(t, func() bool { return g.reads.Load() >= 1 }, 10*time.Second, time.Millisecond, "the polls read once the hold ends")
 	require.NoError(t, h.client.RaiseEvent(h.ctx, "gated", "go", "open"))
 	res := <-done
 	require.NoError(t, res.err)
@@ -258,25 +272,14 @@ func TestWaitForCompletionReadsNoStatusWhileTheProviderHoldsTheInstance(t *testi
 // that polled returns its last read.
 func TestWaitForCompletionTimingOutWhileHeldReturnsTheStatusAsItStands(t *testing.T) {
 	h := newCosmosHarness(t, cdb.NewFakeAccount(cdb.FakeAccountOptions{}))
-	h.orchestration("Gate", gate)
-	h.run()
-	h.start("gated", "Gate", "")
+	g := startHeldGate(t, h)
 	require.Eventually(t, func() bool {
 		st, err := h.client.GetStatus(h.ctx, "gated")
 		return err == nil && st.State == StateRunning
 	}, 10*time.Second, 10*time.Millisecond, "the first turn ran")
-	told := h.provider.(interface {
-		cdb.OrchestrationEndWatcher
-		cdb.OrchestrationEndReporter
-	})
-	var reads, asked atomic.Int64
-	var holds atomic.Bool
-	holds.Store(true)
-	waiter := NewClient(holdingReadCounting{reportingReadCounting{readCounting{Provider: h.provider, watcher: told, reads: &reads}, told}, &holds, &asked})
-	waiter.pollBackoff = pollBackoff{first: time.Millisecond, most: time.Millisecond}
-	st, err := waiter.WaitForCompletion(h.ctx, "gated", 100*time.Millisecond)
+	st, err := g.waiter.WaitForCompletion(h.ctx, "gated", 100*time.Millisecond)
 	require.ErrorIs(t, err, ErrTimeout)
 	assert.Equal(t, StateRunning, st.State)
-	assert.Equal(t, int64(1), reads.Load(), "one read, at the end")
-	assert.Positive(t, asked.Load())
+	assert.Equal(t, int64(1), g.reads.Load(), "one read, at the end")
+	assert.Positive(t, g.asked.Load())
 }

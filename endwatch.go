@@ -41,11 +41,7 @@ func (p *CosmosProvider) EndedStatus(ended <-chan struct{}) (OrchestrationStatus
 // no end. A lock lost unseen (another process took it after a pause here)
 // stops counting at its expiry, or sooner when its renewal finds it lost.
 func (p *CosmosProvider) HoldsOrchestration(instance string) bool {
-	pk := instancePartitionKey(instance)
-	now := p.nowMs()
-	return p.orchLocks.any(func(l *orchestrationLock) bool {
-		return l.pk == pk && l.lockedUntil.Load() > now
-	})
+	return p.holdsInstanceLock(instancePartitionKey(instance))
 }
 
 func (w *endWatches) endedStatus(ended <-chan struct{}) (OrchestrationStatus, bool) {

@@ -185,16 +185,16 @@ func (p *CosmosProvider) announceOtherInstances(groups []instanceGroup, taken st
 // holdsInstance says this process holds pk's instance lock, or one of its
 // fetches is taking it.
 func (p *CosmosProvider) holdsInstance(pk string) bool {
-	if p.locking.has(pk) {
-		return true
-	}
+	return p.locking.has(pk) || p.holdsInstanceLock(pk)
+}
+
+// holdsInstanceLock says this process holds pk's instance lock, unexpired
+// by its clock.
+func (p *CosmosProvider) holdsInstanceLock(pk string) bool {
 	now := p.nowMs()
-	for _, l := range p.orchLocks.values() {
-		if l.pk == pk && l.lockedUntil.Load() > now {
-			return true
-		}
-	}
-	return false
+	return p.orchLocks.any(func(l *orchestrationLock) bool {
+		return l.pk == pk && l.lockedUntil.Load() > now
+	})
 }
 
 // lockFirstFree tries the groups in order and returns the first instance it

@@ -307,6 +307,21 @@ type OrchestrationHolder interface {
 	HoldsOrchestration(instance string) bool
 }
 
+// LockRemainingReporter is implemented by providers that can say how long a
+// lock they handed out has left by their clock. A lock made ready ahead of
+// its fetch (an item or a turn locked in an earlier commit) may be handed
+// out with less than its whole timeout left, so a runtime that renews a
+// timeout minus a buffer after its fetch would renew too late: it schedules
+// its first renewal from what is left instead. false when the provider
+// does not hold the token.
+type LockRemainingReporter interface {
+	// WorkItemLockRemaining is how long the worker lock token has left.
+	WorkItemLockRemaining(token string) (time.Duration, bool)
+	// OrchestrationLockRemaining is how long the orchestration lock token
+	// has left.
+	OrchestrationLockRemaining(token string) (time.Duration, bool)
+}
+
 // MaxParkReasonBytes caps the reason a park records, so that a long
 // nondeterminism message never bloats the instance's document.
 const MaxParkReasonBytes = 4096

@@ -44,8 +44,9 @@ package cdb
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
-	"strings"
 	"sync"
 	"time"
 )
@@ -58,9 +59,12 @@ import (
 const completionCoalescing = 25 * time.Millisecond
 
 // chainToken is the lock token an ack writes on the instance it keeps: the
-// same for every try of the ack.
+// same for every try of the ack, and of one length however many chains
+// came before (the ack's own token may be a chain's): every document id
+// derived from a token must stay within Cosmos DB's id limit (R18).
 func chainToken(ackToken string) string {
-	return "lock_chain." + strings.TrimPrefix(ackToken, "lock_")
+	digest := sha256.Sum256([]byte(ackToken))
+	return "lock_chain." + hex.EncodeToString(digest[:16])
 }
 
 // chainedInstance is an instance this process's commit kept locked.

@@ -70,10 +70,11 @@ func chainEvent(instance string, id uint64, kind cdb.EventKind) cdb.Event {
 }
 
 // A sequential orchestration of a thousand activities, a timer every
-// fiftieth (each timer ends a chain: 50 chained turns between), KV set along the way and an output stored apart at the end, runs
-// each step once and completes: before the chain's token was bounded, its
-// derived ids passed Cosmos DB's limit at about the 35th step and the
-// orchestration failed, or a step ran twice.
+// fiftieth (a timer ends a chain: 50 chained turns between), KV set along
+// the way and an output stored apart at the end, runs each step once and
+// completes: before the chain's token was bounded, its derived ids passed
+// Cosmos DB's limit at about the 35th chained turn and the instance
+// stalled, or failed, or ran a step twice.
 func TestASequenceOfAThousandActivitiesRunsEachOnceAndCompletes(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})

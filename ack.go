@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -132,6 +133,9 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, op string, lock *orches
 	// Ready before afterCommit announces them.
 	p.eager.settle(plan.reserved, plan.eagerLocks())
 	settled = true
+	if p.closing.Load() {
+		p.giveBackEager(ctx, math.MaxInt64) // no fetch of this process will take them
+	}
 	p.afterCommit(lock, plan)
 	if plan.outbox != nil {
 		p.outbox.committed(ctx, lock.pk, lock.state.pendingOutboxes, plan.outbox, known)

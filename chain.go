@@ -222,6 +222,16 @@ func (h *chains) all() []*chainedInstance {
 	return h.end(func(*chainedInstance) bool { return true })
 }
 
+// empty says no chain is kept.
+func (h *chains) empty() bool {
+	if h == nil {
+		return true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.byPK) == 0
+}
+
 // add records a chain.
 func (h *chains) add(hi *chainedInstance) {
 	h.mu.Lock()
@@ -298,7 +308,7 @@ func (p *CosmosProvider) handOverChain(ctx context.Context, hi *chainedInstance)
 	if hi == nil {
 		return
 	}
-	if len(hi.lock.messages) == 0 && !hi.announced && !hi.unsure {
+	if len(hi.lock.messages) == 0 && !hi.announced && !hi.unsure || p.closing.Load() {
 		p.giveBackChain(ctx, hi)
 		return
 	}

@@ -140,13 +140,28 @@ func (p *CosmosProvider) runEagerGiveBack(ctx context.Context) {
 // locked eagerly and never handed out.
 const closeGiveBackTimeout = 5 * time.Second
 
-// giveBackAllEager gives back everything locked eagerly and not handed
-// out, as the provider closes: no fetch of this process will take it.
+// giveBackAllEager gives back every chain and everything locked eagerly
+// and not handed out, as the provider closes: no fetch of this process
+// will take it. The chain and give-back loops have stopped (Close), and
+// whatever is made ready from now on is given back by its maker (closing);
+// what is left is a chain a worker ack still writes into, which that ack
+// hands over (so gives back) as it settles. So it goes on until nothing is
+// left, or closeGiveBackTimeout.
 func (p *CosmosProvider) giveBackAllEager() {
 	ctx, cancel := context.WithTimeout(context.Background(), closeGiveBackTimeout)
 	defer cancel()
-	p.giveBackEager(ctx, math.MaxInt64)
-	p.giveBackAllChains(ctx)
+	for {
+		p.giveBackAllChains(ctx)
+		p.giveBackEager(ctx, math.MaxInt64)
+		if p.chains.empty() && p.eager.empty() && p.eagerStarts.empty() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(completionCoalescing):
+		}
+	}
 }
 
 // newEagerWork is eager activities' registry: worker items' locks.

@@ -212,3 +212,13 @@ func (e *eagerReady[T]) stale(readySince, nowMs int64) []T {
 	e.ready = kept
 	return out
 }
+
+// empty says nothing is ready.
+func (e *eagerReady[T]) empty() bool {
+	if e == nil {
+		return true
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.ready) == 0
+}

@@ -250,6 +250,15 @@ type CosmosProvider struct {
 	closeOnce        sync.Once
 	stop             context.CancelFunc
 	done             sync.WaitGroup
+	// handOverStop ends the chain and give-back loops (chain.go, eager.go)
+	// and handOverDone waits for them: Close stops them before it gives
+	// back what is left, so nothing is handed over behind its back.
+	handOverStop context.CancelFunc
+	handOverDone sync.WaitGroup
+	// closing is set once Close begins: a chain due from then on, or an
+	// item a commit makes ready, is given back rather than made ready for
+	// fetches that will not come.
+	closing atomic.Bool
 }
 
 var (
@@ -370,15 +379,16 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		}()
 	}
 	if p.eager != nil {
-		p.done.Add(1)
+		handOver, stopHandOver := context.WithCancel(bg)
+		p.handOverStop = stopHandOver
+		p.handOverDone.Add(2)
 		go func() {
-			defer p.done.Done()
-			p.runEagerGiveBack(bg)
+			defer p.handOverDone.Done()
+			p.runEagerGiveBack(handOver)
 		}()
-		p.done.Add(1)
 		go func() {
-			defer p.done.Done()
-			p.runChains(bg)
+			defer p.handOverDone.Done()
+			p.runChains(handOver)
 		}()
 	}
 	if p.tel.on && cfg.GaugeInterval > 0 {
@@ -495,6 +505,11 @@ func explainContainerRead(ctx context.Context, client *Client, cfg Config, err e
 // in Cosmos DB for the next process's reconciler.
 func (p *CosmosProvider) Close() error {
 	p.closeOnce.Do(func() {
+		p.closing.Store(true)
+		if p.handOverStop != nil {
+			p.handOverStop()
+			p.handOverDone.Wait()
+		}
 		p.giveBackAllEager()
 		p.stop()
 		p.done.Wait()

@@ -1,0 +1,82 @@
+package cdb_test
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// Close gives back everything locked here for fetches that will never
+// come: ready items and turns, and chains, whatever comes due meanwhile.
+
+// A chain that comes due while Close gives back a ready turn is given back
+// too: before, Close gave back the ready turns first while the chain loop
+// still ran, and a chain it then handed over into the emptied ready list
+// stayed locked for a lock's length.
+func TestAChainDueWhileCloseGivesBackIsGivenBackToo(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	var closing atomic.Bool
+	releasing := make(chan struct{}, 1)
+	p := newHookedProvider(t, acct, cdb.Config{PollInterval: time.Hour}, func(r *http.Request) {
+		if closing.Load() && r.Method != http.MethodGet && r.Header.Get("x-ms-documentdb-partitionkey") == `["ready"]` {
+			select {
+			case releasing <- struct{}{}:
+			default:
+			}
+			time.Sleep(500 * time.Millisecond) // the give-back of the ready turn is slow
+		}
+	})
+	// "due": a chain whose first completion comes while Close runs.
+	due := chainedFanOut(ctx, t, p, "due", 2)
+	// "ready": its chained turn is ready, and no orchestration fetch waits.
+	ackActivity(ctx, t, p, chainedFanOut(ctx, t, p, "ready", 1)[0])
+
+	closing.Store(true)
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		_ = p.Close()
+	}()
+	select {
+	case <-releasing:
+	case <-time.After(time.Minute):
+		t.Fatal("Close never gave back the ready turn")
+	}
+	// Written claimed into the chain if it still stands, unclaimed if not.
+	_ = p.AckWorkItem(ctx, due[0].token, cdb.ActivityCompletedMessage{Instance: "due", ExecutionID: 1, ID: 2, Result: "ok"})
+	<-closed
+
+	reader := newRulesProvider(t, acct, cdb.Config{})
+	for _, instance := range []string{"ready", "due"} {
+		assert.Empty(t, instanceDocOf(t, reader, instance)["lockToken"], "%s: given back at Close", instance)
+	}
+	item, _, _, err := reader.FetchOrchestrationItem(context.Background(), time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "another process takes a turn at once")
+}
+
+// An item a commit locks for a fetch of this process, committed after
+// Close began, is given back at once: no fetch of this process will take
+// it, and hiding it for a lock's length would stall its activity.
+func TestAnItemACommitLocksAfterCloseBeganIsGivenBack(t *testing.T) {
+	ctx := rulesContext(t)
+	p := newRulesProvider(t, cdb.NewFakeAccount(cdb.FakeAccountOptions{}), cdb.Config{})
+	token := lockedStart(ctx, t, p, "late")
+	_, stopWorker := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	cdb.AfterAckPlannedForTest(p, func() { // the item is reserved: the runtime stops, then its provider
+		stopWorker()
+		_ = p.Close()
+	})
+	require.NoError(t, ackScheduling(ctx, t, p, token, "late", activity("late", 2, "")))
+	items := workDocs(t, p, "late")
+	require.Len(t, items, 1)
+	assert.Empty(t, items[0]["lockToken"], "given back, not left to its lock's expiry")
+}

@@ -117,8 +117,10 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, op string, lock *orches
 	// planning or the staging) gave it a new ETag. The commit is ours only
 	// if nobody took the instance meanwhile, which this ETag checks.
 	plan.batch.setIfMatch(instanceWrite, lock.inst.ETag)
+	restore := p.withdrawCancelled(plan)
 	known, err := p.commit(ctx, op, lock, plan)
 	if err != nil {
+		restore()
 		return err
 	}
 	// Chained before its eager items are handed out, whose completions

@@ -26,6 +26,8 @@ type ackPlan struct {
 	// reserved the fetches reserved for them (eager.go).
 	eager    []eagerWrite
 	reserved int
+	// cancels are the worker items the batch tombstones.
+	cancels []workRef
 	// chain is the lock the commit keeps on its instance (chain.go), nil
 	// when it releases it.
 	chain *orchestrationLock
@@ -162,7 +164,7 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, squeeze int
 			plan.state.pendingOutboxes = state.pendingOutboxes
 		}
 	}
-	plan.eager, plan.reserved = w.locked, w.reserved
+	plan.eager, plan.reserved, plan.cancels = w.locked, w.reserved, w.cancels
 	plan.inst = inst
 	if plan.chain, err = p.planChain(lock, plan, now); err != nil {
 		return nil, refuse(op, "encode instance", err)

@@ -42,6 +42,14 @@ type ackWriter struct {
 	// process for (eager.go); locked are those it put in the batch.
 	reserved int
 	locked   []eagerWrite
+	// cancels are the worker items the turn's cancellations tombstone.
+	cancels []workRef
+}
+
+// workRef names a worker item: its instance's partition and its activity.
+type workRef struct {
+	pk       string
+	activity activityKey
 }
 
 // eagerWrite is a worker item the commit batch writes locked to this
@@ -207,6 +215,7 @@ func (w *ackWriter) addCancellations(cancelled []ScheduledActivityIdentifier, sc
 			return refuse(w.op, "", err)
 		}
 		w.add(instancePartitionKey(c.Instance), pendingDoc{body: body, upsert: true})
+		w.cancels = append(w.cancels, workRef{pk: instancePartitionKey(c.Instance), activity: activityKey{c.ExecutionID, c.ActivityID}})
 	}
 	return nil
 }

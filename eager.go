@@ -71,6 +71,37 @@ func (p *CosmosProvider) takeEager(ctx context.Context, lockTimeout time.Duratio
 	}
 }
 
+// withdrawCancelled takes the items plan's commit cancels out of the ready
+// list before the commit is sent, so that no fetch of this process is
+// handed one without a request once their tombstones may be written
+// (R20). restore puts them back for a commit that failed, or may have: to
+// be read back before they are handed out, so that one a commit did
+// tombstone is passed over.
+func (p *CosmosProvider) withdrawCancelled(plan *ackPlan) (restore func()) {
+	if len(plan.cancels) == 0 {
+		return func() {}
+	}
+	cancelled := map[workRef]bool{}
+	for _, c := range plan.cancels {
+		cancelled[c] = true
+	}
+	withdrawn := p.eager.drop(func(l *workLock) bool { return cancelled[workRef{pk: l.pk, activity: l.activity}] })
+	return func() {
+		for _, l := range withdrawn {
+			l.doc.ETag = ""
+		}
+		p.eager.restore(withdrawn)
+	}
+}
+
+// dropReadyOf forgets the items locked eagerly for this process's fetches
+// in pk, as a deletion of pk's instance begins: the deletion removes them,
+// and one handed out without a request afterwards would run an activity of
+// a deleted instance (R20). Nothing is written: the deletion sweeps them.
+func (p *CosmosProvider) dropReadyOf(pk string) {
+	p.eager.drop(func(l *workLock) bool { return l.pk == pk })
+}
+
 // returningFetch counts the dispatcher that fetched lock's item as a
 // running fetch of this process while it acks or abandons the item, until
 // the returned function is called.

@@ -222,3 +222,36 @@ func (e *eagerReady[T]) empty() bool {
 	defer e.mu.Unlock()
 	return len(e.ready) == 0
 }
+
+// drop removes and returns the ready items match selects.
+func (e *eagerReady[T]) drop(match func(T) bool) []T {
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []T
+	kept := e.ready[:0]
+	for _, r := range e.ready {
+		if match(r.item) {
+			out = append(out, r.item)
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	e.ready = kept
+	return out
+}
+
+// restore makes items dropped earlier ready again.
+func (e *eagerReady[T]) restore(items []T) {
+	if e == nil || len(items) == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	for _, item := range items {
+		e.ready = append(e.ready, readyItem[T]{item: item, since: now})
+	}
+}

@@ -70,9 +70,10 @@ func TestAnItemACommitLocksAfterCloseBeganIsGivenBack(t *testing.T) {
 	ctx := rulesContext(t)
 	p := newRulesProvider(t, cdb.NewFakeAccount(cdb.FakeAccountOptions{}), cdb.Config{})
 	token := lockedStart(ctx, t, p, "late")
-	_, stopWorker := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	result, stopWorker := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
 	cdb.AfterAckPlannedForTest(p, func() { // the item is reserved: the runtime stops, then its provider
 		stopWorker()
+		require.Nil(t, result().item)
 		_ = p.Close()
 	})
 	require.NoError(t, ackScheduling(ctx, t, p, token, "late", activity("late", 2, "")))

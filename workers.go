@@ -342,6 +342,11 @@ func (p *CosmosProvider) refreshClaim(ctx context.Context, lock *workLock, lockT
 	case IsOutcomeUnknown(err):
 		lock.doc.ETag = "" // it may have applied: the next write reads the item back first (knownETag)
 		return nil
+	case IsPreconditionFailed(err) || IsNotFound(err):
+		// Written since by someone else (a cancellation's tombstone, a
+		// claim after a pause) or deleted: not ours to hand out.
+		p.log.Debug("cdb: a claimed work item changed or went before it could be refreshed; passing it over", "item", lock.doc.ID, "error", err)
+		return errContended
 	default:
 		return nil // still ours: the runtime's renewal tries again
 	}

@@ -1,0 +1,89 @@
+package cdb_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/providertest"
+)
+
+// Ready lists are never staler than the store (R20): an item locked
+// eagerly for this process and not handed out yet is dropped when a
+// commit or a deletion of this process ends it, and one whose claim
+// refresh finds it changed or gone is passed over.
+
+// readyItemOf is p with instance's first turn committed, its activity 2
+// locked eagerly for p's fetches and left ready (the fetch it was locked
+// for went away before the commit); the instance stays running.
+func readyItemOf(t *testing.T, acct *cdb.FakeAccount, cfg cdb.Config, instance string) (context.Context, *cdb.CosmosProvider) {
+	t.Helper()
+	ctx := rulesContext(t)
+	p := newRulesProvider(t, acct, cfg)
+	token := lockedStart(ctx, t, p, instance)
+	result, stopWorker := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	var once sync.Once
+	cdb.AfterAckPlannedForTest(p, func() { // the item is reserved for the fetch, which then ends
+		once.Do(func() {
+			stopWorker()
+			require.Nil(t, result().item)
+		})
+	})
+	require.NoError(t, ackScheduling(ctx, t, p, token, instance, activity(instance, 2, "")))
+	cdb.AfterAckPlannedForTest(p, nil)
+	items := workDocs(t, p, instance)
+	require.Len(t, items, 1)
+	require.NotEmpty(t, items[0]["lockToken"], "locked eagerly for this process")
+	return ctx, p
+}
+
+// noWork says a fetch of p, which takes a ready item without a request,
+// finds nothing.
+func noWork(ctx context.Context, t *testing.T, p *cdb.CosmosProvider, msgAndArgs ...any) {
+	t.Helper()
+	item, _, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	assert.Nil(t, item, msgAndArgs...)
+}
+
+// An activity that a commit of this process cancels is never handed out
+// afterwards: before, the item waited in the ready list and the next fetch
+// took it without a request, after its tombstone was written.
+func TestAnActivityThisProcessCancelledIsNeverHandedOut(t *testing.T) {
+	ctx, p := readyItemOf(t, cdb.NewFakeAccount(cdb.FakeAccountOptions{}), cdb.Config{PollInterval: time.Hour}, "cancels")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "cancels", Name: "stop", Data: "{}"}, 0))
+	turn := eventuallyTurn(ctx, t, p, "the event's turn")
+	require.NoError(t, p.AckOrchestrationItem(ctx, turn.token, 1, nil, nil, nil, providertest.TestOrchMetadata(),
+		[]cdb.ScheduledActivityIdentifier{{Instance: "cancels", ExecutionID: 1, ActivityID: 2}}))
+	noWork(ctx, t, p, "the cancelled activity is not handed out")
+}
+
+// An activity of an instance this process deletes is never handed out
+// afterwards.
+func TestAnActivityOfAnInstanceThisProcessDeletedIsNeverHandedOut(t *testing.T) {
+	ctx, p := readyItemOf(t, cdb.NewFakeAccount(cdb.FakeAccountOptions{}), cdb.Config{PollInterval: time.Hour}, "deleted")
+	// The instance is held by its chain here; a forced deletion goes ahead.
+	_, err := p.DeleteInstancesAtomic(ctx, []string{"deleted"}, true)
+	require.NoError(t, err)
+	noWork(ctx, t, p, "the deleted instance's activity is not handed out")
+}
+
+// A ready item whose claim refresh finds it written by someone else is
+// not this process's to hand out: before, a 412 read as "still ours".
+func TestAReadyItemChangedElsewhereIsPassedOverOnItsRefresh(t *testing.T) {
+	clock := newTestClock()
+	ctx, p := readyItemOf(t, cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now}), cdb.Config{PollInterval: time.Hour, Now: clock.Now}, "changed")
+	// Another process writes the item (a cancellation's tombstone, say):
+	// its ETag is no longer the one this process holds.
+	var ops cdb.PatchOperations
+	ops.AppendSet("/touched", true)
+	_, err := p.Container().PatchItem(ctx, cdb.NewPartitionKeyString("changed"), "w|1|2", ops, nil)
+	require.NoError(t, err)
+	clock.Advance(30 * time.Second) // half the lock gone: the hand-out refreshes it first
+	noWork(ctx, t, p, "the item was written by another process since it was locked here")
+}

@@ -62,8 +62,15 @@ type Options struct {
 	// MaxAttempts is the poison threshold: a message fetched more often
 	// than this fails its orchestration or activity (default 10).
 	MaxAttempts uint32
-	// ActivityCancellationGrace is how long a cancelled activity may keep
-	// running before its result is dropped (default 10s).
+	// ActivityCancellationGrace is how long a cancelled activity (its
+	// runtime shutting down, or its lock lost) may keep running before its
+	// result is dropped (default 10s); a shutting-down runtime keeps
+	// renewing the activity's lock meanwhile. A handler that ignores its
+	// cancellation past the grace keeps its item hidden until its lock
+	// expires (at most WorkerLockTimeout later: the lock is neither renewed
+	// nor released), and its result is dropped. The lock is not renewed
+	// until the handler returns, so that Shutdown returns at most a grace
+	// after its context ends.
 	ActivityCancellationGrace time.Duration
 
 	// SessionLockTimeout is how long a session (see WithSession) stays

@@ -283,8 +283,14 @@ func (r *Runtime) failRefusedActivity(ctx context.Context, w lockedActivity, ref
 // until the handler returns or the grace ends, so no other runtime runs the
 // activity while this handler does: a result the handler returns within the
 // grace is acked (a failure is abandoned for a retry, since it may be the
-// cancellation's); after the grace the result is dropped and the item
-// released.
+// cancellation's).
+//
+// Keeps: a running handler keeps its item (R21). After the grace the result
+// is dropped, but an item whose handler has not returned is never released,
+// whether the runtime is stopping or its lock was reported lost: its lock
+// is no longer renewed (the caller settles the item) and lapses by the
+// store's clock, and only then can another runtime, or this one, run the
+// activity again.
 func (r *Runtime) interruptActivity(ctx context.Context, w lockedActivity, cause error, results <-chan activityResult) activityOutcome {
 	lockLost := errors.Is(cause, errLockLost)
 	if !lockLost {
@@ -298,11 +304,11 @@ func (r *Runtime) interruptActivity(ctx context.Context, w lockedActivity, cause
 		if !lockLost {
 			return r.ackActivity(ctx, w, res)
 		}
+		r.abandonWork(w.token, 0, false)
 	case <-grace.C:
-		r.activityLog(w).Warn("cancelled activity did not stop within the grace period; dropping its result and releasing it",
-			"lock_lost", lockLost)
+		r.activityLog(w).Warn("cancelled activity did not stop within the grace period; dropping its result and leaving its lock to lapse",
+			"lock_lost", lockLost, "lock_timeout", r.opts.WorkerLockTimeout)
 	}
-	r.abandonWork(w.token, 0, !lockLost)
 	return activityAbandoned
 }
 

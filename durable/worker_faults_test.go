@@ -240,6 +240,7 @@ func TestALostLockIsNotReleasedWhileItsHandlerRuns(t *testing.T) {
 		o.WorkerConcurrency = 1
 		o.ActivityCancellationGrace = 200 * time.Millisecond
 	})
+	t.Cleanup(act.letGo) // before the runtime's shutdown, should the test fail
 	h.start("lost-lock", "RunsExclusive", "z")
 	<-act.started
 	fetched := p.done.Load() // the slot's fetches so far; it now runs the handler

@@ -157,6 +157,9 @@ type Options struct {
 	// renewal (time.After); a test fires it by hand, so what it checks
 	// about when renewals come does not hang on this machine's load.
 	sessionRenewalAfter func(time.Duration) <-chan time.Time
+	// lockRenewalAfter does the same for the renewals of instance and
+	// worker locks (renewEvery).
+	lockRenewalAfter func(time.Duration) <-chan time.Time
 }
 
 // withDefaults fills the zero fields.
@@ -190,6 +193,9 @@ func (o Options) withDefaults() Options {
 	setInt(&o.MaxSessionsPerRuntime, 10)
 	if o.sessionRenewalAfter == nil {
 		o.sessionRenewalAfter = time.After
+	}
+	if o.lockRenewalAfter == nil {
+		o.lockRenewalAfter = time.After
 	}
 	setDuration(&o.UnregisteredBackoffBase, time.Second)
 	setDuration(&o.UnregisteredBackoffMax, time.Minute)
@@ -235,14 +241,16 @@ func (o Options) replayRange() cdb.SemverRange {
 
 // renewalInterval is how often a lock of this timeout is renewed: duroxide
 // renews long locks buffer before they expire and short ones at half their
-// timeout, in whole seconds. Locks of two seconds or less (tests use them)
-// are renewed at half their timeout exactly, so a renewal always lands
-// before the expiry.
+// timeout, in whole seconds. Locks of less than three seconds (tests use
+// them, and a lock handed out with little left is renewed by this rule,
+// see renewalSchedule) are renewed at half their timeout exactly: rounded
+// up, a lock of 2.1 s would be renewed 0.1 s before its expiry, whereas
+// from three seconds on the rounding leaves at least a second.
 func renewalInterval(timeout, buffer time.Duration) time.Duration {
 	if timeout >= 15*time.Second {
 		return max(timeout-min(buffer, timeout), time.Second)
 	}
-	if timeout <= 2*time.Second {
+	if timeout < 3*time.Second {
 		return max(timeout/2, 10*time.Millisecond)
 	}
 	return time.Duration(math.Ceil(timeout.Seconds()/2)) * time.Second

@@ -168,11 +168,12 @@ func runActivity(fn ActivityFunc, ctx ActivityContext, input string) (res activi
 // and the first permanent one (the lock is gone: the activity was
 // cancelled, or its lock expired) cancels the activity with errLockLost.
 func (r *Runtime) renewWorkLock(token string, cancel context.CancelCauseFunc) (stop func()) {
-	interval := renewalInterval(r.opts.WorkerLockTimeout, r.opts.WorkerLockRenewalBuffer)
+	first, interval := r.renewalSchedule(token, r.opts.WorkerLockTimeout, r.opts.WorkerLockRenewalBuffer,
+		cdb.LockRemainingReporter.WorkItemLockRemaining)
 	// Not bounded by the work context: a stopping runtime keeps the lock of
 	// an activity whose handler still runs (interruptActivity bounds that
 	// by the grace), so no other runtime runs it meanwhile.
-	return r.renewEvery(context.WithoutCancel(r.workCtx), interval, func(ctx context.Context) error {
+	return r.renewEvery(context.WithoutCancel(r.workCtx), first, interval, func(ctx context.Context) error {
 		return r.provider.RenewWorkItemLock(ctx, token, r.opts.WorkerLockTimeout)
 	}, func(err error) {
 		r.log.Debug("activity lock lost; cancelling the activity", "error", err)

@@ -128,8 +128,8 @@ func (r *Runtime) renewalSchedule(token string, timeout, buffer time.Duration,
 	return interval, interval
 }
 
-// renewEvery calls renew first after first, then every interval, until
-// stopped or renew fails for good. A retryable failure (a timeout,
+// renewEvery calls renew once first has passed and then every interval,
+// until stopped or renew fails for good. A retryable failure (a timeout,
 // throttling) says nothing about the lock, nor does a permanent status the
 // store answered (a real account's transient 401 or 403): each is tried
 // again after a short backoff, well before the lock expires, and only the

@@ -286,8 +286,8 @@ func (r *Runtime) failRefusedActivity(ctx context.Context, w lockedActivity, ref
 // grace is acked (a failure is abandoned for a retry, since it may be the
 // cancellation's).
 //
-// Keeps: a running handler keeps its item (R21). After the grace the result
-// is dropped, but an item whose handler has not returned is never released,
+// After the grace the result is dropped, but an item whose handler has not
+// returned is never released (R21, a running handler keeps its item),
 // whether the runtime is stopping or its lock was reported lost: its lock
 // is no longer renewed (the caller settles the item) and lapses by the
 // store's clock, and only then can another runtime, or this one, run the
@@ -307,6 +307,7 @@ func (r *Runtime) interruptActivity(ctx context.Context, w lockedActivity, cause
 		}
 		r.abandonWork(w.token, 0, false)
 	case <-grace.C:
+		// Keeps: a running handler keeps its item (R21).
 		r.activityLog(w).Warn("cancelled activity did not stop within the grace period; dropping its result and leaving its lock to lapse",
 			"lock_lost", lockLost, "lock_timeout", r.opts.WorkerLockTimeout)
 	}

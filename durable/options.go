@@ -62,8 +62,15 @@ type Options struct {
 	// MaxAttempts is the poison threshold: a message fetched more often
 	// than this fails its orchestration or activity (default 10).
 	MaxAttempts uint32
-	// ActivityCancellationGrace is how long a cancelled activity may keep
-	// running before its result is dropped (default 10s).
+	// ActivityCancellationGrace is how long a cancelled activity (its
+	// runtime shutting down, or its lock lost) may keep running before its
+	// result is dropped (default 10s); a shutting-down runtime keeps
+	// renewing the activity's lock meanwhile. A handler that ignores its
+	// cancellation past the grace keeps its item hidden until its lock
+	// expires (at most WorkerLockTimeout later: the lock is neither renewed
+	// nor released), and its result is dropped. The lock is not renewed
+	// until the handler returns, so that Shutdown returns at most a grace
+	// after its context ends.
 	ActivityCancellationGrace time.Duration
 
 	// SessionLockTimeout is how long a session (see WithSession) stays
@@ -150,6 +157,9 @@ type Options struct {
 	// renewal (time.After); a test fires it by hand, so what it checks
 	// about when renewals come does not hang on this machine's load.
 	sessionRenewalAfter func(time.Duration) <-chan time.Time
+	// lockRenewalAfter does the same for the renewals of instance and
+	// worker locks (renewEvery).
+	lockRenewalAfter func(time.Duration) <-chan time.Time
 }
 
 // withDefaults fills the zero fields.
@@ -183,6 +193,9 @@ func (o Options) withDefaults() Options {
 	setInt(&o.MaxSessionsPerRuntime, 10)
 	if o.sessionRenewalAfter == nil {
 		o.sessionRenewalAfter = time.After
+	}
+	if o.lockRenewalAfter == nil {
+		o.lockRenewalAfter = time.After
 	}
 	setDuration(&o.UnregisteredBackoffBase, time.Second)
 	setDuration(&o.UnregisteredBackoffMax, time.Minute)
@@ -228,14 +241,16 @@ func (o Options) replayRange() cdb.SemverRange {
 
 // renewalInterval is how often a lock of this timeout is renewed: duroxide
 // renews long locks buffer before they expire and short ones at half their
-// timeout, in whole seconds. Locks of two seconds or less (tests use them)
-// are renewed at half their timeout exactly, so a renewal always lands
-// before the expiry.
+// timeout, in whole seconds. Locks of less than three seconds (tests use
+// them, and a lock handed out with little left is renewed by this rule,
+// see renewalSchedule) are renewed at half their timeout exactly: rounded
+// up, a lock of 2.1 s would be renewed 0.1 s before its expiry, whereas
+// from three seconds on the rounding leaves at least a second.
 func renewalInterval(timeout, buffer time.Duration) time.Duration {
 	if timeout >= 15*time.Second {
 		return max(timeout-min(buffer, timeout), time.Second)
 	}
-	if timeout <= 2*time.Second {
+	if timeout < 3*time.Second {
 		return max(timeout/2, 10*time.Millisecond)
 	}
 	return time.Duration(math.Ceil(timeout.Seconds()/2)) * time.Second

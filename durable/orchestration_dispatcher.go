@@ -100,28 +100,48 @@ func pinnedVersion(history []cdb.Event) (cdb.SemanticVersion, bool) {
 // renewOrchestrationLock renews the instance lock until the returned stop
 // is called or a renewal fails (the lock is gone; the ack will say so).
 func (r *Runtime) renewOrchestrationLock(token string) (stop func()) {
-	interval := renewalInterval(r.opts.OrchestratorLockTimeout, r.opts.OrchestratorLockRenewalBuffer)
-	return r.renewEvery(r.workCtx, interval, func(ctx context.Context) error {
+	first, interval := r.renewalSchedule(token, r.opts.OrchestratorLockTimeout, r.opts.OrchestratorLockRenewalBuffer,
+		cdb.LockRemainingReporter.OrchestrationLockRemaining)
+	return r.renewEvery(r.workCtx, first, interval, func(ctx context.Context) error {
 		return r.provider.RenewOrchestrationItemLock(ctx, token, r.opts.OrchestratorLockTimeout)
 	}, func(err error) {
 		r.log.Debug("orchestration lock renewal failed", "error", err)
 	})
 }
 
-// renewEvery calls renew every interval until stopped or renew fails for
-// good. A retryable failure (a timeout, throttling) says nothing about the
-// lock, nor does a permanent status the store answered (a real account's
-// transient 401 or 403): each is tried again after a short backoff, well
-// before the lock expires, and only the provider's own refusal (the lock is
-// gone, or expired while the renewals failed) calls failed. Renewals end
-// when parent does.
-func (r *Runtime) renewEvery(parent context.Context, interval time.Duration, renew func(context.Context) error, failed func(error)) (stop func()) {
+// renewalSchedule is when a lock just handed out is renewed: every
+// interval (renewalInterval of its timeout), the first time after first.
+// A lock made ready ahead of its fetch may have less than its timeout left
+// (R19): when the provider says what is left (cdb.LockRemainingReporter),
+// the first renewal follows the same rule applied to what is left, never
+// later than the interval; otherwise it comes an interval after the fetch.
+// Every renewal extends the lock by its whole timeout, so only the first
+// needs this. remaining is the reporter's method for the lock's kind.
+func (r *Runtime) renewalSchedule(token string, timeout, buffer time.Duration,
+	remaining func(cdb.LockRemainingReporter, string) (time.Duration, bool)) (first, interval time.Duration) {
+	interval = renewalInterval(timeout, buffer)
+	if reporter, ok := r.provider.(cdb.LockRemainingReporter); ok {
+		if left, ok := remaining(reporter, token); ok {
+			return min(renewalInterval(left, buffer), interval), interval
+		}
+	}
+	return interval, interval
+}
+
+// renewEvery calls renew once first has passed and then every interval,
+// until stopped or renew fails for good. A retryable failure (a timeout,
+// throttling) says nothing about the lock, nor does a permanent status the
+// store answered (a real account's transient 401 or 403): each is tried
+// again after a short backoff, well before the lock expires, and only the
+// provider's own refusal (the lock is gone, or expired while the renewals
+// failed) calls failed. Renewals end when parent does.
+func (r *Runtime) renewEvery(parent context.Context, first, interval time.Duration, renew func(context.Context) error, failed func(error)) (stop func()) {
 	ctx, cancel := context.WithCancel(parent)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		wait, retries := interval, 0
-		for sleep(ctx, wait) {
+		wait, retries := first, 0
+		for r.waitRenewal(ctx, wait) {
 			err := renew(ctx)
 			switch {
 			case err == nil:
@@ -141,6 +161,17 @@ func (r *Runtime) renewEvery(parent context.Context, interval time.Duration, ren
 	return func() {
 		cancel()
 		<-done
+	}
+}
+
+// waitRenewal waits d before a lock renewal (Options.lockRenewalAfter), or
+// until ctx ends; it reports whether ctx is still live.
+func (r *Runtime) waitRenewal(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-r.opts.lockRenewalAfter(d):
+		return ctx.Err() == nil
 	}
 }
 

@@ -123,16 +123,24 @@ func (r *Runtime) spawn(loop func()) {
 // flight to finish. When ctx ends first, it cancels them and returns ctx's
 // error once they are over: a turn is abandoned for another runtime to
 // run again; an activity's context is cancelled, and its handler gets
-// ActivityCancellationGrace to return. While it may still run, the
-// activity's lock (and its session's) is kept and renewed, so no other
-// runtime runs the same activity, or its session's next, meanwhile; a result it returns within the grace is acked (a
-// failure is released for a retry instead, since it may be the
-// cancellation's), and after the grace its result is dropped and its item
-// released. So Shutdown returns at most a grace after ctx ends (plus the
-// requests that release the locks), and every lock this runtime held is
-// released when it returns; only a handler that ignores its cancelled
-// context beyond the grace can still run after that, possibly beside the
-// retry another runtime starts.
+// ActivityCancellationGrace to return. Within the grace the activity's
+// lock (and its session's) is kept and renewed, so no other runtime runs
+// the same activity, or its session's next, meanwhile; a result it
+// returns within the grace is acked (a failure is released for a retry
+// instead, since it may be the cancellation's).
+//
+// A handler that ignores its cancellation past the grace still keeps its
+// item: the item is never released while its handler may run. Its result
+// is dropped and its lock is no longer renewed, so the item stays hidden
+// until the lock expires (at most WorkerLockTimeout after the grace) and
+// only then runs again elsewhere, beside the handler should it still run.
+// Its session is not released either and stays this runtime's until the
+// session's lock expires (at most SessionLockTimeout after the grace).
+// Shutdown does not renew such locks until the handler returns: that
+// would make it wait without bound on code that ignores it. So Shutdown
+// returns at most a grace after ctx ends (plus the requests that release
+// the locks of work that did stop), and every lock it held is then
+// released, except those of handlers past their grace, left to expire.
 func (r *Runtime) Shutdown(ctx context.Context) error {
 	r.stopFetching()
 	stopped := make(chan struct{})

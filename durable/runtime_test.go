@@ -315,6 +315,10 @@ func TestRenewalInterval(t *testing.T) {
 	assert.Equal(t, 13*time.Second, renewalInterval(15*time.Second, 2*time.Second))
 	assert.Equal(t, 3*time.Second, renewalInterval(5*time.Second, 2*time.Second), "short locks: ceil(timeout/2) seconds")
 	assert.Equal(t, 500*time.Millisecond, renewalInterval(time.Second, 2*time.Second), "test locks: half, exactly")
+	assert.Equal(t, 2*time.Second, renewalInterval(3*time.Second, time.Second), "from three seconds: whole seconds")
+	assert.Equal(t, 1050*time.Millisecond, renewalInterval(2100*time.Millisecond, time.Second),
+		"under three seconds: half, exactly (rounded up, 2 s would leave 0.1 s)")
+	assert.Equal(t, 10*time.Millisecond, renewalInterval(0, time.Second), "a lock with nothing left: at once, nearly")
 }
 
 func TestUnregisteredBackoff(t *testing.T) {

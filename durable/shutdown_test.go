@@ -11,10 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/internal/memprovider"
 )
 
 // Shutdown with activities in flight: a stopping runtime keeps an
-// activity's lock while its handler runs, for at most a grace, so no other
+// activity's lock renewed while its handler runs, for at most a grace, and
+// never releases the item of a handler that has not returned, so no other
 // runtime runs it meanwhile.
 
 // exclusiveActivity is an activity that notes whether two runs of it ever
@@ -117,13 +119,20 @@ func TestShutdownKeepsTheLockOfARunningActivity(t *testing.T) {
 	assert.False(t, act.overlapped.Load())
 }
 
-// The bound: a handler that outlasts its grace is given up. Shutdown
-// returns once the grace has ended, the item is released, and another
-// runtime runs the activity.
-func TestShutdownGivesUpAHandlerAfterItsGrace(t *testing.T) {
-	p := newWorkerFaultProvider(t, nil)
+// The bound, and what it leaves: a handler that outlasts its grace is
+// given up, but its item is not released while it may still run. Shutdown
+// returns once the grace has ended, the handler still running; its lock is
+// no longer renewed and lapses by the store's clock, and only then does
+// another runtime run the activity. The store's clock stands still until
+// the test moves it, so the lock cannot lapse behind the test's back: B's
+// fetches, all begun after Shutdown returned, find nothing however slowly
+// they come, and once the clock passes the lock B runs the activity.
+func TestShutdownLetsTheLockOfAHandlerPastItsGraceLapse(t *testing.T) {
+	clock := newManualClock()
+	mem := memprovider.New(memprovider.Options{LongPolling: true, Now: clock.Now})
+	t.Cleanup(func() { _ = mem.Close() })
 	act := newExclusiveActivity(t)
-	a, h := startRuntime(t, p, act, func(o *Options) { o.ActivityCancellationGrace = 200 * time.Millisecond })
+	a, h := startRuntime(t, mem, act, func(o *Options) { o.ActivityCancellationGrace = 200 * time.Millisecond })
 	h.start("shutdown-grace", "RunsExclusive", "y")
 	<-act.started
 
@@ -132,10 +141,35 @@ func TestShutdownGivesUpAHandlerAfterItsGrace(t *testing.T) {
 	require.ErrorIs(t, a.Shutdown(ctx), context.DeadlineExceeded, "Shutdown returns after the grace, the handler still running")
 	assert.Equal(t, int32(1), act.running.Load(), "the handler still runs")
 
-	b, _ := startRuntime(t, p, act, nil)
+	fetches := &workFetches{Provider: mem}
+	b, _ := startRuntime(t, fetches, act, nil)
 	t.Cleanup(func() { require.NoError(t, b.Shutdown(context.Background())) })
-	assert.Equal(t, "done:y", h.completed("shutdown-grace"), "B ran the released activity")
+	require.NoError(t, poll(context.Background(), time.Minute, func() (bool, error) {
+		return fetches.done.Load() >= 2 || fetches.items.Load() > 0, nil
+	}))
+	assert.Zero(t, fetches.items.Load(), "B took the item while A's handler ran and its lock stood")
+	assert.Equal(t, int32(1), act.calls.Load(), "the activity ran once while its lock stood")
+
+	clock.Advance(2 * time.Second) // past the lock (the harness's worker lock is 1 s)
+	assert.Equal(t, "done:y", h.completed("shutdown-grace"), "B ran the activity once its lock lapsed")
 	assert.Equal(t, int32(2), act.calls.Load())
+}
+
+// workFetches wraps a provider and counts its worker fetches: those that
+// returned, and the items they returned.
+type workFetches struct {
+	cdb.Provider
+	done, items atomic.Int32
+}
+
+func (p *workFetches) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration,
+	session *cdb.SessionFetchConfig, tags cdb.TagFilter) (cdb.WorkItem, string, uint32, error) {
+	item, token, attempt, err := p.Provider.FetchWorkItem(ctx, lockTimeout, pollTimeout, session, tags)
+	if item != nil {
+		p.items.Add(1)
+	}
+	p.done.Add(1)
+	return item, token, attempt, err
 }
 
 // What else Shutdown must keep: a session stays this runtime's while an

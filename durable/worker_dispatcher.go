@@ -168,11 +168,12 @@ func runActivity(fn ActivityFunc, ctx ActivityContext, input string) (res activi
 // and the first permanent one (the lock is gone: the activity was
 // cancelled, or its lock expired) cancels the activity with errLockLost.
 func (r *Runtime) renewWorkLock(token string, cancel context.CancelCauseFunc) (stop func()) {
-	interval := renewalInterval(r.opts.WorkerLockTimeout, r.opts.WorkerLockRenewalBuffer)
+	first, interval := r.renewalSchedule(token, r.opts.WorkerLockTimeout, r.opts.WorkerLockRenewalBuffer,
+		cdb.LockRemainingReporter.WorkItemLockRemaining)
 	// Not bounded by the work context: a stopping runtime keeps the lock of
 	// an activity whose handler still runs (interruptActivity bounds that
 	// by the grace), so no other runtime runs it meanwhile.
-	return r.renewEvery(context.WithoutCancel(r.workCtx), interval, func(ctx context.Context) error {
+	return r.renewEvery(context.WithoutCancel(r.workCtx), first, interval, func(ctx context.Context) error {
 		return r.provider.RenewWorkItemLock(ctx, token, r.opts.WorkerLockTimeout)
 	}, func(err error) {
 		r.log.Debug("activity lock lost; cancelling the activity", "error", err)
@@ -283,8 +284,14 @@ func (r *Runtime) failRefusedActivity(ctx context.Context, w lockedActivity, ref
 // until the handler returns or the grace ends, so no other runtime runs the
 // activity while this handler does: a result the handler returns within the
 // grace is acked (a failure is abandoned for a retry, since it may be the
-// cancellation's); after the grace the result is dropped and the item
-// released.
+// cancellation's).
+//
+// After the grace the result is dropped, but an item whose handler has not
+// returned is never released (R21, a running handler keeps its item),
+// whether the runtime is stopping or its lock was reported lost: its lock
+// is no longer renewed (the caller settles the item) and lapses by the
+// store's clock, and only then can another runtime, or this one, run the
+// activity again.
 func (r *Runtime) interruptActivity(ctx context.Context, w lockedActivity, cause error, results <-chan activityResult) activityOutcome {
 	lockLost := errors.Is(cause, errLockLost)
 	if !lockLost {
@@ -298,11 +305,12 @@ func (r *Runtime) interruptActivity(ctx context.Context, w lockedActivity, cause
 		if !lockLost {
 			return r.ackActivity(ctx, w, res)
 		}
+		r.abandonWork(w.token, 0, false)
 	case <-grace.C:
-		r.activityLog(w).Warn("cancelled activity did not stop within the grace period; dropping its result and releasing it",
-			"lock_lost", lockLost)
+		// Keeps: a running handler keeps its item (R21).
+		r.activityLog(w).Warn("cancelled activity did not stop within the grace period; dropping its result and leaving its lock to lapse",
+			"lock_lost", lockLost, "lock_timeout", r.opts.WorkerLockTimeout)
 	}
-	r.abandonWork(w.token, 0, !lockLost)
 	return activityAbandoned
 }
 

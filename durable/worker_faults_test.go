@@ -217,6 +217,45 @@ func TestCancelledActivityIsReleasedNotDeleted(t *testing.T) {
 	assert.Equal(t, int32(2), runs.Load())
 }
 
+// The same rule when the lock was reported lost: a handler that ignores its
+// cancellation past the grace keeps its item. The renewal's refusal may be
+// wrong (here the store still holds the lock), so releasing the item would
+// let it run again beside the handler; it is left to lapse instead. The
+// store's clock stands still until the test moves it. The runtime has one
+// worker slot, busy with the handler until the grace ends: its next fetch
+// comes after the grace, and finds nothing while the lock stands, however
+// late it comes. Once the clock passes the lock, the activity runs again.
+func TestALostLockIsNotReleasedWhileItsHandlerRuns(t *testing.T) {
+	clock := newManualClock()
+	mem := memprovider.New(memprovider.Options{LongPolling: true, Now: clock.Now})
+	t.Cleanup(func() { _ = mem.Close() })
+	faults := newWorkerFaultProvider(t, mem)
+	faults.renewErr = cdb.Permanent("renew_work_item_lock", "lock token not found")
+	faults.failRenewals.Store(1)
+	p := &workFetches{Provider: faults}
+	act := newExclusiveActivity(t)
+	h := newHarness(t, p)
+	registerExclusive(h, act)
+	h.run(func(o *Options) {
+		o.WorkerConcurrency = 1
+		o.ActivityCancellationGrace = 200 * time.Millisecond
+	})
+	t.Cleanup(act.letGo) // before the runtime's shutdown, should the test fail
+	h.start("lost-lock", "RunsExclusive", "z")
+	<-act.started
+	fetched := p.done.Load() // the slot's fetches so far; it now runs the handler
+
+	require.NoError(t, poll(context.Background(), time.Minute, func() (bool, error) {
+		return p.done.Load() > fetched, nil
+	}), "the slot fetches again once the grace has ended")
+	assert.Equal(t, int32(1), p.items.Load(), "the item was fetched again while its handler ran and its lock stood")
+	assert.Equal(t, int32(1), act.calls.Load())
+
+	clock.Advance(2 * time.Second) // past the lock (the harness's worker lock is 1 s)
+	assert.Equal(t, "done:z", h.completed("lost-lock"), "the activity ran again once its lock lapsed")
+	assert.Equal(t, int32(2), act.calls.Load())
+}
+
 // A result the provider refuses for good (too large to store) fails the
 // activity at once, with the refusal as its error, instead of running it
 // again until it is poison.

@@ -165,6 +165,49 @@ func TestClockDrivesLocks(t *testing.T) {
 	require.False(t, pe.Retryable)
 }
 
+// A lock's remaining time (cdb.LockRemainingReporter) is read by the
+// store's clock: its whole timeout at the fetch, less as the clock moves,
+// the whole timeout again after a renewal, zero once expired, and unknown
+// once the token is gone.
+func TestLockRemainingFollowsTheClock(t *testing.T) {
+	ctx := context.Background()
+	c := newClock()
+	p := memprovider.New(memprovider.Options{Now: c.Now})
+	remaining := func(left func(string) (time.Duration, bool), token string) time.Duration {
+		t.Helper()
+		d, ok := left(token)
+		require.True(t, ok, "the store holds token %s", token)
+		return d
+	}
+
+	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: "i", ExecutionID: 1, ID: 1, Name: "A"}))
+	_, work, _, err := p.FetchWorkItem(ctx, 30*time.Second, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Second, remaining(p.WorkItemLockRemaining, work))
+	c.Advance(26 * time.Second)
+	require.Equal(t, 4*time.Second, remaining(p.WorkItemLockRemaining, work))
+	require.NoError(t, p.RenewWorkItemLock(ctx, work, 30*time.Second))
+	require.Equal(t, 30*time.Second, remaining(p.WorkItemLockRemaining, work), "a renewal extends by the whole timeout")
+	c.Advance(31 * time.Second)
+	require.Zero(t, remaining(p.WorkItemLockRemaining, work), "expired, the token still on its item")
+	require.NoError(t, p.AbandonWorkItem(ctx, work, 0, false))
+	_, ok := p.WorkItemLockRemaining(work)
+	require.False(t, ok, "released")
+	_, ok = p.WorkItemLockRemaining("no-such-token")
+	require.False(t, ok)
+
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, start("i"), 0))
+	_, orch, _, err := p.FetchOrchestrationItem(ctx, 5*time.Second, 0, nil)
+	require.NoError(t, err)
+	c.Advance(1500 * time.Millisecond)
+	require.Equal(t, 3500*time.Millisecond, remaining(p.OrchestrationLockRemaining, orch))
+	require.NoError(t, p.RenewOrchestrationItemLock(ctx, orch, 5*time.Second))
+	require.Equal(t, 5*time.Second, remaining(p.OrchestrationLockRemaining, orch))
+	require.NoError(t, p.AckOrchestrationItem(ctx, orch, 1, []cdb.Event{started("i", 1)}, nil, nil, orchMetadata(), nil))
+	_, ok = p.OrchestrationLockRemaining(orch)
+	require.False(t, ok, "acked")
+}
+
 // The long-poll tests below assert what a fetch does, not how fast: each
 // gives a poll timeout (farPoll) longer than go test lets a test run, so a
 // fetch that returns with work, an error or nothing shows which event ended

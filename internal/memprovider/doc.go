@@ -73,6 +73,9 @@
 //     an AckOrchestrationItem that leaves the instance Completed or Failed
 //     closes the channels of the watches of it, under the mutex, as the
 //     Cosmos DB provider's commit does.
+//   - It implements cdb.LockRemainingReporter, which duroxide has not:
+//     how long a worker or instance lock token has left, by Options.Now
+//     (its fetches hand out locks with their whole timeout left).
 //   - AckOrchestrationItem stamps completed_at when it sets a status other
 //     than "Running" and clears it for "Running" (SQLite stamps it for any
 //     status).

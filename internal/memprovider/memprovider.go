@@ -126,8 +126,9 @@ type kvDeltaEntry struct {
 }
 
 var (
-	_ cdb.Provider      = (*Provider)(nil)
-	_ cdb.ProviderAdmin = (*Provider)(nil)
+	_ cdb.Provider              = (*Provider)(nil)
+	_ cdb.ProviderAdmin         = (*Provider)(nil)
+	_ cdb.LockRemainingReporter = (*Provider)(nil)
 )
 
 // New returns an empty store.
@@ -241,6 +242,12 @@ func (p *Provider) notify() {
 }
 
 func (p *Provider) nowMs() int64 { return p.now().UnixMilli() }
+
+// remaining is how long a lock valid until lockedUntil has left, zero once
+// it has expired. Called with the mutex held.
+func (p *Provider) remaining(lockedUntil int64) time.Duration {
+	return time.Duration(max(lockedUntil-p.nowMs(), 0)) * time.Millisecond
+}
 
 func (p *Provider) nextSeq() uint64 {
 	p.seq++

@@ -592,6 +592,20 @@ func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, lockToken str
 	return nil
 }
 
+// OrchestrationLockRemaining is how long the instance lock token has left
+// by the store's clock (cdb.LockRemainingReporter): zero once it has
+// expired, and false when no instance lock carries the token (acked,
+// abandoned, or taken by another fetch since).
+func (p *Provider) OrchestrationLockRemaining(token string) (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, lock := p.lockByToken(token)
+	if lock == nil {
+		return 0, false
+	}
+	return p.remaining(lock.lockedUntil), true
+}
+
 // Read returns the latest execution's history; empty for an unknown instance.
 func (p *Provider) Read(ctx context.Context, instance string) ([]cdb.Event, error) {
 	const op = "Read"

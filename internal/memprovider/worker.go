@@ -190,6 +190,19 @@ func (p *Provider) RenewWorkItemLock(ctx context.Context, lockToken string, exte
 	return nil
 }
 
+// WorkItemLockRemaining is how long the worker lock token has left by the
+// store's clock (cdb.LockRemainingReporter): zero once it has expired, and
+// false when no item carries the token (acked, or fetched again since).
+func (p *Provider) WorkItemLockRemaining(token string) (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.workByToken(token)
+	if r == nil {
+		return 0, false
+	}
+	return p.remaining(r.lockedUntil), true
+}
+
 // AbandonWorkItem unlocks the item, visible again after delay. The token
 // must still be on the row (it may have expired, as long as nobody has
 // fetched the item since).

@@ -103,6 +103,49 @@ type orchestrationLock struct {
 	strays map[string]bool
 }
 
+var _ LockRemainingReporter = (*CosmosProvider)(nil)
+
+// handOutSlack is how much of its timeout a lock may have used up and
+// still be handed to the runtime without a renewal first (R19).
+const handOutSlack = time.Second
+
+// leftToHandOut says a lock with left of its timeout may go to the runtime
+// as it is. A runtime that asks what is left (LockRemainingReporter)
+// renews from that; one that does not renews on its own schedule, counted
+// from its fetch as if the lock were new: duroxide's renews a lock of 15 s
+// or more its buffer before the timeout (2 s for orchestrations, 5 s for
+// work items, by default), a shorter one at about half. So a lock goes out
+// with at most handOutSlack (a quarter, for a short one) of its timeout
+// used, and is renewed first otherwise: the runtime's first renewal then
+// still lands with time to spare. (A lock locked ahead, in an earlier
+// commit, would otherwise go out with whatever its wait left, and another
+// process could take it before its holder's first renewal.)
+func leftToHandOut(left, timeout time.Duration) bool {
+	return left >= timeout-min(timeout/4, handOutSlack)
+}
+
+// WorkItemLockRemaining implements LockRemainingReporter: how long the
+// worker lock token has left by this process's clock.
+func (p *CosmosProvider) WorkItemLockRemaining(token string) (time.Duration, bool) {
+	lock, ok := p.workLocks.get(token)
+	if !ok {
+		return 0, false
+	}
+	lock.mu.Lock()
+	defer lock.mu.Unlock()
+	return max(time.Duration(lock.lockedUntil-p.nowMs())*time.Millisecond, 0), true
+}
+
+// OrchestrationLockRemaining implements LockRemainingReporter: how long
+// the orchestration lock token has left by this process's clock.
+func (p *CosmosProvider) OrchestrationLockRemaining(token string) (time.Duration, bool) {
+	lock, ok := p.orchLocks.get(token)
+	if !ok {
+		return 0, false
+	}
+	return max(time.Duration(lock.lockedUntil.Load()-p.nowMs())*time.Millisecond, 0), true
+}
+
 // endLock ends an orchestration lock this process holds: acked, given
 // back or lost, its token is no longer honoured here. Called with lock.mu
 // held, or before the lock was handed out.

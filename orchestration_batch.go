@@ -115,13 +115,13 @@ func waitOrStop(ctx context.Context, stop <-chan struct{}, d time.Duration) bool
 // a slow clock does not turn it into a busy loop.
 const minFreshLockWait = 10 * time.Millisecond
 
-// refreshFreshLock renews a lock about to be handed to the runtime when
-// fetching it used up more than a quarter of its timeout: the runtime
-// renews half a timeout after it gets the item, which must land before the
-// expiry.
+// refreshFreshLock renews a lock about to be handed to the runtime when it
+// has less left than leftToHandOut asks (fetching it took long, or a
+// chain kept it while its activities ran): the runtime's first renewal
+// must land before the expiry.
 func (p *CosmosProvider) refreshFreshLock(ctx context.Context, lock *orchestrationLock) error {
-	if lock.lockedUntil.Load()-p.nowMs() >= lock.timeout.Milliseconds()*3/4 {
-		return nil
+	if leftToHandOut(time.Duration(lock.lockedUntil.Load()-p.nowMs())*time.Millisecond, lock.timeout) {
+		return nil // Keeps R19
 	}
 	lock.mu.Lock()
 	defer lock.mu.Unlock()

@@ -318,14 +318,15 @@ func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout 
 	return fetchedWork{item: WithVisibleAt(item, time.UnixMilli(doc.VisibleAt)), token: token, attempts: doc.Attempts}, nil
 }
 
-// refreshClaim renews a claim whose request used up more than a quarter of
-// the lock's timeout, before the item is handed out: a lock that expired
-// on its way is never handed out (duroxide-pg 0.1.36's lesson), since
-// another worker may take the item and run the activity beside it. A
-// renewal that does not land on an expired claim passes the item over.
+// refreshClaim renews, before the item is handed out, a claim that has
+// less left than leftToHandOut asks (its request took long, or it was
+// locked ahead and waited): a lock that expired on its way is never handed
+// out (duroxide-pg 0.1.36's lesson), since another worker may take the
+// item and run the activity beside it. A renewal that does not land on an
+// expired claim passes the item over.
 func (p *CosmosProvider) refreshClaim(ctx context.Context, lock *workLock, lockTimeout time.Duration) error {
-	if lock.lockedUntil-p.nowMs() >= lockTimeout.Milliseconds()*3/4 {
-		return nil
+	if leftToHandOut(time.Duration(lock.lockedUntil-p.nowMs())*time.Millisecond, lockTimeout) {
+		return nil // Keeps R19
 	}
 	until := p.nowMs() + lockTimeout.Milliseconds()
 	var ops PatchOperations

@@ -88,14 +88,9 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, op string, lock *orches
 		return err
 	}
 	if lock.start != nil {
-		lock.start.planned(plan.historyID)
+		lock.start.planned(plan)
 	}
-	settled := false
-	defer func() {
-		if !settled {
-			p.eager.settle(plan.reserved, nil) // not committed: nothing locked for the fetches
-		}
-	}()
+	defer p.releaseReservation(plan) // whatever becomes of the commit
 	if lock.done {
 		return refuse(op, "Invalid lock token: the lock was acked or abandoned while the ack was planned", ErrInvalidLockToken)
 	}
@@ -118,31 +113,60 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, op string, lock *orches
 	// if nobody took the instance meanwhile, which this ETag checks.
 	plan.batch.setIfMatch(instanceWrite, lock.inst.ETag)
 	restore := p.withdrawCancelled(plan)
-	known, err := p.commit(ctx, op, lock, plan)
+	answered, err := p.commit(ctx, op, lock, plan)
 	if err != nil {
 		restore()
 		return err
+	}
+	p.applied(ctx, lock, plan, answered)
+	return nil
+}
+
+// releaseReservation ends what plan reserved of this process's fetches,
+// with nothing ready for them, unless applied made its items ready.
+func (p *CosmosProvider) releaseReservation(plan *ackPlan) {
+	p.eager.settle(plan.reserved, nil)
+	plan.reserved = 0
+}
+
+// applied does what follows a commit that applied, whether its answer told
+// so (answered) or reads found it later (its answer lost, or an earlier try
+// of the same ack committed): the chain, the items locked for this
+// process's fetches, this process's view and announcements, the end
+// watches, and the outbox's delivery. Every path that finds a commit
+// applied comes here, so none leaves an item locked for nobody.
+func (p *CosmosProvider) applied(ctx context.Context, lock *orchestrationLock, plan *ackPlan, answered bool) {
+	ready, queued := plan.eagerLocks(), plan.newWork-len(plan.eager)
+	if !answered {
+		// Which try committed, and which items it locked, is not known:
+		// every item some try may have locked goes to the fetches, each
+		// read back before it is handed out (its token is the same on
+		// every try, and one not locked is passed over to the queue).
+		ready, queued = plan.lockable, plan.newWork
 	}
 	// Chained before its eager items are handed out, whose completions
 	// write into the chain, and before afterCommit announces what came
 	// during the turn, which the chained turn then takes.
 	switch {
-	case !known:
-		p.giveBackUnseenChain(ctx, lock)
-	case plan.chain != nil:
-		p.startChain(ctx, plan.chain, plan)
+	case answered && plan.chain != nil:
+		p.startChain(ctx, plan.chain, plan, ready)
+	case plan.foundChained():
+		plan.chain.inst.LockedUntil = plan.found.LockedUntil
+		plan.chain.lockedUntil.Store(plan.found.LockedUntil)
+		p.startChain(ctx, plan.chain, plan, ready)
+	case !answered:
+		p.giveBackUnseenChain(ctx, lock) // if some try kept one
 	}
 	// Ready before afterCommit announces them.
-	p.eager.settle(plan.reserved, plan.eagerLocks())
-	settled = true
+	p.eager.settle(plan.reserved, ready)
+	plan.reserved = 0
 	if p.closing.Load() {
 		p.giveBackEager(ctx, math.MaxInt64) // no fetch of this process will take them
 	}
-	p.afterCommit(lock, plan)
+	p.afterCommit(lock, plan, len(ready), queued)
 	if plan.outbox != nil {
-		p.outbox.committed(ctx, lock.pk, lock.state.pendingOutboxes, plan.outbox, known)
+		p.outbox.committed(ctx, lock.pk, lock.state.pendingOutboxes, plan.outbox, answered)
 	}
-	return nil
 }
 
 // A turn whose events would crowd the commit batch writes them in parts

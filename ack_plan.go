@@ -26,11 +26,24 @@ type ackPlan struct {
 	// reserved the fetches reserved for them (eager.go).
 	eager    []eagerWrite
 	reserved int
-	// cancels are the worker items the batch tombstones.
-	cancels []workRef
+	// cancels are the worker items the batch tombstones; lockable those
+	// some try of the ack may have written locked (ackWriter.lockable).
+	cancels  []workRef
+	lockable []*workLock
 	// chain is the lock the commit keeps on its instance (chain.go), nil
 	// when it releases it.
 	chain *orchestrationLock
+	// found is the instance document as a read found this ack committed,
+	// when its answer did not tell (ackCommitted), with the lock some try
+	// of the ack left on it.
+	found *instanceDoc
+}
+
+// foundChained says the instance document a read found this ack committed
+// carries the chain this plan would keep: whichever try committed, the
+// instance is held under the plan's chain token.
+func (plan *ackPlan) foundChained() bool {
+	return plan.chain != nil && plan.found != nil && plan.found.LockToken == plan.chain.token
 }
 
 // eagerLocks are the locks of the items the batch wrote locked to this
@@ -164,7 +177,7 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, squeeze int
 			plan.state.pendingOutboxes = state.pendingOutboxes
 		}
 	}
-	plan.eager, plan.reserved, plan.cancels = w.locked, w.reserved, w.cancels
+	plan.eager, plan.reserved, plan.cancels, plan.lockable = w.locked, w.reserved, w.cancels, w.lockable
 	plan.inst = inst
 	if plan.chain, err = p.planChain(lock, plan, now); err != nil {
 		return nil, refuse(op, "encode instance", err)

@@ -7,6 +7,7 @@ package cdb
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -44,6 +45,10 @@ type ackWriter struct {
 	locked   []eagerWrite
 	// cancels are the worker items the turn's cancellations tombstone.
 	cancels []workRef
+	// lockable are the locks of the items some try of the ack may have
+	// written locked to this process: every sessionless one, under its
+	// token (eagerToken), which is the same on every try.
+	lockable []*workLock
 }
 
 // workRef names a worker item: its instance's partition and its activity.
@@ -113,20 +118,30 @@ func (w *ackWriter) workPending(act ActivityExecuteMessage, doc queueDoc) (pendi
 		return pendingDoc{}, err
 	}
 	d := pendingDoc{body: body, queued: true, writer: w.p.ownWrites.workWriter(act, w.visible)}
-	if act.SessionID != nil {
-		return d, nil // its session's owner takes it
+	if act.SessionID != nil || w.p.eager == nil {
+		return d, nil // its session's owner takes it, or nothing is locked eagerly
 	}
 	timeout, ok := w.p.eager.reserve(act.Tag)
 	if !ok {
+		// Not locked by this try; an earlier one may have: its lock
+		// expires no later than the longest a fetch asks for.
+		w.lockable = append(w.lockable, eagerLock(w.token, act, doc, math.MaxInt64))
 		return d, nil
 	}
 	w.reserved++
-	doc.LockToken, doc.LockedUntil, doc.Attempts = eagerToken(w.token, act), w.now+timeout.Milliseconds(), 1
-	if d.eagerBody, err = json.Marshal(doc); err != nil {
+	d.eager = eagerLock(w.token, act, doc, w.now+timeout.Milliseconds())
+	if d.eagerBody, err = json.Marshal(d.eager.doc); err != nil {
 		return pendingDoc{}, err
 	}
-	d.eager = &workLock{token: doc.LockToken, pk: doc.PK, doc: doc, lockedUntil: doc.LockedUntil, activity: activityKey{doc.Exec, doc.Activity}}
+	w.lockable = append(w.lockable, d.eager)
 	return d, nil
+}
+
+// eagerLock is the lock an ack with token writes into doc, the worker item
+// of act, when it locks it eagerly, until then (ms).
+func eagerLock(token string, act ActivityExecuteMessage, doc queueDoc, until int64) *workLock {
+	doc.LockToken, doc.LockedUntil, doc.Attempts = eagerToken(token, act), until, 1
+	return &workLock{token: doc.LockToken, pk: doc.PK, doc: doc, lockedUntil: until, activity: activityKey{doc.Exec, doc.Activity}}
 }
 
 // fits refuses, before anything is written, a document no Cosmos DB

@@ -271,13 +271,15 @@ func (p *CosmosProvider) planChain(lock *orchestrationLock, plan *ackPlan, now i
 
 // startChain records a committed chain (its instance document's ETag from
 // the commit, if known) and hands its lock to this process's fetches'
-// view, so that they leave the instance to it.
-func (p *CosmosProvider) startChain(ctx context.Context, held *orchestrationLock, plan *ackPlan) {
+// view, so that they leave the instance to it. ready are the items the
+// commit made ready for this process's fetches, whose completions the
+// chain awaits.
+func (p *CosmosProvider) startChain(ctx context.Context, held *orchestrationLock, plan *ackPlan, ready []*workLock) {
 	held.inst.ETag = plan.inst.ETag
 	since := held.lockedUntil.Load() - held.timeout.Milliseconds()
 	hi := &chainedInstance{lock: held, since: since, window: p.chainWindow(held.timeout), awaiting: map[activityKey]bool{}}
-	for _, e := range plan.eager {
-		hi.awaiting[e.lock.activity] = true
+	for _, l := range ready {
+		hi.awaiting[l.activity] = true
 	}
 	for _, a := range p.activitiesRunningHere(held.pk) {
 		hi.awaiting[a] = true

@@ -11,11 +11,12 @@ import (
 	"time"
 )
 
-// commit sends the ack's batch and says whether this plan is what committed.
-// An unknown outcome (a lost response), or a retry of the ack that finds the
-// instance changed, is resolved by ackCommitted: an earlier try of the
-// same ack may have committed.
-func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrationLock, plan *ackPlan) (bool, error) {
+// commit sends the ack's batch; nil when it applied, answered when its
+// answer said so. An unknown outcome (a lost response), or a retry of the
+// ack that finds the instance changed, is resolved by ackCommitted: an
+// earlier try of the same ack may have committed; then what applied is
+// not known to be this plan (answered false).
+func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrationLock, plan *ackPlan) (answered bool, err error) {
 	resp, err := p.container.ExecuteTransactionalBatch(ctx, plan.batch, nil)
 	if err != nil {
 		if !IsOutcomeUnknown(err) {
@@ -25,7 +26,7 @@ func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrat
 		if cerr != nil || !ok {
 			return false, asOperation(op, err) // not committed, or cannot tell yet: the runtime retries
 		}
-		return true, nil
+		return false, nil
 	}
 	if !resp.Success {
 		idx, opErr := resp.FailedOperation()
@@ -71,7 +72,7 @@ func (p *CosmosProvider) ackCommitted(ctx context.Context, lock *orchestrationLo
 		return plan.consumeOnly, nil // deleted: by this commit when it was to delete it
 	}
 	if inst.LastAck == lock.token {
-		plan.inst.ETag = inst.ETag
+		plan.inst.ETag, plan.found = inst.ETag, inst
 		return true, nil
 	}
 	if plan.historyID == "" {
@@ -115,8 +116,10 @@ func retryTransient[T any](ctx context.Context, read func() (T, error)) (T, erro
 	return v, err
 }
 
-// afterCommit updates this process's view and hands the outbox to the relay.
-func (p *CosmosProvider) afterCommit(lock *orchestrationLock, plan *ackPlan) {
+// afterCommit updates this process's view and announces what the commit
+// wrote: ready of its worker items were made ready for this process's
+// fetches, queued may be in the queue.
+func (p *CosmosProvider) afterCommit(lock *orchestrationLock, plan *ackPlan, ready, queued int) {
 	p.endLock(lock)
 	p.endings.committed(lock.inst.Instance, &plan.inst)
 	if plan.state != nil {
@@ -129,8 +132,7 @@ func (p *CosmosProvider) afterCommit(lock *orchestrationLock, plan *ackPlan) {
 	for _, t := range plan.newMessages {
 		p.announceMessage(lock.pk, t)
 	}
-	p.workSignal.announce(repeated(eagerScope, len(plan.eager))...)
-	queued := plan.newWork - len(plan.eager)
+	p.workSignal.announce(repeated(eagerScope, ready)...)
 	if queued > 0 && plan.workVisible.After(p.now()) {
 		p.workSignal.notifyAt(plan.workVisible) // seqs ahead of this process's clock
 		return

@@ -144,9 +144,10 @@ func (e *eagerReady[T]) reserve(tag *string) (time.Duration, bool) {
 }
 
 // settle ends reserved reservations: the items their write locked are
-// ready for the fetches (none when it did not apply).
+// ready for the fetches (none when it did not apply; and maybe more than
+// reserved, when the write that applied was an earlier try's).
 func (e *eagerReady[T]) settle(reserved int, committed []T) {
-	if e == nil || reserved == 0 {
+	if e == nil || reserved == 0 && len(committed) == 0 {
 		return
 	}
 	e.mu.Lock()

@@ -60,24 +60,25 @@ type firstTurnStart struct {
 	state firstTurnState
 	err   error         // with startUnknown: why it cannot be told
 	ended chan struct{} // closed once the state is final
-	// historyID is the first turn's history document, as its commit's
-	// plan names it: it tells whether the commit applied once the
-	// instance's lastAck names a later turn.
-	historyID string
+	// plan is the first turn's commit as last planned: what follows its
+	// commit when a later read finds it applied (applied), and its history
+	// document, which tells whether it applied once the instance's lastAck
+	// names a later turn.
+	plan *ackPlan
 }
 
-// planned notes the history document the first turn's commit writes.
-func (s *firstTurnStart) planned(historyID string) {
+// planned notes the first turn's commit as planned.
+func (s *firstTurnStart) planned(plan *ackPlan) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.historyID = historyID
+	s.plan = plan
 }
 
-// plannedHistory is the history document noted by planned.
-func (s *firstTurnStart) plannedHistory() string {
+// plannedCommit is the plan noted by planned, nil before the first.
+func (s *firstTurnStart) plannedCommit() *ackPlan {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.historyID
+	return s.plan
 }
 
 func newFirstTurnStart() *firstTurnStart {
@@ -226,7 +227,11 @@ func (p *CosmosProvider) settleFirstTurn(ctx context.Context, lock *orchestratio
 	// The instance's lastAck, or the first turn's history document once a
 	// later turn (this process's chain, or another's after the lock
 	// expired) moved lastAck on, as for any ack (ackCommitted).
-	committed, rerr := p.ackCommitted(ctx, lock, &ackPlan{historyID: lock.start.plannedHistory()})
+	plan := lock.start.plannedCommit()
+	if plan == nil {
+		plan = &ackPlan{} // refused before its plan: nothing was sent
+	}
+	committed, rerr := p.ackCommitted(ctx, lock, plan)
 	p.endLock(lock)
 	switch {
 	case rerr != nil:
@@ -237,9 +242,10 @@ func (p *CosmosProvider) settleFirstTurn(ctx context.Context, lock *orchestratio
 		return err
 	case committed:
 		// An answer lost, and the read that would have told failed then:
-		// it committed. Its chain, if it kept one, is given back.
+		// it committed. What follows a commit follows it now (its chain
+		// given back, its items made ready, its announcements).
 		lock.start.end(startCommitted, nil)
-		p.giveBackUnseenChain(ctx, lock)
+		p.applied(ctx, lock, plan, false)
 		return nil
 	}
 	lock.start.end(startHandedBack, nil)

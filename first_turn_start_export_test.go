@@ -9,7 +9,7 @@ import "context"
 func (p *CosmosProvider) SettleFirstTurnAfterForTest(ctx context.Context, instance, token, historyID string, ackErr error) (error, bool) {
 	s := newFirstTurnStart()
 	s.beginCommit()
-	s.planned(historyID)
+	s.planned(&ackPlan{historyID: historyID})
 	lock := &orchestrationLock{token: token, pk: instancePartitionKey(instance), start: s}
 	err := p.settleFirstTurn(ctx, lock, ackErr)
 	return err, s.state == startCommitted

@@ -1,0 +1,133 @@
+package cdb_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/providertest"
+)
+
+// A commit found applied by reads, its own answer lost (or an earlier
+// try's), is followed by what follows any commit: every item some try of
+// the ack locked for this process's fetches is handed out or given back,
+// and its announcements and end watches run.
+
+// singleAttemptProvider is a provider on acct whose client tries each
+// request once, so a test counts the reads that resolve a lost answer.
+func singleAttemptProvider(t *testing.T, acct *cdb.FakeAccount, cfg cdb.Config) *cdb.CosmosProvider {
+	t.Helper()
+	client, err := cdb.NewClient(acct.Endpoint(), cdb.ClientOptions{Key: acct.Key(), Transport: acct.Transport(), Retry: cdb.RetryOptions{MaxAttempts: 1}})
+	require.NoError(t, err)
+	cfg.Client = client
+	p, err := cdb.NewProvider(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// failInstanceReads makes the next n reads of instance's document from
+// its primary (a batch of one Read) fail with 503, as reads during an
+// outage do.
+func failInstanceReads(acct *cdb.FakeAccount, instance string, n int) {
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 503, Times: n, Match: func(r cdb.FakeRequest) bool {
+		return r.Operation == "Batch" && r.PartitionKey == `["`+instance+`"]` &&
+			strings.Contains(string(r.Body), `"operationType":"Read","id":"inst"`)
+	}})
+}
+
+// commitAnswerReads is how many reads of the instance a commit whose answer
+// was lost makes before it tells its caller it cannot tell.
+const commitAnswerReads = 5
+
+// within waits up to d for f's result; ok false when it did not come.
+func within[T any](d time.Duration, f func() T) (v T, ok bool) {
+	got := make(chan T, 1)
+	go func() { got <- f() }()
+	select {
+	case v = <-got:
+		return v, true
+	case <-time.After(d):
+		return v, false
+	}
+}
+
+// A start's first turn whose answer was lost, and whose reads failed until
+// the start's settle found it committed, hands its activity to the fetch
+// it was locked for: before, the item stayed locked for nobody for a
+// worker lock's length.
+func TestAFirstTurnFoundCommittedLateHandsOutItsActivity(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := singleAttemptProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	firstTurn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	worker, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	started := startInBackground(func() error { return p.EnqueueForOrchestrator(ctx, providertest.StartItem("late"), 0) })
+	got := firstTurn()
+	require.NoError(t, got.err)
+	require.NotNil(t, got.item)
+
+	loseFirstResponse(acct, "Batch", `"resourceBody":{"id":"inst"`)
+	failInstanceReads(acct, "late", commitAnswerReads)
+	require.NoError(t, ackScheduling(ctx, t, p, got.token, "late", activity("late", 2, "")), "found committed by the start's settle")
+	require.NoError(t, <-started)
+
+	work, ok := within(10*time.Second, worker)
+	require.True(t, ok, "the activity the commit locked for the waiting fetch was never handed out")
+	require.NoError(t, work.err)
+	require.NotNil(t, work.item)
+	assert.Equal(t, uint64(2), work.item.(cdb.ActivityExecuteMessage).ID)
+}
+
+// An ack resolved on the runtime's retry (its first try's answer lost and
+// its reads failed), whose retry locks fewer items than the first try
+// did, makes every item the first try locked ready: before, those the
+// retry did not lock stayed locked for nobody for a worker lock's length.
+func TestAnAckFoundCommittedOnItsRetryHandsOutWhatItsFirstTryLocked(t *testing.T) {
+	clock := newTestClock()
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now})
+	const poll = time.Second
+	p := singleAttemptProvider(t, acct, cdb.Config{PollInterval: poll, Now: clock.Now})
+	token := lockedStart(ctx, t, p, "retried")
+	first, stopFirst := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	second, stopSecond := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	// The workers go away while the first try is planned: its items are
+	// locked for them all the same, and wait ready.
+	cdb.AfterAckPlannedForTest(p, func() {
+		cdb.AfterAckPlannedForTest(p, nil)
+		stopFirst()
+		stopSecond()
+		require.Nil(t, first().item)
+		require.Nil(t, second().item)
+	})
+	loseFirstResponse(acct, "Batch", "ActivityExecute")
+	failInstanceReads(acct, "retried", commitAnswerReads)
+	acts := []cdb.ActivityExecuteMessage{activity("retried", 2, ""), activity("retried", 3, "")}
+	err := ackScheduling(ctx, t, p, token, "retried", acts...)
+	require.Error(t, err)
+	require.True(t, cdb.IsRetryable(err), "cannot tell yet: %v", err)
+	for _, item := range workDocs(t, p, "retried") {
+		require.NotEmpty(t, item["lockToken"], "the first try locked %v for this process", item["id"])
+	}
+
+	clock.Advance(3 * poll) // no fetch for a while: the retry locks nothing
+	require.NoError(t, ackScheduling(ctx, t, p, token, "retried", acts...), "the retry finds the first try committed")
+	var ids []uint64
+	for range acts {
+		work, ok := within(10*time.Second, func() fetchedWork {
+			item, token, attempts, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+			return fetchedWork{item, token, attempts, err}
+		})
+		require.True(t, ok, "an item the first try locked is handed out")
+		require.NoError(t, work.err)
+		require.NotNil(t, work.item, "an item the first try locked is handed out")
+		ids = append(ids, work.item.(cdb.ActivityExecuteMessage).ID)
+	}
+	assert.ElementsMatch(t, []uint64{2, 3}, ids)
+}

@@ -28,24 +28,36 @@ func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken str
 		return err
 	}
 	defer lock.mu.Unlock()
+	req := &ackRequest{op: op, executionID: executionID, delta: historyDelta, workerItems: workerItems, orchItems: orchestratorItems,
+		metadata: metadata, cancelled: cancelledActivities}
 	if lock.start == nil {
-		return p.ackSqueezing(ctx, op, lock, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)
+		return p.ackSqueezing(ctx, lock, req)
 	}
 	if !lock.start.beginCommit() {
 		p.endLock(lock)
 		return refuse(op, "Invalid lock token: the start was handed back to its caller", ErrInvalidLockToken)
 	}
-	err = p.ackSqueezing(ctx, op, lock, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)
+	err = p.ackSqueezing(ctx, lock, req)
 	return p.settleFirstTurn(ctx, lock, err)
+}
+
+// ackRequest is the turn an AckOrchestrationItem call commits.
+type ackRequest struct {
+	op                     string
+	executionID            uint64
+	delta                  []Event
+	workerItems, orchItems []WorkItem
+	metadata               ExecutionMetadata
+	cancelled              []ScheduledActivityIdentifier
 }
 
 // ackSqueezing commits a turn, planning it tighter each time the store
 // refuses the batch as too large. It is called, and returns, with lock.mu
 // held.
-func (p *CosmosProvider) ackSqueezing(ctx context.Context, op string, lock *orchestrationLock, executionID uint64, historyDelta []Event, workerItems, orchestratorItems []WorkItem, metadata ExecutionMetadata, cancelledActivities []ScheduledActivityIdentifier) error {
+func (p *CosmosProvider) ackSqueezing(ctx context.Context, lock *orchestrationLock, req *ackRequest) error {
 	var tooLarge error // the store's 413 that made the plan tighter
 	for squeeze := 0; ; squeeze++ {
-		err := p.ackPlanned(ctx, op, lock, squeeze, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)
+		err := p.ackPlanned(ctx, lock, req, squeeze)
 		if tooLarge != nil && errors.Is(err, ErrRefused) && !errors.Is(err, ErrInvalidLockToken) {
 			// The tighter plan cannot hold what the store refused: its
 			// answer stands, and it is not ours to call final.
@@ -69,7 +81,8 @@ const maxCommitSqueeze = 4
 // ackPlanned plans a turn's commit with the batch budget halved squeeze
 // times, stages what the plan stages, and commits it. It is called, and
 // returns, with lock.mu held; it lets go of it while planning.
-func (p *CosmosProvider) ackPlanned(ctx context.Context, op string, lock *orchestrationLock, squeeze int, executionID uint64, historyDelta []Event, workerItems, orchestratorItems []WorkItem, metadata ExecutionMetadata, cancelledActivities []ScheduledActivityIdentifier) error {
+func (p *CosmosProvider) ackPlanned(ctx context.Context, lock *orchestrationLock, req *ackRequest, squeeze int) error {
+	op := req.op
 	if p.nowMs() >= lock.lockedUntil.Load() {
 		p.orchestrationLockLost(ctx, lock)
 		return refuse(op, "Instance lock expired", ErrInvalidLockToken)
@@ -79,7 +92,11 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, op string, lock *orches
 	// expire under the plan.
 	view := lock.planningView()
 	lock.mu.Unlock()
-	plan, err := p.planAck(op, view, squeeze, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)
+	// Keeps R20's bound: what the plan reserves of this process's fetches
+	// is settled by applied, or released here whatever else happens.
+	reservation := p.readyItems.Reserve()
+	defer reservation.Release()
+	plan, err := p.planAck(view, req, squeeze, reservation)
 	if p.afterPlanForTest != nil {
 		p.afterPlanForTest()
 	}
@@ -90,7 +107,6 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, op string, lock *orches
 	if lock.start != nil {
 		lock.start.planned(plan)
 	}
-	defer p.releaseReservation(plan) // whatever becomes of the commit
 	if lock.done {
 		return refuse(op, "Invalid lock token: the lock was acked or abandoned while the ack was planned", ErrInvalidLockToken)
 	}
@@ -122,13 +138,6 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, op string, lock *orches
 	return nil
 }
 
-// releaseReservation ends what plan reserved of this process's fetches,
-// with nothing ready for them, unless applied made its items ready.
-func (p *CosmosProvider) releaseReservation(plan *ackPlan) {
-	p.eager.settle(plan.reserved, nil)
-	plan.reserved = 0
-}
-
 // applied does what follows a commit that applied, whether its answer told
 // so (answered) or reads found it later (its answer lost, or an earlier try
 // of the same ack committed): the chain, the items locked for this
@@ -158,8 +167,11 @@ func (p *CosmosProvider) applied(ctx context.Context, lock *orchestrationLock, p
 		p.giveBackUnseenChain(ctx, lock) // if some try kept one
 	}
 	// Ready before afterCommit announces them.
-	p.eager.settle(plan.reserved, ready)
-	plan.reserved = 0
+	if plan.reservation != nil {
+		plan.reservation.Settle(ready)
+	} else {
+		p.readyItems.Offer(ready...)
+	}
 	if p.closing.Load() {
 		p.giveBackEager(ctx, math.MaxInt64) // no fetch of this process will take them
 	}
@@ -265,7 +277,7 @@ func (p *CosmosProvider) stage(ctx context.Context, pk string, parts [][]byte) e
 // heldOrchestration returns this process's lock for token with its mutex
 // held (the caller unlocks), or the error for a token it does not hold.
 func (p *CosmosProvider) heldOrchestration(op, token string) (*orchestrationLock, error) {
-	lock, ok := p.orchLocks.get(token)
+	lock, ok := p.orchLocks.Get(token)
 	if !ok {
 		return nil, refuse(op, "Invalid lock token", ErrInvalidLockToken)
 	}

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/duroxide-go/cdb/internal/handoff"
 )
 
 // ackPlan is a turn's commit, ready to send.
@@ -23,9 +25,9 @@ type ackPlan struct {
 	historyID   string      // the turn's history document, "" when it has no events
 	consumeOnly bool        // deletes the nameless instance document (planConsumeOnly)
 	// eager are the worker items the batch writes locked to this process,
-	// reserved the fetches reserved for them (eager.go).
-	eager    []eagerWrite
-	reserved int
+	// reservation what it reserved of the fetches for them (eager.go).
+	eager       []eagerWrite
+	reservation *handoff.Reservation[*workLock]
 	// cancels are the worker items the batch tombstones; lockable those
 	// some try of the ack may have written locked (ackWriter.lockable).
 	cancels  []workRef
@@ -60,7 +62,12 @@ func (plan *ackPlan) eagerLocks() []*workLock {
 // (guarded by the lock's ETag) in every ack plan.
 const instanceWrite = 0
 
-func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, squeeze int, executionID uint64, delta []Event, workerItems, orchItems []WorkItem, md ExecutionMetadata, cancelled []ScheduledActivityIdentifier) (*ackPlan, error) {
+// planAck plans req's commit on lock with the batch budget halved squeeze
+// times; the worker items it locks for this process's fetches are taken
+// from reservation.
+func (p *CosmosProvider) planAck(lock *orchestrationLock, req *ackRequest, squeeze int, reservation *handoff.Reservation[*workLock]) (*ackPlan, error) {
+	op, executionID, delta, md := req.op, req.executionID, req.delta, req.metadata
+	workerItems, orchItems, cancelled := req.workerItems, req.orchItems, req.cancelled
 	state := lock.state
 	existing := map[uint64]bool{}
 	if executionID == state.exec {
@@ -79,14 +86,9 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, squeeze int
 	inst := nextInstanceDoc(lock, executionID, delta, md, now)
 	execDoc := nextExecutionDoc(lock, executionID, md, now)
 	queued := len(workerItems) + len(orchItems)
-	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now, seq: p.reserveSeqs(queued + 1), pinned: inst.Pinned, squeeze: squeeze, lives: sendingLives(inst), orch: inst.Name}
+	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now, seq: p.reserveSeqs(queued + 1), pinned: inst.Pinned, squeeze: squeeze,
+		lives: sendingLives(inst), orch: inst.Name, reservation: reservation}
 	w.visible = sequencedVisibleAt(w.seq, time.UnixMilli(now), 0).UnixMilli()
-	planned := false
-	defer func() {
-		if !planned {
-			p.eager.settle(w.reserved, nil) // no plan: nothing locked for the fetches
-		}
-	}()
 	inst.Seq = w.seq + int64(queued)
 	out, err := placeOutput(&inst, &execDoc, md, lock.token)
 	if err != nil {
@@ -177,12 +179,11 @@ func (p *CosmosProvider) planAck(op string, lock *orchestrationLock, squeeze int
 			plan.state.pendingOutboxes = state.pendingOutboxes
 		}
 	}
-	plan.eager, plan.reserved, plan.cancels, plan.lockable = w.locked, w.reserved, w.cancels, w.lockable
+	plan.eager, plan.reservation, plan.cancels, plan.lockable = w.locked, reservation, w.cancels, w.lockable
 	plan.inst = inst
 	if plan.chain, err = p.planChain(lock, plan, now); err != nil {
 		return nil, refuse(op, "encode instance", err)
 	}
-	planned = true
 	return plan, nil
 }
 

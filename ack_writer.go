@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/duroxide-go/cdb/internal/handoff"
 )
 
 // ackWriter collects the documents of one ack besides its history and
@@ -39,10 +41,10 @@ type ackWriter struct {
 	// orch is the committing instance's orchestration name, which the
 	// items it queues for itself carry (queueDoc.Orch).
 	orch string
-	// reserved counts the worker items it reserved a fetch of this
-	// process for (eager.go); locked are those it put in the batch.
-	reserved int
-	locked   []eagerWrite
+	// reservation holds the fetches of this process it reserved worker
+	// items for (eager.go); locked are those it put in the batch.
+	reservation *handoff.Reservation[*workLock]
+	locked      []eagerWrite
 	// cancels are the worker items the turn's cancellations tombstone.
 	cancels []workRef
 	// lockable are the locks of the items some try of the ack may have
@@ -118,17 +120,16 @@ func (w *ackWriter) workPending(act ActivityExecuteMessage, doc queueDoc) (pendi
 		return pendingDoc{}, err
 	}
 	d := pendingDoc{body: body, queued: true, writer: w.p.ownWrites.workWriter(act, w.visible)}
-	if act.SessionID != nil || w.p.eager == nil {
+	if act.SessionID != nil || w.reservation == nil {
 		return d, nil // its session's owner takes it, or nothing is locked eagerly
 	}
-	timeout, ok := w.p.eager.reserve(act.Tag)
+	timeout, ok := w.reservation.Take(act.Tag)
 	if !ok {
 		// Not locked by this try; an earlier one may have: its lock
 		// expires no later than the longest a fetch asks for.
 		w.lockable = append(w.lockable, eagerLock(w.token, act, doc, math.MaxInt64))
 		return d, nil
 	}
-	w.reserved++
 	d.eager = eagerLock(w.token, act, doc, w.now+timeout.Milliseconds())
 	if d.eagerBody, err = json.Marshal(d.eager.doc); err != nil {
 		return pendingDoc{}, err

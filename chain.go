@@ -49,6 +49,8 @@ import (
 	"encoding/json"
 	"sync"
 	"time"
+
+	"github.com/duroxide-go/cdb/internal/handoff"
 )
 
 // completionCoalescing is how long a chained turn waits, after the first
@@ -288,7 +290,7 @@ func (p *CosmosProvider) startChain(ctx context.Context, held *orchestrationLock
 		p.giveBackChain(ctx, hi) // an earlier try committed it: its ETag is read
 		return
 	}
-	p.orchLocks.put(held.token, held)
+	p.orchLocks.Put(held.token, held)
 	p.chains.add(hi)
 }
 
@@ -296,7 +298,7 @@ func (p *CosmosProvider) startChain(ctx context.Context, held *orchestrationLock
 // process's workers hold now: their completions are written here.
 func (p *CosmosProvider) activitiesRunningHere(pk string) []activityKey {
 	var out []activityKey
-	for _, l := range p.workLocks.values() {
+	for _, l := range p.workLocks.Values() {
 		if l.pk == pk {
 			out = append(out, l.activity)
 		}
@@ -316,8 +318,8 @@ func (p *CosmosProvider) handOverChain(ctx context.Context, hi *chainedInstance)
 	}
 	now := p.nowMs()
 	t := &lockedTurn{lock: hi.lock, inst: hi.lock.inst, seen: now, until: hi.lock.lockedUntil.Load(), chained: true, requery: p.chainRequeries(hi, now)}
-	p.eagerStarts.offer(t)
-	p.orchSignal.announce(eagerStartScope + hi.lock.pk)
+	p.readyTurns.Offer(t)
+	p.orchSignal.announce(handoff.TurnReady(hi.lock.pk))
 }
 
 // chainRequeries says a chained turn's batch is completed from a query of
@@ -336,7 +338,7 @@ func (p *CosmosProvider) chainRequeries(hi *chainedInstance, now int64) bool {
 // giveBackChain releases a chain, as an abandon that counts no attempt.
 func (p *CosmosProvider) giveBackChain(ctx context.Context, hi *chainedInstance) {
 	lock := hi.lock
-	defer p.orchLocks.remove(lock.token)
+	defer p.orchLocks.Remove(lock.token)
 	if lock.inst.ETag == "" {
 		inst, err := p.readInstanceLatest(ctx, lock.pk)
 		if err != nil || inst == nil || inst.LockToken != lock.token {
@@ -346,7 +348,7 @@ func (p *CosmosProvider) giveBackChain(ctx context.Context, hi *chainedInstance)
 		lock.inst = *inst
 	}
 	p.releaseQuietly(ctx, lock)
-	p.orchSignal.announce(lock.pk)
+	p.orchSignal.announcePartitions(lock.pk)
 }
 
 // giveBackAllChains gives back every chain, as the provider closes.

@@ -1,6 +1,10 @@
 package cdb
 
-import "context"
+import (
+	"context"
+
+	"github.com/duroxide-go/cdb/internal/handoff"
+)
 
 // DisableSessionTokensForTest makes c keep and send no session tokens, as a
 // client blind to Session consistency would; on a FakeAccount with
@@ -28,8 +32,8 @@ func AnnouncementsForTest(p *CosmosProvider) []string {
 	defer p.workSignal.mu.Unlock()
 	var out []string
 	for _, t := range p.workSignal.tokens {
-		pk := t.pk
-		if pk == eagerScope {
+		pk := t.wake.PK
+		if t.wake.Kind == handoff.ReadyItem {
 			pk = "(eager)"
 		}
 		for range t.items {

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/duroxide-go/cdb/internal/handoff"
 )
 
 // commit sends the ack's batch; nil when it applied, answered when its
@@ -132,19 +134,19 @@ func (p *CosmosProvider) afterCommit(lock *orchestrationLock, plan *ackPlan, rea
 	for _, t := range plan.newMessages {
 		p.announceMessage(lock.pk, t)
 	}
-	p.workSignal.announce(repeated(eagerScope, ready)...)
+	p.workSignal.announce(handoff.Repeated(handoff.ItemReady(), ready)...)
 	if queued > 0 && plan.workVisible.After(p.now()) {
 		p.workSignal.notifyAt(plan.workVisible) // seqs ahead of this process's clock
 		return
 	}
-	p.workSignal.announce(repeated(lock.pk, queued)...)
+	p.workSignal.announce(handoff.Repeated(handoff.InPartition(lock.pk), queued)...)
 }
 
 // announceDeferred announces pk's messages that arrived while this process
 // held it; call it once the lock is let go.
 func (p *CosmosProvider) announceDeferred(pk string) {
 	if p.wakeLater.take(pk) {
-		p.orchSignal.announce(pk)
+		p.orchSignal.announcePartitions(pk)
 	}
 	p.orchSignal.mayHoldMore()
 }

@@ -44,11 +44,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// eagerScope is the announcement that an eager item is ready: a look with
-// it takes a ready item or nothing, and never queries.
-const eagerScope = "\x00eager"
+	"github.com/duroxide-go/cdb/internal/handoff"
+)
 
 // eagerToken is the lock token an ack writes into the worker item of an
 // activity it locks eagerly: the same for every try of the ack.
@@ -60,7 +58,7 @@ func eagerToken(ackToken string, act ActivityExecuteMessage) string {
 // it, without a query or a claim; found is false when none is ready.
 func (p *CosmosProvider) takeEager(ctx context.Context, lockTimeout time.Duration, tags TagFilter) (fetchedWork, bool) {
 	for {
-		lock, ok := p.eager.take(tags, p.nowMs())
+		lock, ok := p.readyItems.Take(tags, p.nowMs())
 		if !ok {
 			return fetchedWork{}, false
 		}
@@ -85,12 +83,12 @@ func (p *CosmosProvider) withdrawCancelled(plan *ackPlan) (restore func()) {
 	for _, c := range plan.cancels {
 		cancelled[c] = true
 	}
-	withdrawn := p.eager.drop(func(l *workLock) bool { return cancelled[workRef{pk: l.pk, activity: l.activity}] })
+	withdrawn := p.readyItems.Drop(func(l *workLock) bool { return cancelled[workRef{pk: l.pk, activity: l.activity}] })
 	return func() {
 		for _, l := range withdrawn {
 			l.doc.ETag = ""
 		}
-		p.eager.restore(withdrawn)
+		p.readyItems.Offer(withdrawn...)
 	}
 }
 
@@ -99,7 +97,7 @@ func (p *CosmosProvider) withdrawCancelled(plan *ackPlan) (restore func()) {
 // and one handed out without a request afterwards would run an activity of
 // a deleted instance (R20). Nothing is written: the deletion sweeps them.
 func (p *CosmosProvider) dropReadyOf(pk string) {
-	p.eager.drop(func(l *workLock) bool { return l.pk == pk })
+	p.readyItems.Drop(func(l *workLock) bool { return l.pk == pk })
 }
 
 // returningFetch counts the dispatcher that fetched lock's item as a
@@ -109,7 +107,7 @@ func (p *CosmosProvider) returningFetch(lock *workLock) (done func()) {
 	if lock.fetchTimeout <= 0 {
 		return func() {} // locked here, never handed to a fetch
 	}
-	return p.eager.returning(lock.fetchedBy, lock.fetchTimeout)
+	return p.readyItems.Returning(lock.fetchedBy, lock.fetchTimeout)
 }
 
 // handOutEager makes a ready item the fetch's, as claimWork does a claimed
@@ -128,7 +126,7 @@ func (p *CosmosProvider) handOutEager(ctx context.Context, lock *workLock, lockT
 	if err := p.refreshClaim(ctx, lock, lockTimeout); err != nil {
 		return fetchedWork{}, false
 	}
-	p.workLocks.put(lock.token, lock)
+	p.workLocks.Put(lock.token, lock)
 	item, err := lock.doc.workItem()
 	if err != nil {
 		p.setAsideUndecodableWork(ctx, lock, err)
@@ -145,17 +143,17 @@ func (p *CosmosProvider) handOutEager(ctx context.Context, lock *workLock, lockT
 // poll interval. One whose release fails is left to its lock's expiry.
 func (p *CosmosProvider) giveBackEager(ctx context.Context, readySince int64) {
 	now := p.nowMs()
-	for _, lock := range p.eager.stale(readySince, now) {
-		p.workLocks.put(lock.token, lock)
+	for _, lock := range p.readyItems.Stale(readySince, now) {
+		p.workLocks.Put(lock.token, lock)
 		if err := p.AbandonWorkItem(ctx, lock.token, 0, true); err != nil {
 			p.log.Debug("cdb: could not give back a work item locked eagerly; it waits for its lock's expiry", "item", lock.doc.ID, "error", err)
 		}
 	}
-	for _, t := range p.eagerStarts.stale(readySince, now) {
+	for _, t := range p.readyTurns.Stale(readySince, now) {
 		p.releaseQuietly(ctx, t.lock)
 		if t.chained {
-			p.orchLocks.remove(t.lock.token)
-			p.orchSignal.announce(t.lock.pk) // others may have sent it something
+			p.orchLocks.Remove(t.lock.token)
+			p.orchSignal.announcePartitions(t.lock.pk) // others may have sent it something
 		}
 	}
 }
@@ -184,7 +182,7 @@ func (p *CosmosProvider) giveBackAllEager() {
 	for {
 		p.giveBackAllChains(ctx)
 		p.giveBackEager(ctx, math.MaxInt64)
-		if p.chains.empty() && p.eager.empty() && p.eagerStarts.empty() {
+		if p.chains.empty() && p.readyItems.Empty() && p.readyTurns.Empty() {
 			return
 		}
 		select {
@@ -195,7 +193,8 @@ func (p *CosmosProvider) giveBackAllEager() {
 	}
 }
 
-// newEagerWork is eager activities' registry: worker items' locks.
-func newEagerWork(off bool, window time.Duration, now func() int64) *eagerReady[*workLock] {
-	return newEagerReady(off, true, window, now, func(l *workLock) int64 { return l.lockedUntil }, func(l *workLock) *string { return l.doc.Tag })
+// newReadyItems is eager activities' ready list: worker items' locks,
+// locked ahead for busy dispatchers too.
+func newReadyItems(off bool, window time.Duration, now func() int64) *handoff.Ready[*workLock] {
+	return handoff.NewReady(off, true, window, now, func(l *workLock) int64 { return l.lockedUntil }, func(l *workLock) *string { return l.doc.Tag })
 }

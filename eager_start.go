@@ -16,21 +16,18 @@ package cdb
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
+
+	"github.com/duroxide-go/cdb/internal/handoff"
 )
 
-// newEagerStarts is eager starts' registry: started instances' locked
-// turns. An orchestration fetch takes any instance, so fetches register as
-// the default-only tag filter and an instance has no tag.
-func newEagerStarts(off bool, window time.Duration, now func() int64) *eagerReady[*lockedTurn] {
-	return newEagerReady(off, false, window, now, func(t *lockedTurn) int64 { return t.until }, func(*lockedTurn) *string { return nil })
+// newReadyTurns is the ready list of turns: started instances' first turns
+// and chained turns. An orchestration fetch takes any instance, so fetches
+// register as the default-only tag filter and an instance has no tag; a
+// start is locked only for fetches running now, not ahead.
+func newReadyTurns(off bool, window time.Duration, now func() int64) *handoff.Ready[*lockedTurn] {
+	return handoff.NewReady(off, false, window, now, func(t *lockedTurn) int64 { return t.until }, func(*lockedTurn) *string { return nil })
 }
-
-// eagerStartScope prefixes the announcement of an eagerly started
-// instance: a look with it takes a ready instance or nothing, and never
-// queries.
-const eagerStartScope = "\x00eager/"
 
 // turnName is the orchestration a ready turn is of, as far as known.
 func turnName(t *lockedTurn) string {
@@ -40,10 +37,11 @@ func turnName(t *lockedTurn) string {
 	return t.lock.messages[0].Orch
 }
 
-// takeReadyStart hands a fetch an instance this process started locked
-// for it; found is false when none is ready (or none could be made).
-func (p *CosmosProvider) takeReadyStart(ctx context.Context) (res fetchedOrchestration, found bool, err error) {
-	for t, ok := p.eagerStarts.take(DefaultOnlyFilter(), p.nowMs()); ok; t, ok = p.eagerStarts.take(DefaultOnlyFilter(), p.nowMs()) {
+// takeReadyTurn hands a fetch a turn made ready for it (a start this
+// process locked for it, a chained turn); found is false when none is
+// ready (or none could be made).
+func (p *CosmosProvider) takeReadyTurn(ctx context.Context) (res fetchedOrchestration, found bool, err error) {
+	for t, ok := p.readyTurns.Take(DefaultOnlyFilter(), p.nowMs()); ok; t, ok = p.readyTurns.Take(DefaultOnlyFilter(), p.nowMs()) {
 		if t.lock.start != nil && t.lock.start.handedBack() {
 			continue // its caller writes it the usual way
 		}
@@ -52,7 +50,7 @@ func (p *CosmosProvider) takeReadyStart(ctx context.Context) (res fetchedOrchest
 			return *got, true, nil
 		}
 		if t.chained {
-			p.orchLocks.remove(t.lock.token)
+			p.orchLocks.Remove(t.lock.token)
 		}
 		p.handBackStart(t.lock) // its caller writes it the usual way
 		p.announceDeferred(t.lock.pk)
@@ -65,6 +63,3 @@ func (p *CosmosProvider) takeReadyStart(ctx context.Context) (res fetchedOrchest
 	}
 	return fetchedOrchestration{}, false, nil
 }
-
-// isEagerStartScope says a look was woken for an eagerly started instance.
-func isEagerStartScope(pk string) bool { return strings.HasPrefix(pk, eagerStartScope) }

@@ -40,6 +40,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/duroxide-go/cdb/internal/handoff"
 )
 
 // firstTurnState is where a start written by its first turn stands.
@@ -164,18 +166,20 @@ func (p *CosmosProvider) startWithFirstTurn(ctx context.Context, w startWrite, d
 	if delay > 0 {
 		return false, nil // not due: it waits in the queue
 	}
-	timeout, ok := p.eagerStarts.reserve(nil)
+	reservation := p.readyTurns.Reserve()
+	defer reservation.Release()
+	timeout, ok := reservation.Take(nil)
 	if !ok {
 		return false, nil
 	}
 	t := p.unwrittenStartTurn(w, timeout)
-	p.eagerStarts.settle(1, []*lockedTurn{t})
-	p.orchSignal.announce(eagerStartScope + t.lock.pk)
+	reservation.Settle([]*lockedTurn{t})
+	p.orchSignal.announce(handoff.TurnReady(t.lock.pk))
 	state, err := t.lock.start.outcome(ctx)
 	if state == startHandedBack {
 		// Its turn may be with the runtime, or still ready: neither keeps
 		// the instance from this process's fetches any longer.
-		p.orchLocks.remove(t.lock.token)
+		p.orchLocks.Remove(t.lock.token)
 	}
 	switch {
 	case state == startCommitted:

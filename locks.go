@@ -21,59 +21,6 @@ func newLockToken(prefix string) string {
 	return prefix + uuid.NewString()
 }
 
-// lockTable maps this process's lock tokens to their state.
-type lockTable[T any] struct {
-	mu *sync.Mutex
-	m  map[string]T
-}
-
-func newLockTable[T any]() lockTable[T] {
-	return lockTable[T]{mu: &sync.Mutex{}, m: map[string]T{}}
-}
-
-func (t lockTable[T]) get(token string) (T, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	v, ok := t.m[token]
-	return v, ok
-}
-
-func (t lockTable[T]) put(token string, v T) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.m[token] = v
-}
-
-func (t lockTable[T]) remove(token string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.m, token)
-}
-
-// any says whether some entry satisfies match, which runs under the
-// table's mutex.
-func (t lockTable[T]) any(match func(T) bool) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, v := range t.m {
-		if match(v) {
-			return true
-		}
-	}
-	return false
-}
-
-// values returns the current entries.
-func (t lockTable[T]) values() []T {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]T, 0, len(t.m))
-	for _, v := range t.m {
-		out = append(out, v)
-	}
-	return out
-}
-
 // orchestrationLock is an instance lock this process holds.
 type orchestrationLock struct {
 	mu          sync.Mutex // one ack, renew or abandon at a time
@@ -127,7 +74,7 @@ func leftToHandOut(left, timeout time.Duration) bool {
 // WorkItemLockRemaining implements LockRemainingReporter: how long the
 // worker lock token has left by this process's clock.
 func (p *CosmosProvider) WorkItemLockRemaining(token string) (time.Duration, bool) {
-	lock, ok := p.workLocks.get(token)
+	lock, ok := p.workLocks.Get(token)
 	if !ok {
 		return 0, false
 	}
@@ -139,7 +86,7 @@ func (p *CosmosProvider) WorkItemLockRemaining(token string) (time.Duration, boo
 // OrchestrationLockRemaining implements LockRemainingReporter: how long
 // the orchestration lock token has left by this process's clock.
 func (p *CosmosProvider) OrchestrationLockRemaining(token string) (time.Duration, bool) {
-	lock, ok := p.orchLocks.get(token)
+	lock, ok := p.orchLocks.Get(token)
 	if !ok {
 		return 0, false
 	}
@@ -151,7 +98,7 @@ func (p *CosmosProvider) OrchestrationLockRemaining(token string) (time.Duration
 // held, or before the lock was handed out.
 func (p *CosmosProvider) endLock(lock *orchestrationLock) {
 	lock.done = true
-	p.orchLocks.remove(lock.token)
+	p.orchLocks.Remove(lock.token)
 }
 
 // planningView copies what planning a commit reads, under the mutex, so

@@ -279,7 +279,7 @@ func (p *CosmosProvider) announceMessage(pk string, visibleAt time.Time) {
 		p.orchSignal.notifyAt(visibleAt)
 		return
 	}
-	p.orchSignal.announce(pk)
+	p.orchSignal.announcePartitions(pk)
 }
 
 // newMessageDoc encodes an orchestrator-queue message document placed at

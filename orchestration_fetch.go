@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/duroxide-go/cdb/internal/handoff"
 )
 
 // fetchedOrchestration is what a successful fetch returns.
@@ -29,7 +31,7 @@ func (p *CosmosProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout
 		return nil, "", 0, nil // a dispatcher that supports nothing gets nothing
 	}
 	defer p.ownWrites.orchestrationFetch(filter)()
-	defer p.eagerStarts.fetching(DefaultOnlyFilter(), lockTimeout)()
+	defer p.readyTurns.Fetching(DefaultOnlyFilter(), lockTimeout)()
 	fk := filterKey(filter)
 	watch := queueWatch{signal: p.orchSignal, leaseKey: queueOrchestrator + "/" + fk, view: fk}
 	res, found, err := poll(ctx, p, watch, pollTimeout,
@@ -67,28 +69,28 @@ func filterKey(filter *DispatcherCapabilityFilter) string {
 // locked ahead later, which would otherwise keep them waiting for as long
 // as those keep coming.
 func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, scope lookScope, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (fetchedOrchestration, pollOutcome, error) {
-	if isEagerStartScope(scope.pk) {
-		return p.takeReadyTurn(ctx)
+	if scope.readyOnly(handoff.ReadyTurn) {
+		return p.lookReadyTurn(ctx)
 	}
 	if scope.pk != "" {
 		if chained, ready := p.chains.want(scope.pk); chained {
 			p.handOverChain(ctx, ready)
-			return p.takeReadyTurn(ctx) // none while a worker ack still writes into the chain
+			return p.lookReadyTurn(ctx) // none while a worker ack still writes into the chain
 		}
 	}
 	res, outcome, err := p.queryAndLockOrchestration(ctx, scope, lockTimeout, filter)
 	if err != nil || outcome == outcomeFound {
 		return res, outcome, err
 	}
-	if ready, found, err := p.takeReadyStart(ctx); err != nil || found {
+	if ready, found, err := p.takeReadyTurn(ctx); err != nil || found {
 		return ready, outcomeFoundIf(found), err
 	}
 	return res, outcome, nil
 }
 
-// takeReadyTurn is a look that takes a ready instance or nothing.
-func (p *CosmosProvider) takeReadyTurn(ctx context.Context) (fetchedOrchestration, pollOutcome, error) {
-	res, found, err := p.takeReadyStart(ctx)
+// lookReadyTurn is a look that takes a ready turn or nothing.
+func (p *CosmosProvider) lookReadyTurn(ctx context.Context) (fetchedOrchestration, pollOutcome, error) {
+	res, found, err := p.takeReadyTurn(ctx)
 	return res, outcomeFoundIf(found), err
 }
 
@@ -179,7 +181,7 @@ func (p *CosmosProvider) announceOtherInstances(groups []instanceGroup, taken st
 			pks = append(pks, g.pk)
 		}
 	}
-	p.orchSignal.announce(pks...)
+	p.orchSignal.announcePartitions(pks...)
 }
 
 // holdsInstance says this process holds pk's instance lock, or one of its
@@ -192,7 +194,7 @@ func (p *CosmosProvider) holdsInstance(pk string) bool {
 // by its clock.
 func (p *CosmosProvider) holdsInstanceLock(pk string) bool {
 	now := p.nowMs()
-	return p.orchLocks.any(func(l *orchestrationLock) bool {
+	return p.orchLocks.Any(func(l *orchestrationLock) bool {
 		return l.pk == pk && l.lockedUntil.Load() > now
 	})
 }
@@ -299,10 +301,10 @@ var errUndecodable = errors.New("undecodable document")
 func (p *CosmosProvider) skippedInstances(fk string) []string {
 	now := p.nowMs()
 	skip := p.contended.active(fk, p.now())
-	for _, l := range p.orchLocks.values() {
+	for _, l := range p.orchLocks.Values() {
 		until := l.lockedUntil.Load()
 		if now-until > forgetExpiredLocksAfter.Milliseconds() {
-			p.orchLocks.remove(l.token) // its holder never came back
+			p.orchLocks.Remove(l.token) // its holder never came back
 			continue
 		}
 		if until > now && len(skip) < maxSkipped {
@@ -474,7 +476,7 @@ func (p *CosmosProvider) handOver(ctx context.Context, t *lockedTurn) (*fetchedO
 	if err := p.refreshFreshLock(ctx, lock); err != nil {
 		return nil, err
 	}
-	p.orchLocks.put(lock.token, lock)
+	p.orchLocks.Put(lock.token, lock)
 	return &fetchedOrchestration{item: item, token: lock.token, attempts: t.attempts}, nil
 }
 

@@ -7,6 +7,8 @@ package cdb
 import (
 	"context"
 	"time"
+
+	"github.com/duroxide-go/cdb/internal/handoff"
 )
 
 // queueWatch is what a fetch polls.
@@ -25,16 +27,29 @@ type queueWatch struct {
 // pollOutcome is what one look at a queue found.
 type pollOutcome int
 
-// lookScope is where one look at a queue searches: one partition (an
-// announced one: a single-partition query), some dispatch slots, or, with
-// neither, the whole queue.
+// lookScope is where one look at a queue searches: what was announced (a
+// partition: a single-partition query; something made ready here: no
+// query at all), some dispatch slots, or, with neither, the whole queue.
 type lookScope struct {
-	pk    string
+	wake  handoff.Wake
+	pk    string // the announced partition's, "" for none
 	slots []int
 }
 
+// announcedScope is the look an announcement calls for.
+func announcedScope(w handoff.Wake) lookScope {
+	s := lookScope{wake: w}
+	if w.Partitioned() {
+		s.pk = w.PK
+	}
+	return s
+}
+
+// readyOnly says the look takes something made ready here, or nothing.
+func (s lookScope) readyOnly(k handoff.Kind) bool { return s.wake.Kind == k }
+
 // whole says the look queries the whole queue.
-func (s lookScope) whole() bool { return s.pk == "" && s.slots == nil }
+func (s lookScope) whole() bool { return s.wake == handoff.Wake{} && s.slots == nil }
 
 // pollAttempt tries once to take work from a queue within scope.
 type pollAttempt[T any] func(ctx context.Context, scope lookScope) (T, pollOutcome, error)
@@ -56,14 +71,14 @@ func poll[T any](ctx context.Context, p *CosmosProvider, w queueWatch, pollTimeo
 	if !ok {
 		seen = ^uint64(0)
 	}
-	announced, hasAnnounced := "", false
+	announced, hasAnnounced := handoff.Wake{}, false
 	var announcedAt uint64 // the kept announcements when announced was taken from them (0: handed over)
 	for {
 		if !hasAnnounced && !p.cfg.ShortPolling {
 			announced, announcedAt, hasAnnounced = sig.takeToken()
 		}
 		if hasAnnounced {
-			res, outcome, err := attempt(ctx, lookScope{pk: announced})
+			res, outcome, err := attempt(ctx, announcedScope(announced))
 			hasAnnounced = false
 			if err != nil || outcome == outcomeFound {
 				return res, outcome == outcomeFound, err
@@ -109,8 +124,8 @@ func poll[T any](ctx context.Context, p *CosmosProvider, w queueWatch, pollTimeo
 		case <-timer.C:
 		}
 		timer.Stop()
-		if pk, ok := cancel(); ok {
-			announced, hasAnnounced = pk, true
+		if w, ok := cancel(); ok {
+			announced, hasAnnounced = w, true
 		}
 		if ctx.Err() != nil {
 			if hasAnnounced {

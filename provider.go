@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/joho/godotenv"
+
+	"github.com/duroxide-go/cdb/internal/handoff"
 )
 
 // ProviderName and ProviderVersion identify this provider in diagnostics
@@ -217,17 +219,17 @@ type CosmosProvider struct {
 	log       *slog.Logger
 	tel       providerTelemetry // its own metrics, on its client's Meter
 
-	orchSignal  *queueSignal
-	workSignal  *queueSignal
-	eager       *eagerReady[*workLock]   // nil: no eager activities
-	eagerStarts *eagerReady[*lockedTurn] // nil: no eager starts
-	chains      *chains                  // nil: no chained turns
+	orchSignal *queueSignal
+	workSignal *queueSignal
+	readyItems *handoff.Ready[*workLock]   // worker items locked ahead for this process's fetches; nil: none
+	readyTurns *handoff.Ready[*lockedTurn] // turns made ready for them (starts, chained turns); nil: none
+	chains     *chains                     // nil: no chained turns
 
-	orchLocks  lockTable[*orchestrationLock]
+	orchLocks  handoff.LockTable[*orchestrationLock]
 	contended  *contention
 	locking    *claimSet // partitions being locked by a fetch of this process
 	deleting   *claimSet // deletion intents this process is carrying out
-	workLocks  lockTable[*workLock]
+	workLocks  handoff.LockTable[*workLock]
 	workClaims *itemClaims // worker items being claimed or held here
 	wakeLater  *deferredWakes
 	queueIndex *indexChoice // which composite index the queue queries order by
@@ -331,11 +333,11 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		container:  container,
 		log:        cfg.Logger,
 		tel:        newProviderTelemetry(client.tel),
-		orchLocks:  newLockTable[*orchestrationLock](),
+		orchLocks:  handoff.NewLockTable[*orchestrationLock](),
 		contended:  newContention(),
 		locking:    newClaimSet(),
 		deleting:   newClaimSet(),
-		workLocks:  newLockTable[*workLock](),
+		workLocks:  handoff.NewLockTable[*workLock](),
 		workClaims: newItemClaims(),
 		queueIndex: newIndexChoice(queueIndex),
 		wakeLater:  newDeferredWakes(),
@@ -345,8 +347,8 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	p.filterMisses = newFilterMisses()
 	p.orchSignal = newCoalescingQueueSignal(cfg.ShortPolling, p.now)
 	p.workSignal = newQueueSignal(cfg.ShortPolling, p.now)
-	p.eager = newEagerWork(cfg.ShortPolling || cfg.DisableEagerDispatch, p.cfg.PollInterval, p.nowMs)
-	p.eagerStarts = newEagerStarts(cfg.ShortPolling || cfg.DisableEagerDispatch, p.cfg.PollInterval, p.nowMs)
+	p.readyItems = newReadyItems(cfg.ShortPolling || cfg.DisableEagerDispatch, p.cfg.PollInterval, p.nowMs)
+	p.readyTurns = newReadyTurns(cfg.ShortPolling || cfg.DisableEagerDispatch, p.cfg.PollInterval, p.nowMs)
 	p.chains = newChains(cfg.ShortPolling || cfg.DisableEagerDispatch)
 	bg, stop := context.WithCancel(context.Background())
 	p.stop = stop
@@ -378,7 +380,7 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 			p.watchIndexUpgrade(bg)
 		}()
 	}
-	if p.eager != nil {
+	if p.readyItems != nil {
 		handOver, stopHandOver := context.WithCancel(bg)
 		p.handOverStop = stopHandOver
 		p.handOverDone.Add(2)

@@ -2,9 +2,10 @@ package cdb
 
 import (
 	"slices"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/duroxide-go/cdb/internal/handoff"
 )
 
 // queueSignal coordinates the fetches of one queue in this process. It wakes
@@ -21,7 +22,7 @@ type queueSignal struct {
 	idleUntil  map[string]time.Time // per view (filter): no poll before this unless notified
 	wake       *time.Timer          // pending notify for work that becomes visible later
 	wakeAt     time.Time
-	waiters    []chan string // waiting long-polling fetches, oldest first
+	waiters    []chan handoff.Wake // waiting long-polling fetches, oldest first
 	// tokens are the partitions announced while no fetch waited, the
 	// first announced first, each with its items: a fan-out's items take
 	// one place, so the bound counts partitions, not items.
@@ -55,10 +56,11 @@ func newCoalescingQueueSignal(shortPolling bool, now func() time.Time) *queueSig
 	return q
 }
 
-// wakeToken is a partition announced while no fetch waited: how many items
-// were announced in it, and the announcement that last added one (seq).
+// wakeToken is an announcement kept while no fetch waited (a partition, or
+// things made ready here): how many items were announced with it, and the
+// announcement that last added one (seq).
 type wakeToken struct {
-	pk    string
+	wake  handoff.Wake
 	items int
 	last  uint64
 }
@@ -73,11 +75,12 @@ type wakeToken struct {
 // the fetches served the newest, and instances waited 45 s.
 const maxWakeTokens = 256
 
-// announce says this process just put work in partition pk, one call per
-// item: it wakes one waiting fetch per item, which looks in that partition
-// alone, and keeps the rest for the next fetches to call. Unlike notify it
-// wakes no other fetch, and does not reopen the idle windows.
-func (q *queueSignal) announce(pks ...string) {
+// announce says this process just put work on the queue, one wake-up per
+// item (in a partition, or made ready here): it wakes one waiting fetch per
+// item, which looks in that partition alone or takes a ready item, and
+// keeps the rest for the next fetches to call. Unlike notify it wakes no
+// other fetch, and does not reopen the idle windows.
+func (q *queueSignal) announce(wakes ...handoff.Wake) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.unseen = true
@@ -85,20 +88,23 @@ func (q *queueSignal) announce(pks ...string) {
 		clear(q.idleUntil)
 		return
 	}
-	for _, pk := range pks {
+	for _, w := range wakes {
 		if len(q.waiters) > 0 {
-			w := q.waiters[0]
+			waiter := q.waiters[0]
 			q.waiters = q.waiters[1:]
-			w <- pk // buffered, and each waiter gets at most one
+			waiter <- w // buffered, and each waiter gets at most one
 			continue
 		}
-		q.keep(pk)
+		q.keep(w)
 	}
 }
 
+// announcePartitions announces work queued in each of pks, one an item.
+func (q *queueSignal) announcePartitions(pks ...string) { q.announce(handoff.InPartitions(pks...)...) }
+
 // keep stores an announcement no fetch waited for.
-func (q *queueSignal) keep(pk string) {
-	if i := slices.IndexFunc(q.tokens, func(t wakeToken) bool { return t.pk == pk }); i >= 0 {
+func (q *queueSignal) keep(w handoff.Wake) {
+	if i := slices.IndexFunc(q.tokens, func(t wakeToken) bool { return t.wake == w }); i >= 0 {
 		if !q.coalesce {
 			q.seq++
 			q.tokens[i].items++
@@ -111,7 +117,7 @@ func (q *queueSignal) keep(pk string) {
 		return
 	}
 	q.seq++
-	q.tokens = append(q.tokens, wakeToken{pk: pk, items: 1, last: q.seq})
+	q.tokens = append(q.tokens, wakeToken{wake: w, items: 1, last: q.seq})
 }
 
 // mayHoldMore says a look or a released lock may have left work behind
@@ -133,18 +139,18 @@ func (q *queueSignal) mayHoldMore() {
 // with more items goes to the back after each, so a partition announced
 // again and again (the ready items' scope, a busy instance) never keeps
 // the ones behind it waiting.
-func (q *queueSignal) takeToken() (pk string, at uint64, ok bool) {
+func (q *queueSignal) takeToken() (w handoff.Wake, at uint64, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.tokens) == 0 {
-		return "", 0, false
+		return handoff.Wake{}, 0, false
 	}
 	t := q.tokens[0]
 	q.tokens = q.tokens[1:]
 	if t.items--; t.items > 0 {
 		q.tokens = append(q.tokens, t)
 	}
-	return t.pk, q.seq, true
+	return t.wake, q.seq, true
 }
 
 // drained says a look at partition pk, for an announcement taken when at
@@ -152,24 +158,24 @@ func (q *queueSignal) takeToken() (pk string, at uint64, ok bool) {
 // announcements up to then name work that is gone (taken by a look at the
 // whole queue, or by a fetch woken for another item), and are dropped so
 // they do not cost a query each. Those kept since stay.
-func (q *queueSignal) drained(pk string, at uint64) {
-	if namesNoPartition(pk) {
-		return // each stands for one item handed over in process, not a look's worth
+func (q *queueSignal) drained(w handoff.Wake, at uint64) {
+	if !w.Partitioned() {
+		return // each stands for one thing handed over in process, not a look's worth
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.tokens = slices.DeleteFunc(q.tokens, func(t wakeToken) bool { return t.pk == pk && t.last <= at })
+	q.tokens = slices.DeleteFunc(q.tokens, func(t wakeToken) bool { return t.wake == w && t.last <= at })
 }
 
 // await registers a waiting fetch: the channel receives the partition of
 // the next announcement it is picked for. cancel withdraws it and returns
 // a partition it was handed meanwhile, so no announcement is lost.
-func (q *queueSignal) await() (announced <-chan string, cancel func() (string, bool)) {
-	ch := make(chan string, 1)
+func (q *queueSignal) await() (announced <-chan handoff.Wake, cancel func() (handoff.Wake, bool)) {
+	ch := make(chan handoff.Wake, 1)
 	q.mu.Lock()
 	q.waiters = append(q.waiters, ch)
 	q.mu.Unlock()
-	return ch, func() (string, bool) {
+	return ch, func() (handoff.Wake, bool) {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		for i, w := range q.waiters {
@@ -179,10 +185,10 @@ func (q *queueSignal) await() (announced <-chan string, cancel func() (string, b
 			}
 		}
 		select {
-		case pk := <-ch:
-			return pk, true
+		case w := <-ch:
+			return w, true
 		default:
-			return "", false
+			return handoff.Wake{}, false
 		}
 	}
 }
@@ -341,8 +347,3 @@ func (q *queueSignal) stop() {
 		q.wake.Stop()
 	}
 }
-
-// namesNoPartition says an announcement stands for an item this process
-// hands over itself (eagerScope, eagerStartScope), not for a partition to
-// look in.
-func namesNoPartition(pk string) bool { return strings.HasPrefix(pk, "\x00") }

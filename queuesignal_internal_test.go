@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb/internal/handoff"
 )
 
 // A look for an announced partition that finds it empty drops that
@@ -17,31 +19,33 @@ import (
 // keep the ones announced after it waiting.
 func TestAnnouncedPartitionsTakeTurns(t *testing.T) {
 	q := newQueueSignal(false, time.Now)
-	q.announce(eagerScope, eagerScope, eagerScope, "p")
-	var order []string
+	ready, p := handoff.ItemReady(), handoff.InPartition("p")
+	q.announce(ready, ready, ready, p)
+	var order []handoff.Wake
 	for range 4 {
-		q.announce(eagerScope) // ready items keep coming
-		pk, _, ok := q.takeToken()
+		q.announce(ready) // ready items keep coming
+		w, _, ok := q.takeToken()
 		require.True(t, ok)
-		order = append(order, pk)
+		order = append(order, w)
 	}
-	assert.Equal(t, []string{eagerScope, "p", eagerScope, eagerScope}, order)
+	assert.Equal(t, []handoff.Wake{ready, p, ready, ready}, order)
 }
 
 func TestDrainedKeepsTheAnnouncementsOfItemsHandedOverInProcess(t *testing.T) {
 	q := newQueueSignal(false, time.Now)
-	q.announce(eagerScope, eagerScope, eagerScope, "p", "p")
+	ready, p := handoff.ItemReady(), handoff.InPartition("p")
+	q.announce(ready, ready, ready, p, p)
 
-	pk, at, ok := q.takeToken()
+	w, at, ok := q.takeToken()
 	require.True(t, ok)
-	require.Equal(t, eagerScope, pk)
-	q.drained(pk, at)
-	assert.Equal(t, []wakeToken{{pk: "p", items: 2, last: 5}, {pk: eagerScope, items: 2, last: 3}}, q.tokens, "the other two ready items keep theirs")
+	require.Equal(t, ready, w)
+	q.drained(w, at)
+	assert.Equal(t, []wakeToken{{wake: p, items: 2, last: 5}, {wake: ready, items: 2, last: 3}}, q.tokens, "the other two ready items keep theirs")
 
-	q.tokens = slices.DeleteFunc(q.tokens, func(t wakeToken) bool { return t.pk == eagerScope }) // the ready items taken
-	pk, at, ok = q.takeToken()
+	q.tokens = slices.DeleteFunc(q.tokens, func(t wakeToken) bool { return t.wake == ready }) // the ready items taken
+	w, at, ok = q.takeToken()
 	require.True(t, ok)
-	require.Equal(t, "p", pk)
-	q.drained(pk, at)
+	require.Equal(t, p, w)
+	q.drained(w, at)
 	assert.Empty(t, q.tokens, "a partition found empty: its older announcements name work that is gone")
 }

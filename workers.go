@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/duroxide-go/cdb/internal/handoff"
 )
 
 // The worker queue: one document per ActivityExecuteMessage in its instance's
@@ -47,7 +49,7 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 	if err != nil {
 		return asOperation(op, err)
 	}
-	p.workSignal.announce(instancePartitionKey(act.Instance))
+	p.workSignal.announcePartitions(instancePartitionKey(act.Instance))
 	return nil
 }
 
@@ -92,7 +94,7 @@ func (p *CosmosProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTim
 		return nil, "", 0, nil
 	}
 	defer p.ownWrites.workFetch(tags)()
-	defer p.eager.fetching(tags, lockTimeout)()
+	defer p.readyItems.Fetching(tags, lockTimeout)()
 	watch := queueWatch{signal: p.workSignal, leaseKey: workLeaseKey(session, tags), view: p.workView(session, tags)}
 	res, found, err := poll(ctx, p, watch, pollTimeout,
 		func(ctx context.Context, scope lookScope) (fetchedWork, pollOutcome, error) {
@@ -168,7 +170,7 @@ func workFilter(session *SessionFetchConfig, tags TagFilter) ([]string, []QueryP
 // work locked ahead later, which would otherwise keep it waiting for as
 // long as ready items keep coming.
 func (p *CosmosProvider) tryFetchWork(ctx context.Context, scope lookScope, lockTimeout time.Duration, session *SessionFetchConfig, tags TagFilter) (fetchedWork, pollOutcome, error) {
-	if scope.pk != eagerScope {
+	if !scope.readyOnly(handoff.ReadyItem) {
 		res, outcome, err := p.queryAndClaimWork(ctx, scope, lockTimeout, session, tags)
 		if err != nil || outcome == outcomeFound {
 			return res, outcome, err
@@ -268,7 +270,7 @@ func (p *CosmosProvider) announceOthers(cands []queueDoc) {
 			pks = append(pks, c.PK)
 		}
 	}
-	p.workSignal.announce(pks...)
+	p.workSignal.announcePartitions(pks...)
 }
 
 // maxAnnouncedPerLook bounds the announcements one look hands out.
@@ -309,7 +311,7 @@ func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout 
 	if err := p.refreshClaim(ctx, lock, lockTimeout); err != nil {
 		return fetchedWork{}, err
 	}
-	p.workLocks.put(token, lock)
+	p.workLocks.Put(token, lock)
 	item, err := doc.workItem()
 	if err != nil {
 		p.setAsideUndecodableWork(ctx, lock, err)
@@ -446,7 +448,7 @@ func encodedActivityName(encoded string) string {
 // heldWork returns the lock for token if it is still this process's and
 // valid.
 func (p *CosmosProvider) heldWork(ctx context.Context, op, token string) (*workLock, error) {
-	lock, ok := p.workLocks.get(token)
+	lock, ok := p.workLocks.Get(token)
 	if !ok {
 		return nil, refuse(op, "unknown lock token: the work item was acked, abandoned or never fetched here", ErrInvalidLockToken)
 	}
@@ -482,7 +484,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 	var completionDoc []byte
 	var completionMsg *queueDoc // the message itself, when it is written in the item's partition
 	if completion != nil {
-		if lock, ok := p.workLocks.get(lockToken); ok {
+		if lock, ok := p.workLocks.Get(lockToken); ok {
 			doc, msg, err := p.encodeCompletion(lock, completion)
 			if err != nil {
 				return err
@@ -548,7 +550,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 		return nil // its chained turn takes it
 	}
 	if completion != nil {
-		p.orchSignal.announce(lock.pk)
+		p.orchSignal.announcePartitions(lock.pk)
 	}
 	return nil
 }
@@ -713,7 +715,7 @@ func (p *CosmosProvider) readBackWork(ctx context.Context, op string, lock *work
 
 // forgetWork drops a lock this process no longer holds, and its claim.
 func (p *CosmosProvider) forgetWork(lock *workLock) {
-	p.workLocks.remove(lock.token)
+	p.workLocks.Remove(lock.token)
 	p.workClaims.forget(itemKey(lock.pk, lock.doc.ID))
 }
 
@@ -734,7 +736,7 @@ func (p *CosmosProvider) endWork(op string, lock *workLock) error {
 // AbandonWorkItem releases a held item, visible again after delay.
 func (p *CosmosProvider) AbandonWorkItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
 	const op = "AbandonWorkItem"
-	lock, ok := p.workLocks.get(lockToken)
+	lock, ok := p.workLocks.Get(lockToken)
 	if !ok {
 		return refuse(op, "unknown lock token: the work item was acked, abandoned or never fetched here", ErrInvalidLockToken)
 	}
@@ -766,7 +768,7 @@ func (p *CosmosProvider) AbandonWorkItem(ctx context.Context, lockToken string, 
 	if delay > 0 {
 		p.workSignal.notifyAt(p.now().Add(delay))
 	} else {
-		p.workSignal.announce(lock.pk)
+		p.workSignal.announcePartitions(lock.pk)
 	}
 	return nil
 }

@@ -1,0 +1,296 @@
+package handoff
+
+import (
+	"sync"
+	"time"
+)
+
+// Filter is what a fetch takes: a tag filter, named by String, that
+// matches an item's tag (nil: no tag).
+type Filter interface {
+	String() string
+	Matches(tag *string) bool
+}
+
+// Ready is what this process keeps of one queue for hand-over: its fetches
+// (by filter, with their lock timeout) and how many items they take, the
+// items commits under way reserved for them, and the items written locked
+// for them and not handed out yet. T is a worker item's lock or a locked
+// turn. A nil Ready (no fetch ever waits, or eager dispatch is off) keeps
+// nothing, and every method of it does nothing.
+type Ready[T any] struct {
+	mu       sync.Mutex
+	fetches  map[string]*fetches // by Filter.String()
+	promised int                 // reserved by reservations not settled yet
+	ready    []readyItem[T]      // locked, not handed out yet
+	window   time.Duration       // the poll interval: what is not taken in it is given back
+	ahead    bool                // lock ahead for busy dispatchers too (fetches.depth)
+	now      func() int64        // ms, the provider's clock
+	until    func(T) int64       // an item's lock expiry (ms)
+	tag      func(T) *string     // an item's tag, for the fetches' filters
+}
+
+// readyItem is a ready item and when it became ready (ms).
+type readyItem[T any] struct {
+	item  T
+	since int64
+}
+
+// fetches are the fetches of one filter: those running now, and per
+// window (a poll interval) the most running at once and the fetch calls,
+// this window's and the last one's.
+type fetches struct {
+	filter      Filter
+	running     int
+	lockTimeout time.Duration // the latest fetch's
+	windowStart int64         // ms
+	peak, calls [2]int        // [0] this window, [1] the last one
+}
+
+// NewReady is a ready list, nil when off. ahead locks for busy dispatchers
+// too (what the fetches take in half a window), not only for fetches
+// running now; window is the poll interval; now the provider's clock (ms);
+// until and tag read an item's lock expiry (ms) and tag.
+func NewReady[T any](off, ahead bool, window time.Duration, now func() int64, until func(T) int64, tag func(T) *string) *Ready[T] {
+	if off {
+		return nil
+	}
+	return &Ready[T]{fetches: map[string]*fetches{}, window: window, ahead: ahead, now: now, until: until, tag: tag}
+}
+
+// Fetching records a running fetch call until the returned function is
+// called.
+func (e *Ready[T]) Fetching(f Filter, lockTimeout time.Duration) (done func()) {
+	return e.register(f, lockTimeout, true)
+}
+
+// Returning records, until the returned function is called, a dispatcher
+// that will fetch again as soon as it lets go of what it fetched: counted
+// as running, not as a fetch call.
+func (e *Ready[T]) Returning(f Filter, lockTimeout time.Duration) (done func()) {
+	return e.register(f, lockTimeout, false)
+}
+
+func (e *Ready[T]) register(filter Filter, lockTimeout time.Duration, call bool) (done func()) {
+	if e == nil {
+		return func() {}
+	}
+	key := filter.String()
+	e.mu.Lock()
+	f := e.fetches[key]
+	if f == nil {
+		f = &fetches{filter: filter}
+		e.fetches[key] = f
+	}
+	f.roll(e.now(), e.window)
+	f.running++
+	f.peak[0] = max(f.peak[0], f.running)
+	if call {
+		f.calls[0]++
+	}
+	f.lockTimeout = lockTimeout
+	e.mu.Unlock()
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		f.running--
+	}
+}
+
+// roll starts a new window when the current one is over.
+func (f *fetches) roll(nowMs int64, window time.Duration) {
+	switch elapsed := nowMs - f.windowStart; {
+	case elapsed < window.Milliseconds():
+		return
+	case elapsed < 2*window.Milliseconds():
+		f.peak[1], f.calls[1] = f.peak[0], f.calls[0]
+	default:
+		f.peak[1], f.calls[1] = 0, 0 // a whole window without a fetch
+	}
+	f.peak[0], f.calls[0] = f.running, 0
+	f.windowStart = nowMs
+}
+
+// depth is how many items may be ready or reserved for f's fetches. Ahead:
+// what they take in half a window (half the calls of the last one), so
+// that an item waits half a poll interval at most on average and is rarely
+// given back, and never fewer than one per dispatcher seen fetching at
+// once (a dispatcher acking counts: it fetches next). Otherwise: one per
+// fetch running now (waiting, or acking and about to).
+func (f *fetches) depth(nowMs int64, window time.Duration, ahead bool) int {
+	if !ahead {
+		return f.running
+	}
+	f.roll(nowMs, window)
+	return max(f.peak[0], f.peak[1], f.calls[1]/2)
+}
+
+// Reservation is what one write (a commit, a start) reserved of the
+// fetches: taken and ended in one function, settled with what the write
+// locked once it applied, released with nothing otherwise. A nil one
+// reserves nothing.
+type Reservation[T any] struct {
+	list  *Ready[T]
+	taken int
+}
+
+// Reserve begins a write's reservation.
+func (e *Ready[T]) Reserve() *Reservation[T] {
+	if e == nil {
+		return nil
+	}
+	return &Reservation[T]{list: e}
+}
+
+// Take promises one item with tag to the fetches that take it, when fewer
+// than their depth are promised or ready, and says how long to lock it
+// (the shortest lock timeout of those fetches).
+func (r *Reservation[T]) Take(tag *string) (time.Duration, bool) {
+	if r == nil {
+		return 0, false
+	}
+	e := r.list
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	free := -len(e.ready) - e.promised
+	var timeout time.Duration
+	now := e.now()
+	for _, f := range e.fetches {
+		if depth := f.depth(now, e.window, e.ahead); depth > 0 && f.filter.Matches(tag) {
+			free += depth
+			if timeout == 0 || f.lockTimeout < timeout {
+				timeout = f.lockTimeout
+			}
+		}
+	}
+	if free <= 0 || timeout <= 0 {
+		return 0, false
+	}
+	e.promised++
+	r.taken++
+	return timeout, true
+}
+
+// Taken counts the items reserved and not settled yet.
+func (r *Reservation[T]) Taken() int {
+	if r == nil {
+		return 0
+	}
+	return r.taken
+}
+
+// Settle ends the reservation: the items the write locked are ready for
+// the fetches (maybe more than it took, when the write that applied was an
+// earlier try's).
+func (r *Reservation[T]) Settle(locked []T) {
+	if r == nil {
+		return
+	}
+	e := r.list
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.promised -= r.taken
+	r.taken = 0
+	now := e.now()
+	for _, item := range locked {
+		e.ready = append(e.ready, readyItem[T]{item: item, since: now})
+	}
+}
+
+// Release ends the reservation with nothing ready: the write did not
+// apply, or its items were settled already.
+func (r *Reservation[T]) Release() { r.Settle(nil) }
+
+// Offer makes items ready for the fetches without a reservation: a held
+// instance's turn, or items put back (Drop), which the stale give-back
+// bounds.
+func (e *Ready[T]) Offer(items ...T) {
+	if e == nil || len(items) == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	for _, item := range items {
+		e.ready = append(e.ready, readyItem[T]{item: item, since: now})
+	}
+}
+
+// Take removes and returns the oldest ready item a fetch with filter may
+// take, dropping those whose lock expired on the way (the store's queue
+// has them back: whoever looks takes them).
+func (e *Ready[T]) Take(filter Filter, nowMs int64) (T, bool) {
+	var none T
+	if e == nil {
+		return none, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := 0; i < len(e.ready); {
+		item := e.ready[i].item
+		if e.until(item) <= nowMs {
+			e.ready = append(e.ready[:i], e.ready[i+1:]...)
+			continue
+		}
+		if filter.Matches(e.tag(item)) {
+			e.ready = append(e.ready[:i], e.ready[i+1:]...)
+			return item, true
+		}
+		i++
+	}
+	return none, false
+}
+
+// Stale removes and returns the ready items that waited since before
+// readySince (ms) for a fetch, and still hold their lock.
+func (e *Ready[T]) Stale(readySince, nowMs int64) []T {
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []T
+	kept := e.ready[:0]
+	for _, r := range e.ready {
+		switch {
+		case r.since >= readySince:
+			kept = append(kept, r)
+		case e.until(r.item) > nowMs:
+			out = append(out, r.item)
+		}
+	}
+	e.ready = kept
+	return out
+}
+
+// Drop removes and returns the ready items match selects: a write of this
+// process ends them (a cancellation, a deletion), so none may be handed
+// out without a request.
+func (e *Ready[T]) Drop(match func(T) bool) []T {
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []T
+	kept := e.ready[:0]
+	for _, r := range e.ready {
+		if match(r.item) {
+			out = append(out, r.item)
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	e.ready = kept
+	return out
+}
+
+// Empty says nothing is ready.
+func (e *Ready[T]) Empty() bool {
+	if e == nil {
+		return true
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.ready) == 0
+}

@@ -1,0 +1,128 @@
+package handoff
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// anyTag is a filter that takes every item.
+type anyTag struct{}
+
+func (anyTag) String() string       { return "any" }
+func (anyTag) Matches(*string) bool { return true }
+
+// lock is a test item: its expiry.
+type lock struct{ until int64 }
+
+func newTestReady(now *int64, ahead bool) *Ready[*lock] {
+	return NewReady(false, ahead, time.Second, func() int64 { return *now }, func(l *lock) int64 { return l.until }, func(*lock) *string { return nil })
+}
+
+// reservable counts what one reservation of e is granted, then releases it.
+func reservable(e *Ready[*lock]) int {
+	r := e.Reserve()
+	defer r.Release()
+	for {
+		if _, ok := r.Take(nil); !ok {
+			return r.Taken()
+		}
+	}
+}
+
+// How many items are locked ahead for a filter's fetches: what they took
+// in half of the last poll interval, at least one per dispatcher seen
+// fetching at once, and nothing once they stopped.
+func TestDepthFollowsWhatTheFetchesTake(t *testing.T) {
+	now := int64(1_000_000)
+	e := newTestReady(&now, true)
+	var done []func()
+	for range 4 {
+		done = append(done, e.Fetching(anyTag{}, time.Minute)) // four dispatchers at once
+	}
+	assert.Equal(t, 4, reservable(e), "one per dispatcher before any history")
+	for _, d := range done {
+		d()
+	}
+	for range 56 { // with the four above, a poll interval of 60 fetch calls
+		e.Fetching(anyTag{}, time.Minute)()
+	}
+	now += time.Second.Milliseconds()
+	assert.Equal(t, 30, reservable(e), "what they take in half a poll interval")
+
+	now += 2 * time.Second.Milliseconds()
+	assert.Equal(t, 0, reservable(e), "no fetch for a whole poll interval: nothing is locked ahead")
+
+	defer e.Returning(anyTag{}, time.Minute)()
+	assert.Equal(t, 1, reservable(e), "a dispatcher acking what it fetched counts: it fetches next")
+}
+
+// Without ahead, a start is reserved only for the fetches running now.
+func TestWithoutAheadOnlyRunningFetchesAreReservedFor(t *testing.T) {
+	now := int64(1_000_000)
+	e := newTestReady(&now, false)
+	done := e.Fetching(anyTag{}, time.Minute)
+	assert.Equal(t, 1, reservable(e))
+	done()
+	assert.Equal(t, 0, reservable(e), "the fetch ended")
+}
+
+// A reservation settled makes its items ready and frees its places; one
+// released frees them with nothing ready; a release after a settle does
+// nothing more.
+func TestAReservationIsSettledOrReleasedOnce(t *testing.T) {
+	now := int64(1_000_000)
+	e := newTestReady(&now, false)
+	defer e.Fetching(anyTag{}, time.Minute)()
+	defer e.Fetching(anyTag{}, time.Minute)()
+
+	r := e.Reserve()
+	timeout, ok := r.Take(nil)
+	require.True(t, ok)
+	assert.Equal(t, time.Minute, timeout, "the fetches' lock timeout")
+	assert.Equal(t, 1, reservable(e), "one of the two places is promised")
+	item := &lock{until: now + 60_000}
+	r.Settle([]*lock{item})
+	r.Release()
+	assert.Equal(t, 1, reservable(e), "one place is taken by the ready item, none by the settled reservation")
+	got, ok := e.Take(anyTag{}, now)
+	require.True(t, ok)
+	assert.Same(t, item, got)
+
+	released := e.Reserve()
+	_, ok = released.Take(nil)
+	require.True(t, ok)
+	released.Release()
+	assert.Equal(t, 2, reservable(e), "a released reservation frees its place")
+	assert.True(t, e.Empty())
+}
+
+// An item whose lock expired while it waited is dropped, not handed out;
+// a stale one is returned for a give-back; a dropped one is gone.
+func TestReadyItemsExpireGoStaleAndAreDropped(t *testing.T) {
+	now := int64(1_000_000)
+	e := newTestReady(&now, false)
+	expired, stale, dropped := &lock{until: now + 10}, &lock{until: now + 60_000}, &lock{until: now + 60_000}
+	e.Offer(expired, stale, dropped)
+	assert.Equal(t, []*lock{dropped}, e.Drop(func(l *lock) bool { return l == dropped }))
+	now += 20
+	assert.Equal(t, []*lock{stale}, e.Stale(now, now), "waited since before now, lock still held")
+	_, ok := e.Take(anyTag{}, now)
+	assert.False(t, ok, "the expired item is dropped, the others are gone")
+	assert.True(t, e.Empty())
+}
+
+// A nil list (eager dispatch off) keeps nothing and reserves nothing.
+func TestANilReadyListDoesNothing(t *testing.T) {
+	var e *Ready[*lock]
+	defer e.Fetching(anyTag{}, time.Minute)()
+	r := e.Reserve()
+	_, ok := r.Take(nil)
+	assert.False(t, ok)
+	r.Settle([]*lock{{}})
+	e.Offer(&lock{})
+	assert.True(t, e.Empty())
+	assert.Nil(t, e.Drop(func(*lock) bool { return true }))
+}

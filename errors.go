@@ -203,6 +203,10 @@ func IsRequestEntityTooLarge(err error) bool { return HasStatus(err, http.Status
 // patch condition).
 func IsPreconditionFailed(err error) bool { return HasStatus(err, http.StatusPreconditionFailed) }
 
+// isPatchRefused reports a 400 to a PATCH: one of its operations met a
+// path the document does not have (a remove of an entry already gone).
+func isPatchRefused(err error) bool { return HasStatus(err, http.StatusBadRequest) }
+
 // missingOrChanged reports that a write conditioned on a document's ETag
 // (or on a patch condition) met no document (404) or another version of it
 // (412): either way the version it was meant for is gone.

@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,27 +28,61 @@ func clientFiles() []string {
 	}
 }
 
+// wireFolders are the folders below the root that work at the wire on
+// purpose: the in-memory account and its test servers, the simulation's
+// fault transport, the CLI's diagnostics (doctor, the emulator), the
+// SDK compatibility probes and the telemetry demo's web server.
+func wireFolders() []string {
+	return []string{
+		"cmd/cdb", "internal/cosmoshooks", "internal/cosmossql", "internal/cosmostest", "internal/epk", "internal/fakecosmos",
+		"internal/jscompat", "internal/sdkcompat", "internal/sim", "otelcdb/example/demo",
+	}
+}
+
 // TestOnlyTheClientSpeaksHTTP keeps the layering ARCHITECTURE.md states:
-// outside the client's files no file imports net/http or reads a status
-// code. Above the provider (the runtime, the OpenTelemetry adapter) a
-// status is not even asked for with HasStatus: they see the provider's
-// errors only.
+// outside the client's files no file imports net/http, reads a status code
+// or asks for one (HasStatus, StoreStatus, a *CosmosError): the provider
+// reads a store's answer through the client's predicates. Every folder
+// below (the runtime, the hand-over, the in-memory provider, the suites,
+// the OpenTelemetry adapter) sees the provider's errors only; the runtime
+// may put StoreStatus in its logs.
 func TestOnlyTheClientSpeaksHTTP(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
 	fset := token.NewFileSet()
 	for _, name := range files {
 		if !slices.Contains(clientFiles(), name) {
-			checkSpeaksNoHTTP(t, fset, name, "StatusCode", "SubStatusCode")
+			checkSpeaksNoHTTP(t, fset, name, "StatusCode", "SubStatusCode", "HasStatus", "StoreStatus", "CosmosError")
 		}
 	}
-	for _, pkg := range []string{"durable", "otelcdb"} {
-		files, err := filepath.Glob(filepath.Join(pkg, "*.go"))
-		require.NoError(t, err)
-		require.NotEmpty(t, files, pkg)
-		for _, name := range files {
-			checkSpeaksNoHTTP(t, fset, name, "StatusCode", "SubStatusCode", "HasStatus")
+	checked := 0
+	require.NoError(t, filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && (path != "." && strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || slices.Contains(wireFolders(), path)):
+			return filepath.SkipDir
+		case d.IsDir() || filepath.Dir(path) == "." || !strings.HasSuffix(path, ".go"):
+			return nil
 		}
+		checked++
+		allowed := "StoreStatus"
+		if !strings.HasPrefix(path, "durable"+string(filepath.Separator)) {
+			allowed = ""
+		}
+		checkSpeaksNoHTTP(t, fset, path, slices.DeleteFunc([]string{"StatusCode", "SubStatusCode", "HasStatus", "StoreStatus", "CosmosError"},
+			func(s string) bool { return s == allowed })...)
+		return nil
+	}))
+	assert.Greater(t, checked, 50, "the folders above the client were walked")
+}
+
+// TestTheWireFoldersExist keeps wireFolders true as folders move.
+func TestTheWireFoldersExist(t *testing.T) {
+	for _, dir := range wireFolders() {
+		info, err := os.Stat(dir)
+		require.NoError(t, err, dir)
+		assert.True(t, info.IsDir(), dir)
 	}
 }
 
@@ -67,8 +102,15 @@ func checkSpeaksNoHTTP(t *testing.T, fset *token.FileSet, name string, selectors
 		assert.NotEqual(t, "net/http", path, "%s imports net/http: it belongs to the client's files, or uses their predicates", name)
 	}
 	ast.Inspect(f, func(n ast.Node) bool {
-		if sel, ok := n.(*ast.SelectorExpr); ok && slices.Contains(selectors, sel.Sel.Name) {
-			t.Errorf("%s: uses %s at %s: read errors through the predicates of the layer below (IsNotFound, IsConflict, IsRetryable, ...)", name, sel.Sel.Name, fset.Position(sel.Pos()))
+		var used *ast.Ident
+		switch n := n.(type) {
+		case *ast.SelectorExpr:
+			used = n.Sel
+		case *ast.Ident:
+			used = n // an unqualified use, in the root package
+		}
+		if used != nil && slices.Contains(selectors, used.Name) {
+			t.Errorf("%s: uses %s at %s: read errors through the predicates of the layer below (IsNotFound, IsConflict, IsRetryable, ...)", name, used.Name, fset.Position(used.Pos()))
 		}
 		return true
 	})

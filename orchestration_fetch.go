@@ -282,15 +282,13 @@ func (e *skipError) Error() string { return "instance passed over: " + e.reason 
 // may work when retried, a cancelled context), not one instance's: the
 // fetch returns it rather than pass the instance over.
 func failsTheFetch(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return true
+	case errors.Is(err, errUndecodable):
+		return false // the instance's own: it is set aside
 	}
-	var ce *CosmosError
-	if errors.As(err, &ce) {
-		return retryableStatus(ce)
-	}
-	var ve *ValidationError
-	return !errors.As(err, &ve) && !errors.Is(err, errUndecodable)
+	return retryableError(err)
 }
 
 // errUndecodable marks a document of an instance that does not decode.

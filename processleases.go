@@ -180,7 +180,7 @@ func (l *processLeases) renew(ctx context.Context) error {
 	prune, etag := l.dead, l.etag
 	l.mu.Unlock()
 	resp, err := l.patchEntry(ctx, now, prune, etag)
-	if len(prune) > 0 && (IsPreconditionFailed(err) || HasStatus(err, 400)) {
+	if len(prune) > 0 && (IsPreconditionFailed(err) || isPatchRefused(err)) {
 		resp, err = l.patchEntry(ctx, now, nil, "") // another process pruned first
 	}
 	if IsNotFound(err) {
@@ -258,7 +258,7 @@ func (l *processLeases) leave(ctx context.Context) error {
 	ops.AppendRemove("/members/" + l.id)
 	l.requests.Add(1)
 	_, err := l.container.PatchItem(ctx, NewPartitionKeyString(l.pk), membershipDocID, ops, nil)
-	if IsNotFound(err) || HasStatus(err, 400) {
+	if IsNotFound(err) || isPatchRefused(err) {
 		return nil // no document, or no entry (pruned): nothing to give back
 	}
 	l.mu.Lock()

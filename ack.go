@@ -33,7 +33,7 @@ func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken str
 	if lock.start == nil {
 		return p.ackSqueezing(ctx, lock, req)
 	}
-	if !lock.start.beginCommit() {
+	if !lock.start.BeginCommit() {
 		p.endLock(lock)
 		return refuse(op, "Invalid lock token: the start was handed back to its caller", ErrInvalidLockToken)
 	}
@@ -105,7 +105,7 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, lock *orchestrationLock
 		return err
 	}
 	if lock.start != nil {
-		lock.start.planned(plan)
+		lock.start.Planned(plan)
 	}
 	if lock.done {
 		return refuse(op, "Invalid lock token: the lock was acked or abandoned while the ack was planned", ErrInvalidLockToken)

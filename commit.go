@@ -123,7 +123,7 @@ func retryTransient[T any](ctx context.Context, read func() (T, error)) (T, erro
 // fetches, queued may be in the queue.
 func (p *CosmosProvider) afterCommit(lock *orchestrationLock, plan *ackPlan, ready, queued int) {
 	p.endLock(lock)
-	p.endings.committed(lock.inst.Instance, &plan.inst)
+	p.tellEnd(lock.inst.Instance, &plan.inst)
 	if plan.state != nil {
 		p.cache.put(lock.pk, plan.state)
 	} else {

@@ -42,7 +42,7 @@ func turnName(t *lockedTurn) string {
 // ready (or none could be made).
 func (p *CosmosProvider) takeReadyTurn(ctx context.Context) (res fetchedOrchestration, found bool, err error) {
 	for t, ok := p.readyTurns.Take(DefaultOnlyFilter(), p.nowMs()); ok; t, ok = p.readyTurns.Take(DefaultOnlyFilter(), p.nowMs()) {
-		if t.lock.start != nil && t.lock.start.handedBack() {
+		if t.lock.start != nil && t.lock.start.HandedBack() {
 			continue // its caller writes it the usual way
 		}
 		got, err := p.makeTurn(p.tel.withOrchestrationName(ctx, turnName(t)), t)

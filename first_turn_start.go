@@ -38,125 +38,19 @@ package cdb
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/duroxide-go/cdb/internal/handoff"
 )
 
-// firstTurnState is where a start written by its first turn stands.
-type firstTurnState int
-
-const (
-	startPending    firstTurnState = iota // in memory; no commit under way
-	startCommitting                       // the first turn's commit is under way
-	startCommitted                        // the commit created the instance
-	startHandedBack                       // the caller writes the start the usual way
-	startUnknown                          // a commit whose outcome cannot be told
-)
-
-// firstTurnStart is one such start, shared by its caller and its turn's
-// lock.
-type firstTurnStart struct {
-	mu    sync.Mutex
-	state firstTurnState
-	err   error         // with startUnknown: why it cannot be told
-	ended chan struct{} // closed once the state is final
-	// plan is the first turn's commit as last planned: what follows its
-	// commit when a later read finds it applied (applied), and its history
-	// document, which tells whether it applied once the instance's lastAck
-	// names a later turn.
-	plan *ackPlan
-}
-
-// planned notes the first turn's commit as planned.
-func (s *firstTurnStart) planned(plan *ackPlan) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.plan = plan
-}
-
-// plannedCommit is the plan noted by planned, nil before the first.
-func (s *firstTurnStart) plannedCommit() *ackPlan {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.plan
-}
-
-func newFirstTurnStart() *firstTurnStart {
-	return &firstTurnStart{ended: make(chan struct{})}
-}
-
-// beginCommit marks the first turn's commit as under way; false when the
-// start was handed back (the turn must not commit).
-func (s *firstTurnStart) beginCommit() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.state != startPending {
-		return false
-	}
-	s.state = startCommitting
-	return true
-}
-
-// end makes the state final, once.
-func (s *firstTurnStart) end(state firstTurnState, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.endLocked(state, err)
-}
-
-// endLocked is end with s.mu held.
-func (s *firstTurnStart) endLocked(state firstTurnState, err error) {
-	if s.state == startCommitted || s.state == startHandedBack || s.state == startUnknown {
-		return
-	}
-	s.state, s.err = state, err
-	close(s.ended)
-}
-
-// handBack gives the start back to its caller unless a commit is under way
-// or it ended; it says whether it did. The check and the change are one
-// step, so a commit cannot begin between them.
-func (s *firstTurnStart) handBack() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.state != startPending {
-		return false
-	}
-	s.endLocked(startHandedBack, nil)
-	return true
-}
+// firstTurnStart is a start written by its first turn (handoff.Start),
+// with its first turn's commit as planned.
+type firstTurnStart = handoff.Start[*ackPlan]
 
 // firstTurnWait is how long a start waits for its first turn's commit to
 // begin: far longer than a turn takes to run, far shorter than a caller
 // expects a start to take.
 const firstTurnWait = time.Second
-
-// outcome waits for the start's end. A context that ends first hands a
-// pending start back (and says so with its error), as does firstTurnWait
-// (without one); a commit under way is waited for, as its answer is the
-// caller's.
-func (s *firstTurnStart) outcome(ctx context.Context) (firstTurnState, error) {
-	wait := time.NewTimer(firstTurnWait)
-	defer wait.Stop()
-	select {
-	case <-s.ended:
-	case <-wait.C:
-		if s.handBack() {
-			return startHandedBack, nil
-		}
-		<-s.ended
-	case <-ctx.Done():
-		if s.handBack() {
-			return startHandedBack, ctx.Err()
-		}
-		<-s.ended
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.state, s.err
-}
 
 // startWithFirstTurn offers w's start to a waiting orchestration fetch of
 // this process as an unwritten turn, and waits for the turn's end. done
@@ -175,16 +69,16 @@ func (p *CosmosProvider) startWithFirstTurn(ctx context.Context, w startWrite, d
 	t := p.unwrittenStartTurn(w, timeout)
 	reservation.Settle([]*lockedTurn{t})
 	p.orchSignal.announce(handoff.TurnReady(t.lock.pk))
-	state, err := t.lock.start.outcome(ctx)
-	if state == startHandedBack {
+	state, err := t.lock.start.Outcome(ctx, firstTurnWait)
+	if state == handoff.StartHandedBack {
 		// Its turn may be with the runtime, or still ready: neither keeps
 		// the instance from this process's fetches any longer.
 		p.orchLocks.Remove(t.lock.token)
 	}
 	switch {
-	case state == startCommitted:
+	case state == handoff.StartCommitted:
 		return true, nil
-	case state == startUnknown:
+	case state == handoff.StartUnknown:
 		return true, err
 	case err != nil:
 		return true, err // the caller's context ended: nothing was written
@@ -204,7 +98,7 @@ func (p *CosmosProvider) unwrittenStartTurn(w startWrite, timeout time.Duration)
 	msg := w.doc
 	msg.LockToken, msg.LockedUntil, msg.Attempts = token, until, 1
 	lock := &orchestrationLock{token: token, pk: instancePartitionKey(w.instance), timeout: timeout, inst: inst,
-		messages: []queueDoc{msg}, queriedAt: now, start: newFirstTurnStart()}
+		messages: []queueDoc{msg}, queriedAt: now, start: handoff.NewStart[*ackPlan]()}
 	lock.lockedUntil.Store(until)
 	return &lockedTurn{lock: lock, inst: inst, seen: now, until: until}
 }
@@ -215,7 +109,7 @@ func (p *CosmosProvider) handBackStart(lock *orchestrationLock) {
 	if lock.start == nil {
 		return
 	}
-	lock.start.handBack()
+	lock.start.HandBack()
 	p.endLock(lock)
 }
 
@@ -225,13 +119,13 @@ func (p *CosmosProvider) handBackStart(lock *orchestrationLock) {
 // have applied after all.
 func (p *CosmosProvider) settleFirstTurn(ctx context.Context, lock *orchestrationLock, err error) error {
 	if err == nil {
-		lock.start.end(startCommitted, nil)
+		lock.start.End(handoff.StartCommitted, nil)
 		return nil
 	}
 	// The instance's lastAck, or the first turn's history document once a
 	// later turn (this process's chain, or another's after the lock
 	// expired) moved lastAck on, as for any ack (ackCommitted).
-	plan := lock.start.plannedCommit()
+	plan := lock.start.Plan()
 	if plan == nil {
 		plan = &ackPlan{} // refused before its plan: nothing was sent
 	}
@@ -242,23 +136,16 @@ func (p *CosmosProvider) settleFirstTurn(ctx context.Context, lock *orchestratio
 		// Whatever the ack's own error says (a lost lock is permanent to
 		// the runtime), the start's caller cannot know whether it is
 		// started: retryable, as a start batch whose answer was lost.
-		lock.start.end(startUnknown, transient("start", "whether the start's first turn committed cannot be told yet", errors.Join(err, rerr)))
+		lock.start.End(handoff.StartUnknown, transient("start", "whether the start's first turn committed cannot be told yet", errors.Join(err, rerr)))
 		return err
 	case committed:
 		// An answer lost, and the read that would have told failed then:
 		// it committed. What follows a commit follows it now (its chain
 		// given back, its items made ready, its announcements).
-		lock.start.end(startCommitted, nil)
+		lock.start.End(handoff.StartCommitted, nil)
 		p.applied(ctx, lock, plan, false)
 		return nil
 	}
-	lock.start.end(startHandedBack, nil)
+	lock.start.End(handoff.StartHandedBack, nil)
 	return err
-}
-
-// handedBack says the start went back to its caller.
-func (s *firstTurnStart) handedBack() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.state == startHandedBack
 }

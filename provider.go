@@ -235,7 +235,7 @@ type CosmosProvider struct {
 	queueIndex *indexChoice // which composite index the queue queries order by
 	sessions   *sessionBook // what this process knows of sessions (sessions.go)
 	cache      historyCache
-	endings    endWatches // this process's callers waiting for instances to end (endwatch.go)
+	endings    handoff.EndWatches[OrchestrationStatus] // this process's callers waiting for instances to end (endwatch.go)
 
 	// filterMisses spaces the looks at instances a capability filter
 	// excludes (contention.go).

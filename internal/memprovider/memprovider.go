@@ -9,6 +9,8 @@ import (
 
 	"github.com/duroxide-go/cdb"
 	"github.com/google/uuid"
+
+	"github.com/duroxide-go/cdb/internal/handoff"
 )
 
 // Options configures a Provider.
@@ -44,8 +46,7 @@ type Provider struct {
 	kvStore    map[string]map[string]kvStoreEntry // state as of the last completed execution
 	kvDelta    map[string]map[string]kvDeltaEntry // the current execution's mutations
 
-	endWatches map[string]map[chan struct{}]struct{}       // instance → channels closed when it ends (endwatch.go)
-	endTold    map[<-chan struct{}]cdb.OrchestrationStatus // closed channels → the status their end committed, until stopped
+	endWatches handoff.EndWatches[cdb.OrchestrationStatus] // callers waiting for instances to end (endwatch.go)
 }
 
 // instanceRow is a row of duroxide's instances table.
@@ -149,8 +150,6 @@ func New(o Options) *Provider {
 		sessions:    map[string]*sessionRow{},
 		kvStore:     map[string]map[string]kvStoreEntry{},
 		kvDelta:     map[string]map[string]kvDeltaEntry{},
-		endWatches:  map[string]map[chan struct{}]struct{}{},
-		endTold:     map[<-chan struct{}]cdb.OrchestrationStatus{},
 	}
 }
 

@@ -47,7 +47,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"sync"
 	"time"
 
 	"github.com/duroxide-go/cdb/internal/handoff"
@@ -69,177 +68,15 @@ func chainToken(ackToken string) string {
 	return "lock_chain." + hex.EncodeToString(digest[:16])
 }
 
-// chainedInstance is an instance this process's commit kept locked.
-type chainedInstance struct {
-	lock     *orchestrationLock // the chain's lock; messages are the completions claimed so far
-	since    int64              // ms: when the commit was planned
-	window   time.Duration      // how long it waits for a first completion
-	awaiting map[activityKey]bool
-	writing  int   // worker acks under way that write a completion claimed
-	firstAt  int64 // ms: when the first completion arrived; 0 before
-	// announced says something else was sent to the instance in this
-	// process; unsure that an ack could not tell whether it wrote its
-	// completion claimed. Either way the turn reads the partition.
-	announced, unsure bool
-	done              bool // handed over or given back
-}
+// chain is an instance this process's commit kept locked (handoff.Chain):
+// its lock, and the completions claimed with it.
+type chain = handoff.Chain[*orchestrationLock, activityKey, queueDoc]
+
+// chainTable is this process's chains, by partition key.
+type chainTable = handoff.Chains[*orchestrationLock, activityKey, queueDoc]
 
 // activityKey names an activity of an instance.
 type activityKey struct{ exec, id uint64 }
-
-// chains are this process's chained instances, by partition key. nil when
-// eager dispatch is off; every method of a nil one does nothing.
-type chains struct {
-	mu   sync.Mutex
-	byPK map[string]*chainedInstance
-}
-
-func newChains(off bool) *chains {
-	if off {
-		return nil
-	}
-	return &chains{byPK: map[string]*chainedInstance{}}
-}
-
-// chainClaim is what a worker ack writing a completion claimed needs.
-type chainClaim struct {
-	pk       string
-	token    string
-	until    int64
-	activity activityKey // whose completion the ack writes
-}
-
-// claimFor reserves, for a worker ack of an item of pk, the right to write
-// its completion claimed with the chain; false when pk is not held here.
-// Every true answer is settled with completed.
-func (h *chains) claimFor(pk string, activity activityKey, nowMs int64) (chainClaim, bool) {
-	if h == nil {
-		return chainClaim{}, false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	held := h.byPK[pk]
-	if held == nil || held.done || held.lock.lockedUntil.Load() <= nowMs {
-		return chainClaim{}, false
-	}
-	held.writing++
-	return chainClaim{pk: pk, token: held.lock.token, until: held.lock.lockedUntil.Load(), activity: activity}, true
-}
-
-// completed settles a claim: msg is the completion as written (nil when
-// the ack did not commit, or cannot tell: unsure); ready is the chained
-// instance when its turn should be handed over now.
-func (h *chains) completed(c chainClaim, msg *queueDoc, unsure bool, nowMs int64) (ready *chainedInstance) {
-	if h == nil {
-		return nil
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	held := h.byPK[c.pk]
-	if held == nil || held.lock.token != c.token {
-		return nil
-	}
-	held.writing--
-	held.unsure = held.unsure || unsure
-	if msg != nil || unsure {
-		// A completion that may be written counts as one: the turn's
-		// query finds it by the chain's token.
-		if msg != nil {
-			held.lock.messages = append(held.lock.messages, *msg)
-		}
-		delete(held.awaiting, c.activity)
-		if held.firstAt == 0 {
-			held.firstAt = nowMs
-		}
-	}
-	if held.announced || len(held.awaiting) == 0 && held.firstAt != 0 {
-		return h.takeLocked(held)
-	}
-	return nil
-}
-
-// want marks pk's chained instance as wanted now (something else was sent to
-// it in this process) and says whether pk is held here; ready is the
-// chained instance when it should be handed over now.
-func (h *chains) want(pk string) (held bool, ready *chainedInstance) {
-	if h == nil {
-		return false, nil
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	hi := h.byPK[pk]
-	if hi == nil {
-		return false, nil
-	}
-	hi.announced = true
-	return true, h.takeLocked(hi)
-}
-
-// due ends the chains whose time came: those whose first completion came
-// coalescing ago, and those past their window without any.
-func (h *chains) due(nowMs int64, coalescing time.Duration) []*chainedInstance {
-	return h.end(func(hi *chainedInstance) bool {
-		switch {
-		case hi.firstAt != 0 && nowMs-hi.firstAt >= coalescing.Milliseconds():
-			return true
-		case hi.firstAt == 0 && nowMs-hi.since >= hi.window.Milliseconds():
-			return true
-		}
-		return false
-	})
-}
-
-// end ends the chains ending says end and no worker ack writes into.
-func (h *chains) end(ending func(*chainedInstance) bool) []*chainedInstance {
-	if h == nil {
-		return nil
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []*chainedInstance
-	for _, hi := range h.byPK {
-		if !ending(hi) {
-			continue
-		}
-		if t := h.takeLocked(hi); t != nil {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-// takeLocked ends hi's chain, unless a worker ack is still writing into it
-// (its settle takes it then). Called with h.mu held.
-func (h *chains) takeLocked(hi *chainedInstance) *chainedInstance {
-	if hi.done || hi.writing > 0 {
-		return nil
-	}
-	hi.done = true
-	delete(h.byPK, hi.lock.pk)
-	return hi
-}
-
-// all ends every chain no worker ack writes into, for Close.
-func (h *chains) all() []*chainedInstance {
-	return h.end(func(*chainedInstance) bool { return true })
-}
-
-// empty says no chain is kept.
-func (h *chains) empty() bool {
-	if h == nil {
-		return true
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.byPK) == 0
-}
-
-// add records a chain.
-func (h *chains) add(hi *chainedInstance) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.byPK[hi.lock.pk] = hi
-}
 
 // chainWindow is how long a chained instance waits for a first completion
 // before it is given back.
@@ -279,19 +116,23 @@ func (p *CosmosProvider) planChain(lock *orchestrationLock, plan *ackPlan, now i
 func (p *CosmosProvider) startChain(ctx context.Context, held *orchestrationLock, plan *ackPlan, ready []*workLock) {
 	held.inst.ETag = plan.inst.ETag
 	since := held.lockedUntil.Load() - held.timeout.Milliseconds()
-	hi := &chainedInstance{lock: held, since: since, window: p.chainWindow(held.timeout), awaiting: map[activityKey]bool{}}
+	awaiting := p.activitiesRunningHere(held.pk)
 	for _, l := range ready {
-		hi.awaiting[l.activity] = true
+		awaiting = append(awaiting, l.activity)
 	}
-	for _, a := range p.activitiesRunningHere(held.pk) {
-		hi.awaiting[a] = true
-	}
+	hi := newChain(held, since, p.chainWindow(held.timeout), awaiting)
 	if held.inst.ETag == "" {
 		p.giveBackChain(ctx, hi) // an earlier try committed it: its ETag is read
 		return
 	}
 	p.orchLocks.Put(held.token, held)
-	p.chains.add(hi)
+	p.chains.Add(hi)
+}
+
+// newChain is the chain of held, kept since (ms), waiting for the
+// completions of awaiting.
+func newChain(held *orchestrationLock, since int64, window time.Duration, awaiting []activityKey) *chain {
+	return handoff.NewChain[*orchestrationLock, activityKey, queueDoc](held, held.pk, held.token, held.lockedUntil.Load, since, window, awaiting)
 }
 
 // activitiesRunningHere are the activities of pk's instance this
@@ -308,18 +149,19 @@ func (p *CosmosProvider) activitiesRunningHere(pk string) []activityKey {
 
 // handOverChain makes a chained instance's turn ready for this process's
 // orchestration fetches, or gives the chain back when no completion came.
-func (p *CosmosProvider) handOverChain(ctx context.Context, hi *chainedInstance) {
+func (p *CosmosProvider) handOverChain(ctx context.Context, hi *chain) {
 	if hi == nil {
 		return
 	}
-	if len(hi.lock.messages) == 0 && !hi.announced && !hi.unsure || p.closing.Load() {
+	if len(hi.Claimed) == 0 && !hi.Announced && !hi.Unsure || p.closing.Load() {
 		p.giveBackChain(ctx, hi)
 		return
 	}
-	now := p.nowMs()
-	t := &lockedTurn{lock: hi.lock, inst: hi.lock.inst, seen: now, until: hi.lock.lockedUntil.Load(), chained: true, requery: p.chainRequeries(hi, now)}
+	lock, now := hi.Lock, p.nowMs()
+	lock.messages = hi.Claimed
+	t := &lockedTurn{lock: lock, inst: lock.inst, seen: now, until: lock.lockedUntil.Load(), chained: true, requery: p.chainRequeries(hi, now)}
 	p.readyTurns.Offer(t)
-	p.orchSignal.announce(handoff.TurnReady(hi.lock.pk))
+	p.orchSignal.announce(handoff.TurnReady(lock.pk))
 }
 
 // chainRequeries says a chained turn's batch is completed from a query of
@@ -330,14 +172,16 @@ func (p *CosmosProvider) handOverChain(ctx context.Context, hi *chainedInstance)
 // The last keeps what others send a held instance from waiting on a chain
 // of chains: while this process holds an instance, its messages are read
 // at least once a poll interval, as its polling would.
-func (p *CosmosProvider) chainRequeries(hi *chainedInstance, now int64) bool {
-	return hi.announced || hi.unsure || len(hi.lock.messages) > p.cfg.MaxMessagesPerTurn ||
-		now-hi.lock.queriedAt >= p.cfg.PollInterval.Milliseconds()
+func (p *CosmosProvider) chainRequeries(hi *chain, now int64) bool {
+	return hi.Announced || hi.Unsure || len(hi.Claimed) > p.cfg.MaxMessagesPerTurn ||
+		now-hi.Lock.queriedAt >= p.cfg.PollInterval.Milliseconds()
 }
 
-// giveBackChain releases a chain, as an abandon that counts no attempt.
-func (p *CosmosProvider) giveBackChain(ctx context.Context, hi *chainedInstance) {
-	lock := hi.lock
+// giveBackChain releases a chain, as an abandon that counts no attempt:
+// the instance and the completions claimed with it.
+func (p *CosmosProvider) giveBackChain(ctx context.Context, hi *chain) {
+	lock := hi.Lock
+	lock.messages = hi.Claimed
 	defer p.orchLocks.Remove(lock.token)
 	if lock.inst.ETag == "" {
 		inst, err := p.readInstanceLatest(ctx, lock.pk)
@@ -353,7 +197,7 @@ func (p *CosmosProvider) giveBackChain(ctx context.Context, hi *chainedInstance)
 
 // giveBackAllChains gives back every chain, as the provider closes.
 func (p *CosmosProvider) giveBackAllChains(ctx context.Context) {
-	for _, hi := range p.chains.all() {
+	for _, hi := range p.chains.All() {
 		p.giveBackChain(ctx, hi)
 	}
 }
@@ -367,14 +211,14 @@ func (p *CosmosProvider) giveBackUnseenChain(ctx context.Context, lock *orchestr
 	}
 	held := &orchestrationLock{token: chainToken(lock.token), pk: lock.pk, timeout: lock.timeout, inst: lock.inst}
 	held.inst.ETag = ""
-	p.giveBackChain(ctx, &chainedInstance{lock: held})
+	p.giveBackChain(ctx, newChain(held, 0, 0, nil))
 }
 
 // runChains hands over or gives back the chained instances that are due, every
 // coalescing interval, until ctx ends.
 func (p *CosmosProvider) runChains(ctx context.Context) {
 	runEvery(ctx, completionCoalescing, func() {
-		for _, hi := range p.chains.due(p.nowMs(), completionCoalescing) {
+		for _, hi := range p.chains.Due(p.nowMs(), completionCoalescing) {
 			p.handOverChain(ctx, hi)
 		}
 	})
@@ -383,7 +227,7 @@ func (p *CosmosProvider) runChains(ctx context.Context) {
 // chainedCompletion is a worker ack's claim on a chain of its instance, and
 // the completion it writes claimed with it.
 type chainedCompletion struct {
-	claim   chainClaim
+	claim   handoff.Claim[activityKey]
 	claimed bool
 	doc     *queueDoc // nil: written as it was
 	body    []byte
@@ -398,13 +242,13 @@ func (p *CosmosProvider) claimForChain(lock *workLock, msg *queueDoc, bytes int)
 	if msg == nil || bytes > lockContentMaxBytes {
 		return chainedCompletion{} // none, another partition's (an outbox), or a large one (encoded again for little)
 	}
-	c, ok := p.chains.claimFor(lock.pk, lock.activity, p.nowMs())
+	c, ok := p.chains.ClaimFor(lock.pk, lock.activity, p.nowMs())
 	if !ok {
 		return chainedCompletion{}
 	}
 	hc := chainedCompletion{claim: c, claimed: true}
 	m := *msg
-	m.LockToken, m.LockedUntil, m.Attempts = c.token, c.until, 1
+	m.LockToken, m.LockedUntil, m.Attempts = c.Token, c.Until, 1
 	if encoded, err := json.Marshal(m); err == nil {
 		hc.doc, hc.body = &m, encoded
 	}
@@ -414,9 +258,9 @@ func (p *CosmosProvider) claimForChain(lock *workLock, msg *queueDoc, bytes int)
 // settle ends the claim: written is the completion as the ack wrote it,
 // nil when it did not, or cannot tell (unsure). It returns the chained
 // instance when its turn is due now.
-func (hc chainedCompletion) settle(p *CosmosProvider, written *queueDoc, unsure bool) *chainedInstance {
+func (hc chainedCompletion) settle(p *CosmosProvider, written *queueDoc, unsure bool) *chain {
 	if !hc.claimed {
 		return nil
 	}
-	return p.chains.completed(hc.claim, written, unsure, p.nowMs())
+	return p.chains.Completed(hc.claim, written, unsure, p.nowMs())
 }

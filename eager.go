@@ -92,12 +92,21 @@ func (p *CosmosProvider) withdrawCancelled(plan *ackPlan) (restore func()) {
 	}
 }
 
-// dropReadyOf forgets the items locked eagerly for this process's fetches
-// in pk, as a deletion of pk's instance begins: the deletion removes them,
-// and one handed out without a request afterwards would run an activity of
-// a deleted instance (R20). Nothing is written: the deletion sweeps them.
+// dropReadyOf forgets what this process keeps ready or chained in pk, as a
+// deletion of pk's instance begins: the deletion removes the items, and
+// one handed out without a request afterwards would run an activity of a
+// deleted instance (R20); a chained turn would run a turn of it. Nothing
+// is written: the deletion sweeps the items and fences the instance's
+// lock. (A start not written yet is not the deletion's: it has nothing
+// stored.)
 func (p *CosmosProvider) dropReadyOf(pk string) {
 	p.readyItems.Drop(func(l *workLock) bool { return l.pk == pk })
+	for _, t := range p.readyTurns.Drop(func(t *lockedTurn) bool { return t.chained && t.lock.pk == pk }) {
+		p.orchLocks.Remove(t.lock.token)
+	}
+	for _, hi := range p.chains.End(func(hi *chain) bool { return hi.PK == pk }) {
+		p.orchLocks.Remove(hi.Token)
+	}
 }
 
 // returningFetch counts the dispatcher that fetched lock's item as a
@@ -182,7 +191,7 @@ func (p *CosmosProvider) giveBackAllEager() {
 	for {
 		p.giveBackAllChains(ctx)
 		p.giveBackEager(ctx, math.MaxInt64)
-		if p.chains.empty() && p.readyItems.Empty() && p.readyTurns.Empty() {
+		if p.chains.Empty() && p.readyItems.Empty() && p.readyTurns.Empty() {
 			return
 		}
 		select {

@@ -73,7 +73,7 @@ func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, scope lookSc
 		return p.lookReadyTurn(ctx)
 	}
 	if scope.pk != "" {
-		if chained, ready := p.chains.want(scope.pk); chained {
+		if chained, ready := p.chains.Want(scope.pk); chained {
 			p.handOverChain(ctx, ready)
 			return p.lookReadyTurn(ctx) // none while a worker ack still writes into the chain
 		}

@@ -64,13 +64,14 @@ func TestAnActivityThisProcessCancelledIsNeverHandedOut(t *testing.T) {
 }
 
 // An activity of an instance this process deletes is never handed out
-// afterwards.
+// afterwards, and the chain that kept the instance ends.
 func TestAnActivityOfAnInstanceThisProcessDeletedIsNeverHandedOut(t *testing.T) {
 	ctx, p := readyItemOf(t, cdb.NewFakeAccount(cdb.FakeAccountOptions{}), cdb.Config{PollInterval: time.Hour}, "deleted")
 	// The instance is held by its chain here; a forced deletion goes ahead.
 	_, err := p.DeleteInstancesAtomic(ctx, []string{"deleted"}, true)
 	require.NoError(t, err)
 	noWork(ctx, t, p, "the deleted instance's activity is not handed out")
+	assert.False(t, p.HoldsOrchestration("deleted"), "its chain ended with it")
 }
 
 // A ready item whose claim refresh finds it written by someone else is

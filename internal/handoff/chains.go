@@ -1,0 +1,201 @@
+package handoff
+
+import (
+	"sync"
+	"time"
+)
+
+// Chain is an instance a commit of this process kept locked for the
+// completions of its activities, which this process's workers write
+// already claimed with the chain's lock. L is the chain's lock, A names an
+// activity, M is a completion as written.
+type Chain[L any, A comparable, M any] struct {
+	Lock   L
+	PK     string
+	Token  string        // the chain's lock token, which completions are claimed with
+	Since  int64         // ms: when the commit was planned
+	Window time.Duration // how long it waits for a first completion
+	// Claimed are the completions written claimed so far, in order.
+	Claimed []M
+	// Announced says something else was sent to the instance in this
+	// process; Unsure that an ack could not tell whether it wrote its
+	// completion claimed. Either way its turn reads the partition.
+	Announced, Unsure bool
+
+	until    func() int64 // the lock's expiry (ms), which renewals move
+	awaiting map[A]bool   // activities whose completions come here
+	writing  int          // worker acks under way that write a completion claimed
+	firstAt  int64        // ms: when the first completion came; 0 before
+	done     bool         // handed over or given back
+}
+
+// NewChain is a chain of pk under token, its lock expiring at until()
+// (ms), waiting for the completions of awaiting.
+func NewChain[L any, A comparable, M any](lock L, pk, token string, until func() int64, since int64, window time.Duration, awaiting []A) *Chain[L, A, M] {
+	c := &Chain[L, A, M]{Lock: lock, PK: pk, Token: token, Since: since, Window: window, until: until, awaiting: map[A]bool{}}
+	for _, a := range awaiting {
+		c.awaiting[a] = true
+	}
+	return c
+}
+
+// Chains are this process's chained instances, by partition key. A nil
+// one (eager dispatch off) keeps none, and every method of it does
+// nothing.
+type Chains[L any, A comparable, M any] struct {
+	mu   sync.Mutex
+	byPK map[string]*Chain[L, A, M]
+}
+
+// NewChains is an empty table, nil when off.
+func NewChains[L any, A comparable, M any](off bool) *Chains[L, A, M] {
+	if off {
+		return nil
+	}
+	return &Chains[L, A, M]{byPK: map[string]*Chain[L, A, M]{}}
+}
+
+// Claim is a worker ack's right to write its completion claimed with a
+// chain: the chain's token and expiry, which the completion carries.
+type Claim[A comparable] struct {
+	PK       string
+	Token    string
+	Until    int64
+	Activity A // whose completion the ack writes
+}
+
+// ClaimFor reserves, for a worker ack of an item of pk, the right to write
+// its completion claimed with the chain; false when pk is not held here.
+// Every true answer is settled with Completed, and neither a hand-over nor
+// a give-back ends the chain while one is under way: a completion claimed
+// after the chained turn read its batch would stay hidden until the
+// expiry.
+func (h *Chains[L, A, M]) ClaimFor(pk string, activity A, nowMs int64) (Claim[A], bool) {
+	if h == nil {
+		return Claim[A]{}, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.byPK[pk]
+	if c == nil || c.done || c.until() <= nowMs {
+		return Claim[A]{}, false
+	}
+	c.writing++
+	return Claim[A]{PK: pk, Token: c.Token, Until: c.until(), Activity: activity}, true
+}
+
+// Completed settles a claim: msg is the completion as written (nil when
+// the ack did not commit, or cannot tell: unsure). ready is the chain when
+// its turn should be handed over now: every awaited completion came, or
+// something else was announced for the instance.
+func (h *Chains[L, A, M]) Completed(claim Claim[A], msg *M, unsure bool, nowMs int64) (ready *Chain[L, A, M]) {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.byPK[claim.PK]
+	if c == nil || c.Token != claim.Token {
+		return nil
+	}
+	c.writing--
+	c.Unsure = c.Unsure || unsure
+	if msg != nil || unsure {
+		// A completion that may be written counts as one: the turn's
+		// query finds it by the chain's token.
+		if msg != nil {
+			c.Claimed = append(c.Claimed, *msg)
+		}
+		delete(c.awaiting, claim.Activity)
+		if c.firstAt == 0 {
+			c.firstAt = nowMs
+		}
+	}
+	if c.Announced || len(c.awaiting) == 0 && c.firstAt != 0 {
+		return h.takeLocked(c)
+	}
+	return nil
+}
+
+// Want marks pk's chain as wanted now (something else was sent to the
+// instance in this process) and says whether pk is held here; ready is the
+// chain when it should be handed over now.
+func (h *Chains[L, A, M]) Want(pk string) (held bool, ready *Chain[L, A, M]) {
+	if h == nil {
+		return false, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.byPK[pk]
+	if c == nil {
+		return false, nil
+	}
+	c.Announced = true
+	return true, h.takeLocked(c)
+}
+
+// Due ends the chains whose time came: those whose first completion came
+// coalescing ago, and those past their window without any.
+func (h *Chains[L, A, M]) Due(nowMs int64, coalescing time.Duration) []*Chain[L, A, M] {
+	return h.End(func(c *Chain[L, A, M]) bool {
+		switch {
+		case c.firstAt != 0 && nowMs-c.firstAt >= coalescing.Milliseconds():
+			return true
+		case c.firstAt == 0 && nowMs-c.Since >= c.Window.Milliseconds():
+			return true
+		}
+		return false
+	})
+}
+
+// End ends the chains ending selects and no worker ack writes into.
+func (h *Chains[L, A, M]) End(ending func(*Chain[L, A, M]) bool) []*Chain[L, A, M] {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*Chain[L, A, M]
+	for _, c := range h.byPK {
+		if !ending(c) {
+			continue
+		}
+		if t := h.takeLocked(c); t != nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// All ends every chain no worker ack writes into, for Close.
+func (h *Chains[L, A, M]) All() []*Chain[L, A, M] {
+	return h.End(func(*Chain[L, A, M]) bool { return true })
+}
+
+// takeLocked ends c, unless a worker ack is still writing into it (its
+// settle takes it then). Called with h.mu held.
+func (h *Chains[L, A, M]) takeLocked(c *Chain[L, A, M]) *Chain[L, A, M] {
+	if c.done || c.writing > 0 {
+		return nil
+	}
+	c.done = true
+	delete(h.byPK, c.PK)
+	return c
+}
+
+// Add records a chain.
+func (h *Chains[L, A, M]) Add(c *Chain[L, A, M]) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.byPK[c.PK] = c
+}
+
+// Empty says no chain is kept.
+func (h *Chains[L, A, M]) Empty() bool {
+	if h == nil {
+		return true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.byPK) == 0
+}

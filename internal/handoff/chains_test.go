@@ -1,0 +1,78 @@
+package handoff
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type testChains = Chains[string, int, string]
+
+func keep(h *testChains, pk string, until, since int64, awaiting ...int) *Chain[string, int, string] {
+	c := NewChain[string, int, string]("lock", pk, "tok-"+pk, func() int64 { return until }, since, time.Second, awaiting)
+	h.Add(c)
+	return c
+}
+
+// A chain is ready once every awaited completion came; a completion claimed
+// is kept in order; a chain is not ended while an ack writes into it.
+func TestAChainIsReadyWhenItsCompletionsCame(t *testing.T) {
+	h := NewChains[string, int, string](false)
+	keep(h, "a", 10_000, 0, 1, 2)
+	c1, ok := h.ClaimFor("a", 1, 100)
+	require.True(t, ok)
+	assert.Equal(t, Claim[int]{PK: "a", Token: "tok-a", Until: 10_000, Activity: 1}, c1)
+	c2, ok := h.ClaimFor("a", 2, 100)
+	require.True(t, ok)
+	assert.Empty(t, h.All(), "acks write into it: not ended")
+	one, two := "one", "two"
+	assert.Nil(t, h.Completed(c1, &one, false, 110), "activity 2 still runs")
+	ready := h.Completed(c2, &two, false, 120)
+	require.NotNil(t, ready)
+	assert.Equal(t, []string{"one", "two"}, ready.Claimed)
+	assert.True(t, h.Empty())
+	_, ok = h.ClaimFor("a", 3, 130)
+	assert.False(t, ok, "handed over: a late ack writes unclaimed")
+}
+
+// A chain past its lock's expiry takes no claim; one due after the
+// coalescing delay or its window is ended by Due; Want marks it and
+// hands it over.
+func TestChainsComeDue(t *testing.T) {
+	h := NewChains[string, int, string](false)
+	keep(h, "expired", 50, 0, 1)
+	_, ok := h.ClaimFor("expired", 1, 50)
+	assert.False(t, ok)
+
+	keep(h, "quiet", 10_000, 0, 1) // no completion within its window
+	keep(h, "coalesced", 10_000, 0, 1, 2)
+	c, _ := h.ClaimFor("coalesced", 1, 100)
+	msg := "m"
+	h.Completed(c, &msg, false, 100)
+	assert.Empty(t, h.Due(110, 25*time.Millisecond), "neither is due yet")
+	due := h.Due(1_000, 25*time.Millisecond)
+	var pks []string
+	for _, d := range due {
+		pks = append(pks, d.PK)
+	}
+	assert.ElementsMatch(t, []string{"expired", "quiet", "coalesced"}, pks)
+
+	keep(h, "wanted", 10_000, 0, 1)
+	held, ready := h.Want("wanted")
+	assert.True(t, held)
+	require.NotNil(t, ready)
+	assert.True(t, ready.Announced)
+	held, _ = h.Want("none")
+	assert.False(t, held)
+}
+
+// A nil table (eager dispatch off) keeps nothing.
+func TestANilChainTableDoesNothing(t *testing.T) {
+	var h *testChains
+	_, ok := h.ClaimFor("a", 1, 0)
+	assert.False(t, ok)
+	assert.True(t, h.Empty())
+	assert.Nil(t, h.All())
+}

@@ -33,7 +33,7 @@ func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken str
 	if lock.start == nil {
 		return p.ackSqueezing(ctx, lock, req)
 	}
-	if !lock.start.BeginCommit() {
+	if !lock.start.BeginCommit() { // Keeps: H9
 		p.endLock(lock)
 		return refuse(op, "Invalid lock token: the start was handed back to its caller", ErrInvalidLockToken)
 	}
@@ -92,9 +92,9 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, lock *orchestrationLock
 	// expire under the plan.
 	view := lock.planningView()
 	lock.mu.Unlock()
-	// Keeps R20's bound: what the plan reserves of this process's fetches
-	// is settled by applied, or released here whatever else happens.
-	reservation := p.readyItems.Reserve()
+	// What the plan reserves of this process's fetches is settled by
+	// applied, or released here whatever else happens.
+	reservation := p.readyItems.Reserve() // Keeps: H7
 	defer reservation.Release()
 	plan, err := p.planAck(view, req, squeeze, reservation)
 	if p.afterPlanForTest != nil {
@@ -128,13 +128,13 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, lock *orchestrationLock
 	// planning or the staging) gave it a new ETag. The commit is ours only
 	// if nobody took the instance meanwhile, which this ETag checks.
 	plan.batch.setIfMatch(instanceWrite, lock.inst.ETag)
-	restore := p.withdrawCancelled(plan)
+	restore := p.withdrawCancelled(plan) // Keeps: H4
 	answered, err := p.commit(ctx, op, lock, plan)
 	if err != nil {
 		restore()
 		return err
 	}
-	p.applied(ctx, lock, plan, answered)
+	p.applied(ctx, lock, plan, answered) // Keeps: H6
 	return nil
 }
 
@@ -173,7 +173,7 @@ func (p *CosmosProvider) applied(ctx context.Context, lock *orchestrationLock, p
 		p.readyItems.Offer(ready...)
 	}
 	if p.closing.Load() {
-		p.giveBackEager(ctx, math.MaxInt64) // no fetch of this process will take them
+		p.giveBackEager(ctx, math.MaxInt64) // Keeps: H5: no fetch of this process will take them
 	}
 	p.afterCommit(lock, plan, len(ready), queued)
 	if plan.outbox != nil {

@@ -25,14 +25,14 @@ type ackPlan struct {
 	historyID   string      // the turn's history document, "" when it has no events
 	consumeOnly bool        // deletes the nameless instance document (planConsumeOnly)
 	// eager are the worker items the batch writes locked to this process,
-	// reservation what it reserved of the fetches for them (eager.go).
+	// reservation what it reserved of the fetches for them (handover.go).
 	eager       []eagerWrite
 	reservation *handoff.Reservation[*workLock]
 	// cancels are the worker items the batch tombstones; lockable those
 	// some try of the ack may have written locked (ackWriter.lockable).
 	cancels  []workRef
 	lockable []*workLock
-	// chain is the lock the commit keeps on its instance (chain.go), nil
+	// chain is the lock the commit keeps on its instance (handover_chains.go), nil
 	// when it releases it.
 	chain *orchestrationLock
 	// found is the instance document as a read found this ack committed,
@@ -109,7 +109,7 @@ func (p *CosmosProvider) planAck(lock *orchestrationLock, req *ackRequest, squee
 	}
 	if lock.start != nil {
 		// A start not written yet: its first turn creates the instance,
-		// and its message was never stored (first_turn_start.go).
+		// and its message was never stored (handover_starts.go).
 		b.CreateItem(instBody, nil)
 	} else {
 		etag := lock.inst.ETag

@@ -42,7 +42,7 @@ type ackWriter struct {
 	// items it queues for itself carry (queueDoc.Orch).
 	orch string
 	// reservation holds the fetches of this process it reserved worker
-	// items for (eager.go); locked are those it put in the batch.
+	// items for (handover.go); locked are those it put in the batch.
 	reservation *handoff.Reservation[*workLock]
 	locked      []eagerWrite
 	// cancels are the worker items the turn's cancellations tombstone.
@@ -112,7 +112,7 @@ func (w *ackWriter) addWork(items []WorkItem, cancelled []ScheduledActivityIdent
 }
 
 // workPending is a worker item to place: locked to this process as well,
-// for the batch, when one of its waiting fetches will take it (eager.go);
+// for the batch, when one of its waiting fetches will take it (handover.go);
 // stamped for its own fetches otherwise.
 func (w *ackWriter) workPending(act ActivityExecuteMessage, doc queueDoc) (pendingDoc, error) {
 	body, err := json.Marshal(doc)
@@ -130,7 +130,7 @@ func (w *ackWriter) workPending(act ActivityExecuteMessage, doc queueDoc) (pendi
 		w.lockable = append(w.lockable, eagerLock(w.token, act, doc, math.MaxInt64))
 		return d, nil
 	}
-	d.eager = eagerLock(w.token, act, doc, w.now+timeout.Milliseconds())
+	d.eager = eagerLock(w.token, act, doc, w.now+timeout.Milliseconds()) // Keeps: H1
 	if d.eagerBody, err = json.Marshal(d.eager.doc); err != nil {
 		return pendingDoc{}, err
 	}

@@ -233,7 +233,7 @@ func (d *deleter) mark(ctx context.Context, ids []string) error {
 		if err != nil && !IsNotFound(err) && !IsPreconditionFailed(err) {
 			return err
 		}
-		d.p.dropReadyOf(instancePartitionKey(id))
+		d.p.dropReadyOf(instancePartitionKey(id)) // Keeps: H4
 	}
 	return nil
 }
@@ -437,7 +437,7 @@ func (p *CosmosProvider) deletePartition(ctx context.Context, instance, intentID
 	var result DeleteInstanceResult
 	pk := instancePartitionKey(instance)
 	defer p.cache.drop(pk)
-	p.dropReadyOf(pk) // Keeps R20: what the sweep removes is handed out no more
+	p.dropReadyOf(pk) // Keeps: H4
 	for round := 0; round < maxDeleteRounds; round++ {
 		rows, err := p.partitionRows(ctx, pk, intentID)
 		if err != nil {

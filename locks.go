@@ -33,10 +33,10 @@ type orchestrationLock struct {
 	// queriedAt (ms) is as of when a query of this process last read the
 	// instance's visible messages while it held the instance: a chained
 	// turn that comes within a poll interval of it need not read them
-	// again (chain.go).
+	// again (handover_chains.go).
 	queriedAt int64
 	// start is set while the lock is an unwritten start's
-	// (first_turn_start.go): nothing of it is stored until its commit.
+	// (handover_starts.go): nothing of it is stored until its commit.
 	start *firstTurnStart
 	state *instanceState
 	done  bool // acked or abandoned
@@ -120,7 +120,7 @@ type workLock struct {
 	activity    activityKey // the item's activity, which never changes
 	// fetchedBy and fetchTimeout are the filter and lock timeout of the
 	// fetch that took the item (zero for one not handed out): the
-	// dispatcher that acks or abandons it fetches again next (eager.go).
+	// dispatcher that acks or abandons it fetches again next (handover.go).
 	fetchedBy    TagFilter
 	fetchTimeout time.Duration
 }

@@ -121,7 +121,7 @@ const minFreshLockWait = 10 * time.Millisecond
 // must land before the expiry.
 func (p *CosmosProvider) refreshFreshLock(ctx context.Context, lock *orchestrationLock) error {
 	if leftToHandOut(time.Duration(lock.lockedUntil.Load()-p.nowMs())*time.Millisecond, lock.timeout) {
-		return nil // Keeps R19
+		return nil // Keeps: H3
 	}
 	lock.mu.Lock()
 	defer lock.mu.Unlock()

@@ -359,7 +359,7 @@ type lockedTurn struct {
 	items       []WorkItem
 	attempts    uint32
 	seen, until int64 // ms: the candidate query's time, the lock's expiry
-	// chained says the lock is one a commit kept (chain.go): its messages
+	// chained says the lock is one a commit kept (handover_chains.go): its messages
 	// are only the completions claimed with it. requery says the batch is
 	// completed from a query of the instance's partition all the same
 	// (chainRequeries).

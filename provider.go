@@ -52,9 +52,9 @@ type Config struct {
 	// instance's lock. By default (with long polling) a start, or a turn's
 	// worker item, that a waiting fetch of this process will take is
 	// written already locked to it and handed to it without a query or a
-	// lock request (eager.go, eager_start.go), and a turn whose activities
+	// lock request (handover.go, handover_turns.go), and a turn whose activities
 	// this process runs keeps its instance locked for their completions
-	// (chain.go).
+	// (handover_chains.go).
 	DisableEagerDispatch bool
 	// PollInterval is how often an idle queue is polled (default 1s),
 	// whatever the number of fetches waiting on it.
@@ -235,7 +235,7 @@ type CosmosProvider struct {
 	queueIndex *indexChoice // which composite index the queue queries order by
 	sessions   *sessionBook // what this process knows of sessions (sessions.go)
 	cache      historyCache
-	endings    handoff.EndWatches[OrchestrationStatus] // this process's callers waiting for instances to end (endwatch.go)
+	endings    handoff.EndWatches[OrchestrationStatus] // this process's callers waiting for instances to end (handover_ends.go)
 
 	// filterMisses spaces the looks at instances a capability filter
 	// excludes (contention.go).
@@ -252,7 +252,7 @@ type CosmosProvider struct {
 	closeOnce        sync.Once
 	stop             context.CancelFunc
 	done             sync.WaitGroup
-	// handOverStop ends the chain and give-back loops (chain.go, eager.go)
+	// handOverStop ends the chain and give-back loops (handover_chains.go, handover.go)
 	// and handOverDone waits for them: Close stops them before it gives
 	// back what is left, so nothing is handed over behind its back.
 	handOverStop context.CancelFunc
@@ -507,7 +507,7 @@ func explainContainerRead(ctx context.Context, client *Client, cfg Config, err e
 // in Cosmos DB for the next process's reconciler.
 func (p *CosmosProvider) Close() error {
 	p.closeOnce.Do(func() {
-		p.closing.Store(true)
+		p.closing.Store(true) // Keeps: H5
 		if p.handOverStop != nil {
 			p.handOverStop()
 			p.handOverDone.Wait()

@@ -328,7 +328,7 @@ func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout 
 // expired claim passes the item over.
 func (p *CosmosProvider) refreshClaim(ctx context.Context, lock *workLock, lockTimeout time.Duration) error {
 	if leftToHandOut(time.Duration(lock.lockedUntil-p.nowMs())*time.Millisecond, lockTimeout) {
-		return nil // Keeps R19
+		return nil // Keeps: H3
 	}
 	until := p.nowMs() + lockTimeout.Milliseconds()
 	var ops PatchOperations
@@ -345,7 +345,7 @@ func (p *CosmosProvider) refreshClaim(ctx context.Context, lock *workLock, lockT
 	case IsOutcomeUnknown(err):
 		lock.doc.ETag = "" // it may have applied: the next write reads the item back first (knownETag)
 		return nil
-	case IsPreconditionFailed(err) || IsNotFound(err):
+	case IsPreconditionFailed(err) || IsNotFound(err): // Keeps: H4
 		// Written since by someone else (a cancellation's tombstone, a
 		// claim after a pause) or deleted: not ours to hand out.
 		p.log.Debug("cdb: a claimed work item changed or went before it could be refreshed; passing it over", "item", lock.doc.ID, "error", err)

@@ -46,7 +46,7 @@ type Provider struct {
 	kvStore    map[string]map[string]kvStoreEntry // state as of the last completed execution
 	kvDelta    map[string]map[string]kvDeltaEntry // the current execution's mutations
 
-	endWatches handoff.EndWatches[cdb.OrchestrationStatus] // callers waiting for instances to end (endwatch.go)
+	endWatches handoff.EndWatches[cdb.OrchestrationStatus] // callers waiting for instances to end (handover_ends.go)
 }
 
 // instanceRow is a row of duroxide's instances table.

@@ -3,44 +3,27 @@ package cdb
 // Chained turns: a turn whose activities this process's own workers run
 // (locked eagerly for them, or held by them now) keeps its instance locked
 // to this process when it commits, and those workers' acks write the
-// completions already claimed with the kept lock. The next turn is then
-// made of those completions without a request, and waits for the
+// completions already claimed with the kept lock (H1, H8). The next turn
+// is then made of those completions without a request, and waits for the
 // completions of its sibling activities instead of taking them one a
 // turn; it reads the instance's partition (one query under the lock,
 // completeBatch) only when chainRequeries says so, so that what others
-// send the instance is read at least once a poll interval.
+// send the instance is read at least once a poll interval. The chains
+// table is internal/handoff's (Chains).
 //
-// The invariant: a chained instance is, in the store, exactly an instance a
-// fetch of this process locked, and a completion written claimed is exactly
-// a message that lock claimed: the instance document carries the chain's
-// token and an expiry a lock timeout after the commit was planned; the
-// message carries the same token and expiry and one attempt. So should this
-// process die, both expire together and any fetch takes the instance, the
-// attempts counted. The rules that keep it so:
-//   - only a commit batch that holds the whole turn (no outbox) of a running
-//     instance whose activities this process runs writes a chain; its token
-//     is derived from the ack's lock token, so every try of one ack writes
-//     the same one;
-//   - a worker ack writes its completion claimed only while the chain is
-//     neither handed over nor given back, and neither happens while such an
-//     ack is under way: a completion claimed after the chained turn read its
-//     batch would stay hidden until the expiry;
-//   - the chained turn is handed to a fetch once every activity of it that
-//     this process runs completed here, or completionCoalescing after the
-//     first one did, or as soon as anything else is announced for the
-//     instance in this process (a completion written unclaimed too); it is
-//     given back (an abandon that counts no attempt, the claimed completions
-//     with it) when nothing completed within the chain's window, when the
-//     ready turn waited a poll interval for a fetch, and at Close;
-//   - a chain an earlier try of the ack committed unseen (the try that
-//     answered found the instance changed) is given back at once, from a
-//     read of the instance on the primary;
-//   - a worker ack that cannot tell whether it wrote its completion counts
-//     as a completion that came, and the chained turn then queries: it
-//     finds the completion by the chain's token if it was written.
-// A message another process sends to a chained instance is read within a
-// poll interval of this process's last read of the instance's messages
-// (the lock's queriedAt), or once the chain ends.
+// Only a commit batch that holds the whole turn (no outbox) of a running
+// instance whose activities this process runs writes a chain; its token is
+// a fixed-length digest of the ack's lock token, so every try of one ack
+// writes the same one, however many chains came before (H6, R18). A chain
+// is handed to a fetch once every activity of it that this process runs
+// completed here, or completionCoalescing after the first one did, or as
+// soon as anything else is announced for the instance in this process; it
+// is given back (an abandon that counts no attempt, the claimed
+// completions with it) when nothing completed within the chain's window,
+// when the ready turn waited a poll interval for a fetch, and at Close
+// (H5). A worker ack that cannot tell whether it wrote its completion
+// counts as a completion that came, and the chained turn then queries: it
+// finds the completion by the chain's token if it was written.
 
 import (
 	"context"
@@ -153,7 +136,7 @@ func (p *CosmosProvider) handOverChain(ctx context.Context, hi *chain) {
 	if hi == nil {
 		return
 	}
-	if len(hi.Claimed) == 0 && !hi.Announced && !hi.Unsure || p.closing.Load() {
+	if len(hi.Claimed) == 0 && !hi.Announced && !hi.Unsure || p.closing.Load() { // Keeps: H5
 		p.giveBackChain(ctx, hi)
 		return
 	}

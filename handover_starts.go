@@ -3,37 +3,24 @@ package cdb
 // Starts written by their first turn: a start that a waiting orchestration
 // fetch of this process will take is not written when it is enqueued. Its
 // instance document and start message stay in memory, locked to this
-// process as a lock batch would have locked them; a waiting fetch hands the
-// first turn to the runtime, and the turn's commit creates the instance
-// document (a create, not a replace) with its history, execution and first
-// work. The start's call returns once that commit did. So a start and its
-// first turn are one request instead of two, and the start message is
-// neither written nor consumed (its create and the consumed marker that
-// replaced it were a third of an orchestration's writes of its own).
+// process as a lock batch would have locked them (H1); a waiting fetch
+// hands the first turn to the runtime, and the turn's commit creates the
+// instance document (a create, not a replace) with its history, execution
+// and first work. The start's call returns once that commit did. So a
+// start and its first turn are one request instead of two.
 //
-// The invariant: until its first turn commits, such a start exists only in
-// its caller's call, which has not returned. The caller is told of success
-// only by a committed create of the instance; any other end of the turn
-// (abandoned, parked, held back, given back unfetched, its lock expired, the
-// provider closing, the create meeting a document of the id) hands the
-// start back to the call, which writes it the usual way; a commit whose
-// outcome cannot be told (its answer lost, the read that would tell
-// failing) is the caller's unknown outcome, as a lost start batch is. The
-// rules that keep it so:
-//   - a commit begins only on a start still pending, and the start is handed
-//     back only while no commit is under way (state, under mu): a start
-//     handed back never commits, and one committing is never written again;
-//   - the lock of such a turn is renewed in memory (nothing stored to
-//     renew), and its abandon, park, hold or give-back writes nothing;
-//   - the create meets any document of the id (a start of another caller, a
-//     fetch's nameless one, a deletion under way), and the usual start then
-//     decides, as it would have without this path;
-//   - a caller whose context ends while the start is pending hands it back
-//     and returns the context's error: nothing was written, nor will be;
-//   - a caller waits for its turn's commit to begin at most firstTurnWait,
-//     then hands the start back (the turn's commit is then refused): a
-//     start never waits on a turn that its own caller holds up, or that a
-//     stalled dispatcher holds.
+// Until its first turn commits, such a start exists only in its caller's
+// call, which has not returned: the caller is told of success only by a
+// committed create of the instance (H9, the state machine is
+// internal/handoff's Start); any other end of the turn (abandoned, parked,
+// held back, given back unfetched, its lock expired, the provider closing,
+// the create meeting a document of the id) hands the start back to the
+// call, which writes it the usual way; a commit whose outcome cannot be
+// told is the caller's unknown outcome, as a lost start batch is, and one
+// found applied later is followed as any commit (H6). A caller waits for
+// its turn's commit to begin at most firstTurnWait, then hands the start
+// back: a start never waits on a turn that its own caller holds up, or
+// that a stalled dispatcher holds.
 
 import (
 	"context"
@@ -60,7 +47,7 @@ func (p *CosmosProvider) startWithFirstTurn(ctx context.Context, w startWrite, d
 	if delay > 0 {
 		return false, nil // not due: it waits in the queue
 	}
-	reservation := p.readyTurns.Reserve()
+	reservation := p.readyTurns.Reserve() // Keeps: H7
 	defer reservation.Release()
 	timeout, ok := reservation.Take(nil)
 	if !ok {
@@ -143,7 +130,7 @@ func (p *CosmosProvider) settleFirstTurn(ctx context.Context, lock *orchestratio
 		// it committed. What follows a commit follows it now (its chain
 		// given back, its items made ready, its announcements).
 		lock.start.End(handoff.StartCommitted, nil)
-		p.applied(ctx, lock, plan, false)
+		p.applied(ctx, lock, plan, false) // Keeps: H6
 		return nil
 	}
 	lock.start.End(handoff.StartHandedBack, nil)

@@ -1,29 +1,18 @@
 package cdb
 
-// Eager activities: a turn's worker items that this process's own idle
-// worker fetches will take are written already locked to this process, in
-// the turn's commit batch, and handed to those fetches without a query or
-// a claim (two requests, and a patch's request units, per activity).
+// The hand-over wing (handover*.go): what this process locks in the store
+// for its own fetches and hands them without a request. This file holds
+// eager activities (a turn's worker items written locked, in its commit
+// batch, for this process's waiting worker fetches, and handed out without
+// a query or a claim), what makes ready lists stale (cancellations,
+// deletions), and the give-backs: of what no fetch took within a poll
+// interval, and of everything at Close. handover_turns.go holds the ready
+// turns, handover_chains.go the chained turns, handover_starts.go the
+// starts written by their first turn, handover_ends.go the ends told in
+// process. The process-local state is internal/handoff's, and so are the
+// rules the wing keeps (H1-H9 in its package doc), each marked where it is
+// kept ("Keeps: Hn").
 //
-// The invariant: an eagerly locked item is, in the store, exactly an item
-// this process claimed. Its lock token, its expiry (counted from before the
-// commit's request, as a claim's is from before the claim's) and its
-// attempt count are what the claim would have written. So all that holds
-// for a claimed item holds for it: should this process die, or never hand
-// it out, its lock expires and any fetch takes it, the attempt counted; a
-// cancellation's tombstone or a deletion ends it as it ends a claimed one.
-// Three rules keep it so:
-//   - only a commit batch that holds the whole turn writes an item locked:
-//     a turn with an outbox is a large one, whose request may outlast a
-//     short lock counted from its plan, so all its items go unlocked;
-//   - an item is handed out only once the commit is known to have applied,
-//     and only while its lock has a quarter of its timeout left, else it is
-//     renewed first (refreshClaim, as a claim that took long);
-//   - an item whose ETag the commit's answer did not give (the answer was
-//     lost, or an earlier try of the ack committed) is read back before it
-//     is handed out, and passed over unless it carries its token: the token
-//     is derived from the ack's lock token and the activity, so every try
-//     of one ack writes the same one.
 // How many items are locked for this process's fetches at once (ready, or
 // reserved by commits under way) is bounded by what its fetches take in
 // half a poll interval (half the fetch calls of the last one), and at least
@@ -33,10 +22,6 @@ package cdb
 // process a query and a claim, three times what a locked one costs it, so
 // while its dispatchers are busy, locking for them serves the work sooner;
 // the bound keeps an item's wait for them to about half a poll interval.
-// Nothing waits longer than a poll interval for a fetch of this process:
-// what none took by then, or by Close, is given back to the queue
-// (giveBackEager), so nothing is hidden from the other processes for a
-// lock's length.
 
 import (
 	"context"
@@ -124,7 +109,7 @@ func (p *CosmosProvider) returningFetch(lock *workLock) (done func()) {
 // decode and was set aside).
 func (p *CosmosProvider) handOutEager(ctx context.Context, lock *workLock, lockTimeout time.Duration) (fetchedWork, bool) {
 	ctx = p.tel.withOrchestrationName(ctx, lock.doc.Orch)
-	if lock.doc.ETag == "" {
+	if lock.doc.ETag == "" { // Keeps: H2
 		// The commit's answer did not say: its lock is ours only if the
 		// store has our token on it.
 		if _, err := p.readBackWork(ctx, "FetchWorkItem", lock, 0); err != nil {

@@ -1,10 +1,10 @@
 package cdb
 
-// Eager starts: a start that this process's own waiting orchestration
-// fetches will take is handed to one of them without a candidate query or
-// a lock batch, as an unwritten turn whose commit writes the start
-// (first_turn_start.go). This file is the registry of such turns, ready for
-// the fetches, and their hand-over.
+// Ready turns: instances whose next turn this process made ready for its
+// own orchestration fetches, without a candidate query or a lock batch: a
+// start written by its first turn (handover_starts.go) and a chained turn
+// (handover_chains.go). This file is their ready list and their hand-over
+// through the fetch's own path (makeTurn).
 //
 // How many starts go this way is bounded by the orchestration fetches of
 // this process that wait now, less the turns already ready or reserved for

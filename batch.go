@@ -402,13 +402,13 @@ func encodeBatchOperations(ops []batchOperation) ([]byte, error) {
 	return append(buf, ']'), nil
 }
 
-// appendJSONString appends s as a JSON string, as marshalNoEscape encodes
+// appendJSONString appends s as a JSON string, as marshalCompact encodes
 // it: printable ASCII as it is, quotes and backslashes escaped (an ETag is
 // quoted), anything else through the encoder.
 func appendJSONString(buf []byte, s string) ([]byte, error) {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e {
-			quoted, err := marshalNoEscape(s)
+			quoted, err := marshalCompact(s)
 			return append(buf, quoted...), err
 		}
 	}
@@ -508,9 +508,11 @@ func rawOrNil(m json.RawMessage) []byte {
 	return m
 }
 
-// marshalNoEscape is json.Marshal without HTML escaping, so that documents
-// embedded as raw JSON keep their bytes (and their size).
-func marshalNoEscape(v any) ([]byte, error) {
+// marshalCompact is json.Marshal without HTML escaping of <, > and &: the
+// way serde_json encodes (so duroxide's JSON shapes match byte for byte),
+// and so that documents embedded as raw JSON keep their bytes and their
+// size.
+func marshalCompact(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

@@ -26,7 +26,7 @@ func TestTheBatchBodyIsWhatEncodingJSONWrites(t *testing.T) {
 		)
 	}
 	for _, n := range []int{0, 1, len(ops)} {
-		want, err := marshalNoEscape(ops[:n])
+		want, err := marshalCompact(ops[:n])
 		require.NoError(t, err)
 		got, err := encodeBatchOperations(ops[:n])
 		require.NoError(t, err)

@@ -446,18 +446,6 @@ func unknownVariant(union, tag string) error {
 	return fmt.Errorf("cdb: decode %s: %w %q", union, ErrUnknownVariant, tag)
 }
 
-// marshalCompact encodes v the way serde_json does: compact, and without
-// encoding/json's HTML escaping of <, > and &.
-func marshalCompact(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
 // externallyTagged encodes {"tag":body}, serde's default enum form.
 func externallyTagged(tag string, body any) ([]byte, error) {
 	inner, err := marshalCompact(body)

@@ -112,7 +112,7 @@ type instanceDoc struct {
 	CurrentExec   uint64         `json:"currentExec"`
 	Status        InstanceStatus `json:"status,omitempty"`      // of the current execution
 	Output        *string        `json:"output,omitempty"`      // of the current execution
-	OutputRef     string         `json:"outputRef,omitempty"`   // the value document holding Output, when large (values.go)
+	OutputRef     string         `json:"outputRef,omitempty"`   // the value document holding Output, when large (largeoutputs.go)
 	KVMerged      uint64         `json:"kvMerged,omitempty"`    // the current execution's, as its execution document has it (kv.go)
 	CompletedAt   *int64         `json:"completedAt,omitempty"` // of the current execution, ms
 	Pinned        *uint64        `json:"pinned,omitempty"`      // packed pinned duroxide version of the current execution
@@ -307,7 +307,7 @@ type executionDoc struct {
 	Exec        uint64         `json:"exec"`
 	Status      InstanceStatus `json:"status"`
 	Output      *string        `json:"output,omitempty"`
-	OutputRef   string         `json:"outputRef,omitempty"` // the value document holding Output, when large (values.go)
+	OutputRef   string         `json:"outputRef,omitempty"` // the value document holding Output, when large (largeoutputs.go)
 	Pinned      *uint64        `json:"pinned,omitempty"`
 	StartedAt   int64          `json:"startedAt"`
 	CompletedAt *int64         `json:"completedAt,omitempty"`

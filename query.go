@@ -162,13 +162,13 @@ func newQueryRequest(cc *ContainerClient, query string, params []QueryParameter,
 		if err := validateParameterName(op, i, p.Name, seen); err != nil {
 			return nil, err
 		}
-		v, err := marshalNoEscape(p.Value)
+		v, err := marshalCompact(p.Value)
 		if err != nil {
 			return nil, invalid(op, "parameter "+p.Name, ErrInvalidQueryParameter, "value cannot be encoded as JSON: %v", err)
 		}
 		wire.Parameters = append(wire.Parameters, queryParameterWire{Name: p.Name, Value: v})
 	}
-	body, err := marshalNoEscape(wire)
+	body, err := marshalCompact(wire)
 	if err != nil {
 		return nil, fmt.Errorf("cdb: %s: encoding the query: %w", op, err)
 	}

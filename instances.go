@@ -299,3 +299,33 @@ func (p *CosmosProvider) liveInstanceDoc(ctx context.Context, op, instance strin
 	}
 	return inst, nil
 }
+
+// readInstanceLatest reads an instance document from its partition's
+// primary (nil when there is none), to tell what a write whose response
+// was lost did.
+func (p *CosmosProvider) readInstanceLatest(ctx context.Context, pk string) (*instanceDoc, error) {
+	return decodeInstanceRead(p.readLatest(ctx, NewPartitionKeyString(pk), instanceDocID))
+}
+
+// readInstanceDoc point-reads an instance document by partition key; nil
+// when there is none.
+func (p *CosmosProvider) readInstanceDoc(ctx context.Context, pk string) (*instanceDoc, error) {
+	return decodeInstanceRead(p.container.ReadItem(ctx, NewPartitionKeyString(pk), instanceDocID, nil))
+}
+
+// decodeInstanceRead turns a point read of an instance document into the
+// document with its ETag, nil when there is none.
+func decodeInstanceRead(resp ItemResponse, err error) (*instanceDoc, error) {
+	if IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var inst instanceDoc
+	if err := json.Unmarshal(resp.Value, &inst); err != nil {
+		return nil, fmt.Errorf("decode instance document: %w: %w", errUndecodable, err)
+	}
+	inst.ETag = resp.ETag
+	return &inst, nil
+}

@@ -8,7 +8,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -30,20 +29,6 @@ func (p *CosmosProvider) loadKeepingLock(ctx context.Context, lock *orchestratio
 		return err
 	})
 	return state, err
-}
-
-// keepingFreshLock runs fn while the lock is renewed in the background; the
-// lock's loss wins over fn's error.
-func (p *CosmosProvider) keepingFreshLock(ctx context.Context, op string, lock *orchestrationLock, fn func() error) error {
-	stop := make(chan struct{})
-	lost := make(chan error, 1)
-	go func() { lost <- p.keepFreshLock(ctx, op, lock, stop) }()
-	err := fn()
-	close(stop)
-	if lostErr := <-lost; lostErr != nil {
-		return lostErr
-	}
-	return err
 }
 
 // deliverOwnOutboxes keeps the fetch's invariant: no batch is handed over
@@ -69,79 +54,6 @@ func (p *CosmosProvider) deliverOwnOutboxes(ctx context.Context, lock *orchestra
 		lock.state.pendingOutboxes = nil
 	}
 	return settled && err == nil, settled, err
-}
-
-// keepFreshLock renews a lock (a fetch loading, an ack staging) whenever half its timeout is
-// gone, until stop is closed; it returns an error only when the lock is
-// lost. A failed renewal that may be transient is tried again at the next
-// wake. A renewal in flight when stop closes runs to its end: cancelling it
-// could leave it applied with its new ETag unknown, and the next write of
-// the lock would read that as a lost lock.
-func (p *CosmosProvider) keepFreshLock(ctx context.Context, op string, lock *orchestrationLock, stop <-chan struct{}) error {
-	half := lock.timeout.Milliseconds() / 2
-	retry := max(lock.timeout/8, minFreshLockWait)
-	wait := time.Duration(lock.lockedUntil.Load()-half-p.nowMs()) * time.Millisecond
-	for waitOrStop(ctx, stop, max(wait, minFreshLockWait)) {
-		lock.mu.Lock()
-		err := p.extendLock(ctx, op, lock, lock.timeout)
-		lock.mu.Unlock()
-		switch {
-		case errors.Is(err, ErrInvalidLockToken):
-			return err
-		case err != nil:
-			wait = retry
-		default:
-			wait = time.Duration(lock.lockedUntil.Load()-half-p.nowMs()) * time.Millisecond
-		}
-	}
-	return nil
-}
-
-// waitOrStop waits for d; false when stop closed or ctx ended first.
-func waitOrStop(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-stop:
-		return false
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// minFreshLockWait is the least time between keepFreshLock's renewals, so
-// a slow clock does not turn it into a busy loop.
-const minFreshLockWait = 10 * time.Millisecond
-
-// refreshFreshLock renews a lock about to be handed to the runtime when it
-// has less left than leftToHandOut asks (fetching it took long, or a
-// chain kept it while its activities ran): the runtime's first renewal
-// must land before the expiry.
-func (p *CosmosProvider) refreshFreshLock(ctx context.Context, lock *orchestrationLock) error {
-	if leftToHandOut(time.Duration(lock.lockedUntil.Load()-p.nowMs())*time.Millisecond, lock.timeout) {
-		return nil // Keeps: H3
-	}
-	lock.mu.Lock()
-	defer lock.mu.Unlock()
-	err := p.extendLock(ctx, "FetchOrchestrationItem", lock, lock.timeout)
-	if errors.Is(err, ErrInvalidLockToken) {
-		return errContended
-	}
-	if err != nil && p.nowMs() >= lock.lockedUntil.Load() {
-		// The fetch took longer than the lock lasts and the refresh did not
-		// land: a lock that has expired is never handed out (another
-		// dispatcher may take the instance at any moment).
-		p.log.Debug("cdb: a fetched lock expired before it could be refreshed; passing the instance over", "instance", lock.inst.Instance, "error", err)
-		return errContended
-	}
-	if err != nil {
-		// The lock is still ours: hand the loaded turn over, and let the
-		// runtime's renewal try again.
-		p.log.Debug("cdb: could not refresh a fetched lock", "instance", lock.inst.Instance, "error", err)
-	}
-	return nil
 }
 
 // heldMessageDelay is how long a batch held back (for its instance's start,

@@ -190,15 +190,6 @@ func (p *CosmosProvider) holdsInstance(pk string) bool {
 	return p.locking.has(pk) || p.holdsInstanceLock(pk)
 }
 
-// holdsInstanceLock says this process holds pk's instance lock, unexpired
-// by its clock.
-func (p *CosmosProvider) holdsInstanceLock(pk string) bool {
-	now := p.nowMs()
-	return p.orchLocks.Any(func(l *orchestrationLock) bool {
-		return l.pk == pk && l.lockedUntil.Load() > now
-	})
-}
-
 // lockFirstFree tries the groups in order and returns the first instance it
 // locks; contended reports whether any attempt met another holder, or
 // learned of an instance to leave out, so that a second query is worth it.

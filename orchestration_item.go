@@ -225,11 +225,3 @@ func (p *CosmosProvider) dropOrphans(ctx context.Context, lock *orchestrationLoc
 	p.log.Warn("cdb: dropped QueueMessages for an instance that was never started", "instance", lock.inst.Instance, "messages", len(lock.messages))
 	return nil
 }
-
-// releaseQuietly gives a lock back after a fetch failed half way, so the
-// contract's "an error means no lock is held" holds as far as it can.
-func (p *CosmosProvider) releaseQuietly(ctx context.Context, lock *orchestrationLock) {
-	if err := p.writeAbandon(ctx, lock, 0, true); err != nil {
-		p.log.Warn("cdb: could not release a lock after a failed fetch; it will expire", "instance", lock.inst.Instance, "error", err)
-	}
-}

@@ -1,16 +1,82 @@
 package cdb
 
-// Locking an instance: one transactional batch that conditions the instance
-// document on being free and claims the messages a fetch saw, and, when its
-// answer is lost, the read that tells whose lock it is.
+// The orchestration lock's whole life, as workers.go holds the worker
+// lock's: taken by the lock batch (lockInstance, resolved by a read when
+// its answer is lost), renewed before it is handed out when too little of
+// it is left (refreshFreshLock, H3) and kept fresh while a fetch loads
+// (keepFreshLock), renewed by the runtime (RenewOrchestrationItemLock),
+// released without a commit (AbandonOrchestrationItem, releaseQuietly) or
+// held back (writeHold), counted when lost (orchestrationLockLost), and
+// ended in this process (endLock). A commit ends it too (ack.go), or keeps
+// it as a chain (handover_chains.go).
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
+
+// orchestrationLock is an instance lock this process holds.
+type orchestrationLock struct {
+	mu          sync.Mutex // one ack, renew or abandon at a time
+	token       string
+	pk          string
+	timeout     time.Duration // the lock timeout it was taken with
+	inst        instanceDoc   // as last written by us; its ETag guards the next write
+	lockedUntil atomic.Int64
+	messages    []queueDoc // the locked batch
+	// queriedAt (ms) is as of when a query of this process last read the
+	// instance's visible messages while it held the instance: a chained
+	// turn that comes within a poll interval of it need not read them
+	// again (handover_chains.go).
+	queriedAt int64
+	// start is set while the lock is an unwritten start's
+	// (handover_starts.go): nothing of it is stored until its commit.
+	start *firstTurnStart
+	state *instanceState
+	done  bool // acked or abandoned
+	lost  bool // counted as lost (orchestrationLockLost)
+	// unparked says the fetch brought back every message parked in the
+	// partition (parking.go), so the ack's instance document drops
+	// parkedUntil.
+	unparked bool
+	// strays are the ids of the messages of the batch sent to another life
+	// (lives.go): consumed with the others, never handed to the runtime.
+	strays map[string]bool
+}
+
+// OrchestrationLockRemaining implements LockRemainingReporter: how long
+// the orchestration lock token has left by this process's clock.
+func (p *CosmosProvider) OrchestrationLockRemaining(token string) (time.Duration, bool) {
+	lock, ok := p.orchLocks.Get(token)
+	if !ok {
+		return 0, false
+	}
+	return max(time.Duration(lock.lockedUntil.Load()-p.nowMs())*time.Millisecond, 0), true
+}
+
+// endLock ends an orchestration lock this process holds: acked, given
+// back or lost, its token is no longer honoured here. Called with lock.mu
+// held, or before the lock was handed out.
+func (p *CosmosProvider) endLock(lock *orchestrationLock) {
+	lock.done = true
+	p.orchLocks.Remove(lock.token)
+}
+
+// planningView copies what planning a commit reads, under the mutex, so
+// renewals may go on while the commit is planned from the copy.
+func (l *orchestrationLock) planningView() *orchestrationLock {
+	v := &orchestrationLock{token: l.token, pk: l.pk, timeout: l.timeout, inst: l.inst, messages: l.messages, queriedAt: l.queriedAt, start: l.start, state: l.state, unparked: l.unparked, strays: l.strays}
+	v.lockedUntil.Store(l.lockedUntil.Load())
+	return v
+}
 
 // lockInstance is the lock batch: a conditional patch of the instance
 // document (free lock, compatible pinned version) and a patch per message
@@ -154,13 +220,6 @@ func (p *CosmosProvider) resolveLockBatch(ctx context.Context, pk, token string,
 	return inst, locked, nil
 }
 
-// readInstanceLatest reads an instance document from its partition's
-// primary (nil when there is none), to tell what a write whose response
-// was lost did.
-func (p *CosmosProvider) readInstanceLatest(ctx context.Context, pk string) (*instanceDoc, error) {
-	return decodeInstanceRead(p.readLatest(ctx, NewPartitionKeyString(pk), instanceDocID))
-}
-
 // whyNotLocked reads the instance document after its lock condition failed,
 // to tell contention (try again soon) from what will not change soon: a
 // lock another process holds, a pinned version outside the filter, a
@@ -193,29 +252,6 @@ func pinnedOutside(filter *DispatcherCapabilityFilter, pinned *uint64) bool {
 	return *pinned < r.Min.PackedVersion() || *pinned > r.Max.PackedVersion()
 }
 
-// readInstanceDoc point-reads an instance document by partition key; nil
-// when there is none.
-func (p *CosmosProvider) readInstanceDoc(ctx context.Context, pk string) (*instanceDoc, error) {
-	return decodeInstanceRead(p.container.ReadItem(ctx, NewPartitionKeyString(pk), instanceDocID, nil))
-}
-
-// decodeInstanceRead turns a point read of an instance document into the
-// document with its ETag, nil when there is none.
-func decodeInstanceRead(resp ItemResponse, err error) (*instanceDoc, error) {
-	if IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var inst instanceDoc
-	if err := json.Unmarshal(resp.Value, &inst); err != nil {
-		return nil, fmt.Errorf("decode instance document: %w: %w", errUndecodable, err)
-	}
-	inst.ETag = resp.ETag
-	return &inst, nil
-}
-
 // lockCondition is the instance document's PATCH condition: the lock is free
 // (or expired) and, with a filter, the pinned version is compatible.
 // Conditions take no parameters; only numbers are inlined.
@@ -245,4 +281,361 @@ func decodeLockBatch(resp TransactionalBatchResponse) (instanceDoc, []queueDoc, 
 		msgs = append(msgs, m)
 	}
 	return inst, msgs, nil
+}
+
+// RenewOrchestrationItemLock extends a lock that is still valid: one batch
+// that PATCHes the instance document (If-Match), not the messages
+// (renewalBatch). A renewal whose outcome is unknown (a lost response, a
+// timeout), or that meets an instance ETag it did not expect (a renewal of
+// ours whose response was lost), is resolved by reading the instance
+// document back: unchanged but for our renewal, with our token, the lock is
+// ours and its ETag is adopted; a transient failure is never read as a lost
+// lock.
+func (p *CosmosProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
+	const op = "RenewOrchestrationItemLock"
+	lock, err := p.heldOrchestration(op, lockToken)
+	if err != nil {
+		return err
+	}
+	defer lock.mu.Unlock()
+	return p.renewHeld(p.tel.withOrchestrationName(ctx, lock.inst.Name), op, lock, extendFor)
+}
+
+// renewHeld renews a lock whose mutex the caller holds.
+func (p *CosmosProvider) renewHeld(ctx context.Context, op string, lock *orchestrationLock, extendFor time.Duration) error {
+	if p.nowMs() >= lock.lockedUntil.Load() {
+		p.orchestrationLockLost(ctx, lock)
+		return refuse(op, "lock expired or released", ErrInvalidLockToken)
+	}
+	return p.extendLock(ctx, op, lock, extendFor)
+}
+
+// extendLock writes a new expiry for a lock whose mutex the caller holds.
+// The write is conditioned on the instance document's ETag, so it succeeds
+// only if no other dispatcher locked the instance since, whatever the
+// local clock says about the expiry.
+func (p *CosmosProvider) extendLock(ctx context.Context, op string, lock *orchestrationLock, extendFor time.Duration) error {
+	until := renewedUntil(p.nowMs(), extendFor, lock.lockedUntil.Load())
+	if lock.start != nil {
+		lock.lockedUntil.Store(until) // an unwritten start: nothing stored to renew
+		return nil
+	}
+	for range maxRenewalTries {
+		resp, err := p.container.ExecuteTransactionalBatch(ctx, renewalBatch(p.container, lock, until), nil)
+		switch {
+		case err == nil && resp.Success:
+			lock.inst.ETag = resp.OperationResults[0].ETag
+			lock.inst.LockedUntil = until
+			lock.lockedUntil.Store(until)
+			return nil
+		case err != nil && !IsOutcomeUnknown(err):
+			return asOperation(op, err)
+		case err == nil && !instanceETagFailed(resp):
+			p.orchestrationLockLost(ctx, lock)
+			p.endLock(lock)
+			return refuse(op, "the lock was lost", ErrInvalidLockToken)
+		}
+		applied, err := p.readBackInstance(ctx, op, lock, until)
+		if err != nil {
+			return err
+		}
+		if applied {
+			return nil
+		}
+	}
+	return transient(op, "the lock renewal did not apply; try again", nil)
+}
+
+// renewedUntil is a renewal's new expiry: extendFor from now, but never
+// before the expiry the lock has, so a renewal asked for less than is left
+// only lengthens or keeps a live lock, never shortens it (duroxide-pg
+// 0.1.38's rule; a short renewal would hand the work to another dispatcher
+// while its holder still counts on the time it was given).
+func renewedUntil(nowMs int64, extendFor time.Duration, lockedUntil int64) int64 {
+	return max(nowMs+extendFor.Milliseconds(), lockedUntil)
+}
+
+// renewalBatch extends the instance lock. It writes the instance document
+// only: the locked messages keep the expiry their fetch gave them, because
+// the instance lock alone keeps other dispatchers out (a fetch takes
+// messages only in the batch that takes the instance lock; a candidate
+// whose message lock lapsed meets a held instance and is left out until
+// its lock ends). Rewriting each message on every renewal cost a write of
+// the message's size: a start or continue-as-new input near 1 MB made every
+// renewal a megabyte's write, slow enough on a loaded machine (or throttled
+// enough on a real account) to outlast the lock it renewed.
+func renewalBatch(cc *ContainerClient, lock *orchestrationLock, until int64) *TransactionalBatch {
+	b := cc.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+	var ops PatchOperations
+	ops.AppendSet("/lockedUntil", until)
+	etag := lock.inst.ETag
+	b.PatchItem(instanceDocID, ops, &TransactionalBatchItemOptions{IfMatch: &etag})
+	return b
+}
+
+// instanceETagFailed says a renewal batch failed on the instance document's
+// If-Match alone.
+func instanceETagFailed(resp TransactionalBatchResponse) bool {
+	idx, err := resp.FailedOperation()
+	return idx == 0 && IsPreconditionFailed(err)
+}
+
+// readBackInstance reads the instance document after a renewal of ours
+// with an unknown outcome. The lock is ours when the document is the one we
+// hold but for its lock expiry: our token, no deletion mark, nothing else
+// changed (so adopting its ETag lets no other writer's change be
+// overwritten). Then its ETag and expiry are adopted, and applied reports
+// whether the expiry is the one we wrote. When the read fails the error is
+// retryable: nothing says the lock is gone.
+func (p *CosmosProvider) readBackInstance(ctx context.Context, op string, lock *orchestrationLock, until int64) (applied bool, err error) {
+	lost := func() error {
+		p.orchestrationLockLost(ctx, lock)
+		p.endLock(lock)
+		return refuse(op, "the lock was lost", ErrInvalidLockToken)
+	}
+	resp, err := p.readLatest(ctx, NewPartitionKeyString(lock.pk), instanceDocID)
+	if IsNotFound(err) {
+		return false, lost()
+	}
+	if err != nil {
+		return false, transient(op, "could not tell whether the lock renewal applied", err)
+	}
+	var doc instanceDoc
+	if err := json.Unmarshal(resp.Value, &doc); err != nil {
+		return false, transient(op, "could not read the instance back", err)
+	}
+	if doc.LockedUntil <= p.nowMs() || !sameButLockExpiry(doc, lock.inst) {
+		return false, lost()
+	}
+	lock.inst.ETag = resp.ETag
+	lock.inst.LockedUntil = doc.LockedUntil
+	lock.lockedUntil.Store(doc.LockedUntil)
+	return doc.LockedUntil == until, nil
+}
+
+// sameButLockExpiry compares two instance documents as stored, leaving out
+// the lock expiry and the ETag.
+func sameButLockExpiry(a, b instanceDoc) bool {
+	a.LockedUntil, a.ETag = 0, ""
+	b.LockedUntil, b.ETag = 0, ""
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(ja) == string(jb)
+}
+
+// keepingFreshLock runs fn while the lock is renewed in the background; the
+// lock's loss wins over fn's error.
+func (p *CosmosProvider) keepingFreshLock(ctx context.Context, op string, lock *orchestrationLock, fn func() error) error {
+	stop := make(chan struct{})
+	lost := make(chan error, 1)
+	go func() { lost <- p.keepFreshLock(ctx, op, lock, stop) }()
+	err := fn()
+	close(stop)
+	if lostErr := <-lost; lostErr != nil {
+		return lostErr
+	}
+	return err
+}
+
+// keepFreshLock renews a lock (a fetch loading, an ack staging) whenever half its timeout is
+// gone, until stop is closed; it returns an error only when the lock is
+// lost. A failed renewal that may be transient is tried again at the next
+// wake. A renewal in flight when stop closes runs to its end: cancelling it
+// could leave it applied with its new ETag unknown, and the next write of
+// the lock would read that as a lost lock.
+func (p *CosmosProvider) keepFreshLock(ctx context.Context, op string, lock *orchestrationLock, stop <-chan struct{}) error {
+	half := lock.timeout.Milliseconds() / 2
+	retry := max(lock.timeout/8, minFreshLockWait)
+	wait := time.Duration(lock.lockedUntil.Load()-half-p.nowMs()) * time.Millisecond
+	for waitOrStop(ctx, stop, max(wait, minFreshLockWait)) {
+		lock.mu.Lock()
+		err := p.extendLock(ctx, op, lock, lock.timeout)
+		lock.mu.Unlock()
+		switch {
+		case errors.Is(err, ErrInvalidLockToken):
+			return err
+		case err != nil:
+			wait = retry
+		default:
+			wait = time.Duration(lock.lockedUntil.Load()-half-p.nowMs()) * time.Millisecond
+		}
+	}
+	return nil
+}
+
+// waitOrStop waits for d; false when stop closed or ctx ended first.
+func waitOrStop(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-stop:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// minFreshLockWait is the least time between keepFreshLock's renewals, so
+// a slow clock does not turn it into a busy loop.
+const minFreshLockWait = 10 * time.Millisecond
+
+// refreshFreshLock renews a lock about to be handed to the runtime when it
+// has less left than leftToHandOut asks (fetching it took long, or a
+// chain kept it while its activities ran): the runtime's first renewal
+// must land before the expiry.
+func (p *CosmosProvider) refreshFreshLock(ctx context.Context, lock *orchestrationLock) error {
+	if leftToHandOut(time.Duration(lock.lockedUntil.Load()-p.nowMs())*time.Millisecond, lock.timeout) {
+		return nil // Keeps: H3
+	}
+	lock.mu.Lock()
+	defer lock.mu.Unlock()
+	err := p.extendLock(ctx, "FetchOrchestrationItem", lock, lock.timeout)
+	if errors.Is(err, ErrInvalidLockToken) {
+		return errContended
+	}
+	if err != nil && p.nowMs() >= lock.lockedUntil.Load() {
+		// The fetch took longer than the lock lasts and the refresh did not
+		// land: a lock that has expired is never handed out (another
+		// dispatcher may take the instance at any moment).
+		p.log.Debug("cdb: a fetched lock expired before it could be refreshed; passing the instance over", "instance", lock.inst.Instance, "error", err)
+		return errContended
+	}
+	if err != nil {
+		// The lock is still ours: hand the loaded turn over, and let the
+		// runtime's renewal try again.
+		p.log.Debug("cdb: could not refresh a fetched lock", "instance", lock.inst.Instance, "error", err)
+	}
+	return nil
+}
+
+// releaseQuietly gives a lock back after a fetch failed half way, so the
+// contract's "an error means no lock is held" holds as far as it can.
+func (p *CosmosProvider) releaseQuietly(ctx context.Context, lock *orchestrationLock) {
+	if err := p.writeAbandon(ctx, lock, 0, true); err != nil {
+		p.log.Warn("cdb: could not release a lock after a failed fetch; it will expire", "instance", lock.inst.Instance, "error", err)
+	}
+}
+
+// AbandonOrchestrationItem releases the lock without committing; the
+// messages stay queued, visible after delay.
+func (p *CosmosProvider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
+	const op = "AbandonOrchestrationItem"
+	lock, err := p.heldOrchestration(op, lockToken)
+	if err != nil {
+		return err
+	}
+	defer lock.mu.Unlock()
+	ctx = p.tel.withOrchestrationName(ctx, lock.inst.Name)
+	if err := p.writeAbandon(ctx, lock, delay, ignoreAttempt); err != nil {
+		return asOperation(op, err)
+	}
+	p.releasedWithoutCommit(lock, delay)
+	return nil
+}
+
+// releasedWithoutCommit ends a lock whose batch was given back, and tells
+// the pollers when its messages are due.
+func (p *CosmosProvider) releasedWithoutCommit(lock *orchestrationLock, delay time.Duration) {
+	p.endLock(lock)
+	p.announceDeferred(lock.pk)
+	p.announceMessage(lock.pk, p.now().Add(max(delay, 0)))
+}
+
+// writeAbandon is the abandon batch: free the instance, and make the locked
+// messages visible again (after delay), giving back an attempt if asked.
+//
+// The delay and the attempt undo touch only the messages the fetch locked
+// (duroxide 0.1.32): the instance is free at once, and a message that
+// arrived meanwhile stays visible for the next fetch. Their order relative
+// to the delayed messages is given up, as duroxide gives it up; the runtime
+// delays an abandon only where it must (ARCHITECTURE.md, Order).
+func (p *CosmosProvider) writeAbandon(ctx context.Context, lock *orchestrationLock, delay time.Duration, ignoreAttempt bool) error {
+	return p.releaseBatch(ctx, "AbandonOrchestrationItem", lock, p.abandonOps(lock, delay), delay, ignoreAttempt)
+}
+
+// abandonOps free the instance document of an abandon; a delayed start
+// is named on it (startHidden).
+func (p *CosmosProvider) abandonOps(lock *orchestrationLock, delay time.Duration) PatchOperations {
+	release := unlockOps()
+	if delay > 0 && slices.ContainsFunc(lock.messages, isStartMessage) {
+		release.AppendSet("/startHeldUntil", p.now().Add(delay).UnixMilli())
+	}
+	return release
+}
+
+// isStartMessage says m is a StartOrchestration.
+func isStartMessage(m queueDoc) bool { return strings.HasPrefix(m.Item, startOrchestrationTag) }
+
+// writeHold gives the lock back with the instance and its locked messages
+// unavailable for delay: the provider's own hold (holdBack), which keeps
+// every message of the instance, those that arrive meanwhile too, in their
+// sender's order until what the batch waits for can be taken.
+func (p *CosmosProvider) writeHold(ctx context.Context, lock *orchestrationLock, delay time.Duration) error {
+	return p.releaseBatch(ctx, "FetchOrchestrationItem", lock, heldUntilOps(p.now(), delay), delay, true)
+}
+
+// releaseBatch frees the instance document with instanceOps (If-Match on
+// the lock's ETag) and its locked messages, each unavailable for delay.
+func (p *CosmosProvider) releaseBatch(ctx context.Context, op string, lock *orchestrationLock, instanceOps PatchOperations, delay time.Duration, ignoreAttempt bool) error {
+	if lock.start != nil {
+		p.handBackStart(lock) // nothing stored: its caller writes the start
+		return nil
+	}
+	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+	etag := lock.inst.ETag
+	instanceOps.AppendSet("/releasedAt", p.nowMs())
+	b.PatchItem(instanceDocID, instanceOps, &TransactionalBatchItemOptions{IfMatch: &etag})
+	for _, m := range lock.messages {
+		mops := heldUntilOps(p.now(), delay)
+		if ignoreAttempt {
+			mops.AppendSet("/attempts", max(m.Attempts, 1)-1)
+		}
+		b.PatchItem(m.ID, mops, nil)
+	}
+	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+	if err != nil {
+		return err
+	}
+	if !resp.Success {
+		if idx, err := resp.FailedOperation(); idx == 0 && IsPreconditionFailed(err) {
+			p.orchestrationLockLost(ctx, lock)
+			return refuse(op, "the lock expired and another dispatcher took the instance", ErrInvalidLockToken)
+		}
+		return asOperation(op, batchError(resp))
+	}
+	return nil
+}
+
+// heldUntilOps release a lock, leaving the document unavailable for delay.
+func heldUntilOps(now time.Time, delay time.Duration) PatchOperations {
+	if delay <= 0 {
+		return unlockOps()
+	}
+	var ops PatchOperations
+	ops.AppendSet("/lockToken", "")
+	ops.AppendSet("/lockedUntil", now.Add(delay).UnixMilli())
+	return ops
+}
+
+// orchestrationLockLost counts an instance lock this process lost, once
+// however many of its holder's calls learn of it (a renewal, then the
+// ack, then the abandon). The caller holds lock.mu, or is the fetch that
+// took the lock and has not handed it over yet.
+func (p *CosmosProvider) orchestrationLockLost(ctx context.Context, lock *orchestrationLock) {
+	if lock.lost {
+		return
+	}
+	lock.lost = true
+	p.tel.lockLost(ctx, lockKindOrchestration)
+}
+
+// holdsInstanceLock says this process holds pk's instance lock, unexpired
+// by its clock.
+func (p *CosmosProvider) holdsInstanceLock(pk string) bool {
+	now := p.nowMs()
+	return p.orchLocks.Any(func(l *orchestrationLock) bool {
+		return l.pk == pk && l.lockedUntil.Load() > now
+	})
 }

@@ -205,15 +205,3 @@ func (p *CosmosProvider) sampleLeaseSlots(ctx context.Context) {
 		p.tel.leaseSlots.Record(ctx, float64(slots), slog.String(attrLeaseKey, key))
 	}
 }
-
-// orchestrationLockLost counts an instance lock this process lost, once
-// however many of its holder's calls learn of it (a renewal, then the
-// ack, then the abandon). The caller holds lock.mu, or is the fetch that
-// took the lock and has not handed it over yet.
-func (p *CosmosProvider) orchestrationLockLost(ctx context.Context, lock *orchestrationLock) {
-	if lock.lost {
-		return
-	}
-	lock.lost = true
-	p.tel.lockLost(ctx, lockKindOrchestration)
-}

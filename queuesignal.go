@@ -347,3 +347,6 @@ func (q *queueSignal) stop() {
 		q.wake.Stop()
 	}
 }
+
+// maxAnnouncedPerLook bounds the announcements one look hands out.
+const maxAnnouncedPerLook = 16

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/duroxide-go/cdb/internal/handoff"
@@ -272,9 +273,6 @@ func (p *CosmosProvider) announceOthers(cands []queueDoc) {
 	}
 	p.workSignal.announcePartitions(pks...)
 }
-
-// maxAnnouncedPerLook bounds the announcements one look hands out.
-const maxAnnouncedPerLook = 16
 
 // errUndecodableWork is a candidate that was locked but does not decode; it was
 // released (or failed as poison) already.
@@ -771,4 +769,32 @@ func (p *CosmosProvider) AbandonWorkItem(ctx context.Context, lockToken string, 
 		p.workSignal.announcePartitions(lock.pk)
 	}
 	return nil
+}
+
+// WorkItemLockRemaining implements LockRemainingReporter: how long the
+// worker lock token has left by this process's clock.
+func (p *CosmosProvider) WorkItemLockRemaining(token string) (time.Duration, bool) {
+	lock, ok := p.workLocks.Get(token)
+	if !ok {
+		return 0, false
+	}
+	lock.mu.Lock()
+	defer lock.mu.Unlock()
+	return max(time.Duration(lock.lockedUntil-p.nowMs())*time.Millisecond, 0), true
+}
+
+// workLock is a worker-queue item this process holds.
+type workLock struct {
+	mu          sync.Mutex
+	token       string
+	pk          string
+	doc         queueDoc // as last written by us; its ETag guards the next write
+	lockedUntil int64
+	done        bool
+	activity    activityKey // the item's activity, which never changes
+	// fetchedBy and fetchTimeout are the filter and lock timeout of the
+	// fetch that took the item (zero for one not handed out): the
+	// dispatcher that acks or abandons it fetches again next (handover.go).
+	fetchedBy    TagFilter
+	fetchTimeout time.Duration
 }

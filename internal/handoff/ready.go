@@ -242,31 +242,30 @@ func (e *Ready[T]) Take(filter Filter, nowMs int64) (T, bool) {
 }
 
 // Stale removes and returns the ready items that waited since before
-// readySince (ms) for a fetch, and still hold their lock.
+// readySince (ms) for a fetch, and still hold their lock; those whose lock
+// expired are dropped (the store's queue has them back).
 func (e *Ready[T]) Stale(readySince, nowMs int64) []T {
-	if e == nil {
-		return nil
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []T
-	kept := e.ready[:0]
-	for _, r := range e.ready {
-		switch {
-		case r.since >= readySince:
-			kept = append(kept, r)
-		case e.until(r.item) > nowMs:
-			out = append(out, r.item)
+	return e.sift(func(r readyItem[T]) (out, keep bool) {
+		if r.since >= readySince {
+			return false, true
 		}
-	}
-	e.ready = kept
-	return out
+		return e.until(r.item) > nowMs, false
+	})
 }
 
 // Drop removes and returns the ready items match selects: a write of this
 // process ends them (a cancellation, a deletion), so none may be handed
 // out without a request.
 func (e *Ready[T]) Drop(match func(T) bool) []T {
+	return e.sift(func(r readyItem[T]) (out, keep bool) {
+		m := match(r.item)
+		return m, !m
+	})
+}
+
+// sift goes through the ready items under the mutex: each is returned
+// (out), kept ready, or dropped.
+func (e *Ready[T]) sift(decide func(readyItem[T]) (out, keep bool)) []T {
 	if e == nil {
 		return nil
 	}
@@ -275,9 +274,10 @@ func (e *Ready[T]) Drop(match func(T) bool) []T {
 	var out []T
 	kept := e.ready[:0]
 	for _, r := range e.ready {
-		if match(r.item) {
+		switch take, keep := decide(r); {
+		case take:
 			out = append(out, r.item)
-		} else {
+		case keep:
 			kept = append(kept, r)
 		}
 	}

@@ -134,16 +134,7 @@ func TestAWorkerLockIsFirstRenewedByWhatItHasLeft(t *testing.T) {
 	token := received(t, p.tokens, "the activity's fetch")
 	received(t, running, "the activity to run")
 
-	first := timers.next(t)
-	assert.Equal(t, renewalInterval(left, buffer), first.delay, "the renewal rule applied to what is left")
-	require.Less(t, first.delay, left, "the first renewal is due before the lock handed out expires")
-	clock.Advance(first.delay)
-	first.fire <- time.Now()
-	require.NoError(t, received(t, p.renewals, "the first renewal"), "the first renewal found the lock held")
-	got, ok := p.mem.WorkItemLockRemaining(token)
-	require.True(t, ok)
-	assert.Equal(t, timeout, got, "the renewal extended the lock by the whole timeout")
-	assert.Equal(t, renewalInterval(timeout, buffer), timers.next(t).delay, "later renewals come an interval apart")
+	firstRenewalFromWhatIsLeft(t, timers, clock, p, func() (time.Duration, bool) { return p.mem.WorkItemLockRemaining(token) }, timeout, left, buffer)
 
 	letGo()
 	assert.NoError(t, received(t, p.acks, "the activity's ack"), "the activity was acked under its lock")
@@ -176,16 +167,7 @@ func TestAnOrchestrationLockIsFirstRenewedByWhatItHasLeft(t *testing.T) {
 	token := received(t, p.tokens, "the turn's fetch")
 	received(t, running, "the turn to run")
 
-	first := timers.next(t)
-	assert.Equal(t, renewalInterval(left, buffer), first.delay, "the renewal rule applied to what is left")
-	require.Less(t, first.delay, left, "the first renewal is due before the lock handed out expires")
-	clock.Advance(first.delay)
-	first.fire <- time.Now()
-	require.NoError(t, received(t, p.renewals, "the first renewal"), "the first renewal found the lock held")
-	got, ok := p.mem.OrchestrationLockRemaining(token)
-	require.True(t, ok)
-	assert.Equal(t, timeout, got, "the renewal extended the lock by the whole timeout")
-	assert.Equal(t, renewalInterval(timeout, buffer), timers.next(t).delay, "later renewals come an interval apart")
+	firstRenewalFromWhatIsLeft(t, timers, clock, p, func() (time.Duration, bool) { return p.mem.OrchestrationLockRemaining(token) }, timeout, left, buffer)
 
 	letGo()
 	assert.Equal(t, "x", h.completed("early-turn"))
@@ -220,4 +202,23 @@ func TestALockOfAProviderThatDoesNotReportIsFirstRenewedAnIntervalOn(t *testing.
 
 	letGo()
 	assert.NoError(t, received(t, p.acks, "the activity's ack"))
+}
+
+// firstRenewalFromWhatIsLeft checks a lock handed out with left of timeout:
+// its first renewal is due by the renewal rule applied to left, before the
+// lock expires; fired, it finds the lock held and extends it by the whole
+// timeout (remaining says what the lock has left), and later renewals come
+// an interval apart.
+func firstRenewalFromWhatIsLeft(t *testing.T, timers *renewalTimers, clock *manualClock, p *earlyLocks, remaining func() (time.Duration, bool), timeout, left, buffer time.Duration) {
+	t.Helper()
+	first := timers.next(t)
+	assert.Equal(t, renewalInterval(left, buffer), first.delay, "the renewal rule applied to what is left")
+	require.Less(t, first.delay, left, "the first renewal is due before the lock handed out expires")
+	clock.Advance(first.delay)
+	first.fire <- time.Now()
+	require.NoError(t, received(t, p.renewals, "the first renewal"), "the first renewal found the lock held")
+	got, ok := remaining()
+	require.True(t, ok)
+	assert.Equal(t, timeout, got, "the renewal extended the lock by the whole timeout")
+	assert.Equal(t, renewalInterval(timeout, buffer), timers.next(t).delay, "later renewals come an interval apart")
 }

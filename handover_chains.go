@@ -110,6 +110,11 @@ func (p *CosmosProvider) startChain(ctx context.Context, held *orchestrationLock
 	}
 	p.orchLocks.Put(held.token, held)
 	p.chains.Add(hi)
+	if p.closing.Load() { // Keeps: H5: Close may have given back the chains already
+		for _, c := range p.chains.End(func(c *chain) bool { return c == hi }) {
+			p.giveBackChain(ctx, c)
+		}
+	}
 }
 
 // newChain is the chain of held, kept since (ms), waiting for the

@@ -25,6 +25,7 @@ package cdb
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/duroxide-go/cdb/internal/handoff"
@@ -44,8 +45,8 @@ const firstTurnWait = time.Second
 // says the start is decided (committed, or failed with err); false means
 // it was handed back: the caller writes it the usual way.
 func (p *CosmosProvider) startWithFirstTurn(ctx context.Context, w startWrite, delay time.Duration) (done bool, err error) {
-	if delay > 0 {
-		return false, nil // not due: it waits in the queue
+	if delay > 0 || p.closing.Load() {
+		return false, nil // not due: it waits in the queue; or no fetch of this process will take it
 	}
 	reservation := p.readyTurns.Reserve() // Keeps: H7
 	defer reservation.Release()
@@ -56,6 +57,9 @@ func (p *CosmosProvider) startWithFirstTurn(ctx context.Context, w startWrite, d
 	t := p.unwrittenStartTurn(w, timeout)
 	reservation.Settle([]*lockedTurn{t})
 	p.orchSignal.announce(handoff.TurnReady(t.lock.pk))
+	if p.closing.Load() {
+		p.giveBackEager(ctx, math.MaxInt64) // Keeps: H5: Close may have given back the ready turns already
+	}
 	state, err := t.lock.start.Outcome(ctx, firstTurnWait)
 	if state == handoff.StartHandedBack {
 		// Its turn may be with the runtime, or still ready: neither keeps

@@ -64,8 +64,9 @@ func TestAChainDueWhileCloseGivesBackIsGivenBackToo(t *testing.T) {
 }
 
 // An item a commit locks for a fetch of this process, committed after
-// Close began, is given back at once: no fetch of this process will take
-// it, and hiding it for a lock's length would stall its activity.
+// Close began, is given back at once, and so is the chain the commit kept
+// its instance under: no fetch of this process will take them, and hiding
+// them for a lock's length would stall the instance.
 func TestAnItemACommitLocksAfterCloseBeganIsGivenBack(t *testing.T) {
 	ctx := rulesContext(t)
 	p := newRulesProvider(t, cdb.NewFakeAccount(cdb.FakeAccountOptions{}), cdb.Config{})
@@ -80,4 +81,5 @@ func TestAnItemACommitLocksAfterCloseBeganIsGivenBack(t *testing.T) {
 	items := workDocs(t, p, "late")
 	require.Len(t, items, 1)
 	assert.Empty(t, items[0]["lockToken"], "given back, not left to its lock's expiry")
+	assert.Empty(t, instanceDocOf(t, p, "late")["lockToken"], "the chain the commit kept is given back too")
 }

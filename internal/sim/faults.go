@@ -60,6 +60,9 @@ type faultTransport struct {
 	tried func(req *http.Request, body []byte, entered time.Time, fault string, status int, answered bool)
 	wire  *wireLog // nil: no journal
 	node  string
+	// sent, optional, is shown every request the node sends while alive,
+	// body included, before any fault (bounded-names).
+	sent func(req *http.Request, body []byte)
 
 	mu  sync.Mutex
 	rng *rand.Rand
@@ -148,6 +151,9 @@ func (t *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	body, err := readAll(req)
 	if err != nil {
 		return nil, err
+	}
+	if t.sent != nil {
+		t.sent(req, body)
 	}
 	entered := time.Now()
 	resp, answer, kind, status, err := t.roundTrip(req, body)

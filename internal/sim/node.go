@@ -221,6 +221,9 @@ func startNode(ctx context.Context, e *env, id string, slot int, s nodeSettings,
 	ft.stalled = e.rec.stalledFor(id)
 	ft.paused = e.rec.pausedFor(id)
 	ft.wire, ft.node = e.wire, id
+	if e.rec.names != nil {
+		ft.sent = e.rec.names.hook(id)
+	}
 	ft.quiet.Store(e.quiet.Load())
 	// The client signs with the node's clock, as on a real host, where the
 	// machine's clock is wrong for both; the client corrects it by the

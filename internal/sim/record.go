@@ -72,6 +72,7 @@ type recorder struct {
 	// eagerStarts: optional, eagerly claimed start messages and who consumed them
 	eagerStarts *eagerItems
 	chains      *chainedTurns // optional: instances kept locked by a commit, and how each chain ended
+	names       *boundedNames // optional: the longest document ids and lock tokens on the wire
 }
 
 func newRecorder(v *violations) *recorder {

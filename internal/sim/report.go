@@ -88,6 +88,7 @@ type Stats struct {
 	EagerStarts string // eagerly claimed start messages: the same counts
 	Chains      string // instances kept locked for their activities' completions: how the chains ended
 	Waits       string // WaitForCompletion through the nodes: told, held polls, reads, redone, excused
+	Names       string // the longest document id and lock token on the wire, and how many passed their bounds
 }
 
 func newStats() *Stats {
@@ -174,6 +175,9 @@ func (r Report) Print(w io.Writer) {
 	}
 	if s.Waits != "" {
 		fmt.Fprintf(w, "  completion waits: %s\n", s.Waits)
+	}
+	if s.Names != "" {
+		fmt.Fprintf(w, "  names on the wire: %s\n", s.Names)
 	}
 	fmt.Fprintf(w, "  nodes started: %d; crashes: %d (%s)\n", s.Nodes, sum(s.Crashes), counts(s.Crashes))
 	if len(r.Pending) > 0 {

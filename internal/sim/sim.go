@@ -37,6 +37,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rec.stamps = newStamps(rec.isCrashed)
 	rec.eager = newEagerItems(rec.isGone, clock.now)
 	rec.eagerStarts = newEagerStartItems(rec.isGone, clock.now)
+	rec.names = newBoundedNames()
 	e := &env{cfg: cfg, endpoint: acct.Endpoint(), key: acct.Key(), transport: acct.Transport(),
 		rec: rec, stats: stats, logger: logger, progress: rec.progress, clock: clock}
 	rec.chains = newChainedTurns(chainNodes{gone: rec.goneBy, stalled: rec.stalledBetween, poll: e.pollInterval}, clock.now, cfg.Faults.ClockSkew,
@@ -112,6 +113,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	stats.EagerStarts = rec.eagerStarts.summary()
 	rec.chains.check(viol, describe)
 	stats.Chains = rec.chains.summary()
+	rec.names.check(viol)
+	stats.Names = rec.names.summary()
 
 	failing, pending := split(viol.all(), cfg.Pending)
 	return Report{Seed: cfg.Seed, Elapsed: time.Since(began), Work: e.progress.work(), Slowness: cfg.HostSlowness, Stats: stats, Violations: failing, Pending: pending,

@@ -145,6 +145,12 @@ type Features struct {
 	// commit, and two starts of one id racing through two nodes
 	// (firstturns.go).
 	FirstTurnStarts bool
+	// LongSequences runs, beside the scenarios, sequential orchestrations
+	// of 500 short activities (every tenth raced against a timeout timer,
+	// every hundredth after a sleep on a timer): their writer holds the
+	// instance through hundreds of chained turns, each derived from the one
+	// before (sequences.go; bounded-names).
+	LongSequences bool
 }
 
 // Faults are the failures injected while the workload runs.
@@ -232,6 +238,7 @@ func Passing(seed int64) Config {
 	f.LargePayloadBytes = 16 * 1024
 	f.MixedNodes, f.LargeValues, f.RefusedTurns, f.NeverStartedEvents = true, true, true, true
 	f.FirstTurnStarts = true
+	f.LongSequences = true
 	// TreeDeletes found a restarted parent taking its previous life's child
 	// completion (fixed: lives.go) and a child started late that the
 	// deletion missed (fixed: adoptLateChildren).

@@ -149,6 +149,7 @@ func (h *harness) runWorkload(ctx context.Context, rng *rand.Rand) {
 	began := time.Now()
 	slots := make(chan struct{}, cfg.InFlight)
 	var wg sync.WaitGroup
+	h.startLongSequences(ctx, rand.New(rand.NewSource(rng.Int63())), &wg)
 	for idx := 0; ctx.Err() == nil; idx++ {
 		if cfg.Duration > 0 && time.Since(began) >= cfg.Duration || cfg.Duration <= 0 && idx >= cfg.Scenarios {
 			break

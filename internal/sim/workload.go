@@ -62,6 +62,13 @@ type spec struct {
 	// (a Chain's, once per Run): a dispatcher stalled with a start's first
 	// turn (firstturns.go).
 	StallMs int `json:"sl,omitempty"`
+	// A Sequence's timers (sequences.go): every RaceEvery-th step races
+	// its activity against a timer of TimeoutMs, every SleepEvery-th
+	// sleeps TimerMs first.
+	RaceEvery  int `json:"re,omitempty"`
+	TimeoutMs  int `json:"to,omitempty"`
+	SleepEvery int `json:"se,omitempty"`
+	TimerMs    int `json:"tm,omitempty"`
 }
 
 func (s spec) encode() string {
@@ -148,6 +155,8 @@ func expected(s spec) outcome {
 		return done(fmt.Sprintf("bigkv:%dx%d", s.N*s.Batch, s.Size))
 	case kindBigOut:
 		return done(bigOutput(s.Run, s.Size))
+	case kindSequence:
+		return done(sequenceOutput(s))
 	}
 	return outcome{State: rt.StateFailed, Error: "unknown scenario kind " + s.Kind}
 }
@@ -172,7 +181,7 @@ func register(reg *rt.Registry, acts *activities) error {
 		kindChain: acts.stallingFirstTurn(orchChain), kindFanOut: orchFanOut, kindTimer: orchTimer, kindParent: orchParent,
 		kindDetach: orchDetach, kindInbox: orchInbox, kindWaiter: orchWaiter, kindSender: orchSender,
 		kindSessions: orchSessions, kindKV: orchKV, kindRace: orchRace, kindSleeper: orchSleeper,
-		kindBigKV: orchBigKV, kindBigOut: orchBigOut,
+		kindBigKV: orchBigKV, kindBigOut: orchBigOut, kindSequence: orchSequence,
 	}
 	for name, fn := range orchestrations {
 		if err := reg.RegisterOrchestration(name, fn); err != nil {

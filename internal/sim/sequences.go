@@ -1,0 +1,103 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sync"
+	"time"
+
+	rt "github.com/duroxide-go/cdb/durable"
+)
+
+// Long sequences (Features.LongSequences): production's orchestrations
+// are often long and sequential, activity after activity, each short, with
+// a durable timer now and then. A run's other chains stop at 23 turns; a
+// sequence runs sequenceSteps, so its writer holds the instance through
+// hundreds of chained turns (Chained turns), each made from the one
+// before: whatever a turn derives from its predecessor's lock token must
+// stay bounded (bounded-names), and the instance must still end with the
+// output its input determines. Every tenth step races its activity
+// against a durable timer (a timeout: the activity wins unless a fault or
+// a crash holds it up, and then the step runs the activity again), and
+// every hundredth sleeps on a durable timer before its activity (the
+// instance is released while it sleeps, so a hold lasts at most a hundred
+// turns). The timer that lost a race fires later into the hold, which
+// reads it within a poll interval (chain-reads-others). One sequence a
+// run (two in a soak round) starts with the workload and runs beside its
+// scenarios; the workload waits for it.
+const (
+	kindSequence  = "Sequence"
+	sequenceSteps = 500
+	// sequenceRaceEvery: every tenth step races a timeout.
+	sequenceRaceEvery = 10
+	// sequenceSleepEvery: every hundredth step sleeps first.
+	sequenceSleepEvery = 100
+)
+
+// orchSequence runs N activities one after another: every RaceEvery-th
+// step races its activity against a timer of TimeoutMs (the activity is
+// run again while the timer wins), every SleepEvery-th sleeps TimerMs on a
+// timer first. A result other than the step's fails it.
+func orchSequence(ctx *rt.OrchestrationContext, input string) (string, error) {
+	s, err := decodeSpec(input)
+	if err != nil {
+		return "", err
+	}
+	for i := range s.N {
+		if s.SleepEvery > 0 && i%s.SleepEvery == s.SleepEvery-1 {
+			if _, err := ctx.ScheduleTimer(time.Duration(s.TimerMs) * time.Millisecond).Await(); err != nil {
+				return "", err
+			}
+		}
+		out, err := sequenceStep(ctx, s, i)
+		if err != nil {
+			return "", err
+		}
+		if want := fmt.Sprintf("w%d:%d", i, s.Size); stripRun(out) != want {
+			return "", fmt.Errorf("step %d: result %q, want %q", i, out, want)
+		}
+	}
+	return sequenceOutput(s), nil
+}
+
+// sequenceStep runs step i's activity, raced against a timeout on the
+// steps that race one.
+func sequenceStep(ctx *rt.OrchestrationContext, s spec, i int) (string, error) {
+	if s.RaceEvery <= 0 || i%s.RaceEvery != s.RaceEvery-1 {
+		return s.work(ctx, i).Await()
+	}
+	for {
+		work := s.work(ctx, i)
+		if ctx.Select(work, ctx.ScheduleTimer(time.Duration(s.TimeoutMs)*time.Millisecond)) == 0 {
+			return work.Await()
+		}
+		// The timeout won: the activity was cancelled; run it again.
+	}
+}
+
+func sequenceOutput(s spec) string { return fmt.Sprintf("seq:%s:%d", s.Run, s.N) }
+
+// startLongSequences starts the run's long sequences beside the scenarios;
+// wg waits for them.
+func (h *harness) startLongSequences(ctx context.Context, rng *rand.Rand, wg *sync.WaitGroup) {
+	if !h.env.cfg.Features.LongSequences {
+		return
+	}
+	count := 1
+	if h.env.cfg.Duration > 0 {
+		count = 2 // a soak round
+	}
+	for k := range count {
+		id := fmt.Sprintf("seq%d", k)
+		s := spec{Kind: kindSequence, Run: fmt.Sprintf("q%d.0", k), N: sequenceSteps, SleepMs: rng.Intn(3),
+			RaceEvery: sequenceRaceEvery, TimeoutMs: int(hostScaled(h.env.cfg, 2*time.Second) / time.Millisecond),
+			SleepEvery: sequenceSleepEvery, TimerMs: 1 + rng.Intn(20)}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.startAwaited(ctx, &expectation{instance: id, spec: s, want: expected(s)})
+			h.waitTerminal(ctx, []string{id})
+		}()
+	}
+}

@@ -91,7 +91,7 @@ func (h *harness) startLongSequences(ctx context.Context, rng *rand.Rand, wg *sy
 	for k := range count {
 		id := fmt.Sprintf("seq%d", k)
 		s := spec{Kind: kindSequence, Run: fmt.Sprintf("q%d.0", k), N: sequenceSteps, SleepMs: rng.Intn(3),
-			RaceEvery: sequenceRaceEvery, TimeoutMs: int(hostScaled(h.env.cfg, 2*time.Second) / time.Millisecond),
+			RaceEvery: sequenceRaceEvery, TimeoutMs: int(hostScaled(h.env.cfg, 500*time.Millisecond) / time.Millisecond),
 			SleepEvery: sequenceSleepEvery, TimerMs: 1 + rng.Intn(20)}
 		wg.Add(1)
 		go func() {

@@ -69,6 +69,10 @@ type spec struct {
 	TimeoutMs  int `json:"to,omitempty"`
 	SleepEvery int `json:"se,omitempty"`
 	TimerMs    int `json:"tm,omitempty"`
+	// FirstMs: the activities run this long on their first run in the run
+	// (on whichever node), and return at once on any later one
+	// (prodlocks.go).
+	FirstMs int `json:"fm,omitempty"`
 }
 
 func (s spec) encode() string {
@@ -97,6 +101,9 @@ type workInput struct {
 	Pad     string `json:"p,omitempty"`
 	// Stubborn: the body sleeps SleepMs whatever its context says.
 	Stubborn bool `json:"st,omitempty"`
+	// FirstMs: the body sleeps this long (watching its context) on the
+	// activity's first run, and not at all on a later one.
+	FirstMs int `json:"fm,omitempty"`
 }
 
 // Activity results start with the run token, so a committed completion
@@ -157,6 +164,8 @@ func expected(s spec) outcome {
 		return done(bigOutput(s.Run, s.Size))
 	case kindSequence:
 		return done(sequenceOutput(s))
+	case kindCancelRace:
+		return done("cancelrace:" + s.Run)
 	}
 	return outcome{State: rt.StateFailed, Error: "unknown scenario kind " + s.Kind}
 }
@@ -182,6 +191,7 @@ func register(reg *rt.Registry, acts *activities) error {
 		kindDetach: orchDetach, kindInbox: orchInbox, kindWaiter: orchWaiter, kindSender: orchSender,
 		kindSessions: orchSessions, kindKV: orchKV, kindRace: orchRace, kindSleeper: orchSleeper,
 		kindBigKV: orchBigKV, kindBigOut: orchBigOut, kindSequence: orchSequence,
+		kindCancelRace: orchCancelRace,
 	}
 	for name, fn := range orchestrations {
 		if err := reg.RegisterOrchestration(name, fn); err != nil {
@@ -197,7 +207,7 @@ func register(reg *rt.Registry, acts *activities) error {
 }
 
 func (s spec) work(ctx *rt.OrchestrationContext, i int) *rt.Future {
-	in := workInput{Run: s.Run, I: i, SleepMs: s.SleepMs, Pad: strings.Repeat("x", s.Size), Stubborn: s.Stubborn}
+	in := workInput{Run: s.Run, I: i, SleepMs: s.SleepMs, Pad: strings.Repeat("x", s.Size), Stubborn: s.Stubborn, FirstMs: s.FirstMs}
 	b, _ := json.Marshal(in)
 	var opts []rt.ActivityOption
 	if s.Tag != "" {
@@ -498,6 +508,9 @@ func (a *activities) run(actx rt.ActivityContext, input string, body func(workIn
 		if a.stableNode {
 			e.Owner = a.node
 		}
+	}
+	if in.FirstMs > 0 && !a.rec.startedBefore(e.Key) {
+		in.SleepMs = in.FirstMs
 	}
 	a.rec.started(e)
 	a.stats.count(&a.stats.Activities, 1)

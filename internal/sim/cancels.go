@@ -154,6 +154,31 @@ func (h *harness) eagerDelete(ctx context.Context, id, run string, rng *rand.Ran
 	h.env.stats.count(&h.env.stats.Deletes, 1)
 }
 
+// lockedIn counts the worker items commits locked eagerly in the
+// partitions pk selects, and those of them that were removed (a
+// tombstone, a deletion) before anything else ended their wait.
+func (e *eagerItems) lockedIn(pk func(string) bool) (locked, removed int) {
+	if e == nil {
+		return 0, 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k, it := range e.items {
+		if pk(k.pk) {
+			locked++
+			if it.how == eagerEndRemoved {
+				removed++
+			}
+		}
+	}
+	return locked, removed
+}
+
+// isCancelScenario says a partition is an EagerCancel scenario's instance.
+func isCancelScenario(pk string) bool {
+	return strings.HasSuffix(pk, "-cancelround") || strings.HasSuffix(pk, "-"+strings.ToLower(scenarioEager))
+}
+
 // lockedTo is the node commits locked at least least worker items of
 // partition pk to that wait for it now, "" when none.
 func (e *eagerItems) lockedTo(pk string, least int) string {

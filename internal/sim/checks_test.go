@@ -56,7 +56,8 @@ func eagerPatch(id, token string) string {
 
 func TestEagerNotHiddenFlagsAnItemItsLiveWriterLeftLockedUntilItsLockExpired(t *testing.T) {
 	s := newEagerScript(t)
-	s.batch("a", s.lock("w|1|1", 3000), s.lock("w|1|2", 3000), s.lock("w|1|3", 3000), s.lock("w|1|4", 3000), s.lock("w|1|6", 300))
+	s.batch("a", s.lock("w|1|1", 3000), s.lock("w|1|2", 3000), s.lock("w|1|3", 3000), s.lock("w|1|4", 3000), s.lock("w|1|6", 300),
+		s.lock("w|1|7", 3000))
 	s.batchIn("q", "a", s.lock("w|1|5", 3000))
 	s.at(40)
 	s.e.handedOut("a", "p", "w|1|1", s.now) // taken at once
@@ -68,6 +69,7 @@ func TestEagerNotHiddenFlagsAnItemItsLiveWriterLeftLockedUntilItsLockExpired(t *
 	s.e.items[stampKey{"p", "w|1|4"}].faultedWrite = true
 	s.batchIn("q", "b", eagerPatch("w|1|5", "work_b")) // the same, but the writer drew faults on its partition until 2500
 	s.batch("b", eagerPatch("w|1|6", "work_b"))        // a lock shorter than the bound
+	s.batch("a", eagerPatch("w|1|7", ""))              // given back, late: the writer did not leave it to its expiry
 
 	heldUntil := time.UnixMilli(1_002_500)
 	nodes := eagerNodes{
@@ -86,7 +88,7 @@ func TestEagerNotHiddenFlagsAnItemItsLiveWriterLeftLockedUntilItsLockExpired(t *
 	assert.Equal(t, "p", v.all()[0].Instance)
 	assert.Contains(t, v.all()[0].Detail, "worker item w|1|3, locked to a by its commit")
 	assert.Contains(t, v.all()[0].Detail, "waited 3s for it (bound 600ms) until taken by b")
-	assert.Contains(t, s.e.hiddenSummary(), "given-back=1 handed-out=1 taken=4 still-locked=0; expired waiting=4")
+	assert.Contains(t, s.e.hiddenSummary(), "given-back=2 handed-out=1 taken=4 still-locked=0; expired waiting=4")
 	assert.Contains(t, s.e.hiddenSummary(), "excused=1, hidden=1")
 }
 

@@ -488,9 +488,10 @@ func (e *eagerItems) checkNotHidden(v *violations, n eagerNodes, now time.Time) 
 		// Hidden only until its lock expired: anyone may take it then. An
 		// item that waited until then was hidden for its whole lock; one
 		// handed out or given back before then was not, even late (a
-		// loaded host's give-backs, one request after another).
+		// loaded host's give-backs, one request after another), nor one
+		// its writer gave back at last (its give-back was under way).
 		expired := it.expiry()
-		if end.Before(expired) {
+		if end.Before(expired) || how == eagerEndGivenBack {
 			continue
 		}
 		end = expired

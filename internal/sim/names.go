@@ -47,13 +47,24 @@ type boundedNames struct {
 	reportedCount int
 	violations    []Violation
 	requests      int
+	outgrew       map[string]bool // partitions a name over the id limit was sent for
 }
 
 // boundedNamesReportLimit bounds the violations reported per run: one
 // defect makes thousands of long names.
 const boundedNamesReportLimit = 6
 
-func newBoundedNames() *boundedNames { return &boundedNames{reported: map[string]bool{}} }
+func newBoundedNames() *boundedNames {
+	return &boundedNames{reported: map[string]bool{}, outgrew: map[string]bool{}}
+}
+
+// outgrown says a name over the id limit (255) was sent for partition pk:
+// a token that long makes ids over it.
+func (b *boundedNames) outgrown(pk string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.outgrew[pk]
+}
 
 // hook is a node transport's hook for the requests it is given.
 func (b *boundedNames) hook(node string) func(req *http.Request, body []byte) {
@@ -105,6 +116,9 @@ func (b *boundedNames) observe(node string, req *http.Request, body []byte) {
 			b.longestToken = max(b.longestToken, length)
 		} else {
 			b.longestID = max(b.longestID, length)
+		}
+		if length > maxDocumentIDLength {
+			b.outgrew[pk] = true
 		}
 		if length <= limit {
 			continue

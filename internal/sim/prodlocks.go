@@ -41,7 +41,9 @@ import (
 // first, its lock expires while it runs and another fetch takes it:
 // one-holder (an activity never runs twice at once while the node that
 // holds it is healthy) then fails. The second run returns at once, so the
-// round costs about a lock's length.
+// round costs about a lock's length. A busy production node's fetches may
+// take queued work first and leave the item to be given back after a poll
+// interval; the round then tries again, up to slowCommitTries times.
 const slowCommitMargin = time.Second
 
 // productionLocks draws a production node's lock options.
@@ -102,7 +104,6 @@ func (h *harness) startSlowCommitRound(ctx context.Context, wg *sync.WaitGroup) 
 }
 
 func (h *harness) slowCommitRound(ctx context.Context) {
-	r := h.env.rec.slow
 	var n *node
 	if !h.env.progress.waitUntil(ctx, 20*time.Millisecond, func() bool {
 		n = h.productionNode()
@@ -110,11 +111,27 @@ func (h *harness) slowCommitRound(ctx context.Context) {
 	}) {
 		return
 	}
+	// A busy production node's fetches may take queued work first and
+	// leave the item to be given back: a try costs its slow commit then.
+	for try := range slowCommitTries {
+		if h.slowCommitTry(ctx, n, try) {
+			return
+		}
+	}
+}
+
+// slowCommitTries bounds the tries of a slow-commit round.
+const slowCommitTries = 3
+
+// slowCommitTry runs one try of the round through n; true when n's
+// runtime took the item its slow commit locked.
+func (h *harness) slowCommitTry(ctx context.Context, n *node, try int) bool {
+	r := h.env.rec.slow
 	lock := n.settings.runtime.WorkerLockTimeout
 	delay := slowCommitDelay(lock)
 	left := lock - delay // at the commit's answer, less what the commit itself took
-	id := "slow0"
-	s := spec{Kind: kindChain, Run: "slow.0", N: 1, FirstMs: int((left + 2*time.Second) / time.Millisecond)}
+	id := fmt.Sprintf("slow%d", try)
+	s := spec{Kind: kindChain, Run: fmt.Sprintf("slow.%d", try), N: 1, FirstMs: int((left + 2*time.Second) / time.Millisecond)}
 	instance := []byte(fmt.Sprintf(`"instance":%q`, id))
 	slowed := make(chan struct{})
 	n.transport.slowOn.Store(&slowTrigger{d: delay, fired: func() { close(slowed) },
@@ -141,19 +158,36 @@ func (h *harness) slowCommitRound(ctx context.Context) {
 		// The turn ran elsewhere, or locked nothing eagerly: disarm.
 		n.transport.slowOn.Store(nil)
 	}
+	return h.env.rec.eager.handedOutBy(instancePK(id), n.id)
+}
+
+// handedOutBy says writer's provider handed out an item of partition pk
+// its commit locked.
+func (e *eagerItems) handedOutBy(pk, writer string) bool {
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k, it := range e.items {
+		if k.pk == pk && it.writer == writer && it.handedOut {
+			return true
+		}
+	}
+	return false
 }
 
 // summary is the production node's settings and what the rounds did.
 func (r *slowCommitRounds) summary(eager *eagerItems, describe string) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := fmt.Sprintf("node: %s; slow-commit rounds=%d slowed=%d", describe, r.rounds, r.slowed)
+	out := fmt.Sprintf("node: %s; slow-commit tries=%d slowed=%d", describe, r.rounds, r.slowed)
 	if r.slowed == 0 {
 		return out
 	}
 	out += fmt.Sprintf(" (held %s of a %s worker lock", r.delay.Round(time.Millisecond), r.lock)
 	for _, id := range r.instances {
-		out += ", " + eager.fateOf(instancePK(id))
+		out += ", " + id + ": " + eager.fateOf(instancePK(id))
 	}
 	return out + ")"
 }

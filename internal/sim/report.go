@@ -92,6 +92,7 @@ type Stats struct {
 	Cancels     string // activities cancelled by acks, instances deleted through a node, and what was handed out after
 	Production  string // the production node, its slow commits, and the overlapping runs one-holder saw
 	Closes      string // what clean closes gave back, and what they left locked
+	Sequences   string // how long each long sequence took, and its longest hold of chained turns
 }
 
 func newStats() *Stats {
@@ -178,6 +179,9 @@ func (r Report) Print(w io.Writer) {
 	}
 	if s.Waits != "" {
 		fmt.Fprintf(w, "  completion waits: %s\n", s.Waits)
+	}
+	if s.Sequences != "" {
+		fmt.Fprintf(w, "  long sequences: %s\n", s.Sequences)
 	}
 	if s.Closes != "" {
 		fmt.Fprintf(w, "  closes: %s\n", s.Closes)

@@ -115,7 +115,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	stats.Stamps = rec.stamps.summary()
 	rec.eager.check(viol, describe)
 	rec.eager.checkNotHidden(viol, eagerNodes{gone: rec.goneBy, heldBack: rec.lastHeldBack, jumped: clock.jumpedBetween, poll: e.pollInterval,
-		slack: hostScaled(cfg, 100*time.Millisecond) + clientMaxDelay + 2*cfg.Faults.ClockSkew}, time.Now())
+		slack: hostScaled(cfg, 200*time.Millisecond) + clientMaxDelay + 2*cfg.Faults.ClockSkew}, time.Now())
 	stats.Eager = rec.eager.summary() + "; " + rec.eager.hiddenSummary()
 	rec.eagerStarts.check(viol, describe)
 	stats.EagerStarts = rec.eagerStarts.summary()
@@ -123,7 +123,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	stats.Chains = rec.chains.summary()
 	rec.names.check(viol)
 	stats.Names = rec.names.summary()
-	stats.Cancels = rec.checkCancelled(viol, hostScaled(cfg, 5*time.Millisecond)).String()
+	stats.Sequences = rec.sequencesSummary(rec.chains)
+	locked, removed := rec.eager.lockedIn(isCancelScenario)
+	stats.Cancels = rec.checkCancelled(viol, hostScaled(cfg, 5*time.Millisecond)).String() +
+		fmt.Sprintf("; the EagerCancel instances' items locked eagerly=%d, removed while they waited=%d", locked, removed)
 	stats.Closes = checkCloses(viol, rec.closesSoFar(), rec.chains, rec.eager, func(node string) time.Duration {
 		return e.pollInterval(node) + hostScaled(cfg, 100*time.Millisecond) + 2*cfg.Faults.ClockSkew
 	}).String()

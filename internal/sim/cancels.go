@@ -29,17 +29,21 @@ import (
 //     the ack returned without error, so its commit applied and the node
 //     knew it);
 //   - an activity of an instance deleted through a node is never handed to
-//     that node's runtime after the deletion returned.
+//     that node's runtime after the deletion returned, nor after the node
+//     read the answer of its request that removed the item (give or take a
+//     host-scaled 5 ms to read it).
 //
 // A hand-out after another node's cancellation or deletion is counted, not
 // failed: what another process wrote reaches a ready list only through a
 // request, which a hand-out without one does not make (the renewal that
 // follows fails and cancels the handler). The scenarios aim at it: a
-// CancelRace orchestration races a timer against many short activities
-// (whichever wins, the others are cancelled by the turn that saw it, often
-// the chained turn of the process that locked them), or slow ones the
-// timer beats; an EagerDelete waits for a fan-out's first turn to lock
-// items to a node and deletes the instance through that very node.
+// CancelRace orchestration runs a warm-up fan-out of instant activities,
+// so its node's worker dispatchers fetch often and its next commit locks
+// many items for them, then races a timer against 12-24 activities
+// (whichever wins, the turn that sees it, often the chained turn of the
+// process that locked them, cancels the rest while some still wait); an
+// EagerDelete deletes such an instance, forced, through the node its
+// commit locked several items to, as soon as the transports see them.
 const (
 	kindCancelRace = "CancelRace" // a timer raced against N activities; the losers are cancelled
 	scenarioEager  = "EagerCancel"

@@ -223,7 +223,8 @@ func TestCloseGivesBackFlagsWhatACleanCloseLeftLocked(t *testing.T) {
 	item("w|1|4", 800, 13_000).end(eagerEndConsumed, "b", time.UnixMilli(500)) // ended before
 
 	v := &violations{}
-	tot := checkCloses(v, closes, s.c, e, func(string) time.Duration { return 100 * time.Millisecond })
+	notPaused := func(string, time.Time, time.Time) bool { return false }
+	tot := checkCloses(v, closes, notPaused, s.c, e, func(string) time.Duration { return 100 * time.Millisecond })
 	var details []string
 	for _, x := range v.all() {
 		assert.Equal(t, invCloseGivesBack, x.Invariant)
@@ -234,5 +235,17 @@ func TestCloseGivesBackFlagsWhatACleanCloseLeftLocked(t *testing.T) {
 		"i4: with the instance still locked with its token lock_chain.4 until 3s later",
 		"p: with worker item w|1|1, which its commit locked to it eagerly and its runtime never took, still locked until 3s later",
 	}, details)
-	assert.Equal(t, "closes=1 instances: given-back=1 left=2 (taken over after expiry 1) expiring-within-bound=1; eager items: given-back=1 left=1 expiring-within-bound=0 handed-out-unacked=1", tot.String())
+	assert.Equal(t, "closes=1 (and 0 while paused) instances: given-back=1 left=2 (taken over after expiry 1) expiring-within-bound=1; eager items: given-back=1 left=1 expiring-within-bound=0 handed-out-unacked=1", tot.String())
+}
+
+func TestCloseGivesBackLeavesAClosePausedThroughoutAlone(t *testing.T) {
+	s := newChainScript(t)
+	closes := map[string]closeRecord{"a": {Began: time.UnixMilli(900), Ended: time.UnixMilli(1000), EndedMs: 10_000}}
+	s.at(950)
+	s.batch("a", "i1", 1, true, chainCommit("i1", "lock_1", "lock_chain.1"))
+	v := &violations{}
+	paused := func(node string, _, _ time.Time) bool { return node == "a" }
+	tot := checkCloses(v, closes, paused, s.c, nil, func(string) time.Duration { return 100 * time.Millisecond })
+	assert.Empty(t, v.all())
+	assert.Contains(t, tot.String(), "closes=0 (and 1 while paused)")
 }

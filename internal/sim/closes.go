@@ -97,7 +97,7 @@ func (h *harness) shutdownWhileChained(ctx context.Context, id, run string, rng 
 
 // closeTotals counts what the closes gave back and left.
 type closeTotals struct {
-	closes                                 int
+	closes, paused                         int
 	instancesGivenBack, instancesLeft      int
 	instancesTakenOver, instancesExpiring  int
 	itemsGivenBack, itemsLeft, itemsLapsed int
@@ -105,8 +105,8 @@ type closeTotals struct {
 }
 
 func (t closeTotals) String() string {
-	return fmt.Sprintf("closes=%d instances: given-back=%d left=%d (taken over after expiry %d) expiring-within-bound=%d; eager items: given-back=%d left=%d expiring-within-bound=%d handed-out-unacked=%d",
-		t.closes, t.instancesGivenBack, t.instancesLeft, t.instancesTakenOver, t.instancesExpiring, t.itemsGivenBack, t.itemsLeft, t.itemsExpiring, t.itemsLapsed)
+	return fmt.Sprintf("closes=%d (and %d while paused) instances: given-back=%d left=%d (taken over after expiry %d) expiring-within-bound=%d; eager items: given-back=%d left=%d expiring-within-bound=%d handed-out-unacked=%d",
+		t.closes, t.paused, t.instancesGivenBack, t.instancesLeft, t.instancesTakenOver, t.instancesExpiring, t.itemsGivenBack, t.itemsLeft, t.itemsExpiring, t.itemsLapsed)
 }
 
 // closeBound is how long after its close's end a closed node's lock may
@@ -114,9 +114,21 @@ func (t closeTotals) String() string {
 // scheduling as margin.
 type closeBound func(node string) time.Duration
 
-// checkCloses reports what clean closes left locked.
-func checkCloses(v *violations, closes map[string]closeRecord, c *chainedTurns, e *eagerItems, bound closeBound) closeTotals {
-	t := closeTotals{closes: len(closes)}
+// checkCloses reports what clean closes left locked. A close during which
+// its node was paused (its requests held back: Faults.Pauses) could not
+// give anything back in time; it is counted, not judged.
+func checkCloses(v *violations, closes map[string]closeRecord, paused func(node string, from, to time.Time) bool, c *chainedTurns, e *eagerItems, bound closeBound) closeTotals {
+	t := closeTotals{}
+	judged := map[string]closeRecord{}
+	for n, cl := range closes {
+		if paused(n, cl.Began, cl.Ended) {
+			t.paused++
+			continue
+		}
+		judged[n] = cl
+	}
+	closes = judged
+	t.closes = len(closes)
 	if len(closes) == 0 {
 		return t
 	}

@@ -127,7 +127,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	locked, removed := rec.eager.lockedIn(isCancelScenario)
 	stats.Cancels = rec.checkCancelled(viol, hostScaled(cfg, 5*time.Millisecond)).String() +
 		fmt.Sprintf("; the EagerCancel instances' items locked eagerly=%d, removed while they waited=%d", locked, removed)
-	stats.Closes = checkCloses(viol, rec.closesSoFar(), rec.chains, rec.eager, func(node string) time.Duration {
+	stats.Closes = checkCloses(viol, rec.closesSoFar(), rec.pausedBetween, rec.chains, rec.eager, func(node string) time.Duration {
 		return e.pollInterval(node) + hostScaled(cfg, 100*time.Millisecond) + 2*cfg.Faults.ClockSkew
 	}).String()
 	if cfg.Features.ProductionLocks {

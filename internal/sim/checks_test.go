@@ -181,7 +181,7 @@ func TestOneHolderFlagsARunStartedWhileAHealthyProductionNodeRanIt(t *testing.T)
 	checkOneHolder(v, execs, map[string]shutdownRecord{}, map[string]bool{}, nodes)
 	require.Len(t, v.all(), 2)
 	assert.Equal(t, invOneHolder, v.all()[0].Invariant)
-	assert.Contains(t, v.all()[0].Detail, "i exec 1 activity 1 (run 0.0) started on b at "+stamp(at(5000))+" while prod")
+	assert.Contains(t, v.all()[0].Detail, "i exec 1 activity 1 (run 0.0) started on b at "+stamp(at(5000))+" while it still ran on prod")
 	assert.Contains(t, v.all()[1].Detail, "activity 2 (run 0.0) started on prod")
 	assert.Equal(t, "overlaps on production nodes=4 (excused 2), on others=1 (their short locks expire under faults)", nodes.summary())
 }

@@ -320,7 +320,7 @@ func (n *holderNodes) checkOverlaps(v *violations, list []execution, shutdowns m
 				n.excused++
 				continue
 			}
-			v.add(invOneHolder, a.Key.Instance, fmt.Sprintf("%s started on %s at %s while %s, whose locks are production's and which was healthy, ran it (%s-%s)",
+			v.add(invOneHolder, a.Key.Instance, fmt.Sprintf("%s started on %s at %s while it still ran on %s (%s-%s), whose locks are production's and which was healthy",
 				a.Key, b.Node, stamp(b.Start), a.Node, stamp(a.Start), stamp(a.End)))
 		}
 	}

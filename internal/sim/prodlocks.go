@@ -22,11 +22,13 @@ import (
 // counted from the commit's plan: a slow commit eats it. So a run has a
 // production node: orchestration and worker dispatchers, long polling,
 // eager dispatch, an orchestrator lock of 15-20 s renewed 2 s before it
-// expires and a worker lock of 16-18 s renewed 2 s before (the suggested
-// 30 s would make the round below last 30 s: the lock's length is what it
-// costs), drawn from the seed. It is never crashed, paused or shut down
-// (its locks would hold its work for their whole length, which only makes
-// a run longer), and the first-turn rounds leave it alone.
+// expires and a worker lock of 16-18 s renewed 1 s before, drawn from the
+// seed (production's 30 s worker lock renewed 5 s before has the same
+// shape; the round below costs a lock's length, and a buffer well under a
+// quarter of the lock leaves the gap it needs). It is never crashed,
+// paused or shut down (its locks would hold its work for their whole
+// length, which only makes a run longer), and the first-turn rounds leave
+// it alone.
 //
 // A slow-commit round, once a run, starts a one-activity chain through the
 // production node with its commit's batch held back before it is sent
@@ -35,23 +37,24 @@ import (
 // little more than three quarters of the lock left. The provider hands
 // such an item out without renewing it first (it renews one with less
 // left: refreshClaim), but that is less than the runtime's renewal
-// interval (the lock less a 2 s buffer, a quarter of it being more than
-// the buffer). The activity runs 2 s longer than that on its first run
+// interval (the lock less its buffer, a quarter of the lock being more
+// than the buffer): its lock expires 2.5-3 s before the runtime first
+// renews it. The activity runs 3 s past that expiry on its first run
 // (spec.FirstMs), so unless the hand-out leaves the runtime time to renew
-// first, its lock expires while it runs and another fetch takes it:
-// one-holder (an activity never runs twice at once while the node that
-// holds it is healthy) then fails. The second run returns at once, so the
-// round costs about a lock's length. A busy production node's fetches may
-// take queued work first and leave the item to be given back after a poll
-// interval; the round then tries again, up to slowCommitTries times.
-const slowCommitMargin = time.Second
+// first, another fetch takes the item while it runs: one-holder (an
+// activity never runs twice at once while the node that holds it is
+// healthy) then fails. The second run returns at once, so the round costs
+// about a lock's length. A busy production node's fetches may take queued
+// work first and leave the item to be given back after a poll interval;
+// the round then tries again, up to slowCommitTries times.
+const slowCommitMargin = 500 * time.Millisecond
 
 // productionLocks draws a production node's lock options.
 func productionLocks(rng *rand.Rand, o *rt.Options) {
 	o.OrchestratorLockTimeout = time.Duration(15+rng.Intn(6)) * time.Second
 	o.OrchestratorLockRenewalBuffer = 2 * time.Second
 	o.WorkerLockTimeout = time.Duration(16+rng.Intn(3)) * time.Second
-	o.WorkerLockRenewalBuffer = 2 * time.Second
+	o.WorkerLockRenewalBuffer = time.Second
 	// A session idle timeout must exceed the worker lock's renewal
 	// interval (durable.Options.validate).
 	o.SessionIdleTimeout = o.WorkerLockTimeout + 5*time.Second
@@ -131,7 +134,7 @@ func (h *harness) slowCommitTry(ctx context.Context, n *node, try int) bool {
 	delay := slowCommitDelay(lock)
 	left := lock - delay // at the commit's answer, less what the commit itself took
 	id := fmt.Sprintf("slow%d", try)
-	s := spec{Kind: kindChain, Run: fmt.Sprintf("slow.%d", try), N: 1, FirstMs: int((left + 2*time.Second) / time.Millisecond)}
+	s := spec{Kind: kindChain, Run: fmt.Sprintf("slow.%d", try), N: 1, FirstMs: int((left + 3*time.Second) / time.Millisecond)}
 	instance := []byte(fmt.Sprintf(`"instance":%q`, id))
 	slowed := make(chan struct{})
 	n.transport.slowOn.Store(&slowTrigger{d: delay, fired: func() { close(slowed) },

@@ -88,7 +88,7 @@ type recorder struct {
 	// met a fault or whose answer it did not read (a renewal that may have
 	// failed), by node and item.
 	writeFaults map[string]map[stampKey][]time.Time
-	sequences   map[string]time.Duration // how long each long sequence took
+	sequences   map[string]sequenceRun // how each long sequence ended, and how long it took
 }
 
 func newRecorder(v *violations) *recorder {

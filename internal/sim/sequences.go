@@ -107,7 +107,11 @@ func (h *harness) startLongSequences(ctx context.Context, rng *rand.Rand, wg *sy
 			}
 			h.cancelSequenceOnLongNames(ctx, e)
 			h.waitTerminal(ctx, []string{id})
-			h.env.rec.sequenceRan(id, time.Since(began))
+			end := "not ended"
+			if st, err := h.observer.GetStatus(ctx, id); err == nil {
+				end = string(st.State)
+			}
+			h.env.rec.sequenceRan(id, end, time.Since(began))
 		}()
 	}
 }
@@ -143,14 +147,21 @@ func (h *harness) cancelSequenceOnLongNames(ctx context.Context, e *expectation)
 	h.env.stats.count(&h.env.stats.CancelsSent, 1)
 }
 
-// sequenceRan notes how long a long sequence took, start to end.
-func (r *recorder) sequenceRan(id string, took time.Duration) {
+// sequenceRun is how a long sequence ended, and how long it took from its
+// start.
+type sequenceRun struct {
+	end  string
+	took time.Duration
+}
+
+// sequenceRan notes how a long sequence ended, and how long it took.
+func (r *recorder) sequenceRan(id, end string, took time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.sequences == nil {
-		r.sequences = map[string]time.Duration{}
+		r.sequences = map[string]sequenceRun{}
 	}
-	r.sequences[id] = took
+	r.sequences[id] = sequenceRun{end: end, took: took}
 }
 
 // sequencesSummary is how long each long sequence took and the longest hold
@@ -170,7 +181,7 @@ func (r *recorder) sequencesSummary(chains *chainedTurns) string {
 		if chains != nil {
 			hold = chains.longestHold(instancePK(id))
 		}
-		parts = append(parts, fmt.Sprintf("%s %d steps in %s (longest hold: %d chained turns)", id, sequenceSteps, took[id].Round(time.Millisecond), hold))
+		parts = append(parts, fmt.Sprintf("%s (%d steps) %s in %s (longest hold: %d chained turns)", id, sequenceSteps, took[id].end, took[id].took.Round(time.Millisecond), hold))
 	}
 	return strings.Join(parts, "; ")
 }

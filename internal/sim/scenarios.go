@@ -140,7 +140,7 @@ func kinds(f Features, faults Faults) []string {
 	add(f.RefusedTurns, scenarioRefused, 1)
 	add(faults.Shutdowns, scenarioShutdown, 2)
 	add(f.EagerCancels, scenarioEager, 2)
-	add(f.ChainShutdowns, scenarioChainShutdown, 3)
+	add(f.ChainShutdowns, scenarioChainShutdown, 4)
 	return ks
 }
 

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -238,6 +239,9 @@ func newCancelWatch() *cancelWatch {
 func (w *cancelWatch) observe(node string, req *http.Request, body []byte, status int, answered bool) {
 	if w == nil {
 		return
+	}
+	if op := operationOf(req); op != "DeleteItem" && !bytes.Contains(body, []byte(`"type":"work"`)) && !bytes.Contains(body, []byte(`"id":"w|`)) {
+		return // neither creates a worker item nor removes one: most requests
 	}
 	pk := partitionKeyOf(req)
 	now := time.Now()

@@ -328,6 +328,9 @@ type chainOutcome struct {
 	read, unread         int // chained turns acked by their writer that queried the partition, and that did not
 	unreadExcused        int // ... of which late ones a stall of the writer or a large turn excused
 	violations           []Violation
+	// longestHold is, by partition, the most chains one writer kept in a
+	// row, each written by the ack of the one before.
+	longestHold map[string]int
 }
 
 // replayed replays the writes once, per partition in the account's order.
@@ -337,7 +340,7 @@ func (c *chainedTurns) replayed() *chainOutcome {
 	if c.outcome != nil {
 		return c.outcome
 	}
-	out := &chainOutcome{ends: map[string]int{}, own: map[string]int{}, others: map[string]int{}}
+	out := &chainOutcome{ends: map[string]int{}, own: map[string]int{}, others: map[string]int{}, longestHold: map[string]int{}}
 	pks := make([]string, 0, len(c.writes))
 	for pk := range c.writes {
 		pks = append(pks, pk)
@@ -374,6 +377,7 @@ type chainRecord struct {
 	lastRead                time.Time         // the hold's last read of the partition, as of the chain's commit
 	staged                  bool              // its chained turn staged parts before its commit: a large turn
 	lastClaim               time.Time         // when the last completion claimed with it was reported
+	hold                    int               // its place in its hold: 1 for a hold's first chain
 }
 
 // partitionChains replays one partition's writes; called with c.mu held.
@@ -429,10 +433,12 @@ func (p *partitionChains) instance(w chainWrite) {
 	}
 	if p.open == nil && ch.kind == "write" && strings.HasPrefix(*ch.lockToken, chainPrefix) {
 		o := &chainRecord{instance: ch.instance, token: *ch.lockToken, writer: w.node, until: *ch.lockedUntil,
-			claimUntil: *ch.lockedUntil, claims: map[string]string{}, touched: map[string]bool{}, lastRead: w.at}
+			claimUntil: *ch.lockedUntil, claims: map[string]string{}, touched: map[string]bool{}, lastRead: w.at, hold: 1}
 		if prev := p.ended; prev != nil && prev.writer == w.node && ch.lastAck == prev.token {
 			o.lastRead = prev.lastRead // the hold goes on: the chained turn that chained again
+			o.hold = prev.hold + 1
 		}
+		p.out.longestHold[p.pk] = max(p.out.longestHold[p.pk], o.hold)
 		p.open, p.byToken[o.token] = o, o
 		p.out.chains++
 	}
@@ -610,6 +616,10 @@ func (c *chainedTurns) check(v *violations, describe func(node string) string) {
 			w, out.own[w]+out.others[w], out.own[w], out.others[w], describe(w)))
 	}
 }
+
+// longestHold is the most chains one writer kept in a row on partition
+// pk.
+func (c *chainedTurns) longestHold(pk string) int { return c.replayed().longestHold[pk] }
 
 // summary is the counts, for the report: so a seed's log shows the path
 // ran and was checked.

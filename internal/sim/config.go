@@ -145,6 +145,36 @@ type Features struct {
 	// commit, and two starts of one id racing through two nodes
 	// (firstturns.go).
 	FirstTurnStarts bool
+	// LongSequences runs, beside the scenarios, sequential orchestrations
+	// of 500 short activities (every tenth raced against a timeout timer,
+	// every hundredth after a sleep on a timer): their writer holds the
+	// instance through hundreds of chained turns, each derived from the one
+	// before (sequences.go; bounded-names).
+	LongSequences bool
+	// EagerCancels runs scenarios that cancel or delete work a node locked
+	// eagerly for its own fetches while it waits in memory: a timer raced
+	// against many activities (the losers cancelled by the turn that saw
+	// the winner), and a fan-out deleted through the node its first turn
+	// locked items to (cancels.go; cancelled-not-started).
+	EagerCancels bool
+	// ProductionLocks adds a production node (locks of 15-20 s, renewed a
+	// buffer before they expire, as production's are; never crashed,
+	// paused or shut down) and a slow-commit round: a commit of that node
+	// held back for seconds, so the item it locked eagerly is handed out
+	// with less than the runtime's renewal interval left (prodlocks.go;
+	// one-holder).
+	ProductionLocks bool
+	// ChainShutdowns shuts a node down while a chain of short activities
+	// runs on it, so its provider's Close races the chain's completion and
+	// hand-over (closes.go; close-gives-back, which the Shutdowns' closes
+	// meet too).
+	ChainShutdowns bool
+	// LostFirstTurnReads adds a first-turn plan: the first turn's commit
+	// applies with its answer lost, and the reads that follow fail a few
+	// times before they get through, so the commit is found applied late;
+	// the activity it locked eagerly must not stay hidden
+	// (firstturns.go; eager-not-hidden).
+	LostFirstTurnReads bool
 }
 
 // Faults are the failures injected while the workload runs.
@@ -232,6 +262,15 @@ func Passing(seed int64) Config {
 	f.LargePayloadBytes = 16 * 1024
 	f.MixedNodes, f.LargeValues, f.RefusedTurns, f.NeverStartedEvents = true, true, true, true
 	f.FirstTurnStarts = true
+	// A long sequence is 500 turns one after another, about as long as the
+	// rest of a run under the race detector: odd seeds run one (three of
+	// go test's five, every other soak round), as LargeContinueAsNew runs
+	// on even ones.
+	f.LongSequences = seed%2 == 1
+	f.EagerCancels = true
+	f.ProductionLocks = true
+	f.ChainShutdowns = true
+	f.LostFirstTurnReads = true
 	// TreeDeletes found a restarted parent taking its previous life's child
 	// completion (fixed: lives.go) and a child started late that the
 	// deletion missed (fixed: adoptLateChildren).

@@ -3,9 +3,11 @@
 // runtime, share one in-memory account; a random workload runs on them
 // while a fault transport injects throttling, timeouts, dropped
 // connections, lost responses and latency spikes on every kind of request,
-// nodes crash without cleanup and are replaced, locks are short and clocks
-// skewed. At the end (and, where cheap, while it runs) the harness checks
-// invariants that a durable-execution store must keep: every instance
+// nodes crash without cleanup and are replaced, locks are short (one node
+// holds production's, with commits that take seconds) and clocks skewed,
+// and sequences of hundreds of chained turns run beside the scenarios. At
+// the end (and, where cheap, while it runs) the harness checks invariants
+// that a durable-execution store must keep: every instance
 // reaches the state and output its input determines, an event is consumed
 // once and in order, an activity whose completion committed never runs
 // again, a completion appears once in history, a session runs on one worker
@@ -23,10 +25,14 @@
 // with its expected outcome), scenarios.go (the random workload and its
 // outside actions), shutdowns.go and trees.go (deploys, deletions of
 // trees), values.go (large values), record.go (what the activities and
-// transports observed), wire.go (the wire log), progress.go (the
-// harness's bounded waits), invariants.go, and the checks of one
-// mechanism each: stamps.go (own writes), eager.go (eager activities and
-// starts), chains.go (chained turns), waits.go (completion waits),
-// idle.go (the idle budget); report.go, sim.go (a run), process.go (the
-// two-process scenario over `cdb emulator`).
+// transports observed, and what each node's provider handed its runtime),
+// wire.go (the wire log), progress.go (the harness's bounded waits),
+// invariants.go, and the scenarios and checks of one mechanism each:
+// stamps.go (own writes), eager.go (eager activities and starts, and
+// items left hidden), chains.go (chained turns), waits.go (completion
+// waits), idle.go (the idle budget), sequences.go (long sequences),
+// names.go (bounded names on the wire), prodlocks.go (the production node
+// and its slow commits), cancels.go (cancellations and deletions of work
+// locked eagerly), closes.go (closes racing chains); report.go, sim.go (a
+// run), process.go (the two-process scenario over `cdb emulator`).
 package sim

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -67,13 +68,67 @@ type eagerItems struct {
 	firstTurns *firstTurnWire
 	gone       func(node string) bool
 	now        func() time.Time // the account's clock
+	// items follow each worker item from its commit to what ended its wait
+	// for its writer's fetch (eager-not-hidden, close-gives-back); nil for
+	// starts.
+	items  map[stampKey]*eagerItem
+	wall   func() time.Time // the wall clock, which times the reports
+	hidden hiddenTotals
+}
+
+// eagerItem is one worker item a commit wrote locked to its writer,
+// followed until something ended its wait for the writer's fetch: the
+// writer's provider handed it out, or gave it back, an ack consumed it, a
+// tombstone or a deletion removed it, or a claim took it (after its lock
+// expired).
+type eagerItem struct {
+	writer  string
+	created time.Time // the commit's report (wall clock): the account applied it
+	// createdMs is the account's clock at that report; until its lock's
+	// expiry, ms on the account's clock.
+	createdMs, until int64
+	ended            time.Time // zero while it waits
+	how              string    // what ended the wait (eagerEnd...)
+	by               string    // the node that did
+	// handedOut: the writer's provider handed it to its runtime (a
+	// handler may run it: at a shutdown its lock lapses, R21).
+	handedOut bool
+	// faultedWrite: a write of the writer to it met a fault (a give-back
+	// or a refresh that failed): it may then wait for its lock's expiry.
+	faultedWrite bool
+	renewedTo    int64 // the last expiry a renewal of the writer's set (0: none)
+	consumed     bool  // an ack consumed it (whatever ended its wait)
+}
+
+// expiry is the wall time its lock expires, as the account's clock ran at
+// its commit's report.
+func (it *eagerItem) expiry() time.Time {
+	return it.created.Add(time.Duration(it.until-it.createdMs) * time.Millisecond)
+}
+
+// What ended an eagerly locked item's wait for its writer's fetch.
+const (
+	eagerEndHandedOut = "handed-out"
+	eagerEndGivenBack = "given-back"
+	eagerEndConsumed  = "consumed"
+	eagerEndRemoved   = "removed"
+	eagerEndTaken     = "taken"
+)
+
+// end ends item's wait, if it still waits.
+func (it *eagerItem) end(how, by string, at time.Time) {
+	if it == nil || !it.ended.IsZero() {
+		return
+	}
+	it.ended, it.how, it.by = at, how, by
 }
 
 // newEagerItems follows eager activities: a worker's ack consumes its item
 // with its first operation.
 func newEagerItems(gone func(string) bool, now func() time.Time) *eagerItems {
 	return &eagerItems{docType: "work", what: "worker items", consumes: func(ops []batchOp, i int) bool { return i == 0 && isWorkerAck(ops) },
-		open: map[stampKey]string{}, own: map[string]int{}, others: map[string]int{}, givenBack: map[string]int{}, gone: gone, now: now}
+		open: map[stampKey]string{}, own: map[string]int{}, others: map[string]int{}, givenBack: map[string]int{}, gone: gone, now: now,
+		items: map[stampKey]*eagerItem{}, wall: time.Now}
 }
 
 // newEagerStartItems follows eager starts: the first turn's ack consumes
@@ -81,7 +136,7 @@ func newEagerItems(gone func(string) bool, now func() time.Time) *eagerItems {
 func newEagerStartItems(gone func(string) bool, now func() time.Time) *eagerItems {
 	return &eagerItems{docType: "msg", what: "starts", consumes: func([]batchOp, int) bool { return true },
 		open: map[stampKey]string{}, own: map[string]int{}, others: map[string]int{}, givenBack: map[string]int{}, gone: gone, now: now,
-		firstTurns: newFirstTurnWire(now)}
+		firstTurns: newFirstTurnWire(now), wall: time.Now}
 }
 
 // triesHook is the transport hook that shows a node's every request try to the
@@ -198,12 +253,19 @@ func (e *eagerItems) created(node, pk string, body json.RawMessage) {
 	if doc.LockedUntil <= e.now().UnixMilli() {
 		e.expiredAtCommit++
 	}
+	if e.items != nil {
+		e.items[stampKey{pk, doc.ID}] = &eagerItem{writer: node, created: e.wall(), createdMs: e.now().UnixMilli(), until: doc.LockedUntil}
+	}
 }
 
 // consumed notes a worker ack of node consuming an item.
 func (e *eagerItems) consumed(node string, key stampKey) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if it := e.items[key]; it != nil {
+		it.consumed = true
+		it.end(eagerEndConsumed, node, e.wall())
+	}
 	writer, ok := e.open[key]
 	if !ok {
 		return
@@ -223,11 +285,24 @@ func (e *eagerItems) consumed(node string, key stampKey) {
 // node locked eagerly gives it back to the queue.
 func (e *eagerItems) patched(node string, key stampKey, body json.RawMessage) {
 	ch := readInstancePatch(body)
-	if ch.lockToken == nil || *ch.lockToken != "" {
-		return
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if ch.lockToken == nil {
+		if it := e.items[key]; it != nil && ch.lockedUntil != nil && node == it.writer {
+			it.renewedTo = *ch.lockedUntil // a refresh at its hand-out, or its runtime's renewal
+		}
+		return
+	}
+	if it := e.items[key]; it != nil && *ch.lockToken != "" {
+		it.end(eagerEndTaken, node, e.wall()) // a claim: the lock had expired
+		return
+	}
+	if *ch.lockToken != "" {
+		return
+	}
+	if it := e.items[key]; it != nil && it.writer == node {
+		it.end(eagerEndGivenBack, node, e.wall())
+	}
 	if writer, ok := e.open[key]; ok && writer == node {
 		delete(e.open, key)
 		e.givenBack[writer]++
@@ -238,9 +313,61 @@ func (e *eagerItems) patched(node string, key stampKey, body json.RawMessage) {
 func (e *eagerItems) removed(key stampKey) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.items[key].end(eagerEndRemoved, "", e.wall())
 	if _, ok := e.open[key]; ok {
 		delete(e.open, key)
 		e.ended++
+	}
+}
+
+// handedOut notes node's provider handing an item (of partition pk, id
+// doc) to its runtime at the wall time at.
+func (e *eagerItems) handedOut(node, pk, doc string, at time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if it := e.items[stampKey{pk, doc}]; it != nil && it.writer == node && it.ended.IsZero() {
+		it.handedOut = true
+		it.end(eagerEndHandedOut, node, at)
+	}
+}
+
+// writeTriesHook is the transport hook that shows the eager observer node's
+// every request try: a write of the writer's to one of its items that met
+// a fault (a give-back, a refresh) may leave it to its lock's expiry.
+func (e *eagerItems) writeTriesHook(node string) func(req *http.Request, body []byte, entered time.Time, fault string, status int, answered bool) {
+	if e == nil || e.items == nil {
+		return nil
+	}
+	return func(req *http.Request, body []byte, _ time.Time, fault string, status int, answered bool) {
+		if fault == "" && status != 0 && answered {
+			return
+		}
+		pk := partitionKeyOf(req)
+		var ids []string
+		switch operationOf(req) {
+		case "PatchItem":
+			id, _ := pathDocumentID(req)
+			ids = append(ids, id)
+		case "Batch":
+			var ops []batchOp
+			if json.Unmarshal(body, &ops) != nil {
+				return
+			}
+			for _, o := range ops {
+				if strings.EqualFold(o.OperationType, "patch") {
+					ids = append(ids, o.ID)
+				}
+			}
+		default:
+			return
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		for _, id := range ids {
+			if it := e.items[stampKey{pk, id}]; it != nil && it.writer == node {
+				it.faultedWrite = true
+			}
+		}
 	}
 }
 
@@ -280,4 +407,129 @@ func (e *eagerItems) summary() string {
 		s += " " + e.firstTurns.summary()
 	}
 	return s
+}
+
+// Eagerly locked items are not hidden (eager-not-hidden). An item a commit
+// wrote locked waits for a fetch of its writer; nothing else can take it
+// until its lock expires. So while the writer is up, the item is handed
+// to its runtime or given back to the queue within about a poll interval
+// (the give-back runs every poll interval, for what waited one) of the
+// moment the writer could know the commit applied: never hidden for its
+// lock's length. The transports time the commit's report (the account
+// applied it), the writer's provider hands items out (handoutProvider),
+// and the writer's give-back, an ack, a tombstone, a deletion or another's
+// claim end the wait. An item whose lock expired while it still waited
+// was hidden for its whole lock: a violation, unless that lock outlived
+// the moment the writer could know by no more than hiddenBound (two poll
+// intervals and a slack), then nothing could have served it sooner. That
+// moment is the commit's report, or the writer's last fault or pause on
+// the instance's partition in between (a lost answer and the reads that
+// tell whether the commit applied; a fault delays what follows by the
+// client's backoff, at most its MaxDelay, which the slack allows for), so
+// a commit found applied late is judged from when it could be found. An
+// item handed out or given back before its expiry, however late (a loaded
+// host gives back one item after another), was not hidden for its lock.
+// A writer that crashed or was shut down first is another check's
+// (close-gives-back); a clock jump expires every lock; a give-back or
+// refresh of the writer's that met a fault leaves its item to its lock's
+// expiry, as the provider says.
+const invEagerNotHidden = "eager-not-hidden"
+
+// eagerNodes is what the hidden-items check knows of the nodes.
+type eagerNodes struct {
+	gone     func(node string, at time.Time) bool
+	heldBack func(node, pk string, from, to time.Time) (time.Time, bool)
+	jumped   func(from, to time.Time) bool
+	poll     func(node string) time.Duration
+	// slack is what the bound adds to two poll intervals: the client's
+	// longest backoff, the nodes' skew, the host's scheduling.
+	slack time.Duration
+}
+
+// hiddenTotals counts what the hidden-items check saw.
+type hiddenTotals struct {
+	ended    map[string]int
+	waiting  int // still waiting when the run was checked
+	checked  int // expired while they waited, their writer up
+	excused  int
+	hidden   int
+	judged   bool
+	maxWaitP time.Duration // the longest wait judged (from the last hold-back)
+}
+
+func (e *eagerItems) hiddenBound(n eagerNodes, writer string) time.Duration {
+	return 2*n.poll(writer) + n.slack
+}
+
+// checkNotHidden reports the items that waited longer than their bound for
+// a writer that was up.
+func (e *eagerItems) checkNotHidden(v *violations, n eagerNodes, now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.items == nil {
+		return
+	}
+	t := &e.hidden
+	t.judged, t.ended = true, map[string]int{}
+	keys := make([]stampKey, 0, len(e.items))
+	for k := range e.items {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].pk+keys[i].id < keys[j].pk+keys[j].id })
+	for _, k := range keys {
+		it := e.items[k]
+		end, how := it.ended, it.how
+		if end.IsZero() {
+			end, how = now, "still locked"
+			t.waiting++
+		} else {
+			t.ended[how]++
+		}
+		// Hidden only until its lock expired: anyone may take it then. An
+		// item that waited until then was hidden for its whole lock; one
+		// handed out or given back before then was not, even late (a
+		// loaded host's give-backs, one request after another), nor one
+		// its writer gave back at last (its give-back was under way).
+		expired := it.expiry()
+		if end.Before(expired) || how == eagerEndGivenBack {
+			continue
+		}
+		end = expired
+		if n.gone(it.writer, end) {
+			continue // close-gives-back, or a crash: its locks expire
+		}
+		t.checked++
+		from := it.created
+		if held, ok := n.heldBack(it.writer, k.pk, it.created, end); ok && held.After(from) {
+			from = held
+		}
+		waited := end.Sub(from)
+		if waited <= e.hiddenBound(n, it.writer) {
+			t.maxWaitP = max(t.maxWaitP, waited)
+			continue
+		}
+		if it.faultedWrite || n.jumped(it.created, end) {
+			t.excused++
+			continue
+		}
+		t.hidden++
+		by := ""
+		if it.by != "" {
+			by = " by " + it.by
+		}
+		v.add(invEagerNotHidden, k.pk, fmt.Sprintf("worker item %s, locked to %s by its commit at %s (lock until %d on the account's clock), waited %s for it (bound %s) until %s%s at %s, its writer up",
+			k.id, it.writer, stamp(it.created), it.until, waited.Round(time.Millisecond), e.hiddenBound(n, it.writer), how, by, stamp(end)))
+	}
+}
+
+// hiddenSummary is the counts, for the eager activities line.
+func (e *eagerItems) hiddenSummary() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t := e.hidden
+	if !t.judged {
+		return ""
+	}
+	return fmt.Sprintf("waits: %s still-locked=%d; expired waiting=%d (within bound=%s longest, excused=%d, hidden=%d)",
+		counts(t.ended), t.waiting, t.checked, t.maxWaitP.Round(time.Millisecond), t.excused, t.hidden)
 }

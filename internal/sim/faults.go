@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -60,6 +61,9 @@ type faultTransport struct {
 	tried func(req *http.Request, body []byte, entered time.Time, fault string, status int, answered bool)
 	wire  *wireLog // nil: no journal
 	node  string
+	// sent, optional, is shown every request the node sends while alive,
+	// body included, before any fault (bounded-names).
+	sent func(req *http.Request, body []byte)
 
 	mu  sync.Mutex
 	rng *rand.Rand
@@ -81,6 +85,13 @@ type faultTransport struct {
 	// matches: a fault aimed at one request the random draw would rarely
 	// reach (a first turn's commit, say).
 	faultOn atomic.Pointer[faultTrigger]
+	// slowOn, when set, holds the first request it matches back for its
+	// delay before sending it (a commit that takes seconds).
+	slowOn atomic.Pointer[slowTrigger]
+	// failReads, when set, fails the node's next reads of one partition
+	// (firstturns.go: the reads that would tell whether a commit whose
+	// answer was lost applied).
+	failReads atomic.Pointer[readFaults]
 	// stalled, optional, is told of every pause (pk "": every request
 	// waits) and every fault drawn for a request of partition pk: the
 	// times its node's work may have been held back.
@@ -90,6 +101,23 @@ type faultTransport struct {
 	// partition key (a cross-partition query), which stalled reports
 	// under "" too.
 	paused func(from, until time.Time)
+}
+
+// triesHook is a transport's hook for every request try (faultTransport.tried).
+type triesHook = func(req *http.Request, body []byte, entered time.Time, fault string, status int, answered bool)
+
+// bothTries calls a and b (either may be nil).
+func bothTries(a, b triesHook) triesHook {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func(req *http.Request, body []byte, entered time.Time, fault string, status int, answered bool) {
+		a(req, body, entered, fault, status, answered)
+		b(req, body, entered, fault, status, answered)
+	}
 }
 
 // pauseTrigger stalls the node for d at the first request it matches,
@@ -107,6 +135,42 @@ type faultTrigger struct {
 	kind  string
 	fired func()
 	once  sync.Once
+}
+
+// readFaults fails the next left reads of partition pk (point reads, and
+// batches of reads from the primary) with kind.
+type readFaults struct {
+	pk   string
+	kind string
+	left atomic.Int32
+}
+
+// take says this request is one of those reads, and counts it.
+func (rf *readFaults) take(req *http.Request, op string, body []byte) bool {
+	if partitionKeyOf(req) != rf.pk || !isRead(op, body) {
+		return false
+	}
+	return rf.left.Add(-1) >= 0
+}
+
+// isRead says a request only reads: a point read, or a batch of reads.
+func isRead(op string, body []byte) bool {
+	switch op {
+	case "ReadItem":
+		return true
+	case "Batch":
+		var ops []batchOp
+		if json.Unmarshal(body, &ops) != nil || len(ops) == 0 {
+			return false
+		}
+		for _, o := range ops {
+			if !strings.EqualFold(o.OperationType, "read") {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // crashTrigger kills the node at the first request it matches.
@@ -149,6 +213,9 @@ func (t *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t.sent != nil {
+		t.sent(req, body)
+	}
 	entered := time.Now()
 	resp, answer, kind, status, err := t.roundTrip(req, body)
 	if t.tried != nil {
@@ -181,9 +248,15 @@ func (t *faultTransport) roundTrip(req *http.Request, body []byte) (_ *http.Resp
 		}
 		crashAfter = true
 	}
+	if err := t.slowDown(req, op, seen); err != nil {
+		return nil, nil, "slow", 0, err
+	}
 	kind = t.draw()
 	if forced := t.forced(op, seen); forced != "" {
 		kind = forced
+	}
+	if rf := t.failReads.Load(); rf != nil && rf.take(req, op, body) {
+		kind = rf.kind
 	}
 	if kind == fault413 && len(body) < minRefusedBody {
 		kind = ""
@@ -280,6 +353,29 @@ func (t *faultTransport) forced(op string, body []byte) string {
 		}
 	})
 	return kind
+}
+
+// slowDown holds the request back when slowOn matches it (once), noting
+// the stall on its partition.
+func (t *faultTransport) slowDown(req *http.Request, op string, seen []byte) error {
+	trig := t.slowOn.Load()
+	if trig == nil || !trig.match(op, seen) {
+		return nil
+	}
+	fired := false
+	trig.once.Do(func() { fired = true })
+	if !fired {
+		return nil
+	}
+	from := time.Now()
+	t.stall(partitionKeyOf(req), from, from.Add(trig.d))
+	if trig.fired != nil {
+		trig.fired()
+	}
+	if !sleepCtx(req.Context(), trig.d) {
+		return fmt.Errorf("sim: slow request: %w", req.Context().Err())
+	}
+	return nil
 }
 
 // pause stalls every request from now for d.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -74,6 +75,7 @@ const (
 	planPauseCommitting
 	planRace
 	planStalledTurn
+	planLostAnswerUnreadable
 )
 
 // firstTurnPlans are the plans, weighted by repetition.
@@ -104,7 +106,11 @@ func (h *harness) firstTurnRound(ctx context.Context, idx int, rng *rand.Rand) [
 	if n == nil {
 		return nil
 	}
-	plan := firstTurnPlans[rng.Intn(len(firstTurnPlans))]
+	plans := firstTurnPlans
+	if h.env.cfg.Features.LostFirstTurnReads {
+		plans = append(slices.Clone(plans), planLostAnswerUnreadable, planLostAnswerUnreadable)
+	}
+	plan := plans[rng.Intn(len(plans))]
 	h.env.stats.scenario("FirstTurns")
 	r := firstTurnRun{h: h, idx: idx, rng: rng}
 	// Every round begins with a burst, the plan's own starts come after.
@@ -126,6 +132,8 @@ func (h *harness) firstTurnRound(ctx context.Context, idx int, rng *rand.Rand) [
 		r.race(ctx, n)
 	case planStalledTurn:
 		r.stalledTurn(ctx, n)
+	case planLostAnswerUnreadable:
+		r.lostAnswerUnreadable(ctx, n)
 	}
 	return r.instances
 }
@@ -137,7 +145,7 @@ func (h *harness) firstTurnNode(rng *rand.Rand, not *node) *node {
 	var others []*node
 	for _, n := range h.nodes() {
 		switch {
-		case n == not || !fetchesWait(n):
+		case n == not || !fetchesWait(n) || n.role.production:
 		case n.role.starter:
 			starter = n
 		default:
@@ -346,6 +354,33 @@ func (r *firstTurnRun) stalledTurn(ctx context.Context, n *node) {
 	stall := int(firstTurnWait/time.Millisecond) + 200 + r.rng.Intn(600)
 	id, s := r.nextAdjusted(func(s *spec) { *s = spec{Kind: kindChain, Run: s.Run, N: 1, StallMs: stall} })
 	_ = r.h.startOnNode(ctx, n, id, s, r.policy(), false)
+}
+
+// lostAnswerUnreadable starts a one-activity chain through n whose first
+// turn's commit applies with its answer lost, and fails n's reads of the
+// instance's partition that follow, a few times, then lets them through:
+// the commit is found applied late (by the ack's own reads, or by the
+// start's settling once the ack gave up). Refusals (401, 403) fail a read
+// after three tries, which the provider does not retry; unavailability
+// (503) after the client's nine, which it does. Its activity was locked
+// eagerly by the commit: it must be handed out or given back promptly once
+// the commit is found, not hidden for its lock's length
+// (eager-not-hidden).
+func (r *firstTurnRun) lostAnswerUnreadable(ctx context.Context, n *node) {
+	id, s := r.nextAdjusted(func(s *spec) { *s = spec{Kind: kindChain, Run: s.Run, N: 1, SleepMs: r.rng.Intn(20)} })
+	rf := &readFaults{pk: instancePK(id), kind: []string{fault401, fault403}[r.rng.Intn(2)]}
+	rf.left.Store(int32(3 + r.rng.Intn(3)))
+	if r.rng.Intn(3) == 0 {
+		rf.kind = faultUnavailable
+		rf.left.Store(int32(9 + r.rng.Intn(5)))
+	}
+	stats := r.h.env.stats
+	n.transport.faultOn.Store(&faultTrigger{match: firstTurnCommitOf(id), kind: faultLoseResponse, fired: func() {
+		n.transport.failReads.Store(rf)
+		stats.crash("first-turn-answer-lost-reads-failing")
+	}})
+	_ = r.h.startOnNode(ctx, n, id, s, r.policy(), false)
+	n.transport.failReads.CompareAndSwap(rf, nil)
 }
 
 // policy is a single start's IfExists: mostly the workload's enqueue, at

@@ -134,14 +134,14 @@ func TestOneHolderFlagsAnotherNodeBeforeTheShutDownNodesGraceEnds(t *testing.T) 
 	shutdowns := map[string]shutdownRecord{"a": {At: at(100), Grace: 500 * time.Millisecond}}
 
 	v := &violations{}
-	checkOneHolder(v, []execution{a, {Key: key, Node: "b", Start: at(150), End: at(200), Finished: true}}, shutdowns, map[string]bool{})
+	checkOneHolder(v, []execution{a, {Key: key, Node: "b", Start: at(150), End: at(200), Finished: true}}, shutdowns, map[string]bool{}, nil)
 	require.Len(t, v.all(), 1, "b started while a's runtime was shutting down, inside its grace")
 	assert.Equal(t, invOneHolder, v.all()[0].Invariant)
 
 	v = &violations{}
-	checkOneHolder(v, []execution{a, {Key: key, Node: "b", Start: at(700), End: at(800), Finished: true}}, shutdowns, map[string]bool{})
+	checkOneHolder(v, []execution{a, {Key: key, Node: "b", Start: at(700), End: at(800), Finished: true}}, shutdowns, map[string]bool{}, nil)
 	assert.Empty(t, v.all(), "after the grace the item may move")
-	checkOneHolder(v, []execution{a, {Key: key, Node: "b", Start: at(150), End: at(200), Finished: true}}, shutdowns, map[string]bool{"a": true})
+	checkOneHolder(v, []execution{a, {Key: key, Node: "b", Start: at(150), End: at(200), Finished: true}}, shutdowns, map[string]bool{"a": true}, nil)
 	assert.Empty(t, v.all(), "a crashed node holds nothing")
 }
 

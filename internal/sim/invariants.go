@@ -246,12 +246,28 @@ func checkSessions(v *violations, execs []execution, crashed map[string]bool, cl
 // Overlaps after a lost lock (renewals that failed under faults, a crash)
 // are at-least-once and allowed; the shut-down node's transport is quiet,
 // so only the runtime can have let the lock go.
-func checkOneHolder(v *violations, execs []execution, shutdowns map[string]shutdownRecord, crashed map[string]bool) {
+//
+// With nodes (Features.ProductionLocks): an activity a node with
+// production's locks runs (renewed a buffer before they expire) keeps its
+// lock while it runs, so nothing else starts it meanwhile, unless that
+// node crashed, was shut down or paused, or a write of it to the item (a
+// renewal) met a fault or lost its answer, or the clock jumped, before the
+// other start (rule R19: a lock handed out outlives its first renewal).
+// Overlaps on the other nodes, whose short locks expire under faults by
+// design, are counted.
+func checkOneHolder(v *violations, execs []execution, shutdowns map[string]shutdownRecord, crashed map[string]bool, nodes *holderNodes) {
 	byKey := map[activityKey][]execution{}
 	for _, e := range execs {
 		byKey[e.Key] = append(byKey[e.Key], e)
 	}
-	for _, list := range byKey {
+	keys := make([]activityKey, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	for _, k := range keys {
+		list := byKey[k]
+		sort.Slice(list, func(i, j int) bool { return list[i].Start.Before(list[j].Start) })
 		for _, a := range list {
 			sd, ok := shutdowns[a.Node]
 			if !ok || crashed[a.Node] || a.End.Before(sd.At) || a.Start.After(sd.At) {
@@ -268,7 +284,51 @@ func checkOneHolder(v *violations, execs []execution, shutdowns map[string]shutd
 				}
 			}
 		}
+		if nodes != nil {
+			nodes.checkOverlaps(v, list, shutdowns, crashed)
+		}
 	}
+}
+
+// holderNodes is what one-holder knows of the nodes besides their
+// shutdowns and crashes.
+type holderNodes struct {
+	long         func(node string) bool // its runtime renews a buffer before the lock expires
+	paused       func(node string, from, to time.Time) bool
+	writeFaulted func(node, pk, id string, from, to time.Time) bool
+	jumped       func(from, to time.Time) bool
+	// Counts, for the report.
+	overlaps, excused, elsewhere int
+}
+
+// checkOverlaps checks one activity's runs (sorted by start): a run that
+// starts while another runs on a node with production's locks.
+func (n *holderNodes) checkOverlaps(v *violations, list []execution, shutdowns map[string]shutdownRecord, crashed map[string]bool) {
+	for i, a := range list {
+		for _, b := range list[i+1:] {
+			if !b.Start.After(a.Start) || !b.Start.Before(a.End) {
+				continue
+			}
+			if !n.long(a.Node) {
+				n.elsewhere++
+				continue
+			}
+			n.overlaps++
+			sd, shut := shutdowns[a.Node]
+			faulted := n.writeFaulted(a.Node, instancePK(a.Key.Instance), workDocID(a.Key.Exec, a.Key.ID), a.Start, b.Start)
+			if crashed[a.Node] || shut && !sd.At.After(b.Start) || faulted || n.paused(a.Node, a.Start, b.Start) || n.jumped(a.Start, b.Start) {
+				n.excused++
+				continue
+			}
+			v.add(invOneHolder, a.Key.Instance, fmt.Sprintf("%s started on %s at %s while it still ran on %s (%s-%s), whose locks are production's and which was healthy",
+				a.Key, b.Node, stamp(b.Start), a.Node, stamp(a.Start), stamp(a.End)))
+		}
+	}
+}
+
+// summary is the counts, for the report.
+func (n *holderNodes) summary() string {
+	return fmt.Sprintf("overlaps on production nodes=%d (excused %d), on others=%d (their short locks expire under faults)", n.overlaps, n.excused, n.elsewhere)
 }
 
 // leftover is a document that should not outlive the work.

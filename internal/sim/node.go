@@ -31,6 +31,10 @@ type role struct {
 	// first-turn rounds start instances through them, so that their
 	// waiting fetches take the starts (first_turn_start.go).
 	starter bool
+	// production nodes (Features.ProductionLocks) hold locks of
+	// production's length, renewed a buffer before they expire; they are
+	// never crashed, paused or shut down (prodlocks.go).
+	production bool
 }
 
 // nodeSettings are one node's random settings.
@@ -42,6 +46,10 @@ type nodeSettings struct {
 	faultSeed    int64
 	describeSelf string
 }
+
+// clientMaxDelay is the longest wait of a node's client between two tries
+// of a request.
+const clientMaxDelay = 500 * time.Millisecond
 
 // node is one provider with its runtime, as a process would run them.
 type node struct {
@@ -165,6 +173,14 @@ func drawSettings(rng *rand.Rand, cfg Config, clock *simClock, r role, id string
 		s.runtime.OrchestrationConcurrency = max(s.runtime.OrchestrationConcurrency, 4)
 		o = s.runtime
 	}
+	if r.production {
+		s.runtime.WorkerOnly, s.provider.ShortPolling, s.runtime.SupportedReplayVersions = false, false, nil
+		s.runtime.OrchestrationConcurrency = max(s.runtime.OrchestrationConcurrency, 2)
+		s.runtime.WorkerConcurrency = max(s.runtime.WorkerConcurrency, 2)
+		s.runtime.WorkerTagFilter = cdb.AnyFilter()
+		productionLocks(rng, &s.runtime)
+		o = s.runtime
+	}
 	lease := "off"
 	if s.provider.ProcessLeases != nil {
 		lease = s.provider.ProcessLeases.LeaseDuration.String()
@@ -172,6 +188,9 @@ func drawSettings(rng *rand.Rand, cfg Config, clock *simClock, r role, id string
 	s.describeSelf = fmt.Sprintf("skew=%s orch=%d(worker-only=%t old=%t) workers=%d filter=%s locks=%s/%s poll=%s short=%t lease=%s",
 		s.skew, o.OrchestrationConcurrency, s.runtime.WorkerOnly, r.oldBuild, o.WorkerConcurrency, o.WorkerTagFilter,
 		o.OrchestratorLockTimeout, o.WorkerLockTimeout, s.provider.PollInterval, s.provider.ShortPolling, lease)
+	if r.production {
+		s.describeSelf += fmt.Sprintf(" production(renewal buffers %s/%s)", o.OrchestratorLockRenewalBuffer, o.WorkerLockRenewalBuffer)
+	}
 	return s
 }
 
@@ -217,16 +236,19 @@ func startNode(ctx context.Context, e *env, id string, slot int, s nodeSettings,
 	ft := newFaultTransport(e.transport, e.cfg.Faults, s.faultSeed, e.stats, !clientOnly)
 	e.polls.Store(id, s)
 	ft.commit = e.rec.observeCommits(id)
-	ft.tried = e.rec.eagerStarts.triesHook()
+	ft.tried = bothTries(bothTries(e.rec.eagerStarts.triesHook(), e.rec.eager.writeTriesHook(id)), e.rec.writeFaultsFor(id))
 	ft.stalled = e.rec.stalledFor(id)
 	ft.paused = e.rec.pausedFor(id)
 	ft.wire, ft.node = e.wire, id
+	if e.rec.names != nil {
+		ft.sent = e.rec.names.hook(id)
+	}
 	ft.quiet.Store(e.quiet.Load())
 	// The client signs with the node's clock, as on a real host, where the
 	// machine's clock is wrong for both; the client corrects it by the
 	// account's Date (Client.ClockOffset).
 	client, err := cdb.NewClient(e.endpoint, cdb.ClientOptions{Key: e.key, Transport: ft, Now: s.provider.Now,
-		Retry: cdb.RetryOptions{MaxElapsed: 10 * time.Second, MaxDelay: 500 * time.Millisecond}})
+		Retry: cdb.RetryOptions{MaxElapsed: 10 * time.Second, MaxDelay: clientMaxDelay}})
 	if err != nil {
 		return nil, fmt.Errorf("sim: node %s: client: %w", id, err)
 	}
@@ -249,7 +271,7 @@ func startNode(ctx context.Context, e *env, id string, slot int, s nodeSettings,
 	ro := s.runtime
 	ro.Logger = e.logger.With("node", id)
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	r, err := rt.Start(runCtx, p, reg, ro)
+	r, err := rt.Start(runCtx, handoutProvider{CosmosProvider: p, node: id, rec: e.rec}, reg, ro)
 	if err != nil {
 		stop()
 		_ = p.Close()
@@ -315,6 +337,9 @@ func newCluster(e *env, rng *rand.Rand) *cluster {
 	}
 	if e.cfg.Features.FirstTurnStarts {
 		roles = append(roles, role{starter: true})
+	}
+	if e.cfg.Features.ProductionLocks {
+		roles = append(roles, role{production: true})
 	}
 	return &cluster{env: e, rng: rng, roles: roles, nodes: make([]*node, len(roles))}
 }
@@ -441,7 +466,7 @@ func (c *cluster) shutdownNode(ctx context.Context, id string) bool {
 	c.mu.Lock()
 	var n *node
 	for _, cand := range c.nodes {
-		if cand != nil && cand.id == id && !cand.down.Load() {
+		if cand != nil && cand.id == id && !cand.down.Load() && !cand.role.production {
 			n = cand
 		}
 	}
@@ -453,12 +478,14 @@ func (c *cluster) shutdownNode(ctx context.Context, id string) bool {
 		return false
 	}
 	n.quiet()
-	c.env.rec.nodeShutDown(n.id, time.Now(), n.settings.runtime.ActivityCancellationGrace)
+	began := time.Now()
+	c.env.rec.nodeShutDown(n.id, began, n.settings.runtime.ActivityCancellationGrace)
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Millisecond)
 	_ = n.runtime.Shutdown(stopCtx)
 	cancel()
 	n.stop()
 	_ = n.provider.Close()
+	c.env.rec.nodeClosed(n.id, closeRecord{Began: began, Ended: time.Now(), EndedMs: c.env.clock.now().UnixMilli()})
 	_ = c.start(context.WithoutCancel(ctx), n.slot)
 	return true
 }
@@ -471,6 +498,9 @@ func (c *cluster) crashCommitting(ctx context.Context, match func(op string, bod
 	fired := make(chan *node, 1)
 	var won atomic.Bool
 	for _, n := range c.all() {
+		if n.role.production {
+			continue // never crashed
+		}
 		trig := &crashTrigger{after: true}
 		trig.match = func(op string, body []byte) bool { return !won.Load() && match(op, body) }
 		trig.fired = func() {
@@ -534,7 +564,7 @@ func (c *cluster) crashOne(ctx context.Context) {
 	after := c.rng.Intn(2) == 0
 	batchOnly := c.rng.Intn(2) == 0
 	c.mu.Unlock()
-	if n == nil || n.down.Load() {
+	if n == nil || n.down.Load() || n.role.production {
 		return
 	}
 	where := make(chan string, 1)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -56,6 +57,7 @@ type recorder struct {
 	stalled    sync.Map
 	mu         sync.Mutex
 	executions []execution
+	starts     []execution         // every body as it started
 	running    map[activityKey]int // bodies running now
 	commits    map[activityKey]commitRecord
 	crashed    map[string]bool      // nodes
@@ -72,10 +74,26 @@ type recorder struct {
 	// eagerStarts: optional, eagerly claimed start messages and who consumed them
 	eagerStarts *eagerItems
 	chains      *chainedTurns // optional: instances kept locked by a commit, and how each chain ended
+	names       *boundedNames // optional: the longest document ids and lock tokens on the wire
+	// handouts are the work items each node's provider handed its runtime
+	// (FetchWorkItem returned them), by activity.
+	handouts map[activityKey][]handout
+	// cancelAcks are the activities the nodes' orchestration acks
+	// cancelled, by instance, with when the ack returned.
+	cancelAcks map[cancelledKey][]cancelAck
+	cancels    *cancelWatch // optional: the worker items created, the deletions through a node
+	slow       *slowCommitRounds
+	closes     map[string]closeRecord // clean closes, by node
+	// writeFaults are the tries of each node's writes to worker items that
+	// met a fault or whose answer it did not read (a renewal that may have
+	// failed), by node and item.
+	writeFaults map[string]map[stampKey][]time.Time
+	sequences   map[string]sequenceRun // how each long sequence ended, and how long it took
 }
 
 func newRecorder(v *violations) *recorder {
 	return &recorder{running: map[activityKey]int{}, commits: map[activityKey]commitRecord{}, crashed: map[string]bool{},
+		handouts: map[activityKey][]handout{}, cancelAcks: map[cancelledKey][]cancelAck{}, slow: &slowCommitRounds{},
 		crashedAt: map[string]time.Time{}, shutdowns: map[string]shutdownRecord{}, stalls: map[string][]stallRecord{}, nodeOf: map[activityKey]string{}, violations: v}
 }
 
@@ -87,6 +105,7 @@ func (r *recorder) started(e execution) {
 	defer r.mu.Unlock()
 	r.running[e.Key]++
 	r.nodeOf[e.Key] = e.Node
+	r.starts = append(r.starts, e)
 	if c, ok := r.commits[e.Key]; ok && c.At.Before(e.Start) {
 		r.violations.add(invActivityRanAfterCompletion, e.Key.Instance,
 			fmt.Sprintf("%s (%s) started on %s at %s, after its completion committed on %s at %s",
@@ -95,6 +114,83 @@ func (r *recorder) started(e execution) {
 	if r.sink != nil {
 		r.sink("start", e)
 	}
+}
+
+// writeFaultsFor is a node transport's hook for every request try: it
+// keeps the node's writes (patches) to worker items that met a fault or
+// whose answer the node did not read.
+func (r *recorder) writeFaultsFor(node string) triesHook {
+	return func(req *http.Request, body []byte, entered time.Time, fault string, status int, answered bool) {
+		if fault == "" && status != 0 && answered {
+			return
+		}
+		pk := partitionKeyOf(req)
+		var ids []string
+		switch operationOf(req) {
+		case "PatchItem":
+			id, _ := pathDocumentID(req)
+			ids = append(ids, id)
+		case "Batch":
+			var ops []batchOp
+			if json.Unmarshal(body, &ops) != nil {
+				return
+			}
+			for _, o := range ops {
+				if strings.EqualFold(o.OperationType, "patch") {
+					ids = append(ids, o.ID)
+				}
+			}
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, id := range ids {
+			if !strings.HasPrefix(id, "w|") {
+				continue
+			}
+			if r.writeFaults == nil {
+				r.writeFaults = map[string]map[stampKey][]time.Time{}
+			}
+			if r.writeFaults[node] == nil {
+				r.writeFaults[node] = map[stampKey][]time.Time{}
+			}
+			k := stampKey{pk, id}
+			r.writeFaults[node][k] = append(r.writeFaults[node][k], entered)
+		}
+	}
+}
+
+// writeFaulted says node's write to worker item id of partition pk met a
+// fault (or lost its answer) between the wall times from and to.
+func (r *recorder) writeFaulted(node, pk, id string, from, to time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, at := range r.writeFaults[node][stampKey{pk, id}] {
+		if !at.Before(from) && !at.After(to) {
+			return true
+		}
+	}
+	return false
+}
+
+// pausedBetween says node was paused at some time between the wall times
+// from and to.
+func (r *recorder) pausedBetween(node string, from, to time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.stalls[node] {
+		if s.Pause && !s.From.After(to) && !s.Until.Before(from) {
+			return true
+		}
+	}
+	return false
+}
+
+// startedBefore says a body of key started before (on any node).
+func (r *recorder) startedBefore(key activityKey) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.nodeOf[key]
+	return ok
 }
 
 // ended records a finished or interrupted body.
@@ -266,6 +362,33 @@ func (r *recorder) goneBy(node string, at time.Time) bool {
 	return ok && !s.At.After(at)
 }
 
+// stillRunning are the bodies that started and have not ended, with now
+// as their end.
+func (r *recorder) stillRunning(now time.Time) []execution {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	type run struct {
+		key   activityKey
+		node  string
+		start time.Time
+	}
+	ended := map[run]int{}
+	for _, e := range r.executions {
+		ended[run{e.Key, e.Node, e.Start}]++
+	}
+	var out []execution
+	for _, e := range r.starts {
+		k := run{e.Key, e.Node, e.Start}
+		if ended[k] > 0 {
+			ended[k]--
+			continue
+		}
+		e.End = now
+		out = append(out, e)
+	}
+	return out
+}
+
 func (r *recorder) snapshot() ([]execution, map[string]bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -294,6 +417,9 @@ func (r *recorder) observeCommits(node string) func(req *http.Request, body []by
 		}
 		if resp.StatusCode < 300 && r.chains != nil {
 			r.chains.observe(node, req, body, resp, answered)
+		}
+		if resp.StatusCode < 300 {
+			r.cancels.observe(node, req, body, resp.StatusCode, answered)
 		}
 		if resp.StatusCode != http.StatusOK || operationOf(req) != "Batch" {
 			return
@@ -353,3 +479,83 @@ func readCommit(body []byte) (completions []activityKey, turns int) {
 }
 
 func stamp(t time.Time) string { return t.Format("15:04:05.000") }
+
+// handout is a work item a node's provider handed its runtime.
+type handout struct {
+	Node string
+	At   time.Time // when FetchWorkItem returned it (wall clock)
+}
+
+// cancelledKey names an activity an orchestration ack cancelled: the
+// contract names it without the incarnation's run.
+type cancelledKey struct {
+	Instance string
+	Exec, ID uint64
+}
+
+// cancelAck is an ack of node that cancelled an activity and returned
+// without error at At (wall clock): the cancellation committed, and node
+// knew it.
+type cancelAck struct {
+	Node string
+	At   time.Time
+}
+
+// handoutProvider is a node's provider as its runtime sees it: every call
+// goes to the provider, and the recorder also learns what FetchWorkItem
+// handed out and which activities a successful orchestration ack
+// cancelled, and when. Every method of the provider is promoted, so the
+// runtime finds the same optional interfaces on it.
+type handoutProvider struct {
+	*cdb.CosmosProvider
+	node string
+	rec  *recorder
+}
+
+func (p handoutProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *cdb.SessionFetchConfig, tags cdb.TagFilter) (cdb.WorkItem, string, uint32, error) {
+	item, token, attempts, err := p.CosmosProvider.FetchWorkItem(ctx, lockTimeout, pollTimeout, session, tags)
+	if act, ok := item.(cdb.ActivityExecuteMessage); ok && err == nil {
+		p.rec.handedOut(p.node, act, time.Now())
+	}
+	return item, token, attempts, err
+}
+
+func (p handoutProvider) AckOrchestrationItem(ctx context.Context, lockToken string, executionID uint64, historyDelta []cdb.Event,
+	workerItems, orchestratorItems []cdb.WorkItem, metadata cdb.ExecutionMetadata, cancelled []cdb.ScheduledActivityIdentifier) error {
+	err := p.CosmosProvider.AckOrchestrationItem(ctx, lockToken, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelled)
+	if err == nil && len(cancelled) > 0 {
+		p.rec.cancelAcked(p.node, cancelled, time.Now())
+	}
+	return err
+}
+
+// handedOut records a work item node's provider handed its runtime.
+func (r *recorder) handedOut(node string, act cdb.ActivityExecuteMessage, at time.Time) {
+	var in workInput
+	_ = json.Unmarshal([]byte(act.Input), &in)
+	key := activityKey{Instance: act.Instance, Exec: act.ExecutionID, ID: act.ID, Run: in.Run}
+	r.mu.Lock()
+	r.handouts[key] = append(r.handouts[key], handout{Node: node, At: at})
+	r.mu.Unlock()
+	if r.eager != nil {
+		r.eager.handedOut(node, instancePK(act.Instance), workDocID(act.ExecutionID, act.ID), at)
+	}
+}
+
+// cancelAcked records the activities a successful ack of node cancelled.
+func (r *recorder) cancelAcked(node string, cancelled []cdb.ScheduledActivityIdentifier, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range cancelled {
+		k := cancelledKey{Instance: c.Instance, Exec: c.ExecutionID, ID: c.ActivityID}
+		r.cancelAcks[k] = append(r.cancelAcks[k], cancelAck{Node: node, At: at})
+	}
+}
+
+// instancePK is an instance's partition key: its id (the workload's ids
+// are short, so the provider does not hash them).
+func instancePK(instance string) string { return instance }
+
+// workDocID is the id of an activity's worker item in its instance's
+// partition.
+func workDocID(exec, activity uint64) string { return fmt.Sprintf("w|%d|%d", exec, activity) }

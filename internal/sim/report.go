@@ -88,6 +88,11 @@ type Stats struct {
 	EagerStarts string // eagerly claimed start messages: the same counts
 	Chains      string // instances kept locked for their activities' completions: how the chains ended
 	Waits       string // WaitForCompletion through the nodes: told, held polls, reads, redone, excused
+	Names       string // the longest document id and lock token on the wire, and how many passed their bounds
+	Cancels     string // activities cancelled by acks, instances deleted through a node, and what was handed out after
+	Production  string // the production node, its slow commits, and the overlapping runs one-holder saw
+	Closes      string // what clean closes gave back, and what they left locked
+	Sequences   string // how long each long sequence took, and its longest hold of chained turns
 }
 
 func newStats() *Stats {
@@ -174,6 +179,21 @@ func (r Report) Print(w io.Writer) {
 	}
 	if s.Waits != "" {
 		fmt.Fprintf(w, "  completion waits: %s\n", s.Waits)
+	}
+	if s.Sequences != "" {
+		fmt.Fprintf(w, "  long sequences: %s\n", s.Sequences)
+	}
+	if s.Closes != "" {
+		fmt.Fprintf(w, "  closes: %s\n", s.Closes)
+	}
+	if s.Production != "" {
+		fmt.Fprintf(w, "  production locks: %s\n", s.Production)
+	}
+	if s.Cancels != "" {
+		fmt.Fprintf(w, "  cancellations: %s\n", s.Cancels)
+	}
+	if s.Names != "" {
+		fmt.Fprintf(w, "  names on the wire: %s\n", s.Names)
 	}
 	fmt.Fprintf(w, "  nodes started: %d; crashes: %d (%s)\n", s.Nodes, sum(s.Crashes), counts(s.Crashes))
 	if len(r.Pending) > 0 {

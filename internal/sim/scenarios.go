@@ -139,6 +139,8 @@ func kinds(f Features, faults Faults) []string {
 	add(f.LargeValues, kindBigOut, 1)
 	add(f.RefusedTurns, scenarioRefused, 1)
 	add(faults.Shutdowns, scenarioShutdown, 2)
+	add(f.EagerCancels, scenarioEager, 2)
+	add(f.ChainShutdowns, scenarioChainShutdown, 4)
 	return ks
 }
 
@@ -234,6 +236,7 @@ func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.
 		h.startAwaited(ctx, &expectation{instance: instance, spec: s, want: expected(s)})
 	}
 	firstTurns := h.goFirstTurnRound(ctx, idx, rng)
+	cancelRound := h.goEagerCancelRound(ctx, idx, rng)
 	switch kind {
 	case kindChain:
 		s := h.activitySpec(rng, spec{Kind: kindChain, Run: run, N: 1 + rng.Intn(5), Size: rng.Intn(2000)})
@@ -316,8 +319,15 @@ func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.
 		s := spec{Kind: kindChain, Run: run, N: 1, SleepMs: 800 + rng.Intn(1200), Stubborn: true}
 		startOne(id, s)
 		h.shutdownWhileRunning(ctx, id, s.Run)
+	case scenarioEager:
+		instances = append(instances, h.eagerCancelScenario(ctx, id, run, rng)...)
+	case scenarioChainShutdown:
+		s := spec{Kind: kindChain, Run: run, N: 20 + rng.Intn(20), SleepMs: rng.Intn(3)}
+		startOne(id, s)
+		h.shutdownWhileChained(ctx, id, s.Run, rng)
 	}
 	instances = append(instances, firstTurns()...)
+	instances = append(instances, cancelRound()...)
 	h.waitTerminal(ctx, instances)
 }
 

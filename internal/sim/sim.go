@@ -37,6 +37,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rec.stamps = newStamps(rec.isCrashed)
 	rec.eager = newEagerItems(rec.isGone, clock.now)
 	rec.eagerStarts = newEagerStartItems(rec.isGone, clock.now)
+	rec.names = newBoundedNames()
+	rec.cancels = newCancelWatch()
 	e := &env{cfg: cfg, endpoint: acct.Endpoint(), key: acct.Key(), transport: acct.Transport(),
 		rec: rec, stats: stats, logger: logger, progress: rec.progress, clock: clock}
 	rec.chains = newChainedTurns(chainNodes{gone: rec.goneBy, stalled: rec.stalledBetween, poll: e.pollInterval}, clock.now, cfg.Faults.ClockSkew,
@@ -97,7 +99,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	h.checkOutcomes(ctx, sendsTwice(execs))
 	h.checkHistories(ctx)
 	checkSessions(viol, execs, crashed, clock)
-	checkOneHolder(viol, execs, e.rec.shutdownsSoFar(), crashed)
+	holders := &holderNodes{long: func(node string) bool {
+		s, _ := e.polls.Load(node)
+		settings, _ := s.(nodeSettings)
+		return hasProductionLocks(settings.runtime)
+	}, paused: rec.pausedBetween, writeFaulted: rec.writeFaulted, jumped: clock.jumpedBetween}
+	checkOneHolder(viol, append(execs, e.rec.stillRunning(time.Now())...), e.rec.shutdownsSoFar(), crashed, holders)
 	probe.check(ctx, viol, ranges, held)
 	describe := func(node string) string {
 		s, _ := e.polls.Load(node)
@@ -107,11 +114,31 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rec.stamps.check(viol, describe)
 	stats.Stamps = rec.stamps.summary()
 	rec.eager.check(viol, describe)
-	stats.Eager = rec.eager.summary()
+	rec.eager.checkNotHidden(viol, eagerNodes{gone: rec.goneBy, heldBack: rec.lastHeldBack, jumped: clock.jumpedBetween, poll: e.pollInterval,
+		slack: hostScaled(cfg, 200*time.Millisecond) + clientMaxDelay + 2*cfg.Faults.ClockSkew}, time.Now())
+	stats.Eager = rec.eager.summary() + "; " + rec.eager.hiddenSummary()
 	rec.eagerStarts.check(viol, describe)
 	stats.EagerStarts = rec.eagerStarts.summary()
 	rec.chains.check(viol, describe)
 	stats.Chains = rec.chains.summary()
+	rec.names.check(viol)
+	stats.Names = rec.names.summary()
+	stats.Sequences = rec.sequencesSummary(rec.chains)
+	locked, removed := rec.eager.lockedIn(isCancelScenario)
+	stats.Cancels = rec.checkCancelled(viol, hostScaled(cfg, 5*time.Millisecond)).String() +
+		fmt.Sprintf("; the EagerCancel instances' items locked eagerly=%d, removed while they waited=%d", locked, removed)
+	stats.Closes = checkCloses(viol, rec.closesSoFar(), rec.pausedBetween, rec.chains, rec.eager, func(node string) time.Duration {
+		return e.pollInterval(node) + hostScaled(cfg, 100*time.Millisecond) + 2*cfg.Faults.ClockSkew
+	}).String()
+	if cfg.Features.ProductionLocks {
+		production := ""
+		for _, n := range c.all() {
+			if n.role.production {
+				production = n.id + " " + n.settings.describeSelf
+			}
+		}
+		stats.Production = rec.slow.summary(rec.eager, production) + "; " + holders.summary()
+	}
 
 	failing, pending := split(viol.all(), cfg.Pending)
 	return Report{Seed: cfg.Seed, Elapsed: time.Since(began), Work: e.progress.work(), Slowness: cfg.HostSlowness, Stats: stats, Violations: failing, Pending: pending,
@@ -146,6 +173,8 @@ func (h *harness) runWorkload(ctx context.Context, rng *rand.Rand) {
 	began := time.Now()
 	slots := make(chan struct{}, cfg.InFlight)
 	var wg sync.WaitGroup
+	h.startLongSequences(ctx, rand.New(rand.NewSource(rng.Int63())), &wg)
+	h.startSlowCommitRound(ctx, &wg)
 	for idx := 0; ctx.Err() == nil; idx++ {
 		if cfg.Duration > 0 && time.Since(began) >= cfg.Duration || cfg.Duration <= 0 && idx >= cfg.Scenarios {
 			break
@@ -183,6 +212,9 @@ func (h *harness) pauseLoop(ctx context.Context, rng *rand.Rand) {
 			continue
 		}
 		n := up[rng.Intn(len(up))]
+		if n.role.production {
+			continue // never paused
+		}
 		d := max(n.settings.runtime.OrchestratorLockTimeout, n.settings.runtime.WorkerLockTimeout) + time.Second
 		if pl := n.settings.provider.ProcessLeases; pl != nil {
 			d = max(d, pl.LeaseDuration+time.Second)

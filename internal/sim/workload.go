@@ -62,6 +62,17 @@ type spec struct {
 	// (a Chain's, once per Run): a dispatcher stalled with a start's first
 	// turn (firstturns.go).
 	StallMs int `json:"sl,omitempty"`
+	// A Sequence's timers (sequences.go): every RaceEvery-th step races
+	// its activity against a timer of TimeoutMs, every SleepEvery-th
+	// sleeps TimerMs first.
+	RaceEvery  int `json:"re,omitempty"`
+	TimeoutMs  int `json:"to,omitempty"`
+	SleepEvery int `json:"se,omitempty"`
+	TimerMs    int `json:"tm,omitempty"`
+	// FirstMs: the activities run this long on their first run in the run
+	// (on whichever node), and return at once on any later one
+	// (prodlocks.go).
+	FirstMs int `json:"fm,omitempty"`
 }
 
 func (s spec) encode() string {
@@ -90,6 +101,9 @@ type workInput struct {
 	Pad     string `json:"p,omitempty"`
 	// Stubborn: the body sleeps SleepMs whatever its context says.
 	Stubborn bool `json:"st,omitempty"`
+	// FirstMs: the body sleeps this long (watching its context) on the
+	// activity's first run, and not at all on a later one.
+	FirstMs int `json:"fm,omitempty"`
 }
 
 // Activity results start with the run token, so a committed completion
@@ -148,6 +162,10 @@ func expected(s spec) outcome {
 		return done(fmt.Sprintf("bigkv:%dx%d", s.N*s.Batch, s.Size))
 	case kindBigOut:
 		return done(bigOutput(s.Run, s.Size))
+	case kindSequence:
+		return done(sequenceOutput(s))
+	case kindCancelRace:
+		return done("cancelrace:" + s.Run)
 	}
 	return outcome{State: rt.StateFailed, Error: "unknown scenario kind " + s.Kind}
 }
@@ -172,7 +190,8 @@ func register(reg *rt.Registry, acts *activities) error {
 		kindChain: acts.stallingFirstTurn(orchChain), kindFanOut: orchFanOut, kindTimer: orchTimer, kindParent: orchParent,
 		kindDetach: orchDetach, kindInbox: orchInbox, kindWaiter: orchWaiter, kindSender: orchSender,
 		kindSessions: orchSessions, kindKV: orchKV, kindRace: orchRace, kindSleeper: orchSleeper,
-		kindBigKV: orchBigKV, kindBigOut: orchBigOut,
+		kindBigKV: orchBigKV, kindBigOut: orchBigOut, kindSequence: orchSequence,
+		kindCancelRace: orchCancelRace,
 	}
 	for name, fn := range orchestrations {
 		if err := reg.RegisterOrchestration(name, fn); err != nil {
@@ -188,7 +207,7 @@ func register(reg *rt.Registry, acts *activities) error {
 }
 
 func (s spec) work(ctx *rt.OrchestrationContext, i int) *rt.Future {
-	in := workInput{Run: s.Run, I: i, SleepMs: s.SleepMs, Pad: strings.Repeat("x", s.Size), Stubborn: s.Stubborn}
+	in := workInput{Run: s.Run, I: i, SleepMs: s.SleepMs, Pad: strings.Repeat("x", s.Size), Stubborn: s.Stubborn, FirstMs: s.FirstMs}
 	b, _ := json.Marshal(in)
 	var opts []rt.ActivityOption
 	if s.Tag != "" {
@@ -489,6 +508,9 @@ func (a *activities) run(actx rt.ActivityContext, input string, body func(workIn
 		if a.stableNode {
 			e.Owner = a.node
 		}
+	}
+	if in.FirstMs > 0 && !a.rec.startedBefore(e.Key) {
+		in.SleepMs = in.FirstMs
 	}
 	a.rec.started(e)
 	a.stats.count(&a.stats.Activities, 1)

@@ -1,0 +1,251 @@
+package sim
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb"
+)
+
+// The checks of the long-sequence, production-lock, cancellation, close
+// and lost-first-turn scenarios, each shown firing on a crafted record.
+
+// eagerScript drives a worker eager observer with batches of one
+// partition, at wall times of the test's choosing (the account's clock is
+// the wall clock here).
+type eagerScript struct {
+	t   *testing.T
+	e   *eagerItems
+	now time.Time
+}
+
+func newEagerScript(t *testing.T) *eagerScript {
+	s := &eagerScript{t: t, now: time.UnixMilli(1_000_000)}
+	s.e = newEagerItems(func(string) bool { return false }, func() time.Time { return s.now })
+	s.e.wall = func() time.Time { return s.now }
+	return s
+}
+
+func (s *eagerScript) at(ms int) { s.now = time.UnixMilli(1_000_000 + int64(ms)) }
+
+func (s *eagerScript) batch(node string, ops ...string) { s.batchIn("p", node, ops...) }
+
+func (s *eagerScript) batchIn(pk, node string, ops ...string) {
+	req, err := http.NewRequest(http.MethodPost, "https://acct/dbs/d/colls/c/docs", nil)
+	require.NoError(s.t, err)
+	req.Header.Set("x-ms-cosmos-is-batch-request", "true")
+	req.Header.Set("x-ms-documentdb-partitionkey", `["`+pk+`"]`)
+	s.e.observe(node, req, []byte("["+strings.Join(ops, ",")+"]"), http.StatusOK)
+}
+
+// lock is a commit's create of worker item id locked for lockMs from now.
+func (s *eagerScript) lock(id string, lockMs int) string {
+	return fmt.Sprintf(`{"operationType":"Create","resourceBody":{"id":%q,"type":"work","lockToken":"work_t.%s","lockedUntil":%d}}`,
+		id, id, s.now.UnixMilli()+int64(lockMs))
+}
+
+func eagerPatch(id, token string) string {
+	return fmt.Sprintf(`{"operationType":"Patch","id":%q,"resourceBody":{"operations":[{"op":"set","path":"/lockToken","value":%q}]}}`, id, token)
+}
+
+func TestEagerNotHiddenFlagsAnItemItsLiveWriterLeftLockedUntilItsLockExpired(t *testing.T) {
+	s := newEagerScript(t)
+	s.batch("a", s.lock("w|1|1", 3000), s.lock("w|1|2", 3000), s.lock("w|1|3", 3000), s.lock("w|1|4", 3000), s.lock("w|1|6", 300),
+		s.lock("w|1|7", 3000))
+	s.batchIn("q", "a", s.lock("w|1|5", 3000))
+	s.at(40)
+	s.e.handedOut("a", "p", "w|1|1", s.now) // taken at once
+	s.at(2500)
+	s.batch("a", eagerPatch("w|1|2", "")) // given back late, but before its expiry: not hidden for its lock
+	s.at(3100)
+	s.batch("b", eagerPatch("w|1|3", "work_b")) // claimed by another after it expired: hidden
+	s.batch("b", eagerPatch("w|1|4", "work_b")) // the same, but the writer's give-back met a fault
+	s.e.items[stampKey{"p", "w|1|4"}].faultedWrite = true
+	s.batchIn("q", "b", eagerPatch("w|1|5", "work_b")) // the same, but the writer drew faults on its partition until 2500
+	s.batch("b", eagerPatch("w|1|6", "work_b"))        // a lock shorter than the bound
+	s.batch("a", eagerPatch("w|1|7", ""))              // given back, late: the writer did not leave it to its expiry
+
+	heldUntil := time.UnixMilli(1_002_500)
+	nodes := eagerNodes{
+		gone:   func(string, time.Time) bool { return false },
+		jumped: func(time.Time, time.Time) bool { return false },
+		heldBack: func(node, pk string, from, to time.Time) (time.Time, bool) {
+			return heldUntil, node == "a" && pk == "q" && !heldUntil.Before(from) && !heldUntil.After(to)
+		},
+		poll:  func(string) time.Duration { return 50 * time.Millisecond },
+		slack: 500 * time.Millisecond, // the bound is 600ms
+	}
+	v := &violations{}
+	s.e.checkNotHidden(v, nodes, s.now)
+	require.Len(t, v.all(), 1)
+	assert.Equal(t, invEagerNotHidden, v.all()[0].Invariant)
+	assert.Equal(t, "p", v.all()[0].Instance)
+	assert.Contains(t, v.all()[0].Detail, "worker item w|1|3, locked to a by its commit")
+	assert.Contains(t, v.all()[0].Detail, "waited 3s for it (bound 600ms) until taken by b")
+	assert.Contains(t, s.e.hiddenSummary(), "given-back=2 handed-out=1 taken=4 still-locked=0; expired waiting=4")
+	assert.Contains(t, s.e.hiddenSummary(), "excused=1, hidden=1")
+}
+
+func TestEagerNotHiddenJudgesAStillLockedItemAtTheEnd(t *testing.T) {
+	s := newEagerScript(t)
+	s.batch("a", s.lock("w|1|1", 1000))
+	s.at(5000)
+	v := &violations{}
+	s.e.checkNotHidden(v, eagerNodes{gone: func(string, time.Time) bool { return false }, jumped: func(time.Time, time.Time) bool { return false },
+		heldBack: func(string, string, time.Time, time.Time) (time.Time, bool) { return time.Time{}, false },
+		poll:     func(string) time.Duration { return 50 * time.Millisecond }, slack: 100 * time.Millisecond}, s.now)
+	require.Len(t, v.all(), 1)
+	assert.Contains(t, v.all()[0].Detail, "until still locked")
+	// A writer gone by the expiry is close-gives-back's to judge.
+	v = &violations{}
+	s.e.checkNotHidden(v, eagerNodes{gone: func(string, time.Time) bool { return true }, jumped: func(time.Time, time.Time) bool { return false },
+		heldBack: func(string, string, time.Time, time.Time) (time.Time, bool) { return time.Time{}, false },
+		poll:     func(string) time.Duration { return 50 * time.Millisecond }, slack: 100 * time.Millisecond}, s.now)
+	assert.Empty(t, v.all())
+}
+
+func TestCancelledNotStartedFlagsAHandOutAfterItsNodesCancellingAckOrDeletion(t *testing.T) {
+	v := &violations{}
+	r := newRecorder(v)
+	r.cancels = newCancelWatch()
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	created := func(instance, id, run string, ms int) {
+		r.cancels.created[stampKey{instance, id}] = append(r.cancels.created[stampKey{instance, id}], workCreate{at: at(ms), run: run})
+	}
+	handOut := func(node, instance string, exec, id uint64, run string, ms int) {
+		input := fmt.Sprintf(`{"r":%q,"i":1}`, run)
+		r.handedOut(node, cdb.ActivityExecuteMessage{Instance: instance, ExecutionID: exec, ID: id, Input: input}, at(ms))
+	}
+	// i1: a's ack cancelled activities 3 and 4 at 100; a hands 3 out at
+	// 150 (a violation), 4 at 90 (before the ack returned); b hands 3 out
+	// at 160 (another node's cancellation: counted).
+	created("i1", "w|1|3", "1.0", 0)
+	created("i1", "w|1|4", "1.0", 0)
+	r.cancelAcked("a", []cdb.ScheduledActivityIdentifier{{Instance: "i1", ExecutionID: 1, ActivityID: 3}, {Instance: "i1", ExecutionID: 1, ActivityID: 4}}, at(100))
+	handOut("a", "i1", 1, 3, "1.0", 150)
+	handOut("a", "i1", 1, 4, "1.0", 90)
+	handOut("b", "i1", 1, 3, "1.0", 160)
+	// i2: deleted through a; a removed w|1|5 (answer read at 200, plus a
+	// slack of 5ms), the call returned at 300. Hand-outs at 204 (within
+	// the slack), 210 (a violation), and of the id's next incarnation at 400.
+	created("i2", "w|1|5", "2.0", 0)
+	r.cancels.removedBy[stampKey{"i2", "w|1|5"}] = map[string]time.Time{"a": at(200)}
+	r.deletedThrough("a", "i2", "2.0", at(300))
+	handOut("a", "i2", 1, 5, "2.0", 204)
+	handOut("a", "i2", 1, 5, "2.0", 210)
+	handOut("a", "i2", 1, 5, "2.1", 400)
+
+	tot := r.checkCancelled(v, 5*time.Millisecond)
+	require.Len(t, v.all(), 2)
+	for _, x := range v.all() {
+		assert.Equal(t, invCancelledNotStarted, x.Invariant)
+	}
+	assert.Equal(t, "i1", v.all()[0].Instance)
+	assert.Contains(t, v.all()[0].Detail, "i1 exec 1 activity 3 (run 1.0) was handed to a's runtime at "+stamp(at(150)))
+	assert.Equal(t, "i2", v.all()[1].Instance)
+	assert.Contains(t, v.all()[1].Detail, "i2 exec 1 activity 5 (run 2.0) was handed to a's runtime at "+stamp(at(210)))
+	assert.Equal(t, "cancelled=2 handed-out-after-own-cancel=1 after-another-node's=1; deletions-through-holder=1 handed-out-after-own-deletion=1 after-another-node's=0", tot.String())
+}
+
+func TestOneHolderFlagsARunStartedWhileAHealthyProductionNodeRanIt(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	key := func(id uint64) activityKey { return activityKey{Instance: "i", Exec: 1, ID: id, Run: "0.0"} }
+	run := func(id uint64, node string, from, to int) execution {
+		return execution{Key: key(id), Node: node, Start: at(from), End: at(to), Finished: true}
+	}
+	execs := []execution{
+		run(1, "prod", 0, 7000), run(1, "b", 5000, 5010), // a violation
+		run(2, "prod", 0, 7000), run(2, "prod", 5000, 5010), // two of its own workers: a violation too
+		run(3, "prod", 0, 7000), run(3, "b", 5000, 5010), // its renewal met a fault: excused
+		run(4, "paused", 0, 7000), run(4, "b", 5000, 5010), // paused: excused
+		run(5, "short", 0, 7000), run(5, "b", 5000, 5010), // short locks: counted
+		run(6, "prod", 0, 4000), run(6, "b", 5000, 5010), // after it ended: fine
+	}
+	nodes := &holderNodes{
+		long:   func(n string) bool { return n == "prod" || n == "paused" },
+		paused: func(n string, _, _ time.Time) bool { return n == "paused" },
+		writeFaulted: func(n, pk, id string, from, to time.Time) bool {
+			return n == "prod" && pk == "i" && id == "w|1|3" && !at(2000).Before(from) && !at(2000).After(to)
+		},
+		jumped: func(time.Time, time.Time) bool { return false },
+	}
+	v := &violations{}
+	checkOneHolder(v, execs, map[string]shutdownRecord{}, map[string]bool{}, nodes)
+	require.Len(t, v.all(), 2)
+	assert.Equal(t, invOneHolder, v.all()[0].Invariant)
+	assert.Contains(t, v.all()[0].Detail, "i exec 1 activity 1 (run 0.0) started on b at "+stamp(at(5000))+" while it still ran on prod")
+	assert.Contains(t, v.all()[1].Detail, "activity 2 (run 0.0) started on prod")
+	assert.Equal(t, "overlaps on production nodes=4 (excused 2), on others=1 (their short locks expire under faults)", nodes.summary())
+}
+
+func TestCloseGivesBackFlagsWhatACleanCloseLeftLocked(t *testing.T) {
+	s := newChainScript(t)
+	closes := map[string]closeRecord{"a": {Began: time.UnixMilli(900), Ended: time.UnixMilli(1000), EndedMs: 10_000}}
+	lockUntil := func(token string, until int) string {
+		return fmt.Sprintf(`{"operationType":"Patch","id":"inst","resourceBody":{"operations":[{"op":"set","path":"/lockToken","value":%q},{"op":"set","path":"/lockedUntil","value":%d}]}}`, token, until)
+	}
+	// i1: locked by a's fetch as it closed, left until 13000, then taken by b.
+	s.at(950)
+	s.batch("a", "i1", 1, true, lockUntil("lock_a1", 13_000))
+	s.at(4000)
+	s.batch("b", "i1", 2, true, lockUntil("lock_b1", 16_000))
+	// i2: a's chain, given back by the close.
+	s.at(500)
+	s.batch("a", "i2", 1, true, chainCommit("i2", "lock_2", "lock_chain.2"))
+	s.at(960)
+	s.batch("a", "i2", 2, true, chainRelease())
+	// i3: a's lock that expires within the bound of the close's end.
+	s.at(800)
+	s.batch("a", "i3", 1, true, lockUntil("lock_a3", 10_050))
+	// i4: a's chain, left open to the end of the run.
+	s.at(700)
+	s.batch("a", "i4", 1, true, chainCommit("i4", "lock_4", "lock_chain.4"))
+
+	e := newEagerItems(func(string) bool { return false }, time.Now)
+	item := func(id string, created, until int64) *eagerItem {
+		it := &eagerItem{writer: "a", created: time.UnixMilli(created), createdMs: created * 10, until: until}
+		e.items[stampKey{"p", id}] = it
+		return it
+	}
+	item("w|1|1", 800, 13_000)                                                  // left: a violation
+	item("w|1|2", 800, 13_000).end(eagerEndGivenBack, "a", time.UnixMilli(950)) // given back by the close
+	it := item("w|1|3", 800, 13_000)                                            // its handler held it (R21)
+	it.handedOut = true
+	it.end(eagerEndHandedOut, "a", time.UnixMilli(850))
+	item("w|1|4", 800, 13_000).end(eagerEndConsumed, "b", time.UnixMilli(500)) // ended before
+
+	v := &violations{}
+	notPaused := func(string, time.Time, time.Time) bool { return false }
+	tot := checkCloses(v, closes, notPaused, s.c, e, func(string) time.Duration { return 100 * time.Millisecond })
+	var details []string
+	for _, x := range v.all() {
+		assert.Equal(t, invCloseGivesBack, x.Invariant)
+		details = append(details, x.Instance+": "+x.Detail[strings.Index(x.Detail, "with "):])
+	}
+	assert.Equal(t, []string{
+		"i1: with the instance still locked with its token lock_a1 until 3s later",
+		"i4: with the instance still locked with its token lock_chain.4 until 3s later",
+		"p: with worker item w|1|1, which its commit locked to it eagerly and its runtime never took, still locked until 3s later",
+	}, details)
+	assert.Equal(t, "closes=1 (and 0 while paused) instances: given-back=1 left=2 (taken over after expiry 1) expiring-within-bound=1; eager items: given-back=1 left=1 expiring-within-bound=0 handed-out-unacked=1", tot.String())
+}
+
+func TestCloseGivesBackLeavesAClosePausedThroughoutAlone(t *testing.T) {
+	s := newChainScript(t)
+	closes := map[string]closeRecord{"a": {Began: time.UnixMilli(900), Ended: time.UnixMilli(1000), EndedMs: 10_000}}
+	s.at(950)
+	s.batch("a", "i1", 1, true, chainCommit("i1", "lock_1", "lock_chain.1"))
+	v := &violations{}
+	paused := func(node string, _, _ time.Time) bool { return node == "a" }
+	tot := checkCloses(v, closes, paused, s.c, nil, func(string) time.Duration { return 100 * time.Millisecond })
+	assert.Empty(t, v.all())
+	assert.Contains(t, tot.String(), "closes=0 (and 1 while paused)")
+}

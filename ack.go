@@ -145,6 +145,7 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, lock *orchestrationLock
 // watches, and the outbox's delivery. Every path that finds a commit
 // applied comes here, so none leaves an item locked for nobody.
 func (p *CosmosProvider) applied(ctx context.Context, lock *orchestrationLock, plan *ackPlan, answered bool) {
+	p.noteCancelled(plan) // Keeps: H4
 	ready, queued := plan.eagerLocks(), plan.newWork-len(plan.eager)
 	if !answered {
 		// Which try committed, and which items it locked, is not known:

@@ -127,10 +127,10 @@ func (w *ackWriter) workPending(act ActivityExecuteMessage, doc queueDoc) (pendi
 	if !ok {
 		// Not locked by this try; an earlier one may have: its lock
 		// expires no later than the longest a fetch asks for.
-		w.lockable = append(w.lockable, eagerLock(w.token, act, doc, math.MaxInt64))
+		w.lockable = append(w.lockable, eagerLock(w.token, act, doc, w.now, math.MaxInt64))
 		return d, nil
 	}
-	d.eager = eagerLock(w.token, act, doc, w.now+timeout.Milliseconds()) // Keeps: H1
+	d.eager = eagerLock(w.token, act, doc, w.now, w.now+timeout.Milliseconds()) // Keeps: H1
 	if d.eagerBody, err = json.Marshal(d.eager.doc); err != nil {
 		return pendingDoc{}, err
 	}
@@ -138,11 +138,11 @@ func (w *ackWriter) workPending(act ActivityExecuteMessage, doc queueDoc) (pendi
 	return d, nil
 }
 
-// eagerLock is the lock an ack with token writes into doc, the worker item
-// of act, when it locks it eagerly, until then (ms).
-func eagerLock(token string, act ActivityExecuteMessage, doc queueDoc, until int64) *workLock {
+// eagerLock is the lock an ack with token, planned at (ms), writes into
+// doc, the worker item of act, when it locks it eagerly, until then (ms).
+func eagerLock(token string, act ActivityExecuteMessage, doc queueDoc, at, until int64) *workLock {
 	doc.LockToken, doc.LockedUntil, doc.Attempts = eagerToken(token, act), until, 1
-	return &workLock{token: doc.LockToken, pk: doc.PK, doc: doc, lockedUntil: until, activity: activityKey{doc.Exec, doc.Activity}}
+	return &workLock{token: doc.LockToken, pk: doc.PK, doc: doc, lockedUntil: until, lockedAt: at, activity: activityKey{doc.Exec, doc.Activity}}
 }
 
 // fits refuses, before anything is written, a document no Cosmos DB

@@ -230,10 +230,13 @@ func (d *deleter) mark(ctx context.Context, ids []string) error {
 			continue
 		}
 		_, err := d.p.container.PatchItem(ctx, partitionKey(id), instanceDocID, ops, nil)
-		if err != nil && !IsNotFound(err) && !IsPreconditionFailed(err) {
+		switch {
+		case err == nil: // marked: this life's items are the deletion's
+			d.p.ended.Ended(partitionEnded(instancePartitionKey(id)), d.p.nowMs())
+			d.p.dropReadyOf(instancePartitionKey(id)) // Keeps: H4
+		case !IsNotFound(err) && !IsPreconditionFailed(err):
 			return err
 		}
-		d.p.dropReadyOf(instancePartitionKey(id)) // Keeps: H4
 	}
 	return nil
 }
@@ -437,6 +440,8 @@ func (p *CosmosProvider) deletePartition(ctx context.Context, instance, intentID
 	var result DeleteInstanceResult
 	pk := instancePartitionKey(instance)
 	defer p.cache.drop(pk)
+	p.ended.Ending(partitionEnded(pk))
+	defer func() { p.ended.Ended(partitionEnded(pk), p.nowMs()) }()
 	p.dropReadyOf(pk) // Keeps: H4
 	for round := 0; round < maxDeleteRounds; round++ {
 		rows, err := p.partitionRows(ctx, pk, intentID)

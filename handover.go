@@ -77,6 +77,34 @@ func (p *CosmosProvider) withdrawCancelled(plan *ackPlan) (restore func()) {
 	}
 }
 
+// endedKeep is how long this process remembers what its own writes ended:
+// far longer than any lock an item is handed out under.
+const endedKeep = 10 * time.Minute
+
+// Keys of what this process's writes end (handoff.Ended): a partition a
+// deletion swept, an activity a commit cancelled.
+func partitionEnded(pk string) string { return "p|" + pk }
+
+func activityEnded(pk string, a activityKey) string {
+	return "a|" + pk + "|" + strconv.FormatUint(a.exec, 10) + "|" + strconv.FormatUint(a.id, 10)
+}
+
+// endedHere says an item locked eagerly belongs to what a write of this
+// process ended since: its instance's deletion, or its cancellation. Its
+// commit's answer may have come after that write was sent, so dropping the
+// ready items then could not reach it.
+func (p *CosmosProvider) endedHere(lock *workLock) bool {
+	return p.ended.Since(partitionEnded(lock.pk), lock.lockedAt) || p.ended.Since(activityEnded(lock.pk, lock.activity), lock.lockedAt)
+}
+
+// noteCancelled notes the activities plan's commit, which applied, cancelled.
+func (p *CosmosProvider) noteCancelled(plan *ackPlan) {
+	now := p.nowMs()
+	for _, c := range plan.cancels {
+		p.ended.Ended(activityEnded(c.pk, c.activity), now)
+	}
+}
+
 // dropReadyOf forgets what this process keeps ready or chained in pk, as a
 // deletion of pk's instance begins: the deletion removes the items, and
 // one handed out without a request afterwards would run an activity of a
@@ -108,6 +136,9 @@ func (p *CosmosProvider) returningFetch(lock *workLock) (done func()) {
 // one; false passes it over (its lock is not ours after all, or it does not
 // decode and was set aside).
 func (p *CosmosProvider) handOutEager(ctx context.Context, lock *workLock, lockTimeout time.Duration) (fetchedWork, bool) {
+	if p.endedHere(lock) { // Keeps: H4
+		return fetchedWork{}, false // the deletion swept it, or the tombstone replaced it
+	}
 	ctx = p.tel.withOrchestrationName(ctx, lock.doc.Orch)
 	if lock.doc.ETag == "" { // Keeps: H2
 		// The commit's answer did not say: its lock is ours only if the

@@ -223,6 +223,7 @@ type CosmosProvider struct {
 	workSignal *queueSignal
 	readyItems *handoff.Ready[*workLock]   // worker items locked ahead for this process's fetches; nil: none
 	readyTurns *handoff.Ready[*lockedTurn] // turns made ready for them (starts, chained turns); nil: none
+	ended      *handoff.Ended              // what this process's writes ended (deletions, cancellations), for the hand-outs (H4)
 	chains     *chainTable                 // nil: no chained turns
 
 	orchLocks  handoff.LockTable[*orchestrationLock]
@@ -349,6 +350,7 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	p.workSignal = newQueueSignal(cfg.ShortPolling, p.now)
 	p.readyItems = newReadyItems(cfg.ShortPolling || cfg.DisableEagerDispatch, p.cfg.PollInterval, p.nowMs)
 	p.readyTurns = newReadyTurns(cfg.ShortPolling || cfg.DisableEagerDispatch, p.cfg.PollInterval, p.nowMs)
+	p.ended = handoff.NewEnded(endedKeep)
 	p.chains = handoff.NewChains[*orchestrationLock, activityKey, queueDoc](cfg.ShortPolling || cfg.DisableEagerDispatch)
 	bg, stop := context.WithCancel(context.Background())
 	p.stop = stop

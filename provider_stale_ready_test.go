@@ -1,8 +1,12 @@
 package cdb_test
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,4 +91,59 @@ func TestAReadyItemChangedElsewhereIsPassedOverOnItsRefresh(t *testing.T) {
 	require.NoError(t, err)
 	clock.Advance(30 * time.Second) // half the lock gone: the hand-out refreshes it first
 	noWork(ctx, t, p, "the item was written by another process since it was locked here")
+}
+
+// lateAnswers delays the answer (not the execution) of the requests
+// delay says to, by as long as it says.
+type lateAnswers struct {
+	next  http.RoundTripper
+	delay func(*http.Request, []byte) time.Duration
+}
+
+func (l lateAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
+	var body []byte
+	if r.Body != nil {
+		body, _ = io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	resp, err := l.next.RoundTrip(r)
+	if d := l.delay(r, body); d > 0 {
+		time.Sleep(d)
+	}
+	return resp, err
+}
+
+// An item a commit locked for this process, whose answer came only after
+// this process deleted the instance, is not handed out: the deletion
+// dropped the ready items it could see, and this one was not ready yet.
+func TestAnItemWhoseCommitAnsweredAfterTheInstancesDeletionIsNotHandedOut(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	var slow atomic.Bool
+	executed := make(chan struct{}, 1)
+	client, err := cdb.NewClient(acct.Endpoint(), cdb.ClientOptions{Key: acct.Key(), Transport: lateAnswers{next: acct.Transport(),
+		delay: func(r *http.Request, body []byte) time.Duration {
+			if !slow.Load() || !bytes.Contains(body, []byte("ActivityExecute")) {
+				return 0
+			}
+			slow.Store(false)
+			executed <- struct{}{}
+			return 500 * time.Millisecond
+		}}})
+	require.NoError(t, err)
+	p, err := cdb.NewProvider(context.Background(), cdb.Config{Client: client, PollInterval: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	token := lockedStart(ctx, t, p, "gone")
+	worker, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+
+	slow.Store(true)
+	acked := startInBackground(func() error { return ackScheduling(ctx, t, p, token, "gone", activity("gone", 2, "")) })
+	<-executed // the commit applied; its answer is on its way
+	_, err = p.DeleteInstancesAtomic(ctx, []string{"gone"}, true)
+	require.NoError(t, err)
+	require.NoError(t, <-acked)
+
+	work, ok := within(2*time.Second, worker)
+	assert.False(t, ok && work.item != nil, "the deleted instance's activity was handed out: %+v", work.item)
 }

@@ -792,6 +792,7 @@ type workLock struct {
 	lockedUntil int64
 	done        bool
 	activity    activityKey // the item's activity, which never changes
+	lockedAt    int64       // ms: when the commit that locked it eagerly was planned (0: claimed)
 	// fetchedBy and fetchTimeout are the filter and lock timeout of the
 	// fetch that took the item (zero for one not handed out): the
 	// dispatcher that acks or abandons it fetches again next (handover.go).

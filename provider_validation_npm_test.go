@@ -8,6 +8,7 @@ import (
 
 	"github.com/duroxide-go/cdb"
 	"github.com/duroxide-go/cdb/internal/cosmostest"
+	"github.com/duroxide-go/cdb/internal/hostspeed"
 	"github.com/duroxide-go/cdb/providertest"
 )
 
@@ -29,7 +30,7 @@ func (f targetFactory) NewProvider(t *testing.T, o providertest.ProviderOptions)
 		db, container = container, "duroxide"
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), hostspeed.Scale(time.Minute))
 		defer cancel()
 		if f.database == "" {
 			_ = env.Client.DeleteDatabase(ctx, db)

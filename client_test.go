@@ -24,6 +24,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb/internal/hostspeed"
 )
 
 // The emulator's well-known key: public, and the key of the 1926 test vectors.
@@ -152,7 +154,7 @@ func assertSignedFor(t *testing.T, r wireRequest, resourceType, link string) {
 }
 
 func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hostspeed.Scale(30*time.Second))
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/internal/hostspeed"
 	"github.com/duroxide-go/cdb/providertest"
 )
 
@@ -16,7 +17,7 @@ import (
 // when its turn consumes it, and the marker is gone once the clock passes
 // its _ts + ttl.
 func TestFakeAccountExpiresTheProvidersConsumedMarkers(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), hostspeed.Scale(time.Minute))
 	defer cancel()
 	clock := newTestClock()
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now})
@@ -38,7 +39,7 @@ func TestFakeAccountExpiresTheProvidersConsumedMarkers(t *testing.T) {
 // once, but a create of its id conflicts until the lag has passed, as an
 // account whose background purge has not reached it yet may answer.
 func TestFakeAccountKeepsAnExpiredIDTakenUntilItsPurge(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), hostspeed.Scale(time.Minute))
 	defer cancel()
 	clock := newTestClock()
 	client := cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now, ExpiredPurgeLag: time.Minute}).Client()

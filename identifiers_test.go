@@ -13,6 +13,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb/internal/hostspeed"
 )
 
 // assertRandomUUID checks that id is prefix followed by a version 4 UUID in
@@ -37,7 +39,7 @@ func TestRandomIdentifiersAreUUIDs(t *testing.T) {
 
 // A lock token a fetch returns is one of them.
 func TestFetchedLockTokensAreUUIDs(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), hostspeed.Scale(time.Minute))
 	defer cancel()
 	acct := NewFakeAccount(FakeAccountOptions{})
 	p, err := NewProvider(ctx, Config{Client: acct.Client(), ShortPolling: true})

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/internal/hostspeed"
 )
 
 // inDir runs the rest of the test with dir as the working directory (where
@@ -125,7 +126,7 @@ func TestConfigFromEnvCAFileTrustsTheEmulatorsCertificate(t *testing.T) {
 	unsetEnv(t, cosmosEnv...)
 	t.Setenv(cdb.EnvEndpoint, srv.URL)
 	t.Setenv(cdb.EnvKey, acct.Key())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), hostspeed.Scale(time.Minute))
 	defer cancel()
 
 	cfg, err := cdb.ConfigFromEnv()

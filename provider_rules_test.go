@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/internal/hostspeed"
 	"github.com/duroxide-go/cdb/providertest"
 )
 
@@ -31,8 +32,13 @@ func newRulesProvider(t *testing.T, acct *cdb.FakeAccount, cfg cdb.Config) *cdb.
 	return p
 }
 
+// rulesContext bounds a test that would otherwise hang: two minutes on the
+// host the tests were tuned on (idle, 2 cores, -race), longer in proportion
+// on a slower one (internal/hostspeed). A 150-key turn of 64 KB values
+// takes about 20 s there and outlasted a fixed two minutes with three test
+// binaries and the npm server sharing the machine.
 func rulesContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), hostspeed.Scale(2*time.Minute))
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/internal/hostspeed"
 	"github.com/duroxide-go/cdb/providertest"
 )
 
@@ -25,7 +26,7 @@ func TestValidationUnderStaleReads(t *testing.T) {
 // see its own enqueue.
 func TestStaleReadsAreObservedWithoutSessionTokens(t *testing.T) {
 	const instance = "stale-1"
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), hostspeed.Scale(time.Minute))
 	defer cancel()
 
 	t.Run("with session tokens", func(t *testing.T) {

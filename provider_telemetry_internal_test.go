@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/duroxide-go/cdb/internal/hostspeed"
 )
 
 // A gauge sample costs five queries per partition key range (two for the
@@ -12,7 +14,7 @@ import (
 // ARCHITECTURE.md (Telemetry) states it.
 func TestGaugeSampleCostsFiveQueriesPerPartitionKeyRange(t *testing.T) {
 	for _, ranges := range []int{1, 4} {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), hostspeed.Scale(time.Minute))
 		defer cancel()
 		acct := NewFakeAccount(FakeAccountOptions{PartitionKeyRanges: ranges})
 		p, err := NewProvider(ctx, Config{Client: acct.Client(), ShortPolling: true, GaugeInterval: -1})

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/internal/hostspeed"
 	"github.com/duroxide-go/cdb/internal/memprovider"
 )
 
@@ -43,12 +44,18 @@ var testProviders = []providerCase{
 }
 
 // fastOptions keep the end-to-end tests quick: short polls, short locks.
+// The locks are short on the host the tests were tuned on (idle, 2 cores,
+// -race) and longer in proportion on a slower one (internal/hostspeed): a
+// lock must outlive a fetch, a renewal's round trip and an ack, which on
+// the npm server with three test binaries sharing 2 cores took over a
+// second, so that every attempt of an activity lost its lock and the
+// instance ended as poison.
 func fastOptions(t *testing.T) Options {
 	return Options{
 		MinPollInterval:         10 * time.Millisecond,
 		LongPollTimeout:         500 * time.Millisecond,
-		OrchestratorLockTimeout: 2 * time.Second,
-		WorkerLockTimeout:       time.Second,
+		OrchestratorLockTimeout: hostspeed.Scale(2 * time.Second),
+		WorkerLockTimeout:       hostspeed.Scale(time.Second),
 		Logger:                  slog.New(&testLogHandler{t: t}),
 	}
 }
@@ -119,9 +126,10 @@ func (h *harness) start(instance, name, input string, opts ...StartOption) {
 // wait waits for the instance to finish and returns its status. The wait
 // is only a bound for a test that would otherwise hang: 15 s was outlasted
 // by a 100-message inbox against the npm server under -race on a loaded
-// 2-core machine (it takes about 5 s alone).
+// 2-core machine (it takes about 5 s alone); a minute, scaled with the
+// host's slowness.
 func (h *harness) wait(instance string) Status {
-	st, err := h.client.WaitForCompletion(h.ctx, instance, time.Minute)
+	st, err := h.client.WaitForCompletion(h.ctx, instance, hostspeed.Scale(time.Minute))
 	require.NoError(h.t, err, "instance %s", instance)
 	return st
 }
@@ -139,7 +147,7 @@ func (h *harness) completed(instance string) string {
 // waitForHistory polls the latest execution's history until cond holds.
 func (h *harness) waitForHistory(instance string, cond func([]cdb.Event) bool) []cdb.Event {
 	var history []cdb.Event
-	err := poll(h.ctx, time.Minute, func() (bool, error) {
+	err := poll(h.ctx, hostspeed.Scale(time.Minute), func() (bool, error) {
 		var err error
 		history, err = h.provider.Read(h.ctx, instance)
 		return err == nil && cond(history), err

@@ -59,7 +59,8 @@ func registerExclusive(h *harness, a *exclusiveActivity) {
 }
 
 // startRuntime starts a runtime of the exclusive activity on p, with the
-// harness's options (a worker lock of a second) and tweak's.
+// harness's options (a worker lock of a second, scaled with the host's
+// slowness) and tweak's.
 func startRuntime(t *testing.T, p cdb.Provider, a *exclusiveActivity, tweak func(*Options)) (*Runtime, *harness) {
 	h := newHarness(t, p)
 	registerExclusive(h, a)

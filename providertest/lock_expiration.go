@@ -1,6 +1,7 @@
 package providertest
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -178,7 +179,7 @@ func testWorkerLockRenewalAfterExpiration(t *testing.T, f Factory) {
 
 	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("test-instance", cdb.InitialExecutionID, 1, "TestActivity", "test")))
 
-	const shortTimeout = time.Second
+	shortTimeout := scaled(time.Second)
 	_, token := fetchWork(ctx, t, p, shortTimeout)
 
 	// duroxide sleeps factory.lock_timeout() + 100ms here, which outlasts the
@@ -269,6 +270,14 @@ func testAbandonWorkItemReleasesLock(t *testing.T, f Factory) {
 
 // testAbandonWorkItemWithDelay: a worker item abandoned with a 500ms delay is
 // invisible until the delay has passed.
+//
+// The delay is duroxide's 500 ms scaled with the host's slowness, and the
+// check that the item is hidden does not race it: a fetch that returns the
+// item once the delay may have run out (counted from before the abandon was
+// sent) shows nothing wrong, so the item it took is abandoned again with
+// twice the delay and checked again. A fetch that returns the item before
+// its delay has run out fails the test, as in duroxide. On the npm server
+// with the machine loaded, the abandon and one fetch took over 500 ms.
 func testAbandonWorkItemWithDelay(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
@@ -277,10 +286,8 @@ func testAbandonWorkItemWithDelay(t *testing.T, f Factory) {
 	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("test-abandon-delay", cdb.InitialExecutionID, 1, "TestActivity", "test")))
 	_, token := fetchWork(ctx, t, p, lockTimeout)
 
-	const delay = 500 * time.Millisecond
-	require.NoError(t, p.AbandonWorkItem(ctx, token, delay, false))
-
-	fetchNoWork(ctx, t, p, lockTimeout, "Item should be delayed, not immediately available")
+	delay := abandonWorkHidden(ctx, t, p, token, scaled(500*time.Millisecond), lockTimeout,
+		"Item should be delayed, not immediately available")
 
 	time.Sleep(delay + 100*time.Millisecond)
 
@@ -298,7 +305,7 @@ func testWorkerAckFailsAfterLockExpiry(t *testing.T, f Factory) {
 
 	require.NoError(t, p.EnqueueForWorker(ctx, activityExecute("ack-expiry-test", cdb.InitialExecutionID, 1, "TestActivity", "test")))
 
-	const shortTimeout = time.Second
+	shortTimeout := scaled(time.Second)
 	_, token := fetchWork(ctx, t, p, shortTimeout)
 
 	time.Sleep(shortTimeout + 200*time.Millisecond)
@@ -323,4 +330,39 @@ func testOrchestrationLockRenewalAfterExpiration(t *testing.T, f Factory) {
 
 	err := p.RenewOrchestrationItemLock(ctx, token, lockTimeout)
 	assert.ErrorIs(t, err, cdb.ErrInvalidLockToken, "Should fail to renew expired orchestration lock")
+}
+
+// abandonWorkHidden abandons the worker item of token with delay and
+// checks that a fetch right after finds nothing; it returns the delay the
+// check was made with. A fetch that took the item back before delay had
+// passed since the abandon was sent fails the test with msg. One that
+// returned it later proves nothing (the delay may rightly have run out on a
+// slow host): the item it took is abandoned again with twice the delay and
+// the check repeated, so the check is made, however slow the host, on a
+// fetch that ran within the delay.
+func abandonWorkHidden(ctx context.Context, t checkT, p cdb.Provider, token string, delay, lock time.Duration, msg string) time.Duration {
+	t.Helper()
+	const tries = 6
+	for try := 1; ; try++ {
+		sent := time.Now()
+		require.NoError(t, p.AbandonWorkItem(ctx, token, delay, false))
+		item, next, _, err := p.FetchWorkItem(ctx, lock, noPoll, nil, cdb.DefaultOnlyFilter())
+		took := time.Since(sent)
+		require.NoError(t, err)
+		if item == nil {
+			return delay
+		}
+		if took < delay || try == tries {
+			require.Nil(t, item, "%s (the fetch returned it %v after the abandon was sent, with a %v delay)", msg, took, delay)
+		}
+		t.Logf("the abandon and the fetch took %v, past the %v delay: the item's return proves nothing; again with %v", took, delay, 2*delay)
+		token, delay = next, 2*delay
+	}
+}
+
+// checkT is what a check needs of its test (a *testing.T).
+type checkT interface {
+	require.TestingT
+	Helper()
+	Logf(format string, args ...any)
 }

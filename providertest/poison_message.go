@@ -90,14 +90,17 @@ func testWorkerAttemptCountStartsAtOne(t *testing.T, f Factory) {
 func testWorkerAttemptCountIncrementsOnLockExpiry(t *testing.T, f Factory) {
 	ctx := testContext(t)
 	p := f.NewProvider(t, ProviderOptions{})
-	shortLock := time.Second
+	// duroxide's 1 s lock, scaled with the host: a fetch slower than a
+	// quarter of its lock renews it before handing it out, and one that
+	// outlasts it passes the item over, counting an attempt for nothing.
+	shortLock := scaled(time.Second)
 	const inst = "poison-test-4"
 
 	require.NoError(t, p.EnqueueForWorker(ctx, pmActivity(inst)))
 	_, _, attempt1 := fetchWorkAttempt(ctx, t, p, shortLock)
 	require.Equal(t, uint32(1), attempt1, "First fetch should have attempt_count = 1")
 
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(shortLock + 100*time.Millisecond)
 
 	_, token2, attempt2 := fetchWorkAttempt(ctx, t, p, shortLock)
 	require.Equal(t, uint32(2), attempt2, "Second fetch after lock expiry should have attempt_count = 2")
@@ -240,7 +243,9 @@ func testOrchestrationDelayedAbandonPreservesUnlockedRows(t *testing.T, f Factor
 	require.Equal(t, []cdb.WorkItem{pmEvent(inst, "row1")}, item1.Messages, "the first fetch locks row 1")
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, pmEvent(inst, "row2"), 0), "row 2 arrives while row 1 is locked")
-	require.NoError(t, p.AbandonOrchestrationItem(ctx, token1, 5*time.Second, false), "abandon should succeed")
+	// The delay must outlast the abandon and the next fetch: duroxide's
+	// 5 s, scaled with the host.
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token1, scaled(5*time.Second), false), "abandon should succeed")
 
 	item2, token2, attempt2 := fetchOrchestrationAttempt(ctx, t, p, lock)
 	require.Equal(t, []cdb.WorkItem{pmEvent(inst, "row2")}, item2.Messages,
@@ -265,7 +270,11 @@ func testOrchestrationIgnoreAttemptPreservesHiddenStart(t *testing.T, f Factory)
 	require.NoError(t, p.AbandonOrchestrationItem(ctx, token1, 0, false), "abandon should succeed")
 	_, token2, attempt2 := fetchOrchestrationAttempt(ctx, t, p, lock)
 	require.Equal(t, uint32(2), attempt2, "Second fetch should have attempt_count = 2")
-	require.NoError(t, p.AbandonOrchestrationItem(ctx, token2, time.Second, false), "the start is hidden for a second")
+	// Hidden for duroxide's second, scaled with the host: the delay must
+	// outlast an enqueue and a fetch, which a loaded machine made slower
+	// than a second.
+	hidden := scaled(time.Second)
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token2, hidden, false), "the start is hidden for a second")
 
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, pmEvent(inst, "input"), 0))
 	input, token3, attempt3 := fetchOrchestrationAttempt(ctx, t, p, lock)
@@ -274,7 +283,7 @@ func testOrchestrationIgnoreAttemptPreservesHiddenStart(t *testing.T, f Factory)
 	require.Equal(t, uint32(1), attempt3, "the input is fetched for the first time")
 	require.NoError(t, p.AbandonOrchestrationItem(ctx, token3, 0, true), "abandon with ignore_attempt should succeed")
 
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(hidden + 100*time.Millisecond)
 	joint, token4, attempt4 := fetchOrchestrationAttempt(ctx, t, p, lock)
 	require.Equal(t, []cdb.WorkItem{StartItem(inst), pmEvent(inst, "input")}, joint.Messages,
 		"the start and the input come together once the delay ends")

@@ -95,13 +95,13 @@ func rrStart(t *testing.T, p cdb.Provider, registry *durable.Registry, opts dura
 	return r
 }
 
-// Shutdown stops the runtime and waits for it (at most 10s for work in
-// flight); calling it again does nothing.
+// Shutdown stops the runtime and waits for it (at most 10s, scaled with the
+// host's slowness, for work in flight); calling it again does nothing.
 func (r *rrRuntime) Shutdown() {
 	if r.rt == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), scaled(10*time.Second))
 	defer cancel()
 	if err := r.rt.Shutdown(ctx); err != nil {
 		r.t.Logf("runtime shutdown: %v", err)
@@ -121,8 +121,9 @@ func (w testLogWriter) Write(b []byte) (int, error) {
 // instance, or an error after timeout. duroxide's client reads the status
 // from the history (Provider::read), so this one does too: historyStatus
 // hides a provider's StatusReader from durable's client.
+// The timeout is scaled with the host's slowness.
 func rrWait(ctx context.Context, p cdb.Provider, instance string, timeout time.Duration) (durable.Status, error) {
-	return durable.NewClient(historyStatus{p}).WaitForCompletion(ctx, instance, timeout)
+	return durable.NewClient(historyStatus{p}).WaitForCompletion(ctx, instance, scaled(timeout))
 }
 
 // historyStatus is a provider without its optional StatusReader.
@@ -247,9 +248,12 @@ func testContinueAsNewUnregisteredBackoff(t *testing.T, f Factory) {
 		},
 		[]cdb.WorkItem{rrContinueAsNew(instance, "RollingSuccessor")},
 		cdb.ExecutionMetadata{Status: ptr(cdb.StatusContinuedAsNew)})
+	// The backoff hides the start across the runtime's shutdown and the
+	// inspecting fetch below: duroxide's 2 s, scaled with the host.
+	backoff := scaled(2 * time.Second)
 	oldRuntime := rrStart(t, p, durable.NewRegistry(), durable.Options{
 		OrchestrationConcurrency: 1, MinPollInterval: 10 * time.Millisecond,
-		UnregisteredBackoffBase: 2 * time.Second, UnregisteredBackoffMax: 2 * time.Second,
+		UnregisteredBackoffBase: backoff, UnregisteredBackoffMax: backoff,
 	})
 	// A loaded machine (the race detector, parallel tests) can let the
 	// inspection below win the item many times before the runtime takes
@@ -276,11 +280,11 @@ func testContinueAsNewUnregisteredBackoff(t *testing.T, f Factory) {
 }
 
 // rrWaitUntilHidden fetches every 20ms until a fetch finds nothing, for at
-// most timeout; a batch it takes meanwhile must hold the ContinueAsNew
+// most timeout (scaled with the host's slowness); a batch it takes meanwhile must hold the ContinueAsNew
 // message and is released at once with its attempt undone.
 func rrWaitUntilHidden(ctx context.Context, t *testing.T, p cdb.Provider, timeout time.Duration) bool {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(scaled(timeout))
 	for time.Now().Before(deadline) {
 		// Slower than the runtime's polls, so the runtime, not this
 		// inspection, mostly takes the start.
@@ -603,10 +607,11 @@ func rrFirstEventID(t *testing.T, history []cdb.Event, is func(cdb.EventKind) bo
 }
 
 // rrWaitForSignalBinding polls the successor's history until it holds both
-// its "signal" subscription and the window's answer, for at most timeout.
+// its "signal" subscription and the window's answer, for at most timeout
+// (scaled with the host's slowness).
 func rrWaitForSignalBinding(ctx context.Context, t *testing.T, p cdb.Provider, instance string, timeout time.Duration) bool {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(scaled(timeout))
 	for time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 		history, err := p.ReadWithExecution(ctx, instance, 2)
@@ -623,10 +628,10 @@ func rrWaitForSignalBinding(ctx context.Context, t *testing.T, p cdb.Provider, i
 }
 
 // rrWaitForHistory polls instance's history until done holds, for at most
-// timeout.
+// timeout (scaled with the host's slowness).
 func rrWaitForHistory(ctx context.Context, t *testing.T, p cdb.Provider, instance string, timeout time.Duration, done func([]cdb.Event) bool) bool {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(scaled(timeout))
 	for time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 		history, err := p.Read(ctx, instance)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/duroxide-go/cdb"
 	"github.com/duroxide-go/cdb/internal/fakecosmos"
+	"github.com/duroxide-go/cdb/internal/hostspeed"
 )
 
 // Quirks lists what a target's Cosmos DB cannot do. Each non-empty field is
@@ -104,6 +105,16 @@ func NPMTarget(endpoint string) *Target {
 			c, err := cdb.NewClient(endpoint, cdb.ClientOptions{
 				Key:       EmulatorKey,
 				Transport: vercelWorkarounds{next: http.DefaultTransport},
+				// The server is one node process on the test's machine: on a
+				// loaded host a batch it runs operation by operation took
+				// longer than the default 15 s attempt deadline, and a
+				// fetch whose lock batch ran out passed its item over. The
+				// deadlines grow with the host's slowness (15 s and 60 s
+				// on the host the tests were tuned on).
+				Timeouts: cdb.TimeoutOptions{
+					Attempt:      hostspeed.Scale(15 * time.Second),
+					QueryAttempt: hostspeed.Scale(time.Minute),
+				},
 			})
 			if err != nil {
 				t.Fatalf("client for the npm server: %v", err)

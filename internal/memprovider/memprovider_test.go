@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/internal/hostspeed"
 	"github.com/duroxide-go/cdb/internal/memprovider"
 	"github.com/duroxide-go/cdb/providertest"
 )
@@ -20,7 +21,9 @@ func (factory) NewProvider(t *testing.T, o providertest.ProviderOptions) cdb.Pro
 	return p
 }
 
-func (factory) LockTimeout() time.Duration { return time.Second }
+// LockTimeout is duroxide's 1 s, longer in proportion on a slow host
+// (internal/hostspeed).
+func (factory) LockTimeout() time.Duration { return hostspeed.Scale(time.Second) }
 
 func memory(p cdb.Provider) (*memprovider.Provider, error) {
 	mp, ok := p.(*memprovider.Provider)

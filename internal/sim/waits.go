@@ -14,12 +14,14 @@ package sim
 //   - the store holds the end a wait returns: the observer's read right
 //     after it is the same terminal status (a told status is the commit's,
 //     never one the store does not hold yet);
-//   - a wait through a node that stayed up returns within waitBound of the
+//   - a wait through a node that stayed up returns within its bound of the
 //     end becoming visible to the observer (or of its own start, when that
 //     was later). A pause of the node, a fault on one of its requests to
 //     the instance's partition, or a jump of the simulated clock in
 //     between excuses a later return (excused); the bound then counts from
-//     the last of them.
+//     the last of them. The bound is drawn for the host as the run
+//     measured it at its start, and widens in proportion when the host was
+//     measured slower while the wait ran (slowed; hostspeed.go).
 
 import (
 	"context"
@@ -59,6 +61,10 @@ type completionWaits struct {
 	nodes    func() []*node // the nodes up now
 	wg       sync.WaitGroup
 
+	// host samples the host's slowness while waits run: a bound follows
+	// the host as it was during the wait, not only at the run's start.
+	host *hostWatch
+
 	mu      sync.Mutex
 	waiters []*waiter
 	totals  waitTotals
@@ -67,8 +73,10 @@ type completionWaits struct {
 // waitTotals are the report's counts.
 type waitTotals struct {
 	// onStarter: waits that began through the node their start went
-	// through (the told and held paths are likelier there)
-	waits, onStarter, told, held, reads, redone, excused, unreturned int
+	// through (the told and held paths are likelier there); slowed: waits
+	// that returned past the bound drawn for the host at the run's start,
+	// within the one the host's slowness during the wait gave them
+	waits, onStarter, told, held, reads, redone, excused, slowed, unreturned int
 }
 
 // waiter follows one instance.
@@ -82,9 +90,10 @@ type waiter struct {
 	seenEnd  time.Time // when the observer first read the instance ended (zero: not yet)
 	returned bool
 	// overdue is the node it was still waiting through past its bound
-	// when the run's waits were settled, since overdueFrom.
-	overdue     *node
-	overdueFrom time.Time
+	// (overdueBound) when the run's waits were settled, since overdueFrom.
+	overdue      *node
+	overdueFrom  time.Time
+	overdueBound time.Duration
 }
 
 // attemptEnd is how one attempt of a wait ended.
@@ -104,7 +113,7 @@ type waitAnswer struct {
 
 func newCompletionWaits(ctx context.Context, e *env, observer *rt.Client, viol *violations, nodes func() []*node) *completionWaits {
 	ctx, cancel := context.WithCancel(ctx)
-	return &completionWaits{ctx: ctx, cancel: cancel, env: e, observer: observer, viol: viol, nodes: nodes}
+	return &completionWaits{ctx: ctx, cancel: cancel, env: e, observer: observer, viol: viol, nodes: nodes, host: &hostWatch{}}
 }
 
 // follow starts a waiter for e's instance, when the seed's draw for it says
@@ -117,6 +126,7 @@ func (w *completionWaits) follow(e *expectation, through *rt.Client) {
 	if rng.Intn(waitShare) != 0 {
 		return
 	}
+	w.host.start(w.ctx, &w.wg)
 	wt := &waiter{e: e, rng: rng}
 	first := w.runnerThrough(through)
 	w.mu.Lock()
@@ -336,9 +346,12 @@ func (w *completionWaits) checkPrompt(wt *waiter, n *node, returned, began, seen
 		return // it returned before the observer read the end, or its node went down
 	}
 	from := later(seen, began)
-	bound := w.bound(n)
+	bound := w.boundOver(n, from, returned)
 	late := returned.Sub(from)
 	if late <= bound {
+		if late > w.bound(n) {
+			w.count(&w.totals.slowed, 1)
+		}
 		return
 	}
 	if w.excused(n, wt.e.instance, from, returned, bound) {
@@ -350,13 +363,30 @@ func (w *completionWaits) checkPrompt(wt *waiter, n *node, returned, began, seen
 		n.id, late.Round(time.Millisecond), stamp(from), bound))
 }
 
-// bound is how late after the end is visible a wait through n may return:
-// a lock n holds unseen (lost while it was held back) counts until its
-// expiry by n's clock, then a poll's backoff, the skew of the two clocks
-// that judge the lock's expiry, and a host-scaled turn's slack.
+// bound is how late after the end is visible a wait through n may return
+// on the host as the run measured it at its start: a lock n holds unseen
+// (lost while it was held back) counts until its expiry by n's clock, then
+// a poll's backoff, the skew of the two clocks that judge the lock's
+// expiry, and a host-scaled turn's slack.
 func (w *completionWaits) bound(n *node) time.Duration {
 	cfg := w.env.cfg
 	return n.settings.runtime.OrchestratorLockTimeout + waitPollMost + 2*cfg.Faults.ClockSkew + hostScaled(cfg, chainTurnAllowance)
+}
+
+// boundOver is bound for a wait that ran from..to: widened in proportion
+// when the host was measured slower in that span than at the run's start
+// (the lock and the turn's slack were drawn for the host then, and every
+// renewal, read and turn the wait depends on ran that much slower). A seed
+// 1 wait returned 7.5 s after the end, over a 5.5 s bound drawn at the
+// start, with its node up and unfaulted, because the machine had become
+// busier since. The widening has a ceiling (maxWatchedSlowness), so a wait
+// that never learns of an end is still reported.
+func (w *completionWaits) boundOver(n *node, from, to time.Time) time.Duration {
+	b := w.bound(n)
+	if s := w.host.slowestBetween(from, to); s > 0 {
+		b = time.Duration(float64(b) * max(s/max(w.env.cfg.HostSlowness, 1), 1))
+	}
+	return b
 }
 
 // excused: between from and to the simulated clock jumped, or n was
@@ -386,7 +416,7 @@ func (w *completionWaits) finish(ctx context.Context) {
 		if n := wt.overdue; n != nil {
 			w.viol.add(invWait, wt.e.instance, fmt.Sprintf(
 				"WaitForCompletion through %s had not returned %s after the end was visible (or the node was last held back: at %s), over its bound of %s; the node was up",
-				n.id, time.Since(wt.overdueFrom).Round(time.Millisecond), stamp(wt.overdueFrom), w.bound(n)))
+				n.id, time.Since(wt.overdueFrom).Round(time.Millisecond), stamp(wt.overdueFrom), wt.overdueBound))
 		}
 	}
 	w.mu.Unlock()
@@ -411,8 +441,8 @@ func (w *completionWaits) settled() bool {
 		if last, ok := w.env.rec.lastHeldBack(wt.node.id, wt.e.instance, from, now); ok {
 			from = later(from, last)
 		}
-		if now.Sub(from) > w.bound(wt.node) {
-			wt.overdue, wt.overdueFrom = wt.node, from
+		if bound := w.boundOver(wt.node, from, now); now.Sub(from) > bound {
+			wt.overdue, wt.overdueFrom, wt.overdueBound = wt.node, from, bound
 			continue
 		}
 		all = false
@@ -451,8 +481,8 @@ func (w *completionWaits) summary() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t := w.totals
-	return fmt.Sprintf("waits=%d on-starter=%d told=%d held-polls=%d reads=%d redone=%d excused=%d unreturned=%d",
-		t.waits, t.onStarter, t.told, t.held, t.reads, t.redone, t.excused, t.unreturned)
+	return fmt.Sprintf("waits=%d on-starter=%d told=%d held-polls=%d reads=%d redone=%d excused=%d slowed=%d unreturned=%d host-slowest=%.1f",
+		t.waits, t.onStarter, t.told, t.held, t.reads, t.redone, t.excused, t.slowed, t.unreturned, w.host.slowest())
 }
 
 func later(a, b time.Time) time.Time {

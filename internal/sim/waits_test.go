@@ -96,3 +96,77 @@ func TestAWaitStillOutPastItsBoundIsOverdueAndOneHeldBackSinceIsNot(t *testing.T
 	assert.False(t, w.settled(), "a wait whose node is paused now is not overdue")
 	assert.Nil(t, held.overdue)
 }
+
+// The bound is drawn for the host as the run measured it at its start; a
+// host measured slower while the wait ran widens it in proportion, and a
+// wait past the widened bound is still a violation.
+func TestAWaitLateWhileTheHostWasMeasuredSlowerIsWithinItsWidenedBound(t *testing.T) {
+	w, n := newPromptnessCheck(t)
+	seen := time.Now()
+	w.host.record(seen.Add(time.Second), 3) // three times slower than at the start (1)
+	widened := w.boundOver(n, seen, seen.Add(10*time.Second))
+	assert.Equal(t, 3*w.bound(n), widened)
+
+	w.checkPrompt(&waiter{e: &expectation{instance: "i1"}}, n, seen.Add(widened), seen, seen)
+	assert.Empty(t, w.viol.all())
+	assert.Equal(t, 1, w.totals.slowed)
+
+	w.checkPrompt(&waiter{e: &expectation{instance: "i2"}}, n, seen.Add(widened+time.Millisecond), seen, seen)
+	vs := w.viol.all()
+	require.Len(t, vs, 1, "past the widened bound a wait is late")
+	assert.Equal(t, "i2", vs[0].Instance)
+}
+
+// Only how the host was while the wait ran counts: a slow sample after it
+// returned, or one superseded before it began, widens nothing; the last
+// sample before it began still describes the host when it began.
+func TestOnlyTheSamplesOfTheWaitsSpanWidenItsBound(t *testing.T) {
+	w, n := newPromptnessCheck(t)
+	seen := time.Now()
+	returned := seen.Add(w.bound(n) + 100*time.Millisecond)
+	w.host.record(seen.Add(-4*time.Second), 5) // superseded by the next
+	w.host.record(seen.Add(-2*time.Second), 1) // the host when the wait began
+	w.host.record(returned.Add(time.Second), 5)
+	assert.Equal(t, w.bound(n), w.boundOver(n, seen, returned))
+	w.checkPrompt(&waiter{e: &expectation{instance: "i1"}}, n, returned, seen, seen)
+	require.Len(t, w.viol.all(), 1)
+
+	w.host.record(seen.Add(-time.Second), 2) // now the last before it began
+	assert.Equal(t, 2*w.bound(n), w.boundOver(n, seen, returned))
+}
+
+// However slow the host reads, the bound stays finite: a wait that never
+// learns of its end is overdue once past it.
+func TestTheWidenedBoundHasACeiling(t *testing.T) {
+	w, n := newPromptnessCheck(t)
+	past := time.Now().Add(-time.Hour)
+	w.host.record(past.Add(time.Second), 1e6)
+	assert.Equal(t, time.Duration(maxWatchedSlowness)*w.bound(n), w.boundOver(n, past, time.Now()))
+
+	stuck := &waiter{e: &expectation{instance: "i1"}, node: n, began: past, seenEnd: past}
+	w.waiters = []*waiter{stuck}
+	assert.True(t, w.settled())
+	assert.Same(t, n, stuck.overdue)
+	assert.Equal(t, time.Duration(maxWatchedSlowness)*w.bound(n), stuck.overdueBound)
+}
+
+// A wait still out past the bound drawn at the start, while the host is
+// measured slower, is not overdue yet.
+func TestAWaitStillOutWhileTheHostIsSlowIsNotOverdueBeforeItsWidenedBound(t *testing.T) {
+	w, n := newPromptnessCheck(t)
+	from := time.Now().Add(-2 * w.bound(n))
+	w.host.record(from.Add(time.Millisecond), 4)
+	out := &waiter{e: &expectation{instance: "i1"}, node: n, began: from, seenEnd: from}
+	w.waiters = []*waiter{out}
+	assert.False(t, w.settled())
+	assert.Nil(t, out.overdue)
+}
+
+// The watch samples the host while the run's waits go on, and stops with
+// them.
+func TestTheHostWatchSamplesUntilTheWaitsStop(t *testing.T) {
+	w, _ := newPromptnessCheck(t)
+	w.host.start(w.ctx, &w.wg)
+	require.Eventually(t, func() bool { return w.host.slowest() >= 1 }, time.Minute, 10*time.Millisecond)
+	w.stop()
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package hostspeed
+
+const raceEnabled = true

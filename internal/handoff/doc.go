@@ -5,8 +5,8 @@
 // that tell a waiting fetch what was announced (Wake), the chains of
 // instances a commit kept locked for its activities' completions (Chains),
 // the state of a start written by its first turn (Start), the watches of
-// callers waiting for an instance to end (EndWatches) and the lock table
-// (LockTable). It is memory only: nothing here sends a request; the
+// callers waiting for an instance to end (EndWatches), what this process's
+// own writes ended (Ended) and the lock table (LockTable). It is memory only: nothing here sends a request; the
 // provider decides what to write and calls in here to keep its view.
 //
 // # The hand-over rules
@@ -34,7 +34,9 @@
 //   - H4 Never staler than this process's writes (R20). A commit or a
 //     deletion of this process that cancels, tombstones or removes an item
 //     takes it out of every ready list before its request is sent (a
-//     commit that fails puts it back, to be read back); a refresh that
+//     commit that fails puts it back, to be read back), and is remembered
+//     for a while (Ended), so that an item locked before it whose commit
+//     answered only after it is not handed out either; a refresh that
 //     meets another write (412) or none (404) passes the item over.
 //   - H5 Nothing waits for nobody. What no fetch took within a poll
 //     interval is given back to the queue (an abandon that counts no

@@ -104,6 +104,15 @@ func (h *harness) orchestration(name string, fn OrchestrationFunc) {
 
 // run starts the runtime; it is shut down (and must stop cleanly) when the
 // test ends.
+// lockedByTheTestsClock gives the harness its locks' unscaled lengths
+// (worker 1 s, orchestrator 2 s), for a test whose store's clock moves only
+// when the test moves it, past a lock: such a lock cannot expire behind the
+// test's back however slow the host, and a lock scaled with the host would
+// outlast the step the test moves the clock by.
+func lockedByTheTestsClock(o *Options) {
+	o.OrchestratorLockTimeout, o.WorkerLockTimeout = 2*time.Second, time.Second
+}
+
 func (h *harness) run(tweak ...func(*Options)) {
 	opts := fastOptions(h.t)
 	for _, f := range tweak {

@@ -133,7 +133,10 @@ func TestShutdownLetsTheLockOfAHandlerPastItsGraceLapse(t *testing.T) {
 	mem := memprovider.New(memprovider.Options{LongPolling: true, Now: clock.Now})
 	t.Cleanup(func() { _ = mem.Close() })
 	act := newExclusiveActivity(t)
-	a, h := startRuntime(t, mem, act, func(o *Options) { o.ActivityCancellationGrace = 200 * time.Millisecond })
+	a, h := startRuntime(t, mem, act, func(o *Options) {
+		lockedByTheTestsClock(o)
+		o.ActivityCancellationGrace = 200 * time.Millisecond
+	})
 	h.start("shutdown-grace", "RunsExclusive", "y")
 	<-act.started
 
@@ -143,7 +146,7 @@ func TestShutdownLetsTheLockOfAHandlerPastItsGraceLapse(t *testing.T) {
 	assert.Equal(t, int32(1), act.running.Load(), "the handler still runs")
 
 	fetches := &workFetches{Provider: mem}
-	b, _ := startRuntime(t, fetches, act, nil)
+	b, _ := startRuntime(t, fetches, act, lockedByTheTestsClock)
 	t.Cleanup(func() { require.NoError(t, b.Shutdown(context.Background())) })
 	require.NoError(t, poll(context.Background(), time.Minute, func() (bool, error) {
 		return fetches.done.Load() >= 2 || fetches.items.Load() > 0, nil

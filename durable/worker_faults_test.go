@@ -133,7 +133,7 @@ func runThroughAFailedRenewal(t *testing.T, renewErr error) (output string, runs
 		}
 		return in, nil
 	})
-	h.run()
+	h.run(lockedByTheTestsClock)
 	h.start("renewal-failed", "SlowEcho", "kept")
 	return h.completed("renewal-failed"), ran.Load(), p.acks.Load()
 }
@@ -156,7 +156,7 @@ func TestAnAckSlowerThanTheLockStillCommits(t *testing.T) {
 	h := newHarness(t, p)
 	var runs atomic.Int32
 	slowEcho(h, countedEcho(&runs))
-	h.run()
+	h.run(lockedByTheTestsClock)
 	h.start("slow-ack", "SlowEcho", "kept")
 	assert.Equal(t, "kept", h.completed("slow-ack"))
 	assert.Equal(t, int32(1), runs.Load(), "the activity ran once")
@@ -236,7 +236,7 @@ func TestALostLockIsNotReleasedWhileItsHandlerRuns(t *testing.T) {
 	act := newExclusiveActivity(t)
 	h := newHarness(t, p)
 	registerExclusive(h, act)
-	h.run(func(o *Options) {
+	h.run(lockedByTheTestsClock, func(o *Options) {
 		o.WorkerConcurrency = 1
 		o.ActivityCancellationGrace = 200 * time.Millisecond
 	})

@@ -174,6 +174,8 @@ func (p *CosmosProvider) applied(ctx context.Context, lock *orchestrationLock, p
 		p.readyItems.Offer(ready...)
 	}
 	if p.closing.Load() {
+		ctx, cancel := givingBack(ctx)
+		defer cancel()
 		p.giveBackEager(ctx, math.MaxInt64) // Keeps: H5: no fetch of this process will take them
 	}
 	p.afterCommit(lock, plan, len(ready), queued)

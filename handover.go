@@ -190,6 +190,13 @@ func (p *CosmosProvider) runEagerGiveBack(ctx context.Context) {
 	runEvery(ctx, interval, func() { p.giveBackEager(ctx, p.nowMs()-interval.Milliseconds()) })
 }
 
+// givingBack is a context for giving back what no fetch of this process
+// will take: not bound to the call that found it (a runtime stopping
+// cancels its calls), bounded by closeGiveBackTimeout.
+func givingBack(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), closeGiveBackTimeout)
+}
+
 // closeGiveBackTimeout bounds what Close spends giving back what was
 // locked eagerly and never handed out.
 const closeGiveBackTimeout = 5 * time.Second

@@ -111,6 +111,8 @@ func (p *CosmosProvider) startChain(ctx context.Context, held *orchestrationLock
 	p.orchLocks.Put(held.token, held)
 	p.chains.Add(hi)
 	if p.closing.Load() { // Keeps: H5: Close may have given back the chains already
+		ctx, cancel := givingBack(ctx)
+		defer cancel()
 		for _, c := range p.chains.End(func(c *chain) bool { return c == hi }) {
 			p.giveBackChain(ctx, c)
 		}
@@ -142,6 +144,8 @@ func (p *CosmosProvider) handOverChain(ctx context.Context, hi *chain) {
 		return
 	}
 	if len(hi.Claimed) == 0 && !hi.Announced && !hi.Unsure || p.closing.Load() { // Keeps: H5
+		ctx, cancel := givingBack(ctx)
+		defer cancel()
 		p.giveBackChain(ctx, hi)
 		return
 	}

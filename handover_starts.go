@@ -58,6 +58,8 @@ func (p *CosmosProvider) startWithFirstTurn(ctx context.Context, w startWrite, d
 	reservation.Settle([]*lockedTurn{t})
 	p.orchSignal.announce(handoff.TurnReady(t.lock.pk))
 	if p.closing.Load() {
+		ctx, cancel := givingBack(ctx)
+		defer cancel()
 		p.giveBackEager(ctx, math.MaxInt64) // Keeps: H5: Close may have given back the ready turns already
 	}
 	state, err := t.lock.start.Outcome(ctx, firstTurnWait)

@@ -515,7 +515,7 @@ func (p *CosmosProvider) refreshFreshLock(ctx context.Context, lock *orchestrati
 func (p *CosmosProvider) releaseQuietly(ctx context.Context, lock *orchestrationLock) {
 	// A fetch whose caller went away (a runtime shutting down) still lets
 	// go of what it locked, or it would stay hidden for a lock's length.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeGiveBackTimeout)
+	ctx, cancel := givingBack(ctx)
 	defer cancel()
 	if err := p.writeAbandon(ctx, lock, 0, true); err != nil {
 		p.log.Warn("cdb: could not release a lock after a failed fetch; it will expire", "instance", lock.inst.Instance, "error", err)

@@ -343,22 +343,8 @@ func (e *eagerItems) writeTriesHook(node string) func(req *http.Request, body []
 			return
 		}
 		pk := partitionKeyOf(req)
-		var ids []string
-		switch operationOf(req) {
-		case "PatchItem":
-			id, _ := pathDocumentID(req)
-			ids = append(ids, id)
-		case "Batch":
-			var ops []batchOp
-			if json.Unmarshal(body, &ops) != nil {
-				return
-			}
-			for _, o := range ops {
-				if strings.EqualFold(o.OperationType, "patch") {
-					ids = append(ids, o.ID)
-				}
-			}
-		default:
+		ids := patchedIDs(req, body)
+		if len(ids) == 0 {
 			return
 		}
 		e.mu.Lock()

@@ -125,21 +125,9 @@ func (r *recorder) writeFaultsFor(node string) triesHook {
 			return
 		}
 		pk := partitionKeyOf(req)
-		var ids []string
-		switch operationOf(req) {
-		case "PatchItem":
-			id, _ := pathDocumentID(req)
-			ids = append(ids, id)
-		case "Batch":
-			var ops []batchOp
-			if json.Unmarshal(body, &ops) != nil {
-				return
-			}
-			for _, o := range ops {
-				if strings.EqualFold(o.OperationType, "patch") {
-					ids = append(ids, o.ID)
-				}
-			}
+		ids := patchedIDs(req, body)
+		if len(ids) == 0 {
+			return
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -559,3 +547,25 @@ func instancePK(instance string) string { return instance }
 // workDocID is the id of an activity's worker item in its instance's
 // partition.
 func workDocID(exec, activity uint64) string { return fmt.Sprintf("w|%d|%d", exec, activity) }
+
+// patchedIDs are the documents a request patches: a PATCH's, or a batch's
+// patch operations' (none when the batch body does not decode).
+func patchedIDs(req *http.Request, body []byte) []string {
+	var ids []string
+	switch operationOf(req) {
+	case "PatchItem":
+		id, _ := pathDocumentID(req)
+		ids = append(ids, id)
+	case "Batch":
+		var ops []batchOp
+		if json.Unmarshal(body, &ops) != nil {
+			return nil
+		}
+		for _, o := range ops {
+			if strings.EqualFold(o.OperationType, "patch") {
+				ids = append(ids, o.ID)
+			}
+		}
+	}
+	return ids
+}

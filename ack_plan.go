@@ -102,20 +102,13 @@ func (p *CosmosProvider) planAck(lock *orchestrationLock, req *ackRequest, squee
 		inst.KVMerged = execDoc.KVMerged
 	}
 
-	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
-	instBody, err := json.Marshal(withoutETag(inst))
-	if err != nil {
-		return nil, refuse(op, "encode instance", err)
-	}
-	if lock.start != nil {
-		// A start not written yet: its first turn creates the instance,
-		// and its message was never stored (handover_starts.go).
-		b.CreateItem(instBody, nil)
-	} else {
-		etag := lock.inst.ETag
-		b.ReplaceItem(instanceDocID, instBody, &TransactionalBatchItemOptions{IfMatch: &etag})
+	// The turn's own documents, which follow the instance document in the
+	// commit batch; that one is decided (kept or released) once they are
+	// placed, and written first.
+	writes := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+	if lock.start == nil {
 		for _, m := range lock.messages {
-			consumeItem(b, m, nil)
+			consumeItem(writes, m, nil)
 		}
 	}
 	var hist historyDoc
@@ -126,17 +119,17 @@ func (p *CosmosProvider) planAck(lock *orchestrationLock, req *ackRequest, squee
 			return nil, refuse(op, "", err)
 		}
 		hist, staged = d, parts
-		b.CreateItem(body, nil)
+		writes.CreateItem(body, nil)
 		for _, id := range d.Parts {
-			keepStaged(b, id)
+			keepStaged(writes, id)
 		}
 		execDoc.Events += len(delta)
 		execDoc.Bytes += d.Bytes
 	}
 	execDoc.CarryForward = max(execDoc.CarryForward, carryForwardCount(delta))
-	out.addTo(b)
+	out.addTo(writes)
 	staged = append(staged, out.staged...)
-	kvChunks, err := kvWrites.addTo(b)
+	kvChunks, err := kvWrites.addTo(writes)
 	if err != nil {
 		return nil, refuse(op, "", err)
 	}
@@ -145,31 +138,62 @@ func (p *CosmosProvider) planAck(lock *orchestrationLock, req *ackRequest, squee
 	if err != nil {
 		return nil, refuse(op, "encode execution", err)
 	}
-	b.UpsertItem(execBody, nil)
+	writes.UpsertItem(execBody, nil)
 
-	plan := &ackPlan{batch: b, inst: inst, staged: staged, historyID: hist.ID}
 	if err := w.addWork(workerItems, cancelled, inst.Pinned); err != nil {
 		return nil, err
 	}
-	plan.newWork, plan.workVisible = len(workerItems), time.UnixMilli(w.visible)
+	newMessages := []time.Time(nil)
 	for _, item := range orchItems {
 		visible, err := w.addMessage(item)
 		if err != nil {
 			return nil, err
 		}
 		if item.InstanceID() == inst.Instance {
-			plan.newMessages = append(plan.newMessages, visible)
+			newMessages = append(newMessages, visible)
 		}
 	}
 	if err := w.addCancellations(cancelled, workerItems); err != nil {
 		return nil, err
 	}
-	outbox, parts, err := w.flush(b, inst.Instance, inst.Rev)
+
+	kept, chains := inst, len(staged) == 0 && p.mayChain(lock, inst, w)
+	if chains {
+		kept = chainedInstance(inst, lock, now)
+	}
+	instBody, err := json.Marshal(withoutETag(kept))
+	if err != nil {
+		return nil, refuse(op, "encode instance", err)
+	}
+	place, err := w.place(inst.Instance, writes.Len()+1, writes.encodedBytes()+len(instBody)+len(instanceDocID)+batchOpOverhead)
 	if err != nil {
 		return nil, err
 	}
-	plan.outbox = outbox
-	plan.staged = append(plan.staged, parts...)
+	if chains && place.outbox {
+		// A turn with an outbox is a large one, whose relay this process
+		// does not wait for: it releases its instance.
+		if instBody, err = json.Marshal(withoutETag(inst)); err != nil {
+			return nil, refuse(op, "encode instance", err)
+		}
+		kept, chains = inst, false
+	}
+
+	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+	if lock.start != nil {
+		// A start not written yet: its first turn creates the instance,
+		// and its message was never stored (handover_starts.go).
+		b.CreateItem(instBody, nil)
+	} else {
+		etag := lock.inst.ETag
+		b.ReplaceItem(instanceDocID, instBody, &TransactionalBatchItemOptions{IfMatch: &etag})
+	}
+	b.append(writes)
+	outbox, parts, err := w.write(b, place, inst.Instance, inst.Rev)
+	if err != nil {
+		return nil, err
+	}
+	plan := &ackPlan{batch: b, inst: kept, staged: append(staged, parts...), historyID: hist.ID, outbox: outbox, newMessages: newMessages,
+		newWork: len(workerItems), workVisible: time.UnixMilli(w.visible)}
 	plan.state = nextState(state, inst, executionID, execDoc, delta, hist)
 	if plan.state != nil {
 		plan.state.kv = kvWrites.state
@@ -180,9 +204,8 @@ func (p *CosmosProvider) planAck(lock *orchestrationLock, req *ackRequest, squee
 		}
 	}
 	plan.eager, plan.reservation, plan.cancels, plan.lockable = w.locked, reservation, w.cancels, w.lockable
-	plan.inst = inst
-	if plan.chain, err = p.planChain(lock, plan, now); err != nil {
-		return nil, refuse(op, "encode instance", err)
+	if chains {
+		plan.chain = chainLock(lock, kept)
 	}
 	return plan, nil
 }

@@ -253,7 +253,6 @@ func (w *ackWriter) add(pk string, d pendingDoc) {
 // fetch's load reads pending outboxes), and stages the rest in parts.
 const (
 	commitBatchBytes  = MaxBatchBytes - 32*1024
-	batchOpOverhead   = 128 // bytes an operation adds to the batch body besides its document and id
 	outboxInlineBytes = 256 * 1024
 	outboxRefsReserve = 16 * 1024 // the outbox document's own fields and part names
 )
@@ -261,15 +260,6 @@ const (
 // commitBudgetBytes is the bytes a commit batch may take, halved squeeze
 // times for a commit the store refused as too large.
 func commitBudgetBytes(squeeze int) int { return commitBatchBytes >> squeeze }
-
-// batchBytes estimates the encoded size of a batch from its operations.
-func batchBytes(b *TransactionalBatch) int {
-	n := 2
-	for _, op := range b.ops {
-		n += len(op.ResourceBody) + len(op.ID) + batchOpOverhead
-	}
-	return n
-}
 
 // sizedEntry is an outbox entry with its encoded size in an entries array.
 type sizedEntry struct {
@@ -284,27 +274,37 @@ type outboxLayout struct {
 	parts  [][]outboxEntry
 }
 
-// flush places the turn's documents so the commit stays one batch: this
+// placement is where the turn's documents go: all of them in the commit
+// batch, or the first inline of this partition's there and the rest, with
+// every other partition's, in an outbox laid out as layout (self when it
+// carries messages for the instance itself, outboxDoc.Self).
+type placement struct {
+	outbox bool
+	inline int
+	layout outboxLayout
+	self   bool
+}
+
+// place decides where the turn's documents go so the commit stays one
+// batch, given the operations and bytes the batch holds before them: this
 // partition's in the batch while its operations and bytes allow, the rest,
-// and every other partition's, in an outbox document; entries that would make
-// that document too large go to staged parts, which the batch makes
-// permanent. It returns the outbox document (nil when none is needed) and the
-// parts to stage.
-func (w *ackWriter) flush(b *TransactionalBatch, instance string, rev uint64) (*outboxDoc, [][]byte, error) {
-	used, budget := batchBytes(b), commitBudgetBytes(w.squeeze)
-	if used > budget || b.Len() >= MaxBatchOperations {
-		return nil, nil, refuse(w.op, fmt.Sprintf("the turn's history, state and consumed messages take %d operations and %d bytes; a commit batch holds %d and %d",
-			b.Len(), used, MaxBatchOperations, budget), ErrBatchTooLarge)
+// and every other partition's, in an outbox document; entries that would
+// make that document too large go to staged parts, which the batch makes
+// permanent.
+func (w *ackWriter) place(instance string, ops, used int) (placement, error) {
+	budget := commitBudgetBytes(w.squeeze)
+	if used > budget || ops >= MaxBatchOperations {
+		return placement{}, refuse(w.op, fmt.Sprintf("the turn's history, state and consumed messages take %d operations and %d bytes; a commit batch holds %d and %d",
+			ops, used, MaxBatchOperations, budget), ErrBatchTooLarge)
 	}
-	if len(w.remote) == 0 && b.Len()+len(w.docs) <= MaxBatchOperations && used+opsBytes(w.docs) <= budget {
-		w.inline(b, w.docs, true)
-		return nil, nil, nil
+	if len(w.remote) == 0 && ops+len(w.docs) <= MaxBatchOperations && used+opsBytes(w.docs) <= budget {
+		return placement{inline: len(w.docs)}, nil
 	}
 	entries, err := w.entries()
 	if err != nil {
-		return nil, nil, err
+		return placement{}, err
 	}
-	opsFree := MaxBatchOperations - b.Len() - 1 // the outbox document's
+	opsFree := MaxBatchOperations - ops - 1 // the outbox document's
 	bytesFree := budget - used - outboxRefsReserve - len(instance) - len(w.pk) - batchOpOverhead
 	inlineBytes := make([]int, len(w.docs)+1) // of the first k documents
 	for i, d := range w.docs {
@@ -318,18 +318,34 @@ func (w *ackWriter) flush(b *TransactionalBatch, instance string, rev uint64) (*
 	for ; k >= 0; k-- {
 		layout, err := w.layout(entries[k:], bytesFree-inlineBytes[k], partCap)
 		if err != nil {
-			return nil, nil, err
+			return placement{}, err
 		}
 		if k+len(layout.parts) <= opsFree {
-			// A commit with an outbox is a large one, whose request may
-			// outlast a short lock counted from its plan: its items wait
-			// in the queue, unlocked.
-			w.inline(b, w.docs[:k], false)
-			return w.writeOutbox(b, instance, rev, layout, slices.ContainsFunc(w.docs[k:], func(d pendingDoc) bool { return d.message }))
+			return placement{outbox: true, inline: k, layout: layout, self: slices.ContainsFunc(w.docs[k:], func(d pendingDoc) bool { return d.message })}, nil
 		}
 	}
-	return nil, nil, refuse(w.op, fmt.Sprintf("the turn writes %d documents; even with its outbox staged in parts they need more than a commit batch's %d operations",
+	return placement{}, refuse(w.op, fmt.Sprintf("the turn writes %d documents; even with its outbox staged in parts they need more than a commit batch's %d operations",
 		len(w.docs)+len(w.remote), MaxBatchOperations), ErrBatchTooManyOperations)
+}
+
+// write adds the turn's documents to b as placed. It returns the outbox
+// document (nil when none is needed) and the parts to stage.
+func (w *ackWriter) write(b *TransactionalBatch, pl placement, instance string, rev uint64) (*outboxDoc, [][]byte, error) {
+	if !pl.outbox {
+		w.inline(b, w.docs, true)
+		return nil, nil, nil
+	}
+	// A commit with an outbox is a large one, whose request may outlast a
+	// short lock counted from its plan: its items wait in the queue,
+	// unlocked.
+	w.inline(b, w.docs[:pl.inline], false)
+	return w.writeOutbox(b, instance, rev, pl.layout, pl.self)
+}
+
+// eagerPending says the turn has worker items reserved for this process's
+// fetches, which the batch writes locked to it if they all fit there.
+func (w *ackWriter) eagerPending() bool {
+	return slices.ContainsFunc(w.docs, func(d pendingDoc) bool { return d.eager != nil })
 }
 
 // largestBody is the larger of the bodies d may be written with.
@@ -477,7 +493,7 @@ func (w *ackWriter) writeOutbox(b *TransactionalBatch, instance string, rev uint
 	for _, ref := range doc.Parts {
 		keepStaged(b, ref.ID)
 	}
-	if n := batchBytes(b); n > MaxBatchBytes {
+	if n := b.encodedBytes(); n > MaxBatchBytes {
 		return nil, nil, refuse(w.op, fmt.Sprintf("the commit batch would be %d bytes; at most %d are allowed", n, MaxBatchBytes), ErrBatchTooLarge)
 	}
 	return doc, staged, nil

@@ -72,6 +72,29 @@ func (b *TransactionalBatch) add(kind, id string, body []byte, o *TransactionalB
 	b.ops = append(b.ops, op)
 }
 
+// batchOpOverhead bounds the bytes an operation adds to the batch body
+// besides its document and id: its type, its If-Match and the JSON around
+// them.
+const batchOpOverhead = 128
+
+// encodedBytes bounds the size of the batch's body, as sent.
+func (b *TransactionalBatch) encodedBytes() int {
+	n := 2
+	for _, op := range b.ops {
+		n += len(op.ResourceBody) + len(op.ID) + batchOpOverhead
+	}
+	return n
+}
+
+// append adds o's operations after b's, and o's first builder error if b
+// has none.
+func (b *TransactionalBatch) append(o *TransactionalBatch) {
+	b.ops = append(b.ops, o.ops...)
+	if o.err != nil {
+		b.fail(o.err)
+	}
+}
+
 // setIfMatch changes the If-Match of operation i: a batch planned before
 // the document was last written (by its planner's own renewal) goes with
 // the version that write left.

@@ -67,28 +67,30 @@ func (p *CosmosProvider) chainWindow(lockTimeout time.Duration) time.Duration {
 	return min(p.cfg.PollInterval, lockTimeout/4)
 }
 
-// planChain makes a commit keep its instance locked to this process, when
-// the turn may: see the rules above. It sets the plan's instance document's
-// lock and returns the chain's lock, nil when the turn does not chain.
-func (p *CosmosProvider) planChain(lock *orchestrationLock, plan *ackPlan, now int64) (*orchestrationLock, error) {
-	if p.chains == nil || plan.outbox != nil || len(plan.staged) > 0 || plan.inst.Status != StatusRunning {
-		return nil, nil
+// mayChain says a commit of lock that releases inst may keep it locked to
+// this process instead (see the rules above), if its documents all fit the
+// batch: it is running, and some of its activities run here.
+func (p *CosmosProvider) mayChain(lock *orchestrationLock, inst instanceDoc, w *ackWriter) bool {
+	if p.chains == nil || inst.Status != StatusRunning || len(w.remote) > 0 {
+		return false
 	}
-	if len(plan.eager) == 0 && len(p.activitiesRunningHere(lock.pk)) == 0 {
-		return nil, nil // no completion will come from this process
-	}
-	inst := plan.inst
+	return w.eagerPending() || len(p.activitiesRunningHere(lock.pk)) > 0
+}
+
+// chainedInstance is inst kept locked, by the ack of lock, to this
+// process: under the chain's token, for a lock's length from now.
+func chainedInstance(inst instanceDoc, lock *orchestrationLock, now int64) instanceDoc {
 	inst.LockToken = chainToken(lock.token)
 	inst.LockedUntil = now + lock.timeout.Milliseconds()
-	body, err := json.Marshal(withoutETag(inst))
-	if err != nil {
-		return nil, err
-	}
-	plan.batch.ops[instanceWrite].ResourceBody = body
-	plan.inst = inst
-	held := &orchestrationLock{token: inst.LockToken, pk: lock.pk, timeout: lock.timeout, inst: inst, queriedAt: lock.queriedAt}
-	held.lockedUntil.Store(inst.LockedUntil)
-	return held, nil
+	return inst
+}
+
+// chainLock is the lock a chain holds on kept, the instance document its
+// commit writes.
+func chainLock(lock *orchestrationLock, kept instanceDoc) *orchestrationLock {
+	held := &orchestrationLock{token: kept.LockToken, pk: lock.pk, timeout: lock.timeout, inst: kept, queriedAt: lock.queriedAt}
+	held.lockedUntil.Store(kept.LockedUntil)
+	return held
 }
 
 // startChain records a committed chain (its instance document's ETag from

@@ -123,3 +123,29 @@ func TestTheClientFilesExist(t *testing.T) {
 		assert.NoError(t, err, "clientFiles names %s", name)
 	}
 }
+
+// TestOnlyTheBatchTouchesItsOperations keeps a commit decided before its
+// batch is built: outside batch.go no file reads or rewrites a batch's
+// operations (an operation's body, its If-Match); the provider adds each
+// document once, as decided, through the builder's methods.
+func TestOnlyTheBatchTouchesItsOperations(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	checked := 0
+	for _, name := range files {
+		if name == "batch.go" || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		checked++
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		require.NoError(t, err)
+		ast.Inspect(f, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "ops" {
+				t.Errorf("%s: reads a batch's operations at %s: decide the document before it is added, through the batch's methods", name, fset.Position(sel.Pos()))
+			}
+			return true
+		})
+	}
+	assert.Greater(t, checked, 50, "the root's files were read")
+}

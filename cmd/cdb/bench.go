@@ -27,6 +27,8 @@ type benchOptions struct {
 	duration    time.Duration
 	inFlight    positiveInt
 	tasks       positiveInt
+	shape       bench.Shape
+	wait        time.Duration // the timers' timer, and how long the events shape waits to raise its event
 	conn        connection
 	onEndpoint  bool
 	description string
@@ -44,7 +46,9 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	concurrency := fs.String("concurrency", "1:1,2:2,4:4,16:16", "comma-separated orchestration:worker dispatcher counts")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long each run keeps launching orchestrations")
 	fs.Var(&o.inFlight, "inflight", "`n` orchestrations in flight")
-	fs.Var(&o.tasks, "tasks", "`n` activities per orchestration")
+	fs.Var(&o.tasks, "tasks", "`n` activities per orchestration (fanout, sequence) or children (children)")
+	shape := fs.String("shape", string(bench.ShapeFanOut), "the orchestration kept in flight: "+shapeHelp())
+	fs.DurationVar(&o.wait, "wait", time.Second, "the timers shape's timer, and how long after its start the events shape's event is raised")
 	fs.BoolVar(&o.verbose, "v", false, "also print the provider's requests per orchestration by operation")
 	fs.IntVar(&o.processes, "processes", 0, "run each configuration in `n` OS processes at once, sharing the slots through process leases (0: one run in this process)")
 	fs.DurationVar(&o.lease, "lease", benchLeaseDuration, "with -processes: the process leases' duration (renewed every third of it)")
@@ -54,6 +58,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	if err := parseFlags(fs, args); err != nil {
 		return o, err
 	}
+	var err error
 	if o.duration <= 0 {
 		return o, usageError{msg: fmt.Sprintf("-duration must be positive, got %s", o.duration)}
 	}
@@ -63,6 +68,12 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	if o.killAfter < 0 || o.killAfter > 0 && o.processes < 2 {
 		return o, usageError{msg: "-kill-after needs -processes of at least 2 and a positive duration"}
 	}
+	if o.shape, err = bench.ParseShape(*shape); err != nil {
+		return o, usageError{msg: "-shape: " + err.Error()}
+	}
+	if o.wait <= 0 {
+		return o, usageError{msg: fmt.Sprintf("-wait must be positive, got %s", o.wait)}
+	}
 	if o.lease < time.Second {
 		return o, usageError{msg: fmt.Sprintf("-lease must be at least 1s, got %s", o.lease)}
 	}
@@ -70,7 +81,6 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 		return o, usageError{msg: "-processes prints the table only (no -v, no -o json)"}
 	}
 	fs.Visit(func(f *flag.Flag) { o.latencySet = o.latencySet || f.Name == "latency" })
-	var err error
 	if o.latencies, err = parseLatencies(*latencies); err != nil {
 		return o, err
 	}
@@ -110,7 +120,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		for _, c := range o.pairs {
 			res, err := bench.Run(ctx, bench.Config{
 				OrchestrationConcurrency: c[0], WorkerConcurrency: c[1], MaxInFlight: int(o.inFlight),
-				Duration: o.duration, TasksPerInstance: int(o.tasks), Latency: lat,
+				Duration: o.duration, TasksPerInstance: int(o.tasks), Latency: lat, Shape: o.shape, Wait: o.wait,
 			}, target)
 			if err != nil {
 				return err
@@ -134,11 +144,35 @@ func (r *benchReport) begin() {
 	if r.opts.format == formatJSON {
 		return
 	}
-	fmt.Fprintf(r.out, "duroxide stress protocol on %s: %d in flight, %d activities of 10 ms each, %s per run\n", r.where, r.opts.inFlight, r.opts.tasks, r.opts.duration)
+	step := r.opts.shape.Step()
+	fmt.Fprintf(r.out, "%s on %s: %d in flight, each %s, %s per run\n", r.title(), r.where, r.opts.inFlight, r.opts.shape.Describe(int(r.opts.tasks), r.opts.wait), r.opts.duration)
 	fmt.Fprintln(r.out, "requests, RU and 412s are the runtime's provider's, the starts' enqueue included; the harness's status polls are counted apart, on a client of their own")
+	fmt.Fprintf(r.out, "%s p50 is %s\n", step, stepLatencyMeaning(r.opts.shape))
 	fmt.Fprintln(r.out)
-	fmt.Fprintln(r.out, "| added latency | orch:worker | orch/s | p50 | p99 | requests/orch | turns/orch | RU/orch | 412/item | harness requests/orch | completed/failed |")
-	fmt.Fprintln(r.out, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintf(r.out, "| added latency | orch:worker | orch/s | p50 | p99 | requests/orch | turns/orch | RU/orch | %[2]s/s | requests/%[1]s | RU/%[1]s | %[1]s p50 | 412/item | harness requests/orch | completed/failed |\n", step, r.opts.shape.Steps())
+	fmt.Fprintln(r.out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+}
+
+// title names the run: duroxide's stress protocol, or the shape.
+func (r *benchReport) title() string {
+	if r.opts.shape == bench.ShapeFanOut {
+		return "duroxide stress protocol (fanout)"
+	}
+	return "shape " + string(r.opts.shape)
+}
+
+// stepLatencyMeaning says what a step's latency measures in shape.
+func stepLatencyMeaning(shape bench.Shape) string {
+	switch shape {
+	case bench.ShapeSequence:
+		return "from one activity's start to the next one's (its 10 ms included, a timer between them left out)"
+	case bench.ShapeTimers:
+		return "from the timer's due time to the completion seen"
+	case bench.ShapeEvents:
+		return "from the event's raise to the completion seen"
+	default:
+		return "the orchestration's: its steps run at once"
+	}
 }
 
 func (r *benchReport) add(res bench.Result) {
@@ -146,17 +180,19 @@ func (r *benchReport) add(res bench.Result) {
 	if r.opts.format == formatJSON {
 		return
 	}
-	fmt.Fprintf(r.out, "| %s | %d:%d | %.2f | %s | %s | %.1f | %.2f | %.0f | %.2f | %.1f | %d/%d |\n",
+	fmt.Fprintf(r.out, "| %s | %d:%d | %.2f | %s | %s | %.1f | %.2f | %.0f | %.1f | %.2f | %.1f | %s | %.2f | %.1f | %d/%d |\n",
 		r.latency(res), res.Config.OrchestrationConcurrency, res.Config.WorkerConcurrency,
 		res.OrchestrationsPerSecond, res.P50.Round(time.Millisecond), res.P99.Round(time.Millisecond),
-		res.RequestsPerOrchestration, res.TurnsPerOrchestration, res.RUPerOrchestration, res.PreconditionFailedPerItem,
-		res.HarnessRequestsPerOrchestration, res.Completed, res.Failed)
+		res.RequestsPerOrchestration, res.TurnsPerOrchestration, res.RUPerOrchestration,
+		res.StepsPerSecond, res.RequestsPerStep, res.RUPerStep, res.StepP50.Round(100*time.Microsecond),
+		res.PreconditionFailedPerItem, res.HarnessRequestsPerOrchestration, res.Completed, res.Failed)
 }
 
 func (r *benchReport) end() error {
 	if r.opts.format == formatJSON {
 		return writeJSON(r.out, r.json())
 	}
+	r.printStepCosts()
 	if !r.opts.verbose {
 		return nil
 	}
@@ -174,6 +210,28 @@ func (r *benchReport) end() error {
 		}
 	}
 	return nil
+}
+
+// printStepCosts prints, for sequences run one at a time, what their
+// early and late steps cost.
+func (r *benchReport) printStepCosts() {
+	header := false
+	for _, res := range r.runs {
+		if res.EarlySteps == nil || res.LateSteps == nil {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(r.out)
+			fmt.Fprintln(r.out, "What a step cost along the sequence (the provider's, averaged over ten steps with one timer among them):")
+			fmt.Fprintln(r.out)
+			fmt.Fprintln(r.out, "| added latency | orch:worker | steps | requests/step | RU/step | steps | requests/step | RU/step | late/early RU |")
+			fmt.Fprintln(r.out, "|---|---|---|---|---|---|---|---|---|")
+			header = true
+		}
+		e, l := res.EarlySteps, res.LateSteps
+		fmt.Fprintf(r.out, "| %s | %d:%d | %d-%d | %.2f | %.1f | %d-%d | %.2f | %.1f | %.2f |\n", r.latency(res),
+			res.Config.OrchestrationConcurrency, res.Config.WorkerConcurrency, e.From, e.To, e.Requests, e.RU, l.From, l.To, l.Requests, l.RU, l.RU/max(e.RU, 1e-9))
+	}
 }
 
 // latency is a run's added latency as the table shows it.
@@ -204,6 +262,9 @@ func operationsByRequests(by map[string]cdb.OperationStats) []string {
 // other commands' JSON, its field names are the CLI's own.
 type benchJSON struct {
 	Target          string         `json:"target"`
+	Shape           string         `json:"shape"`
+	Step            string         `json:"step"` // what one step of the shape is: activity, timer, event or child
+	WaitMs          float64        `json:"wait_ms"`
 	InFlight        int            `json:"in_flight"`
 	Tasks           int            `json:"tasks"`
 	ActivityDelayMs float64        `json:"activity_delay_ms"`
@@ -234,6 +295,33 @@ type benchRunJSON struct {
 	WorkerItems                     int64          `json:"worker_items"`
 	Provider                        benchUsageJSON `json:"provider"`
 	Harness                         benchUsageJSON `json:"harness"`
+	// Per step of the shape (bench.Result says what a step's latency
+	// measures); early_steps and late_steps only for a sequence run one
+	// orchestration at a time.
+	StepsPerOrchestration int            `json:"steps_per_orchestration"`
+	StepsPerSecond        float64        `json:"steps_per_second"`
+	RequestsPerStep       float64        `json:"requests_per_step"`
+	RUPerStep             float64        `json:"ru_per_step"`
+	StepP50Ms             float64        `json:"step_p50_ms"`
+	StepP99Ms             float64        `json:"step_p99_ms"`
+	EarlySteps            *benchStepJSON `json:"early_steps,omitempty"`
+	LateSteps             *benchStepJSON `json:"late_steps,omitempty"`
+}
+
+// benchStepJSON is what a step cost on average over a stretch of a
+// sequence.
+type benchStepJSON struct {
+	From     int     `json:"from"`
+	To       int     `json:"to"`
+	Requests float64 `json:"requests"`
+	RU       float64 `json:"ru"`
+}
+
+func stepCostToJSON(c *bench.StepCost) *benchStepJSON {
+	if c == nil {
+		return nil
+	}
+	return &benchStepJSON{From: c.From, To: c.To, Requests: c.Requests, RU: c.RU}
 }
 
 // benchUsageJSON is what one client spent in a run.
@@ -258,7 +346,8 @@ type benchOperationJSON struct {
 
 func (r *benchReport) json() benchJSON {
 	out := benchJSON{
-		Target: r.where, InFlight: int(r.opts.inFlight), Tasks: int(r.opts.tasks),
+		Target: r.where, Shape: string(r.opts.shape), Step: r.opts.shape.Step(), WaitMs: milliseconds(r.opts.wait),
+		InFlight: int(r.opts.inFlight), Tasks: int(r.opts.tasks),
 		ActivityDelayMs: 10, DurationS: r.opts.duration.Seconds(), Runs: []benchRunJSON{},
 	}
 	for _, res := range r.runs {
@@ -271,6 +360,10 @@ func (r *benchReport) json() benchJSON {
 			TurnsPerOrchestration: res.TurnsPerOrchestration, PreconditionFailedPerItem: res.PreconditionFailedPerItem,
 			HarnessRequestsPerOrchestration: res.HarnessRequestsPerOrchestration, Turns: res.Turns, WorkerItems: res.WorkerItems,
 			Provider: usageToJSON(res.Provider, res.Completed), Harness: usageToJSON(res.Harness, res.Completed),
+			StepsPerOrchestration: res.StepsPerOrchestration, StepsPerSecond: res.StepsPerSecond,
+			RequestsPerStep: res.RequestsPerStep, RUPerStep: res.RUPerStep,
+			StepP50Ms: milliseconds(res.StepP50), StepP99Ms: milliseconds(res.StepP99),
+			EarlySteps: stepCostToJSON(res.EarlySteps), LateSteps: stepCostToJSON(res.LateSteps),
 		}
 		if !r.opts.onEndpoint {
 			ms := milliseconds(res.Config.Latency)
@@ -446,4 +539,13 @@ func parseConcurrency(s string) ([][2]int, error) {
 		out = append(out, [2]int{no, nw})
 	}
 	return out, nil
+}
+
+// shapeHelp lists the shapes for -h.
+func shapeHelp() string {
+	names := make([]string, 0, len(bench.Shapes()))
+	for _, s := range bench.Shapes() {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
 }

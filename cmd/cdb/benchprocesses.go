@@ -47,7 +47,8 @@ func runBenchProcess(ctx context.Context, args []string, stdout, stderr io.Write
 	var (
 		endpoint, database, container, id string
 		orch, workers, inFlight, tasks    int
-		duration, lease                   time.Duration
+		duration, lease, wait             time.Duration
+		shapeName                         string
 	)
 	fs := newFlagSet("bench-process", stderr)
 	fs.StringVar(&endpoint, "endpoint", "", "the account's endpoint")
@@ -58,6 +59,8 @@ func runBenchProcess(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.IntVar(&workers, "workers", 16, "worker dispatchers")
 	fs.IntVar(&inFlight, "inflight", 20, "orchestrations in flight")
 	fs.IntVar(&tasks, "tasks", 5, "activities per orchestration")
+	fs.StringVar(&shapeName, "shape", string(bench.ShapeFanOut), "the orchestration kept in flight")
+	fs.DurationVar(&wait, "wait", time.Second, "the timers' timer, the events' delay")
 	fs.DurationVar(&duration, "duration", 10*time.Second, "how long to keep launching")
 	fs.DurationVar(&lease, "lease", benchLeaseDuration, "process lease duration")
 	if err := parseFlags(fs, args); err != nil {
@@ -66,6 +69,10 @@ func runBenchProcess(ctx context.Context, args []string, stdout, stderr io.Write
 	key := os.Getenv(cdb.EnvKey)
 	if endpoint == "" || id == "" || key == "" {
 		return usageError{msg: "-endpoint, -process-id and " + cdb.EnvKey + " are required"}
+	}
+	shape, err := bench.ParseShape(shapeName)
+	if err != nil {
+		return usageError{msg: "-shape: " + err.Error()}
 	}
 	cfg := cdb.Config{Endpoint: endpoint, Key: key, Database: database, Container: container, SkipBootstrap: true}
 	cfg.ClientOptions.TLS.InsecureSkipVerify = os.Getenv(cdb.EnvSkipTLS) == "true"
@@ -86,7 +93,7 @@ func runBenchProcess(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	res, err := bench.Run(ctx, bench.Config{OrchestrationConcurrency: orch, WorkerConcurrency: workers,
-		MaxInFlight: inFlight, TasksPerInstance: tasks, Duration: duration}, bench.Target{Provider: p, Harness: harness})
+		MaxInFlight: inFlight, TasksPerInstance: tasks, Duration: duration, Shape: shape, Wait: wait}, bench.Target{Provider: p, Harness: harness})
 	if err != nil {
 		return err
 	}
@@ -110,8 +117,8 @@ type processesRun struct {
 // runBenchProcesses runs each latency and concurrency with o.processes
 // processes and prints a row per run.
 func runBenchProcesses(ctx context.Context, o benchOptions, stdout, stderr io.Writer) error {
-	fmt.Fprintf(stdout, "duroxide stress protocol in %d processes at once: %d in flight per process, %d activities of 10 ms each, %s per run\n",
-		o.processes, o.inFlight, o.tasks, o.duration)
+	fmt.Fprintf(stdout, "shape %s in %d processes at once: %d in flight per process, each %s, %s per run\n",
+		o.shape, o.processes, o.inFlight, o.shape.Describe(int(o.tasks), o.wait), o.duration)
 	fmt.Fprintln(stdout, "orch/s is the processes' sum; requests, RU and 412s are the runtimes' providers', summed and divided by the orchestrations all completed;")
 	fmt.Fprintln(stdout, "p50 and p99 are over every orchestration the processes completed; lease requests are per process per second;")
 	fmt.Fprintln(stdout, "host CPU is the machine's CPU time during the run, busy / stolen by the hypervisor (Linux only; steal slows a run the code did not)")
@@ -200,7 +207,7 @@ func benchProcessesOnce(ctx context.Context, o benchOptions, latency time.Durati
 		cmd := exec.CommandContext(ctx, exe, "bench-process", "-endpoint", cfg.Endpoint, "-database", cfg.Database,
 			"-container", cfg.Container, "-process-id", id, "-orch", strconv.Itoa(pair[0]), "-workers", strconv.Itoa(pair[1]),
 			"-inflight", strconv.Itoa(int(o.inFlight)), "-tasks", strconv.Itoa(int(o.tasks)), "-duration", o.duration.String(),
-			"-lease", o.lease.String())
+			"-lease", o.lease.String(), "-shape", string(o.shape), "-wait", o.wait.String())
 		cmd.Env = append(os.Environ(), cdb.EnvKey+"="+cfg.Key)
 		outs[i], errs[i] = &bytes.Buffer{}, &bytes.Buffer{}
 		cmd.Stdout, cmd.Stderr = outs[i], errs[i]

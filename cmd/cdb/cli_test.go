@@ -426,6 +426,10 @@ func TestBinaryBenchRefusesNonsense(t *testing.T) {
 		{"-kill-after", "1s"},
 		{"-kill-after", "1s", "-processes", "1"},
 		{"-lease", "10ms"},
+		{"-shape", "fan-out"},
+		{"-shape", ""},
+		{"-wait", "0"},
+		{"-wait", "-1s"},
 	} {
 		code, stdout, stderr := cli(append([]string{"bench"}, args...)...).run(t)
 		assert.Equal(t, 2, code, "cdb bench %v", args)
@@ -444,8 +448,8 @@ func TestBinaryBenchReportsIssue10Metrics(t *testing.T) {
 	quick := []string{"bench", "-duration", "300ms", "-inflight", "2", "-tasks", "2", "-concurrency", "1:1", "-latency", "0"}
 	code, stdout, stderr := cli(append(quick, "-v")...).run(t)
 	require.Equal(t, 0, code, stderr)
-	assert.Contains(t, stdout, "| added latency | orch:worker | orch/s | p50 | p99 | requests/orch | turns/orch | RU/orch | 412/item | harness requests/orch | completed/failed |")
-	assert.Regexp(t, `\| 0s \| 1:1 \| [0-9.]+ \| [0-9.]+m?s \| [0-9.]+m?s \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+/0 \|`, stdout)
+	assert.Contains(t, stdout, "| added latency | orch:worker | orch/s | p50 | p99 | requests/orch | turns/orch | RU/orch | activities/s | requests/activity | RU/activity | activity p50 | 412/item | harness requests/orch | completed/failed |")
+	assert.Regexp(t, `\| 0s \| 1:1 \| [0-9.]+ \| [0-9.]+m?s \| [0-9.]+m?s \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+m?s \| [0-9.]+ \| [0-9.]+ \| [0-9]+/0 \|`, stdout)
 	assert.Contains(t, stdout, "| added latency | orch:worker | operation | requests/orch | RU/orch | 412/orch |")
 	assert.Regexp(t, `\| 0s \| 1:1 \| ExecuteTransactionalBatch \| [0-9.]+ \| [0-9]+ \| [0-9.]+ \|`, stdout)
 
@@ -498,6 +502,55 @@ func TestBinaryBenchReportsIssue10Metrics(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Empty(t, stdout)
 	assert.Contains(t, stderr, "usage: cdb bench")
+}
+
+// TestBinaryBenchRunsEveryShape: -shape picks the orchestration kept in
+// flight, and -o json reports it per step (what a step is, how many an
+// orchestration takes, requests, RU and latency per step); a sequence run
+// one at a time also reports what its early and late steps cost.
+func TestBinaryBenchRunsEveryShape(t *testing.T) {
+	steps := map[string][2]any{"fanout": {"activity", 2}, "sequence": {"activity", 2}, "timers": {"timer", 1}, "events": {"event", 1}, "children": {"child", 2}}
+	for shape, want := range steps {
+		code, stdout, stderr := cli("bench", "-shape", shape, "-wait", "50ms", "-duration", "200ms", "-inflight", "2", "-tasks", "2",
+			"-concurrency", "2:2", "-latency", "0", "-o", "json").run(t)
+		require.Equal(t, 0, code, "%s: %s", shape, stderr)
+		var out struct {
+			Shape  string  `json:"shape"`
+			Step   string  `json:"step"`
+			WaitMs float64 `json:"wait_ms"`
+			Runs   []struct {
+				Completed             int      `json:"completed"`
+				Failed                int      `json:"failed"`
+				StepsPerOrchestration int      `json:"steps_per_orchestration"`
+				StepsPerSecond        float64  `json:"steps_per_second"`
+				RequestsPerStep       float64  `json:"requests_per_step"`
+				RUPerStep             float64  `json:"ru_per_step"`
+				StepP50Ms             float64  `json:"step_p50_ms"`
+				EarlySteps            *float64 `json:"early_steps"`
+			} `json:"runs"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(stdout), &out), stdout)
+		assert.Equal(t, shape, out.Shape)
+		assert.Equal(t, want[0], out.Step, shape)
+		assert.Equal(t, 50.0, out.WaitMs)
+		require.Len(t, out.Runs, 1)
+		r := out.Runs[0]
+		assert.Positive(t, r.Completed, shape)
+		assert.Zero(t, r.Failed, shape)
+		assert.Equal(t, want[1], r.StepsPerOrchestration, shape)
+		assert.Positive(t, r.StepsPerSecond, shape)
+		assert.Positive(t, r.RequestsPerStep, shape)
+		assert.Positive(t, r.RUPerStep, shape)
+		assert.Positive(t, r.StepP50Ms, shape)
+		assert.Nil(t, r.EarlySteps, "%s: two in flight: a step's cost is not told apart", shape)
+	}
+
+	code, stdout, stderr := cli("bench", "-shape", "sequence", "-duration", "100ms", "-inflight", "1", "-tasks", "22",
+		"-concurrency", "1:1", "-latency", "0").run(t)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "shape sequence on the in-memory Cosmos DB: 1 in flight, each 22 activities of 10 ms one after another")
+	assert.Contains(t, stdout, "| added latency | orch:worker | steps | requests/step | RU/step | steps | requests/step | RU/step | late/early RU |")
+	assert.Regexp(t, `\| 0s \| 1:1 \| 2-11 \| [0-9.]+ \| [0-9.]+ \| 12-21 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|`, stdout)
 }
 
 // -processes runs the protocol in OS processes at once, sharing the slots

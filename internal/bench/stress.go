@@ -17,7 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,11 +35,16 @@ type Config struct {
 	Duration                 time.Duration // how long to keep launching (default 10s)
 	// Orchestrations, when set, launches exactly this many instead of
 	// running for Duration (for go test -bench).
-	Orchestrations   int
-	TasksPerInstance int           // activities per orchestration (default 5)
+	Orchestrations int
+	// Shape is the orchestration kept in flight (default fanout).
+	Shape            Shape
+	TasksPerInstance int           // activities (or children) per orchestration (default 5)
 	ActivityDelay    time.Duration // each activity's work (default 10ms)
-	WaitTimeout      time.Duration // per orchestration (default 60s)
-	Latency          time.Duration // added per request by the in-memory Cosmos DB
+	// Wait is the timers shape's timer, and how long after its start the
+	// events shape's event is raised (default 1s).
+	Wait        time.Duration
+	WaitTimeout time.Duration // per orchestration (default 60s)
+	Latency     time.Duration // added per request by the in-memory Cosmos DB
 }
 
 func (c Config) withDefaults() Config {
@@ -57,6 +62,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TasksPerInstance <= 0 {
 		c.TasksPerInstance = 5
+	}
+	if c.Shape == "" {
+		c.Shape = ShapeFanOut
+	}
+	if c.Wait <= 0 {
+		c.Wait = time.Second
 	}
 	if c.ActivityDelay <= 0 {
 		c.ActivityDelay = 10 * time.Millisecond
@@ -99,6 +110,26 @@ type Result struct {
 	// and locks that lost a race) per work item processed: turns plus
 	// worker items.
 	PreconditionFailedPerItem float64
+
+	// The shape's steps (Shape.Step: an activity, a timer, an event or a
+	// child): how many one orchestration takes, how many completed per
+	// second, and the provider's requests and RU per step.
+	StepsPerOrchestration int
+	StepsPerSecond        float64
+	RequestsPerStep       float64
+	RUPerStep             float64
+	// StepP50 and StepP99 are a step's latency: for fanout and children,
+	// whose steps run at once, the orchestration's; for a sequence, from
+	// one activity's start to the next one's (the activity's own work
+	// included, a timer between them left out); for timers, from the
+	// timer's due time to the completion seen; for events, from the
+	// raise to the completion seen.
+	StepP50, StepP99 time.Duration
+	// EarlySteps and LateSteps are, for a sequence run one orchestration
+	// at a time (MaxInFlight 1) of at least 22 steps, what a step cost on
+	// average over steps 2 to 11 and over the last ten: a cost that grows
+	// with the history behind a step shows as LateSteps above EarlySteps.
+	EarlySteps, LateSteps *StepCost
 }
 
 // Usage is what one Client spent during a run.
@@ -230,47 +261,6 @@ func (p *countingProvider) AckWorkItem(ctx context.Context, lockToken string, co
 // caller can find them in a container it shares.
 const InstancePrefix = "stress-"
 
-const (
-	fanOutName   = "FanoutOrchestration"
-	activityName = "ProcessTask"
-)
-
-// fanOut schedules task_count activities and waits for them all.
-func fanOut(ctx *durable.OrchestrationContext, input string) (string, error) {
-	var in struct {
-		TaskCount int `json:"task_count"`
-	}
-	if err := json.Unmarshal([]byte(input), &in); err != nil {
-		return "", fmt.Errorf("fan-out input: %w", err)
-	}
-	futures := make([]*durable.Future, in.TaskCount)
-	for i := range futures {
-		futures[i] = ctx.ScheduleActivity(activityName, fmt.Sprintf(`{"task":%d}`, i))
-	}
-	for i, r := range ctx.Join(futures...) {
-		if r.Err != nil {
-			return "", fmt.Errorf("task %d: %w", i, r.Err)
-		}
-	}
-	return fmt.Sprintf(`{"tasks":%d}`, in.TaskCount), nil
-}
-
-func newRegistry(delay time.Duration) (*durable.Registry, error) {
-	reg := durable.NewRegistry()
-	if err := reg.RegisterOrchestration(fanOutName, fanOut); err != nil {
-		return nil, err
-	}
-	err := reg.RegisterActivity(activityName, func(ctx durable.ActivityContext, input string) (string, error) {
-		select {
-		case <-time.After(delay):
-			return input, nil
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	})
-	return reg, err
-}
-
 // Run carries out one stress run.
 func Run(ctx context.Context, cfg Config, target Target) (Result, error) {
 	cfg = cfg.withDefaults()
@@ -286,7 +276,12 @@ func Run(ctx context.Context, cfg Config, target Target) (Result, error) {
 	if target.Harness == nil {
 		return Result{}, errors.New("bench: a target with a provider needs a harness provider too")
 	}
-	reg, err := newRegistry(cfg.ActivityDelay)
+	var costs func() cdb.ClientStats
+	if cfg.MaxInFlight == 1 {
+		costs = target.Provider.Client().Stats
+	}
+	steps := newStepClock(costs)
+	reg, err := newRegistry(cfg.ActivityDelay, steps)
 	if err != nil {
 		return Result{}, fmt.Errorf("bench: registry: %w", err)
 	}
@@ -311,13 +306,18 @@ func Run(ctx context.Context, cfg Config, target Target) (Result, error) {
 
 	before := snapshotOf(target, counted)
 	start := time.Now()
-	latencies, launched, failed, err := pump(ctx, cfg, rt.Client(), durable.NewClient(harness))
+	runs, err := pump(ctx, cfg, rt.Client(), durable.NewClient(harness))
 	elapsed := time.Since(start)
 	after := snapshotOf(target, counted)
 	if err != nil {
 		return Result{}, err
 	}
-	return summarize(cfg, launched, failed, latencies, elapsed, before, after), nil
+	if cfg.Shape == ShapeSequence {
+		runs.stepLatencies = steps.intervals()
+	}
+	r := summarize(cfg, runs, elapsed, before, after)
+	r.EarlySteps, r.LateSteps = steps.costs()
+	return r, nil
 }
 
 // snapshot is the counters of a run at one moment.
@@ -333,19 +333,30 @@ func snapshotOf(t Target, counted *countingProvider) snapshot {
 	}
 }
 
+// outcomes are what the orchestrations of a run came to: the completed
+// ones' latencies, from start to completion, and their steps' (as
+// Result.StepP50 says).
+type outcomes struct {
+	latencies, stepLatencies []time.Duration
+	launched, failed         int
+}
+
 // pump keeps MaxInFlight orchestrations running until Duration passes (or
 // Orchestrations were launched), then waits for them all.
-func pump(ctx context.Context, cfg Config, starter, waiter *durable.Client) (latencies []time.Duration, launched, failed int, err error) {
+func pump(ctx context.Context, cfg Config, starter, waiter *durable.Client) (outcomes, error) {
 	var (
 		mu       sync.Mutex
 		wg       sync.WaitGroup
-		inFlight atomic.Int64
+		out      outcomes
 		firstErr error
 	)
 	slots := make(chan struct{}, cfg.MaxInFlight)
 	deadline := time.Now().Add(cfg.Duration)
 	runID := time.Now().UnixNano()
-	input := fmt.Sprintf(`{"task_count":%d}`, cfg.TasksPerInstance)
+	input, err := json.Marshal(shapeInput{TaskCount: cfg.TasksPerInstance, WaitMs: cfg.Wait.Milliseconds()})
+	if err != nil {
+		return out, fmt.Errorf("bench: input: %w", err)
+	}
 	for n := 0; ; n++ {
 		if cfg.Orchestrations > 0 && n == cfg.Orchestrations || cfg.Orchestrations == 0 && time.Now().After(deadline) {
 			break
@@ -353,58 +364,78 @@ func pump(ctx context.Context, cfg Config, starter, waiter *durable.Client) (lat
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
-			return nil, 0, 0, ctx.Err()
+			return outcomes{}, ctx.Err()
 		}
-		launched++
-		inFlight.Add(1)
+		out.launched++
 		wg.Add(1)
 		go func(instance string) {
 			defer wg.Done()
-			defer func() { <-slots; inFlight.Add(-1) }()
-			took, ok, err := runOne(ctx, starter, waiter, instance, input, cfg.WaitTimeout)
+			defer func() { <-slots }()
+			took, step, ok, err := runOne(ctx, cfg, starter, waiter, instance, string(input))
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err != nil && firstErr == nil:
 				firstErr = err
 			case ok:
-				latencies = append(latencies, took)
+				out.latencies = append(out.latencies, took)
+				out.stepLatencies = append(out.stepLatencies, step)
 			default:
-				failed++
+				out.failed++
 			}
 		}(fmt.Sprintf("%s%d-%d", InstancePrefix, runID, n))
 	}
 	wg.Wait()
-	return latencies, launched, failed, firstErr
+	return out, firstErr
 }
 
-// runOne starts one orchestration and waits for it.
-func runOne(ctx context.Context, starter, waiter *durable.Client, instance, input string, timeout time.Duration) (time.Duration, bool, error) {
+// runOne starts one orchestration of the run's shape, raises its event if
+// it waits for one, and waits for it. It returns its latency, its step's
+// latency, and whether it completed.
+func runOne(ctx context.Context, cfg Config, starter, waiter *durable.Client, instance, input string) (took, step time.Duration, ok bool, err error) {
 	start := time.Now()
 	// The ids are new: the client's check of a taken id would only add a
 	// read to what is measured.
-	if err := starter.StartOrchestration(ctx, instance, fanOutName, input, durable.WithIfExists(durable.IfExistsEnqueue)); err != nil {
-		return 0, false, fmt.Errorf("bench: start %s: %w", instance, err)
+	if err := starter.StartOrchestration(ctx, instance, cfg.Shape.orchestration(), input, durable.WithIfExists(durable.IfExistsEnqueue)); err != nil {
+		return 0, 0, false, fmt.Errorf("bench: start %s: %w", instance, err)
 	}
-	status, err := waiter.WaitForCompletion(ctx, instance, timeout)
+	stepFrom := start // fanout, children: the steps run at once
+	switch cfg.Shape {
+	case ShapeTimers:
+		stepFrom = start.Add(cfg.Wait)
+	case ShapeEvents:
+		select {
+		case <-time.After(cfg.Wait):
+		case <-ctx.Done():
+			return 0, 0, false, ctx.Err()
+		}
+		stepFrom = time.Now()
+		if err := starter.RaiseEvent(ctx, instance, benchEvent, `"raised"`); err != nil {
+			return 0, 0, false, fmt.Errorf("bench: raise the event of %s: %w", instance, err)
+		}
+	}
+	status, err := waiter.WaitForCompletion(ctx, instance, cfg.WaitTimeout)
 	if errors.Is(err, context.DeadlineExceeded) {
-		return 0, false, nil
+		return 0, 0, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("bench: wait for %s: %w", instance, err)
+		return 0, 0, false, fmt.Errorf("bench: wait for %s: %w", instance, err)
 	}
-	return time.Since(start), status.State == durable.StateCompleted, nil
+	end := time.Now()
+	return end.Sub(start), end.Sub(stepFrom), status.State == durable.StateCompleted, nil
 }
 
-func summarize(cfg Config, launched, failed int, latencies []time.Duration, elapsed time.Duration, before, after snapshot) Result {
+func summarize(cfg Config, runs outcomes, elapsed time.Duration, before, after snapshot) Result {
 	r := Result{
-		Config: cfg, Launched: launched, Completed: len(latencies), Failed: failed, Elapsed: elapsed,
+		Config: cfg, Launched: runs.launched, Completed: len(runs.latencies), Failed: runs.failed, Elapsed: elapsed,
 		Provider: usageBetween(before.provider, after.provider), Harness: usageBetween(before.harness, after.harness),
 		Turns: after.turns - before.turns, WorkerItems: after.workerItems - before.workerItems,
+		StepsPerOrchestration: cfg.Shape.steps(cfg),
 	}
 	if secs := elapsed.Seconds(); secs > 0 {
 		r.OrchestrationsPerSecond = float64(r.Completed) / secs
-		r.ActivitiesPerSecond = float64(r.Completed*cfg.TasksPerInstance) / secs
+		r.ActivitiesPerSecond = float64(r.Completed*cfg.Shape.activities(cfg)) / secs
+		r.StepsPerSecond = float64(r.Completed*r.StepsPerOrchestration) / secs
 	}
 	if r.Completed > 0 {
 		n := float64(r.Completed)
@@ -412,14 +443,19 @@ func summarize(cfg Config, launched, failed int, latencies []time.Duration, elap
 		r.RUPerOrchestration = r.Provider.RequestCharge / n
 		r.HarnessRequestsPerOrchestration = float64(r.Harness.Requests) / n
 		r.TurnsPerOrchestration = float64(r.Turns) / n
+		r.RequestsPerStep = r.RequestsPerOrchestration / float64(r.StepsPerOrchestration)
+		r.RUPerStep = r.RUPerOrchestration / float64(r.StepsPerOrchestration)
 	}
 	if items := r.Turns + r.WorkerItems; items > 0 {
 		r.PreconditionFailedPerItem = float64(r.Provider.PreconditionFailed) / float64(items)
 	}
-	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-	r.Latencies = latencies
-	r.P50 = Percentile(latencies, 0.50)
-	r.P99 = Percentile(latencies, 0.99)
+	slices.Sort(runs.latencies)
+	slices.Sort(runs.stepLatencies)
+	r.Latencies = runs.latencies
+	r.P50 = Percentile(runs.latencies, 0.50)
+	r.P99 = Percentile(runs.latencies, 0.99)
+	r.StepP50 = Percentile(runs.stepLatencies, 0.50)
+	r.StepP99 = Percentile(runs.stepLatencies, 0.99)
 	return r
 }
 

@@ -145,7 +145,7 @@ func (p *CosmosProvider) handOverChain(ctx context.Context, hi *chain) {
 	if hi == nil {
 		return
 	}
-	if len(hi.Claimed) == 0 && !hi.Announced && !hi.Unsure || p.closing.Load() { // Keeps: H5
+	if len(hi.Claimed) == 0 && !hi.Announced && !hi.Unsure || hi.Unconfirmed || p.closing.Load() { // Keeps: H5, H6
 		ctx, cancel := givingBack(ctx)
 		defer cancel()
 		p.giveBackChain(ctx, hi)
@@ -172,21 +172,41 @@ func (p *CosmosProvider) chainRequeries(hi *chain, now int64) bool {
 }
 
 // giveBackChain releases a chain, as an abandon that counts no attempt:
-// the instance and the completions claimed with it.
+// the instance and the completions claimed with it. A chain whose instance
+// was not read (its commit's answer did not give the ETag) is read first;
+// when that read fails, it waits unconfirmed for the next try while its
+// lock could still hold (H6).
 func (p *CosmosProvider) giveBackChain(ctx context.Context, hi *chain) {
 	lock := hi.Lock
 	lock.messages = hi.Claimed
 	defer p.orchLocks.Remove(lock.token)
 	if lock.inst.ETag == "" {
 		inst, err := p.readInstanceLatest(ctx, lock.pk)
-		if err != nil || inst == nil || inst.LockToken != lock.token {
-			p.log.Debug("cdb: a chained instance could not be read back; it waits for its lock's expiry", "instance", lock.inst.Instance, "error", err)
+		if err != nil {
+			p.keepUnconfirmed(hi)
 			return
+		}
+		if inst == nil || inst.LockToken != lock.token {
+			return // not kept, or given back or taken over since
 		}
 		lock.inst = *inst
 	}
 	p.releaseQuietly(ctx, lock)
 	p.orchSignal.announcePartitions(lock.pk)
+}
+
+// keepUnconfirmed keeps a chain whose instance could not be read back, to
+// be given back at its window's end or at Close, while its lock could
+// still hold; a chain this process keeps on the instance since goes first.
+func (p *CosmosProvider) keepUnconfirmed(hi *chain) {
+	lock, now := hi.Lock, p.nowMs()
+	if lock.lockedUntil.Load() <= now {
+		return // expired: anyone may take the instance
+	}
+	if !p.chains.AddUnconfirmed(newChain(lock, now, p.chainWindow(lock.timeout), nil)) {
+		return
+	}
+	p.log.Debug("cdb: a chained instance could not be read back; it is given back once it is", "instance", lock.inst.Instance)
 }
 
 // giveBackAllChains gives back every chain, as the provider closes.
@@ -196,15 +216,17 @@ func (p *CosmosProvider) giveBackAllChains(ctx context.Context) {
 	}
 }
 
-// giveBackUnseenChain gives back the chain an earlier try of lock's ack
-// committed unseen, if it wrote one: the try that answered found the
-// instance changed, and the plan that committed may have held it.
+// giveBackUnseenChain gives back the chain a try of lock's ack may have
+// committed unseen: the try that answered found the instance changed, or
+// no try could be told, and the plan that committed may have held it. Its
+// lock holds a lock's length from now at most.
 func (p *CosmosProvider) giveBackUnseenChain(ctx context.Context, lock *orchestrationLock) {
 	if p.chains == nil {
 		return
 	}
 	held := &orchestrationLock{token: chainToken(lock.token), pk: lock.pk, timeout: lock.timeout, inst: lock.inst}
 	held.inst.ETag = ""
+	held.lockedUntil.Store(p.nowMs() + lock.timeout.Milliseconds())
 	p.giveBackChain(ctx, newChain(held, 0, 0, nil))
 }
 

@@ -130,7 +130,7 @@ func (p *CosmosProvider) settleFirstTurn(ctx context.Context, lock *orchestratio
 		// the runtime), the start's caller cannot know whether it is
 		// started: retryable, as a start batch whose answer was lost.
 		lock.start.End(handoff.StartUnknown, transient("start", "whether the start's first turn committed cannot be told yet", errors.Join(err, rerr)))
-		p.offerUnconfirmed(ctx, plan)
+		p.offerUnconfirmed(ctx, lock, plan)
 		return err
 	case committed:
 		// An answer lost, and the read that would have told failed then:
@@ -148,15 +148,19 @@ func (p *CosmosProvider) settleFirstTurn(ctx context.Context, lock *orchestratio
 // told may have locked for this process (their tokens are deterministic):
 // each is read back before it is handed out or given back, so one the
 // commit did lock is not left hidden for a lock's length (H6), and one it
-// did not is passed over.
-func (p *CosmosProvider) offerUnconfirmed(ctx context.Context, plan *ackPlan) {
+// did not is passed over; waiting fetches are woken for them. The chain
+// it may have kept is given back once its instance can be read.
+func (p *CosmosProvider) offerUnconfirmed(ctx context.Context, lock *orchestrationLock, plan *ackPlan) {
 	for _, l := range plan.lockable {
 		l.doc.ETag = ""
 	}
 	p.readyItems.Offer(plan.lockable...)
+	p.workSignal.announce(handoff.Repeated(handoff.ItemReady(), len(plan.lockable))...)
 	if p.closing.Load() { // Keeps: H5
-		ctx, cancel := givingBack(ctx)
+		var cancel context.CancelFunc
+		ctx, cancel = givingBack(ctx)
 		defer cancel()
 		p.giveBackEager(ctx, math.MaxInt64)
 	}
+	p.giveBackUnseenChain(ctx, lock) // Keeps: H6
 }

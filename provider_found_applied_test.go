@@ -3,6 +3,7 @@ package cdb_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,4 +131,41 @@ func TestAnAckFoundCommittedOnItsRetryHandsOutWhatItsFirstTryLocked(t *testing.T
 		ids = append(ids, work.item.(cdb.ActivityExecuteMessage).ID)
 	}
 	assert.ElementsMatch(t, []uint64{2, 3}, ids)
+}
+
+// A start's first turn whose answer was lost and whose reads kept failing
+// (its outcome cannot be told) committed a chain on its instance; once
+// the instance can be read, Close gives that chain back: before, nothing
+// knew of it, and the instance stayed locked to the closed process for a
+// lock's length.
+func TestAChainAFirstTurnOfUnknownOutcomeKeptIsGivenBackAtClose(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := singleAttemptProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	firstTurn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	worker, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	started := startInBackground(func() error { return p.EnqueueForOrchestrator(ctx, providertest.StartItem("unknown"), 0) })
+	got := firstTurn()
+	require.NoError(t, got.err)
+	require.NotNil(t, got.item)
+
+	var readsFail atomic.Bool
+	readsFail.Store(true)
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 503, Times: 1 << 20, Match: func(r cdb.FakeRequest) bool {
+		return readsFail.Load() && r.Operation == "Batch" && r.PartitionKey == `["unknown"]` &&
+			strings.Contains(string(r.Body), `"operationType":"Read","id":"inst"`)
+	}})
+	loseFirstResponse(acct, "Batch", `"resourceBody":{"id":"inst"`)
+	require.Error(t, ackScheduling(ctx, t, p, got.token, "unknown", activity("unknown", 2, "")), "whether it committed cannot be told")
+	require.Error(t, <-started)
+	work, ok := within(10*time.Second, worker)
+	require.True(t, ok, "the activity the commit may have locked is read back and handed out")
+	require.NoError(t, work.err)
+	require.NotNil(t, work.item)
+
+	reader := newRulesProvider(t, acct, cdb.Config{})
+	require.Regexp(t, `^lock_chain\.`, instanceDocOf(t, reader, "unknown")["lockToken"], "the commit kept its instance")
+	readsFail.Store(false)
+	require.NoError(t, p.Close())
+	assert.Empty(t, instanceDocOf(t, reader, "unknown")["lockToken"], "the chain is given back at Close")
 }

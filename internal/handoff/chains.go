@@ -21,6 +21,10 @@ type Chain[L any, A comparable, M any] struct {
 	// process; Unsure that an ack could not tell whether it wrote its
 	// completion claimed. Either way its turn reads the partition.
 	Announced, Unsure bool
+	// Unconfirmed says the commit that would have kept the instance could
+	// not be told committed (H6): the chain is only to be given back, once
+	// its instance is read, and no completion is claimed into it.
+	Unconfirmed bool
 
 	until    func() int64 // the lock's expiry (ms), which renewals move
 	awaiting map[A]bool   // activities whose completions come here
@@ -77,7 +81,7 @@ func (h *Chains[L, A, M]) ClaimFor(pk string, activity A, nowMs int64) (Claim[A]
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.byPK[pk]
-	if c == nil || c.done || c.until() <= nowMs {
+	if c == nil || c.done || c.Unconfirmed || c.until() <= nowMs {
 		return Claim[A]{}, false
 	}
 	c.writing++
@@ -188,6 +192,22 @@ func (h *Chains[L, A, M]) Add(c *Chain[L, A, M]) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.byPK[c.PK] = c
+}
+
+// AddUnconfirmed records c, a chain to give back whose commit could not be
+// told, unless pk has a chain: that one is this process's latest.
+func (h *Chains[L, A, M]) AddUnconfirmed(c *Chain[L, A, M]) bool {
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.byPK[c.PK] != nil {
+		return false
+	}
+	c.Unconfirmed = true
+	h.byPK[c.PK] = c
+	return true
 }
 
 // Empty says no chain is kept.

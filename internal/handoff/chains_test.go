@@ -76,3 +76,24 @@ func TestANilChainTableDoesNothing(t *testing.T) {
 	assert.True(t, h.Empty())
 	assert.Nil(t, h.All())
 }
+
+// A chain whose commit could not be told is kept only where no chain is,
+// takes no claim (a completion claimed with a token nobody may hold would
+// hide), and comes due at its window's end to be given back.
+func TestAnUnconfirmedChainIsOnlyGivenBack(t *testing.T) {
+	h := NewChains[string, int, string](false)
+	live := keep(h, "held", 10_000, 0, 1)
+	assert.False(t, h.AddUnconfirmed(NewChain[string, int, string]("lock", "held", "tok-other", func() int64 { return 10_000 }, 0, time.Second, nil)),
+		"this process's chain on the instance stays")
+	claim, ok := h.ClaimFor("held", 1, 100)
+	require.True(t, ok)
+	assert.Equal(t, live.Token, claim.Token)
+
+	unsure := NewChain[string, int, string]("lock", "unsure", "tok-unsure", func() int64 { return 10_000 }, 100, time.Second, nil)
+	require.True(t, h.AddUnconfirmed(unsure))
+	assert.True(t, unsure.Unconfirmed)
+	_, ok = h.ClaimFor("unsure", 1, 200)
+	assert.False(t, ok, "no completion is claimed into an unconfirmed chain")
+	assert.Empty(t, h.Due(1_000, 25*time.Millisecond), "within its window")
+	assert.Equal(t, []*Chain[string, int, string]{unsure}, h.Due(1_100, 25*time.Millisecond))
+}

@@ -50,7 +50,12 @@
 //     answer, a read after a lost answer, a retry that meets it, a start's
 //     settle. The tokens a commit derives are a fixed-length function of
 //     its ack's token, the same on every try, so a later try or a read
-//     recognises what any try locked.
+//     recognises what any try locked. A commit whose outcome cannot be
+//     told leaves what it may have locked to be read back: its items wait
+//     ready, each read before it goes out or back, and the chain it may
+//     have kept waits unconfirmed, to be given back once its instance is
+//     read (tried again each window while it could still hold, and at
+//     Close), never handed over and never claimed into.
 //   - H7 A reservation is taken and ended in one function. A write reserves
 //     places of this process's fetches before it is planned, defers their
 //     release, and settles them with what it locked once it applied; so a

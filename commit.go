@@ -25,6 +25,7 @@ func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrat
 			return false, asOperation(op, err)
 		}
 		ok, cerr := p.ackCommitted(ctx, lock, plan)
+		lock.noteOutcome(plan, cerr)
 		if cerr != nil || !ok {
 			return false, asOperation(op, err) // not committed, or cannot tell yet: the runtime retries
 		}
@@ -37,6 +38,7 @@ func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrat
 			// An unwritten start's create meets a document of the id: an
 			// earlier try of this ack created it, or the id is taken.
 			ok, cerr := p.ackCommitted(ctx, lock, plan)
+			lock.noteOutcome(plan, cerr)
 			if cerr != nil {
 				return false, transient(op, "the instance changed, and whether an earlier try of this ack committed cannot be told yet", cerr)
 			}
@@ -51,11 +53,23 @@ func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrat
 		}
 		return false, asOperation(op, opErr)
 	}
+	lock.unconfirmed = nil
 	plan.inst.ETag = resp.OperationResults[0].ETag
 	for _, e := range plan.eager {
 		e.lock.doc.ETag = resp.OperationResults[e.op].ETag
 	}
 	return true, nil
+}
+
+// noteOutcome keeps on lock the plan of a try whose outcome the reads could
+// not tell (cerr), and forgets it once a try's reads tell: they tell for
+// every try of the ack, whose writes are the same.
+func (lock *orchestrationLock) noteOutcome(plan *ackPlan, cerr error) {
+	if cerr != nil {
+		lock.unconfirmed = plan
+		return
+	}
+	lock.unconfirmed = nil
 }
 
 // outcomeReadAttempts bounds the reads that resolve an ack's outcome; a

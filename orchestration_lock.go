@@ -50,6 +50,11 @@ type orchestrationLock struct {
 	// strays are the ids of the messages of the batch sent to another life
 	// (lives.go): consumed with the others, never handed to the runtime.
 	strays map[string]bool
+	// unconfirmed is the plan of a try of the lock's ack whose outcome
+	// could not be told (commit), until a later try tells: should the
+	// runtime abandon the lock instead, what that try may have locked for
+	// this process is read back from the store (H6).
+	unconfirmed *ackPlan
 }
 
 // OrchestrationLockRemaining implements LockRemainingReporter: how long
@@ -532,6 +537,13 @@ func (p *CosmosProvider) AbandonOrchestrationItem(ctx context.Context, lockToken
 	}
 	defer lock.mu.Unlock()
 	ctx = p.tel.withOrchestrationName(ctx, lock.inst.Name)
+	if plan := lock.unconfirmed; plan != nil {
+		// A try of the ack may have committed, keeping the instance in a
+		// chain and locking items for this process: the runtime gives up
+		// on the turn, so they are read back, and given back or handed out.
+		lock.unconfirmed = nil
+		defer p.offerUnconfirmed(ctx, lock, plan) // Keeps: H6
+	}
 	if err := p.writeAbandon(ctx, lock, delay, ignoreAttempt); err != nil {
 		return asOperation(op, err)
 	}

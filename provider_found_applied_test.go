@@ -169,3 +169,41 @@ func TestAChainAFirstTurnOfUnknownOutcomeKeptIsGivenBackAtClose(t *testing.T) {
 	require.NoError(t, p.Close())
 	assert.Empty(t, instanceDocOf(t, reader, "unknown")["lockToken"], "the chain is given back at Close")
 }
+
+// An ack whose outcome cannot be told (its answer lost, the reads that
+// would tell failing), which the runtime then abandons instead of trying
+// again (it is stopping), may have committed: the activity that try
+// locked for this process is read back and handed out, and the chain it
+// kept is given back once the instance can be read (here at Close).
+// Before, both stayed locked for nobody until their locks expired.
+func TestAnAbandonedAckOfUnknownOutcomeLeavesNothingLocked(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := singleAttemptProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	token := lockedStart(ctx, t, p, "abandoned")
+	worker, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+
+	var readsFail atomic.Bool
+	readsFail.Store(true)
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 503, Times: 1 << 20, Match: func(r cdb.FakeRequest) bool {
+		return readsFail.Load() && r.Operation == "Batch" && r.PartitionKey == `["abandoned"]` &&
+			strings.Contains(string(r.Body), `"operationType":"Read","id":"inst"`)
+	}})
+	loseFirstResponse(acct, "Batch", "ActivityExecute")
+	err := ackScheduling(ctx, t, p, token, "abandoned", activity("abandoned", 2, ""))
+	require.Error(t, err)
+	require.True(t, cdb.IsRetryable(err), "cannot tell yet: %v", err)
+	_ = p.AbandonOrchestrationItem(ctx, token, 0, false) // the runtime stops instead of trying again
+
+	work, ok := within(10*time.Second, worker)
+	require.True(t, ok, "the activity the commit locked for this process is handed out")
+	require.NoError(t, work.err)
+	require.NotNil(t, work.item)
+	assert.Equal(t, uint64(2), work.item.(cdb.ActivityExecuteMessage).ID)
+
+	reader := newRulesProvider(t, acct, cdb.Config{})
+	require.Regexp(t, `^lock_chain\.`, instanceDocOf(t, reader, "abandoned")["lockToken"], "the commit kept its instance")
+	readsFail.Store(false)
+	require.NoError(t, p.Close())
+	assert.Empty(t, instanceDocOf(t, reader, "abandoned")["lockToken"], "the chain is given back at Close")
+}

@@ -85,6 +85,7 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, lock *orchestrationLock
 	op := req.op
 	if p.nowMs() >= lock.lockedUntil.Load() {
 		p.orchestrationLockLost(ctx, lock)
+		p.settleUnconfirmed(ctx, lock) // this try ends the ack: no later one tells
 		return refuse(op, "Instance lock expired", ErrInvalidLockToken)
 	}
 	// Planning a large turn takes CPU time (seconds for megabytes on a

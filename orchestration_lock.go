@@ -527,6 +527,20 @@ func (p *CosmosProvider) releaseQuietly(ctx context.Context, lock *orchestration
 	}
 }
 
+// settleUnconfirmed ends the ack of lock without a try that tells its
+// outcome: when one try's could not be told, it may have committed,
+// keeping the instance in a chain and locking items for this process, so
+// they are read back from the store, and given back or handed out.
+// Called with lock.mu held, once no try of the ack will follow.
+func (p *CosmosProvider) settleUnconfirmed(ctx context.Context, lock *orchestrationLock) {
+	plan := lock.unconfirmed
+	if plan == nil {
+		return
+	}
+	lock.unconfirmed = nil
+	p.offerUnconfirmed(ctx, lock, plan) // Keeps: H6
+}
+
 // AbandonOrchestrationItem releases the lock without committing; the
 // messages stay queued, visible after delay.
 func (p *CosmosProvider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
@@ -537,13 +551,7 @@ func (p *CosmosProvider) AbandonOrchestrationItem(ctx context.Context, lockToken
 	}
 	defer lock.mu.Unlock()
 	ctx = p.tel.withOrchestrationName(ctx, lock.inst.Name)
-	if plan := lock.unconfirmed; plan != nil {
-		// A try of the ack may have committed, keeping the instance in a
-		// chain and locking items for this process: the runtime gives up
-		// on the turn, so they are read back, and given back or handed out.
-		lock.unconfirmed = nil
-		defer p.offerUnconfirmed(ctx, lock, plan) // Keeps: H6
-	}
+	defer p.settleUnconfirmed(ctx, lock) // the runtime gives up on the turn
 	if err := p.writeAbandon(ctx, lock, delay, ignoreAttempt); err != nil {
 		return asOperation(op, err)
 	}

@@ -207,3 +207,34 @@ func TestAnAbandonedAckOfUnknownOutcomeLeavesNothingLocked(t *testing.T) {
 	require.NoError(t, p.Close())
 	assert.Empty(t, instanceDocOf(t, reader, "abandoned")["lockToken"], "the chain is given back at Close")
 }
+
+// An ack whose outcome could not be told, tried again only after its lock
+// expired, is refused, and no try will tell: what the first try may have
+// locked for this process is read back and handed out, as when the
+// runtime abandons (before, the item stayed hidden for its lock's length).
+func TestAnAckOfUnknownOutcomeRefusedForItsExpiryLeavesNothingLocked(t *testing.T) {
+	clock := newTestClock()
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now})
+	p := singleAttemptProvider(t, acct, cdb.Config{PollInterval: time.Hour, Now: clock.Now})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("expired"), 0))
+	item, token, _, err := p.FetchOrchestrationItem(ctx, 5*time.Second, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	worker, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+
+	loseFirstResponse(acct, "Batch", "ActivityExecute")
+	failInstanceReads(acct, "expired", commitAnswerReads)
+	err = ackScheduling(ctx, t, p, token, "expired", activity("expired", 2, ""))
+	require.Error(t, err)
+	require.True(t, cdb.IsRetryable(err), "cannot tell yet: %v", err)
+	clock.Advance(6 * time.Second)
+	err = ackScheduling(ctx, t, p, token, "expired", activity("expired", 2, ""))
+	require.ErrorIs(t, err, cdb.ErrInvalidLockToken)
+
+	work, ok := within(10*time.Second, worker)
+	require.True(t, ok, "the activity the first try locked for this process is handed out")
+	require.NoError(t, work.err)
+	require.NotNil(t, work.item)
+	assert.Equal(t, uint64(2), work.item.(cdb.ActivityExecuteMessage).ID)
+}

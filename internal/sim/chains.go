@@ -90,6 +90,9 @@ type instanceChange struct {
 	lockToken   *string // nil: a patch that left it
 	lockedUntil *int64
 	lastAck     string
+	// marked says the write marks the instance for a deletion: from then
+	// on the deletion has it, whoever's lock it carries.
+	marked bool
 }
 
 // claimedCompletion is a message a write created claimed with a chain.
@@ -265,9 +268,10 @@ func readInstanceChange(kind string, body json.RawMessage) *instanceChange {
 		LockToken   string `json:"lockToken"`
 		LockedUntil int64  `json:"lockedUntil"`
 		LastAck     string `json:"lastAck"`
+		Deleting    string `json:"deleting"`
 	}
 	_ = json.Unmarshal(body, &doc)
-	return &instanceChange{kind: "write", instance: doc.Instance, lockToken: &doc.LockToken, lockedUntil: &doc.LockedUntil, lastAck: doc.LastAck}
+	return &instanceChange{kind: "write", instance: doc.Instance, lockToken: &doc.LockToken, lockedUntil: &doc.LockedUntil, lastAck: doc.LastAck, marked: doc.Deleting != ""}
 }
 
 // readInstancePatch reads the lock fields a patch of the instance document
@@ -299,6 +303,9 @@ func readInstancePatch(body json.RawMessage) *instanceChange {
 			if json.Unmarshal(o.Value, &until) == nil {
 				ch.lockedUntil = &until
 			}
+		case "/deleting":
+			var intent string
+			ch.marked = json.Unmarshal(o.Value, &intent) == nil && intent != ""
 		}
 	}
 	return ch

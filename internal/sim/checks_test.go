@@ -208,6 +208,14 @@ func TestCloseGivesBackFlagsWhatACleanCloseLeftLocked(t *testing.T) {
 	// i4: a's chain, left open to the end of the run.
 	s.at(700)
 	s.batch("a", "i4", 1, true, chainCommit("i4", "lock_4", "lock_chain.4"))
+	// i5: a's chain, which a deletion of a marked before the close (the
+	// mark drops the chain without a write), swept by b after it.
+	s.at(600)
+	s.batch("a", "i5", 1, true, chainCommit("i5", "lock_5", "lock_chain.5"))
+	s.at(700)
+	s.batch("a", "i5", 2, true, `{"operationType":"Patch","id":"inst","resourceBody":{"operations":[{"op":"set","path":"/deleting","value":"del-1"}]}}`)
+	s.at(4000)
+	s.batch("b", "i5", 3, true, `{"operationType":"Delete","id":"inst"}`)
 
 	e := newEagerItems(func(string) bool { return false }, time.Now)
 	item := func(id string, created, until int64) *eagerItem {
@@ -235,7 +243,7 @@ func TestCloseGivesBackFlagsWhatACleanCloseLeftLocked(t *testing.T) {
 		"i4: with the instance still locked with its token lock_chain.4 until 3s later",
 		"p: with worker item w|1|1, which its commit locked to it eagerly and its runtime never took, still locked until 3s later",
 	}, details)
-	assert.Equal(t, "closes=1 (and 0 while paused) instances: given-back=1 left=2 (taken over after expiry 1) expiring-within-bound=1; eager items: given-back=1 left=1 expiring-within-bound=0 handed-out-unacked=1", tot.String())
+	assert.Equal(t, "closes=1 (and 0 while paused) instances: given-back=1 left=2 (taken over after expiry 1) expiring-within-bound=1 marked-for-deletion=1; eager items: given-back=1 left=1 expiring-within-bound=0 handed-out-unacked=1", tot.String())
 }
 
 func TestCloseGivesBackLeavesAClosePausedThroughoutAlone(t *testing.T) {

@@ -26,7 +26,11 @@ import (
 // from the account's writes, in each partition's order: chains.go), or a
 // worker item a commit locked eagerly to it that its runtime never took.
 // An item its runtime took and ran is another matter: a running handler
-// keeps its item, and at a shutdown its lock lapses (rule R21). The
+// keeps its item, and at a shutdown its lock lapses (rule R21). So is an
+// instance a deletion marked while the node held it: the deletion has it
+// from the mark on, whoever's lock it carries (the mark drops the node's
+// chain without a write), and a lock left on it hides nothing the mark
+// does not; it is counted apart. The
 // report counts what each close gave back (the patches of the closing
 // node that cleared its locks) apart from what was left and then taken
 // over by another node after the lock expired.
@@ -100,13 +104,14 @@ type closeTotals struct {
 	closes, paused                         int
 	instancesGivenBack, instancesLeft      int
 	instancesTakenOver, instancesExpiring  int
+	instancesMarked                        int
 	itemsGivenBack, itemsLeft, itemsLapsed int
 	itemsExpiring                          int
 }
 
 func (t closeTotals) String() string {
-	return fmt.Sprintf("closes=%d (and %d while paused) instances: given-back=%d left=%d (taken over after expiry %d) expiring-within-bound=%d; eager items: given-back=%d left=%d expiring-within-bound=%d handed-out-unacked=%d",
-		t.closes, t.paused, t.instancesGivenBack, t.instancesLeft, t.instancesTakenOver, t.instancesExpiring, t.itemsGivenBack, t.itemsLeft, t.itemsExpiring, t.itemsLapsed)
+	return fmt.Sprintf("closes=%d (and %d while paused) instances: given-back=%d left=%d (taken over after expiry %d) expiring-within-bound=%d marked-for-deletion=%d; eager items: given-back=%d left=%d expiring-within-bound=%d handed-out-unacked=%d",
+		t.closes, t.paused, t.instancesGivenBack, t.instancesLeft, t.instancesTakenOver, t.instancesExpiring, t.instancesMarked, t.itemsGivenBack, t.itemsLeft, t.itemsExpiring, t.itemsLapsed)
 }
 
 // closeBound is how long after its close's end a closed node's lock may
@@ -148,6 +153,10 @@ type instanceHolder struct {
 	until       int64
 	at          time.Time
 	judged      bool
+	// marked says a deletion marked the instance while the lock held: the
+	// deletion has it from then on, and the lock hides nothing the mark
+	// does not (the mark drops the holder's chain without a write).
+	marked bool
 }
 
 // instancesLeftByCloses replays every partition's instance writes in the
@@ -182,6 +191,10 @@ func (c *chainedTurns) instancesLeftByCloses(v *violations, closes map[string]cl
 			if next != nil && next.inst.lockToken != nil && *next.inst.lockToken != "" {
 				t.instancesTakenOver++
 			}
+			if holder.marked {
+				t.instancesMarked++
+				return
+			}
 			over := time.Duration(holder.until-cl.EndedMs) * time.Millisecond
 			if over <= bound(holder.node) {
 				t.instancesExpiring++
@@ -198,6 +211,9 @@ func (c *chainedTurns) instancesLeftByCloses(v *violations, closes map[string]cl
 			}
 			judge(w)
 			ch := w.inst
+			if ch.marked && holder != nil {
+				holder.marked = true
+			}
 			switch {
 			case ch.kind == "delete":
 				holder = nil

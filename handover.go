@@ -67,9 +67,15 @@ func (p *CosmosProvider) withdrawCancelled(plan *ackPlan) (restore func()) {
 	cancelled := map[workRef]bool{}
 	for _, c := range plan.cancels {
 		cancelled[c] = true
+		// An item a fetch took from the ready list before this is not
+		// handed out once the cancellation is on its way (handOutEager).
+		p.ended.Ending(activityEnded(c.pk, c.activity))
 	}
 	withdrawn := p.readyItems.Drop(func(l *workLock) bool { return cancelled[workRef{pk: l.pk, activity: l.activity}] })
 	return func() {
+		for c := range cancelled {
+			p.ended.NotEnded(activityEnded(c.pk, c.activity))
+		}
 		for _, l := range withdrawn {
 			l.doc.ETag = ""
 		}
@@ -149,6 +155,9 @@ func (p *CosmosProvider) handOutEager(ctx context.Context, lock *workLock, lockT
 		}
 	}
 	if err := p.refreshClaim(ctx, lock, lockTimeout); err != nil {
+		return fetchedWork{}, false
+	}
+	if p.endedHere(lock) { // Keeps: H4: a cancellation or a deletion began while it was read or refreshed
 		return fetchedWork{}, false
 	}
 	p.workLocks.Put(lock.token, lock)

@@ -34,7 +34,9 @@
 //   - H4 Never staler than this process's writes (R20). A commit or a
 //     deletion of this process that cancels, tombstones or removes an item
 //     takes it out of every ready list before its request is sent (a
-//     commit that fails puts it back, to be read back), and is remembered
+//     commit that fails puts it back, to be read back), marks it as ending
+//     then (so a fetch that took it just before does not hand it out
+//     either: the hand-out looks again last), and is remembered
 //     for a while (Ended), so that an item locked before it whose commit
 //     answered only after it is not handed out either; a refresh that
 //     meets another write (412) or none (404) passes the item over.

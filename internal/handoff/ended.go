@@ -27,6 +27,15 @@ func NewEnded(keep time.Duration) *Ended {
 // everything of it counts as ended.
 func (e *Ended) Ending(key string) { e.note(key, math.MaxInt64, 0) }
 
+// NotEnded withdraws Ending: the write that was to end key did not.
+func (e *Ended) NotEnded(key string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.at[key] == math.MaxInt64 {
+		delete(e.at, key)
+	}
+}
+
 // Ended notes that key ended at atMs (ms), and forgets the entries older
 // than keep.
 func (e *Ended) Ended(key string, atMs int64) { e.note(key, atMs, atMs) }

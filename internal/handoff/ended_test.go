@@ -22,3 +22,15 @@ func TestEndedTellsWhatBelongsToAnEnd(t *testing.T) {
 	e.Ended("q", 1_000+time.Minute.Milliseconds()+1)
 	assert.False(t, e.Since("p", 900), "forgotten once older than keep")
 }
+
+// An end that did not happen (its write failed) is withdrawn; an end that
+// did happen stays, whatever a later failed attempt says.
+func TestAnEndThatDidNotHappenIsWithdrawn(t *testing.T) {
+	e := NewEnded(time.Minute)
+	e.Ending("a")
+	e.NotEnded("a")
+	assert.False(t, e.Since("a", 0), "the cancelling write failed: nothing ended")
+	e.Ended("b", 1_000)
+	e.NotEnded("b")
+	assert.True(t, e.Since("b", 900), "ended before: a failed attempt does not undo it")
+}

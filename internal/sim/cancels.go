@@ -340,11 +340,17 @@ type cancelTotals struct {
 	cancelled, deletions                   int
 	afterOwnCancel, afterOwnDeletion       int // violations
 	afterOthersCancel, afterOthersDeletion int
+	// asItWent are hand-outs of a node's own cancelled activity that
+	// returned within the slack of its cancelling ack's return: decided as
+	// the cancellation went out, the same race as any claim's with it.
+	asItWent int
 }
 
 // checkCancelled reports hand-outs of activities their node had cancelled
 // or deleted, and counts those another node had. slack is what a node may
-// take, after its request's answer reached its transport, to read it.
+// take, after its request's answer reached its transport, to read it, and
+// so what a hand-out decided before a cancellation went out may take to
+// return after the cancelling ack did.
 func (r *recorder) checkCancelled(v *violations, slack time.Duration) cancelTotals {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -374,6 +380,10 @@ func (r *recorder) checkCancelled(v *violations, slack time.Duration) cancelTota
 				}
 				if ho.Node != ack.Node {
 					t.afterOthersCancel++
+					continue
+				}
+				if !ho.At.After(ack.At.Add(slack)) {
+					t.asItWent++
 					continue
 				}
 				t.afterOwnCancel++
@@ -441,6 +451,6 @@ func sortedCancelKeys(m map[cancelledKey][]cancelAck) []cancelledKey {
 }
 
 func (t cancelTotals) String() string {
-	return fmt.Sprintf("cancelled=%d handed-out-after-own-cancel=%d after-another-node's=%d; deletions-through-holder=%d handed-out-after-own-deletion=%d after-another-node's=%d",
-		t.cancelled, t.afterOwnCancel, t.afterOthersCancel, t.deletions, t.afterOwnDeletion, t.afterOthersDeletion)
+	return fmt.Sprintf("cancelled=%d handed-out-after-own-cancel=%d (as it went out %d) after-another-node's=%d; deletions-through-holder=%d handed-out-after-own-deletion=%d after-another-node's=%d",
+		t.cancelled, t.afterOwnCancel, t.asItWent, t.afterOthersCancel, t.deletions, t.afterOwnDeletion, t.afterOthersDeletion)
 }

@@ -48,8 +48,14 @@ func (p *CosmosProvider) takeEager(ctx context.Context, lockTimeout time.Duratio
 			return fetchedWork{}, false
 		}
 		lock.fetchedBy, lock.fetchTimeout = tags, lockTimeout
-		if res, ok := p.handOutEager(ctx, lock, lockTimeout); ok {
+		res, ok, unread := p.handOutEager(ctx, lock, lockTimeout)
+		if ok {
 			return res, true
+		}
+		if unread {
+			// Put back, to be read again by a later fetch or given back:
+			// this fetch goes on without the ready list.
+			return fetchedWork{}, false
 		}
 	}
 }
@@ -140,33 +146,46 @@ func (p *CosmosProvider) returningFetch(lock *workLock) (done func()) {
 
 // handOutEager makes a ready item the fetch's, as claimWork does a claimed
 // one; false passes it over (its lock is not ours after all, or it does not
-// decode and was set aside).
-func (p *CosmosProvider) handOutEager(ctx context.Context, lock *workLock, lockTimeout time.Duration) (fetchedWork, bool) {
+// decode and was set aside), and unread says it could not be read back and
+// waits ready again.
+func (p *CosmosProvider) handOutEager(ctx context.Context, lock *workLock, lockTimeout time.Duration) (res fetchedWork, ok, unread bool) {
 	if p.endedHere(lock) { // Keeps: H4
-		return fetchedWork{}, false // the deletion swept it, or the tombstone replaced it
+		return fetchedWork{}, false, false // the deletion swept it, or the tombstone replaced it
 	}
 	ctx = p.tel.withOrchestrationName(ctx, lock.doc.Orch)
 	if lock.doc.ETag == "" { // Keeps: H2
 		// The commit's answer did not say: its lock is ours only if the
 		// store has our token on it.
 		if _, err := p.readBackWork(ctx, "FetchWorkItem", lock, 0); err != nil {
-			p.log.Debug("cdb: an eagerly locked work item could not be confirmed; leaving it to its lock's expiry", "item", lock.doc.ID, "error", err)
-			return fetchedWork{}, false
+			if !IsRetryable(err) {
+				return fetchedWork{}, false, false // not ours: its commit did not lock it, or it was cancelled
+			}
+			// Not read (an outage, or the fetch's caller went away): it
+			// may be ours, so it waits ready again, to be read by a
+			// later fetch or given back (H5), not for its lock's expiry.
+			p.log.Debug("cdb: an eagerly locked work item could not be confirmed yet; it waits ready again", "item", lock.doc.ID, "error", err)
+			p.readyItems.Offer(lock)
+			if p.closing.Load() { // Keeps: H5
+				gctx, cancel := givingBack(ctx)
+				defer cancel()
+				p.giveBackEager(gctx, math.MaxInt64)
+			}
+			return fetchedWork{}, false, true
 		}
 	}
 	if err := p.refreshClaim(ctx, lock, lockTimeout); err != nil {
-		return fetchedWork{}, false
+		return fetchedWork{}, false, false
 	}
 	if p.endedHere(lock) { // Keeps: H4: a cancellation or a deletion began while it was read or refreshed
-		return fetchedWork{}, false
+		return fetchedWork{}, false, false
 	}
 	p.workLocks.Put(lock.token, lock)
 	item, err := lock.doc.workItem()
 	if err != nil {
 		p.setAsideUndecodableWork(ctx, lock, err)
-		return fetchedWork{}, false
+		return fetchedWork{}, false, false
 	}
-	return fetchedWork{item: WithVisibleAt(item, time.UnixMilli(lock.doc.VisibleAt)), token: lock.token, attempts: lock.doc.Attempts}, true
+	return fetchedWork{item: WithVisibleAt(item, time.UnixMilli(lock.doc.VisibleAt)), token: lock.token, attempts: lock.doc.Attempts}, true, false
 }
 
 // giveBackEager releases, as an abandon that counts no attempt, the items

@@ -238,3 +238,41 @@ func TestAnAckOfUnknownOutcomeRefusedForItsExpiryLeavesNothingLocked(t *testing.
 	require.NotNil(t, work.item)
 	assert.Equal(t, uint64(2), work.item.(cdb.ActivityExecuteMessage).ID)
 }
+
+// An item locked for this process by a commit whose outcome could not be
+// told, which a fetch could not read back (the read failed, or the fetch's
+// caller went away), waits ready again: for a later fetch, or to be given
+// back (here at Close). Before, it was dropped and stayed locked for nobody
+// for a worker lock's length.
+func TestAnItemThatCouldNotBeReadBackWaitsReadyAgain(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := singleAttemptProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	firstTurn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	worker, stopWorker := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	started := startInBackground(func() error { return p.EnqueueForOrchestrator(ctx, providertest.StartItem("unread"), 0) })
+	got := firstTurn()
+	require.NoError(t, got.err)
+	require.NotNil(t, got.item)
+
+	failInstanceReads(acct, "unread", 2*commitAnswerReads+1)
+	var workReads atomic.Int64
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 503, Times: 1, Match: func(r cdb.FakeRequest) bool {
+		hit := r.PartitionKey == `["unread"]` && strings.Contains(string(r.Body), `"id":"w|1|2"`) && !strings.Contains(string(r.Body), "resourceBody")
+		if hit {
+			workReads.Add(1)
+		}
+		return hit
+	}})
+	loseFirstResponse(acct, "Batch", `"resourceBody":{"id":"inst"`)
+	require.Error(t, ackScheduling(ctx, t, p, got.token, "unread", activity("unread", 2, "")), "whether it committed cannot be told")
+	require.Error(t, <-started)
+	require.Eventually(t, func() bool { return workReads.Load() > 0 }, 10*time.Second, time.Millisecond, "the waiting fetch reads the item back")
+	stopWorker()
+	require.Nil(t, worker().item, "the read back failed: not handed out")
+
+	require.NoError(t, p.Close())
+	items := workDocs(t, newRulesProvider(t, acct, cdb.Config{}), "unread")
+	require.Len(t, items, 1)
+	assert.Empty(t, items[0]["lockToken"], "given back at Close, not left to its lock's expiry")
+}

@@ -219,11 +219,15 @@ func (p *CosmosProvider) giveBackAllChains(ctx context.Context) {
 // giveBackUnseenChain gives back the chain a try of lock's ack may have
 // committed unseen: the try that answered found the instance changed, or
 // no try could be told, and the plan that committed may have held it. Its
-// lock holds a lock's length from now at most.
+// lock holds a lock's length from now at most. It reads on a context of
+// its own: the ack's caller may have gone (a stopping runtime), and the
+// chain is this process's to give back all the same.
 func (p *CosmosProvider) giveBackUnseenChain(ctx context.Context, lock *orchestrationLock) {
 	if p.chains == nil {
 		return
 	}
+	ctx, cancel := givingBack(ctx)
+	defer cancel()
 	held := &orchestrationLock{token: chainToken(lock.token), pk: lock.pk, timeout: lock.timeout, inst: lock.inst}
 	held.inst.ETag = ""
 	held.lockedUntil.Store(p.nowMs() + lock.timeout.Milliseconds())

@@ -194,7 +194,12 @@ func (p *CosmosProvider) handOutEager(ctx context.Context, lock *workLock, lockT
 // away (a shutdown, a cancelled call) or is busy, and hiding them until
 // their locks expire would stall them for a lock's length instead of a
 // poll interval. One whose release fails is left to its lock's expiry.
+// Once taken off the ready lists they are given back on a context of their
+// own: the caller's may end meanwhile (Close stops the give-back loop), and
+// an item taken off and not given back would be hidden for a lock's length.
 func (p *CosmosProvider) giveBackEager(ctx context.Context, readySince int64) {
+	ctx, cancel := givingBack(ctx)
+	defer cancel()
 	now := p.nowMs()
 	for _, lock := range p.readyItems.Stale(readySince, now) {
 		p.workLocks.Put(lock.token, lock)

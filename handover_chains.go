@@ -177,6 +177,8 @@ func (p *CosmosProvider) chainRequeries(hi *chain, now int64) bool {
 // when that read fails, it waits unconfirmed for the next try while its
 // lock could still hold (H6).
 func (p *CosmosProvider) giveBackChain(ctx context.Context, hi *chain) {
+	ctx, cancel := givingBack(ctx) // ended: nobody else gives it back
+	defer cancel()
 	lock := hi.Lock
 	lock.messages = hi.Claimed
 	defer p.orchLocks.Remove(lock.token)

@@ -204,13 +204,18 @@ func (p *CosmosProvider) giveBackEager(ctx context.Context, readySince int64) {
 	for _, lock := range p.readyItems.Stale(readySince, now) {
 		p.workLocks.Put(lock.token, lock)
 		if err := p.AbandonWorkItem(ctx, lock.token, 0, true); err != nil {
-			p.log.Debug("cdb: could not give back a work item locked eagerly; it waits for its lock's expiry", "item", lock.doc.ID, "error", err)
+			p.retryGiveBack(lock, err)
 		}
 	}
 	for _, t := range p.readyTurns.Stale(readySince, now) {
-		p.releaseQuietly(ctx, t.lock)
+		err := p.releaseQuietly(ctx, t.lock)
 		if t.chained {
 			p.orchLocks.Remove(t.lock.token)
+			if err != nil && IsRetryable(err) {
+				t.lock.inst.ETag = "" // it may have applied: read back first
+				p.keepUnconfirmed(newChain(t.lock, 0, 0, nil))
+				continue
+			}
 			p.orchSignal.announcePartitions(t.lock.pk) // others may have sent it something
 		}
 	}
@@ -221,6 +226,22 @@ func (p *CosmosProvider) giveBackEager(ctx context.Context, readySince int64) {
 func (p *CosmosProvider) runEagerGiveBack(ctx context.Context) {
 	interval := p.cfg.PollInterval
 	runEvery(ctx, interval, func() { p.giveBackEager(ctx, p.nowMs()-interval.Milliseconds()) })
+}
+
+// retryGiveBack puts an item whose give-back failed (err) back among the
+// ready ones, to be read back and given back again at the next look or at
+// Close, or taken by a fetch meanwhile, while its lock could still hold:
+// one taken off the lists and not given back would be hidden for a lock's
+// length (H5). One that is not ours any more (err says so) is forgotten.
+func (p *CosmosProvider) retryGiveBack(lock *workLock, err error) {
+	p.workLocks.Remove(lock.token)
+	if !IsRetryable(err) || lock.lockedUntil <= p.nowMs() {
+		p.log.Debug("cdb: a work item locked eagerly was not given back: not ours any more", "item", lock.doc.ID, "error", err)
+		return
+	}
+	p.log.Debug("cdb: could not give back a work item locked eagerly yet; it waits ready again", "item", lock.doc.ID, "error", err)
+	lock.doc.ETag = "" // the give-back may have applied: read back first
+	p.readyItems.Offer(lock)
 }
 
 // givingBack is a context for giving back what no fetch of this process

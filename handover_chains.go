@@ -193,7 +193,11 @@ func (p *CosmosProvider) giveBackChain(ctx context.Context, hi *chain) {
 		}
 		lock.inst = *inst
 	}
-	p.releaseQuietly(ctx, lock)
+	if err := p.releaseQuietly(ctx, lock); err != nil && IsRetryable(err) {
+		lock.inst.ETag = "" // it may have applied: read back first
+		p.keepUnconfirmed(hi)
+		return
+	}
 	p.orchSignal.announcePartitions(lock.pk)
 }
 

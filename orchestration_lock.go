@@ -517,14 +517,16 @@ func (p *CosmosProvider) refreshFreshLock(ctx context.Context, lock *orchestrati
 
 // releaseQuietly gives a lock back after a fetch failed half way, so the
 // contract's "an error means no lock is held" holds as far as it can.
-func (p *CosmosProvider) releaseQuietly(ctx context.Context, lock *orchestrationLock) {
+func (p *CosmosProvider) releaseQuietly(ctx context.Context, lock *orchestrationLock) error {
 	// A fetch whose caller went away (a runtime shutting down) still lets
 	// go of what it locked, or it would stay hidden for a lock's length.
 	ctx, cancel := givingBack(ctx)
 	defer cancel()
-	if err := p.writeAbandon(ctx, lock, 0, true); err != nil {
+	err := p.writeAbandon(ctx, lock, 0, true)
+	if err != nil {
 		p.log.Warn("cdb: could not release a lock after a failed fetch; it will expire", "instance", lock.inst.Instance, "error", err)
 	}
+	return err
 }
 
 // settleUnconfirmed ends the ack of lock without a try that tells its

@@ -3,6 +3,7 @@ package cdb_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,4 +83,58 @@ func TestAnItemACommitLocksAfterCloseBeganIsGivenBack(t *testing.T) {
 	require.Len(t, items, 1)
 	assert.Empty(t, items[0]["lockToken"], "given back, not left to its lock's expiry")
 	assert.Empty(t, instanceDocOf(t, p, "late")["lockToken"], "the chain the commit kept is given back too")
+}
+
+// An item whose give-back failed (here one request, on a client that
+// tries each once) waits ready again and is given back at the next
+// chance, here Close: before, it was off every list and stayed locked for
+// a worker lock's length.
+func TestAnItemWhoseGiveBackFailedIsGivenBackLater(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := singleAttemptProvider(t, acct, cdb.Config{PollInterval: 200 * time.Millisecond})
+	token := lockedStart(ctx, t, p, "retried-gb")
+	result, stopWorker := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	cdb.AfterAckPlannedForTest(p, func() { // the item is reserved for a fetch that goes away
+		cdb.AfterAckPlannedForTest(p, nil)
+		stopWorker()
+		require.Nil(t, result().item)
+	})
+	var failed atomic.Int64
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 503, Times: 1, Match: func(r cdb.FakeRequest) bool {
+		hit := r.Operation == "PatchItem" && r.ItemID == "w|1|2"
+		if hit {
+			failed.Add(1)
+		}
+		return hit
+	}})
+	require.NoError(t, ackScheduling(ctx, t, p, token, "retried-gb", activity("retried-gb", 2, "")))
+	require.Eventually(t, func() bool { return failed.Load() == 1 }, 10*time.Second, time.Millisecond, "the give-back loop tried and failed")
+	require.NoError(t, p.Close())
+	items := workDocs(t, newRulesProvider(t, acct, cdb.Config{}), "retried-gb")
+	require.Len(t, items, 1)
+	assert.Empty(t, items[0]["lockToken"], "given back, not left to its lock's expiry")
+}
+
+// A chain whose give-back failed (no completion came within its window,
+// and the release's one request failed) waits unconfirmed and is given
+// back at the next chance, here Close: before, it was dropped, and the
+// instance stayed locked for a lock's length.
+func TestAChainWhoseGiveBackFailedIsGivenBackLater(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := singleAttemptProvider(t, acct, cdb.Config{PollInterval: 200 * time.Millisecond})
+	var failed atomic.Int64
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 503, Times: 1, Match: func(r cdb.FakeRequest) bool {
+		hit := r.Operation == "Batch" && r.PartitionKey == `["idle-chain"]` && strings.Contains(string(r.Body), `"path":"/releasedAt"`)
+		if hit {
+			failed.Add(1)
+		}
+		return hit
+	}})
+	chainedFanOut(ctx, t, p, "idle-chain", 1) // its activity runs, and never completes
+	require.Eventually(t, func() bool { return failed.Load() == 1 }, 10*time.Second, time.Millisecond, "the chain's window ended, and its give-back failed")
+	require.Regexp(t, `^lock_chain\.`, instanceDocOf(t, p, "idle-chain")["lockToken"])
+	require.NoError(t, p.Close())
+	assert.Empty(t, instanceDocOf(t, newRulesProvider(t, acct, cdb.Config{}), "idle-chain")["lockToken"], "given back, not left to its lock's expiry")
 }

@@ -45,7 +45,10 @@
 //     attempt); a chain no completion reached within its window is given
 //     back; at Close the chain loop stops first, then every chain and
 //     everything ready is given back until none is left, and whatever is
-//     made ready once Close began is given back by its maker.
+//     made ready once Close began is given back by its maker. A give-back
+//     runs on a context of its own once its item is off the lists, and one
+//     that fails puts it back (an item ready, a chain unconfirmed), read
+//     back before the next try, while its lock could still hold.
 //   - H6 Every commit found applied is followed (R18). A commit's after
 //     duties (its chain, its ready items, its announcements, its end
 //     watches, its outbox) follow every path that finds it applied: its

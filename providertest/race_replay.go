@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,6 +111,30 @@ func (r *rrRuntime) Shutdown() {
 }
 
 // testLogWriter sends a runtime's log lines to the test log.
+// onMessage is a log handler that closes seen at the first record of
+// message, and hands every record on.
+type onMessage struct {
+	slog.Handler
+	message string
+	seen    chan struct{}
+	once    *sync.Once
+}
+
+func (h onMessage) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.message {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h onMessage) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return onMessage{Handler: h.Handler.WithAttrs(attrs), message: h.message, seen: h.seen, once: h.once}
+}
+
+func (h onMessage) WithGroup(name string) slog.Handler {
+	return onMessage{Handler: h.Handler.WithGroup(name), message: h.message, seen: h.seen, once: h.once}
+}
+
 type testLogWriter struct{ t *testing.T }
 
 func (w testLogWriter) Write(b []byte) (int, error) {
@@ -251,14 +276,25 @@ func testContinueAsNewUnregisteredBackoff(t *testing.T, f Factory) {
 	// The backoff hides the start across the runtime's shutdown and the
 	// inspecting fetch below: duroxide's 2 s, scaled with the host.
 	backoff := scaled(2 * time.Second)
+	backedOff := make(chan struct{})
 	oldRuntime := rrStart(t, p, durable.NewRegistry(), durable.Options{
 		OrchestrationConcurrency: 1, MinPollInterval: 10 * time.Millisecond,
 		UnregisteredBackoffBase: backoff, UnregisteredBackoffMax: backoff,
+		Logger: slog.New(onMessage{Handler: slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}),
+			message: "orchestration not registered; abandoning with backoff", seen: backedOff, once: &sync.Once{}}),
 	})
 	// A loaded machine (the race detector, parallel tests) can let the
 	// inspection below win the item many times before the runtime takes
-	// it: the wait is long, and ends as soon as the start is hidden.
-	hidden := rrWaitUntilHidden(ctx, t, p, 30*time.Second)
+	// it: the wait is long. It ends once the runtime backed the start off
+	// and an inspection finds it hidden: one that finds nothing only
+	// because the runtime holds it would see it again as soon as a
+	// stopping runtime lets go of a fetch's lock.
+	hidden := false
+	select {
+	case <-backedOff:
+		hidden = rrWaitUntilHidden(ctx, t, p, 30*time.Second)
+	case <-time.After(scaled(30 * time.Second)):
+	}
 	oldRuntime.Shutdown()
 	require.True(t, hidden, "unregistered runtime must fetch and hide the start")
 	item, _, _, err := p.FetchOrchestrationItem(ctx, lockLong, noPoll, nil)

@@ -611,10 +611,14 @@ func (p *CosmosProvider) releaseBatch(ctx context.Context, op string, lock *orch
 	}
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	etag := lock.inst.ETag
-	instanceOps.AppendSet("/releasedAt", p.nowMs())
+	now := p.now()
+	instanceOps.AppendSet("/releasedAt", now.UnixMilli())
 	b.PatchItem(instanceDocID, instanceOps, &TransactionalBatchItemOptions{IfMatch: &etag})
 	for _, m := range lock.messages {
-		mops := heldUntilOps(p.now(), delay)
+		// One time for the whole batch: its messages come back together,
+		// or a fetch between two of their times would take them apart
+		// (a cancellation after the input it was sent with).
+		mops := heldUntilOps(now, delay)
 		if ignoreAttempt {
 			mops.AppendSet("/attempts", max(m.Attempts, 1)-1)
 		}

@@ -1278,3 +1278,45 @@ func TestAContinueAsNewEnqueuedWithADelayWaitsItsDelay(t *testing.T) {
 	require.NotNil(t, item)
 	assert.Equal(t, []string{"ContinueAsNew"}, messageKinds(item))
 }
+
+// tickingClock moves on a millisecond every time it is read, as a loaded
+// host's clock does between two reads of one loop.
+type tickingClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *tickingClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(time.Millisecond)
+	return c.now
+}
+
+// An abandon with a delay hides its batch as one: every message comes
+// back at the same time, so no fetch takes some of them before the others
+// (a cancellation after the input it was sent with). Before, each took its
+// own reading of the clock.
+func TestAnAbandonedBatchComesBackAsOne(t *testing.T) {
+	ctx := rulesContext(t)
+	clock := &tickingClock{now: time.Now()}
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{Now: clock.Now})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("together"), 0))
+	for _, data := range []string{"a", "b", "c"} {
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.QueueEventMessage{Instance: "together", Name: "q", Data: data}, 0))
+	}
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.Len(t, item.Messages, 4)
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token, time.Second, false))
+	var until []any
+	for _, m := range messageDocs(t, p, "together") {
+		until = append(until, m["lockedUntil"])
+	}
+	require.Len(t, until, 4)
+	for _, u := range until[1:] {
+		assert.Equal(t, until[0], u, "every message of the batch is hidden until the same time")
+	}
+}

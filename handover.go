@@ -213,7 +213,9 @@ func (p *CosmosProvider) giveBackEager(ctx context.Context, readySince int64) {
 			p.orchLocks.Remove(t.lock.token)
 			if err != nil && IsRetryable(err) {
 				t.lock.inst.ETag = "" // it may have applied: read back first
-				p.keepUnconfirmed(newChain(t.lock, 0, 0, nil))
+				c := newChain(t.lock, 0, 0, nil)
+				c.Claimed = t.lock.messages // the completions claimed with it go back with it
+				p.keepUnconfirmed(c)
 				continue
 			}
 			p.orchSignal.announcePartitions(t.lock.pk) // others may have sent it something

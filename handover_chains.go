@@ -209,7 +209,9 @@ func (p *CosmosProvider) keepUnconfirmed(hi *chain) {
 	if lock.lockedUntil.Load() <= now {
 		return // expired: anyone may take the instance
 	}
-	if !p.chains.AddUnconfirmed(newChain(lock, now, p.chainWindow(lock.timeout), nil)) {
+	kept := newChain(lock, now, p.chainWindow(lock.timeout), nil)
+	kept.Claimed = hi.Claimed // Keeps: H8: released with the instance when it is given back
+	if !p.chains.AddUnconfirmed(kept) {
 		return
 	}
 	p.log.Debug("cdb: a chained instance could not be read back; it is given back once it is", "instance", lock.inst.Instance)

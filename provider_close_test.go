@@ -138,3 +138,30 @@ func TestAChainWhoseGiveBackFailedIsGivenBackLater(t *testing.T) {
 	require.NoError(t, p.Close())
 	assert.Empty(t, instanceDocOf(t, newRulesProvider(t, acct, cdb.Config{}), "idle-chain")["lockToken"], "given back, not left to its lock's expiry")
 }
+
+// A chained turn no fetch took, whose give-back failed, goes back with
+// the completion claimed with it when it is given back later (here at
+// Close): before, the retry released the instance alone, and the
+// completion stayed claimed, hidden, until the chain's lock expired.
+func TestAChainedTurnWhoseGiveBackFailedGoesBackWithItsCompletions(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := singleAttemptProvider(t, acct, cdb.Config{PollInterval: 200 * time.Millisecond})
+	var failed atomic.Int64
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 503, Times: 1, Match: func(r cdb.FakeRequest) bool {
+		hit := r.Operation == "Batch" && r.PartitionKey == `["claimed-chain"]` && strings.Contains(string(r.Body), `"path":"/releasedAt"`)
+		if hit {
+			failed.Add(1)
+		}
+		return hit
+	}})
+	got := chainedFanOut(ctx, t, p, "claimed-chain", 1)
+	ackActivity(ctx, t, p, got[0]) // claimed into the chain; its turn waits ready, and no fetch comes
+	require.Eventually(t, func() bool { return failed.Load() == 1 }, 10*time.Second, time.Millisecond, "the ready turn's give-back failed")
+	require.NoError(t, p.Close())
+	reader := newRulesProvider(t, acct, cdb.Config{})
+	assert.Empty(t, instanceDocOf(t, reader, "claimed-chain")["lockToken"], "the instance is given back")
+	msgs := messageDocs(t, reader, "claimed-chain")
+	require.Len(t, msgs, 1)
+	assert.Empty(t, msgs[0]["lockToken"], "and the completion claimed with it")
+}

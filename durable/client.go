@@ -320,11 +320,14 @@ func statusOf(history []cdb.Event) Status {
 // the provider reports it (cdb.OrchestrationEndReporter); an end committed
 // elsewhere is found by the polls. While the provider holds the instance's
 // lock (cdb.OrchestrationHolder) no poll reads: no other process can end it.
+// A status read that fails for now (cdb.IsRetryable) is read again at the
+// next poll; a timeout after such a read says so.
 func (c *Client) WaitForCompletion(ctx context.Context, instance string, timeout time.Duration) (Status, error) {
 	ended, stop := c.watchEnd(instance)
 	defer stop()
 	var st Status
 	read := false
+	var failedRead error // the last status read, when it failed for now
 	err := c.poll(ctx, timeout, ended, func() (bool, error) {
 		if told, ok := c.toldEnd(instance, ended); ok {
 			st = told
@@ -333,9 +336,12 @@ func (c *Client) WaitForCompletion(ctx context.Context, instance string, timeout
 		if c.holdsWatched(instance, ended) {
 			return false, nil
 		}
-		var err error
-		st, err = c.GetStatus(ctx, instance)
-		read = true
+		now, err := c.GetStatus(ctx, instance)
+		if err != nil && cdb.IsRetryable(err) && ctx.Err() == nil {
+			failedRead = err
+			return false, nil // a read that failed for now: the next poll reads again
+		}
+		st, read, failedRead = now, true, nil
 		return err == nil && st.IsTerminal(), err
 	})
 	if errors.Is(err, ErrTimeout) && !read {
@@ -344,6 +350,9 @@ func (c *Client) WaitForCompletion(ctx context.Context, instance string, timeout
 		if now, rerr := c.GetStatus(ctx, instance); rerr == nil {
 			st = now
 		}
+	}
+	if err != nil && failedRead != nil {
+		return st, fmt.Errorf("durable: wait for %q: %w (its last status read failed: %w)", instance, err, failedRead)
 	}
 	if err != nil {
 		return st, fmt.Errorf("durable: wait for %q: %w", instance, err)

@@ -283,3 +283,36 @@ func TestWaitForCompletionTimingOutWhileHeldReturnsTheStatusAsItStands(t *testin
 	assert.Equal(t, int64(1), g.reads.Load(), "one read, at the end")
 	assert.Positive(t, g.asked.Load())
 }
+
+// failingOnce fails its first history read with a retryable error, as a
+// store's transient refusal that outlasted the client's own retries.
+type failingOnce struct {
+	cdb.Provider
+	failed *atomic.Bool
+}
+
+func (f failingOnce) Read(ctx context.Context, instance string) ([]cdb.Event, error) {
+	if f.failed.CompareAndSwap(false, true) {
+		return nil, &cdb.ProviderError{Op: "Read", Message: "the store refused the read for now", Retryable: true}
+	}
+	return f.Provider.Read(ctx, instance)
+}
+
+// A status read that fails for now is read again at the next poll: the
+// wait returns the end, not the failure. Before, one failed read ended
+// the wait with its error (the simulation's *wait*, on an injected 401).
+func TestWaitForCompletionReadsAgainAfterARetryableFailure(t *testing.T) {
+	eachProvider(t, func(t *testing.T, h *harness) {
+		h.orchestration("Gate", gate)
+		h.run()
+		h.start("flaky-read", "Gate", "")
+		var failed atomic.Bool
+		c := NewClient(failingOnce{Provider: readCounting{Provider: h.provider, reads: new(atomic.Int64)}, failed: &failed})
+		require.NoError(t, h.client.RaiseEvent(context.Background(), "flaky-read", "go", "open"))
+		st, err := c.WaitForCompletion(context.Background(), "flaky-read", time.Minute)
+		require.NoError(t, err)
+		assert.True(t, failed.Load(), "the first read failed")
+		assert.Equal(t, StateCompleted, st.State)
+		assert.Equal(t, "open", st.Output)
+	})
+}

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 )
 
@@ -174,11 +173,7 @@ func (p *CosmosProvider) applied(ctx context.Context, lock *orchestrationLock, p
 	} else {
 		p.readyItems.Offer(ready...)
 	}
-	if p.closing.Load() {
-		ctx, cancel := givingBack(ctx)
-		defer cancel()
-		p.giveBackEager(ctx, math.MaxInt64) // Keeps: H5: no fetch of this process will take them
-	}
+	p.giveBackIfClosing(ctx) // Keeps: H5: no fetch of this process will take them
 	p.afterCommit(lock, plan, len(ready), queued)
 	if plan.outbox != nil {
 		p.outbox.committed(ctx, lock.pk, lock.state.pendingOutboxes, plan.outbox, answered)

@@ -165,11 +165,7 @@ func (p *CosmosProvider) handOutEager(ctx context.Context, lock *workLock, lockT
 			// later fetch or given back (H5), not for its lock's expiry.
 			p.log.Debug("cdb: an eagerly locked work item could not be confirmed yet; it waits ready again", "item", lock.doc.ID, "error", err)
 			p.readyItems.Offer(lock)
-			if p.closing.Load() { // Keeps: H5
-				gctx, cancel := givingBack(ctx)
-				defer cancel()
-				p.giveBackEager(gctx, math.MaxInt64)
-			}
+			p.giveBackIfClosing(ctx) // Keeps: H5
 			return fetchedWork{}, false, true
 		}
 	}
@@ -228,6 +224,15 @@ func (p *CosmosProvider) giveBackEager(ctx context.Context, readySince int64) {
 func (p *CosmosProvider) runEagerGiveBack(ctx context.Context) {
 	interval := p.cfg.PollInterval
 	runEvery(ctx, interval, func() { p.giveBackEager(ctx, p.nowMs()-interval.Milliseconds()) })
+}
+
+// giveBackIfClosing gives back at once everything ready, once Close
+// began: what a caller made ready may have come after Close gave the
+// ready lists back, and no fetch of this process will take it.
+func (p *CosmosProvider) giveBackIfClosing(ctx context.Context) {
+	if p.closing.Load() {
+		p.giveBackEager(ctx, math.MaxInt64)
+	}
 }
 
 // retryGiveBack puts an item whose give-back failed (err) back among the

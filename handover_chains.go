@@ -113,8 +113,6 @@ func (p *CosmosProvider) startChain(ctx context.Context, held *orchestrationLock
 	p.orchLocks.Put(held.token, held)
 	p.chains.Add(hi)
 	if p.closing.Load() { // Keeps: H5: Close may have given back the chains already
-		ctx, cancel := givingBack(ctx)
-		defer cancel()
 		for _, c := range p.chains.End(func(c *chain) bool { return c == hi }) {
 			p.giveBackChain(ctx, c)
 		}
@@ -146,8 +144,6 @@ func (p *CosmosProvider) handOverChain(ctx context.Context, hi *chain) {
 		return
 	}
 	if len(hi.Claimed) == 0 && !hi.Announced && !hi.Unsure || hi.Unconfirmed || p.closing.Load() { // Keeps: H5, H6
-		ctx, cancel := givingBack(ctx)
-		defer cancel()
 		p.giveBackChain(ctx, hi)
 		return
 	}
@@ -227,15 +223,13 @@ func (p *CosmosProvider) giveBackAllChains(ctx context.Context) {
 // giveBackUnseenChain gives back the chain a try of lock's ack may have
 // committed unseen: the try that answered found the instance changed, or
 // no try could be told, and the plan that committed may have held it. Its
-// lock holds a lock's length from now at most. It reads on a context of
-// its own: the ack's caller may have gone (a stopping runtime), and the
-// chain is this process's to give back all the same.
+// lock holds a lock's length from now at most. giveBackChain reads on a
+// context of its own: the ack's caller may have gone (a stopping runtime),
+// and the chain is this process's to give back all the same.
 func (p *CosmosProvider) giveBackUnseenChain(ctx context.Context, lock *orchestrationLock) {
 	if p.chains == nil {
 		return
 	}
-	ctx, cancel := givingBack(ctx)
-	defer cancel()
 	held := &orchestrationLock{token: chainToken(lock.token), pk: lock.pk, timeout: lock.timeout, inst: lock.inst}
 	held.inst.ETag = ""
 	held.lockedUntil.Store(p.nowMs() + lock.timeout.Milliseconds())

@@ -25,7 +25,6 @@ package cdb
 import (
 	"context"
 	"errors"
-	"math"
 	"time"
 
 	"github.com/duroxide-go/cdb/internal/handoff"
@@ -57,11 +56,7 @@ func (p *CosmosProvider) startWithFirstTurn(ctx context.Context, w startWrite, d
 	t := p.unwrittenStartTurn(w, timeout)
 	reservation.Settle([]*lockedTurn{t})
 	p.orchSignal.announce(handoff.TurnReady(t.lock.pk))
-	if p.closing.Load() {
-		ctx, cancel := givingBack(ctx)
-		defer cancel()
-		p.giveBackEager(ctx, math.MaxInt64) // Keeps: H5: Close may have given back the ready turns already
-	}
+	p.giveBackIfClosing(ctx) // Keeps: H5: Close may have given back the ready turns already
 	state, err := t.lock.start.Outcome(ctx, firstTurnWait)
 	if state == handoff.StartHandedBack {
 		// Its turn may be with the runtime, or still ready: neither keeps
@@ -156,11 +151,6 @@ func (p *CosmosProvider) offerUnconfirmed(ctx context.Context, lock *orchestrati
 	}
 	p.readyItems.Offer(plan.lockable...)
 	p.workSignal.announce(handoff.Repeated(handoff.ItemReady(), len(plan.lockable))...)
-	if p.closing.Load() { // Keeps: H5
-		var cancel context.CancelFunc
-		ctx, cancel = givingBack(ctx)
-		defer cancel()
-		p.giveBackEager(ctx, math.MaxInt64)
-	}
+	p.giveBackIfClosing(ctx)         // Keeps: H5
 	p.giveBackUnseenChain(ctx, lock) // Keeps: H6
 }

@@ -100,14 +100,9 @@ func TestAnItemWhoseGiveBackFailedIsGivenBackLater(t *testing.T) {
 		stopWorker()
 		require.Nil(t, result().item)
 	})
-	var failed atomic.Int64
-	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 503, Times: 1, Match: func(r cdb.FakeRequest) bool {
-		hit := r.Operation == "PatchItem" && r.ItemID == "w|1|2"
-		if hit {
-			failed.Add(1)
-		}
-		return hit
-	}})
+	failed := failOnce(acct, func(r cdb.FakeRequest) bool {
+		return r.Operation == "PatchItem" && r.ItemID == "w|1|2"
+	})
 	require.NoError(t, ackScheduling(ctx, t, p, token, "retried-gb", activity("retried-gb", 2, "")))
 	require.Eventually(t, func() bool { return failed.Load() == 1 }, 10*time.Second, time.Millisecond, "the give-back loop tried and failed")
 	require.NoError(t, p.Close())
@@ -124,14 +119,9 @@ func TestAChainWhoseGiveBackFailedIsGivenBackLater(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	p := singleAttemptProvider(t, acct, cdb.Config{PollInterval: 200 * time.Millisecond})
-	var failed atomic.Int64
-	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 503, Times: 1, Match: func(r cdb.FakeRequest) bool {
-		hit := r.Operation == "Batch" && r.PartitionKey == `["idle-chain"]` && strings.Contains(string(r.Body), `"path":"/releasedAt"`)
-		if hit {
-			failed.Add(1)
-		}
-		return hit
-	}})
+	failed := failOnce(acct, func(r cdb.FakeRequest) bool {
+		return r.Operation == "Batch" && r.PartitionKey == `["idle-chain"]` && strings.Contains(string(r.Body), `"path":"/releasedAt"`)
+	})
 	chainedFanOut(ctx, t, p, "idle-chain", 1) // its activity runs, and never completes
 	require.Eventually(t, func() bool { return failed.Load() == 1 }, 10*time.Second, time.Millisecond, "the chain's window ended, and its give-back failed")
 	require.Regexp(t, `^lock_chain\.`, instanceDocOf(t, p, "idle-chain")["lockToken"])
@@ -147,14 +137,9 @@ func TestAChainedTurnWhoseGiveBackFailedGoesBackWithItsCompletions(t *testing.T)
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	p := singleAttemptProvider(t, acct, cdb.Config{PollInterval: 200 * time.Millisecond})
-	var failed atomic.Int64
-	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 503, Times: 1, Match: func(r cdb.FakeRequest) bool {
-		hit := r.Operation == "Batch" && r.PartitionKey == `["claimed-chain"]` && strings.Contains(string(r.Body), `"path":"/releasedAt"`)
-		if hit {
-			failed.Add(1)
-		}
-		return hit
-	}})
+	failed := failOnce(acct, func(r cdb.FakeRequest) bool {
+		return r.Operation == "Batch" && r.PartitionKey == `["claimed-chain"]` && strings.Contains(string(r.Body), `"path":"/releasedAt"`)
+	})
 	got := chainedFanOut(ctx, t, p, "claimed-chain", 1)
 	ackActivity(ctx, t, p, got[0]) // claimed into the chain; its turn waits ready, and no fetch comes
 	require.Eventually(t, func() bool { return failed.Load() == 1 }, 10*time.Second, time.Millisecond, "the ready turn's give-back failed")

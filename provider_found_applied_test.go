@@ -42,6 +42,32 @@ func failInstanceReads(acct *cdb.FakeAccount, instance string, n int) {
 	}})
 }
 
+// failInstanceReadsWhile makes every read of instance's document from its
+// primary fail with 503 until the returned flag is cleared.
+func failInstanceReadsWhile(acct *cdb.FakeAccount, instance string) *atomic.Bool {
+	var failing atomic.Bool
+	failing.Store(true)
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 503, Times: 1 << 20, Match: func(r cdb.FakeRequest) bool {
+		return failing.Load() && r.Operation == "Batch" && r.PartitionKey == `["`+instance+`"]` &&
+			strings.Contains(string(r.Body), `"operationType":"Read","id":"inst"`)
+	}})
+	return &failing
+}
+
+// failOnce makes the first request match picks fail with 503, and counts
+// the requests it failed.
+func failOnce(acct *cdb.FakeAccount, match func(cdb.FakeRequest) bool) *atomic.Int64 {
+	var failed atomic.Int64
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 503, Times: 1, Match: func(r cdb.FakeRequest) bool {
+		if !match(r) {
+			return false
+		}
+		failed.Add(1)
+		return true
+	}})
+	return &failed
+}
+
 // commitAnswerReads is how many reads of the instance a commit whose answer
 // was lost makes before it tells its caller it cannot tell.
 const commitAnswerReads = 5
@@ -149,12 +175,7 @@ func TestAChainAFirstTurnOfUnknownOutcomeKeptIsGivenBackAtClose(t *testing.T) {
 	require.NoError(t, got.err)
 	require.NotNil(t, got.item)
 
-	var readsFail atomic.Bool
-	readsFail.Store(true)
-	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 503, Times: 1 << 20, Match: func(r cdb.FakeRequest) bool {
-		return readsFail.Load() && r.Operation == "Batch" && r.PartitionKey == `["unknown"]` &&
-			strings.Contains(string(r.Body), `"operationType":"Read","id":"inst"`)
-	}})
+	readsFail := failInstanceReadsWhile(acct, "unknown")
 	loseFirstResponse(acct, "Batch", `"resourceBody":{"id":"inst"`)
 	require.Error(t, ackScheduling(ctx, t, p, got.token, "unknown", activity("unknown", 2, "")), "whether it committed cannot be told")
 	require.Error(t, <-started)
@@ -183,12 +204,7 @@ func TestAnAbandonedAckOfUnknownOutcomeLeavesNothingLocked(t *testing.T) {
 	token := lockedStart(ctx, t, p, "abandoned")
 	worker, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
 
-	var readsFail atomic.Bool
-	readsFail.Store(true)
-	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 503, Times: 1 << 20, Match: func(r cdb.FakeRequest) bool {
-		return readsFail.Load() && r.Operation == "Batch" && r.PartitionKey == `["abandoned"]` &&
-			strings.Contains(string(r.Body), `"operationType":"Read","id":"inst"`)
-	}})
+	readsFail := failInstanceReadsWhile(acct, "abandoned")
 	loseFirstResponse(acct, "Batch", "ActivityExecute")
 	err := ackScheduling(ctx, t, p, token, "abandoned", activity("abandoned", 2, ""))
 	require.Error(t, err)
@@ -256,14 +272,9 @@ func TestAnItemThatCouldNotBeReadBackWaitsReadyAgain(t *testing.T) {
 	require.NotNil(t, got.item)
 
 	failInstanceReads(acct, "unread", 2*commitAnswerReads+1)
-	var workReads atomic.Int64
-	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: 503, Times: 1, Match: func(r cdb.FakeRequest) bool {
-		hit := r.PartitionKey == `["unread"]` && strings.Contains(string(r.Body), `"id":"w|1|2"`) && !strings.Contains(string(r.Body), "resourceBody")
-		if hit {
-			workReads.Add(1)
-		}
-		return hit
-	}})
+	workReads := failOnce(acct, func(r cdb.FakeRequest) bool {
+		return r.PartitionKey == `["unread"]` && strings.Contains(string(r.Body), `"id":"w|1|2"`) && !strings.Contains(string(r.Body), "resourceBody")
+	})
 	loseFirstResponse(acct, "Batch", `"resourceBody":{"id":"inst"`)
 	require.Error(t, ackScheduling(ctx, t, p, got.token, "unread", activity("unread", 2, "")), "whether it committed cannot be told")
 	require.Error(t, <-started)

@@ -165,35 +165,16 @@ func (r Report) Print(w io.Writer) {
 	for _, op := range ops {
 		fmt.Fprintf(w, "    %s\n", op)
 	}
-	if s.Stamps != "" {
-		fmt.Fprintf(w, "  own-writes stamps: %s\n", s.Stamps)
-	}
-	if s.EagerStarts != "" {
-		fmt.Fprintf(w, "  eager starts: %s\n", s.EagerStarts)
-	}
-	if s.Eager != "" {
-		fmt.Fprintf(w, "  eager activities: %s\n", s.Eager)
-	}
-	if s.Chains != "" {
-		fmt.Fprintf(w, "  chained turns: %s\n", s.Chains)
-	}
-	if s.Waits != "" {
-		fmt.Fprintf(w, "  completion waits: %s\n", s.Waits)
-	}
-	if s.Sequences != "" {
-		fmt.Fprintf(w, "  long sequences: %s\n", s.Sequences)
-	}
-	if s.Closes != "" {
-		fmt.Fprintf(w, "  closes: %s\n", s.Closes)
-	}
-	if s.Production != "" {
-		fmt.Fprintf(w, "  production locks: %s\n", s.Production)
-	}
-	if s.Cancels != "" {
-		fmt.Fprintf(w, "  cancellations: %s\n", s.Cancels)
-	}
-	if s.Names != "" {
-		fmt.Fprintf(w, "  names on the wire: %s\n", s.Names)
+	// The checks' own lines, each shown when its check ran.
+	for _, line := range []struct{ label, text string }{
+		{"own-writes stamps", s.Stamps}, {"eager starts", s.EagerStarts}, {"eager activities", s.Eager},
+		{"chained turns", s.Chains}, {"completion waits", s.Waits}, {"long sequences", s.Sequences},
+		{"closes", s.Closes}, {"production locks", s.Production}, {"cancellations", s.Cancels},
+		{"names on the wire", s.Names},
+	} {
+		if line.text != "" {
+			fmt.Fprintf(w, "  %s: %s\n", line.label, line.text)
+		}
 	}
 	fmt.Fprintf(w, "  nodes started: %d; crashes: %d (%s)\n", s.Nodes, sum(s.Crashes), counts(s.Crashes))
 	if len(r.Pending) > 0 {

@@ -457,9 +457,13 @@ func readAll(req *http.Request) ([]byte, error) {
 	return body, nil
 }
 
+// injectedFaultMessage is the message of every error answer the run
+// injects.
+const injectedFaultMessage = "sim: injected fault"
+
 // statusResponse is a Cosmos DB error answer that did not execute.
 func statusResponse(req *http.Request, status, subStatus int, retryAfter time.Duration) *http.Response {
-	body := []byte(`{"code":"` + strings.ReplaceAll(http.StatusText(status), " ", "") + `","message":"sim: injected fault"}`)
+	body := []byte(`{"code":"` + strings.ReplaceAll(http.StatusText(status), " ", "") + `","message":"` + injectedFaultMessage + `"}`)
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
 	h.Set("x-ms-request-charge", "0")

@@ -8,7 +8,8 @@ package sim
 // the start at once and hold the instance, so that the wait is told the
 // end by the ending commit and skips its reads while the instance is held
 // (endwatch.go). A waiter whose node crashes or is shut down waits again
-// through another (redone). So:
+// through another (redone), as does one whose reads met a burst of
+// refusals the run injected (isInjectedRefusal). So:
 //   - a wait returns the state and output (or failure) the scenario
 //     expects;
 //   - the store holds the end a wait returns: the observer's read right
@@ -29,6 +30,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -267,7 +269,7 @@ func (w *completionWaits) answered(wt *waiter, n *node, a waitAnswer, counts *wa
 		return attemptDone
 	case w.ctx.Err() != nil:
 		return attemptDone // the run's waits ended: finish judged it
-	case n.down.Load() || errors.Is(a.err, errNodeDown) || cdb.IsRetryable(a.err):
+	case n.down.Load() || errors.Is(a.err, errNodeDown) || cdb.IsRetryable(a.err) || isInjectedRefusal(a.err):
 		w.env.logger.Info("wait redone", "instance", wt.e.instance, "node", n.id, "down", n.down.Load(), "error", a.err)
 		w.endAttempt(wt)
 		return attemptRedo
@@ -275,6 +277,20 @@ func (w *completionWaits) answered(wt *waiter, n *node, a waitAnswer, counts *wa
 	w.markReturned(wt)
 	w.viol.add(invWait, wt.e.instance, fmt.Sprintf("WaitForCompletion through %s failed: %v", n.id, a.err))
 	return attemptDone
+}
+
+// isInjectedRefusal says err is a refusal (401, 403) the run injected:
+// the application's requests meet none at random, so it is a burst on the
+// node's reads of a partition (lostAnswerUnreadable), past the client's
+// tries. A real account refuses so for a moment (a credential or a role
+// propagating), and a wait that reports it to its application, which
+// waits again, did its job.
+func isInjectedRefusal(err error) bool {
+	var ce *cdb.CosmosError
+	if !errors.As(err, &ce) || ce.StatusCode != 401 && ce.StatusCode != 403 {
+		return false
+	}
+	return strings.Contains(ce.Message, injectedFaultMessage)
 }
 
 // lookForEnd notes when the observer first reads the instance ended.

@@ -1,12 +1,15 @@
 package sim
 
 import (
+	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/duroxide-go/cdb"
 	rt "github.com/duroxide-go/cdb/durable"
 )
 
@@ -15,7 +18,7 @@ import (
 func newPromptnessCheck(t *testing.T) (*completionWaits, *node) {
 	t.Helper()
 	viol := &violations{}
-	e := &env{cfg: Config{HostSlowness: 1, Faults: Faults{ClockSkew: 50 * time.Millisecond}}, rec: newRecorder(viol), clock: &simClock{}}
+	e := &env{cfg: Config{HostSlowness: 1, Faults: Faults{ClockSkew: 50 * time.Millisecond}}, rec: newRecorder(viol), clock: &simClock{}, logger: slog.New(slog.DiscardHandler)}
 	w := newCompletionWaits(t.Context(), e, nil, viol, func() []*node { return nil })
 	n := &node{id: "n1", settings: nodeSettings{runtime: rt.Options{OrchestratorLockTimeout: time.Second}}}
 	return w, n
@@ -169,4 +172,17 @@ func TestTheHostWatchSamplesUntilTheWaitsStop(t *testing.T) {
 	w.host.start(w.ctx, &w.wg)
 	require.Eventually(t, func() bool { return w.host.slowest() >= 1 }, time.Minute, 10*time.Millisecond)
 	w.stop()
+}
+
+func TestAWaitThatMetAnInjectedRefusalBurstIsRedoneAndAnyOtherFailureIsAViolation(t *testing.T) {
+	w, n := newPromptnessCheck(t)
+	refused := fmt.Errorf("durable: wait for %q: %w", "i1", cdb.ToProviderError("ReadOrchestrationStatus", &cdb.CosmosError{Operation: "ReadItem", StatusCode: 403, Message: injectedFaultMessage}))
+	assert.Equal(t, attemptRedo, w.answered(&waiter{e: &expectation{instance: "i1"}}, n, waitAnswer{err: refused}, &waitCounts{}))
+	assert.Empty(t, w.viol.all())
+
+	notInjected := fmt.Errorf("durable: wait for %q: %w", "i2", cdb.ToProviderError("ReadOrchestrationStatus", &cdb.CosmosError{Operation: "ReadItem", StatusCode: 403, Message: "Forbidden"}))
+	assert.Equal(t, attemptDone, w.answered(&waiter{e: &expectation{instance: "i2"}}, n, waitAnswer{err: notInjected}, &waitCounts{}))
+	vs := w.viol.all()
+	require.Len(t, vs, 1, "a refusal the run did not inject is the wait's failure")
+	assert.Equal(t, invWait, vs[0].Invariant)
 }

@@ -72,7 +72,7 @@ type faultTransport struct {
 	requests atomic.Int64
 
 	dead  atomic.Bool
-	quiet atomic.Bool // faults off (the end of a run); crashes still apply
+	quiet atomic.Bool // faults off (a clean close, the end of a run): drawn, forced and failReads; crashes still apply
 	// crashOn, when set, is checked on every request: it returns whether
 	// the node dies before sending the request or after its response.
 	crashOn atomic.Pointer[crashTrigger]
@@ -255,7 +255,7 @@ func (t *faultTransport) roundTrip(req *http.Request, body []byte) (_ *http.Resp
 	if forced := t.forced(op, seen); forced != "" {
 		kind = forced
 	}
-	if rf := t.failReads.Load(); rf != nil && rf.take(req, op, body) {
+	if rf := t.failReads.Load(); rf != nil && !t.quiet.Load() && rf.take(req, op, body) {
 		kind = rf.kind
 	}
 	if kind == fault413 && len(body) < minRefusedBody {

@@ -118,3 +118,25 @@ func TestAFaultAimedAtARequestIsForcedOnceAndTheTransportShowsEveryTry(t *testin
 	assert.NoError(t, send("[aimed]"), "once only")
 	assert.Equal(t, []try{{"", 200, true}, {faultLoseResponse, 200, false}, {"", 200, true}}, tries)
 }
+
+// A clean close is judged with its node's faults off (close-gives-back):
+// the refusals aimed at a partition's reads end with them, or a close
+// that must read back a chain could not give it back.
+func TestQuietEndsTheReadFaultsAimedAtAPartition(t *testing.T) {
+	ft := newFaultTransport(answering(http.StatusOK), Faults{}, 1, newStats(), false)
+	rf := &readFaults{pk: "p1", kind: fault403}
+	rf.left.Store(5)
+	ft.failReads.Store(rf)
+	read := func() int {
+		req, err := http.NewRequest(http.MethodGet, "https://acct/dbs/d/colls/c/docs/inst", nil)
+		require.NoError(t, err)
+		req.Header.Set("x-ms-documentdb-partitionkey", `["p1"]`)
+		resp, err := ft.RoundTrip(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	assert.Equal(t, http.StatusForbidden, read(), "aimed at the partition's reads")
+	ft.quiet.Store(true)
+	assert.Equal(t, http.StatusOK, read(), "quiet: no fault of any kind")
+}

@@ -147,3 +147,48 @@ func TestAnItemWhoseCommitAnsweredAfterTheInstancesDeletionIsNotHandedOut(t *tes
 	work, ok := within(2*time.Second, worker)
 	assert.False(t, ok && work.item != nil, "the deleted instance's activity was handed out: %+v", work.item)
 }
+
+// A work item a fetch of this process claimed just before this process's
+// deletion of its instance swept it, whose claim answered only after the
+// deletion returned, is not handed out: the runtime would run an activity
+// of an instance its own process had deleted (R20), as a ready item would
+// have been before H4.
+func TestAnItemWhoseClaimAnsweredAfterTheInstancesDeletionIsNotHandedOut(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	var slow atomic.Bool
+	claimed := make(chan struct{}, 1)
+	client, err := cdb.NewClient(acct.Endpoint(), cdb.ClientOptions{Key: acct.Key(), Transport: lateAnswers{next: acct.Transport(),
+		delay: func(r *http.Request, body []byte) time.Duration {
+			if !slow.Load() || r.Method != http.MethodPatch || !bytes.Contains(body, []byte(`"work_`)) {
+				return 0
+			}
+			slow.Store(false)
+			claimed <- struct{}{}
+			return 500 * time.Millisecond
+		}}})
+	require.NoError(t, err)
+	p, err := cdb.NewProvider(context.Background(), cdb.Config{Client: client, PollInterval: 50 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	token := lockedStart(ctx, t, p, "swept")
+	require.NoError(t, ackScheduling(ctx, t, p, token, "swept", activity("swept", 2, "")))
+	require.Empty(t, workDocs(t, p, "swept")[0]["lockToken"], "no fetch waited: nothing was locked eagerly")
+
+	slow.Store(true)
+	type fetched struct {
+		item cdb.WorkItem
+		err  error
+	}
+	fetch := make(chan fetched, 1)
+	go func() {
+		item, _, _, err := p.FetchWorkItem(ctx, time.Minute, time.Second, nil, cdb.DefaultOnlyFilter())
+		fetch <- fetched{item, err}
+	}()
+	<-claimed // the claim applied; its answer is on its way
+	_, err = p.DeleteInstancesAtomic(ctx, []string{"swept"}, true)
+	require.NoError(t, err)
+	got := <-fetch
+	require.NoError(t, got.err)
+	assert.Nil(t, got.item, "the deleted instance's activity was handed out")
+}

@@ -283,7 +283,8 @@ var errUndecodableWork = errors.New("worker item does not decode")
 func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout time.Duration, tags TagFilter) (fetchedWork, error) {
 	ctx = p.tel.withOrchestrationName(ctx, c.Orch)
 	token := newLockToken("work_")
-	until := p.nowMs() + lockTimeout.Milliseconds()
+	claimedAt := p.nowMs()
+	until := claimedAt + lockTimeout.Milliseconds()
 	resp, err := p.container.PatchItem(ctx, NewPartitionKeyString(c.PK), c.ID, claimOps(token, until), &ItemOptions{IfMatch: &c.ETag, EnableContentResponseOnWrite: true})
 	if IsOutcomeUnknown(err) {
 		// Read it back: a claim that applied is ours to go on with, rather
@@ -304,10 +305,13 @@ func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout 
 		return fetchedWork{}, fmt.Errorf("decode claimed work item: %w", err)
 	}
 	doc.ETag = resp.ETag
-	lock := &workLock{token: token, pk: doc.PK, doc: doc, lockedUntil: until, activity: activityKey{doc.Exec, doc.Activity},
+	lock := &workLock{token: token, pk: doc.PK, doc: doc, lockedUntil: until, lockedAt: claimedAt, activity: activityKey{doc.Exec, doc.Activity},
 		fetchedBy: tags, fetchTimeout: lockTimeout}
 	if err := p.refreshClaim(ctx, lock, lockTimeout); err != nil {
 		return fetchedWork{}, err
+	}
+	if p.endedHere(lock) { // Keeps: H4: this process's deletion or cancellation began while the claim was on its way
+		return fetchedWork{}, errContended
 	}
 	p.workLocks.Put(token, lock)
 	item, err := doc.workItem()
@@ -792,7 +796,7 @@ type workLock struct {
 	lockedUntil int64
 	done        bool
 	activity    activityKey // the item's activity, which never changes
-	lockedAt    int64       // ms: when the commit that locked it eagerly was planned (0: claimed)
+	lockedAt    int64       // ms: when the commit that locked it eagerly was planned, or the claim was sent
 	// fetchedBy and fetchTimeout are the filter and lock timeout of the
 	// fetch that took the item (zero for one not handed out): the
 	// dispatcher that acks or abandons it fetches again next (handover.go).

@@ -38,7 +38,8 @@
 //     then (so a fetch that took it just before does not hand it out
 //     either: the hand-out looks again last), and is remembered
 //     for a while (Ended), so that an item locked before it whose commit
-//     answered only after it is not handed out either; a refresh that
+//     answered only after it is not handed out either, nor one a fetch
+//     claimed before it whose claim answered only after it; a refresh that
 //     meets another write (412) or none (404) passes the item over.
 //   - H5 Nothing waits for nobody. What no fetch took within a poll
 //     interval is given back to the queue (an abandon that counts no

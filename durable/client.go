@@ -19,8 +19,10 @@ type Client struct {
 	// tracer receives the span of each start (nil: none).
 	tracer cdb.Tracer
 	// pollBackoff spaces a wait's reads (zero: the default, from
-	// defaultPollFirst to defaultPollMost); tests set it.
+	// defaultPollFirst to defaultPollLongest); tests set it.
 	pollBackoff pollBackoff
+	// statusReads shares the status reads of the waits on one instance.
+	statusReads statusReads
 }
 
 // NewClient returns a client on provider.
@@ -318,13 +320,20 @@ func statusOf(history []cdb.Event) Status {
 // (cdb.OrchestrationEndWatcher, as the Cosmos provider does) an end this
 // process commits wakes it at once, with the status that commit wrote when
 // the provider reports it (cdb.OrchestrationEndReporter); an end committed
-// elsewhere is found by the polls. While the provider holds the instance's
-// lock (cdb.OrchestrationHolder) no poll reads: no other process can end it.
-// A status read that fails for now (cdb.IsRetryable) is read again at the
-// next poll; a timeout after such a read says so.
+// elsewhere is found by the polls: 5 ms apart at first, doubling to ten a
+// second, and once the wait has lasted a while up to a fifth of the time
+// waited so far, at most a second, so such an end is seen within a fifth
+// of the time it took, and a long wait reads a few times a second at most.
+// The waits of one Client on one instance share their reads: one read of it
+// at a time, however many callers wait. While the provider holds the
+// instance's lock (cdb.OrchestrationHolder) no poll reads: no other process
+// can end it. A status read that fails for now (cdb.IsRetryable) is read
+// again at the next poll; a timeout after such a read says so.
 func (c *Client) WaitForCompletion(ctx context.Context, instance string, timeout time.Duration) (Status, error) {
 	ended, stop := c.watchEnd(instance)
 	defer stop()
+	defer c.statusReads.join(instance)()
+	looked := time.Now() // a read another wait began since is as good as this wait's own
 	var st Status
 	read := false
 	var failedRead error // the last status read, when it failed for now
@@ -336,7 +345,11 @@ func (c *Client) WaitForCompletion(ctx context.Context, instance string, timeout
 		if c.holdsWatched(instance, ended) {
 			return false, nil
 		}
-		now, err := c.GetStatus(ctx, instance)
+		if isClosed(ended) {
+			looked = time.Now() // woken by a commit here: only a read from now on shows it
+		}
+		now, err := c.statusReads.read(ctx, instance, looked, c.GetStatus)
+		looked = time.Now()
 		if err != nil && cdb.IsRetryable(err) && ctx.Err() == nil {
 			failedRead = err
 			return false, nil // a read that failed for now: the next poll reads again
@@ -373,6 +386,19 @@ func (c *Client) toldEnd(instance string, ended <-chan struct{}) (Status, bool) 
 		return Status{}, false
 	}
 	return statusOfSnapshot(instance, snap)
+}
+
+// isClosed says ch, an end watch (nil: none), has fired.
+func isClosed(ch <-chan struct{}) bool {
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // holdsWatched says the provider holds the watched instance's lock now
@@ -415,64 +441,6 @@ func (c *Client) watchEnd(instance string) (ended <-chan struct{}, stop func()) 
 		return nil, func() {}
 	}
 	return watcher.WatchOrchestrationEnd(instance)
-}
-
-// pollBackoff is how far apart a wait's status reads are: from first,
-// doubling up to most.
-type pollBackoff struct{ first, most time.Duration }
-
-// A wait's reads are frequent at first, when a short orchestration ends,
-// and at most ten a second after, unless the client's pollBackoff says
-// otherwise.
-const (
-	defaultPollFirst = 5 * time.Millisecond
-	defaultPollMost  = 100 * time.Millisecond
-)
-
-// poll calls check with the default backoff until it is done or fails,
-// timeout passes (ErrTimeout) or ctx ends.
-func poll(ctx context.Context, timeout time.Duration, check func() (bool, error)) error {
-	return pollWaking(ctx, timeout, pollBackoff{}, nil, check)
-}
-
-// poll is the package's poll with the client's backoff, cut short by wake.
-func (c *Client) poll(ctx context.Context, timeout time.Duration, wake <-chan struct{}, check func() (bool, error)) error {
-	return pollWaking(ctx, timeout, c.pollBackoff, wake, check)
-}
-
-// pollWaking calls check until it is done or fails, timeout passes
-// (ErrTimeout) or ctx ends, spaced by backoff (zero: the default); wake,
-// when ready, cuts one wait short (a closed channel stays ready: after it
-// the backoff alone spaces the calls, should the store not show the end
-// yet).
-func pollWaking(ctx context.Context, timeout time.Duration, backoff pollBackoff, wake <-chan struct{}, check func() (bool, error)) error {
-	if backoff == (pollBackoff{}) {
-		backoff = pollBackoff{first: defaultPollFirst, most: defaultPollMost}
-	}
-	deadline := time.Now().Add(timeout)
-	delay := backoff.first
-	for {
-		done, err := check()
-		if err != nil || done {
-			return err
-		}
-		remaining := time.Until(deadline)
-		if remaining <= 0 {
-			return ErrTimeout
-		}
-		t := time.NewTimer(min(delay, remaining))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-wake:
-			t.Stop()
-			wake = nil
-			continue
-		case <-t.C:
-		}
-		delay = min(delay*2, backoff.most)
-	}
 }
 
 // ReadHistory returns the latest execution's history.

@@ -242,7 +242,7 @@ func startHeldGate(t *testing.T, h *harness) *heldGate {
 	g := &heldGate{}
 	g.holds.Store(true)
 	g.waiter = NewClient(holdingReadCounting{reportingReadCounting{readCounting{Provider: h.provider, watcher: told, reads: &g.reads}, told}, &g.holds, &g.asked})
-	g.waiter.pollBackoff = pollBackoff{first: time.Millisecond, most: time.Millisecond}
+	g.waiter.pollBackoff = pollBackoff{first: time.Millisecond, most: time.Millisecond, longest: time.Millisecond}
 	return g
 }
 

@@ -36,9 +36,12 @@ const (
 // minRefusedBody is the smallest request body the simulated account
 // refuses as too large (413). A real account gives a 413 the provider did
 // not plan for only where its size accounting and the provider's differ,
-// which is near the limits; a small request is sized alike by both, and
-// refusing it would model an account that refuses the same request again.
-const minRefusedBody = 64 << 10
+// which is near the limits (a 2 MiB batch or document): half of a limit
+// and more. A smaller request is sized alike by both, give or take far
+// less than the distance to the limit, and refusing it would model an
+// account that refuses the same request again (a start of a 700 KB input,
+// which no account refuses and nothing can make smaller, failed so).
+const minRefusedBody = 1 << 20
 
 // errNodeDown is what a crashed node's requests fail with: the process is
 // gone, nothing it sends arrives and nothing comes back.

@@ -171,6 +171,8 @@ func (p *CosmosProvider) liveParentLives(ctx context.Context, lock *orchestratio
 // the fetch created for them goes too, unless messages of the id are
 // parked (as dropOrphans).
 func (p *CosmosProvider) dropStrays(ctx context.Context, lock *orchestrationLock) error {
+	ctx, cancel := givingBack(ctx) // a fetch whose caller went away still gives back what it locked
+	defer cancel()
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	etag := lock.inst.ETag
 	if lock.inst.exists() || lock.inst.ParkedUntil > p.nowMs() {

@@ -136,6 +136,8 @@ const docPoisonMessage = "msg-poison"
 // or, past maxUndecodableAttempts, retyped as poison messages. With
 // releaseInstance the same batch frees the instance lock.
 func (p *CosmosProvider) setAsideUndecodable(ctx context.Context, lock *orchestrationLock, bad []queueDoc, releaseInstance bool) error {
+	ctx, cancel := givingBack(ctx) // a fetch whose caller went away still gives back what it locked
+	defer cancel()
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	if releaseInstance {
 		etag := lock.inst.ETag

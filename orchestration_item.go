@@ -204,6 +204,8 @@ func allQueueMessages(items []WorkItem) bool {
 // with the lock document the fetch created, which stays, unlocked, while
 // other messages of the id are parked (parking.go).
 func (p *CosmosProvider) dropOrphans(ctx context.Context, lock *orchestrationLock) error {
+	ctx, cancel := givingBack(ctx) // a fetch whose caller went away still gives back what it locked
+	defer cancel()
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	etag := lock.inst.ETag
 	if lock.inst.ParkedUntil > p.nowMs() {

@@ -599,6 +599,8 @@ func isStartMessage(m queueDoc) bool { return strings.HasPrefix(m.Item, startOrc
 // every message of the instance, those that arrive meanwhile too, in their
 // sender's order until what the batch waits for can be taken.
 func (p *CosmosProvider) writeHold(ctx context.Context, lock *orchestrationLock, delay time.Duration) error {
+	ctx, cancel := givingBack(ctx) // a fetch whose caller went away still gives back what it locked
+	defer cancel()
 	return p.releaseBatch(ctx, "FetchOrchestrationItem", lock, heldUntilOps(p.now(), delay), delay, true)
 }
 

@@ -28,6 +28,8 @@ import (
 // on it (ownwrites.go) dropped. The returned error tells the fetch to pass
 // the instance over.
 func (p *CosmosProvider) park(ctx context.Context, lock *orchestrationLock, deadline int64, why string) error {
+	ctx, cancel := givingBack(ctx) // a fetch whose caller went away still gives back what it locked
+	defer cancel()
 	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 	etag := lock.inst.ETag
 	release := unlockOps()

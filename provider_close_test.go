@@ -1,7 +1,9 @@
 package cdb_test
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -149,4 +151,56 @@ func TestAChainedTurnWhoseGiveBackFailedGoesBackWithItsCompletions(t *testing.T)
 	msgs := messageDocs(t, reader, "claimed-chain")
 	require.Len(t, msgs, 1)
 	assert.Empty(t, msgs[0]["lockToken"], "and the completion claimed with it")
+}
+
+// cancelAtRequest cancels a call's context as one of its requests goes
+// out (the body mentions at), as a runtime stopping does: a request still
+// on the cancelled context then fails as it would, one on a context of its
+// own goes through.
+type cancelAtRequest struct {
+	next   http.RoundTripper
+	at     string
+	cancel context.CancelFunc
+	fired  atomic.Bool
+}
+
+func (c *cancelAtRequest) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil && !c.fired.Load() {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(c.at)) && c.fired.CompareAndSwap(false, true) {
+			c.cancel()
+		}
+	}
+	if err := r.Context().Err(); err != nil {
+		return nil, err
+	}
+	return c.next.RoundTrip(r)
+}
+
+// A fetch whose caller goes away while the fetch gives back the instance
+// it locked (a runtime shutting down) still gives it back: messages that
+// came before their instance's start are parked for it, and the park,
+// written on the cancelled context, failed and left the instance locked
+// for a lock's length (after a clean close, the simulation's
+// close-gives-back).
+func TestAFetchWhoseCallerWentAwayStillGivesBackWhatItLocked(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	fetchCtx, cancelFetch := context.WithCancel(ctx)
+	defer cancelFetch()
+	cut := &cancelAtRequest{next: acct.Transport(), at: "parkedUntil", cancel: cancelFetch}
+	client, err := cdb.NewClient(acct.Endpoint(), cdb.ClientOptions{Key: acct.Key(), Transport: cut})
+	require.NoError(t, err)
+	p, err := cdb.NewProvider(context.Background(), cdb.Config{Client: client, PollInterval: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "early", Name: "go", Data: "{}"}, 0))
+
+	item, _, _, _ := p.FetchOrchestrationItem(fetchCtx, time.Minute, 0, nil)
+	require.Nil(t, item, "an event before its start is parked, not handed out")
+	require.True(t, cut.fired.Load(), "the fetch went as far as the park")
+	inst := instanceDocOf(t, p, "early")
+	assert.Empty(t, inst["lockToken"], "the instance is not left locked: %v", inst)
+	assert.NotZero(t, inst["parkedUntil"], "its messages wait for the start")
 }

@@ -29,6 +29,7 @@ type benchOptions struct {
 	tasks       positiveInt
 	shape       bench.Shape
 	wait        time.Duration // the timers' timer, and how long the events shape waits to raise its event
+	orchTimeout time.Duration // how long one orchestration may take before the run fails
 	conn        connection
 	onEndpoint  bool
 	description string
@@ -49,6 +50,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.Var(&o.tasks, "tasks", "`n` activities per orchestration (fanout, sequence) or children (children)")
 	shape := fs.String("shape", string(bench.ShapeFanOut), "the orchestration kept in flight: "+shapeHelp())
 	fs.DurationVar(&o.wait, "wait", time.Second, "the timers shape's timer, and how long after its start the events shape's event is raised")
+	fs.DurationVar(&o.orchTimeout, "orchestration-timeout", time.Minute, "how long one orchestration may take, from its start to its end seen, before the run fails (a backlog's wait grows with -inflight)")
 	fs.BoolVar(&o.verbose, "v", false, "also print the provider's requests per orchestration by operation")
 	fs.IntVar(&o.processes, "processes", 0, "run each configuration in `n` OS processes at once, sharing the slots through process leases (0: one run in this process)")
 	fs.DurationVar(&o.lease, "lease", benchLeaseDuration, "with -processes: the process leases' duration (renewed every third of it)")
@@ -73,6 +75,9 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	}
 	if o.wait <= 0 {
 		return o, usageError{msg: fmt.Sprintf("-wait must be positive, got %s", o.wait)}
+	}
+	if o.orchTimeout <= 0 {
+		return o, usageError{msg: fmt.Sprintf("-orchestration-timeout must be positive, got %s", o.orchTimeout)}
 	}
 	if o.lease < time.Second {
 		return o, usageError{msg: fmt.Sprintf("-lease must be at least 1s, got %s", o.lease)}
@@ -121,6 +126,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			res, err := bench.Run(ctx, bench.Config{
 				OrchestrationConcurrency: c[0], WorkerConcurrency: c[1], MaxInFlight: int(o.inFlight),
 				Duration: o.duration, TasksPerInstance: int(o.tasks), Latency: lat, Shape: o.shape, Wait: o.wait,
+				WaitTimeout: o.orchTimeout,
 			}, target)
 			if err != nil {
 				return err

@@ -47,7 +47,7 @@ func runBenchProcess(ctx context.Context, args []string, stdout, stderr io.Write
 	var (
 		endpoint, database, container, id string
 		orch, workers, inFlight, tasks    int
-		duration, lease, wait             time.Duration
+		duration, lease, wait, timeout    time.Duration
 		shapeName                         string
 	)
 	fs := newFlagSet("bench-process", stderr)
@@ -61,6 +61,7 @@ func runBenchProcess(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.IntVar(&tasks, "tasks", 5, "activities per orchestration")
 	fs.StringVar(&shapeName, "shape", string(bench.ShapeFanOut), "the orchestration kept in flight")
 	fs.DurationVar(&wait, "wait", time.Second, "the timers' timer, the events' delay")
+	fs.DurationVar(&timeout, "orchestration-timeout", time.Minute, "how long one orchestration may take")
 	fs.DurationVar(&duration, "duration", 10*time.Second, "how long to keep launching")
 	fs.DurationVar(&lease, "lease", benchLeaseDuration, "process lease duration")
 	if err := parseFlags(fs, args); err != nil {
@@ -93,7 +94,7 @@ func runBenchProcess(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	res, err := bench.Run(ctx, bench.Config{OrchestrationConcurrency: orch, WorkerConcurrency: workers,
-		MaxInFlight: inFlight, TasksPerInstance: tasks, Duration: duration, Shape: shape, Wait: wait}, bench.Target{Provider: p, Harness: harness})
+		MaxInFlight: inFlight, TasksPerInstance: tasks, Duration: duration, Shape: shape, Wait: wait, WaitTimeout: timeout}, bench.Target{Provider: p, Harness: harness})
 	if err != nil {
 		return err
 	}
@@ -207,7 +208,8 @@ func benchProcessesOnce(ctx context.Context, o benchOptions, latency time.Durati
 		cmd := exec.CommandContext(ctx, exe, "bench-process", "-endpoint", cfg.Endpoint, "-database", cfg.Database,
 			"-container", cfg.Container, "-process-id", id, "-orch", strconv.Itoa(pair[0]), "-workers", strconv.Itoa(pair[1]),
 			"-inflight", strconv.Itoa(int(o.inFlight)), "-tasks", strconv.Itoa(int(o.tasks)), "-duration", o.duration.String(),
-			"-lease", o.lease.String(), "-shape", string(o.shape), "-wait", o.wait.String())
+			"-lease", o.lease.String(), "-shape", string(o.shape), "-wait", o.wait.String(),
+			"-orchestration-timeout", o.orchTimeout.String())
 		cmd.Env = append(os.Environ(), cdb.EnvKey+"="+cfg.Key)
 		outs[i], errs[i] = &bytes.Buffer{}, &bytes.Buffer{}
 		cmd.Stdout, cmd.Stderr = outs[i], errs[i]

@@ -430,6 +430,8 @@ func TestBinaryBenchRefusesNonsense(t *testing.T) {
 		{"-shape", ""},
 		{"-wait", "0"},
 		{"-wait", "-1s"},
+		{"-orchestration-timeout", "0"},
+		{"-orchestration-timeout", "-1m"},
 	} {
 		code, stdout, stderr := cli(append([]string{"bench"}, args...)...).run(t)
 		assert.Equal(t, 2, code, "cdb bench %v", args)

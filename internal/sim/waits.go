@@ -48,9 +48,10 @@ const (
 	// waitTimeout is WaitForCompletion's own bound; the run's end cuts the
 	// wait long before.
 	waitTimeout = time.Hour
-	// waitPollMost is the client's poll backoff at its longest: a wait
-	// that reads learns of an end at most this late, plus a read.
-	waitPollMost = 100 * time.Millisecond
+	// waitPollMost is the client's poll backoff at its longest (a
+	// second, once a wait has lasted five): a wait that reads learns of an
+	// end at most this late, plus a read.
+	waitPollMost = time.Second
 )
 
 // completionWaits are the run's waiters and what they counted.

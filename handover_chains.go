@@ -207,10 +207,13 @@ func (p *CosmosProvider) keepUnconfirmed(hi *chain) {
 	}
 	kept := newChain(lock, now, p.chainWindow(lock.timeout), nil)
 	kept.Claimed = hi.Claimed // Keeps: H8: released with the instance when it is given back
+	instance := lock.inst.Instance
+	// Once in the table the lock is the chain's next giver's (a fetch
+	// woken for its partition, the chain loop): not touched here again.
 	if !p.chains.AddUnconfirmed(kept) {
 		return
 	}
-	p.log.Debug("cdb: a chained instance could not be read back; it is given back once it is", "instance", lock.inst.Instance)
+	p.log.Debug("cdb: a chained instance could not be read back; it is given back once it is", "instance", instance)
 }
 
 // giveBackAllChains gives back every chain, as the provider closes.

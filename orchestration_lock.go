@@ -130,7 +130,11 @@ func (p *CosmosProvider) lockInstance(ctx context.Context, pk string, msgs []que
 			}
 		}
 		if large {
-			return p.readLockedInstance(ctx, pk, token, msgs, until, resp)
+			inst, locked, err := p.readLockedInstance(ctx, pk, token, msgs, until, resp)
+			if err != nil && ctx.Err() != nil {
+				return p.resolveLockBatch(ctx, pk, token, msgs, err) // locked, and its caller gone: given back
+			}
+			return inst, locked, err
 		}
 		return decodeLockBatch(resp)
 	}
@@ -192,8 +196,17 @@ func messageClaimOps(token string, until int64) PatchOperations {
 // took the lock, reading the instance document and the messages from the
 // partition's primary in one batch: if it did, the fetch goes on with what
 // it locked, so the instance does not stay locked by nobody until the lock
-// expires.
+// expires; if the fetch's caller went away, what it locked is given back.
 func (p *CosmosProvider) resolveLockBatch(ctx context.Context, pk, token string, msgs []queueDoc, cause error) (instanceDoc, []queueDoc, error) {
+	callerGone := ctx.Err() != nil
+	if callerGone {
+		// A runtime stopping cancels its fetches: a lock batch cut off so
+		// may have applied, and is then this process's to give back, or the
+		// instance stays hidden for a lock's length.
+		var cancel context.CancelFunc
+		ctx, cancel = givingBack(ctx)
+		defer cancel()
+	}
 	ids := []string{instanceDocID}
 	for _, m := range msgs {
 		ids = append(ids, m.ID)
@@ -221,6 +234,10 @@ func (p *CosmosProvider) resolveLockBatch(ctx context.Context, pk, token string,
 		}
 		m.ETag = r.ETag
 		locked = append(locked, m)
+	}
+	if callerGone {
+		_ = p.releaseQuietly(ctx, &orchestrationLock{token: token, pk: pk, inst: inst, messages: locked})
+		return instanceDoc{}, nil, cause
 	}
 	return inst, locked, nil
 }

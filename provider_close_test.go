@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/providertest"
 )
 
 // Close gives back everything locked here for fetches that will never
@@ -203,4 +204,79 @@ func TestAFetchWhoseCallerWentAwayStillGivesBackWhatItLocked(t *testing.T) {
 	inst := instanceDocOf(t, p, "early")
 	assert.Empty(t, inst["lockToken"], "the instance is not left locked: %v", inst)
 	assert.NotZero(t, inst["parkedUntil"], "its messages wait for the start")
+}
+
+// cutAfterRequest lets the first request whose body mentions at reach the
+// account, then cancels its call's context and loses the answer, as a
+// runtime stopping while the request is on its way does.
+type cutAfterRequest struct {
+	next   http.RoundTripper
+	at     string
+	cancel context.CancelFunc
+	fired  atomic.Bool
+}
+
+func (c *cutAfterRequest) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body == nil || c.fired.Load() {
+		return c.next.RoundTrip(r)
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if !bytes.Contains(body, []byte(c.at)) || !c.fired.CompareAndSwap(false, true) {
+		return c.next.RoundTrip(r)
+	}
+	resp, err := c.next.RoundTrip(r)
+	if err == nil {
+		_ = resp.Body.Close()
+	}
+	c.cancel()
+	return nil, context.Canceled
+}
+
+// cutProvider is a provider whose first request mentioning at applies and
+// then cuts its caller off (cancelling fetchCtx).
+func cutProvider(t *testing.T, acct *cdb.FakeAccount, at string) (p *cdb.CosmosProvider, fetchCtx context.Context, cut *cutAfterRequest) {
+	t.Helper()
+	fetchCtx, cancel := context.WithCancel(rulesContext(t))
+	t.Cleanup(cancel)
+	cut = &cutAfterRequest{next: acct.Transport(), at: at, cancel: cancel}
+	client, err := cdb.NewClient(acct.Endpoint(), cdb.ClientOptions{Key: acct.Key(), Transport: cut})
+	require.NoError(t, err)
+	p, err = cdb.NewProvider(context.Background(), cdb.Config{Client: client, PollInterval: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return p, fetchCtx, cut
+}
+
+// An orchestration fetch whose caller goes away while its lock batch is on
+// its way (a runtime stopping) gives back the lock the batch took: its
+// read-back, on the cancelled context, failed, and the instance stayed
+// locked for a lock's length (after a clean close, the simulation's
+// close-gives-back, on a plain fetch's token).
+func TestAnOrchestrationLockCutOffFromItsFetchIsGivenBack(t *testing.T) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p, fetchCtx, cut := cutProvider(t, acct, `"/lockToken"`)
+	require.NoError(t, p.EnqueueForOrchestrator(rulesContext(t), providertest.StartItem("cut-lock"), 0))
+	item, _, _, err := p.FetchOrchestrationItem(fetchCtx, time.Minute, 0, nil)
+	require.True(t, cut.fired.Load(), "the lock batch went out")
+	assert.Nil(t, item)
+	assert.Error(t, err, "its caller went away")
+	assert.Empty(t, instanceDocOf(t, newRulesProvider(t, acct, cdb.Config{}), "cut-lock")["lockToken"], "the lock is given back")
+}
+
+// A worker fetch whose caller goes away while its claim is on its way
+// gives the claim back, its attempt with it: the item stayed hidden for a
+// worker lock's length.
+func TestAWorkClaimCutOffFromItsFetchIsGivenBack(t *testing.T) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p, fetchCtx, cut := cutProvider(t, acct, `"work_`)
+	require.NoError(t, p.EnqueueForWorker(rulesContext(t), cdb.ActivityExecuteMessage{Instance: "cut-claim", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
+	item, _, _, err := p.FetchWorkItem(fetchCtx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.True(t, cut.fired.Load(), "the claim went out")
+	assert.Nil(t, item)
+	assert.Error(t, err, "its caller went away")
+	items := workDocs(t, newRulesProvider(t, acct, cdb.Config{}), "cut-claim")
+	require.Len(t, items, 1)
+	assert.Empty(t, items[0]["lockToken"], "the claim is given back")
+	assert.EqualValues(t, 0, items[0]["attempts"], "its attempt with it")
 }

@@ -286,6 +286,9 @@ func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout 
 	claimedAt := p.nowMs()
 	until := claimedAt + lockTimeout.Milliseconds()
 	resp, err := p.container.PatchItem(ctx, NewPartitionKeyString(c.PK), c.ID, claimOps(token, until), &ItemOptions{IfMatch: &c.ETag, EnableContentResponseOnWrite: true})
+	if IsOutcomeUnknown(err) && ctx.Err() != nil {
+		return fetchedWork{}, p.giveBackCutClaim(ctx, c, token, err)
+	}
 	if IsOutcomeUnknown(err) {
 		// Read it back: a claim that applied is ours to go on with, rather
 		// than an item locked by nobody until its lock expires.
@@ -320,6 +323,29 @@ func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout 
 		return fetchedWork{}, errUndecodableWork
 	}
 	return fetchedWork{item: WithVisibleAt(item, time.UnixMilli(doc.VisibleAt)), token: token, attempts: doc.Attempts}, nil
+}
+
+// giveBackCutClaim gives back the claim of c under token that its fetch's
+// caller cut off (a runtime stopping cancels its fetches) if it applied:
+// the item would stay hidden for a lock's length. It returns cause.
+func (p *CosmosProvider) giveBackCutClaim(ctx context.Context, c queueDoc, token string, cause error) error {
+	ctx, cancel := givingBack(ctx)
+	defer cancel()
+	resp, err := p.readLatest(ctx, NewPartitionKeyString(c.PK), c.ID)
+	if err != nil || !claimedBy(resp.Value, token) {
+		return cause
+	}
+	var doc queueDoc
+	if err := json.Unmarshal(resp.Value, &doc); err != nil {
+		return cause
+	}
+	ops := unlockOps()
+	ops.AppendSet("/attempts", max(doc.Attempts, 1)-1) // the claim's attempt is given back with it
+	etag := resp.ETag
+	if _, err := p.container.PatchItem(ctx, NewPartitionKeyString(c.PK), c.ID, ops, &ItemOptions{IfMatch: &etag}); err != nil {
+		p.log.Warn("cdb: could not give back a claim its fetch's caller cut off; it will expire", "item", c.ID, "error", err)
+	}
+	return cause
 }
 
 // refreshClaim renews, before the item is handed out, a claim that has

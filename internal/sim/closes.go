@@ -201,8 +201,8 @@ func (c *chainedTurns) instancesLeftByCloses(v *violations, closes map[string]cl
 				return
 			}
 			t.instancesLeft++
-			v.add(invCloseGivesBack, pk, fmt.Sprintf("%s closed at %s (shut down from %s) with the instance still locked with its token %s until %s later",
-				holder.node, stamp(cl.Ended), stamp(cl.Began), clipName(holder.token), over.Round(time.Millisecond)))
+			v.add(invCloseGivesBack, pk, fmt.Sprintf("%s closed at %s (shut down from %s) with the instance still locked with its token %s until %s later (the write that locked it: %s)",
+				holder.node, stamp(cl.Ended), stamp(cl.Began), clipName(holder.token), over.Round(time.Millisecond), stamp(holder.at)))
 		}
 		for i := range writes {
 			w := &writes[i]

@@ -25,7 +25,9 @@ import (
 //     are marked.
 //  3. Each partition's documents are deleted, in batches, until a query
 //     finds none left; the marked instance document goes last.
-//  4. The intent document is deleted.
+//  4. The intent document is deleted. The deletion is done at step 3's end:
+//     an intent that cannot be deleted is left to the reconciler (below),
+//     and the caller is told of success, or it would delete again.
 //
 // A deletion has one owner at a time, which renews its beat on the intent
 // while it works; a process that dies or pauses leaves the intent and the
@@ -355,7 +357,16 @@ func (d *deleter) carryOut(ctx context.Context) (DeleteInstanceResult, error) {
 		}
 		result = result.Add(r)
 	}
-	return result, d.deleteIntent(ctx)
+	if err := d.deleteIntent(ctx); err != nil && !errors.Is(err, errDeletionLost) {
+		// Every instance is gone: the deletion is done. Its intent is
+		// housekeeping, left to the reconciler, which takes over an intent
+		// whose owner stopped beating and, finding no mark of it, removes
+		// it. A caller told of a failure would delete again, and a next
+		// life of the id, started as soon as the first read as deleted,
+		// with it.
+		d.p.log.Warn("cdb: a finished deletion's intent could not be removed; the reconciler removes it", "deletion", d.intent.ID, "error", err)
+	}
+	return result, nil
 }
 
 // renewIfDue renews the owner's beat when a third of AbandonedDeletionAge

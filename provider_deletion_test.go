@@ -343,3 +343,26 @@ func requireStartFetched(ctx context.Context, t *testing.T, p cdb.Provider, inst
 	assert.Equal(t, instance, item.Instance)
 	assert.Equal(t, []string{"StartOrchestration"}, messageKinds(item))
 }
+
+// A deletion that swept every instance has deleted them, whether or not
+// its intent document could be removed after (the reconciler removes a
+// leftover intent): it reports success. Before, it reported the intent's
+// failed removal, and a caller that tried again deleted whatever was there
+// by then, the next life of an id started as soon as the first read as
+// deleted (the simulation's start-kept, on a DeleteReuse restart).
+func TestADeletionThatSweptEverythingSucceedsThoughItsIntentStays(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := singleAttemptProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	token := lockedStart(ctx, t, p, "swept-once")
+	require.NoError(t, ackScheduling(ctx, t, p, token, "swept-once"))
+	failed := failOnce(acct, func(r cdb.FakeRequest) bool {
+		return r.Operation == "DeleteItem" && strings.HasPrefix(r.ItemID, "d|")
+	})
+
+	_, err := p.DeleteInstance(ctx, "swept-once", true)
+	require.Equal(t, int64(1), failed.Load(), "the intent's removal failed")
+	require.NoError(t, err, "every instance is gone: the deletion succeeded")
+	_, err = p.GetParentID(ctx, "swept-once")
+	assert.ErrorIs(t, err, cdb.ErrInstanceNotFound)
+}

@@ -113,34 +113,45 @@ func (l lateAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// oneLateAnswer is a provider on acct whose first request match picks,
+// once armed, executes and is answered half a second late; the returned
+// channel says when it executed.
+func oneLateAnswer(t *testing.T, acct *cdb.FakeAccount, poll time.Duration, match func(*http.Request, []byte) bool) (p *cdb.CosmosProvider, arm func(), executed <-chan struct{}) {
+	t.Helper()
+	var armed atomic.Bool
+	done := make(chan struct{}, 1)
+	client, err := cdb.NewClient(acct.Endpoint(), cdb.ClientOptions{Key: acct.Key(), Transport: lateAnswers{next: acct.Transport(),
+		delay: func(r *http.Request, body []byte) time.Duration {
+			if !armed.Load() || !match(r, body) {
+				return 0
+			}
+			armed.Store(false)
+			done <- struct{}{}
+			return 500 * time.Millisecond
+		}}})
+	require.NoError(t, err)
+	p, err = cdb.NewProvider(context.Background(), cdb.Config{Client: client, PollInterval: poll})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return p, func() { armed.Store(true) }, done
+}
+
 // An item a commit locked for this process, whose answer came only after
 // this process deleted the instance, is not handed out: the deletion
 // dropped the ready items it could see, and this one was not ready yet.
 func TestAnItemWhoseCommitAnsweredAfterTheInstancesDeletionIsNotHandedOut(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	var slow atomic.Bool
-	executed := make(chan struct{}, 1)
-	client, err := cdb.NewClient(acct.Endpoint(), cdb.ClientOptions{Key: acct.Key(), Transport: lateAnswers{next: acct.Transport(),
-		delay: func(r *http.Request, body []byte) time.Duration {
-			if !slow.Load() || !bytes.Contains(body, []byte("ActivityExecute")) {
-				return 0
-			}
-			slow.Store(false)
-			executed <- struct{}{}
-			return 500 * time.Millisecond
-		}}})
-	require.NoError(t, err)
-	p, err := cdb.NewProvider(context.Background(), cdb.Config{Client: client, PollInterval: time.Hour})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
+	p, armSlow, executed := oneLateAnswer(t, acct, time.Hour, func(_ *http.Request, body []byte) bool {
+		return bytes.Contains(body, []byte("ActivityExecute"))
+	})
 	token := lockedStart(ctx, t, p, "gone")
 	worker, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
 
-	slow.Store(true)
+	armSlow()
 	acked := startInBackground(func() error { return ackScheduling(ctx, t, p, token, "gone", activity("gone", 2, "")) })
 	<-executed // the commit applied; its answer is on its way
-	_, err = p.DeleteInstancesAtomic(ctx, []string{"gone"}, true)
+	_, err := p.DeleteInstancesAtomic(ctx, []string{"gone"}, true)
 	require.NoError(t, err)
 	require.NoError(t, <-acked)
 
@@ -156,26 +167,14 @@ func TestAnItemWhoseCommitAnsweredAfterTheInstancesDeletionIsNotHandedOut(t *tes
 func TestAnItemWhoseClaimAnsweredAfterTheInstancesDeletionIsNotHandedOut(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	var slow atomic.Bool
-	claimed := make(chan struct{}, 1)
-	client, err := cdb.NewClient(acct.Endpoint(), cdb.ClientOptions{Key: acct.Key(), Transport: lateAnswers{next: acct.Transport(),
-		delay: func(r *http.Request, body []byte) time.Duration {
-			if !slow.Load() || r.Method != http.MethodPatch || !bytes.Contains(body, []byte(`"work_`)) {
-				return 0
-			}
-			slow.Store(false)
-			claimed <- struct{}{}
-			return 500 * time.Millisecond
-		}}})
-	require.NoError(t, err)
-	p, err := cdb.NewProvider(context.Background(), cdb.Config{Client: client, PollInterval: 50 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
+	p, armSlow, claimed := oneLateAnswer(t, acct, 50*time.Millisecond, func(r *http.Request, body []byte) bool {
+		return r.Method == http.MethodPatch && bytes.Contains(body, []byte(`"work_`))
+	})
 	token := lockedStart(ctx, t, p, "swept")
 	require.NoError(t, ackScheduling(ctx, t, p, token, "swept", activity("swept", 2, "")))
 	require.Empty(t, workDocs(t, p, "swept")[0]["lockToken"], "no fetch waited: nothing was locked eagerly")
 
-	slow.Store(true)
+	armSlow()
 	type fetched struct {
 		item cdb.WorkItem
 		err  error
@@ -186,7 +185,7 @@ func TestAnItemWhoseClaimAnsweredAfterTheInstancesDeletionIsNotHandedOut(t *test
 		fetch <- fetched{item, err}
 	}()
 	<-claimed // the claim applied; its answer is on its way
-	_, err = p.DeleteInstancesAtomic(ctx, []string{"swept"}, true)
+	_, err := p.DeleteInstancesAtomic(ctx, []string{"swept"}, true)
 	require.NoError(t, err)
 	got := <-fetch
 	require.NoError(t, got.err)

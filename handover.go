@@ -25,9 +25,9 @@ package cdb
 
 import (
 	"context"
-	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/duroxide-go/cdb/internal/handoff"
@@ -185,45 +185,70 @@ func (p *CosmosProvider) handOutEager(ctx context.Context, lock *workLock, lockT
 }
 
 // giveBackEager releases, as an abandon that counts no attempt, the items
-// and instances locked eagerly for this process's fetches that no fetch
-// took since before readySince (ms): the fetch they were locked for went
-// away (a shutdown, a cancelled call) or is busy, and hiding them until
-// their locks expire would stall them for a lock's length instead of a
-// poll interval. One whose release fails is left to its lock's expiry.
+// and instances locked eagerly for this process's fetches that waited
+// their patience for a fetch (handoff.Ready; all of them, when all): the
+// fetch they were locked for went away (a shutdown, a cancelled call) or
+// is busy, and hiding them until their locks expire would stall them for
+// a lock's length. One whose release fails is left to its lock's expiry.
 // Once taken off the ready lists they are given back on a context of their
 // own: the caller's may end meanwhile (Close stops the give-back loop), and
 // an item taken off and not given back would be hidden for a lock's length.
-func (p *CosmosProvider) giveBackEager(ctx context.Context, readySince int64) {
+// A busy process may hold many ready at once: they go back a few requests
+// at a time, so a Close gives back a backlog in a few round trips.
+func (p *CosmosProvider) giveBackEager(ctx context.Context, all bool) {
 	ctx, cancel := givingBack(ctx)
 	defer cancel()
 	now := p.nowMs()
-	for _, lock := range p.readyItems.Stale(readySince, now) {
+	atOnce(p.readyItems.Stale(now, all), giveBacksAtOnce, func(lock *workLock) {
 		p.workLocks.Put(lock.token, lock)
 		if err := p.AbandonWorkItem(ctx, lock.token, 0, true); err != nil {
 			p.retryGiveBack(lock, err)
 		}
-	}
-	for _, t := range p.readyTurns.Stale(readySince, now) {
-		err := p.releaseQuietly(ctx, t.lock)
-		if t.chained {
-			p.orchLocks.Remove(t.lock.token)
-			if err != nil && IsRetryable(err) {
-				t.lock.inst.ETag = "" // it may have applied: read back first
-				c := newChain(t.lock, 0, 0, nil)
-				c.Claimed = t.lock.messages // the completions claimed with it go back with it
-				p.keepUnconfirmed(c)
-				continue
-			}
-			p.orchSignal.announcePartitions(t.lock.pk) // others may have sent it something
-		}
-	}
+	})
+	atOnce(p.readyTurns.Stale(now, all), giveBacksAtOnce, func(t *lockedTurn) { p.giveBackTurn(ctx, t) })
 }
 
-// runEagerGiveBack gives back, every poll interval, what waited a poll
-// interval for a fetch of this process, until ctx ends.
+// giveBacksAtOnce bounds the give-back requests in flight at once.
+const giveBacksAtOnce = 8
+
+// atOnce calls give for each of items, at most n at a time, and returns
+// when every call has.
+func atOnce[T any](items []T, n int, give func(T)) {
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for _, it := range items {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			give(it)
+		}()
+	}
+	wg.Wait()
+}
+
+// giveBackTurn releases a ready turn no fetch took: a chained one whose
+// release cannot be told waits unconfirmed, to be read back (H5).
+func (p *CosmosProvider) giveBackTurn(ctx context.Context, t *lockedTurn) {
+	err := p.releaseQuietly(ctx, t.lock)
+	if !t.chained {
+		return
+	}
+	p.orchLocks.Remove(t.lock.token)
+	if err != nil && IsRetryable(err) {
+		t.lock.inst.ETag = "" // it may have applied: read back first
+		c := newChain(t.lock, 0, 0, nil)
+		c.Claimed = t.lock.messages // the completions claimed with it go back with it
+		p.keepUnconfirmed(c)
+		return
+	}
+	p.orchSignal.announcePartitions(t.lock.pk) // others may have sent it something
+}
+
+// runEagerGiveBack gives back, every poll interval, what waited its
+// patience for a fetch of this process, until ctx ends.
 func (p *CosmosProvider) runEagerGiveBack(ctx context.Context) {
-	interval := p.cfg.PollInterval
-	runEvery(ctx, interval, func() { p.giveBackEager(ctx, p.nowMs()-interval.Milliseconds()) })
+	runEvery(ctx, p.cfg.PollInterval, func() { p.giveBackEager(ctx, false) })
 }
 
 // giveBackIfClosing gives back at once everything ready, once Close
@@ -231,7 +256,7 @@ func (p *CosmosProvider) runEagerGiveBack(ctx context.Context) {
 // ready lists back, and no fetch of this process will take it.
 func (p *CosmosProvider) giveBackIfClosing(ctx context.Context) {
 	if p.closing.Load() {
-		p.giveBackEager(ctx, math.MaxInt64)
+		p.giveBackEager(ctx, true)
 	}
 }
 
@@ -274,7 +299,7 @@ func (p *CosmosProvider) giveBackAllEager() {
 	defer cancel()
 	for {
 		p.giveBackAllChains(ctx)
-		p.giveBackEager(ctx, math.MaxInt64)
+		p.giveBackEager(ctx, true)
 		if p.chains.Empty() && p.readyItems.Empty() && p.readyTurns.Empty() {
 			return
 		}

@@ -63,11 +63,10 @@ func filterKey(filter *DispatcherCapabilityFilter) string {
 // tryFetchOrchestration takes one look. A look woken for an instance
 // locked ahead for this process's fetches (started or chained here) takes
 // one of those (no request); so does a look woken for an instance a commit
-// of this process keeps locked, whose chained turn is due now. Any other
-// look queries the queue first and takes a ready instance only when the
-// queue had nothing for it: messages queued earlier go before instances
-// locked ahead later, which would otherwise keep them waiting for as long
-// as those keep coming.
+// of this process keeps locked, whose chained turn is due now, and a look
+// at the whole queue unless one is due to go to the queue first
+// (queueLookDue), as tryFetchWork's. Any other look queries the queue
+// first and takes a ready instance only when the queue had nothing for it.
 func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, scope lookScope, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (fetchedOrchestration, pollOutcome, error) {
 	if scope.readyOnly(handoff.ReadyTurn) {
 		return p.lookReadyTurn(ctx)
@@ -76,6 +75,11 @@ func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, scope lookSc
 		if chained, ready := p.chains.Want(scope.pk); chained {
 			p.handOverChain(ctx, ready)
 			return p.lookReadyTurn(ctx) // none while a worker ack still writes into the chain
+		}
+	}
+	if scope.pk == "" && !p.orchSignal.queueLookDue() {
+		if ready, found, err := p.takeReadyTurn(ctx); err != nil || found {
+			return ready, outcomeFoundIf(found), err
 		}
 	}
 	res, outcome, err := p.queryAndLockOrchestration(ctx, scope, lockTimeout, filter)

@@ -346,8 +346,8 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		cache:      newHistoryCache(1024),
 	}
 	p.filterMisses = newFilterMisses()
-	p.orchSignal = newCoalescingQueueSignal(cfg.ShortPolling, p.now)
-	p.workSignal = newQueueSignal(cfg.ShortPolling, p.now)
+	p.orchSignal = newCoalescingQueueSignal(cfg.ShortPolling, cfg.PollInterval, p.now)
+	p.workSignal = newQueueSignal(cfg.ShortPolling, cfg.PollInterval, p.now)
 	p.readyItems = newReadyItems(cfg.ShortPolling || cfg.DisableEagerDispatch, p.cfg.PollInterval, p.nowMs)
 	p.readyTurns = newReadyTurns(cfg.ShortPolling || cfg.DisableEagerDispatch, p.cfg.PollInterval, p.nowMs)
 	p.ended = handoff.NewEnded(endedKeep)

@@ -395,11 +395,12 @@ func TestDisableEagerDispatchQueuesEveryItem(t *testing.T) {
 	assert.Positive(t, acct.Counts().ByOperation["PatchItem"], "claimed")
 }
 
-// Work queued before an item was locked ahead for this process's fetches
-// is taken first: a fetch woken for the queued item's partition looks
-// there before it takes a ready item, so a steady supply of ready items
-// never keeps queued work waiting.
-func TestWorkQueuedBeforeAReadyItemIsTakenFirst(t *testing.T) {
+// An item locked ahead for this process's fetches goes before work queued
+// in another partition that waited less than a poll interval: the ready
+// one is taken without a request, and what no fetch takes within its
+// window is given back and fetched again, at twice the requests. The
+// queued one is next (queueSignal.nextToken says how long it may wait).
+func TestAReadyItemGoesBeforeWorkQueuedJustBeforeIt(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	p := newRulesProvider(t, acct, cdb.Config{})
@@ -415,17 +416,17 @@ func TestWorkQueuedBeforeAReadyItemIsTakenFirst(t *testing.T) {
 	cdb.AfterAckPlannedForTest(p, nil)
 	require.Equal(t, []string{"queued", "(eager)"}, cdb.AnnouncementsForTest(p))
 
+	log := logRequests(acct)
 	first, _, _, err := p.FetchWorkItem(ctx, time.Minute, time.Second, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	require.NotNil(t, first)
-	assert.Equal(t, "queued", first.InstanceID(), "the work queued first")
+	assert.Equal(t, "ready", first.InstanceID(), "the item locked ahead")
+	assert.Empty(t, log.ops(), "the ready item without a request")
 
-	log := logRequests(acct)
 	second, _, _, err := p.FetchWorkItem(ctx, time.Minute, time.Second, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	require.NotNil(t, second)
-	assert.Equal(t, "ready", second.InstanceID())
-	assert.Empty(t, log.ops(), "the ready item without a request")
+	assert.Equal(t, "queued", second.InstanceID())
 }
 
 // A commit too large for one batch (it writes an outbox) locks nothing

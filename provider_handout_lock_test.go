@@ -24,14 +24,16 @@ func storedUntil(t *testing.T, doc map[string]any) time.Time {
 	return time.UnixMilli(int64(ms))
 }
 
-// An eager item whose wait used more than the hand-out slack is renewed
-// before it goes out: before, one with three quarters of its lock left
-// went out as it was, and a runtime renewing its buffer before the
-// timeout renewed after another process could take the item.
+// An eager item is locked for its patience (how long it may wait ready:
+// a poll interval here) on top of its lock timeout; one whose wait used
+// that and more than the hand-out slack is renewed before it goes out:
+// before, one with three quarters of its lock left went out as it was,
+// and a runtime renewing its buffer before the timeout renewed after
+// another process could take the item.
 func TestAReadyItemIsHandedOutWithItsWholeLock(t *testing.T) {
 	clock := newTestClock()
 	ctx, p := readyItemOf(t, cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now}), cdb.Config{PollInterval: time.Hour, Now: clock.Now}, "slow")
-	clock.Advance(5 * time.Second) // a slow commit, or a wait in the ready list
+	clock.Advance(time.Hour + 5*time.Second) // a wait in the ready list past its patience (the give-back not come yet)
 	item, token, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	require.NotNil(t, item)
@@ -68,6 +70,6 @@ func TestALockJustTakenIsHandedOutAsItIs(t *testing.T) {
 	_, token, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	left, _ := p.WorkItemLockRemaining(token)
-	assert.Equal(t, time.Minute-500*time.Millisecond, left)
+	assert.Equal(t, time.Minute+time.Hour-500*time.Millisecond, left, "its lock timeout and its patience (a poll interval here), less its wait")
 	assert.Equal(t, before, workDocs(t, p, "fresh")[0]["_etag"], "no renewal: it went out with all but the slack")
 }

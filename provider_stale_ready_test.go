@@ -89,7 +89,7 @@ func TestAReadyItemChangedElsewhereIsPassedOverOnItsRefresh(t *testing.T) {
 	ops.AppendSet("/touched", true)
 	_, err := p.Container().PatchItem(ctx, cdb.NewPartitionKeyString("changed"), "w|1|2", ops, nil)
 	require.NoError(t, err)
-	clock.Advance(30 * time.Second) // half the lock gone: the hand-out refreshes it first
+	clock.Advance(time.Hour + 30*time.Second) // past its patience (a poll interval here) and half its lock: the hand-out refreshes it first
 	noWork(ctx, t, p, "the item was written by another process since it was locked here")
 }
 

@@ -28,6 +28,15 @@ type queueSignal struct {
 	// one place, so the bound counts partitions, not items.
 	tokens []wakeToken
 	seq    uint64 // counts the announcements kept
+	// tookReady says the last token taken was of something made ready
+	// here (takeToken); pollInterval is how long a partition's
+	// announcement waits behind such things at most before the two kinds
+	// take turns.
+	readyRun     int
+	pollInterval time.Duration
+	// queueLookAt is when a look last went to the queue before what was
+	// made ready here (queueLookDue).
+	queueLookAt time.Time
 	// spills counts the announcements dropped (maxWakeTokens waited), and
 	// spillsSeen those the looks at the whole queue accounted for since:
 	// while spills is ahead, the queue holds work this process wrote that
@@ -44,29 +53,33 @@ type queueSignal struct {
 	now func() time.Time
 }
 
-func newQueueSignal(shortPolling bool, now func() time.Time) *queueSignal {
-	return &queueSignal{changed: make(chan struct{}), idleUntil: map[string]time.Time{}, shortPolling: shortPolling, now: now}
+func newQueueSignal(shortPolling bool, pollInterval time.Duration, now func() time.Time) *queueSignal {
+	return &queueSignal{changed: make(chan struct{}), idleUntil: map[string]time.Time{}, shortPolling: shortPolling, pollInterval: pollInterval, now: now}
 }
 
 // newCoalescingQueueSignal is a signal whose announcements for one partition
 // wait as one (the orchestrator queue's).
-func newCoalescingQueueSignal(shortPolling bool, now func() time.Time) *queueSignal {
-	q := newQueueSignal(shortPolling, now)
+func newCoalescingQueueSignal(shortPolling bool, pollInterval time.Duration, now func() time.Time) *queueSignal {
+	q := newQueueSignal(shortPolling, pollInterval, now)
 	q.coalesce = true
 	return q
 }
 
 // wakeToken is an announcement kept while no fetch waited (a partition, or
 // things made ready here): how many items were announced with it, and the
-// announcement that last added one (seq).
+// announcement that last added one (seq), and since when its next item
+// waits.
 type wakeToken struct {
 	wake  handoff.Wake
 	items int
 	last  uint64
+	since time.Time
 }
 
 // maxWakeTokens bounds the partitions whose announcements are kept for
-// fetches to come. Those that find it reached are dropped, not the oldest:
+// fetches to come (announcements of things made ready here are bounded by
+// the ready lists, and are never dropped: nothing but their announcement
+// sends a fetch to them while the queue has work). Those that find it reached are dropped, not the oldest:
 // the fetches take the kept ones first, and the work of the dropped ones,
 // written later, is found by looks at the whole queue (oldest first),
 // which are then not held to the poll interval (claimPoll). Before, the
@@ -112,12 +125,12 @@ func (q *queueSignal) keep(w handoff.Wake) {
 		}
 		return
 	}
-	if len(q.tokens) == maxWakeTokens {
+	if w.Partitioned() && q.partitionTokens() == maxWakeTokens {
 		q.spills++
 		return
 	}
 	q.seq++
-	q.tokens = append(q.tokens, wakeToken{wake: w, items: 1, last: q.seq})
+	q.tokens = append(q.tokens, wakeToken{wake: w, items: 1, last: q.seq, since: q.now()})
 }
 
 // mayHoldMore says a look or a released lock may have left work behind
@@ -134,23 +147,86 @@ func (q *queueSignal) mayHoldMore() {
 	clear(q.idleUntil)
 }
 
-// takeToken returns a partition announced while no fetch waited, and the
-// announcements kept so far, for drained. The partitions take turns: one
-// with more items goes to the back after each, so a partition announced
-// again and again (the ready items' scope, a busy instance) never keeps
-// the ones behind it waiting.
+// takeToken returns an announcement kept while no fetch waited, and the
+// announcements kept so far, for drained. Partitions take turns: one with
+// more items goes to the back after each, so a partition announced again
+// and again (a busy instance) never keeps the ones behind it waiting.
+// What this process made ready goes first (nextToken).
 func (q *queueSignal) takeToken() (w handoff.Wake, at uint64, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.tokens) == 0 {
+	i := q.nextToken()
+	if i < 0 {
 		return handoff.Wake{}, 0, false
 	}
-	t := q.tokens[0]
-	q.tokens = q.tokens[1:]
+	t := q.tokens[i]
+	q.tokens = slices.Delete(q.tokens, i, i+1)
 	if t.items--; t.items > 0 {
+		t.since = q.now()
 		q.tokens = append(q.tokens, t)
 	}
+	if t.wake.Partitioned() {
+		q.readyRun = 0
+	} else {
+		q.readyRun++
+	}
 	return t.wake, q.seq, true
+}
+
+// nextToken is the index of the token takeToken takes next, -1 for none.
+// What this process made ready (locked ahead for its fetches) goes before
+// the partitions announced: it is taken without a request, and what is not
+// taken within its window is given back and fetched again, at twice the
+// requests, so a busy process that served the queue first would lose the
+// eager path exactly when it matters. But a partition whose announcement
+// waited a poll interval (the bound on how late queued work is seen) no
+// longer waits behind them: the two kinds take turns, so the queue keeps
+// half the fetches however fast things are made ready.
+func (q *queueSignal) nextToken() int {
+	firstReady := slices.IndexFunc(q.tokens, func(t wakeToken) bool { return !t.wake.Partitioned() })
+	firstPartition := slices.IndexFunc(q.tokens, func(t wakeToken) bool { return t.wake.Partitioned() })
+	switch {
+	case firstReady < 0:
+		return firstPartition
+	case firstPartition < 0:
+		return firstReady
+	case q.readyRun >= readyPerAgedPartition && q.now().Sub(q.tokens[firstPartition].since) >= q.pollInterval:
+		return firstPartition
+	}
+	return firstReady
+}
+
+// queueLookDue says a look at the whole queue (or at this process's slots
+// of it) goes to the queue before it takes what was made ready here, and
+// if so counts it as that look: one does every poll interval, and the
+// others take what was made ready first, for the reasons nextToken gives.
+// So queued work waits at most about a poll interval behind this
+// process's own (what the looks find is announced, and then takes turns
+// with it), and a busy process does not pass its own over for the queue.
+func (q *queueSignal) queueLookDue() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.now()
+	if now.Sub(q.queueLookAt) < q.pollInterval {
+		return false
+	}
+	q.queueLookAt = now
+	return true
+}
+
+// readyPerAgedPartition is how many announcements of things made ready
+// here go before one of a partition that waited a poll interval.
+const readyPerAgedPartition = 3
+
+// partitionTokens counts the kept announcements of partitions.
+func (q *queueSignal) partitionTokens() int {
+	n := 0
+	for _, t := range q.tokens {
+		if t.wake.Partitioned() {
+			n++
+		}
+	}
+	return n
 }
 
 // drained says a look at partition pk, for an announcement taken when at

@@ -1,6 +1,7 @@
 package cdb
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -18,21 +19,21 @@ import (
 // Announced partitions take turns: one announced again and again does not
 // keep the ones announced after it waiting.
 func TestAnnouncedPartitionsTakeTurns(t *testing.T) {
-	q := newQueueSignal(false, time.Now)
-	ready, p := handoff.ItemReady(), handoff.InPartition("p")
-	q.announce(ready, ready, ready, p)
+	q := newQueueSignal(false, time.Second, time.Now)
+	p, other := handoff.InPartition("p"), handoff.InPartition("other")
+	q.announce(p, p, p, other)
 	var order []handoff.Wake
 	for range 4 {
-		q.announce(ready) // ready items keep coming
+		q.announce(p) // p's items keep coming
 		w, _, ok := q.takeToken()
 		require.True(t, ok)
 		order = append(order, w)
 	}
-	assert.Equal(t, []handoff.Wake{ready, p, ready, ready}, order)
+	assert.Equal(t, []handoff.Wake{p, other, p, p}, order)
 }
 
 func TestDrainedKeepsTheAnnouncementsOfItemsHandedOverInProcess(t *testing.T) {
-	q := newQueueSignal(false, time.Now)
+	q := newQueueSignal(false, time.Second, time.Now)
 	ready, p := handoff.ItemReady(), handoff.InPartition("p")
 	q.announce(ready, ready, ready, p, p)
 
@@ -40,7 +41,7 @@ func TestDrainedKeepsTheAnnouncementsOfItemsHandedOverInProcess(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, ready, w)
 	q.drained(w, at)
-	assert.Equal(t, []wakeToken{{wake: p, items: 2, last: 5}, {wake: ready, items: 2, last: 3}}, q.tokens, "the other two ready items keep theirs")
+	assert.Equal(t, []wakeToken{{wake: p, items: 2, last: 5}, {wake: ready, items: 2, last: 3}}, withoutSince(q.tokens), "the other two ready items keep theirs")
 
 	q.tokens = slices.DeleteFunc(q.tokens, func(t wakeToken) bool { return t.wake == ready }) // the ready items taken
 	w, at, ok = q.takeToken()
@@ -48,4 +49,59 @@ func TestDrainedKeepsTheAnnouncementsOfItemsHandedOverInProcess(t *testing.T) {
 	require.Equal(t, p, w)
 	q.drained(w, at)
 	assert.Empty(t, q.tokens, "a partition found empty: its older announcements name work that is gone")
+}
+
+// What this process made ready goes before the partitions announced, until
+// a partition's announcement waited a poll interval: then one of it goes
+// after every readyPerAgedPartition ready ones, however fast things are
+// made ready.
+func TestReadyAnnouncementsGoFirstUntilAPartitionWaitedAPollInterval(t *testing.T) {
+	now := time.Unix(1000, 0)
+	q := newQueueSignal(false, time.Second, func() time.Time { return now })
+	ready, turn := handoff.ItemReady(), handoff.TurnReady("t")
+	a, b := handoff.InPartition("a"), handoff.InPartition("b")
+	q.announce(a, b, ready, ready, turn)
+	take := func() handoff.Wake {
+		w, _, ok := q.takeToken()
+		require.True(t, ok)
+		return w
+	}
+	assert.Equal(t, []handoff.Wake{ready, turn}, []handoff.Wake{take(), take()}, "the partitions waited less than a poll interval")
+
+	now = now.Add(time.Second)
+	for range 2 * readyPerAgedPartition {
+		q.announce(ready) // ready items keep coming
+	}
+	var order []handoff.Wake
+	for range 2*readyPerAgedPartition + 3 {
+		order = append(order, take())
+	}
+	assert.Equal(t, []handoff.Wake{ready, a, ready, ready, ready, b, ready, ready, ready}, order,
+		"two ready ones went before, unaged; then the waiting partitions take every fourth fetch")
+	_, _, ok := q.takeToken()
+	assert.False(t, ok)
+}
+
+// withoutSince is tokens with their times left out, to compare the rest.
+func withoutSince(tokens []wakeToken) []wakeToken {
+	out := slices.Clone(tokens)
+	for i := range out {
+		out[i].since = time.Time{}
+	}
+	return out
+}
+
+// A queue whose partition announcements reached their bound still keeps
+// the announcements of things made ready here: nothing else sends a fetch
+// to them while the queue has work.
+func TestAFullQueueOfPartitionsStillKeepsReadyAnnouncements(t *testing.T) {
+	q := newQueueSignal(false, time.Second, time.Now)
+	for i := range maxWakeTokens + 1 {
+		q.announce(handoff.InPartition(fmt.Sprint(i)))
+	}
+	q.announce(handoff.TurnReady("t"))
+	w, _, ok := q.takeToken()
+	require.True(t, ok)
+	assert.Equal(t, handoff.TurnReady("t"), w)
+	assert.Equal(t, uint64(1), q.spills, "the partition past the bound is left to the looks at the whole queue")
 }

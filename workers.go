@@ -166,12 +166,20 @@ func workFilter(session *SessionFetchConfig, tags TagFilter) ([]string, []QueryP
 
 // tryFetchWork takes one look at the worker queue. A look woken for an
 // item locked ahead for this process's fetches takes one of those (no
-// request); any other look queries the queue first and takes a ready item
-// only when the queue has nothing for it: work queued earlier goes before
-// work locked ahead later, which would otherwise keep it waiting for as
-// long as ready items keep coming.
+// request), and so does a look at the whole queue unless one is due to go
+// to the queue first (queueLookDue: one a poll interval); a look woken for
+// a partition, and the look that is due, query the queue first and take a
+// ready item only when the queue has nothing for it. So a busy process
+// takes what it locked ahead within its window (what it gives back costs a
+// claim and a query again), and queued work still waits no more than about
+// a poll interval behind it (queueSignal.nextToken).
 func (p *CosmosProvider) tryFetchWork(ctx context.Context, scope lookScope, lockTimeout time.Duration, session *SessionFetchConfig, tags TagFilter) (fetchedWork, pollOutcome, error) {
 	if !scope.readyOnly(handoff.ReadyItem) {
+		if scope.pk == "" && !p.workSignal.queueLookDue() {
+			if ready, ok := p.takeEager(ctx, lockTimeout, tags); ok {
+				return ready, outcomeFound, nil
+			}
+		}
 		res, outcome, err := p.queryAndClaimWork(ctx, scope, lockTimeout, session, tags)
 		if err != nil || outcome == outcomeFound {
 			return res, outcome, err

@@ -41,9 +41,10 @@
 //     answered only after it is not handed out either, nor one a fetch
 //     claimed before it whose claim answered only after it; a refresh that
 //     meets another write (412) or none (404) passes the item over.
-//   - H5 Nothing waits for nobody. What no fetch took within a poll
-//     interval is given back to the queue (an abandon that counts no
-//     attempt); a chain no completion reached within its window is given
+//   - H5 Nothing waits for nobody. What no fetch took within its patience
+//     (a poll interval; a worker item locked ahead, half its lock timeout
+//     if longer, with its lock written that much longer) is given back to
+//     the queue (an abandon that counts no attempt); a chain no completion reached within its window is given
 //     back; at Close the chain loop stops first, then every chain and
 //     everything ready is given back until none is left, and whatever is
 //     made ready once Close began is given back by its maker. A give-back

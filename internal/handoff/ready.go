@@ -23,17 +23,17 @@ type Ready[T any] struct {
 	fetches  map[string]*fetches // by Filter.String()
 	promised int                 // reserved by reservations not settled yet
 	ready    []readyItem[T]      // locked, not handed out yet
-	window   time.Duration       // the poll interval: what is not taken in it is given back
-	ahead    bool                // lock ahead for busy dispatchers too (fetches.depth)
+	window   time.Duration       // the poll interval, over which the fetches are counted
+	ahead    bool                // lock ahead for busy dispatchers too (fetches.depth, patience)
 	now      func() int64        // ms, the provider's clock
 	until    func(T) int64       // an item's lock expiry (ms)
 	tag      func(T) *string     // an item's tag, for the fetches' filters
 }
 
-// readyItem is a ready item and when it became ready (ms).
+// readyItem is a ready item and until when it may wait for a fetch (ms).
 type readyItem[T any] struct {
-	item  T
-	since int64
+	item       T
+	giveBackAt int64
 }
 
 // fetches are the fetches of one filter: those running now, and per
@@ -112,17 +112,32 @@ func (f *fetches) roll(nowMs int64, window time.Duration) {
 }
 
 // depth is how many items may be ready or reserved for f's fetches. Ahead:
-// what they take in half a window (half the calls of the last one), so
-// that an item waits half a poll interval at most on average and is rarely
-// given back, and never fewer than one per dispatcher seen fetching at
-// once (a dispatcher acking counts: it fetches next). Otherwise: one per
-// fetch running now (waiting, or acking and about to).
+// what they take in half the items' patience (the calls of the last
+// window, scaled), so that an item waits half its patience at most on
+// average and is rarely given back, and never fewer than one per
+// dispatcher seen fetching at once (a dispatcher acking counts: it
+// fetches next). Otherwise: one per fetch running now (waiting, or acking
+// and about to).
 func (f *fetches) depth(nowMs int64, window time.Duration, ahead bool) int {
 	if !ahead {
 		return f.running
 	}
 	f.roll(nowMs, window)
-	return max(f.peak[0], f.peak[1], f.calls[1]/2)
+	patience := patience(window, ahead, f.lockTimeout)
+	return max(f.peak[0], f.peak[1], int(int64(f.calls[1])*int64(patience/2)/int64(window)))
+}
+
+// patience is how long an item locked for fetches of lockTimeout may wait
+// ready before it is given back: a window; ahead, half the lock timeout
+// if that is longer. A busy process's dispatchers take what it locked
+// ahead in turn, so a backlog waits ready rather than in the queue, where
+// each item would cost a query and a claim again; half a lock bounds how
+// much of its share a process keeps from the others should it slow down.
+func patience(window time.Duration, ahead bool, lockTimeout time.Duration) time.Duration {
+	if !ahead {
+		return window
+	}
+	return max(window, lockTimeout/2)
 }
 
 // Reservation is what one write (a commit, a start) reserved of the
@@ -130,8 +145,9 @@ func (f *fetches) depth(nowMs int64, window time.Duration, ahead bool) int {
 // locked once it applied, released with nothing otherwise. A nil one
 // reserves nothing.
 type Reservation[T any] struct {
-	list  *Ready[T]
-	taken int
+	list     *Ready[T]
+	taken    int
+	patience time.Duration // the longest its items may wait ready
 }
 
 // Reserve begins a write's reservation.
@@ -143,8 +159,10 @@ func (e *Ready[T]) Reserve() *Reservation[T] {
 }
 
 // Take promises one item with tag to the fetches that take it, when fewer
-// than their depth are promised or ready, and says how long to lock it
-// (the shortest lock timeout of those fetches).
+// than their depth are promised or ready, and says how long to lock it:
+// the shortest lock timeout of those fetches, and, ahead, the item's
+// patience on top, so that it goes out with a whole lock (H3) however long
+// it waited ready.
 func (r *Reservation[T]) Take(tag *string) (time.Duration, bool) {
 	if r == nil {
 		return 0, false
@@ -168,6 +186,11 @@ func (r *Reservation[T]) Take(tag *string) (time.Duration, bool) {
 	}
 	e.promised++
 	r.taken++
+	wait := patience(e.window, e.ahead, timeout)
+	r.patience = max(r.patience, wait)
+	if e.ahead {
+		return timeout + wait, true
+	}
 	return timeout, true
 }
 
@@ -191,9 +214,9 @@ func (r *Reservation[T]) Settle(locked []T) {
 	defer e.mu.Unlock()
 	e.promised -= r.taken
 	r.taken = 0
-	now := e.now()
+	giveBackAt := e.now() + max(r.patience, e.window).Milliseconds()
 	for _, item := range locked {
-		e.ready = append(e.ready, readyItem[T]{item: item, since: now})
+		e.ready = append(e.ready, readyItem[T]{item: item, giveBackAt: giveBackAt})
 	}
 }
 
@@ -201,18 +224,18 @@ func (r *Reservation[T]) Settle(locked []T) {
 // apply, or its items were settled already.
 func (r *Reservation[T]) Release() { r.Settle(nil) }
 
-// Offer makes items ready for the fetches without a reservation: a held
-// instance's turn, or items put back (Drop), which the stale give-back
-// bounds.
+// Offer makes items ready for the fetches without a reservation, for a
+// window: a held instance's turn, or items put back (to be read back),
+// which the give-back bounds.
 func (e *Ready[T]) Offer(items ...T) {
 	if e == nil || len(items) == 0 {
 		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	now := e.now()
+	giveBackAt := e.now() + e.window.Milliseconds()
 	for _, item := range items {
-		e.ready = append(e.ready, readyItem[T]{item: item, since: now})
+		e.ready = append(e.ready, readyItem[T]{item: item, giveBackAt: giveBackAt})
 	}
 }
 
@@ -241,16 +264,33 @@ func (e *Ready[T]) Take(filter Filter, nowMs int64) (T, bool) {
 	return none, false
 }
 
-// Stale removes and returns the ready items that waited since before
-// readySince (ms) for a fetch, and still hold their lock; those whose lock
-// expired are dropped (the store's queue has them back).
-func (e *Ready[T]) Stale(readySince, nowMs int64) []T {
+// Stale removes and returns the ready items that waited their patience
+// for a fetch, or that no fetch of this process took in a whole window
+// and none runs now (the dispatchers stopped: nothing will take them),
+// or all of them when all; those whose lock expired are dropped (the
+// store's queue has them back).
+func (e *Ready[T]) Stale(nowMs int64, all bool) []T {
 	return e.sift(func(r readyItem[T]) (out, keep bool) {
-		if r.since >= readySince {
+		if !all && r.giveBackAt > nowMs && e.fetchedLocked(e.tag(r.item), nowMs) {
 			return false, true
 		}
 		return e.until(r.item) > nowMs, false
 	})
+}
+
+// fetchedLocked says a fetch that takes tag runs now, or ran in this
+// window or the last. Called with e.mu held.
+func (e *Ready[T]) fetchedLocked(tag *string, nowMs int64) bool {
+	for _, f := range e.fetches {
+		if !f.filter.Matches(tag) {
+			continue
+		}
+		f.roll(nowMs, e.window)
+		if f.running > 0 || f.peak[0] > 0 || f.peak[1] > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Drop removes and returns the ready items match selects: a write of this

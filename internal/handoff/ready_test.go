@@ -33,21 +33,21 @@ func reservable(e *Ready[*lock]) int {
 }
 
 // How many items are locked ahead for a filter's fetches: what they took
-// in half of the last poll interval, at least one per dispatcher seen
+// in half of the last poll interval (their locks too short to wait longer), at least one per dispatcher seen
 // fetching at once, and nothing once they stopped.
 func TestDepthFollowsWhatTheFetchesTake(t *testing.T) {
 	now := int64(1_000_000)
 	e := newTestReady(&now, true)
 	var done []func()
 	for range 4 {
-		done = append(done, e.Fetching(anyTag{}, time.Minute)) // four dispatchers at once
+		done = append(done, e.Fetching(anyTag{}, time.Second)) // four dispatchers at once
 	}
 	assert.Equal(t, 4, reservable(e), "one per dispatcher before any history")
 	for _, d := range done {
 		d()
 	}
 	for range 56 { // with the four above, a poll interval of 60 fetch calls
-		e.Fetching(anyTag{}, time.Minute)()
+		e.Fetching(anyTag{}, time.Second)()
 	}
 	now += time.Second.Milliseconds()
 	assert.Equal(t, 30, reservable(e), "what they take in half a poll interval")
@@ -55,7 +55,7 @@ func TestDepthFollowsWhatTheFetchesTake(t *testing.T) {
 	now += 2 * time.Second.Milliseconds()
 	assert.Equal(t, 0, reservable(e), "no fetch for a whole poll interval: nothing is locked ahead")
 
-	defer e.Returning(anyTag{}, time.Minute)()
+	defer e.Returning(anyTag{}, time.Second)()
 	assert.Equal(t, 1, reservable(e), "a dispatcher acking what it fetched counts: it fetches next")
 }
 
@@ -104,11 +104,14 @@ func TestAReservationIsSettledOrReleasedOnce(t *testing.T) {
 func TestReadyItemsExpireGoStaleAndAreDropped(t *testing.T) {
 	now := int64(1_000_000)
 	e := newTestReady(&now, false)
+	defer e.Fetching(anyTag{}, time.Minute)()
 	expired, stale, dropped := &lock{until: now + 10}, &lock{until: now + 60_000}, &lock{until: now + 60_000}
 	e.Offer(expired, stale, dropped)
 	assert.Equal(t, []*lock{dropped}, e.Drop(func(l *lock) bool { return l == dropped }))
-	now += 20
-	assert.Equal(t, []*lock{stale}, e.Stale(now, now), "waited since before now, lock still held")
+	now += 999
+	assert.Empty(t, e.Stale(now, false), "an item offered waits a poll interval")
+	now++
+	assert.Equal(t, []*lock{stale}, e.Stale(now, false), "waited a poll interval, lock still held")
 	_, ok := e.Take(anyTag{}, now)
 	assert.False(t, ok, "the expired item is dropped, the others are gone")
 	assert.True(t, e.Empty())
@@ -125,4 +128,75 @@ func TestANilReadyListDoesNothing(t *testing.T) {
 	e.Offer(&lock{})
 	assert.True(t, e.Empty())
 	assert.Nil(t, e.Drop(func(*lock) bool { return true }))
+}
+
+// Ahead, an item may wait ready for half the lock timeout of the fetches
+// it is locked for (when that is longer than a poll interval), is locked
+// for that on top of their lock timeout, so that it goes out with a whole
+// lock, and the fetches are reserved for what they take in half of it.
+func TestAheadAnItemWaitsHalfALockAndIsLockedForItOnTop(t *testing.T) {
+	now := int64(1_000_000)
+	e := newTestReady(&now, true)
+	for range 60 { // a poll interval of 60 fetch calls
+		e.Fetching(anyTag{}, 30*time.Second)()
+	}
+	now += time.Second.Milliseconds()
+	assert.Equal(t, 450, reservable(e), "what they take in half of 15 s")
+	defer e.Fetching(anyTag{}, 30*time.Second)() // the fetches go on
+
+	r := e.Reserve()
+	lockFor, ok := r.Take(nil)
+	require.True(t, ok)
+	assert.Equal(t, 45*time.Second, lockFor, "the lock timeout and 15 s of waiting")
+	item := &lock{until: now + lockFor.Milliseconds()}
+	r.Settle([]*lock{item})
+	now += 15*time.Second.Milliseconds() - 1
+	assert.Empty(t, e.Stale(now, false), "it may wait 15 s")
+	now++
+	assert.Equal(t, []*lock{item}, e.Stale(now, false), "then it goes back")
+}
+
+// Without ahead (the turns), an item waits a poll interval and is locked
+// for the fetches' lock timeout.
+func TestWithoutAheadAnItemWaitsAPollInterval(t *testing.T) {
+	now := int64(1_000_000)
+	e := newTestReady(&now, false)
+	defer e.Fetching(anyTag{}, 30*time.Second)()
+	r := e.Reserve()
+	lockFor, ok := r.Take(nil)
+	require.True(t, ok)
+	assert.Equal(t, 30*time.Second, lockFor)
+	item := &lock{until: now + lockFor.Milliseconds()}
+	r.Settle([]*lock{item})
+	now += time.Second.Milliseconds()
+	assert.Equal(t, []*lock{item}, e.Stale(now, false))
+}
+
+// At Close every ready item goes back, however long it may still wait.
+func TestAllReadyItemsGoBackAtClose(t *testing.T) {
+	now := int64(1_000_000)
+	e := newTestReady(&now, true)
+	item := &lock{until: now + 60_000}
+	e.Offer(item)
+	assert.Equal(t, []*lock{item}, e.Stale(now, true))
+	assert.True(t, e.Empty())
+}
+
+// An item waiting ready for fetches that stopped (a runtime shut down, its
+// provider still open) goes back once none ran for a whole poll interval,
+// not at the end of its patience.
+func TestReadyItemsGoBackOnceTheirFetchesStopped(t *testing.T) {
+	now := int64(1_000_000)
+	e := newTestReady(&now, true)
+	done := e.Fetching(anyTag{}, 30*time.Second)
+	r := e.Reserve()
+	lockFor, ok := r.Take(nil)
+	require.True(t, ok)
+	item := &lock{until: now + lockFor.Milliseconds()}
+	r.Settle([]*lock{item})
+	done()
+	now += time.Second.Milliseconds()
+	assert.Empty(t, e.Stale(now, false), "a fetch ran in the last poll interval")
+	now += time.Second.Milliseconds()
+	assert.Equal(t, []*lock{item}, e.Stale(now, false), "none for a whole poll interval")
 }

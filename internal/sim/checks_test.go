@@ -262,3 +262,37 @@ func TestCloseGivesBackLeavesAClosePausedThroughoutAlone(t *testing.T) {
 	assert.Empty(t, v.all())
 	assert.Contains(t, tot.String(), "closes=0 (and 1 while paused)")
 }
+
+// An item its live writer handed out without a renewal, or gave back, with
+// less than a worker lock timeout (less a poll interval and the slack)
+// left on its lock waited past its patience (eager-patience); a fault on
+// the writer's give-back excuses it.
+func TestEagerPatienceFlagsAnItemServedWithLessThanALockLeft(t *testing.T) {
+	s := newEagerScript(t)
+	// Locked for a 2 s worker lock and a 1 s patience.
+	s.batch("a", s.lock("w|1|1", 3000), s.lock("w|1|2", 3000), s.lock("w|1|3", 3000), s.lock("w|1|4", 3000))
+	s.at(400)
+	s.e.handedOut("a", "p", "w|1|1", s.now) // 2.6 s left
+	s.batch("a", eagerPatch("w|1|2", ""))   // given back at its patience, and a tick
+	s.at(1900)
+	s.batch("a", eagerPatch("w|1|3", "")) // given back with 1.1 s left: it waited 1.9 s
+	s.batch("a", eagerPatch("w|1|4", "")) // the same, but an earlier give-back met a fault
+	s.e.items[stampKey{"p", "w|1|4"}].faultedWrite = true
+
+	nodes := eagerNodes{
+		gone:       func(string, time.Time) bool { return false },
+		jumped:     func(time.Time, time.Time) bool { return false },
+		heldBack:   func(string, string, time.Time, time.Time) (time.Time, bool) { return time.Time{}, false },
+		poll:       func(string) time.Duration { return 100 * time.Millisecond },
+		workerLock: func(string) time.Duration { return 2 * time.Second },
+		slack:      200 * time.Millisecond, // at least 1.7 s left
+	}
+	v := &violations{}
+	s.e.checkNotHidden(v, nodes, s.now)
+	require.Len(t, v.all(), 1)
+	assert.Equal(t, invEagerPatience, v.all()[0].Invariant)
+	assert.Contains(t, v.all()[0].Detail, "worker item w|1|3, locked to a by its commit")
+	assert.Contains(t, v.all()[0].Detail, "was given-back at")
+	assert.Contains(t, v.all()[0].Detail, "with 1.1s of its lock left (at least 1.7s")
+	assert.Contains(t, s.e.hiddenSummary(), "patience judged=3")
+}

@@ -421,12 +421,26 @@ func (e *eagerItems) summary() string {
 // expiry, as the provider says.
 const invEagerNotHidden = "eager-not-hidden"
 
+// An eagerly locked item waits its patience at most (eager-patience): its
+// lock is written for the fetch's lock timeout and the time it may wait
+// ready on top, and it is handed out within that wait or given back at
+// the give-back that follows (one a poll interval), so that it goes out
+// whole and what its writer cannot serve goes to the others while its lock
+// still has a lock timeout to run. So an item its writer handed out
+// without a renewal, or gave back, had at least the writer's worker lock
+// timeout, less a poll interval and the slack, left on its lock then. The
+// same excuses hold as above (a fault or a pause of the writer's on the
+// item, a clock jump, the writer gone).
+const invEagerPatience = "eager-patience"
+
 // eagerNodes is what the hidden-items check knows of the nodes.
 type eagerNodes struct {
 	gone     func(node string, at time.Time) bool
 	heldBack func(node, pk string, from, to time.Time) (time.Time, bool)
 	jumped   func(from, to time.Time) bool
 	poll     func(node string) time.Duration
+	// workerLock is a node's runtime's worker lock timeout.
+	workerLock func(node string) time.Duration
 	// slack is what the bound adds to two poll intervals: the client's
 	// longest backoff, the nodes' skew, the host's scheduling.
 	slack time.Duration
@@ -441,6 +455,9 @@ type hiddenTotals struct {
 	hidden   int
 	judged   bool
 	maxWaitP time.Duration // the longest wait judged (from the last hold-back)
+	// patienceJudged counts the items handed out or given back whose
+	// lock left was judged (eager-patience).
+	patienceJudged int
 }
 
 func (e *eagerItems) hiddenBound(n eagerNodes, writer string) time.Duration {
@@ -478,6 +495,7 @@ func (e *eagerItems) checkNotHidden(v *violations, n eagerNodes, now time.Time) 
 		// its writer gave back at last (its give-back was under way).
 		expired := it.expiry()
 		if end.Before(expired) || how == eagerEndGivenBack {
+			e.checkPatience(v, n, k, it, end, how, expired)
 			continue
 		}
 		end = expired
@@ -508,6 +526,28 @@ func (e *eagerItems) checkNotHidden(v *violations, n eagerNodes, now time.Time) 
 	}
 }
 
+// checkPatience judges an item handed out or given back at end, before its
+// lock's expiry (eager-patience). Called with e.mu held.
+func (e *eagerItems) checkPatience(v *violations, n eagerNodes, k stampKey, it *eagerItem, end time.Time, how string, expired time.Time) {
+	switch {
+	case how != eagerEndHandedOut && how != eagerEndGivenBack,
+		how == eagerEndHandedOut && it.renewedTo != 0,
+		n.workerLock == nil,
+		it.faultedWrite || n.jumped(it.created, end) || n.gone(it.writer, end):
+		return
+	}
+	if _, held := n.heldBack(it.writer, k.pk, it.created, end); held {
+		return
+	}
+	left, need := expired.Sub(end), n.workerLock(it.writer)-n.poll(it.writer)-n.slack
+	e.hidden.patienceJudged++
+	if left >= need {
+		return
+	}
+	v.add(invEagerPatience, k.pk, fmt.Sprintf("worker item %s, locked to %s by its commit at %s (lock until %d on the account's clock), was %s at %s with %s of its lock left (at least %s: a worker lock timeout less a poll interval and the slack), its writer up",
+		k.id, it.writer, stamp(it.created), it.until, how, stamp(end), left.Round(time.Millisecond), need.Round(time.Millisecond)))
+}
+
 // hiddenSummary is the counts, for the eager activities line.
 func (e *eagerItems) hiddenSummary() string {
 	e.mu.Lock()
@@ -516,6 +556,6 @@ func (e *eagerItems) hiddenSummary() string {
 	if !t.judged {
 		return ""
 	}
-	return fmt.Sprintf("waits: %s still-locked=%d; expired waiting=%d (within bound=%s longest, excused=%d, hidden=%d)",
-		counts(t.ended), t.waiting, t.checked, t.maxWaitP.Round(time.Millisecond), t.excused, t.hidden)
+	return fmt.Sprintf("waits: %s still-locked=%d; expired waiting=%d (within bound=%s longest, excused=%d, hidden=%d); patience judged=%d",
+		counts(t.ended), t.waiting, t.checked, t.maxWaitP.Round(time.Millisecond), t.excused, t.hidden, t.patienceJudged)
 }

@@ -92,6 +92,13 @@ func (e *env) pollInterval(node string) time.Duration {
 	return settings.provider.PollInterval
 }
 
+// workerLock is node's runtime's worker lock timeout.
+func (e *env) workerLock(node string) time.Duration {
+	s, _ := e.polls.Load(node)
+	settings, _ := s.(nodeSettings)
+	return settings.runtime.WorkerLockTimeout
+}
+
 // drawSettings picks a node's settings from rng.
 func drawSettings(rng *rand.Rand, cfg Config, clock *simClock, r role, id string) nodeSettings {
 	f := cfg.Faults

@@ -114,7 +114,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rec.stamps.check(viol, describe)
 	stats.Stamps = rec.stamps.summary()
 	rec.eager.check(viol, describe)
-	rec.eager.checkNotHidden(viol, eagerNodes{gone: rec.goneBy, heldBack: rec.lastHeldBack, jumped: clock.jumpedBetween, poll: e.pollInterval,
+	rec.eager.checkNotHidden(viol, eagerNodes{gone: rec.goneBy, heldBack: rec.lastHeldBack, jumped: clock.jumpedBetween, poll: e.pollInterval, workerLock: e.workerLock,
 		slack: hostScaled(cfg, 200*time.Millisecond) + clientMaxDelay + 2*cfg.Faults.ClockSkew}, time.Now())
 	stats.Eager = rec.eager.summary() + "; " + rec.eager.hiddenSummary()
 	rec.eagerStarts.check(viol, describe)

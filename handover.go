@@ -199,13 +199,22 @@ func (p *CosmosProvider) giveBackEager(ctx context.Context, all bool) {
 	ctx, cancel := givingBack(ctx)
 	defer cancel()
 	now := p.nowMs()
-	atOnce(p.readyItems.Stale(now, all), giveBacksAtOnce, func(lock *workLock) {
+	atOnce(p.readyItems.Stale(now, all || p.workersStopped(now)), giveBacksAtOnce, func(lock *workLock) {
 		p.workLocks.Put(lock.token, lock)
 		if err := p.AbandonWorkItem(ctx, lock.token, 0, true); err != nil {
 			p.retryGiveBack(lock, err)
 		}
 	})
 	atOnce(p.readyTurns.Stale(now, all), giveBacksAtOnce, func(t *lockedTurn) { p.giveBackTurn(ctx, t) })
+}
+
+// workersStopped says no worker of this process will take a ready item:
+// none fetched in this poll interval or the last, and none holds an item
+// it fetched (one running a handler fetches again once it acks). A
+// runtime shut down while its provider stays open is one; its ready
+// items then go back at once rather than at the end of their patience.
+func (p *CosmosProvider) workersStopped(nowMs int64) bool {
+	return p.readyItems.Idle(nowMs) && !p.workLocks.Any(func(*workLock) bool { return true })
 }
 
 // giveBacksAtOnce bounds the give-back requests in flight at once.

@@ -782,3 +782,30 @@ func TestAFirstTurnCommittedBeforeALaterTurnStaysTheStartsWhenToldLate(t *testin
 	require.ErrorIs(t, err, lost)
 	assert.False(t, committed, "a commit that did not apply hands the start back")
 }
+
+// A worker item locked ahead waits its patience while a worker of this
+// process runs a handler, though no fetch ran for a while (the worker
+// fetches again once it acks); once no worker fetches or holds an item (a
+// runtime shut down, its provider still open), it goes back within a few
+// poll intervals rather than at the end of its patience.
+func TestAReadyItemWaitsForABusyWorkerNotForAStoppedOne(t *testing.T) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	ctx, p := readyItemOf(t, acct, cdb.Config{PollInterval: 100 * time.Millisecond}, "waits")
+	gpu, err := cdb.TagsFilter("gpu")
+	require.NoError(t, err)
+	busy := activity("busy", 2, "")
+	tag := "gpu"
+	busy.Tag = &tag
+	require.NoError(t, p.EnqueueForWorker(ctx, busy))
+	_, token, _, err := p.FetchWorkItem(ctx, time.Minute, time.Second, nil, gpu) // its handler runs
+	require.NoError(t, err)
+	require.NotEmpty(t, token)
+
+	time.Sleep(500 * time.Millisecond) // five poll intervals without a fetch
+	require.Len(t, workDocs(t, p, "waits"), 1)
+	assert.NotEmpty(t, workDocs(t, p, "waits")[0]["lockToken"], "still ready for this process's workers")
+
+	require.NoError(t, p.AckWorkItem(ctx, token, cdb.ActivityCompletedMessage{Instance: "busy", ExecutionID: 1, ID: 2, Result: "{}"}))
+	require.Eventually(t, func() bool { return workDocs(t, p, "waits")[0]["lockToken"] == "" }, 10*time.Second, 20*time.Millisecond,
+		"given back once no worker fetches or holds an item, long before its patience (30 s)")
+}

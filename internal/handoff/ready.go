@@ -265,32 +265,31 @@ func (e *Ready[T]) Take(filter Filter, nowMs int64) (T, bool) {
 }
 
 // Stale removes and returns the ready items that waited their patience
-// for a fetch, or that no fetch of this process took in a whole window
-// and none runs now (the dispatchers stopped: nothing will take them),
-// or all of them when all; those whose lock expired are dropped (the
-// store's queue has them back).
+// for a fetch, or all of them when all; those whose lock expired are
+// dropped (the store's queue has them back).
 func (e *Ready[T]) Stale(nowMs int64, all bool) []T {
 	return e.sift(func(r readyItem[T]) (out, keep bool) {
-		if !all && r.giveBackAt > nowMs && e.fetchedLocked(e.tag(r.item), nowMs) {
+		if !all && r.giveBackAt > nowMs {
 			return false, true
 		}
 		return e.until(r.item) > nowMs, false
 	})
 }
 
-// fetchedLocked says a fetch that takes tag runs now, or ran in this
-// window or the last. Called with e.mu held.
-func (e *Ready[T]) fetchedLocked(tag *string, nowMs int64) bool {
+// Idle says no fetch runs now, nor ran in this window or the last.
+func (e *Ready[T]) Idle(nowMs int64) bool {
+	if e == nil {
+		return true
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, f := range e.fetches {
-		if !f.filter.Matches(tag) {
-			continue
-		}
 		f.roll(nowMs, e.window)
 		if f.running > 0 || f.peak[0] > 0 || f.peak[1] > 0 {
-			return true
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // Drop removes and returns the ready items match selects: a write of this

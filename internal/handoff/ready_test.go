@@ -182,21 +182,17 @@ func TestAllReadyItemsGoBackAtClose(t *testing.T) {
 	assert.True(t, e.Empty())
 }
 
-// An item waiting ready for fetches that stopped (a runtime shut down, its
-// provider still open) goes back once none ran for a whole poll interval,
-// not at the end of its patience.
-func TestReadyItemsGoBackOnceTheirFetchesStopped(t *testing.T) {
+// A list is idle once no fetch ran for a whole poll interval (its
+// process's give-back then takes every ready item, handover.go).
+func TestAListIsIdleOnceNoFetchRanForAPollInterval(t *testing.T) {
 	now := int64(1_000_000)
 	e := newTestReady(&now, true)
+	assert.True(t, e.Idle(now), "no fetch ever")
 	done := e.Fetching(anyTag{}, 30*time.Second)
-	r := e.Reserve()
-	lockFor, ok := r.Take(nil)
-	require.True(t, ok)
-	item := &lock{until: now + lockFor.Milliseconds()}
-	r.Settle([]*lock{item})
+	assert.False(t, e.Idle(now), "one runs")
 	done()
 	now += time.Second.Milliseconds()
-	assert.Empty(t, e.Stale(now, false), "a fetch ran in the last poll interval")
+	assert.False(t, e.Idle(now), "one ran in the last poll interval")
 	now += time.Second.Milliseconds()
-	assert.Equal(t, []*lock{item}, e.Stale(now, false), "none for a whole poll interval")
+	assert.True(t, e.Idle(now), "none for a whole poll interval")
 }

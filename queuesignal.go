@@ -28,10 +28,10 @@ type queueSignal struct {
 	// one place, so the bound counts partitions, not items.
 	tokens []wakeToken
 	seq    uint64 // counts the announcements kept
-	// tookReady says the last token taken was of something made ready
-	// here (takeToken); pollInterval is how long a partition's
-	// announcement waits behind such things at most before the two kinds
-	// take turns.
+	// readyRun counts the tokens of things made ready here taken since
+	// the last partition's (takeToken); pollInterval is how long a
+	// partition's announcement waits behind such things before it takes
+	// every readyPerAgedPartition+1st fetch.
 	readyRun     int
 	pollInterval time.Duration
 	// queueLookAt is when a look last went to the queue before what was
@@ -79,7 +79,8 @@ type wakeToken struct {
 // maxWakeTokens bounds the partitions whose announcements are kept for
 // fetches to come (announcements of things made ready here are bounded by
 // the ready lists, and are never dropped: nothing but their announcement
-// sends a fetch to them while the queue has work). Those that find it reached are dropped, not the oldest:
+// sends a fetch to them while the queue has work). Those that find it
+// reached are dropped, not the oldest:
 // the fetches take the kept ones first, and the work of the dropped ones,
 // written later, is found by looks at the whole queue (oldest first),
 // which are then not held to the poll interval (claimPoll). Before, the
@@ -180,8 +181,9 @@ func (q *queueSignal) takeToken() (w handoff.Wake, at uint64, ok bool) {
 // requests, so a busy process that served the queue first would lose the
 // eager path exactly when it matters. But a partition whose announcement
 // waited a poll interval (the bound on how late queued work is seen) no
-// longer waits behind them: the two kinds take turns, so the queue keeps
-// half the fetches however fast things are made ready.
+// longer waits behind them all: it goes after every readyPerAgedPartition
+// of them, so the queue keeps a share of the fetches however fast things
+// are made ready.
 func (q *queueSignal) nextToken() int {
 	firstReady := slices.IndexFunc(q.tokens, func(t wakeToken) bool { return !t.wake.Partitioned() })
 	firstPartition := slices.IndexFunc(q.tokens, func(t wakeToken) bool { return t.wake.Partitioned() })

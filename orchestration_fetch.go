@@ -78,8 +78,8 @@ func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, scope lookSc
 		}
 	}
 	if scope.pk == "" && !p.orchSignal.queueLookDue() {
-		if ready, found, err := p.takeReadyTurn(ctx); err != nil || found {
-			return ready, outcomeFoundIf(found), err
+		if res, outcome, err := p.lookReadyTurn(ctx); err != nil || outcome == outcomeFound {
+			return res, outcome, err
 		}
 	}
 	res, outcome, err := p.queryAndLockOrchestration(ctx, scope, lockTimeout, filter)

@@ -44,10 +44,11 @@
 //   - H5 Nothing waits for nobody. What no fetch took within its patience
 //     (a poll interval; a worker item locked ahead, half its lock timeout
 //     if longer, with its lock written that much longer) is given back to
-//     the queue (an abandon that counts no attempt); a chain no completion reached within its window is given
-//     back; at Close the chain loop stops first, then every chain and
-//     everything ready is given back until none is left, and whatever is
-//     made ready once Close began is given back by its maker. A give-back
+//     the queue (an abandon that counts no attempt); a chain no completion
+//     reached within its window is given back; at Close the chain loop
+//     stops first, then every chain and everything ready is given back
+//     until none is left, and whatever is made ready once Close began is
+//     given back by its maker. A give-back
 //     runs on a context of its own once its item is off the lists, and one
 //     that fails puts it back (an item ready, a chain unconfirmed), read
 //     back before the next try, while its lock could still hold.

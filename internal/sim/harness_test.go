@@ -143,6 +143,23 @@ func TestOneHolderFlagsAnotherNodeBeforeTheShutDownNodesGraceEnds(t *testing.T) 
 	assert.Empty(t, v.all(), "after the grace the item may move")
 	checkOneHolder(v, []execution{a, {Key: key, Node: "b", Start: at(150), End: at(200), Finished: true}}, shutdowns, map[string]bool{"a": true}, nil)
 	assert.Empty(t, v.all(), "a crashed node holds nothing")
+
+	// A renewal of a's that met a fault before the shutdown may have let
+	// the lock lapse: at-least-once, not the runtime's release.
+	faultedAt := at(50)
+	nodes := &holderNodes{
+		long:   func(string) bool { return false },
+		paused: func(string, time.Time, time.Time) bool { return false },
+		writeFaulted: func(n, pk, id string, from, to time.Time) bool {
+			return n == "a" && pk == "i" && id == "w|1|2" && !faultedAt.Before(from) && !faultedAt.After(to)
+		},
+		jumped: func(time.Time, time.Time) bool { return false },
+	}
+	checkOneHolder(v, []execution{a, {Key: key, Node: "b", Start: at(150), End: at(200), Finished: true}}, shutdowns, map[string]bool{}, nodes)
+	assert.Empty(t, v.all(), "a lock whose renewal met a fault may lapse in the grace")
+	faultedAt = at(1000)
+	checkOneHolder(v, []execution{a, {Key: key, Node: "b", Start: at(150), End: at(200), Finished: true}}, shutdowns, map[string]bool{}, nodes)
+	require.Len(t, v.all(), 1, "a fault after the other start excuses nothing")
 }
 
 func TestATimerStampedBeforeItsDueTimeIsEarly(t *testing.T) {

@@ -244,8 +244,10 @@ func checkSessions(v *violations, execs []execution, crashed map[string]bool, cl
 // ran keeps its lock until the body returns or the runtime's cancellation
 // grace ends, so no other node starts the same activity before then.
 // Overlaps after a lost lock (renewals that failed under faults, a crash)
-// are at-least-once and allowed; the shut-down node's transport is quiet,
-// so only the runtime can have let the lock go.
+// are at-least-once and allowed: the shut-down node's transport is quiet
+// from the shutdown on, so a lock it lost within the grace was let go by
+// its runtime, unless a renewal of it met a fault before the shutdown, the
+// node was paused or the clock jumped (lapsed, as with nodes below).
 //
 // With nodes (Features.ProductionLocks): an activity a node with
 // production's locks runs (renewed a buffer before they expire) keeps its
@@ -278,7 +280,7 @@ func checkOneHolder(v *violations, execs []execution, shutdowns map[string]shutd
 				heldUntil = until
 			}
 			for _, b := range list {
-				if b.Node != a.Node && b.Start.After(a.Start) && b.Start.Before(heldUntil) {
+				if b.Node != a.Node && b.Start.After(a.Start) && b.Start.Before(heldUntil) && !nodes.lapsed(a, b.Start) {
 					v.add(invOneHolder, a.Key.Instance, fmt.Sprintf("%s ran on %s from %s while %s (shut down at %s, grace %s) still ran it until %s",
 						a.Key, b.Node, stamp(b.Start), a.Node, stamp(sd.At), sd.Grace, stamp(a.End)))
 				}
@@ -315,8 +317,7 @@ func (n *holderNodes) checkOverlaps(v *violations, list []execution, shutdowns m
 			}
 			n.overlaps++
 			sd, shut := shutdowns[a.Node]
-			faulted := n.writeFaulted(a.Node, instancePK(a.Key.Instance), workDocID(a.Key.Exec, a.Key.ID), a.Start, b.Start)
-			if crashed[a.Node] || shut && !sd.At.After(b.Start) || faulted || n.paused(a.Node, a.Start, b.Start) || n.jumped(a.Start, b.Start) {
+			if crashed[a.Node] || shut && !sd.At.After(b.Start) || n.lapsed(a, b.Start) {
 				n.excused++
 				continue
 			}
@@ -324,6 +325,18 @@ func (n *holderNodes) checkOverlaps(v *violations, list []execution, shutdowns m
 				a.Key, b.Node, stamp(b.Start), a.Node, stamp(a.Start), stamp(a.End)))
 		}
 	}
+}
+
+// lapsed says a's lock may have lapsed by the store's clock before until
+// without its runtime letting it go: a write of a's node to the item (a
+// renewal) met a fault or lost its answer, the node was paused, or the
+// clock jumped, in between. Without nodes nothing is known to excuse.
+func (n *holderNodes) lapsed(a execution, until time.Time) bool {
+	if n == nil {
+		return false
+	}
+	return n.writeFaulted(a.Node, instancePK(a.Key.Instance), workDocID(a.Key.Exec, a.Key.ID), a.Start, until) ||
+		n.paused(a.Node, a.Start, until) || n.jumped(a.Start, until)
 }
 
 // summary is the counts, for the report.

@@ -33,8 +33,10 @@ import (
 //     nodes' clock skew, by which a lock's condition may read the expiry
 //     early);
 //   - chain-ended-by-writer: a writer that was up ends most of at least
-//     chainMinSample of its chains itself (a pause that outlasts a chain
-//     leaves a few to others);
+//     chainMinSample of its chains itself; a chain taken over after the
+//     writer was paused, drew a fault for a request of the partition (its
+//     give-back, say) or the clock jumped during the chain is not counted
+//     against it (each lets a chain expire by design);
 //   - chain-reads-others: a chained turn takes the completions its chain
 //     claimed without a request, and queries the partition under the
 //     chain's token only now and then; so along a hold (chain after chain
@@ -124,6 +126,7 @@ type chainNodes struct {
 	// stalled: paused, or drew a fault for a request of partition pk, at
 	// some time in between
 	stalled func(node, pk string, from, to time.Time) bool
+	jumped  func(from, to time.Time) bool   // the account's clock jumped in between
 	poll    func(node string) time.Duration // its provider's PollInterval
 }
 
@@ -330,6 +333,7 @@ type chainOutcome struct {
 	chains, open, claims int
 	ends                 map[string]int
 	takenFromLive        int            // chains taken while their writer was up (after they expired)
+	lapsed               int            // of those, taken after a pause, a fault or a clock jump (lapsed)
 	own, others          map[string]int // writer → chains it ended itself, chains others took while it was up
 	leftClaimed, excused int
 	read, unread         int // chained turns acked by their writer that queried the partition, and that did not
@@ -384,6 +388,7 @@ type chainRecord struct {
 	lastRead                time.Time         // the hold's last read of the partition, as of the chain's commit
 	staged                  bool              // its chained turn staged parts before its commit: a large turn
 	lastClaim               time.Time         // when the last completion claimed with it was reported
+	began                   time.Time         // when its commit was reported
 	hold                    int               // its place in its hold: 1 for a hold's first chain
 }
 
@@ -440,7 +445,7 @@ func (p *partitionChains) instance(w chainWrite) {
 	}
 	if p.open == nil && ch.kind == "write" && strings.HasPrefix(*ch.lockToken, chainPrefix) {
 		o := &chainRecord{instance: ch.instance, token: *ch.lockToken, writer: w.node, until: *ch.lockedUntil,
-			claimUntil: *ch.lockedUntil, claims: map[string]string{}, touched: map[string]bool{}, lastRead: w.at, hold: 1}
+			claimUntil: *ch.lockedUntil, claims: map[string]string{}, touched: map[string]bool{}, lastRead: w.at, began: w.at, hold: 1}
 		if prev := p.ended; prev != nil && prev.writer == w.node && ch.lastAck == prev.token {
 			o.lastRead = prev.lastRead // the hold goes on: the chained turn that chained again
 			o.hold = prev.hold + 1
@@ -530,13 +535,25 @@ func (c *chainedTurns) readSlack(poll time.Duration) time.Duration {
 func (p *partitionChains) taken(o *chainRecord, w chainWrite) {
 	if !p.c.nodes.gone(o.writer, w.at) {
 		p.out.takenFromLive++
-		p.out.others[o.writer]++
+		if p.lapsed(o, w.at) {
+			p.out.lapsed++
+		} else {
+			p.out.others[o.writer]++
+		}
 		if early := o.until - w.nowMs; w.node != o.writer && early > p.c.skew.Milliseconds() {
 			p.violate(invChainTakenEarly, o, fmt.Sprintf("%s took the instance (lsn %d) %d ms before chain %s of %s, which was up, expired (at %d on the account's clock)",
 				w.node, w.lsn, early, o.token, o.writer, o.until))
 		}
 	}
 	p.close(o, chainTakenOver)
+}
+
+// lapsed says o may have expired by design before at: its writer was
+// paused or drew a fault for a request of the partition, or the clock
+// jumped, since its commit.
+func (p *partitionChains) lapsed(o *chainRecord, at time.Time) bool {
+	n := p.c.nodes
+	return n.stalled != nil && n.stalled(o.writer, p.pk, o.began, at) || n.jumped != nil && n.jumped(o.began, at)
 }
 
 // end ends a chain by its writer's batch (or a deletion); the completions
@@ -638,7 +655,7 @@ func (c *chainedTurns) summary() string {
 			checked++
 		}
 	}
-	return fmt.Sprintf("chains=%d by-writer=%d released=%d taken-over=%d open=%d claimed-completions=%d taken-from-live=%d deleted=%d left-claimed=%d excused=%d writers-checked=%d read=%d unread=%d unread-excused=%d",
+	return fmt.Sprintf("chains=%d by-writer=%d released=%d taken-over=%d open=%d claimed-completions=%d taken-from-live=%d (lapsed %d) deleted=%d left-claimed=%d excused=%d writers-checked=%d read=%d unread=%d unread-excused=%d",
 		out.chains, out.ends[chainByWriter], out.ends[chainReleased], out.ends[chainTakenOver], out.open, out.claims,
-		out.takenFromLive, out.ends[chainDeleted], out.leftClaimed, out.excused, checked, out.read, out.unread, out.unreadExcused)
+		out.takenFromLive, out.lapsed, out.ends[chainDeleted], out.leftClaimed, out.excused, checked, out.read, out.unread, out.unreadExcused)
 }

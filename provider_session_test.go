@@ -17,6 +17,7 @@ import (
 // serve reads without the writer's session token from a lagging replica:
 // the provider reads its own writes because its client carries the tokens.
 func TestValidationUnderStaleReads(t *testing.T) {
+	t.Parallel()
 	providertest.Run(t, fakeFactory{ranges: 2, staleReads: true})
 }
 

@@ -76,6 +76,7 @@ var npmSkips = map[string]string{}
 // Cosmos DB provider over @vercel/cosmosdb-server, skipping only what that
 // server cannot do (npmSkips).
 func TestValidationOnNPMServer(t *testing.T) {
+	t.Parallel()
 	if npmServer == nil {
 		t.Skip("no @vercel/cosmosdb-server: set CDB_COSMOSDB_SERVER_CLI (make test does)")
 	}

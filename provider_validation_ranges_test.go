@@ -11,6 +11,7 @@ import (
 // partition key ranges, so every candidate query and count fans out per
 // range and merges.
 func TestValidationOnSeveralRanges(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: the suite already ran on one range in TestValidation")
 	}
@@ -22,6 +23,7 @@ func TestValidationOnSeveralRanges(t *testing.T) {
 // give up, a slow deletion must not be taken over by this process's own
 // reconciler, and no test may lean on requests being instant.
 func TestValidationUnderLatency(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: slow by design")
 	}

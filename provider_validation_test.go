@@ -69,6 +69,7 @@ func (fakeFactory) LockTimeout() time.Duration { return hostspeed.Scale(time.Sec
 // TestValidation runs duroxide's provider validation suite on the Cosmos DB
 // provider over the strict in-memory Cosmos DB.
 func TestValidation(t *testing.T) {
+	t.Parallel()
 	providertest.Run(t, fakeFactory{})
 }
 
@@ -76,6 +77,7 @@ func TestValidation(t *testing.T) {
 // leases: a lone member owns every slot and names itself the writer of
 // what it takes itself, and the contract holds as without them.
 func TestValidationWithProcessLeases(t *testing.T) {
+	t.Parallel()
 	providertest.Run(t, fakeFactory{processLeases: true})
 }
 

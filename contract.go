@@ -229,6 +229,16 @@ type StatusReader interface {
 	ReadOrchestrationStatus(ctx context.Context, instance string) (OrchestrationStatus, error)
 }
 
+// StatusesReader is an optional capability of a Provider beside
+// StatusReader: the statuses of many instances in few requests, so that
+// the waits of a client on many instances share one read of them all.
+type StatusesReader interface {
+	// ReadOrchestrationStatuses describes each instance as
+	// ReadOrchestrationStatus does (an unknown one is Found false), keyed
+	// by instance id, every id asked for present.
+	ReadOrchestrationStatuses(ctx context.Context, instances []string) (map[string]OrchestrationStatus, error)
+}
+
 // ParkRecorder is an optional capability of a Provider: giving a turn's
 // batch back, as AbandonOrchestrationItem(delay, true) does, and recording
 // in the same write that the instance is parked (a runtime retrying a turn

@@ -29,16 +29,33 @@ func (p *CosmosProvider) GetCustomStatus(ctx context.Context, instance string, l
 // one of them hides it).
 func (p *CosmosProvider) ReadOrchestrationStatus(ctx context.Context, instance string) (OrchestrationStatus, error) {
 	const op = "ReadOrchestrationStatus"
-	inst, err := p.liveInstanceDoc(ctx, op, instance)
-	if err != nil {
+	if err := validateInstanceID(op, instance); err != nil {
 		return OrchestrationStatus{}, err
 	}
+	inst, err := p.readInstance(ctx, instance)
+	if err != nil {
+		return OrchestrationStatus{}, asOperation(op, err)
+	}
+	st, err := p.liveStatus(ctx, inst)
+	if err != nil {
+		return OrchestrationStatus{}, asOperation(op, err)
+	}
+	return st, nil
+}
+
+// liveStatus is the status inst describes (nil: none), unless a deletion
+// reaches it; its ancestors are read for that, and its output when stored
+// apart.
+func (p *CosmosProvider) liveStatus(ctx context.Context, inst *instanceDoc) (OrchestrationStatus, error) {
 	if !inst.exists() {
 		return OrchestrationStatus{}, nil
 	}
+	if marked, err := p.deletionReaches(ctx, inst); err != nil || marked {
+		return OrchestrationStatus{}, err
+	}
 	output, err := p.resolveOutput(ctx, inst.PK, inst.Output, inst.OutputRef)
 	if err != nil {
-		return OrchestrationStatus{}, asOperation(op, err)
+		return OrchestrationStatus{}, err
 	}
 	return statusOfInstance(inst, output), nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -417,11 +418,80 @@ func (cc *ContainerClient) QueryItemsPerRange(ctx context.Context, query string,
 	if err != nil {
 		return nil, err
 	}
+	return cc.queryRangesReplanned(ctx, op, query, params, opts, ranges)
+}
+
+// QueryItemsForPartitionKeys runs query on the partition key ranges that
+// hold keys, one request a range (concurrently), where a cross-partition
+// query sends one to every range: a look at a few logical partitions costs
+// what they need, however many ranges the container has. The query must
+// filter on the keys itself (a range holds other partitions too). One key
+// is a single-partition query; on a container the client cannot route by
+// partition key, it is a cross-partition query. A range gone meanwhile (a
+// split) is replaced as in QueryItemsPerRange. Items come range by range.
+func (cc *ContainerClient) QueryItemsForPartitionKeys(ctx context.Context, query string, params []QueryParameter, keys []PartitionKey, o *QueryOptions) (QueryResult, error) {
+	const op = "QueryItemsForPartitionKeys"
+	var opts QueryOptions
+	if o != nil {
+		opts = *o
+	}
+	if opts.PartitionKey != nil || opts.PartitionKeyRangeID != "" || opts.ContinuationToken != "" {
+		return QueryResult{}, invalid(op, "options", ErrInvalidQueryOptions, "PartitionKey, PartitionKeyRangeID and ContinuationToken do not apply to a query of several partition keys")
+	}
+	if _, err := newQueryRequest(cc, query, params, opts); err != nil {
+		return QueryResult{}, err // refuse bad input before resolving a range
+	}
+	switch len(keys) {
+	case 0:
+		return QueryResult{}, nil
+	case 1:
+		opts.PartitionKey = &keys[0]
+		return cc.QueryItems(ctx, query, params, &opts)
+	}
+	ranges, routed := cc.rangesHolding(ctx, keys)
+	if !routed {
+		return cc.QueryItems(ctx, query, params, &opts)
+	}
+	byRange, err := cc.queryRangesReplanned(ctx, op, query, params, opts, ranges)
+	if err != nil {
+		return QueryResult{}, err
+	}
+	ids := slices.Sorted(maps.Keys(byRange))
+	var out QueryResult
+	for _, id := range ids {
+		r := byRange[id]
+		out.Items = append(out.Items, r.Items...)
+		out.RequestCharge += r.RequestCharge
+		out.Pages += r.Pages
+	}
+	return out, nil
+}
+
+// rangesHolding is the live ranges that hold keys, each once; false when a
+// key cannot be routed.
+func (cc *ContainerClient) rangesHolding(ctx context.Context, keys []PartitionKey) ([]PartitionKeyRange, bool) {
+	var ranges []PartitionKeyRange
+	for _, k := range keys {
+		r, ok := cc.resolveRange(ctx, k)
+		if !ok {
+			return nil, false
+		}
+		if !slices.ContainsFunc(ranges, func(x PartitionKeyRange) bool { return x.ID == r.ID }) {
+			ranges = append(ranges, r)
+		}
+	}
+	return ranges, true
+}
+
+// queryRangesReplanned runs query on each of ranges, and on the ranges that
+// replace one found gone, until every part of the key space asked for is
+// answered; results by range id.
+func (cc *ContainerClient) queryRangesReplanned(ctx context.Context, op, query string, params []QueryParameter, opts QueryOptions, ranges []PartitionKeyRange) (map[string]QueryResult, error) {
 	results := make(map[string]QueryResult, len(ranges))
 	pending := ranges
 	start := time.Now()
 	for round := 1; len(pending) > 0; round++ {
-		done, gone, err := cc.queryRanges(ctx, query, params, opts, pending)
+		done, gone, err := cc.queryRanges(ctx, op, query, params, opts, pending)
 		if err != nil {
 			return nil, err
 		}
@@ -453,7 +523,7 @@ func (cc *ContainerClient) QueryItemsPerRange(ctx context.Context, query string,
 
 // queryRanges queries each range concurrently. A range that is gone is
 // reported in gone, not as an error; any other error cancels the rest.
-func (cc *ContainerClient) queryRanges(ctx context.Context, query string, params []QueryParameter, opts QueryOptions, ranges []PartitionKeyRange) (map[string]QueryResult, []PartitionKeyRange, error) {
+func (cc *ContainerClient) queryRanges(ctx context.Context, op, query string, params []QueryParameter, opts QueryOptions, ranges []PartitionKeyRange) (map[string]QueryResult, []PartitionKeyRange, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type outcome struct {
@@ -490,7 +560,7 @@ func (cc *ContainerClient) queryRanges(ctx context.Context, query string, params
 			gone = append(gone, ranges[i])
 		case firstErr == nil || errors.Is(firstErr, context.Canceled):
 			// Prefer the cause over the cancellations it triggered.
-			firstErr = fmt.Errorf("cdb: QueryItemsPerRange: range %s: %w", ranges[i].ID, oc.err)
+			firstErr = fmt.Errorf("cdb: %s: range %s: %w", op, ranges[i].ID, oc.err)
 		}
 	}
 	if firstErr != nil {

@@ -21,8 +21,10 @@ type Client struct {
 	// pollBackoff spaces a wait's reads (zero: the default, from
 	// defaultPollFirst to defaultPollLongest); tests set it.
 	pollBackoff pollBackoff
-	// statusReads shares the status reads of the waits on one instance.
+	// statusReads shares the status reads of the waits on one instance,
+	// and statusBatch those of the waits on different instances.
 	statusReads statusReads
+	statusBatch statusBatch
 }
 
 // NewClient returns a client on provider.
@@ -265,11 +267,39 @@ func parkedFromStore(instance string, p *cdb.ParkedInfo) *ParkedInstance {
 // only its history holds.
 func readStatus(ctx context.Context, reader cdb.StatusReader, instance string) (st Status, done bool, err error) {
 	snap, err := reader.ReadOrchestrationStatus(ctx, instance)
-	if err != nil || !snap.Found {
-		return Status{State: StateNotFound}, err == nil, err
+	if err != nil {
+		return Status{State: StateNotFound}, false, err
 	}
-	st, done = statusOfSnapshot(instance, snap)
+	st, done = statusOfRead(instance, snap)
 	return st, done, nil
+}
+
+// pollStatus is a wait's status read: GetStatus, or on a provider that
+// reads many instances at once (cdb.StatusesReader) the client's batch of
+// its waits' reads, with a read of the history after it only for a
+// failure (whose details it holds), as GetStatus does.
+func (c *Client) pollStatus(ctx context.Context, instance string) (Status, error) {
+	reader, ok := c.provider.(cdb.StatusesReader)
+	if !ok {
+		return c.GetStatus(ctx, instance)
+	}
+	snap, err := c.statusBatch.status(ctx, instance, reader)
+	if err != nil {
+		return Status{}, fmt.Errorf("durable: get status of %q: %w", instance, err)
+	}
+	if st, done := statusOfRead(instance, snap); done {
+		return c.withParked(ctx, instance, st)
+	}
+	return c.GetStatus(ctx, instance)
+}
+
+// statusOfRead is the Status a provider's status read describes; done is
+// false for a failure, whose details are read from the history.
+func statusOfRead(instance string, snap cdb.OrchestrationStatus) (st Status, done bool) {
+	if !snap.Found {
+		return Status{State: StateNotFound}, true
+	}
+	return statusOfSnapshot(instance, snap)
 }
 
 // statusOfSnapshot is the Status a provider's status snapshot describes;
@@ -348,7 +378,7 @@ func (c *Client) WaitForCompletion(ctx context.Context, instance string, timeout
 		if isClosed(ended) {
 			looked = time.Now() // woken by a commit here: only a read from now on shows it
 		}
-		now, err := c.statusReads.read(ctx, instance, looked, c.GetStatus)
+		now, err := c.statusReads.read(ctx, instance, looked, c.pollStatus)
 		looked = time.Now()
 		if err != nil && cdb.IsRetryable(err) && ctx.Err() == nil {
 			failedRead = err

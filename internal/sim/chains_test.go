@@ -190,7 +190,9 @@ func TestChainsDoNotCountAgainstAWriterTheChainsThatLapsedByDesign(t *testing.T)
 	// i10), and a clock jump (i11). 7 of the 13 that count: not most.
 	s := newChainScript(t)
 	s.c.nodes.stalled = func(node, pk string, _, _ time.Time) bool { return node == "a" && (pk == "i9" || pk == "i10") }
-	s.c.nodes.jumped = func(from, to time.Time) bool { return !from.After(time.UnixMilli(1120)) && !to.Before(time.UnixMilli(1120)) }
+	s.c.nodes.jumped = func(from, to time.Time) bool {
+		return !from.After(time.UnixMilli(1120)) && !to.Before(time.UnixMilli(1120))
+	}
 	for i := range 16 {
 		pk := fmt.Sprint("i", i)
 		s.at(100 * i)

@@ -3,6 +3,7 @@ package cdb
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -108,4 +109,51 @@ func TestARangeListWithAGapIsRefusedAsRetryable(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"0", "2", "3"}, []string{live[0].ID, live[1].ID, live[2].ID})
+}
+
+// A query for a few partition keys goes to the ranges that hold them; after
+// a split it goes to their children, and each document still comes once.
+func TestAQueryForPartitionKeysFollowsASplitAndReadsEachDocumentOnce(t *testing.T) {
+	acct, cc := splitAccount(t, 40)
+	keys := []PartitionKey{NewPartitionKeyString("p1"), NewPartitionKeyString("p7"), NewPartitionKeyString("p19"), NewPartitionKeyString("p33")}
+	const query = `SELECT VALUE c.id FROM c WHERE c.pk IN ("p1", "p7", "p19", "p33")`
+	ids := func(res QueryResult) []string {
+		var out []string
+		for _, raw := range res.Items {
+			var id string
+			require.NoError(t, json.Unmarshal(raw, &id))
+			out = append(out, id)
+		}
+		slices.Sort(out)
+		return out
+	}
+	acct.ResetCounts()
+	res, err := cc.QueryItemsForPartitionKeys(testCtx(t), query, nil, keys, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"p1", "p19", "p33", "p7"}, ids(res))
+	counts := acct.Counts()
+	assert.LessOrEqual(t, counts.ByOperation["Query"], int64(len(keys)), "a query to each range holding a key, at most")
+	assert.Zero(t, counts.CrossPartitionQueries)
+
+	require.NoError(t, acct.SplitPartitionKeyRanges("db", "coll"))
+	acct.ResetCounts()
+	res, err = cc.QueryItemsForPartitionKeys(testCtx(t), query, nil, keys, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"p1", "p19", "p33", "p7"}, ids(res), "each once, from the children")
+	assert.Equal(t, int64(1), acct.Counts().ByOperation["ReadPartitionKeyRanges"], "the client's ranges were the parents: one re-plan")
+}
+
+// Options that scope a query to one partition or range, or resume one, do
+// not apply to a query of several partition keys.
+func TestAQueryForPartitionKeysRefusesScopedOptions(t *testing.T) {
+	_, cc := splitAccount(t, 0)
+	keys := []PartitionKey{NewPartitionKeyString("a"), NewPartitionKeyString("b")}
+	for name, o := range map[string]*QueryOptions{
+		"partition key": {PartitionKey: &keys[0]},
+		"range":         {PartitionKeyRangeID: "0"},
+		"continuation":  {ContinuationToken: "x"},
+	} {
+		_, err := cc.QueryItemsForPartitionKeys(testCtx(t), "SELECT * FROM c", nil, keys, o)
+		require.ErrorIs(t, err, ErrInvalidQueryOptions, name)
+	}
 }

@@ -33,10 +33,10 @@ import (
 //     nodes' clock skew, by which a lock's condition may read the expiry
 //     early);
 //   - chain-ended-by-writer: a writer that was up ends most of at least
-//     chainMinSample of its chains itself; a chain taken over after the
-//     writer was paused, drew a fault for a request of the partition (its
-//     give-back, say) or the clock jumped during the chain is not counted
-//     against it (each lets a chain expire by design);
+//     chainMinSample of its chains itself; a chain taken over after a
+//     renewal or a give-back of its writer met a fault or lost its answer,
+//     the writer was paused, or the clock jumped during the chain is not
+//     counted against it (each lets a chain expire by design);
 //   - chain-reads-others: a chained turn takes the completions its chain
 //     claimed without a request, and queries the partition under the
 //     chain's token only now and then; so along a hold (chain after chain
@@ -126,8 +126,13 @@ type chainNodes struct {
 	// stalled: paused, or drew a fault for a request of partition pk, at
 	// some time in between
 	stalled func(node, pk string, from, to time.Time) bool
-	jumped  func(from, to time.Time) bool   // the account's clock jumped in between
-	poll    func(node string) time.Duration // its provider's PollInterval
+	// writeFaulted: a write of node to document id of partition pk (a
+	// renewal or a give-back of the instance document) met a fault or
+	// lost its answer in between; paused: node was paused in between
+	writeFaulted func(node, pk, id string, from, to time.Time) bool
+	paused       func(node string, from, to time.Time) bool
+	jumped       func(from, to time.Time) bool   // the account's clock jumped in between
+	poll         func(node string) time.Duration // its provider's PollInterval
 }
 
 // chainRead is a query of a chained instance's partition under the
@@ -548,12 +553,13 @@ func (p *partitionChains) taken(o *chainRecord, w chainWrite) {
 	p.close(o, chainTakenOver)
 }
 
-// lapsed says o may have expired by design before at: its writer was
-// paused or drew a fault for a request of the partition, or the clock
-// jumped, since its commit.
+// lapsed says o may have expired by design before at: since its commit,
+// a renewal or a give-back of its writer met a fault or lost its answer,
+// the writer was paused, or the clock jumped.
 func (p *partitionChains) lapsed(o *chainRecord, at time.Time) bool {
 	n := p.c.nodes
-	return n.stalled != nil && n.stalled(o.writer, p.pk, o.began, at) || n.jumped != nil && n.jumped(o.began, at)
+	return n.writeFaulted != nil && n.writeFaulted(o.writer, p.pk, instanceDocument, o.began, at) ||
+		n.paused != nil && n.paused(o.writer, o.began, at) || n.jumped != nil && n.jumped(o.began, at)
 }
 
 // end ends a chain by its writer's batch (or a deletion); the completions

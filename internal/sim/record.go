@@ -117,8 +117,9 @@ func (r *recorder) started(e execution) {
 }
 
 // writeFaultsFor is a node transport's hook for every request try: it
-// keeps the node's writes (patches) to worker items that met a fault or
-// whose answer the node did not read.
+// keeps the node's writes (patches) to worker items and instance documents
+// (a renewal, a give-back) that met a fault or whose answer the node did
+// not read.
 func (r *recorder) writeFaultsFor(node string) triesHook {
 	return func(req *http.Request, body []byte, entered time.Time, fault string, status int, answered bool) {
 		if fault == "" && status != 0 && answered {
@@ -132,7 +133,7 @@ func (r *recorder) writeFaultsFor(node string) triesHook {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		for _, id := range ids {
-			if !strings.HasPrefix(id, "w|") {
+			if !strings.HasPrefix(id, "w|") && id != instanceDocument {
 				continue
 			}
 			if r.writeFaults == nil {

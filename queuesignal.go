@@ -40,8 +40,12 @@ type queueSignal struct {
 	// spills counts the announcements dropped (maxWakeTokens waited), and
 	// spillsSeen those the looks at the whole queue accounted for since:
 	// while spills is ahead, the queue holds work this process wrote that
-	// no announcement names.
+	// no announcement names. spilledAt is when the first such one was
+	// dropped, and lastAgedSpill says the last fetch that went to aged
+	// work went to it (spillLookDue).
 	spills, spillsSeen uint64
+	spilledAt          time.Time
+	lastAgedSpill      bool
 	// shortPolling fetches never wait, so an announcement reopens every
 	// view's idle window for them, as a notify does.
 	shortPolling bool
@@ -127,6 +131,9 @@ func (q *queueSignal) keep(w handoff.Wake) {
 		return
 	}
 	if w.Partitioned() && q.partitionTokens() == maxWakeTokens {
+		if q.spills == q.spillsSeen {
+			q.spilledAt = q.now()
+		}
 		q.spills++
 		return
 	}
@@ -156,6 +163,10 @@ func (q *queueSignal) mayHoldMore() {
 func (q *queueSignal) takeToken() (w handoff.Wake, at uint64, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.spillLookDue() {
+		q.readyRun, q.lastAgedSpill = 0, true
+		return handoff.Wake{}, 0, false // the fetch looks at the whole queue
+	}
 	i := q.nextToken()
 	if i < 0 {
 		return handoff.Wake{}, 0, false
@@ -167,7 +178,7 @@ func (q *queueSignal) takeToken() (w handoff.Wake, at uint64, ok bool) {
 		q.tokens = append(q.tokens, t)
 	}
 	if t.wake.Partitioned() {
-		q.readyRun = 0
+		q.readyRun, q.lastAgedSpill = 0, false
 	} else {
 		q.readyRun++
 	}
@@ -198,6 +209,24 @@ func (q *queueSignal) nextToken() int {
 	return firstReady
 }
 
+// spillLookDue says the next fetch looks at the whole queue instead of
+// taking an announcement: the queue holds work whose announcement was
+// dropped a poll interval ago or more (spills), which only such a look
+// finds, and the fetch's turn for aged work came (after
+// readyPerAgedPartition ready ones, taking turns with an aged partition's
+// announcement). Without it, a busy process whose ready announcements never
+// run out left that work for the end of the load: a backlog's long tail.
+// Called with q.mu held.
+func (q *queueSignal) spillLookDue() bool {
+	if q.spills <= q.spillsSeen || q.now().Sub(q.spilledAt) < q.pollInterval || q.readyRun < readyPerAgedPartition {
+		return false
+	}
+	agedPartition := slices.ContainsFunc(q.tokens, func(t wakeToken) bool {
+		return t.wake.Partitioned() && q.now().Sub(t.since) >= q.pollInterval
+	})
+	return !agedPartition || !q.lastAgedSpill
+}
+
 // queueLookDue says a look at the whole queue (or at this process's slots
 // of it) goes to the queue before it takes what was made ready here, and
 // if so counts it as that look: one does every poll interval, and the
@@ -208,6 +237,9 @@ func (q *queueSignal) nextToken() int {
 func (q *queueSignal) queueLookDue() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.spills > q.spillsSeen && q.now().Sub(q.spilledAt) >= q.pollInterval {
+		return true // the look is for work no announcement names (spillLookDue)
+	}
 	now := q.now()
 	if now.Sub(q.queueLookAt) < q.pollInterval {
 		return false

@@ -105,3 +105,50 @@ func TestAFullQueueOfPartitionsStillKeepsReadyAnnouncements(t *testing.T) {
 	assert.Equal(t, handoff.TurnReady("t"), w)
 	assert.Equal(t, uint64(1), q.spills, "the partition past the bound is left to the looks at the whole queue")
 }
+
+// Work whose announcement was dropped at the bound is found only by a look
+// at the whole queue: once it waited a poll interval, such a look takes
+// the aged work's turn (after every readyPerAgedPartition ready ones),
+// alternating with the aged partitions kept, however fast things are made
+// ready, until the looks accounted for it. Before, a busy process's ready
+// announcements never ran out, and that work waited for the load to end.
+func TestDroppedAnnouncementsGetALookAtTheWholeQueueInTurn(t *testing.T) {
+	now := time.Unix(1000, 0)
+	q := newQueueSignal(false, time.Second, func() time.Time { return now })
+	for i := range maxWakeTokens + 1 {
+		q.announce(handoff.InPartition(fmt.Sprint(i)))
+	}
+	require.Equal(t, uint64(1), q.spills)
+	ready := handoff.ItemReady()
+	next := func() string {
+		q.announce(ready) // ready items keep coming
+		w, _, ok := q.takeToken()
+		switch {
+		case !ok:
+			return "whole"
+		case w.Partitioned():
+			return "partition"
+		}
+		return "ready"
+	}
+	var order []string
+	for range 4 {
+		order = append(order, next())
+	}
+	assert.Equal(t, []string{"ready", "ready", "ready", "ready"}, order, "nothing waited a poll interval yet")
+
+	now = now.Add(time.Second)
+	order = nil
+	for range 12 {
+		order = append(order, next())
+	}
+	assert.Equal(t, []string{"whole", "ready", "ready", "ready", "partition", "ready", "ready", "ready", "whole", "ready", "ready", "ready"}, order)
+	assert.True(t, q.queueLookDue(), "a whole look goes to the queue first while the dropped work waits")
+
+	q.spillTaken() // a look took it
+	order = nil
+	for range 4 {
+		order = append(order, next())
+	}
+	assert.Equal(t, []string{"partition", "ready", "ready", "ready"}, order, "accounted for: the aged partitions alone")
+}

@@ -175,7 +175,7 @@ func (p *CosmosProvider) handOutEager(ctx context.Context, lock *workLock, lockT
 	if p.endedHere(lock) { // Keeps: H4: a cancellation or a deletion began while it was read or refreshed
 		return fetchedWork{}, false, false
 	}
-	p.holdWork(lock)
+	p.workLocks.Put(lock.token, lock)
 	item, err := lock.doc.workItem()
 	if err != nil {
 		p.setAsideUndecodableWork(ctx, lock, err)

@@ -16,11 +16,8 @@ package cdb
 // a fixed-length digest of the ack's lock token, so every try of one ack
 // writes the same one, however many chains came before (H6, R18). A chain
 // is handed to a fetch once every activity of it that this process runs
-// (or took since the commit) completed here, or a while after the first one
-// did (twice as long as that first took, between completionCoalescing and
-// the chain's window: a fan-out wider than the workers completes in
-// waves), or as soon as anything else is announced for the instance in
-// this process; it
+// completed here, or completionCoalescing after the first one did, or as
+// soon as anything else is announced for the instance in this process; it
 // is given back (an abandon that counts no attempt, the claimed
 // completions with it) when nothing completed within the chain's window,
 // when the ready turn waited a poll interval for a fetch, and at Close
@@ -138,13 +135,6 @@ func (p *CosmosProvider) activitiesRunningHere(pk string) []activityKey {
 		}
 	}
 	return out
-}
-
-// holdWork records a worker lock a fetch of this process hands out: its
-// activity runs here now, and a chain of its instance awaits it.
-func (p *CosmosProvider) holdWork(lock *workLock) {
-	p.workLocks.Put(lock.token, lock)
-	p.chains.Expect(lock.pk, lock.activity)
 }
 
 // handOverChain makes a chained instance's turn ready for this process's

@@ -88,38 +88,6 @@ func TestATurnWhoseActivitiesRunHereKeepsItsInstanceForTheirCompletions(t *testi
 	assert.Empty(t, instanceDocOf(t, p, "kept")["lockToken"], "released by the turn's ack")
 }
 
-// A fan-out wider than the waiting workers: what a worker of this process
-// takes from the queue after the commit is awaited by the chain too, so the
-// completions of the first few and of those taken after come in one turn
-// (the chain's hold does not pass: the clock stands still), and the last
-// hands it over at once.
-func TestAChainAwaitsTheActivitiesItsWorkersTakeAfterTheCommit(t *testing.T) {
-	ctx := rulesContext(t)
-	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	clock := newTestClock()
-	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour, Now: clock.Now})
-	token := lockedStart(ctx, t, p, "wide")
-	first, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
-	require.NoError(t, ackScheduling(ctx, t, p, token, "wide", activity("wide", 2, ""), activity("wide", 3, "")))
-	eager := first()
-	require.NoError(t, eager.err)
-	require.NotNil(t, eager.item)
-	item, queued, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
-	require.NoError(t, err)
-	require.NotNil(t, item, "the activity no worker waited for, from the queue")
-
-	turn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
-	ackActivity(ctx, t, p, eager)
-	clock.Advance(2 * cdb.CompletionCoalescingForTest) // the hold is twice the first's time from the commit: none passed
-	act := item.(cdb.ActivityExecuteMessage)
-	require.NoError(t, p.AckWorkItem(ctx, queued, cdb.ActivityCompletedMessage{Instance: "wide", ExecutionID: 1, ID: act.ID, Result: "ok"}))
-	next := turn()
-	require.NoError(t, next.err)
-	require.NotNil(t, next.item)
-	assert.Equal(t, []string{"ActivityCompleted", "ActivityCompleted"}, messageKinds(next.item), "both completions in one turn")
-	assert.True(t, strings.HasPrefix(next.token, "lock_chain."), "the chained turn")
-}
-
 // A turn that schedules nothing keeps its instance's lock too while this
 // process's workers still run activities of it: their completions come here.
 func TestATurnKeepsItsInstanceWhileItsActivitiesStillRunHere(t *testing.T) {
@@ -379,10 +347,10 @@ func TestAChainedTurnAPollIntervalAfterTheInstanceWasReadTakesWhatOthersSent(t *
 	p := newRulesProvider(t, acct, cdb.Config{PollInterval: poll, Now: clock.Now})
 	got := chainedFanOut(ctx, t, p, "long", 2)
 
-	clock.Advance(poll / 20)
+	clock.Advance(poll * 6 / 10)
 	turn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
 	ackActivity(ctx, t, p, got[0])
-	clock.Advance(poll / 10) // the second activity still runs: the turn goes after twice the time the first took
+	clock.Advance(2 * cdb.CompletionCoalescingForTest) // the second activity still runs: the turn goes after the coalescing delay
 	second := turn()
 	require.NoError(t, second.err)
 	require.NotNil(t, second.item)
@@ -393,7 +361,7 @@ func TestAChainedTurnAPollIntervalAfterTheInstanceWasReadTakesWhatOthersSent(t *
 
 	other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
 	require.NoError(t, other.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "long", Name: "go", Data: "{}"}, 0))
-	clock.Advance(poll * 95 / 100) // 1.1 poll intervals since the fetch's query; within the second chain's window
+	clock.Advance(poll * 5 / 10) // 1.1 poll intervals since the fetch's query; half the second chain's window
 	third, _ := waitingOrchestrator(ctx, t, p, time.Minute)
 	acct.ResetCounts()
 	ackActivity(ctx, t, p, got[1])
@@ -404,7 +372,7 @@ func TestAChainedTurnAPollIntervalAfterTheInstanceWasReadTakesWhatOthersSent(t *
 	assert.ElementsMatch(t, []string{"ActivityCompleted", "ExternalRaised"}, messageKinds(next.item))
 	assert.Equal(t, map[string]int64{"Batch": 3, "Query": 1}, acct.Counts().ByOperation,
 		"the worker ack, the chained turn's query of the partition, its claim of the event, and the renewal of the chain's lock, "+
-			"kept nine and a half seconds, before it goes to the runtime (R19)")
+			"kept five seconds, before it goes to the runtime (R19)")
 }
 
 // A worker ack writing into a chain that cannot tell whether it wrote its

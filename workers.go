@@ -324,7 +324,7 @@ func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout 
 	if p.endedHere(lock) { // Keeps: H4: this process's deletion or cancellation began while the claim was on its way
 		return fetchedWork{}, errContended
 	}
-	p.holdWork(lock)
+	p.workLocks.Put(token, lock)
 	item, err := doc.workItem()
 	if err != nil {
 		p.setAsideUndecodableWork(ctx, lock, err)

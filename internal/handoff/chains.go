@@ -138,41 +138,18 @@ func (h *Chains[L, A, M]) Want(pk string) (held bool, ready *Chain[L, A, M]) {
 	return true, h.takeLocked(c)
 }
 
-// Expect adds activity, which a worker of this process took, to what pk's
-// chain awaits, if pk is held here: a wide fan-out's activities are taken
-// a few at a time, and a turn for each few would take the fan-in apart.
-func (h *Chains[L, A, M]) Expect(pk string, activity A) {
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if c := h.byPK[pk]; c != nil && !c.done {
-		c.awaiting[activity] = true
-	}
-}
-
-// Due ends the chains whose time came: those past their window without a
-// completion, and those whose first completion came their hold ago
-// (hold) while others they await still run.
+// Due ends the chains whose time came: those whose first completion came
+// coalescing ago, and those past their window without any.
 func (h *Chains[L, A, M]) Due(nowMs int64, coalescing time.Duration) []*Chain[L, A, M] {
 	return h.End(func(c *Chain[L, A, M]) bool {
-		if c.firstAt == 0 {
-			return nowMs-c.Since >= c.Window.Milliseconds()
+		switch {
+		case c.firstAt != 0 && nowMs-c.firstAt >= coalescing.Milliseconds():
+			return true
+		case c.firstAt == 0 && nowMs-c.Since >= c.Window.Milliseconds():
+			return true
 		}
-		return nowMs-c.firstAt >= c.hold(coalescing).Milliseconds()
+		return false
 	})
-}
-
-// hold is how long after its first completion c waits for the others it
-// awaits: as long again as the first took from the commit, twice over (a
-// fan-out wider than the workers completes in waves about that far
-// apart), at least coalescing (the acks of activities that ran together
-// land a few milliseconds apart) and at most the chain's window. The last
-// awaited completion hands it over at once (Completed).
-func (c *Chain[L, A, M]) hold(coalescing time.Duration) time.Duration {
-	first := time.Duration(c.firstAt-c.Since) * time.Millisecond
-	return min(max(2*first, coalescing), max(c.Window, coalescing))
 }
 
 // End ends the chains ending selects and no worker ack writes into.

@@ -97,36 +97,3 @@ func TestAnUnconfirmedChainIsOnlyGivenBack(t *testing.T) {
 	assert.Empty(t, h.Due(1_000, 25*time.Millisecond), "within its window")
 	assert.Equal(t, []*Chain[string, int, string]{unsure}, h.Due(1_100, 25*time.Millisecond))
 }
-
-// A chain whose first completion came 100 ms after its commit waits 200 ms
-// more for the others it awaits, at least the coalescing delay and at most
-// its window; an activity a worker took since is awaited too, and the
-// last awaited completion hands it over at once.
-func TestAChainHoldsForTheRestOfItsFanOut(t *testing.T) {
-	h := NewChains[string, int, string](false)
-	keep(h, "wide", 100_000, 1_000, 1, 2)
-	h.Expect("wide", 3)
-	h.Expect("absent", 9) // not held here: nothing to await
-	msg := "m"
-	c1, _ := h.ClaimFor("wide", 1, 1_100)
-	assert.Nil(t, h.Completed(c1, &msg, false, 1_100), "2 and 3 still run")
-	assert.Empty(t, h.Due(1_299, 25*time.Millisecond), "within twice the 100 ms the first took")
-	c2, _ := h.ClaimFor("wide", 2, 1_200)
-	assert.Nil(t, h.Completed(c2, &msg, false, 1_200), "3, taken since, still runs")
-	c3, _ := h.ClaimFor("wide", 3, 1_250)
-	ready := h.Completed(c3, &msg, false, 1_250)
-	require.NotNil(t, ready, "the last awaited completion hands it over")
-	assert.Len(t, ready.Claimed, 3)
-
-	keep(h, "slow", 100_000, 0, 1, 2) // window 1 s
-	c, _ := h.ClaimFor("slow", 1, 5_000)
-	h.Completed(c, &msg, false, 5_000)
-	assert.Empty(t, h.Due(5_999, 25*time.Millisecond), "held up to its window")
-	require.Len(t, h.Due(6_000, 25*time.Millisecond), 1, "no longer than its window")
-
-	keep(h, "quick", 100_000, 0, 1, 2)
-	c, _ = h.ClaimFor("quick", 1, 5)
-	h.Completed(c, &msg, false, 5)
-	assert.Empty(t, h.Due(29, 25*time.Millisecond))
-	require.Len(t, h.Due(30, 25*time.Millisecond), 1, "at least the coalescing delay")
-}

@@ -128,7 +128,7 @@ func (p *CosmosProvider) ackPlanned(ctx context.Context, lock *orchestrationLock
 	// planning or the staging) gave it a new ETag. The commit is ours only
 	// if nobody took the instance meanwhile, which this ETag checks.
 	plan.batch.setIfMatch(instanceWrite, lock.inst.ETag)
-	restore := p.withdrawCancelled(plan) // Keeps: H4
+	restore := p.withdrawCancelled(ctx, plan) // Keeps: H4, H5
 	answered, err := p.commit(ctx, op, lock, plan)
 	if err != nil {
 		restore()

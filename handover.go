@@ -65,8 +65,10 @@ func (p *CosmosProvider) takeEager(ctx context.Context, lockTimeout time.Duratio
 // handed one without a request once their tombstones may be written
 // (R20). restore puts them back for a commit that failed, or may have: to
 // be read back before they are handed out, so that one a commit did
-// tombstone is passed over.
-func (p *CosmosProvider) withdrawCancelled(plan *ackPlan) (restore func()) {
+// tombstone is passed over; once Close began they are given back at once
+// (H5: Close may have given back the ready list while the commit was on
+// its way).
+func (p *CosmosProvider) withdrawCancelled(ctx context.Context, plan *ackPlan) (restore func()) {
 	if len(plan.cancels) == 0 {
 		return func() {}
 	}
@@ -86,6 +88,7 @@ func (p *CosmosProvider) withdrawCancelled(plan *ackPlan) (restore func()) {
 			l.doc.ETag = ""
 		}
 		p.readyItems.Offer(withdrawn...)
+		p.giveBackIfClosing(ctx) // Keeps: H5
 	}
 }
 

@@ -152,6 +152,7 @@ func (p *CosmosProvider) handOverChain(ctx context.Context, hi *chain) {
 	t := &lockedTurn{lock: lock, inst: lock.inst, seen: now, until: lock.lockedUntil.Load(), chained: true, requery: p.chainRequeries(hi, now)}
 	p.readyTurns.Offer(t)
 	p.orchSignal.announce(handoff.TurnReady(lock.pk))
+	p.giveBackIfClosing(ctx) // Keeps: H5: Close may have begun since the check above, and given back the ready turns already
 }
 
 // chainRequeries says a chained turn's batch is completed from a query of

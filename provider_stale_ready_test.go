@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -190,4 +191,34 @@ func TestAnItemWhoseClaimAnsweredAfterTheInstancesDeletionIsNotHandedOut(t *test
 	got := <-fetch
 	require.NoError(t, got.err)
 	assert.Nil(t, got.item, "the deleted instance's activity was handed out")
+}
+
+// A commit that would cancel an activity waiting ready here, and that fails
+// while the provider closes, gives the activity back: Close gave back the
+// ready list while the commit had it withdrawn, and putting it back after
+// Close left it locked for its lock's length.
+func TestACancellingCommitThatFailsDuringCloseGivesTheItemBack(t *testing.T) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	ctx, p := readyItemOf(t, acct, cdb.Config{PollInterval: time.Hour}, "closing")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "closing", Name: "stop", Data: "{}"}, 0))
+	turn := eventuallyTurn(ctx, t, p, "the event's turn")
+	closed := make(chan struct{})
+	var once sync.Once
+	remove := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: http.StatusBadRequest, Match: func(r cdb.FakeRequest) bool {
+		if r.Operation != "Batch" || r.PartitionKey != `["closing"]` || !strings.Contains(string(r.Body), `"type":"work-x"`) {
+			return false // the cancelling commit alone
+		}
+		once.Do(func() { // the provider closes while the commit is on its way
+			go func() { _ = p.Close(); close(closed) }()
+			<-closed
+		})
+		return true
+	}})
+	err := p.AckOrchestrationItem(ctx, turn.token, 1, nil, nil, nil, providertest.TestOrchMetadata(),
+		[]cdb.ScheduledActivityIdentifier{{Instance: "closing", ExecutionID: 1, ActivityID: 2}})
+	remove()
+	require.Error(t, err, "the commit failed")
+	items := workDocs(t, p, "closing")
+	require.Len(t, items, 1, "not cancelled: the commit failed")
+	assert.Empty(t, items[0]["lockToken"], "given back, not left locked to a closed process")
 }

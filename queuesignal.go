@@ -218,13 +218,19 @@ func (q *queueSignal) nextToken() int {
 // run out left that work for the end of the load: a backlog's long tail.
 // Called with q.mu held.
 func (q *queueSignal) spillLookDue() bool {
-	if q.spills <= q.spillsSeen || q.now().Sub(q.spilledAt) < q.pollInterval || q.readyRun < readyPerAgedPartition {
+	if !q.spillWaited() || q.readyRun < readyPerAgedPartition {
 		return false
 	}
 	agedPartition := slices.ContainsFunc(q.tokens, func(t wakeToken) bool {
 		return t.wake.Partitioned() && q.now().Sub(t.since) >= q.pollInterval
 	})
 	return !agedPartition || !q.lastAgedSpill
+}
+
+// spillWaited says the queue holds work whose announcement was dropped,
+// the first of it a poll interval ago or more. Called with q.mu held.
+func (q *queueSignal) spillWaited() bool {
+	return q.spills > q.spillsSeen && q.now().Sub(q.spilledAt) >= q.pollInterval
 }
 
 // queueLookDue says a look at the whole queue (or at this process's slots
@@ -237,7 +243,7 @@ func (q *queueSignal) spillLookDue() bool {
 func (q *queueSignal) queueLookDue() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.spills > q.spillsSeen && q.now().Sub(q.spilledAt) >= q.pollInterval {
+	if q.spillWaited() {
 		return true // the look is for work no announcement names (spillLookDue)
 	}
 	now := q.now()

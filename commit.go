@@ -19,6 +19,13 @@ import (
 // earlier try of the same ack may have committed; then what applied is
 // not known to be this plan (answered false).
 func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrationLock, plan *ackPlan) (answered bool, err error) {
+	return p.commitTry(ctx, op, lock, plan, false)
+}
+
+// commitTry is one send of the ack's batch; resent says it follows a send
+// that met the ETag a renewal of ours moved (sendOnHeldETag's rule, which
+// here comes after ackCommitted: a try of this ack moves the ETag too).
+func (p *CosmosProvider) commitTry(ctx context.Context, op string, lock *orchestrationLock, plan *ackPlan, resent bool) (answered bool, err error) {
 	resp, err := p.container.ExecuteTransactionalBatch(ctx, plan.batch, nil)
 	if err != nil {
 		if !IsOutcomeUnknown(err) {
@@ -44,6 +51,12 @@ func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrat
 			}
 			if ok {
 				return false, nil // an earlier try, whose response was lost, committed
+			}
+			if !resent && lock.start == nil && IsPreconditionFailed(opErr) {
+				if ours, _ := p.adoptOwnETag(ctx, op, lock); ours {
+					plan.batch.setIfMatch(instanceWrite, lock.inst.ETag)
+					return p.commitTry(ctx, op, lock, plan, true)
+				}
 			}
 			p.orchestrationLockLost(ctx, lock)
 			p.endLock(lock)

@@ -173,17 +173,19 @@ func (p *CosmosProvider) liveParentLives(ctx context.Context, lock *orchestratio
 func (p *CosmosProvider) dropStrays(ctx context.Context, lock *orchestrationLock) error {
 	ctx, cancel := givingBack(ctx) // a fetch whose caller went away still gives back what it locked
 	defer cancel()
-	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
-	etag := lock.inst.ETag
-	if lock.inst.exists() || lock.inst.ParkedUntil > p.nowMs() {
-		b.PatchItem(instanceDocID, unlockOps(), &TransactionalBatchItemOptions{IfMatch: &etag})
-	} else {
-		b.DeleteItem(instanceDocID, &TransactionalBatchItemOptions{IfMatch: &etag})
-	}
-	for _, m := range lock.messages {
-		consumeItem(b, m, nil)
-	}
-	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+	keep := lock.inst.exists() || lock.inst.ParkedUntil > p.nowMs()
+	resp, err := p.sendOnHeldETag(ctx, "FetchOrchestrationItem", lock, func(etag ETag) *TransactionalBatch {
+		b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+		if keep {
+			b.PatchItem(instanceDocID, unlockOps(), &TransactionalBatchItemOptions{IfMatch: &etag})
+		} else {
+			b.DeleteItem(instanceDocID, &TransactionalBatchItemOptions{IfMatch: &etag})
+		}
+		for _, m := range lock.messages {
+			consumeItem(b, m, nil)
+		}
+		return b
+	})
 	if err != nil {
 		return err
 	}

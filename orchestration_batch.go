@@ -138,26 +138,31 @@ const docPoisonMessage = "msg-poison"
 func (p *CosmosProvider) setAsideUndecodable(ctx context.Context, lock *orchestrationLock, bad []queueDoc, releaseInstance bool) error {
 	ctx, cancel := givingBack(ctx) // a fetch whose caller went away still gives back what it locked
 	defer cancel()
-	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
-	if releaseInstance {
-		etag := lock.inst.ETag
-		release := unlockOps()
-		release.AppendSet("/releasedAt", p.nowMs())
-		b.PatchItem(instanceDocID, release, &TransactionalBatchItemOptions{IfMatch: &etag})
-	}
 	now := p.now()
 	var poisoned []queueDoc
 	for _, m := range bad {
-		ops := unlockOps()
 		if m.Attempts >= maxUndecodableAttempts {
-			ops.AppendSet("/type", docPoisonMessage)
 			poisoned = append(poisoned, m)
-		} else {
-			setDue(&ops, m, now.Add(undecodableDelay(m.Attempts)).UnixMilli())
 		}
-		b.PatchItem(m.ID, ops, nil)
 	}
-	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+	resp, err := p.sendOnHeldETag(ctx, "FetchOrchestrationItem", lock, func(etag ETag) *TransactionalBatch {
+		b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+		if releaseInstance {
+			release := unlockOps()
+			release.AppendSet("/releasedAt", now.UnixMilli())
+			b.PatchItem(instanceDocID, release, &TransactionalBatchItemOptions{IfMatch: &etag})
+		}
+		for _, m := range bad {
+			ops := unlockOps()
+			if m.Attempts >= maxUndecodableAttempts {
+				ops.AppendSet("/type", docPoisonMessage)
+			} else {
+				setDue(&ops, m, now.Add(undecodableDelay(m.Attempts)).UnixMilli())
+			}
+			b.PatchItem(m.ID, ops, nil)
+		}
+		return b
+	})
 	if err != nil {
 		return err
 	}

@@ -206,17 +206,19 @@ func allQueueMessages(items []WorkItem) bool {
 func (p *CosmosProvider) dropOrphans(ctx context.Context, lock *orchestrationLock) error {
 	ctx, cancel := givingBack(ctx) // a fetch whose caller went away still gives back what it locked
 	defer cancel()
-	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
-	etag := lock.inst.ETag
-	if lock.inst.ParkedUntil > p.nowMs() {
-		b.PatchItem(instanceDocID, unlockOps(), &TransactionalBatchItemOptions{IfMatch: &etag})
-	} else {
-		b.DeleteItem(instanceDocID, &TransactionalBatchItemOptions{IfMatch: &etag})
-	}
-	for _, m := range lock.messages {
-		b.DeleteItem(m.ID, nil)
-	}
-	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+	keep := lock.inst.ParkedUntil > p.nowMs()
+	resp, err := p.sendOnHeldETag(ctx, "FetchOrchestrationItem", lock, func(etag ETag) *TransactionalBatch {
+		b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+		if keep {
+			b.PatchItem(instanceDocID, unlockOps(), &TransactionalBatchItemOptions{IfMatch: &etag})
+		} else {
+			b.DeleteItem(instanceDocID, &TransactionalBatchItemOptions{IfMatch: &etag})
+		}
+		for _, m := range lock.messages {
+			b.DeleteItem(m.ID, nil)
+		}
+		return b
+	})
 	if err != nil {
 		return err
 	}

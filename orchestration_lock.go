@@ -410,29 +410,60 @@ func instanceETagFailed(resp TransactionalBatchResponse) bool {
 // whether the expiry is the one we wrote. When the read fails the error is
 // retryable: nothing says the lock is gone.
 func (p *CosmosProvider) readBackInstance(ctx context.Context, op string, lock *orchestrationLock, until int64) (applied bool, err error) {
-	lost := func() error {
+	ours, err := p.adoptOwnETag(ctx, op, lock)
+	if err != nil {
+		return false, err
+	}
+	if !ours {
 		p.orchestrationLockLost(ctx, lock)
 		p.endLock(lock)
-		return refuse(op, "the lock was lost", ErrInvalidLockToken)
+		return false, refuse(op, "the lock was lost", ErrInvalidLockToken)
 	}
+	return lock.inst.LockedUntil == until, nil
+}
+
+// adoptOwnETag reads back the instance document of a held lock whose ETag
+// may have moved under a write of ours with an unknown outcome (a renewal
+// whose answer was lost: a runtime stopping cancels its renewals). The
+// document is ours when it is the one we hold but for its lock expiry, and
+// that expiry is still ahead: then its ETag and expiry are adopted. A read
+// that fails says nothing either way (a retryable error).
+func (p *CosmosProvider) adoptOwnETag(ctx context.Context, op string, lock *orchestrationLock) (ours bool, err error) {
 	resp, err := p.readLatest(ctx, NewPartitionKeyString(lock.pk), instanceDocID)
 	if IsNotFound(err) {
-		return false, lost()
+		return false, nil
 	}
 	if err != nil {
-		return false, transient(op, "could not tell whether the lock renewal applied", err)
+		return false, transient(op, "could not tell whether a write of ours on the held instance applied", err)
 	}
 	var doc instanceDoc
 	if err := json.Unmarshal(resp.Value, &doc); err != nil {
 		return false, transient(op, "could not read the instance back", err)
 	}
 	if doc.LockedUntil <= p.nowMs() || !sameButLockExpiry(doc, lock.inst) {
-		return false, lost()
+		return false, nil
 	}
 	lock.inst.ETag = resp.ETag
 	lock.inst.LockedUntil = doc.LockedUntil
 	lock.lockedUntil.Store(doc.LockedUntil)
-	return doc.LockedUntil == until, nil
+	return true, nil
+}
+
+// sendOnHeldETag sends a batch whose first operation writes a held lock's
+// instance document on its ETag; build makes the batch for an ETag. Only
+// this process writes a document it holds, so a miss on that ETag is
+// either a lost lock or a renewal of ours whose answer was lost
+// (adoptOwnETag): in the latter case the batch goes once more, on the
+// ETag read back. The caller reads any other answer as before.
+func (p *CosmosProvider) sendOnHeldETag(ctx context.Context, op string, lock *orchestrationLock, build func(ETag) *TransactionalBatch) (TransactionalBatchResponse, error) {
+	resp, err := p.container.ExecuteTransactionalBatch(ctx, build(lock.inst.ETag), nil)
+	if err != nil || resp.Success || !instanceETagFailed(resp) {
+		return resp, err
+	}
+	if ours, rerr := p.adoptOwnETag(ctx, op, lock); rerr != nil || !ours {
+		return resp, nil
+	}
+	return p.container.ExecuteTransactionalBatch(ctx, build(lock.inst.ETag), nil)
 }
 
 // sameButLockExpiry compares two instance documents as stored, leaving out
@@ -628,22 +659,23 @@ func (p *CosmosProvider) releaseBatch(ctx context.Context, op string, lock *orch
 		p.handBackStart(lock) // nothing stored: its caller writes the start
 		return nil
 	}
-	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
-	etag := lock.inst.ETag
 	now := p.now()
 	instanceOps.AppendSet("/releasedAt", now.UnixMilli())
-	b.PatchItem(instanceDocID, instanceOps, &TransactionalBatchItemOptions{IfMatch: &etag})
-	for _, m := range lock.messages {
-		// One time for the whole batch: its messages come back together,
-		// or a fetch between two of their times would take them apart
-		// (a cancellation after the input it was sent with).
-		mops := heldUntilOps(now, delay)
-		if ignoreAttempt {
-			mops.AppendSet("/attempts", max(m.Attempts, 1)-1)
+	resp, err := p.sendOnHeldETag(ctx, op, lock, func(etag ETag) *TransactionalBatch {
+		b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+		b.PatchItem(instanceDocID, instanceOps, &TransactionalBatchItemOptions{IfMatch: &etag})
+		for _, m := range lock.messages {
+			// One time for the whole batch: its messages come back
+			// together, or a fetch between two of their times would take
+			// them apart (a cancellation after the input it was sent with).
+			mops := heldUntilOps(now, delay)
+			if ignoreAttempt {
+				mops.AppendSet("/attempts", max(m.Attempts, 1)-1)
+			}
+			b.PatchItem(m.ID, mops, nil)
 		}
-		b.PatchItem(m.ID, mops, nil)
-	}
-	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+		return b
+	})
 	if err != nil {
 		return err
 	}

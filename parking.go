@@ -30,21 +30,22 @@ import (
 func (p *CosmosProvider) park(ctx context.Context, lock *orchestrationLock, deadline int64, why string) error {
 	ctx, cancel := givingBack(ctx) // a fetch whose caller went away still gives back what it locked
 	defer cancel()
-	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
-	etag := lock.inst.ETag
 	release := unlockOps()
 	release.AppendSet("/parkedUntil", max(lock.inst.ParkedUntil, deadline))
-	b.PatchItem(instanceDocID, release, &TransactionalBatchItemOptions{IfMatch: &etag})
-	for _, m := range lock.messages {
-		ops := unlockOps()
-		ops.AppendSet("/attempts", max(m.Attempts, 1)-1)
-		ops.AppendSet("/heldFrom", placeInOrder(m))
-		// Due at the deadline, and no process's own write once it is back:
-		// any may take it.
-		setDue(&ops, m, deadline)
-		b.PatchItem(m.ID, ops, nil)
-	}
-	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+	resp, err := p.sendOnHeldETag(ctx, "FetchOrchestrationItem", lock, func(etag ETag) *TransactionalBatch {
+		b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+		b.PatchItem(instanceDocID, release, &TransactionalBatchItemOptions{IfMatch: &etag})
+		for _, m := range lock.messages {
+			ops := unlockOps()
+			ops.AppendSet("/attempts", max(m.Attempts, 1)-1)
+			ops.AppendSet("/heldFrom", placeInOrder(m))
+			// Due at the deadline, and no process's own write once it is
+			// back: any may take it.
+			setDue(&ops, m, deadline)
+			b.PatchItem(m.ID, ops, nil)
+		}
+		return b
+	})
 	if err != nil {
 		return err
 	}

@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/providertest"
 )
 
 // A lock renewal writes the instance document only: the locked messages
@@ -155,4 +157,54 @@ func TestALockBatchAnswerDoesNotGrowWithItsMessages(t *testing.T) {
 	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1,
 		[]cdb.Event{{EventID: 1, InstanceID: "big", ExecutionID: 1, Kind: cdb.OrchestrationStarted{Name: "Big", Version: "1.0.0", Input: "started"}}},
 		nil, nil, cdb.ExecutionMetadata{Status: &can}, nil), "a fetch whose lock asked nothing back acks")
+}
+
+// lostRenewal fetches instance's start and renews its lock on a context
+// that a cut ends once the renewal reached the account (a runtime stopping
+// cancels its renewals): the renewal applied, its answer was lost, and its
+// read-back could not run, so the provider's view of the instance
+// document's ETag is behind the store's while the lock is still its own.
+func lostRenewal(t *testing.T, acct *cdb.FakeAccount, instance string) (*cdb.CosmosProvider, string) {
+	t.Helper()
+	ctx := rulesContext(t)
+	p, renewCtx, cut := cutProvider(t, acct, `"/lockedUntil"`)
+	cut.fired.Store(true) // not before the fetch: its lock batch writes the expiry too
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem(instance), 0))
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	cut.fired.Store(false)
+	err = p.RenewOrchestrationItemLock(renewCtx, token, 2*time.Minute)
+	require.True(t, cut.fired.Load(), "the renewal reached the account")
+	require.Error(t, err, "its answer was lost")
+	require.NotErrorIs(t, err, cdb.ErrInvalidLockToken, "nothing says the lock is gone")
+	stored := instanceDocOf(t, newRulesProvider(t, acct, cdb.Config{}), instance)
+	require.Equal(t, token, stored["lockToken"])
+	return p, token
+}
+
+// An abandon after a renewal whose answer was lost gives the lock back:
+// it met the ETag the renewal moved as "another dispatcher took the
+// instance", and left it locked for a lock's length (after a clean close,
+// the simulation's close-gives-back, on a fetch's token).
+func TestAnAbandonAfterARenewalWhoseAnswerWasLostGivesTheLockBack(t *testing.T) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p, token := lostRenewal(t, acct, "lost-renewal-abandon")
+	require.NoError(t, p.AbandonOrchestrationItem(rulesContext(t), token, 0, false))
+	assert.Empty(t, instanceDocOf(t, newRulesProvider(t, acct, cdb.Config{}), "lost-renewal-abandon")["lockToken"], "the lock is given back")
+}
+
+// An ack after a renewal whose answer was lost commits: the lock is still
+// this process's, and the turn was refused as a lost lock, to be fetched
+// again only once the lock expired.
+func TestAnAckAfterARenewalWhoseAnswerWasLostCommits(t *testing.T) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p, token := lostRenewal(t, acct, "lost-renewal-ack")
+	ctx := rulesContext(t)
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("lost-renewal-ack", 1)}, nil, nil, providertest.TestOrchMetadata(), nil))
+	inst := instanceDocOf(t, newRulesProvider(t, acct, cdb.Config{}), "lost-renewal-ack")
+	assert.Empty(t, inst["lockToken"], "the commit released the lock")
+	hist, err := p.ReadHistory(ctx, "lost-renewal-ack")
+	require.NoError(t, err)
+	assert.Len(t, hist, 1, "the turn's history is stored")
 }

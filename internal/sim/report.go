@@ -141,6 +141,9 @@ type Report struct {
 	Pending []Violation
 	// Replay is the command that runs this seed again.
 	Replay string
+	// Flight is what the nodes logged about each violating scenario, its
+	// last records (flight.go): a round does not replay exactly.
+	Flight map[string][]string
 }
 
 // OK reports a run without violations.
@@ -200,6 +203,7 @@ func (r Report) Print(w io.Writer) {
 		if ids := violatingInstances(r.Violations); ids != "" {
 			fmt.Fprintf(w, "  trace: %s -sim.log -sim.trace=%s -sim.wire=%s\n", r.Replay, ids, ids)
 		}
+		printFlight(w, r.Flight)
 	}
 }
 

@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand"
 	"sync"
@@ -25,10 +24,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	clock := &simClock{}
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: ranges, Now: clock.now})
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	logged := slog.Handler(slog.DiscardHandler)
+	if cfg.Logger != nil {
+		logged = cfg.Logger.Handler()
 	}
+	flight := newFlightRecorder()
+	logger := slog.New(&flightHandler{rec: flight, next: logged})
 	viol := &violations{}
 	stats := newStats()
 	rec := newRecorder(viol)
@@ -143,7 +144,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 
 	failing, pending := split(viol.all(), cfg.Pending)
 	return Report{Seed: cfg.Seed, Elapsed: time.Since(began), Work: e.progress.work(), Slowness: cfg.HostSlowness, Stats: stats, Violations: failing, Pending: pending,
-		Replay: ReplayCommand(cfg.Seed) + cfg.ReplayFlags}, nil
+		Replay: ReplayCommand(cfg.Seed) + cfg.ReplayFlags, Flight: flight.forViolations(failing)}, nil
 }
 
 // ReplayCommand is the command that runs seed again with the test's

@@ -20,6 +20,10 @@ import (
 // of at least eagerMinSample such items to others is a violation. (Others
 // may take one after its lock expired, when the fetch it was locked for
 // went away or a pause outlasted the lock; that stays well under half.)
+// An item the writer handed out is the writer's, whoever acks it in the
+// end (a lock that lapses after the hand-out is its runtime's, which
+// one-holder judges), and one a write of the writer's to it (a give-back,
+// a refresh) left after a fault lapsed by design: counted apart.
 // The items of a writer that crashed or was shut down before they were
 // consumed are taken over once their locks expire; they are counted, and
 // that every activity completes is the other invariants' to check.
@@ -54,8 +58,12 @@ type eagerItems struct {
 	own       map[string]int      // writer → items it consumed itself
 	others    map[string]int      // writer → items others consumed while it was up
 	takenOver int                 // items others consumed after their writer crashed or was shut down
-	givenBack map[string]int      // writer → items it gave back to the queue unconsumed
-	ended     int                 // items a cancellation's tombstone or a deletion removed unconsumed
+	// lapsed are the items others consumed after a write of their
+	// writer's to them (a give-back, a refresh) met a fault: left to
+	// expire by design, not hidden for a fetch that did not take them.
+	lapsed    int
+	givenBack map[string]int // writer → items it gave back to the queue unconsumed
+	ended     int            // items a cancellation's tombstone or a deletion removed unconsumed
 	// expiredAtCommit are the items whose lock had run out by the time
 	// the commit that wrote them answered.
 	expiredAtCommit int
@@ -262,7 +270,8 @@ func (e *eagerItems) created(node, pk string, body json.RawMessage) {
 func (e *eagerItems) consumed(node string, key stampKey) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if it := e.items[key]; it != nil {
+	it := e.items[key]
+	if it != nil {
 		it.consumed = true
 		it.end(eagerEndConsumed, node, e.wall())
 	}
@@ -272,10 +281,15 @@ func (e *eagerItems) consumed(node string, key stampKey) {
 	}
 	delete(e.open, key)
 	switch {
-	case writer == node:
+	case writer == node || it != nil && it.handedOut:
+		// Taken by its writer's fetch: a lock that lapsed after the
+		// hand-out (a renewal that failed, a shutdown's grace) is the
+		// runtime's, which one-holder judges.
 		e.own[writer]++
 	case e.gone(writer):
 		e.takenOver++
+	case it != nil && it.faultedWrite:
+		e.lapsed++
 	default:
 		e.others[writer]++
 	}
@@ -384,8 +398,8 @@ func (e *eagerItems) summary() string {
 			checked++
 		}
 	}
-	s := fmt.Sprintf("locked=%d by-writer=%d by-others=%d given-back=%d taken-over=%d ended-unconsumed=%d open=%d expired-at-commit=%d writers-checked=%d",
-		e.locked, sum(e.own), sum(e.others), sum(e.givenBack), e.takenOver, e.ended, len(e.open), e.expiredAtCommit, checked)
+	s := fmt.Sprintf("locked=%d by-writer=%d by-others=%d (lapsed %d) given-back=%d taken-over=%d ended-unconsumed=%d open=%d expired-at-commit=%d writers-checked=%d",
+		e.locked, sum(e.own), sum(e.others), e.lapsed, sum(e.givenBack), e.takenOver, e.ended, len(e.open), e.expiredAtCommit, checked)
 	if e.docType == "msg" {
 		s += fmt.Sprintf(" written-by-first-turn=%d", e.firstTurnCreates)
 	}

@@ -237,7 +237,36 @@ func TestEagerFlagsALiveWriterWhoseLockedItemsOthersTake(t *testing.T) {
 	require.Len(t, v.all(), 1, "only the live writer that left three quarters to others")
 	assert.Equal(t, invEagerTakenByWriter, v.all()[0].Invariant)
 	assert.Contains(t, v.all()[0].Detail, "w locked 20 worker items to itself eagerly and took 5 itself: 15 were hidden")
-	assert.Equal(t, "locked=0 by-writer=15 by-others=25 given-back=0 taken-over=20 ended-unconsumed=0 open=0 expired-at-commit=0 writers-checked=2", e.summary())
+	assert.Equal(t, "locked=0 by-writer=15 by-others=25 (lapsed 0) given-back=0 taken-over=20 ended-unconsumed=0 open=0 expired-at-commit=0 writers-checked=2", e.summary())
+}
+
+// An item its writer handed out was taken by its writer, whoever acked it
+// in the end: its runtime's lock may lapse after the hand-out (a renewal
+// that failed under short locks), which one-holder judges. One whose
+// give-back or refresh by its writer met a fault was left to expire by
+// design. Neither is held against the writer; before, a node with short
+// locks under faults was reported for its own runtime's lapses.
+func TestEagerDoesNotHoldAgainstAWriterWhatItHandedOutOrLeftAfterAFault(t *testing.T) {
+	e := newEagerItems(func(string) bool { return false }, time.Now)
+	for i := range 20 {
+		key := stampKey{pk: "p", id: fmt.Sprint("w", i)}
+		e.open[key] = "w"
+		e.items[key] = &eagerItem{writer: "w"}
+		switch i % 4 {
+		case 0:
+			e.consumed("w", key)
+		case 1, 2:
+			e.handedOut("w", "p", key.id, time.Now())
+			e.consumed("other", key) // its lock lapsed after the hand-out
+		case 3:
+			e.items[key].faultedWrite = true
+			e.consumed("other", key)
+		}
+	}
+	v := &violations{}
+	e.check(v, func(string) string { return "" })
+	assert.Empty(t, v.all())
+	assert.Contains(t, e.summary(), "by-writer=15 by-others=0 (lapsed 5)")
 }
 
 func TestEagerSeesItemsLockedInACommitAndTheWorkerAckThatConsumesThem(t *testing.T) {
@@ -283,7 +312,7 @@ func TestEagerSeesItemsLockedInACommitAndTheWorkerAckThatConsumesThem(t *testing
 	patch("b", "w|1|6", "")                             // not the writer's: no give-back of its
 	patch("a", "w|1|6", "")                             // the writer gives it back
 	batch("b", http.StatusOK, del("w|1|6"), completion) // then anyone takes it: not held against the writer
-	assert.Equal(t, "locked=6 by-writer=1 by-others=1 given-back=1 taken-over=1 ended-unconsumed=2 open=0 expired-at-commit=1 writers-checked=0", e.summary())
+	assert.Equal(t, "locked=6 by-writer=1 by-others=1 (lapsed 0) given-back=1 taken-over=1 ended-unconsumed=2 open=0 expired-at-commit=1 writers-checked=0", e.summary())
 }
 
 func TestEagerStartsSeeStartsLockedInTheirBatchAndTheAckThatConsumesThem(t *testing.T) {
@@ -316,5 +345,5 @@ func TestEagerStartsSeeStartsLockedInTheirBatchAndTheAckThatConsumesThem(t *test
 	batch("b", "i5", consume("m|5"))
 	batch("a", "i6", `{"operationType":"Create","resourceBody":{"id":"inst","type":"inst","lastAck":"lock_6"}}`, // a start written by its first turn
 		`{"operationType":"Create","resourceBody":{"id":"m|w|x","type":"msg","lockToken":"lock_chain.6","item":"{\"ActivityCompleted\":{}}"}}`) // a chained completion: not a start
-	assert.True(t, strings.HasPrefix(e.summary(), "locked=4 by-writer=1 by-others=1 given-back=1 taken-over=1 ended-unconsumed=0 open=0 expired-at-commit=0 writers-checked=0 written-by-first-turn=1 "), e.summary())
+	assert.True(t, strings.HasPrefix(e.summary(), "locked=4 by-writer=1 by-others=1 (lapsed 0) given-back=1 taken-over=1 ended-unconsumed=0 open=0 expired-at-commit=0 writers-checked=0 written-by-first-turn=1 "), e.summary())
 }

@@ -63,7 +63,9 @@ type faultTransport struct {
 	// got to read that answer.
 	tried func(req *http.Request, body []byte, entered time.Time, fault string, status int, answered bool)
 	wire  *wireLog // nil: no journal
-	node  string
+	// flight, optional, keeps a line per try naming a scenario (flight.go).
+	flight *flightRecorder
+	node   string
 	// sent, optional, is shown every request the node sends while alive,
 	// body included, before any fault (bounded-names).
 	sent func(req *http.Request, body []byte)
@@ -226,6 +228,9 @@ func (t *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if t.wire != nil {
 		t.wire.record(t.node, operationOf(req), req, body, kind, resp, answer, err)
+	}
+	if t.flight != nil {
+		t.flight.request(t.node, operationOf(req), req, body, kind, status, err)
 	}
 	return resp, err
 }

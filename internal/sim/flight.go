@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"regexp"
 	"slices"
@@ -35,7 +36,7 @@ type flightLog struct {
 // flightKeep is how many records a scenario keeps: enough for the turns
 // and hand-overs around a violation, bounded so a round's scenarios (a
 // thousand at most) stay within a few tens of megabytes.
-const flightKeep = 200
+const flightKeep = 300
 
 // scenarioMention finds the scenarios a record names: instance ids start
 // with the scenario's (s<index>-<kind>), children and events add to them.
@@ -251,4 +252,55 @@ func (h *flightHandler) WithGroup(name string) slog.Handler {
 		group = h.group + "." + name
 	}
 	return &flightHandler{rec: h.rec, next: h.next.WithGroup(name), attrs: h.attrs, group: group, attrsMention: h.attrsMention}
+}
+
+// request keeps one line per request try of a node that names a scenario
+// in its partition key: the start of what was sent (requestSummary), the
+// fault drawn and the account's answer,
+// so a scenario's flight log shows its locks and writes beside the nodes'
+// records.
+func (f *flightRecorder) request(node, op string, req *http.Request, body []byte, fault string, status int, err error) {
+	pk := partitionKeyOf(req)
+	if !mayNameScenario(pk) {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s WIRE node=%s op=%s pk=%s", time.Now().Format("15:04:05.000"), node, op, pk)
+	if what := requestSummary(op, req, body); what != "" {
+		b.WriteString(" ")
+		b.WriteString(what)
+	}
+	switch {
+	case err != nil:
+		fmt.Fprintf(&b, " fault=%q error=%q", fault, err.Error())
+	default:
+		fmt.Fprintf(&b, " fault=%q status=%d", fault, status)
+	}
+	f.record(b.String())
+}
+
+// flightBodyShown is how much of a request's body its line keeps: a
+// batch's first operations (an instance patch with its lock fields comes
+// first), unparsed, so the recorder costs the run little.
+const flightBodyShown = 360
+
+// requestSummary is the start of what a request sends: the document id of
+// a single-document request, and the body's first bytes.
+func requestSummary(op string, req *http.Request, body []byte) string {
+	var b strings.Builder
+	switch op {
+	case "PatchItem", "ReadItem", "DeleteItem", "ReplaceItem":
+		segments := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+		b.WriteString("id=")
+		b.WriteString(segments[len(segments)-1])
+		b.WriteByte(' ')
+	}
+	if len(body) > 0 {
+		b.WriteString("body=")
+		b.Write(body[:min(len(body), flightBodyShown)])
+		if len(body) > flightBodyShown {
+			fmt.Fprintf(&b, "…(%d bytes)", len(body))
+		}
+	}
+	return strings.TrimSpace(b.String())
 }

@@ -3,6 +3,8 @@ package sim
 import (
 	"bytes"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -40,4 +42,22 @@ func TestTheFlightRecorderKeepsEachScenariosLastRecords(t *testing.T) {
 	printFlight(&out, flight)
 	assert.Contains(t, out.String(), "flight log of s12-chain: 2 records")
 	assert.Contains(t, out.String(), "| ")
+}
+
+// A request try naming a scenario in its partition key is kept as one
+// line: the start of what it sends, the fault drawn and the answer.
+func TestTheFlightRecorderKeepsEachRequestOfAScenario(t *testing.T) {
+	rec := newFlightRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/dbs/d/colls/c/docs", nil)
+	req.Header.Set("x-ms-documentdb-partitionkey", `["s3-chain"]`)
+	body := `[{"operationType":"Patch","id":"inst","resourceBody":{"operations":[{"op":"set","path":"/lockToken","value":"lock_chain.ab"},{"op":"set","path":"/lockedUntil","value":42}]}},` +
+		`{"operationType":"Create","resourceBody":{"id":"w|1|2","lockToken":"work_x"}}]`
+	rec.request("n2", "Batch", req, []byte(body), "lost-response", 200, nil)
+	req.Header.Set("x-ms-documentdb-partitionkey", `["other"]`)
+	rec.request("n2", "Batch", req, []byte(body), "", 200, nil)
+
+	got := rec.of("s3-chain")
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0], `WIRE node=n2 op=Batch pk=s3-chain body=[{"operationType":"Patch","id":"inst","resourceBody":{"operations":[{"op":"set","path":"/lockToken","value":"lock_chain.ab"}`)
+	assert.Contains(t, got[0], `fault="lost-response" status=200`)
 }

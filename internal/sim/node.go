@@ -81,7 +81,8 @@ type env struct {
 	progress  *progress   // the run's heartbeat (progress.go)
 	clock     *simClock   // the simulated world's time (clock.go)
 	wire      *wireLog    // nil: no wire journal
-	polls     sync.Map    // node id → its settings, for reports
+	flight    *flightRecorder
+	polls     sync.Map // node id → its settings, for reports
 }
 
 // pollInterval is node's provider's PollInterval (0 for a node it does
@@ -246,7 +247,7 @@ func startNode(ctx context.Context, e *env, id string, slot int, s nodeSettings,
 	ft.tried = bothTries(bothTries(e.rec.eagerStarts.triesHook(), e.rec.eager.writeTriesHook(id)), e.rec.writeFaultsFor(id))
 	ft.stalled = e.rec.stalledFor(id)
 	ft.paused = e.rec.pausedFor(id)
-	ft.wire, ft.node = e.wire, id
+	ft.wire, ft.node, ft.flight = e.wire, id, e.flight
 	if e.rec.names != nil {
 		ft.sent = e.rec.names.hook(id)
 	}

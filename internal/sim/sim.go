@@ -41,7 +41,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rec.names = newBoundedNames()
 	rec.cancels = newCancelWatch()
 	e := &env{cfg: cfg, endpoint: acct.Endpoint(), key: acct.Key(), transport: acct.Transport(),
-		rec: rec, stats: stats, logger: logger, progress: rec.progress, clock: clock}
+		rec: rec, stats: stats, logger: logger, progress: rec.progress, clock: clock, flight: flight}
 	rec.chains = newChainedTurns(chainNodes{gone: rec.goneBy, stalled: rec.stalledBetween, writeFaulted: rec.writeFaulted, paused: rec.pausedBetween,
 		jumped: clock.jumpedBetween, poll: e.pollInterval}, clock.now, cfg.Faults.ClockSkew,
 		hostScaled(cfg, chainTurnAllowance))

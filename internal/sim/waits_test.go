@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -185,4 +186,27 @@ func TestAWaitThatMetAnInjectedRefusalBurstIsRedoneAndAnyOtherFailureIsAViolatio
 	vs := w.viol.all()
 	require.Len(t, vs, 1, "a refusal the run did not inject is the wait's failure")
 	assert.Equal(t, invWait, vs[0].Invariant)
+}
+
+// The harness's calls (starts, events, deletes) try again after a burst of
+// refusals the run injected, past the client's own tries: a start refused
+// so was reported as the harness's failure, and its instance as stuck. A
+// refusal the run did not inject is returned at once.
+func TestTheHarnessTriesACallAgainAfterAnInjectedRefusalBurst(t *testing.T) {
+	injected := cdb.ToProviderError("EnqueueForOrchestrator", &cdb.CosmosError{Operation: "CreateItem", StatusCode: 401, Message: injectedFaultMessage})
+	tries := 0
+	err := retry(context.Background(), newStats(), nil, func(context.Context) error {
+		if tries++; tries == 1 {
+			return fmt.Errorf("durable: start orchestration: %w", injected)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 2, tries)
+
+	refused := cdb.ToProviderError("EnqueueForOrchestrator", &cdb.CosmosError{Operation: "CreateItem", StatusCode: 401, Message: "Unauthorized"})
+	tries = 0
+	err = retry(context.Background(), newStats(), nil, func(context.Context) error { tries++; return refused })
+	assert.ErrorIs(t, err, refused)
+	assert.Equal(t, 1, tries)
 }

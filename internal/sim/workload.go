@@ -567,7 +567,10 @@ func (a *activities) send(actx rt.ActivityContext, input string) (string, error)
 func retry(ctx context.Context, stats *Stats, p *progress, f func(context.Context) error) error {
 	for attempt := 0; ; attempt++ {
 		err := f(ctx)
-		if err == nil || !cdb.IsRetryable(err) && !errors.Is(err, errNodeDown) {
+		// A burst of refusals the run injected is a moment's, as on a real
+		// account (a credential or a role propagating): the application
+		// tries again later, as a wait does (isInjectedRefusal).
+		if err == nil || !cdb.IsRetryable(err) && !errors.Is(err, errNodeDown) && !isInjectedRefusal(err) {
 			return err
 		}
 		if p != nil && p.stalled() {

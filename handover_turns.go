@@ -39,11 +39,18 @@ func turnName(t *lockedTurn) string {
 
 // takeReadyTurn hands a fetch a turn made ready for it (a start this
 // process locked for it, a chained turn); found is false when none is
-// ready (or none could be made).
-func (p *CosmosProvider) takeReadyTurn(ctx context.Context) (res fetchedOrchestration, found bool, err error) {
+// ready (or none could be made). A turn whose execution is pinned at a
+// version filter excludes is given back, for a dispatcher that can replay
+// it (runtimes of two builds may share a provider), as the lock batch's
+// condition passes such an instance over.
+func (p *CosmosProvider) takeReadyTurn(ctx context.Context, filter *DispatcherCapabilityFilter) (res fetchedOrchestration, found bool, err error) {
 	for t, ok := p.readyTurns.Take(DefaultOnlyFilter(), p.nowMs()); ok; t, ok = p.readyTurns.Take(DefaultOnlyFilter(), p.nowMs()) {
 		if t.lock.start != nil && t.lock.start.HandedBack() {
 			continue // its caller writes it the usual way
+		}
+		if pinnedOutside(filter, t.inst.Pinned) {
+			p.giveBackTurn(ctx, t)
+			continue
 		}
 		got, err := p.makeTurn(p.tel.withOrchestrationName(ctx, turnName(t)), t)
 		if got != nil {

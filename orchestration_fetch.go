@@ -69,16 +69,16 @@ func filterKey(filter *DispatcherCapabilityFilter) string {
 // first and takes a ready instance only when the queue had nothing for it.
 func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, scope lookScope, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (fetchedOrchestration, pollOutcome, error) {
 	if scope.readyOnly(handoff.ReadyTurn) {
-		return p.lookReadyTurn(ctx)
+		return p.lookReadyTurn(ctx, filter)
 	}
 	if scope.pk != "" {
 		if chained, ready := p.chains.Want(scope.pk); chained {
 			p.handOverChain(ctx, ready)
-			return p.lookReadyTurn(ctx) // none while a worker ack still writes into the chain
+			return p.lookReadyTurn(ctx, filter) // none while a worker ack still writes into the chain
 		}
 	}
 	if scope.pk == "" && !p.orchSignal.queueLookDue() {
-		if res, outcome, err := p.lookReadyTurn(ctx); err != nil || outcome == outcomeFound {
+		if res, outcome, err := p.lookReadyTurn(ctx, filter); err != nil || outcome == outcomeFound {
 			return res, outcome, err
 		}
 	}
@@ -86,15 +86,15 @@ func (p *CosmosProvider) tryFetchOrchestration(ctx context.Context, scope lookSc
 	if err != nil || outcome == outcomeFound {
 		return res, outcome, err
 	}
-	if ready, found, err := p.takeReadyTurn(ctx); err != nil || found {
+	if ready, found, err := p.takeReadyTurn(ctx, filter); err != nil || found {
 		return ready, outcomeFoundIf(found), err
 	}
 	return res, outcome, nil
 }
 
 // lookReadyTurn is a look that takes a ready turn or nothing.
-func (p *CosmosProvider) lookReadyTurn(ctx context.Context) (fetchedOrchestration, pollOutcome, error) {
-	res, found, err := p.takeReadyTurn(ctx)
+func (p *CosmosProvider) lookReadyTurn(ctx context.Context, filter *DispatcherCapabilityFilter) (fetchedOrchestration, pollOutcome, error) {
+	res, found, err := p.takeReadyTurn(ctx, filter)
 	return res, outcomeFoundIf(found), err
 }
 

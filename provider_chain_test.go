@@ -405,3 +405,39 @@ func TestAChainedCompletionWhoseAckCannotTellReachesTheChainedTurn(t *testing.T)
 	require.NoError(t, p.AckOrchestrationItem(ctx, next.token, 1, nil, nil, nil, providertest.TestOrchMetadata(), nil))
 	assert.Empty(t, messageDocs(t, p, "unsure"), "consumed, not left claimed")
 }
+
+// A chained turn of an execution pinned at a version the fetching
+// dispatcher cannot replay is not handed to it: it is given back, for a
+// dispatcher that can (one provider shared by the runtimes of two builds).
+// It was handed over without the filter's check; the runtime abandoned it
+// as pinned elsewhere, and a Close right after left it locked for a
+// lock's length (the simulation's close-gives-back, on a chain's token).
+func TestAChainedTurnIsNotHandedToADispatcherThatCannotReplayIt(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	token := lockedStart(ctx, t, p, "pinned")
+	work, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	md := providertest.TestOrchMetadata()
+	v := cdb.NewSemanticVersion(0, 1, 32)
+	md.PinnedDuroxideVersion = &v
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("pinned", 1)},
+		[]cdb.WorkItem{activity("pinned", 2, "")}, nil, md, nil))
+	w := work()
+	require.NotNil(t, w.item)
+	chain, _ := instanceDocOf(t, p, "pinned")["lockToken"].(string)
+	require.True(t, strings.HasPrefix(chain, "lock_chain."), "the commit kept the lock: %q", chain)
+	ackActivity(ctx, t, p, w)
+
+	oldBuild := &cdb.DispatcherCapabilityFilter{SupportedDuroxideVersions: []cdb.SemverRange{
+		{Min: cdb.NewSemanticVersion(0, 0, 1), Max: cdb.NewSemanticVersion(0, 1, 0)}}}
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 300*time.Millisecond, oldBuild)
+	require.NoError(t, err)
+	assert.Nil(t, item, "not for a dispatcher that cannot replay it")
+	assert.Empty(t, instanceDocOf(t, p, "pinned")["lockToken"], "given back, for one that can")
+
+	item, _, _, err = p.FetchOrchestrationItem(ctx, time.Minute, time.Second, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "a dispatcher that can replay it takes it")
+	assert.Len(t, item.Messages, 1, "with the completion")
+}

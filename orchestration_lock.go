@@ -55,6 +55,16 @@ type orchestrationLock struct {
 	// runtime abandon the lock instead, what that try may have locked for
 	// this process is read back from the store (H6).
 	unconfirmed *ackPlan
+	// givenUp is the abandon its holder asked for and that failed: the
+	// runtime is done with the lock, and Close gives it back
+	// (giveBackGivenUp) rather than leave it to expire.
+	givenUp *abandonAsked
+}
+
+// abandonAsked is an abandon's arguments.
+type abandonAsked struct {
+	delay         time.Duration
+	ignoreAttempt bool
 }
 
 // OrchestrationLockRemaining implements LockRemainingReporter: how long
@@ -603,10 +613,35 @@ func (p *CosmosProvider) AbandonOrchestrationItem(ctx context.Context, lockToken
 	ctx = p.tel.withOrchestrationName(ctx, lock.inst.Name)
 	defer p.settleUnconfirmed(ctx, lock) // the runtime gives up on the turn
 	if err := p.writeAbandon(ctx, lock, delay, ignoreAttempt); err != nil {
+		if !errors.Is(err, ErrInvalidLockToken) {
+			lock.givenUp = &abandonAsked{delay: delay, ignoreAttempt: ignoreAttempt}
+		}
 		return asOperation(op, err)
 	}
 	p.releasedWithoutCommit(lock, delay)
 	return nil
+}
+
+// giveBackGivenUp gives back, as the provider closes, the instance locks
+// whose abandon failed (a fault, a stopping runtime's call cut off): their
+// runtime is done with them, and nothing else releases them before they
+// expire. The abandon is written as it was asked, its delay and attempt
+// undo included. A lock the runtime still works on is not touched, nor
+// waited for: its turn ends by its own ack or abandon.
+func (p *CosmosProvider) giveBackGivenUp() {
+	ctx, cancel := context.WithTimeout(context.Background(), closeGiveBackTimeout)
+	defer cancel()
+	for _, lock := range p.orchLocks.Values() {
+		if !lock.mu.TryLock() {
+			continue // in use: a call still works on it, and ends it
+		}
+		if asked := lock.givenUp; asked != nil && !lock.done && lock.lockedUntil.Load() > p.nowMs() {
+			if err := p.writeAbandon(ctx, lock, asked.delay, asked.ignoreAttempt); err == nil {
+				p.releasedWithoutCommit(lock, asked.delay)
+			}
+		}
+		lock.mu.Unlock()
+	}
 }
 
 // releasedWithoutCommit ends a lock whose batch was given back, and tells

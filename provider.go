@@ -515,6 +515,7 @@ func (p *CosmosProvider) Close() error {
 			p.handOverDone.Wait()
 		}
 		p.giveBackAllEager()
+		p.giveBackGivenUp()
 		p.stop()
 		p.done.Wait()
 		p.orchSignal.stop()

@@ -280,3 +280,26 @@ func TestAWorkClaimCutOffFromItsFetchIsGivenBack(t *testing.T) {
 	assert.Empty(t, items[0]["lockToken"], "the claim is given back")
 	assert.EqualValues(t, 0, items[0]["attempts"], "its attempt with it")
 }
+
+// Close gives back the instance locks its runtime still holds: an abandon
+// that failed (a fault, or a stopping runtime's call cut off) left its lock
+// to expire, the instance hidden from every other process for a lock's
+// length after a clean close.
+func TestCloseGivesBackALockWhoseAbandonFailed(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("left"), 0))
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	remove := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: http.StatusBadRequest, Match: func(r cdb.FakeRequest) bool {
+		return r.Operation == "Batch" && strings.Contains(string(r.Body), `"/releasedAt"`)
+	}})
+	require.Error(t, p.AbandonOrchestrationItem(ctx, token, 0, false), "the abandon fails")
+	remove()
+	require.Equal(t, token, instanceDocOf(t, p, "left")["lockToken"])
+
+	require.NoError(t, p.Close())
+	assert.Empty(t, instanceDocOf(t, newRulesProvider(t, acct, cdb.Config{}), "left")["lockToken"], "given back at Close")
+}

@@ -229,7 +229,8 @@ func TestCloseGivesBackFlagsWhatACleanCloseLeftLocked(t *testing.T) {
 	it := item("w|1|3", 800, 13_000)                                            // its handler held it (R21)
 	it.handedOut = true
 	it.end(eagerEndHandedOut, "a", time.UnixMilli(850))
-	item("w|1|4", 800, 13_000).end(eagerEndConsumed, "b", time.UnixMilli(500)) // ended before
+	item("w|1|4", 800, 13_000).end(eagerEndConsumed, "b", time.UnixMilli(500))                                               // ended before
+	e.items[stampKey{"i5", "w|1|5"}] = &eagerItem{writer: "a", created: time.UnixMilli(650), createdMs: 6500, until: 13_000} // i5's deletion has it
 
 	v := &violations{}
 	notPaused := func(string, time.Time, time.Time) bool { return false }
@@ -248,7 +249,7 @@ func TestCloseGivesBackFlagsWhatACleanCloseLeftLocked(t *testing.T) {
 		"i4: with the instance still locked with its token lock_chain.4 until 3s later",
 		"p: with worker item w|1|1, which its commit locked to it eagerly and its runtime never took, still locked until 3s later",
 	}, details)
-	assert.Equal(t, "closes=1 (and 0 while paused) instances: given-back=1 left=2 (taken over after expiry 1) expiring-within-bound=1 marked-for-deletion=1; eager items: given-back=1 left=1 expiring-within-bound=0 handed-out-unacked=1", tot.String())
+	assert.Equal(t, "closes=1 (and 0 while paused) instances: given-back=1 left=2 (taken over after expiry 1) expiring-within-bound=1 marked-for-deletion=1; eager items: given-back=1 left=1 expiring-within-bound=0 handed-out-unacked=1 marked-for-deletion=1", tot.String())
 }
 
 func TestCloseGivesBackLeavesAClosePausedThroughoutAlone(t *testing.T) {

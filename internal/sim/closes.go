@@ -30,7 +30,9 @@ import (
 // instance a deletion marked while the node held it: the deletion has it
 // from the mark on, whoever's lock it carries (the mark drops the node's
 // chain without a write), and a lock left on it hides nothing the mark
-// does not; it is counted apart. The
+// does not; it is counted apart, as is an item of such an instance marked
+// before the close ended (a deletion the closing node left half done is
+// taken over, and sweeps the item, once its intent's owner lapses). The
 // report counts what each close gave back (the patches of the closing
 // node that cleared its locks) apart from what was left and then taken
 // over by another node after the lock expired.
@@ -105,13 +107,14 @@ type closeTotals struct {
 	instancesGivenBack, instancesLeft      int
 	instancesTakenOver, instancesExpiring  int
 	instancesMarked                        int
+	itemsMarked                            int
 	itemsGivenBack, itemsLeft, itemsLapsed int
 	itemsExpiring                          int
 }
 
 func (t closeTotals) String() string {
-	return fmt.Sprintf("closes=%d (and %d while paused) instances: given-back=%d left=%d (taken over after expiry %d) expiring-within-bound=%d marked-for-deletion=%d; eager items: given-back=%d left=%d expiring-within-bound=%d handed-out-unacked=%d",
-		t.closes, t.paused, t.instancesGivenBack, t.instancesLeft, t.instancesTakenOver, t.instancesExpiring, t.instancesMarked, t.itemsGivenBack, t.itemsLeft, t.itemsExpiring, t.itemsLapsed)
+	return fmt.Sprintf("closes=%d (and %d while paused) instances: given-back=%d left=%d (taken over after expiry %d) expiring-within-bound=%d marked-for-deletion=%d; eager items: given-back=%d left=%d expiring-within-bound=%d handed-out-unacked=%d marked-for-deletion=%d",
+		t.closes, t.paused, t.instancesGivenBack, t.instancesLeft, t.instancesTakenOver, t.instancesExpiring, t.instancesMarked, t.itemsGivenBack, t.itemsLeft, t.itemsExpiring, t.itemsLapsed, t.itemsMarked)
 }
 
 // closeBound is how long after its close's end a closed node's lock may
@@ -141,7 +144,11 @@ func checkCloses(v *violations, closes map[string]closeRecord, paused func(node 
 		c.instancesLeftByCloses(v, closes, bound, &t)
 	}
 	if e != nil {
-		e.itemsLeftByCloses(v, closes, bound, &t)
+		marked := func(string, time.Time, time.Time) bool { return false }
+		if c != nil {
+			marked = c.markedBetween
+		}
+		e.itemsLeftByCloses(v, closes, bound, marked, &t)
 	}
 	return t
 }
@@ -244,7 +251,7 @@ func (c *chainedTurns) instancesLeftByCloses(v *violations, closes map[string]cl
 
 // itemsLeftByCloses judges the worker items a closed node's commits locked
 // eagerly that were still waiting for it when its close ended.
-func (e *eagerItems) itemsLeftByCloses(v *violations, closes map[string]closeRecord, bound closeBound, t *closeTotals) {
+func (e *eagerItems) itemsLeftByCloses(v *violations, closes map[string]closeRecord, bound closeBound, marked func(pk string, from, to time.Time) bool, t *closeTotals) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	keys := make([]stampKey, 0, len(e.items))
@@ -267,6 +274,9 @@ func (e *eagerItems) itemsLeftByCloses(v *violations, closes map[string]closeRec
 			continue
 		case !it.ended.IsZero() && !it.ended.After(cl.Ended):
 			continue // it had ended before the close did
+		case marked(k.pk, it.created, cl.Ended):
+			t.itemsMarked++ // its instance's deletion has it
+			continue
 		}
 		over := time.Duration(it.until-cl.EndedMs) * time.Millisecond
 		if over <= bound(it.writer) {
@@ -277,4 +287,17 @@ func (e *eagerItems) itemsLeftByCloses(v *violations, closes map[string]closeRec
 		v.add(invCloseGivesBack, k.pk, fmt.Sprintf("%s closed at %s (shut down from %s) with worker item %s, which its commit locked to it eagerly and its runtime never took, still locked until %s later",
 			it.writer, stamp(cl.Ended), stamp(cl.Began), k.id, over.Round(time.Millisecond)))
 	}
+}
+
+// markedBetween says a write marked pk's instance for a deletion between
+// from and to (wall clock).
+func (c *chainedTurns) markedBetween(pk string, from, to time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.writes[pk] {
+		if w.inst != nil && w.inst.marked && !w.at.Before(from) && !w.at.After(to) {
+			return true
+		}
+	}
+	return false
 }

@@ -83,7 +83,7 @@ func (p *CosmosProvider) planAck(lock *orchestrationLock, req *ackRequest, squee
 		return p.planConsumeOnly(lock)
 	}
 	now := p.nowMs()
-	inst := nextInstanceDoc(lock, executionID, delta, md, now)
+	inst := nextInstanceDoc(lock, executionID, delta, md, now, p.cfg.Retention)
 	execDoc := nextExecutionDoc(lock, executionID, md, now)
 	queued := len(workerItems) + len(orchItems)
 	w := &ackWriter{p: p, op: op, pk: lock.pk, token: lock.token, now: now, seq: p.reserveSeqs(queued + 1), pinned: inst.Pinned, squeeze: squeeze,
@@ -378,8 +378,9 @@ func withoutETag(d instanceDoc) instanceDoc {
 
 // nextInstanceDoc applies a turn to the instance document (its execution,
 // metadata, status, output, custom status and pinned version, as duroxide's
-// ack does) and releases the lock.
-func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event, md ExecutionMetadata, now int64) instanceDoc {
+// ack does) and releases the lock. A turn that finishes the instance
+// records when it leaves (retention.go).
+func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event, md ExecutionMetadata, now int64, retention time.Duration) instanceDoc {
 	inst := lock.inst
 	inst.Parked = nil // a committed turn ends a park (parkrecord.go)
 	if inst.Trace.IsZero() {
@@ -423,6 +424,7 @@ func nextInstanceDoc(lock *orchestrationLock, executionID uint64, delta []Event,
 		inst.CustomStatus = status
 		inst.CustomVersion++
 	}
+	inst.retainFrom(now, retention)
 	inst.LockToken, inst.LockedUntil = "", 0
 	inst.LastAck = lock.token
 	inst.Rev++

@@ -64,7 +64,7 @@ func (p *CosmosProvider) sumPerRange(ctx context.Context, expr, where string, pa
 func (p *CosmosProvider) GetSystemMetrics(ctx context.Context) (SystemMetrics, error) {
 	const op = "GetSystemMetrics"
 	var m SystemMetrics
-	instances := "c.type = @inst AND IS_DEFINED(c.name) AND NOT IS_DEFINED(c.deleting)"
+	instances := "c.type = @inst AND IS_DEFINED(c.name) AND NOT IS_DEFINED(c.deleting) AND " + liveRetention
 	counts := []struct {
 		into  *uint64
 		where string
@@ -77,7 +77,7 @@ func (p *CosmosProvider) GetSystemMetrics(ctx context.Context) (SystemMetrics, e
 		{&m.TotalExecutions, "c.type = @exec", nil},
 	}
 	for _, c := range counts {
-		params := append([]QueryParameter{{Name: "@inst", Value: docInstance}, {Name: "@exec", Value: docExecution}}, c.extra...)
+		params := append([]QueryParameter{{Name: "@inst", Value: docInstance}, {Name: "@exec", Value: docExecution}, p.retainNowParam()}, c.extra...)
 		n, err := p.countPerRange(ctx, c.where, usedParams(c.where, params))
 		if err != nil {
 			return SystemMetrics{}, asOperation(op, err)
@@ -263,8 +263,8 @@ func (p *CosmosProvider) liveInstances(ctx context.Context, filter InstanceFilte
 	if filter.InstanceIDs != nil && len(*filter.InstanceIDs) == 0 {
 		return nil, nil
 	}
-	q := "SELECT c.instance, c.parent, c.status, c.completedAt, c.createdAt, c.deleting FROM c WHERE c.type = @type AND IS_DEFINED(c.name)"
-	params := []QueryParameter{{Name: "@type", Value: docInstance}}
+	q := "SELECT c.instance, c.parent, c.status, c.completedAt, c.createdAt, c.deleting FROM c WHERE c.type = @type AND IS_DEFINED(c.name) AND " + liveRetention
+	params := []QueryParameter{{Name: "@type", Value: docInstance}, p.retainNowParam()}
 	if filter.CompletedBefore != nil {
 		q += " AND c.completedAt < @before"
 		params = append(params, QueryParameter{Name: "@before", Value: *filter.CompletedBefore})
@@ -389,21 +389,49 @@ func (p *CosmosProvider) PruneExecutions(ctx context.Context, instance string, o
 	return r, asOperation(op, err)
 }
 
+// maxPruneRounds bounds the list-and-delete rounds of one instance's prune.
+const maxPruneRounds = 3
+
+// pruneInstance deletes the executions the options doom, in rounds: a
+// document changed since its listing (a retention's TTL given meanwhile)
+// is listed again and deleted in the next, its execution counted once, as
+// long as the instance is the same life.
 func (p *CosmosProvider) pruneInstance(ctx context.Context, inst *instanceDoc, options PruneOptions) (PruneResult, error) {
 	result := PruneResult{InstancesProcessed: 1}
+	counted := map[string]bool{}
+	for round := 0; round < maxPruneRounds; round++ {
+		if round > 0 {
+			again, err := p.readInstanceDoc(ctx, inst.PK)
+			if err != nil || again == nil || again.Life != inst.Life {
+				return result, err
+			}
+			inst = again
+		}
+		changed, err := p.pruneRound(ctx, inst, options, &result, counted)
+		if err != nil || changed == 0 {
+			return result, err
+		}
+	}
+	return result, nil
+}
+
+// pruneRound lists the instance's executions and deletes the doomed ones,
+// counting into result what counted has not seen; it reports how many
+// listed documents had changed since.
+func (p *CosmosProvider) pruneRound(ctx context.Context, inst *instanceDoc, options PruneOptions, result *PruneResult, counted map[string]bool) (int, error) {
 	key := NewPartitionKeyString(inst.PK)
 	res, err := p.container.QueryItems(ctx,
 		"SELECT c.id, c._etag, c.type, c.exec, c.status, c.completedAt, ARRAY_LENGTH(c.eventIds) AS events FROM c WHERE c.pk = @pk AND (c.type = @exe OR c.type = @hist OR c.type = @part OR c.type = @value)",
 		[]QueryParameter{{Name: "@pk", Value: inst.PK}, {Name: "@exe", Value: docExecution}, {Name: "@hist", Value: docHistory}, {Name: "@part", Value: docHistPart},
 			{Name: "@value", Value: docValue}}, &QueryOptions{PartitionKey: &key})
 	if err != nil {
-		return result, err
+		return 0, err
 	}
 	var execs, hist []executionRow
 	for _, raw := range res.Items {
 		var r executionRow
 		if err := json.Unmarshal(raw, &r); err != nil {
-			return result, fmt.Errorf("decode execution row: %w", err)
+			return 0, fmt.Errorf("decode execution row: %w", err)
 		}
 		if r.Type == docExecution {
 			execs = append(execs, r)
@@ -416,19 +444,22 @@ func (p *CosmosProvider) pruneInstance(ctx context.Context, inst *instanceDoc, o
 	for _, h := range hist {
 		if doomed[h.Exec] {
 			docs = append(docs, h.docVersion)
-			result.EventsDeleted += uint64(h.Events)
+			if !counted[h.ID] {
+				counted[h.ID] = true
+				result.EventsDeleted += uint64(h.Events)
+			}
 		}
 	}
 	for _, e := range execs {
 		if doomed[e.Exec] {
 			docs = append(docs, e.docVersion) // after its history: a reader never sees history without its execution
-			result.ExecutionsDeleted++
+			if !counted[e.ID] {
+				counted[e.ID] = true
+				result.ExecutionsDeleted++
+			}
 		}
 	}
-	if err := p.deleteDocs(ctx, inst.PK, docs); err != nil {
-		return result, err
-	}
-	return result, nil
+	return p.deleteDocs(ctx, inst.PK, docs)
 }
 
 // pruneCandidates applies duroxide's rules: not the
@@ -464,9 +495,11 @@ type docVersion struct {
 // (If-Match). Executions, history and the sequencer have ids that a new
 // life of the instance id writes again; a deletion round that listed the
 // old life's must never delete the new life's (another process may have
-// finished the deletion, and the id started again, in between).
-func (p *CosmosProvider) deleteDocs(ctx context.Context, pk string, docs []docVersion) error {
+// finished the deletion, and the id started again, in between). It reports
+// how many had changed since their listing.
+func (p *CosmosProvider) deleteDocs(ctx context.Context, pk string, docs []docVersion) (int, error) {
 	key := NewPartitionKeyString(pk)
+	changed := 0
 	for start := 0; start < len(docs); start += MaxBatchOperations {
 		chunk := docs[start:min(start+MaxBatchOperations, len(docs))]
 		b := p.container.NewTransactionalBatch(key)
@@ -475,13 +508,13 @@ func (p *CosmosProvider) deleteDocs(ctx context.Context, pk string, docs []docVe
 		}
 		resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
 		if err != nil {
-			return err
+			return changed, err
 		}
 		if resp.Success {
 			continue
 		}
 		if _, err := resp.FailedOperation(); !missingOrChanged(err) {
-			return asOperation("delete", batchError(resp))
+			return changed, asOperation("delete", batchError(resp))
 		}
 		// One went away, or changed, meanwhile: the rest one by one.
 		for _, d := range chunk {
@@ -489,13 +522,16 @@ func (p *CosmosProvider) deleteDocs(ctx context.Context, pk string, docs []docVe
 			if d.ETag != "" {
 				o = &ItemOptions{IfMatch: &d.ETag}
 			}
-			if _, err := p.container.DeleteItem(ctx, key, d.ID, o); err != nil && !IsNotFound(err) && !IsPreconditionFailed(err) {
-				return err
+			switch _, err := p.container.DeleteItem(ctx, key, d.ID, o); {
+			case IsPreconditionFailed(err):
+				changed++
+			case err != nil && !IsNotFound(err):
+				return changed, err
 			}
 		}
 	}
 	p.cache.drop(pk)
-	return nil
+	return changed, nil
 }
 
 // ifListed conditions a delete on the version listed.

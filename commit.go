@@ -151,6 +151,7 @@ func retryTransient[T any](ctx context.Context, read func() (T, error)) (T, erro
 func (p *CosmosProvider) afterCommit(lock *orchestrationLock, plan *ackPlan, ready, queued int) {
 	p.endLock(lock)
 	p.tellEnd(lock.inst.Instance, &plan.inst)
+	p.retainAfterCommit(&lock.inst, &plan.inst)
 	if plan.state != nil {
 		p.cache.put(lock.pk, plan.state)
 	} else {

@@ -700,8 +700,12 @@ func (p *CosmosProvider) readLiveInstance(ctx context.Context, instance string) 
 	return inst, nil
 }
 
-// deletionReaches says a deletion marked inst or one of its ancestors.
+// deletionReaches says a deletion marked inst or one of its ancestors, or
+// inst's retention ended (retention.go): it reads as gone.
 func (p *CosmosProvider) deletionReaches(ctx context.Context, inst *instanceDoc) (bool, error) {
+	if inst.retainedPast(p.nowMs()) {
+		return true, nil
+	}
 	seen := map[string]bool{inst.Instance: true}
 	for cur := inst; cur != nil; {
 		if cur.Deleting != "" {

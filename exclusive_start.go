@@ -76,6 +76,12 @@ func (p *CosmosProvider) startBesideLockDoc(ctx context.Context, op string, w st
 			}
 			continue
 		}
+		if inst.retainedPast(p.nowMs()) { // the old life's retention ended: clear it, then start
+			if err := p.clearRetained(ctx, inst); err != nil {
+				return asOperation(op, err)
+			}
+			continue
+		}
 		if marked, err := p.deletionReaches(ctx, inst); err != nil {
 			return err
 		} else if marked {

@@ -94,6 +94,7 @@ func (p *CosmosProvider) QueryInstances(ctx context.Context, q InstanceQuery) (I
 	if err != nil {
 		return InstancePage{}, err
 	}
+	l.and(liveRetention, p.retainNowParam())
 	r := &instancePageRead{p: p, l: l}
 	page, err := r.page(ctx)
 	if err != nil {

@@ -263,8 +263,8 @@ func (p *CosmosProvider) ListChildren(ctx context.Context, instance string) ([]s
 		return []string{}, nil
 	}
 	res, err := p.container.QueryItems(ctx,
-		"SELECT VALUE c.instance FROM c WHERE c.type = @type AND IS_DEFINED(c.name) AND NOT IS_DEFINED(c.deleting) AND c.parent = @parent",
-		[]QueryParameter{{Name: "@type", Value: docInstance}, {Name: "@parent", Value: instance}}, nil)
+		"SELECT VALUE c.instance FROM c WHERE c.type = @type AND IS_DEFINED(c.name) AND NOT IS_DEFINED(c.deleting) AND c.parent = @parent AND "+liveRetention,
+		[]QueryParameter{{Name: "@type", Value: docInstance}, {Name: "@parent", Value: instance}, p.retainNowParam()}, nil)
 	if err != nil {
 		return nil, asOperation(op, err)
 	}

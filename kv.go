@@ -65,7 +65,8 @@ type kvDoc struct {
 	Type     string    `json:"type"`
 	Instance string    `json:"instance"`
 	Entries  []kvEntry `json:"entries"`
-	TTL      int       `json:"ttl,omitempty"` // set while staged
+	TTL      int       `json:"ttl,omitempty"` // set while staged, or by a retention
+	Retained bool      `json:"retained,omitempty"`
 }
 
 func kvBucket(key string) int {
@@ -118,9 +119,9 @@ func (s kvState) clone() kvState {
 }
 
 // add folds a KV document into the state. A staged chunk (its TTL still
-// set) belongs to a commit that has not happened.
+// set, not by a retention) belongs to a commit that has not happened.
 func (s *kvState) add(d kvDoc) error {
-	if d.TTL > 0 {
+	if d.TTL > 0 && !d.Retained {
 		return nil
 	}
 	if d.Type == docKVDelta {

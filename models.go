@@ -165,6 +165,14 @@ type instanceDoc struct {
 	// back because its code no longer matches the history (parkrecord.go).
 	// A committed turn drops it (nextInstanceDoc).
 	Parked *parkedDoc `json:"parked,omitempty"`
+	// RetainUntil, when set (Config.Retention), is when the finished
+	// instance leaves: from then on it reads as gone, its documents expire
+	// by their TTL, and a start of its id clears what is left first
+	// (retention.go). TTL is the instance document's own, once the
+	// retention's follow-up gave the partition its TTLs; every later write
+	// of the document keeps it ending at RetainUntil.
+	RetainUntil int64 `json:"retainUntil,omitempty"`
+	TTL         int   `json:"ttl,omitempty"`
 	// Rev counts commits. It restarts when an id is reused after a delete,
 	// so caches are keyed by LastAck, never by Rev.
 	Rev uint64 `json:"rev"`

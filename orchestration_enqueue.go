@@ -172,6 +172,12 @@ func (p *CosmosProvider) settleStart(ctx context.Context, op, instance string, m
 			}
 			continue // another start wrote the instance document first: look at it
 		}
+		if inst.retainedPast(p.nowMs()) { // the old life's retention ended: clear it, then start
+			if err := p.clearRetained(ctx, inst); err != nil {
+				return asOperation(op, err)
+			}
+			continue
+		}
 		marked, err := p.deletionReaches(ctx, inst)
 		if err != nil || !marked {
 			return err

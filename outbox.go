@@ -794,6 +794,11 @@ func (r *relay) reconcile(ctx context.Context) error {
 	if err := r.p.finishPendingDeletions(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("finish pending deletions: %w", err))
 	}
+	if r.p.retainer != nil && r.p.retainer.lookDue(r.p.now()) {
+		if err := r.p.reconcileRetention(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("retention: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 

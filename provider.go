@@ -76,6 +76,15 @@ type Config struct {
 	// (it renews its beat every third of it while it works) before another
 	// process takes the deletion over and finishes it (default 1m).
 	AbandonedDeletionAge time.Duration
+	// Retention, when set, is how long a finished instance (Completed or
+	// Failed; not ContinuedAsNew, which goes on) stays after the turn that
+	// ends it: from then on it reads as gone everywhere (status, lists,
+	// history, KV), Cosmos DB removes its documents by their time to live
+	// with spare throughput rather than a sweep's requests, and its id can
+	// be started again as a new life. 0 (the default) keeps finished
+	// instances until they are deleted; otherwise at least a second, in
+	// whole seconds as Cosmos DB counts a time to live (retention.go).
+	Retention time.Duration
 	// Leases spreads dispatch slots over concurrent fetches (default: in
 	// memory, this process only).
 	Leases LeaseProvider
@@ -242,7 +251,8 @@ type CosmosProvider struct {
 	// excludes (contention.go).
 	filterMisses *filterMisses
 
-	outbox *relay
+	outbox   *relay
+	retainer *retainer // nil unless Config.Retention
 
 	processLeases *processLeases // nil unless Config.ProcessLeases
 	ownWrites     *ownWrites     // nil unless Config.ProcessLeases
@@ -279,6 +289,9 @@ var (
 func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	if cfg.Leases != nil && cfg.ProcessLeases != nil {
 		return nil, fmt.Errorf("cdb: new provider: set Config.Leases or Config.ProcessLeases, not both: %w", ErrInvalidInput)
+	}
+	if err := checkRetention(cfg.Retention); err != nil {
+		return nil, fmt.Errorf("cdb: new provider: %w", err)
 	}
 	cfg = cfg.withDefaults()
 	var leaseOpts ProcessLeaseOptions
@@ -370,6 +383,14 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		}()
 	}
 	p.outbox = newRelay(p)
+	if cfg.Retention > 0 {
+		p.retainer = newRetainer(p)
+		p.done.Add(1)
+		go func() {
+			defer p.done.Done()
+			p.retainer.run(bg)
+		}()
+	}
 	p.done.Add(1)
 	go func() {
 		defer p.done.Done()

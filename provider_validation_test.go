@@ -25,6 +25,9 @@ type fakeFactory struct {
 	configure func(*cdb.Client)
 	// processLeases gives the provider process leases (shared dispatch slots).
 	processLeases bool
+	// retention gives finished instances their TTLs as the suite runs
+	// (Config.Retention), long enough that none leaves during a test.
+	retention time.Duration
 }
 
 func (f fakeFactory) NewProvider(t *testing.T, o providertest.ProviderOptions) cdb.Provider {
@@ -48,6 +51,7 @@ func (f fakeFactory) NewProvider(t *testing.T, o providertest.ProviderOptions) c
 		PollInterval:      20 * time.Millisecond,
 		ReconcileInterval: 100 * time.Millisecond,
 		OutboxMinAge:      50 * time.Millisecond,
+		Retention:         f.retention,
 	}
 	if f.processLeases {
 		cfg.ProcessLeases = &cdb.ProcessLeaseOptions{}

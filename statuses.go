@@ -22,7 +22,7 @@ const maxStatusesPerQuery = 100
 // statusFields are the fields of an instance document a status needs: no
 // history, KV or lock, so a query for many instances returns a little of
 // each.
-const statusFields = "c.pk, c.instance, c.name, c.parent, c.status, c.output, c.outputRef, c.customStatus, c.customStatusVersion, c.parked, c.deleting"
+const statusFields = "c.pk, c.instance, c.name, c.parent, c.status, c.output, c.outputRef, c.customStatus, c.customStatusVersion, c.parked, c.deleting, c.retainUntil"
 
 // ReadOrchestrationStatuses implements StatusesReader: one query per
 // maxStatusesPerQuery instances, sent to the partition key ranges that hold

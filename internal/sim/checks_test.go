@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -296,4 +298,40 @@ func TestEagerPatienceFlagsAnItemServedWithLessThanALockLeft(t *testing.T) {
 	assert.Contains(t, v.all()[0].Detail, "was given-back at")
 	assert.Contains(t, v.all()[0].Detail, "with 1.1s of its lock left (at least 1.7s")
 	assert.Contains(t, s.e.hiddenSummary(), "patience judged=3")
+}
+
+// A retention's TTL on a running instance's documents, or on a queue item,
+// is out of its scope (retention-scoped); on a finished instance's with a
+// retention it is where it belongs.
+func TestRetentionScopedFlagsATTLGivenOutsideAFinishedInstance(t *testing.T) {
+	ctx := context.Background()
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client(), ReconcileInterval: time.Hour})
+	require.NoError(t, err)
+	defer p.Close()
+	put := func(doc string) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(doc), &m))
+		_, err := p.Container().CreateItem(ctx, cdb.NewPartitionKeyString(m["pk"].(string)), []byte(doc), nil)
+		require.NoError(t, err)
+	}
+	put(`{"id":"inst","pk":"done","type":"inst","status":"Completed","retainUntil":99}`)
+	put(`{"id":"x|1","pk":"done","type":"exec","ttl":60,"retained":true}`)
+	put(`{"id":"inst","pk":"live","type":"inst","status":"Running"}`)
+	put(`{"id":"x|1","pk":"live","type":"exec","ttl":60,"retained":true}`)
+	put(`{"id":"w|1|2","pk":"done","type":"work","ttl":60,"retained":true}`)
+
+	v := &violations{}
+	summary, err := checkRetention(ctx, v, p.Container())
+	require.NoError(t, err)
+	var details []string
+	for _, x := range v.all() {
+		assert.Equal(t, invRetentionScoped, x.Invariant)
+		details = append(details, x.Instance+": "+x.Detail)
+	}
+	assert.ElementsMatch(t, []string{
+		"done: queue item w|1|2 was given a retention's TTL",
+		"live: 1 documents were given a retention's TTL (x|1 first) in a partition whose instance is Running without a retention",
+	}, details)
+	assert.Contains(t, summary, "finished instances with a retention=1")
 }

@@ -91,6 +91,10 @@ type Features struct {
 	// LongActivities makes some activities outlive their worker lock, so
 	// the lock is renewed (and renewal faults matter).
 	LongActivities bool
+	// Retention gives every node a retention of finished instances
+	// (retention.go): each finishing commit starts giving its partition
+	// TTLs, amid the run's faults, crashes, deletions and restarts.
+	Retention bool
 
 	// FanOutMax bounds a fan-out's width (default 20, 150 with wide or
 	// large fan-outs). WideFanOuts adds fan-outs of 101–FanOutMax activities
@@ -242,6 +246,7 @@ func AllFeatures() Features {
 		QueueEvents: true, ExternalEvents: true, ActivityEvents: true, Sessions: true, KV: true,
 		Cancellation: true, DeleteReuse: true, Prune: true, Tags: true, CapabilityFilters: true,
 		LongActivities: true, CappedTurns: true, WideFanOuts: true, LargeFanOuts: true, BacklogMax: 100,
+		Retention: true,
 	}
 }
 

@@ -125,6 +125,9 @@ func drawSettings(rng *rand.Rand, cfg Config, clock *simClock, r role, id string
 		// relay died waits for one as it would in production.
 		s.provider.ReconcileInterval = time.Duration(1000+rng.Intn(4000)) * time.Millisecond
 	}
+	if cfg.Features.Retention {
+		s.provider.Retention = retentionForRun
+	}
 	if cfg.Features.CappedTurns && rng.Intn(2) == 0 {
 		s.provider.MaxMessagesPerTurn = 10
 	}

@@ -92,6 +92,7 @@ type Stats struct {
 	Cancels     string // activities cancelled by acks, instances deleted through a node, and what was handed out after
 	Production  string // the production node, its slow commits, and the overlapping runs one-holder saw
 	Closes      string // what clean closes gave back, and what they left locked
+	Retention   string // finished instances with a retention, and the documents given its TTL
 	Sequences   string // how long each long sequence took, and its longest hold of chained turns
 }
 
@@ -172,7 +173,7 @@ func (r Report) Print(w io.Writer) {
 	for _, line := range []struct{ label, text string }{
 		{"own-writes stamps", s.Stamps}, {"eager starts", s.EagerStarts}, {"eager activities", s.Eager},
 		{"chained turns", s.Chains}, {"completion waits", s.Waits}, {"long sequences", s.Sequences},
-		{"closes", s.Closes}, {"production locks", s.Production}, {"cancellations", s.Cancels},
+		{"closes", s.Closes}, {"retention", s.Retention}, {"production locks", s.Production}, {"cancellations", s.Cancels},
 		{"names on the wire", s.Names},
 	} {
 		if line.text != "" {

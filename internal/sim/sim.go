@@ -132,6 +132,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	stats.Closes = checkCloses(viol, rec.closesSoFar(), rec.pausedBetween, rec.chains, rec.eager, func(node string) time.Duration {
 		return e.pollInterval(node) + hostScaled(cfg, 100*time.Millisecond) + 2*cfg.Faults.ClockSkew
 	}).String()
+	if cfg.Features.Retention {
+		summary, err := checkRetention(ctx, viol, observer.Container())
+		if err != nil {
+			viol.add(invHarness, "", err.Error())
+		}
+		stats.Retention = summary
+	}
 	if cfg.Features.ProductionLocks {
 		production := ""
 		for _, n := range c.all() {

@@ -225,3 +225,23 @@ func TestRetentionLeavesAnUndeliveredOutboxToItsRelay(t *testing.T) {
 		}
 	}
 }
+
+// An exclusive start (what durable.Client.StartOrchestration and `cdb
+// start` send) refuses the id of a finished instance while it is retained,
+// and once its retention ended clears the old life and starts a new one.
+func TestAnExclusiveStartTakesTheIDOfAnInstanceWhoseRetentionEnded(t *testing.T) {
+	ctx := rulesContext(t)
+	_, p, clock := retentionAccount(t, cdb.Config{ReconcileInterval: time.Hour})
+	finishWithKV(ctx, t, p, "r", cdb.StatusCompleted)
+	start := providertest.StartItem("r").(cdb.StartOrchestrationMessage)
+	require.ErrorIs(t, p.EnqueueStartIfAbsent(ctx, start), cdb.ErrInstanceExists, "retained: the id is taken")
+
+	clock.Advance(time.Hour + time.Second)
+	require.NoError(t, p.EnqueueStartIfAbsent(ctx, start), "its retention ended: the id is free")
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	assert.Empty(t, item.History, "a new life")
+	assert.Empty(t, item.KVSnapshot)
+	assert.Equal(t, []string{"StartOrchestration"}, messageKinds(item))
+}

@@ -327,8 +327,8 @@ func (p *CosmosProvider) latestExecution(ctx context.Context, instance string) (
 	if err != nil {
 		return 0, err
 	}
-	if inst != nil && inst.Deleting != "" {
-		return 0, nil // being deleted: reads as gone
+	if inst != nil && (inst.Deleting != "" || inst.retainedPast(p.nowMs())) {
+		return 0, nil // being deleted, or its retention ended: reads as gone
 	}
 	if inst != nil && inst.CurrentExec > 0 {
 		return inst.CurrentExec, nil

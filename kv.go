@@ -351,8 +351,8 @@ func (p *CosmosProvider) readKV(ctx context.Context, instance string, bucket int
 	if err != nil {
 		return kvState{}, err
 	}
-	if inst == nil {
-		return newKVState(), nil
+	if inst == nil || inst.retainedPast(p.nowMs()) {
+		return newKVState(), nil // none, or its retention ended: reads as gone
 	}
 	docs, err := p.queryKV(ctx, pk, max(inst.CurrentExec, InitialExecutionID), inst.KVMerged, bucket)
 	if err != nil {

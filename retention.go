@@ -109,8 +109,10 @@ type retainer struct {
 }
 
 // retentionLookInterval spaces the reconciler's looks for finished
-// instances without TTLs: a query across partitions, usually empty.
-const retentionLookInterval = retentionFollowUpGrace / 4
+// instances without TTLs: a query across partitions (a request per
+// partition key range), usually empty, so an idle process spends little on
+// it however many ranges the container has.
+const retentionLookInterval = retentionFollowUpGrace
 
 // lookDue says the reconciler should look now, and counts the look.
 func (r *retainer) lookDue(now time.Time) bool {

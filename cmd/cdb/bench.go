@@ -38,6 +38,9 @@ type benchOptions struct {
 	processes   int           // 0: one in-process run
 	killAfter   time.Duration // with processes: kill one process this long into a run
 	lease       time.Duration // with processes: the process leases' duration
+	idle        bool          // measure the cost of doing nothing (benchidle.go)
+	ranges      int           // with idle: the container's partition key ranges
+	waiting     int           // with idle: instances waiting for an event never raised
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
@@ -55,6 +58,9 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.IntVar(&o.processes, "processes", 0, "run each configuration in `n` OS processes at once, sharing the slots through process leases (0: one run in this process)")
 	fs.DurationVar(&o.lease, "lease", benchLeaseDuration, "with -processes: the process leases' duration (renewed every third of it)")
 	fs.DurationVar(&o.killAfter, "kill-after", 0, "with -processes of at least 2: kill one process this long into each run and report how long its share took to move")
+	fs.BoolVar(&o.idle, "idle", false, "measure what processes with no work spend: -processes runtimes (here in this one OS process, each with a client of its own), -ranges, -waiting, each -latency, for -duration; in-memory Cosmos DB only")
+	fs.IntVar(&o.ranges, "ranges", 1, "with -idle: the container's partition key ranges")
+	fs.IntVar(&o.waiting, "waiting", 0, "with -idle: `n` instances waiting for an event that is never raised")
 	registerOutput(fs, &o.format)
 	o.conn.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -82,7 +88,16 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	if o.lease < time.Second {
 		return o, usageError{msg: fmt.Sprintf("-lease must be at least 1s, got %s", o.lease)}
 	}
-	if o.processes > 0 && (o.verbose || o.format == formatJSON) {
+	if o.ranges < 1 || o.ranges > 64 {
+		return o, usageError{msg: fmt.Sprintf("-ranges must be 1 to 64, got %d", o.ranges)}
+	}
+	if o.waiting < 0 {
+		return o, usageError{msg: fmt.Sprintf("-waiting must not be negative, got %d", o.waiting)}
+	}
+	if !o.idle && (o.ranges != 1 || o.waiting != 0) {
+		return o, usageError{msg: "-ranges and -waiting apply to -idle only"}
+	}
+	if o.processes > 0 && !o.idle && (o.verbose || o.format == formatJSON) {
 		return o, usageError{msg: "-processes prints the table only (no -v, no -o json)"}
 	}
 	fs.Visit(func(f *flag.Flag) { o.latencySet = o.latencySet || f.Name == "latency" })
@@ -95,6 +110,12 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	o.onEndpoint = o.conn.configured()
 	if o.onEndpoint && o.latencySet {
 		return o, usageError{msg: "-latency applies to the in-memory Cosmos DB only, not to " + cdb.EnvEndpoint + " or -endpoint"}
+	}
+	if o.onEndpoint && o.idle {
+		return o, usageError{msg: "-idle measures the in-memory Cosmos DB only, not " + cdb.EnvEndpoint + " or -endpoint"}
+	}
+	if o.idle && !o.latencySet {
+		o.latencies = []time.Duration{0}
 	}
 	if o.onEndpoint {
 		o.latencies = []time.Duration{0}
@@ -110,6 +131,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	o, err := parseBenchFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.idle {
+		return runBenchIdle(ctx, o, stdout)
 	}
 	if o.processes > 0 {
 		return runBenchProcesses(ctx, o, stdout, stderr)

@@ -432,6 +432,11 @@ func TestBinaryBenchRefusesNonsense(t *testing.T) {
 		{"-wait", "-1s"},
 		{"-orchestration-timeout", "0"},
 		{"-orchestration-timeout", "-1m"},
+		{"-ranges", "4"},
+		{"-ranges", "0", "-idle"},
+		{"-ranges", "65", "-idle"},
+		{"-waiting", "10"},
+		{"-waiting", "-1", "-idle"},
 	} {
 		code, stdout, stderr := cli(append([]string{"bench"}, args...)...).run(t)
 		assert.Equal(t, 2, code, "cdb bench %v", args)
@@ -625,4 +630,29 @@ func TestBinaryReadsItsAccountFromDotEnv(t *testing.T) {
 	assert.Equal(t, 1, exit.ExitCode(), "a failure, not a usage error: %s", combined)
 	assert.Contains(t, string(combined), ".env")
 	assert.NotContains(t, string(combined), "no endpoint")
+}
+
+// `cdb bench -idle` measures what processes with no work spend: a row per
+// latency with the account's requests and RU per second, the pickup of a
+// start no process was told of, and the requests by operation; -o json
+// prints the results.
+func TestBinaryBenchIdleMeasuresWhatDoingNothingCosts(t *testing.T) {
+	code, stdout, stderr := cli("bench", "-idle", "-duration", "1s", "-ranges", "2", "-processes", "2").run(t)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "idle cost on the in-memory Cosmos DB: 2 processes, 2 partition key ranges, 0 instances waiting for an event, 1s per run")
+	assert.Regexp(t, `\| 0s \| [0-9.]+ \| [0-9.]+ \| [0-9.]+m?s \| Query [0-9.]+`, stdout)
+
+	code, stdout, stderr = cli("bench", "-idle", "-duration", "1s", "-waiting", "3", "-o", "json").run(t)
+	require.Equal(t, 0, code, stderr)
+	var results []struct {
+		Config            struct{ Processes, Ranges, Waiting int }
+		RequestsPerSecond float64
+		ByOperation       map[string]float64
+		Pickup            time.Duration
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &results), stdout)
+	require.Len(t, results, 1)
+	assert.Equal(t, 3, results[0].Config.Waiting)
+	assert.Positive(t, results[0].ByOperation["Query"], "an idle process polls")
+	assert.Positive(t, results[0].Pickup)
 }

@@ -1,0 +1,202 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/duroxide-go/cdb"
+	"github.com/duroxide-go/cdb/durable"
+)
+
+// The cost of doing nothing: what processes with no work spend on a
+// container, measured on the in-memory Cosmos DB by what the account
+// served. It grows with what the processes poll (the partition key
+// ranges, the processes), and must not grow with what merely waits (the
+// instances waiting for an event, whose documents the polls must not
+// read), so each is a knob.
+
+// IdleConfig is one idle measurement.
+type IdleConfig struct {
+	// Processes is how many runtimes run, each with a provider and a client
+	// of its own as a process has (default 1); more than one share the
+	// dispatch slots through process leases.
+	Processes int
+	// Ranges is the container's partition key ranges (default 1).
+	Ranges int
+	// Waiting instances each wait for an event that is never raised,
+	// started before the measurement (default none).
+	Waiting int
+	// Duration is how long the measurement lasts, after the processes
+	// settled (default 10s).
+	Duration time.Duration
+	// Latency is added per request by the in-memory Cosmos DB.
+	Latency time.Duration
+}
+
+func (c IdleConfig) withDefaults() IdleConfig {
+	c.Processes = max(c.Processes, 1)
+	c.Ranges = max(c.Ranges, 1)
+	if c.Duration <= 0 {
+		c.Duration = 10 * time.Second
+	}
+	return c
+}
+
+// IdleResult is what an idle measurement found.
+type IdleResult struct {
+	Config IdleConfig
+	// RequestsPerSecond and RUPerSecond are what the account served, for
+	// every process together.
+	RequestsPerSecond float64
+	RUPerSecond       float64
+	// ByOperation is requests per second by operation.
+	ByOperation map[string]float64
+	// Pickup is how long a start written by a client that runs no runtime
+	// (so no process was told of it) waited to be taken: from its enqueue
+	// to its orchestration's first turn committed, seen at the end of
+	// the measurement.
+	Pickup time.Duration
+}
+
+// idleSettle is how long the processes run before the measurement: their
+// startup (bootstrap, leases, the first looks) is not idling.
+const idleSettle = 2 * time.Second
+
+// MeasureIdle runs cfg's processes with nothing to do and measures what
+// they spend.
+func MeasureIdle(ctx context.Context, cfg IdleConfig) (IdleResult, error) {
+	cfg = cfg.withDefaults()
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: cfg.Ranges, Latency: cfg.Latency})
+	reg, err := newRegistry(0, newStepClock(nil))
+	if err != nil {
+		return IdleResult{}, fmt.Errorf("bench: registry: %w", err)
+	}
+	var runtimes []*durable.Runtime
+	defer func() {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, rt := range runtimes {
+			_ = rt.Shutdown(shutdownCtx)
+		}
+	}()
+	for i := 0; i < cfg.Processes; i++ {
+		rt, err := startIdleProcess(ctx, acct, reg, cfg.Processes, i)
+		if err != nil {
+			return IdleResult{}, err
+		}
+		runtimes = append(runtimes, rt)
+	}
+	if err := startWaiting(ctx, runtimes[0].Client(), cfg.Waiting); err != nil {
+		return IdleResult{}, err
+	}
+	if err := sleep(ctx, idleSettle); err != nil {
+		return IdleResult{}, err
+	}
+	before := acct.Counts()
+	if err := sleep(ctx, cfg.Duration); err != nil {
+		return IdleResult{}, err
+	}
+	after := acct.Counts()
+	pickup, err := measurePickup(ctx, acct)
+	if err != nil {
+		return IdleResult{}, err
+	}
+	secs := cfg.Duration.Seconds()
+	r := IdleResult{Config: cfg, Pickup: pickup, ByOperation: map[string]float64{},
+		RequestsPerSecond: float64(after.Requests-before.Requests) / secs,
+		RUPerSecond:       (after.RequestCharge - before.RequestCharge) / secs}
+	for op, n := range after.ByOperation {
+		if d := n - before.ByOperation[op]; d > 0 {
+			r.ByOperation[op] = float64(d) / secs
+		}
+	}
+	return r, nil
+}
+
+// startIdleProcess is the i-th of n processes: a provider on a client of
+// its own and a runtime on it.
+func startIdleProcess(ctx context.Context, acct *cdb.FakeAccount, reg *durable.Registry, n, i int) (*durable.Runtime, error) {
+	pcfg := cdb.Config{Client: acct.Client()}
+	if n > 1 {
+		pcfg.ProcessLeases = &cdb.ProcessLeaseOptions{ProcessID: fmt.Sprintf("idle-%d", i)}
+	}
+	p, err := cdb.NewProvider(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("bench: provider %d: %w", i, err)
+	}
+	rt, err := durable.Start(ctx, p, reg, durable.Options{})
+	if err != nil {
+		_ = p.Close()
+		return nil, fmt.Errorf("bench: runtime %d: %w", i, err)
+	}
+	return rt, nil
+}
+
+// startWaiting starts n instances that wait for an event never raised,
+// and waits until each has taken its first turn.
+func startWaiting(ctx context.Context, c *durable.Client, n int) error {
+	for i := 0; i < n; i++ {
+		if err := c.StartOrchestration(ctx, fmt.Sprintf("waiting-%06d", i), eventName, "{}"); err != nil {
+			return fmt.Errorf("bench: start waiting instance %d: %w", i, err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("waiting-%06d", i)
+		for {
+			st, err := c.GetStatus(ctx, id)
+			if err != nil {
+				return fmt.Errorf("bench: status of waiting instance %d: %w", i, err)
+			}
+			if st.State == durable.StateRunning {
+				break
+			}
+			if err := sleep(ctx, 50*time.Millisecond); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// measurePickup starts one orchestration through a provider that runs no
+// runtime, as another process's client (`cdb start`) would, and waits for
+// its first turn to commit (the event orchestration's wait shows as
+// Running with a history).
+func measurePickup(ctx context.Context, acct *cdb.FakeAccount) (time.Duration, error) {
+	p, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client(), SkipBootstrap: true})
+	if err != nil {
+		return 0, fmt.Errorf("bench: client provider: %w", err)
+	}
+	defer p.Close()
+	c := durable.NewClient(p)
+	began := time.Now()
+	if err := c.StartOrchestration(ctx, "pickup", eventName, "{}"); err != nil {
+		return 0, fmt.Errorf("bench: start the pickup: %w", err)
+	}
+	for {
+		history, err := p.Read(ctx, "pickup")
+		if err != nil {
+			return 0, fmt.Errorf("bench: read the pickup: %w", err)
+		}
+		if len(history) > 0 {
+			return time.Since(began), nil
+		}
+		if err := sleep(ctx, 5*time.Millisecond); err != nil {
+			return 0, errors.Join(errors.New("bench: the pickup was not taken"), err)
+		}
+	}
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

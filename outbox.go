@@ -769,7 +769,8 @@ func (r *relay) claimReady(force bool) []string {
 	return ready
 }
 
-// reconcile delivers what this process's chains still hold, then every
+// reconcile delivers what this process's chains still hold, then, on the
+// process that leads the container's chores, every
 // outbox whose owner shows no life, per instance in commit order; an
 // outbox it cannot deliver holds back only its own instance's later ones.
 // Then it deletes what was delivered and finishes abandoned deletions,
@@ -777,6 +778,9 @@ func (r *relay) claimReady(force bool) []string {
 // refuses more across partitions.
 func (r *relay) reconcile(ctx context.Context) error {
 	errs := []error{r.drain(ctx, true)}
+	if !r.p.leadsChores() {
+		return errors.Join(errs...) // another process looks across the container
+	}
 	res, err := r.p.container.QueryItems(ctx,
 		"SELECT c.id, c.pk, c.rev, c.createdAt, c.owner, c.beatAt, c._etag FROM c WHERE c.type = @type",
 		[]QueryParameter{{Name: "@type", Value: docOutbox}}, nil)

@@ -267,6 +267,28 @@ func (l *processLeases) leave(ctx context.Context) error {
 	return err
 }
 
+// leads says this process is the first of the live members by id: the one
+// that runs the container's chores (the reconciler's looks across every
+// partition), so they cost one process's requests however many processes
+// share the container. A process that cannot tell (not renewed yet, or its
+// own lease lapsed) leads, so a chore is never left to nobody for long; a
+// leader that leaves hands the chores on at the others' next renewal.
+func (l *processLeases) leads() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.renewedAt.IsZero() || l.now().Sub(l.renewedAt) >= l.duration {
+		return true
+	}
+	return len(l.live) == 0 || l.live[0] == l.id
+}
+
+// leadsChores says this process runs the container's chores: always
+// without process leases (it cannot know the others), else when it leads
+// them (processLeases.leads).
+func (p *CosmosProvider) leadsChores() bool {
+	return p.processLeases == nil || p.processLeases.leads()
+}
+
 // activeKeys are the lease keys this process's fetches used within a
 // lease duration: the ones whose slots it takes a share of.
 func (l *processLeases) activeKeys(now time.Time) []string {

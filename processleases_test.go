@@ -336,3 +336,27 @@ func TestAProcessLeaseRenewalPublishesTheClientsTotals(t *testing.T) {
 	assert.Nil(t, members["old"].Totals, "an entry without totals")
 	assert.Equal(t, clock.Now().Add(time.Minute).UnixMilli(), members["old"].Until.UnixMilli())
 }
+
+// The reconciler's looks across the container (undelivered outboxes,
+// abandoned deletions) run on one process of those sharing it, the first
+// live member by id, not on every one; the next takes them on when it
+// leaves.
+func TestOnlyTheFirstLiveProcessLooksAcrossTheContainer(t *testing.T) {
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	open := func(id string) *cdb.CosmosProvider {
+		return newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour, ReconcileInterval: 20 * time.Millisecond,
+			ProcessLeases: &cdb.ProcessLeaseOptions{ProcessID: id, LeaseDuration: time.Second}})
+	}
+	a, b := open("a"), open("b")
+	queries := func(p *cdb.CosmosProvider) int64 { return p.Client().Stats().ByOperation["QueryItems"].Requests }
+	window := func() (int64, int64) {
+		qa, qb := queries(a), queries(b)
+		time.Sleep(500 * time.Millisecond)
+		return queries(a) - qa, queries(b) - qb
+	}
+	require.Eventually(t, func() bool { qa, qb := window(); return qa > 0 && qb == 0 }, 10*time.Second, 10*time.Millisecond,
+		"once both know each other, a looks and b does not")
+
+	require.NoError(t, a.Close()) // a leaves the members
+	require.Eventually(t, func() bool { _, qb := window(); return qb > 0 }, 10*time.Second, 10*time.Millisecond, "b takes the looks on")
+}

@@ -335,3 +335,35 @@ func TestRetentionScopedFlagsATTLGivenOutsideAFinishedInstance(t *testing.T) {
 	}, details)
 	assert.Contains(t, summary, "finished instances with a retention=1")
 }
+
+// A host that got slower than the run measured at its start (other test
+// binaries started since) widens the bound of an item that waited then, by
+// the host's part of the slack scaled by the difference.
+func TestEagerNotHiddenAllowsForAHostThatSlowedDownWhileTheItemWaited(t *testing.T) {
+	s := newEagerScript(t)
+	s.batch("a", s.lock("w|1|1", 3000), s.lock("w|1|2", 3000))
+	s.at(3100)
+	s.batch("b", eagerPatch("w|1|1", "work_b"), eagerPatch("w|1|2", "work_b")) // both hidden 3 s
+	slowFrom := time.UnixMilli(1_000_000)
+	nodes := eagerNodes{
+		gone:     func(string, time.Time) bool { return false },
+		jumped:   func(time.Time, time.Time) bool { return false },
+		heldBack: func(string, string, time.Time, time.Time) (time.Time, bool) { return time.Time{}, false },
+		poll:     func(string) time.Duration { return 50 * time.Millisecond },
+		slack:    500 * time.Millisecond, // the bound is 600ms
+		slower: func(from, to time.Time) time.Duration {
+			if from.Before(slowFrom) {
+				return 0
+			}
+			return 2500 * time.Millisecond // the host was that much slower while they waited
+		},
+	}
+	v := &violations{}
+	s.e.checkNotHidden(v, nodes, s.now)
+	assert.Empty(t, v.all(), "a 3 s wait is within 600 ms and the 2.5 s the host's slowing adds")
+
+	nodes.slower = func(time.Time, time.Time) time.Duration { return 0 }
+	v = &violations{}
+	s.e.checkNotHidden(v, nodes, s.now)
+	assert.Len(t, v.all(), 2, "without it both were hidden")
+}

@@ -110,6 +110,17 @@ func (h *hostWatch) slowestBetween(from, to time.Time) float64 {
 	return slowest
 }
 
+// slowerThanMeasured is what a bound's host part d, scaled by the slowness
+// the run measured at its start (hostScaled), lacks for from..to: d times
+// how much slower the host was sampled then (0 when it was not).
+func slowerThanMeasured(cfg Config, h *hostWatch, from, to time.Time, d time.Duration) time.Duration {
+	extra := h.slowestBetween(from, to) - max(cfg.HostSlowness, 1)
+	if extra <= 0 {
+		return 0
+	}
+	return time.Duration(float64(d) * extra)
+}
+
 // slowest is the most the host was measured slow in the whole run (0: no
 // sample).
 func (h *hostWatch) slowest() float64 {

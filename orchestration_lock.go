@@ -206,22 +206,21 @@ func messageClaimOps(token string, until int64) PatchOperations {
 // took the lock, reading the instance document and the messages from the
 // partition's primary in one batch: if it did, the fetch goes on with what
 // it locked, so the instance does not stay locked by nobody until the lock
-// expires; if the fetch's caller went away, what it locked is given back.
+// expires; if the fetch's caller went away, before the read or while it
+// ran, what it locked is given back.
 func (p *CosmosProvider) resolveLockBatch(ctx context.Context, pk, token string, msgs []queueDoc, cause error) (instanceDoc, []queueDoc, error) {
-	callerGone := ctx.Err() != nil
-	if callerGone {
-		// A runtime stopping cancels its fetches: a lock batch cut off so
-		// may have applied, and is then this process's to give back, or the
-		// instance stays hidden for a lock's length.
-		var cancel context.CancelFunc
-		ctx, cancel = givingBack(ctx)
-		defer cancel()
-	}
+	// A runtime stopping cancels its fetches, at any moment: a lock batch
+	// cut off so may have applied, and is then this process's to give back,
+	// or the instance stays hidden for a lock's length. So the read-back and
+	// the give-back run on a context of their own, and whether the caller
+	// is gone is asked once the read is done.
+	own, cancel := givingBack(ctx)
+	defer cancel()
 	ids := []string{instanceDocID}
 	for _, m := range msgs {
 		ids = append(ids, m.ID)
 	}
-	res, err := p.readLatestMany(ctx, NewPartitionKeyString(pk), ids)
+	res, err := p.readLatestMany(own, NewPartitionKeyString(pk), ids)
 	if IsNotFound(err) {
 		return instanceDoc{}, nil, errContended // something went away: the batch could not have applied whole
 	}
@@ -245,9 +244,9 @@ func (p *CosmosProvider) resolveLockBatch(ctx context.Context, pk, token string,
 		m.ETag = r.ETag
 		locked = append(locked, m)
 	}
-	if callerGone {
-		_ = p.releaseQuietly(ctx, &orchestrationLock{token: token, pk: pk, inst: inst, messages: locked})
-		return instanceDoc{}, nil, cause
+	if err := ctx.Err(); err != nil {
+		_ = p.releaseQuietly(own, &orchestrationLock{token: token, pk: pk, inst: inst, messages: locked})
+		return instanceDoc{}, nil, errors.Join(cause, err)
 	}
 	return inst, locked, nil
 }

@@ -303,3 +303,67 @@ func TestCloseGivesBackALockWhoseAbandonFailed(t *testing.T) {
 	require.NoError(t, p.Close())
 	assert.Empty(t, instanceDocOf(t, newRulesProvider(t, acct, cdb.Config{}), "left")["lockToken"], "given back at Close")
 }
+
+// A lock batch whose answer was lost is read back to learn whether it
+// applied; a caller that goes away while that read is on its way (a
+// runtime stopping cancels its fetches) leaves the lock this process's to
+// give back: the read-back ran on the caller's context, failed with it, and
+// the instance stayed locked for a lock's length (the soak's
+// close-gives-back, on a first turn's instance, at a shutdown).
+func TestAFetchWhoseCallerLeavesDuringTheLockReadBackGivesTheLockBack(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("cut-read"), 0))
+	fetchCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultLoseResponse, Times: 1, Match: func(r cdb.FakeRequest) bool {
+		return r.Operation == "Batch" && strings.Contains(string(r.Body), `"/lockToken"`)
+	}})
+	var readBack atomic.Bool
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1, Match: func(r cdb.FakeRequest) bool {
+		if r.Operation == "Batch" && strings.Contains(string(r.Body), `"operationType":"Read"`) {
+			readBack.Store(true)
+			cancel() // the caller goes away while the read-back is on its way
+			return true
+		}
+		return false
+	}})
+	item, _, _, err := p.FetchOrchestrationItem(fetchCtx, time.Minute, 0, nil)
+	require.True(t, readBack.Load(), "the lock batch's answer was lost and it was read back")
+	assert.Nil(t, item)
+	assert.Error(t, err, "its caller went away")
+	assert.Empty(t, instanceDocOf(t, newRulesProvider(t, acct, cdb.Config{}), "cut-read")["lockToken"], "the lock is given back")
+}
+
+// The same for a work claim: a caller that goes away while the read-back
+// of a claim whose answer was lost is on its way leaves the claim to be
+// given back, its attempt with it.
+func TestAWorkFetchWhoseCallerLeavesDuringTheClaimReadBackGivesTheClaimBack(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: "cut-claim-read", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
+	fetchCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultLoseResponse, Times: 1, Match: func(r cdb.FakeRequest) bool {
+		return r.Operation == "PatchItem" && strings.Contains(string(r.Body), `"work_`)
+	}})
+	var readBack atomic.Bool
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1, Match: func(r cdb.FakeRequest) bool {
+		if r.Operation == "Batch" && strings.Contains(string(r.Body), `"operationType":"Read"`) {
+			readBack.Store(true)
+			cancel() // the caller goes away while the read-back is on its way
+			return true
+		}
+		return false
+	}})
+	item, _, _, err := p.FetchWorkItem(fetchCtx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+	require.True(t, readBack.Load(), "the claim's answer was lost and it was read back")
+	assert.Nil(t, item)
+	assert.Error(t, err, "its caller went away")
+	items := workDocs(t, newRulesProvider(t, acct, cdb.Config{}), "cut-claim-read")
+	require.Len(t, items, 1)
+	assert.Empty(t, items[0]["lockToken"], "the claim is given back")
+	assert.EqualValues(t, 0, items[0]["attempts"], "its attempt with it")
+}

@@ -299,8 +299,15 @@ func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout 
 	}
 	if IsOutcomeUnknown(err) {
 		// Read it back: a claim that applied is ours to go on with, rather
-		// than an item locked by nobody until its lock expires.
-		resp, err = p.readLatest(ctx, NewPartitionKeyString(c.PK), c.ID)
+		// than an item locked by nobody until its lock expires. The read
+		// runs on a context of its own, since the caller may go away while
+		// it is on its way, and the claim is then given back.
+		own, cancel := givingBack(ctx)
+		resp, err = p.readLatest(own, NewPartitionKeyString(c.PK), c.ID)
+		cancel()
+		if gone := ctx.Err(); gone != nil {
+			return fetchedWork{}, p.giveBackCutClaim(ctx, c, token, gone)
+		}
 		if err == nil && !claimedBy(resp.Value, token) {
 			return fetchedWork{}, errContended
 		}

@@ -475,6 +475,27 @@ func (p *CosmosProvider) sendOnHeldETag(ctx context.Context, op string, lock *or
 	return p.container.ExecuteTransactionalBatch(ctx, build(lock.inst.ETag), nil)
 }
 
+// sendGiveBack sends a give-back batch whose operation 0 is the instance
+// document's and operation i the lock's message i-1 (sendOnHeldETag), and
+// sends it again without a message gone or changed since the fetch locked
+// it (a relay took its delivery back, a deletion swept it, another fetch
+// took it once its lock lapsed): the batch would fail whole, and the
+// instance stay locked for a lock's length. That message is no longer the
+// lock's to give back.
+func (p *CosmosProvider) sendGiveBack(ctx context.Context, op string, lock *orchestrationLock, build func(ETag) *TransactionalBatch) (TransactionalBatchResponse, error) {
+	for {
+		resp, err := p.sendOnHeldETag(ctx, op, lock, build)
+		if err != nil || resp.Success {
+			return resp, err
+		}
+		idx, opErr := resp.FailedOperation()
+		if idx < 1 || idx > len(lock.messages) || !missingOrChanged(opErr) {
+			return resp, nil
+		}
+		lock.messages = slices.Delete(slices.Clone(lock.messages), idx-1, idx)
+	}
+}
+
 // sameButLockExpiry compares two instance documents as stored, leaving out
 // the lock expiry and the ETag.
 func sameButLockExpiry(a, b instanceDoc) bool {
@@ -695,7 +716,7 @@ func (p *CosmosProvider) releaseBatch(ctx context.Context, op string, lock *orch
 	}
 	now := p.now()
 	instanceOps.AppendSet("/releasedAt", now.UnixMilli())
-	resp, err := p.sendOnHeldETag(ctx, op, lock, func(etag ETag) *TransactionalBatch {
+	resp, err := p.sendGiveBack(ctx, op, lock, func(etag ETag) *TransactionalBatch {
 		b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 		b.PatchItem(instanceDocID, instanceOps, &TransactionalBatchItemOptions{IfMatch: &etag})
 		for _, m := range lock.messages {

@@ -367,3 +367,30 @@ func TestAWorkFetchWhoseCallerLeavesDuringTheClaimReadBackGivesTheClaimBack(t *t
 	assert.Empty(t, items[0]["lockToken"], "the claim is given back")
 	assert.EqualValues(t, 0, items[0]["attempts"], "its attempt with it")
 }
+
+// A give-back goes on without a message that went away since the fetch
+// locked it (a relay took its delivery back, a deletion swept it): the
+// batch failed whole, and the instance stayed locked for a lock's length
+// (the soak's close-gives-back, on a tree's child whose stray start a
+// relay took back while the fetch dropped it).
+func TestAnAbandonGoesOnWithoutAMessageThatWentAway(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("gone-msg"), 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("gone-msg"), 0))
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.Len(t, item.Messages, 2)
+	msgs := messageDocs(t, p, "gone-msg")
+	require.Len(t, msgs, 2)
+	_, err = p.Container().DeleteItem(ctx, cdb.NewPartitionKeyString("gone-msg"), msgs[1]["id"].(string), nil)
+	require.NoError(t, err)
+
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token, 0, false))
+	assert.Empty(t, instanceDocOf(t, p, "gone-msg")["lockToken"], "the instance is given back")
+	left := messageDocs(t, p, "gone-msg")
+	require.Len(t, left, 1)
+	assert.Empty(t, left[0]["lockToken"], "and the message left with it")
+}

@@ -90,6 +90,14 @@ func (p *CosmosProvider) DeleteInstancesAtomic(ctx context.Context, ids []string
 	if err != nil {
 		return DeleteInstanceResult{}, err
 	}
+	result, err := p.deleteWithIntent(ctx, ids, lives)
+	return result, asOperation(op, err)
+}
+
+// deleteWithIntent carries out a deletion of ids (the lives of their
+// instance documents as read) as this process's: its intent, then the
+// marks and the sweep (finish).
+func (p *CosmosProvider) deleteWithIntent(ctx context.Context, ids []string, lives map[string]string) (DeleteInstanceResult, error) {
 	now := p.nowMs()
 	intent := deletionDoc{ID: "d|" + newLockToken(""), PK: instancePartitionKey(ids[0]), Type: docDeletion,
 		Instance: ids[0], IDs: ids, CreatedAt: now, Lives: lives, Owner: newLockToken("del_"), BeatAt: now}
@@ -97,10 +105,9 @@ func (p *CosmosProvider) DeleteInstancesAtomic(ctx context.Context, ids []string
 	defer p.deleting.release(intent.ID)
 	d := &deleter{p: p, intent: intent}
 	if err := d.record(ctx); err != nil {
-		return DeleteInstanceResult{}, asOperation(op, err)
+		return DeleteInstanceResult{}, err
 	}
-	result, err := d.finish(ctx)
-	return result, asOperation(op, err)
+	return d.finish(ctx)
 }
 
 // checkDeletable applies duroxide's refusals (Running without force, a

@@ -275,10 +275,7 @@ func TestAWorkClaimCutOffFromItsFetchIsGivenBack(t *testing.T) {
 	require.True(t, cut.fired.Load(), "the claim went out")
 	assert.Nil(t, item)
 	assert.Error(t, err, "its caller went away")
-	items := workDocs(t, newRulesProvider(t, acct, cdb.Config{}), "cut-claim")
-	require.Len(t, items, 1)
-	assert.Empty(t, items[0]["lockToken"], "the claim is given back")
-	assert.EqualValues(t, 0, items[0]["attempts"], "its attempt with it")
+	assertClaimGivenBack(t, acct, "cut-claim")
 }
 
 // Close gives back the instance locks its runtime still holds: an abandon
@@ -304,6 +301,37 @@ func TestCloseGivesBackALockWhoseAbandonFailed(t *testing.T) {
 	assert.Empty(t, instanceDocOf(t, newRulesProvider(t, acct, cdb.Config{}), "left")["lockToken"], "given back at Close")
 }
 
+// cutDuringReadBack loses the answer of the first batch or patch (op)
+// whose body holds marker, and cancels the returned context as the
+// read-back of that write goes out (answering the read 503): a caller that
+// goes away while the read-back is on its way. readBack says it went out.
+func cutDuringReadBack(ctx context.Context, acct *cdb.FakeAccount, op, marker string) (context.Context, *atomic.Bool) {
+	cut, cancel := context.WithCancel(ctx)
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultLoseResponse, Times: 1, Match: func(r cdb.FakeRequest) bool {
+		return r.Operation == op && strings.Contains(string(r.Body), marker)
+	}})
+	readBack := &atomic.Bool{}
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1, Match: func(r cdb.FakeRequest) bool {
+		if r.Operation == "Batch" && strings.Contains(string(r.Body), `"operationType":"Read"`) {
+			readBack.Store(true)
+			cancel()
+			return true
+		}
+		return false
+	}})
+	return cut, readBack
+}
+
+// assertClaimGivenBack checks instance's one worker item, read by a
+// provider of its own: unlocked, its claim's attempt given back.
+func assertClaimGivenBack(t *testing.T, acct *cdb.FakeAccount, instance string) {
+	t.Helper()
+	items := workDocs(t, newRulesProvider(t, acct, cdb.Config{}), instance)
+	require.Len(t, items, 1)
+	assert.Empty(t, items[0]["lockToken"], "the claim is given back")
+	assert.EqualValues(t, 0, items[0]["attempts"], "its attempt with it")
+}
+
 // A lock batch whose answer was lost is read back to learn whether it
 // applied; a caller that goes away while that read is on its way (a
 // runtime stopping cancels its fetches) leaves the lock this process's to
@@ -315,20 +343,7 @@ func TestAFetchWhoseCallerLeavesDuringTheLockReadBackGivesTheLockBack(t *testing
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("cut-read"), 0))
-	fetchCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultLoseResponse, Times: 1, Match: func(r cdb.FakeRequest) bool {
-		return r.Operation == "Batch" && strings.Contains(string(r.Body), `"/lockToken"`)
-	}})
-	var readBack atomic.Bool
-	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1, Match: func(r cdb.FakeRequest) bool {
-		if r.Operation == "Batch" && strings.Contains(string(r.Body), `"operationType":"Read"`) {
-			readBack.Store(true)
-			cancel() // the caller goes away while the read-back is on its way
-			return true
-		}
-		return false
-	}})
+	fetchCtx, readBack := cutDuringReadBack(ctx, acct, "Batch", `"/lockToken"`)
 	item, _, _, err := p.FetchOrchestrationItem(fetchCtx, time.Minute, 0, nil)
 	require.True(t, readBack.Load(), "the lock batch's answer was lost and it was read back")
 	assert.Nil(t, item)
@@ -344,28 +359,12 @@ func TestAWorkFetchWhoseCallerLeavesDuringTheClaimReadBackGivesTheClaimBack(t *t
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
 	require.NoError(t, p.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: "cut-claim-read", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
-	fetchCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultLoseResponse, Times: 1, Match: func(r cdb.FakeRequest) bool {
-		return r.Operation == "PatchItem" && strings.Contains(string(r.Body), `"work_`)
-	}})
-	var readBack atomic.Bool
-	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1, Match: func(r cdb.FakeRequest) bool {
-		if r.Operation == "Batch" && strings.Contains(string(r.Body), `"operationType":"Read"`) {
-			readBack.Store(true)
-			cancel() // the caller goes away while the read-back is on its way
-			return true
-		}
-		return false
-	}})
+	fetchCtx, readBack := cutDuringReadBack(ctx, acct, "PatchItem", `"work_`)
 	item, _, _, err := p.FetchWorkItem(fetchCtx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 	require.True(t, readBack.Load(), "the claim's answer was lost and it was read back")
 	assert.Nil(t, item)
 	assert.Error(t, err, "its caller went away")
-	items := workDocs(t, newRulesProvider(t, acct, cdb.Config{}), "cut-claim-read")
-	require.Len(t, items, 1)
-	assert.Empty(t, items[0]["lockToken"], "the claim is given back")
-	assert.EqualValues(t, 0, items[0]["attempts"], "its attempt with it")
+	assertClaimGivenBack(t, acct, "cut-claim-read")
 }
 
 // A give-back goes on without a message that went away since the fetch

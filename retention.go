@@ -364,17 +364,7 @@ func (p *CosmosProvider) reconcileRetention(ctx context.Context) error {
 // with its tree, so that a start of its id begins a new life: an ordinary
 // deletion of that life, whatever TTLs its documents have.
 func (p *CosmosProvider) clearRetained(ctx context.Context, inst *instanceDoc) error {
-	now := p.nowMs()
-	intent := deletionDoc{ID: "d|" + newLockToken(""), PK: inst.PK, Type: docDeletion,
-		Instance: inst.Instance, IDs: []string{inst.Instance}, CreatedAt: now, Lives: map[string]string{inst.Instance: inst.Life},
-		Owner: newLockToken("del_"), BeatAt: now}
-	p.deleting.claim(intent.ID)
-	defer p.deleting.release(intent.ID)
-	d := &deleter{p: p, intent: intent}
-	if err := d.record(ctx); err != nil {
-		return fmt.Errorf("clear instance %q, whose retention ended: %w", inst.Instance, err)
-	}
-	if _, err := d.finish(ctx); err != nil {
+	if _, err := p.deleteWithIntent(ctx, []string{inst.Instance}, map[string]string{inst.Instance: inst.Life}); err != nil {
 		return fmt.Errorf("clear instance %q, whose retention ended: %w", inst.Instance, err)
 	}
 	return nil

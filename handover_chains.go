@@ -149,7 +149,7 @@ func (p *CosmosProvider) handOverChain(ctx context.Context, hi *chain) {
 	}
 	lock, now := hi.Lock, p.nowMs()
 	lock.messages = hi.Claimed
-	t := &lockedTurn{lock: lock, inst: lock.inst, seen: now, until: lock.lockedUntil.Load(), chained: true, requery: p.chainRequeries(hi, now)}
+	t := &lockedTurn{lock: lock, inst: lock.inst, seen: now, until: lock.lockedUntil.Load(), chained: true, requery: p.chainRequeries(hi)}
 	p.readyTurns.Offer(t)
 	p.orchSignal.announce(handoff.TurnReady(lock.pk))
 	p.giveBackIfClosing(ctx) // Keeps: H5: Close may have begun since the check above, and given back the ready turns already
@@ -163,9 +163,15 @@ func (p *CosmosProvider) handOverChain(ctx context.Context, hi *chain) {
 // The last keeps what others send a held instance from waiting on a chain
 // of chains: while this process holds an instance, its messages are read
 // at least once a poll interval, as its polling would.
-func (p *CosmosProvider) chainRequeries(hi *chain, now int64) bool {
-	return hi.Announced || hi.Unsure || len(hi.Claimed) > p.cfg.MaxMessagesPerTurn ||
-		now-hi.Lock.queriedAt >= p.cfg.PollInterval.Milliseconds()
+func (p *CosmosProvider) chainRequeries(hi *chain) bool {
+	return hi.Announced || hi.Unsure || len(hi.Claimed) > p.cfg.MaxMessagesPerTurn || p.readLongAgo(hi.Lock)
+}
+
+// readLongAgo says this process last read the messages of lock's instance
+// a poll interval ago or more. A chained turn asks it twice: when it is
+// made ready and when a fetch takes it, which a busy runtime may do later.
+func (p *CosmosProvider) readLongAgo(lock *orchestrationLock) bool {
+	return p.nowMs()-lock.queriedAt >= p.cfg.PollInterval.Milliseconds()
 }
 
 // giveBackChain releases a chain, as an abandon that counts no attempt:

@@ -52,6 +52,9 @@ func (p *CosmosProvider) takeReadyTurn(ctx context.Context, filter *DispatcherCa
 			p.giveBackTurn(ctx, t)
 			continue
 		}
+		if t.chained {
+			t.requery = t.requery || p.readLongAgo(t.lock) // a busy runtime may take it a while after it was made ready
+		}
 		got, err := p.makeTurn(p.tel.withOrchestrationName(ctx, turnName(t)), t)
 		if got != nil {
 			return *got, true, nil

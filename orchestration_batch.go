@@ -243,7 +243,7 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 		held[m.ID] = true
 	}
 	b := p.container.NewTransactionalBatch(key)
-	var batch []queueDoc
+	var batch, claimed []queueDoc
 	var batchItems []WorkItem
 	var attempts uint32
 	kept := map[int]bool{}
@@ -258,6 +258,7 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 			}
 			b.PatchItem(m.ID, ops, nil)
 			m.Attempts++
+			claimed = append(claimed, m)
 		}
 		delete(held, m.ID)
 		batch = append(batch, m)
@@ -283,6 +284,10 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 	if b.Len() > 0 {
 		resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
 		if err != nil {
+			// It may have applied: what it claimed is the lock's to give
+			// back with the rest, or those messages would stay locked for
+			// the lock's length while newer ones went to the next fetch.
+			lock.messages = append(slices.Clip(lock.messages), claimed...)
 			return nil, 0, err
 		}
 		if !resp.Success {

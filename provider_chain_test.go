@@ -375,6 +375,29 @@ func TestAChainedTurnAPollIntervalAfterTheInstanceWasReadTakesWhatOthersSent(t *
 			"kept five seconds, before it goes to the runtime (R19)")
 }
 
+// The read a poll interval is counted to when a fetch takes the chained
+// turn, not to when it was made ready: a runtime busy with other turns may
+// take it later, and the turn then reads what another process sent.
+func TestAChainedTurnTakenAPollIntervalAfterTheReadTakesWhatOthersSent(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	const poll = 10 * time.Second
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: poll, Now: clock.Now})
+	got := chainedFanOut(ctx, t, p, "late-take", 1)
+	other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+	require.NoError(t, other.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "late-take", Name: "go", Data: "{}"}, 0))
+
+	clock.Advance(poll * 6 / 10)
+	ackActivity(ctx, t, p, got[0]) // the turn is made ready with no fetch waiting
+	clock.Advance(poll * 5 / 10)   // 1.1 poll intervals since the read, half of one since the turn was ready
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	assert.True(t, strings.HasPrefix(token, "lock_chain."), "the chained turn: %q", token)
+	assert.ElementsMatch(t, []string{"ActivityCompleted", "ExternalRaised"}, messageKinds(item))
+}
+
 // A worker ack writing into a chain that cannot tell whether it wrote its
 // completion (its answer lost, and the read that would tell refused) makes
 // the chained turn due, with a query of the partition: the completion,

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1199,6 +1200,59 @@ func TestALockReleasedDuringAFetchDoesNotReorderTheBatch(t *testing.T) {
 		got = append(got, m.(cdb.ExternalRaisedMessage).Data)
 	}
 	assert.Equal(t, []string{"1", "2", "3"}, got, "the released messages come first")
+}
+
+// The batch that completes a fetch's batch (the messages a holder gave back
+// after the candidate query) may apply with its answer lost; the fetch then
+// gives back those messages too. It gave back only the lock batch's, and
+// the older messages stayed locked for a lock's length while the newer one
+// went to the next fetch alone: the soak's Inbox given event 20 before 14.
+func TestAFetchWhoseCompletingBatchWasLostGivesItsMessagesBack(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	cfg := cdb.Config{ShortPolling: true}
+	holder := newRulesProvider(t, acct, cfg)
+	providertest.CreateInstance(ctx, t, holder, "lost-complete")
+	for _, data := range []string{"1", "2"} {
+		require.NoError(t, holder.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "lost-complete", Name: "e", Data: data}, 0))
+	}
+	_, token, _, err := holder.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NoError(t, holder.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "lost-complete", Name: "e", Data: "3"}, 0))
+
+	lost := &atomic.Bool{}
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultLoseResponse, Times: 1, Match: func(r cdb.FakeRequest) bool {
+		completing := r.Operation == "Batch" && strings.HasPrefix(string(r.Body), `[{"operationType":"Patch","id":"m|`)
+		if completing {
+			lost.Store(true)
+		}
+		return completing
+	}})
+	var once sync.Once
+	rival := newHookedProvider(t, acct, cfg, func(r *http.Request) {
+		if r.Header.Get("x-ms-cosmos-is-batch-request") == "" || !bodyContains(t, r, `"/lockToken"`) {
+			return
+		}
+		once.Do(func() { // the holder gives its turn up after the rival's query
+			require.NoError(t, holder.AbandonOrchestrationItem(ctx, token, 0, true))
+		})
+	})
+	item, _, _, err := rival.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.True(t, lost.Load(), "the batch completing the rival's batch applied with its answer lost")
+	require.Error(t, err)
+	require.Nil(t, item)
+
+	for _, m := range messageDocs(t, holder, "lost-complete") {
+		assert.Empty(t, m["lockToken"], "message %v is given back", m["id"])
+	}
+	item, _, _, err = holder.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	var got []string
+	for _, m := range item.Messages {
+		got = append(got, m.(cdb.ExternalRaisedMessage).Data)
+	}
+	assert.Equal(t, []string{"1", "2", "3"}, got, "the next fetch takes them all, in order")
 }
 
 // A ContinueAsNew message a fetch cannot take (still locked under a token

@@ -207,7 +207,7 @@ func (p *CosmosProvider) dropOrphans(ctx context.Context, lock *orchestrationLoc
 	ctx, cancel := givingBack(ctx) // a fetch whose caller went away still gives back what it locked
 	defer cancel()
 	keep := lock.inst.ParkedUntil > p.nowMs()
-	resp, err := p.sendOnHeldETag(ctx, "FetchOrchestrationItem", lock, func(etag ETag) *TransactionalBatch {
+	resp, err := p.sendGiveBack(ctx, "FetchOrchestrationItem", lock, func(etag ETag) *TransactionalBatch {
 		b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 		if keep {
 			b.PatchItem(instanceDocID, unlockOps(), &TransactionalBatchItemOptions{IfMatch: &etag})

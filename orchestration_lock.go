@@ -482,9 +482,25 @@ func (p *CosmosProvider) sendOnHeldETag(ctx context.Context, op string, lock *or
 // took it once its lock lapsed): the batch would fail whole, and the
 // instance stay locked for a lock's length. That message is no longer the
 // lock's to give back.
+//
+// A batch whose answer was lost is read back (giveBackApplied): while the
+// instance is still locked under the lock's token it did not apply, and it
+// goes again, a few times at most; otherwise nothing of the lock is left
+// to give back.
 func (p *CosmosProvider) sendGiveBack(ctx context.Context, op string, lock *orchestrationLock, build func(ETag) *TransactionalBatch) (TransactionalBatchResponse, error) {
-	for {
+	for lost := 0; ; {
 		resp, err := p.sendOnHeldETag(ctx, op, lock, build)
+		if IsOutcomeUnknown(err) && lost < maxLostGiveBacks {
+			lost++
+			applied, rerr := p.giveBackApplied(ctx, lock)
+			if rerr != nil {
+				return resp, err
+			}
+			if applied {
+				return TransactionalBatchResponse{Success: true}, nil
+			}
+			continue
+		}
 		if err != nil || resp.Success {
 			return resp, err
 		}
@@ -494,6 +510,29 @@ func (p *CosmosProvider) sendGiveBack(ctx context.Context, op string, lock *orch
 		}
 		lock.messages = slices.Delete(slices.Clone(lock.messages), idx-1, idx)
 	}
+}
+
+// maxLostGiveBacks bounds how often one give-back is sent again after its
+// answer was lost and the read-back found it not applied.
+const maxLostGiveBacks = 3
+
+// giveBackApplied reads the instance document after a give-back of lock
+// whose answer was lost: the batch, atomic, applied unless the document is
+// still locked under the lock's token. A document gone or locked under
+// another token holds nothing of this lock either way.
+func (p *CosmosProvider) giveBackApplied(ctx context.Context, lock *orchestrationLock) (bool, error) {
+	resp, err := p.readLatest(ctx, NewPartitionKeyString(lock.pk), instanceDocID)
+	if IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var doc instanceDoc
+	if err := json.Unmarshal(resp.Value, &doc); err != nil {
+		return false, fmt.Errorf("decode the instance read back after a give-back: %w", err)
+	}
+	return doc.LockToken != lock.token, nil
 }
 
 // sameButLockExpiry compares two instance documents as stored, leaving out

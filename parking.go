@@ -32,7 +32,7 @@ func (p *CosmosProvider) park(ctx context.Context, lock *orchestrationLock, dead
 	defer cancel()
 	release := unlockOps()
 	release.AppendSet("/parkedUntil", max(lock.inst.ParkedUntil, deadline))
-	resp, err := p.sendOnHeldETag(ctx, "FetchOrchestrationItem", lock, func(etag ETag) *TransactionalBatch {
+	resp, err := p.sendGiveBack(ctx, "FetchOrchestrationItem", lock, func(etag ETag) *TransactionalBatch {
 		b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 		b.PatchItem(instanceDocID, release, &TransactionalBatchItemOptions{IfMatch: &etag})
 		for _, m := range lock.messages {

@@ -393,3 +393,69 @@ func TestAnAbandonGoesOnWithoutAMessageThatWentAway(t *testing.T) {
 	require.Len(t, left, 1)
 	assert.Empty(t, left[0]["lockToken"], "and the message left with it")
 }
+
+// A give-back whose answer was lost is read back: when the instance is
+// still locked under the lock's token the batch did not apply, and it goes
+// again; the abandon returned the lost answer's error, and the instance
+// stayed locked for a lock's length.
+func TestAnAbandonWhoseAnswerWasLostIsReadBackAndSentAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kind cdb.FakeFaultKind
+	}{
+		{"not applied", cdb.FaultDropConnection},
+		{"applied", cdb.FaultLoseResponse},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := rulesContext(t)
+			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+			p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+			require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("lost-abandon"), 0))
+			item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+			require.NoError(t, err)
+			require.NotNil(t, item)
+			hit := &atomic.Bool{}
+			acct.InjectFault(cdb.FakeFault{Kind: tc.kind, Times: 1, Match: func(r cdb.FakeRequest) bool {
+				giveBack := r.Operation == "Batch" && strings.Contains(string(r.Body), `"/releasedAt"`)
+				if giveBack {
+					hit.Store(true)
+				}
+				return giveBack
+			}})
+
+			require.NoError(t, p.AbandonOrchestrationItem(ctx, token, 0, false))
+			require.True(t, hit.Load(), "the abandon's answer was lost")
+			assert.Empty(t, instanceDocOf(t, p, "lost-abandon")["lockToken"], "the instance is given back")
+			for _, m := range messageDocs(t, p, "lost-abandon") {
+				assert.Empty(t, m["lockToken"], "and its message")
+			}
+		})
+	}
+}
+
+// The same for a park (messages that came before their instance's start):
+// its batch, sent again once read back as not applied, parks them and
+// frees the instance.
+func TestAParkWhoseAnswerWasLostIsReadBackAndSentAgain(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("lost-park"), 0))
+	hit := &atomic.Bool{}
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultDropConnection, Times: 1, Match: func(r cdb.FakeRequest) bool {
+		park := r.Operation == "Batch" && strings.Contains(string(r.Body), `"/heldFrom"`)
+		if park {
+			hit.Store(true)
+		}
+		return park
+	}})
+
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, item, "the event waits for its start")
+	require.True(t, hit.Load(), "the park's answer was lost")
+	assert.Empty(t, instanceDocOf(t, p, "lost-park")["lockToken"], "the instance is given back")
+	msgs := messageDocs(t, p, "lost-park")
+	require.Len(t, msgs, 1)
+	assert.NotNil(t, msgs[0]["heldFrom"], "and its message parked")
+}

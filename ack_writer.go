@@ -130,7 +130,7 @@ func (w *ackWriter) workPending(act ActivityExecuteMessage, doc queueDoc) (pendi
 		w.lockable = append(w.lockable, eagerLock(w.token, act, doc, w.now, math.MaxInt64))
 		return d, nil
 	}
-	d.eager = eagerLock(w.token, act, doc, w.now, w.now+timeout.Milliseconds()) // Keeps: H1
+	d.eager = eagerLock(w.token, act, doc, w.now, w.p.lockUntil(timeout)) // Keeps: H1
 	if d.eagerBody, err = json.Marshal(d.eager.doc); err != nil {
 		return pendingDoc{}, err
 	}

@@ -78,10 +78,11 @@ func (p *CosmosProvider) mayChain(lock *orchestrationLock, inst instanceDoc, w *
 }
 
 // chainedInstance is inst kept locked, by the ack of lock, to this
-// process: under the chain's token, for a lock's length from now.
-func chainedInstance(inst instanceDoc, lock *orchestrationLock, now int64) instanceDoc {
+// process: under the chain's token, until then (ms; a lock's length from
+// now, lockUntil).
+func chainedInstance(inst instanceDoc, lock *orchestrationLock, until int64) instanceDoc {
 	inst.LockToken = chainToken(lock.token)
-	inst.LockedUntil = now + lock.timeout.Milliseconds()
+	inst.LockedUntil = until
 	return inst
 }
 
@@ -242,7 +243,7 @@ func (p *CosmosProvider) giveBackUnseenChain(ctx context.Context, lock *orchestr
 	}
 	held := &orchestrationLock{token: chainToken(lock.token), pk: lock.pk, timeout: lock.timeout, inst: lock.inst}
 	held.inst.ETag = ""
-	held.lockedUntil.Store(p.nowMs() + lock.timeout.Milliseconds())
+	held.lockedUntil.Store(p.lockUntil(lock.timeout))
 	p.giveBackChain(ctx, newChain(held, 0, 0, nil))
 }
 

@@ -78,8 +78,7 @@ func (p *CosmosProvider) startWithFirstTurn(ctx context.Context, w startWrite, d
 // the instance document a start's batch would create and its message, as
 // a lock batch would have claimed them.
 func (p *CosmosProvider) unwrittenStartTurn(w startWrite, timeout time.Duration) *lockedTurn {
-	now := p.nowMs()
-	until := now + timeout.Milliseconds()
+	now, until := p.nowMs(), p.lockUntil(timeout)
 	token := newLockToken("lock_")
 	inst := p.lockDoc(w.instance, w.parent, w.id, w.trace)
 	inst.LockToken, inst.LockedUntil = token, until

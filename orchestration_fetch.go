@@ -369,7 +369,7 @@ func (p *CosmosProvider) takeInstanceLock(ctx context.Context, g instanceGroup, 
 		msgs = msgs[:p.cfg.MaxMessagesPerTurn]
 	}
 	token := newLockToken("lock_")
-	until := p.nowMs() + lockTimeout.Milliseconds()
+	until := p.lockUntil(lockTimeout)
 	inst, locked, err := p.lockInstance(ctx, g.pk, msgs, token, seen, until, filter)
 	if err != nil {
 		return nil, err

@@ -68,13 +68,13 @@ type abandonAsked struct {
 }
 
 // OrchestrationLockRemaining implements LockRemainingReporter: how long
-// the orchestration lock token has left by this process's clock.
+// the orchestration lock token has left by the service's clock, at least (leftOn).
 func (p *CosmosProvider) OrchestrationLockRemaining(token string) (time.Duration, bool) {
 	lock, ok := p.orchLocks.Get(token)
 	if !ok {
 		return 0, false
 	}
-	return max(time.Duration(lock.lockedUntil.Load()-p.nowMs())*time.Millisecond, 0), true
+	return p.leftOn(lock.lockedUntil.Load()), true
 }
 
 // endLock ends an orchestration lock this process holds: acked, given
@@ -110,7 +110,7 @@ func (p *CosmosProvider) lockInstance(ctx context.Context, pk string, msgs []que
 			b.CreateItem(shell, nil)
 		} else {
 			var ops PatchOperations
-			ops.SetCondition(lockCondition(now, filter))
+			ops.SetCondition(lockCondition(p.expiredBy(now), filter))
 			ops.AppendSet("/lockToken", token)
 			ops.AppendSet("/lockedUntil", until)
 			b.PatchItem(instanceDocID, ops, nil)
@@ -346,7 +346,7 @@ func (p *CosmosProvider) renewHeld(ctx context.Context, op string, lock *orchest
 // only if no other dispatcher locked the instance since, whatever the
 // local clock says about the expiry.
 func (p *CosmosProvider) extendLock(ctx context.Context, op string, lock *orchestrationLock, extendFor time.Duration) error {
-	until := renewedUntil(p.nowMs(), extendFor, lock.lockedUntil.Load())
+	until := renewedUntil(p.lockUntil(extendFor), lock.lockedUntil.Load())
 	if lock.start != nil {
 		lock.lockedUntil.Store(until) // an unwritten start: nothing stored to renew
 		return nil
@@ -377,13 +377,14 @@ func (p *CosmosProvider) extendLock(ctx context.Context, op string, lock *orches
 	return transient(op, "the lock renewal did not apply; try again", nil)
 }
 
-// renewedUntil is a renewal's new expiry: extendFor from now, but never
-// before the expiry the lock has, so a renewal asked for less than is left
-// only lengthens or keeps a live lock, never shortens it (duroxide-pg
-// 0.1.38's rule; a short renewal would hand the work to another dispatcher
-// while its holder still counts on the time it was given).
-func renewedUntil(nowMs int64, extendFor time.Duration, lockedUntil int64) int64 {
-	return max(nowMs+extendFor.Milliseconds(), lockedUntil)
+// renewedUntil is a renewal's new expiry: extended (extendFor from now,
+// lockUntil), but never before the expiry the lock has, so a renewal asked
+// for less than is left only lengthens or keeps a live lock, never
+// shortens it (duroxide-pg 0.1.38's rule; a short renewal would hand the
+// work to another dispatcher while its holder still counts on the time it
+// was given).
+func renewedUntil(extended, lockedUntil int64) int64 {
+	return max(extended, lockedUntil)
 }
 
 // renewalBatch extends the instance lock. It writes the instance document
@@ -608,7 +609,7 @@ const minFreshLockWait = 10 * time.Millisecond
 // chain kept it while its activities ran): the runtime's first renewal
 // must land before the expiry.
 func (p *CosmosProvider) refreshFreshLock(ctx context.Context, lock *orchestrationLock) error {
-	if leftToHandOut(time.Duration(lock.lockedUntil.Load()-p.nowMs())*time.Millisecond, lock.timeout) {
+	if leftToHandOut(p.leftOn(lock.lockedUntil.Load()), lock.timeout) {
 		return nil // Keeps: H3
 	}
 	lock.mu.Lock()

@@ -568,6 +568,37 @@ func (p *CosmosProvider) now() time.Time { return p.cfg.Now().Add(p.client.Clock
 
 func (p *CosmosProvider) nowMs() int64 { return p.now().UnixMilli() }
 
+// Locks are written and taken on the service's clock as this process
+// reads it, which a corrected clock (serviceclock.go) reads only to within
+// the offset's spread. So a lock this process takes for itself runs from
+// the latest the service's time may be (lockUntil), and a lock another
+// process may hold is judged expired by the earliest (expiredByMs): a lock
+// lasts its length by the service's clock, and is taken only once it
+// ended by it, whatever the estimate's error. Both are now() itself for a
+// clock within clockTolerance, which is used as it is.
+
+// lockUntil is when a lock this process takes now for d ends (ms).
+func (p *CosmosProvider) lockUntil(d time.Duration) int64 {
+	return p.nowMs() + p.client.service.spread().Milliseconds() + d.Milliseconds()
+}
+
+// leftOn is how long a lock this process holds until then (ms) has left
+// by the service's clock, at least.
+func (p *CosmosProvider) leftOn(until int64) time.Duration {
+	left := until - p.nowMs() - p.client.service.spread().Milliseconds()
+	return max(time.Duration(left)*time.Millisecond, 0)
+}
+
+// expiredBy is the time (ms) by which, at now, a lock's expiry is judged
+// passed when the lock may be another process's: a candidate query's, a
+// lock batch's, a claim's. What is visible is judged by now itself.
+func (p *CosmosProvider) expiredBy(now int64) int64 {
+	return now - p.client.service.spread().Milliseconds()
+}
+
+// expiredByMs is expiredBy now.
+func (p *CosmosProvider) expiredByMs() int64 { return p.expiredBy(p.nowMs()) }
+
 // ServiceTime is the account's time as this process reads it: Config.Now
 // corrected by the client's ClockOffset (Client.ServiceTime). The durable
 // runtime takes it as its clock unless told otherwise, so the timers an

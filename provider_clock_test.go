@@ -126,3 +126,69 @@ func TestALockTakenThroughAClockBehindHoldsForItsTimeout(t *testing.T) {
 		})
 	}
 }
+
+// atFraction sets clock to ms milliseconds into its current second: where
+// the service's Date header, truncated to the second, leaves a corrected
+// clock's estimate furthest off.
+func atFraction(clock *testClock, ms int) {
+	now := clock.Now()
+	clock.Advance(now.Truncate(time.Second).Add(time.Duration(ms)*time.Millisecond).Sub(now) + time.Second)
+}
+
+// A corrected clock reads the service's time only to within the Date
+// header's second: a process whose estimate is behind took locks shorter
+// than their timeout by the service's clock, and another process could
+// take its work while it still ran (the soak's one-holder, a claim 168 ms
+// long for a 422 ms lock). A lock runs from the latest the service's time
+// may be, so it lasts its timeout however far the estimate is off.
+func TestALockTakenThroughACorrectedClockLastsItsTimeoutByTheServicesClock(t *testing.T) {
+	ctx := rulesContext(t)
+	clock := newTestClock()
+	atFraction(clock, 900) // the estimate is 400 ms behind
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now})
+	healthy := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+	behind := wrongClockProcess(t, acct, clock, -10*time.Minute)
+	require.NoError(t, healthy.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: "short", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
+	providertest.CreateInstance(ctx, t, healthy, "short-orch")
+	require.NoError(t, healthy.EnqueueForOrchestrator(ctx, pokeItem("short-orch"), 0))
+	clock.Advance(time.Second) // visible to the process behind; still 900 ms into a second
+
+	const timeout = 2 * time.Second
+	work, _, _, err := behind.FetchWorkItem(ctx, timeout, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.NotNil(t, work)
+	item, _, _, err := behind.FetchOrchestrationItem(ctx, timeout, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	atLeast := clock.Now().Add(timeout).UnixMilli()
+	items := workDocs(t, healthy, "short")
+	require.Len(t, items, 1)
+	assert.GreaterOrEqual(t, int64(items[0]["lockedUntil"].(float64)), atLeast, "the work claim lasts its timeout by the service's clock")
+	assert.GreaterOrEqual(t, int64(instanceDocOf(t, healthy, "short-orch")["lockedUntil"].(float64)), atLeast, "and so does the instance lock")
+}
+
+// The other side: a process whose corrected clock is ahead judges another
+// process's lock expired by the earliest the service's time may be, so it
+// does not take the work while that lock still runs by the service's
+// clock.
+func TestAProcessWhoseCorrectedClockIsAheadDoesNotTakeALiveLock(t *testing.T) {
+	ctx := rulesContext(t)
+	clock := newTestClock()
+	atFraction(clock, 100) // the estimate is 400 ms ahead
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now})
+	healthy := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+	ahead := wrongClockProcess(t, acct, clock, 10*time.Minute)
+	require.NoError(t, healthy.EnqueueForWorker(ctx, cdb.ActivityExecuteMessage{Instance: "live", ExecutionID: 1, ID: 2, Name: "Work", Input: "{}"}))
+	work, _, _, err := healthy.FetchWorkItem(ctx, time.Second, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.NotNil(t, work)
+
+	clock.Advance(800 * time.Millisecond) // 200 ms before the lock ends
+	work, _, _, err = ahead.FetchWorkItem(ctx, time.Second, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	assert.Nil(t, work, "the lock still runs by the service's clock")
+	clock.Advance(time.Second)
+	work, _, _, err = ahead.FetchWorkItem(ctx, time.Second, 0, nil, cdb.DefaultOnlyFilter())
+	require.NoError(t, err)
+	assert.NotNil(t, work, "and is taken once it ended")
+}

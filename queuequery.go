@@ -47,7 +47,7 @@ func (q candidateQuery) text() string {
 	if q.headOnly {
 		fields = queueHeadFields
 	}
-	b.WriteString("SELECT TOP @top " + fields + " FROM c WHERE c.type = @type AND " + visibleCondition + " AND c.lockedUntil <= @now")
+	b.WriteString("SELECT TOP @top " + fields + " FROM c WHERE c.type = @type AND " + visibleCondition + " AND c.lockedUntil <= @expired")
 	if q.slots != nil {
 		b.WriteString(" AND ARRAY_CONTAINS(@slots, c.slot)")
 	}
@@ -108,6 +108,7 @@ func (p *CosmosProvider) runCandidateQuery(ctx context.Context, q candidateQuery
 		{Name: "@type", Value: q.docType},
 		{Name: "@now", Value: now},
 		{Name: "@visible", Value: p.visibleHorizon(now)},
+		{Name: "@expired", Value: p.expiredBy(now)},
 	}, q.params...)
 	if q.slots != nil {
 		params = append(params, QueryParameter{Name: "@slots", Value: q.slots})

@@ -287,7 +287,7 @@ func (p *CosmosProvider) expireDocs(ctx context.Context, pk string, until int64,
 		chunk = slices.Clone(chunk)
 		for len(chunk) > 0 {
 			b := p.container.NewTransactionalBatch(key)
-			b.PatchItem(instanceDocID, retainHeld(until, p.nowMs()), nil)
+			b.PatchItem(instanceDocID, retainHeld(until, p.expiredByMs()), nil)
 			// retained tells the TTL from a staged part's, which says its
 			// commit has not happened (kvState.add).
 			var ttl PatchOperations
@@ -318,7 +318,7 @@ func (p *CosmosProvider) expireDocs(ctx context.Context, pk string, until int64,
 
 // retainInstanceDoc gives the instance document its time to live, last.
 func (p *CosmosProvider) retainInstanceDoc(ctx context.Context, pk string, until int64) error {
-	ops := retainHeld(until, p.nowMs())
+	ops := retainHeld(until, p.expiredByMs())
 	ops.AppendSet("/ttl", ttlUntil(until, p.nowMs()))
 	_, err := p.container.PatchItem(ctx, NewPartitionKeyString(pk), instanceDocID, ops, nil)
 	switch {

@@ -68,8 +68,27 @@ func (s *serviceClock) observe(sent, received time.Time, date string) {
 func (s *serviceClock) offset() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.known || s.lo <= clockTolerance && s.hi >= -clockTolerance {
+	if !s.applied() {
 		return 0
 	}
 	return s.lo + (s.hi-s.lo)/2
+}
+
+// spread is how far the service's clock may read from the corrected one,
+// either way: half the bounds' width while the offset is applied, else
+// zero (a clock within clockTolerance is used as it is). It is widest
+// after the first response or a jump, and narrows as responses come.
+func (s *serviceClock) spread() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.applied() {
+		return 0
+	}
+	return (s.hi - s.lo) / 2
+}
+
+// applied says the bounds show the clocks apart by more than
+// clockTolerance. Called with s.mu held.
+func (s *serviceClock) applied() bool {
+	return s.known && (s.lo > clockTolerance || s.hi < -clockTolerance)
 }

@@ -200,8 +200,7 @@ func (p *CosmosProvider) claimSession(ctx context.Context, session string, cfg *
 	pk := NewPartitionKeyString(sessionPartitionKey(session))
 	create := !p.sessions.known(session) // a session seen before most likely has a document
 	for range maxClaimTries {
-		now := p.nowMs()
-		until := now + cfg.LockTimeout.Milliseconds()
+		now, until := p.expiredByMs(), p.lockUntil(cfg.LockTimeout)
 		var err error
 		if create {
 			err = p.createSession(ctx, pk, session, cfg.OwnerID, now, until)
@@ -303,7 +302,7 @@ func (p *CosmosProvider) RenewSessionLock(ctx context.Context, ownerIDs []string
 		if last <= idleCutoff {
 			continue
 		}
-		until := now + extendFor.Milliseconds()
+		until := p.lockUntil(extendFor)
 		var ops PatchOperations
 		ops.SetCondition(fmt.Sprintf("from c where c.owner = %s and c.lockedUntil > %d", sqlString(s.Owner), now))
 		ops.AppendSet("/lockedUntil", until)
@@ -328,7 +327,7 @@ func (p *CosmosProvider) RenewSessionLock(ctx context.Context, ownerIDs []string
 // instance names, and returns how many it deleted.
 func (p *CosmosProvider) CleanupOrphanedSessions(ctx context.Context, idleTimeout time.Duration) (int, error) {
 	const op = "CleanupOrphanedSessions"
-	now := p.nowMs()
+	now := p.expiredByMs()
 	sessions, err := p.querySessions(ctx, "c.lockedUntil <= @now", []QueryParameter{{Name: "@now", Value: now}})
 	if err != nil {
 		return 0, asOperation(op, err)

@@ -291,8 +291,7 @@ var errUndecodableWork = errors.New("worker item does not decode")
 func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout time.Duration, tags TagFilter) (fetchedWork, error) {
 	ctx = p.tel.withOrchestrationName(ctx, c.Orch)
 	token := newLockToken("work_")
-	claimedAt := p.nowMs()
-	until := claimedAt + lockTimeout.Milliseconds()
+	claimedAt, until := p.nowMs(), p.lockUntil(lockTimeout)
 	resp, err := p.container.PatchItem(ctx, NewPartitionKeyString(c.PK), c.ID, claimOps(token, until), &ItemOptions{IfMatch: &c.ETag, EnableContentResponseOnWrite: true})
 	if IsOutcomeUnknown(err) && ctx.Err() != nil {
 		return fetchedWork{}, p.giveBackCutClaim(ctx, c, token, err)
@@ -370,10 +369,10 @@ func (p *CosmosProvider) giveBackCutClaim(ctx context.Context, c queueDoc, token
 // item and run the activity beside it. A renewal that does not land on an
 // expired claim passes the item over.
 func (p *CosmosProvider) refreshClaim(ctx context.Context, lock *workLock, lockTimeout time.Duration) error {
-	if leftToHandOut(time.Duration(lock.lockedUntil-p.nowMs())*time.Millisecond, lockTimeout) {
+	if leftToHandOut(p.leftOn(lock.lockedUntil), lockTimeout) {
 		return nil // Keeps: H3
 	}
-	until := p.nowMs() + lockTimeout.Milliseconds()
+	until := p.lockUntil(lockTimeout)
 	var ops PatchOperations
 	ops.AppendSet("/lockedUntil", until)
 	etag := lock.doc.ETag
@@ -686,7 +685,7 @@ func (p *CosmosProvider) RenewWorkItemLock(ctx context.Context, lockToken string
 	if err := p.knownETag(ctx, op, lock); err != nil {
 		return err
 	}
-	until := renewedUntil(p.nowMs(), extendFor, lock.lockedUntil)
+	until := renewedUntil(p.lockUntil(extendFor), lock.lockedUntil)
 	for range maxRenewalTries {
 		var ops PatchOperations
 		ops.AppendSet("/lockedUntil", until)
@@ -817,7 +816,7 @@ func (p *CosmosProvider) AbandonWorkItem(ctx context.Context, lockToken string, 
 }
 
 // WorkItemLockRemaining implements LockRemainingReporter: how long the
-// worker lock token has left by this process's clock.
+// worker lock token has left by the service's clock, at least (leftOn).
 func (p *CosmosProvider) WorkItemLockRemaining(token string) (time.Duration, bool) {
 	lock, ok := p.workLocks.Get(token)
 	if !ok {
@@ -825,7 +824,7 @@ func (p *CosmosProvider) WorkItemLockRemaining(token string) (time.Duration, boo
 	}
 	lock.mu.Lock()
 	defer lock.mu.Unlock()
-	return max(time.Duration(lock.lockedUntil-p.nowMs())*time.Millisecond, 0), true
+	return p.leftOn(lock.lockedUntil), true
 }
 
 // workLock is a worker-queue item this process holds.

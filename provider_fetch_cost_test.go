@@ -569,7 +569,7 @@ func (h *racedLooks) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	if !strings.Contains(string(body), "lockedUntil <= @now") {
+	if !strings.Contains(string(body), "lockedUntil <= @expired") { // a candidate query
 		return h.next.RoundTrip(r)
 	}
 	pk := r.Header.Get("x-ms-documentdb-partitionkey")

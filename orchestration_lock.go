@@ -522,18 +522,11 @@ const maxLostGiveBacks = 3
 // still locked under the lock's token. A document gone or locked under
 // another token holds nothing of this lock either way.
 func (p *CosmosProvider) giveBackApplied(ctx context.Context, lock *orchestrationLock) (bool, error) {
-	resp, err := p.readLatest(ctx, NewPartitionKeyString(lock.pk), instanceDocID)
-	if IsNotFound(err) {
-		return true, nil
-	}
+	doc, err := decodeInstanceRead(p.readLatest(ctx, NewPartitionKeyString(lock.pk), instanceDocID))
 	if err != nil {
 		return false, err
 	}
-	var doc instanceDoc
-	if err := json.Unmarshal(resp.Value, &doc); err != nil {
-		return false, fmt.Errorf("decode the instance read back after a give-back: %w", err)
-	}
-	return doc.LockToken != lock.token, nil
+	return doc == nil || doc.LockToken != lock.token, nil
 }
 
 // sameButLockExpiry compares two instance documents as stored, leaving out

@@ -394,6 +394,20 @@ func TestAnAbandonGoesOnWithoutAMessageThatWentAway(t *testing.T) {
 	assert.Empty(t, left[0]["lockToken"], "and the message left with it")
 }
 
+// faultOnce injects kind once, on the first request of op whose body
+// contains marker, and says whether it was hit.
+func faultOnce(acct *cdb.FakeAccount, kind cdb.FakeFaultKind, op, marker string) *atomic.Bool {
+	hit := &atomic.Bool{}
+	acct.InjectFault(cdb.FakeFault{Kind: kind, Times: 1, Match: func(r cdb.FakeRequest) bool {
+		match := r.Operation == op && strings.Contains(string(r.Body), marker)
+		if match {
+			hit.Store(true)
+		}
+		return match
+	}})
+	return hit
+}
+
 // A give-back whose answer was lost is read back: when the instance is
 // still locked under the lock's token the batch did not apply, and it goes
 // again; the abandon returned the lost answer's error, and the instance
@@ -414,14 +428,7 @@ func TestAnAbandonWhoseAnswerWasLostIsReadBackAndSentAgain(t *testing.T) {
 			item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 			require.NoError(t, err)
 			require.NotNil(t, item)
-			hit := &atomic.Bool{}
-			acct.InjectFault(cdb.FakeFault{Kind: tc.kind, Times: 1, Match: func(r cdb.FakeRequest) bool {
-				giveBack := r.Operation == "Batch" && strings.Contains(string(r.Body), `"/releasedAt"`)
-				if giveBack {
-					hit.Store(true)
-				}
-				return giveBack
-			}})
+			hit := faultOnce(acct, tc.kind, "Batch", `"/releasedAt"`)
 
 			require.NoError(t, p.AbandonOrchestrationItem(ctx, token, 0, false))
 			require.True(t, hit.Load(), "the abandon's answer was lost")
@@ -441,14 +448,7 @@ func TestAParkWhoseAnswerWasLostIsReadBackAndSentAgain(t *testing.T) {
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("lost-park"), 0))
-	hit := &atomic.Bool{}
-	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultDropConnection, Times: 1, Match: func(r cdb.FakeRequest) bool {
-		park := r.Operation == "Batch" && strings.Contains(string(r.Body), `"/heldFrom"`)
-		if park {
-			hit.Store(true)
-		}
-		return park
-	}})
+	hit := faultOnce(acct, cdb.FaultDropConnection, "Batch", `"/heldFrom"`)
 
 	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	require.NoError(t, err)

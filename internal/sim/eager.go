@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"sort"
 	"strings"
@@ -82,6 +83,12 @@ type eagerItems struct {
 	items  map[stampKey]*eagerItem
 	wall   func() time.Time // the wall clock, which times the reports
 	hidden hiddenTotals
+	// removedFirst are the worker items seen removed before their
+	// creation was seen, by the lsn of the removal: the account applies a
+	// batch before its transport reports it, so a deletion's sweep (another
+	// request, another goroutine) may be reported in between. A creation
+	// of a lower lsn is then of an item already gone.
+	removedFirst map[stampKey]int64
 }
 
 // eagerItem is one worker item a commit wrote locked to its writer,
@@ -106,6 +113,14 @@ type eagerItem struct {
 	faultedWrite bool
 	renewedTo    int64 // the last expiry a renewal of the writer's set (0: none)
 	consumed     bool  // an ack consumed it (whatever ended its wait)
+	// byOther: another node's ack consumed it while its writer was up,
+	// neither handed out nor given back by the writer (eager-taken-by-writer).
+	byOther bool
+	// waitExcused: it waited until its lock expired, and checkNotHidden
+	// found the wait excused (its writer stalled on it, a clock jump, a
+	// write that met a fault, or a lock too short for any fetch to serve
+	// it): not held against its writer by eager-taken-by-writer either.
+	waitExcused bool
 }
 
 // expiry is the wall time its lock expires, as the account's clock ran at
@@ -136,7 +151,7 @@ func (it *eagerItem) end(how, by string, at time.Time) {
 func newEagerItems(gone func(string) bool, now func() time.Time) *eagerItems {
 	return &eagerItems{docType: "work", what: "worker items", consumes: func(ops []batchOp, i int) bool { return i == 0 && isWorkerAck(ops) },
 		open: map[stampKey]string{}, own: map[string]int{}, others: map[string]int{}, givenBack: map[string]int{}, gone: gone, now: now,
-		items: map[stampKey]*eagerItem{}, wall: time.Now}
+		items: map[stampKey]*eagerItem{}, wall: time.Now, removedFirst: map[stampKey]int64{}}
 }
 
 // newEagerStartItems follows eager starts: the first turn's ack consumes
@@ -156,8 +171,10 @@ func (e *eagerItems) triesHook() func(req *http.Request, body []byte, entered ti
 	return e.firstTurns.observe
 }
 
-// observe reads one request of node that the account carried out.
-func (e *eagerItems) observe(node string, req *http.Request, body []byte, status int) {
+// observe reads one request of node that the account carried out; lsn is
+// its answer's (0: not known), which orders it among the partition's
+// writes where the reports do not.
+func (e *eagerItems) observe(node string, req *http.Request, body []byte, status int, lsn int64) {
 	pk := partitionKeyOf(req)
 	switch operationOf(req) {
 	case "Batch":
@@ -171,15 +188,15 @@ func (e *eagerItems) observe(node string, req *http.Request, body []byte, status
 		for i, o := range ops {
 			switch strings.ToLower(o.OperationType) {
 			case "create":
-				e.created(node, pk, o.ResourceBody)
+				e.created(node, pk, o.ResourceBody, lsn)
 			case "delete", "replace":
 				if e.consumes(ops, i) {
 					e.consumed(node, stampKey{pk, o.ID})
 				} else {
-					e.removed(stampKey{pk, o.ID}) // an instance's deletion
+					e.removed(stampKey{pk, o.ID}, lsn) // an instance's deletion
 				}
 			case "upsert":
-				e.removed(stampKey{pk, idOf(o.ResourceBody)}) // a cancelled activity's tombstone
+				e.removed(stampKey{pk, idOf(o.ResourceBody)}, lsn) // a cancelled activity's tombstone
 			case "patch":
 				e.patched(node, stampKey{pk, o.ID}, o.ResourceBody)
 			}
@@ -190,10 +207,10 @@ func (e *eagerItems) observe(node string, req *http.Request, body []byte, status
 			e.patched(node, stampKey{pk, segments[len(segments)-1]}, body)
 		}
 	case "UpsertItem":
-		e.removed(stampKey{pk, idOf(body)}) // a tombstone an outbox carried
+		e.removed(stampKey{pk, idOf(body)}, lsn) // a tombstone an outbox carried
 	case "DeleteItem":
 		segments := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-		e.removed(stampKey{pk, segments[len(segments)-1]})
+		e.removed(stampKey{pk, segments[len(segments)-1]}, lsn)
 	}
 }
 
@@ -230,7 +247,7 @@ func idOf(body json.RawMessage) string {
 // its lock had run out by the commit's answer (its expiry is counted from
 // before the commit: a commit that took longer than the lock hands the
 // item to whoever looks, its first run counted as a second attempt).
-func (e *eagerItems) created(node, pk string, body json.RawMessage) {
+func (e *eagerItems) created(node, pk string, body json.RawMessage, lsn int64) {
 	var doc struct {
 		ID          string `json:"id"`
 		Type        string `json:"type"`
@@ -261,8 +278,15 @@ func (e *eagerItems) created(node, pk string, body json.RawMessage) {
 	if doc.LockedUntil <= e.now().UnixMilli() {
 		e.expiredAtCommit++
 	}
+	key := stampKey{pk, doc.ID}
 	if e.items != nil {
-		e.items[stampKey{pk, doc.ID}] = &eagerItem{writer: node, created: e.wall(), createdMs: e.now().UnixMilli(), until: doc.LockedUntil}
+		e.items[key] = &eagerItem{writer: node, created: e.wall(), createdMs: e.now().UnixMilli(), until: doc.LockedUntil}
+	}
+	if removedAt, ok := e.removedFirst[key]; ok {
+		delete(e.removedFirst, key)
+		if lsn > 0 && removedAt > lsn {
+			e.removeLocked(key) // created, then removed before this report
+		}
 	}
 }
 
@@ -292,6 +316,9 @@ func (e *eagerItems) consumed(node string, key stampKey) {
 		e.lapsed++
 	default:
 		e.others[writer]++
+		if it != nil {
+			it.byOther = true
+		}
 	}
 }
 
@@ -323,10 +350,19 @@ func (e *eagerItems) patched(node string, key stampKey, body json.RawMessage) {
 	}
 }
 
-// removed notes an item ended without a worker's ack.
-func (e *eagerItems) removed(key stampKey) {
+// removed notes an item ended without a worker's ack, by a write of lsn.
+func (e *eagerItems) removed(key stampKey, lsn int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if _, seen := e.items[key]; !seen && e.removedFirst != nil && lsn > 0 && strings.HasPrefix(key.id, "w|") {
+		e.removedFirst[key] = lsn
+		return
+	}
+	e.removeLocked(key)
+}
+
+// removeLocked ends key's item as removed; called with e.mu held.
+func (e *eagerItems) removeLocked(key stampKey) {
 	e.items[key].end(eagerEndRemoved, "", e.wall())
 	if _, ok := e.open[key]; ok {
 		delete(e.open, key)
@@ -372,18 +408,45 @@ func (e *eagerItems) writeTriesHook(node string) func(req *http.Request, body []
 }
 
 // check reports the live writers that left most of what they locked
-// eagerly to others, and first-turn starts written twice.
+// eagerly to others, and first-turn starts written twice. For worker
+// items it follows checkNotHidden, whose excuses for an item's wait until
+// its lock expired hold here too: such an item is counted apart (excused).
 func (e *eagerItems) check(v *violations, describe func(node string) string) {
 	if e.firstTurns != nil {
 		e.firstTurns.check(v)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, w := range writersLeavingMost(e.own, e.others, eagerMinSample, eagerMaxShare) {
-		total := e.own[w] + e.others[w]
+	others := e.unexcusedOthers()
+	for _, w := range writersLeavingMost(e.own, others, eagerMinSample, eagerMaxShare) {
+		total := e.own[w] + others[w]
 		v.add(invEagerTakenByWriter, "", fmt.Sprintf("%s locked %d %s to itself eagerly and took %d itself: %d were hidden until their locks expired, for a fetch that did not take them (%s)",
-			w, total, e.what, e.own[w], e.others[w], describe(w)))
+			w, total, e.what, e.own[w], others[w], describe(w)))
 	}
+}
+
+// unexcusedOthers is e.others less the items whose wait checkNotHidden
+// excused; called with e.mu held.
+func (e *eagerItems) unexcusedOthers() map[string]int {
+	others := maps.Clone(e.others)
+	for _, it := range e.items {
+		if it.byOther && it.waitExcused {
+			others[it.writer]--
+		}
+	}
+	return others
+}
+
+// excusedOthers counts the items others took whose wait was excused;
+// called with e.mu held.
+func (e *eagerItems) excusedOthers() int {
+	n := 0
+	for _, it := range e.items {
+		if it.byOther && it.waitExcused {
+			n++
+		}
+	}
+	return n
 }
 
 // summary is the counts, for the report: so a seed's log shows the path
@@ -398,8 +461,8 @@ func (e *eagerItems) summary() string {
 			checked++
 		}
 	}
-	s := fmt.Sprintf("locked=%d by-writer=%d by-others=%d (lapsed %d) given-back=%d taken-over=%d ended-unconsumed=%d open=%d expired-at-commit=%d writers-checked=%d",
-		e.locked, sum(e.own), sum(e.others), e.lapsed, sum(e.givenBack), e.takenOver, e.ended, len(e.open), e.expiredAtCommit, checked)
+	s := fmt.Sprintf("locked=%d by-writer=%d by-others=%d (lapsed %d, wait excused %d) given-back=%d taken-over=%d ended-unconsumed=%d open=%d expired-at-commit=%d writers-checked=%d",
+		e.locked, sum(e.own), sum(e.others), e.lapsed, e.excusedOthers(), sum(e.givenBack), e.takenOver, e.ended, len(e.open), e.expiredAtCommit, checked)
 	if e.docType == "msg" {
 		s += fmt.Sprintf(" written-by-first-turn=%d", e.firstTurnCreates)
 	}
@@ -523,6 +586,7 @@ func (e *eagerItems) checkNotHidden(v *violations, n eagerNodes, now time.Time) 
 		}
 		end = expired
 		if n.gone(it.writer, end) {
+			it.waitExcused = true
 			continue // close-gives-back, or a crash: its locks expire
 		}
 		t.checked++
@@ -534,10 +598,12 @@ func (e *eagerItems) checkNotHidden(v *violations, n eagerNodes, now time.Time) 
 		bound := e.hiddenBound(n, it.writer, from, end)
 		if waited <= bound {
 			t.maxWaitP = max(t.maxWaitP, waited)
+			it.waitExcused = true
 			continue
 		}
 		if it.faultedWrite || n.jumped(it.created, end) {
 			t.excused++
+			it.waitExcused = true
 			continue
 		}
 		t.hidden++

@@ -237,7 +237,7 @@ func TestEagerFlagsALiveWriterWhoseLockedItemsOthersTake(t *testing.T) {
 	require.Len(t, v.all(), 1, "only the live writer that left three quarters to others")
 	assert.Equal(t, invEagerTakenByWriter, v.all()[0].Invariant)
 	assert.Contains(t, v.all()[0].Detail, "w locked 20 worker items to itself eagerly and took 5 itself: 15 were hidden")
-	assert.Equal(t, "locked=0 by-writer=15 by-others=25 (lapsed 0) given-back=0 taken-over=20 ended-unconsumed=0 open=0 expired-at-commit=0 writers-checked=2", e.summary())
+	assert.Equal(t, "locked=0 by-writer=15 by-others=25 (lapsed 0, wait excused 0) given-back=0 taken-over=20 ended-unconsumed=0 open=0 expired-at-commit=0 writers-checked=2", e.summary())
 }
 
 // An item its writer handed out was taken by its writer, whoever acked it
@@ -266,7 +266,7 @@ func TestEagerDoesNotHoldAgainstAWriterWhatItHandedOutOrLeftAfterAFault(t *testi
 	v := &violations{}
 	e.check(v, func(string) string { return "" })
 	assert.Empty(t, v.all())
-	assert.Contains(t, e.summary(), "by-writer=15 by-others=0 (lapsed 5)")
+	assert.Contains(t, e.summary(), "by-writer=15 by-others=0 (lapsed 5, wait excused 0)")
 }
 
 func TestEagerSeesItemsLockedInACommitAndTheWorkerAckThatConsumesThem(t *testing.T) {
@@ -276,7 +276,7 @@ func TestEagerSeesItemsLockedInACommitAndTheWorkerAckThatConsumesThem(t *testing
 		require.NoError(t, err)
 		req.Header.Set("x-ms-cosmos-is-batch-request", "true")
 		req.Header.Set("x-ms-documentdb-partitionkey", `["p"]`)
-		e.observe(node, req, []byte("["+strings.Join(ops, ",")+"]"), status)
+		e.observe(node, req, []byte("["+strings.Join(ops, ",")+"]"), status, 0)
 	}
 	create := func(id, lockToken string, lockedUntil int) string {
 		return fmt.Sprintf(`{"operationType":"Create","resourceBody":{"id":%q,"type":"work","lockToken":%q,"lockedUntil":%d}}`, id, lockToken, lockedUntil)
@@ -307,12 +307,12 @@ func TestEagerSeesItemsLockedInACommitAndTheWorkerAckThatConsumesThem(t *testing
 		req, err := http.NewRequest(http.MethodPatch, "https://acct/dbs/d/colls/c/docs/"+id, nil)
 		require.NoError(t, err)
 		req.Header.Set("x-ms-documentdb-partitionkey", `["p"]`)
-		e.observe(node, req, []byte(fmt.Sprintf(`{"operations":[{"op":"set","path":"/lockToken","value":%q},{"op":"set","path":"/lockedUntil","value":0}]}`, token)), http.StatusOK)
+		e.observe(node, req, []byte(fmt.Sprintf(`{"operations":[{"op":"set","path":"/lockToken","value":%q},{"op":"set","path":"/lockedUntil","value":0}]}`, token)), http.StatusOK, 0)
 	}
 	patch("b", "w|1|6", "")                             // not the writer's: no give-back of its
 	patch("a", "w|1|6", "")                             // the writer gives it back
 	batch("b", http.StatusOK, del("w|1|6"), completion) // then anyone takes it: not held against the writer
-	assert.Equal(t, "locked=6 by-writer=1 by-others=1 (lapsed 0) given-back=1 taken-over=1 ended-unconsumed=2 open=0 expired-at-commit=1 writers-checked=0", e.summary())
+	assert.Equal(t, "locked=6 by-writer=1 by-others=1 (lapsed 0, wait excused 0) given-back=1 taken-over=1 ended-unconsumed=2 open=0 expired-at-commit=1 writers-checked=0", e.summary())
 }
 
 func TestEagerStartsSeeStartsLockedInTheirBatchAndTheAckThatConsumesThem(t *testing.T) {
@@ -322,7 +322,7 @@ func TestEagerStartsSeeStartsLockedInTheirBatchAndTheAckThatConsumesThem(t *test
 		require.NoError(t, err)
 		req.Header.Set("x-ms-cosmos-is-batch-request", "true")
 		req.Header.Set("x-ms-documentdb-partitionkey", `["`+pk+`"]`)
-		e.observe(node, req, []byte("["+strings.Join(ops, ",")+"]"), http.StatusOK)
+		e.observe(node, req, []byte("["+strings.Join(ops, ",")+"]"), http.StatusOK, 0)
 	}
 	start := func(id, lockToken string) string {
 		return fmt.Sprintf(`{"operationType":"Create","resourceBody":{"id":"inst","type":"inst","lockToken":%q}},{"operationType":"Create","resourceBody":{"id":%q,"type":"msg","lockToken":%q,"lockedUntil":13000,"item":"{\"StartOrchestration\":{}}"}}`, lockToken, id, lockToken)
@@ -345,5 +345,5 @@ func TestEagerStartsSeeStartsLockedInTheirBatchAndTheAckThatConsumesThem(t *test
 	batch("b", "i5", consume("m|5"))
 	batch("a", "i6", `{"operationType":"Create","resourceBody":{"id":"inst","type":"inst","lastAck":"lock_6"}}`, // a start written by its first turn
 		`{"operationType":"Create","resourceBody":{"id":"m|w|x","type":"msg","lockToken":"lock_chain.6","item":"{\"ActivityCompleted\":{}}"}}`) // a chained completion: not a start
-	assert.True(t, strings.HasPrefix(e.summary(), "locked=4 by-writer=1 by-others=1 (lapsed 0) given-back=1 taken-over=1 ended-unconsumed=0 open=0 expired-at-commit=0 writers-checked=0 written-by-first-turn=1 "), e.summary())
+	assert.True(t, strings.HasPrefix(e.summary(), "locked=4 by-writer=1 by-others=1 (lapsed 0, wait excused 0) given-back=1 taken-over=1 ended-unconsumed=0 open=0 expired-at-commit=0 writers-checked=0 written-by-first-turn=1 "), e.summary())
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -399,10 +400,11 @@ func (r *recorder) observeCommits(node string) func(req *http.Request, body []by
 			r.stamps.observe(node, req, body, resp.StatusCode)
 		}
 		if resp.StatusCode < 300 && r.eagerStarts != nil {
-			r.eagerStarts.observe(node, req, body, resp.StatusCode)
+			r.eagerStarts.observe(node, req, body, resp.StatusCode, 0)
 		}
 		if resp.StatusCode < 300 && r.eager != nil {
-			r.eager.observe(node, req, body, resp.StatusCode)
+			lsn, _ := strconv.ParseInt(resp.Header.Get("lsn"), 10, 64)
+			r.eager.observe(node, req, body, resp.StatusCode, lsn)
 		}
 		if resp.StatusCode < 300 && r.chains != nil {
 			r.chains.observe(node, req, body, resp, answered)

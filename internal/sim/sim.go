@@ -115,12 +115,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	rec.stamps.check(viol, describe)
 	stats.Stamps = rec.stamps.summary()
-	rec.eager.check(viol, describe)
 	rec.eager.checkNotHidden(viol, eagerNodes{gone: rec.goneBy, heldBack: rec.lastHeldBack, jumped: clock.jumpedBetween, poll: e.pollInterval, workerLock: e.workerLock,
 		slack: hostScaled(cfg, 200*time.Millisecond) + clientMaxDelay + 2*cfg.Faults.ClockSkew,
 		slower: func(from, to time.Time) time.Duration {
 			return slowerThanMeasured(cfg, h.waits.host, from, to, 200*time.Millisecond)
 		}}, time.Now())
+	rec.eager.check(viol, describe) // after checkNotHidden, whose excuses it takes
 	stats.Eager = rec.eager.summary() + "; " + rec.eager.hiddenSummary()
 	rec.eagerStarts.check(viol, describe)
 	stats.EagerStarts = rec.eagerStarts.summary()

@@ -163,6 +163,9 @@ func (p *CosmosProvider) afterCommit(lock *orchestrationLock, plan *ackPlan, rea
 		p.announceMessage(lock.pk, t)
 	}
 	p.workSignal.announce(handoff.Repeated(handoff.ItemReady(), ready)...)
+	if queued > 0 {
+		p.bell.ring(queueWorker, plan.workVisible)
+	}
 	if queued > 0 && plan.workVisible.After(p.now()) {
 		p.workSignal.notifyAt(plan.workVisible) // seqs ahead of this process's clock
 		return

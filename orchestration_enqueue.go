@@ -281,6 +281,7 @@ func traceOfDoc(msg []byte) TraceContext {
 // announceMessage wakes a fetch of this process for a message in pk
 // visible at t (a later one through the signal's timer, which wakes all).
 func (p *CosmosProvider) announceMessage(pk string, visibleAt time.Time) {
+	p.bell.ring(queueOrchestrator, visibleAt)
 	if visibleAt.After(p.now()) {
 		p.orchSignal.notifyAt(visibleAt)
 		return

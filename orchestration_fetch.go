@@ -33,7 +33,7 @@ func (p *CosmosProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout
 	defer p.ownWrites.orchestrationFetch(filter)()
 	defer p.readyTurns.Fetching(DefaultOnlyFilter(), lockTimeout)()
 	fk := filterKey(filter)
-	watch := queueWatch{signal: p.orchSignal, leaseKey: queueOrchestrator + "/" + fk, view: fk}
+	watch := queueWatch{queue: queueOrchestrator, signal: p.orchSignal, leaseKey: queueOrchestrator + "/" + fk, view: fk}
 	res, found, err := poll(ctx, p, watch, pollTimeout,
 		func(ctx context.Context, scope lookScope) (fetchedOrchestration, pollOutcome, error) {
 			return p.tryFetchOrchestration(ctx, scope, lockTimeout, filter)

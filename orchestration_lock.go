@@ -774,6 +774,7 @@ func (p *CosmosProvider) releaseBatch(ctx context.Context, op string, lock *orch
 		}
 		return asOperation(op, batchError(resp))
 	}
+	p.bell.ring(queueOrchestrator, now.Add(max(delay, 0))) // the instance is free for the others
 	return nil
 }
 

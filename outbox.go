@@ -511,6 +511,8 @@ func (r *relay) deliver(ctx context.Context, o *pendingOutbox) (deliveryResult, 
 		doc.Delivered = i + 1
 	}
 	r.p.tel.outboxDelivered(ctx)
+	r.p.bell.ring(queueOrchestrator, r.p.now())
+	r.p.bell.ring(queueWorker, r.p.now())
 	r.p.orchSignal.notify()
 	r.p.workSignal.notify()
 	return resultDelivered, nil

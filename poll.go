@@ -13,6 +13,7 @@ import (
 
 // queueWatch is what a fetch polls.
 type queueWatch struct {
+	queue  string       // queueOrchestrator or queueWorker
 	signal *queueSignal // the queue's, in this process
 	// leaseKey names the slots' lanes and shares (LeaseProvider): the queue
 	// and the filters of the fetch, whatever its session owner, since
@@ -159,14 +160,33 @@ func pollOnce[T any](ctx context.Context, p *CosmosProvider, w queueWatch, fresh
 			return res, outcome, err
 		}
 	}
-	if !sig.claimPoll(w.view, p.now(), p.cfg.PollInterval) && !(fresh && slots == nil) {
+	claimed := sig.claimPoll(w.view, p.now(), p.cfg.PollInterval)
+	if !claimed && !(fresh && slots == nil) {
 		return zero, outcomeEmpty, nil
 	}
 	idle := p.idleScope(w.leaseKey)
 	if idle != nil && fresh && len(idle) == len(slots) {
 		return zero, outcomeEmpty, nil // the fresh look just queried the same share
 	}
-	return lookAt(ctx, p, w, idle, attempt)
+	record := func() {}
+	if claimed && !fresh && !sig.spilled() {
+		var quiet bool
+		if quiet, record = p.quietBell(ctx, w); quiet {
+			return zero, outcomeEmpty, nil // the window claimPoll opened stays closed
+		}
+	}
+	res, outcome, err := lookAt(ctx, p, w, idle, attempt)
+	if err == nil {
+		record()
+	}
+	return res, outcome, err
+}
+
+// quietBell says an idle look of w may skip its query: no other process
+// rang the queue's bell since w's last look (bell.go); record notes the
+// look that queries.
+func (p *CosmosProvider) quietBell(ctx context.Context, w queueWatch) (quiet bool, record func()) {
+	return p.bell.quiet(ctx, w.queue, w.view)
 }
 
 // idleScope is what an idle look queries: every slot, unless process

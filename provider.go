@@ -255,6 +255,7 @@ type CosmosProvider struct {
 	retainer *retainer // nil unless Config.Retention
 
 	processLeases *processLeases // nil unless Config.ProcessLeases
+	bell          *queueBell     // the queue bell (bell.go)
 	ownWrites     *ownWrites     // nil unless Config.ProcessLeases
 
 	seq atomic.Int64 // last enqueue sequence handed out
@@ -382,6 +383,17 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 			leases.run(bg)
 		}()
 	}
+	p.bell = newQueueBell(container, bellProcessID(leaseOpts.ProcessID), !cfg.ShortPolling, p.now, cfg.PollInterval, cfg.Logger)
+	// A write rings the bell only when the view lists another listener:
+	// read it now, with the ranges, rather than at the first write.
+	if _, err := p.bell.freshView(ctx, bellViewMaxAge); err != nil {
+		cfg.Logger.Debug("cdb: could not read the queue bell yet; the first write that may ring reads it", "error", err)
+	}
+	p.done.Add(1)
+	go func() {
+		defer p.done.Done()
+		p.bell.run(bg)
+	}()
 	p.outbox = newRelay(p)
 	if cfg.Retention > 0 {
 		p.retainer = newRetainer(p)

@@ -402,6 +402,14 @@ func (q *queueSignal) claimPoll(view string, now time.Time, interval time.Durati
 	return true
 }
 
+// spilled says announcements were dropped since the last look at the
+// whole queue: the next look must query, whatever else says it is idle.
+func (q *queueSignal) spilled() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.spills > q.spillsSeen
+}
+
 // isOpen reports whether a poll of view is due.
 func (q *queueSignal) isOpen(view string, now time.Time) bool {
 	q.mu.Lock()

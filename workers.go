@@ -50,6 +50,7 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 	if err != nil {
 		return asOperation(op, err)
 	}
+	p.bell.ring(queueWorker, p.now())
 	p.workSignal.announcePartitions(instancePartitionKey(act.Instance))
 	return nil
 }
@@ -96,7 +97,7 @@ func (p *CosmosProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTim
 	}
 	defer p.ownWrites.workFetch(tags)()
 	defer p.readyItems.Fetching(tags, lockTimeout)()
-	watch := queueWatch{signal: p.workSignal, leaseKey: workLeaseKey(session, tags), view: p.workView(session, tags)}
+	watch := queueWatch{queue: queueWorker, signal: p.workSignal, leaseKey: workLeaseKey(session, tags), view: p.workView(session, tags)}
 	res, found, err := poll(ctx, p, watch, pollTimeout,
 		func(ctx context.Context, scope lookScope) (fetchedWork, pollOutcome, error) {
 			return p.tryFetchWork(ctx, scope, lockTimeout, session, tags)
@@ -592,6 +593,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 		return nil // its chained turn takes it
 	}
 	if completion != nil {
+		p.bell.ring(queueOrchestrator, p.now())
 		p.orchSignal.announcePartitions(lock.pk)
 	}
 	return nil
@@ -807,6 +809,7 @@ func (p *CosmosProvider) AbandonWorkItem(ctx context.Context, lockToken string, 
 	}
 	lock.done = true
 	p.forgetWork(lock)
+	p.bell.ring(queueWorker, p.now().Add(max(delay, 0)))
 	if delay > 0 {
 		p.workSignal.notifyAt(p.now().Add(delay))
 	} else {

@@ -447,3 +447,94 @@ func TestEagerNotHiddenAllowsForAHostThatSlowedDownWhileTheItemWaited(t *testing
 	s.e.checkNotHidden(v, nodes, s.now)
 	assert.Len(t, v.all(), 2, "without it both were hidden")
 }
+
+// bellScript drives a bell watch with requests at wall times of the
+// test's choosing (the account's clock is the wall clock here).
+type bellScript struct {
+	t   *testing.T
+	b   *bellWatch
+	now time.Time
+}
+
+func newBellScript(t *testing.T) *bellScript {
+	s := &bellScript{t: t, now: time.UnixMilli(1_000_000)}
+	s.b = newBellWatch(func() time.Time { return s.now })
+	s.b.wall = func() time.Time { return s.now }
+	return s
+}
+
+func (s *bellScript) at(ms int) { s.now = time.UnixMilli(1_000_000 + int64(ms)) }
+
+// patchBell is node's patch of the bell with ops (JSON objects).
+func (s *bellScript) patchBell(node string, ops ...string) {
+	req, err := http.NewRequest(http.MethodPatch, "https://acct/dbs/d/colls/c/docs/bell", nil)
+	require.NoError(s.t, err)
+	req.Header.Set("x-ms-documentdb-partitionkey", `["bell|bell"]`)
+	s.b.observe(node, req, []byte(`{"operations":[`+strings.Join(ops, ",")+`]}`), http.StatusOK)
+}
+
+func (s *bellScript) listen(node string) {
+	s.patchBell(node, fmt.Sprintf(`{"op":"set","path":"/listeners/%s","value":%d}`, node, s.now.UnixMilli()+30_000))
+}
+
+func (s *bellScript) ring(node, queue string) {
+	s.patchBell(node, fmt.Sprintf(`{"op":"incr","path":"/%s","value":1}`, queue))
+}
+
+// write is node's batch creating a queue item of type typ, visible now
+// unless lockToken says it is locked.
+func (s *bellScript) write(node, pk, id, typ, lockToken string) {
+	req, err := http.NewRequest(http.MethodPost, "https://acct/dbs/d/colls/c/docs", nil)
+	require.NoError(s.t, err)
+	req.Header.Set("x-ms-cosmos-is-batch-request", "true")
+	req.Header.Set("x-ms-documentdb-partitionkey", `["`+pk+`"]`)
+	body := fmt.Sprintf(`[{"operationType":"Create","resourceBody":{"id":%q,"type":%q,"lockToken":%q,"visibleAt":%d}}]`, id, typ, lockToken, s.now.UnixMilli())
+	s.b.observe(node, req, []byte(body), http.StatusOK)
+}
+
+// A write of work visible at once, by a node whose view of the bell must
+// list another listener, is followed by its ring of that queue within the
+// ring gap and the slack; work written before the listener could be in
+// every view, locked work, and a writer that stalled on the bell are not
+// held against it.
+func TestBellRungFlagsAWriteOfWorkNotRungWhileAnotherProcessListened(t *testing.T) {
+	s := newBellScript(t)
+	s.listen("l")
+	s.at(1000)
+	s.write("w", "p1", "m|early", "msg", "") // the listing may be in no view yet
+	s.at(6000)
+	s.write("w", "p2", "m|rung", "msg", "")
+	s.at(6010)
+	s.ring("w", "orchestrator")
+	s.write("w", "p3", "w|1|1", "work", "") // the worker queue's bell never rings
+	s.write("w", "p4", "m|w|t", "msg", "lock_chain.x")
+	s.write("x", "p5", "m|stalled", "msg", "")
+	s.write("w", "p6", "m|refused", "msg", "") // a refused start's message, removed at once
+	req, err := http.NewRequest(http.MethodDelete, "https://acct/dbs/d/colls/c/docs/m|refused", nil)
+	require.NoError(t, err)
+	req.Header.Set("x-ms-documentdb-partitionkey", `["p6"]`)
+	s.b.observe("w", req, nil, http.StatusNoContent)
+	s.at(20_000)
+	nodes := bellNodes{gone: func(string, time.Time) bool { return false }, jumped: func(time.Time, time.Time) bool { return false },
+		stalled: func(node, pk string, from, to time.Time) bool { return node == "x" && pk == "bell|bell" },
+		poll:    func(string) time.Duration { return 40 * time.Millisecond }, slack: 100 * time.Millisecond}
+	v := &violations{}
+	s.b.check(v, nodes, s.now)
+	require.Len(t, v.all(), 1)
+	assert.Equal(t, invBellRung, v.all()[0].Invariant)
+	assert.Equal(t, "p3", v.all()[0].Instance)
+	assert.Contains(t, v.all()[0].Detail, "w wrote w|1|1 (the worker queue's)")
+	assert.Equal(t, "listings=1 leaves=0 rings=1 writes of work visible at once=5 (gone by the bound 1; judged 3: rung in time 1, excused 1, late 1)", s.b.summary())
+
+	// A listener that left is not heard: nothing is judged after its leave.
+	s = newBellScript(t)
+	s.listen("l")
+	s.at(6000)
+	s.patchBell("l", `{"op":"remove","path":"/listeners/l"}`)
+	s.write("w", "p", "m|1", "msg", "")
+	s.at(20_000)
+	v = &violations{}
+	s.b.check(v, nodes, s.now)
+	assert.Empty(t, v.all())
+	assert.Contains(t, s.b.summary(), "judged 0:")
+}

@@ -83,6 +83,7 @@ type recorder struct {
 	// cancelled, by instance, with when the ack returned.
 	cancelAcks map[cancelledKey][]cancelAck
 	cancels    *cancelWatch // optional: the worker items created, the deletions through a node
+	bell       *bellWatch   // optional: the queue bell's listings and rings, and the writes of work
 	slow       *slowCommitRounds
 	closes     map[string]closeRecord // clean closes, by node
 	// writeFaults are the tries of each node's writes to worker items that
@@ -411,6 +412,7 @@ func (r *recorder) observeCommits(node string) func(req *http.Request, body []by
 		}
 		if resp.StatusCode < 300 {
 			r.cancels.observe(node, req, body, resp.StatusCode, answered)
+			r.bell.observe(node, req, body, resp.StatusCode)
 		}
 		if resp.StatusCode != http.StatusOK || operationOf(req) != "Batch" {
 			return

@@ -90,6 +90,7 @@ type Stats struct {
 	Waits       string // WaitForCompletion through the nodes: told, held polls, reads, redone, excused
 	Names       string // the longest document id and lock token on the wire, and how many passed their bounds
 	Cancels     string // activities cancelled by acks, instances deleted through a node, and what was handed out after
+	Bell        string // the queue bell's listings and rings, and the writes of work judged
 	Production  string // the production node, its slow commits, and the overlapping runs one-holder saw
 	Closes      string // what clean closes gave back, and what they left locked
 	Retention   string // finished instances with a retention, and the documents given its TTL
@@ -173,7 +174,7 @@ func (r Report) Print(w io.Writer) {
 	for _, line := range []struct{ label, text string }{
 		{"own-writes stamps", s.Stamps}, {"eager starts", s.EagerStarts}, {"eager activities", s.Eager},
 		{"chained turns", s.Chains}, {"completion waits", s.Waits}, {"long sequences", s.Sequences},
-		{"closes", s.Closes}, {"retention", s.Retention}, {"production locks", s.Production}, {"cancellations", s.Cancels},
+		{"closes", s.Closes}, {"retention", s.Retention}, {"production locks", s.Production}, {"cancellations", s.Cancels}, {"queue bell", s.Bell},
 		{"names on the wire", s.Names},
 	} {
 		if line.text != "" {

@@ -40,6 +40,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rec.eagerStarts = newEagerStartItems(rec.isGone, clock.now)
 	rec.names = newBoundedNames()
 	rec.cancels = newCancelWatch()
+	rec.bell = newBellWatch(clock.now)
 	e := &env{cfg: cfg, endpoint: acct.Endpoint(), key: acct.Key(), transport: acct.Transport(),
 		rec: rec, stats: stats, logger: logger, progress: rec.progress, clock: clock, flight: flight}
 	rec.chains = newChainedTurns(chainNodes{gone: rec.goneBy, stalled: rec.stalledBetween, writeFaulted: rec.writeFaulted, paused: rec.pausedBetween,
@@ -121,6 +122,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			return slowerThanMeasured(cfg, h.waits.host, from, to, 200*time.Millisecond)
 		}}, time.Now())
 	rec.eager.check(viol, describe) // after checkNotHidden, whose excuses it takes
+	rec.bell.check(viol, bellNodes{gone: rec.goneBy, stalled: rec.stalledBetween, jumped: clock.jumpedBetween, poll: e.pollInterval,
+		slack: hostScaled(cfg, 200*time.Millisecond) + clientMaxDelay + 2*cfg.Faults.ClockSkew}, time.Now())
+	stats.Bell = rec.bell.summary()
 	stats.Eager = rec.eager.summary() + "; " + rec.eager.hiddenSummary()
 	rec.eagerStarts.check(viol, describe)
 	stats.EagerStarts = rec.eagerStarts.summary()

@@ -511,8 +511,6 @@ func (r *relay) deliver(ctx context.Context, o *pendingOutbox) (deliveryResult, 
 		doc.Delivered = i + 1
 	}
 	r.p.tel.outboxDelivered(ctx)
-	r.p.bell.ring(queueOrchestrator, r.p.now())
-	r.p.bell.ring(queueWorker, r.p.now())
 	r.p.orchSignal.notify()
 	r.p.workSignal.notify()
 	return resultDelivered, nil
@@ -619,6 +617,22 @@ func (r *relay) readPart(ctx context.Context, pk, id string) (*outboxPart, error
 // start is (settleStart), so a deletion still under way in that partition
 // cannot sweep it unseen.
 func (r *relay) deliverEntry(ctx context.Context, e outboxEntry, shells map[string]bool) error {
+	if err := r.writeEntry(ctx, e, shells); err != nil {
+		return err
+	}
+	// Rung as each entry lands, not once an outbox is done: a large
+	// outbox's delivery takes seconds, one cut short (taken over, failed)
+	// never gets to the end, and a deletion delivers entries too. Rings
+	// within a gap go together.
+	if e.Role != entryShell {
+		r.p.bell.ring(queueOrchestrator, r.p.now())
+		r.p.bell.ring(queueWorker, r.p.now())
+	}
+	return nil
+}
+
+// writeEntry is deliverEntry's write.
+func (r *relay) writeEntry(ctx context.Context, e outboxEntry, shells map[string]bool) error {
 	pk := NewPartitionKeyString(e.PK)
 	if e.Upsert {
 		_, err := r.p.container.UpsertItem(ctx, pk, e.Doc, nil)

@@ -89,16 +89,12 @@ func (b *bellWatch) observe(node string, req *http.Request, body []byte, status 
 	pk := partitionKeyOf(req)
 	switch operationOf(req) {
 	case "PatchItem":
-		segments := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-		if segments[len(segments)-1] == bellDocID {
+		if docIDOf(req) == bellDocID {
 			b.patched(node, pk, body)
 		}
 	case "Batch":
-		if status != http.StatusOK {
-			return
-		}
-		var ops []batchOp
-		if json.Unmarshal(body, &ops) != nil {
+		ops, ok := committedBatch(body, status)
+		if !ok {
 			return
 		}
 		for _, o := range ops {
@@ -112,8 +108,7 @@ func (b *bellWatch) observe(node string, req *http.Request, body []byte, status 
 	case "CreateItem", "UpsertItem":
 		b.created(node, pk, body)
 	case "DeleteItem", "ReplaceItem":
-		segments := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-		b.removed(stampKey{pk, segments[len(segments)-1]})
+		b.removed(stampKey{pk, docIDOf(req)})
 	}
 }
 

@@ -249,11 +249,8 @@ func (w *cancelWatch) observe(node string, req *http.Request, body []byte, statu
 	var removed []string
 	switch operationOf(req) {
 	case "Batch":
-		if status != http.StatusOK {
-			return
-		}
-		var ops []batchOp
-		if json.Unmarshal(body, &ops) != nil {
+		ops, ok := committedBatch(body, status)
+		if !ok {
 			return
 		}
 		for _, o := range ops {

@@ -178,11 +178,8 @@ func (e *eagerItems) observe(node string, req *http.Request, body []byte, status
 	pk := partitionKeyOf(req)
 	switch operationOf(req) {
 	case "Batch":
-		if status != http.StatusOK { // 207: rolled back, nothing of it happened
-			return
-		}
-		var ops []batchOp
-		if json.Unmarshal(body, &ops) != nil {
+		ops, ok := committedBatch(body, status)
+		if !ok {
 			return
 		}
 		for i, o := range ops {
@@ -203,14 +200,12 @@ func (e *eagerItems) observe(node string, req *http.Request, body []byte, status
 		}
 	case "PatchItem":
 		if status == http.StatusOK {
-			segments := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-			e.patched(node, stampKey{pk, segments[len(segments)-1]}, body)
+			e.patched(node, stampKey{pk, docIDOf(req)}, body)
 		}
 	case "UpsertItem":
 		e.removed(stampKey{pk, idOf(body)}, lsn) // a tombstone an outbox carried
 	case "DeleteItem":
-		segments := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-		e.removed(stampKey{pk, segments[len(segments)-1]}, lsn)
+		e.removed(stampKey{pk, docIDOf(req)}, lsn)
 	}
 }
 
@@ -218,6 +213,20 @@ type batchOp struct {
 	OperationType string          `json:"operationType"`
 	ID            string          `json:"id"`
 	ResourceBody  json.RawMessage `json:"resourceBody"`
+}
+
+// committedBatch is the operations of a transactional batch the account
+// committed; false for one rolled back (207: nothing of it happened) or
+// one that does not decode.
+func committedBatch(body []byte, status int) ([]batchOp, bool) {
+	if status != http.StatusOK {
+		return nil, false
+	}
+	var ops []batchOp
+	if json.Unmarshal(body, &ops) != nil {
+		return nil, false
+	}
+	return ops, true
 }
 
 // isWorkerAck reports the shape of a worker's ack: the item's delete (or

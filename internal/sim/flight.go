@@ -290,9 +290,8 @@ func requestSummary(op string, req *http.Request, body []byte) string {
 	var b strings.Builder
 	switch op {
 	case "PatchItem", "ReadItem", "DeleteItem", "ReplaceItem":
-		segments := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
 		b.WriteString("id=")
-		b.WriteString(segments[len(segments)-1])
+		b.WriteString(docIDOf(req))
 		b.WriteByte(' ')
 	}
 	if len(body) > 0 {

@@ -45,15 +45,8 @@ func (s *stamps) observe(node string, req *http.Request, body []byte, status int
 	pk := partitionKeyOf(req)
 	switch op := operationOf(req); op {
 	case "Batch":
-		if status != http.StatusOK { // 207: rolled back, nothing of it happened
-			return
-		}
-		var ops []struct {
-			OperationType string          `json:"operationType"`
-			ID            string          `json:"id"`
-			ResourceBody  json.RawMessage `json:"resourceBody"`
-		}
-		if json.Unmarshal(body, &ops) != nil {
+		ops, ok := committedBatch(body, status)
+		if !ok {
 			return
 		}
 		for _, o := range ops {
@@ -69,8 +62,7 @@ func (s *stamps) observe(node string, req *http.Request, body []byte, status int
 	case "CreateItem", "UpsertItem":
 		s.created(pk, body)
 	case "DeleteItem", "ReplaceItem":
-		segments := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-		s.consumed(node, stampKey{pk, segments[len(segments)-1]})
+		s.consumed(node, stampKey{pk, docIDOf(req)})
 	}
 }
 
@@ -142,6 +134,13 @@ func (s *stamps) summary() string {
 		m[w+".others"] = n
 	}
 	return counts(m)
+}
+
+// docIDOf is the document id a single-document request names: the last
+// segment of its path.
+func docIDOf(req *http.Request) string {
+	segments := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	return segments[len(segments)-1]
 }
 
 // partitionKeyOf is the request's partition key value ("" when none).

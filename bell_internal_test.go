@@ -196,3 +196,37 @@ func TestAWriterWhoseClockWentBackReadsTheViewAgain(t *testing.T) {
 	require.NoError(t, writer.EnqueueForOrchestrator(ctx, StartOrchestrationMessage{Instance: "after", Orchestration: "O", Input: "{}"}, 0))
 	require.Eventually(t, func() bool { return bellCount(t, listener) > 0 }, 5*time.Second, 5*time.Millisecond, "the writer read the view again and rang")
 }
+
+// A claim its fetch's caller cut off (a runtime stopping) is given back to
+// the queue, and the bell rung: this process's fetches are stopping, so
+// only another process takes the item, and a listener's idle looks skip
+// their queries until a ring.
+func TestAClaimGivenBackAfterItsFetchWasCutOffRingsTheBell(t *testing.T) {
+	ctx := context.Background()
+	acct := NewFakeAccount(FakeAccountOptions{})
+	clock := &bellClock{now: time.Now()}
+	listener := bellProcess(t, acct, clock)
+	heard(t, clock, listener)
+	writer, err := NewProvider(ctx, Config{Client: acct.Client(), Now: clock.Now, PollInterval: bellTestPoll, ShortPolling: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = writer.Close() })
+	require.NoError(t, writer.EnqueueForWorker(ctx, ActivityExecuteMessage{Instance: "cut", ExecutionID: 1, ID: 1, Name: "A", Input: "{}"}))
+	_, token, _, err := writer.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyFilter())
+	require.NoError(t, err)
+	require.NotEmpty(t, token)
+	workerRings := func() int64 {
+		resp, err := writer.container.ReadItem(ctx, NewPartitionKeyString(bellPartitionKey()), bellDocID, nil)
+		require.NoError(t, err)
+		var doc bellDoc
+		require.NoError(t, json.Unmarshal(resp.Value, &doc))
+		return doc.Worker
+	}
+	require.Eventually(t, func() bool { return workerRings() == 1 }, 5*time.Second, 5*time.Millisecond, "the enqueue rang")
+
+	lock, ok := writer.workLocks.Get(token)
+	require.True(t, ok)
+	clock.Advance(bellTestPoll) // rings of one queue are at most one a quarter poll interval apart
+	cause := context.Canceled
+	assert.Equal(t, cause, writer.giveBackCutClaim(ctx, lock.doc, token, cause))
+	assert.Eventually(t, func() bool { return workerRings() == 2 }, 5*time.Second, 5*time.Millisecond, "the give-back rang")
+}

@@ -47,7 +47,7 @@ func (p *CosmosProvider) takeEager(ctx context.Context, lockTimeout time.Duratio
 		if !ok {
 			return fetchedWork{}, false
 		}
-		lock.fetchedBy, lock.fetchTimeout = tags, lockTimeout
+		lock.fetchedBy, lock.fetchTimeout, lock.handedOutAt = tags, lockTimeout, p.nowMs()
 		res, ok, unread := p.handOutEager(ctx, lock, lockTimeout)
 		if ok {
 			return res, true
@@ -144,7 +144,7 @@ func (p *CosmosProvider) returningFetch(lock *workLock) (done func()) {
 	if lock.fetchTimeout <= 0 {
 		return func() {} // locked here, never handed to a fetch
 	}
-	return p.readyItems.Returning(lock.fetchedBy, lock.fetchTimeout)
+	return p.readyItems.Returning(lock.fetchedBy, lock.fetchTimeout, lock.handedOutAt)
 }
 
 // handOutEager makes a ready item the fetch's, as claimWork does a claimed

@@ -297,6 +297,13 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 	inSendOrder(batch, batchItems)
 	lock.messages = batch
 	lock.queriedAt = now
+	if len(held) > 0 {
+		// Left for the next turn, which no write announces: this
+		// process's fetches are told once the lock is let go, as of a
+		// message that came while it was held. (An idle look may come
+		// only many poll intervals later, behind a quiet queue bell.)
+		p.wakeLater.deferIfHeld(lock.pk, p.holdsInstance)
+	}
 	lock.unparked = unpark && !parkedLeft
 	return batchItems, attempts, nil
 }

@@ -464,3 +464,33 @@ func TestAChainedTurnIsNotHandedToADispatcherThatCannotReplayIt(t *testing.T) {
 	require.NotNil(t, item, "a dispatcher that can replay it takes it")
 	assert.Len(t, item.Messages, 1, "with the completion")
 }
+
+// A chained turn whose completions exceed MaxMessagesPerTurn takes a turn's
+// worth and lets the rest go back to the queue; this process's own fetches
+// are told, so the rest wait for the instance's release, not for an idle
+// look (a poll interval here, up to fifteen of them behind a quiet queue
+// bell: the fan-out-50 bench saw 10 of 50 completions wait 26-41 s).
+func TestACompletionAChainedTurnHadNoRoomForReachesTheNextTurnAtOnce(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour, MaxMessagesPerTurn: 2})
+	got := chainedFanOut(ctx, t, p, "wide", 3)
+	for _, w := range got {
+		ackActivity(ctx, t, p, w)
+	}
+	first := eventuallyTurn(ctx, t, p, "the chained turn")
+	require.Len(t, first.item.Messages, 2, "a turn's worth of the chain's three completions")
+
+	next, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	require.NoError(t, p.AckOrchestrationItem(ctx, first.token, 1, nil, nil, nil, providertest.TestOrchMetadata(), nil))
+	done := make(chan fetchedTurn, 1)
+	go func() { done <- next() }()
+	select {
+	case second := <-done:
+		require.NoError(t, second.err)
+		require.NotNil(t, second.item)
+		assert.Equal(t, []string{"ActivityCompleted"}, messageKinds(second.item), "the completion the chained turn had no room for")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the completion left for the next turn waited for an idle look: nothing told this process's waiting fetch")
+	}
+}

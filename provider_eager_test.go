@@ -191,28 +191,33 @@ func TestAnActivityAWaitingFetchWillTakeIsHandedOverWithoutAQueryOrAClaim(t *tes
 	assert.Empty(t, workDocs(t, p, "eager"))
 }
 
-// Items are locked for no more than this process's fetches take in half a
-// poll interval, and at least one per dispatcher: a fresh process with one
-// waiting fetch locks one; the rest wait in the queue, unlocked, for
-// whoever looks.
+// Items are locked for no more than this process's fetches take in half an
+// item's patience, and at least one per dispatcher: a fresh process with
+// one fetch waiting with a minute's lock (patience 30 s), whose turnaround
+// is not known yet (a poll interval, a second, assumed), locks 15 of a
+// turn's 18 items; the rest wait in the queue, unlocked, for whoever looks.
 func TestItemsBeyondWhatTheFetchesTakeAreQueuedUnlocked(t *testing.T) {
 	ctx, acct, p, token, result := firstTurnAndAWaitingWorker(t, cdb.Config{}, "many")
 
-	require.NoError(t, ackScheduling(ctx, t, p, token, "many", activity("many", 2, ""), activity("many", 3, ""), activity("many", 4, "")))
+	acts := make([]cdb.ActivityExecuteMessage, 18)
+	for i := range acts {
+		acts[i] = activity("many", uint64(i+2), "")
+	}
+	require.NoError(t, ackScheduling(ctx, t, p, token, "many", acts...))
 	got := result()
 	require.NoError(t, got.err)
 	require.NotNil(t, got.item)
-	locked := 0
+	var locked []string
 	for _, d := range workDocs(t, p, "many") {
-		if d["lockToken"] != nil {
-			locked++
-			assert.Equal(t, got.token, d["lockToken"])
+		if tok, _ := d["lockToken"].(string); tok != "" {
+			locked = append(locked, tok)
 		}
 	}
-	assert.Equal(t, 1, locked, "one fetch, no history of takes: one item locked")
+	assert.Len(t, locked, 15, "one fetch at a second a take: what it takes in 15 s")
+	assert.Contains(t, locked, got.token)
 
 	other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
-	for range 2 {
+	for range 3 {
 		item, _, attempts, err := other.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 		require.NoError(t, err)
 		require.NotNil(t, item, "the others are anyone's")

@@ -71,8 +71,8 @@ func newCoalescingQueueSignal(shortPolling bool, pollInterval time.Duration, now
 
 // wakeToken is an announcement kept while no fetch waited (a partition, or
 // things made ready here): how many items were announced with it, and the
-// announcement that last added one (seq), and since when its next item
-// waits.
+// announcement that last added one (seq), and since when its items wait
+// (the first of them was announced).
 type wakeToken struct {
 	wake  handoff.Wake
 	items int
@@ -158,7 +158,8 @@ func (q *queueSignal) mayHoldMore() {
 // takeToken returns an announcement kept while no fetch waited, and the
 // announcements kept so far, for drained. Partitions take turns: one with
 // more items goes to the back after each, so a partition announced again
-// and again (a busy instance) never keeps the ones behind it waiting.
+// and again (a busy instance) never keeps the ones behind it waiting; it
+// keeps its age (wakeToken.since), since its items waited from then.
 // What this process made ready goes first (nextToken).
 func (q *queueSignal) takeToken() (w handoff.Wake, at uint64, ok bool) {
 	q.mu.Lock()
@@ -174,7 +175,9 @@ func (q *queueSignal) takeToken() (w handoff.Wake, at uint64, ok bool) {
 	t := q.tokens[i]
 	q.tokens = slices.Delete(q.tokens, i, i+1)
 	if t.items--; t.items > 0 {
-		t.since = q.now()
+		// To the back, so the partitions take turns, but as old as it
+		// was: its items were announced then, and an aged partition
+		// keeps its share of the fetches until they run out.
 		q.tokens = append(q.tokens, t)
 	}
 	if t.wake.Partitioned() {

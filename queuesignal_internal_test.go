@@ -82,6 +82,30 @@ func TestReadyAnnouncementsGoFirstUntilAPartitionWaitedAPollInterval(t *testing.
 	assert.False(t, ok)
 }
 
+// A partition announced with many items (a fan-out written to the queue)
+// keeps its age while it has items left: once aged it takes every fourth
+// fetch until its items run out, not one item a poll interval. Before,
+// each item taken made the rest look freshly announced, and a fan-out of
+// 50 queued behind a busy process's ready items took 50 seconds.
+func TestAnAgedPartitionKeepsItsTurnUntilItsItemsRunOut(t *testing.T) {
+	now := time.Unix(1000, 0)
+	q := newQueueSignal(false, time.Second, func() time.Time { return now })
+	wide := handoff.InPartition("wide")
+	q.announce(handoff.Repeated(wide, 3)...)
+	now = now.Add(time.Second)
+	var partitions int
+	for range 4 * 3 {
+		q.announce(handoff.ItemReady()) // ready items keep coming
+		w, _, ok := q.takeToken()
+		require.True(t, ok)
+		if w.Partitioned() {
+			partitions++
+		}
+		now = now.Add(10 * time.Millisecond)
+	}
+	assert.Equal(t, 3, partitions, "each of its three items within twelve fetches, a tenth of a poll interval")
+}
+
 // withoutSince is tokens with their times left out, to compare the rest.
 func withoutSince(tokens []wakeToken) []wakeToken {
 	out := slices.Clone(tokens)

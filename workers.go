@@ -359,7 +359,9 @@ func (p *CosmosProvider) giveBackCutClaim(ctx context.Context, c queueDoc, token
 	etag := resp.ETag
 	if _, err := p.container.PatchItem(ctx, NewPartitionKeyString(c.PK), c.ID, ops, &ItemOptions{IfMatch: &etag}); err != nil {
 		p.log.Warn("cdb: could not give back a claim its fetch's caller cut off; it will expire", "item", c.ID, "error", err)
+		return cause
 	}
+	p.bell.ring(queueWorker, p.now()) // visible again, and this process's fetches are stopping
 	return cause
 }
 
@@ -845,4 +847,5 @@ type workLock struct {
 	// dispatcher that acks or abandons it fetches again next (handover.go).
 	fetchedBy    TagFilter
 	fetchTimeout time.Duration
+	handedOutAt  int64 // ms: when a fetch took it from the ready list
 }

@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"cmp"
 	"sync"
 	"time"
 )
@@ -45,6 +46,10 @@ type fetches struct {
 	lockTimeout time.Duration // the latest fetch's
 	windowStart int64         // ms
 	peak, calls [2]int        // [0] this window, [1] the last one
+	// turnaround is how long a dispatcher takes, on average, from taking
+	// an item to fetching again (its handler and its ack); 0 until one
+	// came back.
+	turnaround time.Duration
 }
 
 // NewReady is a ready list, nil when off. ahead locks for busy dispatchers
@@ -66,9 +71,32 @@ func (e *Ready[T]) Fetching(f Filter, lockTimeout time.Duration) (done func()) {
 
 // Returning records, until the returned function is called, a dispatcher
 // that will fetch again as soon as it lets go of what it fetched: counted
-// as running, not as a fetch call.
-func (e *Ready[T]) Returning(f Filter, lockTimeout time.Duration) (done func()) {
-	return e.register(f, lockTimeout, false)
+// as running, not as a fetch call. takenAt (ms, 0: unknown) is when it
+// took the item: its return measures the dispatchers' turnaround.
+func (e *Ready[T]) Returning(f Filter, lockTimeout time.Duration, takenAt int64) (done func()) {
+	back := e.register(f, lockTimeout, false)
+	if e == nil || takenAt <= 0 {
+		return back
+	}
+	return func() {
+		back()
+		e.served(f, time.Duration(e.now()-takenAt)*time.Millisecond)
+	}
+}
+
+// served folds one dispatcher's turnaround into its filter's average.
+func (e *Ready[T]) served(filter Filter, d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f := e.fetches[filter.String()]
+	if f == nil || d <= 0 {
+		return
+	}
+	if f.turnaround == 0 {
+		f.turnaround = d
+		return
+	}
+	f.turnaround += (d - f.turnaround) / 8
 }
 
 func (e *Ready[T]) register(filter Filter, lockTimeout time.Duration, call bool) (done func()) {
@@ -112,19 +140,23 @@ func (f *fetches) roll(nowMs int64, window time.Duration) {
 }
 
 // depth is how many items may be ready or reserved for f's fetches. Ahead:
-// what they take in half the items' patience (the calls of the last
-// window, scaled), so that an item waits half its patience at most on
-// average and is rarely given back, and never fewer than one per
-// dispatcher seen fetching at once (a dispatcher acking counts: it
-// fetches next). Otherwise: one per fetch running now (waiting, or acking
-// and about to).
+// what they take in half the items' patience, so that an item waits half
+// its patience at most on average and is rarely given back: the calls of
+// the last window, scaled, or, when they waited (a wide fan-out written
+// to idle dispatchers), what the dispatchers seen fetching at once take
+// at their turnaround (a window until one came back); never fewer than
+// one per such dispatcher (a dispatcher acking counts: it fetches next).
+// Otherwise: one per fetch running now (waiting, or acking and about to).
 func (f *fetches) depth(nowMs int64, window time.Duration, ahead bool) int {
 	if !ahead {
 		return f.running
 	}
 	f.roll(nowMs, window)
-	patience := patience(window, ahead, f.lockTimeout)
-	return max(f.peak[0], f.peak[1], int(int64(f.calls[1])*int64(patience/2)/int64(window)))
+	half := patience(window, ahead, f.lockTimeout) / 2
+	dispatchers := max(f.peak[0], f.peak[1])
+	byCalls := int(int64(f.calls[1]) * int64(half) / int64(window))
+	byTurnaround := int(int64(dispatchers) * int64(half) / int64(cmp.Or(f.turnaround, window)))
+	return max(dispatchers, byCalls, byTurnaround)
 }
 
 // patience is how long an item locked for fetches of lockTimeout may wait

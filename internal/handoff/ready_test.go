@@ -55,8 +55,48 @@ func TestDepthFollowsWhatTheFetchesTake(t *testing.T) {
 	now += 2 * time.Second.Milliseconds()
 	assert.Equal(t, 0, reservable(e), "no fetch for a whole poll interval: nothing is locked ahead")
 
-	defer e.Returning(anyTag{}, time.Second)()
+	defer e.Returning(anyTag{}, time.Second, 0)()
 	assert.Equal(t, 1, reservable(e), "a dispatcher acking what it fetched counts: it fetches next")
+}
+
+// Dispatchers that waited through the last poll interval made few fetch
+// calls, yet take a wide fan-out written now at their pace: what they take
+// at their turnaround in half the items' patience is locked for them (a
+// poll interval each until one came back), not one item each, which left
+// a fan-out of 50 for 16 waiting dispatchers mostly to the queue, a query
+// and a claim per item.
+func TestIdleDispatchersAreLockedForAtTheirTurnaround(t *testing.T) {
+	now := int64(1_000_000)
+	e := newTestReady(&now, true)
+	const lockTimeout = 30 * time.Second // patience 15 s: 7.5 s at half
+	var done []func()
+	for range 4 {
+		done = append(done, e.Fetching(anyTag{}, lockTimeout))
+	}
+	assert.Equal(t, 30, reservable(e), "four dispatchers, a poll interval each, in 7.5 s")
+
+	serve := func(ms int64) { // a dispatcher takes an item, runs it, acks it and fetches again
+		done[0]()
+		taken := now
+		now += ms
+		e.Returning(anyTag{}, lockTimeout, taken)()
+		done[0] = e.Fetching(anyTag{}, lockTimeout)
+	}
+	serve(100)
+	assert.Equal(t, 300, reservable(e), "four dispatchers back every 100 ms, in 7.5 s")
+
+	for range 8 {
+		serve(500)
+	}
+	slower := reservable(e)
+	assert.Less(t, slower, 300, "the average follows slower handlers")
+	assert.Greater(t, slower, 4*7500/500, "an average, not the last turnaround")
+
+	for _, d := range done {
+		d()
+	}
+	now += 3 * time.Second.Milliseconds()
+	assert.Equal(t, 0, reservable(e), "no fetch for a whole poll interval: nothing is locked ahead, whatever their pace")
 }
 
 // Without ahead, a start is reserved only for the fetches running now.

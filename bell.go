@@ -66,6 +66,10 @@ const (
 	// maxDueRings bounds the rings a process keeps for work that comes due
 	// later; past it, such work waits for the unrung look.
 	maxDueRings = 256
+	// bellChores is the counter of the chore leader's looks across the
+	// container (the outbox reconciler's): rung by every write of an
+	// outbox or a deletion intent.
+	bellChores = "chores"
 )
 
 // bellDoc is the bell document: a counter per queue, incremented by every
@@ -76,13 +80,20 @@ type bellDoc struct {
 	Type         string           `json:"type"`
 	Orchestrator int64            `json:"orchestrator"`
 	Worker       int64            `json:"worker"`
+	Chores       int64            `json:"chores"`
 	Listeners    map[string]int64 `json:"listeners"`
 }
 
-// count is the counter of queue.
+// bellCounters are the document's counters, each named as its field.
+var bellCounters = [...]string{queueOrchestrator, queueWorker, bellChores}
+
+// count is the counter named queue.
 func (d bellDoc) count(queue string) int64 {
-	if queue == queueWorker {
+	switch queue {
+	case queueWorker:
 		return d.Worker
+	case bellChores:
+		return d.Chores
 	}
 	return d.Orchestrator
 }
@@ -132,6 +143,10 @@ type queueBell struct {
 	owed   map[string]bool
 	due    map[string][]time.Time
 	rungAt map[string]time.Time
+	// written counts, per counter, this process's own writes that ring
+	// it, whether or not anybody else listens: the chores' looks are this
+	// process's too.
+	written map[string]int64
 }
 
 // bellLook is what one look that queried read of its queue's counter:
@@ -144,12 +159,14 @@ type bellLook struct {
 	count   int64
 	at      time.Time
 	settled bool
+	own     int64 // this process's writes that rang the counter, then
+	found   bool  // the look found work (a chores look skips only after an empty one)
 }
 
 func newQueueBell(container *ContainerClient, id string, listens bool, now func() time.Time, poll time.Duration, log *slog.Logger) *queueBell {
 	return &queueBell{container: container, pk: bellPartitionKey(), id: id, listens: listens, now: now, poll: poll, log: log,
 		wake: make(chan struct{}, 1), looked: map[string]bellLook{}, owed: map[string]bool{},
-		due: map[string][]time.Time{}, rungAt: map[string]time.Time{}}
+		due: map[string][]time.Time{}, rungAt: map[string]time.Time{}, written: map[string]int64{}}
 }
 
 // ringGap is the shortest time between two rings of one queue by this
@@ -164,6 +181,7 @@ func (b *queueBell) ring(queue string, at time.Time) {
 		return
 	}
 	b.mu.Lock()
+	b.written[queue]++
 	now := b.now()
 	switch {
 	case at.After(now):
@@ -242,7 +260,7 @@ func (b *queueBell) takeDue() ([]string, time.Duration) {
 	now := b.now()
 	wait := time.Hour
 	var queues []string
-	for _, q := range []string{queueOrchestrator, queueWorker} {
+	for _, q := range bellCounters {
 		later := b.due[q][:0]
 		for _, at := range b.due[q] {
 			if at.After(now) {
@@ -380,6 +398,50 @@ func (b *queueBell) quiet(ctx context.Context, queue, view string) (quiet bool, 
 	}
 }
 
+// quietChores says the chore leader's look across the container for
+// outboxes and deletion intents (the outbox reconciler's) may skip its
+// queries, as quiet says of an idle look, with three differences: it does
+// not list this process (a busy process is not listed, and the others
+// would ring for it), so it skips only while the idle looks keep the
+// listing; it skips only after a look that found nothing (an outbox a live
+// relay holds is looked at every interval until it is gone: its relay may
+// die); and this process wrote no outbox or intent since (alone, it rings
+// for nobody). every is the looks' interval: unrungLookEvery of them bound
+// how late an outbox or intent written without a ring is seen. record
+// notes the look that queried, and whether it found any.
+func (b *queueBell) quietChores(ctx context.Context, every time.Duration) (quiet bool, record func(found bool)) {
+	noRecord := func(bool) {}
+	if b == nil || !b.listens {
+		return false, noRecord
+	}
+	b.mu.Lock()
+	heard := b.heardAt(b.now())
+	b.mu.Unlock()
+	if !heard {
+		b.forget()
+		return false, noRecord
+	}
+	doc, err := b.freshView(ctx, b.poll/2)
+	if err != nil {
+		b.log.Debug("cdb: could not read the queue bell; the reconciler looks across the container", "error", err)
+		return false, noRecord
+	}
+	now, count := b.now(), doc.count(bellChores)
+	b.mu.Lock()
+	last, ok := b.looked[bellChores]
+	own := b.written[bellChores]
+	b.mu.Unlock()
+	if ok && last.settled && !last.found && last.count == count && last.own == own && now.Sub(last.at) < unrungLookEvery*every {
+		return true, noRecord
+	}
+	settled := ok && last.count == count
+	return false, func(found bool) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.looked[bellChores] = bellLook{count: count, at: now, settled: settled, own: own, found: found}
+	}
+}
+
 // keepListed renews this process's listing when a third of it is gone, and
 // says whether it has been listed for bellViewMaxAge without a gap, with
 // at least a third of the listing left: every writer's view then lists it.
@@ -393,8 +455,14 @@ func (b *queueBell) keepListed(ctx context.Context) (heard bool, err error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now = b.now()
-	return !b.listedSince.IsZero() && now.Sub(b.listedSince) >= bellViewMaxAge && b.listedUntil.Sub(now) > listenerLease/3, err
+	return b.heardAt(b.now()), err
+}
+
+// heardAt says this process has been listed for bellViewMaxAge without a
+// gap as of now, with at least a third of the listing left. Called with
+// b.mu held.
+func (b *queueBell) heardAt(now time.Time) bool {
+	return !b.listedSince.IsZero() && now.Sub(b.listedSince) >= bellViewMaxAge && b.listedUntil.Sub(now) > listenerLease/3
 }
 
 // list writes this process's listing, pruning listings long over.

@@ -230,3 +230,56 @@ func TestAClaimGivenBackAfterItsFetchWasCutOffRingsTheBell(t *testing.T) {
 	assert.Equal(t, cause, writer.giveBackCutClaim(ctx, lock.doc, token, cause))
 	assert.Eventually(t, func() bool { return workerRings() == 2 }, 5*time.Second, 5*time.Millisecond, "the give-back rang")
 }
+
+// The reconciler's looks across the container (outboxes, deletion
+// intents) skip their queries behind a quiet bell once a look found
+// nothing: a write of an outbox or an intent by another process rings the
+// chores' counter, and one by this process counts too; an outbox found (a
+// live relay's, which may die) is looked for every interval until it is
+// gone.
+func TestTheReconcilerSkipsItsLooksBehindAQuietBell(t *testing.T) {
+	ctx := context.Background()
+	acct := NewFakeAccount(FakeAccountOptions{})
+	clock := &bellClock{now: time.Now()}
+	leader := bellProcess(t, acct, clock)
+	heard(t, clock, leader)
+	queries := func() int64 {
+		acct.ResetCounts()
+		require.NoError(t, leader.outbox.reconcile(ctx))
+		return acct.Counts().ByOperation["Query"]
+	}
+	require.Positive(t, queries(), "the first look queries")
+	require.Positive(t, queries(), "so does the second: the count it read is not settled yet")
+	assert.Zero(t, queries(), "nothing rang since two looks that found nothing")
+
+	writer, err := NewProvider(ctx, Config{Client: acct.Client(), Now: clock.Now, PollInterval: bellTestPoll, ShortPolling: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = writer.Close() })
+	clock.Advance(bellTestPoll) // the leader's view is read again
+	writer.bell.ring(bellChores, clock.Now())
+	require.Eventually(t, func() bool {
+		resp, err := writer.container.ReadItem(ctx, NewPartitionKeyString(bellPartitionKey()), bellDocID, nil)
+		require.NoError(t, err)
+		var doc bellDoc
+		require.NoError(t, json.Unmarshal(resp.Value, &doc))
+		return doc.Chores == 1
+	}, 5*time.Second, 5*time.Millisecond)
+	assert.Positive(t, queries(), "another process rang")
+
+	live, err := json.Marshal(outboxDoc{ID: "o|live", PK: instancePartitionKey("held"), Type: docOutbox, Instance: "held",
+		CreatedAt: clock.Now().UnixMilli(), Owner: "relay-of-another", BeatAt: clock.Now().UnixMilli()})
+	require.NoError(t, err)
+	_, err = leader.container.CreateItem(ctx, NewPartitionKeyString(instancePartitionKey("held")), live, nil)
+	require.NoError(t, err)
+	leader.bell.ring(bellChores, clock.Now()) // this process's own write: nobody else listens to it
+	assert.Positive(t, queries(), "this process wrote an outbox")
+	assert.Positive(t, queries(), "the last look found an outbox: its relay may die")
+	_, err = leader.container.DeleteItem(ctx, NewPartitionKeyString(instancePartitionKey("held")), "o|live", nil)
+	require.NoError(t, err)
+	assert.Positive(t, queries(), "the look that finds it gone")
+	assert.Zero(t, queries(), "nothing since")
+
+	clock.Advance(unrungLookEvery * leader.cfg.ReconcileInterval)
+	heard(t, clock, leader) // the listing, renewed as the idle looks would
+	assert.Positive(t, queries(), "the unrung look, for a write no ring announced")
+}

@@ -26,6 +26,11 @@ func (p *CosmosProvider) commit(ctx context.Context, op string, lock *orchestrat
 // that met the ETag a renewal of ours moved (sendOnHeldETag's rule, which
 // here comes after ackCommitted: a try of this ack moves the ETag too).
 func (p *CosmosProvider) commitTry(ctx context.Context, op string, lock *orchestrationLock, plan *ackPlan, resent bool) (answered bool, err error) {
+	if plan.outbox != nil {
+		// Rung whatever the answer: a try whose outcome is never told may
+		// have written the outbox, which the chore leader then delivers.
+		defer p.bell.ring(bellChores, p.now())
+	}
 	resp, err := p.container.ExecuteTransactionalBatch(ctx, plan.batch, nil)
 	if err != nil {
 		if !IsOutcomeUnknown(err) {

@@ -178,6 +178,9 @@ func (d *deleter) record(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Rung whatever the answer (a lost one may have applied): the chore
+	// leader finishes the deletion should this process stop.
+	defer d.p.bell.ring(bellChores, d.p.now())
 	b := d.p.container.NewTransactionalBatch(NewPartitionKeyString(d.intent.PK))
 	b.CreateItem(body, nil)
 	if ops, ok := d.markOps(d.intent.IDs[0]); ok {
@@ -643,18 +646,24 @@ func (p *CosmosProvider) partitionRows(ctx context.Context, pk, intentID string)
 
 // finishPendingDeletions takes over and completes the deletions whose
 // owner's beat is older than AbandonedDeletionAge (never one this process is
-// carrying out). The reconciler calls it.
-func (p *CosmosProvider) finishPendingDeletions(ctx context.Context) error {
+// carrying out), and says how many intents are pending, live or not: the
+// reconciler looks again next interval while there are any. The query reads
+// them all (rarely more than a few), so that a quiet bell may skip it once
+// it found none.
+func (p *CosmosProvider) finishPendingDeletions(ctx context.Context) (pending int, err error) {
 	cutoff := p.now().Add(-p.cfg.AbandonedDeletionAge).UnixMilli()
-	res, err := p.container.QueryItems(ctx, "SELECT * FROM c WHERE c.type = @type AND (c.beatAt <= @cutoff OR (NOT IS_DEFINED(c.beatAt) AND c.createdAt <= @cutoff))",
-		[]QueryParameter{{Name: "@type", Value: docDeletion}, {Name: "@cutoff", Value: cutoff}}, nil)
+	res, err := p.container.QueryItems(ctx, "SELECT * FROM c WHERE c.type = @type",
+		[]QueryParameter{{Name: "@type", Value: docDeletion}}, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, raw := range res.Items {
 		var intent deletionDoc
 		if err := json.Unmarshal(raw, &intent); err != nil {
-			return fmt.Errorf("decode deletion intent: %w", err)
+			return len(res.Items), fmt.Errorf("decode deletion intent: %w", err)
+		}
+		if intent.lastSignOfLife() > cutoff {
+			continue // its owner is on it
 		}
 		if !p.deleting.claim(intent.ID) {
 			continue // this process is on it
@@ -662,10 +671,19 @@ func (p *CosmosProvider) finishPendingDeletions(ctx context.Context) error {
 		err := p.takeOverDeletion(ctx, intent)
 		p.deleting.release(intent.ID)
 		if err != nil {
-			return err
+			return len(res.Items), err
 		}
 	}
-	return nil
+	return len(res.Items), nil
+}
+
+// lastSignOfLife is the intent's owner's last beat, or its creation for
+// an intent written before beats existed.
+func (d deletionDoc) lastSignOfLife() int64 {
+	if d.BeatAt != 0 {
+		return d.BeatAt
+	}
+	return d.CreatedAt
 }
 
 // takeOverDeletion makes an abandoned deletion this process's, by a PATCH

@@ -797,22 +797,23 @@ func (r *relay) reconcile(ctx context.Context) error {
 	if !r.p.leadsChores() {
 		return errors.Join(errs...) // another process looks across the container
 	}
-	res, err := r.p.container.QueryItems(ctx,
-		"SELECT c.id, c.pk, c.rev, c.createdAt, c.owner, c.beatAt, c._etag FROM c WHERE c.type = @type",
-		[]QueryParameter{{Name: "@type", Value: docOutbox}}, nil)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("query outboxes: %w", err))
-	} else {
-		for _, group := range outboxGroups(res.Items, r.p.log) {
-			if err := r.reconcileGroup(ctx, group); err != nil {
-				r.p.log.Warn("cdb: could not deliver an outbox; going on with the others", "instance", group[0].PK, "error", err)
-				errs = append(errs, err)
-			}
-		}
+	// Behind a quiet bell, after a look that found nothing, nothing was
+	// written since that this look would find (bell.go, quietChores).
+	quiet, record := r.p.bell.quietChores(ctx, r.p.cfg.ReconcileInterval)
+	var outboxes, intents int
+	var lookErr error
+	if !quiet {
+		outboxes, lookErr = r.reconcileOutboxes(ctx)
+		errs = append(errs, lookErr)
 	}
 	errs = append(errs, r.flushCleanup(ctx))
-	if err := r.p.finishPendingDeletions(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("finish pending deletions: %w", err))
+	if !quiet {
+		var err error
+		if intents, err = r.p.finishPendingDeletions(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("finish pending deletions: %w", err))
+		} else if lookErr == nil {
+			record(outboxes+intents > 0)
+		}
 	}
 	if r.p.retainer != nil && r.p.retainer.lookDue(r.p.now()) {
 		if err := r.p.reconcileRetention(ctx); err != nil {
@@ -820,6 +821,26 @@ func (r *relay) reconcile(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// reconcileOutboxes reads every outbox's header across the container and
+// delivers the stale ones, going on past one it cannot deliver; it says
+// how many outboxes there were.
+func (r *relay) reconcileOutboxes(ctx context.Context) (int, error) {
+	res, err := r.p.container.QueryItems(ctx,
+		"SELECT c.id, c.pk, c.rev, c.createdAt, c.owner, c.beatAt, c._etag FROM c WHERE c.type = @type",
+		[]QueryParameter{{Name: "@type", Value: docOutbox}}, nil)
+	if err != nil {
+		return 0, fmt.Errorf("query outboxes: %w", err)
+	}
+	var errs []error
+	for _, group := range outboxGroups(res.Items, r.p.log) {
+		if err := r.reconcileGroup(ctx, group); err != nil {
+			r.p.log.Warn("cdb: could not deliver an outbox; going on with the others", "instance", group[0].PK, "error", err)
+			errs = append(errs, err)
+		}
+	}
+	return len(res.Items), errors.Join(errs...)
 }
 
 // outboxGroups sorts outbox rows into groups delivered in order: an

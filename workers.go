@@ -560,6 +560,11 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 	if completionDoc != nil {
 		b.CreateItem(completionDoc, nil)
 	}
+	if completionDoc != nil && completionMsg == nil {
+		// An outbox the reconciler delivers: rung whatever the answer (a
+		// lost one may have applied).
+		defer p.bell.ring(bellChores, p.now())
+	}
 	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
 	for attempt := 0; IsOutcomeUnknown(err) && attempt < maxResends; attempt++ {
 		applied, rerr := p.workAckApplied(ctx, lock)

@@ -20,7 +20,9 @@ import (
 // once (a message or a worker item created unlocked and visible now: an
 // enqueue, a commit's messages and queued activities, a worker's
 // completion, a relay's delivery) that is still there at the ring's bound
-// (not taken, nor removed by its writer as a refused start's message is).
+// (not taken, nor removed by its writer as a refused start's message is),
+// and of what the chore leader's looks across the container find (an
+// outbox, a deletion intent: the chores' counter) still there then.
 // A write is judged when another node's
 // listing, written at least a view's age (and the slack) before it, still
 // held a lease's worth past the judgement's end, with no leave between:
@@ -114,7 +116,7 @@ func (b *bellWatch) observe(node string, req *http.Request, body []byte, status 
 
 // removed notes an item deleted or replaced.
 func (b *bellWatch) removed(key stampKey) {
-	if !strings.HasPrefix(key.id, "m|") && !strings.HasPrefix(key.id, "w|") {
+	if !strings.HasPrefix(key.id, "m|") && !strings.HasPrefix(key.id, "w|") && !strings.HasPrefix(key.id, "o|") && !strings.HasPrefix(key.id, "d|") {
 		return
 	}
 	b.mu.Lock()
@@ -155,7 +157,7 @@ func (b *bellWatch) patched(node, pk string, body []byte) {
 		case strings.HasPrefix(o.Path, "/listeners/") && o.Op == "remove" && len(patch.Operations) == 1: // a leave removes its own alone
 			b.listings[node] = append(b.listings[node], bellListing{at: now, leave: true})
 			b.totals.leaves++
-		case o.Op == "incr" && (o.Path == "/orchestrator" || o.Path == "/worker"):
+		case o.Op == "incr" && (o.Path == "/orchestrator" || o.Path == "/worker" || o.Path == "/chores"):
 			if b.rings[node] == nil {
 				b.rings[node] = map[string][]time.Time{}
 			}
@@ -183,6 +185,8 @@ func (b *bellWatch) created(node, pk string, body json.RawMessage) {
 		queue = "orchestrator"
 	case "work":
 		queue = "worker"
+	case "outbox", "delete": // what the reconciler looks for
+		queue = "chores"
 	default:
 		return
 	}

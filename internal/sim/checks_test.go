@@ -537,4 +537,19 @@ func TestBellRungFlagsAWriteOfWorkNotRungWhileAnotherProcessListened(t *testing.
 	s.b.check(v, nodes, s.now)
 	assert.Empty(t, v.all())
 	assert.Contains(t, s.b.summary(), "judged 0:")
+
+	// An outbox or a deletion intent still there at the bound rings the
+	// chores' counter, which the reconciler's looks wait on.
+	s = newBellScript(t)
+	s.listen("l")
+	s.at(6000)
+	s.write("w", "p1", "o|rung", "outbox", "")
+	s.write("y", "p2", "d|unrung", "delete", "")
+	s.at(6010)
+	s.ring("w", "chores")
+	s.at(20_000)
+	v = &violations{}
+	s.b.check(v, nodes, s.now)
+	require.Len(t, v.all(), 1)
+	assert.Contains(t, v.all()[0].Detail, "y wrote d|unrung (the chores queue's)")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/duroxide-go/cdb"
@@ -137,12 +138,42 @@ func startIdleProcess(ctx context.Context, acct *cdb.FakeAccount, reg *durable.R
 }
 
 // startWaiting starts n instances that wait for an event never raised,
+// startsAtOnce at a time (a start returns once its first turn committed),
 // and waits until each has taken its first turn.
 func startWaiting(ctx context.Context, c *durable.Client, n int) error {
+	ids := make(chan int)
+	errs := make(chan error, startsAtOnce)
+	var wg sync.WaitGroup
+	for range startsAtOnce {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ids {
+				if err := c.StartOrchestration(ctx, fmt.Sprintf("waiting-%06d", i), eventName, "{}"); err != nil {
+					errs <- fmt.Errorf("bench: start waiting instance %d: %w", i, err)
+					return
+				}
+			}
+		}()
+	}
+	var err error
+feed:
 	for i := 0; i < n; i++ {
-		if err := c.StartOrchestration(ctx, fmt.Sprintf("waiting-%06d", i), eventName, "{}"); err != nil {
-			return fmt.Errorf("bench: start waiting instance %d: %w", i, err)
+		select {
+		case ids <- i:
+		case err = <-errs:
+			break feed
 		}
+	}
+	close(ids)
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-errs:
+		return err
+	default:
 	}
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("waiting-%06d", i)
@@ -161,6 +192,9 @@ func startWaiting(ctx context.Context, c *durable.Client, n int) error {
 	}
 	return nil
 }
+
+// startsAtOnce is how many waiting instances the idle bench starts at once.
+const startsAtOnce = 32
 
 // measurePickup starts one orchestration through a provider that runs no
 // runtime, as another process's client (`cdb start`) would, and waits for

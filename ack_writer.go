@@ -125,6 +125,10 @@ func (w *ackWriter) workPending(act ActivityExecuteMessage, doc queueDoc) (pendi
 	}
 	timeout, ok := w.reservation.Take(act.Tag)
 	if !ok {
+		// This process's fetches are booked with what is ready for half
+		// an item's patience, longer than a writer's grace: they will not
+		// take it soon, so it is not stamped theirs (ownwrites.go).
+		d.writer = ""
 		// Not locked by this try; an earlier one may have: its lock
 		// expires no later than the longest a fetch asks for.
 		w.lockable = append(w.lockable, eagerLock(w.token, act, doc, w.now, math.MaxInt64))

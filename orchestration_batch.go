@@ -302,7 +302,9 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 		// process's fetches are told once the lock is let go, as of a
 		// message that came while it was held. (An idle look may come
 		// only many poll intervals later, behind a quiet queue bell.)
-		p.wakeLater.deferIfHeld(lock.pk, p.holdsInstance)
+		if !p.wakeLater.deferIfHeld(lock.pk, p.holdsInstance) {
+			p.orchSignal.announcePartitions(lock.pk)
+		}
 	}
 	lock.unparked = unpark && !parkedLeft
 	return batchItems, attempts, nil

@@ -36,7 +36,11 @@ import (
 //     item carries; an event from outside: unknown, so stamped only for
 //     fetches without a filter);
 //   - the item is visible now (a later one is announced by a wake-up of
-//     every fetch, not by partition).
+//     every fetch, not by partition);
+//   - on the worker queue, its fetches are not booked: a worker item the
+//     ready list had no room for (handoff's depth, what the fetches take
+//     in half an item's patience, longer than the grace) waits behind
+//     that much ready work, so it is left unstamped for whoever looks.
 // A write that moves an item's visibility (an abandon, a set-aside) removes
 // its stamp (setDue). And the damage of a stamp that is wrong anyway (a
 // writer that died, or an older version's stamp) is bounded: a worker item

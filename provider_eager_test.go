@@ -814,3 +814,31 @@ func TestAReadyItemWaitsForABusyWorkerNotForAStoppedOne(t *testing.T) {
 	require.Eventually(t, func() bool { return workDocs(t, p, "waits")[0]["lockToken"] == "" }, 10*time.Second, 20*time.Millisecond,
 		"given back once no worker fetches or holds an item, long before its patience (30 s)")
 }
+
+// A worker item the ready list had no room for waits behind what this
+// process's fetches are booked with for half an item's patience, longer
+// than a writer's grace: it is not stamped as this process's own, so the
+// others' looks take it at once instead of leaving it to a writer that
+// will not come (the simulation's stamp-honoured found such stamps).
+func TestItemsBeyondWhatTheFetchesTakeAreNotStampedAsOwn(t *testing.T) {
+	cfg := cdb.Config{ProcessLeases: &cdb.ProcessLeaseOptions{ProcessID: "booked", LeaseDuration: testLeaseDuration}}
+	ctx, _, p, token, result := firstTurnAndAWaitingWorker(t, cfg, "booked")
+	acts := make([]cdb.ActivityExecuteMessage, 18)
+	for i := range acts {
+		acts[i] = activity("booked", uint64(i+2), "")
+	}
+	require.NoError(t, ackScheduling(ctx, t, p, token, "booked", acts...))
+	got := result()
+	require.NoError(t, got.err)
+	var locked, queued int
+	for _, d := range workDocs(t, p, "booked") {
+		if tok, _ := d["lockToken"].(string); tok != "" {
+			locked++
+			continue
+		}
+		queued++
+		assert.Nil(t, d["writer"], "queued behind a booked ready list: %v", d["id"])
+	}
+	assert.Equal(t, 15, locked)
+	assert.Equal(t, 3, queued)
+}

@@ -60,7 +60,10 @@ func (h *harness) treeDelete(ctx context.Context, idx int, id string, rng *rand.
 		deleter.transport.pauseOn.Store(&pauseTrigger{match: markChild, d: d})
 		how = fmt.Sprintf("stalls %s before it marks the child", d)
 	} else {
-		deleter.transport.crashOn.Store(&crashTrigger{match: kth, after: true, fired: deleter.transport.kill})
+		// Recorded as a crash, as a node's is: what it owed after the
+		// write (a ring of the bell, say) dies with it.
+		died := func() { deleter.transport.kill(); h.env.rec.nodeCrashed(deleter.id) }
+		deleter.transport.crashOn.Store(&crashTrigger{match: kth, after: true, fired: died})
 	}
 	h.env.logger.Info("tree deletion", "instance", id, "deleter", deleter.id, "how", how)
 	deleted := make(chan error, 1)

@@ -383,18 +383,29 @@ func (b *queueBell) quiet(ctx context.Context, queue, view string) (quiet bool, 
 		b.log.Debug("cdb: could not read the queue bell; the idle look queries the queue", "error", err)
 		return false, noRecord
 	}
-	now, key, count := b.now(), queue+" "+view, doc.count(queue)
+	skip, rec := b.judge(queue+" "+view, doc.count(queue), 0, unrungLookEvery*b.poll)
+	return skip, func() { rec(false) }
+}
+
+// judge says a look recorded under key may skip its query, given the
+// counter it read (count) and this process's own writes that rang it
+// (own): the last two looks that queried read the same count, the last
+// found nothing, nothing of this process's rang since, and the last is
+// less than bound old. record notes a look that queried, and whether it
+// found anything.
+func (b *queueBell) judge(key string, count, own int64, bound time.Duration) (skip bool, record func(found bool)) {
+	now := b.now()
 	b.mu.Lock()
 	last, ok := b.looked[key]
 	b.mu.Unlock()
-	if ok && last.settled && last.count == count && now.Sub(last.at) < unrungLookEvery*b.poll {
-		return true, noRecord
+	if ok && last.settled && !last.found && last.count == count && last.own == own && now.Sub(last.at) < bound {
+		return true, func(bool) {}
 	}
 	settled := ok && last.count == count
-	return false, func() {
+	return false, func(found bool) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		b.looked[key] = bellLook{count: count, at: now, settled: settled}
+		b.looked[key] = bellLook{count: count, at: now, settled: settled, own: own, found: found}
 	}
 }
 
@@ -426,20 +437,10 @@ func (b *queueBell) quietChores(ctx context.Context, every time.Duration) (quiet
 		b.log.Debug("cdb: could not read the queue bell; the reconciler looks across the container", "error", err)
 		return false, noRecord
 	}
-	now, count := b.now(), doc.count(bellChores)
 	b.mu.Lock()
-	last, ok := b.looked[bellChores]
 	own := b.written[bellChores]
 	b.mu.Unlock()
-	if ok && last.settled && !last.found && last.count == count && last.own == own && now.Sub(last.at) < unrungLookEvery*every {
-		return true, noRecord
-	}
-	settled := ok && last.count == count
-	return false, func(found bool) {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		b.looked[bellChores] = bellLook{count: count, at: now, settled: settled, own: own, found: found}
-	}
+	return b.judge(bellChores, doc.count(bellChores), own, unrungLookEvery*every)
 }
 
 // keepListed renews this process's listing when a third of it is gone, and

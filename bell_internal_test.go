@@ -56,8 +56,9 @@ func heard(t *testing.T, clock *bellClock, p *CosmosProvider) {
 	require.True(t, ok)
 }
 
-// bellCount reads the orchestrator queue's counter.
-func bellCount(t *testing.T, p *CosmosProvider) int64 {
+// bellCount reads the counter named queue (queueOrchestrator,
+// queueWorker, bellChores).
+func bellCount(t *testing.T, p *CosmosProvider, queue string) int64 {
 	t.Helper()
 	resp, err := p.container.ReadItem(context.Background(), NewPartitionKeyString(bellPartitionKey()), bellDocID, nil)
 	if IsNotFound(err) {
@@ -66,7 +67,7 @@ func bellCount(t *testing.T, p *CosmosProvider) int64 {
 	require.NoError(t, err)
 	var doc bellDoc
 	require.NoError(t, json.Unmarshal(resp.Value, &doc))
-	return doc.Orchestrator
+	return doc.count(queue)
 }
 
 // An idle look of a listener every writer's view lists queries once, then
@@ -90,7 +91,7 @@ func TestAnIdleLookSkipsItsQueryUntilTheBellRings(t *testing.T) {
 	assert.True(t, quiet, "nothing rang since")
 
 	require.NoError(t, writer.EnqueueForOrchestrator(ctx, StartOrchestrationMessage{Instance: "rung", Orchestration: "O", Input: "{}"}, 0))
-	require.Eventually(t, func() bool { return bellCount(t, listener) > 0 }, 5*time.Second, 5*time.Millisecond, "the write rings the bell")
+	require.Eventually(t, func() bool { return bellCount(t, listener, queueOrchestrator) > 0 }, 5*time.Second, 5*time.Millisecond, "the write rings the bell")
 	clock.Advance(bellTestPoll) // past the listener's cached read
 	quiet, record = listener.quietBell(ctx, orchestratorWatch)
 	assert.False(t, quiet, "the bell rang: the look queries")
@@ -135,7 +136,7 @@ func TestAProcessNobodyElseListensToDoesNotRing(t *testing.T) {
 	acct.ResetCounts()
 	require.NoError(t, alone.EnqueueForOrchestrator(ctx, StartOrchestrationMessage{Instance: "unrung", Orchestration: "O", Input: "{}"}, 0))
 	require.Never(t, func() bool { return acct.Counts().ByOperation["PatchItem"] > 0 }, 4*bellTestPoll, 5*time.Millisecond, "no ring sent")
-	assert.EqualValues(t, 0, bellCount(t, alone))
+	assert.EqualValues(t, 0, bellCount(t, alone, queueOrchestrator))
 }
 
 // A listener not yet listed long enough for every writer's view to have
@@ -175,7 +176,7 @@ func TestAWriterRingsForAListenerListedAfterItsLastRead(t *testing.T) {
 	listener := bellProcess(t, acct, clock)
 	heard(t, clock, listener)
 	require.NoError(t, writer.EnqueueForOrchestrator(ctx, StartOrchestrationMessage{Instance: "after", Orchestration: "O", Input: "{}"}, 0))
-	require.Eventually(t, func() bool { return bellCount(t, listener) > 0 }, 5*time.Second, 5*time.Millisecond, "the writer rings for the new listener")
+	require.Eventually(t, func() bool { return bellCount(t, listener, queueOrchestrator) > 0 }, 5*time.Second, 5*time.Millisecond, "the writer rings for the new listener")
 }
 
 // A view read after the clock's reading (the clock went back) is of
@@ -194,7 +195,7 @@ func TestAWriterWhoseClockWentBackReadsTheViewAgain(t *testing.T) {
 	heard(t, clock, listener)
 	writerClock.Advance(-time.Minute)
 	require.NoError(t, writer.EnqueueForOrchestrator(ctx, StartOrchestrationMessage{Instance: "after", Orchestration: "O", Input: "{}"}, 0))
-	require.Eventually(t, func() bool { return bellCount(t, listener) > 0 }, 5*time.Second, 5*time.Millisecond, "the writer read the view again and rang")
+	require.Eventually(t, func() bool { return bellCount(t, listener, queueOrchestrator) > 0 }, 5*time.Second, 5*time.Millisecond, "the writer read the view again and rang")
 }
 
 // A claim its fetch's caller cut off (a runtime stopping) is given back to
@@ -214,21 +215,14 @@ func TestAClaimGivenBackAfterItsFetchWasCutOffRingsTheBell(t *testing.T) {
 	_, token, _, err := writer.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyFilter())
 	require.NoError(t, err)
 	require.NotEmpty(t, token)
-	workerRings := func() int64 {
-		resp, err := writer.container.ReadItem(ctx, NewPartitionKeyString(bellPartitionKey()), bellDocID, nil)
-		require.NoError(t, err)
-		var doc bellDoc
-		require.NoError(t, json.Unmarshal(resp.Value, &doc))
-		return doc.Worker
-	}
-	require.Eventually(t, func() bool { return workerRings() == 1 }, 5*time.Second, 5*time.Millisecond, "the enqueue rang")
+	require.Eventually(t, func() bool { return bellCount(t, writer, queueWorker) == 1 }, 5*time.Second, 5*time.Millisecond, "the enqueue rang")
 
 	lock, ok := writer.workLocks.Get(token)
 	require.True(t, ok)
 	clock.Advance(bellTestPoll) // rings of one queue are at most one a quarter poll interval apart
 	cause := context.Canceled
 	assert.Equal(t, cause, writer.giveBackCutClaim(ctx, lock.doc, token, cause))
-	assert.Eventually(t, func() bool { return workerRings() == 2 }, 5*time.Second, 5*time.Millisecond, "the give-back rang")
+	assert.Eventually(t, func() bool { return bellCount(t, writer, queueWorker) == 2 }, 5*time.Second, 5*time.Millisecond, "the give-back rang")
 }
 
 // The reconciler's looks across the container (outboxes, deletion
@@ -257,13 +251,7 @@ func TestTheReconcilerSkipsItsLooksBehindAQuietBell(t *testing.T) {
 	t.Cleanup(func() { _ = writer.Close() })
 	clock.Advance(bellTestPoll) // the leader's view is read again
 	writer.bell.ring(bellChores, clock.Now())
-	require.Eventually(t, func() bool {
-		resp, err := writer.container.ReadItem(ctx, NewPartitionKeyString(bellPartitionKey()), bellDocID, nil)
-		require.NoError(t, err)
-		var doc bellDoc
-		require.NoError(t, json.Unmarshal(resp.Value, &doc))
-		return doc.Chores == 1
-	}, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return bellCount(t, writer, bellChores) == 1 }, 5*time.Second, 5*time.Millisecond, "the ring reached the bell")
 	assert.Positive(t, queries(), "another process rang")
 
 	live, err := json.Marshal(outboxDoc{ID: "o|live", PK: instancePartitionKey("held"), Type: docOutbox, Instance: "held",

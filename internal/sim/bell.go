@@ -89,29 +89,12 @@ func (b *bellWatch) observe(node string, req *http.Request, body []byte, status 
 		return
 	}
 	pk := partitionKeyOf(req)
-	switch operationOf(req) {
-	case "PatchItem":
-		if docIDOf(req) == bellDocID {
-			b.patched(node, pk, body)
-		}
-	case "Batch":
-		ops, ok := committedBatch(body, status)
-		if !ok {
-			return
-		}
-		for _, o := range ops {
-			switch strings.ToLower(o.OperationType) {
-			case "create", "upsert":
-				b.created(node, pk, o.ResourceBody)
-			case "delete", "replace":
-				b.removed(stampKey{pk, o.ID})
-			}
-		}
-	case "CreateItem", "UpsertItem":
-		b.created(node, pk, body)
-	case "DeleteItem", "ReplaceItem":
-		b.removed(stampKey{pk, docIDOf(req)})
+	if operationOf(req) == "PatchItem" && docIDOf(req) == bellDocID {
+		b.patched(node, pk, body)
+		return
 	}
+	documentWrites(req, body, status, func(doc json.RawMessage) { b.created(node, pk, doc) },
+		func(id string) { b.removed(stampKey{pk, id}) })
 }
 
 // removed notes an item deleted or replaced.

@@ -229,6 +229,31 @@ func committedBatch(body []byte, status int) ([]batchOp, bool) {
 	return ops, true
 }
 
+// documentWrites hands the documents a request the account carried out
+// created (or upserted) to created, and the ids it deleted or replaced to
+// removed: a committed batch's operations, or a single document's.
+func documentWrites(req *http.Request, body []byte, status int, created func(json.RawMessage), removed func(id string)) {
+	switch operationOf(req) {
+	case "Batch":
+		ops, ok := committedBatch(body, status)
+		if !ok {
+			return
+		}
+		for _, o := range ops {
+			switch strings.ToLower(o.OperationType) {
+			case "create", "upsert":
+				created(o.ResourceBody)
+			case "delete", "replace":
+				removed(o.ID)
+			}
+		}
+	case "CreateItem", "UpsertItem":
+		created(body)
+	case "DeleteItem", "ReplaceItem":
+		removed(docIDOf(req))
+	}
+}
+
 // isWorkerAck reports the shape of a worker's ack: the item's delete (or
 // consumed marker) first, then at most its completion's create. An
 // instance's deletion deletes in batches too, but fenced by a patch of the

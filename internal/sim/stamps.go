@@ -43,27 +43,8 @@ func newStamps(crashed func(string) bool) *stamps {
 // observe reads one request of node that the account carried out.
 func (s *stamps) observe(node string, req *http.Request, body []byte, status int) {
 	pk := partitionKeyOf(req)
-	switch op := operationOf(req); op {
-	case "Batch":
-		ops, ok := committedBatch(body, status)
-		if !ok {
-			return
-		}
-		for _, o := range ops {
-			switch strings.ToLower(o.OperationType) {
-			case "create", "upsert":
-				s.created(pk, o.ResourceBody)
-			case "delete":
-				s.consumed(node, stampKey{pk, o.ID})
-			case "replace":
-				s.consumed(node, stampKey{pk, o.ID})
-			}
-		}
-	case "CreateItem", "UpsertItem":
-		s.created(pk, body)
-	case "DeleteItem", "ReplaceItem":
-		s.consumed(node, stampKey{pk, docIDOf(req)})
-	}
+	documentWrites(req, body, status, func(doc json.RawMessage) { s.created(pk, doc) },
+		func(id string) { s.consumed(node, stampKey{pk, id}) })
 }
 
 func (s *stamps) created(pk string, body json.RawMessage) {

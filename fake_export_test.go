@@ -11,3 +11,7 @@ func CheckQueryIndexForTest(a *FakeAccount) (mismatch func() error) {
 	a.srv.SetQueryIndexMode(fakecosmos.QueryIndexChecked)
 	return a.srv.QueryIndexMismatch
 }
+
+// UnindexedFiltersForTest is every path a query on a filtered without an
+// index, with the first such query.
+func UnindexedFiltersForTest(a *FakeAccount) map[string]string { return a.srv.UnindexedFilters() }

@@ -520,6 +520,12 @@ func checkOpened(cfg Config, props ContainerProperties) (queueIndex, bool, error
 	if err != nil {
 		return preferred, false, err
 	}
+	if paths := unindexedFilterPaths(props.IndexingPolicy); len(paths) > 0 {
+		cfg.Logger.Warn("cdb: the container's indexing policy leaves out properties the provider's queries filter on; "+
+			"those queries read every document their other filters select, at more RU as the container fills: "+
+			"add the paths to its included paths (an index transformation, no new container)",
+			"database", cfg.Database, "container", cfg.Container, "paths", strings.Join(paths, " "))
+	}
 	q, waiting := servingIndex(props, preferred)
 	return q, waiting, nil
 }

@@ -1,10 +1,15 @@
 package cdb_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,7 +148,9 @@ func TestNewProviderAcceptsAContainerWithMoreThanItNeeds(t *testing.T) {
 		change func(*cdb.ContainerProperties)
 	}{
 		{"as the provider creates it", func(*cdb.ContainerProperties) {}},
+		{"as earlier versions created it: every path but the blobs", earlierVersionsIndexing},
 		{"everything indexed, extra composite indexes", func(p *cdb.ContainerProperties) {
+			p.IndexingPolicy.IncludedPaths = []cdb.IncludedPath{{Path: "/*"}}
 			p.IndexingPolicy.ExcludedPaths = nil
 			p.IndexingPolicy.CompositeIndexes = append([][]cdb.CompositeIndex{
 				{{Path: "/instance", Order: "ascending"}, {Path: "/seq", Order: "descending"}},
@@ -171,6 +178,70 @@ func TestNewProviderAcceptsAContainerWithMoreThanItNeeds(t *testing.T) {
 				assert.NotNil(t, item)
 			})
 		}
+	}
+}
+
+// earlierVersionsIndexing is the opt-out policy the provider made its
+// containers with before it indexed only what its queries filter on.
+func earlierVersionsIndexing(p *cdb.ContainerProperties) {
+	p.IndexingPolicy.IncludedPaths = []cdb.IncludedPath{{Path: "/*"}}
+	p.IndexingPolicy.ExcludedPaths = nil
+	for _, path := range []string{`/"_etag"/?`, "/item/?", "/data/?", "/entries/*", "/output/?", "/customStatus/?", "/trace/*", "/orch/?"} {
+		p.IndexingPolicy.ExcludedPaths = append(p.IndexingPolicy.ExcludedPaths, cdb.ExcludedPath{Path: path})
+	}
+}
+
+// A container whose indexing policy leaves out a property the provider's
+// queries filter on is served (the queries still answer), and NewProvider
+// warns, naming the paths to add: an operator's own policy, or one made
+// before a version that filters on a new property.
+func TestAContainerWhoseIndexLeavesOutAFilteredPropertyIsServedWithAWarning(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*cdb.ContainerProperties)
+		want   string // the paths the warning names; "" for no warning
+	}{
+		{"as the provider creates it", func(*cdb.ContainerProperties) {}, ""},
+		{"as earlier versions created it", earlierVersionsIndexing, ""},
+		{"opt-in, without /slot/?", func(p *cdb.ContainerProperties) {
+			p.IndexingPolicy.IncludedPaths = slices.DeleteFunc(p.IndexingPolicy.IncludedPaths, func(ip cdb.IncludedPath) bool { return ip.Path == "/slot/?" })
+		}, "/slot/?"},
+		{"opt-out, excluding /status/? and /parent/*", func(p *cdb.ContainerProperties) {
+			earlierVersionsIndexing(p)
+			p.IndexingPolicy.ExcludedPaths = append(p.IndexingPolicy.ExcludedPaths, cdb.ExcludedPath{Path: "/status/?"}, cdb.ExcludedPath{Path: "/parent/*"})
+		}, "/status/? /parent/?"},
+		{"a more precise include wins over an excluded parent", func(p *cdb.ContainerProperties) {
+			p.IndexingPolicy.IncludedPaths = []cdb.IncludedPath{{Path: "/*"}, {Path: "/slot/?"}}
+			p.IndexingPolicy.ExcludedPaths = []cdb.ExcludedPath{{Path: "/slot/*"}}
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+			createContainer(t, acct, "shop", "orders", providerProperties(tc.change))
+			ctx := containerTestContext(t)
+			var logs bytes.Buffer
+			p, err := cdb.NewProvider(ctx, cdb.Config{Client: acct.Client(), Database: "shop", Container: "orders", ShortPolling: true,
+				Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+			require.NoError(t, err)
+			defer p.Close()
+			require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("i1"), 0))
+			item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+			require.NoError(t, err)
+			assert.NotNil(t, item, "served")
+
+			var warned []string
+			for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+				var entry struct{ Msg, Paths string }
+				if json.Unmarshal([]byte(line), &entry) == nil && strings.Contains(entry.Msg, "indexing policy leaves out") {
+					warned = append(warned, entry.Paths)
+				}
+			}
+			if tc.want == "" {
+				assert.Empty(t, warned)
+			} else {
+				assert.Equal(t, []string{tc.want}, warned)
+			}
+		})
 	}
 }
 

@@ -34,11 +34,18 @@ func (f fakeFactory) NewProvider(t *testing.T, o providertest.ProviderOptions) c
 	t.Helper()
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: f.ranges, Latency: f.latency, StaleReadsWithoutSessionToken: f.staleReads})
 	// Every query the provider sends is also served without the fake's
-	// value index: the suite fails if the index changed any page.
+	// value index: the suite fails if the index changed any page, or if a
+	// query filtered on a property the provider's container leaves out of
+	// its index.
 	mismatch := cdb.CheckQueryIndexForTest(acct)
 	t.Cleanup(func() {
 		if err := mismatch(); err != nil {
 			t.Error(err)
+		}
+		for path, query := range cdb.UnindexedFiltersForTest(acct) {
+			if path != "/item" { // a message's blob, looked into among one instance's messages only
+				t.Errorf("%s is filtered on, and the provider's indexing policy leaves it out: %s", path, query)
+			}
 		}
 	})
 	client := acct.Client()

@@ -10,19 +10,19 @@ import (
 )
 
 // ProviderContainerProperties is the container the provider needs: partition
-// key /pk, per-item TTL enabled (for tombstones), blobs left out of the
-// index, and the composite index the queue queries order by.
+// key /pk, per-item TTL enabled (for tombstones), an opt-in indexing policy
+// that indexes only the properties the provider's queries filter on
+// (providerFilterPaths), and the composite index the queue queries order
+// by.
 func ProviderContainerProperties(id string) ContainerProperties {
-	policy := DefaultIndexingPolicy()
-	policy.ExcludedPaths = append(policy.ExcludedPaths,
-		ExcludedPath{Path: "/item/?"},
-		ExcludedPath{Path: "/data/?"},
-		ExcludedPath{Path: "/entries/*"},
-		ExcludedPath{Path: "/output/?"},
-		ExcludedPath{Path: "/customStatus/?"},
-		ExcludedPath{Path: "/trace/*"},
-		ExcludedPath{Path: "/orch/?"},
-	)
+	policy := IndexingPolicy{
+		IndexingMode:  IndexingModeConsistent,
+		Automatic:     true,
+		ExcludedPaths: []ExcludedPath{{Path: "/*"}},
+	}
+	for _, name := range providerFilterPaths() {
+		policy.IncludedPaths = append(policy.IncludedPaths, IncludedPath{Path: "/" + name + "/?"})
+	}
 	policy.CompositeIndexes = [][]CompositeIndex{queueOrders[queueIndexByType]}
 	ttl := -1
 	return ContainerProperties{
@@ -30,6 +30,28 @@ func ProviderContainerProperties(id string) ContainerProperties {
 		PartitionKey:      PartitionKeyDefinition{Paths: []string{partitionKeyPath}, Kind: "Hash", Version: 2},
 		IndexingPolicy:    &policy,
 		DefaultTimeToLive: &ttl,
+	}
+}
+
+// providerFilterPaths are the top-level properties some query of the
+// provider filters on with a term an index answers (equality, range,
+// IS_DEFINED, IN, ARRAY_CONTAINS); id and _ts are indexed whatever the
+// policy. Every document write pays for an index entry per indexed value,
+// so the policy indexes these and nothing else: a property added to a
+// query's WHERE clause is added here too, or the query still answers but
+// evaluates the term on every document the others select (the validation
+// suite fails on such a query, through the fake's UnindexedFilters). The
+// blobs (item, data, entries, output, customStatus) are never indexed; the
+// one query that looks into a message's item does so among one instance's
+// messages.
+func providerFilterPaths() []string {
+	return []string{
+		// the queues: candidates, locks, parking, sessions, own writes
+		"type", "visibleAt", "seqVisible", "lockedUntil", "slot", "lockToken", "heldFrom", "session", "owner", "tag",
+		// one instance's documents: history, executions, KV
+		"pk", "exec", "kv", "first",
+		// instance listings, metrics, deletion and retention
+		"name", "status", "parent", "parked", "deleting", "createdAt", "updatedAt", "completedAt", "retainUntil",
 	}
 }
 
@@ -187,4 +209,63 @@ func timeToLiveProblem(defaultTTL *int) string {
 			"state included, would expire (set defaultTtl -1: on, with no default; no new container needed)", *defaultTTL)
 	}
 	return ""
+}
+
+// unindexedFilterPaths are the included paths, of the form /name/?, that
+// the provider's queries filter on and policy does not index. A container
+// so indexed works: those queries evaluate the term on every document their
+// other filters select, which costs more RU as the container fills. Nil for
+// ProviderContainerProperties' policy and for one that indexes every path.
+func unindexedFilterPaths(policy *IndexingPolicy) []string {
+	if policy == nil {
+		return nil
+	}
+	var out []string
+	for _, name := range providerFilterPaths() {
+		if !indexesProperty(policy, name) {
+			out = append(out, "/"+name+"/?")
+		}
+	}
+	return out
+}
+
+// indexesProperty reports whether policy's range index holds the scalar
+// value of the top-level property name. As the service rules, the most
+// precise path that covers it decides, an excluded one on a tie: /name/?
+// before /name/*, before /*.
+func indexesProperty(policy *IndexingPolicy, name string) bool {
+	best, included := -1, false
+	decide := func(path string, include bool) {
+		p := pathPrecision(path, name)
+		if p > best || p == best && !include {
+			best, included = p, include
+		}
+	}
+	for _, ip := range policy.IncludedPaths {
+		decide(ip.Path, true)
+	}
+	for _, ep := range policy.ExcludedPaths {
+		decide(ep.Path, false)
+	}
+	return best >= 0 && included
+}
+
+// pathPrecision ranks how exactly an indexing path covers the top-level
+// property name: 2 for /name/?, 1 for /name/*, 0 for /*, -1 when it does
+// not cover it.
+func pathPrecision(path, name string) int {
+	segments := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	last := segments[len(segments)-1]
+	segments = segments[:len(segments)-1]
+	switch {
+	case len(segments) == 0 && last == "*":
+		return 0
+	case len(segments) != 1 || strings.Trim(segments[0], `"`) != name:
+		return -1
+	case last == "?":
+		return 2
+	case last == "*":
+		return 1
+	}
+	return -1
 }

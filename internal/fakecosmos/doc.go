@@ -211,7 +211,10 @@
 // same either way: QueryIndexChecked computes every page both ways and
 // records any difference, which the provider's validation suites and this
 // package's tests assert is none. Counts().DocumentsWalked counts what was
-// evaluated.
+// evaluated. UnindexedFilters lists every path a query filtered on, with a
+// term an index answers, that the container's policy leaves out: the
+// answer is right, and a real account charges it as a scan, so a client
+// with an opt-in policy can test that the policy covers its queries.
 //
 // # Change feed
 //

@@ -110,6 +110,26 @@ func TestAQueryNoIndexServesScansItsWholeScope(t *testing.T) {
 	assert.InDelta(t, smallFn+90*chargeQueryPerDoc, function(), 1e-9, "a filter no index answers: a scan")
 }
 
+// UnindexedFilters names each path a query filtered on, with a term an
+// index answers, while the policy leaves it out; terms no index answers
+// anyway (NOT, !=) are not its business.
+func TestUnindexedFiltersNameThePathsAQueryFilteredOnWithoutAnIndex(t *testing.T) {
+	srv, c := newTestServer(t, Options{})
+	queueContainer(c, map[string]any{"indexingMode": "consistent", "automatic": true,
+		"includedPaths": []any{map[string]any{"path": "/type/?"}, map[string]any{"path": "/visibleAt/?"}},
+		"excludedPaths": []any{map[string]any{"path": "/*"}}})
+	queueDocs(c, "w", "work", 3, 1000, 0)
+	pk0 := hdr{"x-ms-documentdb-partitionkeyrangeid": "0"}
+	c.charge(c.query("SELECT * FROM c WHERE c.type = 'work' AND c.visibleAt <= 5000 AND NOT IS_DEFINED(c.heldFrom) AND c.id != 'x'", nil, pk0))
+	assert.Empty(t, srv.UnindexedFilters(), "every answerable term is on an indexed path")
+
+	lockedUntil := "SELECT * FROM c WHERE c.type = 'work' AND c.lockedUntil <= 5"
+	c.charge(c.query(lockedUntil, nil, pk0))
+	c.charge(c.query("SELECT * FROM c WHERE c.type = 'work' AND (c.lockedUntil <= 0 OR IS_DEFINED(c.slot))", nil, pk0))
+	assert.Equal(t, map[string]string{"/lockedUntil": lockedUntil, "/slot": "SELECT * FROM c WHERE c.type = 'work' AND (c.lockedUntil <= 0 OR IS_DEFINED(c.slot))"},
+		srv.UnindexedFilters(), "each path once, with the first query that filtered on it")
+}
+
 func TestWriteChargeGrowsWithTheIndexedProperties(t *testing.T) {
 	doc := map[string]any{"id": "a", "pk": "p", "type": "work", "b": 1, "c": 2, "d": 3, "e": 4, "f": []any{1, 2}}
 	create := func(policy map[string]any) string {

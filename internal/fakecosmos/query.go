@@ -296,6 +296,7 @@ func (s *Server) queryItems(q *request) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.unindexed.record(c.unindexedFilters(qr.query), qr.text)
 	pg, err := s.servePage(c, view, scope, qr, tok, resumed, maxItems)
 	if err != nil {
 		return nil, err

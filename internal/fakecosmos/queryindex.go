@@ -1,8 +1,11 @@
 package fakecosmos
 
 import (
+	"maps"
 	"slices"
 	"sort"
+	"strings"
+	"sync"
 
 	"github.com/duroxide-go/cdb/internal/cosmossql"
 )
@@ -136,4 +139,57 @@ func (u *indexUse) afterMatch(walked []*document, n int) int {
 		}
 	}
 	return len(walked)
+}
+
+// unindexedFilters lists, as "/a/b", each path that a WHERE term of query
+// reads, of a shape an index answers (equality, range or lookup), while the
+// container's policy leaves the path out. The service evaluates such a term
+// on every document the other terms hand over: right, and dearer the more
+// documents the scope holds. Call with c.mu held.
+func (c *container) unindexedFilters(query *cosmossql.Query) []string {
+	var paths []string
+	for _, t := range query.Terms() {
+		if t.Kind == cosmossql.TermResidual {
+			continue
+		}
+		for _, p := range t.Paths {
+			if !c.index.indexes(p) {
+				paths = append(paths, "/"+strings.Join(p, "/"))
+			}
+		}
+	}
+	return paths
+}
+
+// unindexedFilterLog keeps, for tests of an indexing policy, every path a
+// query filtered on without an index (unindexedFilters) and the first query
+// that did.
+type unindexedFilterLog struct {
+	mu    sync.Mutex
+	first map[string]string
+}
+
+func (l *unindexedFilterLog) record(paths []string, text string) {
+	if len(paths) == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.first == nil {
+		l.first = make(map[string]string)
+	}
+	for _, p := range paths {
+		if _, ok := l.first[p]; !ok {
+			l.first[p] = text
+		}
+	}
+}
+
+// UnindexedFilters is every path a query filtered on (a term an index could
+// answer) while the container's indexing policy leaves it out, each with
+// the first such query's text.
+func (s *Server) UnindexedFilters() map[string]string {
+	s.unindexed.mu.Lock()
+	defer s.unindexed.mu.Unlock()
+	return maps.Clone(s.unindexed.first)
 }

@@ -90,6 +90,7 @@ type Server struct {
 	expiredPurgeLag         time.Duration
 
 	queryIndex queryIndexState
+	unindexed  unindexedFilterLog
 
 	latency  atomic.Int64 // time.Duration
 	endpoint atomic.Value // string

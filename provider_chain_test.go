@@ -3,8 +3,10 @@ package cdb_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,6 +133,46 @@ func TestAChainNoCompletionReachesIsGivenBack(t *testing.T) {
 	require.NotNil(t, got.item)
 	assert.Equal(t, uint32(1), got.attempts, "the give-back counts no attempt")
 	assert.Len(t, got.item.Messages, 1)
+}
+
+// Chains that come due together are given back together: one give-back
+// at a time, a busy process's chain loop fell behind its chains' windows,
+// and chains outlived their locks while their instances waited (at 500
+// orchestrations in flight, two thirds of the give-backs met an instance
+// another turn had taken and completed meanwhile).
+func TestChainsDueTogetherAreGivenBackTogether(t *testing.T) {
+	clock := newTestClock()
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Second, Now: clock.Now})
+	const chains = 4
+	for i := range chains {
+		chainedFanOut(ctx, t, p, fmt.Sprintf("quiet-%d", i), 1) // the activities never complete
+	}
+	// A request takes a while from here on: give-backs sent one at a time
+	// arrive that far apart.
+	const latency = time.Second
+	acct.SetLatency(latency)
+	var mu sync.Mutex
+	var arrivals []time.Time
+	acct.InjectFault(cdb.FakeFault{Match: func(r cdb.FakeRequest) bool {
+		if r.Operation == "Batch" && strings.Contains(r.PartitionKey, "quiet-") {
+			mu.Lock()
+			arrivals = append(arrivals, time.Now())
+			mu.Unlock()
+		}
+		return false
+	}})
+	clock.Advance(2 * time.Second) // every chain's window ends at once
+	for i := range chains {
+		instance := fmt.Sprintf("quiet-%d", i)
+		require.Eventually(t, func() bool { return instanceDocOf(t, p, instance)["lockToken"] == "" }, 30*time.Second, 10*time.Millisecond,
+			"%s given back", instance)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, arrivals, chains, "one give-back each")
+	assert.Less(t, arrivals[chains-1].Sub(arrivals[0]), latency, "every give-back sent before the first was answered")
 }
 
 // A chained instance is held here (cdb.OrchestrationHolder) while its

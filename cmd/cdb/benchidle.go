@@ -23,8 +23,8 @@ func runBenchIdle(ctx context.Context, o benchOptions, stdout io.Writer) error {
 			max(o.processes, 1), o.ranges, o.waiting, o.duration)
 		fmt.Fprintln(stdout, "requests and RU are the account's, every process's together; pickup is how long a start from a client that runs no runtime waited for its first turn")
 		fmt.Fprintln(stdout)
-		fmt.Fprintln(stdout, "| added latency | requests/s | RU/s | pickup | requests/s by operation |")
-		fmt.Fprintln(stdout, "|---|---|---|---|---|")
+		fmt.Fprintln(stdout, "| added latency | requests/s | RU/s | documents/query | pickup | requests/s by operation |")
+		fmt.Fprintln(stdout, "|---|---|---|---|---|---|")
 	}
 	for _, lat := range o.latencies {
 		res, err := bench.MeasureIdle(ctx, bench.IdleConfig{Processes: o.processes, Ranges: o.ranges, Waiting: o.waiting, Duration: o.duration, Latency: lat})
@@ -33,7 +33,8 @@ func runBenchIdle(ctx context.Context, o benchOptions, stdout io.Writer) error {
 		}
 		results = append(results, res)
 		if o.format != formatJSON {
-			fmt.Fprintf(stdout, "| %s | %.2f | %.2f | %s | %s |\n", lat, res.RequestsPerSecond, res.RUPerSecond, res.Pickup.Round(time.Millisecond), byOperation(res.ByOperation))
+			fmt.Fprintf(stdout, "| %s | %.2f | %.2f | %.1f | %s | %s |\n", lat, res.RequestsPerSecond, res.RUPerSecond, res.DocumentsPerQuery,
+				res.Pickup.Round(time.Millisecond), byOperation(res.ByOperation))
 		}
 	}
 	if o.format == formatJSON {

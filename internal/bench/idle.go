@@ -54,6 +54,11 @@ type IdleResult struct {
 	RUPerSecond       float64
 	// ByOperation is requests per second by operation.
 	ByOperation map[string]float64
+	// DocumentsPerQuery is how many documents a query page evaluated on
+	// average (what the index handed it, or a scan read): what a query is
+	// charged for beyond its base, so that a poll whose cost grew with the
+	// waiting documents shows here.
+	DocumentsPerQuery float64
 	// Pickup is how long a start written by a client that runs no runtime
 	// (so no process was told of it) waited to be taken: from its enqueue
 	// to its orchestration's first turn committed, seen at the end of
@@ -110,6 +115,9 @@ func MeasureIdle(ctx context.Context, cfg IdleConfig) (IdleResult, error) {
 	r := IdleResult{Config: cfg, Pickup: pickup, ByOperation: map[string]float64{},
 		RequestsPerSecond: float64(after.Requests-before.Requests) / secs,
 		RUPerSecond:       (after.RequestCharge - before.RequestCharge) / secs}
+	if queries := after.ByOperation["Query"] - before.ByOperation["Query"]; queries > 0 {
+		r.DocumentsPerQuery = float64(after.DocumentsScanned-before.DocumentsScanned) / float64(queries)
+	}
 	for op, n := range after.ByOperation {
 		if d := n - before.ByOperation[op]; d > 0 {
 			r.ByOperation[op] = float64(d) / secs
@@ -138,8 +146,9 @@ func startIdleProcess(ctx context.Context, acct *cdb.FakeAccount, reg *durable.R
 }
 
 // startWaiting starts n instances that wait for an event never raised,
-// startsAtOnce at a time (a start returns once its first turn committed),
-// and waits until each has taken its first turn.
+// startsAtOnce at a time, each followed by reads of its status until it
+// has taken its first turn (a start returns once its first turn committed
+// when a fetch of this process takes it, and once it is queued otherwise).
 func startWaiting(ctx context.Context, c *durable.Client, n int) error {
 	ids := make(chan int)
 	errs := make(chan error, startsAtOnce)
@@ -149,8 +158,8 @@ func startWaiting(ctx context.Context, c *durable.Client, n int) error {
 		go func() {
 			defer wg.Done()
 			for i := range ids {
-				if err := c.StartOrchestration(ctx, fmt.Sprintf("waiting-%06d", i), eventName, "{}"); err != nil {
-					errs <- fmt.Errorf("bench: start waiting instance %d: %w", i, err)
+				if err := startOneWaiting(ctx, c, i); err != nil {
+					errs <- err
 					return
 				}
 			}
@@ -174,27 +183,33 @@ feed:
 	case err := <-errs:
 		return err
 	default:
+		return nil
 	}
-	for i := 0; i < n; i++ {
-		id := fmt.Sprintf("waiting-%06d", i)
-		for {
-			st, err := c.GetStatus(ctx, id)
-			if err != nil {
-				return fmt.Errorf("bench: status of waiting instance %d: %w", i, err)
-			}
-			if st.State == durable.StateRunning {
-				break
-			}
-			if err := sleep(ctx, 50*time.Millisecond); err != nil {
-				return err
-			}
+}
+
+// startOneWaiting starts the i-th waiting instance and returns once it
+// waits (Running).
+func startOneWaiting(ctx context.Context, c *durable.Client, i int) error {
+	id := fmt.Sprintf("waiting-%06d", i)
+	if err := c.StartOrchestration(ctx, id, eventName, "{}"); err != nil {
+		return fmt.Errorf("bench: start waiting instance %d: %w", i, err)
+	}
+	for {
+		st, err := c.GetStatus(ctx, id)
+		if err != nil {
+			return fmt.Errorf("bench: status of waiting instance %d: %w", i, err)
+		}
+		if st.State == durable.StateRunning {
+			return nil
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
 		}
 	}
-	return nil
 }
 
 // startsAtOnce is how many waiting instances the idle bench starts at once.
-const startsAtOnce = 32
+const startsAtOnce = 64
 
 // measurePickup starts one orchestration through a provider that runs no
 // runtime, as another process's client (`cdb start`) would, and waits for

@@ -419,11 +419,10 @@ func (p *CosmosProvider) pruneInstance(ctx context.Context, inst *instanceDoc, o
 // counting into result what counted has not seen; it reports how many
 // listed documents had changed since.
 func (p *CosmosProvider) pruneRound(ctx context.Context, inst *instanceDoc, options PruneOptions, result *PruneResult, counted map[string]bool) (int, error) {
-	key := NewPartitionKeyString(inst.PK)
 	res, err := p.container.QueryItems(ctx,
 		"SELECT c.id, c._etag, c.type, c.exec, c.status, c.completedAt, ARRAY_LENGTH(c.eventIds) AS events FROM c WHERE c.pk = @pk AND (c.type = @exe OR c.type = @hist OR c.type = @part OR c.type = @value)",
 		[]QueryParameter{{Name: "@pk", Value: inst.PK}, {Name: "@exe", Value: docExecution}, {Name: "@hist", Value: docHistory}, {Name: "@part", Value: docHistPart},
-			{Name: "@value", Value: docValue}}, &QueryOptions{PartitionKey: &key})
+			{Name: "@value", Value: docValue}}, wholePartitionRead(inst.PK))
 	if err != nil {
 		return 0, err
 	}

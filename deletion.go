@@ -624,9 +624,8 @@ func countDeleted(result *DeleteInstanceResult, r partitionRow) {
 
 // partitionRows lists a partition's documents but the deletion intent.
 func (p *CosmosProvider) partitionRows(ctx context.Context, pk, intentID string) ([]partitionRow, error) {
-	key := NewPartitionKeyString(pk)
 	res, err := p.container.QueryItems(ctx, "SELECT c.id, c._etag, c.type, ARRAY_LENGTH(c.eventIds) AS events, c.deleting FROM c WHERE c.pk = @pk AND c.id != @intent",
-		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@intent", Value: intentID}}, &QueryOptions{PartitionKey: &key})
+		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@intent", Value: intentID}}, wholePartitionRead(pk))
 	if err != nil {
 		return nil, err
 	}

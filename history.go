@@ -124,10 +124,11 @@ func (d partitionDocs) instance() string {
 }
 
 // queryDocs runs a single-partition query and sorts its documents by type.
+// A turn needs every document of its execution's history, one per turn
+// before it: read in whole pages (wholePartitionRead).
 func (p *CosmosProvider) queryDocs(ctx context.Context, pk, query string, params []QueryParameter) (partitionDocs, error) {
-	key := NewPartitionKeyString(pk)
 	out := partitionDocs{parts: map[string]string{}, kv: newKVState()}
-	res, err := p.container.QueryItems(ctx, query, params, &QueryOptions{PartitionKey: &key})
+	res, err := p.container.QueryItems(ctx, query, params, wholePartitionRead(pk))
 	if err != nil {
 		return out, err
 	}

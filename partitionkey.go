@@ -156,3 +156,12 @@ func quoteJSONASCII(s string) string {
 	b.WriteByte('"')
 	return b.String()
 }
+
+// wholePartitionRead are the options of a query that reads every matching
+// document of pk's partition: its pages hold what fits the service's page
+// size (4 MB) rather than 100 documents, so an instance of many documents
+// (a long history: one per turn) is read in a round trip per 4 MB.
+func wholePartitionRead(pk string) *QueryOptions {
+	key := NewPartitionKeyString(pk)
+	return &QueryOptions{PartitionKey: &key, MaxItemCount: -1}
+}

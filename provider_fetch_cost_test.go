@@ -585,3 +585,38 @@ func (h *racedLooks) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return h.next.RoundTrip(r)
 }
+
+// A long history loads in pages of up to the service's 4 MB, not of 100
+// documents: the cold load of a thousand-turn sequence (by another
+// process, or after this one's cache let the instance go) is one query
+// page, where pages of 100 documents took eleven round trips.
+func TestALongHistoryLoadsInOnePage(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	writer := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, DisableEagerDispatch: true})
+	const instance, turns = "long", 1000
+	providertest.CreateInstance(ctx, t, writer, instance)
+	eventID := uint64(2)
+	for turn := 0; turn < turns; turn++ {
+		require.NoError(t, writer.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: instance, Name: "step", Data: "{}"}, 0))
+		item, token, _, err := writer.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.NotNil(t, item)
+		events := []cdb.Event{{EventID: eventID, InstanceID: instance, ExecutionID: 1, DuroxideVersion: "0.1.29",
+			Kind: cdb.ExternalEvent{Name: "step", Data: "{}"}}}
+		eventID++
+		require.NoError(t, writer.AckOrchestrationItem(ctx, token, 1, events, nil, nil, providertest.TestOrchMetadata(), nil))
+	}
+
+	cold := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, DisableEagerDispatch: true})
+	require.NoError(t, cold.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: instance, Name: "step", Data: "{}"}, 0))
+	log := logRequests(acct)
+	costBefore := acct.Counts().RequestCharge
+	item, _, _, err := cold.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	assert.Len(t, item.History, turns+1, "the start and a thousand events")
+	ops := log.ops()
+	assert.Equal(t, []string{"Query", "Batch", "Query"}, ops, "the candidates, the lock, and the history in one page")
+	t.Logf("a cold fetch of a %d-event history: %d requests, %.1f RU", turns+1, len(ops), acct.Counts().RequestCharge-costBefore)
+}

@@ -221,9 +221,8 @@ func (r retentionRow) outlives(until int64) bool {
 // activity the finishing turn scheduled still runs), and a write to it
 // would take it from the fetch that claims it.
 func (p *CosmosProvider) documentsToExpire(ctx context.Context, pk string, until int64) ([]docVersion, error) {
-	key := NewPartitionKeyString(pk)
 	res, err := p.container.QueryItems(ctx, "SELECT c.id, c._etag, c.type, c.ttl, c._ts, c.retained FROM c WHERE c.pk = @pk",
-		[]QueryParameter{{Name: "@pk", Value: pk}}, &QueryOptions{PartitionKey: &key})
+		[]QueryParameter{{Name: "@pk", Value: pk}}, wholePartitionRead(pk))
 	if err != nil {
 		return nil, fmt.Errorf("list the documents of a finished instance: %w", err)
 	}

@@ -226,6 +226,9 @@ const giveBacksAtOnce = 8
 // atOnce calls give for each of items, at most n at a time, and returns
 // when every call has.
 func atOnce[T any](items []T, n int, give func(T)) {
+	if len(items) == 0 {
+		return // the chain loop's usual tick: nothing due
+	}
 	sem := make(chan struct{}, n)
 	var wg sync.WaitGroup
 	for _, it := range items {

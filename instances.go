@@ -142,9 +142,8 @@ func (p *CosmosProvider) ListExecutions(ctx context.Context, instance string) ([
 		return nil, err
 	}
 	pk := instancePartitionKey(instance)
-	key := NewPartitionKeyString(pk)
 	res, err := p.container.QueryItems(ctx, "SELECT VALUE c.exec FROM c WHERE c.pk = @pk AND c.type = @type",
-		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@type", Value: docExecution}}, &QueryOptions{PartitionKey: &key})
+		[]QueryParameter{{Name: "@pk", Value: pk}, {Name: "@type", Value: docExecution}}, wholePartitionRead(pk))
 	if err != nil {
 		return nil, asOperation(op, err)
 	}

@@ -199,11 +199,7 @@ func TestAnActivityAWaitingFetchWillTakeIsHandedOverWithoutAQueryOrAClaim(t *tes
 func TestItemsBeyondWhatTheFetchesTakeAreQueuedUnlocked(t *testing.T) {
 	ctx, acct, p, token, result := firstTurnAndAWaitingWorker(t, cdb.Config{}, "many")
 
-	acts := make([]cdb.ActivityExecuteMessage, 18)
-	for i := range acts {
-		acts[i] = activity("many", uint64(i+2), "")
-	}
-	require.NoError(t, ackScheduling(ctx, t, p, token, "many", acts...))
+	require.NoError(t, ackScheduling(ctx, t, p, token, "many", activities("many", 18)...))
 	got := result()
 	require.NoError(t, got.err)
 	require.NotNil(t, got.item)
@@ -823,11 +819,7 @@ func TestAReadyItemWaitsForABusyWorkerNotForAStoppedOne(t *testing.T) {
 func TestItemsBeyondWhatTheFetchesTakeAreNotStampedAsOwn(t *testing.T) {
 	cfg := cdb.Config{ProcessLeases: &cdb.ProcessLeaseOptions{ProcessID: "booked", LeaseDuration: testLeaseDuration}}
 	ctx, _, p, token, result := firstTurnAndAWaitingWorker(t, cfg, "booked")
-	acts := make([]cdb.ActivityExecuteMessage, 18)
-	for i := range acts {
-		acts[i] = activity("booked", uint64(i+2), "")
-	}
-	require.NoError(t, ackScheduling(ctx, t, p, token, "booked", acts...))
+	require.NoError(t, ackScheduling(ctx, t, p, token, "booked", activities("booked", 18)...))
 	got := result()
 	require.NoError(t, got.err)
 	var locked, queued int

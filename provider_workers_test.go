@@ -36,6 +36,15 @@ func activity(instance string, id uint64, session string) cdb.ActivityExecuteMes
 	return a
 }
 
+// activities are the first turn's n activities of instance, ids 2 to n+1.
+func activities(instance string, n int) []cdb.ActivityExecuteMessage {
+	acts := make([]cdb.ActivityExecuteMessage, n)
+	for i := range acts {
+		acts[i] = activity(instance, uint64(i+2), "")
+	}
+	return acts
+}
+
 func sessionOf(owner string) *cdb.SessionFetchConfig {
 	return &cdb.SessionFetchConfig{OwnerID: owner, LockTimeout: 30 * time.Second}
 }

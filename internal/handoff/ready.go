@@ -180,6 +180,9 @@ type Reservation[T any] struct {
 	list     *Ready[T]
 	taken    int
 	patience time.Duration // the longest its items may wait ready
+	// keep is what an item's lock must have left when it goes back: its
+	// lock less its patience (the fetches' lock timeout, ahead).
+	keep time.Duration
 }
 
 // Reserve begins a write's reservation.
@@ -220,10 +223,12 @@ func (r *Reservation[T]) Take(tag *string) (time.Duration, bool) {
 	r.taken++
 	wait := patience(e.window, e.ahead, timeout)
 	r.patience = max(r.patience, wait)
+	lockFor := timeout
 	if e.ahead {
-		return timeout + wait, true
+		lockFor += wait
 	}
-	return timeout, true
+	r.keep = max(r.keep, lockFor-wait)
+	return lockFor, true
 }
 
 // Taken counts the items reserved and not settled yet.
@@ -236,7 +241,9 @@ func (r *Reservation[T]) Taken() int {
 
 // Settle ends the reservation: the items the write locked are ready for
 // the fetches (maybe more than it took, when the write that applied was an
-// earlier try's).
+// earlier try's). An item's patience runs from its lock's writing, not
+// from the write's answer: one whose answer was slow (a loaded host, a
+// lost answer read back) goes back with what its lock must keep left.
 func (r *Reservation[T]) Settle(locked []T) {
 	if r == nil {
 		return
@@ -248,7 +255,11 @@ func (r *Reservation[T]) Settle(locked []T) {
 	r.taken = 0
 	giveBackAt := e.now() + max(r.patience, e.window).Milliseconds()
 	for _, item := range locked {
-		e.ready = append(e.ready, readyItem[T]{item: item, giveBackAt: giveBackAt})
+		at := giveBackAt
+		if r.keep > 0 {
+			at = min(at, e.until(item)-r.keep.Milliseconds())
+		}
+		e.ready = append(e.ready, readyItem[T]{item: item, giveBackAt: at})
 	}
 }
 

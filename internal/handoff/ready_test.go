@@ -212,6 +212,43 @@ func TestWithoutAheadAnItemWaitsAPollInterval(t *testing.T) {
 	assert.Equal(t, []*lock{item}, e.Stale(now, false))
 }
 
+// An item's patience runs from its lock's writing, not from when the write's
+// answer came: a commit whose answer is slow (a loaded host, a lost answer
+// read back) still gives its items back with a whole lock timeout left,
+// ahead (the worker items) and without (the turns) alike.
+func TestAnItemsPatienceRunsFromItsLockNotFromTheAnswer(t *testing.T) {
+	for _, ahead := range []bool{true, false} {
+		now := int64(1_000_000)
+		e := newTestReady(&now, ahead)
+		for range 60 {
+			e.Fetching(anyTag{}, 30*time.Second)()
+		}
+		now += time.Second.Milliseconds()
+		stop := e.Fetching(anyTag{}, 30*time.Second)
+		r := e.Reserve()
+		lockFor, ok := r.Take(nil)
+		require.True(t, ok)
+		item := &lock{until: now + lockFor.Milliseconds()} // written now
+		answered := 5 * time.Second
+		now += answered.Milliseconds()
+		r.Settle([]*lock{item})
+		waits := lockFor - 30*time.Second - answered // what is left of its patience
+		if !ahead {
+			waits = time.Second - answered // a poll interval, already gone
+		}
+		if waits > 0 {
+			now += waits.Milliseconds() - 1
+			assert.Empty(t, e.Stale(now, false), "ahead=%v: it may wait what is left of its patience", ahead)
+		}
+		now++
+		assert.Equal(t, []*lock{item}, e.Stale(now, false), "ahead=%v: then it goes back, a lock timeout left", ahead)
+		if ahead {
+			assert.Equal(t, 30*time.Second.Milliseconds(), item.until-now, "a whole lock timeout left")
+		}
+		stop()
+	}
+}
+
 // At Close every ready item goes back, however long it may still wait.
 func TestAllReadyItemsGoBackAtClose(t *testing.T) {
 	now := int64(1_000_000)

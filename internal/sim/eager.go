@@ -664,6 +664,9 @@ func (e *eagerItems) checkPatience(v *violations, n eagerNodes, k stampKey, it *
 		return
 	}
 	left, need := expired.Sub(end), n.workerLock(it.writer)-n.poll(it.writer)-n.slack
+	if n.slower != nil {
+		need -= n.slower(it.created, end) // the slack's host part, as the host was then
+	}
 	e.hidden.patienceJudged++
 	if left >= need {
 		return

@@ -69,12 +69,19 @@ func (p *CosmosProvider) chainWindow(lockTimeout time.Duration) time.Duration {
 
 // mayChain says a commit of lock that releases inst may keep it locked to
 // this process instead (see the rules above), if its documents all fit the
-// batch: it is running, and some of its activities run here.
+// batch: it is running, and some of its activities run here, or will
+// within the chain's window. Activities locked eagerly behind a backlog of
+// this process's ready items (a busy process's workers take them seconds
+// later) would see the chain given back unused, a request for nothing:
+// their completions reach the next turn through the queue.
 func (p *CosmosProvider) mayChain(lock *orchestrationLock, inst instanceDoc, w *ackWriter) bool {
 	if p.chains == nil || inst.Status != StatusRunning || len(w.remote) > 0 {
 		return false
 	}
-	return w.eagerPending() || len(p.activitiesRunningHere(lock.pk)) > 0
+	if len(p.activitiesRunningHere(lock.pk)) > 0 {
+		return true
+	}
+	return w.eagerPending() && w.reservation.Wait() <= p.chainWindow(lock.timeout)
 }
 
 // chainedInstance is inst kept locked, by the ack of lock, to this

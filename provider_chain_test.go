@@ -175,6 +175,32 @@ func TestChainsDueTogetherAreGivenBackTogether(t *testing.T) {
 	assert.Less(t, arrivals[chains-1].Sub(arrivals[0]), latency, "every give-back sent before the first was answered")
 }
 
+// A turn whose activities are locked eagerly behind a backlog of this
+// process's ready items keeps no chain: its workers take them seconds
+// later, after the chain's window, and the chain would be given back
+// unused, a request for nothing. Its activity is still locked for them.
+func TestATurnWhoseActivitiesWaitBehindABacklogKeepsNoChain(t *testing.T) {
+	clock := newTestClock()
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Second, Now: clock.Now})
+	// One worker, taking one item a poll interval, and a fan-out of 8
+	// locked ahead for it: it takes one, six wait ready (one is queued).
+	token := lockedStart(ctx, t, p, "ahead")
+	worker, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	require.NoError(t, ackScheduling(ctx, t, p, token, "ahead", activities("ahead", 8)...))
+	require.NotNil(t, worker().item)
+	assert.True(t, p.HoldsOrchestration("ahead"), "its first activity runs at once: chained")
+	clock.Advance(time.Second)
+
+	token = lockedStart(ctx, t, p, "behind")
+	require.NoError(t, ackScheduling(ctx, t, p, token, "behind", activity("behind", 2, "")))
+	assert.False(t, p.HoldsOrchestration("behind"), "its activity waits about six seconds: not chained")
+	assert.Empty(t, instanceDocOf(t, p, "behind")["lockToken"], "released by its commit")
+	assert.Equal(t, "w|1|2", storedDocs(t, p, "behind", "work")[0]["id"])
+	assert.NotEmpty(t, storedDocs(t, p, "behind", "work")[0]["lockToken"], "locked for this process's workers all the same")
+}
+
 // A chained instance is held here (cdb.OrchestrationHolder) while its
 // activities run, and no longer once the chain is given back.
 func TestAChainedInstanceIsHeldHereUntilItsChainEnds(t *testing.T) {

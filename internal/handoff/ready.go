@@ -231,6 +231,32 @@ func (r *Reservation[T]) Take(tag *string) (time.Duration, bool) {
 	return lockFor, true
 }
 
+// Wait is how long the first item r took would wait ready for a fetch: what
+// the fetches' running calls do not take at once of what was ready and
+// promised before it, at the rate the fetches took items in the last
+// window. 0 when nothing is ahead of it, when r took nothing, and when the
+// fetches took nothing in the last window (nothing to tell by).
+func (r *Reservation[T]) Wait() time.Duration {
+	if r == nil || r.taken == 0 {
+		return 0
+	}
+	e := r.list
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	running, took := 0, 0
+	for _, f := range e.fetches {
+		f.roll(now, e.window)
+		running += f.running
+		took += f.calls[1]
+	}
+	ahead := len(e.ready) + e.promised - r.taken - running
+	if ahead <= 0 || took == 0 {
+		return 0
+	}
+	return time.Duration(int64(ahead) * int64(e.window) / int64(took))
+}
+
 // Taken counts the items reserved and not settled yet.
 func (r *Reservation[T]) Taken() int {
 	if r == nil {

@@ -249,6 +249,37 @@ func TestAnItemsPatienceRunsFromItsLockNotFromTheAnswer(t *testing.T) {
 	}
 }
 
+// A reservation's wait is what is ready and promised before its first
+// item, less what the running fetches take at once, at the rate the
+// fetches took items in the last poll interval.
+func TestAReservationsWaitIsWhatIsAheadOfItAtTheFetchesRate(t *testing.T) {
+	now := int64(1_000_000)
+	e := newTestReady(&now, true)
+	for range 10 { // a poll interval of 10 fetch calls
+		e.Fetching(anyTag{}, 30*time.Second)()
+	}
+	now += time.Second.Milliseconds()
+
+	r := e.Reserve()
+	_, ok := r.Take(nil)
+	require.True(t, ok)
+	assert.Zero(t, r.Wait(), "nothing ahead of it")
+	r.Release()
+
+	for range 20 {
+		e.Offer(&lock{until: now + 60_000})
+	}
+	defer e.Fetching(anyTag{}, 30*time.Second)() // one fetch waits now
+	r = e.Reserve()
+	defer r.Release()
+	for range 3 {
+		_, ok := r.Take(nil)
+		require.True(t, ok)
+	}
+	assert.Equal(t, 1900*time.Millisecond, r.Wait(), "19 ahead of the running fetch's, at 10 a second")
+	assert.Zero(t, e.Reserve().Wait(), "a reservation that took nothing waits for nothing")
+}
+
 // At Close every ready item goes back, however long it may still wait.
 func TestAllReadyItemsGoBackAtClose(t *testing.T) {
 	now := int64(1_000_000)

@@ -117,14 +117,6 @@ func (p *CosmosProvider) queryAndLockOrchestration(ctx context.Context, scope lo
 	if scope.pk != "" && p.wakeLater.deferIfHeld(scope.pk, p.holdsInstance) {
 		return fetchedOrchestration{}, outcome, nil // announced again when this process lets it go
 	}
-	if scope.pk != "" {
-		if res, err := p.lockSighted(ctx, scope.pk, lockTimeout, filter); err != nil || res != nil {
-			if res != nil {
-				return *res, outcomeFound, nil
-			}
-			return fetchedOrchestration{}, outcome, err
-		}
-	}
 	for round := 0; round < 2; round++ {
 		// The lock batch's condition uses the query's time, so an instance
 		// is locked only if it was free when its messages were read: one
@@ -142,9 +134,6 @@ func (p *CosmosProvider) queryAndLockOrchestration(ctx context.Context, scope lo
 		if err != nil {
 			return fetchedOrchestration{}, outcome, err
 		}
-		if scope.pk == "" {
-			p.orchSignal.sawQueue(oldestVisible(cands), scope.slots != nil)
-		}
 		if len(cands) == 0 {
 			return fetchedOrchestration{}, outcome, nil
 		}
@@ -160,7 +149,7 @@ func (p *CosmosProvider) queryAndLockOrchestration(ctx context.Context, scope lo
 		if err != nil || res != nil {
 			if res != nil {
 				if scope.pk == "" {
-					p.announceOtherInstances(groups, res.item.Instance, seen)
+					p.announceOtherInstances(groups, res.item.Instance)
 				}
 				return *res, outcomeFound, nil
 			}
@@ -171,43 +160,6 @@ func (p *CosmosProvider) queryAndLockOrchestration(ctx context.Context, scope lo
 		}
 	}
 	return fetchedOrchestration{}, outcome, nil
-}
-
-// lockSighted locks pk's instance with what a look at the whole queue saw
-// of it (sightings.go), while that is fresh. res is nil when there was no
-// such sighting or the lock did not take: a message went meanwhile, the
-// instance is held, or the lock failed, and the fetch queries the
-// partition as it would have.
-func (p *CosmosProvider) lockSighted(ctx context.Context, pk string, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (*fetchedOrchestration, error) {
-	s, ok := p.sightings.take(pk, p.nowMs()-p.maxSightingAge().Milliseconds())
-	if !ok || !p.locking.claim(pk) {
-		return nil, nil
-	}
-	res, err := p.lockAndLoad(ctx, s.group, s.seen, lockTimeout, filter)
-	p.locking.release(pk)
-	if res == nil {
-		p.announceDeferred(pk) // not taken after all
-	}
-	var skip *skipError
-	if err != nil && !errors.As(err, &skip) && !errors.Is(err, errContended) && failsTheFetch(err) {
-		return nil, err
-	}
-	return res, nil
-}
-
-// maxSightingAge is how long what a look saw of an instance stands in for
-// a query of its partition: a poll interval, at most a second.
-func (p *CosmosProvider) maxSightingAge() time.Duration {
-	return min(p.cfg.PollInterval, time.Second)
-}
-
-// oldestVisible is the visibleAt of the oldest of candidates, sorted
-// oldest first (0: none).
-func oldestVisible(candidates []queueDoc) int64 {
-	if len(candidates) == 0 {
-		return 0
-	}
-	return candidates[0].VisibleAt
 }
 
 // leaveToWriters drops the instances with a message another process wrote
@@ -221,10 +173,9 @@ func (p *CosmosProvider) leaveToWriters(groups []instanceGroup, nowMs int64) []i
 	return slices.DeleteFunc(groups, func(g instanceGroup) bool { return p.ownWrites.leavesInstance(g.docs, nowMs) })
 }
 
-// announceOtherInstances hands the instances a look at many partitions (at
-// seen) saw but did not lock to this process's other fetches, with what it
-// saw of each (sightings.go).
-func (p *CosmosProvider) announceOtherInstances(groups []instanceGroup, taken string, seen int64) {
+// announceOtherInstances hands the instances a look at many partitions saw
+// but did not lock to this process's other fetches.
+func (p *CosmosProvider) announceOtherInstances(groups []instanceGroup, taken string) {
 	var pks []string
 	for _, g := range groups {
 		if len(pks) == maxAnnouncedPerLook {
@@ -232,7 +183,6 @@ func (p *CosmosProvider) announceOtherInstances(groups []instanceGroup, taken st
 		}
 		if g.pk != instancePartitionKey(taken) && !p.holdsInstance(g.pk) {
 			pks = append(pks, g.pk)
-			p.sightings.keep(g, seen)
 		}
 	}
 	p.orchSignal.announcePartitions(pks...)

@@ -117,6 +117,14 @@ func (p *CosmosProvider) queryAndLockOrchestration(ctx context.Context, scope lo
 	if scope.pk != "" && p.wakeLater.deferIfHeld(scope.pk, p.holdsInstance) {
 		return fetchedOrchestration{}, outcome, nil // announced again when this process lets it go
 	}
+	if scope.pk != "" {
+		if res, err := p.lockSighted(ctx, scope.pk, lockTimeout, filter); err != nil || res != nil {
+			if res != nil {
+				return *res, outcomeFound, nil
+			}
+			return fetchedOrchestration{}, outcome, err
+		}
+	}
 	for round := 0; round < 2; round++ {
 		// The lock batch's condition uses the query's time, so an instance
 		// is locked only if it was free when its messages were read: one
@@ -135,6 +143,7 @@ func (p *CosmosProvider) queryAndLockOrchestration(ctx context.Context, scope lo
 			return fetchedOrchestration{}, outcome, err
 		}
 		if len(cands) == 0 {
+			p.sawQueue(scope, 0)
 			return fetchedOrchestration{}, outcome, nil
 		}
 		groups := groupByInstance(cands)
@@ -149,7 +158,8 @@ func (p *CosmosProvider) queryAndLockOrchestration(ctx context.Context, scope lo
 		if err != nil || res != nil {
 			if res != nil {
 				if scope.pk == "" {
-					p.announceOtherInstances(groups, res.item.Instance)
+					p.announceOtherInstances(groups, res.item.Instance, seen)
+					p.sawQueue(scope, oldestOf(groups, res.item.Instance))
 				}
 				return *res, outcomeFound, nil
 			}
@@ -159,7 +169,64 @@ func (p *CosmosProvider) queryAndLockOrchestration(ctx context.Context, scope lo
 			break // a second query of one partition would see the same
 		}
 	}
+	p.sawQueue(scope, 0)
 	return fetchedOrchestration{}, outcome, nil
+}
+
+// lockSighted locks pk's instance with what a look at the whole queue saw
+// of it (sightings.go), while that is fresh. res is nil when there was no
+// such sighting or the lock did not take: a message went meanwhile, the
+// instance is held, or the lock failed, and the fetch queries the
+// partition as it would have.
+func (p *CosmosProvider) lockSighted(ctx context.Context, pk string, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (*fetchedOrchestration, error) {
+	s, ok := p.sightings.take(pk, p.nowMs()-p.maxSightingAge().Milliseconds())
+	if !ok || !p.locking.claim(pk) {
+		return nil, nil
+	}
+	res, err := p.lockAndLoad(ctx, s.group, s.seen, lockTimeout, filter)
+	p.locking.release(pk)
+	if res == nil {
+		p.announceDeferred(pk) // not taken after all
+	}
+	var skip *skipError
+	if err != nil && !errors.As(err, &skip) && !errors.Is(err, errContended) && failsTheFetch(err) {
+		return nil, err
+	}
+	return res, nil
+}
+
+// maxSightingAge is how long what a look saw of an instance stands in for
+// a query of its partition: a poll interval, at most a second.
+func (p *CosmosProvider) maxSightingAge() time.Duration {
+	return min(p.cfg.PollInterval, time.Second)
+}
+
+// sawQueue tells the signal how long the instance a look at the whole
+// queue (or at some slots) took had waited, from its oldest message's
+// visibleAt (0: it took none). Only what a look takes counts: a
+// candidate it cannot take (parked, held back, locked elsewhere) is no
+// backlog of this process's.
+func (p *CosmosProvider) sawQueue(scope lookScope, oldestTakenMs int64) {
+	if scope.pk == "" {
+		p.orchSignal.sawQueue(oldestTakenMs, scope.slots != nil)
+	}
+}
+
+// oldestOf is the visibleAt of instance's oldest candidate in groups (0:
+// none).
+func oldestOf(groups []instanceGroup, instance string) int64 {
+	pk := instancePartitionKey(instance)
+	for _, g := range groups {
+		if g.pk != pk {
+			continue
+		}
+		for _, d := range g.docs {
+			if d.HeldFrom == 0 {
+				return d.VisibleAt // a parked message waits for its start, not for a fetch
+			}
+		}
+	}
+	return 0
 }
 
 // leaveToWriters drops the instances with a message another process wrote
@@ -173,9 +240,10 @@ func (p *CosmosProvider) leaveToWriters(groups []instanceGroup, nowMs int64) []i
 	return slices.DeleteFunc(groups, func(g instanceGroup) bool { return p.ownWrites.leavesInstance(g.docs, nowMs) })
 }
 
-// announceOtherInstances hands the instances a look at many partitions saw
-// but did not lock to this process's other fetches.
-func (p *CosmosProvider) announceOtherInstances(groups []instanceGroup, taken string) {
+// announceOtherInstances hands the instances a look at many partitions (at
+// seen) saw but did not lock to this process's other fetches, with what it
+// saw of each (sightings.go).
+func (p *CosmosProvider) announceOtherInstances(groups []instanceGroup, taken string, seen int64) {
 	var pks []string
 	for _, g := range groups {
 		if len(pks) == maxAnnouncedPerLook {
@@ -183,6 +251,9 @@ func (p *CosmosProvider) announceOtherInstances(groups []instanceGroup, taken st
 		}
 		if g.pk != instancePartitionKey(taken) && !p.holdsInstance(g.pk) {
 			pks = append(pks, g.pk)
+			if !g.parked() {
+				p.sightings.keep(g, seen) // a parked one's lock may only unpark: its look decides
+			}
 		}
 	}
 	p.orchSignal.announcePartitions(pks...)

@@ -242,6 +242,7 @@ type CosmosProvider struct {
 	workLocks  handoff.LockTable[*workLock]
 	workClaims *itemClaims // worker items being claimed or held here
 	wakeLater  *deferredWakes
+	sightings  *sightings   // what the looks at the whole queue saw of the instances they announced
 	queueIndex *indexChoice // which composite index the queue queries order by
 	sessions   *sessionBook // what this process knows of sessions (sessions.go)
 	cache      historyCache
@@ -356,6 +357,7 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		workClaims: newItemClaims(),
 		queueIndex: newIndexChoice(queueIndex),
 		wakeLater:  newDeferredWakes(),
+		sightings:  newSightings(),
 		sessions:   newSessionBook(),
 		cache:      newHistoryCache(1024),
 	}

@@ -499,6 +499,61 @@ func TestALookThatFindsAnAnnouncedPartitionEmptyDropsItsOtherAnnouncements(t *te
 	assert.Equal(t, []string{"Query", "Query"}, log.ops(), "the announced partition, then the whole queue")
 }
 
+// An instance a look at the whole queue saw, and announced to this
+// process's other fetches, is locked by the fetch woken for it with what
+// the look saw: the lock batch alone, no second query of its partition
+// (sightings.go).
+func TestAnInstanceALookSawIsLockedWithoutAQueryOfItsPartition(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	starter := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour}) // nothing is announced to p
+	for _, instance := range []string{"seen-first", "seen-second"} {
+		require.NoError(t, starter.EnqueueForOrchestrator(ctx, providertest.StartItem(instance), 0))
+	}
+	log := logRequests(acct)
+	first, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, first)
+	assert.Equal(t, "seen-first", first.Instance)
+	assert.Equal(t, []string{"Query", "Batch"}, log.ops(), "the whole queue, and the oldest instance's lock")
+
+	second, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, second)
+	assert.Equal(t, "seen-second", second.Instance)
+	assert.Equal(t, []string{"Batch"}, log.ops(), "the lock batch of what the first look saw")
+}
+
+// A sighting gone stale (another process took the instance since) takes
+// nothing: its lock batch fails, and the fetch queries the partition as
+// it would have.
+func TestAStaleSightingTakesNothing(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	other := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	for _, instance := range []string{"stale-first", "stale-second"} {
+		require.NoError(t, other.EnqueueForOrchestrator(ctx, providertest.StartItem(instance), 0))
+	}
+	first, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, first)
+	taken, _, _, err := other.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, taken)
+	require.Equal(t, "stale-second", taken.Instance)
+
+	log := logRequests(acct)
+	second, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	assert.Nil(t, second, "held by the other process")
+	ops := log.ops()
+	require.NotEmpty(t, ops)
+	assert.Equal(t, "Batch", ops[0], "the sighting's lock batch, refused")
+	assert.Contains(t, ops[1:], "Query", "then the partition's query, as before")
+}
+
 // A look that meets an instance locked by another fetch of this process
 // (which locked it after the look's query began) does not pass the instance
 // over until that lock would expire: it looks again when the holder lets

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -158,6 +159,11 @@ func sortQueueDocs(docs []queueDoc) {
 type instanceGroup struct {
 	pk   string
 	docs []queueDoc
+}
+
+// parked says some of the group's candidates are parked messages.
+func (g instanceGroup) parked() bool {
+	return slices.ContainsFunc(g.docs, func(d queueDoc) bool { return d.HeldFrom != 0 })
 }
 
 // groupByInstance keeps the instances in the order of their oldest item.

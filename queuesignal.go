@@ -46,6 +46,11 @@ type queueSignal struct {
 	spills, spillsSeen uint64
 	spilledAt          time.Time
 	lastAgedSpill      bool
+	// aged says the last look at the whole queue took work that had
+	// waited a poll interval or more, and sinceWhole counts the announcements
+	// taken since a look at the whole queue (agedLookDue).
+	aged       bool
+	sinceWhole int
 	// shortPolling fetches never wait, so an announcement reopens every
 	// view's idle window for them, as a notify does.
 	shortPolling bool
@@ -168,10 +173,15 @@ func (q *queueSignal) takeToken() (w handoff.Wake, at uint64, ok bool) {
 		q.readyRun, q.lastAgedSpill = 0, true
 		return handoff.Wake{}, 0, false // the fetch looks at the whole queue
 	}
+	if q.agedLookDue() {
+		q.sinceWhole = 0
+		return handoff.Wake{}, 0, false // the fetch looks at the whole queue, oldest first
+	}
 	i := q.nextToken()
 	if i < 0 {
 		return handoff.Wake{}, 0, false
 	}
+	q.sinceWhole++
 	t := q.tokens[i]
 	q.tokens = slices.Delete(q.tokens, i, i+1)
 	if t.items--; t.items > 0 {
@@ -228,6 +238,35 @@ func (q *queueSignal) spillLookDue() bool {
 		return t.wake.Partitioned() && q.now().Sub(t.since) >= q.pollInterval
 	})
 	return !agedPartition || !q.lastAgedSpill
+}
+
+// agedLookDue says the next fetch looks at the whole queue instead of
+// taking an announcement: the last such look took work that had waited a
+// poll interval or more, and readyPerAgedPartition announcements were
+// taken since. The queue serves its oldest first, and whatever no
+// announcement names (a burst's starts past the bound, a message whose
+// announcement a look covered while it could not take it) is found only
+// so; a busy process whose own completions keep coming otherwise looks
+// at the whole queue once a poll interval, and took one such instance a
+// look: at 500 fan-outs of 5 in flight, a third of the first 500 starts
+// waited over a minute while later orchestrations completed. Called with
+// q.mu held.
+func (q *queueSignal) agedLookDue() bool {
+	return q.aged && q.sinceWhole >= readyPerAgedPartition
+}
+
+// sawQueue records what a look at the whole queue (or at some of its
+// slots: part) took: the visibleAt of the oldest message of the instance
+// it locked (0: none). A look at part of the slots finds aged work, but
+// cannot say there is none.
+func (q *queueSignal) sawQueue(oldestVisibleMs int64, part bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.sinceWhole = 0
+	aged := oldestVisibleMs > 0 && q.now().UnixMilli()-oldestVisibleMs >= q.pollInterval.Milliseconds()
+	if aged || !part {
+		q.aged = aged
+	}
 }
 
 // spillWaited says the queue holds work whose announcement was dropped,
@@ -395,7 +434,7 @@ func (q *queueSignal) state() (<-chan struct{}, uint64) {
 func (q *queueSignal) claimPoll(view string, now time.Time, interval time.Duration) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.spills > q.spillsSeen {
+	if q.spills > q.spillsSeen || q.aged {
 		return true
 	}
 	if now.Before(q.idleUntil[view]) {
@@ -406,11 +445,12 @@ func (q *queueSignal) claimPoll(view string, now time.Time, interval time.Durati
 }
 
 // spilled says announcements were dropped since the last look at the
-// whole queue: the next look must query, whatever else says it is idle.
+// whole queue, or that look saw aged work: the next look must query,
+// whatever else says it is idle.
 func (q *queueSignal) spilled() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.spills > q.spillsSeen
+	return q.spills > q.spillsSeen || q.aged
 }
 
 // isOpen reports whether a poll of view is due.

@@ -130,6 +130,49 @@ func TestAFullQueueOfPartitionsStillKeepsReadyAnnouncements(t *testing.T) {
 	assert.Equal(t, uint64(1), q.spills, "the partition past the bound is left to the looks at the whole queue")
 }
 
+// Once a look at the whole queue saw work that waited a poll interval,
+// every readyPerAgedPartition+1st fetch looks at the whole queue (oldest
+// first) instead of taking an announcement, however many partitions keep
+// being announced, until such a look sees no aged work; a look at part of
+// the slots can find aged work but not clear it. Before, a busy process
+// whose completions kept coming looked at the whole queue once a poll
+// interval, and a third of a burst of 500 starts waited over a minute.
+func TestAgedWorkSeenByAWholeLookGetsEveryFourthFetch(t *testing.T) {
+	now := time.Unix(1000, 0)
+	q := newQueueSignal(false, time.Second, func() time.Time { return now })
+	next := func() string {
+		q.announce(handoff.InPartition(fmt.Sprint(now.UnixNano()))) // completions keep coming
+		now = now.Add(time.Millisecond)
+		if _, _, ok := q.takeToken(); !ok {
+			q.sawQueue(now.Add(-2*time.Second).UnixMilli(), false) // the whole look still sees aged work
+			return "whole"
+		}
+		return "partition"
+	}
+	var order []string
+	for range 4 {
+		order = append(order, next())
+	}
+	assert.Equal(t, []string{"partition", "partition", "partition", "partition"}, order, "no whole look saw aged work yet")
+
+	q.sawQueue(now.Add(-2*time.Second).UnixMilli(), false)
+	order = nil
+	for range 8 {
+		order = append(order, next())
+	}
+	assert.Equal(t, []string{"partition", "partition", "partition", "whole", "partition", "partition", "partition", "whole"}, order)
+	assert.True(t, q.spilled(), "an idle look must query while aged work waits")
+
+	q.sawQueue(now.UnixMilli(), true)
+	assert.True(t, q.aged, "a look at part of the slots cannot say the aged work is gone")
+	q.sawQueue(now.UnixMilli(), false)
+	order = nil
+	for range 4 {
+		order = append(order, next())
+	}
+	assert.Equal(t, []string{"partition", "partition", "partition", "partition"}, order, "a whole look saw nothing aged")
+}
+
 // Work whose announcement was dropped at the bound is found only by a look
 // at the whole queue: once it waited a poll interval, such a look takes
 // the aged work's turn (after every readyPerAgedPartition ready ones),

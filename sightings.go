@@ -1,0 +1,73 @@
+package cdb
+
+import "sync"
+
+// Sightings: a look at the whole queue reads the candidates of many
+// instances and locks one; the others are announced to this process's
+// fetches (announceOtherInstances), and each fetch woken for one queried
+// its partition again before its lock batch. A busy process's dispatchers
+// spent a round trip a turn on those queries (at 500 orchestrations in
+// flight, about one a turn through the queue, where the lock and the
+// commit are the two others). The look keeps what it saw of each instance
+// it announces, and the fetch woken for it locks with that instead of
+// querying, while it is fresh.
+//
+// Invariant: a lock batch made from a sighting is the lock batch the look
+// that saw it would have sent: its messages are that look's candidates of
+// the instance, and its condition is that look's time (the instance free
+// by then, lockInstance), so an instance whose lock expired after the look
+// read it is not locked without the messages that lock held. A message
+// taken meanwhile fails the batch (contended), and the fetch queries as
+// before; a message that came after the look waits for the next turn, as
+// it would have behind the look's own lock.
+
+// sighting is what a look saw of one instance: its candidates, and the
+// look's time (ms).
+type sighting struct {
+	group instanceGroup
+	seen  int64
+}
+
+// sightings keeps the latest sighting of the instances announced, each
+// for maxSightingAge at most and taken once.
+type sightings struct {
+	mu sync.Mutex
+	by map[string]sighting // by partition
+}
+
+// maxSightings bounds the sightings kept: a look announces a few
+// instances, and a fetch takes one within a turn or two.
+const maxSightings = 1024
+
+func newSightings() *sightings { return &sightings{by: map[string]sighting{}} }
+
+// keep records what a look at seen saw of g's instance.
+func (s *sightings) keep(g instanceGroup, seen int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.by) >= maxSightings {
+		s.dropOldest()
+	}
+	s.by[g.pk] = sighting{group: g, seen: seen}
+}
+
+// take removes and returns pk's sighting, if one was kept since notBefore
+// (ms).
+func (s *sightings) take(pk string, notBefore int64) (sighting, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.by[pk]
+	delete(s.by, pk)
+	return v, ok && v.seen >= notBefore
+}
+
+// dropOldest forgets the oldest sighting. Called with s.mu held.
+func (s *sightings) dropOldest() {
+	oldest, first := "", true
+	for pk, v := range s.by {
+		if first || v.seen < s.by[oldest].seen {
+			oldest, first = pk, false
+		}
+	}
+	delete(s.by, oldest)
+}

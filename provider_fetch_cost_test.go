@@ -648,7 +648,9 @@ func (h *racedLooks) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestALongHistoryLoadsInOnePage(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	writer := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, DisableEagerDispatch: true})
+	// No reconciler runs while the cold fetch is counted: its sweeps query too.
+	quiet := cdb.Config{ShortPolling: true, DisableEagerDispatch: true, ReconcileInterval: time.Hour}
+	writer := newRulesProvider(t, acct, quiet)
 	const instance, turns = "long", 1000
 	providertest.CreateInstance(ctx, t, writer, instance)
 	eventID := uint64(2)
@@ -663,7 +665,7 @@ func TestALongHistoryLoadsInOnePage(t *testing.T) {
 		require.NoError(t, writer.AckOrchestrationItem(ctx, token, 1, events, nil, nil, providertest.TestOrchMetadata(), nil))
 	}
 
-	cold := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, DisableEagerDispatch: true})
+	cold := newRulesProvider(t, acct, quiet)
 	require.NoError(t, cold.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: instance, Name: "step", Data: "{}"}, 0))
 	log := logRequests(acct)
 	costBefore := acct.Counts().RequestCharge

@@ -179,7 +179,7 @@ func (p *CosmosProvider) queryAndLockOrchestration(ctx context.Context, scope lo
 // instance is held, or the lock failed, and the fetch queries the
 // partition as it would have.
 func (p *CosmosProvider) lockSighted(ctx context.Context, pk string, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (*fetchedOrchestration, error) {
-	s, ok := p.sightings.take(pk, p.nowMs()-p.maxSightingAge().Milliseconds())
+	s, ok := p.sightings.take(pk, p.sightingsFrom())
 	if !ok || !p.locking.claim(pk) {
 		return nil, nil
 	}
@@ -195,10 +195,11 @@ func (p *CosmosProvider) lockSighted(ctx context.Context, pk string, lockTimeout
 	return res, nil
 }
 
-// maxSightingAge is how long what a look saw of an instance stands in for
-// a query of its partition: a poll interval, at most a second.
-func (p *CosmosProvider) maxSightingAge() time.Duration {
-	return min(p.cfg.PollInterval, time.Second)
+// sightingsFrom is the time (ms) from which what a look saw of an
+// instance still stands in for a query of its partition: a poll interval
+// ago, at most a second.
+func (p *CosmosProvider) sightingsFrom() int64 {
+	return p.nowMs() - min(p.cfg.PollInterval, time.Second).Milliseconds()
 }
 
 // sawQueue tells the signal how long the instance a look at the whole
@@ -252,7 +253,7 @@ func (p *CosmosProvider) announceOtherInstances(groups []instanceGroup, taken st
 		if g.pk != instancePartitionKey(taken) && !p.holdsInstance(g.pk) {
 			pks = append(pks, g.pk)
 			if !g.parked() {
-				p.sightings.keep(g, seen) // a parked one's lock may only unpark: its look decides
+				p.sightings.keep(g, seen, p.sightingsFrom()) // a parked one's lock may only unpark: its look decides
 			}
 		}
 	}

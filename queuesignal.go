@@ -244,9 +244,7 @@ func (q *queueSignal) spillLookDue() bool {
 // taking an announcement: the last such look took work that had waited a
 // poll interval or more, and readyPerAgedPartition announcements were
 // taken since. The queue serves its oldest first, and whatever no
-// announcement names (a burst's starts past the bound, a message whose
-// announcement a look covered while it could not take it) is found only
-// so; a busy process whose own completions keep coming otherwise looks
+// announcement names (a burst's starts past the bound) is found only so; a busy process whose own completions keep coming otherwise looks
 // at the whole queue once a poll interval, and took one such instance a
 // look: at 500 fan-outs of 5 in flight, a third of the first 500 starts
 // waited over a minute while later orchestrations completed. Called with

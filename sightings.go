@@ -1,6 +1,9 @@
 package cdb
 
-import "sync"
+import (
+	"maps"
+	"sync"
+)
 
 // Sightings: a look at the whole queue reads the candidates of many
 // instances and locks one; the others are announced to this process's
@@ -41,10 +44,15 @@ const maxSightings = 1024
 
 func newSightings() *sightings { return &sightings{by: map[string]sighting{}} }
 
-// keep records what a look at seen saw of g's instance.
-func (s *sightings) keep(g instanceGroup, seen int64) {
+// keep records what a look at seen saw of g's instance. Once maxSightings
+// are kept, those from before notBefore (ms), which take would refuse,
+// go first, so that a full map is not scanned for its oldest at each look.
+func (s *sightings) keep(g instanceGroup, seen, notBefore int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.by) >= maxSightings {
+		maps.DeleteFunc(s.by, func(_ string, v sighting) bool { return v.seen < notBefore })
+	}
 	if len(s.by) >= maxSightings {
 		s.dropOldest()
 	}

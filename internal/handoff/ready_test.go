@@ -21,6 +21,15 @@ func newTestReady(now *int64, ahead bool) *Ready[*lock] {
 	return NewReady(false, ahead, time.Second, func() int64 { return *now }, func(l *lock) int64 { return l.until }, func(*lock) *string { return nil })
 }
 
+// afterFetchCalls makes n fetch calls of 30 s locks in a poll interval of
+// e (a second), which then ends: the rate the next window counts by.
+func afterFetchCalls(e *Ready[*lock], now *int64, n int) {
+	for range n {
+		e.Fetching(anyTag{}, 30*time.Second)()
+	}
+	*now += time.Second.Milliseconds()
+}
+
 // reservable counts what one reservation of e is granted, then releases it.
 func reservable(e *Ready[*lock]) int {
 	r := e.Reserve()
@@ -177,10 +186,7 @@ func TestANilReadyListDoesNothing(t *testing.T) {
 func TestAheadAnItemWaitsHalfALockAndIsLockedForItOnTop(t *testing.T) {
 	now := int64(1_000_000)
 	e := newTestReady(&now, true)
-	for range 60 { // a poll interval of 60 fetch calls
-		e.Fetching(anyTag{}, 30*time.Second)()
-	}
-	now += time.Second.Milliseconds()
+	afterFetchCalls(e, &now, 60)
 	assert.Equal(t, 450, reservable(e), "what they take in half of 15 s")
 	defer e.Fetching(anyTag{}, 30*time.Second)() // the fetches go on
 
@@ -220,10 +226,7 @@ func TestAnItemsPatienceRunsFromItsLockNotFromTheAnswer(t *testing.T) {
 	for _, ahead := range []bool{true, false} {
 		now := int64(1_000_000)
 		e := newTestReady(&now, ahead)
-		for range 60 {
-			e.Fetching(anyTag{}, 30*time.Second)()
-		}
-		now += time.Second.Milliseconds()
+		afterFetchCalls(e, &now, 60)
 		stop := e.Fetching(anyTag{}, 30*time.Second)
 		r := e.Reserve()
 		lockFor, ok := r.Take(nil)
@@ -255,10 +258,7 @@ func TestAnItemsPatienceRunsFromItsLockNotFromTheAnswer(t *testing.T) {
 func TestAReservationsWaitIsWhatIsAheadOfItAtTheFetchesRate(t *testing.T) {
 	now := int64(1_000_000)
 	e := newTestReady(&now, true)
-	for range 10 { // a poll interval of 10 fetch calls
-		e.Fetching(anyTag{}, 30*time.Second)()
-	}
-	now += time.Second.Milliseconds()
+	afterFetchCalls(e, &now, 10)
 
 	r := e.Reserve()
 	_, ok := r.Take(nil)

@@ -42,10 +42,13 @@ type queueSignal struct {
 	// while spills is ahead, the queue holds work this process wrote that
 	// no announcement names. spilledAt is when the first such one was
 	// dropped, and lastAgedSpill says the last fetch that went to aged
-	// work went to it (spillLookDue).
+	// work went to it (spillLookDue). sinceAgedTurn counts the
+	// announcements taken since aged work last had its turn (a look at the
+	// whole queue for dropped work, an aged partition's announcement).
 	spills, spillsSeen uint64
 	spilledAt          time.Time
 	lastAgedSpill      bool
+	sinceAgedTurn      int
 	// aged says the last look at the whole queue took work that had
 	// waited a poll interval or more, and sinceWhole counts the announcements
 	// taken since a look at the whole queue (agedLookDue).
@@ -83,6 +86,9 @@ type wakeToken struct {
 	items int
 	last  uint64
 	since time.Time
+	// run is how many more of its items are taken before it goes to the
+	// back (takeToken); 0 until it is first taken.
+	run int
 }
 
 // maxWakeTokens bounds the partitions whose announcements are kept for
@@ -95,8 +101,14 @@ type wakeToken struct {
 // which are then not held to the poll interval (claimPoll). Before, the
 // bound counted items and dropped the oldest: a burst of 50 fan-outs of 20
 // left its first items to the idle poll (17 items a poll interval) while
-// the fetches served the newest, and instances waited 45 s.
-const maxWakeTokens = 256
+// the fetches served the newest, and instances waited 45 s. The bound is
+// well above what a busy process has announced at once (a partition an
+// instance with queued work), because dropped work is found slowly: each
+// look at the whole queue takes one item and counts the sixteen it
+// announces as found, whether or not those were the dropped ones, so
+// with 256 a backlog of 500 fan-outs left some instances' activities
+// unannounced, unlooked-for, for over a minute. A token is a few words.
+const maxWakeTokens = 4096
 
 // announce says this process just put work on the queue, one wake-up per
 // item (in a partition, or made ready here): it wakes one waiting fetch per
@@ -161,44 +173,65 @@ func (q *queueSignal) mayHoldMore() {
 }
 
 // takeToken returns an announcement kept while no fetch waited, and the
-// announcements kept so far, for drained. Partitions take turns: one with
-// more items goes to the back after each, so a partition announced again
-// and again (a busy instance) never keeps the ones behind it waiting; it
-// keeps its age (wakeToken.since), since its items waited from then.
-// What this process made ready goes first (nextToken).
+// announcements kept so far, for drained. Partitions take turns, a run
+// each: the items a partition had when its turn came are taken one after
+// the other, and it goes to the back with those announced meanwhile, so a
+// partition announced again and again (a busy instance) never keeps the
+// ones behind it waiting longer than a run; it keeps its age
+// (wakeToken.since), since its items waited from then. A run keeps a
+// turn's activities together: taken one a turn of the partitions, a
+// backlog spread an instance's fan-out over seconds, and each completion
+// made a turn of its own. What this process made ready goes first
+// (nextToken).
 func (q *queueSignal) takeToken() (w handoff.Wake, at uint64, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.spillLookDue() {
-		q.readyRun, q.lastAgedSpill = 0, true
+		q.readyRun, q.lastAgedSpill, q.sinceAgedTurn = 0, true, 0
 		return handoff.Wake{}, 0, false // the fetch looks at the whole queue
 	}
 	if q.agedLookDue() {
 		q.sinceWhole = 0
 		return handoff.Wake{}, 0, false // the fetch looks at the whole queue, oldest first
 	}
-	i := q.nextToken()
+	i, agedTurn := q.nextToken()
 	if i < 0 {
 		return handoff.Wake{}, 0, false
 	}
 	q.sinceWhole++
-	t := q.tokens[i]
-	q.tokens = slices.Delete(q.tokens, i, i+1)
-	if t.items--; t.items > 0 {
+	q.sinceAgedTurn++
+	if agedTurn {
+		q.sinceAgedTurn = 0
+	}
+	t := &q.tokens[i]
+	if t.run == 0 {
+		t.run = 1 // things made ready here: one a turn
+		if t.wake.Partitioned() {
+			t.run = t.items // its turn: what it holds now is its run
+		}
+	}
+	t.items--
+	t.run--
+	taken := *t
+	switch {
+	case taken.items == 0:
+		q.tokens = slices.Delete(q.tokens, i, i+1)
+	case taken.run == 0:
 		// To the back, so the partitions take turns, but as old as it
 		// was: its items were announced then, and an aged partition
 		// keeps its share of the fetches until they run out.
-		q.tokens = append(q.tokens, t)
+		q.tokens = append(slices.Delete(q.tokens, i, i+1), taken)
 	}
-	if t.wake.Partitioned() {
+	if taken.wake.Partitioned() {
 		q.readyRun, q.lastAgedSpill = 0, false
 	} else {
 		q.readyRun++
 	}
-	return t.wake, q.seq, true
+	return taken.wake, q.seq, true
 }
 
-// nextToken is the index of the token takeToken takes next, -1 for none.
+// nextToken is the index of the token takeToken takes next, -1 for none;
+// agedTurn says it is an aged partition's turn among things made ready.
 // What this process made ready (locked ahead for its fetches) goes before
 // the partitions announced: it is taken without a request, and what is not
 // taken within its window is given back and fetched again, at twice the
@@ -208,30 +241,33 @@ func (q *queueSignal) takeToken() (w handoff.Wake, at uint64, ok bool) {
 // longer waits behind them all: it goes after every readyPerAgedPartition
 // of them, so the queue keeps a share of the fetches however fast things
 // are made ready.
-func (q *queueSignal) nextToken() int {
+func (q *queueSignal) nextToken() (i int, agedTurn bool) {
 	firstReady := slices.IndexFunc(q.tokens, func(t wakeToken) bool { return !t.wake.Partitioned() })
 	firstPartition := slices.IndexFunc(q.tokens, func(t wakeToken) bool { return t.wake.Partitioned() })
 	switch {
 	case firstReady < 0:
-		return firstPartition
+		return firstPartition, false
 	case firstPartition < 0:
-		return firstReady
+		return firstReady, false
 	case q.readyRun >= readyPerAgedPartition && q.now().Sub(q.tokens[firstPartition].since) >= q.pollInterval:
-		return firstPartition
+		return firstPartition, true
 	}
-	return firstReady
+	return firstReady, false
 }
 
 // spillLookDue says the next fetch looks at the whole queue instead of
 // taking an announcement: the queue holds work whose announcement was
 // dropped a poll interval ago or more (spills), which only such a look
 // finds, and the fetch's turn for aged work came (after
-// readyPerAgedPartition ready ones, taking turns with an aged partition's
-// announcement). Without it, a busy process whose ready announcements never
-// run out left that work for the end of the load: a backlog's long tail.
+// readyPerAgedPartition announcements of any kind, taking turns with an
+// aged partition's announcement). Without it, a busy process whose ready
+// announcements never run out left that work for the end of the load: a
+// backlog's long tail; and one whose fetches took partitions' announcements
+// alone (a worker queue behind a backlog) never looked, since only ready
+// ones counted: dropped activities waited over a minute.
 // Called with q.mu held.
 func (q *queueSignal) spillLookDue() bool {
-	if !q.spillWaited() || q.readyRun < readyPerAgedPartition {
+	if !q.spillWaited() || q.sinceAgedTurn < readyPerAgedPartition {
 		return false
 	}
 	agedPartition := slices.ContainsFunc(q.tokens, func(t wakeToken) bool {

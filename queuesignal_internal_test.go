@@ -12,26 +12,31 @@ import (
 	"github.com/duroxide-go/cdb/internal/handoff"
 )
 
-// A look for an announced partition that finds it empty drops that
-// partition's older announcements, but announcements of items handed over
-// in process stand for one ready item each: one found taken already says
-// nothing of the others.
-// Announced partitions take turns: one announced again and again does not
-// keep the ones announced after it waiting.
-func TestAnnouncedPartitionsTakeTurns(t *testing.T) {
+// Announced partitions take turns, a run each: the items a partition had
+// when its turn came are taken one after the other (a turn's activities
+// run together), and what is announced for it meanwhile waits for its next
+// turn, so one announced again and again does not keep the ones announced
+// after it waiting longer than a run. Before, partitions took turns item by
+// item, and behind a backlog a fan-out of five ran one activity every few
+// seconds, each completion making a turn of its own.
+func TestAnnouncedPartitionsTakeTurnsARunEach(t *testing.T) {
 	q := newQueueSignal(false, time.Second, time.Now)
 	p, other := handoff.InPartition("p"), handoff.InPartition("other")
 	q.announce(p, p, p, other)
 	var order []handoff.Wake
-	for range 4 {
-		q.announce(p) // p's items keep coming
+	for range 6 {
 		w, _, ok := q.takeToken()
 		require.True(t, ok)
 		order = append(order, w)
+		q.announce(p) // p's items keep coming
 	}
-	assert.Equal(t, []handoff.Wake{p, other, p, p}, order)
+	assert.Equal(t, []handoff.Wake{p, p, p, other, p, p}, order, "p's first run is the three it had; the three announced during it are the next")
 }
 
+// A look for an announced partition that finds it empty drops that
+// partition's older announcements, but announcements of items handed over
+// in process stand for one ready item each: one found taken already says
+// nothing of the others.
 func TestDrainedKeepsTheAnnouncementsOfItemsHandedOverInProcess(t *testing.T) {
 	q := newQueueSignal(false, time.Second, time.Now)
 	ready, p := handoff.ItemReady(), handoff.InPartition("p")
@@ -218,4 +223,28 @@ func TestDroppedAnnouncementsGetALookAtTheWholeQueueInTurn(t *testing.T) {
 		order = append(order, next())
 	}
 	assert.Equal(t, []string{"partition", "ready", "ready", "ready"}, order, "accounted for: the aged partitions alone")
+}
+
+// Dropped work gets its looks at the whole queue among partitions'
+// announcements too, not only among things made ready here: a worker
+// queue behind a backlog takes partitions alone. Before, only ready
+// announcements counted towards the look's turn, and such a queue never
+// looked: activities whose announcements were dropped waited over a minute.
+func TestDroppedAnnouncementsGetALookAmongPartitionsAlone(t *testing.T) {
+	now := time.Unix(1000, 0)
+	q := newQueueSignal(false, time.Second, func() time.Time { return now })
+	for i := range maxWakeTokens + 1 {
+		q.announce(handoff.InPartition(fmt.Sprint(i)))
+	}
+	require.Equal(t, uint64(1), q.spills)
+	now = now.Add(time.Second)
+	var order []string
+	for range 8 {
+		if _, _, ok := q.takeToken(); !ok {
+			order = append(order, "whole")
+			continue
+		}
+		order = append(order, "partition")
+	}
+	assert.Equal(t, []string{"partition", "partition", "partition", "whole", "partition", "partition", "partition", "whole"}, order, "every fourth fetch")
 }

@@ -30,6 +30,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/duroxide-go/cdb/internal/handoff"
@@ -151,6 +152,10 @@ func (p *CosmosProvider) handOverChain(ctx context.Context, hi *chain) {
 	if hi == nil {
 		return
 	}
+	if hi.Refused {
+		p.releaseRefusedChain(ctx, hi)
+		return
+	}
 	if len(hi.Claimed) == 0 && !hi.Announced && !hi.Unsure || hi.Unconfirmed || p.closing.Load() { // Keeps: H5, H6
 		p.giveBackChain(ctx, hi)
 		return
@@ -265,34 +270,132 @@ func (p *CosmosProvider) runChains(ctx context.Context) {
 }
 
 // chainedCompletion is a worker ack's claim on a chain of its instance, and
-// the completion it writes claimed with it.
+// the completion it writes claimed with it. opens is the chain's lock when
+// the ack's own batch must take it (a chain the ack opened).
 type chainedCompletion struct {
 	claim   handoff.Claim[activityKey]
 	claimed bool
+	opens   *orchestrationLock
 	doc     *queueDoc // nil: written as it was
 	body    []byte
 }
 
 // claimForChain claims, for the completion message msg (of encoded size
 // bytes) a worker ack writes into its instance's own partition, a chain of
-// this process on the instance: the completion is then written claimed
-// with the chain. The claim is settled whatever becomes of the ack
-// (settle).
+// this process on the instance, or opens one (ackChain): the completion is
+// then written claimed with the chain. The claim is settled whatever
+// becomes of the ack (settle).
 func (p *CosmosProvider) claimForChain(lock *workLock, msg *queueDoc, bytes int) chainedCompletion {
 	if msg == nil || bytes > lockContentMaxBytes {
 		return chainedCompletion{} // none, another partition's (an outbox), or a large one (encoded again for little)
 	}
-	c, ok := p.chains.ClaimFor(lock.pk, lock.activity, p.nowMs())
+	now := p.nowMs()
+	opened := p.ackChain(lock, now)
+	c, opening, ok := p.chains.Open(lock.pk, lock.activity, now, func() *chain { return opened })
 	if !ok {
 		return chainedCompletion{}
 	}
 	hc := chainedCompletion{claim: c, claimed: true}
+	if opening {
+		hc.opens = opened.Lock
+	}
 	m := *msg
 	m.LockToken, m.LockedUntil, m.Attempts = c.Token, c.Until, 1
 	if encoded, err := json.Marshal(m); err == nil {
 		hc.doc, hc.body = &m, encoded
 	}
 	return hc
+}
+
+// ackChain is the chain a worker ack of lock opens when its instance has
+// none (nil when it opens none): while other activities of the instance
+// run here, the ack locks the instance in its own batch, and their acks
+// write their completions claimed with it, so that the turn they make
+// needs no candidate query and no lock batch (a busy process's turns went
+// through the queue: its commits keep no chain for activities that wait
+// seconds behind a backlog). Not while this process holds or is locking
+// the instance, nor in a process that runs no orchestration fetch. The
+// instance was free until the ack locked it, so what others sent it was
+// there for every look: the chain counts its messages read at its opening.
+func (p *CosmosProvider) ackChain(lock *workLock, now int64) *chain {
+	timeout := time.Duration(p.orchLockTimeout.Load())
+	if p.chains == nil || timeout <= 0 || p.closing.Load() || p.holdsInstance(lock.pk) {
+		return nil
+	}
+	var awaiting []activityKey
+	for _, a := range p.activitiesRunningHere(lock.pk) {
+		if a != lock.activity {
+			awaiting = append(awaiting, a)
+		}
+	}
+	if len(awaiting) == 0 {
+		return nil // the last running here: its completion takes the queue, as others may be on their way there
+	}
+	held := &orchestrationLock{token: chainToken(lock.token), pk: lock.pk, timeout: timeout, queriedAt: now}
+	held.lockedUntil.Store(p.lockUntil(timeout))
+	return newChain(held, now, p.chainWindow(timeout), awaiting)
+}
+
+// openChainOps lock the instance document for a chain its worker ack
+// opens: free, or expired, and not being deleted, as a fetch's lock batch
+// takes it.
+func (p *CosmosProvider) openChainOps(held *orchestrationLock) PatchOperations {
+	var ops PatchOperations
+	ops.SetCondition(lockCondition(p.expiredByMs(), nil))
+	ops.AppendSet("/lockToken", held.token)
+	ops.AppendSet("/lockedUntil", held.lockedUntil.Load())
+	return ops
+}
+
+// chainOpened records what the ack that opened a chain learned: the
+// instance document its batch locked (its answer's, or none when the
+// ack's outcome was read back), refused when the instance could not be
+// locked. An opened chain's lock joins this process's own, so its fetches
+// leave the instance to it.
+func (p *CosmosProvider) chainOpened(hc chainedCompletion, inst *instanceDoc, refused bool) {
+	if hc.opens == nil {
+		return
+	}
+	if inst != nil {
+		p.observeSeq(inst.Seq) // what its turn sends goes after what the last one sent
+		hc.opens.inst = *inst
+		p.orchLocks.Put(hc.opens.token, hc.opens)
+	}
+	p.chains.Opened(hc.claim, inst != nil, refused)
+}
+
+// releaseRefusedChain releases the completions claimed into a chain whose
+// opening ack could not lock the instance, and announces them to this
+// process's fetches: each only while the chain's token still holds it (one
+// that expired since may be another fetch's now).
+func (p *CosmosProvider) releaseRefusedChain(ctx context.Context, hi *chain) {
+	ctx, cancel := givingBack(ctx) // ended: nobody else releases them
+	defer cancel()
+	msgs := hi.Claimed
+	for len(msgs) > 0 {
+		b := p.container.NewTransactionalBatch(NewPartitionKeyString(hi.PK))
+		for _, m := range msgs {
+			ops := unlockOps()
+			ops.AppendSet("/attempts", 0)
+			ops.SetCondition("from c where c.lockToken = '" + hi.Token + "'")
+			b.PatchItem(m.ID, ops, nil)
+		}
+		resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+		if err != nil {
+			p.log.Warn("cdb: could not release the completions of a chain its worker ack could not open; they are taken once their lock expires", "partitionKey", hi.PK, "error", err)
+			return
+		}
+		if resp.Success {
+			break
+		}
+		idx, opErr := resp.FailedOperation()
+		if idx < 0 || idx >= len(msgs) || !missingOrChanged(opErr) {
+			p.log.Warn("cdb: could not release the completions of a chain its worker ack could not open; they are taken once their lock expires", "partitionKey", hi.PK, "error", opErr)
+			return
+		}
+		msgs = slices.Delete(slices.Clone(msgs), idx, idx+1) // taken or released since: not this chain's to release
+	}
+	p.orchSignal.announcePartitions(hi.PK)
 }
 
 // settle ends the claim: written is the completion as the ack wrote it,

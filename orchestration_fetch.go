@@ -32,6 +32,7 @@ func (p *CosmosProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout
 	}
 	defer p.ownWrites.orchestrationFetch(filter)()
 	defer p.readyTurns.Fetching(DefaultOnlyFilter(), lockTimeout)()
+	p.orchLockTimeout.Store(int64(lockTimeout))
 	fk := filterKey(filter)
 	watch := queueWatch{queue: queueOrchestrator, signal: p.orchSignal, leaseKey: queueOrchestrator + "/" + fk, view: fk}
 	res, found, err := poll(ctx, p, watch, pollTimeout,

@@ -274,6 +274,10 @@ type CosmosProvider struct {
 	// item a commit makes ready, is given back rather than made ready for
 	// fetches that will not come.
 	closing atomic.Bool
+	// orchLockTimeout is the lock timeout (ns) this process's orchestration
+	// fetches ask for, the last one's; 0 until one came. A chain a worker
+	// ack opens locks for it: this process's dispatchers take its turn.
+	orchLockTimeout atomic.Int64
 }
 
 var (

@@ -551,35 +551,28 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 	var claimed *queueDoc // the completion as written, claimed with its chain
 	unsure := false       // the ack may have written it, and cannot tell
 	defer func() { p.handOverChain(ctx, claim.settle(p, claimed, unsure)) }()
+	plain := completionDoc
 	if claim.doc != nil {
 		completionDoc = claim.body
-	}
-	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
-	etag := lock.doc.ETag
-	consumeItem(b, lock.doc, &TransactionalBatchItemOptions{IfMatch: &etag})
-	if completionDoc != nil {
-		b.CreateItem(completionDoc, nil)
 	}
 	if completionDoc != nil && completionMsg == nil {
 		// An outbox the reconciler delivers: rung whatever the answer (a
 		// lost one may have applied).
 		defer p.bell.ring(bellChores, p.now())
 	}
-	resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
-	for attempt := 0; IsOutcomeUnknown(err) && attempt < maxResends; attempt++ {
-		applied, rerr := p.workAckApplied(ctx, lock)
+	resp, unsure, err := p.sendWorkAck(ctx, lock, completionDoc, claim.opens)
+	if claim.opens != nil {
+		inst, refused := p.openingOutcome(resp, unsure, err)
+		p.chainOpened(claim, inst, refused)
 		switch {
-		case rerr != nil:
-			unsure = true
-			return asOperation(op, err) // cannot tell yet: the caller retries, and so do we then
-		case applied:
-			resp, err = TransactionalBatchResponse{Success: true}, nil
-		default:
-			resp, err = p.container.ExecuteTransactionalBatch(ctx, b, nil)
+		case unsure || err == nil && resp.Success && inst == nil:
+			claimed = claim.doc // it may be written: the chain's give-back releases it
+		case refused && err == nil && !resp.Success && failedAt(resp) == openChainOp:
+			claim.doc = nil // another holds the instance: the completion goes as it would without a chain
+			resp, unsure, err = p.sendWorkAck(ctx, lock, plain, nil)
 		}
 	}
 	if err != nil {
-		unsure = IsOutcomeUnknown(err)
 		return asOperation(op, err)
 	}
 	if !resp.Success {
@@ -604,6 +597,69 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 		p.orchSignal.announcePartitions(lock.pk)
 	}
 	return nil
+}
+
+// openChainOp is where a worker ack's batch locks the instance of a chain
+// it opens: after the item and its completion.
+const openChainOp = 2
+
+// sendWorkAck sends a worker ack's batch: the item consumed (If-Match),
+// the completion created, and, for a chain the ack opens, the instance
+// locked with it (answered with the instance document). A lost answer is
+// resolved by reading the item back; unsure says the ack may have applied
+// and that read failed.
+func (p *CosmosProvider) sendWorkAck(ctx context.Context, lock *workLock, completionDoc []byte, opens *orchestrationLock) (resp TransactionalBatchResponse, unsure bool, err error) {
+	b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+	etag := lock.doc.ETag
+	consumeItem(b, lock.doc, &TransactionalBatchItemOptions{IfMatch: &etag})
+	if completionDoc != nil {
+		b.CreateItem(completionDoc, nil)
+	}
+	var opts *TransactionalBatchOptions
+	if opens != nil {
+		b.PatchItem(instanceDocID, p.openChainOps(opens), nil)
+		opts = &TransactionalBatchOptions{EnableContentResponseOnWrite: true}
+	}
+	resp, err = p.container.ExecuteTransactionalBatch(ctx, b, opts)
+	for attempt := 0; IsOutcomeUnknown(err) && attempt < maxResends; attempt++ {
+		applied, rerr := p.workAckApplied(ctx, lock)
+		switch {
+		case rerr != nil:
+			return resp, true, err // cannot tell yet: the caller retries, and so do we then
+		case applied:
+			resp, err = TransactionalBatchResponse{Success: true}, nil
+		default:
+			resp, err = p.container.ExecuteTransactionalBatch(ctx, b, opts)
+		}
+	}
+	return resp, IsOutcomeUnknown(err), err
+}
+
+// openingOutcome is what the ack's batch says of the chain it opened: the
+// instance document it locked (nil when the batch applied but its answer
+// was lost, or cannot be told), or refused when nothing was locked.
+func (p *CosmosProvider) openingOutcome(resp TransactionalBatchResponse, unsure bool, err error) (inst *instanceDoc, refused bool) {
+	switch {
+	case unsure:
+		return nil, false
+	case err != nil || !resp.Success:
+		return nil, true
+	case len(resp.OperationResults) <= openChainOp:
+		return nil, false // applied, read back: the chain's give-back reads the instance
+	}
+	r := resp.OperationResults[openChainOp]
+	var doc instanceDoc
+	if json.Unmarshal(r.ResourceBody, &doc) != nil {
+		return nil, false
+	}
+	doc.ETag = r.ETag
+	return &doc, false
+}
+
+// failedAt is the index of a failed batch's failing operation.
+func failedAt(resp TransactionalBatchResponse) int {
+	idx, _ := resp.FailedOperation()
+	return idx
 }
 
 // workAckApplied tells whether an ack of ours whose response was lost

@@ -25,10 +25,15 @@ type Chain[L any, A comparable, M any] struct {
 	// not be told committed (H6): the chain is only to be given back, once
 	// its instance is read, and no completion is claimed into it.
 	Unconfirmed bool
+	// Refused says the worker ack that opened the chain (Open) could not
+	// lock the instance: the completions claimed into it meanwhile are to
+	// be released, and no other is claimed into it.
+	Refused bool
 
 	until    func() int64 // the lock's expiry (ms), which renewals move
 	awaiting map[A]bool   // activities whose completions come here
 	writing  int          // worker acks under way that write a completion claimed
+	opening  bool         // the worker ack that locks the instance (Open) is under way
 	firstAt  int64        // ms: when the first completion came; 0 before
 	done     bool         // handed over or given back
 }
@@ -80,12 +85,61 @@ func (h *Chains[L, A, M]) ClaimFor(pk string, activity A, nowMs int64) (Claim[A]
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c := h.byPK[pk]
-	if c == nil || c.done || c.Unconfirmed || c.until() <= nowMs {
+	return h.claimLocked(h.byPK[pk], activity, nowMs)
+}
+
+// claimLocked is ClaimFor's claim on c. Called with h.mu held.
+func (h *Chains[L, A, M]) claimLocked(c *Chain[L, A, M], activity A, nowMs int64) (Claim[A], bool) {
+	if c == nil || c.done || c.Unconfirmed || c.Refused || c.until() <= nowMs {
 		return Claim[A]{}, false
 	}
 	c.writing++
-	return Claim[A]{PK: pk, Token: c.Token, Until: c.until(), Activity: activity}, true
+	return Claim[A]{PK: c.PK, Token: c.Token, Until: c.until(), Activity: activity}, true
+}
+
+// Open is ClaimFor for a worker ack that may lock its instance itself: when
+// pk has no chain, open makes one, the ack's claim opens it (opening), and
+// the ack's batch must lock the instance with the chain's token; the ack
+// says how that went with Opened before it settles its claim. Until then,
+// the acks of the instance's other activities claim into it as into any
+// chain, and nothing ends it.
+func (h *Chains[L, A, M]) Open(pk string, activity A, nowMs int64, open func() *Chain[L, A, M]) (claim Claim[A], opening, ok bool) {
+	if h == nil {
+		return Claim[A]{}, false, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c := h.byPK[pk]; c != nil {
+		claim, ok = h.claimLocked(c, activity, nowMs)
+		return claim, false, ok
+	}
+	c := open()
+	if c == nil {
+		return Claim[A]{}, false, false
+	}
+	c.opening = true
+	h.byPK[pk] = c
+	claim, ok = h.claimLocked(c, activity, nowMs)
+	return claim, ok, ok
+}
+
+// Opened records how the ack that opened claim's chain locked its
+// instance: locked it, refused (another held it: the completions claimed
+// into it are released once no ack writes into it), or cannot tell
+// (unconfirmed: given back from a read of the instance, H6).
+func (h *Chains[L, A, M]) Opened(claim Claim[A], locked, refused bool) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.byPK[claim.PK]
+	if c == nil || c.Token != claim.Token {
+		return
+	}
+	c.opening = false
+	c.Refused = refused
+	c.Unconfirmed = c.Unconfirmed || !locked && !refused
 }
 
 // Completed settles a claim: msg is the completion as written (nil when
@@ -115,7 +169,7 @@ func (h *Chains[L, A, M]) Completed(claim Claim[A], msg *M, unsure bool, nowMs i
 			c.firstAt = nowMs
 		}
 	}
-	if c.Announced || len(c.awaiting) == 0 && c.firstAt != 0 {
+	if c.Announced || c.Refused || c.Unconfirmed || len(c.awaiting) == 0 && c.firstAt != 0 {
 		return h.takeLocked(c)
 	}
 	return nil
@@ -179,7 +233,7 @@ func (h *Chains[L, A, M]) All() []*Chain[L, A, M] {
 // takeLocked ends c, unless a worker ack is still writing into it (its
 // settle takes it then). Called with h.mu held.
 func (h *Chains[L, A, M]) takeLocked(c *Chain[L, A, M]) *Chain[L, A, M] {
-	if c.done || c.writing > 0 {
+	if c.done || c.writing > 0 || c.opening {
 		return nil
 	}
 	c.done = true

@@ -97,3 +97,75 @@ func TestAnUnconfirmedChainIsOnlyGivenBack(t *testing.T) {
 	assert.Empty(t, h.Due(1_000, 25*time.Millisecond), "within its window")
 	assert.Equal(t, []*Chain[string, int, string]{unsure}, h.Due(1_100, 25*time.Millisecond))
 }
+
+// A chain a worker ack opens takes its siblings' claims while its opening
+// is under way, and nothing ends it meanwhile; opened, it is a chain like
+// any other.
+func TestAChainAnAckOpensTakesClaimsAndEndsOnlyOnceOpened(t *testing.T) {
+	h := NewChains[string, int, string](false)
+	open := func() *Chain[string, int, string] {
+		return NewChain[string, int, string]("lock", "a", "tok-a", func() int64 { return 10_000 }, 100, time.Second, []int{2})
+	}
+	c1, opening, ok := h.Open("a", 1, 100, open)
+	require.True(t, ok)
+	assert.True(t, opening, "none was there: this ack opens it")
+	c2, opening, ok := h.Open("a", 2, 100, open)
+	require.True(t, ok)
+	assert.False(t, opening, "a sibling's ack claims into the opening chain")
+	two := "two"
+	assert.Nil(t, h.Completed(c2, &two, false, 110), "the opening ack still writes")
+	_, ready := h.Want("a")
+	assert.Nil(t, ready, "not ended while it opens")
+	assert.Empty(t, h.Due(5_000, 25*time.Millisecond))
+
+	h.Opened(c1, true, false)
+	one := "one"
+	ready = h.Completed(c1, &one, false, 120)
+	require.NotNil(t, ready, "every awaited completion came, and something was wanted")
+	assert.Equal(t, []string{"two", "one"}, ready.Claimed)
+	assert.False(t, ready.Refused)
+}
+
+// A chain whose opening ack could not lock the instance takes no more
+// claims and ends once no ack writes into it, with what was claimed into
+// it, to be released; one whose opening cannot be told ends unconfirmed.
+func TestAChainThatCouldNotOpenEndsRefused(t *testing.T) {
+	h := NewChains[string, int, string](false)
+	open := func() *Chain[string, int, string] {
+		return NewChain[string, int, string]("lock", "a", "tok-a", func() int64 { return 10_000 }, 100, time.Second, []int{2, 3})
+	}
+	c1, _, _ := h.Open("a", 1, 100, open)
+	c2, _, _ := h.Open("a", 2, 100, open)
+	h.Opened(c1, false, true)
+	_, ok := h.ClaimFor("a", 3, 110)
+	assert.False(t, ok, "refused: the next ack writes unclaimed")
+	assert.Nil(t, h.Completed(c1, nil, false, 110), "the sibling still writes")
+	two := "two"
+	ended := h.Completed(c2, &two, false, 120)
+	require.NotNil(t, ended)
+	assert.True(t, ended.Refused)
+	assert.Equal(t, []string{"two"}, ended.Claimed)
+	assert.True(t, h.Empty())
+
+	c1, _, _ = h.Open("b", 1, 200, func() *Chain[string, int, string] {
+		return NewChain[string, int, string]("lock", "b", "tok-b", func() int64 { return 10_000 }, 200, time.Second, []int{2})
+	})
+	h.Opened(c1, false, false)
+	one := "one"
+	ended = h.Completed(c1, &one, true, 210)
+	require.NotNil(t, ended, "ended at once, to be given back from a read of its instance")
+	assert.True(t, ended.Unconfirmed)
+	assert.Equal(t, []string{"one"}, ended.Claimed, "what it may have written goes back with it")
+}
+
+// An ack that opens nothing (open says none) claims nothing.
+func TestAnAckThatOpensNoChainClaimsNothing(t *testing.T) {
+	h := NewChains[string, int, string](false)
+	_, opening, ok := h.Open("a", 1, 100, func() *Chain[string, int, string] { return nil })
+	assert.False(t, ok)
+	assert.False(t, opening)
+	assert.True(t, h.Empty())
+	var off *testChains
+	_, _, ok = off.Open("a", 1, 100, func() *Chain[string, int, string] { return nil })
+	assert.False(t, ok, "eager dispatch off: no chains")
+}

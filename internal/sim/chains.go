@@ -18,15 +18,22 @@ import (
 // the token lock_chain.<ack token> and an expiry a lock timeout after the
 // commit was planned; that process's worker acks then write the
 // activities' completions already claimed with the kept lock (its token,
-// its expiry, one attempt). The transports see how each chain ends: the writer's next
+// its expiry, one attempt). A worker ack may open a chain too, when the
+// instance is free and other activities of it run on the ack's process:
+// its batch patches the instance's lock to a chain token, and its
+// siblings' acks claim their completions with it, maybe landing before
+// the opening (held as early claims until it lands) or for good when the
+// opening was refused (another held the instance: the writer then
+// releases them). The transports see how each chain ends: the writer's next
 // turn acks with the chain's token (by-writer), the writer gives it back (a
 // write that clears the instance's lock: released), or a lock batch takes
 // the instance once the lock expired (taken-over). So:
 //   - chain-claims: a completion claimed with a chain carries the chain's
 //     expiry and one attempt, is written by the chain's writer, and the
 //     batches of the writer's chained turn, or its give-back, consume or
-//     unlock it. One left claimed when the chain ended stays hidden until
-//     the expiry; only its writer's crash, or an ack whose answer was lost
+//     unlock it. One left claimed when the chain ended, or claimed with a
+//     chain that never opened and not released, stays hidden until the
+//     expiry; only its writer's crash, or an ack whose answer was lost
 //     (the writer never learnt it wrote the completion), excuses that;
 //   - chain-taken-early: no other process's lock takes a live writer's
 //     chain before it expired on the account's clock (give or take the
@@ -336,6 +343,7 @@ func readClaimedCompletion(body json.RawMessage) (claimedCompletion, bool) {
 // chainOutcome is what the replay found.
 type chainOutcome struct {
 	chains, open, claims int
+	openedByAcks         int // chains a worker ack opened (a patch of the instance's lock)
 	ends                 map[string]int
 	takenFromLive        int            // chains taken while their writer was up (after they expired)
 	lapsed               int            // of those, taken after a pause, a fault or a clock jump (lapsed)
@@ -377,6 +385,7 @@ func (c *chainedTurns) replayed() *chainOutcome {
 		if p.open != nil {
 			out.open++
 		}
+		p.unopened()
 	}
 	c.outcome = out
 	return out
@@ -405,10 +414,26 @@ type partitionChains struct {
 	open    *chainRecord // the chain the instance document holds now
 	byToken map[string]*chainRecord
 	ended   *chainRecord // the chain the write being applied ended by its writer's ack, if any
+	// early are completions claimed with a chain no instance document
+	// carried yet, by token: a worker ack that opens a chain locks the
+	// instance in its own batch, and a sibling's claim may land first, or
+	// for good when the opening was refused (then its writer releases it).
+	early map[string]map[string]earlyClaim
+}
+
+// earlyClaim is a completion claimed with a chain before the chain opened.
+type earlyClaim struct {
+	w  chainWrite
+	cl claimedCompletion
 }
 
 func (p *partitionChains) apply(w chainWrite) {
 	p.ended = nil
+	for _, id := range w.touched {
+		for _, claims := range p.early {
+			delete(claims, id) // released (a refused opening's) or consumed
+		}
+	}
 	if p.open != nil {
 		for _, id := range w.touched {
 			p.open.touched[id] = true
@@ -448,7 +473,7 @@ func (p *partitionChains) instance(w chainWrite) {
 			p.taken(o, w)
 		}
 	}
-	if p.open == nil && ch.kind == "write" && strings.HasPrefix(*ch.lockToken, chainPrefix) {
+	if p.open == nil && opensChain(ch) {
 		o := &chainRecord{instance: ch.instance, token: *ch.lockToken, writer: w.node, until: *ch.lockedUntil,
 			claimUntil: *ch.lockedUntil, claims: map[string]string{}, touched: map[string]bool{}, lastRead: w.at, began: w.at, hold: 1}
 		if prev := p.ended; prev != nil && prev.writer == w.node && ch.lastAck == prev.token {
@@ -458,7 +483,22 @@ func (p *partitionChains) instance(w chainWrite) {
 		p.out.longestHold[p.pk] = max(p.out.longestHold[p.pk], o.hold)
 		p.open, p.byToken[o.token] = o, o
 		p.out.chains++
+		if ch.kind == "patch" {
+			p.out.openedByAcks++
+		}
+		for _, e := range p.early[o.token] {
+			p.claimInto(o, e.w, e.cl) // a sibling's, landed before the opening
+		}
+		delete(p.early, o.token)
 	}
+}
+
+// opensChain says a write of the instance document keeps it for a chain: a
+// commit's (the whole document) or a worker ack's (a patch of its lock:
+// the ack opened the chain, the instance was free, so its messages count as
+// read then, as the provider counts them).
+func opensChain(ch *instanceChange) bool {
+	return (ch.kind == "write" || ch.kind == "patch") && ch.lockToken != nil && ch.lockedUntil != nil && strings.HasPrefix(*ch.lockToken, chainPrefix)
 }
 
 // acked ends a chain by an ack with its token: its writer's chained turn.
@@ -598,10 +638,20 @@ func (p *partitionChains) claim(w chainWrite, cl claimedCompletion) {
 	p.out.claims++
 	o := p.byToken[cl.token]
 	if o == nil {
-		p.out.violations = append(p.out.violations, Violation{Invariant: invChainClaims,
-			Detail: fmt.Sprintf("%s wrote completion %s of partition %s claimed with %s (lsn %d), a token no instance document carried", w.node, cl.id, p.pk, cl.token, w.lsn)})
+		if p.early == nil {
+			p.early = map[string]map[string]earlyClaim{}
+		}
+		if p.early[cl.token] == nil {
+			p.early[cl.token] = map[string]earlyClaim{}
+		}
+		p.early[cl.token][cl.id] = earlyClaim{w: w, cl: cl} // the chain may open later, or be refused and release it
 		return
 	}
+	p.claimInto(o, w, cl)
+}
+
+// claimInto follows a completion written claimed with chain o.
+func (p *partitionChains) claimInto(o *chainRecord, w chainWrite, cl claimedCompletion) {
 	if w.node != o.writer || cl.lockedUntil != o.claimUntil || cl.attempts != 1 {
 		p.violate(invChainClaims, o, fmt.Sprintf("%s wrote completion %s claimed with chain %s of %s (lsn %d) with expiry %d and %d attempts; the chain's expiry is %d",
 			w.node, cl.id, o.token, o.writer, w.lsn, cl.lockedUntil, cl.attempts, o.claimUntil))
@@ -617,6 +667,24 @@ func (p *partitionChains) claim(w chainWrite, cl claimedCompletion) {
 	}
 	// A chain taken over or deleted hides nothing: its lock expired, or its
 	// partition is gone.
+}
+
+// unopened checks the completions claimed with a chain that never opened
+// (its opening ack could not lock the instance): its writer released each,
+// unless it is gone or never learnt it wrote it; any other was hidden until
+// its expiry.
+func (p *partitionChains) unopened() {
+	for token, claims := range p.early {
+		for id, e := range claims {
+			p.out.leftClaimed++
+			if p.c.lost[stampKey{p.pk, id}] || p.c.nodes.gone(e.w.node, e.w.at) {
+				p.out.excused++
+				continue
+			}
+			p.out.violations = append(p.out.violations, Violation{Invariant: invChainClaims,
+				Detail: fmt.Sprintf("%s wrote completion %s of partition %s claimed with %s (lsn %d), a token no instance document carried, and never released it", e.w.node, id, p.pk, token, e.w.lsn)})
+		}
+	}
 }
 
 // left notes a completion left claimed with an ended chain, hidden until
@@ -661,7 +729,7 @@ func (c *chainedTurns) summary() string {
 			checked++
 		}
 	}
-	return fmt.Sprintf("chains=%d by-writer=%d released=%d taken-over=%d open=%d claimed-completions=%d taken-from-live=%d (lapsed %d) deleted=%d left-claimed=%d excused=%d writers-checked=%d read=%d unread=%d unread-excused=%d",
-		out.chains, out.ends[chainByWriter], out.ends[chainReleased], out.ends[chainTakenOver], out.open, out.claims,
+	return fmt.Sprintf("chains=%d opened-by-acks=%d by-writer=%d released=%d taken-over=%d open=%d claimed-completions=%d taken-from-live=%d (lapsed %d) deleted=%d left-claimed=%d excused=%d writers-checked=%d read=%d unread=%d unread-excused=%d",
+		out.chains, out.openedByAcks, out.ends[chainByWriter], out.ends[chainReleased], out.ends[chainTakenOver], out.open, out.claims,
 		out.takenFromLive, out.lapsed, out.ends[chainDeleted], out.leftClaimed, out.excused, checked, out.read, out.unread, out.unreadExcused)
 }

@@ -78,6 +78,12 @@ func chainLock(token string) string {
 	return fmt.Sprintf(`{"operationType":"Patch","id":"inst","resourceBody":{"condition":"from c where c.lockedUntil <= 1","operations":[{"op":"set","path":"/lockToken","value":%q},{"op":"set","path":"/lockedUntil","value":99999}]}}`, token)
 }
 
+// chainOpen is a worker ack's patch of the instance's lock for a chain it
+// opens, until 13000.
+func chainOpen(token string) string {
+	return fmt.Sprintf(`{"operationType":"Patch","id":"inst","resourceBody":{"condition":"from c where c.lockedUntil <= 1","operations":[{"op":"set","path":"/lockToken","value":%q},{"op":"set","path":"/lockedUntil","value":13000}]}}`, token)
+}
+
 func chainTouch(kind, id string) string { return fmt.Sprintf(`{"operationType":%q,"id":%q}`, kind, id) }
 
 func TestChainsFollowEachChainToItsEnd(t *testing.T) {
@@ -105,7 +111,7 @@ func TestChainsFollowEachChainToItsEnd(t *testing.T) {
 	v := &violations{}
 	s.c.check(v, func(string) string { return "" })
 	assert.Empty(t, v.all())
-	assert.Equal(t, "chains=5 by-writer=1 released=1 taken-over=1 open=1 claimed-completions=2 taken-from-live=0 (lapsed 0) deleted=1 left-claimed=0 excused=0 writers-checked=0 read=0 unread=1 unread-excused=0", s.c.summary())
+	assert.Equal(t, "chains=5 opened-by-acks=0 by-writer=1 released=1 taken-over=1 open=1 claimed-completions=2 taken-from-live=0 (lapsed 0) deleted=1 left-claimed=0 excused=0 writers-checked=0 read=0 unread=1 unread-excused=0", s.c.summary())
 }
 
 func TestChainsReplayAPartitionInTheAccountsOrder(t *testing.T) {
@@ -118,7 +124,7 @@ func TestChainsReplayAPartitionInTheAccountsOrder(t *testing.T) {
 	v := &violations{}
 	s.c.check(v, func(string) string { return "" })
 	assert.Empty(t, v.all(), "the account released the chain before the lock batch took the instance")
-	assert.Contains(t, s.c.summary(), "chains=1 by-writer=0 released=1 taken-over=0 open=0")
+	assert.Contains(t, s.c.summary(), "chains=1 opened-by-acks=0 by-writer=0 released=1 taken-over=0 open=0")
 }
 
 func TestChainsFlagALockThatTakesALiveWritersChainBeforeItExpired(t *testing.T) {
@@ -160,10 +166,29 @@ func TestChainsFlagACompletionLeftClaimedWhenItsChainEnded(t *testing.T) {
 	assert.Equal(t, []string{
 		"i1: completion m|1, written by a claimed with chain lock_chain.1, was left claimed until 13000: a ended the chain released (lsn 4) without consuming or unlocking it",
 		"i1: completion m|3, written by a claimed with chain lock_chain.1, was left claimed until 13000: it was written (lsn 5) after the chain ended released",
-		": a wrote completion m|5 of partition i3 claimed with lock_chain.9 (lsn 1), a token no instance document carried",
+		": a wrote completion m|5 of partition i3 claimed with lock_chain.9 (lsn 1), a token no instance document carried, and never released it",
 		"i4: a wrote completion m|6 claimed with chain lock_chain.4 of a (lsn 2) with expiry 14000 and 2 attempts; the chain's expiry is 13000",
 	}, details)
-	assert.Contains(t, s.c.summary(), "left-claimed=4 excused=2")
+	assert.Contains(t, s.c.summary(), "left-claimed=5 excused=2")
+}
+
+// A chain a worker ack opens (its batch patches the instance's lock) is
+// followed as a commit's: a sibling's completion claimed with it may land
+// before the opening, and one claimed into an opening that was refused
+// (another held the instance) is released by its writer.
+func TestChainsFollowAChainAWorkerAckOpens(t *testing.T) {
+	s := newChainScript(t)
+	s.batch("a", "i1", 1, true, chainClaimed("m|2", "lock_chain.1", 13_000, 1)) // the sibling's lands first
+	s.batch("a", "i1", 2, true, chainClaimed("m|1", "lock_chain.1", 13_000, 1), chainOpen("lock_chain.1"))
+	s.batch("a", "i1", 3, true, chainCommit("i1", "lock_chain.1", ""), chainTouch("Delete", "m|1"), chainTouch("Delete", "m|2"))
+	s.batch("a", "i2", 1, true, chainClaimed("m|3", "lock_chain.2", 13_000, 1))
+	s.batch("a", "i2", 2, true, chainTouch("Patch", "m|3")) // released: the opening was refused
+
+	v := &violations{}
+	s.c.check(v, func(string) string { return "" })
+	assert.Empty(t, v.all())
+	assert.Contains(t, s.c.summary(), "chains=1 opened-by-acks=1 by-writer=1 released=0 taken-over=0 open=0 claimed-completions=3")
+	assert.Contains(t, s.c.summary(), "left-claimed=0")
 }
 
 func TestChainsFlagALiveWriterThatLeavesMostOfItsChainsToExpire(t *testing.T) {

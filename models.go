@@ -222,7 +222,10 @@ type queueDoc struct {
 	Pinned *uint64 `json:"pinned,omitempty"`
 
 	Item string `json:"item"` // the encoded WorkItem
-	TTL  int    `json:"ttl,omitempty"`
+	// ItemLength is the item's length (UTF-16 units) as a worker candidate
+	// query returns it with an item's head; never stored.
+	ItemLength int `json:"itemLength,omitempty"`
+	TTL        int `json:"ttl,omitempty"`
 	// SeqVisible marks an immediate item, visible from its seq's
 	// millisecond (queueTime): a fetch serves it up to its horizon. An item
 	// without it has a due time (a timer, a delay), served only once the

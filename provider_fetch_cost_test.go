@@ -399,10 +399,16 @@ func TestTheCostOfAFanOutFiveOrchestration(t *testing.T) {
 			}
 			t.Logf("%d ranges | a fan-out-5 orchestration | %d requests | %.1f RU", ranges, total.requests, total.ru)
 			assert.Equal(t, []int64{1, 2, 1}, []int64{steps[0].requests, steps[1].requests, steps[2].requests}, "start, first fetch, ack")
-			assert.Equal(t, int64(5*2), byName["worker fetch"].requests, "a worker fetch is a query and a claim")
+			// A worker fetch that queries claims, in its claim's batch, the
+			// partition's next items ahead for the fetches that follow, as
+			// many as the ready list's depth (which the fetches' timing
+			// moves), and those take them without a request.
+			fetches := byName["worker fetch"].requests
+			assert.LessOrEqual(t, fetches, int64(2+0+2+0+2), "at most every other fetch queries and claims")
+			assert.GreaterOrEqual(t, fetches, int64(2), "the first queries and claims")
 			assert.Equal(t, int64(5), byName["worker ack"].requests)
 			assert.Equal(t, int64(2+1), byName["orchestration fetch, the completions (history cached)"].requests+byName["ack: complete"].requests)
-			assert.Equal(t, int64(22), total.requests, "the same at any range count")
+			assert.Equal(t, 12+fetches, total.requests, "the same at any range count")
 		})
 	}
 }
@@ -430,7 +436,7 @@ func TestWorkerCandidateQueriesLeaveTheItemOut(t *testing.T) {
 		queries++
 		body := string(r.Body)
 		assert.NotContains(t, body, "SELECT TOP @top *", "a worker candidate query selects fields")
-		assert.NotContains(t, body, "c.item", "and not the item")
+		assert.NotRegexp(t, `c\.item\s*(,|FROM)`, body, "and not the item (only its length, for the claim's answer)")
 	}
 	assert.Positive(t, queries)
 }

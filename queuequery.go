@@ -40,7 +40,7 @@ type candidateQuery struct {
 
 // queueHeadFields are what a worker candidate query returns of each item.
 const queueHeadFields = "c.id, c.pk, c.type, c.instance, c.slot, c.visibleAt, c.seq, c.lockToken, c.lockedUntil, c.attempts, " +
-	"c.exec, c.activity, c.session, c.sessionKey, c.tag, c.orch, c._etag"
+	"c.exec, c.activity, c.session, c.sessionKey, c.tag, c.orch, c._etag, LENGTH(c.item) AS itemLength"
 
 func (q candidateQuery) text() string {
 	var b strings.Builder

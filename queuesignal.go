@@ -230,6 +230,23 @@ func (q *queueSignal) takeToken() (w handoff.Wake, at uint64, ok bool) {
 	return taken.wake, q.seq, true
 }
 
+// consume drops n of w's kept announcements: a look claimed their items
+// ahead for this process's fetches, which are told of them as ready ones.
+func (q *queueSignal) consume(w handoff.Wake, n int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	i := slices.IndexFunc(q.tokens, func(t wakeToken) bool { return t.wake == w })
+	if i < 0 {
+		return
+	}
+	t := &q.tokens[i]
+	t.items -= n
+	t.run = max(t.run-n, 0)
+	if t.items <= 0 {
+		q.tokens = slices.Delete(q.tokens, i, i+1)
+	}
+}
+
 // nextToken is the index of the token takeToken takes next, -1 for none;
 // agedTurn says it is an aged partition's turn among things made ready.
 // What this process made ready (locked ahead for its fetches) goes before

@@ -248,7 +248,7 @@ func (p *CosmosProvider) queryAndClaimWork(ctx context.Context, scope lookScope,
 			continue // another fetch of this process has it: not a lock attempt
 		}
 		tried++
-		res, err := p.claimWork(ctx, c, lockTimeout, tags)
+		res, err := p.claimWorkAhead(ctx, c, cands[i+1:], lockTimeout, session, tags)
 		if err != nil {
 			p.workClaims.forget(itemKey(c.PK, c.ID))
 		}
@@ -323,6 +323,12 @@ func (p *CosmosProvider) claimWork(ctx context.Context, c queueDoc, lockTimeout 
 		return fetchedWork{}, fmt.Errorf("decode claimed work item: %w", err)
 	}
 	doc.ETag = resp.ETag
+	return p.claimedWork(ctx, doc, token, until, claimedAt, lockTimeout, tags)
+}
+
+// claimedWork hands this fetch the item doc it claimed under token, until
+// (ms), at claimedAt (ms): renewed first when the claim took long.
+func (p *CosmosProvider) claimedWork(ctx context.Context, doc queueDoc, token string, until, claimedAt int64, lockTimeout time.Duration, tags TagFilter) (fetchedWork, error) {
 	lock := &workLock{token: token, pk: doc.PK, doc: doc, lockedUntil: until, lockedAt: claimedAt, activity: activityKey{doc.Exec, doc.Activity},
 		fetchedBy: tags, fetchTimeout: lockTimeout}
 	if err := p.refreshClaim(ctx, lock, lockTimeout); err != nil {
@@ -815,6 +821,9 @@ func (p *CosmosProvider) readBackWork(ctx context.Context, op string, lock *work
 	}
 	if doc.Type != docWork || doc.LockToken != lock.token || doc.LockedUntil <= p.nowMs() {
 		return false, p.lostWork(ctx, op, lock)
+	}
+	if lock.doc.Item == "" {
+		lock.doc = doc // a head a query returned (an item claimed ahead, unread): the item itself
 	}
 	lock.doc.ETag, lock.doc.LockedUntil, lock.lockedUntil = resp.ETag, doc.LockedUntil, doc.LockedUntil
 	return doc.LockedUntil == until, nil

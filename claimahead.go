@@ -152,11 +152,15 @@ func (p *CosmosProvider) claimBatch(ctx context.Context, c queueDoc, ahead []ahe
 		}
 	}
 	locks := p.aheadLocks(ahead, bodies[1:], claimedAt)
-	if !claimedBy(bodies[0].Value, token) || ctx.Err() != nil {
-		if ctx.Err() != nil && claimedBy(bodies[0].Value, token) {
-			_ = p.giveBackCutClaim(ctx, c, token, ctx.Err())
+	ours := claimedBy(bodies[0].Value, token)
+	if gone := ctx.Err(); gone != nil {
+		if ours {
+			_ = p.giveBackCutClaim(ctx, c, token, gone) // the caller went away: its item goes back, those ahead wait ready
 		}
-		return fetchedWork{}, locks, errors.Join(errContended, ctx.Err())
+		return fetchedWork{}, locks, errors.Join(errContended, gone)
+	}
+	if !ours {
+		return fetchedWork{}, locks, errContended
 	}
 	var doc queueDoc
 	if err := json.Unmarshal(bodies[0].Value, &doc); err != nil {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,4 +99,33 @@ func (g *claimGate) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	return g.next.RoundTrip(r)
+}
+
+// A claim batch whose answer was lost is read back: the fetch goes on with
+// its item, and the items ahead it claimed are handed to the fetches that
+// follow, not left locked for nobody.
+func TestAClaimAheadWhoseAnswerWasLostGoesOnWithWhatItClaimed(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour, ReconcileInterval: time.Hour})
+	token := lockedStart(ctx, t, p, "lost")
+	require.NoError(t, ackScheduling(ctx, t, p, token, "lost", activities("lost", 2)...))
+	var lost atomic.Int32
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultLoseResponse, Times: 1, Match: func(r cdb.FakeRequest) bool {
+		claims := r.Operation == "Batch" && bytes.Count(r.Body, []byte(`"value":"work_`)) > 1
+		if claims {
+			lost.Add(1)
+		}
+		return claims
+	}})
+
+	first := eventuallyWork(ctx, t, p, "the look's own item, its claim read back")
+	require.Equal(t, int32(1), lost.Load(), "the claim batch's answer was lost")
+	acct.ResetCounts()
+	second := eventuallyWork(ctx, t, p, "the item claimed ahead")
+	assert.Empty(t, acct.Counts().ByOperation, "taken from the ready list: the read back told it was claimed")
+	assert.NotEqual(t, first.item.(cdb.ActivityExecuteMessage).ID, second.item.(cdb.ActivityExecuteMessage).ID)
+	ackActivity(ctx, t, p, first)
+	ackActivity(ctx, t, p, second)
+	assert.Empty(t, workDocs(t, p, "lost"), "both ran once")
 }

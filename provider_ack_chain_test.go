@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,4 +192,36 @@ func (g *openingGate) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	return g.next.RoundTrip(r)
+}
+
+// An ack that opens a chain and whose answer was lost is read back: it
+// applied, so the ack succeeds, and the chain it may hold is given back
+// from a read of the instance, its completion with it, so both completions
+// reach a turn and nothing stays locked for the lock's length.
+func TestAnAckThatOpensAChainWhoseAnswerWasLostGivesTheChainBack(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour, ReconcileInterval: time.Hour})
+	got := queuedFanOut(ctx, t, p, "unseen", 2)
+	var lost atomic.Int32
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultLoseResponse, Times: 1, Match: func(r cdb.FakeRequest) bool {
+		opens := r.Operation == "Batch" && bytes.Contains(r.Body, []byte(`"lock_chain.`)) && bytes.Contains(r.Body, []byte(`"id":"inst"`))
+		if opens {
+			lost.Add(1)
+		}
+		return opens
+	}})
+	ackActivity(ctx, t, p, got[0])
+	require.Equal(t, int32(1), lost.Load(), "the opening ack's answer was lost")
+	ackActivity(ctx, t, p, got[1])
+
+	completions := 0
+	for completions < 2 {
+		turn := eventuallyTurn(ctx, t, p, "the completions' turn, within a poll interval of an hour: not after a lock's expiry")
+		completions += len(turn.item.Messages)
+		require.NoError(t, p.AckOrchestrationItem(ctx, turn.token, 1, nil, nil, nil, providertest.TestOrchMetadata(), nil))
+	}
+	assert.Equal(t, 2, completions)
+	assert.Empty(t, messageDocs(t, p, "unseen"))
+	assert.Empty(t, instanceDocOf(t, p, "unseen")["lockToken"])
 }

@@ -32,7 +32,7 @@ type sighting struct {
 }
 
 // sightings keeps the latest sighting of the instances announced, each
-// for maxSightingAge at most and taken once.
+// taken once, and only while fresh (sightingsFrom).
 type sightings struct {
 	mu sync.Mutex
 	by map[string]sighting // by partition

@@ -559,3 +559,27 @@ func TestBellRungFlagsAWriteOfWorkNotRungWhileAnotherProcessListened(t *testing.
 	require.Len(t, v.all(), 1)
 	assert.Contains(t, v.all()[0].Detail, "y wrote d|unrung (the chores queue's)")
 }
+
+// A ring that came late because the host was slower than the run measured
+// it (other test binaries started since) is given that much more time, as
+// the hidden items' bound is: the bound's host part scales with the host.
+func TestBellRungWidensItsBoundForAHostSlowerThanMeasured(t *testing.T) {
+	s := newBellScript(t)
+	s.listen("l")
+	s.at(6000)
+	s.write("w", "p", "m|slow", "msg", "")
+	s.at(6500)
+	s.ring("w", "orchestrator") // 500 ms late for a bound of 110 ms
+	s.at(20_000)
+	nodes := bellNodes{gone: func(string, time.Time) bool { return false }, jumped: func(time.Time, time.Time) bool { return false },
+		stalled: func(string, string, time.Time, time.Time) bool { return false },
+		poll:    func(string) time.Duration { return 40 * time.Millisecond }, slack: 100 * time.Millisecond}
+	v := &violations{}
+	s.b.check(v, nodes, s.now)
+	require.Len(t, v.all(), 1, "late on a host as fast as measured")
+
+	nodes.slower = func(time.Time, time.Time) time.Duration { return time.Second }
+	v = &violations{}
+	s.b.check(v, nodes, s.now)
+	assert.Empty(t, v.all(), "in time for a host a second's worth slower")
+}

@@ -123,7 +123,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}}, time.Now())
 	rec.eager.check(viol, describe) // after checkNotHidden, whose excuses it takes
 	rec.bell.check(viol, bellNodes{gone: rec.goneBy, stalled: rec.stalledBetween, jumped: clock.jumpedBetween, poll: e.pollInterval,
-		slack: hostScaled(cfg, 200*time.Millisecond) + clientMaxDelay + 2*cfg.Faults.ClockSkew}, time.Now())
+		slack: hostScaled(cfg, 200*time.Millisecond) + clientMaxDelay + 2*cfg.Faults.ClockSkew,
+		slower: func(from, to time.Time) time.Duration {
+			return slowerThanMeasured(cfg, h.waits.host, from, to, 200*time.Millisecond)
+		}}, time.Now())
 	stats.Bell = rec.bell.summary()
 	stats.Eager = rec.eager.summary() + "; " + rec.eager.hiddenSummary()
 	rec.eagerStarts.check(viol, describe)

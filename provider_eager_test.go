@@ -191,15 +191,16 @@ func TestAnActivityAWaitingFetchWillTakeIsHandedOverWithoutAQueryOrAClaim(t *tes
 	assert.Empty(t, workDocs(t, p, "eager"))
 }
 
-// Items are locked for no more than this process's fetches take in half an
-// item's patience, and at least one per dispatcher: a fresh process with
-// one fetch waiting with a minute's lock (patience 30 s), whose turnaround
-// is not known yet (a poll interval, a second, assumed), locks 15 of a
-// turn's 18 items; the rest wait in the queue, unlocked, for whoever looks.
+// Items are locked for no more than this process's fetches take within an
+// item's patience less a poll interval, and at least one per dispatcher: a
+// fresh process with one fetch waiting with a minute's lock (patience
+// 30 s), whose turnaround is not known yet (a poll interval, a second,
+// assumed), locks 29 of a turn's 32 items; the rest wait in the queue,
+// unlocked, for whoever looks.
 func TestItemsBeyondWhatTheFetchesTakeAreQueuedUnlocked(t *testing.T) {
 	ctx, acct, p, token, result := firstTurnAndAWaitingWorker(t, cdb.Config{}, "many")
 
-	require.NoError(t, ackScheduling(ctx, t, p, token, "many", activities("many", 18)...))
+	require.NoError(t, ackScheduling(ctx, t, p, token, "many", activities("many", 32)...))
 	got := result()
 	require.NoError(t, got.err)
 	require.NotNil(t, got.item)
@@ -209,7 +210,7 @@ func TestItemsBeyondWhatTheFetchesTakeAreQueuedUnlocked(t *testing.T) {
 			locked = append(locked, tok)
 		}
 	}
-	assert.Len(t, locked, 15, "one fetch at a second a take: what it takes in 15 s")
+	assert.Len(t, locked, 29, "one fetch at a second a take: what it takes in 29 s")
 	assert.Contains(t, locked, got.token)
 
 	other := newRulesProvider(t, acct, cdb.Config{ShortPolling: true})
@@ -812,14 +813,14 @@ func TestAReadyItemWaitsForABusyWorkerNotForAStoppedOne(t *testing.T) {
 }
 
 // A worker item the ready list had no room for waits behind what this
-// process's fetches are booked with for half an item's patience, longer
+// process's fetches are booked with for most of an item's patience, longer
 // than a writer's grace: it is not stamped as this process's own, so the
 // others' looks take it at once instead of leaving it to a writer that
 // will not come (the simulation's stamp-honoured found such stamps).
 func TestItemsBeyondWhatTheFetchesTakeAreNotStampedAsOwn(t *testing.T) {
 	cfg := cdb.Config{ProcessLeases: &cdb.ProcessLeaseOptions{ProcessID: "booked", LeaseDuration: testLeaseDuration}}
 	ctx, _, p, token, result := firstTurnAndAWaitingWorker(t, cfg, "booked")
-	require.NoError(t, ackScheduling(ctx, t, p, token, "booked", activities("booked", 18)...))
+	require.NoError(t, ackScheduling(ctx, t, p, token, "booked", activities("booked", 32)...))
 	got := result()
 	require.NoError(t, got.err)
 	var locked, queued int
@@ -831,6 +832,6 @@ func TestItemsBeyondWhatTheFetchesTakeAreNotStampedAsOwn(t *testing.T) {
 		queued++
 		assert.Nil(t, d["writer"], "queued behind a booked ready list: %v", d["id"])
 	}
-	assert.Equal(t, 15, locked)
+	assert.Equal(t, 29, locked)
 	assert.Equal(t, 3, queued)
 }

@@ -176,14 +176,16 @@ func TestFailedAcksAreNotTurns(t *testing.T) {
 
 // TestPreconditionFailuresAreCountedPerItem: claims that lose a race (here
 // three worker claim PATCHes answered 412 by the account) are the
-// provider's 412s, reported per work item processed.
+// provider's 412s, reported per work item processed. Eager dispatch is off,
+// so that every activity is claimed through the queue: a process whose
+// commits lock its workers' items ahead sends no claim at all.
 func TestPreconditionFailuresAreCountedPerItem(t *testing.T) {
 	ctx := context.Background()
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	var target Target
 	for _, p := range []**cdb.CosmosProvider{&target.Provider, &target.Harness} {
 		var err error
-		if *p, err = cdb.NewProvider(ctx, cdb.Config{Client: acct.Client()}); err != nil {
+		if *p, err = cdb.NewProvider(ctx, cdb.Config{Client: acct.Client(), DisableEagerDispatch: true}); err != nil {
 			t.Fatal(err)
 		}
 		defer (*p).Close()

@@ -53,7 +53,8 @@ type fetches struct {
 }
 
 // NewReady is a ready list, nil when off. ahead locks for busy dispatchers
-// too (what the fetches take in half a window), not only for fetches
+// too (what the fetches take within the items' horizon, readyHorizon), not
+// only for fetches
 // running now; window is the poll interval; now the provider's clock (ms);
 // until and tag read an item's lock expiry (ms) and tag.
 func NewReady[T any](off, ahead bool, window time.Duration, now func() int64, until func(T) int64, tag func(T) *string) *Ready[T] {
@@ -140,23 +141,37 @@ func (f *fetches) roll(nowMs int64, window time.Duration) {
 }
 
 // depth is how many items may be ready or reserved for f's fetches. Ahead:
-// what they take in half the items' patience, so that an item waits half
-// its patience at most on average and is rarely given back: the calls of
-// the last window, scaled, or, when they waited (a wide fan-out written
-// to idle dispatchers), what the dispatchers seen fetching at once take
-// at their turnaround (a window until one came back); never fewer than
-// one per such dispatcher (a dispatcher acking counts: it fetches next).
-// Otherwise: one per fetch running now (waiting, or acking and about to).
+// what they take within the items' horizon (readyHorizon), so that the
+// last of them is taken before its patience ends: the calls of the last
+// window, scaled, or, when they waited (a wide fan-out written to idle
+// dispatchers), what the dispatchers seen fetching at once take at their
+// turnaround (a window until one came back); never fewer than one per such
+// dispatcher (a dispatcher acking counts: it fetches next). Otherwise: one
+// per fetch running now (waiting, or acking and about to).
 func (f *fetches) depth(nowMs int64, window time.Duration, ahead bool) int {
 	if !ahead {
 		return f.running
 	}
 	f.roll(nowMs, window)
-	half := patience(window, ahead, f.lockTimeout) / 2
+	horizon := readyHorizon(window, patience(window, ahead, f.lockTimeout))
 	dispatchers := max(f.peak[0], f.peak[1])
-	byCalls := int(int64(f.calls[1]) * int64(half) / int64(window))
-	byTurnaround := int(int64(dispatchers) * int64(half) / int64(cmp.Or(f.turnaround, window)))
+	byCalls := int(int64(f.calls[1]) * int64(horizon) / int64(window))
+	byTurnaround := int(int64(dispatchers) * int64(horizon) / int64(cmp.Or(f.turnaround, window)))
 	return max(dispatchers, byCalls, byTurnaround)
+}
+
+// readyHorizon is how far ahead the fetches are locked for: their items'
+// patience less a window (the slack a rate measured over the last window
+// needs, and the give-back's period), or half the patience if that is
+// more. An item made ready beyond it would outwait its patience and go back
+// to the queue, to be queried and claimed again, while one queued because
+// the list was full costs that at once; so a backlog that fits within it
+// waits ready at no request an item. Half a patience held a busy process's
+// backlog only in part: the rest's queries and claims took its workers'
+// time, and the backlog grew. What waits beyond it waits in the queue, for
+// any process.
+func readyHorizon(window, patience time.Duration) time.Duration {
+	return patience - min(window, patience/2)
 }
 
 // patience is how long an item locked for fetches of lockTimeout may wait

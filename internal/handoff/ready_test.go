@@ -70,19 +70,19 @@ func TestDepthFollowsWhatTheFetchesTake(t *testing.T) {
 
 // Dispatchers that waited through the last poll interval made few fetch
 // calls, yet take a wide fan-out written now at their pace: what they take
-// at their turnaround in half the items' patience is locked for them (a
+// at their turnaround within the items' horizon is locked for them (a
 // poll interval each until one came back), not one item each, which left
 // a fan-out of 50 for 16 waiting dispatchers mostly to the queue, a query
 // and a claim per item.
 func TestIdleDispatchersAreLockedForAtTheirTurnaround(t *testing.T) {
 	now := int64(1_000_000)
 	e := newTestReady(&now, true)
-	const lockTimeout = 30 * time.Second // patience 15 s: 7.5 s at half
+	const lockTimeout = 30 * time.Second // patience 15 s: a horizon of 14 s
 	var done []func()
 	for range 4 {
 		done = append(done, e.Fetching(anyTag{}, lockTimeout))
 	}
-	assert.Equal(t, 30, reservable(e), "four dispatchers, a poll interval each, in 7.5 s")
+	assert.Equal(t, 56, reservable(e), "four dispatchers, a poll interval each, in 14 s")
 
 	serve := func(ms int64) { // a dispatcher takes an item, runs it, acks it and fetches again
 		done[0]()
@@ -92,14 +92,14 @@ func TestIdleDispatchersAreLockedForAtTheirTurnaround(t *testing.T) {
 		done[0] = e.Fetching(anyTag{}, lockTimeout)
 	}
 	serve(100)
-	assert.Equal(t, 300, reservable(e), "four dispatchers back every 100 ms, in 7.5 s")
+	assert.Equal(t, 560, reservable(e), "four dispatchers back every 100 ms, in 14 s")
 
 	for range 8 {
 		serve(500)
 	}
 	slower := reservable(e)
-	assert.Less(t, slower, 300, "the average follows slower handlers")
-	assert.Greater(t, slower, 4*7500/500, "an average, not the last turnaround")
+	assert.Less(t, slower, 560, "the average follows slower handlers")
+	assert.Greater(t, slower, 4*14000/500, "an average, not the last turnaround")
 
 	for _, d := range done {
 		d()
@@ -182,12 +182,13 @@ func TestANilReadyListDoesNothing(t *testing.T) {
 // Ahead, an item may wait ready for half the lock timeout of the fetches
 // it is locked for (when that is longer than a poll interval), is locked
 // for that on top of their lock timeout, so that it goes out with a whole
-// lock, and the fetches are reserved for what they take in half of it.
+// lock, and the fetches are reserved for what they take in that less a
+// poll interval.
 func TestAheadAnItemWaitsHalfALockAndIsLockedForItOnTop(t *testing.T) {
 	now := int64(1_000_000)
 	e := newTestReady(&now, true)
 	afterFetchCalls(e, &now, 60)
-	assert.Equal(t, 450, reservable(e), "what they take in half of 15 s")
+	assert.Equal(t, 840, reservable(e), "what they take in 15 s less a poll interval")
 	defer e.Fetching(anyTag{}, 30*time.Second)() // the fetches go on
 
 	r := e.Reserve()
@@ -200,6 +201,41 @@ func TestAheadAnItemWaitsHalfALockAndIsLockedForItOnTop(t *testing.T) {
 	assert.Empty(t, e.Stale(now, false), "it may wait 15 s")
 	now++
 	assert.Equal(t, []*lock{item}, e.Stale(now, false), "then it goes back")
+}
+
+// A backlog locked ahead as deep as the fetches' rate allows is taken
+// whole at that rate before any of it waited its patience: none goes back
+// to the queue to be queried and claimed again. Half a patience held only
+// half of what the fetches would take in time, and a busy process queued
+// the rest.
+func TestABacklogLockedAheadIsTakenAtTheFetchesRateBeforeItsPatienceEnds(t *testing.T) {
+	now := int64(1_000_000)
+	e := newTestReady(&now, true)
+	afterFetchCalls(e, &now, 60) // 60 a second, 30 s locks: a patience of 15 s
+	defer e.Fetching(anyTag{}, 30*time.Second)()
+
+	r := e.Reserve()
+	var backlog []*lock
+	for {
+		lockFor, ok := r.Take(nil)
+		if !ok {
+			break
+		}
+		backlog = append(backlog, &lock{until: now + lockFor.Milliseconds()})
+	}
+	r.Settle(backlog)
+	require.Greater(t, len(backlog), 60*15/2, "more than half a patience's worth is locked ahead")
+
+	for taken := 0; taken < len(backlog); taken++ {
+		if taken%60 == 0 {
+			assert.Empty(t, e.Stale(now, false), "after %d taken, none waited its patience", taken)
+		}
+		got, ok := e.Take(anyTag{}, now)
+		require.True(t, ok)
+		assert.Same(t, backlog[taken], got, "taken in the order locked")
+		now += 1000 / 60
+	}
+	assert.True(t, e.Empty())
 }
 
 // Without ahead (the turns), an item waits a poll interval and is locked

@@ -82,6 +82,36 @@ func eachProvider(t *testing.T, body func(t *testing.T, h *harness)) {
 	}
 }
 
+// eachSample runs a sample as eachProvider does, and on the in-memory
+// provider then replays every execution it left in the store on the code
+// that wrote it: what the samples write is what a deploy check replays
+// (Replayer), so every shape they produce must replay clean.
+func eachSample(t *testing.T, body func(t *testing.T, h *harness)) {
+	eachProvider(t, func(t *testing.T, h *harness) {
+		body(t, h)
+		if _, inMemory := h.provider.(*memprovider.Provider); inMemory {
+			h.replaysClean()
+		}
+	})
+}
+
+// replaysClean stops the runtime, so that no instance moves on, then
+// replays every execution of every instance in the store.
+func (h *harness) replaysClean() {
+	h.t.Helper()
+	if h.rt != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(h.t, h.rt.Shutdown(ctx))
+	}
+	instances, err := h.client.ListInstances(h.ctx)
+	require.NoError(h.t, err)
+	replayer := NewReplayer(h.registry)
+	for _, instance := range instances {
+		require.NoError(h.t, replayer.ReplayInstance(h.ctx, h.provider, instance), "instance %s", instance)
+	}
+}
+
 // newCosmosHarness is a harness on the Cosmos DB provider over acct.
 func newCosmosHarness(t *testing.T, acct *cdb.FakeAccount) *harness {
 	p, err := cdb.NewProvider(context.Background(), cdb.Config{Client: acct.Client(), PollInterval: 20 * time.Millisecond})

@@ -25,9 +25,14 @@ type ReplayResult struct {
 	// cancellation.
 	Error cdb.ErrorDetails
 	// Delta are the events the turn appends to the history, in order: the
-	// messages' completions, then what the code scheduled or cancelled. The
-	// terminal event is not among them. A history replayed without new
-	// messages yields none.
+	// messages' completions, then what the code scheduled or cancelled,
+	// then, when the execution ends, what it still waited for, cancelled
+	// (its open subscriptions, its outstanding activities). The terminal
+	// event is not among them. A running execution's history replayed
+	// without new messages yields none. A turn stops replaying where the
+	// code ends, as duroxide's does, so the history of an execution that
+	// ended, replayed without its terminal event, yields the decisions of
+	// the turn that ended it again: a Replayer replays such a history.
 	Delta []cdb.Event
 }
 
@@ -47,6 +52,9 @@ func Replay(ctx context.Context, instance string, executionID uint64, history []
 	res, err := e.execute(ctx, fn, started.Input, id)
 	if err != nil {
 		return ReplayResult{}, fmt.Errorf("durable: replay %s execution %d: %w", instance, executionID, err)
+	}
+	if res.kind != turnContinue {
+		e.appendTerminalBreadcrumbs(res.kind)
 	}
 	out := ReplayResult{State: StateRunning, Delta: e.delta}
 	switch res.kind {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 
 	"github.com/duroxide-go/cdb"
@@ -161,17 +162,20 @@ func (r *Replayer) newExecutionReplay(history []cdb.Event) (*executionReplay, er
 	return x, nil
 }
 
-// replay replays the whole body, and looks for where it diverges only when
-// it does: the first prefix the code cannot replay, else the end.
+// replay replays the body up to the execution's last turn, which the code
+// must decide again, and looks for where it diverges only when it does: the
+// first prefix the code cannot replay, else where the end differs.
 func (x *executionReplay) replay(ctx context.Context) error {
-	whole, err := x.run(ctx, len(x.body))
+	last := x.lastTurnStart()
+	res, err := x.run(ctx, last)
 	if err != nil {
 		return err
 	}
-	if x.matchesEnd(whole) {
+	atEnd := x.compareEnd(last, res)
+	if atEnd == nil {
 		return nil
 	}
-	for n := 1; n < len(x.body); n++ {
+	for n := 1; n < last; n++ {
 		res, err := x.run(ctx, n)
 		if err != nil {
 			return err
@@ -179,32 +183,108 @@ func (x *executionReplay) replay(ctx context.Context) error {
 		if _, diverged := divergence(failedResult(res)); diverged {
 			return x.divergenceAt(ctx, n-1)
 		}
-		if i := firstDecision(x.body, n); res.State != StateRunning && i >= 0 {
-			// The code ended where the history goes on deciding.
-			d := x.divergence(i, describeEvent(x.body[i].Kind))
+		if res.State != StateRunning {
+			// The code ended where the history goes on.
+			if d := x.compareEnd(n, res); d != nil {
+				return d
+			}
+		}
+	}
+	if _, diverged := divergence(failedResult(res)); diverged {
+		return x.divergenceAt(ctx, last-1)
+	}
+	return atEnd
+}
+
+// lastTurnStart is where the decisions of an ended execution's last turn
+// begin: after the last event that came to the code (a start, a completion,
+// an event, a cancellation). The turn that ended the execution wrote them
+// with its end, so replayed up to there the code must decide them again and
+// end as recorded; a turn's decisions follow what came to it. A running
+// execution is replayed whole, and must decide nothing new.
+func (x *executionReplay) lastTurnStart() int {
+	if x.terminal == nil {
+		return len(x.body)
+	}
+	for i := len(x.body) - 1; i >= 0; i-- {
+		if cameToTheCode(x.body[i].Kind) {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// cameToTheCode reports an event that brings the code something (what a
+// turn's messages become), as against one the code decided or the turn
+// recorded of its own.
+func cameToTheCode(kind cdb.EventKind) bool {
+	switch kind.(type) {
+	case cdb.OrchestrationStarted, cdb.ActivityCompleted, cdb.ActivityFailed, cdb.TimerFired,
+		cdb.ExternalEvent, cdb.QueueEventDelivered, cdb.SubOrchestrationCompleted,
+		cdb.SubOrchestrationFailed, cdb.OrchestrationCancelRequested:
+		return true
+	}
+	return false
+}
+
+// compareEnd compares a replay of the body's first n events that decided
+// the rest of it with what the history records from there: the events the
+// replay added against the body's rest, one by one, then how it ended
+// against the terminal event (or, for a running execution, that it waits).
+// It returns the first difference, nil when there is none.
+func (x *executionReplay) compareEnd(n int, res ReplayResult) *DivergenceError {
+	rest := x.body[n:]
+	for k, recorded := range rest {
+		if k >= len(res.Delta) {
+			d := x.divergence(n+k, describeEvent(recorded.Kind))
 			d.Actual = describeOutcome(res)
 			return d
 		}
-	}
-	if _, diverged := divergence(failedResult(whole)); diverged {
-		return x.divergenceAt(ctx, len(x.body)-1)
-	}
-	return x.divergenceAtEnd(whole)
-}
-
-// firstDecision is the index of the first event from index from on that
-// records a decision of the code (a schedule, a subscription, a status or
-// KV change), -1 when there is none.
-func firstDecision(history []cdb.Event, from int) int {
-	for i := from; i < len(history); i++ {
-		switch history[i].Kind.(type) {
-		case cdb.ActivityScheduled, cdb.TimerCreated, cdb.ExternalSubscribed, cdb.QueueSubscribed,
-			cdb.SubOrchestrationScheduled, cdb.OrchestrationChained,
-			cdb.CustomStatusUpdated, cdb.KeyValueSet, cdb.KeyValueCleared, cdb.KeyValuesCleared:
-			return i
+		if !sameDecision(recorded.Kind, res.Delta[k].Kind) {
+			d := x.divergence(n+k, describeEvent(recorded.Kind))
+			d.Actual = describeEvent(res.Delta[k].Kind)
+			return d
 		}
 	}
-	return -1
+	more := res.Delta[len(rest):]
+	if x.terminal == nil {
+		if len(more) == 0 && res.State == StateRunning {
+			return nil
+		}
+		d := x.divergence(len(x.body), "nothing more (the execution waits)")
+		d.Actual = describeDecision(ReplayResult{State: res.State, Output: res.Output, Error: res.Error, Delta: more})
+		return d
+	}
+	want, ok := outcomeOf(*x.terminal)
+	if ok && len(more) == 0 && want.State == res.State && want.Output == res.Output && errorsEqual(want.Error, res.Error) {
+		return nil
+	}
+	d := x.divergence(len(x.body), describeOutcome(want))
+	d.EventID, d.Actual = x.terminal.EventID, describeDecision(ReplayResult{State: res.State, Output: res.Output, Error: res.Error, Delta: more})
+	return d
+}
+
+// sameDecision reports whether a replayed event is the decision the history
+// recorded, as a turn's replay matches them (action.matches): a timer by
+// its place (its fire time comes from the clock), a custom status by its
+// kind, a KV write by key and value, a child by name and input; the rest
+// whole.
+func sameDecision(recorded, replayed cdb.EventKind) bool {
+	switch r := recorded.(type) {
+	case cdb.TimerCreated:
+		_, ok := replayed.(cdb.TimerCreated)
+		return ok
+	case cdb.CustomStatusUpdated:
+		_, ok := replayed.(cdb.CustomStatusUpdated)
+		return ok
+	case cdb.KeyValueSet:
+		k, ok := replayed.(cdb.KeyValueSet)
+		return ok && k.Key == r.Key && k.Value == r.Value
+	case cdb.SubOrchestrationScheduled:
+		k, ok := replayed.(cdb.SubOrchestrationScheduled)
+		return ok && k.Name == r.Name && k.Input == r.Input
+	}
+	return reflect.DeepEqual(recorded, replayed)
 }
 
 // run replays the first n events of the body.
@@ -220,19 +300,6 @@ func failedResult(res ReplayResult) turnResult {
 	return failed(res.Error)
 }
 
-// matchesEnd reports a replay of the whole body that adds nothing and ends
-// as the history does.
-func (x *executionReplay) matchesEnd(res ReplayResult) bool {
-	if len(res.Delta) > 0 {
-		return false
-	}
-	if x.terminal == nil {
-		return res.State == StateRunning
-	}
-	want, ok := outcomeOf(*x.terminal)
-	return ok && want.State == res.State && want.Output == res.Output && errorsEqual(want.Error, res.Error)
-}
-
 // divergenceAt reports the event at index i, which the code does not
 // reproduce: what the code does after the events before it.
 func (x *executionReplay) divergenceAt(ctx context.Context, i int) error {
@@ -246,20 +313,6 @@ func (x *executionReplay) divergenceAt(ctx context.Context, i int) error {
 		return err
 	}
 	d.Actual = describeDecision(res)
-	return d
-}
-
-// divergenceAtEnd reports a replay that gets through the body but does
-// not end as the history does.
-func (x *executionReplay) divergenceAtEnd(res ReplayResult) error {
-	if x.terminal == nil {
-		d := x.divergence(len(x.body), "nothing more (the execution waits)")
-		d.EventID, d.Actual = 0, describeDecision(res)
-		return d
-	}
-	want, _ := outcomeOf(*x.terminal)
-	d := x.divergence(len(x.body), describeOutcome(want))
-	d.EventID, d.Actual = x.terminal.EventID, describeDecision(res)
 	return d
 }
 

@@ -118,3 +118,87 @@ func TestReplayerReplaysTheRecordedCorpus(t *testing.T) {
 		}
 	}
 }
+
+// recordedEnd runs code as orchestration "Shape" on a new in-memory store
+// until it ends, and returns its history and a replayer of other code.
+func recordedEnd(t *testing.T, code OrchestrationFunc) ([]cdb.Event, func(OrchestrationFunc) *Replayer) {
+	p := memprovider.New(memprovider.Options{LongPolling: true})
+	t.Cleanup(func() { _ = p.Close() })
+	h := newHarness(t, p)
+	h.activity("Reserve", func(_ ActivityContext, input string) (string, error) { return input, nil })
+	h.orchestration("Shape", code)
+	h.run()
+	h.start("shape", "Shape", "42")
+	h.wait("shape")
+	history, err := h.client.ReadHistory(h.ctx, "shape")
+	require.NoError(t, err)
+	return history, func(code OrchestrationFunc) *Replayer {
+		r := NewRegistry()
+		require.NoError(t, r.RegisterOrchestration("Shape", code))
+		return NewReplayer(r)
+	}
+}
+
+// reserveThenStatus reserves, sets its custom status to status in the turn
+// that ends it (none when status is ""), and completes.
+func reserveThenStatus(status string) OrchestrationFunc {
+	return func(ctx *OrchestrationContext, input string) (string, error) {
+		out, err := ctx.ScheduleActivity("Reserve", input).Await()
+		if err != nil {
+			return "", err
+		}
+		if status != "" {
+			ctx.SetCustomStatus(&status)
+		}
+		return out, nil
+	}
+}
+
+// A custom status set in the turn that ends the execution is one of that
+// turn's decisions: the same code replays clean. The replayer reported a
+// divergence at the status event, since the replay stopped where the code
+// returned and the status came out again as a new decision.
+func TestReplayerReplaysAStatusSetInTheTurnThatEndsTheExecution(t *testing.T) {
+	history, replayerOf := recordedEnd(t, reserveThenStatus("done"))
+	require.IsType(t, cdb.CustomStatusUpdated{}, history[len(history)-2].Kind)
+	require.NoError(t, replayerOf(reserveThenStatus("done")).ReplayHistory(context.Background(), history))
+	require.NoError(t, replayerOf(reserveThenStatus("other")).ReplayHistory(context.Background(), history),
+		"a status is matched by its kind, as a turn's replay matches it")
+}
+
+// Code that no longer sets the status the last turn recorded diverges
+// there (the replayer passed it: the replay stopped where the code
+// returned, before the status event); code that sets one more diverges
+// where the history ends the execution.
+func TestReplayerReportsALastTurnThatDecidesLessOrMore(t *testing.T) {
+	history, replayerOf := recordedEnd(t, reserveThenStatus("done"))
+	statusAt := len(history) - 2
+	var d *DivergenceError
+	require.ErrorAs(t, replayerOf(reserveThenStatus("")).ReplayHistory(context.Background(), history), &d)
+	assert.Equal(t, &DivergenceError{Instance: "shape", ExecutionID: 1, Orchestration: "Shape", Version: "1.0.0",
+		EventIndex: statusAt, EventID: history[statusAt].EventID, Expected: "CustomStatusUpdated", Actual: `completed with output "42"`}, d)
+
+	more := func(ctx *OrchestrationContext, input string) (string, error) {
+		out, err := reserveThenStatus("done")(ctx, input)
+		ctx.SetKV("audited", "yes")
+		return out, err
+	}
+	require.ErrorAs(t, replayerOf(more).ReplayHistory(context.Background(), history), &d)
+	end := len(history) - 1
+	assert.Equal(t, &DivergenceError{Instance: "shape", ExecutionID: 1, Orchestration: "Shape", Version: "1.0.0",
+		EventIndex: end, EventID: history[end].EventID, Expected: `completed with output "42"`, Actual: "KeyValueSet"}, d)
+}
+
+// An execution that ends with an activity it never awaited records that
+// activity's cancellation before its end, as it records the waits still
+// open: the replay decides them as the ending turn did.
+func TestReplayerReplaysWhatAnEndingTurnCancelled(t *testing.T) {
+	fireAndForget := func(ctx *OrchestrationContext, input string) (string, error) {
+		ctx.ScheduleActivity("Reserve", input)
+		ctx.WaitForEvent("never")
+		return "left", nil
+	}
+	history, replayerOf := recordedEnd(t, fireAndForget)
+	require.IsType(t, cdb.ActivityCancelRequested{}, history[len(history)-2].Kind)
+	require.NoError(t, replayerOf(fireAndForget).ReplayHistory(context.Background(), history))
+}

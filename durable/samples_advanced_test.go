@@ -3,6 +3,7 @@ package durable
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -26,7 +27,7 @@ import (
 // self_pruning_eternal_orchestration: an eternal continue-as-new loop
 // prunes its own old executions through the activity's client.
 func TestSampleSelfPruningEternalOrchestration(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		var prunes, pruned atomic.Int64
 		h.activity("ProcessBatch", func(_ ActivityContext, batch string) (string, error) { return "Processed batch " + batch, nil })
 		h.activity("PruneSelf", func(ctx ActivityContext, _ string) (string, error) {
@@ -66,7 +67,7 @@ func TestSampleSelfPruningEternalOrchestration(t *testing.T) {
 // work cycles with DequeueEvent raced against a timer; none is lost and
 // they keep their order.
 func TestSampleConfigHotReloadPersistentEvents(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("ApplyConfig", func(_ ActivityContext, config string) (string, error) { return "applied:" + config, nil })
 		drain := func(ctx *OrchestrationContext, log *[]string) error {
 			for {
@@ -130,7 +131,7 @@ func TestSampleConfigHotReloadPersistentEvents(t *testing.T) {
 // heterogeneous_workers_with_tags: tagged activities run on workers whose
 // filter accepts their tag; tags are kept in history.
 func TestSampleHeterogeneousWorkersWithTags(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("Render", func(_ ActivityContext, in string) (string, error) { return "rendered:" + in, nil })
 		h.activity("Encode", func(_ ActivityContext, in string) (string, error) { return "encoded:" + in, nil })
 		h.activity("Upload", func(_ ActivityContext, in string) (string, error) { return "uploaded:" + in, nil })
@@ -163,7 +164,7 @@ func TestSampleHeterogeneousWorkersWithTags(t *testing.T) {
 // starvation_safe_tagged_activity: a tagged activity no worker serves is
 // raced against a timer, so the orchestration falls back instead of hanging.
 func TestSampleStarvationSafeTaggedActivity(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("GpuInference", func(_ ActivityContext, in string) (string, error) { return "inference:" + in, nil })
 		h.activity("CpuFallback", func(_ ActivityContext, in string) (string, error) { return "cpu_fallback:" + in, nil })
 		h.orchestration("InferenceWithFallback", func(ctx *OrchestrationContext, input string) (string, error) {
@@ -186,7 +187,7 @@ func TestSampleStarvationSafeTaggedActivity(t *testing.T) {
 // dual_runtime_tag_cooperation: an orchestrator runtime and a GPU-only
 // worker runtime on one store finish an orchestration together.
 func TestSampleDualRuntimeTagCooperation(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		var gpuRuns atomic.Int32
 		h.activity("PreProcess", func(_ ActivityContext, in string) (string, error) { return "preprocessed:" + in, nil })
 		h.activity("GpuTrain", func(_ ActivityContext, in string) (string, error) {
@@ -218,7 +219,7 @@ func TestSampleDualRuntimeTagCooperation(t *testing.T) {
 // kv_request_response: a server orchestration answers requests raised as
 // events by writing responses to its KV store, which clients poll.
 func TestSampleKVRequestResponse(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("ProcessCommand", func(_ ActivityContext, in string) (string, error) {
 			r := []rune(in)
 			slices.Reverse(r)
@@ -275,7 +276,7 @@ func TestSampleKVRequestResponse(t *testing.T) {
 // kv_cross_orchestration_read: one orchestration reads another's KV store
 // through the get_kv_value system activity.
 func TestSampleKVCrossOrchestrationRead(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("ComputeResult", func(_ ActivityContext, in string) (string, error) {
 			n, err := strconv.Atoi(in)
 			return strconv.Itoa(n * n), err
@@ -336,7 +337,7 @@ func TestSampleKVCrossOrchestrationRead(t *testing.T) {
 // kv_read_modify_write_counter: a counter read and written across turns
 // replays deterministically (the snapshot excludes the current execution).
 func TestSampleKVReadModifyWriteCounter(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("ProcessBatch", func(_ ActivityContext, batch string) (string, error) { return "processed:" + batch, nil })
 		h.orchestration("BatchProcessor", func(ctx *OrchestrationContext, _ string) (string, error) {
 			for _, batch := range []string{"alpha", "beta", "gamma"} {
@@ -370,7 +371,7 @@ func TestSampleKVReadModifyWriteCounter(t *testing.T) {
 // orchestration_stats: the client reports an instance's history and KV
 // sizes; nil for an unknown instance.
 func TestSampleOrchestrationStats(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("Work", func(_ ActivityContext, in string) (string, error) { return in, nil })
 		h.orchestration("Stats", func(ctx *OrchestrationContext, _ string) (string, error) {
 			ctx.SetKV("a", "12345")
@@ -401,7 +402,7 @@ func TestSampleOrchestrationStats(t *testing.T) {
 // and come back empty: a worker free to take another's session had the
 // chance, however slowly the machine schedules it.
 func TestSessionActivitiesStayOnOneWorker(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		watch := &emptyFetchWatch{Provider: h.provider, seen: make(chan struct{})}
 		h.provider = watch
 		var mu sync.Mutex
@@ -474,7 +475,8 @@ func (p *emptyFetchWatch) FetchWorkItem(ctx context.Context, lockTimeout, pollTi
 // Corrupted history: an instance whose history cannot be decoded is
 // abandoned until its attempts run out, then failed as poison with
 // duroxide's sentinel event; on every provider, each corrupted by its own
-// test hook.
+// test hook. Not run as a sample (eachSample): a history that cannot be
+// read is not replayed.
 func TestCorruptedHistoryIsPoisoned(t *testing.T) {
 	eachProvider(t, func(t *testing.T, h *harness) {
 		h.orchestration("Waits", func(ctx *OrchestrationContext, _ string) (string, error) {
@@ -507,4 +509,54 @@ func corruptHistory(ctx context.Context, t *testing.T, p cdb.Provider, instance 
 		return
 	}
 	require.NoError(t, cosmoshooks.CorruptInstanceHistory(ctx, p, instance))
+}
+
+// A shop's order, every shape at once, as the replay check after each
+// sample meets it (eachSample): a card charge that fails twice under a
+// retry policy (its backoff timers), an approval event raised while the
+// order waits on a timer, shipping as a child, a nightly loop continued as
+// new, and a custom status set in the turn that ends each execution.
+func TestSampleOrderEveryShape(t *testing.T) {
+	eachSample(t, func(t *testing.T, h *harness) {
+		var charges atomic.Int32
+		h.activity("Charge", func(_ ActivityContext, order string) (string, error) {
+			if charges.Add(1) <= 2 {
+				return "", errors.New("card declined")
+			}
+			return "charged " + order, nil
+		})
+		h.activity("Ship", func(_ ActivityContext, order string) (string, error) { return "shipped " + order, nil })
+		h.orchestration("Shipping", func(ctx *OrchestrationContext, order string) (string, error) {
+			return ctx.ScheduleActivity("Ship", order).Await()
+		})
+		h.orchestration("Order", func(ctx *OrchestrationContext, input string) (string, error) {
+			night, order, _ := strings.Cut(input, ":")
+			if night == "0" {
+				policy := RetryPolicy{MaxAttempts: 5, FirstInterval: 10 * time.Millisecond, BackoffCoefficient: 2, MaxInterval: time.Second}
+				if _, err := ctx.ScheduleActivity("Charge", order, WithRetry(policy)).Await(); err != nil {
+					return "", err
+				}
+				approval := ctx.WaitForEvent("approve")
+				if ctx.Select(approval, ctx.ScheduleTimer(time.Hour)) != 0 {
+					return "", errors.New("not approved")
+				}
+				status := "approved"
+				ctx.SetCustomStatus(&status)
+				return ctx.ContinueAsNew("1:" + order)
+			}
+			shipped, err := ctx.ScheduleSubOrchestration("Shipping", order).Await()
+			if err != nil {
+				return "", err
+			}
+			status := "done"
+			ctx.SetCustomStatus(&status)
+			return shipped, nil
+		})
+		h.run()
+		h.start("inst-sample-order", "Order", "0:42")
+		h.waitForHistory("inst-sample-order", hasEvent[cdb.ExternalSubscribed])
+		require.NoError(t, h.client.RaiseEvent(h.ctx, "inst-sample-order", "approve", "yes"))
+		assert.Equal(t, "shipped 42", h.completed("inst-sample-order"))
+		assert.EqualValues(t, 3, charges.Load())
+	})
 }

@@ -176,7 +176,7 @@ func pause(d time.Duration) func(ActivityContext, string) (string, error) {
 // per-slot session owners, every activity of the session runs on the one
 // slot that claimed it, one at a time, while plain activities run anywhere.
 func TestSessionFanOutRunsOnOneWorker(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		ledger := newSessionLedger(0)
 		h.activity("SessionWork", ledger.activity(pause(20*time.Millisecond)))
 		h.activity("PlainWork", func(_ ActivityContext, input string) (string, error) { return "plain:" + input, nil })
@@ -203,7 +203,7 @@ func TestSessionFanOutRunsOnOneWorker(t *testing.T) {
 // on the same session, and all of them run on the worker that claimed it
 // in the first execution.
 func TestSessionSurvivesContinueAsNew(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		ledger := newSessionLedger(0)
 		h.activity("Track", ledger.activity(func(_ ActivityContext, input string) (string, error) {
 			return "tracked:" + input, nil
@@ -240,7 +240,7 @@ func TestSessionMaxSessionsPerRuntimeHonoured(t *testing.T) {
 		{name: "stable-node", cap: 1, nodeID: "capped-node"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			eachProvider(t, func(t *testing.T, h *harness) {
+			eachSample(t, func(t *testing.T, h *harness) {
 				ledger := newSessionLedger(0)
 				h.activity("SlowSession", ledger.activity(pause(30*time.Millisecond)))
 				h.orchestration("FourSessions", func(ctx *OrchestrationContext, _ string) (string, error) {
@@ -271,7 +271,7 @@ func TestSessionMaxSessionsPerRuntimeHonoured(t *testing.T) {
 // two, so each runtime must claim two of them; after continue-as-new, every
 // later activity of a session runs on the runtime that claimed it.
 func TestSessionAffinityAcrossTwoWorkerRuntimes(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		sessions := []string{"sess-alpha", "sess-beta", "sess-gamma", "sess-delta"}
 		ledger := newSessionLedger(len(sessions))
 		h.activity("Hold", ledger.activity(func(ctx ActivityContext, input string) (string, error) {

@@ -21,7 +21,7 @@ import (
 
 // hello_world: one activity, called twice.
 func TestSampleHelloWorld(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("Hello", func(_ ActivityContext, input string) (string, error) {
 			return "Hello, " + input + "!", nil
 		})
@@ -39,7 +39,7 @@ func TestSampleHelloWorld(t *testing.T) {
 
 // basic_control_flow: branch on an activity's result.
 func TestSampleBasicControlFlow(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("GetFlag", func(ActivityContext, string) (string, error) { return "yes", nil })
 		h.activity("SayYes", func(ActivityContext, string) (string, error) { return "picked_yes", nil })
 		h.activity("SayNo", func(ActivityContext, string) (string, error) { return "picked_no", nil })
@@ -61,7 +61,7 @@ func TestSampleBasicControlFlow(t *testing.T) {
 
 // loop: an activity in a loop accumulates a value.
 func TestSampleLoop(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("Append", func(_ ActivityContext, input string) (string, error) { return input + "x", nil })
 		h.orchestration("LoopOrchestration", func(ctx *OrchestrationContext, _ string) (string, error) {
 			acc := "start"
@@ -81,7 +81,7 @@ func TestSampleLoop(t *testing.T) {
 
 // error_handling: a failed activity is caught and compensated.
 func TestSampleErrorHandling(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("Fragile", func(_ ActivityContext, input string) (string, error) {
 			if input == "bad" {
 				return "", errors.New("boom")
@@ -113,7 +113,7 @@ func TestSampleErrorHandling(t *testing.T) {
 // timeout_with_timer_race: a long activity races a short timer; the timer
 // wins and the loser is cancelled by lock stealing.
 func TestSampleTimeoutWithTimerRace(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		cancelled := make(chan struct{})
 		h.activity("LongOp", func(ctx ActivityContext, _ string) (string, error) {
 			select {
@@ -155,7 +155,7 @@ func TestSampleTimeoutWithTimerRace(t *testing.T) {
 // finish before the orchestration has completed, so the event always wins,
 // as the sample means it to.
 func TestSampleSelect2ActivityVsExternal(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		orchestrationDone := make(chan struct{})
 		h.activity("Sleep", func(ctx ActivityContext, _ string) (string, error) {
 			select {
@@ -188,7 +188,7 @@ func TestSampleSelect2ActivityVsExternal(t *testing.T) {
 
 // dtf_legacy_gabbar_greetings: fan-out/fan-in with Join.
 func TestSampleGabbarGreetings(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("Greetings", func(_ ActivityContext, input string) (string, error) {
 			return "Hello, " + input + "!", nil
 		})
@@ -212,7 +212,7 @@ func TestSampleGabbarGreetings(t *testing.T) {
 // system_activities: UtcNow and NewGUID are system activities recorded in
 // history.
 func TestSampleSystemActivities(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.orchestration("SystemActivities", func(ctx *OrchestrationContext, _ string) (string, error) {
 			now, err := ctx.UtcNow()
 			if err != nil {
@@ -245,7 +245,7 @@ func TestSampleSystemActivities(t *testing.T) {
 
 // status_polling: the client polls the status until the instance completes.
 func TestSampleStatusPolling(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.orchestration("StatusSample", func(ctx *OrchestrationContext, _ string) (string, error) {
 			if _, err := ctx.ScheduleTimer(20 * time.Millisecond).Await(); err != nil {
 				return "", err
@@ -276,7 +276,7 @@ func TestSampleStatusPolling(t *testing.T) {
 
 // sub_orchestration_basic: a parent awaits a child that runs an activity.
 func TestSampleSubOrchestrationBasic(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("Upper", func(_ ActivityContext, input string) (string, error) { return strings.ToUpper(input), nil })
 		h.orchestration("ChildUpper", func(ctx *OrchestrationContext, input string) (string, error) {
 			return ctx.ScheduleActivity("Upper", input).Await()
@@ -301,7 +301,7 @@ func TestSampleSubOrchestrationBasic(t *testing.T) {
 // of a child losing its parent link when it continues as new): the parent
 // awaits a child across the child's four executions.
 func TestSampleSubOrchestrationContinueAsNew(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.orchestration("LoopChild", func(ctx *OrchestrationContext, input string) (string, error) {
 			n, _ := strconv.Atoi(input)
 			if n < 3 {
@@ -333,7 +333,7 @@ func TestSampleSubOrchestrationContinueAsNew(t *testing.T) {
 
 // sub_orchestration_fanout: two children in parallel, joined.
 func TestSampleSubOrchestrationFanout(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("Add", func(_ ActivityContext, input string) (string, error) {
 			a, b, _ := strings.Cut(input, ",")
 			x, _ := strconv.Atoi(a)
@@ -365,7 +365,7 @@ func TestSampleSubOrchestrationFanout(t *testing.T) {
 
 // sub_orchestration_chained: root → mid → leaf.
 func TestSampleSubOrchestrationChained(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("AppendX", func(_ ActivityContext, input string) (string, error) { return input + "x", nil })
 		h.orchestration("Leaf", func(ctx *OrchestrationContext, input string) (string, error) {
 			return ctx.ScheduleActivity("AppendX", input).Await()
@@ -387,7 +387,7 @@ func TestSampleSubOrchestrationChained(t *testing.T) {
 // detached_orchestration_scheduling: fire-and-forget starts of independent
 // roots with explicit ids.
 func TestSampleDetachedOrchestrationScheduling(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("Echo", func(_ ActivityContext, input string) (string, error) { return input, nil })
 		h.orchestration("Chained", func(ctx *OrchestrationContext, input string) (string, error) {
 			if _, err := ctx.ScheduleTimer(5 * time.Millisecond).Await(); err != nil {
@@ -415,7 +415,7 @@ func TestSampleDetachedOrchestrationScheduling(t *testing.T) {
 
 // continue_as_new: roll the input over executions until a condition holds.
 func TestSampleContinueAsNew(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.orchestration("CanSample", func(ctx *OrchestrationContext, input string) (string, error) {
 			n, _ := strconv.Atoi(input)
 			if n < 3 {
@@ -438,7 +438,7 @@ func TestSampleContinueAsNew(t *testing.T) {
 // cancellation_parent_cascades_to_children: cancelling the parent fails it
 // with "canceled: {reason}" and cancels its child too.
 func TestSampleCancellationParentCascadesToChildren(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.orchestration("ChildSample", func(ctx *OrchestrationContext, _ string) (string, error) {
 			_, err := ctx.WaitForEvent("Go").Await()
 			return "done", err
@@ -483,7 +483,7 @@ func TestSampleCancellationParentCascadesToChildren(t *testing.T) {
 // versioning_start_latest_vs_exact: new starts run the latest version
 // unless the policy or the start pins one.
 func TestSampleVersioningStartLatestVsExact(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.orchestration("Versioned", func(*OrchestrationContext, string) (string, error) { return "v1", nil })
 		require.NoError(t, h.registry.RegisterOrchestrationVersion("Versioned", "2.0.0",
 			func(*OrchestrationContext, string) (string, error) { return "v2", nil }))
@@ -508,7 +508,7 @@ func TestSampleVersioningStartLatestVsExact(t *testing.T) {
 // versioning_sub_orchestration_explicit_vs_policy: a child started with an
 // explicit version runs it; without one the policy (latest) decides.
 func TestSampleVersioningSubOrchestrationExplicitVsPolicy(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.orchestration("Child", func(*OrchestrationContext, string) (string, error) { return "c1", nil })
 		require.NoError(t, h.registry.RegisterOrchestrationVersion("Child", "2.0.0",
 			func(*OrchestrationContext, string) (string, error) { return "c2", nil }))
@@ -529,7 +529,7 @@ func TestSampleVersioningSubOrchestrationExplicitVsPolicy(t *testing.T) {
 // versioning_continue_as_new_upgrade: an execution pinned to 1.0.0
 // continues as new and the next execution runs the latest version.
 func TestSampleVersioningContinueAsNewUpgrade(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.orchestration("LongRunner", func(ctx *OrchestrationContext, input string) (string, error) {
 			return ctx.ContinueAsNew("v1:" + input)
 		})
@@ -556,7 +556,7 @@ func TestSampleVersioningContinueAsNewUpgrade(t *testing.T) {
 
 // basic_error_handling: an activity failure propagates to the orchestration.
 func TestSampleBasicErrorHandling(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("ValidateInput", func(_ ActivityContext, input string) (string, error) {
 			if input == "" {
 				return "", errors.New("Input cannot be empty")
@@ -578,7 +578,7 @@ func TestSampleBasicErrorHandling(t *testing.T) {
 
 // nested_function_error_handling: a helper returns the first error.
 func TestSampleNestedFunctionErrorHandling(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("ProcessData", func(_ ActivityContext, input string) (string, error) {
 			if strings.Contains(input, "error") {
 				return "", errors.New("Processing failed")
@@ -606,7 +606,7 @@ func TestSampleNestedFunctionErrorHandling(t *testing.T) {
 
 // error_recovery: a failure is logged by an activity, then reported.
 func TestSampleErrorRecovery(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("ProcessData", func(_ ActivityContext, input string) (string, error) {
 			if strings.Contains(input, "error") {
 				return "", errors.New("Processing failed")

@@ -44,7 +44,7 @@ func kindNames(history []cdb.Event) []string {
 // turn replays it against the start action before reaching the activity, so
 // a missing record would fail the parent with nondeterminism.
 func TestSampleDetachedThenActivity(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		h.activity("Echo", func(_ ActivityContext, input string) (string, error) { return input, nil })
 		h.orchestration("Child", func(ctx *OrchestrationContext, input string) (string, error) {
 			if _, err := ctx.ScheduleTimer(5 * time.Millisecond).Await(); err != nil {
@@ -75,7 +75,7 @@ func TestSampleDetachedThenActivity(t *testing.T) {
 // typed_activity_and_orchestration: a typed orchestration awaits a typed
 // activity; inputs and outputs travel as JSON of the structs.
 func TestSampleTypedActivityAndOrchestration(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		require.NoError(t, RegisterTypedActivity(h.registry, "Add", func(_ ActivityContext, req addReq) (addRes, error) {
 			return addRes{Sum: req.A + req.B}, nil
 		}))
@@ -105,7 +105,7 @@ func TestSampleTypedActivityAndOrchestration(t *testing.T) {
 // typed_event: an orchestration awaits a typed external event Ack{ok} and
 // returns it re-encoded, as a JSON string.
 func TestSampleTypedEvent(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		require.NoError(t, RegisterTypedOrchestration(h.registry, "WaitAck", func(ctx *OrchestrationContext, _ struct{}) (string, error) {
 			a, err := AwaitAs[ack](ctx.WaitForEvent("Ready"))
 			if err != nil {
@@ -129,7 +129,7 @@ func TestSampleTypedEvent(t *testing.T) {
 // An event whose data is not JSON of the awaited type fails the
 // orchestration with an error naming that type.
 func TestTypedEventThatDoesNotDecodeFailsNamingType(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		require.NoError(t, RegisterTypedOrchestration(h.registry, "WaitAck", func(ctx *OrchestrationContext, _ struct{}) (ack, error) {
 			return AwaitAs[ack](ctx.WaitForEvent("Ready"))
 		}))
@@ -188,7 +188,7 @@ func requireWinnerRecordedFirst(t *testing.T, h *harness, instance, output, type
 // mixed_string_and_typed_typed_orch: a typed orchestration selects over a
 // typed and a string activity.
 func TestSampleMixedStringAndTypedTypedOrch(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		registerMixedActivities(t, h)
 		require.NoError(t, RegisterTypedOrchestration(h.registry, "MixedTypedOrch", func(ctx *OrchestrationContext, req addReq) (string, error) {
 			return raceTypedAndString(ctx, req, "hello")
@@ -208,7 +208,7 @@ func TestSampleMixedStringAndTypedTypedOrch(t *testing.T) {
 // mixed_string_and_typed_string_orch: the same race in a string
 // orchestration.
 func TestSampleMixedStringAndTypedStringOrch(t *testing.T) {
-	eachProvider(t, func(t *testing.T, h *harness) {
+	eachSample(t, func(t *testing.T, h *harness) {
 		registerMixedActivities(t, h)
 		h.orchestration("MixedStringOrch", func(ctx *OrchestrationContext, _ string) (string, error) {
 			return raceTypedAndString(ctx, addReq{A: 5, B: 7}, "race")

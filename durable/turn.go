@@ -182,21 +182,8 @@ func (b *turnBuilder) finish(ctx context.Context, env turnEnv) {
 			carry = capCarryForward(append(carry, e.events.unreadEvents()...), p.instance, env.log)
 		}
 	}
-	out := outstandingSchedules(e.history())
-	if e.bufferedEvents() && e.events != nil {
-		// A buffered wait may have taken an event that arrived before it,
-		// which duroxide's reckoning cannot see.
-		out.external = e.events.waitingEvents(e.history())
-	}
-	for _, id := range out.external {
-		e.appendEvent(ptr(id), cdb.ExternalSubscribedCancelled{Reason: "orchestration_terminal"})
-	}
-	for _, id := range out.queue {
-		e.appendEvent(ptr(id), cdb.QueueSubscriptionCancelled{Reason: "orchestration_terminal"})
-	}
-	reason := b.terminalCancelReason()
+	out := e.appendTerminalBreadcrumbs(b.result.kind)
 	for _, id := range out.activities {
-		e.appendEvent(ptr(id), cdb.ActivityCancelRequested{Reason: reason})
 		b.out.cancelled = append(b.out.cancelled, b.activityID(id))
 	}
 	switch b.result.kind {
@@ -233,14 +220,37 @@ func (b *turnBuilder) finish(ctx context.Context, env turnEnv) {
 
 // terminalCancelReason is the breadcrumb reason for activities still in
 // flight when the execution ends.
-func (b *turnBuilder) terminalCancelReason() string {
-	switch b.result.kind {
+func terminalCancelReason(kind turnKind) string {
+	switch kind {
 	case turnCompleted:
 		return "orchestration_terminal_completed"
 	case turnContinueAsNew:
 		return "orchestration_terminal_continued_as_new"
 	}
 	return "orchestration_terminal_failed"
+}
+
+// appendTerminalBreadcrumbs records, for an execution that ends as kind,
+// what it still waited for: its open subscriptions cancelled, its
+// outstanding activities asked to cancel. It returns what was outstanding.
+func (e *replayEngine) appendTerminalBreadcrumbs(kind turnKind) outstanding {
+	out := outstandingSchedules(e.history())
+	if e.bufferedEvents() && e.events != nil {
+		// A buffered wait may have taken an event that arrived before it,
+		// which duroxide's reckoning cannot see.
+		out.external = e.events.waitingEvents(e.history())
+	}
+	for _, id := range out.external {
+		e.appendEvent(ptr(id), cdb.ExternalSubscribedCancelled{Reason: "orchestration_terminal"})
+	}
+	for _, id := range out.queue {
+		e.appendEvent(ptr(id), cdb.QueueSubscriptionCancelled{Reason: "orchestration_terminal"})
+	}
+	reason := terminalCancelReason(kind)
+	for _, id := range out.activities {
+		e.appendEvent(ptr(id), cdb.ActivityCancelRequested{Reason: reason})
+	}
+	return out
 }
 
 // notifyParent sends a child's result to its parent (details nil: completed).

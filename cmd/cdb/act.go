@@ -44,6 +44,7 @@ type startRequest struct {
 	id       string
 	version  semanticVersion
 	input    inputSource
+	raw      bool // send the input as is, JSON or not
 	ifExists existsPolicy
 }
 
@@ -90,6 +91,14 @@ func (f inputFlag) Set(s string) error {
 	return nil
 }
 
+// name is the flag the input came from, as a mistake in it is named.
+func (in inputSource) name() string {
+	if in.file != "" {
+		return "-input-file " + in.file
+	}
+	return "-input"
+}
+
 // read is the input: the text, or the file's content (stdin for "-").
 func (in inputSource) read(stdin io.Reader) (string, error) {
 	if in.file == "" {
@@ -118,18 +127,22 @@ func (r startRequest) options() []durable.StartOption {
 func runStart(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	req := startRequest{ifExists: existsFail}
 	var format outputFormat
-	return operatorCommand("start", func(fs *flag.FlagSet) {
+	var input string
+	return operatorCommandChecked("start", func(fs *flag.FlagSet) {
 		fs.StringVar(&req.id, "id", "", "the instance `id` (default a new random UUID)")
-		fs.Var(req.input.flag(false), "input", "the orchestration's `input`, passed as is (usually JSON)")
-		fs.Var(req.input.flag(true), "input-file", "read the input from `file` (- for stdin)")
+		fs.Var(req.input.flag(false), "input", "the orchestration's `input`: JSON, unless -raw")
+		fs.Var(req.input.flag(true), "input-file", "read the input from `file` (- for stdin): JSON, unless -raw")
+		fs.BoolVar(&req.raw, "raw", false, rawUsage("the input"))
 		fs.Var(&req.version, "version", "run exactly this orchestration `version` (semantic, e.g. 1.2.0; default: the runtime's registry decides)")
 		fs.Var(&req.ifExists, "if-exists", "when the id is taken: fail (exit code 3) or ignore (start nothing, print the id, exit 0)")
 		registerOutput(fs, &format)
-	}, 1, func(ctx context.Context, p *cdb.CosmosProvider, endpoint string, args []string, out io.Writer) error {
-		input, err := req.input.read(os.Stdin)
-		if err != nil {
+	}, 1, 1, func([]string) error {
+		var err error
+		if input, err = req.input.read(os.Stdin); err != nil {
 			return err
 		}
+		return checkPayload(req.input.name(), input, req.raw)
+	}, func(ctx context.Context, p *cdb.CosmosProvider, endpoint string, args []string, out io.Writer) error {
 		if req.id == "" {
 			req.id = uuid.NewString()
 		}
@@ -228,12 +241,18 @@ func hasFinished(s cdb.InstanceStatus) bool {
 }
 
 func runRaise(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
-	var queue bool
+	var queue, raw bool
 	var format outputFormat
-	return operatorCommandBetween("raise", func(fs *flag.FlagSet) {
+	return operatorCommandChecked("raise", func(fs *flag.FlagSet) {
 		fs.BoolVar(&queue, "queue", false, "put DATA on the instance's persistent queue EVENT (read with DequeueEvent) instead of raising the event (WaitForEvent)")
+		fs.BoolVar(&raw, "raw", false, rawUsage("DATA"))
 		registerOutput(fs, &format)
-	}, 2, 3, func(ctx context.Context, p *cdb.CosmosProvider, endpoint string, args []string, out io.Writer) error {
+	}, 2, 3, func(args []string) error {
+		if len(args) < 3 {
+			return nil
+		}
+		return checkPayload("DATA", args[2], raw)
+	}, func(ctx context.Context, p *cdb.CosmosProvider, endpoint string, args []string, out io.Writer) error {
 		id, event, data := args[0], args[1], ""
 		if len(args) == 3 {
 			data = args[2]

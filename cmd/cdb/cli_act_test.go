@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -126,6 +128,46 @@ func TestBinaryStartRefusesBadArgumentsAsUsageErrors(t *testing.T) {
 	}
 	_, messages := fx.queued(t)
 	assert.Empty(t, messages)
+}
+
+// An operator's typo in a payload (start's input, an event's data) is
+// refused before anything is sent, naming where it went wrong, with exit
+// code 2; -raw sends text that is not JSON as is.
+func TestBinaryStartAndRaiseRefuseAPayloadThatIsNotJSON(t *testing.T) {
+	fx, key := operatorFixture(t)
+	conn := []string{"-endpoint", fx.endpoint, "-key", key}
+	file := filepath.Join(t.TempDir(), "order.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"items": [1, 2}`), 0o600))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"start", "Order", "-input", "{items: }"},
+			`cdb start: -input is not JSON (invalid character 'i' looking for beginning of object key string, at byte 2); nothing was sent (-raw sends text that is not JSON as is)`},
+		{[]string{"start", "Order", "-input-file", file},
+			`cdb start: -input-file ` + file + ` is not JSON (invalid character '}' after array element, at byte 16); nothing was sent (-raw sends text that is not JSON as is)`},
+		{[]string{"raise", "busy", "approval", `{"by":`},
+			`cdb raise: DATA is not JSON (unexpected end of JSON input, at byte 6); nothing was sent (-raw sends text that is not JSON as is)`},
+		{[]string{"raise", "-queue", "busy", "approval", `yes`},
+			`cdb raise: DATA is not JSON (invalid character 'y' looking for beginning of value, at byte 1); nothing was sent (-raw sends text that is not JSON as is)`},
+	} {
+		code, stdout, stderr := cli(append(c.args, conn...)...).run(t)
+		assert.Equal(t, 2, code, "cdb %v", c.args)
+		assert.Empty(t, stdout, "cdb %v", c.args)
+		assert.Equal(t, c.want, strings.SplitN(stderr, "\n", 2)[0], "cdb %v", c.args)
+	}
+	_, messages := fx.queued(t)
+	assert.Empty(t, messages, "nothing was sent")
+
+	code, _, stderr := cli(append([]string{"start", "Order", "-id", "plain", "-raw", "-input", "{items: }"}, conn...)...).run(t)
+	require.Equal(t, 0, code, stderr)
+	_, messages = fx.queued(t)
+	assert.Equal(t, []cdb.WorkItem{cdb.StartOrchestrationMessage{Instance: "plain", Orchestration: "Order", Input: "{items: }",
+		ExecutionID: cdb.InitialExecutionID}}, messages)
+	code, _, stderr = cli(append([]string{"raise", "-raw", "busy", "approval", "yes"}, conn...)...).run(t)
+	require.Equal(t, 0, code, stderr)
+	_, messages = fx.queued(t)
+	assert.Equal(t, []cdb.WorkItem{cdb.ExternalRaisedMessage{Instance: "busy", Name: "approval", Data: "yes"}}, messages)
 }
 
 func TestBinaryRaiseSendsAnEventOrAQueueMessage(t *testing.T) {

@@ -46,8 +46,12 @@ func commands() []command {
 		{name: "show", args: "INSTANCE", summary: "show an instance: info, executions, history timeline, custom status, KV", run: runShow},
 		{name: "start", args: "NAME", summary: "start an orchestration: enqueue its start for the application's runtime and print the instance id", run: runStart,
 			details: "The store decides whether the id is taken, in the request that enqueues the start: an instance\n" +
-				"takes it, and so does a start still queued (reported as Queued); a taken id exits with code 3."},
-		{name: "raise", args: "INSTANCE EVENT [DATA]", summary: "raise an external event on an instance (-queue: put it on the instance's persistent queue)", run: runRaise},
+				"takes it, and so does a start still queued (reported as Queued); a taken id exits with code 3.\n" +
+				"The input must be JSON (or empty): one that is not is refused with exit code 2 before anything\n" +
+				"is sent; -raw sends any text as is."},
+		{name: "raise", args: "INSTANCE EVENT [DATA]", summary: "raise an external event on an instance (-queue: put it on the instance's persistent queue)", run: runRaise,
+			details: "DATA must be JSON (or left out): DATA that is not is refused with exit code 2 before anything is\n" +
+				"sent; -raw sends any text as is. Quote it for the shell: cdb raise ORDER-1 approval '{\"by\":\"ann\"}'."},
 		{name: "cancel", args: "INSTANCE", summary: "request an instance's cancellation (it fails with \"canceled: REASON\", its children too)", run: runCancel},
 		{name: "metrics", summary: "system metrics and queue depths", run: runMetrics},
 		{name: "top", summary: "a live view of the queues, outbox, held messages, completions/s and processes", run: runTop,

@@ -28,12 +28,20 @@ func operatorCommand(name string, flags func(*flag.FlagSet), n int, run operator
 // operatorCommandBetween wires a command that needs a provider and least to
 // most positional arguments.
 func operatorCommandBetween(name string, flags func(*flag.FlagSet), least, most int, run operatorRun) func(context.Context, []string, io.Writer, io.Writer) error {
-	return operatorCommandOn(operatorConnection, name, flags, least, most, run)
+	return operatorCommandOn(operatorConnection, name, flags, least, most, nil, run)
+}
+
+// operatorCommandChecked is operatorCommandBetween with check, which looks
+// at the parsed arguments before anything connects (a payload that is not
+// JSON, say) and refuses them with its error.
+func operatorCommandChecked(name string, flags func(*flag.FlagSet), least, most int, check func(args []string) error, run operatorRun) func(context.Context, []string, io.Writer, io.Writer) error {
+	return operatorCommandOn(operatorConnection, name, flags, least, most, check, run)
 }
 
 // operatorCommandOn wires a command that needs a provider on the
-// connection newConn makes, and least to most positional arguments.
-func operatorCommandOn(newConn func() *connection, name string, flags func(*flag.FlagSet), least, most int, run operatorRun) func(context.Context, []string, io.Writer, io.Writer) error {
+// connection newConn makes, and least to most positional arguments, which
+// check (when not nil) accepts first.
+func operatorCommandOn(newConn func() *connection, name string, flags func(*flag.FlagSet), least, most int, check func(args []string) error, run operatorRun) func(context.Context, []string, io.Writer, io.Writer) error {
 	return func(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 		fs := newFlagSet(name, stderr)
 		conn := newConn()
@@ -43,6 +51,11 @@ func operatorCommandOn(newConn func() *connection, name string, flags func(*flag
 		}
 		if err := parseBetween(fs, argv, least, most); err != nil {
 			return err
+		}
+		if check != nil {
+			if err := check(fs.Args()); err != nil {
+				return err
+			}
 		}
 		p, err := conn.open(ctx)
 		if err != nil {

@@ -64,7 +64,7 @@ func runTop(ctx context.Context, argv []string, stdout, stderr io.Writer) error 
 			return nil
 		})
 		registerOutput(fs, &o.format)
-	}, 0, 0, func(ctx context.Context, p *cdb.CosmosProvider, endpoint string, _ []string, out io.Writer) error {
+	}, 0, 0, nil, func(ctx context.Context, p *cdb.CosmosProvider, endpoint string, _ []string, out io.Writer) error {
 		v := &topView{p: p, endpoint: endpoint, opts: o, out: out, tty: isTerminal(out) && o.format == formatText}
 		return v.run(ctx)
 	})(ctx, argv, stdout, stderr)

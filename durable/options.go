@@ -34,6 +34,15 @@ type Options struct {
 	WorkerOnly bool
 	// WorkerConcurrency is the number of activities run at once (default 2).
 	WorkerConcurrency int
+	// WorkerAcksInFlight is how many results of a worker slot's finished
+	// activities may be on their way to the store while the slot runs the
+	// next (default 4; 1 keeps one ack under way a slot). An ack is a round
+	// trip, often longer than a short activity: with one under way, a slot
+	// ran one activity per round trip whatever the activity's length. Each
+	// result waiting for its ack is held in memory and its lock renewed; a
+	// slot whose acks are all under way waits for one before it runs the
+	// next, so a slow store slows the fetching.
+	WorkerAcksInFlight int
 	// MinPollInterval is the least time between two fetches of a dispatcher
 	// that found no work (default 100ms). How soon new work is seen also
 	// depends on the provider: cdb.Config.PollInterval for the Cosmos DB
@@ -176,6 +185,7 @@ func (o Options) withDefaults() Options {
 	}
 	setInt(&o.OrchestrationConcurrency, 2)
 	setInt(&o.WorkerConcurrency, 2)
+	setInt(&o.WorkerAcksInFlight, 4)
 	setDuration(&o.MinPollInterval, 100*time.Millisecond)
 	setDuration(&o.LongPollTimeout, 30*time.Second)
 	setDuration(&o.OrchestratorLockTimeout, 5*time.Second)

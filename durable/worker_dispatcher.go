@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/duroxide-go/cdb"
@@ -14,14 +13,34 @@ import (
 
 // workerLoop is one worker dispatcher slot. A slot runs one activity at a
 // time; the ack of one that returned goes on in the background while the
-// slot fetches and runs the next (at most one such ack a slot): the slot is
-// for running activities, and an ack's round trip to the store is most of
-// a short activity's time. The loop ends once its last ack did.
+// slot fetches and runs the next (at most Options.WorkerAcksInFlight such
+// acks a slot): the slot is for running activities, and an ack's round
+// trip to the store is most of a short activity's time. The loop ends once
+// its last ack did.
 func (r *Runtime) workerLoop(slot int, sessionOwner string) {
 	workerID := fmt.Sprintf("work-%d-%s", slot, orElse(r.opts.WorkerNodeID, r.id))
-	var acking sync.WaitGroup // the slot's ack under way, if any
-	defer acking.Wait()
-	r.pollLoop(workerID, func() (bool, error) { return r.processNextWorkItem(workerID, sessionOwner, &acking) })
+	acking := newAcksUnderWay(r.opts.WorkerAcksInFlight)
+	defer acking.wait()
+	r.pollLoop(workerID, func() (bool, error) { return r.processNextWorkItem(workerID, sessionOwner, acking) })
+}
+
+// acksUnderWay bounds a slot's acks on their way to the store: a place is
+// taken before an ack begins and given back when it ended.
+type acksUnderWay chan struct{}
+
+func newAcksUnderWay(n int) acksUnderWay { return make(acksUnderWay, n) }
+
+// begin takes a place, waiting for one while all are taken.
+func (a acksUnderWay) begin() { a <- struct{}{} }
+
+// end gives back the place of an ack that ended.
+func (a acksUnderWay) end() { <-a }
+
+// wait returns once no ack is under way.
+func (a acksUnderWay) wait() {
+	for range cap(a) {
+		a.begin()
+	}
 }
 
 // sessionOwner is the identity a slot claims sessions with: the stable
@@ -41,7 +60,7 @@ type lockedActivity struct {
 	workerID string
 }
 
-func (r *Runtime) processNextWorkItem(workerID, sessionOwner string, acking *sync.WaitGroup) (bool, error) {
+func (r *Runtime) processNextWorkItem(workerID, sessionOwner string, acking acksUnderWay) (bool, error) {
 	var session *cdb.SessionFetchConfig
 	if r.sessions.distinct() < r.opts.MaxSessionsPerRuntime {
 		session = &cdb.SessionFetchConfig{OwnerID: sessionOwner, LockTimeout: r.opts.SessionLockTimeout}
@@ -115,9 +134,9 @@ type activityResult struct {
 // executeActivity runs the handler and acks its result, under the
 // activity's span; ctx is cancelled when the lock is lost (or the runtime
 // stops), which cancels the handler. A result is acked in the background
-// (acking), after the slot's previous ack, and settled called after it;
+// (acking), once the slot has a place for its ack, and settled called after it;
 // handedOver says so (otherwise the caller settles the item).
-func (r *Runtime) executeActivity(ctx context.Context, w lockedActivity, acking *sync.WaitGroup, settled func()) (handedOver bool) {
+func (r *Runtime) executeActivity(ctx context.Context, w lockedActivity, acking acksUnderWay, settled func()) (handedOver bool) {
 	ctx, span := r.startActivitySpan(ctx, w)
 	fn, ok := r.registry.activity(w.Name)
 	if !ok {
@@ -134,10 +153,9 @@ func (r *Runtime) executeActivity(ctx context.Context, w lockedActivity, acking 
 
 	select {
 	case res := <-results:
-		acking.Wait() // at most one ack a slot under way
-		acking.Add(1)
+		acking.begin()
 		go func() {
-			defer acking.Done()
+			defer acking.end()
 			defer settled()
 			outcome := r.ackActivity(ctx, w, res)
 			endActivitySpan(span, outcome, res.err)

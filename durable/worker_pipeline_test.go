@@ -28,46 +28,57 @@ func (p *heldAcks) AckWorkItem(ctx context.Context, token string, completion cdb
 	return p.Provider.AckWorkItem(ctx, token, completion)
 }
 
-// A worker slot runs its next activity while the ack of the one before is
-// under way, and acks the next one only after that ack: with one slot and
-// the first ack held, both handlers run and one ack has begun.
-func TestAWorkerSlotRunsTheNextActivityWhileTheLastOnesAckIsUnderWay(t *testing.T) {
+// A worker slot runs its next activities while the acks of those before
+// are under way, up to Options.WorkerAcksInFlight of them: with one slot,
+// two acks in flight and every ack held, the slot runs three activities,
+// two acks have begun, and the third waits for a place.
+func TestAWorkerSlotRunsTheNextActivitiesWhileTheirAcksAreUnderWay(t *testing.T) {
 	mem := memprovider.New(memprovider.Options{LongPolling: true})
 	t.Cleanup(func() { _ = mem.Close() })
-	p := &heldAcks{Provider: mem, arrived: make(chan string, 2), release: make(chan struct{})}
+	p := &heldAcks{Provider: mem, arrived: make(chan string, 3), release: make(chan struct{})}
 	h := newHarness(t, p)
-	ran := make(chan string, 2)
+	ran := make(chan string, 3)
 	h.activity("Echo", func(_ ActivityContext, in string) (string, error) {
 		ran <- in
 		return in, nil
 	})
-	h.orchestration("Two", func(ctx *OrchestrationContext, _ string) (string, error) {
-		a, b := ctx.ScheduleActivity("Echo", "a"), ctx.ScheduleActivity("Echo", "b")
-		first, err := a.Await()
-		if err != nil {
-			return "", err
+	h.orchestration("Three", func(ctx *OrchestrationContext, _ string) (string, error) {
+		var out string
+		for _, r := range ctx.Join(ctx.ScheduleActivity("Echo", "a"), ctx.ScheduleActivity("Echo", "b"), ctx.ScheduleActivity("Echo", "c")) {
+			if r.Err != nil {
+				return "", r.Err
+			}
+			out += r.Value
 		}
-		second, err := b.Await()
-		return first + second, err
+		return out, nil
 	})
-	h.run(func(o *Options) { o.WorkerConcurrency = 1 })
+	h.run(func(o *Options) { o.WorkerConcurrency, o.WorkerAcksInFlight = 1, 2 })
 	released := false
 	t.Cleanup(func() { // before the runtime's shutdown, which waits for the acks
 		if !released {
 			close(p.release) // a failed check: let the runtime stop
 		}
 	})
-	h.start("two", "Two", "")
+	h.start("three", "Three", "")
 
-	held := receive(t, p.arrived, "the first ack")
-	first, second := receive(t, ran, "the first activity"), receive(t, ran, "the second activity, while the first ack is held")
-	assert.Equal(t, held, first, "the first activity's ack is the one under way")
-	assert.ElementsMatch(t, []string{"a", "b"}, []string{first, second}, "the slot ran the second activity meanwhile")
-	assert.Empty(t, p.arrived, "the second ack waits for the first")
+	var held, done []string
+	for range 2 {
+		held = append(held, receive(t, p.arrived, "an ack"))
+	}
+	for range 3 {
+		done = append(done, receive(t, ran, "an activity, while two acks are held"))
+	}
+	assert.ElementsMatch(t, []string{"a", "b", "c"}, done, "the slot ran every activity meanwhile")
+	assert.ElementsMatch(t, done[:2], held, "the first two activities' acks are the ones under way")
+	select {
+	case third := <-p.arrived:
+		t.Fatalf("a third ack (%s) began while two were under way", third)
+	case <-time.After(100 * time.Millisecond):
+	}
 
 	close(p.release)
 	released = true
-	assert.Equal(t, "ab", h.completed("two"))
+	assert.Equal(t, "abc", h.completed("three"))
 }
 
 // receive is ch's next value, failing the test after 10 s without one.

@@ -36,7 +36,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{name: "demo", summary: "walk through the storage layer on the in-memory Cosmos DB, or on COSMOS_ENDPOINT", run: runDemo},
+		{name: "demo", summary: "run an order-processing workload through the runtime, on the in-memory Cosmos DB or on COSMOS_ENDPOINT", run: runDemo},
 		{name: "emulator", summary: "serve the in-memory Cosmos DB on loopback", server: true, run: runEmulator},
 		{name: "instances", summary: "list instances newest first, a page at a time, by status, name and age", run: runInstances,
 			details: "The store filters by status, age and name and reads a page as one query per partition key range.\n" +

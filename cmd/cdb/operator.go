@@ -66,6 +66,15 @@ func operatorCommandOn(newConn func() *connection, name string, flags func(*flag
 	}
 }
 
+// outputLabel names what an instance of status keeps as its output: a
+// failed one's is its error.
+func outputLabel(status string) string {
+	if status == string(cdb.StatusFailed) {
+		return "error"
+	}
+	return "output"
+}
+
 func formatTime(t *time.Time) string {
 	if t == nil {
 		return "-"
@@ -150,7 +159,7 @@ func printInstance(out io.Writer, s showJSON) {
 	fmt.Fprintf(out, "orchestration %s@%s\n", s.OrchestrationName, s.OrchestrationVersion)
 	fmt.Fprintf(out, "status     %s", s.Status)
 	if s.Output != nil {
-		fmt.Fprintf(out, "  output %s", truncate(*s.Output, 200))
+		fmt.Fprintf(out, "  %s %s", outputLabel(s.Status), truncate(*s.Output, 200))
 	}
 	fmt.Fprintln(out)
 	if s.Parked != nil {

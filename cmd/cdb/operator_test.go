@@ -187,3 +187,18 @@ func TestOperatorCommandsExplainConnectionMistakes(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "no endpoint")
 }
+
+// A failed instance keeps its error where a completed one keeps its
+// output: show names it an error, not an output.
+func TestShowNamesAFailedInstancesOutputItsError(t *testing.T) {
+	declined := "card declined"
+	var out bytes.Buffer
+	printInstance(&out, showJSON{instanceJSON: instanceJSON{InstanceID: "order-1", Status: "Failed", Output: &declined}})
+	assert.Contains(t, out.String(), "status     Failed  error card declined\n")
+	assert.NotContains(t, out.String(), "output")
+
+	out.Reset()
+	shipped := "shipped"
+	printInstance(&out, showJSON{instanceJSON: instanceJSON{InstanceID: "order-2", Status: "Completed", Output: &shipped}})
+	assert.Contains(t, out.String(), "status     Completed  output shipped\n")
+}

@@ -80,6 +80,8 @@ func (h *harness) treeDelete(ctx context.Context, idx int, id string, rng *rand.
 	// as any caller that saw its call fail would.
 	var answered error
 	var retry chan struct{} // closed once the caller's retry has its answer
+	var retried error       // the retry's answer, once retry is closed
+	var gotAnswer bool      // the deleting call answered
 	gone := h.env.progress.waitUntil(ctx, 5*time.Millisecond, func() bool {
 		st, err := h.observer.GetStatus(ctx, id)
 		if err == nil && st.State == rt.StateNotFound {
@@ -87,11 +89,12 @@ func (h *harness) treeDelete(ctx context.Context, idx int, id string, rng *rand.
 		}
 		select {
 		case answered = <-deleted:
+			gotAnswer = true
 			if answered != nil && retry == nil {
 				retry = make(chan struct{})
 				go func() {
 					defer close(retry)
-					_ = h.call(ctx, func(ctx context.Context, c *rt.Client) error {
+					retried = h.call(ctx, func(ctx context.Context, c *rt.Client) error {
 						_, err := c.DeleteInstance(ctx, id, true)
 						if isNotFound(err) {
 							return nil
@@ -106,7 +109,7 @@ func (h *harness) treeDelete(ctx context.Context, idx int, id string, rng *rand.
 		return false
 	})
 	if !gone {
-		h.viol.add(invStuck, id, fmt.Sprintf("a tree deletion whose process %s never finished (%s)", how, h.env.progress.why()))
+		h.viol.add(invStuck, id, fmt.Sprintf("a tree deletion whose process %s never finished (%s; %s)", how, h.env.progress.why(), deletionCalls(gotAnswer, answered, retry, &retried)))
 		return
 	}
 	if retry != nil {
@@ -119,6 +122,23 @@ func (h *harness) treeDelete(ctx context.Context, idx int, id string, rng *rand.
 	h.noteAccepted(id, false)
 	second := spec{Kind: kindParent, Run: fmt.Sprintf("%d.1", idx), N: 1, SleepMs: rng.Intn(100)}
 	_ = h.startExpecting(ctx, id, second)
+}
+
+// deletionCalls says what the deleting process's call answered and, if it
+// failed, what its caller's retry did, for a deletion that never finished.
+func deletionCalls(gotAnswer bool, answered error, retry chan struct{}, retried *error) string {
+	switch {
+	case !gotAnswer:
+		return "the deleting call has not answered"
+	case retry == nil:
+		return fmt.Sprintf("the deleting call answered %v", answered)
+	}
+	select {
+	case <-retry:
+		return fmt.Sprintf("the deleting call answered %v; its caller's retry %v", answered, *retried)
+	default:
+		return fmt.Sprintf("the deleting call answered %v; its caller's retry is still under way", answered)
+	}
 }
 
 // deletionAge is the nodes' AbandonedDeletionAge.

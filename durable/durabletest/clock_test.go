@@ -52,8 +52,20 @@ func TestAnHourTimerFiresAfterAdvance(t *testing.T) {
 }
 
 // startSleeper runs a runtime on provider and the clock with one
-// orchestration, Sleeper, that waits an hour.
+// orchestration, Sleeper, that waits an hour; it must shut down cleanly
+// when the test ends.
 func startSleeper(t *testing.T, provider cdb.Provider, clock *durabletest.Clock) *durable.Client {
+	rt := startSleeperRuntime(t, provider, clock)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, rt.Shutdown(ctx))
+	})
+	return rt.Client()
+}
+
+// startSleeperRuntime is startSleeper's runtime, which the test stops.
+func startSleeperRuntime(t *testing.T, provider cdb.Provider, clock *durabletest.Clock) *durable.Runtime {
 	registry := durable.NewRegistry()
 	require.NoError(t, registry.RegisterOrchestration("Sleeper", func(ctx *durable.OrchestrationContext, _ string) (string, error) {
 		if _, err := ctx.ScheduleTimer(time.Hour).Await(); err != nil {
@@ -65,12 +77,7 @@ func startSleeper(t *testing.T, provider cdb.Provider, clock *durabletest.Clock)
 		MinPollInterval: 10 * time.Millisecond, LongPollTimeout: 100 * time.Millisecond,
 	}))
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, rt.Shutdown(ctx))
-	})
-	return rt.Client()
+	return rt
 }
 
 // waitForTimerCreated waits until the instance's history has its timer.

@@ -14,4 +14,8 @@
 //	rt, err := durable.Start(ctx, provider, registry, clock.Options(durable.Options{}))
 //	...
 //	clock.Advance(time.Hour) // a one-hour timer fires at the provider's next poll
+//
+// Several processes share one store as they would a container: NewAccount
+// makes the in-memory account on the clock, and NewProviderOn a process's
+// provider on it. NewProviderOn says how a test crashes a process.
 package durabletest

@@ -246,21 +246,22 @@ func (x *executionReplay) compareEnd(n int, res ReplayResult) *DivergenceError {
 			return d
 		}
 	}
-	more := res.Delta[len(rest):]
+	beyond := res // what the code did past the history's decisions
+	beyond.Delta = res.Delta[len(rest):]
 	if x.terminal == nil {
-		if len(more) == 0 && res.State == StateRunning {
+		if len(beyond.Delta) == 0 && res.State == StateRunning {
 			return nil
 		}
 		d := x.divergence(len(x.body), "nothing more (the execution waits)")
-		d.Actual = describeDecision(ReplayResult{State: res.State, Output: res.Output, Error: res.Error, Delta: more})
+		d.Actual = describeDecision(beyond)
 		return d
 	}
 	want, ok := outcomeOf(*x.terminal)
-	if ok && len(more) == 0 && want.State == res.State && want.Output == res.Output && errorsEqual(want.Error, res.Error) {
+	if ok && len(beyond.Delta) == 0 && want.State == res.State && want.Output == res.Output && errorsEqual(want.Error, res.Error) {
 		return nil
 	}
 	d := x.divergence(len(x.body), describeOutcome(want))
-	d.EventID, d.Actual = x.terminal.EventID, describeDecision(ReplayResult{State: res.State, Output: res.Output, Error: res.Error, Delta: more})
+	d.EventID, d.Actual = x.terminal.EventID, describeDecision(beyond)
 	return d
 }
 

@@ -30,9 +30,9 @@ func NewAccount(clock *Clock) *cdb.FakeAccount {
 // NewProviderOn returns a provider on account, as NewProvider's: another
 // process on the same store. A test stops a process as a deploy does, with
 // its runtime's Shutdown. It crashes one with a Shutdown whose context is
-// already cancelled (its work in flight is abandoned where it stands, its
-// locks are left to expire, nothing more is written for it), then runs the
-// next process on the same account: what the first held comes back once
+// already cancelled (its work in flight is abandoned where it stands and
+// that work's locks are left to expire), then runs the next process on
+// the same account: what the first held comes back once
 // its locks expire, which an Advance past the lock timeouts brings about
 // at once.
 func NewProviderOn(tb testing.TB, clock *Clock, account *cdb.FakeAccount) *cdb.CosmosProvider {

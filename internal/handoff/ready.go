@@ -54,9 +54,9 @@ type fetches struct {
 
 // NewReady is a ready list, nil when off. ahead locks for busy dispatchers
 // too (what the fetches take within the items' horizon, readyHorizon), not
-// only for fetches
-// running now; window is the poll interval; now the provider's clock (ms);
-// until and tag read an item's lock expiry (ms) and tag.
+// only for fetches running now; window is the poll interval; now the
+// provider's clock (ms); until and tag read an item's lock expiry (ms) and
+// tag.
 func NewReady[T any](off, ahead bool, window time.Duration, now func() int64, until func(T) int64, tag func(T) *string) *Ready[T] {
 	if off {
 		return nil

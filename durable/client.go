@@ -119,6 +119,10 @@ func (c *Client) EnqueueEvent(ctx context.Context, instance, queue, data string)
 
 // CancelInstance requests an instance's cancellation: it fails with
 // "canceled: {reason}", and its outstanding children are cancelled too.
+// An instance whose code called HandleCancellation first runs its
+// compensation, for at most its grace, and then fails the same way; any
+// other ends in the turn that receives the request. A request for an
+// instance already cancelling, or ended, changes nothing.
 func (c *Client) CancelInstance(ctx context.Context, instance, reason string) error {
 	return c.enqueue(ctx, "cancel instance", cdb.CancelInstanceMessage{Instance: instance, Reason: reason})
 }

@@ -45,6 +45,11 @@ type OrchestrationContext struct {
 	queue          queueMessages
 	childInstances map[uint64]string // token → child id as scheduled
 	dropped        []droppedFuture   // Select losers, in drop order
+	// futures are the futures made since the last cancellation request
+	// (or the start), which a request cancels if still waiting;
+	// cancellation is the execution's opt-in to see one (cancellation.go).
+	futures      []*Future
+	cancellation *cancellation
 	// queueRaceRules: the execution follows duroxide 0.1.31's queue-race
 	// rules (queue_race.go); cancelOnBind are dropped waits to take out of
 	// matching once bound; queueRead are the queue subscriptions whose
@@ -65,10 +70,12 @@ type completion struct {
 	err   error
 }
 
-// droppedFuture is a Select loser whose work must be cancelled.
+// droppedFuture is a Select loser, or work a cancellation request ended,
+// whose work must be cancelled; reason is its breadcrumbs'.
 type droppedFuture struct {
-	token uint64
-	kind  futureKind
+	token  uint64
+	kind   futureKind
+	reason string
 }
 
 // orchestrationIdentity names the execution a context runs.
@@ -365,6 +372,19 @@ func (c *OrchestrationContext) deliver(scheduleID uint64, result completion) {
 	if token, ok := c.tokens[scheduleID]; ok {
 		c.results[token] = result
 	}
+}
+
+// track remembers a future for a cancellation request to come.
+func (c *OrchestrationContext) track(f *Future) *Future {
+	c.futures = append(c.futures, f)
+	return f
+}
+
+// takeFutures returns the futures tracked so far and forgets them.
+func (c *OrchestrationContext) takeFutures() []*Future {
+	out := c.futures
+	c.futures = nil
+	return out
 }
 
 // takeDropped returns the Select losers recorded since the last call.

@@ -134,6 +134,33 @@
 // recorded. DequeueEvent with Client.EnqueueEvent is a separate mailbox
 // per queue name, with the same FIFO delivery.
 //
+// # Cancellation
+//
+// Client.CancelInstance (and `cdb cancel`) requests an instance's
+// cancellation. By default, as in duroxide, the request ends the instance
+// in the turn that receives it: no more orchestration code runs, its
+// outstanding activities are cancelled (their ActivityContext is
+// cancelled), its children are cancelled in turn, and it fails with
+// "canceled: {reason}" (cdb.AppCancelled). An orchestration that must undo
+// what it did opts in with HandleCancellation at its start; then the
+// request makes every Await still waiting return an error wrapping
+// ErrCancelled (the work behind it is cancelled as above), the code runs
+// on to compensate for at most the grace it named, and the instance ends
+// as cancelled, with the same status, when the code returns or the grace
+// ends:
+//
+//	ctx.HandleCancellation(10 * time.Minute)
+//	receipt, err := ctx.ScheduleActivity("Charge", order).Await()
+//	...
+//	if _, err := ctx.WaitForEvent("approval").Await(); errors.Is(err, durable.ErrCancelled) {
+//		_, refundErr := ctx.ScheduleActivity("Refund", receipt).Await()
+//		return "", errors.Join(err, refundErr)
+//	}
+//
+// A child that opts in compensates the same way when its parent is
+// cancelled. The grace is a durable timer, so a crash during the
+// compensation neither extends it nor loses it.
+//
 // # Typed inputs and outputs
 //
 // Inputs, outputs and event data are strings in history. The typed helpers
@@ -224,6 +251,8 @@
 //     started by 0.1.30 or later (execution 1 keeps "sub::{event}").
 //   - A child that continues as new keeps its parent link.
 //   - Detached starts are honoured on a continue-as-new turn too.
+//   - HandleCancellation lets code see a cancellation request and
+//     compensate (see Cancellation); without it, cancellation is duroxide's.
 //   - Terminal cancellation records are written before the terminal event,
 //     which always comes last; a runtime-limit violation replaces the
 //     turn's result instead of adding a second terminal event.

@@ -18,6 +18,7 @@ type droppedSchedules struct {
 	childIDs   map[uint64]string // scheduling event id → child id as scheduled
 	external   []uint64
 	queue      []uint64
+	reasons    map[uint64]string // scheduling event id → breadcrumb reason
 }
 
 // collectDropped turns the Select losers into cancellation breadcrumbs and
@@ -35,12 +36,13 @@ func (r *replayRun) collectDropped() *turnResult {
 }
 
 func (r *replayRun) droppedSchedules() droppedSchedules {
-	d := droppedSchedules{childIDs: map[uint64]string{}}
+	d := droppedSchedules{childIDs: map[uint64]string{}, reasons: map[uint64]string{}}
 	for _, f := range r.octx.takeDropped() {
 		id, bound := r.octx.bindings[f.token]
 		if !bound {
 			continue
 		}
+		d.reasons[id] = f.reason
 		switch f.kind {
 		case futureActivity:
 			d.activities = append(d.activities, id)
@@ -155,21 +157,36 @@ func (e *replayEngine) recordDropped(d droppedSchedules) {
 		return true
 	}
 	for _, id := range d.activities {
-		if breadcrumb(id, cdb.ActivityCancelRequested{Reason: droppedFutureReason}) {
+		if breadcrumb(id, cdb.ActivityCancelRequested{Reason: d.reasons[id]}) {
 			e.droppedActivities = append(e.droppedActivities, id)
 		}
 	}
 	for _, id := range d.children {
-		if breadcrumb(id, cdb.SubOrchestrationCancelRequested{Reason: droppedFutureReason}) {
-			e.droppedChildren = append(e.droppedChildren, d.childIDs[id])
+		if breadcrumb(id, cdb.SubOrchestrationCancelRequested{Reason: d.reasons[id]}) {
+			e.droppedChildren = append(e.droppedChildren, droppedChild{instance: d.childIDs[id], reason: d.reasons[id]})
 		}
 	}
 	for _, id := range d.external {
-		breadcrumb(id, cdb.ExternalSubscribedCancelled{Reason: droppedFutureReason})
+		breadcrumb(id, cdb.ExternalSubscribedCancelled{Reason: d.reasons[id]})
 	}
 	for _, id := range d.queue {
-		breadcrumb(id, cdb.QueueSubscriptionCancelled{Reason: droppedFutureReason})
+		breadcrumb(id, cdb.QueueSubscriptionCancelled{Reason: d.reasons[id]})
 	}
+}
+
+// droppedChild is a child to cancel, as scheduled, with why.
+type droppedChild struct {
+	instance string
+	reason   string // the breadcrumb's reason
+}
+
+// childCancelMessage is the reason a cancelled child is told, by why its
+// parent cancelled it.
+func childCancelMessage(breadcrumb string) string {
+	if breadcrumb == cancelRequestedReason {
+		return parentCancelledReason
+	}
+	return "parent dropped sub-orchestration future"
 }
 
 // cancelledSchedules are the schedules some cancellation event refers to.

@@ -80,8 +80,8 @@ func (c *OrchestrationContext) waitForEvent(name string, buffered bool, opts []E
 		return wait
 	}
 	timer := c.ScheduleTimer(w.timeout)
-	return &Future{octx: c, kind: futureFirstOf, parts: []*Future{wait, timer},
-		timeoutErr: fmt.Errorf("durable: wait for event %q: %w", name, ErrEventTimeout)}
+	return c.track(&Future{octx: c, kind: futureFirstOf, parts: []*Future{wait, timer},
+		timeoutErr: fmt.Errorf("durable: wait for event %q: %w", name, ErrEventTimeout)})
 }
 
 // resolveFirstOf resolves a wait with a timeout as Select(wait, timer)

@@ -10,8 +10,9 @@ const (
 	futureExternal
 	futureQueue
 	futureSubOrchestration
-	futureFirstOf // a wait with a timeout: the first of its parts (events.go)
-	futureRetried // attempts of an activity or child by a RetryPolicy (retry.go)
+	futureFirstOf      // a wait with a timeout: the first of its parts (events.go)
+	futureRetried      // attempts of an activity or child by a RetryPolicy (retry.go)
+	futureCancellation // a cancellation request, for code that handles it (cancellation.go)
 )
 
 // Future is durable work scheduled by an orchestration. Its result comes
@@ -31,7 +32,7 @@ type Future struct {
 }
 
 func (c *OrchestrationContext) newFuture(kind futureKind, a action) *Future {
-	return &Future{octx: c, token: c.emit(a), kind: kind}
+	return c.track(&Future{octx: c, token: c.emit(a), kind: kind})
 }
 
 // Await blocks until the work is done and returns its result: an activity's
@@ -88,25 +89,43 @@ func (f *Future) resolve() bool {
 		if !f.resolveFirstOf() {
 			return false
 		}
+	case futureCancellation:
+		if !c.cancellation.requested {
+			return false
+		}
+		f.value = c.cancellation.reason
 	}
 	f.done = true
 	return true
 }
 
 // drop cancels a future that lost a Select: its scheduled work is cancelled
-// at the end of the turn and Await returns ErrFutureCancelled.
+// at the end of the turn and Await returns ErrFutureCancelled. A
+// cancellation request's future never loses: the request still comes.
 func (f *Future) drop() {
-	f.done, f.value, f.err = true, "", ErrFutureCancelled
-	if f.kind == futureFirstOf {
-		f.octx.dropLosers(f.parts, -1) // its own work is its parts'
+	if f.kind == futureCancellation {
 		return
 	}
-	if f.retry != nil {
-		f.retry.dropAttempt()
-		return
+	f.cancel(droppedFutureReason, ErrFutureCancelled)
+}
+
+// cancel ends a future with err and cancels its work at the end of the
+// turn, recording reason in the breadcrumbs.
+func (f *Future) cancel(reason string, err error) {
+	f.done, f.value, f.err = true, "", err
+	switch {
+	case f.kind == futureFirstOf:
+		for _, part := range f.parts { // its own work is its parts'
+			if !part.done {
+				part.cancel(reason, err)
+			}
+		}
+	case f.retry != nil:
+		f.retry.cancelAttempt(reason, err)
+	default:
+		f.octx.dropped = append(f.octx.dropped, droppedFuture{token: f.token, kind: f.kind, reason: reason})
+		f.octx.cancelAtDrop(f)
 	}
-	f.octx.dropped = append(f.octx.dropped, droppedFuture{token: f.token, kind: f.kind})
-	f.octx.cancelAtDrop(f)
 }
 
 // Result is one future's outcome, as Join returns it.

@@ -28,6 +28,9 @@ type turnResult struct {
 	input   string           // turnContinueAsNew
 	version *string          // turnContinueAsNew
 	reason  string           // turnCancelled
+	// compensated: turnCancelled after the code saw the request and ran
+	// its compensation (cancellation.go).
+	compensated bool
 }
 
 func failed(details cdb.ErrorDetails) turnResult {
@@ -54,7 +57,7 @@ type replayEngine struct {
 	// Select losers to cancel outside the history: activities by lock
 	// stealing, children with CancelInstance (child ids as scheduled).
 	droppedActivities []uint64
-	droppedChildren   []string
+	droppedChildren   []droppedChild
 
 	// What the replay left of queue matching, for the carry under the
 	// queue-race rules: the subscriptions taken out of matching, and those
@@ -344,6 +347,8 @@ func (r *replayRun) apply(ev cdb.Event) *turnResult {
 	case cdb.QueueEventDelivered:
 		r.octx.queue.deliver(k.Name, k.Data)
 		r.mustPoll = true
+	case cdb.OrchestrationCancelRequested:
+		r.deliverCancellation(ev, k.Reason)
 	}
 	return nil
 }
@@ -456,13 +461,18 @@ func (r *replayRun) convertEmitted() {
 	r.emitted = nil
 }
 
-// finalize decides the turn's result: a cancellation request wins, then
-// continue-as-new, then the orchestration's own return.
+// finalize decides the turn's result: a cancellation request wins (once
+// the compensation of code that handles it is over), then continue-as-new,
+// then the orchestration's own return.
 func (r *replayRun) finalize() turnResult {
 	e := r.engine
 	e.queueCancelled, e.queueRead = r.octx.queue.cancelled, r.octx.queueRead
 	e.events = &r.octx.external
-	if reason, ok := cancelRequested(e.history()); ok {
+	if c := r.octx.cancellation; c != nil && c.requested {
+		if res := r.cancelledAfterCompensation(); res != nil {
+			return *res
+		}
+	} else if reason, ok := cancelRequested(e.history()); ok {
 		return turnResult{kind: turnCancelled, reason: reason}
 	}
 	for _, a := range e.pending {

@@ -181,7 +181,7 @@ func (c *OrchestrationContext) scheduleWithRetry(a action) *Future {
 		r.deadline = c.ScheduleTimer(r.policy.Timeout)
 	}
 	r.start(1)
-	return &Future{octx: c, kind: futureRetried, retry: r}
+	return c.track(&Future{octx: c, kind: futureRetried, retry: r})
 }
 
 // attemptScheduler schedules attempts of a: an activity as it is, a child
@@ -260,9 +260,10 @@ func failedAttempts(n int) string {
 	return fmt.Sprintf("%d failed attempts", n)
 }
 
-// dropAttempt cancels the attempt in flight of a future that lost a Select.
-func (r *retrier) dropAttempt() {
+// cancelAttempt cancels the attempt in flight of a future that lost a
+// Select or met a cancellation request.
+func (r *retrier) cancelAttempt(reason string, err error) {
 	if !r.waiting && !r.current.done {
-		r.current.drop()
+		r.current.cancel(reason, err)
 	}
 }

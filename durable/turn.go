@@ -163,7 +163,9 @@ func (b *turnBuilder) startDetached(a action) {
 func (b *turnBuilder) finish(ctx context.Context, env turnEnv) {
 	e := b.engine
 	p := b.plan
-	if b.result.kind != turnCancelled {
+	// A cancellation that ends the code's compensation keeps what the code
+	// started in it; one that ends the execution at once starts nothing.
+	if b.result.kind != turnCancelled || b.result.compensated {
 		for _, a := range e.pending {
 			if a.kind == actStartDetached {
 				b.startDetached(a)
@@ -198,7 +200,7 @@ func (b *turnBuilder) finish(ctx context.Context, env turnEnv) {
 		e.appendEvent(nil, cdb.OrchestrationFailed{Details: details})
 		for _, child := range out.children {
 			b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.CancelInstanceMessage{
-				Instance: cdb.BuildChildInstanceID(p.instance, child), Reason: "parent canceled",
+				Instance: cdb.BuildChildInstanceID(p.instance, child), Reason: parentCancelledReason,
 			})
 		}
 		b.notifyParent(ctx, env, details)
@@ -280,7 +282,7 @@ func (b *turnBuilder) cancelLosers() {
 	}
 	for _, child := range b.engine.droppedChildren {
 		b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.CancelInstanceMessage{
-			Instance: cdb.BuildChildInstanceID(b.plan.instance, child), Reason: "parent dropped sub-orchestration future",
+			Instance: cdb.BuildChildInstanceID(b.plan.instance, child.instance), Reason: childCancelMessage(child.reason),
 		})
 	}
 }

@@ -25,7 +25,6 @@ package cdb
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 )
 
@@ -130,23 +129,11 @@ func (p *CosmosProvider) refuseWhileDeleted(ctx context.Context, op string, w st
 // is still queued: its message is there and no turn consumed it. It reads
 // nothing for a named document, one recording w or none.
 func (p *CosmosProvider) startQueued(ctx context.Context, w startWrite, inst *instanceDoc) (bool, error) {
-	if inst.exists() || inst.StartMsg == "" || inst.StartMsg == w.id {
+	if inst.StartMsg == w.id {
 		return false, nil
 	}
-	res, err := p.readLatest(ctx, partitionKey(w.instance), inst.StartMsg)
-	if IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	var head struct {
-		Type string `json:"type"`
-	}
-	if err := json.Unmarshal(res.Value, &head); err != nil {
-		return false, fmt.Errorf("decode start message %s: %w", inst.StartMsg, err)
-	}
-	return head.Type == docMessage, nil // a consumed marker or a poison message starts nothing
+	queued, err := p.readQueuedStart(ctx, inst)
+	return queued != nil, err
 }
 
 // lockHeld says a fetch holds the instance document's lock at now (ms).

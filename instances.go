@@ -48,7 +48,11 @@ func (p *CosmosProvider) ReadOrchestrationStatus(ctx context.Context, instance s
 // apart.
 func (p *CosmosProvider) liveStatus(ctx context.Context, inst *instanceDoc) (OrchestrationStatus, error) {
 	if !inst.exists() {
-		return OrchestrationStatus{}, nil
+		queued, err := p.readQueuedStart(ctx, inst)
+		if err != nil || queued == nil {
+			return OrchestrationStatus{}, err
+		}
+		return queued.status(), nil
 	}
 	if marked, err := p.deletionReaches(ctx, inst); err != nil || marked {
 		return OrchestrationStatus{}, err
@@ -190,7 +194,7 @@ func (p *CosmosProvider) GetInstanceInfo(ctx context.Context, instance string) (
 		return InstanceInfo{}, err
 	}
 	if !inst.exists() {
-		return InstanceInfo{}, refuse(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
+		return p.queuedStartInfo(ctx, op, instance, inst)
 	}
 	output, err := p.resolveOutput(ctx, inst.PK, inst.Output, inst.OutputRef)
 	if err != nil {
@@ -199,6 +203,19 @@ func (p *CosmosProvider) GetInstanceInfo(ctx context.Context, instance string) (
 	info := instanceInfoOf(inst)
 	info.Output = output
 	return info, nil
+}
+
+// queuedStartInfo describes an instance without a named document: a
+// queued start, or not found.
+func (p *CosmosProvider) queuedStartInfo(ctx context.Context, op, instance string, inst *instanceDoc) (InstanceInfo, error) {
+	queued, err := p.readQueuedStart(ctx, inst)
+	if err != nil {
+		return InstanceInfo{}, asOperation(op, err)
+	}
+	if queued == nil {
+		return InstanceInfo{}, refuse(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
+	}
+	return queued.info(), nil
 }
 
 // instanceInfoOf describes an instance from its document, all but its

@@ -22,6 +22,12 @@ const (
 	StatusContinuedAsNew InstanceStatus = "ContinuedAsNew"
 	// StatusUnknown is reported for an instance with no execution recorded.
 	StatusUnknown InstanceStatus = "Unknown"
+	// StatusQueued is reported for an instance whose start is accepted and
+	// has not run yet (no process runs, or none came to it): its status and
+	// instance reads say so, with the orchestration its start names; its
+	// history is empty until its first turn. It is never stored, and
+	// listings leave queued starts out (queuedstart.go).
+	StatusQueued InstanceStatus = "Queued"
 )
 
 // IsTerminal reports whether an execution with this status is over:

@@ -139,6 +139,7 @@ type State string
 
 const (
 	StateNotFound       State = "NotFound"       // no execution has started (yet)
+	StateQueued         State = "Queued"         // its start is accepted and has not run yet (cdb.StatusQueued)
 	StateRunning        State = "Running"        // started and not finished
 	StateCompleted      State = "Completed"      // returned an output
 	StateFailed         State = "Failed"         // returned an error, was cancelled, or failed for the runtime
@@ -316,6 +317,8 @@ func statusOfSnapshot(instance string, snap cdb.OrchestrationStatus) (st Status,
 		st = Status{State: StateCompleted, Output: deref(snap.Output)}
 	case cdb.StatusContinuedAsNew:
 		st = Status{State: StateContinuedAsNew, Output: deref(snap.Output)}
+	case cdb.StatusQueued:
+		st = Status{State: StateQueued}
 	default:
 		st = Status{State: StateRunning}
 	}

@@ -17,15 +17,15 @@ var ErrInstanceExists = errors.New("durable: instance already exists")
 type InstanceExistsError struct {
 	Instance string // the id asked for
 	// Status is the existing instance's status, read after the refusal.
-	// State NotFound says a start of the id is queued and its first turn
-	// has not run (a provider that refuses in the start's own write,
-	// cdb.ExclusiveStarter, counts it).
+	// State Queued says a start of the id is queued and its first turn has
+	// not run (NotFound on a provider that cannot read a queued start,
+	// where only its start's own write, cdb.ExclusiveStarter, counts it).
 	Status Status
 }
 
 // Error names the instance and its state.
 func (e *InstanceExistsError) Error() string {
-	if e.Status.State == StateNotFound {
+	if e.Status.State == StateNotFound || e.Status.State == StateQueued {
 		return fmt.Sprintf("durable: start orchestration %q: a start of the instance is already queued", e.Instance)
 	}
 	return fmt.Sprintf("durable: start orchestration %q: the instance already exists (%s)", e.Instance, e.Status.State)

@@ -188,10 +188,12 @@ func (r startRequest) start(ctx context.Context, client *durable.Client, name, i
 }
 
 // queuedStatus is the status of an id taken by a start whose first turn
-// has not run, which the store counts as taken (cdb.ExclusiveStarter).
-const queuedStatus = "Queued"
+// has not run (cdb.StatusQueued).
+const queuedStatus = string(cdb.StatusQueued)
 
-// existingStatus is the status of what holds a taken id.
+// existingStatus is the status of what holds a taken id: a start the store
+// refused in its own write may read NotFound to a client that cannot read
+// a queued start, and is queued all the same.
 func existingStatus(exists *durable.InstanceExistsError) string {
 	if exists.Status.State == durable.StateNotFound {
 		return queuedStatus
@@ -226,7 +228,7 @@ func liveInstance(ctx context.Context, client *durable.Client, endpoint, id, wha
 	case err != nil:
 		return cdb.InstanceInfo{}, instanceError(endpoint, id, err)
 	case !found:
-		return cdb.InstanceInfo{}, fmt.Errorf("instance %q not found: nothing %s (an instance exists once its first turn ran)", id, what)
+		return cdb.InstanceInfo{}, fmt.Errorf("instance %q not found: nothing %s (no start of it was accepted, or it was deleted)", id, what)
 	case hasFinished(info.Status):
 		return cdb.InstanceInfo{}, fmt.Errorf("instance %q has finished (%s): nothing %s", id, info.Status, what)
 	}

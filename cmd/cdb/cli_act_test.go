@@ -247,3 +247,35 @@ func TestBinaryRaiseWantsAnInstanceAndAnEvent(t *testing.T) {
 	assert.Empty(t, stdout)
 	assert.Regexp(t, regexp.MustCompile(`^cdb raise: want 2 to 3 arguments, got 1\nusage: cdb raise \[flags\] INSTANCE EVENT \[DATA\]\n`), stderr)
 }
+
+// A start no runtime has taken yet is Queued to every command: show says
+// so with the orchestration it names, raise and cancel send to it, and a
+// second start is refused as queued.
+func TestBinaryCommandsTellAQueuedStartAlike(t *testing.T) {
+	fx, key := operatorFixture(t)
+	conn := []string{"-endpoint", fx.endpoint, "-key", key}
+	code, _, stderr := cli(append([]string{"start", "ProcessOrder", "-id", "waiting", "-input", `{"total":12}`}, conn...)...).run(t)
+	require.Equal(t, 0, code, stderr)
+
+	code, stdout, stderr := cli(append([]string{"show", "waiting", "-o", "json"}, conn...)...).run(t)
+	require.Equal(t, 0, code, stderr)
+	var shown map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &shown), stdout)
+	assert.Equal(t, "Queued", shown["status"])
+	assert.Equal(t, "ProcessOrder", shown["orchestration_name"])
+	assert.Equal(t, []any{}, shown["history"])
+
+	code, stdout, stderr = cli(append([]string{"raise", "waiting", "approve", `{"by":"ann"}`}, conn...)...).run(t)
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, `raised event "approve" on instance waiting (Queued)`+"\n", stdout)
+	code, stdout, stderr = cli(append([]string{"cancel", "waiting", "-reason", "customer called"}, conn...)...).run(t)
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, "cancellation of instance waiting requested (Queued): customer called\n", stdout)
+	code, _, stderr = cli(append([]string{"start", "ProcessOrder", "-id", "waiting"}, conn...)...).run(t)
+	assert.Equal(t, 3, code)
+	assert.Contains(t, stderr, `instance "waiting" is taken: a start of it is queued`)
+
+	instance, messages := fx.queued(t)
+	assert.Equal(t, "waiting", instance)
+	assert.Len(t, messages, 3, "the start, the event and the cancellation, in one batch")
+}

@@ -41,10 +41,31 @@ func (h *harness) checkOutcomes(ctx context.Context, sendsTwice map[string]bool)
 			continue
 		}
 		checkOutcome(h.viol, e, st)
+		checkCompensated(h.viol, e, st)
 		if e.kv != nil && st.State == rt.StateCompleted {
 			h.checkKV(ctx, e)
 		}
 	}
+}
+
+// checkCompensated: a Sleeper that handles its cancellation ran its
+// compensation before it ended cancelled (HandleCancellation's grace is
+// far longer than any run).
+func checkCompensated(v *violations, e *expectation, st rt.Status) {
+	if e.spec.Kind != kindSleeper || !e.spec.Compensate || st.State != rt.StateFailed {
+		return
+	}
+	if st.CustomStatus == nil || *st.CustomStatus != compensatedStatus {
+		v.add(invCompensated, e.instance, fmt.Sprintf("a compensating Sleeper ended %s without its compensation (custom status %v)",
+			describeStatus(st), describeCustomStatus(st.CustomStatus)))
+	}
+}
+
+func describeCustomStatus(status *string) string {
+	if status == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%q", *status)
 }
 
 func checkOutcome(v *violations, e *expectation, st rt.Status) {

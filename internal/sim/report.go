@@ -33,6 +33,7 @@ const (
 	invChainEndedByWriter         = "chain-ended-by-writer" // a process ends most of the chains its commits keep itself
 	invChainReadsOthers           = "chain-reads-others"    // a hold of chained turns reads the instance's partition at least once a poll interval
 	invWait                       = "wait"                  // WaitForCompletion returns the end the store holds, soon after it is visible
+	invCompensated                = "compensated"           // a Sleeper that handles cancellation ends cancelled only after its compensation ran
 	invHarness                    = "harness"               // the harness could not do what the workload asked
 )
 

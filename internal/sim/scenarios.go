@@ -285,12 +285,12 @@ func (h *harness) scenario(ctx context.Context, idx int, kind string, rng *rand.
 		instances = append(instances, id)
 		h.startAwaited(ctx, &expectation{instance: id, spec: s, want: expected(s), kv: kvFinal(s.N)})
 	case kindRace:
-		child := spec{Kind: kindSleeper, Run: run + ".sleeper", SleepMs: 5000}
+		child := spec{Kind: kindSleeper, Run: run + ".sleeper", SleepMs: 5000, Compensate: rng.Intn(2) == 0}
 		h.expectOutcome(&expectation{instance: id + "-child", spec: child, want: expected(child)})
 		instances = append(instances, id+"-child")
 		startOne(id, spec{Kind: kindRace, Run: run, SleepMs: 100 + rng.Intn(300), Target: id + "-child", Child: &child})
 	case scenarioCancel:
-		startOne(id, spec{Kind: kindSleeper, Run: run, SleepMs: 3000})
+		startOne(id, spec{Kind: kindSleeper, Run: run, SleepMs: 3000, Compensate: rng.Intn(2) == 0})
 		h.cancelLater(ctx, id, rng)
 	case scenarioReuse:
 		h.deleteAndReuse(ctx, idx, id, rng)
@@ -487,7 +487,7 @@ func (h *harness) deleteAndReuse(ctx context.Context, idx int, id string, rng *r
 func (h *harness) restartDuringDeletion(ctx context.Context, idx int, id string, rng *rand.Rand) {
 	started := h.env.progress.waitUntil(ctx, 10*time.Millisecond, func() bool {
 		st, err := h.observer.GetStatus(ctx, id)
-		return err == nil && st.State != rt.StateNotFound
+		return err == nil && st.State != rt.StateNotFound && st.State != rt.StateQueued // its first turn ran
 	})
 	if !started {
 		return // the final checks report the first life

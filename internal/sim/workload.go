@@ -73,6 +73,9 @@ type spec struct {
 	// (on whichever node), and return at once on any later one
 	// (prodlocks.go).
 	FirstMs int `json:"fm,omitempty"`
+	// Compensate: a Sleeper that handles its cancellation (HandleCancellation)
+	// runs one more activity, its compensation, before it ends cancelled.
+	Compensate bool `json:"cp,omitempty"`
 }
 
 func (s spec) encode() string {
@@ -477,14 +480,41 @@ func orchSleeper(ctx *rt.OrchestrationContext, input string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if s.Compensate {
+		ctx.HandleCancellation(compensationGrace)
+	}
 	results := ctx.Join(s.work(ctx, 0), ctx.WaitForEvent("never"))
 	for _, r := range results {
-		if r.Err != nil {
-			return "", r.Err
+		if r.Err == nil {
+			continue
 		}
+		if s.Compensate && errors.Is(r.Err, rt.ErrCancelled) {
+			compensate(ctx, s)
+		}
+		return "", r.Err
 	}
 	return "sleeper:woke", nil
 }
+
+// compensationGrace is a compensating Sleeper's grace: far longer than
+// its instant compensation takes through crashes and faults, so that a
+// cancelled Sleeper that did not compensate is a defect, not a slow run;
+// and short enough that its timer, which outlives a compensation that ends
+// first, fires and is consumed before the run's end looks for leftovers.
+const compensationGrace = 30 * time.Second
+
+// compensate runs a cancelled Sleeper's compensation, an instant activity,
+// and says so in its custom status once it ran (checkCompensated).
+func compensate(ctx *rt.OrchestrationContext, s spec) {
+	s.SleepMs = 0
+	if _, err := s.work(ctx, 1).Await(); err == nil {
+		status := compensatedStatus
+		ctx.SetCustomStatus(&status)
+	}
+}
+
+// compensatedStatus is the custom status of a Sleeper whose compensation ran.
+const compensatedStatus = "compensated"
 
 // activities are one node's activity bodies: they record each execution.
 type activities struct {

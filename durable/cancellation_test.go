@@ -1,8 +1,12 @@
 package durable
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -269,9 +273,10 @@ func TestSampleCancellationWithoutHandleCancellationRunsNoCode(t *testing.T) {
 	})
 }
 
-// A process crashes while the compensation runs: the next process on the
-// same account runs it again and the instance ends as cancelled, the
-// refund recorded once.
+// A process dies (as by kill -9: its requests stop) while the
+// compensation runs: the next process on the same account runs it again,
+// says so in its log, and the instance ends as cancelled, the refund
+// recorded once.
 func TestACompensationSurvivesACrash(t *testing.T) {
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	refundStarted := make(chan struct{}, 1)
@@ -289,20 +294,26 @@ func TestACompensationSurvivesACrash(t *testing.T) {
 		})
 		h.orchestration("Order", compensatingOrder)
 	}
-	first := newCosmosHarness(t, acct)
+	dead := &killableTransport{next: acct.Transport()}
+	client, err := cdb.NewClient(acct.Endpoint(), cdb.ClientOptions{Key: acct.Key(), Transport: dead})
+	require.NoError(t, err)
+	provider, err := cdb.NewProvider(context.Background(), cdb.Config{Client: client, PollInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	first := newHarness(t, provider)
 	register(first, true)
 	first.run()
 	first.start("order-crash", "Order", "")
 	first.waitForHistory("order-crash", hasEvent[cdb.ExternalSubscribed])
 	require.NoError(t, first.client.CancelInstance(first.ctx, "order-crash", "customer called"))
 	<-refundStarted
-	crashed, crash := context.WithCancel(context.Background())
-	crash()
-	_ = first.rt.Shutdown(crashed)
+	dead.kill()
 
 	second := newCosmosHarness(t, acct)
 	register(second, false)
-	second.run()
+	var logs lockedBuffer
+	second.run(func(o *Options) {
+		o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
 
 	st := second.wait("order-crash")
 	assert.Equal(t, cdb.ApplicationError{Kind: cdb.AppCancelled{Reason: "customer called"}}, st.Error)
@@ -311,4 +322,40 @@ func TestACompensationSurvivesACrash(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, eventsOf[cdb.ActivityCompleted](history), 2, "the charge and one refund")
 	require.NoError(t, NewReplayer(second.registry).ReplayInstance(second.ctx, second.provider, "order-crash"))
+	assert.Regexp(t, `msg="running an activity again: [^"]*" runtime=\S+ instance=order-crash execution_id=1 activity=Refund attempt=2 `, logs.String(),
+		"the process that took the refund over says it runs it again")
+}
+
+// killableTransport reaches the account until kill, and then never again:
+// its process is dead to the store, whatever its goroutines still do.
+type killableTransport struct {
+	next http.RoundTripper
+	dead atomic.Bool
+}
+
+func (k *killableTransport) kill() { k.dead.Store(true) }
+
+func (k *killableTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if k.dead.Load() {
+		return nil, errors.New("the process is dead")
+	}
+	return k.next.RoundTrip(r)
+}
+
+// lockedBuffer is a log's destination that goroutines share.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -195,6 +195,10 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 		r.abandonOrchestration(token, time.Second, false)
 		return turnAbandoned
 	}
+	if attempt > 1 {
+		r.turnLog(item).Info("taking over a turn: an earlier fetch of its messages ended without a commit (a process stopped, lost its lock or gave them back)",
+			"attempt", attempt, "messages", len(item.Messages))
+	}
 	h := readHistory(item.History)
 	b := readBatch(item.Instance, item.Messages, h, r.log)
 	if startHidden(item, b) {

@@ -110,6 +110,12 @@ func (r *Runtime) processNextWorkItem(workerID, sessionOwner string, acking acks
 		r.poisonAttempts(w)
 		return true, nil
 	}
+	if attempt > 1 {
+		// An operator reads here that the activity runs again (at least
+		// once), after a crash or a lost lock.
+		r.activityLog(w).Info("running an activity again: an earlier delivery ended without its result stored (a process stopped, lost its lock or gave it back)",
+			"attempt", attempt, "activity_id", act.ID)
+	}
 	handedOver = r.executeActivity(ctx, w, acking, settled)
 	return true, nil
 }

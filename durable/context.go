@@ -236,8 +236,16 @@ func (c *OrchestrationContext) StartOrchestration(name, instance, input string, 
 }
 
 // ContinueAsNew ends this execution and starts the next one with input
-// (and, with WithVersion, at that version). It does not return: write
-// `return ctx.ContinueAsNew(next)`.
+// (and, with WithVersion, at that version). It never returns: it records
+// the continue-as-new and parks the orchestration until the turn ends;
+// the runtime then unwinds the orchestration's goroutine with a panic of
+// its own, which it recovers. Code after the call never runs; deferred
+// calls do, but nothing they do through the context is recorded. Replay
+// and a Replayer run turns the same way. It has results only so that an
+// orchestration can end with `return ctx.ContinueAsNew(next)`; none is
+// ever produced. Code that recovers the runtime's panic cannot undo the
+// call: what the function then returns is ignored. An instance cancelled
+// in the same turn ends cancelled instead.
 func (c *OrchestrationContext) ContinueAsNew(input string, opts ...StartOption) (string, error) {
 	var o startOptions
 	for _, opt := range opts {
@@ -245,7 +253,7 @@ func (c *OrchestrationContext) ContinueAsNew(input string, opts ...StartOption) 
 	}
 	c.emit(action{kind: actContinueAsNew, input: input, version: o.version})
 	for {
-		c.co.suspend() // the turn ends as continue-as-new; the engine aborts us
+		c.co.suspend() // the engine may resume us within the turn; at its end it aborts us
 	}
 }
 

@@ -218,21 +218,38 @@ func (c *OrchestrationContext) scheduleChild(a action) *Future {
 	return f
 }
 
-// StartOrchestration starts an independent orchestration (fire and forget):
-// the new instance has no parent and its result is not reported here. Its
-// instance id follows Client.StartOrchestration's rule; an id with the
-// reserved "sub::" marker panics, which fails the orchestration.
-func (c *OrchestrationContext) StartOrchestration(name, instance, input string, opts ...StartOption) {
+// StartDetached starts an independent orchestration (fire and forget), its
+// arguments in Client.StartOrchestration's order: the new instance has no
+// parent and its result is not reported here. Its instance id follows
+// Client.StartOrchestration's rule; an id with the reserved "sub::" marker
+// is refused with an error that wraps ErrInvalidInput, and nothing is
+// started or recorded.
+func (c *OrchestrationContext) StartDetached(instance, name, input string, opts ...StartOption) error {
 	if err := checkRootInstanceID(instance); err != nil {
-		// There is no result to carry the refusal (duroxide panics too): the
-		// orchestration fails, and nothing is started.
-		panic(fmt.Errorf("durable: detached start of %q: %w", name, err))
+		return fmt.Errorf("durable: detached start of %q: %w", name, err)
 	}
 	var o startOptions
 	for _, opt := range opts {
 		opt.applyStart(&o)
 	}
 	c.emit(action{kind: actStartDetached, name: name, instance: instance, input: input, version: o.version})
+	return nil
+}
+
+// StartOrchestration starts an independent orchestration, as StartDetached
+// does, but an id with the reserved "sub::" marker panics, which fails the
+// orchestration (duroxide panics too).
+//
+// Deprecated: Use StartDetached. StartOrchestration takes the name before
+// the instance id, the reverse of Client.StartOrchestration, and two
+// strings swapped compile: the orchestration would be started under its
+// name as the id.
+func (c *OrchestrationContext) StartOrchestration(name, instance, input string, opts ...StartOption) {
+	if err := c.StartDetached(instance, name, input, opts...); err != nil {
+		// There is no result to carry the refusal: the orchestration fails,
+		// and nothing is started.
+		panic(err)
+	}
 }
 
 // ContinueAsNew ends this execution and starts the next one with input

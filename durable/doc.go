@@ -204,9 +204,9 @@
 // # Beyond the basics
 //
 // Sub-orchestrations (ScheduleSubOrchestration) and detached starts
-// (OrchestrationContext.StartOrchestration), continue-as-new for
-// long-running loops (ContinueAsNew), a per-instance key-value store
-// (SetKV, GetKV, Client.GetKVValue), custom status for progress
+// (StartDetached), continue-as-new for long-running loops
+// (ContinueAsNew), a per-instance key-value store (SetKV, GetKV,
+// Client.GetKVValue), custom status for progress
 // (SetCustomStatus, Client.WaitForStatusChange), sessions that pin
 // activities to one worker (WithSession), and versioned orchestrations
 // (RegisterOrchestrationVersion, SetVersionPolicy, WithVersion).

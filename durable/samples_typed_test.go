@@ -53,7 +53,9 @@ func TestSampleDetachedThenActivity(t *testing.T) {
 			return "child-" + input, nil
 		})
 		h.orchestration("Parent", func(ctx *OrchestrationContext, _ string) (string, error) {
-			ctx.StartOrchestration("Child", "detached-child", "payload")
+			if err := ctx.StartDetached("detached-child", "Child", "payload"); err != nil {
+				return "", err
+			}
 			return ctx.ScheduleActivity("Echo", "hello").Await()
 		})
 		h.run()

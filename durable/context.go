@@ -200,8 +200,7 @@ func (c *OrchestrationContext) ScheduleSubOrchestration(name, input string, opts
 	}
 	if err := checkExplicitChildID(a.instance); err != nil {
 		// Nothing is scheduled or recorded (duroxide 0.1.30).
-		return &Future{octx: c, kind: futureSubOrchestration, done: true,
-			err: fmt.Errorf("durable: schedule sub-orchestration: %w", err)}
+		return c.refusedFuture(futureSubOrchestration, fmt.Errorf("durable: schedule sub-orchestration: %w", err))
 	}
 	if a.retry != nil {
 		return c.scheduleWithRetry(a)

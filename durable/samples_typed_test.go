@@ -82,11 +82,7 @@ func TestSampleTypedActivityAndOrchestration(t *testing.T) {
 			return addRes{Sum: req.A + req.B}, nil
 		}))
 		require.NoError(t, RegisterTypedOrchestration(h.registry, "Adder", func(ctx *OrchestrationContext, req addReq) (addRes, error) {
-			f, err := ctx.ScheduleActivityTyped("Add", req)
-			if err != nil {
-				return addRes{}, err
-			}
-			return AwaitAs[addRes](f)
+			return AwaitAs[addRes](ctx.ScheduleActivityJSON("Add", req))
 		}))
 		h.run()
 		require.NoError(t, h.client.StartOrchestrationTyped(h.ctx, "inst-typed-add", "Adder", addReq{A: 2, B: 3}))
@@ -109,7 +105,7 @@ func TestSampleTypedActivityAndOrchestration(t *testing.T) {
 func TestSampleTypedEvent(t *testing.T) {
 	eachSample(t, func(t *testing.T, h *harness) {
 		require.NoError(t, RegisterTypedOrchestration(h.registry, "WaitAck", func(ctx *OrchestrationContext, _ struct{}) (string, error) {
-			a, err := AwaitAs[ack](ctx.WaitForEvent("Ready"))
+			a, err := WaitForEventAs[ack](ctx, "Ready")
 			if err != nil {
 				return "", err
 			}
@@ -150,10 +146,7 @@ func TestTypedEventThatDoesNotDecodeFailsNamingType(t *testing.T) {
 // raceTypedAndString races a typed activity (Add) against a string one
 // (Upper) and reports the winner, as samples 18 and 19 do.
 func raceTypedAndString(ctx *OrchestrationContext, req addReq, word string) (string, error) {
-	typed, err := ctx.ScheduleActivityTyped("Add", req)
-	if err != nil {
-		return "", err
-	}
+	typed := ctx.ScheduleActivityJSON("Add", req)
 	str := ctx.ScheduleActivity("Upper", word)
 	if ctx.Select(typed, str) == 0 {
 		res, err := AwaitAs[addRes](typed)

@@ -207,8 +207,7 @@ func (c *OrchestrationContext) ScheduleSubOrchestration(name, input string, opts
 	}
 	if err := checkExplicitChildID(a.instance); err != nil {
 		// Nothing is scheduled or recorded (duroxide 0.1.30).
-		return &Future{octx: c, kind: futureSubOrchestration, done: true,
-			err: fmt.Errorf("durable: schedule sub-orchestration: %w", err)}
+		return c.refusedFuture(futureSubOrchestration, fmt.Errorf("durable: schedule sub-orchestration: %w", err))
 	}
 	if a.retry != nil {
 		return c.scheduleWithRetry(a)
@@ -225,26 +224,51 @@ func (c *OrchestrationContext) scheduleChild(a action) *Future {
 	return f
 }
 
-// StartOrchestration starts an independent orchestration (fire and forget):
-// the new instance has no parent and its result is not reported here. Its
-// instance id follows Client.StartOrchestration's rule; an id with the
-// reserved "sub::" marker panics, which fails the orchestration.
-func (c *OrchestrationContext) StartOrchestration(name, instance, input string, opts ...StartOption) {
+// StartDetached starts an independent orchestration (fire and forget), its
+// arguments in Client.StartOrchestration's order: the new instance has no
+// parent and its result is not reported here. Its instance id follows
+// Client.StartOrchestration's rule; an id with the reserved "sub::" marker
+// is refused with an error that wraps ErrInvalidInput, and nothing is
+// started or recorded.
+func (c *OrchestrationContext) StartDetached(instance, name, input string, opts ...StartOption) error {
 	if err := checkRootInstanceID(instance); err != nil {
-		// There is no result to carry the refusal (duroxide panics too): the
-		// orchestration fails, and nothing is started.
-		panic(fmt.Errorf("durable: detached start of %q: %w", name, err))
+		return fmt.Errorf("durable: detached start of %q: %w", name, err)
 	}
 	var o startOptions
 	for _, opt := range opts {
 		opt.applyStart(&o)
 	}
 	c.emit(action{kind: actStartDetached, name: name, instance: instance, input: input, version: o.version})
+	return nil
+}
+
+// StartOrchestration starts an independent orchestration, as StartDetached
+// does, but an id with the reserved "sub::" marker panics, which fails the
+// orchestration (duroxide panics too).
+//
+// Deprecated: Use StartDetached. StartOrchestration takes the name before
+// the instance id, the reverse of Client.StartOrchestration, and two
+// strings swapped compile: the orchestration would be started under its
+// name as the id.
+func (c *OrchestrationContext) StartOrchestration(name, instance, input string, opts ...StartOption) {
+	if err := c.StartDetached(instance, name, input, opts...); err != nil {
+		// There is no result to carry the refusal: the orchestration fails,
+		// and nothing is started.
+		panic(err)
+	}
 }
 
 // ContinueAsNew ends this execution and starts the next one with input
-// (and, with WithVersion, at that version). It does not return: write
-// `return ctx.ContinueAsNew(next)`.
+// (and, with WithVersion, at that version). It never returns: it records
+// the continue-as-new and parks the orchestration until the turn ends;
+// the runtime then unwinds the orchestration's goroutine with a panic of
+// its own, which it recovers. Code after the call never runs; deferred
+// calls do, but nothing they do through the context is recorded. Replay
+// and a Replayer run turns the same way. It has results only so that an
+// orchestration can end with `return ctx.ContinueAsNew(next)`; none is
+// ever produced. Code that recovers the runtime's panic cannot undo the
+// call: what the function then returns is ignored. An instance cancelled
+// in the same turn ends cancelled instead.
 func (c *OrchestrationContext) ContinueAsNew(input string, opts ...StartOption) (string, error) {
 	var o startOptions
 	for _, opt := range opts {
@@ -252,7 +276,7 @@ func (c *OrchestrationContext) ContinueAsNew(input string, opts ...StartOption) 
 	}
 	c.emit(action{kind: actContinueAsNew, input: input, version: o.version})
 	for {
-		c.co.suspend() // the turn ends as continue-as-new; the engine aborts us
+		c.co.suspend() // the engine may resume us within the turn; at its end it aborts us
 	}
 }
 

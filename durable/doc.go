@@ -165,10 +165,14 @@
 //
 // Inputs, outputs and event data are strings in history. The typed helpers
 // carry Go values through them as JSON: RegisterTypedActivity and
-// RegisterTypedOrchestration (or TypedActivity and TypedOrchestration),
-// ScheduleActivityTyped with AwaitAs, Client.StartOrchestrationTyped,
-// Client.RaiseEventTyped and WaitForCompletionAs. Typed and string code
-// mix freely.
+// RegisterTypedOrchestration (or TypedActivity and TypedOrchestration);
+// in an orchestration, ScheduleActivityJSON and
+// ScheduleSubOrchestrationJSON (read their futures with AwaitAs),
+// StartDetachedJSON, ContinueAsNewJSON and WaitForEventAs; on the client,
+// StartOrchestrationTyped, RaiseEventTyped and WaitForCompletionAs. A
+// value that does not encode is an error where the call's result comes (a
+// future's at Await), and nothing is scheduled. Typed and string code mix
+// freely.
 //
 // # The client
 //
@@ -231,9 +235,9 @@
 // # Beyond the basics
 //
 // Sub-orchestrations (ScheduleSubOrchestration) and detached starts
-// (OrchestrationContext.StartOrchestration), continue-as-new for
-// long-running loops (ContinueAsNew), a per-instance key-value store
-// (SetKV, GetKV, Client.GetKVValue), custom status for progress
+// (StartDetached), continue-as-new for long-running loops
+// (ContinueAsNew), a per-instance key-value store (SetKV, GetKV,
+// Client.GetKVValue), custom status for progress
 // (SetCustomStatus, Client.WaitForStatusChange), sessions that pin
 // activities to one worker (WithSession), and versioned orchestrations
 // (RegisterOrchestrationVersion, SetVersionPolicy, WithVersion).

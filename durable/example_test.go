@@ -81,11 +81,7 @@ func ExampleOrchestrationContext_Join() {
 	err = durable.RegisterTypedOrchestration(registry, "SumOfSquares", func(ctx *durable.OrchestrationContext, numbers []int) (int, error) {
 		futures := make([]*durable.Future, len(numbers))
 		for i, n := range numbers {
-			f, err := ctx.ScheduleActivityTyped("Square", n)
-			if err != nil {
-				return 0, err
-			}
-			futures[i] = f
+			futures[i] = ctx.ScheduleActivityJSON("Square", n)
 		}
 		sum := 0
 		for _, r := range ctx.Join(futures...) {

@@ -35,6 +35,13 @@ func (c *OrchestrationContext) newFuture(kind futureKind, a action) *Future {
 	return c.track(&Future{octx: c, token: c.emit(a), kind: kind})
 }
 
+// refusedFuture is a future for work refused before anything was
+// scheduled: it is done, Await returns err, and no action is recorded, so
+// every replay refuses it the same way.
+func (c *OrchestrationContext) refusedFuture(kind futureKind, err error) *Future {
+	return &Future{octx: c, kind: kind, done: true, err: err}
+}
+
 // Await blocks until the work is done and returns its result: an activity's
 // or sub-orchestration's output (or a *TaskFailedError), an event's data,
 // or "" for a timer. A future that lost a Select returns ErrFutureCancelled.

@@ -2,6 +2,7 @@ package durable
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -81,6 +82,29 @@ func TestDetachedStartWithTheReservedMarkerFailsTheOrchestration(t *testing.T) {
 			assert.Equal(t, []string{"dp"}, instances, "no detached instance is created")
 		})
 	}
+}
+
+// StartDetached refuses the same ids with an error the orchestration reads,
+// not a panic: nothing is started or recorded, and the orchestration goes on.
+func TestStartDetachedRefusesTheReservedMarkerWithAnError(t *testing.T) {
+	h := memoryHarness(t)
+	h.orchestration("Detached", func(*OrchestrationContext, string) (string, error) { return "detached-done", nil })
+	h.orchestration("Parent", func(ctx *OrchestrationContext, _ string) (string, error) {
+		err := ctx.StartDetached("sub::squatter", "Detached", "payload")
+		if !errors.Is(err, ErrInvalidInput) {
+			return "", fmt.Errorf("want ErrInvalidInput, got %v", err)
+		}
+		return err.Error(), nil
+	})
+	h.run()
+	h.start("dp", "Parent", "")
+	assert.Equal(t, `durable: detached start of "Detached": invalid input: instance id "sub::squatter" starts with the reserved sub-orchestration marker "sub::"`,
+		h.completed("dp"))
+	history := h.waitForHistory("dp", func([]cdb.Event) bool { return true })
+	assert.Equal(t, []string{"OrchestrationStarted", "OrchestrationCompleted"}, kindNames(history))
+	instances, err := h.client.ListInstances(h.ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"dp"}, instances, "no detached instance is created")
 }
 
 // An explicit child id that starts with "sub::" would be rewritten to

@@ -53,7 +53,9 @@ func TestSampleDetachedThenActivity(t *testing.T) {
 			return "child-" + input, nil
 		})
 		h.orchestration("Parent", func(ctx *OrchestrationContext, _ string) (string, error) {
-			ctx.StartOrchestration("Child", "detached-child", "payload")
+			if err := ctx.StartDetached("detached-child", "Child", "payload"); err != nil {
+				return "", err
+			}
 			return ctx.ScheduleActivity("Echo", "hello").Await()
 		})
 		h.run()
@@ -80,11 +82,7 @@ func TestSampleTypedActivityAndOrchestration(t *testing.T) {
 			return addRes{Sum: req.A + req.B}, nil
 		}))
 		require.NoError(t, RegisterTypedOrchestration(h.registry, "Adder", func(ctx *OrchestrationContext, req addReq) (addRes, error) {
-			f, err := ctx.ScheduleActivityTyped("Add", req)
-			if err != nil {
-				return addRes{}, err
-			}
-			return AwaitAs[addRes](f)
+			return AwaitAs[addRes](ctx.ScheduleActivityJSON("Add", req))
 		}))
 		h.run()
 		require.NoError(t, h.client.StartOrchestrationTyped(h.ctx, "inst-typed-add", "Adder", addReq{A: 2, B: 3}))
@@ -107,7 +105,7 @@ func TestSampleTypedActivityAndOrchestration(t *testing.T) {
 func TestSampleTypedEvent(t *testing.T) {
 	eachSample(t, func(t *testing.T, h *harness) {
 		require.NoError(t, RegisterTypedOrchestration(h.registry, "WaitAck", func(ctx *OrchestrationContext, _ struct{}) (string, error) {
-			a, err := AwaitAs[ack](ctx.WaitForEvent("Ready"))
+			a, err := WaitForEventAs[ack](ctx, "Ready")
 			if err != nil {
 				return "", err
 			}
@@ -148,10 +146,7 @@ func TestTypedEventThatDoesNotDecodeFailsNamingType(t *testing.T) {
 // raceTypedAndString races a typed activity (Add) against a string one
 // (Upper) and reports the winner, as samples 18 and 19 do.
 func raceTypedAndString(ctx *OrchestrationContext, req addReq, word string) (string, error) {
-	typed, err := ctx.ScheduleActivityTyped("Add", req)
-	if err != nil {
-		return "", err
-	}
+	typed := ctx.ScheduleActivityJSON("Add", req)
 	str := ctx.ScheduleActivity("Upper", word)
 	if ctx.Select(typed, str) == 0 {
 		res, err := AwaitAs[addRes](typed)

@@ -55,14 +55,85 @@ func AwaitAs[T any](f *Future) (T, error) {
 	return DecodeJSON[T](out)
 }
 
+// The orchestration context's typed calls send a Go value as JSON and are
+// named for the string call they wrap, with JSON after it:
+// ScheduleActivityJSON, ScheduleSubOrchestrationJSON, StartDetachedJSON
+// and ContinueAsNewJSON. A value that does not encode is an error where
+// the call's result comes (a future's at Await, the others' at return),
+// and nothing is scheduled or recorded; encoding a value gives the same
+// outcome on every replay, so the orchestration stays deterministic. The
+// calls that read a Go value back end in As: AwaitAs, WaitForEventAs and
+// WaitForCompletionAs.
+
+// ScheduleActivityJSON schedules an activity with input encoded as JSON;
+// await it with AwaitAs. An input that does not encode schedules nothing:
+// the future is done at once, and Await returns the encoding error.
+func (c *OrchestrationContext) ScheduleActivityJSON(name string, input any, opts ...ActivityOption) *Future {
+	payload, err := EncodeJSON(input)
+	if err != nil {
+		return c.refusedFuture(futureActivity, fmt.Errorf("durable: schedule activity %q: %w", name, err))
+	}
+	return c.ScheduleActivity(name, payload, opts...)
+}
+
 // ScheduleActivityTyped schedules an activity with input encoded as JSON;
 // await it with AwaitAs. An input that does not encode schedules nothing.
+//
+// Deprecated: Use ScheduleActivityJSON, whose future carries the encoding
+// error to Await, so the call goes straight into AwaitAs, Select or Join.
 func (c *OrchestrationContext) ScheduleActivityTyped(name string, input any, opts ...ActivityOption) (*Future, error) {
 	payload, err := EncodeJSON(input)
 	if err != nil {
 		return nil, fmt.Errorf("durable: schedule activity %q: %w", name, err)
 	}
 	return c.ScheduleActivity(name, payload, opts...), nil
+}
+
+// ScheduleSubOrchestrationJSON starts a child orchestration with input
+// encoded as JSON; await it with AwaitAs. An input that does not encode
+// starts nothing: the future is done at once, and Await returns the
+// encoding error.
+func (c *OrchestrationContext) ScheduleSubOrchestrationJSON(name string, input any, opts ...SubOrchestrationOption) *Future {
+	payload, err := EncodeJSON(input)
+	if err != nil {
+		return c.refusedFuture(futureSubOrchestration, fmt.Errorf("durable: schedule sub-orchestration %q: %w", name, err))
+	}
+	return c.ScheduleSubOrchestration(name, payload, opts...)
+}
+
+// StartDetachedJSON starts an independent orchestration with input encoded
+// as JSON, as StartDetached does. An input that does not encode starts
+// nothing and is returned as the error.
+func (c *OrchestrationContext) StartDetachedJSON(instance, name string, input any, opts ...StartOption) error {
+	payload, err := EncodeJSON(input)
+	if err != nil {
+		return fmt.Errorf("durable: detached start of %q as %q: %w", name, instance, err)
+	}
+	return c.StartDetached(instance, name, payload, opts...)
+}
+
+// ContinueAsNewJSON continues as new, as ContinueAsNew does, with input
+// encoded as JSON. An input that does not encode records nothing and is
+// returned as the error, which fails the orchestration when returned: that
+// is the only way the call returns. A string orchestration ends with
+// `return ctx.ContinueAsNewJSON(next)`; a typed one whose output is
+// another type with `_, err := ctx.ContinueAsNewJSON(next)` and
+// `return Out{}, err`.
+func (c *OrchestrationContext) ContinueAsNewJSON(input any, opts ...StartOption) (string, error) {
+	payload, err := EncodeJSON(input)
+	if err != nil {
+		return "", fmt.Errorf("durable: continue as new: %w", err)
+	}
+	return c.ContinueAsNew(payload, opts...)
+}
+
+// WaitForEventAs waits for an event as WaitForEvent does and decodes its
+// data, JSON of a T (Client.RaiseEventTyped sends one). Its error is the
+// wait's (one that wraps ErrEventTimeout, with WithEventTimeout) or the
+// decoding's, naming T. It is AwaitAs(ctx.WaitForEvent(name, opts...));
+// use those two to put the wait in a Select.
+func WaitForEventAs[T any](ctx *OrchestrationContext, name string, opts ...EventOption) (T, error) {
+	return AwaitAs[T](ctx.WaitForEvent(name, opts...))
 }
 
 // TypedActivity adapts an activity on Go values to an ActivityFunc: its

@@ -302,7 +302,9 @@ func orchDetach(ctx *rt.OrchestrationContext, input string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	ctx.StartOrchestration(kindChain, s.Target, s.Child.encode())
+	if err := ctx.StartDetached(s.Target, kindChain, s.Child.encode()); err != nil {
+		return "", err
+	}
 	if _, err := (spec{Run: s.Run}).work(ctx, 0).Await(); err != nil {
 		return "", err
 	}

@@ -3,6 +3,7 @@ package cdb
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/duroxide-go/cdb/internal/fakecosmos"
@@ -74,14 +75,50 @@ func NewFakeAccount(o FakeAccountOptions) *FakeAccount {
 // account with disableKeyBasedMetadataWriteAccess does; reads pass.
 func (a *FakeAccount) ForbidMetadataWrites(forbid bool) { a.srv.ForbidMetadataWrites(forbid) }
 
-// Client returns a Client wired to the account in-process.
+// Client returns a Client wired to the account in-process. ClientWith
+// takes options too (telemetry, a logger, retries).
 func (a *FakeAccount) Client() *Client {
-	c, err := NewClient(fakeEndpoint, ClientOptions{Key: a.srv.Key(), Transport: a.srv.Transport(), Now: a.now})
+	c, err := a.ClientWith(ClientOptions{})
 	if err != nil {
 		// The endpoint and key are the fake's own, so this is a bug here.
 		panic(fmt.Sprintf("cdb: client for the fake account: %v", err))
 	}
 	return c
+}
+
+// ClientWith returns a Client wired to the account in-process, with opts:
+// Telemetry, Logger, Retry, Timeouts, UserAgent and the rest. The account
+// supplies the key and the transport, so opts must leave Key, Credential,
+// Transport and TLS unset; Now defaults to the account's clock.
+func (a *FakeAccount) ClientWith(opts ClientOptions) (*Client, error) {
+	if taken := accountOwnedOptions(opts); len(taken) > 0 {
+		return nil, invalid("FakeAccount.ClientWith", strings.Join(taken, ", "), ErrInvalidClientConfig,
+			"the fake account supplies its own key and in-process transport; leave these unset")
+	}
+	opts.Key, opts.Transport = a.srv.Key(), a.srv.Transport()
+	if opts.Now == nil {
+		opts.Now = a.now
+	}
+	return NewClient(fakeEndpoint, opts)
+}
+
+// accountOwnedOptions names the options set in opts that a fake account's
+// client takes from the account instead.
+func accountOwnedOptions(opts ClientOptions) []string {
+	var taken []string
+	if opts.Key != "" {
+		taken = append(taken, "Key")
+	}
+	if opts.Credential != nil {
+		taken = append(taken, "Credential")
+	}
+	if opts.Transport != nil {
+		taken = append(taken, "Transport")
+	}
+	if !opts.TLS.isZero() {
+		taken = append(taken, "TLS")
+	}
+	return taken
 }
 
 // Transport is the in-process http.RoundTripper that reaches the account.

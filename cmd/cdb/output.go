@@ -12,7 +12,7 @@ import (
 )
 
 // The JSON that `-o json` prints. Its field names are part of the CLI's
-// interface (the README lists them): they are the CLI's own, not the
+// interface (docs/cli.md lists them): they are the CLI's own, not the
 // library's, so a rename in the library does not break a script.
 
 // instanceJSON is one instance in `instances` and the head of `show`.
@@ -182,7 +182,7 @@ func (f *outputFormat) Set(s string) error {
 // registerOutput adds -o to a flag set.
 func registerOutput(fs *flag.FlagSet, f *outputFormat) {
 	*f = formatText
-	fs.Var(f, "o", "output `format`: text or json (json field names are in the README)")
+	fs.Var(f, "o", "output `format`: text or json (json field names are in docs/cli.md)")
 }
 
 // writeJSON prints v indented, for people and jq alike.

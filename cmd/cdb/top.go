@@ -81,7 +81,7 @@ type topView struct {
 }
 
 // topSample is one sample as shown, and as `top -o json` prints it (one
-// object per line). The field names are the CLI's (README).
+// object per line). The field names are the CLI's (docs/cli.md).
 type topSample struct {
 	Sample int       `json:"sample"`
 	Time   time.Time `json:"time"` // the service's time the sample began

@@ -41,9 +41,11 @@ test-otelcdb:
 	cd otelcdb && $(WORKGO) test $(GOTESTFLAGS) ./...
 	cd otelcdb/example && $(WORKGO) test $(GOTESTFLAGS) ./...
 
-## lint: no built binary or file over 1 MiB tracked, gofmt check, go vet (the root module and otelcdb)
+## lint: no built binary or file over 1 MiB tracked, no replace in otelcdb's go.mod files (go.work replaces what they
+## require), gofmt check, go vet (the root module and otelcdb)
 lint:
 	@./tools/check-tracked-files
+	@GO=$(GO) ./tools/check-nested-modules
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(ROOTGO) vet ./...

@@ -14,46 +14,68 @@ JS_SDK_PKG    := $(JS_SDK)/node_modules/@azure/cosmos/package.json
 # Its six runs of the validation suite mostly wait (locks expiring, polls) and
 # run side by side: -parallel lets their tests overlap beyond one per core.
 GOTESTFLAGS   ?= -race -count=1 -timeout 45m -parallel 6
+# The root module builds on its own go.mod, the module graph its users get:
+# go.work, there for otelcdb and its example, would add their requirements to
+# it (and ask for their Go version). otelcdb and its example build in the
+# workspace, against the cdb beside them, since they require a cdb release
+# that may not be tagged yet (docs/releasing.md).
+ROOTGO        := GOWORK=off $(GO)
+WORKGO        := GOWORK=$(CURDIR)/go.work $(GO)
 
-.PHONY: test test-unit test-otelcdb lint emulator demo sdk-compat soak tools clean
+.PHONY: test test-unit test-otelcdb lint tidy emulator demo sdk-compat soak tools clean
 
 ## test: every suite, on the in-memory fake and on @vercel/cosmosdb-server (and on COSMOS_ENDPOINT when set),
 ## and @azure/cosmos against `cdb emulator` (internal/jscompat)
 test: lint $(NPM_SERVER_JS) $(JS_SDK_PKG)
-	CDB_COSMOSDB_SERVER_CLI=$(NPM_SERVER_JS) CDB_AZURE_COSMOS_MODULES=$(JS_SDK)/node_modules $(GO) test $(GOTESTFLAGS) ./...
+	CDB_COSMOSDB_SERVER_CLI=$(NPM_SERVER_JS) CDB_AZURE_COSMOS_MODULES=$(JS_SDK)/node_modules $(ROOTGO) test $(GOTESTFLAGS) ./...
 	$(MAKE) sdk-compat
 	$(MAKE) test-otelcdb
 
 ## test-unit: the suites on the in-memory fake only (no npm, no network), and otelcdb's
 test-unit:
-	$(GO) test $(GOTESTFLAGS) ./...
+	$(ROOTGO) test $(GOTESTFLAGS) ./...
 	$(MAKE) test-otelcdb
 
 ## test-otelcdb: the OpenTelemetry bridge and its exporting example (modules of their own, so the library does not depend on OpenTelemetry)
 test-otelcdb:
-	cd otelcdb && $(GO) test $(GOTESTFLAGS) ./...
-	cd otelcdb/example && $(GO) test $(GOTESTFLAGS) ./...
+	cd otelcdb && $(WORKGO) test $(GOTESTFLAGS) ./...
+	cd otelcdb/example && $(WORKGO) test $(GOTESTFLAGS) ./...
 
-## lint: no built binary or file over 1 MiB tracked, gofmt check, go vet (the root module and otelcdb)
+## lint: no built binary or file over 1 MiB tracked, no replace in otelcdb's go.mod files (go.work replaces what they
+## require), gofmt check, go vet (the root module and otelcdb)
 lint:
 	@./tools/check-tracked-files
+	@GO=$(GO) ./tools/check-nested-modules
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet ./...
-	cd otelcdb && $(GO) vet ./...
-	cd otelcdb/example && $(GO) vet ./...
+	$(ROOTGO) vet ./...
+	cd otelcdb && $(WORKGO) vet ./...
+	cd otelcdb/example && $(WORKGO) vet ./...
+
+## tidy: go mod tidy in every module; the nested ones see the cdb (and otelcdb) beside them through a
+## replace that is dropped again, since tidy reads no go.work and their required release may not be tagged yet
+tidy:
+	$(ROOTGO) mod tidy
+	cd otelcdb && $(GO) mod edit -replace github.com/duroxide-go/cdb=../ && \
+		GOWORK=off $(GO) mod tidy; status=$$?; \
+		$(GO) mod edit -dropreplace github.com/duroxide-go/cdb; exit $$status
+	cd otelcdb/example && $(GO) mod edit -replace github.com/duroxide-go/cdb=../../ -replace github.com/duroxide-go/cdb/otelcdb=../ && \
+		GOWORK=off $(GO) mod tidy; status=$$?; \
+		$(GO) mod edit -dropreplace github.com/duroxide-go/cdb -dropreplace github.com/duroxide-go/cdb/otelcdb; exit $$status
+	cd internal/sdkcompat && GOWORK=off $(GO) mod tidy
 
 ## emulator: serve the in-memory Cosmos DB on loopback (prints endpoint=... key=...)
 emulator:
-	$(GO) run ./cmd/cdb emulator $(ARGS)
+	$(ROOTGO) run ./cmd/cdb emulator $(ARGS)
 
 ## demo: the main job, on the embedded fake unless COSMOS_ENDPOINT is set
 demo:
-	$(GO) run ./cmd/cdb demo $(ARGS)
+	$(ROOTGO) run ./cmd/cdb demo $(ARGS)
 
-## sdk-compat: Microsoft's azcosmos SDK against `cdb emulator` (its own module, so the library does not depend on the SDK)
+## sdk-compat: Microsoft's azcosmos SDK against `cdb emulator` (its own module, so the library does not depend on the SDK;
+## it imports no cdb package and stays out of go.work, so the SDK's requirements never meet the workspace's)
 sdk-compat:
-	cd internal/sdkcompat && $(GO) test -count=1 -timeout 10m ./...
+	cd internal/sdkcompat && GOWORK=off $(GO) test -count=1 -timeout 10m ./...
 
 ## soak: the simulation for SOAK_SECONDS (default 60), in rounds of SOAK_ROUND_SECONDS (default 60)
 ## on fresh accounts, from SOAK_SEED (default random): every feature and fault at 5%, node crashes
@@ -67,10 +89,10 @@ SOAK_ROUND_SECONDS   ?= 60
 SOAK_PROCESS_SECONDS ?= 30
 soak:
 	@mkdir -p $(TOOLS)
-	$(GO) build -o $(TOOLS)/cdb ./cmd/cdb
-	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_ROUND_SECONDS=$(SOAK_ROUND_SECONDS) SOAK_SEED=$(SOAK_SEED) $(GO) test -count=1 -v -timeout 0 -run 'TestSoak$$' ./internal/sim
+	$(ROOTGO) build -o $(TOOLS)/cdb ./cmd/cdb
+	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_ROUND_SECONDS=$(SOAK_ROUND_SECONDS) SOAK_SEED=$(SOAK_SEED) $(ROOTGO) test -count=1 -v -timeout 0 -run 'TestSoak$$' ./internal/sim
 	SOAK_PROCESS_SECONDS=$(SOAK_PROCESS_SECONDS) SOAK_SEED=$(SOAK_SEED) SIM_CDB_BIN=$(TOOLS)/cdb \
-		$(GO) test -count=1 -v -timeout 0 -run 'TestSoakProcesses$$' ./internal/sim
+		$(ROOTGO) test -count=1 -v -timeout 0 -run 'TestSoakProcesses$$' ./internal/sim
 
 tools: $(NPM_SERVER_JS) $(JS_SDK_PKG)
 

@@ -2,8 +2,11 @@ module github.com/duroxide-go/cdb/otelcdb
 
 go 1.26.0
 
+// v0.2.0 is the first cdb release with the telemetry hooks (cdb.Telemetry)
+// this module implements. In the repository, go.work builds this module
+// against the cdb checked out beside it instead (docs/releasing.md).
 require (
-	github.com/duroxide-go/cdb v0.0.0
+	github.com/duroxide-go/cdb v0.2.0
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
@@ -23,8 +26,3 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
-
-// The repository builds as one: this module tests against the cdb beside it.
-// The replace does not reach the module's users, so a release of otelcdb
-// requires the cdb release that has the hooks it implements.
-replace github.com/duroxide-go/cdb => ../

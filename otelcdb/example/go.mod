@@ -3,16 +3,11 @@ module github.com/duroxide-go/cdb/otelcdb/example
 go 1.26.0
 
 // The example's own module, so the exporters it uses (Prometheus, OTLP)
-// never enter the module graph of otelcdb's users. It builds against the
-// cdb and otelcdb beside it.
-replace (
-	github.com/duroxide-go/cdb => ../../
-	github.com/duroxide-go/cdb/otelcdb => ../
-)
-
+// never enter the module graph of otelcdb's users. In the repository,
+// go.work builds it against the cdb and otelcdb beside it.
 require (
-	github.com/duroxide-go/cdb v0.0.0
-	github.com/duroxide-go/cdb/otelcdb v0.0.0-00010101000000-000000000000
+	github.com/duroxide-go/cdb v0.2.0
+	github.com/duroxide-go/cdb/otelcdb v0.2.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp v1.47.0

@@ -133,14 +133,14 @@ func (s *Skipper) WaitIdle(ctx context.Context) error {
 	}
 }
 
-// run looks at the account every lookInterval until ctx ends, skipping
-// whenever a settled look allows.
+// run looks at the account every lookInterval until ctx ends, moving
+// the clock whenever a run of agreeing looks allows.
 func (s *Skipper) run(ctx context.Context) {
 	defer close(s.done)
 	ticker := time.NewTicker(lookInterval)
 	defer ticker.Stop()
 	var quiet settling
-	var lastErr string
+	var lastErr error
 	for {
 		select {
 		case <-ctx.Done():
@@ -151,24 +151,12 @@ func (s *Skipper) run(ctx context.Context) {
 		look := s.beginLook()
 		from := s.clock.Now()
 		w, err := s.provider.QueueWaits(ctx)
-		if err != nil {
-			if ctx.Err() == nil && err.Error() != lastErr {
-				s.tb.Logf("durabletest: auto-skip: look at the queues: %v", err)
-			}
-			lastErr = err.Error()
+		lastErr = s.logLookError(ctx, err, lastErr)
+		if err != nil || w.Locked > 0 || w.Outbox > 0 || !s.clock.Now().Equal(from) {
 			quiet = settling{}
 			continue
 		}
-		lastErr = ""
-		if w.Locked > 0 || w.Outbox > 0 || !s.clock.Now().Equal(from) {
-			quiet = settling{}
-			continue
-		}
-		to, ok := s.nextPoint(w, from)
-		period := settlePeriod
-		if w.Ready > 0 {
-			to, ok, period = strandedStep(from, to, ok), true, strandedPeriod
-		}
+		to, ok, period := s.target(w, from)
 		if !quiet.holds(from, to, w.Ready > 0, time.Now(), period) {
 			continue
 		}
@@ -179,6 +167,29 @@ func (s *Skipper) run(ctx context.Context) {
 		s.clock.advanceFrom(from, to)
 		quiet = settling{}
 	}
+}
+
+// target is where the clock goes from from after the look w, which found
+// nothing locked or undelivered, and how long the looks must agree first:
+// the next point after settlePeriod, or a stranded step after
+// strandedPeriod when work is ready. ok is false when there is nowhere to
+// go.
+func (s *Skipper) target(w cdb.QueueWaits, from time.Time) (to time.Time, ok bool, period time.Duration) {
+	to, ok = s.nextPoint(w, from)
+	if w.Ready > 0 {
+		return strandedStep(from, to, ok), true, strandedPeriod
+	}
+	return to, ok, settlePeriod
+}
+
+// logLookError logs a look's error unless the skipper is stopping or the
+// last look failed the same way, and returns it (nil for a look that did
+// not fail).
+func (s *Skipper) logLookError(ctx context.Context, err, last error) error {
+	if err != nil && ctx.Err() == nil && (last == nil || err.Error() != last.Error()) {
+		s.tb.Logf("durabletest: auto-skip: look at the queues: %v", err)
+	}
+	return err
 }
 
 // strandedStep is how far to move the clock from from for ready work that

@@ -50,3 +50,16 @@ func (c *Clock) Config(cfg cdb.Config) cdb.Config {
 	cfg.Now = c.Now
 	return cfg
 }
+
+// advanceFrom moves the clock to to if it still stands at from and to is
+// later, and reports whether it did: a skip never undoes an Advance made
+// since its look, nor moves the clock back.
+func (c *Clock) advanceFrom(from, to time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.now.Equal(from) || !to.After(from) {
+		return false
+	}
+	c.now = to
+	return true
+}

@@ -35,6 +35,7 @@ type action struct {
 	sessionID   *string // activities
 	tag         *string // activities
 	fireAtMs    uint64  // timers
+	purpose     string  // timers the runtime schedules for the code: what for, in messages ("" for the code's own)
 	instance    string  // sub-orchestrations (explicit or "sub::N") and detached starts
 	version     *string // sub-orchestrations, detached starts, continue-as-new
 	status      *string // custom status (nil clears)
@@ -195,6 +196,9 @@ func (a action) describe() string {
 	case actCallActivity:
 		return "activity " + strconv.Quote(a.name)
 	case actCreateTimer:
+		if a.purpose != "" {
+			return "timer (" + a.purpose + ")"
+		}
 		return "timer"
 	case actWaitExternal:
 		return "wait for event " + strconv.Quote(a.name)

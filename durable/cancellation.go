@@ -92,7 +92,7 @@ func (r *replayRun) deliverCancellation(ev cdb.Event, reason string) {
 		}
 	}
 	fireAt := ev.TimestampMs + uint64(c.grace.Milliseconds())
-	c.graceTimer = r.octx.newFuture(futureTimer, action{kind: actCreateTimer, fireAtMs: fireAt})
+	c.graceTimer = r.octx.newFuture(futureTimer, action{kind: actCreateTimer, fireAtMs: fireAt, purpose: "the cancellation grace"})
 	r.emitted = append(r.emitted, r.octx.drainEmitted()...)
 	r.mustPoll = true
 }

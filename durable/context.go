@@ -153,8 +153,15 @@ func (c *OrchestrationContext) ScheduleActivity(name, input string, opts ...Acti
 
 // ScheduleTimer schedules a durable timer; Await returns when it fires.
 func (c *OrchestrationContext) ScheduleTimer(delay time.Duration) *Future {
+	return c.scheduleTimerFor(delay, "")
+}
+
+// scheduleTimerFor schedules a timer the runtime's helpers set for the
+// code (a retry's backoff, a wait's timeout), saying what for: messages
+// that name the timer (a divergence) say it too.
+func (c *OrchestrationContext) scheduleTimerFor(delay time.Duration, purpose string) *Future {
 	fireAt := c.now().Add(delay).UnixMilli()
-	return c.newFuture(futureTimer, action{kind: actCreateTimer, fireAtMs: uint64(max(fireAt, 0))})
+	return c.newFuture(futureTimer, action{kind: actCreateTimer, fireAtMs: uint64(max(fireAt, 0)), purpose: purpose})
 }
 
 // DequeueEvent takes the next message of a persistent queue

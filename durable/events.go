@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -79,7 +80,7 @@ func (c *OrchestrationContext) waitForEvent(name string, buffered bool, opts []E
 	if !w.hasTimeout {
 		return wait
 	}
-	timer := c.ScheduleTimer(w.timeout)
+	timer := c.scheduleTimerFor(w.timeout, "the timeout of the wait for event "+strconv.Quote(name))
 	return c.track(&Future{octx: c, kind: futureFirstOf, parts: []*Future{wait, timer},
 		timeoutErr: fmt.Errorf("durable: wait for event %q: %w", name, ErrEventTimeout)})
 }

@@ -178,7 +178,7 @@ func (c *OrchestrationContext) scheduleWithRetry(a action) *Future {
 			err: fmt.Errorf("durable: retry policy of %s: %w", r.what, err)}
 	}
 	if r.policy.Timeout > 0 {
-		r.deadline = c.ScheduleTimer(r.policy.Timeout)
+		r.deadline = c.scheduleTimerFor(r.policy.Timeout, "the retry policy's Timeout of "+r.what)
 	}
 	r.start(1)
 	return c.track(&Future{octx: c, kind: futureRetried, retry: r})
@@ -232,7 +232,8 @@ func (r *retrier) advance() bool {
 		}
 		if !r.waiting {
 			if wait := r.policy.interval(r.attempt); wait > 0 {
-				r.current, r.waiting = r.octx.ScheduleTimer(wait), true
+				purpose := fmt.Sprintf("the retry backoff before attempt %d of %s", r.attempt+1, r.what)
+				r.current, r.waiting = r.octx.scheduleTimerFor(wait, purpose), true
 				continue
 			}
 		}

@@ -563,3 +563,22 @@ func TestRetryOnTheRuntimeStopsAtTheTimeout(t *testing.T) {
 			"the hour's wait is cut short")
 	})
 }
+
+// A divergence that meets a timer the runtime set for the code says what
+// the timer is for: code that added a retry policy's Timeout to an
+// activity already scheduled without one.
+func TestADivergenceNamesWhatARuntimeTimerIsFor(t *testing.T) {
+	plain := func(ctx *OrchestrationContext, _ string) (string, error) {
+		return ctx.ScheduleActivity("Charge", "").Await()
+	}
+	bounded := func(ctx *OrchestrationContext, _ string) (string, error) {
+		return ctx.ScheduleActivity("Charge", "", WithRetry(RetryPolicy{Timeout: time.Minute})).Await()
+	}
+	first := turnOn(t, plain, nil, startMessage(""))
+
+	out := turnOn(t, bounded, first.delta, cdb.ActivityCompletedMessage{Instance: testInstance, ExecutionID: 1, ID: 2, Result: "ok"})
+
+	require.Equal(t, turnFailed, out.result.kind)
+	assert.Equal(t, `schedule mismatch at event 2: history has activity "Charge", the code scheduled timer (the retry policy's Timeout of activity "Charge")`,
+		*out.result.details.(cdb.ConfigurationError).Message)
+}

@@ -176,3 +176,26 @@ func TestDemoRunsOnTheEmbeddedFakeInEightyColumns(t *testing.T) {
 	assert.Contains(t, out, "OrchestrationStarted", "one order's history is printed")
 	assert.Contains(t, out, "OrchestrationCompleted")
 }
+
+// The overview and every command's help fit 80 columns when stdout is no
+// terminal, a flag's usage going on at its indentation.
+func TestHelpFitsEightyColumns(t *testing.T) {
+	t.Setenv("COLUMNS", "")
+	var out bytes.Buffer
+	require.Equal(t, 0, run(context.Background(), []string{"help"}, &out, io.Discard))
+	assertFits(t, out.String(), 80)
+	assert.Contains(t, out.String(), "\n  bench      run duroxide's stress protocol (in memory, or on COSMOS_ENDPOINT in\n             a container of its own) and print a table\n",
+		"a summary goes on under the summaries")
+	for _, name := range everyCommand {
+		out.Reset()
+		require.Equal(t, 0, run(context.Background(), []string{"help", name}, &out, io.Discard), name)
+		assertFits(t, out.String(), 80)
+		assert.NotContains(t, out.String(), "\t", "cdb help %s: tabs are spaces, so a wrapped usage lines up", name)
+	}
+}
+
+// unwrapped is text with each run of white space one space: what a test of
+// wrapped text compares its words with.
+func unwrapped(text string) string {
+	return strings.Join(strings.Fields(text), " ")
+}

@@ -234,8 +234,8 @@ func (d *doctor) run(ctx context.Context, timeout time.Duration, out io.Writer) 
 		Endpoint: d.cfg.Endpoint, Database: d.cfg.Database, Container: d.cfg.Container,
 		Auth: authMethod(d.cfg), Steps: []doctorStepJSON{},
 	}
-	fmt.Fprintf(out, "cdb doctor on %s, database %q, throw-away container %q (%s)\n",
-		d.cfg.Endpoint, d.cfg.Database, d.cfg.Container, report.Auth)
+	printWrapped(out, fmt.Sprintf("cdb doctor on %s, database %q, throw-away container %q (%s)",
+		d.cfg.Endpoint, d.cfg.Database, d.cfg.Container, report.Auth), terminalWidth(out), 2)
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	stopped := ""
@@ -261,7 +261,7 @@ func (d *doctor) run(ctx context.Context, timeout time.Duration, out io.Writer) 
 	report.RUPerOrchestration = d.ruPerOrchestration
 	report.RequestCharge = d.attempts.charge()
 	report.OK = report.Failed == 0
-	fmt.Fprintln(out, report.summary())
+	printWrapped(out, report.summary(), terminalWidth(out), 8)
 	return report
 }
 
@@ -314,19 +314,30 @@ func lastAnswered(seen []attempt) (attempt, bool) {
 	return attempt{}, false
 }
 
-// printStep prints a step's one line.
+// printStep prints a step: its result, name and charge, and what it saw,
+// going on in lines indented past the result. A failure adds its answer
+// (status/substatus and activity id, to report it) and what it means and
+// what to do, a line each. A pass shows no status: its last request's
+// (a 404 that proves a batch applied nothing) would read as a failure;
+// the words say what passed, and -o json keeps the status.
 func printStep(out io.Writer, s doctorStepJSON) {
-	status := "-"
+	width := terminalWidth(out)
+	printWrapped(out, fmt.Sprintf("%-4s  %-23s %8.2f RU  %s", s.Result, s.Name, s.RequestCharge, s.Detail), width, stepIndent)
+	if s.Result != stepFail {
+		return
+	}
+	answer := "no answer"
 	if s.Status != 0 {
-		status = fmt.Sprintf("%d/%d", s.Status, s.Substatus)
+		answer = fmt.Sprintf("answered %d/%d, activity %s", s.Status, s.Substatus, firstOf(s.ActivityID, "-"))
 	}
-	line := fmt.Sprintf("%-4s  %-23s %-8s  activity %-36s  %8.2f RU  %s",
-		s.Result, s.Name, status, firstOf(s.ActivityID, "-"), s.RequestCharge, s.Detail)
-	if s.Result == stepFail {
-		line += "; means: " + s.Meaning + "; do: " + s.Action
-	}
-	fmt.Fprintln(out, line)
+	printWrapped(out, strings.Repeat(" ", stepIndent)+answer, width, stepIndent)
+	printWrapped(out, strings.Repeat(" ", stepIndent)+"means: "+s.Meaning, width, stepIndent+len("means: "))
+	printWrapped(out, strings.Repeat(" ", stepIndent)+"do: "+s.Action, width, stepIndent+len("do: "))
 }
+
+// stepIndent is where a step's continuation lines start: past the result,
+// which stays alone in its column.
+const stepIndent = 6
 
 // authMethod names how the client signs its requests.
 func authMethod(cfg cdb.Config) string {

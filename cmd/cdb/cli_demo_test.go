@@ -73,7 +73,7 @@ func TestBinaryDemoOnAnEmulatorIsUnpacedAndItsTimelineOpensWithShow(t *testing.T
 	require.Equal(t, 0, code, stderr)
 	assert.NotContains(t, stdout, "pacing:")
 	assert.Contains(t, stdout, "not paced: the endpoint is an emulator on loopback")
-	explore := regexp.MustCompile(`explore it:\n  cdb instances -container (\S+)\n  cdb show -container \S+ (\S+)\n  cdb show -container \S+ (\S+)   \(its payment\)\n`).
+	explore := regexp.MustCompile(`explore it \(the instances, the order above, its payment\):\n  cdb instances -container (\S+)\n  cdb show -container \S+ (\S+)\n  cdb show -container \S+ (\S+)\n`).
 		FindStringSubmatch(stdout)
 	require.NotNil(t, explore, stdout)
 	container, order, child := explore[1], explore[2], explore[3]

@@ -76,9 +76,10 @@ func (d *demo) explain(kept bool, container string) {
 	case d.shown == "":
 	case kept:
 		// A command a line, to copy whole.
-		fmt.Fprintf(d.out, "\nexplore it:\n  cdb instances -container %s\n  cdb show -container %s %s\n", container, container, d.shown)
+		fmt.Fprintf(d.out, "\nexplore it (the instances, the order above, its payment):\n  cdb instances -container %s\n  cdb show -container %s %s\n",
+			container, container, d.shown)
 		if d.shownChild != "" {
-			fmt.Fprintf(d.out, "  cdb show -container %s %s   (its payment)\n", container, d.shownChild)
+			fmt.Fprintf(d.out, "  cdb show -container %s %s\n", container, d.shownChild)
 		}
 	default:
 		fmt.Fprintln(d.out)

@@ -153,45 +153,57 @@ func readInstance(ctx context.Context, p cdb.Provider, id string) (showJSON, err
 }
 
 // printInstance prints an instance's info, executions, current history as
-// a timeline, custom status and KV.
+// a timeline, custom status and KV, each line within the terminal's width
+// (80 columns when out is none), a long one going on under its value.
 func printInstance(out io.Writer, s showJSON) {
-	fmt.Fprintf(out, "instance   %s\n", s.InstanceID)
-	fmt.Fprintf(out, "orchestration %s@%s\n", s.OrchestrationName, s.OrchestrationVersion)
-	fmt.Fprintf(out, "status     %s", s.Status)
-	if s.Output != nil {
-		fmt.Fprintf(out, "  %s %s", outputLabel(s.Status), truncate(*s.Output, 200))
+	width := terminalWidth(out)
+	info := func(format string, args ...any) {
+		printWrapped(out, fmt.Sprintf(format, args...), width, infoIndent)
 	}
-	fmt.Fprintln(out)
+	info("instance   %s", s.InstanceID)
+	info("orchestration %s@%s", s.OrchestrationName, s.OrchestrationVersion)
+	if s.Output != nil {
+		info("status     %s  %s %s", s.Status, outputLabel(s.Status), truncate(*s.Output, 200))
+	} else {
+		info("status     %s", s.Status)
+	}
 	if s.Parked != nil {
-		printParked(out, *s.Parked)
+		printParked(out, *s.Parked, width)
 	}
 	if s.ParentInstanceID != nil {
-		fmt.Fprintf(out, "parent     %s\n", *s.ParentInstanceID)
+		info("parent     %s", *s.ParentInstanceID)
 	}
-	fmt.Fprintf(out, "created    %s  updated %s\n", formatTime(s.CreatedAt), formatTime(s.UpdatedAt))
+	info("created    %s  updated %s", formatTime(s.CreatedAt), formatTime(s.UpdatedAt))
 	if s.CustomStatus != nil {
-		fmt.Fprintf(out, "custom     %s\n", truncate(*s.CustomStatus, 200))
+		info("custom     %s", truncate(*s.CustomStatus, 200))
 	}
 	fmt.Fprintf(out, "\nexecutions (%d)\n", len(s.Executions))
 	for _, e := range s.Executions {
-		fmt.Fprintf(out, "  #%d %-15s events %-4d started %s completed %s\n", e.ExecutionID, e.Status, e.EventCount,
-			formatTime(e.StartedAt), formatTime(e.CompletedAt))
+		span := formatTime(e.StartedAt)
+		if e.CompletedAt != nil {
+			span += " to " + formatTime(e.CompletedAt)
+		}
+		info("  #%d %-14s %4d events  %s", e.ExecutionID, e.Status, e.EventCount, span)
 	}
 	fmt.Fprintf(out, "\nhistory of execution %d (%d events)\n", s.CurrentExecutionID, len(s.History))
 	printTimeline(out, s.InstanceID, s.History)
 	if len(s.KV) > 0 {
 		fmt.Fprintf(out, "\nkv (%d keys)\n", len(s.KV))
 		for _, k := range sortedKeys(s.KV) {
-			fmt.Fprintf(out, "  %s = %s\n", k, truncate(s.KV[k], 120))
+			info("  %s = %s", k, truncate(s.KV[k], 120))
 		}
 	}
 }
 
+// infoIndent is where a long line of show's info goes on: under the
+// values.
+const infoIndent = 11
+
 // printParked says why a running instance makes no progress: its code no
 // longer matches its history, and a runtime retries its turn.
-func printParked(out io.Writer, p parkedJSON) {
-	fmt.Fprintf(out, "parked     since %s, %d parks, next retry %s\n", formatTime(&p.Since), p.Count, formatTime(&p.RetryAt))
-	fmt.Fprintf(out, "  reason   %s\n", truncate(p.Reason, 400))
+func printParked(out io.Writer, p parkedJSON, width int) {
+	printWrapped(out, fmt.Sprintf("parked     since %s, %d parks, next retry %s", formatTime(&p.Since), p.Count, formatTime(&p.RetryAt)), width, infoIndent)
+	printWrapped(out, "  reason   "+truncate(p.Reason, 400), width, infoIndent)
 }
 
 func truncate(s string, n int) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
@@ -65,4 +66,27 @@ func assertFits(t *testing.T, text string, width int) {
 	for i, line := range strings.Split(text, "\n") {
 		assert.LessOrEqual(t, utf8.RuneCountInString(line), width, "line %d is too wide: %q", i+1, line)
 	}
+}
+
+// cdb show's info, executions and KV fit 80 columns when the output is no
+// terminal, whatever the output and the custom status hold.
+func TestShowFitsEightyColumns(t *testing.T) {
+	t.Setenv("COLUMNS", "")
+	long := `{"order":"order-000","tracking":"TRK-828084","note":"` + strings.Repeat("lorem ipsum ", 20) + `"}`
+	started, completed := time.Date(2026, 12, 4, 5, 22, 13, 0, time.UTC), time.Date(2026, 12, 4, 5, 22, 14, 0, time.UTC)
+	s := showJSON{
+		instanceJSON: instanceJSON{InstanceID: "order-000", OrchestrationName: "ProcessOrder", OrchestrationVersion: "1.0.0",
+			Status: "Completed", Output: &long, CreatedAt: &started, UpdatedAt: &completed, CurrentExecutionID: 2},
+		CustomStatus: &long,
+		Executions: []executionJSON{
+			{ExecutionID: 1, Status: "ContinuedAsNew", EventCount: 1234, StartedAt: &started, CompletedAt: &completed},
+			{ExecutionID: 2, Status: "Completed", EventCount: 27, StartedAt: &started, CompletedAt: &completed},
+		},
+		History: []cdb.Event{timelineEvent(1, 0, 1000, cdb.OrchestrationStarted{Name: "ProcessOrder", Version: "1.0.0", Input: long})},
+		KV:      map[string]string{"receipt": long},
+	}
+	var out bytes.Buffer
+	printInstance(&out, s)
+	assertFits(t, out.String(), 80)
+	assert.Contains(t, out.String(), "\n  #1 ContinuedAsNew 1234 events  2026-12-04T05:22:13Z to 2026-12-04T05:22:14Z\n")
 }

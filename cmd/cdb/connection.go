@@ -245,7 +245,7 @@ func describe(endpoint string, err error) error {
 	isCosmos := errors.As(err, &ce)
 	switch {
 	case isCosmos && ce.StatusCode == http.StatusUnauthorized:
-		return fmt.Errorf("%s refused the key (401): check %s or -key: %w", endpoint, cdb.EnvKey, err)
+		return refusedKey{endpoint: endpoint, err: err}
 	case isCosmos && ce.StatusCode == http.StatusForbidden:
 		return fmt.Errorf("%s refused the request (403): the key's permissions, a firewall, or this machine's clock: %w", endpoint, err)
 	case isCosmos && ce.StatusCode == http.StatusTooManyRequests:
@@ -277,4 +277,47 @@ func isUntrustedCertificate(err error) bool {
 	var authority x509.UnknownAuthorityError
 	var hostname x509.HostnameError
 	return errors.As(err, &verify) || errors.As(err, &authority) || errors.As(err, &hostname)
+}
+
+// refusedKey is a 401 as the CLI prints it: what to check, and the
+// server's first sentence. The server's whole message echoes the payload it
+// signed, some 400 characters that help no operator; it stays in the
+// *cdb.CosmosError behind this error, for code (errors.As). The payload
+// holds the verb, the resource and the date, never the key.
+type refusedKey struct {
+	endpoint string
+	err      error
+}
+
+func (e refusedKey) Error() string {
+	msg := fmt.Sprintf("%s refused the request's signature (401 Unauthorized): the key or this machine's clock is wrong; check %s or -key",
+		e.endpoint, cdb.EnvKey)
+	var ce *cdb.CosmosError
+	if !errors.As(e.err, &ce) {
+		return msg
+	}
+	if said := firstSentence(ce.Message); said != "" {
+		msg += fmt.Sprintf(". The server said: %q", said)
+	}
+	if ce.ActivityID != "" {
+		msg += " (activity id " + ce.ActivityID + ")"
+	}
+	return msg
+}
+
+func (e refusedKey) Unwrap() error { return e.err }
+
+// firstSentence is the first sentence of a Cosmos DB error message, which
+// comes as `Message: {"Errors":["..."]}` and then the request's details,
+// cut to a line's length.
+func firstSentence(message string) string {
+	s := strings.TrimPrefix(strings.TrimSpace(message), "Message: ")
+	s = strings.TrimPrefix(s, `{"Errors":["`)
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		s = s[:i]
+	}
+	if i := strings.Index(s, ". "); i >= 0 {
+		s = s[:i+1]
+	}
+	return fitWidth(strings.TrimSuffix(s, `"]}`), 160)
 }

@@ -190,11 +190,22 @@ func failed(err error, detail, meaning, action string) stepOutcome {
 	}
 	switch {
 	case err != nil && detail == "":
-		detail = err.Error()
+		detail = stepError(err)
 	case err != nil:
-		detail += ": " + err.Error()
+		detail += ": " + stepError(err)
 	}
 	return stepOutcome{result: stepFail, detail: detail, meaning: meaning, action: action, err: err}
+}
+
+// stepError is err as a step's line shows it: a 401 with the server's
+// first sentence only, as the other commands print it (refusedKey); the
+// rest of its message echoes the payload the server signed.
+func stepError(err error) string {
+	var ce *cdb.CosmosError
+	if errors.As(err, &ce) && ce.StatusCode == http.StatusUnauthorized {
+		return fmt.Sprintf("%s: 401 Unauthorized: %q", ce.Operation, firstSentence(ce.Message))
+	}
+	return err.Error()
 }
 
 // explainFailure says what a failed request means and what to do when its

@@ -175,6 +175,8 @@ func TestBinaryDoctorSaysWhatToDoAboutAWrongKey(t *testing.T) {
 	assert.Equal(t, "fail", connect.result)
 	assert.Regexp(t, `answered 401/0, activity [0-9a-f-]{36} means: the account refused the request's signature do: set COSMOS_KEY \(or -key\) to this account's primary or secondary key`,
 		connect.text, "the refusal's status and activity id, what it means and what to do")
+	assert.Contains(t, connect.text, `ReadAccount: 401 Unauthorized: "The input authorization token can't serve the request."`)
+	assert.NotContains(t, connect.text, "payload to sign", "the 401's first sentence only")
 	for _, name := range doctorSteps[1 : len(doctorSteps)-1] {
 		assert.Equal(t, "skip", lines[name].result, name)
 		assert.Equal(t, "not run: connect failed", lines[name].text, name)

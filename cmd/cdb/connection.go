@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -24,6 +25,9 @@ import (
 type connection struct {
 	endpoint, key, database, container string
 	insecure                           bool
+	// connectTimeout bounds the wait for the endpoint's first answer
+	// (awaitFirstAnswer).
+	connectTimeout time.Duration
 	// containerFromEnv says whether COSMOS_CONTAINER may name the
 	// container: not for bench, which must not write into the
 	// application's container.
@@ -49,6 +53,8 @@ func (c *connection) register(fs *flag.FlagSet) {
 		}
 		fs.StringVar(&c.container, "container", "", containerHelp)
 	}
+	fs.DurationVar(&c.connectTimeout, "connect-timeout", defaultConnectTimeout,
+		"how long to wait for the endpoint's first answer; a line on stderr says when it is slow")
 	fs.BoolVar(&c.insecure, "insecure-skip-verify", false, "accept the local emulator's self-signed certificate (default $"+cdb.EnvSkipTLS+")")
 }
 
@@ -172,8 +178,9 @@ func endpointRefused(err error) bool {
 }
 
 // open connects to the container without creating anything, and turns the
-// usual mistakes into errors that say what to fix.
-func (c *connection) open(ctx context.Context) (*cdb.CosmosProvider, error) {
+// usual mistakes into errors that say what to fix. A slow first answer is
+// noted on stderr.
+func (c *connection) open(ctx context.Context, stderr io.Writer) (*cdb.CosmosProvider, error) {
 	cfg, err := c.config()
 	if err != nil {
 		return nil, err
@@ -182,17 +189,21 @@ func (c *connection) open(ctx context.Context) (*cdb.CosmosProvider, error) {
 	if err != nil {
 		return nil, err
 	}
-	probe, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := checkCosmosEndpoint(probe, cl); err != nil {
-		return nil, err
-	}
-	container, err := cl.NewContainer(cfg.Database, cfg.Container)
+	err = c.awaitFirstAnswer(ctx, stderr, cl.Endpoint(), func(probe context.Context) error {
+		if err := checkCosmosEndpoint(probe, cl); err != nil {
+			return err
+		}
+		container, err := cl.NewContainer(cfg.Database, cfg.Container)
+		if err != nil {
+			return err
+		}
+		if _, err := container.Read(probe); err != nil {
+			return explainMissing(probe, cl, cfg, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	if _, err := container.Read(probe); err != nil {
-		return nil, explainMissing(probe, cl, cfg, err)
 	}
 	cfg.Client, cfg.SkipBootstrap, cfg.ShortPolling = cl, true, true
 	if c.watchOnly {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -56,4 +57,47 @@ func TestA401SaysTheKeyOrTheClockIsWrongInOneSentence(t *testing.T) {
 	var ce *cdb.CosmosError
 	require.True(t, errors.As(err, &ce), "the CosmosError stays behind the short text")
 	assert.Equal(t, unauthorizedMessage, ce.Message)
+}
+
+// silentEndpoint accepts connections and never answers on them.
+func silentEndpoint(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var held []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-accepted
+		for _, c := range held {
+			_ = c.Close()
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// An endpoint that accepts and never answers is noted on stderr while the
+// command waits, and -connect-timeout bounds the wait.
+func TestASilentEndpointIsNotedAndBoundedByConnectTimeout(t *testing.T) {
+	endpoint := silentEndpoint(t)
+	notice := "cdb: waiting for " + endpoint + ": no answer yet (giving up after 400ms; -connect-timeout to change)\n"
+	for _, args := range [][]string{{"metrics"}, {"show", "order-1"}, {"doctor"}} {
+		code, stdout, stderr := runCLI(append(args, "-endpoint", endpoint, "-key", fakeKey, "-connect-timeout", "400ms")...)
+		assert.Equal(t, 1, code, "cdb %v", args)
+		require.True(t, strings.HasPrefix(stderr, notice), "cdb %v: %q", args, stderr)
+		if args[0] == "doctor" { // its connect step says it in its lines
+			assert.Contains(t, unwrapped(stdout), "means: the endpoint did not answer within -connect-timeout")
+			continue
+		}
+		assert.Contains(t, stderr, "no answer from "+endpoint+" in 400ms: check the endpoint and the network, or wait longer with -connect-timeout", "cdb %v", args)
+	}
 }

@@ -66,6 +66,9 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	d.firstAnswer = func(ctx context.Context, call func(context.Context) error) error {
+		return o.conn.awaitFirstAnswer(ctx, stderr, cfg.Endpoint, call)
+	}
 	out := stdout
 	if o.format == formatJSON {
 		out = io.Discard
@@ -102,6 +105,9 @@ type doctor struct {
 	queueDocs      []queueDoc
 	// ruPerOrchestration is what the bench step measured.
 	ruPerOrchestration *float64
+	// firstAnswer bounds the connect step's request by -connect-timeout
+	// and notes a slow answer on stderr (connection.awaitFirstAnswer).
+	firstAnswer func(ctx context.Context, call func(context.Context) error) error
 }
 
 func newDoctor(cfg cdb.Config) (*doctor, error) {
@@ -121,7 +127,8 @@ func newDoctor(cfg cdb.Config) (*doctor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &doctor{cfg: cfg, client: cl, attempts: attempts, container: container}, nil
+	unbounded := func(ctx context.Context, call func(context.Context) error) error { return call(ctx) }
+	return &doctor{cfg: cfg, client: cl, attempts: attempts, container: container, firstAnswer: unbounded}, nil
 }
 
 // doctorStep is one check of the run. A step that must pass for the rest
@@ -225,6 +232,9 @@ func explainFailure(err error) (meaning, action string, known bool) {
 		return "the throughput (RU/s) is used up", "run it again later, or raise the account's throughput", true
 	case isCosmos && (ce.StatusCode == 0 || ce.StatusCode == http.StatusRequestTimeout || ce.StatusCode >= 500):
 		return "the service or the network failed the request", "run it again; if it persists, check the network and the service's health", true
+	case errors.As(err, new(noAnswer)):
+		return "the endpoint did not answer within -connect-timeout",
+			"check the endpoint and the network to it (a firewall that drops packets looks like this), or raise -connect-timeout", true
 	case errors.Is(err, context.Canceled):
 		return "the run was interrupted", "run it again", true
 	case errors.Is(err, context.DeadlineExceeded):

@@ -57,7 +57,7 @@ func operatorCommandOn(newConn func() *connection, name string, flags func(*flag
 				return err
 			}
 		}
-		p, err := conn.open(ctx)
+		p, err := conn.open(ctx, stderr)
 		if err != nil {
 			return err
 		}

@@ -214,6 +214,10 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// runMetrics prints the instance counts and the queues. A queue is what a
+// fetch could take now, as cdb top counts it (SampleQueues); what waits by
+// design (timers, delayed retries, parked messages) is counted apart as not
+// due: GetQueueDepths' unlocked items less the due ones.
 func runMetrics(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	var format outputFormat
 	return operatorCommand("metrics", func(fs *flag.FlagSet) {
@@ -223,31 +227,58 @@ func runMetrics(ctx context.Context, argv []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return describe(endpoint, err)
 		}
-		d, err := p.GetQueueDepths(ctx)
+		unlocked, err := p.GetQueueDepths(ctx)
 		if err != nil {
 			return describe(endpoint, err)
 		}
-		h, err := p.GetHeldMessages(ctx)
+		q, err := p.SampleQueues(ctx, time.Time{})
 		if err != nil {
 			return describe(endpoint, err)
+		}
+		j := metricsJSON{
+			TotalInstances: m.TotalInstances, RunningInstances: m.RunningInstances, CompletedInstances: m.CompletedInstances,
+			FailedInstances: m.FailedInstances, TotalExecutions: m.TotalExecutions, TotalEvents: m.TotalEvents,
+			OrchestratorQueue: int(q.Orchestrator.Count), WorkerQueue: int(q.Worker.Count),
+			OrchestratorNotDue: notDue(unlocked.OrchestratorQueue, q.Orchestrator), WorkerNotDue: notDue(unlocked.WorkerQueue, q.Worker),
+			Outbox:         q.Outbox.Count,
+			ParkedMessages: q.Parked.Count, OldestParked: oldestOf(q.Time, q.Parked),
+			PoisonMessages: q.Poison.Count, OldestPoison: oldestOf(q.Time, q.Poison),
 		}
 		if format == formatJSON {
-			return writeJSON(out, metricsJSON{
-				TotalInstances: m.TotalInstances, RunningInstances: m.RunningInstances, CompletedInstances: m.CompletedInstances,
-				FailedInstances: m.FailedInstances, TotalExecutions: m.TotalExecutions, TotalEvents: m.TotalEvents,
-				OrchestratorQueue: d.OrchestratorQueue, WorkerQueue: d.WorkerQueue,
-				ParkedMessages: h.Parked, OldestParked: timestamp(h.OldestParked),
-				PoisonMessages: h.Poison, OldestPoison: timestamp(h.OldestPoison),
-			})
+			return writeJSON(out, j)
 		}
-		fmt.Fprintf(out, "instances   %d (running %d, completed %d, failed %d)\n", m.TotalInstances, m.RunningInstances, m.CompletedInstances, m.FailedInstances)
-		fmt.Fprintf(out, "executions  %d\n", m.TotalExecutions)
-		fmt.Fprintf(out, "events      %d\n", m.TotalEvents)
-		fmt.Fprintf(out, "queues      orchestrator %d, worker %d (unlocked items)\n", d.OrchestratorQueue, d.WorkerQueue)
-		fmt.Fprintf(out, "held        parked %d%s, poison %d%s (orchestrator messages out of the queue's way)\n",
-			h.Parked, oldestNote(h.OldestParked), h.Poison, oldestNote(h.OldestPoison))
+		width := terminalWidth(out)
+		for _, line := range []string{
+			fmt.Sprintf("instances   %d (running %d, completed %d, failed %d)", j.TotalInstances, j.RunningInstances, j.CompletedInstances, j.FailedInstances),
+			fmt.Sprintf("executions  %d", j.TotalExecutions),
+			fmt.Sprintf("events      %d", j.TotalEvents),
+			fmt.Sprintf("queues      orchestrator %d, worker %d (due: what a fetch could take now)", j.OrchestratorQueue, j.WorkerQueue),
+			fmt.Sprintf("not due     orchestrator %d, worker %d (timers, retries, parked: later)", j.OrchestratorNotDue, j.WorkerNotDue),
+			fmt.Sprintf("outbox      %d (effects on other instances not yet delivered)", j.Outbox),
+			fmt.Sprintf("held        parked %d%s, poison %d%s (orchestrator messages out of the queue's way)",
+				j.ParkedMessages, oldestNote(j.OldestParked), j.PoisonMessages, oldestNote(j.OldestPoison)),
+		} {
+			printWrapped(out, line, width, 12)
+		}
 		return nil
 	})(ctx, argv, stdout, stderr)
+}
+
+// notDue is a queue's unlocked items (GetQueueDepths) that are not due
+// (SampleQueues). The two counts are read one after the other, so work
+// that came due or was taken between them could make it negative: 0 then.
+func notDue(unlocked int, due cdb.Backlog) int {
+	return max(unlocked-int(due.Count), 0)
+}
+
+// oldestOf is the time of a backlog's oldest, in RFC 3339, from its age at
+// the sample's time; empty when there is none.
+func oldestOf(sampled time.Time, b cdb.Backlog) string {
+	if b.Count == 0 {
+		return ""
+	}
+	oldest := sampled.Add(-b.OldestAge)
+	return timestamp(&oldest)
 }
 
 // timestamp is t in RFC 3339, UTC, or empty for none.
@@ -259,11 +290,11 @@ func timestamp(t *time.Time) string {
 }
 
 // oldestNote names the oldest of some held messages, if any.
-func oldestNote(t *time.Time) string {
-	if t == nil {
+func oldestNote(oldest string) string {
+	if oldest == "" {
 		return ""
 	}
-	return " (oldest " + timestamp(t) + ")"
+	return " (oldest " + oldest + ")"
 }
 
 func runDelete(ctx context.Context, argv []string, stdout, stderr io.Writer) error {

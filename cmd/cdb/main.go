@@ -53,7 +53,7 @@ func commands() []command {
 			details: "DATA must be JSON (or left out): DATA that is not is refused with exit code 2 before anything is\n" +
 				"sent; -raw sends any text as is. Quote it for the shell: cdb raise ORDER-1 approval '{\"by\":\"ann\"}'."},
 		{name: "cancel", args: "INSTANCE", summary: "request an instance's cancellation (it fails with \"canceled: REASON\", its children too)", run: runCancel},
-		{name: "metrics", summary: "system metrics and queue depths", run: runMetrics},
+		{name: "metrics", summary: "instance counts, the queues (due now, and not yet due), the outbox and held messages", run: runMetrics},
 		{name: "top", summary: "a live view of the queues, outbox, held messages, completions/s and processes", run: runTop,
 			details: "Every -interval it reads cdb.CosmosProvider.SampleQueues (6 COUNT queries per partition key range)\n" +
 				"and the process lease membership (1 read). Rates are over the last interval (\"-\" on the first\n" +

@@ -160,7 +160,7 @@ func TestOperatorCommandsExplainConnectionMistakes(t *testing.T) {
 
 	code, _, stderr := runCLI("instances", "-endpoint", endpoint, "-key", "dGhpcyBpcyBub3QgdGhlIGtleSB0aGUgZW11bGF0b3IgdXNlcw==")
 	assert.Equal(t, 1, code)
-	assert.Contains(t, stderr, "refused the key (401)")
+	assert.Contains(t, stderr, "refused the request's signature (401 Unauthorized): the key or this machine's clock is wrong")
 	assert.NotContains(t, stderr, "dGhpcyBpcyBub3Qg", "the key never appears in errors")
 
 	code, _, stderr = runCLI("instances", "-endpoint", endpoint, "-key", key, "-container", "nope")

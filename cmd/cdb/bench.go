@@ -138,7 +138,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if o.processes > 0 {
 		return runBenchProcesses(ctx, o, stdout, stderr)
 	}
-	target, where, cleanup, err := benchTarget(ctx, &o.conn, o.onEndpoint)
+	target, where, cleanup, err := benchTarget(ctx, &o.conn, o.onEndpoint, stderr)
 	if err != nil {
 		return err
 	}
@@ -433,7 +433,7 @@ func milliseconds(d time.Duration) float64 { return float64(d) / float64(time.Mi
 // someone's, and bench's would mix with them. The harness (starts and
 // status polls) has a provider and client of its own on the same container,
 // so its requests are not counted as the runtime's.
-func benchTarget(ctx context.Context, conn *connection, onEndpoint bool) (bench.Target, string, func(), error) {
+func benchTarget(ctx context.Context, conn *connection, onEndpoint bool, stderr io.Writer) (bench.Target, string, func(), error) {
 	if !onEndpoint {
 		return bench.Target{}, "the in-memory Cosmos DB", func() {}, nil
 	}
@@ -445,7 +445,8 @@ func benchTarget(ctx context.Context, conn *connection, onEndpoint bool) (bench.
 	if err != nil {
 		return bench.Target{}, "", nil, err
 	}
-	if err := checkCosmosEndpoint(ctx, cl); err != nil {
+	checkEndpoint := func(ctx context.Context) error { return checkCosmosEndpoint(ctx, cl) }
+	if err := conn.awaitFirstAnswer(ctx, stderr, cl.Endpoint(), checkEndpoint); err != nil {
 		return bench.Target{}, "", nil, err
 	}
 	existed, err := containerExists(ctx, cl, cfg)

@@ -73,7 +73,7 @@ func TestBinaryDemoOnAnEmulatorIsUnpacedAndItsTimelineOpensWithShow(t *testing.T
 	require.Equal(t, 0, code, stderr)
 	assert.NotContains(t, stdout, "pacing:")
 	assert.Contains(t, stdout, "not paced: the endpoint is an emulator on loopback")
-	explore := regexp.MustCompile(`explore it: cdb instances -container (\S+), then cdb show -container \S+ (\S+) \(and its payment, (\S+)\)`).
+	explore := regexp.MustCompile(`explore it \(the instances, the order above, its payment\):\n  cdb instances -container (\S+)\n  cdb show -container \S+ (\S+)\n  cdb show -container \S+ (\S+)\n`).
 		FindStringSubmatch(stdout)
 	require.NotNil(t, explore, stdout)
 	container, order, child := explore[1], explore[2], explore[3]
@@ -100,7 +100,7 @@ func TestBinaryDemoOnAnEmulatorIsUnpacedAndItsTimelineOpensWithShow(t *testing.T
 	assert.Contains(t, shown, fmt.Sprintf("parent     %s\n", order))
 }
 
-var timelineLine = regexp.MustCompile(`^  #[0-9]+ +(?:[+-][0-9]+ms)? +([A-Za-z]+) `)
+var timelineLine = regexp.MustCompile(`^  #[0-9]+ +(?:\+[0-9][0-9a-z.]*)? +([A-Za-z]+)(?: |$)`)
 
 // timelineKinds are the event kinds of the timeline lines in out.
 func timelineKinds(out string) []string {

@@ -236,11 +236,11 @@ func TestInstancesSendsItsFiltersToTheStore(t *testing.T) {
 func TestBinaryHelpSaysWhatIsFilteredWhere(t *testing.T) {
 	code, stdout, _ := cli("help", "instances").run(t)
 	require.Equal(t, 0, code)
-	assert.Contains(t, stdout, "A -name pattern other than a name or a prefix ending in * is matched by its literal prefix there\nand whole here")
+	assert.Contains(t, unwrapped(stdout), "A -name pattern other than a name or a prefix ending in * is matched by its literal prefix there and whole here")
 	code, stdout, _ = cli("help", "start").run(t)
 	require.Equal(t, 0, code)
-	assert.Contains(t, stdout, "a taken id exits with code 3")
-	assert.Contains(t, stdout, "a start still queued (reported as Queued)")
+	assert.Contains(t, unwrapped(stdout), "a taken id exits with code 3")
+	assert.Contains(t, unwrapped(stdout), "a start still queued (reported as Queued)")
 }
 
 // refusingPager refuses every query with err.

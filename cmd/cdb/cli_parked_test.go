@@ -39,7 +39,7 @@ func TestBinaryShowsAParkedInstance(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, "status     Running")
 	assert.Regexp(t, `parked     since \S+, 1 parks, next retry \S+`, stdout)
-	assert.Contains(t, stdout, "reason   "+stuckReason)
+	assert.Contains(t, unwrapped(stdout), "reason "+stuckReason)
 
 	code, stdout, stderr = cli(append(append([]string{"show"}, conn...), "done")...).run(t)
 	require.Equal(t, 0, code, stderr)

@@ -319,7 +319,7 @@ func TestBinaryWritesJSONForScripts(t *testing.T) {
 	assert.Equal(t, map[string]int{
 		"total_instances": 2, "running_instances": 1, "completed_instances": 1, "failed_instances": 0,
 		"total_executions": 2, "total_events": metrics["total_events"], "orchestrator_queue": 0, "worker_queue": 0,
-		"parked_messages": 0, "poison_messages": 0,
+		"orchestrator_not_due": 0, "worker_not_due": 0, "outbox": 0, "parked_messages": 0, "poison_messages": 0,
 	}, metrics)
 	assert.Positive(t, metrics["total_events"])
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -24,6 +25,9 @@ import (
 type connection struct {
 	endpoint, key, database, container string
 	insecure                           bool
+	// connectTimeout bounds the wait for the endpoint's first answer
+	// (awaitFirstAnswer).
+	connectTimeout time.Duration
 	// containerFromEnv says whether COSMOS_CONTAINER may name the
 	// container: not for bench, which must not write into the
 	// application's container.
@@ -49,6 +53,8 @@ func (c *connection) register(fs *flag.FlagSet) {
 		}
 		fs.StringVar(&c.container, "container", "", containerHelp)
 	}
+	fs.DurationVar(&c.connectTimeout, "connect-timeout", defaultConnectTimeout,
+		"how long to wait for the endpoint's first answer; a line on stderr says when it is slow")
 	fs.BoolVar(&c.insecure, "insecure-skip-verify", false, "accept the local emulator's self-signed certificate (default $"+cdb.EnvSkipTLS+")")
 }
 
@@ -172,8 +178,9 @@ func endpointRefused(err error) bool {
 }
 
 // open connects to the container without creating anything, and turns the
-// usual mistakes into errors that say what to fix.
-func (c *connection) open(ctx context.Context) (*cdb.CosmosProvider, error) {
+// usual mistakes into errors that say what to fix. A slow first answer is
+// noted on stderr.
+func (c *connection) open(ctx context.Context, stderr io.Writer) (*cdb.CosmosProvider, error) {
 	cfg, err := c.config()
 	if err != nil {
 		return nil, err
@@ -182,17 +189,21 @@ func (c *connection) open(ctx context.Context) (*cdb.CosmosProvider, error) {
 	if err != nil {
 		return nil, err
 	}
-	probe, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := checkCosmosEndpoint(probe, cl); err != nil {
-		return nil, err
-	}
-	container, err := cl.NewContainer(cfg.Database, cfg.Container)
+	err = c.awaitFirstAnswer(ctx, stderr, cl.Endpoint(), func(probe context.Context) error {
+		if err := checkCosmosEndpoint(probe, cl); err != nil {
+			return err
+		}
+		container, err := cl.NewContainer(cfg.Database, cfg.Container)
+		if err != nil {
+			return err
+		}
+		if _, err := container.Read(probe); err != nil {
+			return explainMissing(probe, cl, cfg, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	if _, err := container.Read(probe); err != nil {
-		return nil, explainMissing(probe, cl, cfg, err)
 	}
 	cfg.Client, cfg.SkipBootstrap, cfg.ShortPolling = cl, true, true
 	if c.watchOnly {
@@ -245,7 +256,7 @@ func describe(endpoint string, err error) error {
 	isCosmos := errors.As(err, &ce)
 	switch {
 	case isCosmos && ce.StatusCode == http.StatusUnauthorized:
-		return fmt.Errorf("%s refused the key (401): check %s or -key: %w", endpoint, cdb.EnvKey, err)
+		return refusedKey{endpoint: endpoint, err: err}
 	case isCosmos && ce.StatusCode == http.StatusForbidden:
 		return fmt.Errorf("%s refused the request (403): the key's permissions, a firewall, or this machine's clock: %w", endpoint, err)
 	case isCosmos && ce.StatusCode == http.StatusTooManyRequests:
@@ -277,4 +288,47 @@ func isUntrustedCertificate(err error) bool {
 	var authority x509.UnknownAuthorityError
 	var hostname x509.HostnameError
 	return errors.As(err, &verify) || errors.As(err, &authority) || errors.As(err, &hostname)
+}
+
+// refusedKey is a 401 as the CLI prints it: what to check, and the
+// server's first sentence. The server's whole message echoes the payload it
+// signed, some 400 characters that help no operator; it stays in the
+// *cdb.CosmosError behind this error, for code (errors.As). The payload
+// holds the verb, the resource and the date, never the key.
+type refusedKey struct {
+	endpoint string
+	err      error
+}
+
+func (e refusedKey) Error() string {
+	msg := fmt.Sprintf("%s refused the request's signature (401 Unauthorized): the key or this machine's clock is wrong; check %s or -key",
+		e.endpoint, cdb.EnvKey)
+	var ce *cdb.CosmosError
+	if !errors.As(e.err, &ce) {
+		return msg
+	}
+	if said := firstSentence(ce.Message); said != "" {
+		msg += fmt.Sprintf(". The server said: %q", said)
+	}
+	if ce.ActivityID != "" {
+		msg += " (activity id " + ce.ActivityID + ")"
+	}
+	return msg
+}
+
+func (e refusedKey) Unwrap() error { return e.err }
+
+// firstSentence is the first sentence of a Cosmos DB error message, which
+// comes as `Message: {"Errors":["..."]}` and then the request's details,
+// cut to a line's length.
+func firstSentence(message string) string {
+	s := strings.TrimPrefix(strings.TrimSpace(message), "Message: ")
+	s = strings.TrimPrefix(s, `{"Errors":["`)
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		s = s[:i]
+	}
+	if i := strings.Index(s, ". "); i >= 0 {
+		s = s[:i+1]
+	}
+	return fitWidth(strings.TrimSuffix(s, `"]}`), 160)
 }

@@ -50,14 +50,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer cleanup()
 	d := newDemo(provider, *orders, stdout)
 	d.meter = meter
-	fmt.Fprintf(stdout, "cdb demo: %d orders on %s, %d:%d dispatchers\n", *orders, where, *concurrency, *concurrency)
+	width := terminalWidth(stdout)
+	printWrapped(stdout, fmt.Sprintf("cdb demo: %d orders, %d:%d dispatchers, on %s", *orders, *concurrency, *concurrency, where), width, 2)
 	switch {
 	case *ruPerSecond > 0:
 		d.pace(*ruPerSecond)
-		fmt.Fprintf(stdout, "pacing: orders start so that the demo uses about %.0f RU/s on average (an order costs about %d RU; "+
-			"-ru-per-second 0 does not pace)\n", *ruPerSecond, demoOrderRU)
+		printWrapped(stdout, fmt.Sprintf("pacing: orders start so that the demo uses about %.0f RU/s on average (an order costs about %d RU; "+
+			"-ru-per-second 0 does not pace)", *ruPerSecond, demoOrderRU), width, 2)
 	case target == targetLocal:
-		fmt.Fprintln(stdout, "not paced: the endpoint is an emulator on loopback, with no RU/s to pay for (-ru-per-second N paces)")
+		printWrapped(stdout, "not paced: the endpoint is an emulator on loopback, with no RU/s to pay for (-ru-per-second N paces)", width, 2)
 	}
 	fmt.Fprintln(stdout)
 	if err := d.run(ctx, *concurrency); err != nil {
@@ -74,13 +75,16 @@ func (d *demo) explain(kept bool, container string) {
 	switch {
 	case d.shown == "":
 	case kept:
-		fmt.Fprintf(d.out, "\nexplore it: cdb instances -container %s, then cdb show -container %s %s", container, container, d.shown)
+		// A command a line, to copy whole.
+		fmt.Fprintf(d.out, "\nexplore it (the instances, the order above, its payment):\n  cdb instances -container %s\n  cdb show -container %s %s\n",
+			container, container, d.shown)
 		if d.shownChild != "" {
-			fmt.Fprintf(d.out, " (and its payment, %s)", d.shownChild)
+			fmt.Fprintf(d.out, "  cdb show -container %s %s\n", container, d.shownChild)
 		}
-		fmt.Fprintln(d.out)
 	default:
-		fmt.Fprintln(d.out, "\nto open these instances with cdb show, run the demo with -keep on an account or on cdb emulator (COSMOS_ENDPOINT)")
+		fmt.Fprintln(d.out)
+		printWrapped(d.out, "to open these instances with cdb show, run the demo with -keep on an account or on cdb emulator (COSMOS_ENDPOINT)",
+			terminalWidth(d.out), 0)
 	}
 }
 
@@ -589,15 +593,20 @@ func (d *demo) summarize(ctx context.Context, client *durable.Client, elapsed ti
 	}
 	orchestrations := int(metrics.TotalExecutions)
 	fmt.Fprintf(d.out, "\nsummary after %.1fs\n", elapsed.Seconds())
-	fmt.Fprintf(d.out, "  orders          %d shipped, %d failed (card declined three times), %d escalated to the warehouse after waiting %s\n",
-		d.shipped.Load(), d.failed.Load(), d.escalated.Load(), shipmentWait)
-	fmt.Fprintf(d.out, "  orchestrations  %d instances, %d executions: orders, payment sub-orchestrations, and a ledger that continued as new %d times\n",
-		metrics.TotalInstances, metrics.TotalExecutions, len(ledgerExecs)-1)
-	fmt.Fprintf(d.out, "                  %d completed, %d failed, %d running\n", metrics.CompletedInstances, metrics.FailedInstances, metrics.RunningInstances)
-	fmt.Fprintf(d.out, "  activities      %d\n", d.activities.Load())
-	fmt.Fprintf(d.out, "  Cosmos DB       %d requests, %.0f RU: %.1f requests and %.0f RU per orchestration execution\n",
-		requests, charge, float64(requests)/float64(max(orchestrations, 1)), charge/float64(max(orchestrations, 1)))
-	fmt.Fprintf(d.out, "  throughput      %.1f orders/s\n", float64(d.orders)/elapsed.Seconds())
+	for _, line := range []string{
+		fmt.Sprintf("  orders          %d shipped, %d failed (card declined three times),", d.shipped.Load(), d.failed.Load()),
+		fmt.Sprintf("                  %d escalated to the warehouse after waiting %s", d.escalated.Load(), shipmentWait),
+		fmt.Sprintf("  orchestrations  %d instances, %d executions: orders, their payments", metrics.TotalInstances, metrics.TotalExecutions),
+		fmt.Sprintf("                  (sub-orchestrations) and a ledger (continued as new %d times)", len(ledgerExecs)-1),
+		fmt.Sprintf("                  %d completed, %d failed, %d running", metrics.CompletedInstances, metrics.FailedInstances, metrics.RunningInstances),
+		fmt.Sprintf("  activities      %d", d.activities.Load()),
+		fmt.Sprintf("  Cosmos DB       %d requests, %.0f RU", requests, charge),
+		fmt.Sprintf("                  %.1f requests and %.0f RU per orchestration execution",
+			float64(requests)/float64(max(orchestrations, 1)), charge/float64(max(orchestrations, 1))),
+		fmt.Sprintf("  throughput      %.1f orders/s", float64(d.orders)/elapsed.Seconds()),
+	} {
+		printWrapped(d.out, line, terminalWidth(d.out), 18)
+	}
 	if figures != nil {
 		figures.print(d.out)
 	}
@@ -632,7 +641,8 @@ func (d *demo) showOneOrder(ctx context.Context, client *durable.Client) error {
 	if pick == "" {
 		return nil
 	}
-	fmt.Fprintf(d.out, "\none order, %s, as stored (cdb show prints the same for any instance):\n", pick)
+	fmt.Fprintln(d.out)
+	printWrapped(d.out, fmt.Sprintf("one order, %s, as stored (cdb show prints the same for any instance):", pick), terminalWidth(d.out), 2)
 	history, err := client.ReadHistory(ctx, pick)
 	if err != nil {
 		return err

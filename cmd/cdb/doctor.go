@@ -66,6 +66,9 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	d.firstAnswer = func(ctx context.Context, call func(context.Context) error) error {
+		return o.conn.awaitFirstAnswer(ctx, stderr, cfg.Endpoint, call)
+	}
 	out := stdout
 	if o.format == formatJSON {
 		out = io.Discard
@@ -102,6 +105,9 @@ type doctor struct {
 	queueDocs      []queueDoc
 	// ruPerOrchestration is what the bench step measured.
 	ruPerOrchestration *float64
+	// firstAnswer bounds the connect step's request by -connect-timeout
+	// and notes a slow answer on stderr (connection.awaitFirstAnswer).
+	firstAnswer func(ctx context.Context, call func(context.Context) error) error
 }
 
 func newDoctor(cfg cdb.Config) (*doctor, error) {
@@ -121,7 +127,8 @@ func newDoctor(cfg cdb.Config) (*doctor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &doctor{cfg: cfg, client: cl, attempts: attempts, container: container}, nil
+	unbounded := func(ctx context.Context, call func(context.Context) error) error { return call(ctx) }
+	return &doctor{cfg: cfg, client: cl, attempts: attempts, container: container, firstAnswer: unbounded}, nil
 }
 
 // doctorStep is one check of the run. A step that must pass for the rest
@@ -190,11 +197,22 @@ func failed(err error, detail, meaning, action string) stepOutcome {
 	}
 	switch {
 	case err != nil && detail == "":
-		detail = err.Error()
+		detail = stepError(err)
 	case err != nil:
-		detail += ": " + err.Error()
+		detail += ": " + stepError(err)
 	}
 	return stepOutcome{result: stepFail, detail: detail, meaning: meaning, action: action, err: err}
+}
+
+// stepError is err as a step's line shows it: a 401 with the server's
+// first sentence only, as the other commands print it (refusedKey); the
+// rest of its message echoes the payload the server signed.
+func stepError(err error) string {
+	var ce *cdb.CosmosError
+	if errors.As(err, &ce) && ce.StatusCode == http.StatusUnauthorized {
+		return fmt.Sprintf("%s: 401 Unauthorized: %q", ce.Operation, firstSentence(ce.Message))
+	}
+	return err.Error()
 }
 
 // explainFailure says what a failed request means and what to do when its
@@ -214,6 +232,9 @@ func explainFailure(err error) (meaning, action string, known bool) {
 		return "the throughput (RU/s) is used up", "run it again later, or raise the account's throughput", true
 	case isCosmos && (ce.StatusCode == 0 || ce.StatusCode == http.StatusRequestTimeout || ce.StatusCode >= 500):
 		return "the service or the network failed the request", "run it again; if it persists, check the network and the service's health", true
+	case errors.As(err, new(noAnswer)):
+		return "the endpoint did not answer within -connect-timeout",
+			"check the endpoint and the network to it (a firewall that drops packets looks like this), or raise -connect-timeout", true
 	case errors.Is(err, context.Canceled):
 		return "the run was interrupted", "run it again", true
 	case errors.Is(err, context.DeadlineExceeded):
@@ -234,8 +255,8 @@ func (d *doctor) run(ctx context.Context, timeout time.Duration, out io.Writer) 
 		Endpoint: d.cfg.Endpoint, Database: d.cfg.Database, Container: d.cfg.Container,
 		Auth: authMethod(d.cfg), Steps: []doctorStepJSON{},
 	}
-	fmt.Fprintf(out, "cdb doctor on %s, database %q, throw-away container %q (%s)\n",
-		d.cfg.Endpoint, d.cfg.Database, d.cfg.Container, report.Auth)
+	printWrapped(out, fmt.Sprintf("cdb doctor on %s, database %q, throw-away container %q (%s)",
+		d.cfg.Endpoint, d.cfg.Database, d.cfg.Container, report.Auth), terminalWidth(out), 2)
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	stopped := ""
@@ -261,7 +282,7 @@ func (d *doctor) run(ctx context.Context, timeout time.Duration, out io.Writer) 
 	report.RUPerOrchestration = d.ruPerOrchestration
 	report.RequestCharge = d.attempts.charge()
 	report.OK = report.Failed == 0
-	fmt.Fprintln(out, report.summary())
+	printWrapped(out, report.summary(), terminalWidth(out), 8)
 	return report
 }
 
@@ -314,19 +335,30 @@ func lastAnswered(seen []attempt) (attempt, bool) {
 	return attempt{}, false
 }
 
-// printStep prints a step's one line.
+// printStep prints a step: its result, name and charge, and what it saw,
+// going on in lines indented past the result. A failure adds its answer
+// (status/substatus and activity id, to report it) and what it means and
+// what to do, a line each. A pass shows no status: its last request's
+// (a 404 that proves a batch applied nothing) would read as a failure;
+// the words say what passed, and -o json keeps the status.
 func printStep(out io.Writer, s doctorStepJSON) {
-	status := "-"
+	width := terminalWidth(out)
+	printWrapped(out, fmt.Sprintf("%-4s  %-23s %8.2f RU  %s", s.Result, s.Name, s.RequestCharge, s.Detail), width, stepIndent)
+	if s.Result != stepFail {
+		return
+	}
+	answer := "no answer"
 	if s.Status != 0 {
-		status = fmt.Sprintf("%d/%d", s.Status, s.Substatus)
+		answer = fmt.Sprintf("answered %d/%d, activity %s", s.Status, s.Substatus, firstOf(s.ActivityID, "-"))
 	}
-	line := fmt.Sprintf("%-4s  %-23s %-8s  activity %-36s  %8.2f RU  %s",
-		s.Result, s.Name, status, firstOf(s.ActivityID, "-"), s.RequestCharge, s.Detail)
-	if s.Result == stepFail {
-		line += "; means: " + s.Meaning + "; do: " + s.Action
-	}
-	fmt.Fprintln(out, line)
+	printWrapped(out, strings.Repeat(" ", stepIndent)+answer, width, stepIndent)
+	printWrapped(out, strings.Repeat(" ", stepIndent)+"means: "+s.Meaning, width, stepIndent+len("means: "))
+	printWrapped(out, strings.Repeat(" ", stepIndent)+"do: "+s.Action, width, stepIndent+len("do: "))
 }
+
+// stepIndent is where a step's continuation lines start: past the result,
+// which stays alone in its column.
+const stepIndent = 6
 
 // authMethod names how the client signs its requests.
 func authMethod(cfg cdb.Config) string {

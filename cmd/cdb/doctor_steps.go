@@ -32,7 +32,12 @@ func (d *doctor) providerConfig(skipBootstrap bool) cdb.Config {
 // connect reads the account (GET /) with the configured credential: the
 // provider needs Session consistency or stronger, and one write region.
 func (d *doctor) connect(ctx context.Context) stepOutcome {
-	account, err := d.client.ReadAccount(ctx)
+	var account cdb.AccountProperties
+	err := d.firstAnswer(ctx, func(ctx context.Context) error {
+		var err error
+		account, err = d.client.ReadAccount(ctx)
+		return err
+	})
 	const fixEndpoint = "set " + cdb.EnvEndpoint + " (or -endpoint) to the account's URI, https://<account>.documents.azure.com:443/"
 	var ce *cdb.CosmosError
 	switch {

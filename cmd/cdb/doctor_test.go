@@ -109,16 +109,54 @@ func TestBinaryDoctorPassesOnTheEmulator(t *testing.T) {
 	assertNoKey(t, "cdb doctor", stdout, stderr)
 }
 
-var doctorLine = regexp.MustCompile(`(?m)^(pass|fail|skip) +(\S+) +(\S+) +activity (\S+) +([0-9.]+) RU  (.*)$`)
+// The text output fits 80 columns off a terminal, and a passed step says
+// in words what passed, with no status: the 404 of the read that proves a
+// batch applied nothing read as a failure.
+func TestBinaryDoctorTextFitsEightyColumnsAndSaysWhatPassedInWords(t *testing.T) {
+	endpoint, key, _, stop := startEmulator(t)
+	defer stop()
+	code, stdout, stderr := cli("doctor").with("COSMOS_ENDPOINT="+endpoint, "COSMOS_KEY="+key, "COLUMNS=").run(t)
+	require.Equal(t, 0, code, stderr)
+	assertFits(t, stdout, 80)
+	lines := doctorLines(t, stdout)
+	assert.Equal(t, "a batch whose second create conflicts answered 207 [424 409] and applied nothing", lines["batch-atomicity"].text)
+	for name, s := range lines {
+		assert.Equal(t, "pass", s.result, name)
+		assert.NotRegexp(t, `activity [0-9a-f-]{36}`, s.text, "%s: a pass has no status line", name)
+	}
+	assert.Contains(t, unwrapped(stdout), "doctor: 18 passed, 0 failed, 0 skipped")
+}
 
-// doctorLines maps each step's name to its text line's fields.
-func doctorLines(t *testing.T, stdout string) map[string][]string {
+var doctorLine = regexp.MustCompile(`^(pass|fail|skip)  (\S+) +([0-9.]+) RU  (.*)$`)
+
+// doctorStepText is a step as the text output prints it.
+type doctorStepText struct {
+	result, charge string
+	// text is the step's lines after its name and charge, unwrapped: what
+	// it saw, and on a failure its answer, what it means and what to do.
+	text string
+}
+
+// doctorLines maps each step's name to what its text lines say; a step's
+// lines after its first are indented, and the summary ends the steps.
+func doctorLines(t *testing.T, stdout string) map[string]doctorStepText {
 	t.Helper()
-	out := map[string][]string{}
+	out := map[string]doctorStepText{}
 	var names []string
-	for _, m := range doctorLine.FindAllStringSubmatch(stdout, -1) {
-		out[m[2]] = m
-		names = append(names, m[2])
+	for _, line := range strings.Split(stdout, "\n") {
+		if strings.HasPrefix(line, "doctor: ") {
+			break
+		}
+		if m := doctorLine.FindStringSubmatch(line); m != nil {
+			names = append(names, m[2])
+			out[m[2]] = doctorStepText{result: m[1], charge: m[3], text: m[4]}
+			continue
+		}
+		if strings.HasPrefix(line, "      ") && len(names) > 0 {
+			s := out[names[len(names)-1]]
+			s.text += " " + strings.TrimSpace(line)
+			out[names[len(names)-1]] = s
+		}
 	}
 	require.Equal(t, doctorSteps, names, stdout)
 	return out
@@ -134,16 +172,17 @@ func TestBinaryDoctorSaysWhatToDoAboutAWrongKey(t *testing.T) {
 	assert.Equal(t, 1, code)
 	lines := doctorLines(t, stdout)
 	connect := lines["connect"]
-	assert.Equal(t, "fail", connect[1])
-	assert.Equal(t, "401/0", connect[3])
-	assert.NotEqual(t, "-", connect[4], "the activity id of the refusal")
-	assert.Contains(t, connect[6], "means: the account refused the request's signature; do: set COSMOS_KEY (or -key) to this account's primary or secondary key")
+	assert.Equal(t, "fail", connect.result)
+	assert.Regexp(t, `answered 401/0, activity [0-9a-f-]{36} means: the account refused the request's signature do: set COSMOS_KEY \(or -key\) to this account's primary or secondary key`,
+		connect.text, "the refusal's status and activity id, what it means and what to do")
+	assert.Contains(t, connect.text, `ReadAccount: 401 Unauthorized: "The input authorization token can't serve the request."`)
+	assert.NotContains(t, connect.text, "payload to sign", "the 401's first sentence only")
 	for _, name := range doctorSteps[1 : len(doctorSteps)-1] {
-		assert.Equal(t, "skip", lines[name][1], name)
-		assert.Equal(t, "not run: connect failed", lines[name][6], name)
+		assert.Equal(t, "skip", lines[name].result, name)
+		assert.Equal(t, "not run: connect failed", lines[name].text, name)
 	}
-	assert.Equal(t, "skip", lines["cleanup"][1])
-	assert.Equal(t, "nothing to remove: no container was created", lines["cleanup"][6])
+	assert.Equal(t, "skip", lines["cleanup"].result)
+	assert.Equal(t, "nothing to remove: no container was created", lines["cleanup"].text)
 	assert.Contains(t, stdout, "doctor: 0 passed, 1 failed, 17 skipped")
 	assert.Equal(t, "cdb doctor: 1 of 18 steps failed\n", stderr)
 	assertNoKey(t, "cdb doctor", stdout, stderr)
@@ -179,7 +218,7 @@ func TestBinaryDoctorRemovesItsContainerWhenAStepFails(t *testing.T) {
 	assertContainerGone(t, srv.URL, acct.Key(), r.Database, r.Container)
 }
 
-var doctorHeader = regexp.MustCompile(`throw-away container "(cdb-doctor-[0-9a-f]+)"`)
+var doctorHeader = regexp.MustCompile(`throw-away container\s+"(cdb-doctor-[0-9a-f]+)"`)
 
 // Ctrl-C stops the run, still removes the container, and exits 130.
 func TestBinaryDoctorRemovesItsContainerOnInterrupt(t *testing.T) {
@@ -237,8 +276,8 @@ func TestBinaryDoctorOnTheNPMServer(t *testing.T) {
 	lines := doctorLines(t, stdout)
 	skips := map[string]string{}
 	for _, name := range doctorSteps {
-		if lines[name][1] != "pass" {
-			skips[name] = lines[name][1] + ": " + lines[name][6]
+		if lines[name].result != "pass" {
+			skips[name] = lines[name].result + ": " + lines[name].text
 		}
 	}
 	// What @vercel/cosmosdb-server 1.0.1 does not do, as the library's own

@@ -17,6 +17,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/duroxide-go/cdb/internal/fakecosmos"
@@ -30,7 +32,15 @@ type emulatorOptions struct {
 	latency    time.Duration
 	staleReads bool
 	tlsCert    string // when set, serve https and write the certificate here
+	output     string // emulatorLine or emulatorEnv
 }
+
+// What `cdb emulator` prints on stdout: the one line scripts and tests
+// parse (endpoint=URL key=KEY), or export lines for a shell to eval.
+const (
+	emulatorLine = "line"
+	emulatorEnv  = "env"
+)
 
 func parseEmulatorFlags(args []string, stderr io.Writer) (emulatorOptions, error) {
 	var o emulatorOptions
@@ -41,8 +51,13 @@ func parseEmulatorFlags(args []string, stderr io.Writer) (emulatorOptions, error
 	fs.DurationVar(&o.latency, "latency", 0, "latency added to every request, e.g. 5ms")
 	fs.BoolVar(&o.staleReads, "stale-reads", false, "serve reads without the session token of a document's last write from a lagging replica (Session consistency)")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve https with a new self-signed certificate for 127.0.0.1 and localhost, written to this PEM file (for COSMOS_CA_FILE)")
+	fs.StringVar(&o.output, "o", emulatorLine, "the `format` of stdout: line (endpoint=URL key=KEY) or env (export lines for a shell: "+
+		`eval "$(cdb emulator -o env &)"`+` sets COSMOS_ENDPOINT, COSMOS_KEY and with -tls-cert COSMOS_CA_FILE; stdout is closed after them)`)
 	if err := parseFlags(fs, args); err != nil {
 		return o, err
+	}
+	if o.output != emulatorLine && o.output != emulatorEnv {
+		return o, usageError{msg: fmt.Sprintf("-o must be line or env, got %q", o.output)}
 	}
 	if o.ranges < 1 {
 		return o, usageError{msg: fmt.Sprintf("-ranges must be at least 1, got %d", o.ranges)}
@@ -59,8 +74,8 @@ func parseEmulatorFlags(args []string, stderr io.Writer) (emulatorOptions, error
 }
 
 // runEmulator serves the in-memory Cosmos DB until ctx is cancelled (an
-// interrupt). Its only stdout line is the endpoint and key, so scripts can
-// read it; everything else goes to stderr.
+// interrupt). Its only stdout is the endpoint and key (printEmulatorAddress),
+// so scripts can read it; everything else goes to stderr.
 func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseEmulatorFlags(args, stderr)
 	if err != nil {
@@ -88,8 +103,44 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 		StaleReadsWithoutSessionToken: o.staleReads,
 	})
-	fmt.Fprintf(stdout, "endpoint=%s key=%s\n", endpoint, srv.Key())
+	if err := printEmulatorAddress(stdout, o, endpoint, srv.Key()); err != nil {
+		_ = ln.Close()
+		return err
+	}
 	return serveUntilDone(ctx, ln, srv)
+}
+
+// printEmulatorAddress prints where the emulator serves and its key: the
+// line internal/sim, the compatibility tests and scripts parse, or export
+// lines for a shell. The key is the emulator's own (by default Microsoft's
+// published one), not a secret. After the export lines stdout is closed,
+// so that a shell's command substitution ends while the emulator serves
+// on in the background.
+func printEmulatorAddress(stdout io.Writer, o emulatorOptions, endpoint, key string) error {
+	if o.output == emulatorLine {
+		_, err := fmt.Fprintf(stdout, "endpoint=%s key=%s\n", endpoint, key)
+		return err
+	}
+	lines := "export " + shellAssignment("COSMOS_ENDPOINT", endpoint) + "\nexport " + shellAssignment("COSMOS_KEY", key) + "\n"
+	if o.tlsCert != "" {
+		caFile, err := filepath.Abs(o.tlsCert)
+		if err != nil {
+			return fmt.Errorf("the certificate's path: %w", err)
+		}
+		lines += "export " + shellAssignment("COSMOS_CA_FILE", caFile) + "\n"
+	}
+	if _, err := io.WriteString(stdout, lines); err != nil {
+		return err
+	}
+	if f, ok := stdout.(*os.File); ok {
+		return f.Close()
+	}
+	return nil
+}
+
+// shellAssignment is name=value for a POSIX shell, the value single-quoted.
+func shellAssignment(name, value string) string {
+	return name + "='" + strings.ReplaceAll(value, "'", `'\''`) + "'"
 }
 
 // newSelfSignedCertificate makes a certificate for the loopback names, as

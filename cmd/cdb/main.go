@@ -53,7 +53,7 @@ func commands() []command {
 			details: "DATA must be JSON (or left out): DATA that is not is refused with exit code 2 before anything is\n" +
 				"sent; -raw sends any text as is. Quote it for the shell: cdb raise ORDER-1 approval '{\"by\":\"ann\"}'."},
 		{name: "cancel", args: "INSTANCE", summary: "request an instance's cancellation (it fails with \"canceled: REASON\", its children too)", run: runCancel},
-		{name: "metrics", summary: "system metrics and queue depths", run: runMetrics},
+		{name: "metrics", summary: "instance counts, the queues (due now, and not yet due), the outbox and held messages", run: runMetrics},
 		{name: "top", summary: "a live view of the queues, outbox, held messages, completions/s and processes", run: runTop,
 			details: "Every -interval it reads cdb.CosmosProvider.SampleQueues (6 COUNT queries per partition key range)\n" +
 				"and the process lease membership (1 read). Rates are over the last interval (\"-\" on the first\n" +
@@ -157,7 +157,7 @@ func report(ctx context.Context, c command, err error, stdout, stderr io.Writer)
 	case err == nil:
 		return 0
 	case errors.As(err, &help):
-		fmt.Fprint(stdout, help.text)
+		fmt.Fprint(stdout, wrapText(help.text, helpWidth(stdout)))
 		return 0
 	case errors.As(err, &usageErr):
 		fmt.Fprintf(stderr, "cdb %s: %s\n", c.name, usageErr.msg)
@@ -198,7 +198,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "commands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		printWrapped(w, fmt.Sprintf("  %-10s %s", c.name, c.summary), helpWidth(w), 13)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'cdb help <command>' (or 'cdb <command> -h') for a command's flags;")
@@ -328,6 +328,29 @@ func parseBetween(fs *flag.FlagSet, args []string, least, most int) error {
 	return nil
 }
 
+// expandTabs replaces the tabs of PrintDefaults with spaces to the next
+// multiple of 8 columns, as a terminal shows them, so that wrapText
+// continues a flag's usage at its indentation.
+func expandTabs(text string) string {
+	var b strings.Builder
+	column := 0
+	for _, r := range text {
+		switch r {
+		case '\t':
+			n := 8 - column%8
+			b.WriteString(strings.Repeat(" ", n))
+			column += n
+		case '\n':
+			b.WriteRune(r)
+			column = 0
+		default:
+			b.WriteRune(r)
+			column++
+		}
+	}
+	return b.String()
+}
+
 // helpText is a command's help: synopsis, summary, flags. It has the same
 // shape for every command.
 func helpText(fs *flag.FlagSet) string {
@@ -339,17 +362,20 @@ func helpText(fs *flag.FlagSet) string {
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, c.summary)
 	if c.details != "" {
+		// One paragraph, wrapped where it is printed (report).
 		fmt.Fprintln(&b)
-		fmt.Fprintln(&b, c.details)
+		fmt.Fprintln(&b, strings.ReplaceAll(c.details, "\n", " "))
 	}
 	hasFlags := false
 	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 	if hasFlags {
 		fmt.Fprintln(&b)
 		fmt.Fprintln(&b, "flags:")
-		fs.SetOutput(&b)
+		var flags bytes.Buffer
+		fs.SetOutput(&flags)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
+		b.WriteString(expandTabs(flags.String()))
 	}
 	return b.String()
 }

@@ -158,8 +158,11 @@ func TestUnknownCommandIsAUsageError(t *testing.T) {
 	assert.Equal(t, 2, run(context.Background(), nil, io.Discard, io.Discard), "no command at all")
 }
 
-func TestDemoRunsOnTheEmbeddedFake(t *testing.T) {
+// The demo runs on the embedded fake, and its output off a terminal fits
+// 80 columns.
+func TestDemoRunsOnTheEmbeddedFakeInEightyColumns(t *testing.T) {
 	t.Setenv("COSMOS_ENDPOINT", "")
+	t.Setenv("COLUMNS", "")
 	var stdout bytes.Buffer
 	code := run(context.Background(), []string{"demo", "-orders", "12", "-concurrency", "2"}, &stdout, io.Discard)
 	require.Equal(t, 0, code, stdout.String())
@@ -167,8 +170,32 @@ func TestDemoRunsOnTheEmbeddedFake(t *testing.T) {
 	assert.Contains(t, out, "embedded in-memory Cosmos DB")
 	assert.Regexp(t, `12/12 orders  `, out, "progress reaches every order")
 	assert.Regexp(t, `orders +\d+ shipped, \d+ failed`, out)
-	assert.Regexp(t, `ledger that continued as new 1 times`, out, "12 orders are two ledger executions")
-	assert.Regexp(t, `Cosmos DB +\d+ requests, \d+ RU: [0-9.]+ requests and \d+ RU per orchestration execution`, out)
+	assert.Regexp(t, `ledger \(continued as new 1 times\)`, out, "12 orders are two ledger executions")
+	assert.Regexp(t, `Cosmos DB +\d+ requests, \d+ RU\n +[0-9.]+ requests and \d+ RU per orchestration execution`, out)
+	assertFits(t, out, 80)
 	assert.Contains(t, out, "OrchestrationStarted", "one order's history is printed")
 	assert.Contains(t, out, "OrchestrationCompleted")
+}
+
+// The overview and every command's help fit 80 columns when stdout is no
+// terminal, a flag's usage going on at its indentation.
+func TestHelpFitsEightyColumns(t *testing.T) {
+	t.Setenv("COLUMNS", "")
+	var out bytes.Buffer
+	require.Equal(t, 0, run(context.Background(), []string{"help"}, &out, io.Discard))
+	assertFits(t, out.String(), 80)
+	assert.Contains(t, out.String(), "\n  bench      run duroxide's stress protocol (in memory, or on COSMOS_ENDPOINT in\n             a container of its own) and print a table\n",
+		"a summary goes on under the summaries")
+	for _, name := range everyCommand {
+		out.Reset()
+		require.Equal(t, 0, run(context.Background(), []string{"help", name}, &out, io.Discard), name)
+		assertFits(t, out.String(), 80)
+		assert.NotContains(t, out.String(), "\t", "cdb help %s: tabs are spaces, so a wrapped usage lines up", name)
+	}
+}
+
+// unwrapped is text with each run of white space one space: what a test of
+// wrapped text compares its words with.
+func unwrapped(text string) string {
+	return strings.Join(strings.Fields(text), " ")
 }

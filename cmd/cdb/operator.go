@@ -57,7 +57,7 @@ func operatorCommandOn(newConn func() *connection, name string, flags func(*flag
 				return err
 			}
 		}
-		p, err := conn.open(ctx)
+		p, err := conn.open(ctx, stderr)
 		if err != nil {
 			return err
 		}
@@ -153,45 +153,57 @@ func readInstance(ctx context.Context, p cdb.Provider, id string) (showJSON, err
 }
 
 // printInstance prints an instance's info, executions, current history as
-// a timeline, custom status and KV.
+// a timeline, custom status and KV, each line within the terminal's width
+// (80 columns when out is none), a long one going on under its value.
 func printInstance(out io.Writer, s showJSON) {
-	fmt.Fprintf(out, "instance   %s\n", s.InstanceID)
-	fmt.Fprintf(out, "orchestration %s@%s\n", s.OrchestrationName, s.OrchestrationVersion)
-	fmt.Fprintf(out, "status     %s", s.Status)
-	if s.Output != nil {
-		fmt.Fprintf(out, "  %s %s", outputLabel(s.Status), truncate(*s.Output, 200))
+	width := terminalWidth(out)
+	info := func(format string, args ...any) {
+		printWrapped(out, fmt.Sprintf(format, args...), width, infoIndent)
 	}
-	fmt.Fprintln(out)
+	info("instance   %s", s.InstanceID)
+	info("orchestration %s@%s", s.OrchestrationName, s.OrchestrationVersion)
+	if s.Output != nil {
+		info("status     %s  %s %s", s.Status, outputLabel(s.Status), truncate(*s.Output, 200))
+	} else {
+		info("status     %s", s.Status)
+	}
 	if s.Parked != nil {
-		printParked(out, *s.Parked)
+		printParked(out, *s.Parked, width)
 	}
 	if s.ParentInstanceID != nil {
-		fmt.Fprintf(out, "parent     %s\n", *s.ParentInstanceID)
+		info("parent     %s", *s.ParentInstanceID)
 	}
-	fmt.Fprintf(out, "created    %s  updated %s\n", formatTime(s.CreatedAt), formatTime(s.UpdatedAt))
+	info("created    %s  updated %s", formatTime(s.CreatedAt), formatTime(s.UpdatedAt))
 	if s.CustomStatus != nil {
-		fmt.Fprintf(out, "custom     %s\n", truncate(*s.CustomStatus, 200))
+		info("custom     %s", truncate(*s.CustomStatus, 200))
 	}
 	fmt.Fprintf(out, "\nexecutions (%d)\n", len(s.Executions))
 	for _, e := range s.Executions {
-		fmt.Fprintf(out, "  #%d %-15s events %-4d started %s completed %s\n", e.ExecutionID, e.Status, e.EventCount,
-			formatTime(e.StartedAt), formatTime(e.CompletedAt))
+		span := formatTime(e.StartedAt)
+		if e.CompletedAt != nil {
+			span += " to " + formatTime(e.CompletedAt)
+		}
+		info("  #%d %-14s %4d events  %s", e.ExecutionID, e.Status, e.EventCount, span)
 	}
 	fmt.Fprintf(out, "\nhistory of execution %d (%d events)\n", s.CurrentExecutionID, len(s.History))
 	printTimeline(out, s.InstanceID, s.History)
 	if len(s.KV) > 0 {
 		fmt.Fprintf(out, "\nkv (%d keys)\n", len(s.KV))
 		for _, k := range sortedKeys(s.KV) {
-			fmt.Fprintf(out, "  %s = %s\n", k, truncate(s.KV[k], 120))
+			info("  %s = %s", k, truncate(s.KV[k], 120))
 		}
 	}
 }
 
+// infoIndent is where a long line of show's info goes on: under the
+// values.
+const infoIndent = 11
+
 // printParked says why a running instance makes no progress: its code no
 // longer matches its history, and a runtime retries its turn.
-func printParked(out io.Writer, p parkedJSON) {
-	fmt.Fprintf(out, "parked     since %s, %d parks, next retry %s\n", formatTime(&p.Since), p.Count, formatTime(&p.RetryAt))
-	fmt.Fprintf(out, "  reason   %s\n", truncate(p.Reason, 400))
+func printParked(out io.Writer, p parkedJSON, width int) {
+	printWrapped(out, fmt.Sprintf("parked     since %s, %d parks, next retry %s", formatTime(&p.Since), p.Count, formatTime(&p.RetryAt)), width, infoIndent)
+	printWrapped(out, "  reason   "+truncate(p.Reason, 400), width, infoIndent)
 }
 
 func truncate(s string, n int) string {
@@ -202,6 +214,10 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// runMetrics prints the instance counts and the queues. A queue is what a
+// fetch could take now, as cdb top counts it (SampleQueues); what waits by
+// design (timers, delayed retries, parked messages) is counted apart as not
+// due: GetQueueDepths' unlocked items less the due ones.
 func runMetrics(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	var format outputFormat
 	return operatorCommand("metrics", func(fs *flag.FlagSet) {
@@ -211,31 +227,58 @@ func runMetrics(ctx context.Context, argv []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return describe(endpoint, err)
 		}
-		d, err := p.GetQueueDepths(ctx)
+		unlocked, err := p.GetQueueDepths(ctx)
 		if err != nil {
 			return describe(endpoint, err)
 		}
-		h, err := p.GetHeldMessages(ctx)
+		q, err := p.SampleQueues(ctx, time.Time{})
 		if err != nil {
 			return describe(endpoint, err)
+		}
+		j := metricsJSON{
+			TotalInstances: m.TotalInstances, RunningInstances: m.RunningInstances, CompletedInstances: m.CompletedInstances,
+			FailedInstances: m.FailedInstances, TotalExecutions: m.TotalExecutions, TotalEvents: m.TotalEvents,
+			OrchestratorQueue: int(q.Orchestrator.Count), WorkerQueue: int(q.Worker.Count),
+			OrchestratorNotDue: notDue(unlocked.OrchestratorQueue, q.Orchestrator), WorkerNotDue: notDue(unlocked.WorkerQueue, q.Worker),
+			Outbox:         q.Outbox.Count,
+			ParkedMessages: q.Parked.Count, OldestParked: oldestOf(q.Time, q.Parked),
+			PoisonMessages: q.Poison.Count, OldestPoison: oldestOf(q.Time, q.Poison),
 		}
 		if format == formatJSON {
-			return writeJSON(out, metricsJSON{
-				TotalInstances: m.TotalInstances, RunningInstances: m.RunningInstances, CompletedInstances: m.CompletedInstances,
-				FailedInstances: m.FailedInstances, TotalExecutions: m.TotalExecutions, TotalEvents: m.TotalEvents,
-				OrchestratorQueue: d.OrchestratorQueue, WorkerQueue: d.WorkerQueue,
-				ParkedMessages: h.Parked, OldestParked: timestamp(h.OldestParked),
-				PoisonMessages: h.Poison, OldestPoison: timestamp(h.OldestPoison),
-			})
+			return writeJSON(out, j)
 		}
-		fmt.Fprintf(out, "instances   %d (running %d, completed %d, failed %d)\n", m.TotalInstances, m.RunningInstances, m.CompletedInstances, m.FailedInstances)
-		fmt.Fprintf(out, "executions  %d\n", m.TotalExecutions)
-		fmt.Fprintf(out, "events      %d\n", m.TotalEvents)
-		fmt.Fprintf(out, "queues      orchestrator %d, worker %d (unlocked items)\n", d.OrchestratorQueue, d.WorkerQueue)
-		fmt.Fprintf(out, "held        parked %d%s, poison %d%s (orchestrator messages out of the queue's way)\n",
-			h.Parked, oldestNote(h.OldestParked), h.Poison, oldestNote(h.OldestPoison))
+		width := terminalWidth(out)
+		for _, line := range []string{
+			fmt.Sprintf("instances   %d (running %d, completed %d, failed %d)", j.TotalInstances, j.RunningInstances, j.CompletedInstances, j.FailedInstances),
+			fmt.Sprintf("executions  %d", j.TotalExecutions),
+			fmt.Sprintf("events      %d", j.TotalEvents),
+			fmt.Sprintf("queues      orchestrator %d, worker %d (due: what a fetch could take now)", j.OrchestratorQueue, j.WorkerQueue),
+			fmt.Sprintf("not due     orchestrator %d, worker %d (timers, retries, parked: later)", j.OrchestratorNotDue, j.WorkerNotDue),
+			fmt.Sprintf("outbox      %d (effects on other instances not yet delivered)", j.Outbox),
+			fmt.Sprintf("held        parked %d%s, poison %d%s (orchestrator messages out of the queue's way)",
+				j.ParkedMessages, oldestNote(j.OldestParked), j.PoisonMessages, oldestNote(j.OldestPoison)),
+		} {
+			printWrapped(out, line, width, 12)
+		}
 		return nil
 	})(ctx, argv, stdout, stderr)
+}
+
+// notDue is a queue's unlocked items (GetQueueDepths) that are not due
+// (SampleQueues). The two counts are read one after the other, so work
+// that came due or was taken between them could make it negative: 0 then.
+func notDue(unlocked int, due cdb.Backlog) int {
+	return max(unlocked-int(due.Count), 0)
+}
+
+// oldestOf is the time of a backlog's oldest, in RFC 3339, from its age at
+// the sample's time; empty when there is none.
+func oldestOf(sampled time.Time, b cdb.Backlog) string {
+	if b.Count == 0 {
+		return ""
+	}
+	oldest := sampled.Add(-b.OldestAge)
+	return timestamp(&oldest)
 }
 
 // timestamp is t in RFC 3339, UTC, or empty for none.
@@ -247,11 +290,11 @@ func timestamp(t *time.Time) string {
 }
 
 // oldestNote names the oldest of some held messages, if any.
-func oldestNote(t *time.Time) string {
-	if t == nil {
+func oldestNote(oldest string) string {
+	if oldest == "" {
 		return ""
 	}
-	return " (oldest " + timestamp(t) + ")"
+	return " (oldest " + oldest + ")"
 }
 
 func runDelete(ctx context.Context, argv []string, stdout, stderr io.Writer) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http/httptest"
 	"testing"
@@ -159,7 +160,7 @@ func TestOperatorCommandsExplainConnectionMistakes(t *testing.T) {
 
 	code, _, stderr := runCLI("instances", "-endpoint", endpoint, "-key", "dGhpcyBpcyBub3QgdGhlIGtleSB0aGUgZW11bGF0b3IgdXNlcw==")
 	assert.Equal(t, 1, code)
-	assert.Contains(t, stderr, "refused the key (401)")
+	assert.Contains(t, stderr, "refused the request's signature (401 Unauthorized): the key or this machine's clock is wrong")
 	assert.NotContains(t, stderr, "dGhpcyBpcyBub3Qg", "the key never appears in errors")
 
 	code, _, stderr = runCLI("instances", "-endpoint", endpoint, "-key", key, "-container", "nope")
@@ -201,4 +202,32 @@ func TestShowNamesAFailedInstancesOutputItsError(t *testing.T) {
 	shipped := "shipped"
 	printInstance(&out, showJSON{instanceJSON: instanceJSON{InstanceID: "order-2", Status: "Completed", Output: &shipped}})
 	assert.Contains(t, out.String(), "status     Completed  output shipped\n")
+}
+
+// metrics counts as its queues what top does, the work a fetch could take
+// now; a message not due for an hour is counted apart, as not due.
+func TestMetricsAndTopCountTheSameQueues(t *testing.T) {
+	fx, key := operatorFixture(t)
+	p, err := cdb.NewProvider(context.Background(), cdb.Config{Client: fx.account.Client(), ShortPolling: true})
+	require.NoError(t, err)
+	defer p.Close()
+	require.NoError(t, p.EnqueueForOrchestrator(context.Background(), cdb.ExternalRaisedMessage{Instance: "busy", Name: "later", Data: "{}"}, time.Hour))
+
+	code, out, stderr := runCLI("metrics", "-endpoint", fx.endpoint, "-key", key, "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	var metrics metricsJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &metrics), out)
+	code, out, stderr = runCLI("top", "-endpoint", fx.endpoint, "-key", key, "-o", "json", "-n", "1")
+	require.Equal(t, 0, code, stderr)
+	var top topSample
+	require.NoError(t, json.Unmarshal([]byte(out), &top), out)
+
+	assert.Equal(t, top.Orchestrator.Count, uint64(metrics.OrchestratorQueue), "the orchestrator queue")
+	assert.Equal(t, top.Worker.Count, uint64(metrics.WorkerQueue), "the worker queue")
+	assert.Equal(t, 1, metrics.OrchestratorNotDue, "the message due in an hour")
+
+	code, out, stderr = runCLI("metrics", "-endpoint", fx.endpoint, "-key", key)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, fmt.Sprintf("queues      orchestrator %d, worker %d (due: what a fetch could take now)\n", metrics.OrchestratorQueue, metrics.WorkerQueue))
+	assert.Contains(t, out, "not due     orchestrator 1, worker 0 (timers, retries, parked: later)\n")
 }

@@ -78,8 +78,16 @@ type metricsJSON struct {
 	FailedInstances    uint64 `json:"failed_instances"`
 	TotalExecutions    uint64 `json:"total_executions"`
 	TotalEvents        uint64 `json:"total_events"`
-	OrchestratorQueue  int    `json:"orchestrator_queue"`
-	WorkerQueue        int    `json:"worker_queue"`
+	// The queues are what a fetch could take now (due and unlocked), as
+	// top's orchestrator_queue and worker_queue count them; the not due
+	// are the unlocked items that wait by design (timers, delayed retries,
+	// parked messages).
+	OrchestratorQueue  int `json:"orchestrator_queue"`
+	WorkerQueue        int `json:"worker_queue"`
+	OrchestratorNotDue int `json:"orchestrator_not_due"`
+	WorkerNotDue       int `json:"worker_not_due"`
+	// Outbox is the outbox documents stored (top's outbox).
+	Outbox uint64 `json:"outbox"`
 	// Held orchestrator messages (cdb.HeldMessages); the oldest in RFC 3339.
 	ParkedMessages uint64 `json:"parked_messages"`
 	OldestParked   string `json:"oldest_parked,omitempty"`

@@ -41,7 +41,7 @@ func TestTimelineMarksRetryAttemptsAndTheirWaits(t *testing.T) {
 	}
 	var out bytes.Buffer
 	printTimeline(&out, "order", history)
-	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	lines := timelineEntries(out.String())
 	require.Len(t, lines, len(history))
 
 	want := map[int]string{
@@ -56,6 +56,20 @@ func TestTimelineMarksRetryAttemptsAndTheirWaits(t *testing.T) {
 			assert.NotContains(t, line, "attempt", "#%d is no retry: a success ends the run of failures", id)
 		}
 	}
+}
+
+// timelineEntries is printTimeline's output an event a line: an entry's
+// continuation lines joined to its first.
+func timelineEntries(text string) []string {
+	var entries []string
+	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		if strings.HasPrefix(line, "  #") || len(entries) == 0 {
+			entries = append(entries, line)
+			continue
+		}
+		entries[len(entries)-1] += " " + strings.TrimSpace(line)
+	}
+	return entries
 }
 
 // A child retried after a failure is numbered as an activity is; another

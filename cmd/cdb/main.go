@@ -52,7 +52,10 @@ func commands() []command {
 		{name: "raise", args: "INSTANCE EVENT [DATA]", summary: "raise an external event on an instance (-queue: put it on the instance's persistent queue)", run: runRaise,
 			details: "DATA must be JSON (or left out): DATA that is not is refused with exit code 2 before anything is\n" +
 				"sent; -raw sends any text as is. Quote it for the shell: cdb raise ORDER-1 approval '{\"by\":\"ann\"}'."},
-		{name: "cancel", args: "INSTANCE", summary: "request an instance's cancellation (it fails with \"canceled: REASON\", its children too)", run: runCancel},
+		{name: "cancel", args: "INSTANCE", summary: "request an instance's cancellation (it fails with \"canceled: REASON\", its children too)", run: runCancel,
+			details: "By default the instance ends in the turn that receives the request: no more of its code runs.\n" +
+				"An orchestration whose code calls HandleCancellation first runs its compensation, for at most\n" +
+				"the grace it names, then ends the same way. A start still queued (Queued) takes it too."},
 		{name: "metrics", summary: "instance counts, the queues (due now, and not yet due), the outbox and held messages", run: runMetrics},
 		{name: "top", summary: "a live view of the queues, outbox, held messages, completions/s and processes", run: runTop,
 			details: "Every -interval it reads cdb.CosmosProvider.SampleQueues (6 COUNT queries per partition key range)\n" +

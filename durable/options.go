@@ -81,6 +81,10 @@ type Options struct {
 	// until the handler returns, so that Shutdown returns at most a grace
 	// after its context ends.
 	ActivityCancellationGrace time.Duration
+	// ShutdownTimeout is how long Run lets the turns and activities in
+	// flight finish once its context ends, before it abandons them
+	// (default 30s; see Shutdown).
+	ShutdownTimeout time.Duration
 
 	// SessionLockTimeout is how long a session (see WithSession) stays
 	// locked to this runtime without a renewal (default 30s).
@@ -196,6 +200,7 @@ func (o Options) withDefaults() Options {
 		o.MaxAttempts = 10
 	}
 	setDuration(&o.ActivityCancellationGrace, 10*time.Second)
+	setDuration(&o.ShutdownTimeout, 30*time.Second)
 	setDuration(&o.SessionLockTimeout, 30*time.Second)
 	setDuration(&o.SessionLockRenewalBuffer, 5*time.Second)
 	setDuration(&o.SessionIdleTimeout, 5*time.Minute)

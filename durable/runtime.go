@@ -48,8 +48,30 @@ type Runtime struct {
 // (cdb.CosmosProvider): the runtime's default clock.
 type serviceClock interface{ ServiceTime() time.Time }
 
+// Run runs a runtime until ctx ends, then shuts it down gracefully: it
+// stops fetching work and lets the turns and activities in flight finish,
+// for at most Options.ShutdownTimeout, before it abandons what is left
+// (Shutdown). It is a worker process's natural main: given the context of
+// signal.NotifyContext, a SIGTERM lets the work in flight finish. It
+// returns Start's error, or Shutdown's (nil when everything finished in
+// time). Use Start for a runtime the program stops itself.
+func Run(ctx context.Context, provider cdb.Provider, registry *Registry, opts Options) error {
+	rt, err := Start(context.WithoutCancel(ctx), provider, registry, opts)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	stopping, cancel := context.WithTimeout(context.WithoutCancel(ctx), rt.opts.ShutdownTimeout)
+	defer cancel()
+	return rt.Shutdown(stopping)
+}
+
 // Start validates the options and starts the dispatchers. The runtime runs
-// until Shutdown, or until ctx ends (which abandons work in flight).
+// until Shutdown, or until ctx ends, which abandons the work in flight at
+// once, as a crash would: a turn is run again elsewhere, an activity's
+// context is cancelled. To let work in flight finish, call Shutdown with a
+// context that allows the time, or run the runtime with Run, which does
+// when its context ends (the graceful path for signal.NotifyContext).
 func Start(ctx context.Context, provider cdb.Provider, registry *Registry, opts Options) (*Runtime, error) {
 	if provider == nil || registry == nil {
 		return nil, fmt.Errorf("durable: start: %w: provider and registry are required", ErrInvalidInput)

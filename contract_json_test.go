@@ -886,3 +886,19 @@ func TestResultAdd(t *testing.T) {
 		DeleteInstanceResult{1, 1, 1, 1}.Add(DeleteInstanceResult{0, 1, 2, 3}))
 	assert.Equal(t, PruneResult{2, 3, 4}, PruneResult{1, 1, 1}.Add(PruneResult{1, 2, 3}))
 }
+
+// An activity's retry attempt is this runtime's field beside duroxide's:
+// written only when set, read back, and absent from what duroxide writes.
+func TestActivityExecuteCarriesItsRetryAttemptBesideDuroxidesFields(t *testing.T) {
+	item := ActivityExecuteMessage{Instance: "order-42", ExecutionID: 1, ID: 2, Name: "Charge", Input: "12", RetryAttempt: ptr[uint32](2)}
+	encoded, err := MarshalWorkItem(item)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"ActivityExecute":{"instance":"order-42","execution_id":1,"id":2,"name":"Charge","input":"12","retry_attempt":2}}`, string(encoded))
+	decoded, err := UnmarshalWorkItem(encoded)
+	require.NoError(t, err)
+	assert.Equal(t, item, decoded)
+
+	plain, err := MarshalWorkItem(ActivityExecuteMessage{Instance: "order-42", ExecutionID: 1, ID: 2, Name: "Charge", Input: "12"})
+	require.NoError(t, err)
+	assert.NotContains(t, string(plain), "retry_attempt", "duroxide's JSON when no policy is involved")
+}

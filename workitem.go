@@ -81,6 +81,11 @@ type ActivityExecuteMessage struct {
 	Input       string  `json:"input"`
 	SessionID   *string `json:"session_id,omitempty"`
 	Tag         *string `json:"tag,omitempty"`
+	// RetryAttempt is the attempt of a retry policy this activity is (1
+	// for the first, 2 for the policy's first retry, ...); nil for an
+	// activity scheduled without a policy. It is this runtime's: duroxide
+	// ignores a field it does not know, and writes none.
+	RetryAttempt *uint32 `json:"retry_attempt,omitempty"`
 	// Trace is the trace context of the turn that scheduled the activity.
 	// It is Go only, never part of duroxide's JSON: a provider that is a
 	// TraceCarrier keeps it beside the item and hands it back with the
@@ -405,6 +410,7 @@ func decodeActivityExecute(o *jsonObject) WorkItem {
 	requiredField(o, "input", &w.Input)
 	optionalField(o, "session_id", &w.SessionID)
 	optionalField(o, "tag", &w.Tag)
+	optionalField(o, "retry_attempt", &w.RetryAttempt)
 	return w
 }
 

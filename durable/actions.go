@@ -36,6 +36,7 @@ type action struct {
 	tag         *string // activities
 	fireAtMs    uint64  // timers
 	purpose     string  // timers the runtime schedules for the code: what for, in messages ("" for the code's own)
+	attempt     uint32  // activities scheduled WithRetry: the policy's attempt (0 without a policy)
 	instance    string  // sub-orchestrations (explicit or "sub::N") and detached starts
 	version     *string // sub-orchestrations, detached starts, continue-as-new
 	status      *string // custom status (nil clears)

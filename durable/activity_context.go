@@ -18,6 +18,8 @@ type ActivityContext struct {
 	sessionID   *string
 	tag         *string
 	workerID    string
+	attempt     uint32 // the retry policy's attempt, 1 without a policy
+	delivery    uint32 // the provider's delivery of this item, 1 for the first
 	client      *Client
 	clock       func() time.Time
 }
@@ -40,6 +42,17 @@ func (a ActivityContext) SessionID() string { return deref(a.sessionID) }
 // Tag is the activity's routing tag, "" for none.
 func (a ActivityContext) Tag() string { return deref(a.tag) }
 
+// Attempt is the attempt of its retry policy this run belongs to: 1 for
+// the first, 2 for the policy's first retry, and so on; 1 for an activity
+// scheduled without a policy. It is the number an operator reads in `cdb
+// show`'s timeline and in the durable.activity.attempt metric attribute.
+func (a ActivityContext) Attempt() int { return int(max(a.attempt, 1)) }
+
+// Delivery counts the runs of this one attempt: 1 for the first; more when
+// an earlier run ended without its result stored (its process stopped, lost
+// its lock, or gave it back), so the activity runs again, at least once.
+func (a ActivityContext) Delivery() int { return int(max(a.delivery, 1)) }
+
 // WorkerID identifies the worker slot running the activity.
 func (a ActivityContext) WorkerID() string { return a.workerID }
 
@@ -52,6 +65,13 @@ func (a ActivityContext) now() time.Time {
 		return time.Now()
 	}
 	return a.clock()
+}
+
+func deref32(v *uint32) uint32 {
+	if v == nil {
+		return 0
+	}
+	return *v
 }
 
 func deref(s *string) string {

@@ -280,7 +280,7 @@ func TestSampleCancellationWithoutHandleCancellationRunsNoCode(t *testing.T) {
 func TestACompensationSurvivesACrash(t *testing.T) {
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
 	refundStarted := make(chan struct{}, 1)
-	var refundsDone atomic.Int32
+	var refundsDone, refundDelivery atomic.Int32
 	register := func(h *harness, crashing bool) {
 		h.activity("Charge", func(ActivityContext, string) (string, error) { return "receipt-7", nil })
 		h.activity("Refund", func(ctx ActivityContext, receipt string) (string, error) {
@@ -290,6 +290,7 @@ func TestACompensationSurvivesACrash(t *testing.T) {
 				return "", ctx.Err()
 			}
 			refundsDone.Add(1)
+			refundDelivery.Store(int32(ctx.Delivery()))
 			return "refunded " + receipt, nil
 		})
 		h.orchestration("Order", compensatingOrder)
@@ -318,6 +319,7 @@ func TestACompensationSurvivesACrash(t *testing.T) {
 	st := second.wait("order-crash")
 	assert.Equal(t, cdb.ApplicationError{Kind: cdb.AppCancelled{Reason: "customer called"}}, st.Error)
 	assert.Equal(t, int32(1), refundsDone.Load())
+	assert.Equal(t, int32(2), refundDelivery.Load(), "the refund's second delivery: the first died with its process")
 	history, err := second.client.ReadHistory(second.ctx, "order-crash")
 	require.NoError(t, err)
 	assert.Len(t, eventsOf[cdb.ActivityCompleted](history), 2, "the charge and one refund")

@@ -207,8 +207,9 @@
 // durable.orchestration.turn.duration (by
 // durable.orchestration.turn.outcome: committed, abandoned or parked),
 // durable.orchestration.history.size, durable.orchestration.parked,
-// durable.activity.executions (by durable.activity.outcome and
-// durable.activity.attempt, the item's delivery: 1, 2, 3 or 4+),
+// durable.activity.executions (by durable.activity.outcome,
+// durable.activity.attempt, the retry policy's attempt, and
+// durable.activity.delivery, the runs of one attempt: 1, 2, 3 or 4+),
 // durable.activity.duration, durable.orchestration.turn.schedule_to_start
 // and durable.activity.schedule_to_start (how long a fetched item waited
 // in its queue once takeable: the fetch's Options.Now less the provider's

@@ -189,7 +189,10 @@ func (c *OrchestrationContext) scheduleWithRetry(a action) *Future {
 // (an instance id is never used twice).
 func (c *OrchestrationContext) attemptScheduler(a action) func(int) *Future {
 	if a.kind == actCallActivity {
-		return func(int) *Future { return c.newFuture(futureActivity, a) }
+		return func(attempt int) *Future {
+			a.attempt = uint32(attempt)
+			return c.newFuture(futureActivity, a)
+		}
 	}
 	explicit := a.instance
 	return func(attempt int) *Future {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -581,4 +582,38 @@ func TestADivergenceNamesWhatARuntimeTimerIsFor(t *testing.T) {
 	require.Equal(t, turnFailed, out.result.kind)
 	assert.Equal(t, `schedule mismatch at event 2: history has activity "Charge", the code scheduled timer (the retry policy's Timeout of activity "Charge")`,
 		*out.result.details.(cdb.ConfigurationError).Message)
+}
+
+// An activity knows which of its retry policy's attempts it runs, and the
+// worker item carries it (1 for an activity without a policy).
+func TestAnActivityKnowsItsRetryAttempt(t *testing.T) {
+	eachProvider(t, func(t *testing.T, h *harness) {
+		var mu sync.Mutex
+		var attempts, deliveries []int
+		h.activity("Flaky", func(ctx ActivityContext, _ string) (string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			attempts, deliveries = append(attempts, ctx.Attempt()), append(deliveries, ctx.Delivery())
+			if len(attempts) < 3 {
+				return "", errors.New("not yet")
+			}
+			return "done", nil
+		})
+		h.activity("Plain", func(ctx ActivityContext, _ string) (string, error) {
+			return fmt.Sprintf("attempt %d", ctx.Attempt()), nil
+		})
+		h.orchestration("Retrying", func(ctx *OrchestrationContext, _ string) (string, error) {
+			if _, err := ctx.ScheduleActivity("Flaky", "", WithRetry(RetryPolicy{MaxAttempts: 3})).Await(); err != nil {
+				return "", err
+			}
+			return ctx.ScheduleActivity("Plain", "").Await()
+		})
+		h.run()
+		h.start("retrying", "Retrying", "")
+		assert.Equal(t, "attempt 1", h.completed("retrying"))
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, []int{1, 2, 3}, attempts)
+		assert.Equal(t, []int{1, 1, 1}, deliveries)
+	})
 }

@@ -44,6 +44,7 @@ const (
 	attrActivityName         = "durable.activity.name"
 	attrActivityOutcome      = "durable.activity.outcome"
 	attrActivityAttempt      = "durable.activity.attempt"
+	attrActivityDelivery     = "durable.activity.delivery"
 	attrQueue                = "durable.queue"
 )
 
@@ -171,21 +172,21 @@ func (m *runtimeMetrics) parkedTurn(ctx context.Context, name, version string) {
 
 // activityEnded counts an activity whose handler ran, and how long from
 // its start until its result was acked or its item released.
-func (m *runtimeMetrics) activityEnded(ctx context.Context, name string, attempt uint32, outcome activityOutcome, took time.Duration) {
+func (m *runtimeMetrics) activityEnded(ctx context.Context, name string, runs activityRuns, outcome activityOutcome, took time.Duration) {
 	if m == nil {
 		return
 	}
-	m.activityExecutions.Add(ctx, 1, activityAttrs(name, attempt, outcome)...)
+	m.activityExecutions.Add(ctx, 1, activityAttrs(name, runs, outcome)...)
 	m.activityDuration.Record(ctx, took.Seconds(),
 		slog.String(attrActivityName, name), slog.String(attrActivityOutcome, string(outcome)))
 }
 
 // activityUnregistered counts an activity fetched without a handler here.
-func (m *runtimeMetrics) activityUnregistered(ctx context.Context, name string, attempt uint32) {
+func (m *runtimeMetrics) activityUnregistered(ctx context.Context, name string, runs activityRuns) {
 	if m == nil {
 		return
 	}
-	m.activityExecutions.Add(ctx, 1, activityAttrs(name, attempt, activityNotRegistered)...)
+	m.activityExecutions.Add(ctx, 1, activityAttrs(name, runs, activityNotRegistered)...)
 }
 
 // turnFetched records how long a fetched orchestration item waited in its
@@ -224,22 +225,22 @@ func (m *runtimeMetrics) poisoned(ctx context.Context, queue string) {
 	m.poison.Add(ctx, 1, slog.String(attrQueue, queue))
 }
 
-func activityAttrs(name string, attempt uint32, outcome activityOutcome) []slog.Attr {
+func activityAttrs(name string, runs activityRuns, outcome activityOutcome) []slog.Attr {
 	return []slog.Attr{slog.String(attrActivityName, name), slog.String(attrActivityOutcome, string(outcome)),
-		slog.String(attrActivityAttempt, attemptBucket(attempt))}
+		slog.String(attrActivityAttempt, countBucket(runs.attempt)), slog.String(attrActivityDelivery, countBucket(runs.delivery))}
 }
 
-// attemptBucket keeps the delivery attempt low-cardinality: 1, 2, 3, 4+.
-// It counts the provider's deliveries of one item (redeliveries after a
-// lost lock or an abandon); a retry policy's attempts are new activities,
-// each delivered first as attempt 1.
-func attemptBucket(attempt uint32) string {
+// countBucket keeps an attempt or a delivery count low-cardinality: 1, 2,
+// 3, 4+. The attempt is the retry policy's (1 without a policy); the
+// delivery counts the provider's deliveries of one attempt's item (more
+// than 1 after a lost lock, a crash or an abandon).
+func countBucket(n uint32) string {
 	switch {
-	case attempt <= 1:
+	case n <= 1:
 		return "1"
-	case attempt == 2:
+	case n == 2:
 		return "2"
-	case attempt == 3:
+	case n == 3:
 		return "3"
 	}
 	return "4+"

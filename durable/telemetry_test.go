@@ -152,11 +152,15 @@ func TestTelemetryReportsASampleOrchestration(t *testing.T) {
 		assert.Greater(t, sizes[i].Value, sizes[i-1].Value, "each committed turn of Order adds events")
 	}
 
-	charge := map[string]any{"durable.activity.name": "Charge", "durable.activity.attempt": "1"}
-	assert.Equal(t, 1.0, meter.Sum("durable.activity.executions", with(charge, "durable.activity.outcome", "failed")))
-	assert.Equal(t, 1.0, meter.Sum("durable.activity.executions", with(charge, "durable.activity.outcome", "completed")))
+	// The retry policy's attempts are counted as attempts 1 and 2, each
+	// delivered once.
+	charge := map[string]any{"durable.activity.name": "Charge", "durable.activity.delivery": "1"}
 	assert.Equal(t, 1.0, meter.Sum("durable.activity.executions",
-		map[string]any{"durable.activity.name": "Ship", "durable.activity.outcome": "completed", "durable.activity.attempt": "1"}))
+		with(with(charge, "durable.activity.outcome", "failed"), "durable.activity.attempt", "1")))
+	assert.Equal(t, 1.0, meter.Sum("durable.activity.executions",
+		with(with(charge, "durable.activity.outcome", "completed"), "durable.activity.attempt", "2")))
+	assert.Equal(t, 1.0, meter.Sum("durable.activity.executions",
+		map[string]any{"durable.activity.name": "Ship", "durable.activity.outcome": "completed", "durable.activity.attempt": "1", "durable.activity.delivery": "1"}))
 	assert.Equal(t, 3.0, meter.Sum("durable.activity.executions", nil))
 	activityDurations := meter.Points("durable.activity.duration", nil)
 	require.Len(t, activityDurations, 3)
@@ -318,8 +322,8 @@ func TestTelemetryWithoutAMeterRecordsNothing(t *testing.T) {
 	m.turnEnded(context.Background(), "Order", turnCommitted, time.Second)
 	m.turnCommitted(context.Background(), &cdb.OrchestrationItem{}, turn{delta: []cdb.Event{{Kind: cdb.OrchestrationCompleted{}}}})
 	m.parkedTurn(context.Background(), "Order", "1.0.0")
-	m.activityEnded(context.Background(), "Ship", 1, activityCompleted, time.Second)
-	m.activityUnregistered(context.Background(), "Ship", 1)
+	m.activityEnded(context.Background(), "Ship", activityRuns{attempt: 1, delivery: 1}, activityCompleted, time.Second)
+	m.activityUnregistered(context.Background(), "Ship", activityRuns{attempt: 1, delivery: 1})
 	m.poisoned(context.Background(), "worker")
 	m.turnFetched(context.Background(), "Order", time.Now(), time.Now())
 	m.activityFetched(context.Background(), "Ship", time.Now(), time.Now())
@@ -393,9 +397,9 @@ func TestTelemetryScheduleToStartLeavesOutDelays(t *testing.T) {
 	}
 }
 
-func TestMetricAttemptBuckets(t *testing.T) {
-	for attempt, want := range map[uint32]string{0: "1", 1: "1", 2: "2", 3: "3", 4: "4+", 11: "4+"} {
-		assert.Equal(t, want, attemptBucket(attempt), "attempt %d", attempt)
+func TestMetricAttemptAndDeliveryBuckets(t *testing.T) {
+	for n, want := range map[uint32]string{0: "1", 1: "1", 2: "2", 3: "3", 4: "4+", 11: "4+"} {
+		assert.Equal(t, want, countBucket(n), "count %d", n)
 	}
 }
 

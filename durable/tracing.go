@@ -199,7 +199,8 @@ func (r *Runtime) startActivitySpan(ctx context.Context, w lockedActivity) (cont
 			slog.String(attrActivityName, w.Name),
 			slog.Int64(attrExecutionID, int64(w.ExecutionID)),
 			slog.Int64(attrActivityID, int64(w.ID)),
-			slog.Int64(attrActivityAttempt, int64(w.attempt)),
+			slog.Int64(attrActivityAttempt, int64(w.runs().attempt)),
+			slog.Int64(attrActivityDelivery, int64(w.runs().delivery)),
 		},
 	})
 }

@@ -131,6 +131,7 @@ func assertActivitySpan(t *testing.T, rec *telemetrytest.Recorder, name, instanc
 	assert.Equal(t, instance, attrs["durable.instance.id"], s.Name)
 	assert.Equal(t, name, attrs["durable.activity.name"], s.Name)
 	assert.Equal(t, int64(1), attrs["durable.activity.attempt"], s.Name)
+	assert.Equal(t, int64(1), attrs["durable.activity.delivery"], s.Name)
 	assert.Equal(t, outcome, attrs["durable.activity.outcome"], s.Name)
 	if outcome == "failed" {
 		require.Error(t, s.Err, s.Name)

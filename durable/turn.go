@@ -129,7 +129,7 @@ func (b *turnBuilder) scheduleWork() {
 		case actCallActivity:
 			b.out.workerItems = append(b.out.workerItems, cdb.ActivityExecuteMessage{
 				Instance: p.instance, ExecutionID: p.executionID, ID: a.eventID,
-				Name: a.name, Input: a.input, SessionID: a.sessionID, Tag: a.tag,
+				Name: a.name, Input: a.input, SessionID: a.sessionID, Tag: a.tag, RetryAttempt: retryAttempt(a),
 			})
 		case actCreateTimer:
 			b.out.orchestratorItems = append(b.out.orchestratorItems, cdb.TimerFiredMessage{
@@ -147,6 +147,15 @@ func (b *turnBuilder) scheduleWork() {
 			b.startDetached(a)
 		}
 	}
+}
+
+// retryAttempt is the attempt of a retry policy an activity is, nil
+// without a policy.
+func retryAttempt(a action) *uint32 {
+	if a.attempt == 0 {
+		return nil
+	}
+	return ptr(a.attempt)
 }
 
 func (b *turnBuilder) startDetached(a action) {

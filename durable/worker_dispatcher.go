@@ -120,6 +120,15 @@ func (r *Runtime) processNextWorkItem(workerID, sessionOwner string, acking acks
 	return true, nil
 }
 
+// activityRuns is which run of an activity one delivery is: its retry
+// policy's attempt and the provider's delivery of the item.
+type activityRuns struct{ attempt, delivery uint32 }
+
+// runs is which run of its activity w is.
+func (w lockedActivity) runs() activityRuns {
+	return activityRuns{attempt: max(deref32(w.RetryAttempt), 1), delivery: w.attempt}
+}
+
 // activityLog is the logger of an activity's records: each carries the
 // instance, the execution and the activity's name (under this runtime's
 // keys "instance" and "activity", and duroxide's "execution_id").
@@ -147,13 +156,14 @@ func (r *Runtime) executeActivity(ctx context.Context, w lockedActivity, acking 
 	fn, ok := r.registry.activity(w.Name)
 	if !ok {
 		r.handleUnregisteredActivity(ctx, w)
-		r.metrics.activityUnregistered(ctx, w.Name, w.attempt)
+		r.metrics.activityUnregistered(ctx, w.Name, w.runs())
 		endActivitySpan(span, activityNotRegistered, errActivityNotRegistered)
 		return false
 	}
 	results := make(chan activityResult, 1) // the handler never blocks on it
 	actx := ActivityContext{Context: ctx, instance: w.Instance, executionID: w.ExecutionID, activityID: w.ID,
-		name: w.Name, sessionID: w.SessionID, tag: w.Tag, workerID: w.workerID, client: r.client, clock: r.opts.Now}
+		name: w.Name, sessionID: w.SessionID, tag: w.Tag, workerID: w.workerID, client: r.client, clock: r.opts.Now,
+		attempt: deref32(w.RetryAttempt), delivery: w.attempt}
 	began := time.Now()
 	go func() { results <- runActivity(fn, actx, w.Input) }()
 
@@ -165,14 +175,14 @@ func (r *Runtime) executeActivity(ctx context.Context, w lockedActivity, acking 
 			defer settled()
 			outcome := r.ackActivity(ctx, w, res)
 			endActivitySpan(span, outcome, res.err)
-			r.metrics.activityEnded(ctx, w.Name, w.attempt, outcome, time.Since(began))
+			r.metrics.activityEnded(ctx, w.Name, w.runs(), outcome, time.Since(began))
 		}()
 		return true
 	case <-ctx.Done():
 		failure := context.Cause(ctx)
 		outcome := r.interruptActivity(ctx, w, failure, results)
 		endActivitySpan(span, outcome, failure)
-		r.metrics.activityEnded(ctx, w.Name, w.attempt, outcome, time.Since(began))
+		r.metrics.activityEnded(ctx, w.Name, w.runs(), outcome, time.Since(began))
 		return false
 	}
 }

@@ -902,3 +902,34 @@ func TestActivityExecuteCarriesItsRetryAttemptBesideDuroxidesFields(t *testing.T
 	require.NoError(t, err)
 	assert.NotContains(t, string(plain), "retry_attempt", "duroxide's JSON when no policy is involved")
 }
+
+// An activity's outcome from a later run carries the run (its delivery)
+// beside duroxide's fields, in the message and in the event.
+func TestAnActivityOutcomeCarriesALaterRunBesideDuroxidesFields(t *testing.T) {
+	msg := ActivityCompletedMessage{Instance: "order-42", ExecutionID: 1, ID: 2, Result: "ok", Delivery: ptr[uint32](2)}
+	encoded, err := MarshalWorkItem(msg)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"ActivityCompleted":{"instance":"order-42","execution_id":1,"id":2,"result":"ok","delivery":2}}`, string(encoded))
+	decoded, err := UnmarshalWorkItem(encoded)
+	require.NoError(t, err)
+	assert.Equal(t, msg, decoded)
+
+	failed := ActivityFailedMessage{Instance: "order-42", ExecutionID: 1, ID: 2, Delivery: ptr[uint32](3),
+		Details: ApplicationError{Kind: AppActivityFailed{}, Message: "no"}}
+	encoded, err = MarshalWorkItem(failed)
+	require.NoError(t, err)
+	decoded, err = UnmarshalWorkItem(encoded)
+	require.NoError(t, err)
+	assert.Equal(t, failed, decoded)
+
+	for _, kind := range []EventKind{ActivityCompleted{Result: "ok", Delivery: ptr[uint32](2)},
+		ActivityFailed{Details: ApplicationError{Kind: AppActivityFailed{}, Message: "no"}, Delivery: ptr[uint32](2)}} {
+		ev := Event{EventID: 4, SourceEventID: ptr[uint64](2), InstanceID: "order-42", ExecutionID: 1, TimestampMs: 1, DuroxideVersion: "0.1.32", Kind: kind}
+		b, err := json.Marshal(ev)
+		require.NoError(t, err)
+		assert.Contains(t, string(b), `"delivery":2`)
+		var back Event
+		require.NoError(t, json.Unmarshal(b, &back))
+		assert.Equal(t, ev, back)
+	}
+}

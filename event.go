@@ -133,11 +133,19 @@ type ActivityScheduled struct {
 // ActivityCompleted is the EventKind ActivityCompleted.
 type ActivityCompleted struct {
 	Result string `json:"result"`
+	// Delivery is the message's Delivery (ActivityCompletedMessage): which
+	// run of the attempt this is, when not the first. This runtime's field;
+	// duroxide ignores it.
+	Delivery *uint32 `json:"delivery,omitempty"`
 }
 
 // ActivityFailed is the EventKind ActivityFailed.
 type ActivityFailed struct {
 	Details ErrorDetails `json:"details"`
+	// Delivery is the message's Delivery (ActivityCompletedMessage): which
+	// run of the attempt this is, when not the first. This runtime's field;
+	// duroxide ignores it.
+	Delivery *uint32 `json:"delivery,omitempty"`
 }
 
 // ActivityCancelRequested records that the orchestration cancelled a
@@ -588,12 +596,14 @@ func eventKindDecoder(tag string) (func(*jsonObject) EventKind, bool) {
 		return func(o *jsonObject) EventKind {
 			var k ActivityCompleted
 			requiredField(o, "result", &k.Result)
+			optionalField(o, "delivery", &k.Delivery)
 			return k
 		}, true
 	case "ActivityFailed":
 		return func(o *jsonObject) EventKind {
 			var k ActivityFailed
 			requiredDecoded(o, "details", &k.Details, UnmarshalErrorDetails)
+			optionalField(o, "delivery", &k.Delivery)
 			return k
 		}, true
 	case "ActivityCancelRequested":

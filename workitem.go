@@ -106,6 +106,11 @@ type ActivityCompletedMessage struct {
 	ExecutionID uint64 `json:"execution_id"`
 	ID          uint64 `json:"id"`
 	Result      string `json:"result"`
+	// Delivery is this runtime's: which run of the activity's attempt the
+	// outcome comes from, set only when it is not the first (an earlier
+	// run ended without its result stored: a crash, a lost lock), so the
+	// history shows the run that was lost. duroxide ignores it.
+	Delivery *uint32 `json:"delivery,omitempty"`
 }
 
 // ActivityFailedMessage reports an activity's failure to its orchestration.
@@ -114,6 +119,11 @@ type ActivityFailedMessage struct {
 	ExecutionID uint64       `json:"execution_id"`
 	ID          uint64       `json:"id"`
 	Details     ErrorDetails `json:"details"`
+	// Delivery is this runtime's: which run of the activity's attempt the
+	// outcome comes from, set only when it is not the first (an earlier
+	// run ended without its result stored: a crash, a lost lock), so the
+	// history shows the run that was lost. duroxide ignores it.
+	Delivery *uint32 `json:"delivery,omitempty"`
 }
 
 // TimerFiredMessage is a timer's completion; it is enqueued invisible until FireAtMs.
@@ -420,6 +430,7 @@ func decodeActivityCompleted(o *jsonObject) WorkItem {
 	requiredField(o, "execution_id", &w.ExecutionID)
 	requiredField(o, "id", &w.ID)
 	requiredField(o, "result", &w.Result)
+	optionalField(o, "delivery", &w.Delivery)
 	return w
 }
 
@@ -429,6 +440,7 @@ func decodeActivityFailed(o *jsonObject) WorkItem {
 	requiredField(o, "execution_id", &w.ExecutionID)
 	requiredField(o, "id", &w.ID)
 	requiredDecoded(o, "details", &w.Details, UnmarshalErrorDetails)
+	optionalField(o, "delivery", &w.Delivery)
 	return w
 }
 

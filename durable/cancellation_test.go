@@ -322,7 +322,10 @@ func TestACompensationSurvivesACrash(t *testing.T) {
 	assert.Equal(t, int32(2), refundDelivery.Load(), "the refund's second delivery: the first died with its process")
 	history, err := second.client.ReadHistory(second.ctx, "order-crash")
 	require.NoError(t, err)
-	assert.Len(t, eventsOf[cdb.ActivityCompleted](history), 2, "the charge and one refund")
+	completed := eventsOf[cdb.ActivityCompleted](history)
+	require.Len(t, completed, 2, "the charge and one refund")
+	assert.Equal(t, cdb.ActivityCompleted{Result: "refunded receipt-7", Delivery: ptr(uint32(2))}, completed[1],
+		"the history says the refund's first run was lost")
 	require.NoError(t, NewReplayer(second.registry).ReplayInstance(second.ctx, second.provider, "order-crash"))
 	assert.Regexp(t, `msg="running an activity again: [^"]*" runtime=\S+ instance=order-crash execution_id=1 activity=Refund attempt=2 `, logs.String(),
 		"the process that took the refund over says it runs it again")

@@ -156,9 +156,9 @@ func (e *replayEngine) scheduleMismatch(msg cdb.WorkItem) string {
 func (e *replayEngine) appendCompletion(msg cdb.WorkItem) {
 	switch m := msg.(type) {
 	case cdb.ActivityCompletedMessage:
-		e.appendEvent(ptr(m.ID), cdb.ActivityCompleted{Result: m.Result})
+		e.appendEvent(ptr(m.ID), cdb.ActivityCompleted{Result: m.Result, Delivery: m.Delivery})
 	case cdb.ActivityFailedMessage:
-		e.appendEvent(ptr(m.ID), cdb.ActivityFailed{Details: m.Details})
+		e.appendEvent(ptr(m.ID), cdb.ActivityFailed{Details: m.Details, Delivery: m.Delivery})
 		e.abortOnSystemFailure(m.Details)
 	case cdb.TimerFiredMessage:
 		e.appendEvent(ptr(m.ID), cdb.TimerFired{FireAtMs: m.FireAtMs})

@@ -129,6 +129,15 @@ func (w lockedActivity) runs() activityRuns {
 	return activityRuns{attempt: max(deref32(w.RetryAttempt), 1), delivery: w.attempt}
 }
 
+// laterDelivery is the delivery an outcome records: nil for the first,
+// which is the rule, so only a run after a lost one is marked.
+func (w lockedActivity) laterDelivery() *uint32 {
+	if w.attempt <= 1 {
+		return nil
+	}
+	return ptr(w.attempt)
+}
+
 // activityLog is the logger of an activity's records: each carries the
 // instance, the execution and the activity's name (under this runtime's
 // keys "instance" and "activity", and duroxide's "execution_id").
@@ -224,11 +233,12 @@ func (r *Runtime) ackActivity(ctx context.Context, w lockedActivity, res activit
 		r.abandonWork(w.token, 0, true)
 		return activityAbandoned
 	}
-	var completion cdb.WorkItem = cdb.ActivityCompletedMessage{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID, Result: res.output}
+	var completion cdb.WorkItem = cdb.ActivityCompletedMessage{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID, Result: res.output,
+		Delivery: w.laterDelivery()}
 	acked := activityCompleted
 	if res.err != nil {
 		completion = cdb.ActivityFailedMessage{Instance: w.Instance, ExecutionID: w.ExecutionID, ID: w.ID,
-			Details: applicationFailure(cdb.AppActivityFailed{}, res.err, r.registry)}
+			Details: applicationFailure(cdb.AppActivityFailed{}, res.err, r.registry), Delivery: w.laterDelivery()}
 		acked = activityFailed
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)

@@ -93,9 +93,9 @@ func describeEvent(instance string, k cdb.EventKind) string {
 	case cdb.ActivityScheduled:
 		return fmt.Sprintf("%s(%s)%s", v.Name, truncate(v.Input, 50), sessionAndTag(v.SessionID, v.Tag))
 	case cdb.ActivityCompleted:
-		return "result=" + truncate(v.Result, 50)
+		return "result=" + truncate(v.Result, 50) + lostRuns(v.Delivery)
 	case cdb.ActivityFailed:
-		return "error=" + truncate(v.Details.DisplayMessage(), 80)
+		return "error=" + truncate(v.Details.DisplayMessage(), 80) + lostRuns(v.Delivery)
 	case cdb.TimerCreated:
 		return fmt.Sprintf("fires at %s", formatMs(v.FireAtMs))
 	case cdb.ExternalSubscribed:
@@ -160,4 +160,14 @@ func mark(marks map[uint64]string, id uint64) string {
 		return " " + m
 	}
 	return ""
+}
+
+// lostRuns says that an outcome came from a later run of its activity:
+// the runs before it ended without a result stored (a process died or lost
+// its lock), so the activity ran more than once.
+func lostRuns(delivery *uint32) string {
+	if delivery == nil || *delivery <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (run %d, after %d lost)", *delivery, *delivery-1)
 }

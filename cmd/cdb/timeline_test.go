@@ -90,3 +90,22 @@ func TestShowFitsEightyColumns(t *testing.T) {
 	assertFits(t, out.String(), 80)
 	assert.Contains(t, out.String(), "\n  #1 ContinuedAsNew 1234 events  2026-12-04T05:22:13Z to 2026-12-04T05:22:14Z\n")
 }
+
+// An outcome from a later run of its activity says how many runs before it
+// were lost (a process died or lost its lock): show does not hide them.
+func TestTimelineSaysWhenAnActivityRanAgain(t *testing.T) {
+	t.Setenv("COLUMNS", "")
+	start := uint64(1_700_000_000_000)
+	second, third := uint32(2), uint32(3)
+	history := []cdb.Event{
+		timelineEvent(1, 0, start, cdb.OrchestrationStarted{Name: "Pay", Version: "1.0.0"}),
+		timelineEvent(2, 0, start+1, cdb.ActivityScheduled{Name: "Charge", Input: "12"}),
+		timelineEvent(3, 0, start+2, cdb.ActivityScheduled{Name: "Ship", Input: "box"}),
+		timelineEvent(4, 2, start+30_000, cdb.ActivityCompleted{Result: "ok", Delivery: &second}),
+		timelineEvent(5, 3, start+60_000, cdb.ActivityFailed{Details: cdb.ApplicationError{Kind: cdb.AppActivityFailed{}, Message: "no truck"}, Delivery: &third}),
+	}
+	var out bytes.Buffer
+	printTimeline(&out, "order", history)
+	assert.Contains(t, out.String(), "result=ok (run 2, after 1 lost)")
+	assert.Contains(t, out.String(), "error=no truck (run 3, after 2 lost)")
+}

@@ -149,7 +149,13 @@ func (p *CosmosProvider) checkDeletable(ctx context.Context, op string, ids []st
 // checkRunning refuses a Running instance without force, unless a
 // deletion already marked it or an ancestor (it reads as deleted).
 func (p *CosmosProvider) checkRunning(ctx context.Context, op string, stored *instanceDoc, force bool) error {
-	if force || !stored.exists() || stored.Status != StatusRunning {
+	if force {
+		return nil
+	}
+	if !stored.exists() {
+		return p.checkQueued(ctx, op, stored)
+	}
+	if stored.Status != StatusRunning {
 		return nil
 	}
 	marked, err := p.deletionReaches(ctx, stored)
@@ -158,6 +164,19 @@ func (p *CosmosProvider) checkRunning(ctx context.Context, op string, stored *in
 	}
 	if !marked {
 		return refuse(op, fmt.Sprintf("instance %q is Running; use force=true to delete it", stored.Instance), ErrInstanceRunning)
+	}
+	return nil
+}
+
+// checkQueued refuses a queued start without force, as a Running instance
+// is refused: it is not finished either.
+func (p *CosmosProvider) checkQueued(ctx context.Context, op string, stored *instanceDoc) error {
+	queued, err := p.readQueuedStart(ctx, stored)
+	if err != nil {
+		return asOperation(op, err)
+	}
+	if queued != nil {
+		return refuse(op, fmt.Sprintf("instance %q is Queued; use force=true to delete it", queued.start.Instance), ErrInstanceRunning)
 	}
 	return nil
 }

@@ -305,7 +305,11 @@ func (p *CosmosProvider) GetParentID(ctx context.Context, instance string) (*str
 		return nil, err
 	}
 	if !inst.exists() {
-		return nil, refuse(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
+		queued, err := p.queuedStartInfo(ctx, op, instance, inst)
+		if err != nil {
+			return nil, err
+		}
+		return queued.ParentInstanceID, nil
 	}
 	return inst.Parent, nil
 }

@@ -25,8 +25,9 @@ const (
 	// StatusQueued is reported for an instance whose start is accepted and
 	// has not run yet (no process runs, or none came to it): its status and
 	// instance reads say so, with the orchestration its start names; its
-	// history is empty until its first turn. It is never stored, and
-	// listings leave queued starts out (queuedstart.go).
+	// history is empty until its first turn; it is deleted with force, as
+	// a Running instance is. It is never stored, and listings leave queued
+	// starts out (queuedstart.go).
 	StatusQueued InstanceStatus = "Queued"
 )
 

@@ -54,3 +54,25 @@ func TestAnIdNothingStartedIsNotFound(t *testing.T) {
 	_, err = h.client.GetInstanceInfo(h.ctx, "never-started")
 	assert.ErrorIs(t, err, cdb.ErrInstanceNotFound)
 }
+
+// A queued start is deleted as a running instance is: refused without
+// force, and with force gone, its id free for a new start.
+func TestAQueuedStartIsDeletedWithForce(t *testing.T) {
+	h := newCosmosHarness(t, cdb.NewFakeAccount(cdb.FakeAccountOptions{}))
+	h.orchestration("Order", func(_ *OrchestrationContext, input string) (string, error) { return "done " + input, nil })
+	h.start("order-deleted", "Order", "first")
+
+	_, err := h.client.DeleteInstance(h.ctx, "order-deleted", false)
+	assert.ErrorIs(t, err, cdb.ErrInstanceRunning)
+	assert.ErrorContains(t, err, `instance "order-deleted" is Queued; use force=true to delete it`)
+	result, err := h.client.DeleteInstance(h.ctx, "order-deleted", true)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), result.InstancesDeleted)
+	st, err := h.client.GetStatus(h.ctx, "order-deleted")
+	require.NoError(t, err)
+	assert.Equal(t, StateNotFound, st.State)
+
+	h.start("order-deleted", "Order", "second")
+	h.run()
+	assert.Equal(t, "done second", h.completed("order-deleted"))
+}

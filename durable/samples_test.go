@@ -268,7 +268,7 @@ func TestSampleStatusPolling(t *testing.T) {
 		}))
 		assert.Equal(t, StateCompleted, seen[len(seen)-1])
 		for _, s := range seen {
-			assert.Contains(t, []State{StateNotFound, StateRunning, StateCompleted}, s)
+			assert.Contains(t, []State{StateNotFound, StateQueued, StateRunning, StateCompleted}, s)
 		}
 		assert.Equal(t, "done", h.completed("inst-status-sample"))
 	})

@@ -157,6 +157,12 @@ type ActivityCancelRequested struct {
 // TimerCreated records a durable timer.
 type TimerCreated struct {
 	FireAtMs uint64 `json:"fire_at_ms"` // when it fires, in milliseconds since the Unix epoch
+	// Purpose says what a timer the runtime set for the code is for (a
+	// retry policy's Timeout or backoff, a wait's timeout, a cancellation's
+	// grace), for the operator reading the history; nil for the code's own
+	// timers. This runtime's field: duroxide ignores it, and replay does
+	// not compare it.
+	Purpose *string `json:"purpose,omitempty"`
 }
 
 // TimerFired is the EventKind TimerFired.
@@ -616,6 +622,7 @@ func eventKindDecoder(tag string) (func(*jsonObject) EventKind, bool) {
 		return func(o *jsonObject) EventKind {
 			var k TimerCreated
 			requiredField(o, "fire_at_ms", &k.FireAtMs)
+			optionalField(o, "purpose", &k.Purpose)
 			return k
 		}, true
 	case "TimerFired":

@@ -138,7 +138,7 @@ func (a action) eventKind() (cdb.EventKind, bool) {
 	case actCallActivity:
 		return cdb.ActivityScheduled{Name: a.name, Input: a.input, SessionID: a.sessionID, Tag: a.tag}, true
 	case actCreateTimer:
-		return cdb.TimerCreated{FireAtMs: a.fireAtMs}, true
+		return cdb.TimerCreated{FireAtMs: a.fireAtMs, Purpose: purposeOf(a)}, true
 	case actWaitExternal:
 		return cdb.ExternalSubscribed{Name: a.name}, true
 	case actDequeueEvent:
@@ -221,6 +221,15 @@ func (a action) describe() string {
 		return "KV clear all"
 	}
 	return "action"
+}
+
+// purposeOf is what a timer the runtime set for the code is for, nil for
+// the code's own.
+func purposeOf(a action) *string {
+	if a.purpose == "" {
+		return nil
+	}
+	return ptr(a.purpose)
 }
 
 func equalOptional(a, b *string) bool {

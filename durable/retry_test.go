@@ -617,3 +617,19 @@ func TestAnActivityKnowsItsRetryAttempt(t *testing.T) {
 		assert.Equal(t, []int{1, 1, 1}, deliveries)
 	})
 }
+
+// The history says what a retry policy's timers are for, so that an
+// operator reading it (cdb show) tells them from the code's own.
+func TestARetryPolicysTimersSayWhatTheyAreFor(t *testing.T) {
+	fn := func(ctx *OrchestrationContext, _ string) (string, error) {
+		return ctx.ScheduleActivity("Charge", "", WithRetry(RetryPolicy{MaxAttempts: 2, FirstInterval: time.Second, Timeout: time.Minute})).Await()
+	}
+	first := turnOn(t, fn, nil, startMessage(""))
+	require.Equal(t, []string{"OrchestrationStarted", "TimerCreated", "ActivityScheduled"}, kinds(first.delta))
+	assert.Equal(t, ptr(`the retry policy's Timeout of activity "Charge"`), first.delta[1].Kind.(cdb.TimerCreated).Purpose)
+
+	failed := turnOn(t, fn, first.delta, cdb.ActivityFailedMessage{Instance: testInstance, ExecutionID: 1, ID: 3,
+		Details: cdb.ApplicationError{Kind: cdb.AppActivityFailed{}, Message: "declined"}})
+	require.Equal(t, []string{"ActivityFailed", "TimerCreated"}, kinds(failed.delta))
+	assert.Equal(t, ptr(`the retry backoff before attempt 2 of activity "Charge"`), failed.delta[1].Kind.(cdb.TimerCreated).Purpose)
+}

@@ -97,6 +97,9 @@ func describeEvent(instance string, k cdb.EventKind) string {
 	case cdb.ActivityFailed:
 		return "error=" + truncate(v.Details.DisplayMessage(), 80) + lostRuns(v.Delivery)
 	case cdb.TimerCreated:
+		if v.Purpose != nil {
+			return fmt.Sprintf("fires at %s: %s", formatMs(v.FireAtMs), *v.Purpose)
+		}
 		return fmt.Sprintf("fires at %s", formatMs(v.FireAtMs))
 	case cdb.ExternalSubscribed:
 		return "waiting for " + v.Name

@@ -109,3 +109,17 @@ func TestTimelineSaysWhenAnActivityRanAgain(t *testing.T) {
 	assert.Contains(t, out.String(), "result=ok (run 2, after 1 lost)")
 	assert.Contains(t, out.String(), "error=no truck (run 3, after 2 lost)")
 }
+
+// A timer the runtime set for the code says what it is for.
+func TestTimelineSaysWhatARuntimeTimerIsFor(t *testing.T) {
+	t.Setenv("COLUMNS", "")
+	start := uint64(1_700_000_000_000)
+	purpose := `the retry policy's Timeout of activity "Charge"`
+	history := []cdb.Event{
+		timelineEvent(1, 0, start, cdb.OrchestrationStarted{Name: "Pay", Version: "1.0.0"}),
+		timelineEvent(2, 0, start+1, cdb.TimerCreated{FireAtMs: start + 60_000, Purpose: &purpose}),
+	}
+	var out bytes.Buffer
+	printTimeline(&out, "order", history)
+	assert.Contains(t, strings.Join(strings.Fields(out.String()), " "), `: the retry policy's Timeout of activity "Charge"`)
+}

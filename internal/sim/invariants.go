@@ -41,7 +41,9 @@ func (h *harness) checkOutcomes(ctx context.Context, sendsTwice map[string]bool)
 			continue
 		}
 		checkOutcome(h.viol, e, st)
-		checkCompensated(h.viol, e, st)
+		if checkCompensated(h.viol, e, st) {
+			h.env.stats.count(&h.env.stats.Compensated, 1)
+		}
 		if e.kv != nil && st.State == rt.StateCompleted {
 			h.checkKV(ctx, e)
 		}
@@ -50,15 +52,17 @@ func (h *harness) checkOutcomes(ctx context.Context, sendsTwice map[string]bool)
 
 // checkCompensated: a Sleeper that handles its cancellation ran its
 // compensation before it ended cancelled (HandleCancellation's grace is
-// far longer than any run).
-func checkCompensated(v *violations, e *expectation, st rt.Status) {
+// far longer than any run). It reports whether it judged one that did.
+func checkCompensated(v *violations, e *expectation, st rt.Status) bool {
 	if e.spec.Kind != kindSleeper || !e.spec.Compensate || st.State != rt.StateFailed {
-		return
+		return false
 	}
 	if st.CustomStatus == nil || *st.CustomStatus != compensatedStatus {
 		v.add(invCompensated, e.instance, fmt.Sprintf("a compensating Sleeper ended %s without its compensation (custom status %v)",
 			describeStatus(st), describeCustomStatus(st.CustomStatus)))
+		return false
 	}
+	return true
 }
 
 func describeCustomStatus(status *string) string {

@@ -84,6 +84,7 @@ type Stats struct {
 	Prunes      int
 	EventsSent  int
 	CancelsSent int
+	Compensated int // cancelled Sleepers that handled their cancellation and compensated
 	Stamps      string // own-writes stamps by writer: taken by the writer, by others
 	Eager       string // eagerly locked worker items: by the writer, by others, taken over
 	EagerStarts string // eagerly claimed start messages: the same counts
@@ -160,8 +161,8 @@ func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "sim seed=%d elapsed=%s progress=%d (%.0f/s) host-slowness=%.1f\n", r.Seed, r.Elapsed.Round(time.Millisecond), r.Work,
 		float64(r.Work)/max(r.Elapsed.Seconds(), 0.001), r.Slowness)
 	fmt.Fprintf(w, "  orchestrations: %d scenarios (%s), %d instances checked\n", sum(s.Scenarios), counts(s.Scenarios), s.Instances)
-	fmt.Fprintf(w, "  activities run: %d (%d completions seen committing); events sent: %d; cancels: %d; deletes: %d; prunes: %d; harness retries: %d\n",
-		s.Activities, s.Commits, s.EventsSent, s.CancelsSent, s.Deletes, s.Prunes, s.Retries)
+	fmt.Fprintf(w, "  activities run: %d (%d completions seen committing); events sent: %d; cancels: %d (compensated: %d); deletes: %d; prunes: %d; harness retries: %d\n",
+		s.Activities, s.Commits, s.EventsSent, s.CancelsSent, s.Compensated, s.Deletes, s.Prunes, s.Retries)
 	fmt.Fprintf(w, "  faults injected: %d (%s)\n", sum(s.Faults), counts(s.Faults))
 	var ops []string
 	for op, kinds := range s.FaultsByOp {

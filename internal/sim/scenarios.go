@@ -131,7 +131,7 @@ func kinds(f Features, faults Faults) []string {
 	add(f.Sessions, kindSessions, 2)
 	add(f.KV, kindKV, 2)
 	add(f.Cancellation, kindRace, 1)
-	add(f.Cancellation, scenarioCancel, 1)
+	add(f.Cancellation, scenarioCancel, 2)
 	add(f.DeleteReuse, scenarioReuse, 2)
 	add(f.TreeDeletes, scenarioTreeDelete, 3)
 	add(f.LargeContinueAsNew, scenarioBigCAN, 2)

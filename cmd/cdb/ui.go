@@ -43,7 +43,9 @@ const uiDetails = "Safe binding: by default it listens on 127.0.0.1 only, and an
 
 func runUI(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	var o uiOptions
-	conn := operatorConnection()
+	// It runs until interrupted, as top does: it looks and acts, and leaves
+	// the application's outbox reconciling to the application.
+	conn := watchingConnection()
 	fs := newFlagSet("ui", stderr)
 	conn.register(fs)
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "`host:port` to listen on; any host but a loopback one needs a token and TLS")

@@ -259,17 +259,13 @@ func runRaise(ctx context.Context, argv []string, stdout, stderr io.Writer) erro
 		if len(args) == 3 {
 			data = args[2]
 		}
-		client := durable.NewClient(p)
-		info, err := liveInstance(ctx, client, endpoint, id, "raised")
+		info, err := raiseOn(ctx, durable.NewClient(p), endpoint, id, event, data, queue)
 		if err != nil {
 			return err
 		}
-		send, verb := client.RaiseEvent, "raised event"
+		verb := "raised event"
 		if queue {
-			send, verb = client.EnqueueEvent, "queued message"
-		}
-		if err := send(ctx, id, event, data); err != nil {
-			return instanceError(endpoint, id, err)
+			verb = "queued message"
 		}
 		if format == formatJSON {
 			return writeJSON(out, raiseJSON{InstanceID: id, Event: event, Data: data, Queue: queue, InstanceStatus: string(info.Status)})
@@ -287,13 +283,9 @@ func runCancel(ctx context.Context, argv []string, stdout, stderr io.Writer) err
 		registerOutput(fs, &format)
 	}, 1, func(ctx context.Context, p *cdb.CosmosProvider, endpoint string, args []string, out io.Writer) error {
 		id := args[0]
-		client := durable.NewClient(p)
-		info, err := liveInstance(ctx, client, endpoint, id, "canceled")
+		info, err := requestCancel(ctx, durable.NewClient(p), endpoint, id, reason)
 		if err != nil {
 			return err
-		}
-		if err := client.CancelInstance(ctx, id, reason); err != nil {
-			return instanceError(endpoint, id, err)
 		}
 		if format == formatJSON {
 			return writeJSON(out, cancelJSON{InstanceID: id, Reason: reason, InstanceStatus: string(info.Status)})
@@ -301,4 +293,35 @@ func runCancel(ctx context.Context, argv []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(out, "cancellation of instance %s requested (%s): %s\n", id, info.Status, reason)
 		return nil
 	})(ctx, argv, stdout, stderr)
+}
+
+// raiseOn raises event on a live instance or, with queue, puts it on the
+// instance's persistent queue: cdb raise, and the UI's raise. It returns
+// the instance as it was when the event was sent.
+func raiseOn(ctx context.Context, client *durable.Client, endpoint, id, event, data string, queue bool) (cdb.InstanceInfo, error) {
+	info, err := liveInstance(ctx, client, endpoint, id, "raised")
+	if err != nil {
+		return cdb.InstanceInfo{}, err
+	}
+	send := client.RaiseEvent
+	if queue {
+		send = client.EnqueueEvent
+	}
+	if err := send(ctx, id, event, data); err != nil {
+		return cdb.InstanceInfo{}, instanceError(endpoint, id, err)
+	}
+	return info, nil
+}
+
+// requestCancel requests a live instance's cancellation: cdb cancel, and
+// the UI's cancel. It returns the instance as it was when asked.
+func requestCancel(ctx context.Context, client *durable.Client, endpoint, id, reason string) (cdb.InstanceInfo, error) {
+	info, err := liveInstance(ctx, client, endpoint, id, "canceled")
+	if err != nil {
+		return cdb.InstanceInfo{}, err
+	}
+	if err := client.CancelInstance(ctx, id, reason); err != nil {
+		return cdb.InstanceInfo{}, instanceError(endpoint, id, err)
+	}
+	return info, nil
 }

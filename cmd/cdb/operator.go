@@ -302,17 +302,27 @@ func runDelete(ctx context.Context, argv []string, stdout, stderr io.Writer) err
 	return operatorCommand("delete", func(fs *flag.FlagSet) {
 		fs.BoolVar(&force, "force", false, "delete even if the instance is still running")
 	}, 1, func(ctx context.Context, p *cdb.CosmosProvider, endpoint string, args []string, out io.Writer) error {
-		if _, err := p.GetInstanceInfo(ctx, args[0]); err != nil {
-			return instanceError(endpoint, args[0], err)
-		}
-		r, err := p.DeleteInstance(ctx, args[0], force)
+		r, err := deleteInstance(ctx, p, endpoint, args[0], force)
 		if err != nil {
-			return instanceError(endpoint, args[0], err)
+			return err
 		}
 		fmt.Fprintf(out, "deleted %d instance(s), %d execution(s), %d event(s), %d queued message(s)\n",
 			r.InstancesDeleted, r.ExecutionsDeleted, r.EventsDeleted, r.QueueMessagesDeleted)
 		return nil
 	})(ctx, argv, stdout, stderr)
+}
+
+// deleteInstance deletes a root instance and its sub-orchestrations, a
+// running one only with force: cdb delete, and the UI's delete.
+func deleteInstance(ctx context.Context, p *cdb.CosmosProvider, endpoint, id string, force bool) (cdb.DeleteInstanceResult, error) {
+	if _, err := p.GetInstanceInfo(ctx, id); err != nil {
+		return cdb.DeleteInstanceResult{}, instanceError(endpoint, id, err)
+	}
+	r, err := p.DeleteInstance(ctx, id, force)
+	if err != nil {
+		return cdb.DeleteInstanceResult{}, instanceError(endpoint, id, err)
+	}
+	return r, nil
 }
 
 func runPrune(ctx context.Context, argv []string, stdout, stderr io.Writer) error {

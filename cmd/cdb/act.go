@@ -228,7 +228,7 @@ func liveInstance(ctx context.Context, client *durable.Client, endpoint, id, wha
 	case err != nil:
 		return cdb.InstanceInfo{}, instanceError(endpoint, id, err)
 	case !found:
-		return cdb.InstanceInfo{}, fmt.Errorf("instance %q not found: nothing %s (no start of it was accepted, or it was deleted)", id, what)
+		return cdb.InstanceInfo{}, notFoundError{fmt.Sprintf("instance %q not found: nothing %s (no start of it was accepted, or it was deleted)", id, what)}
 	case hasFinished(info.Status):
 		return cdb.InstanceInfo{}, fmt.Errorf("instance %q has finished (%s): nothing %s", id, info.Status, what)
 	}

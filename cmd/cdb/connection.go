@@ -278,10 +278,19 @@ func describe(endpoint string, err error) error {
 // only when the provider says so.
 func instanceError(endpoint, id string, err error) error {
 	if errors.Is(err, cdb.ErrInstanceNotFound) {
-		return fmt.Errorf("instance %q not found", id)
+		return notFoundError{fmt.Sprintf("instance %q not found", id)}
 	}
 	return fmt.Errorf("instance %q: %w", id, describe(endpoint, err))
 }
+
+// notFoundError is an instance the store does not know, said as the CLI
+// says it; it matches cdb.ErrInstanceNotFound, so callers (the UI's status
+// codes) tell it by kind, not by its words.
+type notFoundError struct{ message string }
+
+func (e notFoundError) Error() string { return e.message }
+
+func (e notFoundError) Is(target error) bool { return target == cdb.ErrInstanceNotFound }
 
 func isUntrustedCertificate(err error) bool {
 	var verify *tls.CertificateVerificationError

@@ -113,7 +113,7 @@ func uiStatusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.As(err, &exists):
 		return http.StatusConflict
-	case strings.Contains(err.Error(), "not found"):
+	case errors.Is(err, cdb.ErrInstanceNotFound):
 		return http.StatusNotFound
 	}
 	return http.StatusBadGateway

@@ -37,10 +37,8 @@ func (w QueueWaits) Idle() bool { return w.Ready == 0 && w.Locked == 0 && w.Outb
 
 // queueTypes are the document types of the two queues; lockingTypes
 // those a lock is written on (a turn locks its instance document too).
-var (
-	queueTypes   = []string{docMessage, docWork}
-	lockingTypes = []string{docInstance, docMessage, docWork}
-)
+func queueTypes() []string   { return []string{docMessage, docWork} }
+func lockingTypes() []string { return []string{docInstance, docMessage, docWork} }
 
 // Conditions of QueueWaits' queries, on @now (ms).
 const (
@@ -62,8 +60,8 @@ func (p *CosmosProvider) QueueWaits(ctx context.Context) (QueueWaits, error) {
 	w := QueueWaits{Now: p.now()}
 	params := []QueryParameter{
 		{Name: "@now", Value: w.Now.UnixMilli()},
-		{Name: "@queues", Value: queueTypes},
-		{Name: "@locking", Value: lockingTypes},
+		{Name: "@queues", Value: queueTypes()},
+		{Name: "@locking", Value: lockingTypes()},
 		{Name: "@outbox", Value: docOutbox},
 	}
 	for _, count := range []struct {

@@ -75,7 +75,8 @@ type InstancePage struct {
 // A page costs one query per partition key range, `SELECT TOP PageSize+1
 // ... ORDER BY c.createdAt DESC` with every filter in it, each reading the
 // fields InstanceInfo needs of at most PageSize+1 instance documents; no
-// instance is read on its own. Two checks add requests, rarely:
+// named instance is read on its own (a queued start is: see below). Two
+// checks add requests, rarely:
 //   - when a range's answer ends inside a run of instances created in the
 //     same millisecond and the page needs that millisecond, one query per
 //     such range for every instance of that millisecond;

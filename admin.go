@@ -252,6 +252,8 @@ type instanceRow struct {
 	CompletedAt *int64         `json:"completedAt"`
 	CreatedAt   int64          `json:"createdAt"`
 	Deleting    string         `json:"deleting"`
+	Name        string         `json:"name"`
+	StartMsg    string         `json:"startMsg"`
 }
 
 // liveInstances lists the named instances the filter's ids and cutoff match,
@@ -260,10 +262,21 @@ type instanceRow struct {
 // deletion marked, itself or through an ancestor: a deletion marks its root
 // first, so a tree never lists half deleted.
 func (p *CosmosProvider) liveInstances(ctx context.Context, filter InstanceFilter) ([]instanceRow, error) {
+	rows, _, err := p.liveInstanceDocs(ctx, filter, false)
+	return rows, err
+}
+
+// liveInstanceDocs is liveInstances, and with nameless the nameless
+// instance documents that record a start (queued starts, unless a turn
+// consumed them), left out too when a deletion reaches them.
+func (p *CosmosProvider) liveInstanceDocs(ctx context.Context, filter InstanceFilter, nameless bool) (named, starts []instanceRow, err error) {
 	if filter.InstanceIDs != nil && len(*filter.InstanceIDs) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	q := "SELECT c.instance, c.parent, c.status, c.completedAt, c.createdAt, c.deleting FROM c WHERE c.type = @type AND IS_DEFINED(c.name) AND " + liveRetention
+	q := "SELECT c.instance, c.parent, c.status, c.completedAt, c.createdAt, c.deleting, c.name, c.startMsg FROM c WHERE c.type = @type AND " + liveRetention
+	if !nameless {
+		q += " AND IS_DEFINED(c.name)"
+	}
 	params := []QueryParameter{{Name: "@type", Value: docInstance}, p.retainNowParam()}
 	if filter.CompletedBefore != nil {
 		q += " AND c.completedAt < @before"
@@ -271,13 +284,13 @@ func (p *CosmosProvider) liveInstances(ctx context.Context, filter InstanceFilte
 	}
 	res, err := p.container.QueryItems(ctx, q, params, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	byID := map[string]instanceRow{}
 	for _, raw := range res.Items {
 		var r instanceRow
 		if err := json.Unmarshal(raw, &r); err != nil {
-			return nil, fmt.Errorf("decode instance row: %w", err)
+			return nil, nil, fmt.Errorf("decode instance row: %w", err)
 		}
 		byID[r.Instance] = r
 	}
@@ -288,13 +301,16 @@ func (p *CosmosProvider) liveInstances(ctx context.Context, filter InstanceFilte
 			wanted[id] = true
 		}
 	}
-	rows := make([]instanceRow, 0, len(byID))
 	for id, r := range byID {
-		if (wanted == nil || wanted[id]) && !markedInTree(byID, r) {
-			rows = append(rows, r)
+		switch {
+		case wanted != nil && !wanted[id], markedInTree(byID, r):
+		case r.Name != "":
+			named = append(named, r)
+		case r.StartMsg != "":
+			starts = append(starts, r)
 		}
 	}
-	return rows, nil
+	return named, starts, nil
 }
 
 // markedInTree reports whether r or one of its ancestors is being deleted.

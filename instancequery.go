@@ -29,15 +29,16 @@ const (
 // time, then by instance id, descending. Every filter given applies.
 type InstanceQuery struct {
 	// Statuses keeps the instances whose current execution has one of
-	// these statuses (Running, Completed, Failed, ContinuedAsNew); none
-	// keeps every status.
+	// these statuses (Running, Completed, Failed, ContinuedAsNew), and
+	// the queued starts with Queued; none keeps every status, Queued too.
 	Statuses []InstanceStatus
 	// Parked keeps only the Running instances a runtime parked
 	// (InstanceInfo.Parked).
 	Parked bool
 	// Name keeps the instances of this orchestration name or, when it ends
 	// in '*', of the names that start with what comes before it; '*'
-	// anywhere else is refused. Case-sensitive.
+	// anywhere else is refused. Case-sensitive. A queued start's name is
+	// on its start message, so it is matched on the page read.
 	Name string
 	// CreatedAfter and CreatedBefore, when set, keep the instances created
 	// strictly after and strictly before them (the store keeps
@@ -74,7 +75,8 @@ type InstancePage struct {
 // A page costs one query per partition key range, `SELECT TOP PageSize+1
 // ... ORDER BY c.createdAt DESC` with every filter in it, each reading the
 // fields InstanceInfo needs of at most PageSize+1 instance documents; no
-// instance is read on its own. Two checks add requests, rarely:
+// named instance is read on its own (a queued start is: see below). Two
+// checks add requests, rarely:
 //   - when a range's answer ends inside a run of instances created in the
 //     same millisecond and the page needs that millisecond, one query per
 //     such range for every instance of that millisecond;
@@ -82,6 +84,14 @@ type InstancePage struct {
 //     query for instance documents a deletion marked, usually empty; only
 //     when it finds some, one point read per ancestor of each
 //     sub-orchestration on the page.
+//
+// Queued starts (StatusQueued) are listed as GetInstanceInfo describes
+// them, ordered by when their instance document was created: the query
+// selects nameless instance documents too, and each one on the page costs
+// one point read of the start message it records, which tells whether
+// that start is still queued and names its orchestration. A nameless
+// document that records no queued start (messages came to an id never
+// started, or a turn consumed the start) is passed over.
 //
 // Instances being deleted are left out as GetInstanceInfo leaves them out:
 // marked ones by the query, the others of a tree being deleted by those
@@ -106,10 +116,15 @@ func (p *CosmosProvider) QueryInstances(ctx context.Context, q InstanceQuery) (I
 // instanceListFields are what a listing reads of an instance document:
 // what InstanceInfo holds but the output, and the parent, for the deletion
 // check.
-const instanceListFields = "c.instance, c.name, c.version, c.currentExec, c.status, c.createdAt, c.updatedAt, c.parent, c.parked"
+const instanceListFields = "c.instance, c.pk, c.name, c.version, c.currentExec, c.status, c.createdAt, c.updatedAt, c.parent, c.parked, c.startMsg"
 
 // storedStatuses are the statuses an instance document holds.
 var storedStatuses = []InstanceStatus{StatusRunning, StatusCompleted, StatusFailed, StatusContinuedAsNew}
+
+// namelessDoc selects the instance documents no ack named: queued starts
+// among them, told apart by a point read (the store indexes no field that
+// tells them).
+const namelessDoc = "NOT IS_DEFINED(c.name)"
 
 // instanceListing is a validated InstanceQuery.
 type instanceListing struct {
@@ -118,11 +133,14 @@ type instanceListing struct {
 	size   int
 	cursor *instanceCursor
 	upper  *int64 // ms: the newest createdAt the page may hold
+	// nameMatches is the Name filter, for the queued starts the query
+	// cannot match by name.
+	nameMatches func(string) bool
 }
 
 func newInstanceListing(op string, q InstanceQuery) (instanceListing, error) {
 	l := instanceListing{
-		where:  "c.type = @type AND IS_DEFINED(c.name) AND NOT IS_DEFINED(c.deleting)",
+		where:  "c.type = @type AND NOT IS_DEFINED(c.deleting)",
 		params: []QueryParameter{{Name: "@type", Value: docInstance}},
 		size:   q.PageSize,
 	}
@@ -151,16 +169,21 @@ func (l *instanceListing) and(cond string, params ...QueryParameter) {
 
 func (l *instanceListing) filterStatuses(op string, q InstanceQuery) error {
 	if len(q.Statuses) > 0 {
-		names := make([]string, len(q.Statuses))
+		var names []string
 		var params []QueryParameter
+		queued := false
 		for i, s := range q.Statuses {
-			if !slices.Contains(storedStatuses, s) {
-				return refuse(op, fmt.Sprintf("status %q: want one of Running, Completed, Failed, ContinuedAsNew", s), ErrInvalidInput)
+			if s == StatusQueued {
+				queued = true
+				continue
 			}
-			names[i] = fmt.Sprintf("@status%d", i)
-			params = append(params, QueryParameter{Name: names[i], Value: s})
+			if !slices.Contains(storedStatuses, s) {
+				return refuse(op, fmt.Sprintf("status %q: want one of Running, Completed, Failed, ContinuedAsNew, Queued", s), ErrInvalidInput)
+			}
+			names = append(names, fmt.Sprintf("@status%d", i))
+			params = append(params, QueryParameter{Name: names[len(names)-1], Value: s})
 		}
-		l.and("c.status IN ("+strings.Join(names, ", ")+")", params...)
+		l.and(statusCondition(names, queued), params...)
 	}
 	if q.Parked {
 		l.and("IS_DEFINED(c.parked) AND c.status = @running", QueryParameter{Name: "@running", Value: StatusRunning})
@@ -168,15 +191,32 @@ func (l *instanceListing) filterStatuses(op string, q InstanceQuery) error {
 	return nil
 }
 
+// statusCondition keeps the stored statuses named by the parameters, and
+// the nameless documents (the queued starts among them) when queued.
+func statusCondition(names []string, queued bool) string {
+	stored := "c.status IN (" + strings.Join(names, ", ") + ")"
+	switch {
+	case !queued:
+		return stored
+	case len(names) == 0:
+		return namelessDoc
+	}
+	return "(" + stored + " OR " + namelessDoc + ")"
+}
+
+// filterName keeps the instances of the name, and the nameless documents,
+// whose queued starts are matched by name once read (nameMatches).
 func (l *instanceListing) filterName(op, name string) error {
 	prefix, isPrefix := strings.CutSuffix(name, "*")
 	switch {
 	case strings.Contains(prefix, "*"):
 		return refuse(op, fmt.Sprintf("Name %q: '*' may only end it", name), ErrInvalidInput)
 	case isPrefix && prefix != "":
-		l.and("STARTSWITH(c.name, @prefix)", QueryParameter{Name: "@prefix", Value: prefix})
+		l.and("(STARTSWITH(c.name, @prefix) OR "+namelessDoc+")", QueryParameter{Name: "@prefix", Value: prefix})
+		l.nameMatches = func(n string) bool { return strings.HasPrefix(n, prefix) }
 	case !isPrefix && name != "":
-		l.and("c.name = @name", QueryParameter{Name: "@name", Value: name})
+		l.and("(c.name = @name OR "+namelessDoc+")", QueryParameter{Name: "@name", Value: name})
+		l.nameMatches = func(n string) bool { return n == name }
 	}
 	return nil
 }
@@ -383,12 +423,12 @@ func (r *instancePageRead) fill(ctx context.Context, rows []*instanceDoc, isCut 
 	for passed < len(rows) && len(page.Instances) < r.l.size {
 		row := rows[passed]
 		passed++
-		hidden, err := r.hiddenByDeletion(ctx, row)
+		info, listed, err := r.listed(ctx, row)
 		if err != nil {
 			return InstancePage{}, err
 		}
-		if !hidden {
-			page.Instances = append(page.Instances, instanceInfoOf(row))
+		if listed {
+			page.Instances = append(page.Instances, info)
 		}
 	}
 	page.RequestCharge = r.charge
@@ -396,6 +436,47 @@ func (r *instancePageRead) fill(ctx context.Context, rows []*instanceDoc, isCut 
 		page.ContinuationToken = next.encode()
 	}
 	return page, nil
+}
+
+// listed describes row as the page lists it; false when the page passes
+// over it: a deletion hides it, or it is a nameless document recording no
+// queued start of the name asked for.
+func (r *instancePageRead) listed(ctx context.Context, row *instanceDoc) (InstanceInfo, bool, error) {
+	info := instanceInfoOf(row)
+	if !row.exists() {
+		queued, err := r.queuedStart(ctx, row)
+		if err != nil || queued == nil {
+			return InstanceInfo{}, false, err
+		}
+		if r.l.nameMatches != nil && !r.l.nameMatches(queued.start.Orchestration) {
+			return InstanceInfo{}, false, nil
+		}
+		info = queued.info()
+		// Listed where the query ordered it: by its document's creation.
+		info.CreatedAt, info.UpdatedAt = uint64(row.CreatedAt), uint64(row.UpdatedAt)
+	}
+	hidden, err := r.hiddenByDeletion(ctx, row)
+	if err != nil || hidden {
+		return InstanceInfo{}, false, err
+	}
+	return info, true, nil
+}
+
+// queuedStart reads the start a nameless row records: nil when it records
+// none, or one no longer queued. One point read, from the session.
+func (r *instancePageRead) queuedStart(ctx context.Context, row *instanceDoc) (*queuedStart, error) {
+	if row.StartMsg == "" {
+		return nil, nil
+	}
+	resp, err := r.p.container.ReadItem(ctx, NewPartitionKeyString(row.PK), row.StartMsg, nil)
+	r.charge += resp.RequestCharge
+	if IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeQueuedStart(row.Instance, row.StartMsg, resp.Value)
 }
 
 // nextCursor is where the page after the first passed rows starts; false

@@ -340,7 +340,7 @@ func TestQueryInstancesRefusesBadInput(t *testing.T) {
 		{cdb.InstanceQuery{Name: "Pro*cess"}, `QueryInstances: Name "Pro*cess": '*' may only end it: invalid input`},
 		{cdb.InstanceQuery{Name: "Process**"}, `QueryInstances: Name "Process**": '*' may only end it: invalid input`},
 		{cdb.InstanceQuery{Statuses: []cdb.InstanceStatus{cdb.StatusRunning, "Done"}},
-			`QueryInstances: status "Done": want one of Running, Completed, Failed, ContinuedAsNew: invalid input`},
+			`QueryInstances: status "Done": want one of Running, Completed, Failed, ContinuedAsNew, Queued: invalid input`},
 		{cdb.InstanceQuery{ContinuationToken: "order-2"}, "QueryInstances: ContinuationToken is malformed: invalid input"},
 		{cdb.InstanceQuery{ContinuationToken: token(`[1]`)}, "QueryInstances: ContinuationToken is malformed: invalid input"},
 		{cdb.InstanceQuery{ContinuationToken: `{"fp":"1a2b","lo":1}`}, "QueryInstances: ContinuationToken is malformed: invalid input"},

@@ -112,22 +112,35 @@ func (p *CosmosProvider) GetInstanceStats(ctx context.Context, instance string) 
 	return stats, nil
 }
 
-// ListInstances lists every instance, newest first.
+// ListInstances lists every instance, newest first, queued starts too.
 func (p *CosmosProvider) ListInstances(ctx context.Context) ([]string, error) {
-	return p.listInstances(ctx, "ListInstances", func(instanceRow) bool { return true })
+	return p.listInstances(ctx, "ListInstances", true, func(instanceRow) bool { return true })
 }
 
 // ListInstancesByStatus lists the instances whose current execution has
-// status.
+// status, or the queued starts for StatusQueued.
 func (p *CosmosProvider) ListInstancesByStatus(ctx context.Context, status InstanceStatus) ([]string, error) {
-	return p.listInstances(ctx, "ListInstancesByStatus", func(r instanceRow) bool { return r.Status == status })
+	return p.listInstances(ctx, "ListInstancesByStatus", status == StatusQueued, func(r instanceRow) bool { return r.Status == status })
 }
 
-// listInstances lists the live instances keep accepts, newest first.
-func (p *CosmosProvider) listInstances(ctx context.Context, op string, keep func(instanceRow) bool) ([]string, error) {
-	rows, err := p.liveInstances(ctx, InstanceFilter{})
+// listInstances lists the live instances keep accepts, newest first, and
+// with queued the queued starts among them (as StatusQueued): each
+// nameless document recording a start costs one point read of its
+// message, which tells whether that start is still queued.
+func (p *CosmosProvider) listInstances(ctx context.Context, op string, queued bool, keep func(instanceRow) bool) ([]string, error) {
+	rows, starts, err := p.liveInstanceDocs(ctx, InstanceFilter{}, queued)
 	if err != nil {
 		return nil, asOperation(op, err)
+	}
+	for _, r := range starts {
+		start, err := p.readQueuedStart(ctx, &instanceDoc{PK: instancePartitionKey(r.Instance), Instance: r.Instance, StartMsg: r.StartMsg})
+		if err != nil {
+			return nil, asOperation(op, err)
+		}
+		if start != nil {
+			r.Status = StatusQueued
+			rows = append(rows, r)
+		}
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].CreatedAt > rows[j].CreatedAt })
 	ids := []string{}

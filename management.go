@@ -26,7 +26,9 @@ const (
 	// has not run yet (no process runs, or none came to it): its status and
 	// instance reads say so, with the orchestration its start names; its
 	// history is empty until its first turn; it is deleted with force, as
-	// a Running instance is. It is never stored, and listings leave queued
+	// a Running instance is; the listings list it, and select it by this
+	// status (InstanceQuery.Statuses, ListInstancesByStatus). It is never
+	// stored, and the instance counts (GetSystemMetrics) leave queued
 	// starts out (queuedstart.go).
 	StatusQueued InstanceStatus = "Queued"
 )
@@ -40,7 +42,7 @@ func (s InstanceStatus) IsTerminal() bool {
 // ParseInstanceStatus returns the status named by s, ignoring case
 // ("completed", "RUNNING"); ok is false for any other string.
 func ParseInstanceStatus(s string) (status InstanceStatus, ok bool) {
-	for _, known := range []InstanceStatus{StatusRunning, StatusCompleted, StatusFailed, StatusContinuedAsNew, StatusUnknown} {
+	for _, known := range []InstanceStatus{StatusRunning, StatusCompleted, StatusFailed, StatusContinuedAsNew, StatusUnknown, StatusQueued} {
 		if strings.EqualFold(s, string(known)) {
 			return known, true
 		}

@@ -39,6 +39,9 @@ func TestParseInstanceStatusIgnoresCase(t *testing.T) {
 	s, ok = cdb.ParseInstanceStatus("RUNNING")
 	assert.True(t, ok)
 	assert.Equal(t, cdb.StatusRunning, s)
+	s, ok = cdb.ParseInstanceStatus("queued")
+	assert.True(t, ok, "the listings select queued starts by it")
+	assert.Equal(t, cdb.StatusQueued, s)
 	_, ok = cdb.ParseInstanceStatus("Cancelled")
 	assert.False(t, ok, "duroxide stores a cancelled orchestration as Failed")
 }

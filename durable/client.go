@@ -567,12 +567,13 @@ func adminCall[T any](c *Client, op string, call func(cdb.ProviderAdmin) (T, err
 	return v, nil
 }
 
-// ListInstances lists every instance id.
+// ListInstances lists every instance id, a queued start's too.
 func (c *Client) ListInstances(ctx context.Context) ([]string, error) {
 	return adminCall(c, "list instances", func(a cdb.ProviderAdmin) ([]string, error) { return a.ListInstances(ctx) })
 }
 
-// ListInstancesByStatus lists the instances whose current execution has status.
+// ListInstancesByStatus lists the instances whose current execution has
+// status; cdb.StatusQueued lists the starts not run yet.
 func (c *Client) ListInstancesByStatus(ctx context.Context, status cdb.InstanceStatus) ([]string, error) {
 	return adminCall(c, "list instances by status", func(a cdb.ProviderAdmin) ([]string, error) {
 		return a.ListInstancesByStatus(ctx, status)

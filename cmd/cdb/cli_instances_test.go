@@ -180,7 +180,7 @@ func TestBinaryInstancesRefusesBadFilters(t *testing.T) {
 	}{
 		{[]string{"-older-than", "0s"}, "-older-than: must be positive, got 0s"},
 		{[]string{"-newer-than", "soon"}, "-newer-than: not a duration"},
-		{[]string{"-status", "Running,Done"}, `-status: "Done" is not one of Running, Completed, Failed, ContinuedAsNew, Parked`},
+		{[]string{"-status", "Running,Done"}, `-status: "Done" is not one of Running, Completed, Failed, ContinuedAsNew, Queued, Parked`},
 		{[]string{"-name", "[Order"}, `-name: "[Order" is not a name pattern`},
 		{[]string{"-limit", "0"}, "-limit: must be 1 to 1000, got 0"},
 		{[]string{"-limit", "1001"}, "-limit: must be 1 to 1000, got 1001"},
@@ -261,4 +261,25 @@ func TestAnAfterTheProviderRefusesIsAUsageErrorWrappingTheRefusal(t *testing.T) 
 	var pe *cdb.ProviderError
 	require.ErrorAs(t, err, &pe, "the provider's refusal")
 	assert.Same(t, refusal, pe)
+}
+
+// A start no runtime has taken yet lists as Queued, as show reads it, and
+// -status selects it by that status.
+func TestBinaryInstancesListsQueuedStartsAsQueued(t *testing.T) {
+	fx, key := operatorFixture(t)
+	conn := []string{"-endpoint", fx.endpoint, "-key", key}
+	for _, id := range []string{"waiting-1", "waiting-2"} {
+		code, _, stderr := cli(append([]string{"start", "ProcessOrder", "-id", id}, conn...)...).run(t)
+		require.Equal(t, 0, code, stderr)
+	}
+
+	code, stdout, stderr := cli(append([]string{"instances"}, conn...)...).run(t)
+	require.Equal(t, 0, code, stderr)
+	assert.NotContains(t, stdout, "(no instances)")
+	assert.Regexp(t, `waiting-1\s+Queued\s+ProcessOrder@unknown\s+1\s`, stdout)
+	assert.Regexp(t, `waiting-2\s+Queued\s+ProcessOrder@unknown\s+1\s`, stdout)
+
+	assert.ElementsMatch(t, []string{"waiting-1", "waiting-2"}, listPage(t, conn, "-status", "queued").ids())
+	assert.Equal(t, []string{"busy"}, listPage(t, conn, "-status", "Running").ids(), "the fixture's running instance, no queued start")
+	assert.ElementsMatch(t, []string{"waiting-1", "waiting-2"}, listPage(t, conn, "-name", "Process*").ids())
 }

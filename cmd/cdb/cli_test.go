@@ -340,7 +340,7 @@ func TestBinaryValidatesStatusCaseInsensitively(t *testing.T) {
 	code, stdout, stderr = cli(append([]string{"instances", "-status", "Done"}, conn...)...).run(t)
 	assert.Equal(t, 2, code)
 	assert.Empty(t, stdout)
-	assert.Contains(t, stderr, `-status: "Done" is not one of Running, Completed, Failed, ContinuedAsNew, Parked`)
+	assert.Contains(t, stderr, `-status: "Done" is not one of Running, Completed, Failed, ContinuedAsNew, Queued, Parked`)
 }
 
 func TestBinaryAcceptsFlagsAfterArguments(t *testing.T) {

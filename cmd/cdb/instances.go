@@ -101,9 +101,11 @@ type statusList []cdb.InstanceStatus
 // (cdb.ParkedInfo, cdb.InstanceQuery.Parked).
 const statusParked cdb.InstanceStatus = "Parked"
 
-// knownStatuses are the statuses the provider stores, and Parked.
+// knownStatuses are the statuses the provider stores, Queued (a start
+// not run yet) and Parked.
 func knownStatuses() []string {
-	return []string{string(cdb.StatusRunning), string(cdb.StatusCompleted), string(cdb.StatusFailed), string(cdb.StatusContinuedAsNew), string(statusParked)}
+	return []string{string(cdb.StatusRunning), string(cdb.StatusCompleted), string(cdb.StatusFailed), string(cdb.StatusContinuedAsNew),
+		string(cdb.StatusQueued), string(statusParked)}
 }
 
 // parkedOnly says -status asks for parked instances.

@@ -35,7 +35,12 @@ func (p *CosmosProvider) readQueuedStart(ctx context.Context, inst *instanceDoc)
 	if err != nil {
 		return nil, err
 	}
-	return decodeQueuedStart(inst.Instance, inst.StartMsg, res.Value)
+	queued, err := decodeQueuedStart(inst.Instance, inst.StartMsg, res.Value)
+	if queued != nil && inst.CreatedAt > 0 {
+		// The time the listings order it by: the document's, in ms.
+		queued.queuedAt = inst.CreatedAt
+	}
+	return queued, err
 }
 
 // decodeQueuedStart decodes a start message document; nil when it is not

@@ -189,7 +189,7 @@ func NewClient(endpoint string, opts ClientOptions) (*Client, error) {
 		tel:        newClientTelemetry(opts.Telemetry),
 		routing:    newRoutingCache(),
 		sessions:   newSessionStore(),
-		regions:    &regionRouter{},
+		regions:    newRegionRouter(),
 
 		allowPlainHTTP: opts.InsecureAllowPlainHTTP,
 	}
@@ -367,7 +367,10 @@ type request struct {
 	idempotent    bool // safe to resend after it may have reached the service
 	long          bool // a query page or feed read: the longer attempt deadline
 	rangeTargeted bool // carries x-ms-documentdb-partitionkeyrangeid: a 410 goes back to the caller
-	session       sessionUse
+	// routing marks the account read of a region refresh (failover.go):
+	// one attempt, and no answer to it starts a refresh.
+	routing bool
+	session sessionUse
 	// retryOK asks for a retry of a successful response (a rolled-back
 	// batch that was throttled inside); nil never does.
 	retryOK func(*response) (retry bool, after time.Duration)
@@ -434,7 +437,7 @@ func (c *Client) sendWithRetries(ctx context.Context, r *request) (_ *response, 
 			resp.Attempts = attempt
 		}
 		d := c.decide(ctx, r, attempt, resp, sent, err)
-		if !d.retry || attempt >= c.retry.MaxAttempts || time.Since(start)+d.wait > c.retry.MaxElapsed {
+		if !d.retry || attempt >= c.maxAttempts(r) || time.Since(start)+d.wait > c.retry.MaxElapsed {
 			if d.err != nil {
 				return nil, charge, d.err
 			}
@@ -449,6 +452,15 @@ func (c *Client) sendWithRetries(ctx context.Context, r *request) (_ *response, 
 			return nil, charge, fmt.Errorf("cdb: %s: %w (while waiting to retry after: %v)", r.operation, err, d.cause())
 		}
 	}
+}
+
+// maxAttempts is how many attempts r gets: one for a routing read, whose
+// failure a later refresh makes up for, else RetryOptions.MaxAttempts.
+func (c *Client) maxAttempts(r *request) int {
+	if r.routing {
+		return 1
+	}
+	return c.retry.MaxAttempts
 }
 
 // decision is what to do after one attempt.
@@ -478,7 +490,7 @@ func (c *Client) decide(ctx context.Context, r *request, attempt int, resp *resp
 	}
 	if resp.StatusCode >= 300 {
 		ce := newCosmosError(r.operation, resp)
-		if isWriteRegionMoved(ce) {
+		if isWriteRegionMoved(ce) && !r.routing {
 			c.followWriteRegion(ctx)
 		}
 		retry, hint := c.retryStatus(r, ce, attempt)

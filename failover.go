@@ -31,10 +31,37 @@ const minRegionRefresh = time.Second
 type regionRouter struct {
 	writeBase atomic.Pointer[string] // nil: the configured endpoint
 
+	// minRefresh is minRegionRefresh; a field so that a test can hold
+	// refreshes off.
+	minRefresh time.Duration
+
 	mu          sync.Mutex
+	refreshing  bool // a refresh runs: other requests do not start one, nor wait for it
 	refreshedAt time.Time
 
 	recycledAt atomic.Int64 // unix nanoseconds
+}
+
+func newRegionRouter() *regionRouter {
+	return &regionRouter{minRefresh: minRegionRefresh}
+}
+
+// startRefresh takes the one refresh turn: false when a refresh runs or
+// one started less than minRefresh ago.
+func (rr *regionRouter) startRefresh(now time.Time) bool {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	if rr.refreshing || now.Sub(rr.refreshedAt) < rr.minRefresh {
+		return false
+	}
+	rr.refreshing, rr.refreshedAt = true, now
+	return true
+}
+
+func (rr *regionRouter) endRefresh() {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	rr.refreshing = false
 }
 
 // baseFor is the scheme://host a request goes to: writes to the current
@@ -64,14 +91,20 @@ func isWriteRegionMoved(ce *CosmosError) bool {
 // followWriteRegion re-reads the account and routes writes to the region
 // it lists first for writes, dropping idle connections. Failures leave the
 // routing as it was: the retry then goes where it went before.
+//
+// A refresh never waits on itself, and no request waits on another's: the
+// account read it makes is a routing read (one attempt, and its own 403s
+// start no refresh), one refresh runs at a time, and a request that meets
+// a failover while another request's refresh runs goes on with the routing
+// it has, its retries spaced by the backoff. Only the request that started
+// the refresh waits for it, bounded by its context and one attempt's
+// deadline.
 func (c *Client) followWriteRegion(ctx context.Context) {
-	c.regions.mu.Lock()
-	defer c.regions.mu.Unlock()
-	if time.Since(c.regions.refreshedAt) < minRegionRefresh {
+	if !c.regions.startRefresh(time.Now()) {
 		return
 	}
-	c.regions.refreshedAt = time.Now()
-	account, err := c.ReadAccount(ctx)
+	defer c.regions.endRefresh()
+	account, err := c.readAccountForRouting(ctx)
 	if err != nil || len(account.WritableLocations) == 0 {
 		return
 	}
@@ -87,6 +120,17 @@ func (c *Client) followWriteRegion(ctx context.Context) {
 	if c.logger != nil {
 		c.logger.Info("cdb: writes follow the account's write region", "endpoint", base)
 	}
+}
+
+// readAccountForRouting is the account read of a refresh: a routing
+// request, so that neither its answer nor its failure starts another.
+func (c *Client) readAccountForRouting(ctx context.Context) (AccountProperties, error) {
+	var props AccountProperties
+	resp, err := c.send(ctx, &request{operation: "ReadAccount", method: http.MethodGet, ref: accountRef(), idempotent: true, routing: true})
+	if err != nil {
+		return props, err
+	}
+	return props, decodeJSON("ReadAccount", resp.Body, &props)
 }
 
 // recycleConnections drops idle pooled connections once they may be older

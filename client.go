@@ -370,7 +370,10 @@ type request struct {
 	// routing marks the account read of a region refresh (failover.go):
 	// one attempt, and no answer to it starts a refresh.
 	routing bool
-	session sessionUse
+	// recreated is set once an attempt met a recreated container (404 or
+	// 400 with substatus 1024): the retry after it is the only one.
+	recreated bool
+	session   sessionUse
 	// retryOK asks for a retry of a successful response (a rolled-back
 	// batch that was throttled inside); nil never does.
 	retryOK func(*response) (retry bool, after time.Duration)
@@ -531,6 +534,9 @@ func (c *Client) retryStatus(r *request, ce *CosmosError, attempt int) (retry bo
 	if isTransientRefusal(ce) {
 		return attempt < refusalAttempts, 0
 	}
+	if containerRecreated(ce) {
+		return c.retryRecreatedContainer(r), 0
+	}
 	switch ce.StatusCode {
 	case http.StatusTooManyRequests:
 		return true, ce.RetryAfter
@@ -556,6 +562,21 @@ func (c *Client) retryStatus(r *request, ce *CosmosError, attempt int) (retry bo
 		return false, 0
 	}
 	return false, 0
+}
+
+// retryRecreatedContainer drops what the client keeps of a container that
+// was created again under the same name (its partition key definition, its
+// ranges, its session tokens: all the old one's) and reports whether to
+// retry: once, and not a range-targeted request, whose range id belongs to
+// the old container (its caller plans again on the new ranges).
+func (c *Client) retryRecreatedContainer(r *request) bool {
+	if r.session.container != "" {
+		c.sessions.forget(r.session.container)
+		c.routing.forget(r.session.container)
+	}
+	first := !r.recreated
+	r.recreated = true
+	return first && !r.rangeTargeted
 }
 
 // refusalAttempts is how many attempts a request gets when the account

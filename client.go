@@ -130,8 +130,8 @@ type Client struct {
 	endpoint   string
 	base       string // scheme://host[:port], no trailing slash
 	auth       authorizer
-	http       *http.Client
-	builtin    bool // the transport is ours, so httptrace tells us whether a request left
+	conns      *connPool // the transport, replaced to recycle busy connections too (connections.go)
+	builtin    bool      // the transport is ours, so httptrace tells us whether a request left
 	retry      RetryOptions
 	timeouts   TimeoutOptions
 	logger     *slog.Logger
@@ -167,16 +167,16 @@ func NewClient(endpoint string, opts ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	var fresh func() http.RoundTripper
+	if builtin {
+		template := transport.(*http.Transport).Clone() // never used itself
+		fresh = func() http.RoundTripper { return template.Clone() }
+	}
 	c := &Client{
-		endpoint: endpoint,
-		base:     base,
-		auth:     auth,
-		http: &http.Client{
-			Transport: transport,
-			// Cosmos does not redirect; following one would re-send a
-			// request signed for another resource.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
+		endpoint:   endpoint,
+		base:       base,
+		auth:       auth,
+		conns:      newConnPool(transport, fresh),
 		builtin:    builtin,
 		retry:      opts.Retry.withDefaults(),
 		timeouts:   opts.Timeouts.withDefaults(),
@@ -643,8 +643,10 @@ func (c *Client) roundTrip(ctx context.Context, r *request, attempt int) (resp *
 		WroteHeaders: func() { wrote.Store(true) },
 	}))
 	c.recycleConnections()
+	conns := c.conns.acquire()
+	defer conns.release() // after the body is read: the connection is idle by then
 	start, sentAt := time.Now(), c.now()
-	res, err := c.http.Do(req)
+	res, err := conns.client.Do(req)
 	if err != nil {
 		sent = c.mayHaveBeenSent(err, wrote.Load())
 		c.stats.request(r.operation, attempt, 0, responseCounts{})

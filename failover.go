@@ -15,11 +15,13 @@ import (
 // 403/1008: sent again on the same connections they fail the same way. So,
 // as the official SDKs do, a client that meets one re-reads the account
 // (GET /), sends writes to the region it lists first in writableLocations
-// from then on, and drops its idle connections, so the next ones resolve
-// and connect afresh. Connections are also recycled every connMaxAge, so a
-// DNS change behind the global endpoint is seen without an error first.
+// from then on, and recycles its connections, busy ones too
+// (connections.go), so the next ones resolve and connect afresh.
+// Connections are also recycled every connMaxAge, so a DNS change behind
+// the global endpoint is seen without an error first.
 
-// connMaxAge bounds how long idle pooled connections are reused.
+// connMaxAge bounds how long pooled connections, busy ones included, are
+// reused.
 const connMaxAge = 5 * time.Minute
 
 // minRegionRefresh spaces re-reads of the account: many requests meeting
@@ -89,7 +91,7 @@ func isWriteRegionMoved(ce *CosmosError) bool {
 }
 
 // followWriteRegion re-reads the account and routes writes to the region
-// it lists first for writes, dropping idle connections. Failures leave the
+// it lists first for writes, recycling the connections. Failures leave the
 // routing as it was: the retry then goes where it went before.
 //
 // A refresh never waits on itself, and no request waits on another's: the
@@ -116,7 +118,7 @@ func (c *Client) followWriteRegion(ctx context.Context) {
 		return
 	}
 	c.regions.writeBase.Store(&base)
-	c.http.CloseIdleConnections()
+	c.conns.recycle()
 	if c.logger != nil {
 		c.logger.Info("cdb: writes follow the account's write region", "endpoint", base)
 	}
@@ -133,8 +135,8 @@ func (c *Client) readAccountForRouting(ctx context.Context) (AccountProperties, 
 	return props, decodeJSON("ReadAccount", resp.Body, &props)
 }
 
-// recycleConnections drops idle pooled connections once they may be older
-// than connMaxAge.
+// recycleConnections recycles the pooled connections (connections.go) once
+// they may be older than connMaxAge.
 func (c *Client) recycleConnections() {
 	now := time.Now().UnixNano()
 	last := c.regions.recycledAt.Load()
@@ -145,5 +147,5 @@ func (c *Client) recycleConnections() {
 	if time.Duration(now-last) < connMaxAge || !c.regions.recycledAt.CompareAndSwap(last, now) {
 		return
 	}
-	c.http.CloseIdleConnections()
+	c.conns.recycle()
 }

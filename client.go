@@ -62,6 +62,15 @@ type ClientOptions struct {
 	Timeouts TimeoutOptions
 	// Logger receives one debug record per HTTP attempt. Nil logs nothing.
 	Logger *slog.Logger
+	// PreferredRegions lists, most preferred first, the regions reads go
+	// to, by the names the account lists them under ("West US 2"; case
+	// and spaces do not matter): reads go to the first of them the account
+	// can read in, else to its first readable location. The client then
+	// reads the account (GET /) before its first request. Writes go to the
+	// account's write region whatever this says. Empty: reads go to the
+	// configured endpoint until a failover makes the client read the
+	// account, then to its first readable location.
+	PreferredRegions []string
 	// Telemetry receives the client's metrics and, with RequestSpans, a
 	// span per operation (ARCHITECTURE.md lists them); the zero value
 	// reports nothing, at no cost. ContextWithMetricAttributes adds a
@@ -189,7 +198,7 @@ func NewClient(endpoint string, opts ClientOptions) (*Client, error) {
 		tel:        newClientTelemetry(opts.Telemetry),
 		routing:    newRoutingCache(),
 		sessions:   newSessionStore(),
-		regions:    newRegionRouter(),
+		regions:    newRegionRouter(opts.PreferredRegions),
 
 		allowPlainHTTP: opts.InsecureAllowPlainHTTP,
 	}
@@ -373,7 +382,10 @@ type request struct {
 	// recreated is set once an attempt met a recreated container (404 or
 	// 400 with substatus 1024): the retry after it is the only one.
 	recreated bool
-	session   sessionUse
+	// inWriteRegion sends a read to the write region: it met a 404/1002
+	// elsewhere; missedInWriteRegion says the write region answered so too.
+	inWriteRegion, missedInWriteRegion bool
+	session                            sessionUse
 	// retryOK asks for a retry of a successful response (a rolled-back
 	// batch that was throttled inside); nil never does.
 	retryOK func(*response) (retry bool, after time.Duration)
@@ -403,14 +415,18 @@ func (r *response) bodyOrNil() []byte {
 // decideTransport says so, and records statistics and telemetry. A non-2xx
 // final status is returned as *CosmosError.
 func (c *Client) send(ctx context.Context, r *request) (*response, error) {
+	c.learnRegions(ctx, r)
 	ctx, observed := c.tel.startOperation(ctx, r)
 	resp, charge, err := c.sendWithRetries(ctx, r)
 	c.stats.operation(r.operation, err != nil)
 	c.tel.endOperation(ctx, r, observed, resp, charge, err)
-	if r.session.container != "" && isReadSessionNotAvailable(err) {
-		// Retries did not find a replica at our position: the tokens are
-		// not this container's (it was created again under the same
-		// name). Start over, as the SDKs do, rather than fail every read.
+	if r.session.container != "" && isReadSessionNotAvailable(err) && (r.missedInWriteRegion || isWrite(r)) {
+		// Retries did not find a replica at our position, not even in
+		// the write region, which has every write this session saw: the
+		// tokens are not this container's (it was created again under
+		// the same name). Start over, as the SDKs do, rather than fail
+		// every read. A read region that lags does not drop them (a later
+		// read could then miss this process's own write).
 		c.sessions.forget(r.session.container)
 		c.routing.forget(r.session.container) // its definition and ranges may differ too
 	}
@@ -493,8 +509,12 @@ func (c *Client) decide(ctx context.Context, r *request, attempt int, resp *resp
 	}
 	if resp.StatusCode >= 300 {
 		ce := newCosmosError(r.operation, resp)
-		if isWriteRegionMoved(ce) && !r.routing {
-			c.followWriteRegion(ctx)
+		switch {
+		case r.routing:
+		case isWriteRegionMoved(ce):
+			c.followRegions(ctx)
+		case isReadSessionNotAvailable(ce) && !isWrite(r):
+			c.retryInWriteRegion(ctx, r)
 		}
 		retry, hint := c.retryStatus(r, ce, attempt)
 		return decision{retry: retry, wait: c.backoff(attempt, hint), throttled: retry && hint > 0, err: ce, resp: resp}

@@ -2,6 +2,7 @@ package cdb
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -38,8 +39,8 @@ func (h *hostLog) take() []string {
 
 // After a regional failover the old write region answers writes with 403/3.
 // The client re-reads the account, sends the write again to the region it now
-// lists for writes, and keeps sending writes there; reads stay on the
-// configured endpoint.
+// lists for writes, and keeps sending writes there; reads follow to the
+// region the account now lists for reads.
 func TestWritesFollowTheWriteRegionAfterAFailover(t *testing.T) {
 	acct := NewFakeAccount(FakeAccountOptions{})
 	log := &hostLog{next: acct.Transport()}
@@ -66,8 +67,8 @@ func TestWritesFollowTheWriteRegionAfterAFailover(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{
 		"POST westus.localhost:8081/dbs/db/colls/coll/docs",
-		"GET localhost:8081/dbs/db/colls/coll/docs/after",
-	}, log.take(), "later writes go to the write region at once; reads stay")
+		"GET westus.localhost:8081/dbs/db/colls/coll/docs/after",
+	}, log.take(), "later writes and reads go to the new region at once")
 }
 
 // An account document never takes writes to an endpoint the client would
@@ -77,8 +78,9 @@ func TestAFailoverIsNotFollowedToAPlainHTTPHost(t *testing.T) {
 	c, err := NewClient(acct.Endpoint(), ClientOptions{Key: acct.Key(), Transport: acct.Transport(), Retry: fastRetryOptions()})
 	require.NoError(t, err)
 	acct.FailOver("http://evil.example.com/")
-	c.followWriteRegion(testCtx(t))
+	c.followRegions(testCtx(t))
 	assert.Nil(t, c.regions.writeBase.Load())
+	assert.Nil(t, c.regions.readBase.Load())
 }
 
 // failedOverContainer is a container whose account has just failed over
@@ -236,4 +238,93 @@ func TestWritesDoNotWaitOnAnotherRequestsRegionRefresh(t *testing.T) {
 
 	close(held.release)
 	require.NoError(t, <-first, "the refresh it started moved writes to the new region")
+}
+
+// PreferredRegions sends reads to the first of them the account can read
+// in (names compared without case or spaces); writes stay in the write
+// region.
+func TestPreferredRegionsChooseWhereReadsGo(t *testing.T) {
+	acct := NewFakeAccount(FakeAccountOptions{})
+	acct.AddReadRegion("East US", "https://eastus.localhost:8081/")
+	acct.AddReadRegion("North Europe", "https://northeurope.localhost:8081/")
+	log := &hostLog{next: acct.Transport()}
+	cc := newFakeContainer(t, acct, func(o *ClientOptions) {
+		o.Transport = log
+		o.PreferredRegions = []string{"Japan East", "northeurope", "East US"}
+	})
+	assert.Equal(t, "GET localhost:8081/", log.take()[0], "the account is read before the first request")
+
+	pk := NewPartitionKeyString("p")
+	_, err := cc.CreateItem(testCtx(t), pk, itemJSON("a", "p", 1), nil)
+	require.NoError(t, err)
+	_, err = cc.ReadItem(testCtx(t), pk, "a", nil)
+	require.NoError(t, err)
+	sent := log.take()
+	assert.Equal(t, "POST localhost:8081/dbs/db/colls/coll/docs", sent[0])
+	assert.Equal(t, "GET northeurope.localhost:8081/dbs/db/colls/coll/docs/a", sent[len(sent)-1])
+}
+
+// laggingRegion answers every item read sent to host with 404/1002: no
+// replica there has this session's writes yet.
+type laggingRegion struct {
+	next http.RoundTripper
+	host string
+}
+
+func (l *laggingRegion) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodGet || r.URL.Host != l.host || !strings.Contains(r.URL.Path, "/docs/") {
+		return l.next.RoundTrip(r)
+	}
+	h := http.Header{}
+	h.Set("x-ms-substatus", "1002")
+	h.Set("Content-Type", "application/json")
+	body := `{"code":"NotFound","message":"The read session is not available for the input session token."}`
+	return &http.Response{StatusCode: http.StatusNotFound, Header: h, Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+}
+
+// A read region that lags answers 404/1002: the read is retried in the
+// write region, which has the session's writes, and the session tokens are
+// kept for the reads after it.
+func TestAReadSessionNotAvailableIsRetriedInTheWriteRegion(t *testing.T) {
+	acct := NewFakeAccount(FakeAccountOptions{})
+	acct.AddReadRegion("East US", "https://eastus.localhost:8081/")
+	log := &hostLog{next: &laggingRegion{next: acct.Transport(), host: "eastus.localhost:8081"}}
+	cc := newFakeContainer(t, acct, func(o *ClientOptions) {
+		o.Transport = log
+		o.PreferredRegions = []string{"East US"}
+	})
+	cc.client.regions.minRefresh = time.Hour
+	pk := NewPartitionKeyString("p")
+	_, err := cc.CreateItem(testCtx(t), pk, itemJSON("a", "p", 1), nil)
+	require.NoError(t, err)
+	_, err = cc.ReadItem(testCtx(t), pk, "a", nil) // resolves p's range: no range read below
+	require.NoError(t, err)
+	log.take()
+
+	item, err := cc.ReadItem(testCtx(t), pk, "a", nil)
+	require.NoError(t, err)
+	assert.Contains(t, string(item.Value), `"v":1`)
+	assert.Equal(t, []string{
+		"GET eastus.localhost:8081/dbs/db/colls/coll/docs/a", // the read region: 404/1002
+		"GET localhost:8081/dbs/db/colls/coll/docs/a",        // the write region
+	}, log.take())
+	assert.True(t, cc.client.sessions.holds(cc.sessionLink()), "a lagging read region does not drop the session tokens")
+}
+
+// After a failover, a read that meets 404/1002 at the old region finds the
+// account's new regions and is retried in the write region; the session
+// tokens are kept, so later reads still see this process's writes.
+func TestReadsFollowAFailoverAndKeepTheSession(t *testing.T) {
+	acct, cc, log := failedOverContainer(t, nil)
+	cc.client.regions.minRefresh = 0
+	acct.InjectFault(FakeFault{Match: isItemRead, Status: http.StatusNotFound, SubStatus: SubStatusReadSessionNotAvailable, Times: 1})
+
+	_, err := cc.ReadItem(testCtx(t), NewPartitionKeyString("p"), "before", nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"GET localhost:8081/dbs/db/colls/coll/docs/before", // the old region: 404/1002
+		"GET localhost:8081/",                              // the account, re-read
+		"GET westus.localhost:8081/dbs/db/colls/coll/docs/before",
+	}, log.take())
+	assert.True(t, cc.client.sessions.holds(cc.sessionLink()), "the session tokens are kept across the failover")
 }

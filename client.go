@@ -62,6 +62,15 @@ type ClientOptions struct {
 	Timeouts TimeoutOptions
 	// Logger receives one debug record per HTTP attempt. Nil logs nothing.
 	Logger *slog.Logger
+	// PreferredRegions lists, most preferred first, the regions reads go
+	// to, by the names the account lists them under ("West US 2"; case
+	// and spaces do not matter): reads go to the first of them the account
+	// can read in, else to its first readable location. The client then
+	// reads the account (GET /) before its first request. Writes go to the
+	// account's write region whatever this says. Empty: reads go to the
+	// configured endpoint until a failover makes the client read the
+	// account, then to its first readable location.
+	PreferredRegions []string
 	// Telemetry receives the client's metrics and, with RequestSpans, a
 	// span per operation (ARCHITECTURE.md lists them); the zero value
 	// reports nothing, at no cost. ContextWithMetricAttributes adds a
@@ -130,8 +139,8 @@ type Client struct {
 	endpoint   string
 	base       string // scheme://host[:port], no trailing slash
 	auth       authorizer
-	http       *http.Client
-	builtin    bool // the transport is ours, so httptrace tells us whether a request left
+	conns      *connPool // the transport, replaced to recycle busy connections too (connections.go)
+	builtin    bool      // the transport is ours, so httptrace tells us whether a request left
 	retry      RetryOptions
 	timeouts   TimeoutOptions
 	logger     *slog.Logger
@@ -167,16 +176,16 @@ func NewClient(endpoint string, opts ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	var fresh func() http.RoundTripper
+	if builtin {
+		template := transport.(*http.Transport).Clone() // never used itself
+		fresh = func() http.RoundTripper { return template.Clone() }
+	}
 	c := &Client{
-		endpoint: endpoint,
-		base:     base,
-		auth:     auth,
-		http: &http.Client{
-			Transport: transport,
-			// Cosmos does not redirect; following one would re-send a
-			// request signed for another resource.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
+		endpoint:   endpoint,
+		base:       base,
+		auth:       auth,
+		conns:      newConnPool(transport, fresh),
 		builtin:    builtin,
 		retry:      opts.Retry.withDefaults(),
 		timeouts:   opts.Timeouts.withDefaults(),
@@ -189,7 +198,7 @@ func NewClient(endpoint string, opts ClientOptions) (*Client, error) {
 		tel:        newClientTelemetry(opts.Telemetry),
 		routing:    newRoutingCache(),
 		sessions:   newSessionStore(),
-		regions:    &regionRouter{},
+		regions:    newRegionRouter(opts.PreferredRegions),
 
 		allowPlainHTTP: opts.InsecureAllowPlainHTTP,
 	}
@@ -367,7 +376,16 @@ type request struct {
 	idempotent    bool // safe to resend after it may have reached the service
 	long          bool // a query page or feed read: the longer attempt deadline
 	rangeTargeted bool // carries x-ms-documentdb-partitionkeyrangeid: a 410 goes back to the caller
-	session       sessionUse
+	// routing marks the account read of a region refresh (failover.go):
+	// one attempt, and no answer to it starts a refresh.
+	routing bool
+	// recreated is set once an attempt met a recreated container (404 or
+	// 400 with substatus 1024): the retry after it is the only one.
+	recreated bool
+	// inWriteRegion sends a read to the write region: it met a 404/1002
+	// elsewhere; missedInWriteRegion says the write region answered so too.
+	inWriteRegion, missedInWriteRegion bool
+	session                            sessionUse
 	// retryOK asks for a retry of a successful response (a rolled-back
 	// batch that was throttled inside); nil never does.
 	retryOK func(*response) (retry bool, after time.Duration)
@@ -397,14 +415,18 @@ func (r *response) bodyOrNil() []byte {
 // decideTransport says so, and records statistics and telemetry. A non-2xx
 // final status is returned as *CosmosError.
 func (c *Client) send(ctx context.Context, r *request) (*response, error) {
+	c.learnRegions(ctx, r)
 	ctx, observed := c.tel.startOperation(ctx, r)
 	resp, charge, err := c.sendWithRetries(ctx, r)
 	c.stats.operation(r.operation, err != nil)
 	c.tel.endOperation(ctx, r, observed, resp, charge, err)
-	if r.session.container != "" && isReadSessionNotAvailable(err) {
-		// Retries did not find a replica at our position: the tokens are
-		// not this container's (it was created again under the same
-		// name). Start over, as the SDKs do, rather than fail every read.
+	if r.session.container != "" && isReadSessionNotAvailable(err) && (r.missedInWriteRegion || isWrite(r)) {
+		// Retries did not find a replica at our position, not even in
+		// the write region, which has every write this session saw: the
+		// tokens are not this container's (it was created again under
+		// the same name). Start over, as the SDKs do, rather than fail
+		// every read. A read region that lags does not drop them (a later
+		// read could then miss this process's own write).
 		c.sessions.forget(r.session.container)
 		c.routing.forget(r.session.container) // its definition and ranges may differ too
 	}
@@ -434,7 +456,7 @@ func (c *Client) sendWithRetries(ctx context.Context, r *request) (_ *response, 
 			resp.Attempts = attempt
 		}
 		d := c.decide(ctx, r, attempt, resp, sent, err)
-		if !d.retry || attempt >= c.retry.MaxAttempts || time.Since(start)+d.wait > c.retry.MaxElapsed {
+		if !d.retry || attempt >= c.maxAttempts(r) || time.Since(start)+d.wait > c.retry.MaxElapsed {
 			if d.err != nil {
 				return nil, charge, d.err
 			}
@@ -449,6 +471,15 @@ func (c *Client) sendWithRetries(ctx context.Context, r *request) (_ *response, 
 			return nil, charge, fmt.Errorf("cdb: %s: %w (while waiting to retry after: %v)", r.operation, err, d.cause())
 		}
 	}
+}
+
+// maxAttempts is how many attempts r gets: one for a routing read, whose
+// failure a later refresh makes up for, else RetryOptions.MaxAttempts.
+func (c *Client) maxAttempts(r *request) int {
+	if r.routing {
+		return 1
+	}
+	return c.retry.MaxAttempts
 }
 
 // decision is what to do after one attempt.
@@ -478,8 +509,12 @@ func (c *Client) decide(ctx context.Context, r *request, attempt int, resp *resp
 	}
 	if resp.StatusCode >= 300 {
 		ce := newCosmosError(r.operation, resp)
-		if isWriteRegionMoved(ce) {
-			c.followWriteRegion(ctx)
+		switch {
+		case r.routing:
+		case isWriteRegionMoved(ce):
+			c.followRegions(ctx)
+		case isReadSessionNotAvailable(ce) && !isWrite(r):
+			c.retryInWriteRegion(ctx, r)
 		}
 		retry, hint := c.retryStatus(r, ce, attempt)
 		return decision{retry: retry, wait: c.backoff(attempt, hint), throttled: retry && hint > 0, err: ce, resp: resp}
@@ -519,6 +554,9 @@ func (c *Client) retryStatus(r *request, ce *CosmosError, attempt int) (retry bo
 	if isTransientRefusal(ce) {
 		return attempt < refusalAttempts, 0
 	}
+	if containerRecreated(ce) {
+		return c.retryRecreatedContainer(r), 0
+	}
 	switch ce.StatusCode {
 	case http.StatusTooManyRequests:
 		return true, ce.RetryAfter
@@ -544,6 +582,21 @@ func (c *Client) retryStatus(r *request, ce *CosmosError, attempt int) (retry bo
 		return false, 0
 	}
 	return false, 0
+}
+
+// retryRecreatedContainer drops what the client keeps of a container that
+// was created again under the same name (its partition key definition, its
+// ranges, its session tokens: all the old one's) and reports whether to
+// retry: once, and not a range-targeted request, whose range id belongs to
+// the old container (its caller plans again on the new ranges).
+func (c *Client) retryRecreatedContainer(r *request) bool {
+	if r.session.container != "" {
+		c.sessions.forget(r.session.container)
+		c.routing.forget(r.session.container)
+	}
+	first := !r.recreated
+	r.recreated = true
+	return first && !r.rangeTargeted
 }
 
 // refusalAttempts is how many attempts a request gets when the account
@@ -610,8 +663,10 @@ func (c *Client) roundTrip(ctx context.Context, r *request, attempt int) (resp *
 		WroteHeaders: func() { wrote.Store(true) },
 	}))
 	c.recycleConnections()
+	conns := c.conns.acquire()
+	defer conns.release() // after the body is read: the connection is idle by then
 	start, sentAt := time.Now(), c.now()
-	res, err := c.http.Do(req)
+	res, err := conns.client.Do(req)
 	if err != nil {
 		sent = c.mayHaveBeenSent(err, wrote.Load())
 		c.stats.request(r.operation, attempt, 0, responseCounts{})

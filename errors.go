@@ -20,10 +20,14 @@ const (
 	SubStatusPartitionKeyRangeGone          = 1002 // with 410
 	SubStatusCrossPartitionQueryNotServable = 1004
 	SubStatusCompletingSplit                = 1007
-	SubStatusCompletingPartitionMigration   = 1008 // with 410
-	SubStatusDatabaseAccountNotFound        = 1008 // with 403
-	SubStatusPartitionFull                  = 1014 // with 403: the logical partition reached its storage limit
-	SubStatusAADMetadataForbidden           = 5300 // with 403: Entra ID data-plane roles cannot write metadata
+	// SubStatusContainerRecreated, with 404 (or 400): the container the
+	// request named by its cached resource id ("collection rid mismatch")
+	// was deleted and created again under the same name.
+	SubStatusContainerRecreated           = 1024
+	SubStatusCompletingPartitionMigration = 1008 // with 410
+	SubStatusDatabaseAccountNotFound      = 1008 // with 403
+	SubStatusPartitionFull                = 1014 // with 403: the logical partition reached its storage limit
+	SubStatusAADMetadataForbidden         = 5300 // with 403: Entra ID data-plane roles cannot write metadata
 )
 
 // CosmosError is a failed exchange with Cosmos DB: an error status from the
@@ -151,12 +155,28 @@ func HasStatus(err error, status int) bool {
 }
 
 // IsNotFound reports a 404 from Cosmos DB: the resource does not exist. A
-// 404 with substatus 1002 (no replica has this session's writes yet) or 1003
+// 404 with substatus 1002 (no replica has this session's writes yet), 1003
 // (the container is not found, as a real account answers for a while after
-// creating it) says nothing about the item and is not one.
+// creating it) or 1024 (the container was created again: IsContainerRecreated)
+// says nothing about the item and is not one.
 func IsNotFound(err error) bool {
 	var ce *CosmosError
-	return errors.As(err, &ce) && ce.StatusCode == http.StatusNotFound && !transientNotFound(ce)
+	return errors.As(err, &ce) && ce.StatusCode == http.StatusNotFound && !transientNotFound(ce) && !containerRecreated(ce)
+}
+
+// IsContainerRecreated reports a 404 or 400 with substatus 1024: the
+// container was deleted and created again under the same name while this
+// client kept its routing. The client drops what it kept of the container
+// and retries once; this error is what remains when the retry met it too.
+// It says nothing about the item.
+func IsContainerRecreated(err error) bool {
+	var ce *CosmosError
+	return errors.As(err, &ce) && containerRecreated(ce)
+}
+
+func containerRecreated(ce *CosmosError) bool {
+	return (ce.StatusCode == http.StatusNotFound || ce.StatusCode == http.StatusBadRequest) &&
+		ce.SubStatusCode == SubStatusContainerRecreated
 }
 
 // transientNotFound reports the 404 substatuses that are retried: 1002 and
@@ -250,6 +270,8 @@ func substatusMeaning(status, sub int) string {
 		return "an Entra ID data-plane role cannot create databases or containers; create them beforehand and set SkipBootstrap"
 	case status == http.StatusNotFound && sub == SubStatusOwnerResourceNotFound:
 		return "the container is not ready yet, or does not exist"
+	case (status == http.StatusNotFound || status == http.StatusBadRequest) && sub == SubStatusContainerRecreated:
+		return "the container was deleted and created again under the same name; the client dropped what it kept of the old one, and a retry met this too"
 	}
 	return ""
 }

@@ -30,7 +30,7 @@ func TestStatusPredicatesSeeThroughWrapping(t *testing.T) {
 		return fmt.Errorf("outer: %w", &CosmosError{Operation: "x", StatusCode: status})
 	}
 	assert.True(t, IsNotFound(wrap(404)))
-	for _, sub := range []int{SubStatusReadSessionNotAvailable, SubStatusOwnerResourceNotFound} {
+	for _, sub := range []int{SubStatusReadSessionNotAvailable, SubStatusOwnerResourceNotFound, SubStatusContainerRecreated} {
 		assert.False(t, IsNotFound(&CosmosError{Operation: "x", StatusCode: 404, SubStatusCode: sub}),
 			"404/%d says nothing about the item", sub)
 	}

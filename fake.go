@@ -262,6 +262,12 @@ func (a *FakeAccount) SetIndexTransformationProgress(database, container string,
 // host in-process.
 func (a *FakeAccount) FailOver(endpoint string) { a.srv.FailOver(endpoint) }
 
+// AddReadRegion lists a read region in the account's readableLocations,
+// after the write region, as a multi-region account does (name as Azure
+// spells it, e.g. "East US"; endpoint an https URL whose host differs from
+// Endpoint's). Requests are served whichever host they name.
+func (a *FakeAccount) AddReadRegion(name, endpoint string) { a.srv.AddReadRegion(name, endpoint) }
+
 // SplitPartitionKeyRanges splits every range of a container in two.
 func (a *FakeAccount) SplitPartitionKeyRanges(database, container string) error {
 	return a.srv.SplitPartitionKeyRanges(database, container)

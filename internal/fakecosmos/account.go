@@ -3,6 +3,7 @@ package fakecosmos
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 )
 
 // accountRegion is one entry of writableLocations / readableLocations.
@@ -22,6 +23,10 @@ const queryEngineConfiguration = `{"maxSqlQueryInputLength":262144,"maxJoinsPerS
 // cosmos_location_cache.go) plus the members the service always sends.
 func (s *Server) readAccount(*request) (*result, error) {
 	region := []accountRegion{{Name: "fakecosmos", Endpoint: s.currentEndpoint()}}
+	readable := region
+	if more := s.readRegions.Load(); more != nil {
+		readable = append(slices.Clone(region), *more...)
+	}
 	body, err := json.Marshal(map[string]any{
 		"_self":                        "",
 		"id":                           "fakecosmos",
@@ -30,7 +35,7 @@ func (s *Server) readAccount(*request) (*result, error) {
 		"addresses":                    "//addresses/",
 		"_dbs":                         "//dbs/",
 		"writableLocations":            region,
-		"readableLocations":            region,
+		"readableLocations":            readable,
 		"enableMultipleWriteLocations": false,
 		"userReplicationPolicy":        map[string]any{"asyncReplication": false, "minReplicaSetSize": 1, "maxReplicasetSize": 4},
 		"userConsistencyPolicy":        map[string]any{"defaultConsistencyLevel": "Session"},
@@ -42,4 +47,22 @@ func (s *Server) readAccount(*request) (*result, error) {
 		return nil, err
 	}
 	return &result{status: http.StatusOK, body: body, charge: chargeMetadata}, nil
+}
+
+// AddReadRegion lists one more region in readableLocations, after the
+// write region (as an account with read regions lists them). Requests are
+// served wherever they arrive: a region's endpoint is only where a client
+// sends them.
+func (s *Server) AddReadRegion(name, endpoint string) {
+	for {
+		old := s.readRegions.Load()
+		var next []accountRegion
+		if old != nil {
+			next = slices.Clone(*old)
+		}
+		next = append(next, accountRegion{Name: name, Endpoint: endpoint})
+		if s.readRegions.CompareAndSwap(old, &next) {
+			return
+		}
+	}
 }

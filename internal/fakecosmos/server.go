@@ -94,6 +94,9 @@ type Server struct {
 
 	latency  atomic.Int64 // time.Duration
 	endpoint atomic.Value // string
+	// readRegions are the regions AddReadRegion listed, after the write
+	// region, in readableLocations.
+	readRegions atomic.Pointer[[]accountRegion]
 
 	ids      idSource
 	faults   faultSet

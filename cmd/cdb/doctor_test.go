@@ -22,34 +22,74 @@ import (
 
 // doctorSteps are the steps `cdb doctor` reports, in order.
 var doctorSteps = []string{
-	"connect", "bootstrap", "container", "range-queries", "range-aggregates", "cross-partition-control",
-	"batch-operations", "batch-atomicity", "batch-100", "batch-101", "batch-2mb", "patch", "session-token", "ttl", "contract", "provider", "bench", "cleanup",
+	"connect", "bootstrap", "app-container", "container", "range-queries", "range-aggregates", "cross-partition-control",
+	"batch-operations", "batch-atomicity", "batch-100", "batch-101", "batch-2mb", "largest-item", "patch", "session-token", "ttl",
+	"contract", "provider", "bench", "cleanup",
 }
 
 // doctorReport is what a test reads of `cdb doctor -o json`.
 type doctorReport struct {
-	Endpoint           string   `json:"endpoint"`
-	Database           string   `json:"database"`
-	Container          string   `json:"container"`
-	Auth               string   `json:"auth"`
-	OK                 bool     `json:"ok"`
-	Passed             int      `json:"passed"`
-	Failed             int      `json:"failed"`
-	Skipped            int      `json:"skipped"`
-	RequestCharge      float64  `json:"request_charge"`
-	RUPerOrchestration *float64 `json:"ru_per_orchestration"`
-	Steps              []struct {
-		Name          string  `json:"name"`
-		Result        string  `json:"result"`
-		Status        int     `json:"status"`
-		Substatus     int     `json:"substatus"`
-		ActivityID    string  `json:"activity_id"`
-		RequestCharge float64 `json:"request_charge"`
-		Requests      int     `json:"requests"`
-		Detail        string  `json:"detail"`
-		Meaning       string  `json:"meaning"`
-		Action        string  `json:"action"`
-	} `json:"steps"`
+	Consistency   string   `json:"consistency"`
+	WriteRegions  []string `json:"write_regions"`
+	ReadRegions   []string `json:"read_regions"`
+	ClockOffsetMs *float64 `json:"clock_offset_ms"`
+	HTTPProtocol  string   `json:"http_protocol"`
+	Latency       *struct {
+		Region   string  `json:"region"`
+		Host     string  `json:"host"`
+		Requests int     `json:"requests"`
+		P50Ms    float64 `json:"p50_ms"`
+		P90Ms    float64 `json:"p90_ms"`
+		P99Ms    float64 `json:"p99_ms"`
+	} `json:"latency"`
+	AppContainer *struct {
+		Name             string   `json:"name"`
+		PartitionKey     string   `json:"partition_key"`
+		Indexing         string   `json:"indexing"`
+		DefaultTTL       *int     `json:"default_ttl"`
+		CompositeIndexes []string `json:"composite_indexes"`
+		UnindexedPaths   []string `json:"unindexed_paths"`
+		Throughput       *struct {
+			Mode        string `json:"mode"`
+			RUPerSecond int    `json:"ru_per_second"`
+			Shared      bool   `json:"shared"`
+		} `json:"throughput"`
+	} `json:"app_container"`
+	Endpoint           string             `json:"endpoint"`
+	Database           string             `json:"database"`
+	Container          string             `json:"container"`
+	Auth               string             `json:"auth"`
+	OK                 bool               `json:"ok"`
+	Passed             int                `json:"passed"`
+	Failed             int                `json:"failed"`
+	Skipped            int                `json:"skipped"`
+	RequestCharge      float64            `json:"request_charge"`
+	RUPerOrchestration *float64           `json:"ru_per_orchestration"`
+	Steps              []doctorStepReport `json:"steps"`
+}
+
+// doctorStepReport is one step of doctorReport.
+type doctorStepReport struct {
+	Name          string  `json:"name"`
+	Result        string  `json:"result"`
+	Status        int     `json:"status"`
+	Substatus     int     `json:"substatus"`
+	ActivityID    string  `json:"activity_id"`
+	RequestCharge float64 `json:"request_charge"`
+	Requests      int     `json:"requests"`
+	Detail        string  `json:"detail"`
+	Meaning       string  `json:"meaning"`
+	Action        string  `json:"action"`
+}
+
+// step is the step named name; a test fails without it.
+func (r doctorReport) step(name string) doctorStepReport {
+	for _, s := range r.Steps {
+		if s.Name == name {
+			return s
+		}
+	}
+	panic("no step " + name)
 }
 
 func parseDoctorReport(t *testing.T, stdout string) doctorReport {
@@ -101,10 +141,10 @@ func TestBinaryDoctorPassesOnTheEmulator(t *testing.T) {
 	require.NotNil(t, r.RUPerOrchestration)
 	assert.Positive(t, *r.RUPerOrchestration)
 	assert.Positive(t, r.RequestCharge)
-	assert.Contains(t, r.Steps[3].Detail, "3 range(s)")
-	assert.Equal(t, 400, r.Steps[5].Status, "the cross-partition control shows the refusal")
-	assert.Equal(t, 1004, r.Steps[5].Substatus)
-	assert.Equal(t, 412, r.Steps[11].Status, "the patch step ends on the false condition's 412")
+	assert.Contains(t, r.step("range-queries").Detail, "3 range(s)")
+	assert.Equal(t, 400, r.step("cross-partition-control").Status, "the cross-partition control shows the refusal")
+	assert.Equal(t, 1004, r.step("cross-partition-control").Substatus)
+	assert.Equal(t, 412, r.step("patch").Status, "the patch step ends on the false condition's 412")
 	assertContainerGone(t, endpoint, key, r.Database, r.Container)
 	assertNoKey(t, "cdb doctor", stdout, stderr)
 }
@@ -124,7 +164,7 @@ func TestBinaryDoctorTextFitsEightyColumnsAndSaysWhatPassedInWords(t *testing.T)
 		assert.Equal(t, "pass", s.result, name)
 		assert.NotRegexp(t, `activity [0-9a-f-]{36}`, s.text, "%s: a pass has no status line", name)
 	}
-	assert.Contains(t, unwrapped(stdout), "doctor: 18 passed, 0 failed, 0 skipped")
+	assert.Contains(t, unwrapped(stdout), "doctor: 20 passed, 0 failed, 0 skipped")
 }
 
 var doctorLine = regexp.MustCompile(`^(pass|fail|skip)  (\S+) +([0-9.]+) RU  (.*)$`)
@@ -183,8 +223,8 @@ func TestBinaryDoctorSaysWhatToDoAboutAWrongKey(t *testing.T) {
 	}
 	assert.Equal(t, "skip", lines["cleanup"].result)
 	assert.Equal(t, "nothing to remove: no container was created", lines["cleanup"].text)
-	assert.Contains(t, stdout, "doctor: 0 passed, 1 failed, 17 skipped")
-	assert.Equal(t, "cdb doctor: 1 of 18 steps failed\n", stderr)
+	assert.Contains(t, stdout, "doctor: 0 passed, 1 failed, 19 skipped")
+	assert.Equal(t, "cdb doctor: 1 of 20 steps failed\n", stderr)
 	assertNoKey(t, "cdb doctor", stdout, stderr)
 }
 
@@ -290,7 +330,7 @@ func TestBinaryDoctorOnTheNPMServer(t *testing.T) {
 		"session-token":           "skip: a write answered no session token: this server lacks session tokens, which Cosmos DB has",
 		"ttl":                     "skip: an item with ttl 1 s was still readable after 6s: this server lacks time to live (the provider's staged parts, markers and sequencers expire by it), which Cosmos DB has",
 	}, skips)
-	assert.Contains(t, stdout, "doctor: 13 passed, 0 failed, 5 skipped")
+	assert.Contains(t, stdout, "doctor: 15 passed, 0 failed, 5 skipped")
 }
 
 // A behaviour Cosmos DB documents but the server lacks is a skip on a

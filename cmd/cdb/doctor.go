@@ -411,10 +411,10 @@ type doctorJSON struct {
 	Container string `json:"container"` // the throw-away container
 	Auth      string `json:"auth"`      // "master key" or "Entra ID"
 	doctorFacts
-	OK        bool   `json:"ok"`        // no step failed: the exit code is 0
-	Passed    int    `json:"passed"`
-	Failed    int    `json:"failed"`
-	Skipped   int    `json:"skipped"`
+	OK      bool `json:"ok"` // no step failed: the exit code is 0
+	Passed  int  `json:"passed"`
+	Failed  int  `json:"failed"`
+	Skipped int  `json:"skipped"`
 	// RequestCharge is the RU the whole run cost; RUPerOrchestration the
 	// bench step's (null when it did not run).
 	RequestCharge      float64          `json:"request_charge"`

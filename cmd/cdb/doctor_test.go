@@ -137,6 +137,18 @@ func TestBinaryDoctorPassesOnTheEmulator(t *testing.T) {
 	assert.True(t, r.OK)
 	assert.Equal(t, len(doctorSteps), r.Passed)
 	assert.Equal(t, endpoint, r.Endpoint)
+	assert.Equal(t, "Session", r.Consistency)
+	assert.NotEmpty(t, r.WriteRegions)
+	assert.NotEmpty(t, r.ReadRegions)
+	assert.Equal(t, "HTTP/1.1", r.HTTPProtocol, "the emulator speaks plain HTTP")
+	require.NotNil(t, r.ClockOffsetMs)
+	assert.Zero(t, *r.ClockOffsetMs, "the emulator shares this machine's clock")
+	require.NotNil(t, r.Latency)
+	assert.Equal(t, r.WriteRegions[0], r.Latency.Region, "the account's name for the region that answered")
+	assert.Positive(t, r.Latency.Requests)
+	assert.LessOrEqual(t, r.Latency.P50Ms, r.Latency.P90Ms)
+	assert.LessOrEqual(t, r.Latency.P90Ms, r.Latency.P99Ms)
+	assert.Nil(t, r.AppContainer, "the emulator has no application container yet")
 	assert.Equal(t, "master key", r.Auth)
 	require.NotNil(t, r.RUPerOrchestration)
 	assert.Positive(t, *r.RUPerOrchestration)
@@ -355,5 +367,106 @@ func TestDoctorSkipsWhatALocalServerLacksButFailsAnAzureAccount(t *testing.T) {
 		} else {
 			assert.Contains(t, o.detail, "this server lacks time to live, which Cosmos DB has", endpoint)
 		}
+	}
+}
+
+// fakeAccountServer serves a fresh in-memory account over HTTP for the
+// binary, with container "orders" of database "duroxide" made from props
+// when props is not nil.
+func fakeAccountServer(t *testing.T, props *cdb.ContainerProperties) (*cdb.FakeAccount, string) {
+	t.Helper()
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	srv := httptest.NewServer(acct.Handler())
+	t.Cleanup(srv.Close)
+	if props != nil {
+		ctx := context.Background()
+		require.NoError(t, acct.Client().EnsureDatabase(ctx, "duroxide"))
+		cc, err := acct.Client().NewContainer("duroxide", "orders")
+		require.NoError(t, err)
+		_, err = cc.Create(ctx, *props)
+		require.NoError(t, err)
+	}
+	return acct, srv.URL
+}
+
+// The doctor checks the container COSMOS_CONTAINER names as NewProvider
+// does: one partitioned on /id, which NewProvider refuses, fails its step
+// with what to change, where it used to pass every step.
+func TestBinaryDoctorFailsAContainerPartitionedOnID(t *testing.T) {
+	byID := cdb.ProviderContainerProperties("orders")
+	byID.PartitionKey.Paths = []string{"/id"}
+	acct, endpoint := fakeAccountServer(t, &byID)
+	code, stdout, stderr := cli("doctor", "-o", "json").with("COSMOS_ENDPOINT="+endpoint, "COSMOS_KEY="+acct.Key(), "COSMOS_CONTAINER=orders").run(t)
+	assert.Equal(t, 1, code, stderr)
+	assert.Equal(t, "cdb doctor: 1 of 20 steps failed\n", stderr)
+	r := parseDoctorReport(t, stdout)
+	s := r.step("app-container")
+	assert.Equal(t, "fail", s.Result)
+	assert.Equal(t, `container "orders": partition key /id (Hash, version 2), defaultTtl -1, indexing consistent (23 included, 1 excluded paths), `+
+		`composite indexes [(type ascending, visibleAt ascending, seq ascending)]`, s.Detail)
+	assert.Equal(t, `NewProvider refuses container "orders": the provider cannot run on it`, s.Meaning)
+	assert.Equal(t, "its partition key path is /id; it must be /pk (a partition key cannot change: create a new container and point "+
+		"Config.Container at it); docs/real-account.md shows the definition it needs (az CLI, Bicep)", s.Action)
+	assert.Equal(t, 1, r.Failed, "the throw-away container's steps still ran and passed")
+	require.NotNil(t, r.AppContainer)
+	assert.Equal(t, "orders", r.AppContainer.Name)
+	assert.Equal(t, "/id", r.AppContainer.PartitionKey)
+}
+
+// A missing container is reported with what NewProvider will do about it,
+// and not created: the doctor only reads the application's container.
+func TestBinaryDoctorReportsAMissingContainerWithoutCreatingIt(t *testing.T) {
+	acct, endpoint := fakeAccountServer(t, nil)
+	code, stdout, stderr := cli("doctor", "-o", "json", "-container", "orders").with("COSMOS_ENDPOINT="+endpoint, "COSMOS_KEY="+acct.Key()).run(t)
+	require.Equal(t, 0, code, stderr)
+	r := parseDoctorReport(t, stdout)
+	s := r.step("app-container")
+	assert.Equal(t, "pass", s.Result)
+	assert.Contains(t, s.Detail, `container "orders" not found in database "duroxide": NewProvider will create it (a metadata write, which this credential may make`)
+	assert.Nil(t, r.AppContainer)
+	cc, err := acct.Client().NewContainer("duroxide", "orders")
+	require.NoError(t, err)
+	_, err = cc.Read(context.Background())
+	assert.True(t, cdb.IsNotFound(err), "the doctor created the application's container: %v", err)
+}
+
+// On an account that forbids metadata writes (a 403 on creating the
+// throw-away container), the steps that write in it are skipped with the
+// reason, and the application's container is still checked; a missing
+// one fails, since NewProvider could not create it either.
+func TestBinaryDoctorOnAnAccountThatForbidsMetadataWrites(t *testing.T) {
+	props := cdb.ProviderContainerProperties("orders")
+	for name, existing := range map[string]*cdb.ContainerProperties{"existing": &props, "missing": nil} {
+		t.Run(name, func(t *testing.T) {
+			acct, endpoint := fakeAccountServer(t, existing)
+			require.NoError(t, acct.Client().EnsureDatabase(context.Background(), "duroxide"))
+			acct.ForbidMetadataWrites(true)
+			code, stdout, stderr := cli("doctor", "-o", "json").with("COSMOS_ENDPOINT="+endpoint, "COSMOS_KEY="+acct.Key(), "COSMOS_CONTAINER=orders").run(t)
+			r := parseDoctorReport(t, stdout)
+			assert.Equal(t, "skip", r.step("bootstrap").Result)
+			assert.Contains(t, r.step("bootstrap").Detail, "this credential may not create databases or containers: the account answered 403")
+			for _, s := range r.Steps[3 : len(r.Steps)-1] {
+				assert.Equal(t, "skip", s.Result, s.Name)
+				assert.Equal(t, "not run: this credential may not create the throw-away container (see bootstrap)", s.Detail, s.Name)
+			}
+			assert.Equal(t, "nothing to remove: no container was created", r.step("cleanup").Detail)
+			app := r.step("app-container")
+			if existing != nil {
+				assert.Equal(t, 0, code, stderr)
+				assert.Equal(t, "pass", app.Result, app.Detail)
+				require.NotNil(t, r.AppContainer)
+				assert.Equal(t, "/pk", r.AppContainer.PartitionKey)
+				require.NotNil(t, r.AppContainer.DefaultTTL)
+				assert.Equal(t, -1, *r.AppContainer.DefaultTTL)
+				assert.Equal(t, []string{"(/type ascending, /visibleAt ascending, /seq ascending)"}, r.AppContainer.CompositeIndexes)
+				assert.Empty(t, r.AppContainer.UnindexedPaths)
+				return
+			}
+			assert.Equal(t, 1, code, stderr)
+			assert.Equal(t, "fail", app.Result)
+			assert.Equal(t, `container "orders" not found in database "duroxide"`, app.Detail)
+			assert.Contains(t, app.Meaning, "this credential may not create databases or containers")
+			assert.Contains(t, app.Action, "create it with the definition in docs/real-account.md (az CLI or Bicep) and set Config.SkipBootstrap")
+		})
 	}
 }

@@ -368,3 +368,25 @@ func TestAContainerWithTheEarlierQueueIndexIsServed(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, item, "the worker queue is served by the earlier index")
 }
+
+// CheckProviderContainer is NewProvider's check without a provider: the
+// same refusal for a container NewProvider refuses, nil for its own
+// definition, and the paths NewProvider warns about.
+func TestCheckProviderContainerRefusesWhatNewProviderRefuses(t *testing.T) {
+	assert.NoError(t, cdb.CheckProviderContainer("shop", cdb.ProviderContainerProperties("orders")))
+	assert.Empty(t, cdb.UnindexedProviderPaths(cdb.ProviderContainerProperties("orders").IndexingPolicy))
+
+	byID := providerProperties(func(p *cdb.ContainerProperties) { p.PartitionKey.Paths = []string{"/id"} })
+	byID.ID = "orders"
+	err := cdb.CheckProviderContainer("shop", byID)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	createContainer(t, acct, "shop", "orders", byID)
+	_, opened := cdb.NewProvider(containerTestContext(t), cdb.Config{Client: acct.Client(), Database: "shop", Container: "orders", SkipBootstrap: true})
+	require.Error(t, opened)
+	assert.EqualError(t, err, opened.Error())
+	assert.ErrorIs(t, err, cdb.ErrPartitionKeyPathMismatch)
+
+	everything := cdb.DefaultIndexingPolicy()
+	assert.Empty(t, cdb.UnindexedProviderPaths(&everything), "the default policy indexes every path")
+	assert.Contains(t, cdb.UnindexedProviderPaths(&cdb.IndexingPolicy{IncludedPaths: []cdb.IncludedPath{{Path: "/type/?"}}, ExcludedPaths: []cdb.ExcludedPath{{Path: "/*"}}}), "/visibleAt/?")
+}

@@ -269,3 +269,19 @@ func pathPrecision(path, name string) int {
 	}
 	return -1
 }
+
+// CheckProviderContainer is the check NewProvider makes of an existing
+// container, without opening a provider: nil when the provider can run on
+// props, else a *ContainerMismatchError whose Problems say what to change.
+// It sends no request, so a tool may check a container it only reads.
+func CheckProviderContainer(database string, props ContainerProperties) error {
+	_, err := checkProviderContainer(database, props)
+	return err
+}
+
+// UnindexedProviderPaths are the included paths (/name/?) the provider's
+// queries filter on and policy leaves out, which NewProvider warns about: a
+// container so indexed works, at more RU per query as it fills.
+func UnindexedProviderPaths(policy *IndexingPolicy) []string {
+	return unindexedFilterPaths(policy)
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"time"
@@ -16,10 +17,12 @@ import (
 	"github.com/duroxide-go/cdb"
 )
 
-// `cdb doctor` proves the provider on the user's own account: it runs the
-// checks of a real-account smoke run, in order, in a container of its own
-// that it creates and removes, and says for each what the account answered
-// and, when it is not what the provider relies on, what that means and what
+// `cdb doctor` proves the provider on the user's own account: it checks,
+// read-only, the container the application will use (-container or
+// COSMOS_CONTAINER) as NewProvider does, and runs the checks of a
+// real-account smoke run that must write in a container of its own that it
+// creates and removes; it says for each what the account answered and,
+// when it is not what the provider relies on, what that means and what
 // to do. Exit code 0 means every step passed (or was skipped because the
 // target cannot do it, with the reason).
 //
@@ -38,7 +41,7 @@ type doctorOptions struct {
 }
 
 func parseDoctorFlags(args []string, stderr io.Writer) (doctorOptions, error) {
-	o := doctorOptions{conn: connection{noContainer: true}}
+	o := doctorOptions{conn: *operatorConnection()}
 	fs := newFlagSet("doctor", stderr)
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "bound on the whole run; the throw-away container is removed even when it runs out")
 	registerOutput(fs, &o.format)
@@ -89,16 +92,28 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // doctor holds what the steps share: the account's client, the record of
-// its requests, and the throw-away container.
+// its requests, the application's container and the throw-away container.
 type doctor struct {
 	cfg      cdb.Config // Container is the throw-away container
 	client   *cdb.Client
 	attempts *attemptLog
+	wire     *wireLog
+	// app is the application's container, which the doctor only reads;
+	// appProps is what it read of it, throughput its offer.
+	app        *cdb.ContainerClient
+	appProps   *cdb.ContainerProperties
+	throughput *throughputJSON
+	// account is what the connect step read.
+	account *cdb.AccountProperties
 	// container is the throw-away container's client; mayExist is set as
 	// soon as a step may have created it, so that cleanup removes it.
 	container *cdb.ContainerClient
 	mayExist  bool
 	createdDB bool
+	// metadataRefused says the credential may not create the throw-away
+	// container (a 403): the steps that write in it are skipped.
+	metadataRefused bool
+	databaseMissing bool // and may not be created
 	// containerProps is the container as the service returned it (the
 	// container step), queueDocs the documents the query steps wrote.
 	containerProps *cdb.ContainerProperties
@@ -110,11 +125,14 @@ type doctor struct {
 	firstAnswer func(ctx context.Context, call func(context.Context) error) error
 }
 
+// newDoctor is a doctor of cfg's container, with a throw-away container
+// of its own beside it in cfg's database.
 func newDoctor(cfg cdb.Config) (*doctor, error) {
 	suffix := make([]byte, 4)
 	if _, err := rand.Read(suffix); err != nil {
 		return nil, fmt.Errorf("name the throw-away container: %w", err)
 	}
+	appContainer := cfg.Container
 	cfg.Container = "cdb-doctor-" + hex.EncodeToString(suffix)
 	attempts := &attemptLog{}
 	cfg.ClientOptions.Logger = slog.New(attempts)
@@ -127,16 +145,23 @@ func newDoctor(cfg cdb.Config) (*doctor, error) {
 	if err != nil {
 		return nil, err
 	}
+	app, err := cl.NewContainer(cfg.Database, appContainer)
+	if err != nil {
+		return nil, err
+	}
 	unbounded := func(ctx context.Context, call func(context.Context) error) error { return call(ctx) }
-	return &doctor{cfg: cfg, client: cl, attempts: attempts, container: container, firstAnswer: unbounded}, nil
+	return &doctor{cfg: cfg, client: cl, attempts: attempts, wire: &wireLog{}, app: app, container: container, firstAnswer: unbounded}, nil
 }
 
 // doctorStep is one check of the run. A step that must pass for the rest
-// to mean anything is required: after it fails, the rest are not run.
+// to mean anything is required: after it fails, the rest are not run. A
+// step that writes in the throw-away container is not run where the
+// credential may not create it.
 type doctorStep struct {
-	name     string
-	required bool
-	run      func(ctx context.Context) stepOutcome
+	name      string
+	required  bool
+	throwaway bool
+	run       func(ctx context.Context) stepOutcome
 }
 
 // steps is the checklist, in the order of a real-account smoke run.
@@ -144,21 +169,23 @@ func (d *doctor) steps() []doctorStep {
 	return []doctorStep{
 		{name: "connect", required: true, run: d.connect},
 		{name: "bootstrap", required: true, run: d.bootstrap},
-		{name: "container", required: true, run: d.checkContainer},
-		{name: "range-queries", run: d.rangeQueries},
-		{name: "range-aggregates", run: d.rangeAggregates},
-		{name: "cross-partition-control", run: d.crossPartitionControl},
-		{name: "batch-operations", run: d.batchOperations},
-		{name: "batch-atomicity", run: d.batchAtomicity},
-		{name: "batch-100", run: d.batch100},
-		{name: "batch-101", run: d.batch101},
-		{name: "batch-2mb", run: d.batchNear2MB},
-		{name: "patch", run: d.patch},
-		{name: "session-token", run: d.sessionToken},
-		{name: "ttl", run: d.timeToLive},
-		{name: "contract", run: d.contract},
-		{name: "provider", run: d.provider},
-		{name: "bench", run: d.bench},
+		{name: "app-container", run: d.checkAppContainer},
+		{name: "container", required: true, throwaway: true, run: d.checkContainer},
+		{name: "range-queries", throwaway: true, run: d.rangeQueries},
+		{name: "range-aggregates", throwaway: true, run: d.rangeAggregates},
+		{name: "cross-partition-control", throwaway: true, run: d.crossPartitionControl},
+		{name: "batch-operations", throwaway: true, run: d.batchOperations},
+		{name: "batch-atomicity", throwaway: true, run: d.batchAtomicity},
+		{name: "batch-100", throwaway: true, run: d.batch100},
+		{name: "batch-101", throwaway: true, run: d.batch101},
+		{name: "batch-2mb", throwaway: true, run: d.batchNear2MB},
+		{name: "largest-item", throwaway: true, run: d.largestItem},
+		{name: "patch", throwaway: true, run: d.patch},
+		{name: "session-token", throwaway: true, run: d.sessionToken},
+		{name: "ttl", throwaway: true, run: d.timeToLive},
+		{name: "contract", throwaway: true, run: d.contract},
+		{name: "provider", throwaway: true, run: d.provider},
+		{name: "bench", throwaway: true, run: d.bench},
 	}
 }
 
@@ -255,8 +282,8 @@ func (d *doctor) run(ctx context.Context, timeout time.Duration, out io.Writer) 
 		Endpoint: d.cfg.Endpoint, Database: d.cfg.Database, Container: d.cfg.Container,
 		Auth: authMethod(d.cfg), Steps: []doctorStepJSON{},
 	}
-	printWrapped(out, fmt.Sprintf("cdb doctor on %s, database %q, throw-away container %q (%s)",
-		d.cfg.Endpoint, d.cfg.Database, d.cfg.Container, report.Auth), terminalWidth(out), 2)
+	printWrapped(out, fmt.Sprintf("cdb doctor on %s, database %q, your container %q, throw-away container %q (%s)",
+		d.cfg.Endpoint, d.cfg.Database, d.app.ID(), d.cfg.Container, report.Auth), terminalWidth(out), 2)
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	stopped := ""
@@ -267,6 +294,8 @@ func (d *doctor) run(ctx context.Context, timeout time.Duration, out io.Writer) 
 			line = doctorStepJSON{Name: s.name, Result: stepSkip, Detail: "not run: " + stopped}
 		case runCtx.Err() != nil:
 			line = doctorStepJSON{Name: s.name, Result: stepSkip, Detail: "not run: " + stoppedBy(ctx)}
+		case s.throwaway && d.metadataRefused:
+			line = doctorStepJSON{Name: s.name, Result: stepSkip, Detail: "not run: " + metadataRefusedSkip}
 		default:
 			line = d.runStep(runCtx, s.name, s.run)
 			if line.Result == stepFail && s.required {
@@ -282,9 +311,15 @@ func (d *doctor) run(ctx context.Context, timeout time.Duration, out io.Writer) 
 	report.RUPerOrchestration = d.ruPerOrchestration
 	report.RequestCharge = d.attempts.charge()
 	report.OK = report.Failed == 0
+	d.addFacts(&report)
+	printFacts(out, report)
 	printWrapped(out, report.summary(), terminalWidth(out), 8)
 	return report
 }
+
+// metadataRefusedSkip is why a step that writes in the throw-away
+// container did not run.
+const metadataRefusedSkip = "this credential may not create the throw-away container (see bootstrap)"
 
 // stoppedBy says why the run stopped early: an interrupt ends parent, the
 // run's -timeout only the run's context.
@@ -301,7 +336,7 @@ func stoppedBy(parent context.Context) string {
 func (d *doctor) runStep(ctx context.Context, name string, run func(context.Context) stepOutcome) doctorStepJSON {
 	mark := d.attempts.mark()
 	start := time.Now()
-	o := run(ctx)
+	o := run(httptrace.WithClientTrace(ctx, d.wire.trace()))
 	seen := d.attempts.since(mark)
 	line := doctorStepJSON{
 		Name: name, Result: o.result, Detail: oneLine(o.detail), Meaning: o.meaning, Action: o.action,
@@ -375,10 +410,11 @@ type doctorJSON struct {
 	Database  string `json:"database"`
 	Container string `json:"container"` // the throw-away container
 	Auth      string `json:"auth"`      // "master key" or "Entra ID"
-	OK        bool   `json:"ok"`        // no step failed: the exit code is 0
-	Passed    int    `json:"passed"`
-	Failed    int    `json:"failed"`
-	Skipped   int    `json:"skipped"`
+	doctorFacts
+	OK      bool `json:"ok"` // no step failed: the exit code is 0
+	Passed  int  `json:"passed"`
+	Failed  int  `json:"failed"`
+	Skipped int  `json:"skipped"`
 	// RequestCharge is the RU the whole run cost; RUPerOrchestration the
 	// bench step's (null when it did not run).
 	RequestCharge      float64          `json:"request_charge"`
@@ -434,9 +470,11 @@ type attemptLog struct {
 
 type attempt struct {
 	operation         string
+	resourceType      string
 	status, substatus int
 	charge            float64
 	activityID        string
+	duration          time.Duration
 }
 
 func (l *attemptLog) Enabled(context.Context, slog.Level) bool { return true }
@@ -447,6 +485,10 @@ func (l *attemptLog) Handle(_ context.Context, r slog.Record) error {
 		switch at.Key {
 		case "operation":
 			a.operation = at.Value.String()
+		case "resource_type":
+			a.resourceType = at.Value.String()
+		case "duration":
+			a.duration = at.Value.Duration()
 		case "status":
 			a.status = int(at.Value.Int64())
 		case "substatus":

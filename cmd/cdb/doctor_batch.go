@@ -303,3 +303,35 @@ func (d *doctor) patch(ctx context.Context) stepOutcome {
 	}
 	return passed("add, set, replace, remove, incr, move and set /ttl -1 applied under a true condition; the same condition, now false, answered 412")
 }
+
+// largestItemBytes is the largest document the provider writes: a staged
+// outbox part leaves 8 KiB of the 2 MiB limit free for the system
+// properties the service adds (partSlack in the library's ack_writer.go).
+const largestItemBytes = cdb.MaxDocumentBytes - 8*1024
+
+// largestItem writes one item of the provider's largest size and reads it
+// back whole: a service (or a proxy on the way) that refuses or cuts such
+// a document would fail a large turn's commit.
+func (d *doctor) largestItem(ctx context.Context) stepOutcome {
+	const id = "doctor-largest"
+	pk := cdb.NewPartitionKeyString(id)
+	fill := largestItemBytes - len(itemJSON(id, id, `"data":""`))
+	item := itemJSON(id, id, `"data":"`+strings.Repeat("x", fill)+`"`)
+	detail := fmt.Sprintf("an item of %d bytes (2 MiB less 8 KiB, the provider's largest)", len(item))
+	const meaning = "the service refuses or alters a document as large as the provider writes: large outputs and turns cannot commit"
+	if _, err := d.container.CreateItem(ctx, pk, item, nil); err != nil {
+		return failed(err, detail, meaning, "")
+	}
+	read, err := d.container.ReadItem(ctx, pk, id, nil)
+	if err != nil {
+		return failed(err, detail+" was written; reading it back", meaning, "")
+	}
+	var back struct {
+		Data string `json:"data"`
+	}
+	if err := json.Unmarshal(read.Value, &back); err != nil || len(back.Data) != fill || strings.Trim(back.Data, "x") != "" {
+		return failed(err, fmt.Sprintf("%s read back as %d bytes, its data %d of %d", detail, len(read.Value), len(back.Data), fill),
+			meaning, "report it with this line")
+	}
+	return passed("%s was written and read back whole (%d bytes with the service's properties)", detail, len(read.Value))
+}

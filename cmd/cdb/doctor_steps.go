@@ -50,6 +50,7 @@ func (d *doctor) connect(ctx context.Context) stepOutcome {
 	case len(account.WritableLocations) == 0 && len(account.ReadableLocations) == 0:
 		return failed(nil, "the endpoint's answer describes no database account", "it is not a Cosmos DB account endpoint", fixEndpoint)
 	}
+	d.account = &account
 	level := account.ConsistencyPolicy.DefaultConsistencyLevel
 	detail := fmt.Sprintf("account %q: default consistency %s, write regions [%s], read regions [%s], signed with the %s",
 		account.ID, level, regionNames(account.WritableLocations), regionNames(account.ReadableLocations), authMethod(d.cfg))
@@ -90,10 +91,15 @@ func (d *doctor) bootstrap(ctx context.Context) stepOutcome {
 	d.mayExist = true
 	p, err := cdb.NewProvider(ctx, d.providerConfig(false))
 	if cdb.HasStatus(err, http.StatusForbidden) {
-		return failed(err, "NewProvider", "the account refuses to create databases and containers with this credential "+
-			"(an Entra ID data-plane role never may; disableKeyBasedMetadataWriteAccess refuses keys too)",
-			"the provider still runs on a container created as docs/real-account.md shows, with Config.SkipBootstrap; "+
-				"cdb doctor itself needs a credential that may create its throw-away container")
+		d.mayExist, d.metadataRefused = false, true
+		missing := ""
+		if d.createdDB {
+			d.createdDB, d.databaseMissing = false, true
+			missing = fmt.Sprintf(" (database %q is missing too)", d.cfg.Database)
+		}
+		return skipped("this credential may not create databases or containers%s: the account answered 403 "+
+			"(an Entra ID data-plane role never may; disableKeyBasedMetadataWriteAccess refuses keys too), "+
+			"so the steps that write in a throw-away container are skipped and your container is only read", missing)
 	}
 	if err != nil {
 		return failed(err, "NewProvider", "", "")
@@ -153,8 +159,20 @@ func describeContainer(props cdb.ContainerProperties) string {
 			composites = append(composites, "("+strings.Join(paths, ", ")+")")
 		}
 	}
-	return fmt.Sprintf("partition key %s (%s, version %d), defaultTtl %s, composite indexes [%s]",
-		strings.Join(props.PartitionKey.Paths, ","), props.PartitionKey.Kind, props.PartitionKey.Version, ttl, strings.Join(composites, " "))
+	return fmt.Sprintf("partition key %s (%s, version %d), defaultTtl %s, %s, composite indexes [%s]",
+		strings.Join(props.PartitionKey.Paths, ","), props.PartitionKey.Kind, props.PartitionKey.Version, ttl,
+		describeIndexing(props.IndexingPolicy), strings.Join(composites, " "))
+}
+
+// describeIndexing summarises an indexing policy: its mode and how many
+// paths it includes and excludes. A policy the service did not return is
+// its default, which indexes every path.
+func describeIndexing(policy *cdb.IndexingPolicy) string {
+	if policy == nil {
+		return "indexing default (every path)"
+	}
+	return fmt.Sprintf("indexing %s (%d included, %d excluded paths)",
+		firstOf(policy.IndexingMode, cdb.IndexingModeConsistent), len(policy.IncludedPaths), len(policy.ExcludedPaths))
 }
 
 // queueDoc is a document shaped like a queue item, for the queries the

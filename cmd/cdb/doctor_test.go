@@ -22,34 +22,74 @@ import (
 
 // doctorSteps are the steps `cdb doctor` reports, in order.
 var doctorSteps = []string{
-	"connect", "bootstrap", "container", "range-queries", "range-aggregates", "cross-partition-control",
-	"batch-operations", "batch-atomicity", "batch-100", "batch-101", "batch-2mb", "patch", "session-token", "ttl", "contract", "provider", "bench", "cleanup",
+	"connect", "bootstrap", "app-container", "container", "range-queries", "range-aggregates", "cross-partition-control",
+	"batch-operations", "batch-atomicity", "batch-100", "batch-101", "batch-2mb", "largest-item", "patch", "session-token", "ttl",
+	"contract", "provider", "bench", "cleanup",
 }
 
 // doctorReport is what a test reads of `cdb doctor -o json`.
 type doctorReport struct {
-	Endpoint           string   `json:"endpoint"`
-	Database           string   `json:"database"`
-	Container          string   `json:"container"`
-	Auth               string   `json:"auth"`
-	OK                 bool     `json:"ok"`
-	Passed             int      `json:"passed"`
-	Failed             int      `json:"failed"`
-	Skipped            int      `json:"skipped"`
-	RequestCharge      float64  `json:"request_charge"`
-	RUPerOrchestration *float64 `json:"ru_per_orchestration"`
-	Steps              []struct {
-		Name          string  `json:"name"`
-		Result        string  `json:"result"`
-		Status        int     `json:"status"`
-		Substatus     int     `json:"substatus"`
-		ActivityID    string  `json:"activity_id"`
-		RequestCharge float64 `json:"request_charge"`
-		Requests      int     `json:"requests"`
-		Detail        string  `json:"detail"`
-		Meaning       string  `json:"meaning"`
-		Action        string  `json:"action"`
-	} `json:"steps"`
+	Consistency   string   `json:"consistency"`
+	WriteRegions  []string `json:"write_regions"`
+	ReadRegions   []string `json:"read_regions"`
+	ClockOffsetMs *float64 `json:"clock_offset_ms"`
+	HTTPProtocol  string   `json:"http_protocol"`
+	Latency       *struct {
+		Region   string  `json:"region"`
+		Host     string  `json:"host"`
+		Requests int     `json:"requests"`
+		P50Ms    float64 `json:"p50_ms"`
+		P90Ms    float64 `json:"p90_ms"`
+		P99Ms    float64 `json:"p99_ms"`
+	} `json:"latency"`
+	AppContainer *struct {
+		Name             string   `json:"name"`
+		PartitionKey     string   `json:"partition_key"`
+		Indexing         string   `json:"indexing"`
+		DefaultTTL       *int     `json:"default_ttl"`
+		CompositeIndexes []string `json:"composite_indexes"`
+		UnindexedPaths   []string `json:"unindexed_paths"`
+		Throughput       *struct {
+			Mode        string `json:"mode"`
+			RUPerSecond int    `json:"ru_per_second"`
+			Shared      bool   `json:"shared"`
+		} `json:"throughput"`
+	} `json:"app_container"`
+	Endpoint           string             `json:"endpoint"`
+	Database           string             `json:"database"`
+	Container          string             `json:"container"`
+	Auth               string             `json:"auth"`
+	OK                 bool               `json:"ok"`
+	Passed             int                `json:"passed"`
+	Failed             int                `json:"failed"`
+	Skipped            int                `json:"skipped"`
+	RequestCharge      float64            `json:"request_charge"`
+	RUPerOrchestration *float64           `json:"ru_per_orchestration"`
+	Steps              []doctorStepReport `json:"steps"`
+}
+
+// doctorStepReport is one step of doctorReport.
+type doctorStepReport struct {
+	Name          string  `json:"name"`
+	Result        string  `json:"result"`
+	Status        int     `json:"status"`
+	Substatus     int     `json:"substatus"`
+	ActivityID    string  `json:"activity_id"`
+	RequestCharge float64 `json:"request_charge"`
+	Requests      int     `json:"requests"`
+	Detail        string  `json:"detail"`
+	Meaning       string  `json:"meaning"`
+	Action        string  `json:"action"`
+}
+
+// step is the step named name; a test fails without it.
+func (r doctorReport) step(name string) doctorStepReport {
+	for _, s := range r.Steps {
+		if s.Name == name {
+			return s
+		}
+	}
+	panic("no step " + name)
 }
 
 func parseDoctorReport(t *testing.T, stdout string) doctorReport {
@@ -97,14 +137,26 @@ func TestBinaryDoctorPassesOnTheEmulator(t *testing.T) {
 	assert.True(t, r.OK)
 	assert.Equal(t, len(doctorSteps), r.Passed)
 	assert.Equal(t, endpoint, r.Endpoint)
+	assert.Equal(t, "Session", r.Consistency)
+	assert.NotEmpty(t, r.WriteRegions)
+	assert.NotEmpty(t, r.ReadRegions)
+	assert.Equal(t, "HTTP/1.1", r.HTTPProtocol, "the emulator speaks plain HTTP")
+	require.NotNil(t, r.ClockOffsetMs)
+	assert.Zero(t, *r.ClockOffsetMs, "the emulator shares this machine's clock")
+	require.NotNil(t, r.Latency)
+	assert.Equal(t, r.WriteRegions[0], r.Latency.Region, "the account's name for the region that answered")
+	assert.Positive(t, r.Latency.Requests)
+	assert.LessOrEqual(t, r.Latency.P50Ms, r.Latency.P90Ms)
+	assert.LessOrEqual(t, r.Latency.P90Ms, r.Latency.P99Ms)
+	assert.Nil(t, r.AppContainer, "the emulator has no application container yet")
 	assert.Equal(t, "master key", r.Auth)
 	require.NotNil(t, r.RUPerOrchestration)
 	assert.Positive(t, *r.RUPerOrchestration)
 	assert.Positive(t, r.RequestCharge)
-	assert.Contains(t, r.Steps[3].Detail, "3 range(s)")
-	assert.Equal(t, 400, r.Steps[5].Status, "the cross-partition control shows the refusal")
-	assert.Equal(t, 1004, r.Steps[5].Substatus)
-	assert.Equal(t, 412, r.Steps[11].Status, "the patch step ends on the false condition's 412")
+	assert.Contains(t, r.step("range-queries").Detail, "3 range(s)")
+	assert.Equal(t, 400, r.step("cross-partition-control").Status, "the cross-partition control shows the refusal")
+	assert.Equal(t, 1004, r.step("cross-partition-control").Substatus)
+	assert.Equal(t, 412, r.step("patch").Status, "the patch step ends on the false condition's 412")
 	assertContainerGone(t, endpoint, key, r.Database, r.Container)
 	assertNoKey(t, "cdb doctor", stdout, stderr)
 }
@@ -124,7 +176,7 @@ func TestBinaryDoctorTextFitsEightyColumnsAndSaysWhatPassedInWords(t *testing.T)
 		assert.Equal(t, "pass", s.result, name)
 		assert.NotRegexp(t, `activity [0-9a-f-]{36}`, s.text, "%s: a pass has no status line", name)
 	}
-	assert.Contains(t, unwrapped(stdout), "doctor: 18 passed, 0 failed, 0 skipped")
+	assert.Contains(t, unwrapped(stdout), "doctor: 20 passed, 0 failed, 0 skipped")
 }
 
 var doctorLine = regexp.MustCompile(`^(pass|fail|skip)  (\S+) +([0-9.]+) RU  (.*)$`)
@@ -183,8 +235,8 @@ func TestBinaryDoctorSaysWhatToDoAboutAWrongKey(t *testing.T) {
 	}
 	assert.Equal(t, "skip", lines["cleanup"].result)
 	assert.Equal(t, "nothing to remove: no container was created", lines["cleanup"].text)
-	assert.Contains(t, stdout, "doctor: 0 passed, 1 failed, 17 skipped")
-	assert.Equal(t, "cdb doctor: 1 of 18 steps failed\n", stderr)
+	assert.Contains(t, stdout, "doctor: 0 passed, 1 failed, 19 skipped")
+	assert.Equal(t, "cdb doctor: 1 of 20 steps failed\n", stderr)
 	assertNoKey(t, "cdb doctor", stdout, stderr)
 }
 
@@ -290,7 +342,7 @@ func TestBinaryDoctorOnTheNPMServer(t *testing.T) {
 		"session-token":           "skip: a write answered no session token: this server lacks session tokens, which Cosmos DB has",
 		"ttl":                     "skip: an item with ttl 1 s was still readable after 6s: this server lacks time to live (the provider's staged parts, markers and sequencers expire by it), which Cosmos DB has",
 	}, skips)
-	assert.Contains(t, stdout, "doctor: 13 passed, 0 failed, 5 skipped")
+	assert.Contains(t, stdout, "doctor: 15 passed, 0 failed, 5 skipped")
 }
 
 // A behaviour Cosmos DB documents but the server lacks is a skip on a
@@ -315,5 +367,106 @@ func TestDoctorSkipsWhatALocalServerLacksButFailsAnAzureAccount(t *testing.T) {
 		} else {
 			assert.Contains(t, o.detail, "this server lacks time to live, which Cosmos DB has", endpoint)
 		}
+	}
+}
+
+// fakeAccountServer serves a fresh in-memory account over HTTP for the
+// binary, with container "orders" of database "duroxide" made from props
+// when props is not nil.
+func fakeAccountServer(t *testing.T, props *cdb.ContainerProperties) (*cdb.FakeAccount, string) {
+	t.Helper()
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	srv := httptest.NewServer(acct.Handler())
+	t.Cleanup(srv.Close)
+	if props != nil {
+		ctx := context.Background()
+		require.NoError(t, acct.Client().EnsureDatabase(ctx, "duroxide"))
+		cc, err := acct.Client().NewContainer("duroxide", "orders")
+		require.NoError(t, err)
+		_, err = cc.Create(ctx, *props)
+		require.NoError(t, err)
+	}
+	return acct, srv.URL
+}
+
+// The doctor checks the container COSMOS_CONTAINER names as NewProvider
+// does: one partitioned on /id, which NewProvider refuses, fails its step
+// with what to change, where it used to pass every step.
+func TestBinaryDoctorFailsAContainerPartitionedOnID(t *testing.T) {
+	byID := cdb.ProviderContainerProperties("orders")
+	byID.PartitionKey.Paths = []string{"/id"}
+	acct, endpoint := fakeAccountServer(t, &byID)
+	code, stdout, stderr := cli("doctor", "-o", "json").with("COSMOS_ENDPOINT="+endpoint, "COSMOS_KEY="+acct.Key(), "COSMOS_CONTAINER=orders").run(t)
+	assert.Equal(t, 1, code, stderr)
+	assert.Equal(t, "cdb doctor: 1 of 20 steps failed\n", stderr)
+	r := parseDoctorReport(t, stdout)
+	s := r.step("app-container")
+	assert.Equal(t, "fail", s.Result)
+	assert.Equal(t, `container "orders": partition key /id (Hash, version 2), defaultTtl -1, indexing consistent (23 included, 1 excluded paths), `+
+		`composite indexes [(type ascending, visibleAt ascending, seq ascending)]`, s.Detail)
+	assert.Equal(t, `NewProvider refuses container "orders": the provider cannot run on it`, s.Meaning)
+	assert.Equal(t, "its partition key path is /id; it must be /pk (a partition key cannot change: create a new container and point "+
+		"Config.Container at it); docs/real-account.md shows the definition it needs (az CLI, Bicep)", s.Action)
+	assert.Equal(t, 1, r.Failed, "the throw-away container's steps still ran and passed")
+	require.NotNil(t, r.AppContainer)
+	assert.Equal(t, "orders", r.AppContainer.Name)
+	assert.Equal(t, "/id", r.AppContainer.PartitionKey)
+}
+
+// A missing container is reported with what NewProvider will do about it,
+// and not created: the doctor only reads the application's container.
+func TestBinaryDoctorReportsAMissingContainerWithoutCreatingIt(t *testing.T) {
+	acct, endpoint := fakeAccountServer(t, nil)
+	code, stdout, stderr := cli("doctor", "-o", "json", "-container", "orders").with("COSMOS_ENDPOINT="+endpoint, "COSMOS_KEY="+acct.Key()).run(t)
+	require.Equal(t, 0, code, stderr)
+	r := parseDoctorReport(t, stdout)
+	s := r.step("app-container")
+	assert.Equal(t, "pass", s.Result)
+	assert.Contains(t, s.Detail, `container "orders" not found in database "duroxide": NewProvider will create it (a metadata write, which this credential may make`)
+	assert.Nil(t, r.AppContainer)
+	cc, err := acct.Client().NewContainer("duroxide", "orders")
+	require.NoError(t, err)
+	_, err = cc.Read(context.Background())
+	assert.True(t, cdb.IsNotFound(err), "the doctor created the application's container: %v", err)
+}
+
+// On an account that forbids metadata writes (a 403 on creating the
+// throw-away container), the steps that write in it are skipped with the
+// reason, and the application's container is still checked; a missing
+// one fails, since NewProvider could not create it either.
+func TestBinaryDoctorOnAnAccountThatForbidsMetadataWrites(t *testing.T) {
+	props := cdb.ProviderContainerProperties("orders")
+	for name, existing := range map[string]*cdb.ContainerProperties{"existing": &props, "missing": nil} {
+		t.Run(name, func(t *testing.T) {
+			acct, endpoint := fakeAccountServer(t, existing)
+			require.NoError(t, acct.Client().EnsureDatabase(context.Background(), "duroxide"))
+			acct.ForbidMetadataWrites(true)
+			code, stdout, stderr := cli("doctor", "-o", "json").with("COSMOS_ENDPOINT="+endpoint, "COSMOS_KEY="+acct.Key(), "COSMOS_CONTAINER=orders").run(t)
+			r := parseDoctorReport(t, stdout)
+			assert.Equal(t, "skip", r.step("bootstrap").Result)
+			assert.Contains(t, r.step("bootstrap").Detail, "this credential may not create databases or containers: the account answered 403")
+			for _, s := range r.Steps[3 : len(r.Steps)-1] {
+				assert.Equal(t, "skip", s.Result, s.Name)
+				assert.Equal(t, "not run: this credential may not create the throw-away container (see bootstrap)", s.Detail, s.Name)
+			}
+			assert.Equal(t, "nothing to remove: no container was created", r.step("cleanup").Detail)
+			app := r.step("app-container")
+			if existing != nil {
+				assert.Equal(t, 0, code, stderr)
+				assert.Equal(t, "pass", app.Result, app.Detail)
+				require.NotNil(t, r.AppContainer)
+				assert.Equal(t, "/pk", r.AppContainer.PartitionKey)
+				require.NotNil(t, r.AppContainer.DefaultTTL)
+				assert.Equal(t, -1, *r.AppContainer.DefaultTTL)
+				assert.Equal(t, []string{"(/type ascending, /visibleAt ascending, /seq ascending)"}, r.AppContainer.CompositeIndexes)
+				assert.Empty(t, r.AppContainer.UnindexedPaths)
+				return
+			}
+			assert.Equal(t, 1, code, stderr)
+			assert.Equal(t, "fail", app.Result)
+			assert.Equal(t, `container "orders" not found in database "duroxide"`, app.Detail)
+			assert.Contains(t, app.Meaning, "this credential may not create databases or containers")
+			assert.Contains(t, app.Action, "create it with the definition in docs/real-account.md (az CLI or Bicep) and set Config.SkipBootstrap")
+		})
 	}
 }

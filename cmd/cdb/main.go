@@ -67,7 +67,7 @@ func commands() []command {
 		{name: "delete", args: "INSTANCE", summary: "delete a root instance and its sub-orchestrations (-force if running)", run: runDelete},
 		{name: "prune", args: "INSTANCE", summary: "delete an instance's old executions", run: runPrune},
 		{name: "bench", summary: "run duroxide's stress protocol (in memory, or on COSMOS_ENDPOINT in a container of its own) and print a table", run: runBench},
-		{name: "doctor", summary: "check COSMOS_ENDPOINT (or the emulator) for the provider, step by step, in a throw-away container", run: runDoctor},
+		{name: "doctor", summary: "check COSMOS_ENDPOINT (or the emulator) and your container (COSMOS_CONTAINER, read only) for the provider, step by step; what must write runs in a throw-away container", run: runDoctor},
 		{name: "ui", summary: "serve a dashboard in a browser: instances, one instance's timeline, actions, live charts (127.0.0.1 by default)", server: true, run: runUI,
 			details: uiDetails},
 		{name: "version", summary: "print the module's and the provider's versions", run: runVersion},

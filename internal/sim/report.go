@@ -84,7 +84,7 @@ type Stats struct {
 	Prunes      int
 	EventsSent  int
 	CancelsSent int
-	Compensated int // cancelled Sleepers that handled their cancellation and compensated
+	Compensated int    // cancelled Sleepers that handled their cancellation and compensated
 	Stamps      string // own-writes stamps by writer: taken by the writer, by others
 	Eager       string // eagerly locked worker items: by the writer, by others, taken over
 	EagerStarts string // eagerly claimed start messages: the same counts

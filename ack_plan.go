@@ -20,6 +20,7 @@ type ackPlan struct {
 	outbox      *outboxDoc
 	newMessages []time.Time // visibility of messages this commit writes for the instance itself
 	newWork     int         // worker items it writes (some maybe through the outbox)
+	sessions    []string    // the sessions of those that name one, one an item (sessionwork.go)
 	workVisible time.Time   // when they become visible
 	staged      [][]byte    // history and outbox parts staged before the commit, so it stays one batch
 	historyID   string      // the turn's history document, "" when it has no events
@@ -39,6 +40,18 @@ type ackPlan struct {
 	// when its answer did not tell (ackCommitted), with the lock some try
 	// of the ack left on it.
 	found *instanceDoc
+}
+
+// itemSessions are the sessions the activities among items name, one an
+// item.
+func itemSessions(items []WorkItem) []string {
+	var sessions []string
+	for _, item := range items {
+		if act, ok := item.(ActivityExecuteMessage); ok && act.SessionID != nil {
+			sessions = append(sessions, *act.SessionID)
+		}
+	}
+	return sessions
 }
 
 // foundChained says the instance document a read found this ack committed
@@ -193,7 +206,7 @@ func (p *CosmosProvider) planAck(lock *orchestrationLock, req *ackRequest, squee
 		return nil, err
 	}
 	plan := &ackPlan{batch: b, inst: kept, staged: append(staged, parts...), historyID: hist.ID, outbox: outbox, newMessages: newMessages,
-		newWork: len(workerItems), workVisible: time.UnixMilli(w.visible)}
+		newWork: len(workerItems), sessions: itemSessions(workerItems), workVisible: time.UnixMilli(w.visible)}
 	plan.state = nextState(state, inst, executionID, execDoc, delta, hist)
 	if plan.state != nil {
 		plan.state.kv = kvWrites.state

@@ -175,7 +175,22 @@ func (p *CosmosProvider) afterCommit(lock *orchestrationLock, plan *ackPlan, rea
 		p.workSignal.notifyAt(plan.workVisible) // seqs ahead of this process's clock
 		return
 	}
+	queued -= p.announceSessionItems(lock.pk, plan.sessions)
 	p.workSignal.announce(handoff.Repeated(handoff.InPartition(lock.pk), queued)...)
+}
+
+// announceSessionItems announces the items of sessions a commit queued in
+// pk to the owners of this process that hold them (sessionwork.go), and
+// returns how many it announced so: the queue's fetches need not look for
+// those.
+func (p *CosmosProvider) announceSessionItems(pk string, sessions []string) int {
+	n := 0
+	for _, s := range sessions {
+		if p.announceSessionWork(s, pk) {
+			n++
+		}
+	}
+	return n
 }
 
 // announceDeferred announces pk's messages that arrived while this process

@@ -23,6 +23,9 @@ type queueWatch struct {
 	// view names what a look that found nothing found empty: the filters,
 	// and a session owner's own sessions.
 	view string
+	// own is the partitions announced to the fetch's session owner alone
+	// (sessionwork.go), looked in before the queue's announcements.
+	own ownerSignal
 }
 
 // pollOutcome is what one look at a queue found.
@@ -76,7 +79,9 @@ func poll[T any](ctx context.Context, p *CosmosProvider, w queueWatch, pollTimeo
 	var announcedAt uint64 // the kept announcements when announced was taken from them (0: handed over)
 	for {
 		if !hasAnnounced && !p.cfg.ShortPolling {
-			announced, announcedAt, hasAnnounced = sig.takeToken()
+			if announced, hasAnnounced = w.own.take(); !hasAnnounced {
+				announced, announcedAt, hasAnnounced = sig.takeToken()
+			}
 		}
 		if hasAnnounced {
 			res, outcome, err := attempt(ctx, announcedScope(announced))
@@ -112,29 +117,63 @@ func poll[T any](ctx context.Context, p *CosmosProvider, w queueWatch, pollTimeo
 				wakeAt = soon
 			}
 		}
+		if announced, hasAnnounced = w.own.take(); hasAnnounced {
+			continue // announced to its owner while this fetch looked
+		}
 		if announced, announcedAt, hasAnnounced = sig.takeToken(); hasAnnounced {
 			continue // announced while this fetch looked
 		}
-		wake, cancel := sig.await()
-		timer := time.NewTimer(wakeAt.Sub(now))
-		select {
-		case <-ctx.Done():
-		case announced = <-wake:
-			hasAnnounced = true
-		case <-changed:
-		case <-timer.C:
-		}
-		timer.Stop()
-		if w, ok := cancel(); ok {
-			announced, hasAnnounced = w, true
-		}
+		announced, hasAnnounced = awaitAnnounced(ctx, w, changed, wakeAt.Sub(now))
 		if ctx.Err() != nil {
-			if hasAnnounced {
-				sig.announce(announced) // hand it to another fetch
-			}
 			return zero, false, ctx.Err()
 		}
 	}
+}
+
+// awaitAnnounced waits, at most for d, until the queue changes or something
+// is announced to the fetch: to its session owner (preferred: nothing
+// else takes it) or to the queue's fetches. What it was handed but does
+// not return (a second announcement, or any when ctx ends) goes back to
+// where it came from, for another fetch.
+func awaitAnnounced(ctx context.Context, w queueWatch, changed <-chan struct{}, d time.Duration) (handoff.Wake, bool) {
+	sig := w.signal
+	wake, cancel := sig.await()
+	ownWake, ownCancel := w.own.await()
+	timer := time.NewTimer(d)
+	var queued, owned handoff.Wake
+	var hasQueued, hasOwned bool
+	select {
+	case <-ctx.Done():
+	case queued = <-wake:
+		hasQueued = true
+	case owned = <-ownWake:
+		hasOwned = true
+	case <-changed:
+	case <-timer.C:
+	}
+	timer.Stop()
+	if got, ok := cancel(); ok {
+		queued, hasQueued = got, true
+	}
+	if got, ok := ownCancel(); ok {
+		owned, hasOwned = got, true
+	}
+	switch {
+	case ctx.Err() != nil:
+		if hasQueued {
+			sig.announce(queued) // hand it to another fetch
+		}
+		if hasOwned {
+			w.own.giveBack(owned)
+		}
+		return handoff.Wake{}, false
+	case hasOwned:
+		if hasQueued {
+			sig.announce(queued)
+		}
+		return owned, true
+	}
+	return queued, hasQueued
 }
 
 // pollOnce takes one look at the queue. A long-polling fetch queries its

@@ -245,8 +245,11 @@ type CosmosProvider struct {
 	sightings  *sightings   // what the looks at the whole queue saw of the instances they announced
 	queueIndex *indexChoice // which composite index the queue queries order by
 	sessions   *sessionBook // what this process knows of sessions (sessions.go)
-	cache      historyCache
-	endings    handoff.EndWatches[OrchestrationStatus] // this process's callers waiting for instances to end (handover_ends.go)
+	// sessionWork announces the queued items of sessions this process's
+	// owners hold to those owners' fetches alone (sessionwork.go).
+	sessionWork *sessionWork
+	cache       historyCache
+	endings     handoff.EndWatches[OrchestrationStatus] // this process's callers waiting for instances to end (handover_ends.go)
 
 	// filterMisses spaces the looks at instances a capability filter
 	// excludes (contention.go).
@@ -348,22 +351,23 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		return nil, fmt.Errorf("cdb: new provider: read partition key ranges: %w", err)
 	}
 	p := &CosmosProvider{
-		cfg:        cfg,
-		client:     client,
-		container:  container,
-		log:        cfg.Logger,
-		tel:        newProviderTelemetry(client.tel),
-		orchLocks:  handoff.NewLockTable[*orchestrationLock](),
-		contended:  newContention(),
-		locking:    newClaimSet(),
-		deleting:   newClaimSet(),
-		workLocks:  handoff.NewLockTable[*workLock](),
-		workClaims: newItemClaims(),
-		queueIndex: newIndexChoice(queueIndex),
-		wakeLater:  newDeferredWakes(),
-		sightings:  newSightings(),
-		sessions:   newSessionBook(),
-		cache:      newHistoryCache(1024),
+		cfg:         cfg,
+		client:      client,
+		container:   container,
+		log:         cfg.Logger,
+		tel:         newProviderTelemetry(client.tel),
+		orchLocks:   handoff.NewLockTable[*orchestrationLock](),
+		contended:   newContention(),
+		locking:     newClaimSet(),
+		deleting:    newClaimSet(),
+		workLocks:   handoff.NewLockTable[*workLock](),
+		workClaims:  newItemClaims(),
+		queueIndex:  newIndexChoice(queueIndex),
+		wakeLater:   newDeferredWakes(),
+		sightings:   newSightings(),
+		sessions:    newSessionBook(),
+		sessionWork: newSessionWork(),
+		cache:       newHistoryCache(1024),
 	}
 	p.filterMisses = newFilterMisses()
 	p.orchSignal = newCoalescingQueueSignal(cfg.ShortPolling, cfg.PollInterval, p.now)

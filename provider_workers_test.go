@@ -368,3 +368,45 @@ func TestSessionOwnersShareTheIdlePollButKeepTheirOwnSessions(t *testing.T) {
 	require.NotNil(t, act, "A holds gpu-0: its look is its own, and finds the item another process wrote")
 	assert.Equal(t, "second", act.Instance)
 }
+
+// The items of a session an owner of this process holds are that owner's
+// alone to take, so they are announced to its fetches: the owner takes the
+// session's next item at once, where it waited for its poll window (the
+// partition's announcements went to another owner's fetch, whose look
+// leaves the session out). The items it saw behind the one it claimed,
+// and those this process queues later, of any instance, come so; an idle
+// owner holding the session still looks once a poll window.
+func TestASessionOwnerTakesItsSessionsItemsWithoutWaitingForThePollWindow(t *testing.T) {
+	ctx := rulesContext(t)
+	clock := newTestClock()
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Minute, ReconcileInterval: time.Hour, Now: clock.Now})
+	for id := uint64(1); id <= 3; id++ {
+		require.NoError(t, p.EnqueueForWorker(ctx, activity("fan", id, "gpu-0")))
+	}
+	takeNext := func(instance string, id uint64) {
+		t.Helper()
+		act, token, _ := fetchWork(ctx, t, p, sessionOf("A"))
+		require.NotNil(t, act, "A takes %s's item %d within its poll window", instance, id)
+		assert.Equal(t, instance, act.Instance)
+		assert.Equal(t, id, act.ID)
+		nothing, _, _ := fetchWork(ctx, t, p, sessionOf("B"))
+		require.Nil(t, nothing, "B cannot take A's session")
+		require.NoError(t, p.AckWorkItem(ctx, token, completionOf(act, "done")))
+	}
+	for id := uint64(1); id <= 3; id++ {
+		takeNext("fan", id)
+	}
+
+	require.NoError(t, p.EnqueueForWorker(ctx, activity("fan", 4, "gpu-0")))
+	takeNext("fan", 4)
+	require.NoError(t, p.EnqueueForWorker(ctx, activity("other", 1, "gpu-0")))
+	takeNext("other", 1)
+
+	nothing, _, _ := fetchWork(ctx, t, p, sessionOf("A"))
+	require.Nil(t, nothing, "A's idle look (it opens A's poll window)")
+	before := acct.Counts().Requests
+	nothing, _, _ = fetchWork(ctx, t, p, sessionOf("A"))
+	require.Nil(t, nothing)
+	assert.Equal(t, before, acct.Counts().Requests, "A, holding gpu-0 with nothing queued, waits for its poll window")
+}

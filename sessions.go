@@ -68,6 +68,7 @@ type sessionBook struct {
 
 type sessionNote struct {
 	owner        string
+	here         bool // the owner is one of this process's: it claimed or renewed the session here
 	lockedUntil  int64
 	lastActivity int64
 }
@@ -93,12 +94,25 @@ func (b *sessionBook) note(session string, now int64) *sessionNote {
 	return n
 }
 
-// owned records that owner holds the session until lockedUntil.
-func (b *sessionBook) owned(session, owner string, lockedUntil, now int64) {
+// owned records that owner holds the session until lockedUntil; here says
+// the owner is one of this process's.
+func (b *sessionBook) owned(session, owner string, here bool, lockedUntil, now int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := b.note(session, now)
-	n.owner, n.lockedUntil = owner, lockedUntil
+	n.owner, n.here, n.lockedUntil = owner, here, lockedUntil
+}
+
+// holderHere is the owner of this process that holds the session now, as
+// far as this process knows.
+func (b *sessionBook) holderHere(session string, now int64) (string, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, ok := b.notes[session]
+	if !ok || !n.here || n.lockedUntil <= now {
+		return "", false
+	}
+	return n.owner, true
 }
 
 // touched records activity of this process on the session.
@@ -209,7 +223,7 @@ func (p *CosmosProvider) claimSession(ctx context.Context, session string, cfg *
 		}
 		switch {
 		case err == nil:
-			p.sessions.owned(session, cfg.OwnerID, until, now)
+			p.sessions.owned(session, cfg.OwnerID, true, until, now)
 			p.sessions.touched(session, now)
 			return true, nil
 		case create && IsConflict(err), IsOutcomeUnknown(err):
@@ -266,7 +280,7 @@ func (p *CosmosProvider) readSessionOwner(ctx context.Context, pk PartitionKey, 
 		return false, fmt.Errorf("decode session %q: %w", session, err)
 	}
 	now := p.nowMs()
-	p.sessions.owned(session, s.Owner, s.LockedUntil, now)
+	p.sessions.owned(session, s.Owner, s.Owner == owner, s.LockedUntil, now)
 	return s.Owner != owner && s.LockedUntil > now, nil
 }
 
@@ -311,7 +325,7 @@ func (p *CosmosProvider) RenewSessionLock(ctx context.Context, ownerIDs []string
 		switch {
 		case err == nil:
 			renewed++
-			p.sessions.owned(s.Session, s.Owner, until, now)
+			p.sessions.owned(s.Session, s.Owner, true, until, now)
 		case IsPreconditionFailed(err) || IsNotFound(err):
 			// It was these owners' and locked when queried: it expired, or
 			// another owner took it, meanwhile.

@@ -51,7 +51,9 @@ func (p *CosmosProvider) EnqueueForWorker(ctx context.Context, item WorkItem) er
 		return asOperation(op, err)
 	}
 	p.bell.ring(queueWorker, p.now())
-	p.workSignal.announcePartitions(instancePartitionKey(act.Instance))
+	if act.SessionID == nil || !p.announceSessionWork(*act.SessionID, instancePartitionKey(act.Instance)) {
+		p.workSignal.announcePartitions(instancePartitionKey(act.Instance))
+	}
 	return nil
 }
 
@@ -97,7 +99,8 @@ func (p *CosmosProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTim
 	}
 	defer p.ownWrites.workFetch(tags)()
 	defer p.readyItems.Fetching(tags, lockTimeout)()
-	watch := queueWatch{queue: queueWorker, signal: p.workSignal, leaseKey: workLeaseKey(session, tags), view: p.workView(session, tags)}
+	watch := queueWatch{queue: queueWorker, signal: p.workSignal, leaseKey: workLeaseKey(session, tags), view: p.workView(session, tags),
+		own: p.ownerSignalFor(session)}
 	res, found, err := poll(ctx, p, watch, pollTimeout,
 		func(ctx context.Context, scope lookScope) (fetchedWork, pollOutcome, error) {
 			return p.tryFetchWork(ctx, scope, lockTimeout, session, tags)
@@ -254,8 +257,9 @@ func (p *CosmosProvider) queryAndClaimWork(ctx context.Context, scope lookScope,
 		}
 		switch {
 		case err == nil:
+			others := p.announceOwnersWork(cands[i+1:])
 			if scope.pk == "" {
-				p.announceOthers(cands[i+1:])
+				p.announceOthers(others)
 			}
 			return res, outcomeFound, nil
 		case errors.Is(err, errContended), errors.Is(err, errUndecodableWork):
@@ -264,6 +268,21 @@ func (p *CosmosProvider) queryAndClaimWork(ctx context.Context, scope lookScope,
 		}
 	}
 	return fetchedWork{}, outcomeBusy, firstErr
+}
+
+// announceOwnersWork announces the candidates a look saw but did not take
+// that belong to sessions this process's owners hold to those owners
+// (sessionwork.go), whatever the look's scope: the queue's announcements
+// of their partitions went, most often, to fetches that cannot take them.
+// It returns the other candidates.
+func (p *CosmosProvider) announceOwnersWork(cands []queueDoc) []queueDoc {
+	others := make([]queueDoc, 0, len(cands))
+	for _, c := range cands {
+		if c.Session == nil || !p.announceSessionWork(*c.Session, c.PK) {
+			others = append(others, c)
+		}
+	}
+	return others
 }
 
 // announceOthers hands the candidates a look at many partitions saw but

@@ -209,3 +209,59 @@ func TestASlowSessionRenewalIsWaitedForUntilTheLockWouldExpire(t *testing.T) {
 	require.NotEmpty(t, results)
 	assert.NoError(t, results[0], "a renewal slower than the interval (%s) but within the lock (%s)", p.slowFirst, lockTimeout)
 }
+
+// The activities of a session run one after another on its owner's slot,
+// each as soon as the slot is free: the owner takes its session's next
+// queued item at once, not after a poll interval (it waited one per
+// activity: a session ran one activity a second however fast its
+// activities were). Two orchestrations share the session, each with a
+// fan-out and a sequence, on the default long poll; the poll interval is
+// long, so a single wait for it would show.
+func TestASessionsActivitiesDoNotWaitForThePollInterval(t *testing.T) {
+	const pollInterval = 5 * time.Second
+	p, err := cdb.NewProvider(context.Background(), cdb.Config{Client: cdb.NewFakeAccount(cdb.FakeAccountOptions{}).Client(), PollInterval: pollInterval})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	h := newHarness(t, p)
+	var mu sync.Mutex
+	workers := map[string]bool{}
+	h.activity("Step", func(ctx ActivityContext, in string) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		workers[ctx.WorkerID()] = true
+		return in, nil
+	})
+	h.orchestration("FanThenSequence", func(ctx *OrchestrationContext, _ string) (string, error) {
+		var fan []*Future
+		for _, in := range []string{"a", "b", "c"} {
+			fan = append(fan, ctx.ScheduleActivity("Step", in, WithSession("gpu-0")))
+		}
+		for _, r := range ctx.Join(fan...) {
+			if r.Err != nil {
+				return "", r.Err
+			}
+		}
+		for _, in := range []string{"d", "e"} {
+			if _, err := ctx.ScheduleActivity("Step", in, WithSession("gpu-0")).Await(); err != nil {
+				return "", err
+			}
+		}
+		return "done", nil
+	})
+	h.run(func(o *Options) {
+		o.WorkerConcurrency = 4
+		o.LongPollTimeout = 30 * time.Second // the default: a fetch waits in the provider
+	})
+
+	h.start("first", "FanThenSequence", "")
+	h.start("second", "FanThenSequence", "")
+	bound := pollInterval - time.Second // a margin of seconds: both take milliseconds
+	for _, instance := range []string{"first", "second"} {
+		st, err := h.client.WaitForCompletion(h.ctx, instance, bound)
+		require.NoError(t, err, "%s's five session activities end within %s, before a poll interval (%s) could pass", instance, bound, pollInterval)
+		assert.Equal(t, "done", st.Output)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Len(t, workers, 1, "the session's activities ran on its owner's slot")
+}

@@ -22,7 +22,7 @@ import (
 // IsPreconditionFailed, IsConflict, ...), never through a status code.
 func clientFiles() []string {
 	return []string{
-		"auth.go", "batch.go", "client.go", "client_telemetry.go", "containers.go", "errors.go", "failover.go", "fake.go",
+		"auth.go", "batch.go", "client.go", "client_telemetry.go", "connections.go", "containers.go", "errors.go", "failover.go", "fake.go",
 		"items.go", "partitionkey.go", "patch.go", "query.go", "routing.go", "serviceclock.go",
 		"sessiontokens.go", "timeouts.go",
 	}

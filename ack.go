@@ -27,6 +27,7 @@ func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken str
 		return err
 	}
 	defer lock.mu.Unlock()
+	ctx = p.keepingOrchestrationLock(ctx, lock)
 	req := &ackRequest{op: op, executionID: executionID, delta: historyDelta, workerItems: workerItems, orchItems: orchestratorItems,
 		metadata: metadata, cancelled: cancelledActivities}
 	if lock.start == nil {

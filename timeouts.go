@@ -60,18 +60,65 @@ func (o TimeoutOptions) attemptTimeout(r *request) time.Duration {
 }
 
 // attemptContext is the context of one attempt of r: the caller's, ended
-// at the attempt's deadline at the latest.
+// at the attempt's deadline at the latest, and within the lock the request
+// keeps, if any (keepingLock).
 func (c *Client) attemptContext(ctx context.Context, r *request) (context.Context, context.CancelFunc) {
+	cause := c.attemptDeadline(ctx, r)
+	return context.WithTimeoutCause(ctx, cause.after, cause)
+}
+
+// attemptDeadline is how long an attempt of r made with ctx may take, as
+// the error it ends with when it runs out.
+func (c *Client) attemptDeadline(ctx context.Context, r *request) *attemptTimeoutError {
 	d := c.timeouts.attemptTimeout(r)
-	return context.WithTimeoutCause(ctx, d, &attemptTimeoutError{after: d})
+	if left, ok := ctx.Value(lockKeptKey{}).(func() time.Duration); ok {
+		if within := attemptWithinLock(left()); within < d {
+			return &attemptTimeoutError{after: within, lock: true}
+		}
+	}
+	return &attemptTimeoutError{after: d}
+}
+
+// lockKeptKey is the context key of keepingLock.
+type lockKeptKey struct{}
+
+// keepingLock marks the requests made with ctx as keeping a lock (a
+// renewal, an ack, a hand-over): each succeeds only while the lock holds.
+// left says how long the lock has left; it is asked at each attempt, on
+// the request's goroutine, so a lock renewed meanwhile counts its new
+// expiry. The provider knows its locks; the client knows only this.
+func keepingLock(ctx context.Context, left func() time.Duration) context.Context {
+	return context.WithValue(ctx, lockKeptKey{}, left)
+}
+
+// lockAttemptFloor is the shortest deadline an attempt that keeps a lock
+// gets: long enough for an answer from a live connection, even a slow one
+// (a point write or a batch answers in milliseconds, a throttled one at
+// once), so a lock about to expire is still tried rather than given up.
+const lockAttemptFloor = 500 * time.Millisecond
+
+// attemptWithinLock is the deadline of an attempt of a request that keeps
+// a lock with left to run: half of it, so that an attempt lost to a silent
+// connection leaves the other half for another on a fresh one, but never
+// less than lockAttemptFloor. While left is at least twice the floor, the
+// attempt after a silent one starts before the lock expires with at least
+// the floor to run.
+func attemptWithinLock(left time.Duration) time.Duration {
+	return max(left/2, lockAttemptFloor)
 }
 
 // attemptTimeoutError is an attempt that got no whole answer within its
 // deadline. It unwraps to context.DeadlineExceeded: like any timeout on the
 // wire it is worth another attempt, unless a write may have been applied.
-type attemptTimeoutError struct{ after time.Duration }
+type attemptTimeoutError struct {
+	after time.Duration
+	lock  bool // the deadline came from the time left on the lock the request keeps
+}
 
 func (e *attemptTimeoutError) Error() string {
+	if e.lock {
+		return fmt.Sprintf("no answer within the attempt deadline of %s (from the time left on the lock it keeps)", e.after)
+	}
 	return fmt.Sprintf("no answer within the attempt deadline of %s", e.after)
 }
 

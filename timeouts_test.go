@@ -137,3 +137,35 @@ func TestTheBuiltInTransportBoundsDialingAndPingsSilentConnections(t *testing.T)
 	assert.Equal(t, defaultPingTimeout, tr.HTTP2.PingTimeout)
 	assert.True(t, tr.ForceAttemptHTTP2)
 }
+
+// An attempt of a request that keeps a lock gets at most half the time left
+// on the lock, never less than the floor, and never more than its own
+// deadline; a request that keeps no lock keeps its own.
+func TestAnAttemptThatKeepsALockGetsHalfTheTimeLeftOnIt(t *testing.T) {
+	c := &Client{timeouts: TimeoutOptions{}.withDefaults()}
+	deadlineOf := func(ctx context.Context) time.Duration {
+		return c.attemptDeadline(ctx, &request{operation: "PatchItem"}).after
+	}
+	left := func(d time.Duration) func() time.Duration { return func() time.Duration { return d } }
+	ctx := context.Background()
+	assert.Equal(t, lockAttemptFloor, attemptWithinLock(0), "a lock about to expire is still tried")
+	assert.Equal(t, lockAttemptFloor, attemptWithinLock(lockAttemptFloor))
+	assert.Equal(t, 2500*time.Millisecond, attemptWithinLock(5*time.Second), "a worker lock renewed 5 s before it expires")
+	assert.Equal(t, time.Second, attemptWithinLock(2*time.Second), "an orchestration lock renewed 2 s before it expires")
+	assert.Equal(t, lockAttemptFloor, deadlineOf(keepingLock(ctx, left(200*time.Millisecond))))
+	assert.Equal(t, time.Second, deadlineOf(keepingLock(ctx, left(2*time.Second))))
+
+	c.timeouts.Attempt = 300 * time.Millisecond
+	assert.Equal(t, 300*time.Millisecond, deadlineOf(keepingLock(ctx, left(time.Minute))), "a long lock leaves the attempt's own deadline")
+	assert.Equal(t, 300*time.Millisecond, deadlineOf(ctx), "no lock kept")
+}
+
+// An attempt whose deadline came from a lock says so when it runs out.
+func TestAnAttemptThatRanOutOnALockSaysSo(t *testing.T) {
+	acct, cc := silentAccount(t, time.Minute)
+	acct.InjectFault(FakeFault{Kind: FaultNoAnswer, Match: func(r FakeRequest) bool { return r.Operation == "CreateItem" }})
+	ctx := keepingLock(context.Background(), func() time.Duration { return 0 })
+	_, err := cc.CreateItem(ctx, NewPartitionKeyString("p"), []byte(`{"id":"a","pk":"p"}`), nil)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "no answer within the attempt deadline of 500ms (from the time left on the lock it keeps)")
+}

@@ -2,6 +2,7 @@ package cdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -99,10 +100,10 @@ const lockAttemptFloor = 500 * time.Millisecond
 
 // attemptWithinLock is the deadline of an attempt of a request that keeps
 // a lock with left to run: half of it, so that an attempt lost to a silent
-// connection leaves the other half for another on a fresh one, but never
-// less than lockAttemptFloor. While left is at least twice the floor, the
-// attempt after a silent one starts before the lock expires with at least
-// the floor to run.
+// connection leaves the other half for another on a fresh one
+// (dropSilentConnection), but never less than lockAttemptFloor. While left
+// is at least twice the floor, the attempt after a silent one starts
+// before the lock expires with at least the floor to run.
 func attemptWithinLock(left time.Duration) time.Duration {
 	return max(left/2, lockAttemptFloor)
 }
@@ -123,6 +124,27 @@ func (e *attemptTimeoutError) Error() string {
 }
 
 func (e *attemptTimeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+// endedAtItsDeadline says an attempt's context ended at its own deadline,
+// not because its caller gave up: the connection it was sent on did not
+// answer in time.
+func endedAtItsDeadline(attemptCtx context.Context) bool {
+	var timeout *attemptTimeoutError
+	return attemptCtx.Err() != nil && errors.As(context.Cause(attemptCtx), &timeout)
+}
+
+// dropSilentConnection closes the connection an attempt that ended at its
+// own deadline was sent on, so that the next attempt goes on a fresh one.
+// HTTP/1.1 closes it already; an HTTP/2 connection would stay in the pool
+// and take the retry too (it is tested with a ping only once it has been
+// silent for IdlePing). The other requests on it fail with it and are
+// retried, or resolved as writes with an unknown outcome: a connection that
+// left a point operation unanswered that long is most likely dead.
+func dropSilentConnection(attemptCtx context.Context, conn net.Conn) {
+	if conn != nil && endedAtItsDeadline(attemptCtx) {
+		_ = conn.Close()
+	}
+}
 
 // attemptError is what an attempt whose own deadline ended reports: the
 // deadline rather than the transport's "context deadline exceeded", so

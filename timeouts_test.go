@@ -2,10 +2,14 @@ package cdb
 
 import (
 	"context"
+	"crypto/x509"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -120,6 +124,51 @@ func TestASilentServerDoesNotHoldAReadWithoutADeadline(t *testing.T) {
 	assert.True(t, IsRetryable(ToProviderError("Read", err)))
 	assert.GreaterOrEqual(t, accepted.Load(), int32(1))
 	assert.Equal(t, int64(2), c.Stats().ByOperation["ReadItem"].Requests, "both attempts were sent")
+}
+
+// An attempt that ran out on a silent HTTP/2 connection is not sent again
+// on it: the connection is closed and the retry opens a fresh one. Without
+// that, the pooled connection takes the retry too, and a dead one holds it
+// as long.
+func TestARetryAfterASilentHTTP2ConnectionGoesOnAFreshOne(t *testing.T) {
+	var mu sync.Mutex
+	var conns []string
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(r.URL.Path, "/docs/a") {
+			http.NotFound(w, r)
+			return
+		}
+		mu.Lock()
+		conns = append(conns, r.RemoteAddr)
+		first := len(conns) == 1
+		mu.Unlock()
+		assert.Equal(t, 2, r.ProtoMajor, "the client speaks HTTP/2")
+		if first {
+			<-r.Context().Done() // accepted, never answered
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"a","pk":"p"}`)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	c, err := NewClient(srv.URL+"/", ClientOptions{Key: testMasterKey, TLS: TLSOptions{RootCAs: roots},
+		Retry:    RetryOptions{MaxAttempts: 2, BaseDelay: time.Millisecond},
+		Timeouts: TimeoutOptions{Attempt: 200 * time.Millisecond}})
+	require.NoError(t, err)
+	cc, err := c.NewContainer("db", "coll")
+	require.NoError(t, err)
+
+	resp, err := cc.ReadItem(context.Background(), NewPartitionKeyString("p"), "a", nil)
+	require.NoError(t, err)
+	assert.Equal(t, 2, resp.Attempts)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, conns, 2)
+	assert.NotEqual(t, conns[0], conns[1], "the retry went on a fresh connection")
 }
 
 // The built-in transport dials with a bound and pings silent HTTP/2

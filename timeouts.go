@@ -30,7 +30,9 @@ type TimeoutOptions struct {
 	// IdlePing is how long an HTTP/2 connection may stay silent before the
 	// built-in transport pings it; a connection whose ping is not answered
 	// within PingTimeout is closed, and the requests on it fail (and are
-	// retried as above) instead of waiting. Defaults 10s and 5s.
+	// retried as above) instead of waiting. Defaults 2s and 1s, as the Go
+	// SDK's: a dead connection is found in about 3s, well within the
+	// seconds a lock renewal is sent before its lock expires.
 	IdlePing    time.Duration
 	PingTimeout time.Duration
 }
@@ -39,8 +41,8 @@ const (
 	defaultAttemptTimeout      = 15 * time.Second
 	defaultQueryAttemptTimeout = 60 * time.Second
 	defaultDialTimeout         = 5 * time.Second
-	defaultIdlePing            = 10 * time.Second
-	defaultPingTimeout         = 5 * time.Second
+	defaultIdlePing            = 2 * time.Second
+	defaultPingTimeout         = time.Second
 )
 
 func (o TimeoutOptions) withDefaults() TimeoutOptions {

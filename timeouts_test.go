@@ -187,6 +187,20 @@ func TestTheBuiltInTransportBoundsDialingAndPingsSilentConnections(t *testing.T)
 	assert.True(t, tr.ForceAttemptHTTP2)
 }
 
+// By default the built-in transport finds a dead HTTP/2 connection about
+// as fast as the Go SDK (a ping after 2 s of silence, closed 1 s later):
+// within the 2 s before expiry that the runtime renews an orchestration
+// lock at, not after 15 s.
+func TestTheBuiltInTransportFindsADeadHTTP2ConnectionInAboutThreeSeconds(t *testing.T) {
+	rt, _, err := newTransport("acct.documents.azure.com", ClientOptions{})
+	require.NoError(t, err)
+	tr, ok := rt.(*http.Transport)
+	require.True(t, ok)
+	require.NotNil(t, tr.HTTP2)
+	assert.Equal(t, 2*time.Second, tr.HTTP2.SendPingTimeout)
+	assert.Equal(t, time.Second, tr.HTTP2.PingTimeout)
+}
+
 // An attempt of a request that keeps a lock gets at most half the time left
 // on the lock, never less than the floor, and never more than its own
 // deadline; a request that keeps no lock keeps its own.

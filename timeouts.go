@@ -74,7 +74,7 @@ func (c *Client) attemptContext(ctx context.Context, r *request) (context.Contex
 // the error it ends with when it runs out.
 func (c *Client) attemptDeadline(ctx context.Context, r *request) *attemptTimeoutError {
 	d := c.timeouts.attemptTimeout(r)
-	if left, ok := ctx.Value(lockKeptKey{}).(func() time.Duration); ok {
+	if left, _ := ctx.Value(lockKeptKey{}).(func() time.Duration); left != nil {
 		if within := attemptWithinLock(left()); within < d {
 			return &attemptTimeoutError{after: within, lock: true}
 		}
@@ -92,6 +92,12 @@ type lockKeptKey struct{}
 // expiry. The provider knows its locks; the client knows only this.
 func keepingLock(ctx context.Context, left func() time.Duration) context.Context {
 	return context.WithValue(ctx, lockKeptKey{}, left)
+}
+
+// keepingNoLock undoes keepingLock for the requests made with ctx: work
+// that is done while the lock is renewed beside it (keepingFreshLock).
+func keepingNoLock(ctx context.Context) context.Context {
+	return context.WithValue(ctx, lockKeptKey{}, (func() time.Duration)(nil))
 }
 
 // lockAttemptFloor is the shortest deadline an attempt that keeps a lock

@@ -221,6 +221,7 @@ func TestAnAttemptThatKeepsALockGetsHalfTheTimeLeftOnIt(t *testing.T) {
 	c.timeouts.Attempt = 300 * time.Millisecond
 	assert.Equal(t, 300*time.Millisecond, deadlineOf(keepingLock(ctx, left(time.Minute))), "a long lock leaves the attempt's own deadline")
 	assert.Equal(t, 300*time.Millisecond, deadlineOf(ctx), "no lock kept")
+	assert.Equal(t, 300*time.Millisecond, deadlineOf(keepingNoLock(keepingLock(ctx, left(0)))), "work done while the lock is renewed beside it")
 }
 
 // An attempt whose deadline came from a lock says so when it runs out.

@@ -27,6 +27,7 @@ func (p *CosmosProvider) AckOrchestrationItem(ctx context.Context, lockToken str
 		return err
 	}
 	defer lock.mu.Unlock()
+	ctx = p.keepingOrchestrationLock(ctx, lock)
 	req := &ackRequest{op: op, executionID: executionID, delta: historyDelta, workerItems: workerItems, orchItems: orchestratorItems,
 		metadata: metadata, cancelled: cancelledActivities}
 	if lock.start == nil {
@@ -259,7 +260,10 @@ func chunkEvents(delta []Event) ([]string, error) {
 func (p *CosmosProvider) stageKeepingLock(ctx context.Context, op string, lock *orchestrationLock, parts [][]byte) error {
 	lock.mu.Unlock()
 	defer lock.mu.Lock()
-	return p.keepingFreshLock(ctx, op, lock, func() error { return p.stage(ctx, lock.pk, parts) })
+	// The parts keep no lock: the renewals do, and each part gets its whole
+	// attempt deadline, however little of the lock is left when it starts.
+	staging := keepingNoLock(ctx)
+	return p.keepingFreshLock(ctx, op, lock, func() error { return p.stage(staging, lock.pk, parts) })
 }
 
 // stage writes a large turn's history and outbox parts; one written by an

@@ -659,9 +659,16 @@ func (c *Client) roundTrip(ctx context.Context, r *request, attempt int) (resp *
 		return nil, false, &buildError{err: err}
 	}
 	var wrote atomic.Bool
+	var conn atomic.Pointer[net.Conn] // the connection it went on, if the transport says
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		GotConn:      func(info httptrace.GotConnInfo) { conn.Store(&info.Conn) },
 		WroteHeaders: func() { wrote.Store(true) },
 	}))
+	defer func() {
+		if err != nil {
+			dropSilentConnection(ctx, derefConn(conn.Load()))
+		}
+	}()
 	c.recycleConnections()
 	conns := c.conns.acquire()
 	defer conns.release() // after the body is read: the connection is idle by then
@@ -698,6 +705,13 @@ func (c *Client) roundTrip(ctx context.Context, r *request, attempt int) (resp *
 	}
 	c.logAttempt(ctx, r, attempt, resp, time.Since(start), nil)
 	return resp, true, nil
+}
+
+func derefConn(c *net.Conn) net.Conn {
+	if c == nil {
+		return nil
+	}
+	return *c
 }
 
 // newHTTPRequest builds one attempt: fresh date (the service's time, as

@@ -196,6 +196,7 @@ func (p *CosmosProvider) giveBackChain(ctx context.Context, hi *chain) {
 	ctx, cancel := givingBack(ctx) // ended: nobody else gives it back
 	defer cancel()
 	lock := hi.Lock
+	ctx = p.keepingOrchestrationLock(ctx, lock)
 	lock.messages = hi.Claimed
 	defer p.orchLocks.Remove(lock.token)
 	if lock.inst.ETag == "" {

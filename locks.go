@@ -7,6 +7,7 @@ package cdb
 // are internal/handoff's LockTable.
 
 import (
+	"context"
 	"time"
 
 	"github.com/google/uuid"
@@ -38,6 +39,26 @@ const handOutSlack = time.Second
 // process could take it before its holder's first renewal.)
 func leftToHandOut(left, timeout time.Duration) bool {
 	return left >= timeout-min(timeout/4, handOutSlack)
+}
+
+// keepingLockUntil marks the requests made with ctx as keeping a lock
+// that expires at until() (ms, service time): each of their attempts gets
+// at most half the time the lock has left (attemptWithinLock), so that one
+// silent connection does not outlast the lock (the runtime renews a lock
+// only seconds before it expires).
+func (p *CosmosProvider) keepingLockUntil(ctx context.Context, until func() int64) context.Context {
+	return keepingLock(ctx, func() time.Duration { return p.leftOn(until()) })
+}
+
+// keepingWorkLock is keepingLockUntil for a worker lock whose mutex the
+// caller holds while it sends.
+func (p *CosmosProvider) keepingWorkLock(ctx context.Context, lock *workLock) context.Context {
+	return p.keepingLockUntil(ctx, func() int64 { return lock.lockedUntil })
+}
+
+// keepingOrchestrationLock is keepingLockUntil for an orchestration lock.
+func (p *CosmosProvider) keepingOrchestrationLock(ctx context.Context, lock *orchestrationLock) context.Context {
+	return p.keepingLockUntil(ctx, lock.lockedUntil.Load)
 }
 
 // unlockOps are the PATCH operations that clear a document's lock.

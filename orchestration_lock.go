@@ -351,6 +351,7 @@ func (p *CosmosProvider) extendLock(ctx context.Context, op string, lock *orches
 		lock.lockedUntil.Store(until) // an unwritten start: nothing stored to renew
 		return nil
 	}
+	ctx = p.keepingOrchestrationLock(ctx, lock)
 	for range maxRenewalTries {
 		resp, err := p.container.ExecuteTransactionalBatch(ctx, renewalBatch(p.container, lock, until), nil)
 		switch {

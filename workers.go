@@ -569,7 +569,8 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 	defer lock.mu.Unlock()
 	defer p.returningFetch(lock)()
 	ctx = p.tel.withOrchestrationName(ctx, lock.doc.Orch)
-	if err := p.knownETag(ctx, op, lock); err != nil {
+	keep := p.keepingWorkLock(ctx, lock) // the ack's own requests; the chain's hand-over keeps the chain's lock
+	if err := p.knownETag(keep, op, lock); err != nil {
 		return err
 	}
 	claim := p.claimForChain(lock, completionMsg, len(completionDoc))
@@ -585,7 +586,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 		// lost one may have applied).
 		defer p.bell.ring(bellChores, p.now())
 	}
-	resp, unsure, err := p.sendWorkAck(ctx, lock, completionDoc, claim.opens)
+	resp, unsure, err := p.sendWorkAck(keep, lock, completionDoc, claim.opens)
 	if claim.opens != nil {
 		inst, refused := p.openingOutcome(resp, unsure, err)
 		p.chainOpened(claim, inst, refused)
@@ -594,7 +595,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 			claimed = claim.doc // it may be written: the chain's give-back releases it
 		case refused && err == nil && !resp.Success && failedAt(resp) == openChainOp:
 			claim.doc = nil // another holds the instance: the completion goes as it would without a chain
-			resp, unsure, err = p.sendWorkAck(ctx, lock, plain, nil)
+			resp, unsure, err = p.sendWorkAck(keep, lock, plain, nil)
 		}
 	}
 	if err != nil {
@@ -771,7 +772,7 @@ func (p *CosmosProvider) RenewWorkItemLock(ctx context.Context, lockToken string
 		return err
 	}
 	defer lock.mu.Unlock()
-	ctx = p.tel.withOrchestrationName(ctx, lock.doc.Orch)
+	ctx = p.keepingWorkLock(p.tel.withOrchestrationName(ctx, lock.doc.Orch), lock)
 	if err := p.knownETag(ctx, op, lock); err != nil {
 		return err
 	}

@@ -38,8 +38,8 @@ const (
 // through the raise form and see it complete, read its timeline against its
 // history, and start an instance whose id is markup that must stay text.
 func TestUIInABrowser(t *testing.T) {
-	base := startUI(t)
 	ctx := newBrowser(t, 90*time.Second)
+	base := startUI(t)
 
 	waitForDemoBooks(t, ctx, base)
 	filterByNameAndStatus(t, ctx, base)
@@ -266,6 +266,7 @@ func checkHostileIDStaysText(t *testing.T, ctx context.Context, base string) {
 	assert.Zero(t, read(t, ctx, "the images", chromedp.Evaluate[int](`document.images.length`)), "no image element on the page")
 }
 
+// flatten is the list's rows as lines, for a failure's message.
 func flatten(rows [][]string) []string {
 	var out []string
 	for _, r := range rows {

@@ -22,13 +22,14 @@ GOTESTFLAGS   ?= -race -count=1 -timeout 45m -parallel 6
 ROOTGO        := GOWORK=off $(GO)
 WORKGO        := GOWORK=$(CURDIR)/go.work $(GO)
 
-.PHONY: test test-unit test-otelcdb lint tidy emulator demo sdk-compat soak tools clean
+.PHONY: test test-unit test-otelcdb lint tidy emulator demo sdk-compat ui-browser soak tools clean
 
 ## test: every suite, on the in-memory fake and on @vercel/cosmosdb-server (and on COSMOS_ENDPOINT when set),
-## and @azure/cosmos against `cdb emulator` (internal/jscompat)
+## and @azure/cosmos against `cdb emulator` (internal/jscompat), and cdb ui in headless Chromium (internal/uibrowser)
 test: lint $(NPM_SERVER_JS) $(JS_SDK_PKG)
 	CDB_COSMOSDB_SERVER_CLI=$(NPM_SERVER_JS) CDB_AZURE_COSMOS_MODULES=$(JS_SDK)/node_modules $(ROOTGO) test $(GOTESTFLAGS) ./...
 	$(MAKE) sdk-compat
+	$(MAKE) ui-browser
 	$(MAKE) test-otelcdb
 
 ## test-unit: the suites on the in-memory fake only (no npm, no network), and otelcdb's
@@ -63,6 +64,7 @@ tidy:
 		GOWORK=off $(GO) mod tidy; status=$$?; \
 		$(GO) mod edit -dropreplace github.com/duroxide-go/cdb -dropreplace github.com/duroxide-go/cdb/otelcdb; exit $$status
 	cd internal/sdkcompat && GOWORK=off $(GO) mod tidy
+	cd internal/uibrowser && GOWORK=off $(GO) mod tidy
 
 ## emulator: serve the in-memory Cosmos DB on loopback (prints endpoint=... key=...)
 emulator:
@@ -76,6 +78,22 @@ demo:
 ## it imports no cdb package and stays out of go.work, so the SDK's requirements never meet the workspace's)
 sdk-compat:
 	cd internal/sdkcompat && GOWORK=off $(GO) test -count=1 -timeout 10m ./...
+
+## ui-browser: cdb ui in headless Chromium, driven by chromedp (its own module, outside go.work, as sdk-compat);
+## installs Debian's chromium package when $(CHROMIUM) is missing and make runs as root, and fails saying what
+## to install otherwise. UI_BROWSER_ARGS=-update rewrites docs/ui-timeline.png, the screenshot the README shows.
+CHROMIUM ?= /usr/bin/chromium
+ui-browser:
+	@if [ ! -x "$(CHROMIUM)" ]; then \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "make ui-browser needs Chromium at $(CHROMIUM): as root, apt-get install -y --no-install-recommends chromium" \
+				"(Debian's package), or set CHROMIUM to another Chromium binary"; \
+			exit 1; \
+		fi; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; \
+		[ -x "$(CHROMIUM)" ] || { echo "Debian's chromium package did not install $(CHROMIUM): set CHROMIUM"; exit 1; }; \
+	fi
+	cd internal/uibrowser && CDB_CHROMIUM=$(CHROMIUM) GOWORK=off $(GO) test -count=1 -timeout 5m ./... $(if $(UI_BROWSER_ARGS),-args $(UI_BROWSER_ARGS))
 
 ## soak: the simulation for SOAK_SECONDS (default 60), in rounds of SOAK_ROUND_SECONDS (default 60)
 ## on fresh accounts, from SOAK_SEED (default random): every feature and fault at 5%, node crashes

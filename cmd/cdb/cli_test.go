@@ -4,6 +4,7 @@ package main
 // stream gets what, signals and terminals are only real that way.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -16,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -658,4 +660,29 @@ func TestBinaryBenchIdleMeasuresWhatDoingNothingCosts(t *testing.T) {
 	assert.Equal(t, 3, results[0].Config.Waiting)
 	assert.Positive(t, results[0].ByOperation["ReadItem"], "an idle process reads the queue bell")
 	assert.Positive(t, results[0].Pickup)
+}
+
+// A script or a test that serves the UI on a free port learns the port
+// from the first line (internal/uibrowser reads it).
+func TestBinaryUIFirstLineNamesTheAddressItBound(t *testing.T) {
+	cmd := cli("ui", "-addr", "127.0.0.1:0").command(t)
+	lines := bufio.NewScanner(startReading(t, cmd))
+	first := make(chan string, 1)
+	go func() {
+		lines.Scan()
+		first <- lines.Text()
+	}()
+	var line string
+	select {
+	case line = <-first:
+	case <-time.After(30 * time.Second):
+		t.Fatal("cdb ui printed no line within 30s")
+	}
+	m := regexp.MustCompile(`^cdb ui: the embedded in-memory Cosmos DB .* on (http://127\.0\.0\.1:(\d+))/$`).FindStringSubmatch(line)
+	require.NotNil(t, m, "first line: %q", line)
+	assert.NotEqual(t, "0", m[2], "the port it bound, not the one asked for")
+	resp, err := http.Get(m[1] + "/live")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "it serves on the address it names")
 }

@@ -42,7 +42,9 @@ func (g uiGuard) wrap(next http.Handler) http.Handler {
 		h.Set("Content-Security-Policy", uiCSP)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
+		// Not no-referrer: under it a browser sends "Origin: null" with the
+		// page's own form POSTs, and allowsAction refuses every action.
+		h.Set("Referrer-Policy", "same-origin")
 		h.Set("Cache-Control", "no-store")
 		if g.loopback && !isLoopbackRequestHost(r.Host) {
 			http.Error(w, "cdb ui listens on loopback: open it as 127.0.0.1 or localhost", http.StatusMisdirectedRequest)

@@ -21,6 +21,7 @@ type container struct {
 	ridRaw  []byte
 	dbRID   string
 	created uint64
+	offer   *offer // its own throughput; nil: its database's, or none (offers.go)
 
 	mu             sync.Mutex
 	etag           string
@@ -316,7 +317,12 @@ func (s *Server) createContainer(q *request) (*result, error) {
 	if _, exists := d.colls[cs.id]; exists {
 		return nil, conflict()
 	}
+	o, err := s.containerOffer(q, d)
+	if err != nil {
+		return nil, err
+	}
 	c := s.newContainer(d, cs)
+	c.offer = o
 	c.warmUp.left.Store(int64(s.newContainerWarmUp))
 	d.colls[cs.id] = c
 	s.metadataLSN++

@@ -20,6 +20,7 @@ type database struct {
 	ts      int64
 	created uint64 // creation order, for listings
 	colls   map[string]*container
+	offer   *offer // throughput its containers share; nil: none (offers.go)
 }
 
 func (d *database) resource() map[string]any {
@@ -102,6 +103,10 @@ func (s *Server) createDatabase(q *request) (*result, error) {
 	if err := validateResourceName("database", id); err != nil {
 		return nil, err
 	}
+	shared, err := s.parseOfferHeaders(q, msgServerlessSharedDB)
+	if err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, exists := s.databases[id]; exists {
@@ -109,7 +114,7 @@ func (s *Server) createDatabase(q *request) (*result, error) {
 	}
 	rid, raw := s.ids.databaseRID()
 	ts := s.now().Unix()
-	d := &database{id: id, rid: rid, ridRaw: raw, etag: s.ids.etag(ts), ts: ts, created: s.ids.next.Add(1), colls: map[string]*container{}}
+	d := &database{id: id, rid: rid, ridRaw: raw, etag: s.ids.etag(ts), ts: ts, created: s.ids.next.Add(1), colls: map[string]*container{}, offer: shared}
 	s.databases[id] = d
 	s.metadataLSN++
 	return &result{status: http.StatusCreated, body: encodeJSON(d.resource()), etag: d.etag, charge: chargeMetadata}, nil

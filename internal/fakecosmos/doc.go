@@ -233,8 +233,25 @@
 // range or partition key, and a part of a range (x-ms-start-epk); a split
 // range answers 410/1002.
 //
+// # Throughput (offers)
+//
+// A database or container created with x-ms-offer-throughput (manual: 400
+// to 1,000,000 RU/s in steps of 100) or x-ms-cosmos-offer-autopilot-settings
+// ({"maxThroughput": N}, autoscale: 1,000 to 1,000,000 in steps of 1,000)
+// gets an offer resource (offerVersion "V2"); both headers at once, or
+// values outside those ranges, answer 400. As on a provisioned account, a
+// container created without either gets 400 RU/s manual of its own unless
+// its database has throughput, which it then shares. GET /offers lists the
+// offers, POST /offers with a query filters them (the SDKs' ReadThroughput
+// asks for root.offerResourceId = the resource's _rid), GET /offers/{rid}
+// reads one (signed with the rid lower-cased); an offer goes with its
+// resource. Options.Serverless makes a serverless account: every offers
+// request, and a create with throughput, answers 400 with the service's
+// message ("Reading or replacing offers is not supported for serverless
+// accounts."). Throughput is not enforced: no request is throttled for it.
+//
 // Not implemented (refused with 400 "not supported by this fake", or simply
 // absent): stored procedures, triggers, UDFs, users and permissions,
-// offers/throughput, hierarchical (MultiHash) partition keys, and addressing
-// resources by _rid.
+// replacing an offer (changing throughput), hierarchical (MultiHash)
+// partition keys, and addressing resources by _rid.
 package fakecosmos

@@ -63,6 +63,8 @@ const (
 	OpReadFeed               Op = "ReadFeed"
 	OpChangeFeed             Op = "ChangeFeed"
 	OpReadPartitionKeyRanges Op = "ReadPartitionKeyRanges"
+	OpListOffers             Op = "ListOffers" // GET /offers, or POST /offers with a query
+	OpReadOffer              Op = "ReadOffer"
 	// OpUnknown is a request that names no resource or uses a verb the
 	// resource does not support; it is still counted.
 	OpUnknown Op = "Unknown"
@@ -80,6 +82,8 @@ const (
 	routeDocuments
 	routeDocument
 	routePartitionKeyRanges
+	routeOffers
+	routeOffer
 )
 
 // route is the resource a path addresses, with its ids percent-decoded.
@@ -115,6 +119,9 @@ func parseRoute(escapedPath string) (route, error) {
 
 func matchRoute(segs []string) (route, bool) {
 	n := len(segs)
+	if segs[0] == "offers" {
+		return matchOfferRoute(segs)
+	}
 	if segs[0] != "dbs" {
 		return route{}, false
 	}
@@ -139,6 +146,18 @@ func matchRoute(segs []string) (route, bool) {
 	return route{}, false
 }
 
+// matchOfferRoute is /offers and /offers/{rid}: an offer is addressed by
+// its rid, kept in item.
+func matchOfferRoute(segs []string) (route, bool) {
+	switch len(segs) {
+	case 1:
+		return route{kind: routeOffers}, true
+	case 2:
+		return route{kind: routeOffer, item: segs[1]}, true
+	}
+	return route{}, false
+}
+
 // resourceType and resourceLink are what the client signed:
 // a feed is signed with its parent's link and its own type.
 func (rt route) resourceType() string {
@@ -151,6 +170,8 @@ func (rt route) resourceType() string {
 		return "docs"
 	case routePartitionKeyRanges:
 		return "pkranges"
+	case routeOffers, routeOffer:
+		return "offers"
 	}
 	return ""
 }
@@ -163,6 +184,8 @@ func (rt route) resourceLink() string {
 		return "dbs/" + rt.database + "/colls/" + rt.container
 	case routeDocument:
 		return "dbs/" + rt.database + "/colls/" + rt.container + "/docs/" + rt.item
+	case routeOffer:
+		return strings.ToLower(rt.item) // a rid-based link is signed lower-cased
 	}
 	return ""
 }
@@ -195,6 +218,10 @@ func resolveOp(rt route, r *http.Request) Op {
 		return pickMethod(m, map[string]Op{http.MethodGet: OpReadItem, http.MethodPut: OpReplaceItem, http.MethodPatch: OpPatchItem, http.MethodDelete: OpDeleteItem})
 	case routePartitionKeyRanges:
 		return pick(m == http.MethodGet, OpReadPartitionKeyRanges)
+	case routeOffers:
+		return pick(m == http.MethodGet || m == http.MethodPost && isQuery, OpListOffers)
+	case routeOffer:
+		return pick(m == http.MethodGet, OpReadOffer)
 	}
 	return OpUnknown
 }

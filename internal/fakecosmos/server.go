@@ -69,6 +69,12 @@ type Options struct {
 	// expired items in the background, and whether their ids are free
 	// before that is not documented. Zero frees them at once.
 	ExpiredPurgeLag time.Duration
+	// Serverless makes the account a serverless one: it has no offers, so
+	// reading the offers feed and creating a database or container with
+	// throughput answer 400, as the service does. Otherwise the account is
+	// provisioned: a container created without throughput gets 400 RU/s of
+	// its own unless its database's throughput is shared (offers.go).
+	Serverless bool
 }
 
 // Server is the in-memory gateway. It is safe for concurrent use; all its
@@ -88,6 +94,7 @@ type Server struct {
 	failedOver              atomic.Bool
 	newContainerWarmUp      int
 	expiredPurgeLag         time.Duration
+	serverless              bool
 
 	queryIndex queryIndexState
 	unindexed  unindexedFilterLog
@@ -146,6 +153,7 @@ func New(opts Options) *Server {
 		maxHeaderBytes:     opts.MaxRequestHeaderBytes,
 		newContainerWarmUp: opts.NewContainerWarmUp,
 		expiredPurgeLag:    opts.ExpiredPurgeLag,
+		serverless:         opts.Serverless,
 
 		databases: map[string]*database{},
 		ids:       newIDSource(),
@@ -388,6 +396,10 @@ func (s *Server) dispatch(q *request) (*result, error) {
 		return s.readChangeFeed(q)
 	case OpReadPartitionKeyRanges:
 		return s.readPartitionKeyRanges(q)
+	case OpListOffers:
+		return s.listOffers(q)
+	case OpReadOffer:
+		return s.readOffer(q)
 	}
 	return nil, newError(http.StatusMethodNotAllowed, "The requested verb %s is not supported on %s.", q.http.Method, q.http.URL.Path)
 }

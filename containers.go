@@ -118,13 +118,19 @@ func DefaultIndexingPolicy() IndexingPolicy {
 
 // Create creates the container; 409 if it exists.
 func (cc *ContainerClient) Create(ctx context.Context, props ContainerProperties) (ContainerProperties, error) {
+	return cc.create(ctx, props, nil)
+}
+
+// create creates the container with the request headers h (its
+// throughput, throughput.go).
+func (cc *ContainerClient) create(ctx context.Context, props ContainerProperties, h http.Header) (ContainerProperties, error) {
 	const op = "CreateContainer"
 	body, err := cc.encodeProperties(op, props)
 	if err != nil {
 		return ContainerProperties{}, err
 	}
 	resp, err := cc.client.send(ctx, &request{operation: op, method: http.MethodPost,
-		ref: containersFeedRef(cc.databaseID), body: body})
+		ref: containersFeedRef(cc.databaseID), header: h, body: body})
 	if err != nil {
 		return ContainerProperties{}, err
 	}

@@ -39,6 +39,12 @@ type FakeAccountOptions struct {
 	// still makes a create of its id conflict, as an account whose
 	// background purge has not reached it may (not documented either way).
 	ExpiredPurgeLag time.Duration
+	// Serverless makes it a serverless account, which has no offers:
+	// ReadThroughput reports ThroughputServerless, and creating a database
+	// or container with throughput is refused. Otherwise it is provisioned:
+	// a container created without throughput gets 400 RU/s manual unless
+	// its database's throughput is shared, as on an Azure account.
+	Serverless bool
 }
 
 // FakeAccount is a strict in-memory Cosmos DB account: it checks signatures,
@@ -67,6 +73,7 @@ func NewFakeAccount(o FakeAccountOptions) *FakeAccount {
 		StaleReadsWithoutSessionToken: o.StaleReadsWithoutSessionToken,
 		NewContainerWarmUp:            o.NewContainerWarmUp,
 		ExpiredPurgeLag:               o.ExpiredPurgeLag,
+		Serverless:                    o.Serverless,
 	})}
 }
 

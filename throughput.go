@@ -218,7 +218,9 @@ func (o offerWire) throughput(op string) (ThroughputProperties, error) {
 }
 
 // offersFeedRef is the account's offers feed, signed with an empty link.
-func offersFeedRef() resourceRef { return resourceRef{resourceType: "offers", link: "", path: "/offers"} }
+func offersFeedRef() resourceRef {
+	return resourceRef{resourceType: "offers", link: "", path: "/offers"}
+}
 
 // isServerlessRefusal is a serverless account's answer to reading offers:
 // 400 with "Reading or replacing offers is not supported for serverless

@@ -118,8 +118,10 @@ type doctor struct {
 	// container step), queueDocs the documents the query steps wrote.
 	containerProps *cdb.ContainerProperties
 	queueDocs      []queueDoc
-	// ruPerOrchestration is what the bench step measured.
-	ruPerOrchestration *float64
+	// throughputUnknown says why the throughput step read none; benchCost is
+	// what the bench step measured (nil: it did not run to the end).
+	throughputUnknown string
+	benchCost         *benchCost
 	// firstAnswer bounds the connect step's request by -connect-timeout
 	// and notes a slow answer on stderr (connection.awaitFirstAnswer).
 	firstAnswer func(ctx context.Context, call func(context.Context) error) error
@@ -170,6 +172,7 @@ func (d *doctor) steps() []doctorStep {
 		{name: "connect", required: true, run: d.connect},
 		{name: "bootstrap", required: true, run: d.bootstrap},
 		{name: "app-container", run: d.checkAppContainer},
+		{name: "throughput", run: d.checkThroughput},
 		{name: "container", required: true, throwaway: true, run: d.checkContainer},
 		{name: "range-queries", throwaway: true, run: d.rangeQueries},
 		{name: "range-aggregates", throwaway: true, run: d.rangeAggregates},
@@ -308,7 +311,9 @@ func (d *doctor) run(ctx context.Context, timeout time.Duration, out io.Writer) 
 	line := d.runStep(ctx, "cleanup", d.cleanup)
 	report.add(line)
 	printStep(out, line)
-	report.RUPerOrchestration = d.ruPerOrchestration
+	if d.benchCost != nil {
+		report.RUPerOrchestration = ptrTo(round2(d.benchCost.eager.ru))
+	}
 	report.RequestCharge = d.attempts.charge()
 	report.OK = report.Failed == 0
 	d.addFacts(&report)
@@ -416,7 +421,8 @@ type doctorJSON struct {
 	Failed  int  `json:"failed"`
 	Skipped int  `json:"skipped"`
 	// RequestCharge is the RU the whole run cost; RUPerOrchestration the
-	// bench step's (null when it did not run).
+	// bench step's on the eager path, ru_per_orchestration_eager (null
+	// when it did not run).
 	RequestCharge      float64          `json:"request_charge"`
 	RUPerOrchestration *float64         `json:"ru_per_orchestration"`
 	Steps              []doctorStepJSON `json:"steps"`

@@ -36,6 +36,13 @@ type doctorFacts struct {
 	// the header's resolution.
 	ClockOffsetMs float64 `json:"clock_offset_ms"`
 	HTTPProtocol  string  `json:"http_protocol"` // what the transport negotiated: HTTP/2.0 or HTTP/1.1
+	// Throughput is what the throughput step read: of the application's
+	// container, or, when it is missing, of the throw-away container
+	// NewProvider created as it will create it (Container says which).
+	// Null when unknown; ThroughputUnknown then says why.
+	Throughput        *throughputJSON `json:"throughput"`
+	ThroughputUnknown string          `json:"throughput_unknown,omitempty"`
+	costJSON
 }
 
 // appContainerJSON is the application's container.
@@ -57,6 +64,7 @@ type throughputJSON struct {
 	Mode        string `json:"mode"`          // serverless, manual or autoscale
 	RUPerSecond int    `json:"ru_per_second"` // manual: provisioned; autoscale: the maximum; serverless: the container's ceiling
 	Shared      bool   `json:"shared"`        // the database's throughput, shared by its containers
+	Container   string `json:"container"`     // whose it is
 }
 
 // latencyJSON is the doctor's document requests' latency, per attempt,
@@ -80,8 +88,12 @@ func (d *doctor) addFacts(r *doctorJSON) {
 	}
 	if d.appProps != nil {
 		r.AppContainer = describeAppContainer(*d.appProps)
-		r.AppContainer.Throughput = d.throughput
+		if d.throughput != nil && d.throughput.Container == d.appProps.ID {
+			r.AppContainer.Throughput = d.throughput
+		}
 	}
+	r.Throughput, r.ThroughputUnknown = d.throughput, d.throughputUnknown
+	r.costJSON = cost(d.benchCost, d.throughput)
 	host, protocol := d.wire.mostUsed()
 	r.HTTPProtocol = protocol
 	r.Latency = latencyOf(d.attempts.documentDurations(), host, d.regionOf(host))
@@ -244,6 +256,11 @@ func printFacts(out io.Writer, r doctorJSON) {
 		}
 		line("container", fmt.Sprintf("%q: partition key %s; %s; composite [%s]; defaultTtl %s",
 			c.Name, c.PartitionKey, c.Indexing, strings.Join(c.CompositeIndexes, " "), ttl))
+	}
+	throughput, cost := throughputFacts(r)
+	line("throughput", throughput)
+	if cost != "" {
+		line("cost", cost)
 	}
 	if l := r.Latency; l != nil {
 		line("latency", fmt.Sprintf("to %s over %s: p50 %.1f ms, p90 %.1f ms, p99 %.1f ms (%d document requests)",

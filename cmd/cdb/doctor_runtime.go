@@ -24,8 +24,8 @@ const (
 	doctorTimer      = 500 * time.Millisecond
 	doctorWait       = time.Minute // per instance; the run's -timeout bounds it too
 	doctorShutdown   = 10 * time.Second
-	benchDoctorRuns  = 4
-	benchDoctorTasks = 2
+	benchDoctorRuns  = 3
+	benchDoctorTasks = 5 // fan-out 5, the shape docs/real-account.md sizes by
 )
 
 // doctorOrchestration runs an activity, a durable timer and an external
@@ -111,40 +111,80 @@ func (d *doctor) provider(ctx context.Context) stepOutcome {
 		doctorTimer, len(history))
 }
 
-// bench runs a few orchestrations of duroxide's stress protocol (as
-// `cdb bench` does) and reports the RU one costs, from the provider's
-// client statistics (Client.Stats); the harness's status polls run on a
-// client of their own and are not counted.
+// bench runs a few fan-out-5 orchestrations of duroxide's stress protocol
+// (as `cdb bench` does), one at a time, twice: with the provider's
+// defaults, where a start and a turn's activities are handed to this
+// process's waiting fetches (the eager path), and with eager dispatch off,
+// where every item waits in its queue for a fetch to find and lock it. It
+// reports the RU and requests one orchestration costs on each path, from
+// the provider's client statistics (Client.Stats); the harness's status
+// polls run on a client of their own and are not counted.
 func (d *doctor) bench(ctx context.Context) stepOutcome {
-	p, err := cdb.NewProvider(ctx, d.providerConfig(true))
+	eager, err := d.benchPath(ctx, false)
 	if err != nil {
-		return failed(err, "NewProvider", "", "")
+		return d.benchFailed(err, "on the eager path")
+	}
+	queue, err := d.benchPath(ctx, true)
+	if err != nil {
+		return d.benchFailed(err, "through the queue")
+	}
+	d.benchCost = &benchCost{eager: eager.path, queue: queue.path}
+	return passed("%d fan-out-%d orchestrations each way, per orchestration (the provider's client): eager path %.1f RU, "+
+		"%.1f requests, p50 %s; through the queue %.1f RU, %.1f requests, p50 %s",
+		benchDoctorRuns, benchDoctorTasks, eager.path.ru, eager.path.requests, eager.p50.Round(time.Millisecond),
+		queue.path.ru, queue.path.requests, queue.p50.Round(time.Millisecond))
+}
+
+// benchRun is one path's run.
+type benchRun struct {
+	path benchPath
+	p50  time.Duration
+}
+
+// benchIncomplete is a run in which not every orchestration completed.
+type benchIncomplete struct{ completed, failed int }
+
+func (e benchIncomplete) Error() string {
+	return fmt.Sprintf("%d of %d orchestrations completed, %d failed", e.completed, benchDoctorRuns, e.failed)
+}
+
+func (d *doctor) benchFailed(err error, path string) stepOutcome {
+	const meaning = "orchestrations do not complete on this account"
+	if incomplete, ok := err.(benchIncomplete); ok {
+		return failed(nil, incomplete.Error()+" "+path, meaning, "run cdb bench -duration 30s for more detail, and report it with this line")
+	}
+	return failed(err, "the stress protocol "+path, meaning, "")
+}
+
+// benchPath runs the orchestrations through a provider with long polling,
+// as an application's, with eager dispatch on or off.
+func (d *doctor) benchPath(ctx context.Context, disableEager bool) (run benchRun, err error) {
+	cfg := d.providerConfig(true)
+	cfg.ShortPolling, cfg.DisableEagerDispatch = false, disableEager
+	p, err := cdb.NewProvider(ctx, cfg)
+	if err != nil {
+		return run, fmt.Errorf("NewProvider: %w", err)
 	}
 	defer p.Close()
 	harnessClient, err := client(d.cfg)
 	if err != nil {
-		return failed(err, "the harness's client", "", "")
+		return run, fmt.Errorf("the harness's client: %w", err)
 	}
 	harnessCfg := d.providerConfig(true)
 	harnessCfg.Client = harnessClient
 	harness, err := cdb.NewProvider(ctx, harnessCfg)
 	if err != nil {
-		return failed(err, "the harness's provider", "", "")
+		return run, fmt.Errorf("the harness's provider: %w", err)
 	}
 	defer harness.Close()
 	res, err := bench.Run(ctx, bench.Config{
-		Orchestrations: benchDoctorRuns, MaxInFlight: benchDoctorRuns, TasksPerInstance: benchDoctorTasks, WaitTimeout: doctorWait,
+		Orchestrations: benchDoctorRuns, MaxInFlight: 1, TasksPerInstance: benchDoctorTasks, WaitTimeout: doctorWait,
 	}, bench.Target{Provider: p, Harness: harness})
-	const meaning = "orchestrations do not complete on this account"
 	if err != nil {
-		return failed(err, "the stress protocol", meaning, "")
+		return run, err
 	}
 	if res.Completed != benchDoctorRuns {
-		return failed(nil, fmt.Sprintf("%d of %d orchestrations completed, %d failed", res.Completed, benchDoctorRuns, res.Failed), meaning,
-			"run cdb bench -duration 30s for more detail, and report it with this line")
+		return run, benchIncomplete{completed: res.Completed, failed: res.Failed}
 	}
-	ru := res.RUPerOrchestration
-	d.ruPerOrchestration = &ru
-	return passed("%d orchestrations of %d activities: %.1f RU and %.1f requests per orchestration (the provider's client), p50 %s",
-		res.Completed, benchDoctorTasks, res.RUPerOrchestration, res.RequestsPerOrchestration, res.P50.Round(time.Millisecond))
+	return benchRun{path: benchPath{ru: res.RUPerOrchestration, requests: res.RequestsPerOrchestration}, p50: res.P50}, nil
 }

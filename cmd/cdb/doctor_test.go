@@ -22,7 +22,7 @@ import (
 
 // doctorSteps are the steps `cdb doctor` reports, in order.
 var doctorSteps = []string{
-	"connect", "bootstrap", "app-container", "container", "range-queries", "range-aggregates", "cross-partition-control",
+	"connect", "bootstrap", "app-container", "throughput", "container", "range-queries", "range-aggregates", "cross-partition-control",
 	"batch-operations", "batch-atomicity", "batch-100", "batch-101", "batch-2mb", "largest-item", "patch", "session-token", "ttl",
 	"contract", "provider", "bench", "cleanup",
 }
@@ -43,17 +43,13 @@ type doctorReport struct {
 		P99Ms    float64 `json:"p99_ms"`
 	} `json:"latency"`
 	AppContainer *struct {
-		Name             string   `json:"name"`
-		PartitionKey     string   `json:"partition_key"`
-		Indexing         string   `json:"indexing"`
-		DefaultTTL       *int     `json:"default_ttl"`
-		CompositeIndexes []string `json:"composite_indexes"`
-		UnindexedPaths   []string `json:"unindexed_paths"`
-		Throughput       *struct {
-			Mode        string `json:"mode"`
-			RUPerSecond int    `json:"ru_per_second"`
-			Shared      bool   `json:"shared"`
-		} `json:"throughput"`
+		Name             string            `json:"name"`
+		PartitionKey     string            `json:"partition_key"`
+		Indexing         string            `json:"indexing"`
+		DefaultTTL       *int              `json:"default_ttl"`
+		CompositeIndexes []string          `json:"composite_indexes"`
+		UnindexedPaths   []string          `json:"unindexed_paths"`
+		Throughput       *doctorThroughput `json:"throughput"`
 	} `json:"app_container"`
 	Endpoint           string             `json:"endpoint"`
 	Database           string             `json:"database"`
@@ -66,6 +62,24 @@ type doctorReport struct {
 	RequestCharge      float64            `json:"request_charge"`
 	RUPerOrchestration *float64           `json:"ru_per_orchestration"`
 	Steps              []doctorStepReport `json:"steps"`
+
+	Throughput                    *doctorThroughput `json:"throughput"`
+	ThroughputUnknown             string            `json:"throughput_unknown"`
+	RUPerOrchestrationEager       *float64          `json:"ru_per_orchestration_eager"`
+	RUPerOrchestrationQueue       *float64          `json:"ru_per_orchestration_queue"`
+	RequestsPerOrchestrationEager *float64          `json:"requests_per_orchestration_eager"`
+	RequestsPerOrchestrationQueue *float64          `json:"requests_per_orchestration_queue"`
+	OrchestrationsPerSecond       *float64          `json:"orchestrations_per_second"`
+	DollarsPerMillionServerless   *float64          `json:"dollars_per_million_serverless"`
+	DollarsPerMonth               *float64          `json:"dollars_per_month"`
+}
+
+// doctorThroughput is a container's throughput in doctorReport.
+type doctorThroughput struct {
+	Mode        string `json:"mode"`
+	RUPerSecond int    `json:"ru_per_second"`
+	Shared      bool   `json:"shared"`
+	Container   string `json:"container"`
 }
 
 // doctorStepReport is one step of doctorReport.
@@ -150,8 +164,13 @@ func TestBinaryDoctorPassesOnTheEmulator(t *testing.T) {
 	assert.LessOrEqual(t, r.Latency.P90Ms, r.Latency.P99Ms)
 	assert.Nil(t, r.AppContainer, "the emulator has no application container yet")
 	assert.Equal(t, "master key", r.Auth)
-	require.NotNil(t, r.RUPerOrchestration)
-	assert.Positive(t, *r.RUPerOrchestration)
+	assert.Equal(t, &doctorThroughput{Mode: "manual", RUPerSecond: 400, Container: r.Container}, r.Throughput,
+		"the throw-away container's, created as NewProvider will create the application's: the default of a provisioned account")
+	assert.Equal(t, "the throw-away container, created as NewProvider will create yours: manual 400 RU/s (its own)",
+		r.step("throughput").Detail)
+	assertCost(t, r, 400)
+	require.NotNil(t, r.DollarsPerMonth)
+	assert.Equal(t, 23.36, *r.DollarsPerMonth, "400 RU/s for 730 hours at $0.008 per 100 RU/s per hour")
 	assert.Positive(t, r.RequestCharge)
 	assert.Contains(t, r.step("range-queries").Detail, "3 range(s)")
 	assert.Equal(t, 400, r.step("cross-partition-control").Status, "the cross-partition control shows the refusal")
@@ -159,6 +178,28 @@ func TestBinaryDoctorPassesOnTheEmulator(t *testing.T) {
 	assert.Equal(t, 412, r.step("patch").Status, "the patch step ends on the false condition's 412")
 	assertContainerGone(t, endpoint, key, r.Database, r.Container)
 	assertNoKey(t, "cdb doctor", stdout, stderr)
+}
+
+// assertCost checks the bench's two paths and what the report makes of
+// them at ruPerSecond RU/s: the orchestrations per second it sustains and a
+// million orchestrations' price on serverless.
+func assertCost(t *testing.T, r doctorReport, ruPerSecond int) {
+	t.Helper()
+	for name, v := range map[string]*float64{
+		"ru_per_orchestration_eager": r.RUPerOrchestrationEager, "ru_per_orchestration_queue": r.RUPerOrchestrationQueue,
+		"requests_per_orchestration_eager": r.RequestsPerOrchestrationEager, "requests_per_orchestration_queue": r.RequestsPerOrchestrationQueue,
+	} {
+		require.NotNil(t, v, name)
+		assert.Positive(t, *v, name)
+	}
+	require.NotNil(t, r.RUPerOrchestration)
+	assert.Equal(t, *r.RUPerOrchestrationEager, *r.RUPerOrchestration, "ru_per_orchestration is the eager path's")
+	assert.Less(t, *r.RequestsPerOrchestrationEager, *r.RequestsPerOrchestrationQueue, "the eager path hands work over without queries and locks")
+	require.NotNil(t, r.OrchestrationsPerSecond)
+	assert.InDelta(t, float64(ruPerSecond) / *r.RUPerOrchestrationEager, *r.OrchestrationsPerSecond, 0.01)
+	require.NotNil(t, r.DollarsPerMillionServerless)
+	assert.InDelta(t, *r.RUPerOrchestrationEager*0.25, *r.DollarsPerMillionServerless, 0.01, "$0.25 per million RU, a million orchestrations")
+	assert.Contains(t, r.step("bench").Detail, "3 fan-out-5 orchestrations each way")
 }
 
 // The text output fits 80 columns off a terminal, and a passed step says
@@ -176,7 +217,7 @@ func TestBinaryDoctorTextFitsEightyColumnsAndSaysWhatPassedInWords(t *testing.T)
 		assert.Equal(t, "pass", s.result, name)
 		assert.NotRegexp(t, `activity [0-9a-f-]{36}`, s.text, "%s: a pass has no status line", name)
 	}
-	assert.Contains(t, unwrapped(stdout), "doctor: 20 passed, 0 failed, 0 skipped")
+	assert.Contains(t, unwrapped(stdout), "doctor: 21 passed, 0 failed, 0 skipped")
 }
 
 var doctorLine = regexp.MustCompile(`^(pass|fail|skip)  (\S+) +([0-9.]+) RU  (.*)$`)
@@ -235,8 +276,8 @@ func TestBinaryDoctorSaysWhatToDoAboutAWrongKey(t *testing.T) {
 	}
 	assert.Equal(t, "skip", lines["cleanup"].result)
 	assert.Equal(t, "nothing to remove: no container was created", lines["cleanup"].text)
-	assert.Contains(t, stdout, "doctor: 0 passed, 1 failed, 19 skipped")
-	assert.Equal(t, "cdb doctor: 1 of 20 steps failed\n", stderr)
+	assert.Contains(t, stdout, "doctor: 0 passed, 1 failed, 20 skipped")
+	assert.Equal(t, "cdb doctor: 1 of 21 steps failed\n", stderr)
 	assertNoKey(t, "cdb doctor", stdout, stderr)
 }
 
@@ -332,6 +373,11 @@ func TestBinaryDoctorOnTheNPMServer(t *testing.T) {
 			skips[name] = lines[name].result + ": " + lines[name].text
 		}
 	}
+	// It has no offers feed: the throughput is unknown, with what it answered.
+	assert.True(t, strings.HasPrefix(skips["throughput"], "skip: throughput unknown: this server answered the offers feed "+
+		"(how Cosmos DB tells a container's throughput) with cdb: QueryOffers: status 400 Bad Request (substatus 0): no route"), skips["throughput"])
+	delete(skips, "throughput")
+	assert.Contains(t, stdout, "\nthroughput unknown: reading the offers feed failed: cdb: QueryOffers:")
 	// What @vercel/cosmosdb-server 1.0.1 does not do, as the library's own
 	// npm target lists it (cosmostest.NPMTarget's quirks), plus no session
 	// tokens and no time to live.
@@ -342,7 +388,7 @@ func TestBinaryDoctorOnTheNPMServer(t *testing.T) {
 		"session-token":           "skip: a write answered no session token: this server lacks session tokens, which Cosmos DB has",
 		"ttl":                     "skip: an item with ttl 1 s was still readable after 6s: this server lacks time to live (the provider's staged parts, markers and sequencers expire by it), which Cosmos DB has",
 	}, skips)
-	assert.Contains(t, stdout, "doctor: 15 passed, 0 failed, 5 skipped")
+	assert.Contains(t, stdout, "doctor: 15 passed, 0 failed, 6 skipped")
 }
 
 // A behaviour Cosmos DB documents but the server lacks is a skip on a
@@ -389,6 +435,82 @@ func fakeAccountServer(t *testing.T, props *cdb.ContainerProperties) (*cdb.FakeA
 	return acct, srv.URL
 }
 
+// The doctor reports the throughput of the application's container (its
+// own autoscale maximum, its database's shared RU/s, or serverless) in
+// app_container.throughput and a line of text, with the RU of a fan-out-5
+// orchestration on both paths and what they mean at that throughput.
+func TestBinaryDoctorReportsThroughputAndWhatItSustains(t *testing.T) {
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		serverless bool
+		shared     *cdb.ThroughputProperties
+		own        *cdb.ThroughputProperties
+		want       doctorThroughput
+		text       []string
+	}{
+		"autoscale": {
+			own:  ptrTo(cdb.NewAutoscaleThroughputProperties(4000)),
+			want: doctorThroughput{Mode: "autoscale", RUPerSecond: 4000, Container: "orders"},
+			text: []string{"throughput \"orders\": autoscale up to 4,000 RU/s (its own): $350.40 a month at the top, $35.04 at its floor of 400 RU/s (US list price, one write region) cost",
+				"; 4,000 RU/s sustains about"},
+		},
+		"shared": {
+			shared: ptrTo(cdb.NewManualThroughputProperties(1000)),
+			want:   doctorThroughput{Mode: "manual", RUPerSecond: 1000, Shared: true, Container: "orders"},
+			text:   []string{"throughput \"orders\": manual 1,000 RU/s (the database's, shared by its containers): $58.40 a month"},
+		},
+		"serverless": {
+			serverless: true,
+			want:       doctorThroughput{Mode: "serverless", RUPerSecond: 5000, Container: "orders"},
+			text: []string{"throughput \"orders\": serverless: billed per RU, up to 5,000 RU/s per container cost",
+				"; the container's 5,000 RU/s sustains about", " per million orchestrations on serverless at $0.25 per million RU (US list price) latency"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Serverless: tc.serverless})
+			srv := httptest.NewServer(acct.Handler())
+			defer srv.Close()
+			c := acct.Client()
+			if tc.shared != nil {
+				_, err := c.CreateDatabaseWithThroughput(ctx, "duroxide", *tc.shared)
+				require.NoError(t, err)
+			} else {
+				require.NoError(t, c.EnsureDatabase(ctx, "duroxide"))
+			}
+			cc, err := c.NewContainer("duroxide", "orders")
+			require.NoError(t, err)
+			if tc.own != nil {
+				_, err = cc.CreateWithThroughput(ctx, cdb.ProviderContainerProperties("orders"), *tc.own)
+			} else {
+				_, err = cc.Create(ctx, cdb.ProviderContainerProperties("orders"))
+			}
+			require.NoError(t, err)
+			env := []string{"COSMOS_ENDPOINT=" + srv.URL, "COSMOS_KEY=" + acct.Key(), "COSMOS_CONTAINER=orders"}
+
+			code, stdout, stderr := cli("doctor", "-o", "json").with(env...).run(t)
+			require.Equal(t, 0, code, stderr)
+			r := parseDoctorReport(t, stdout)
+			require.NotNil(t, r.AppContainer)
+			assert.Equal(t, &tc.want, r.AppContainer.Throughput)
+			assert.Equal(t, &tc.want, r.Throughput)
+			assertCost(t, r, tc.want.RUPerSecond)
+			if tc.serverless {
+				assert.Nil(t, r.DollarsPerMonth, "serverless bills per RU, not per month")
+			} else {
+				require.NotNil(t, r.DollarsPerMonth)
+			}
+
+			code, stdout, stderr = cli("doctor").with(append(env, "COLUMNS=")...).run(t)
+			require.Equal(t, 0, code, stderr)
+			flat := strings.Join(strings.Fields(stdout), " ") // the words, whatever the wrapping
+			for _, want := range tc.text {
+				assert.Contains(t, flat, want)
+			}
+			assert.Contains(t, stdout, "\ncost       a fan-out-5 orchestration costs ")
+		})
+	}
+}
+
 // The doctor checks the container COSMOS_CONTAINER names as NewProvider
 // does: one partitioned on /id, which NewProvider refuses, fails its step
 // with what to change, where it used to pass every step.
@@ -398,7 +520,7 @@ func TestBinaryDoctorFailsAContainerPartitionedOnID(t *testing.T) {
 	acct, endpoint := fakeAccountServer(t, &byID)
 	code, stdout, stderr := cli("doctor", "-o", "json").with("COSMOS_ENDPOINT="+endpoint, "COSMOS_KEY="+acct.Key(), "COSMOS_CONTAINER=orders").run(t)
 	assert.Equal(t, 1, code, stderr)
-	assert.Equal(t, "cdb doctor: 1 of 20 steps failed\n", stderr)
+	assert.Equal(t, "cdb doctor: 1 of 21 steps failed\n", stderr)
 	r := parseDoctorReport(t, stdout)
 	s := r.step("app-container")
 	assert.Equal(t, "fail", s.Result)
@@ -445,7 +567,7 @@ func TestBinaryDoctorOnAnAccountThatForbidsMetadataWrites(t *testing.T) {
 			r := parseDoctorReport(t, stdout)
 			assert.Equal(t, "skip", r.step("bootstrap").Result)
 			assert.Contains(t, r.step("bootstrap").Detail, "this credential may not create databases or containers: the account answered 403")
-			for _, s := range r.Steps[3 : len(r.Steps)-1] {
+			for _, s := range r.Steps[4 : len(r.Steps)-1] {
 				assert.Equal(t, "skip", s.Result, s.Name)
 				assert.Equal(t, "not run: this credential may not create the throw-away container (see bootstrap)", s.Detail, s.Name)
 			}
@@ -454,6 +576,7 @@ func TestBinaryDoctorOnAnAccountThatForbidsMetadataWrites(t *testing.T) {
 			if existing != nil {
 				assert.Equal(t, 0, code, stderr)
 				assert.Equal(t, "pass", app.Result, app.Detail)
+				assert.Equal(t, "your container: manual 400 RU/s (its own)", r.step("throughput").Detail, "read without writing")
 				require.NotNil(t, r.AppContainer)
 				assert.Equal(t, "/pk", r.AppContainer.PartitionKey)
 				require.NotNil(t, r.AppContainer.DefaultTTL)
@@ -463,6 +586,9 @@ func TestBinaryDoctorOnAnAccountThatForbidsMetadataWrites(t *testing.T) {
 				return
 			}
 			assert.Equal(t, 1, code, stderr)
+			assert.Equal(t, "skip", r.step("throughput").Result)
+			assert.Equal(t, "throughput unknown: no container to read it of (yours is missing and this credential may not create one)",
+				r.step("throughput").Detail)
 			assert.Equal(t, "fail", app.Result)
 			assert.Equal(t, `container "orders" not found in database "duroxide"`, app.Detail)
 			assert.Contains(t, app.Meaning, "this credential may not create databases or containers")

@@ -31,6 +31,7 @@ type emulatorOptions struct {
 	ranges     int
 	latency    time.Duration
 	staleReads bool
+	serverless bool
 	tlsCert    string // when set, serve https and write the certificate here
 	output     string // emulatorLine or emulatorEnv
 }
@@ -50,6 +51,7 @@ func parseEmulatorFlags(args []string, stderr io.Writer) (emulatorOptions, error
 	fs.IntVar(&o.ranges, "ranges", 1, "partition key ranges per new container")
 	fs.DurationVar(&o.latency, "latency", 0, "latency added to every request, e.g. 5ms")
 	fs.BoolVar(&o.staleReads, "stale-reads", false, "serve reads without the session token of a document's last write from a lagging replica (Session consistency)")
+	fs.BoolVar(&o.serverless, "serverless", false, "act as a serverless account: no offers, no throughput on creates (default: provisioned, 400 RU/s per new container)")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve https with a new self-signed certificate for 127.0.0.1 and localhost, written to this PEM file (for COSMOS_CA_FILE)")
 	fs.StringVar(&o.output, "o", emulatorLine, "the `format` of stdout: line (endpoint=URL key=KEY) or env (export lines for a shell: "+
 		`eval "$(cdb emulator -o env &)"`+` sets COSMOS_ENDPOINT, COSMOS_KEY and with -tls-cert COSMOS_CA_FILE; stdout is closed after them)`)
@@ -102,6 +104,7 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		Endpoint:           endpoint + "/",
 
 		StaleReadsWithoutSessionToken: o.staleReads,
+		Serverless:                    o.serverless,
 	})
 	if err := printEmulatorAddress(stdout, o, endpoint, srv.Key()); err != nil {
 		_ = ln.Close()

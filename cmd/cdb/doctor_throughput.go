@@ -180,7 +180,7 @@ func throughputFacts(r doctorJSON) (throughput, costLine string) {
 	default:
 		throughput = fmt.Sprintf("%q: %s", t.Container, describeThroughput(*t))
 		if t.Container == r.Container { // the throw-away container: the application's is missing
-			throughput = "a new container gets " + describeThroughput(*t)
+			throughput = "a container NewProvider creates: " + describeThroughput(*t)
 		}
 		if r.DollarsPerMonth != nil {
 			throughput += fmt.Sprintf(": $%.2f a month", *r.DollarsPerMonth)

@@ -94,6 +94,57 @@ func TestSDKDatabasesAndContainers(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, statusOf(err), "reading a deleted database")
 }
 
+// The SDK's ReadThroughput (an offers query for the resource's _rid, then
+// a read of the offer by its own rid, signed lower-cased) reads what
+// CreateContainer and CreateDatabase provisioned, and the 400 RU/s a
+// container created without throughput gets.
+func TestSDKThroughput(t *testing.T) {
+	ctx := context.Background()
+	c := newSDKClient(t, startEmulator(t))
+	autoscale := azcosmos.NewAutoscaleThroughputProperties(4000)
+	_, err := c.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: "shared"}, &azcosmos.CreateDatabaseOptions{ThroughputProperties: &autoscale})
+	require.NoError(t, err)
+	shared, err := c.NewDatabase("shared")
+	require.NoError(t, err)
+	got, err := shared.ReadThroughput(ctx, nil)
+	require.NoError(t, err)
+	maxRU, ok := got.ThroughputProperties.AutoscaleMaxThroughput()
+	assert.True(t, ok)
+	assert.EqualValues(t, 4000, maxRU)
+
+	cc := newOrdersContainer(ctx, t, c)
+	got, err = cc.ReadThroughput(ctx, nil)
+	require.NoError(t, err)
+	ru, ok := got.ThroughputProperties.ManualThroughput()
+	assert.True(t, ok)
+	assert.EqualValues(t, 400, ru, "a provisioned account's default")
+
+	db, err := c.NewDatabase("shop")
+	require.NoError(t, err)
+	manual := azcosmos.NewManualThroughputProperties(1000)
+	_, err = db.CreateContainer(ctx, azcosmos.ContainerProperties{
+		ID: "invoices", PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/customer"}},
+	}, &azcosmos.CreateContainerOptions{ThroughputProperties: &manual})
+	require.NoError(t, err)
+	invoices, err := c.NewContainer("shop", "invoices")
+	require.NoError(t, err)
+	got, err = invoices.ReadThroughput(ctx, nil)
+	require.NoError(t, err)
+	ru, ok = got.ThroughputProperties.ManualThroughput()
+	assert.True(t, ok)
+	assert.EqualValues(t, 1000, ru)
+}
+
+// On a serverless account the SDK's ReadThroughput gets the service's 400.
+func TestSDKThroughputOnServerless(t *testing.T) {
+	ctx := context.Background()
+	c := newSDKClient(t, startEmulator(t, "-serverless"))
+	cc := newOrdersContainer(ctx, t, c)
+	_, err := cc.ReadThroughput(ctx, nil)
+	assert.Equal(t, http.StatusBadRequest, statusOf(err))
+	assert.Contains(t, err.Error(), "Reading or replacing offers is not supported for serverless accounts.")
+}
+
 func TestSDKItemCRUDWithETags(t *testing.T) {
 	ctx := context.Background()
 	cc := newOrdersContainer(ctx, t, newSDKClient(t, startEmulator(t)))

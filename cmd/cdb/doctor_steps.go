@@ -41,6 +41,10 @@ func (d *doctor) connect(ctx context.Context) stepOutcome {
 	const fixEndpoint = "set " + cdb.EnvEndpoint + " (or -endpoint) to the account's URI, https://<account>.documents.azure.com:443/"
 	var ce *cdb.CosmosError
 	switch {
+	case cdb.HasStatus(err, http.StatusUnauthorized) && d.cfg.ClientOptions.Credential != nil:
+		refused := failed(err, "read the account", "", "")
+		refused.meaning, refused.action = "the account refused the Entra ID token", refusedTokenAction
+		return refused
 	case cdb.HasStatus(err, http.StatusUnauthorized):
 		return failed(err, "read the account", "", "")
 	case errors.As(err, &ce) && ce.StatusCode != 0 && ce.ActivityID == "":

@@ -304,3 +304,16 @@ func TestBinaryRefusesAnUnknownAuthAndAMissingToken(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Equal(t, "cdb metrics: -auth token signs with the Entra ID token in COSMOS_ACCESS_TOKEN, which is not set", strings.SplitN(stderr, "\n", 2)[0])
 }
+
+// bench's processes are handed the key, not a token: -processes with
+// Entra ID is refused before anything runs.
+func TestBinaryBenchProcessesRefuseEntraID(t *testing.T) {
+	endpoint, _, _, stop := startEmulator(t, "-aad-token", entraToken)
+	defer stop()
+	code, _, stderr := cli("bench", "-processes", "2", "-duration", "1s").
+		with("COSMOS_ENDPOINT="+endpoint, "COSMOS_AUTH=token", "COSMOS_ACCESS_TOKEN="+entraToken).run(t)
+	assert.Equal(t, 2, code, stderr)
+	assert.Equal(t, "cdb bench: -processes signs with the key only (COSMOS_KEY); Entra ID (-auth) signs one process: leave -processes out",
+		strings.SplitN(stderr, "\n", 2)[0])
+	assertNoToken(t, "cdb bench", stderr)
+}

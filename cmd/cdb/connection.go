@@ -327,6 +327,10 @@ type refusedKey struct {
 func (e refusedKey) Error() string {
 	msg := fmt.Sprintf("%s refused the request's signature (401 Unauthorized): the key or this machine's clock is wrong; check %s or -key",
 		e.endpoint, cdb.EnvKey)
+	if keysDisabled(e.err) && !e.entraID {
+		msg = fmt.Sprintf("%s refused the key (401 Unauthorized): the account disables key authentication (disableLocalAuth); %s",
+			e.endpoint, signWithEntraID)
+	}
 	if e.entraID {
 		msg = fmt.Sprintf("%s refused the request's Entra ID token (401 Unauthorized): it is expired or not for this account; "+
 			"check %s (-auth token) or the Azure CLI's login (-auth azcli)", e.endpoint, envAccessToken)

@@ -277,6 +277,22 @@ func credentialProblem(err error) (error, bool) {
 	return nil, false
 }
 
+// subStatusLocalAuthDisabled is the substatus of a 401 to a master key on
+// an account that disables key authentication (disableLocalAuth).
+const subStatusLocalAuthDisabled = 5202
+
+// keysDisabled reports a 401 because the account takes no keys at all: it
+// answers "Local Authorization is disabled. Use an AAD token to authorize
+// all requests.", with substatus 5202 (or, from some gateways, none).
+func keysDisabled(err error) bool {
+	var ce *cdb.CosmosError
+	return errors.As(err, &ce) && ce.StatusCode == 401 &&
+		(ce.SubStatusCode == subStatusLocalAuthDisabled || strings.Contains(ce.Message, "Local Authorization is disabled"))
+}
+
+// signWithEntraID is what to do about keysDisabled.
+const signWithEntraID = "sign with Entra ID: -auth azcli (after az login) or -auth token (" + envAccessToken + "), or " + envAuth + "=azcli"
+
 // Substatus codes of a 403 from Cosmos DB's data-plane role-based access
 // control, named as the SDKs name them: the identity has no role that
 // allows the request.

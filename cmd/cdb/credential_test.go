@@ -317,3 +317,27 @@ func TestBinaryBenchProcessesRefuseEntraID(t *testing.T) {
 		strings.SplitN(stderr, "\n", 2)[0])
 	assertNoToken(t, "cdb bench", stderr)
 }
+
+// An account that disables key authentication answers a key 401/5202:
+// the commands and the doctor say to sign with Entra ID, not that the key
+// is wrong.
+func TestBinarySaysToSignWithEntraIDWhereKeysAreDisabled(t *testing.T) {
+	srv := fakecosmos.New(fakecosmos.Options{})
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	srv.SetEndpoint(hs.URL + "/")
+	srv.InjectFault(fakecosmos.Fault{Status: http.StatusUnauthorized, SubStatus: subStatusLocalAuthDisabled})
+	env := []string{"COSMOS_ENDPOINT=" + hs.URL, "COSMOS_KEY=" + srv.Key()}
+
+	code, _, stderr := cli("metrics").with(env...).run(t)
+	assert.Equal(t, 1, code)
+	assert.Regexp(t, "^"+regexp.QuoteMeta("cdb metrics: "+hs.URL+" refused the key (401 Unauthorized): the account disables key authentication "+
+		"(disableLocalAuth); sign with Entra ID: -auth azcli (after az login) or -auth token (COSMOS_ACCESS_TOKEN), or COSMOS_AUTH=azcli."), stderr)
+
+	code, stdout, stderr := cli("doctor", "-o", "json").with(env...).run(t)
+	assert.Equal(t, 1, code, stderr)
+	connect := parseDoctorReport(t, stdout).step("connect")
+	assert.Equal(t, 5202, connect.Substatus)
+	assert.Equal(t, "the account disables key authentication (disableLocalAuth): it takes Entra ID tokens only", connect.Meaning)
+	assert.Equal(t, signWithEntraID, connect.Action)
+}

@@ -252,6 +252,8 @@ func explainFailure(err error) (meaning, action string, known bool) {
 	switch {
 	case noToken:
 		return "the client has no Entra ID token to sign with", problem.Error(), true
+	case keysDisabled(err):
+		return "the account disables key authentication (disableLocalAuth): it takes Entra ID tokens only", signWithEntraID, true
 	case lacksDataPlaneRole(err):
 		return "the account refused the Entra ID identity: it has no data-plane role that allows this request", assignDataPlaneRole, true
 	case isCosmos && ce.StatusCode == http.StatusUnauthorized:

@@ -341,3 +341,12 @@ func TestBinarySaysToSignWithEntraIDWhereKeysAreDisabled(t *testing.T) {
 	assert.Equal(t, "the account disables key authentication (disableLocalAuth): it takes Entra ID tokens only", connect.Meaning)
 	assert.Equal(t, signWithEntraID, connect.Action)
 }
+
+// The demo creates a container of its own: with Entra ID it says so and
+// sends nothing.
+func TestBinaryDemoOnAnAccountNeedsTheKey(t *testing.T) {
+	code, _, stderr := cli("demo").with("COSMOS_ENDPOINT="+closedEndpoint(t), "COSMOS_AUTH=azcli").run(t)
+	assert.Equal(t, 2, code, stderr)
+	assert.Equal(t, "cdb demo: the demo creates a container of its own, which Entra ID (COSMOS_AUTH=azcli) may not: run it with the key (COSMOS_AUTH=key)",
+		strings.SplitN(stderr, "\n", 2)[0])
+}

@@ -228,7 +228,7 @@ const neverReconcile = time.Duration(math.MaxInt64)
 // other web server, which would otherwise look like a missing container.
 func checkCosmosEndpoint(ctx context.Context, cl *cdb.Client) error {
 	account, err := cl.ReadAccount(ctx)
-	if problem, ok := credentialProblem(err); ok {
+	if problem := credentialProblem(err); problem != nil {
 		return problem // no token: nothing was sent
 	}
 	var ce *cdb.CosmosError

@@ -84,6 +84,14 @@ func applyAuth(cfg *cdb.Config, method string, lookup func(string) string) error
 	return usageError{msg: fmt.Sprintf("-auth (%s) must be key, azcli or token, got %q", envAuth, method)}
 }
 
+// signedWithWhat names cfg's credential in a sentence.
+func signedWithWhat(cfg cdb.Config) string {
+	if cfg.ClientOptions.Credential != nil {
+		return "an Entra ID token"
+	}
+	return "the master key"
+}
+
 // staticToken is a bearer token given whole: it is used until the service
 // refuses it. It prints as redacted.
 type staticToken struct{ token string }
@@ -262,19 +270,19 @@ func firstErrorLine(stderr string) string {
 	return "no message"
 }
 
-// credentialProblem is the error of a command that could not get an
-// Entra ID token, with nothing of the request around it: the sentence
-// already says what to do.
-func credentialProblem(err error) (error, bool) {
+// credentialProblem is the Azure CLI's failure behind err, when it is one,
+// with nothing of the request around it: its sentence already says what
+// to do. It is nil for any other error.
+func credentialProblem(err error) error {
 	var missing azureCLIError
 	if errors.As(err, &missing) {
-		return missing, true
+		return missing
 	}
 	var refused azureCLIRefusal
 	if errors.As(err, &refused) {
-		return refused, true
+		return refused
 	}
-	return nil, false
+	return nil
 }
 
 // subStatusLocalAuthDisabled is the substatus of a 401 to a master key on

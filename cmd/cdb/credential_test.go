@@ -65,7 +65,7 @@ func TestBinaryDoctorSignsWithAnEntraIDToken(t *testing.T) {
 			r := parseDoctorReport(t, stdout)
 			assert.Equal(t, "Entra ID", r.Auth)
 			assert.Equal(t, "pass", r.step("connect").Result)
-			assert.Contains(t, r.step("connect").Detail, "signed with the Entra ID")
+			assert.Contains(t, r.step("connect").Detail, "signed with an Entra ID token")
 			boot := r.step("bootstrap")
 			assert.Equal(t, "skip", boot.Result)
 			assert.Equal(t, 403, boot.Status)

@@ -248,9 +248,9 @@ func stepError(err error) string {
 func explainFailure(err error) (meaning, action string, known bool) {
 	var ce *cdb.CosmosError
 	isCosmos := errors.As(err, &ce)
-	problem, noToken := credentialProblem(err)
+	problem := credentialProblem(err)
 	switch {
-	case noToken:
+	case problem != nil:
 		return "the client has no Entra ID token to sign with", problem.Error(), true
 	case keysDisabled(err):
 		return "the account disables key authentication (disableLocalAuth): it takes Entra ID tokens only", signWithEntraID, true

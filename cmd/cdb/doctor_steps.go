@@ -56,8 +56,8 @@ func (d *doctor) connect(ctx context.Context) stepOutcome {
 	}
 	d.account = &account
 	level := account.ConsistencyPolicy.DefaultConsistencyLevel
-	detail := fmt.Sprintf("account %q: default consistency %s, write regions [%s], read regions [%s], signed with the %s",
-		account.ID, level, regionNames(account.WritableLocations), regionNames(account.ReadableLocations), authMethod(d.cfg))
+	detail := fmt.Sprintf("account %q: default consistency %s, write regions [%s], read regions [%s], signed with %s",
+		account.ID, level, regionNames(account.WritableLocations), regionNames(account.ReadableLocations), signedWithWhat(d.cfg))
 	switch {
 	case strings.EqualFold(level, "Eventual"), strings.EqualFold(level, "ConsistentPrefix"):
 		return failed(nil, detail, "NewProvider refuses an account whose default consistency is "+level+": its locks need to read their own writes",

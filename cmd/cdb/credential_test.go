@@ -350,3 +350,18 @@ func TestBinaryDemoOnAnAccountNeedsTheKey(t *testing.T) {
 	assert.Equal(t, "cdb demo: the demo creates a container of its own, which Entra ID (COSMOS_AUTH=azcli) may not: run it with the key (COSMOS_AUTH=key)",
 		strings.SplitN(stderr, "\n", 2)[0])
 }
+
+// The help says how to sign with Entra ID: the overview, and every command
+// that reaches an account.
+func TestBinaryHelpNamesTheAuthFlagAndItsVariables(t *testing.T) {
+	_, stdout, _ := cli("help").run(t)
+	assert.Contains(t, stdout, "-auth azcli")
+	assert.Contains(t, stdout, "COSMOS_AUTH")
+	for _, name := range []string{"doctor", "metrics", "show", "ui", "top", "bench"} {
+		code, stdout, stderr := cli(name, "-h").run(t)
+		require.Equal(t, 0, code, stderr)
+		assert.Contains(t, unwrapped(stdout), "-auth string how to sign: key, azcli", name)
+		assert.Contains(t, unwrapped(stdout), "$COSMOS_ACCESS_TOKEN", name)
+		assert.Contains(t, unwrapped(stdout), "$COSMOS_AUTH", name)
+	}
+}

@@ -325,15 +325,17 @@ type refusedKey struct {
 }
 
 func (e refusedKey) Error() string {
-	msg := fmt.Sprintf("%s refused the request's signature (401 Unauthorized): the key or this machine's clock is wrong; check %s or -key",
-		e.endpoint, cdb.EnvKey)
-	if keysDisabled(e.err) && !e.entraID {
-		msg = fmt.Sprintf("%s refused the key (401 Unauthorized): the account disables key authentication (disableLocalAuth); %s",
-			e.endpoint, signWithEntraID)
-	}
-	if e.entraID {
+	var msg string
+	switch {
+	case e.entraID:
 		msg = fmt.Sprintf("%s refused the request's Entra ID token (401 Unauthorized): it is expired or not for this account; "+
 			"check %s (-auth token) or the Azure CLI's login (-auth azcli)", e.endpoint, envAccessToken)
+	case keysDisabled(e.err):
+		msg = fmt.Sprintf("%s refused the key (401 Unauthorized): the account disables key authentication (disableLocalAuth); %s",
+			e.endpoint, signWithEntraID)
+	default:
+		msg = fmt.Sprintf("%s refused the request's signature (401 Unauthorized): the key or this machine's clock is wrong; check %s or -key",
+			e.endpoint, cdb.EnvKey)
 	}
 	var ce *cdb.CosmosError
 	if !errors.As(e.err, &ce) {

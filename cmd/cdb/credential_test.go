@@ -104,6 +104,11 @@ func TestBinaryAWrongTokenSaysSoWithoutTheToken(t *testing.T) {
 		` \(activity id [0-9a-f-]{36}\)\n$`, stderr)
 	assertNoToken(t, "cdb metrics", stdout, stderr)
 
+	code, stdout, stderr = cli("bench", "-duration", "1s").with(env...).run(t)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "cdb bench: "+endpoint+" refused the request's Entra ID token (401 Unauthorized)")
+	assertNoToken(t, "cdb bench", stdout, stderr)
+
 	code, stdout, stderr = cli("doctor", "-o", "json").with(env...).run(t)
 	assert.Equal(t, 1, code, stderr)
 	connect := parseDoctorReport(t, stdout).step("connect")

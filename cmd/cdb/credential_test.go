@@ -370,3 +370,37 @@ func TestBinaryHelpNamesTheAuthFlagAndItsVariables(t *testing.T) {
 		assert.Contains(t, unwrapped(stdout), "$COSMOS_AUTH", name)
 	}
 }
+
+// Where Entra ID does not know the account's own resource (AADSTS500011),
+// the credential asks for the general Cosmos DB resource, as the .NET
+// SDK does, and keeps asking for it; any other failure of az is its first
+// line.
+func TestAzureCLIFallsBackToTheCosmosResource(t *testing.T) {
+	dir := t.TempDir()
+	script := `#!/bin/sh
+echo "$*" >> "` + dir + `/args"
+case "$*" in
+*documents.azure.com*) echo "ERROR: AADSTS500011: The resource principal named https://myaccount.documents.azure.com was not found in the tenant." >&2; exit 1;;
+*cosmos.azure.com*) echo '{"accessToken": "general", "expires_on": 4102444800}';;
+*) printf '\nERROR: something else broke\nmore detail\n' >&2; exit 1;;
+esac
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "az"), []byte(script), 0o755))
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	cred, err := newAzureCLICredential("https://myaccount.documents.azure.com:443/")
+	require.NoError(t, err)
+	for range 2 {
+		token, err := cred.Token(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, "general", token)
+	}
+	args, err := os.ReadFile(filepath.Join(dir, "args"))
+	require.NoError(t, err)
+	assert.Equal(t, "account get-access-token --output json --resource https://myaccount.documents.azure.com\n"+
+		"account get-access-token --output json --resource https://cosmos.azure.com\n", string(args))
+
+	other, err := newAzureCLICredential("https://other.example:443/")
+	require.NoError(t, err)
+	_, err = other.Token(context.Background())
+	assert.EqualError(t, err, "az account get-access-token failed: ERROR: something else broke")
+}

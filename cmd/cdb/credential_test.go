@@ -404,3 +404,23 @@ esac
 	_, err = other.Token(context.Background())
 	assert.EqualError(t, err, "az account get-access-token failed: ERROR: something else broke")
 }
+
+// Requests that need a token at once share one run of az.
+func TestAzureCLITokenIsFetchedOnceForConcurrentRequests(t *testing.T) {
+	az := fakeAzureCLI(t, "token", time.Now().Add(time.Hour))
+	t.Setenv("PATH", az+":"+os.Getenv("PATH"))
+	cred, err := newAzureCLICredential("https://myaccount.documents.azure.com:443/")
+	require.NoError(t, err)
+	tokens := make(chan string, 8)
+	for range cap(tokens) {
+		go func() {
+			token, err := cred.Token(context.Background())
+			assert.NoError(t, err)
+			tokens <- token
+		}()
+	}
+	for range cap(tokens) {
+		assert.Equal(t, "token-1", <-tokens)
+	}
+	assert.Equal(t, 1, azRuns(t, az))
+}

@@ -447,7 +447,7 @@ func benchTarget(ctx context.Context, conn *connection, onEndpoint bool, stderr 
 	}
 	checkEndpoint := func(ctx context.Context) error { return checkCosmosEndpoint(ctx, cl) }
 	if err := conn.awaitFirstAnswer(ctx, stderr, cl.Endpoint(), checkEndpoint); err != nil {
-		return bench.Target{}, "", nil, err
+		return bench.Target{}, "", nil, signedWith(cfg, err)
 	}
 	existed, err := containerExists(ctx, cl, cfg)
 	if err != nil {

@@ -256,6 +256,11 @@ func benchProcessesOnce(ctx context.Context, o benchOptions, latency time.Durati
 func processesTarget(ctx context.Context, o benchOptions, latency time.Duration) (cdb.Config, func(), error) {
 	if o.onEndpoint {
 		cfg, err := o.conn.config()
+		if err == nil && cfg.ClientOptions.Credential != nil {
+			// The processes sign with the key they are handed
+			// (runBenchProcess); a token is not passed on.
+			err = usageError{msg: "-processes signs with the key only (COSMOS_KEY); Entra ID (-auth) signs one process: leave -processes out"}
+		}
 		return cfg, func() {}, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -24,7 +24,9 @@ import (
 // default shows in help and usage text, and the key must not.
 type connection struct {
 	endpoint, key, database, container string
-	insecure                           bool
+	// auth is how to sign (credential.go): key, azcli or token.
+	auth     string
+	insecure bool
 	// connectTimeout bounds the wait for the endpoint's first answer
 	// (awaitFirstAnswer).
 	connectTimeout time.Duration
@@ -45,6 +47,7 @@ type connection struct {
 func (c *connection) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.endpoint, "endpoint", "", "Cosmos DB endpoint (default $"+cdb.EnvEndpoint+")")
 	fs.StringVar(&c.key, "key", "", "master key (default $"+cdb.EnvKey+"; prefer it: a flag shows in the process list)")
+	fs.StringVar(&c.auth, "auth", "", authHelp)
 	fs.StringVar(&c.database, "database", "", "database (default $"+cdb.EnvDatabase+" or duroxide)")
 	if !c.noContainer {
 		containerHelp := "container (default $" + cdb.EnvContainer + " or duroxide)"
@@ -131,8 +134,12 @@ func (c *connection) config() (cdb.Config, error) {
 	if c.key != "" {
 		cfg.Key = c.key
 	}
-	if cfg.Key == "" && cfg.ClientOptions.Credential == nil {
-		return cdb.Config{}, usageError{msg: "no key: set " + cdb.EnvKey + " or pass -key"}
+	lookup, err := dotEnvLookup()
+	if err != nil {
+		return cdb.Config{}, err
+	}
+	if err := applyAuth(&cfg, firstOf(c.auth, lookup(envAuth), authKey), lookup); err != nil {
+		return cdb.Config{}, err
 	}
 	cfg.Database = firstOf(c.database, cfg.Database, "duroxide")
 	if !c.containerFromEnv {
@@ -203,7 +210,7 @@ func (c *connection) open(ctx context.Context, stderr io.Writer) (*cdb.CosmosPro
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, signedWith(cfg, err)
 	}
 	cfg.Client, cfg.SkipBootstrap, cfg.ShortPolling = cl, true, true
 	if c.watchOnly {
@@ -221,6 +228,9 @@ const neverReconcile = time.Duration(math.MaxInt64)
 // other web server, which would otherwise look like a missing container.
 func checkCosmosEndpoint(ctx context.Context, cl *cdb.Client) error {
 	account, err := cl.ReadAccount(ctx)
+	if problem := credentialProblem(err); problem != nil {
+		return problem // no token: nothing was sent
+	}
 	var ce *cdb.CosmosError
 	switch {
 	case errors.As(err, &ce) && ce.StatusCode != 0 && ce.ActivityID == "":
@@ -257,6 +267,8 @@ func describe(endpoint string, err error) error {
 	switch {
 	case isCosmos && ce.StatusCode == http.StatusUnauthorized:
 		return refusedKey{endpoint: endpoint, err: err}
+	case lacksDataPlaneRole(err):
+		return fmt.Errorf("%s refused the request (403): the Entra ID identity has no data-plane role that allows it; %s: %w", endpoint, assignDataPlaneRole, err)
 	case isCosmos && ce.StatusCode == http.StatusForbidden:
 		return fmt.Errorf("%s refused the request (403): the key's permissions, a firewall, or this machine's clock: %w", endpoint, err)
 	case isCosmos && ce.StatusCode == http.StatusTooManyRequests:
@@ -307,11 +319,24 @@ func isUntrustedCertificate(err error) bool {
 type refusedKey struct {
 	endpoint string
 	err      error
+	// entraID says the request carried an Entra ID token, not a
+	// signature of the key.
+	entraID bool
 }
 
 func (e refusedKey) Error() string {
-	msg := fmt.Sprintf("%s refused the request's signature (401 Unauthorized): the key or this machine's clock is wrong; check %s or -key",
-		e.endpoint, cdb.EnvKey)
+	var msg string
+	switch {
+	case e.entraID:
+		msg = fmt.Sprintf("%s refused the request's Entra ID token (401 Unauthorized): it is expired or not for this account; "+
+			"check %s (-auth token) or the Azure CLI's login (-auth azcli)", e.endpoint, envAccessToken)
+	case keysDisabled(e.err):
+		msg = fmt.Sprintf("%s refused the key (401 Unauthorized): the account disables key authentication (disableLocalAuth); %s",
+			e.endpoint, signWithEntraID)
+	default:
+		msg = fmt.Sprintf("%s refused the request's signature (401 Unauthorized): the key or this machine's clock is wrong; check %s or -key",
+			e.endpoint, cdb.EnvKey)
+	}
 	var ce *cdb.CosmosError
 	if !errors.As(e.err, &ce) {
 		return msg
@@ -326,6 +351,17 @@ func (e refusedKey) Error() string {
 }
 
 func (e refusedKey) Unwrap() error { return e.err }
+
+// signedWith says a refusal in the words of cfg's credential: a 401 of a
+// request that carried an Entra ID token is about the token, not the key.
+func signedWith(cfg cdb.Config, err error) error {
+	var refused refusedKey
+	if cfg.ClientOptions.Credential != nil && errors.As(err, &refused) {
+		refused.entraID = true
+		return refused
+	}
+	return err
+}
 
 // firstSentence is the first sentence of a Cosmos DB error message, which
 // comes as `Message: {"Errors":["..."]}` and then the request's details,

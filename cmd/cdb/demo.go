@@ -131,6 +131,9 @@ func demoProvider(ctx context.Context, latency time.Duration, keep bool, meter c
 	if err != nil {
 		return nil, "", nil, err
 	}
+	if err := demoSignsWithTheKey(); err != nil {
+		return nil, "", nil, err
+	}
 	cfg = demoAccountConfig(cfg, fmt.Sprintf("cdb-demo-%d", time.Now().UnixNano()))
 	cfg.ClientOptions.Telemetry.Meter = meter
 	cfg.GaugeInterval = -1
@@ -149,6 +152,19 @@ func demoProvider(ctx context.Context, latency time.Duration, keep bool, meter c
 		_ = p.Close()
 	}
 	return p, fmt.Sprintf("%s (container %s, deleted afterwards)", cfg.Endpoint, cfg.Container), cleanup, nil
+}
+
+// demoSignsWithTheKey refuses Entra ID (COSMOS_AUTH) on an account: the
+// demo creates a container of its own, which an Entra ID identity may not.
+func demoSignsWithTheKey() error {
+	lookup, err := dotEnvLookup()
+	if err != nil {
+		return err
+	}
+	if auth := lookup(envAuth); auth != "" && auth != authKey {
+		return usageError{msg: fmt.Sprintf("the demo creates a container of its own, which Entra ID (%s=%s) may not: run it with the key (%s=key)", envAuth, auth, envAuth)}
+	}
+	return nil
 }
 
 // demoAccountConfig is cfg for the demo's own container on an account. The

@@ -251,7 +251,14 @@ func stepError(err error) string {
 func explainFailure(err error) (meaning, action string, known bool) {
 	var ce *cdb.CosmosError
 	isCosmos := errors.As(err, &ce)
+	problem := credentialProblem(err)
 	switch {
+	case problem != nil:
+		return "the client has no Entra ID token to sign with", problem.Error(), true
+	case keysDisabled(err):
+		return "the account disables key authentication (disableLocalAuth): it takes Entra ID tokens only", signWithEntraID, true
+	case lacksDataPlaneRole(err):
+		return "the account refused the Entra ID identity: it has no data-plane role that allows this request", assignDataPlaneRole, true
 	case isCosmos && ce.StatusCode == http.StatusUnauthorized:
 		return "the account refused the request's signature",
 			"set " + cdb.EnvKey + " (or -key) to this account's primary or secondary key, copied whole; check this machine's clock", true

@@ -41,6 +41,10 @@ func (d *doctor) connect(ctx context.Context) stepOutcome {
 	const fixEndpoint = "set " + cdb.EnvEndpoint + " (or -endpoint) to the account's URI, https://<account>.documents.azure.com:443/"
 	var ce *cdb.CosmosError
 	switch {
+	case cdb.HasStatus(err, http.StatusUnauthorized) && d.cfg.ClientOptions.Credential != nil:
+		refused := failed(err, "read the account", "", "")
+		refused.meaning, refused.action = "the account refused the Entra ID token", refusedTokenAction
+		return refused
 	case cdb.HasStatus(err, http.StatusUnauthorized):
 		return failed(err, "read the account", "", "")
 	case errors.As(err, &ce) && ce.StatusCode != 0 && ce.ActivityID == "":
@@ -52,8 +56,8 @@ func (d *doctor) connect(ctx context.Context) stepOutcome {
 	}
 	d.account = &account
 	level := account.ConsistencyPolicy.DefaultConsistencyLevel
-	detail := fmt.Sprintf("account %q: default consistency %s, write regions [%s], read regions [%s], signed with the %s",
-		account.ID, level, regionNames(account.WritableLocations), regionNames(account.ReadableLocations), authMethod(d.cfg))
+	detail := fmt.Sprintf("account %q: default consistency %s, write regions [%s], read regions [%s], signed with %s",
+		account.ID, level, regionNames(account.WritableLocations), regionNames(account.ReadableLocations), signedWithWhat(d.cfg))
 	switch {
 	case strings.EqualFold(level, "Eventual"), strings.EqualFold(level, "ConsistentPrefix"):
 		return failed(nil, detail, "NewProvider refuses an account whose default consistency is "+level+": its locks need to read their own writes",

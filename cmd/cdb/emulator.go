@@ -28,6 +28,7 @@ import (
 type emulatorOptions struct {
 	addr       string
 	key        string
+	aadToken   string // also accepted, as an Entra ID token
 	ranges     int
 	latency    time.Duration
 	staleReads bool
@@ -48,6 +49,8 @@ func parseEmulatorFlags(args []string, stderr io.Writer) (emulatorOptions, error
 	fs := newFlagSet("emulator", stderr)
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:0", "listen address (port 0 picks a free port)")
 	fs.StringVar(&o.key, "key", "", "master key clients must sign with (default: the Cosmos DB emulator's well-known key)")
+	fs.StringVar(&o.aadToken, "aad-token", "", "also accept this Entra ID bearer token (for -auth token); "+
+		"like a data-plane role it may not create or delete databases and containers (403/5300)")
 	fs.IntVar(&o.ranges, "ranges", 1, "partition key ranges per new container")
 	fs.DurationVar(&o.latency, "latency", 0, "latency added to every request, e.g. 5ms")
 	fs.BoolVar(&o.staleReads, "stale-reads", false, "serve reads without the session token of a document's last write from a lagging replica (Session consistency)")
@@ -99,6 +102,7 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	srv := fakecosmos.New(fakecosmos.Options{
 		Key:                o.key,
+		AADToken:           o.aadToken,
 		PartitionKeyRanges: o.ranges,
 		Latency:            o.latency,
 		Endpoint:           endpoint + "/",

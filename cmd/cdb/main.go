@@ -208,6 +208,8 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'cdb help <command>' (or 'cdb <command> -h') for a command's flags;")
 	fmt.Fprintln(w, "'cdb --version' is 'cdb version'.")
+	fmt.Fprintln(w, "Commands reach COSMOS_ENDPOINT with COSMOS_KEY, or with Entra ID: -auth azcli")
+	fmt.Fprintln(w, "(az login) or -auth token (COSMOS_ACCESS_TOKEN); COSMOS_AUTH sets -auth.")
 	fmt.Fprintln(w, "Exit codes: 0 done, 1 failed, 2 usage error, 3 the instance already exists")
 	fmt.Fprintln(w, "(cdb start), 130 interrupted.")
 }

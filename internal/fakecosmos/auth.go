@@ -63,32 +63,41 @@ func parseAuthToken(header string) (authToken, bool) {
 	return t, t.kind != "" && t.version != "" && t.sig != ""
 }
 
-// authenticate checks the date window and the signature of r. A refusal
-// names the payload the server signed (as the real service does) but never
-// the key or the expected signature.
-func (s *Server) authenticate(r *http.Request, rt route) error {
+// credentialKind is how a request was signed.
+type credentialKind int
+
+const (
+	signedWithKey credentialKind = iota // the master key
+	signedWithAAD                       // an Entra ID (AAD) token
+)
+
+// authenticate checks the date window and the signature of r, and says how
+// it was signed. A refusal names the payload the server signed (as the
+// real service does) but never the key, the token or the expected
+// signature.
+func (s *Server) authenticate(r *http.Request, rt route) (credentialKind, error) {
 	header := r.Header.Get(hdrAuthorization)
 	if header == "" {
-		return newError(http.StatusUnauthorized, "Required Header authorization is missing. Ensure a valid Authorization token is passed.")
+		return 0, newError(http.StatusUnauthorized, "Required Header authorization is missing. Ensure a valid Authorization token is passed.")
 	}
 	token, ok := parseAuthToken(header)
 	if !ok {
-		return newError(http.StatusUnauthorized, "The authorization token is malformed: expected type=master&ver=1.0&sig=<signature>, form-encoded.")
+		return 0, newError(http.StatusUnauthorized, "The authorization token is malformed: expected type=master&ver=1.0&sig=<signature>, form-encoded.")
 	}
 	date := r.Header.Get(hdrDate)
 	if err := s.checkDate(date); err != nil {
-		return err
+		return 0, err
 	}
 	switch {
 	case token.kind == "master" && token.version == "1.0":
-		return s.checkMasterSignature(r.Method, rt, date, token.sig)
+		return signedWithKey, s.checkMasterSignature(r.Method, rt, date, token.sig)
 	case token.kind == "aad" && token.version == "1.0" && s.aadToken != "":
 		if subtle.ConstantTimeCompare([]byte(token.sig), []byte(s.aadToken)) != 1 {
-			return newError(http.StatusUnauthorized, "The AAD token in the authorization header is not valid for this account.")
+			return 0, newError(http.StatusUnauthorized, "The AAD token in the authorization header is not valid for this account.")
 		}
-		return nil
+		return signedWithAAD, nil
 	}
-	return newError(http.StatusUnauthorized, "The authorization token type %q, version %q is not supported.", token.kind, token.version)
+	return 0, newError(http.StatusUnauthorized, "The authorization token type %q, version %q is not supported.", token.kind, token.version)
 }
 
 func (s *Server) checkDate(date string) error {

@@ -132,6 +132,42 @@ func TestAADTokenIsAcceptedOnlyWhenConfiguredAndEqual(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, plain.send(req).status, "AAD is refused when no token is configured")
 }
 
+// An Entra ID token works in the data plane only: it reads the account,
+// databases and containers and reads and writes items, but creating,
+// changing or deleting a database or a container answers 403/5300, as
+// the real service answers a data-plane role.
+func TestAADTokenMayNotWriteMetadata(t *testing.T) {
+	const token = "eyJ0eXAi.token"
+	_, c := newTestServer(t, Options{AADToken: token})
+	c.standardContainer() // with the key
+	withToken := func(method, path string, body any, h hdr) testResponse {
+		req := c.newRequest(context.Background(), method, path, body, h)
+		req.Header.Set("authorization", url.QueryEscape("type=aad&ver=1.0&sig="+token))
+		return c.send(req)
+	}
+	assert.Equal(t, http.StatusOK, withToken("GET", "/", nil, nil).status, "the account")
+	assert.Equal(t, http.StatusOK, withToken("GET", "/dbs/"+testDB, nil, nil).status, "a database")
+	assert.Equal(t, http.StatusOK, withToken("GET", "/dbs/"+testDB+"/colls/"+testColl, nil, nil).status, "a container")
+	doc := map[string]any{"id": "a", "pk": "p"}
+	assert.Equal(t, http.StatusCreated, withToken("POST", docsPath, doc, pkHeader("p")).status, "an item")
+
+	refused := withToken("POST", "/dbs", map[string]any{"id": "other"}, nil)
+	assert.Equal(t, http.StatusForbidden, refused.status)
+	assert.Equal(t, "5300", refused.subStatus())
+	assert.Equal(t, "Operation 'POST' on resource '/dbs' is not allowed through Azure Cosmos DB endpoint. "+
+		"The given request [POST /dbs] cannot be authorized by AAD token in data plane.", errorText(t, refused))
+	for _, r := range []testResponse{
+		withToken("POST", "/dbs/"+testDB+"/colls", map[string]any{"id": "c2", "partitionKey": map[string]any{"paths": []string{"/pk"}, "kind": "Hash", "version": 2}}, nil),
+		withToken("DELETE", "/dbs/"+testDB+"/colls/"+testColl, nil, nil),
+		withToken("DELETE", "/dbs/"+testDB, nil, nil),
+	} {
+		assert.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
+		assert.Equal(t, "5300", r.subStatus())
+	}
+	assert.Equal(t, http.StatusOK, c.do("GET", "/dbs/"+testDB+"/colls/"+testColl, nil, nil).status, "nothing was deleted")
+	assert.Equal(t, http.StatusCreated, c.do("POST", "/dbs", map[string]any{"id": "other"}, nil).status, "the key still may")
+}
+
 func TestSigningTheWrongResourceLinkIsRefused(t *testing.T) {
 	_, c := newTestServer(t, Options{})
 	c.createDatabase("db")

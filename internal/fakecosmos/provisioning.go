@@ -7,9 +7,10 @@ import (
 	"sync/atomic"
 )
 
-// Provisioning behaviours of a real account the fake can show: an account
-// that forbids metadata writes through its keys, and a container that is
-// not usable for a moment after it is created.
+// Provisioning behaviours of a real account the fake can show: metadata
+// writes refused to Entra ID tokens and, on an account that forbids them
+// through its keys, to the key; and a container that is not usable for a
+// moment after it is created.
 
 // isMetadataWrite reports the operations that create, change or delete a
 // database or a container.
@@ -26,12 +27,24 @@ func isMetadataWrite(op Op) bool {
 // account with disableKeyBasedMetadataWriteAccess does; reads pass.
 func (s *Server) ForbidMetadataWrites(forbid bool) { s.metadataWritesForbidden.Store(forbid) }
 
-// refuseMetadataWrite is the answer of an account with key-based metadata
-// writes disabled (disableKeyBasedMetadataWriteAccess): reads pass,
-// creating or changing a database or container through the data plane
-// does not.
-func (s *Server) refuseMetadataWrite(r *http.Request, op Op) error {
-	if !s.metadataWritesForbidden.Load() || !isMetadataWrite(op) {
+// subStatusAADRequestNotAuthorized is the substatus of a 403 for an
+// operation an Entra ID (AAD) token may not make in the data plane.
+const subStatusAADRequestNotAuthorized = 5300
+
+// refuseMetadataWrite refuses creating, changing or deleting a database or
+// a container where the real service does: with an Entra ID token always
+// (a data-plane role covers items, not metadata: 403/5300), and with the
+// key on an account with key-based metadata writes disabled
+// (disableKeyBasedMetadataWriteAccess). Reads pass.
+func (s *Server) refuseMetadataWrite(r *http.Request, op Op, signed credentialKind) error {
+	switch {
+	case !isMetadataWrite(op):
+		return nil
+	case signed == signedWithAAD:
+		return newSubError(http.StatusForbidden, subStatusAADRequestNotAuthorized,
+			"Operation '%s' on resource '%s' is not allowed through Azure Cosmos DB endpoint. "+
+				"The given request [%s %s] cannot be authorized by AAD token in data plane.", r.Method, r.URL.Path, r.Method, r.URL.Path)
+	case !s.metadataWritesForbidden.Load():
 		return nil
 	}
 	return newError(http.StatusForbidden, "Operation '%s' on resource '%s' is not allowed through Azure Cosmos DB endpoint. "+

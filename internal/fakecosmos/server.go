@@ -242,10 +242,11 @@ func (s *Server) handle(r *http.Request) *response {
 	if routeErr != nil { // nothing to sign against: say what is wrong
 		return s.errorResponse(r, op, routeErr, activityID)
 	}
-	if err := s.authenticate(r, rt); err != nil {
+	signed, err := s.authenticate(r, rt)
+	if err != nil {
 		return s.errorResponse(r, op, err, activityID)
 	}
-	if err := s.refuseMetadataWrite(r, op); err != nil {
+	if err := s.refuseMetadataWrite(r, op, signed); err != nil {
 		return s.errorResponse(r, op, err, activityID)
 	}
 	if err := s.refuseWriteElsewhere(r, op); err != nil {

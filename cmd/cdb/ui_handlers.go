@@ -108,10 +108,12 @@ func (s *uiServer) fail(w http.ResponseWriter, what string, err error) {
 func uiStatusOf(err error) int {
 	var usage usageError
 	var exists instanceExists
+	var finished instanceFinished
 	switch {
 	case errors.As(err, &usage):
 		return http.StatusBadRequest
-	case errors.As(err, &exists):
+	case errors.As(err, &exists), errors.As(err, &finished), errors.Is(err, cdb.ErrInstanceRunning):
+		// The instance's state refused it: a conflict, not a store that failed.
 		return http.StatusConflict
 	case errors.Is(err, cdb.ErrInstanceNotFound):
 		return http.StatusNotFound

@@ -346,6 +346,7 @@ func TestUIActionsDoWhatTheCLIDoes(t *testing.T) {
 	w = confirmAndPost(t, h, "raise", "busy", url.Values{"event": {"approval"}, "data": {`{by:ann}`}})
 	assert.Equal(t, http.StatusBadRequest, w.Code, "data that is not JSON, as cdb raise refuses it")
 	w = confirmAndPost(t, h, "raise", "done", url.Values{"event": {"approval"}})
+	assert.Equal(t, http.StatusConflict, w.Code, "the instance's state refused it, not the store")
 	assert.Contains(t, w.Body.String(), `instance &#34;done&#34; has finished (Completed): nothing raised`)
 
 	w = confirmAndPost(t, h, "cancel", "busy", url.Values{"reason": {"wrong order"}})
@@ -355,6 +356,7 @@ func TestUIActionsDoWhatTheCLIDoes(t *testing.T) {
 	assert.Equal(t, "wrong order", messages[0].(cdb.CancelInstanceMessage).Reason)
 
 	w = confirmAndPost(t, h, "delete", "busy", nil)
+	assert.Equal(t, http.StatusConflict, w.Code, "the instance's state refused it, not the store")
 	assert.Contains(t, w.Body.String(), "running", "a running instance is deleted only with force, as cdb delete says")
 	w = confirmAndPost(t, h, "delete", "busy", url.Values{"force": {"on"}})
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())

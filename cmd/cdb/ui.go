@@ -165,20 +165,31 @@ func uiProvider(ctx context.Context, conn *connection, stderr io.Writer) (*cdb.C
 		return p, fmt.Sprintf("%s/%s at %s", p.Container().DatabaseID(), p.Container().ID(), p.Client().Endpoint()), func() { _ = p.Close() }, nil
 	}
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: 4})
-	p, err := cdb.NewProvider(ctx, cdb.Config{Endpoint: acct.Endpoint(), Key: acct.Key(), GaugeInterval: -1,
-		ClientOptions: cdb.ClientOptions{Transport: acct.Transport()}})
+	open := func(leases *cdb.ProcessLeaseOptions) (*cdb.CosmosProvider, error) {
+		return cdb.NewProvider(ctx, cdb.Config{Endpoint: acct.Endpoint(), Key: acct.Key(), GaugeInterval: -1, ProcessLeases: leases,
+			ClientOptions: cdb.ClientOptions{Transport: acct.Transport()}})
+	}
+	p, err := open(nil)
 	if err != nil {
+		return nil, "", nil, err
+	}
+	// The demo runs as an application would, in a process of its own: its
+	// own provider, whose RU is not the UI's, publishing its totals with a
+	// process lease, so that the live page has the application's RU/s.
+	app, err := open(&cdb.ProcessLeaseOptions{ProcessID: "cdb-demo"})
+	if err != nil {
+		_ = p.Close()
 		return nil, "", nil, err
 	}
 	demoCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := runDemoWorkload(demoCtx, p); err != nil && !errors.Is(err, context.Canceled) {
+		if err := runDemoWorkload(demoCtx, app); err != nil && !errors.Is(err, context.Canceled) {
 			fmt.Fprintf(stderr, "cdb ui: the demo's workload: %v\n", err)
 		}
 	}()
-	stop := func() { cancel(); <-done; _ = p.Close() }
+	stop := func() { cancel(); <-done; _ = app.Close(); _ = p.Close() }
 	return p, "the embedded in-memory Cosmos DB with cdb demo's orders (set COSMOS_ENDPOINT for an account)", stop, nil
 }
 

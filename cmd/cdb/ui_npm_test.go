@@ -97,6 +97,14 @@ func TestUIOnTheNPMServer(t *testing.T) {
 	st, err = client.WaitForCompletion(ctx, "greet-2", time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, "Hello Bo", st.Output)
+	s.live.taken = time.Time{} // the next request samples at once
+	var later struct{ Samples []uiSample }
+	require.NoError(t, json.Unmarshal([]byte(get(t, h, "/live.json", http.StatusOK)), &later))
+	require.Len(t, later.Samples, 2)
+	assert.Equal(t, 3, later.Samples[1].Ended, "the instances that ended since the first sample, by QueryInstances' EndedAfter")
+	require.NotNil(t, later.Samples[1].ActivityLatency)
+	assert.Equal(t, 1, later.Samples[1].ActivityLatency.Count, "greet-2's activity")
+
 	w = confirmAndPost(t, h, "delete", "greet", nil)
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
 	get(t, h, "/instance?id=greet", http.StatusNotFound)

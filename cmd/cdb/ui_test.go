@@ -507,3 +507,84 @@ func TestUITimelineDrawsABarPerAttempt(t *testing.T) {
 	assert.True(t, tl.Rows[4].Point)
 	assert.Equal(t, "event approval", tl.Rows[4].Label)
 }
+
+// The live samples' latencies come from the histories of the instances
+// that ended since the previous sample: an activity from its schedule to
+// its result, a timer turn from the timer's due time to its turn. The
+// instances of the fixture ended before the first sample and are not
+// measured.
+func TestUILiveJSONMeasuresLatenciesFromTheHistoriesOfEndedInstances(t *testing.T) {
+	fx := newUIFixture(t)
+	s, err := newUIServer(fx.p, fx.p.Client().Endpoint(), uiOptions{addr: "127.0.0.1:8080"}, io.Discard)
+	require.NoError(t, err)
+	h := s.routes()
+	// The store keeps milliseconds and a sample counts what ended in its
+	// previous sample's millisecond, so the fixture's must be over.
+	time.Sleep(5 * time.Millisecond)
+	type sample struct {
+		Ended              int            `json:"ended_read"`
+		TurnLatency        *uiLatencyJSON `json:"turn_latency"`
+		ActivityLatency    *uiLatencyJSON `json:"activity_latency"`
+		RUPerOrchestration *float64       `json:"ru_per_orchestration"`
+	}
+	var body struct{ Samples []sample }
+	require.NoError(t, json.Unmarshal([]byte(get(t, h, "/live.json", http.StatusOK)), &body))
+	assert.Nil(t, body.Samples[0].ActivityLatency, "the first sample has no window")
+
+	ctx := context.Background()
+	providertest.CreateInstance(ctx, t, fx.p, "timed")
+	require.NoError(t, fx.p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "timed", Name: "go", Data: "{}"}, 0))
+	item, token, _, err := fx.p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	t0 := uint64(time.Now().Add(-time.Minute).UnixMilli())
+	two, four := uint64(2), uint64(4)
+	event := func(id uint64, source *uint64, at uint64, k cdb.EventKind) cdb.Event {
+		return cdb.Event{EventID: id, SourceEventID: source, InstanceID: "timed", ExecutionID: 1, TimestampMs: at, Kind: k}
+	}
+	history := []cdb.Event{
+		event(2, nil, t0, cdb.ActivityScheduled{Name: "A"}),
+		event(3, &two, t0+300, cdb.ActivityCompleted{Result: "a"}),
+		event(4, nil, t0+300, cdb.ActivityScheduled{Name: "B"}),
+		event(5, &four, t0+1300, cdb.ActivityFailed{Details: cdb.ApplicationError{Kind: cdb.AppActivityFailed{}, Message: "no"}}),
+		event(6, nil, t0+1300, cdb.TimerCreated{FireAtMs: t0 + 5000}),
+		event(7, nil, t0+5040, cdb.TimerFired{FireAtMs: t0 + 5000}),
+		event(8, nil, t0+5040, cdb.OrchestrationCompleted{Output: "done"}),
+	}
+	status, output := cdb.StatusCompleted, "done"
+	require.NoError(t, fx.p.AckOrchestrationItem(ctx, token, item.ExecutionID, history, nil, nil, cdb.ExecutionMetadata{Status: &status, Output: &output}, nil))
+
+	s.live.taken = time.Time{} // the next request samples at once
+	require.NoError(t, json.Unmarshal([]byte(get(t, h, "/live.json", http.StatusOK)), &body))
+	require.Len(t, body.Samples, 2)
+	second := body.Samples[1]
+	assert.Equal(t, 1, second.Ended, "only the instance that ended since the first sample")
+	assert.Equal(t, &uiLatencyJSON{Count: 2, P50Ms: 300, P99Ms: 1000}, second.ActivityLatency)
+	assert.Equal(t, &uiLatencyJSON{Count: 1, P50Ms: 40, P99Ms: 40}, second.TurnLatency)
+	assert.Nil(t, second.RUPerOrchestration, "no process publishes its RU")
+
+	s.live.taken = time.Time{}
+	require.NoError(t, json.Unmarshal([]byte(get(t, h, "/live.json", http.StatusOK)), &body))
+	third := body.Samples[2]
+	assert.Zero(t, third.Ended, "an instance is measured once")
+	assert.Nil(t, third.ActivityLatency)
+	assert.Nil(t, third.TurnLatency)
+}
+
+func TestUIRUPerOrchestrationIsTheApplicationsRUOverItsCompletionsInTheLast30Seconds(t *testing.T) {
+	sample := func(ruPerSecond *float64, completed uint64, seconds float64) topSample {
+		var s topSample
+		s.Processes.RUPerSecond, s.Completed, s.Seconds = ruPerSecond, &completed, &seconds
+		return s
+	}
+	rate := func(v float64) *float64 { return &v }
+	assert.Nil(t, ruPerOrchestration([]topSample{{}}), "the first sample has no rates")
+	assert.Nil(t, ruPerOrchestration([]topSample{sample(rate(100), 0, 2)}), "none ended")
+	assert.Nil(t, ruPerOrchestration([]topSample{sample(nil, 4, 2)}), "no process publishes its RU")
+	// 100 RU/s for 2 s and 50 RU/s for 2 s over 5 orchestrations.
+	assert.Equal(t, 60.0, *ruPerOrchestration([]topSample{sample(rate(100), 1, 2), sample(nil, 7, 2), sample(rate(50), 4, 2)}))
+	window := []topSample{sample(rate(1000), 1, 2)}
+	for range uiRUWindow {
+		window = append(window, sample(rate(10), 1, 2))
+	}
+	assert.Equal(t, 20.0, *ruPerOrchestration(window), "the samples before the last 30 seconds are left out")
+}

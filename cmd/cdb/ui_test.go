@@ -588,3 +588,62 @@ func TestUIRUPerOrchestrationIsTheApplicationsRUOverItsCompletionsInTheLast30Sec
 	}
 	assert.Equal(t, 20.0, *ruPerOrchestration(window), "the samples before the last 30 seconds are left out")
 }
+
+// parkBusy parks the fixture's "busy" for an hour with a message in its
+// turn, as a runtime whose code diverged does.
+func parkBusy(t *testing.T, p *cdb.CosmosProvider) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "busy", Name: "approve", Data: "{}"}, 0))
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Equal(t, "busy", item.Instance)
+	require.NoError(t, p.ParkOrchestrationItem(ctx, token, time.Hour, "schedule mismatch at event 2"))
+}
+
+func TestUIResumesAParkedInstanceBehindAConfirmation(t *testing.T) {
+	fx := newUIFixture(t)
+	parkBusy(t, fx.p)
+	h := fx.handler(t, uiOptions{})
+
+	assert.Contains(t, get(t, h, "/instance?id=busy", http.StatusOK), `<a href="/confirm?action=resume&amp;id=busy">resume now…</a>`)
+	assert.NotContains(t, get(t, h, "/instance?id=done", http.StatusOK), "action=resume", "only a parked instance offers it")
+	page := get(t, h, "/confirm?action=resume&id=busy", http.StatusOK)
+	assert.Contains(t, page, `<h1>resume parked instance <code class="id">busy</code> now?</h1>`)
+	assert.Contains(t, page, `<form class="confirm" method="post" action="/act/resume">`)
+	assert.Contains(t, page, `<button type="submit" class="danger">resume busy</button>`)
+
+	w := serve(h, uiRequest(http.MethodGet, "/act/resume?id=busy&csrf="+csrfOf(t, page), nil))
+	assert.Equal(t, http.StatusMethodNotAllowed, w.Code, "a GET never acts")
+	w = serve(h, uiRequest(http.MethodPost, "/act/resume", url.Values{"id": {"busy"}}))
+	assert.Equal(t, http.StatusForbidden, w.Code, "no CSRF token")
+	assertNothingQueued(t, fx.p) // still parked: its turn is not due
+
+	w = confirmAndPost(t, h, "resume", "busy", nil)
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	assert.Regexp(t, `<p class="done">resumed parked instance busy: 1 message\(s\) due now instead of at \S+ \(parked 1 time\(s\): schedule mismatch at event 2\)</p>`, w.Body.String())
+	item, _, _, err := fx.p.FetchOrchestrationItem(context.Background(), time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "the parked turn is due now, not in an hour")
+	assert.Equal(t, []cdb.WorkItem{cdb.ExternalRaisedMessage{Instance: "busy", Name: "approve", Data: "{}"}}, item.Messages)
+
+	w = confirmAndPost(t, h, "resume", "done", nil)
+	assert.Equal(t, http.StatusConflict, w.Code, "the instance's state refused it")
+	assert.Contains(t, w.Body.String(), `instance &#34;done&#34; is not parked: nothing resumed`)
+	w = confirmAndPost(t, h, "resume", "busy", nil)
+	assert.Equal(t, http.StatusConflict, w.Code)
+	assert.Contains(t, w.Body.String(), `instance &#34;busy&#34; is locked by a runtime, which is running its turn now: nothing resumed`)
+}
+
+func TestUIReadOnlyOffersNoResume(t *testing.T) {
+	fx := newUIFixture(t)
+	parkBusy(t, fx.p)
+	h := fx.handler(t, uiOptions{readOnly: true})
+	page := get(t, h, "/instance?id=busy", http.StatusOK)
+	assert.Contains(t, page, `<dd class="parked">`, "the park is shown")
+	assert.NotContains(t, page, "resume")
+	get(t, h, "/confirm?action=resume&id=busy", http.StatusNotFound)
+	w := serve(h, uiRequest(http.MethodPost, "/act/resume", url.Values{"id": {"busy"}}))
+	assert.Equal(t, http.StatusNotFound, w.Code)
+	assertNothingQueued(t, fx.p)
+}

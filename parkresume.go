@@ -55,7 +55,7 @@ func (p *CosmosProvider) resumeOnce(ctx context.Context, op, instance string) (n
 	}
 	now := p.nowMs()
 	switch {
-	case inst == nil: // a parked first turn's document has no name yet, but a record
+	case inst == nil: // not !exists(): a parked first turn's document has a record but no name yet
 		return 0, false, refuse(op, fmt.Sprintf("instance %q not found", instance), ErrInstanceNotFound)
 	case inst.Parked == nil:
 		return 0, false, refuse(op, fmt.Sprintf("instance %q is not parked", instance), ErrNotParked)

@@ -96,6 +96,8 @@
 //     instance id that cannot be stored, a work item on the wrong queue,
 //     event id 0, a completion of the wrong kind) or read (an InstanceQuery
 //     QueryInstances cannot take);
+//   - ErrNotParked, ErrInstanceLocked: ResumeParked of an instance no
+//     runtime has parked, or whose lock a runtime holds;
 //   - ErrDocumentTooLarge, ErrBatchTooLarge, ErrBatchTooManyOperations: data
 //     that Cosmos DB cannot hold, refused before anything is written.
 //

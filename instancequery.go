@@ -44,6 +44,10 @@ type InstanceQuery struct {
 	// strictly after and strictly before them (the store keeps
 	// milliseconds).
 	CreatedAfter, CreatedBefore time.Time
+	// EndedAfter, when set, keeps the instances whose current execution
+	// ended Completed or Failed at or after it (the store keeps
+	// milliseconds): what ended since a moment, as a watcher samples it.
+	EndedAfter time.Time
 	// PageSize is the most instances a page holds: 0 for
 	// DefaultInstancePageSize, at most MaxInstancePageSize.
 	PageSize int
@@ -159,6 +163,7 @@ func newInstanceListing(op string, q InstanceQuery) (instanceListing, error) {
 	if err := l.filterCreated(op, q); err != nil {
 		return l, err
 	}
+	l.filterEnded(q.EndedAfter)
 	return l, nil
 }
 
@@ -247,6 +252,17 @@ func (l *instanceListing) filterCreated(op string, q InstanceQuery) error {
 		l.upper = &c.At
 	}
 	return nil
+}
+
+// filterEnded keeps the instances whose current execution ended Completed
+// or Failed at or after after, when it is set.
+func (l *instanceListing) filterEnded(after time.Time) {
+	if after.IsZero() {
+		return
+	}
+	l.and("c.completedAt >= @endedAfter AND (c.status = @endedCompleted OR c.status = @endedFailed)",
+		QueryParameter{Name: "@endedAfter", Value: after.UnixMilli()},
+		QueryParameter{Name: "@endedCompleted", Value: StatusCompleted}, QueryParameter{Name: "@endedFailed", Value: StatusFailed})
 }
 
 // ceilMilli is t in milliseconds, rounded up.

@@ -161,6 +161,8 @@ func TestQueryInstancesFiltersOnTheServer(t *testing.T) {
 		{"created after", cdb.InstanceQuery{CreatedAfter: minute(3)}, []string{"refund-1", "order-2"}},
 		{"created before", cdb.InstanceQuery{CreatedBefore: minute(2)}, []string{"old-order", "old-report"}},
 		{"created between", cdb.InstanceQuery{CreatedAfter: minute(1), CreatedBefore: minute(4)}, []string{"report-1", "order-1"}},
+		{"ended after", cdb.InstanceQuery{EndedAfter: minute(3)}, []string{"order-2", "report-1"}},
+		{"ended after, and a status", cdb.InstanceQuery{EndedAfter: minute(1), Statuses: []cdb.InstanceStatus{cdb.StatusCompleted}}, []string{"order-2", "old-order"}},
 		{"every filter", cdb.InstanceQuery{Statuses: []cdb.InstanceStatus{cdb.StatusRunning, cdb.StatusCompleted}, Name: "Process*",
 			CreatedAfter: minute(1), CreatedBefore: minute(5)}, []string{"order-2", "order-1"}},
 	} {

@@ -104,3 +104,110 @@ func TestAParkWhoseResponseIsLostCountsOnce(t *testing.T) {
 	_, attempts := fetchPoke(t, p)
 	assert.EqualValues(t, 1, attempts, "the attempt was given back once")
 }
+
+// An operator who deployed the fix resumes a parked instance: its parked
+// turn is due at once, long before the park's RetryAt, and the record
+// says the retry is due now until a turn commits.
+func TestResumeParkedMakesTheParkedTurnDueNow(t *testing.T) {
+	ctx := rulesContext(t)
+	p, clock, _ := parkedAccount(t, "parked")
+	token, _ := fetchPoke(t, p)
+	since := clock.Now()
+	require.NoError(t, p.ParkOrchestrationItem(ctx, token, time.Hour, "diverged at event 2"))
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, item, "parked for an hour")
+
+	clock.Advance(time.Second)
+	n, err := p.ResumeParked(ctx, "parked")
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "the poke")
+	assert.Equal(t, &cdb.ParkedInfo{Reason: "diverged at event 2", Since: ms(since), Count: 1, RetryAt: ms(clock.Now())},
+		storedPark(t, p, "parked"), "parked until a turn commits, its retry due now")
+
+	item, token, attempts, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "due at once, 59 minutes before RetryAt")
+	assert.Equal(t, []cdb.WorkItem{pokeItem("parked")}, item.Messages)
+	assert.EqualValues(t, 1, attempts, "the park gave the attempt back")
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, providertest.TestOrchMetadata(), nil))
+	assert.Nil(t, storedPark(t, p, "parked"), "the turn committed")
+}
+
+// A park of the first turn holds the start too (startHeldUntil): resuming
+// brings it forward with the batch.
+func TestResumeParkedBringsAParkedStartForward(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p := newRulesProvider(t, acct, cdb.Config{ShortPolling: true, Now: clock.Now})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("first"), 0))
+	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NoError(t, p.ParkOrchestrationItem(ctx, token, time.Hour, "diverged at event 1"))
+
+	n, err := p.ResumeParked(ctx, "first")
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "the start is due at once")
+	assert.Equal(t, []cdb.WorkItem{providertest.StartItem("first")}, item.Messages)
+}
+
+// Resuming changes nothing, and says why, for an unknown instance, one no
+// runtime parked, and one whose lock a runtime holds; the held batch is
+// still there for the runtime that holds it.
+func TestResumeParkedRefusesWhatItCannotResume(t *testing.T) {
+	ctx := rulesContext(t)
+	p, clock, _ := parkedAccount(t, "parked")
+
+	_, err := p.ResumeParked(ctx, "nobody")
+	assert.ErrorIs(t, err, cdb.ErrInstanceNotFound)
+	assert.EqualError(t, err, `ResumeParked: instance "nobody" not found: instance not found`)
+	_, err = p.ResumeParked(ctx, "parked")
+	assert.ErrorIs(t, err, cdb.ErrNotParked)
+	assert.EqualError(t, err, `ResumeParked: instance "parked" is not parked: instance is not parked`)
+
+	token, _ := fetchPoke(t, p)
+	require.NoError(t, p.ParkOrchestrationItem(ctx, token, time.Minute, "diverged"))
+	clock.Advance(time.Minute)
+	token, _ = fetchPoke(t, p) // the runtime's retry, at RetryAt, holds the lock
+	_, err = p.ResumeParked(ctx, "parked")
+	assert.ErrorIs(t, err, cdb.ErrInstanceLocked)
+	assert.Regexp(t, `^ResumeParked: instance "parked" is locked by a runtime until \S+: it is running its turn now: instance is locked by a runtime$`, err.Error())
+
+	require.NoError(t, p.AbandonOrchestrationItem(ctx, token, 0, true))
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	assert.Equal(t, []cdb.WorkItem{pokeItem("parked")}, item.Messages, "the refused resume lost nothing")
+}
+
+// On @vercel/cosmosdb-server too, where the test's transport runs a batch
+// with patches one operation at a time: a resumed park is due at once.
+func TestResumeParkedOnFakeAndNPM(t *testing.T) {
+	onFakeAndNPM(t, func(t *testing.T, open openProvider) {
+		ctx := rulesContext(t)
+		p := open(t, cdb.Config{ShortPolling: true})
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("parked"), 0))
+		_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, []cdb.Event{providertest.StartedEvent("parked", 1)}, nil, nil, providertest.TestOrchMetadata(), nil))
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, pokeItem("parked"), 0))
+		token, _ = fetchPoke(t, p)
+		require.NoError(t, p.ParkOrchestrationItem(ctx, token, time.Hour, "diverged"))
+
+		n, err := p.ResumeParked(ctx, "parked")
+		require.NoError(t, err)
+		assert.Equal(t, 1, n)
+		require.Eventually(t, func() bool {
+			item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+			if err != nil || item == nil {
+				return false
+			}
+			_ = p.AbandonOrchestrationItem(ctx, token, 0, true)
+			return assert.Equal(t, []cdb.WorkItem{pokeItem("parked")}, item.Messages)
+		}, 30*time.Second, 50*time.Millisecond, "due long before the hour's RetryAt")
+	})
+}

@@ -85,6 +85,11 @@ var (
 	// work item on the wrong queue, an event id 0, a completion that is not
 	// ActivityCompleted or ActivityFailed, an InstanceQuery out of bounds.
 	ErrInvalidInput = errors.New("invalid input")
+	// ErrNotParked: ResumeParked met an instance no runtime has parked.
+	ErrNotParked = errors.New("instance is not parked")
+	// ErrInstanceLocked: ResumeParked met an instance whose lock a runtime
+	// holds: it is running the instance's turn now.
+	ErrInstanceLocked = errors.New("instance is locked by a runtime")
 )
 
 // The provider builds its errors in three ways only, so that every cause

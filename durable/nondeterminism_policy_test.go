@@ -246,3 +246,30 @@ func TestAParkTheStoreRefusesToRecordNeverCountsAnAttempt(t *testing.T) {
 	rolledBack := deployment(t, mem, "Reserve")
 	assert.Equal(t, "approved yes", rolledBack.completed("order"))
 }
+
+// After the deploy that fixes its code, an operator resumes a parked
+// instance (cdb.CosmosProvider.ResumeParked, cdb resume): the runtime with
+// the matching code runs its parked turn at its next poll, not at the
+// park's retry time an hour away.
+func TestAResumedParkedInstanceRunsBeforeItsRetryTime(t *testing.T) {
+	p := testProviders[1].new(t)
+	cp := p.(*cdb.CosmosProvider)
+	ctx := context.Background()
+	retryInAnHour := func(o *Options) { o.UnregisteredBackoffBase, o.UnregisteredBackoffMax = time.Hour, time.Hour }
+	waitingForApproval(t, p, "order")
+
+	changed := deployment(t, p, "Charge", retryInAnHour)
+	require.NoError(t, changed.client.RaiseEvent(ctx, "order", "approve", "yes"))
+	waitParked(t, changed.rt, "order", 1)
+	require.NoError(t, changed.rt.Shutdown(ctx))
+	info, err := cp.GetInstanceInfo(ctx, "order")
+	require.NoError(t, err)
+	require.NotNil(t, info.Parked)
+	require.WithinDuration(t, time.Now().Add(time.Hour), info.Parked.RetryAt, time.Minute, "parked for an hour")
+
+	fixed := deployment(t, p, "Reserve", retryInAnHour)
+	n, err := cp.ResumeParked(ctx, "order")
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "the approval")
+	assert.Equal(t, "approved yes", fixed.completed("order"), "run now, not in an hour")
+}

@@ -230,9 +230,20 @@ func liveInstance(ctx context.Context, client *durable.Client, endpoint, id, wha
 	case !found:
 		return cdb.InstanceInfo{}, notFoundError{fmt.Sprintf("instance %q not found: nothing %s (no start of it was accepted, or it was deleted)", id, what)}
 	case hasFinished(info.Status):
-		return cdb.InstanceInfo{}, fmt.Errorf("instance %q has finished (%s): nothing %s", id, info.Status, what)
+		return cdb.InstanceInfo{}, instanceFinished{id: id, status: info.Status, what: what}
 	}
 	return info, nil
+}
+
+// instanceFinished refuses a message to an instance that takes no more:
+// the instance's state, not the store, is why, so the UI answers 409.
+type instanceFinished struct {
+	id, what string
+	status   cdb.InstanceStatus
+}
+
+func (e instanceFinished) Error() string {
+	return fmt.Sprintf("instance %q has finished (%s): nothing %s", e.id, e.status, e.what)
 }
 
 // hasFinished reports whether an instance takes no more messages. Unlike

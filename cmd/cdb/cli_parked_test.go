@@ -105,3 +105,57 @@ func TestBinaryListsOnlyParkedInstancesWithStatusParked(t *testing.T) {
 	assert.Empty(t, stdout)
 	assert.Contains(t, stderr, `"Parked" stands alone: a parked instance is Running`)
 }
+
+// cdb resume makes a parked turn due now: the next fetch takes it, an hour
+// before the park's retry time; what it cannot resume it refuses, changing
+// nothing.
+func TestBinaryResumeMakesAParkedTurnDueNow(t *testing.T) {
+	fx, key := operatorFixture(t)
+	ctx := context.Background()
+	p, err := cdb.NewProvider(ctx, cdb.Config{Client: fx.account.Client(), ShortPolling: true})
+	require.NoError(t, err)
+	defer p.Close()
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "busy", Name: "approve", Data: "{}"}, 0))
+	_, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NoError(t, p.ParkOrchestrationItem(ctx, token, time.Hour, stuckReason))
+	conn := []string{"-endpoint", fx.endpoint, "-key", key}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"resume", "nobdy"}, "cdb resume: instance \"nobdy\" not found: nothing resumed\n"},
+		{[]string{"resume", "done"}, "cdb resume: instance \"done\" is not parked: nothing resumed\n"},
+	} {
+		code, stdout, stderr := cli(append(c.args, conn...)...).run(t)
+		assert.Equal(t, 1, code, "cdb %v", c.args)
+		assert.Empty(t, stdout, "cdb %v", c.args)
+		assert.Equal(t, c.want, stderr, "cdb %v", c.args)
+	}
+
+	code, stdout, stderr := cli(append([]string{"resume", "busy"}, conn...)...).run(t)
+	require.Equal(t, 0, code, stderr)
+	assert.Regexp(t, `^resumed parked instance busy: 1 message\(s\) due now instead of at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(parked 1 time\(s\): schedule mismatch at event 2: history has activity "Reserve", the code scheduled activity "Charge"\)\n$`, stdout)
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "due now, not in an hour")
+	assert.Equal(t, []cdb.WorkItem{cdb.ExternalRaisedMessage{Instance: "busy", Name: "approve", Data: "{}"}}, item.Messages)
+
+	// The runtime that fetched it holds its lock now.
+	code, stdout, stderr = cli(append([]string{"resume", "busy"}, conn...)...).run(t)
+	assert.Equal(t, 1, code)
+	assert.Empty(t, stdout)
+	assert.Equal(t, "cdb resume: instance \"busy\" is locked by a runtime, which is running its turn now: nothing resumed\n", stderr)
+
+	require.NoError(t, p.ParkOrchestrationItem(ctx, token, time.Hour, stuckReason))
+	code, stdout, stderr = cli(append([]string{"resume", "busy", "-o", "json"}, conn...)...).run(t)
+	require.Equal(t, 0, code, stderr)
+	var resumed map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &resumed), stdout)
+	assert.Equal(t, "busy", resumed["instance_id"])
+	assert.EqualValues(t, 1, resumed["messages"])
+	assert.EqualValues(t, 2, resumed["count"], "parked twice in a row")
+	assert.Equal(t, stuckReason, resumed["reason"])
+	assert.NotEmpty(t, resumed["retry_at"])
+}

@@ -56,6 +56,8 @@ func commands() []command {
 			details: "By default the instance ends in the turn that receives the request: no more of its code runs.\n" +
 				"An orchestration whose code calls HandleCancellation first runs its compensation, for at most\n" +
 				"the grace it names, then ends the same way. A start still queued (Queued) takes it too."},
+		{name: "resume", args: "INSTANCE", summary: "retry a parked instance's turn now, not at its park's retry time (after deploying the fix)", run: runResume,
+			details: resumeDetails},
 		{name: "metrics", summary: "instance counts, the queues (due now, and not yet due), the outbox and held messages", run: runMetrics},
 		{name: "top", summary: "a live view of the queues, outbox, held messages, completions/s and processes", run: runTop,
 			details: "Every -interval it reads cdb.CosmosProvider.SampleQueues (6 COUNT queries per partition key range)\n" +

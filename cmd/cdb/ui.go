@@ -18,7 +18,7 @@ import (
 
 // `cdb ui` serves a dashboard of the container the connection flags name:
 // the instance list, one instance with its history as a timeline, the
-// actions of start, raise, cancel and delete, and a live page of the
+// actions of start, raise, cancel, resume and delete, and a live page of the
 // numbers cdb top shows. It reads and acts through the same functions as
 // those commands. Its security rules are in ui_security.go and docs/ui.md.
 
@@ -38,7 +38,8 @@ type uiOptions struct {
 const uiDetails = "Safe binding: by default it listens on 127.0.0.1 only, and anyone who can reach that port on this machine can act. " +
 	"Bound to any other address it requires a token (from $" + envUIToken + ", or -token, or a new one printed once at start) " +
 	"and TLS (-tls-cert and -tls-key), unless -behind-tls-proxy says a proxy terminates TLS in front of it. " +
-	"-read-only serves no action at all. Every action is a POST with a CSRF token, behind a page that names the instance. " +
+	"-read-only serves no action at all. The actions (start, raise, cancel, resume a parked instance, delete) are the CLI's commands; " +
+	"each is a POST with a CSRF token, behind a page that names the instance. " +
 	"With no endpoint set it serves the embedded in-memory Cosmos DB, seeded with cdb demo's orders. See docs/ui.md."
 
 func runUI(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
@@ -49,7 +50,7 @@ func runUI(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("ui", stderr)
 	conn.register(fs)
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "`host:port` to listen on; any host but a loopback one needs a token and TLS")
-	fs.BoolVar(&o.readOnly, "read-only", false, "serve the pages only: no start, raise, cancel or delete")
+	fs.BoolVar(&o.readOnly, "read-only", false, "serve the pages only: no start, raise, cancel, resume or delete")
 	fs.StringVar(&o.token, "token", "", "the `token` a browser must present (default $"+envUIToken+"; prefer it: a flag shows in the process list)")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with this certificate `file` (PEM), with -tls-key")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "the private key `file` (PEM) of -tls-cert")
@@ -165,20 +166,31 @@ func uiProvider(ctx context.Context, conn *connection, stderr io.Writer) (*cdb.C
 		return p, fmt.Sprintf("%s/%s at %s", p.Container().DatabaseID(), p.Container().ID(), p.Client().Endpoint()), func() { _ = p.Close() }, nil
 	}
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{PartitionKeyRanges: 4})
-	p, err := cdb.NewProvider(ctx, cdb.Config{Endpoint: acct.Endpoint(), Key: acct.Key(), GaugeInterval: -1,
-		ClientOptions: cdb.ClientOptions{Transport: acct.Transport()}})
+	open := func(leases *cdb.ProcessLeaseOptions) (*cdb.CosmosProvider, error) {
+		return cdb.NewProvider(ctx, cdb.Config{Endpoint: acct.Endpoint(), Key: acct.Key(), GaugeInterval: -1, ProcessLeases: leases,
+			ClientOptions: cdb.ClientOptions{Transport: acct.Transport()}})
+	}
+	p, err := open(nil)
 	if err != nil {
+		return nil, "", nil, err
+	}
+	// The demo runs as an application would, in a process of its own: its
+	// own provider, whose RU is not the UI's, publishing its totals with a
+	// process lease, so that the live page has the application's RU/s.
+	app, err := open(&cdb.ProcessLeaseOptions{ProcessID: "cdb-demo"})
+	if err != nil {
+		_ = p.Close()
 		return nil, "", nil, err
 	}
 	demoCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := runDemoWorkload(demoCtx, p); err != nil && !errors.Is(err, context.Canceled) {
+		if err := runDemoWorkload(demoCtx, app); err != nil && !errors.Is(err, context.Canceled) {
 			fmt.Fprintf(stderr, "cdb ui: the demo's workload: %v\n", err)
 		}
 	}()
-	stop := func() { cancel(); <-done; _ = p.Close() }
+	stop := func() { cancel(); <-done; _ = app.Close(); _ = p.Close() }
 	return p, "the embedded in-memory Cosmos DB with cdb demo's orders (set COSMOS_ENDPOINT for an account)", stop, nil
 }
 

@@ -108,10 +108,13 @@ func (s *uiServer) fail(w http.ResponseWriter, what string, err error) {
 func uiStatusOf(err error) int {
 	var usage usageError
 	var exists instanceExists
+	var finished instanceFinished
 	switch {
 	case errors.As(err, &usage):
 		return http.StatusBadRequest
-	case errors.As(err, &exists):
+	case errors.As(err, &exists), errors.As(err, &finished), errors.Is(err, cdb.ErrInstanceRunning),
+		errors.Is(err, cdb.ErrNotParked), errors.Is(err, cdb.ErrInstanceLocked):
+		// The instance's state refused it: a conflict, not a store that failed.
 		return http.StatusConflict
 	case errors.Is(err, cdb.ErrInstanceNotFound):
 		return http.StatusNotFound
@@ -312,13 +315,13 @@ func (s *uiServer) confirmPage(w http.ResponseWriter, r *http.Request) {
 		if id == "" {
 			id = uuid.NewString()
 		}
-	case "raise", "cancel", "delete":
+	case "raise", "cancel", "resume", "delete":
 		if id == "" {
 			s.fail(w, action, usageError{msg: "which instance? (id is missing)"})
 			return
 		}
 	default:
-		s.fail(w, "confirm", usageError{msg: fmt.Sprintf("%q is not an action: start, raise, cancel or delete", action)})
+		s.fail(w, "confirm", usageError{msg: fmt.Sprintf("%q is not an action: start, raise, cancel, resume or delete", action)})
 		return
 	}
 	s.render(w, http.StatusOK, "confirm.html", uiConfirmPage{uiPage: s.page(action + " " + id), Action: action, ID: id})
@@ -379,6 +382,12 @@ func (s *uiServer) runAction(ctx context.Context, action, id string, r *http.Req
 			return "", err
 		}
 		return fmt.Sprintf("cancellation of instance %s requested (%s): %s", id, info.Status, reason), nil
+	case "resume":
+		res, err := resumeParked(ctx, s.p, s.endpoint, id)
+		if err != nil {
+			return "", err
+		}
+		return res.message(), nil
 	case "delete":
 		res, err := deleteInstance(ctx, s.p, s.endpoint, id, r.PostFormValue("force") == "on")
 		if err != nil {
@@ -389,7 +398,7 @@ func (s *uiServer) runAction(ctx context.Context, action, id string, r *http.Req
 	case "start":
 		return s.start(ctx, client, id, r, raw)
 	}
-	return "", usageError{msg: fmt.Sprintf("%q is not an action: start, raise, cancel or delete", action)}
+	return "", usageError{msg: fmt.Sprintf("%q is not an action: start, raise, cancel, resume or delete", action)}
 }
 
 // start enqueues a start as cdb start does, refusing a taken id.

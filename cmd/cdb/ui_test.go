@@ -346,6 +346,7 @@ func TestUIActionsDoWhatTheCLIDoes(t *testing.T) {
 	w = confirmAndPost(t, h, "raise", "busy", url.Values{"event": {"approval"}, "data": {`{by:ann}`}})
 	assert.Equal(t, http.StatusBadRequest, w.Code, "data that is not JSON, as cdb raise refuses it")
 	w = confirmAndPost(t, h, "raise", "done", url.Values{"event": {"approval"}})
+	assert.Equal(t, http.StatusConflict, w.Code, "the instance's state refused it, not the store")
 	assert.Contains(t, w.Body.String(), `instance &#34;done&#34; has finished (Completed): nothing raised`)
 
 	w = confirmAndPost(t, h, "cancel", "busy", url.Values{"reason": {"wrong order"}})
@@ -355,6 +356,7 @@ func TestUIActionsDoWhatTheCLIDoes(t *testing.T) {
 	assert.Equal(t, "wrong order", messages[0].(cdb.CancelInstanceMessage).Reason)
 
 	w = confirmAndPost(t, h, "delete", "busy", nil)
+	assert.Equal(t, http.StatusConflict, w.Code, "the instance's state refused it, not the store")
 	assert.Contains(t, w.Body.String(), "running", "a running instance is deleted only with force, as cdb delete says")
 	w = confirmAndPost(t, h, "delete", "busy", url.Values{"force": {"on"}})
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
@@ -504,4 +506,144 @@ func TestUITimelineDrawsABarPerAttempt(t *testing.T) {
 	}
 	assert.True(t, tl.Rows[4].Point)
 	assert.Equal(t, "event approval", tl.Rows[4].Label)
+}
+
+// The live samples' latencies come from the histories of the instances
+// that ended since the previous sample: an activity from its schedule to
+// its result, a timer turn from the timer's due time to its turn. The
+// instances of the fixture ended before the first sample and are not
+// measured.
+func TestUILiveJSONMeasuresLatenciesFromTheHistoriesOfEndedInstances(t *testing.T) {
+	fx := newUIFixture(t)
+	s, err := newUIServer(fx.p, fx.p.Client().Endpoint(), uiOptions{addr: "127.0.0.1:8080"}, io.Discard)
+	require.NoError(t, err)
+	h := s.routes()
+	// The store keeps milliseconds and a sample counts what ended in its
+	// previous sample's millisecond, so the fixture's must be over.
+	time.Sleep(5 * time.Millisecond)
+	type sample struct {
+		Ended              int            `json:"ended_read"`
+		TurnLatency        *uiLatencyJSON `json:"turn_latency"`
+		ActivityLatency    *uiLatencyJSON `json:"activity_latency"`
+		RUPerOrchestration *float64       `json:"ru_per_orchestration"`
+	}
+	var body struct{ Samples []sample }
+	require.NoError(t, json.Unmarshal([]byte(get(t, h, "/live.json", http.StatusOK)), &body))
+	assert.Nil(t, body.Samples[0].ActivityLatency, "the first sample has no window")
+
+	ctx := context.Background()
+	providertest.CreateInstance(ctx, t, fx.p, "timed")
+	require.NoError(t, fx.p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "timed", Name: "go", Data: "{}"}, 0))
+	item, token, _, err := fx.p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	t0 := uint64(time.Now().Add(-time.Minute).UnixMilli())
+	two, four := uint64(2), uint64(4)
+	event := func(id uint64, source *uint64, at uint64, k cdb.EventKind) cdb.Event {
+		return cdb.Event{EventID: id, SourceEventID: source, InstanceID: "timed", ExecutionID: 1, TimestampMs: at, Kind: k}
+	}
+	history := []cdb.Event{
+		event(2, nil, t0, cdb.ActivityScheduled{Name: "A"}),
+		event(3, &two, t0+300, cdb.ActivityCompleted{Result: "a"}),
+		event(4, nil, t0+300, cdb.ActivityScheduled{Name: "B"}),
+		event(5, &four, t0+1300, cdb.ActivityFailed{Details: cdb.ApplicationError{Kind: cdb.AppActivityFailed{}, Message: "no"}}),
+		event(6, nil, t0+1300, cdb.TimerCreated{FireAtMs: t0 + 5000}),
+		event(7, nil, t0+5040, cdb.TimerFired{FireAtMs: t0 + 5000}),
+		event(8, nil, t0+5040, cdb.OrchestrationCompleted{Output: "done"}),
+	}
+	status, output := cdb.StatusCompleted, "done"
+	require.NoError(t, fx.p.AckOrchestrationItem(ctx, token, item.ExecutionID, history, nil, nil, cdb.ExecutionMetadata{Status: &status, Output: &output}, nil))
+
+	s.live.taken = time.Time{} // the next request samples at once
+	require.NoError(t, json.Unmarshal([]byte(get(t, h, "/live.json", http.StatusOK)), &body))
+	require.Len(t, body.Samples, 2)
+	second := body.Samples[1]
+	assert.Equal(t, 1, second.Ended, "only the instance that ended since the first sample")
+	assert.Equal(t, &uiLatencyJSON{Count: 2, P50Ms: 300, P99Ms: 1000}, second.ActivityLatency)
+	assert.Equal(t, &uiLatencyJSON{Count: 1, P50Ms: 40, P99Ms: 40}, second.TurnLatency)
+	assert.Nil(t, second.RUPerOrchestration, "no process publishes its RU")
+
+	s.live.taken = time.Time{}
+	require.NoError(t, json.Unmarshal([]byte(get(t, h, "/live.json", http.StatusOK)), &body))
+	third := body.Samples[2]
+	assert.Zero(t, third.Ended, "an instance is measured once")
+	assert.Nil(t, third.ActivityLatency)
+	assert.Nil(t, third.TurnLatency)
+}
+
+func TestUIRUPerOrchestrationIsTheApplicationsRUOverItsCompletionsInTheLast30Seconds(t *testing.T) {
+	sample := func(ruPerSecond *float64, completed uint64, seconds float64) topSample {
+		var s topSample
+		s.Processes.RUPerSecond, s.Completed, s.Seconds = ruPerSecond, &completed, &seconds
+		return s
+	}
+	rate := func(v float64) *float64 { return &v }
+	assert.Nil(t, ruPerOrchestration([]topSample{{}}), "the first sample has no rates")
+	assert.Nil(t, ruPerOrchestration([]topSample{sample(rate(100), 0, 2)}), "none ended")
+	assert.Nil(t, ruPerOrchestration([]topSample{sample(nil, 4, 2)}), "no process publishes its RU")
+	// 100 RU/s for 2 s and 50 RU/s for 2 s over 5 orchestrations.
+	assert.Equal(t, 60.0, *ruPerOrchestration([]topSample{sample(rate(100), 1, 2), sample(nil, 7, 2), sample(rate(50), 4, 2)}))
+	window := []topSample{sample(rate(1000), 1, 2)}
+	for range uiRUWindow {
+		window = append(window, sample(rate(10), 1, 2))
+	}
+	assert.Equal(t, 20.0, *ruPerOrchestration(window), "the samples before the last 30 seconds are left out")
+}
+
+// parkBusy parks the fixture's "busy" for an hour with a message in its
+// turn, as a runtime whose code diverged does.
+func parkBusy(t *testing.T, p *cdb.CosmosProvider) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "busy", Name: "approve", Data: "{}"}, 0))
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Equal(t, "busy", item.Instance)
+	require.NoError(t, p.ParkOrchestrationItem(ctx, token, time.Hour, "schedule mismatch at event 2"))
+}
+
+func TestUIResumesAParkedInstanceBehindAConfirmation(t *testing.T) {
+	fx := newUIFixture(t)
+	parkBusy(t, fx.p)
+	h := fx.handler(t, uiOptions{})
+
+	assert.Contains(t, get(t, h, "/instance?id=busy", http.StatusOK), `<a href="/confirm?action=resume&amp;id=busy">resume now…</a>`)
+	assert.NotContains(t, get(t, h, "/instance?id=done", http.StatusOK), "action=resume", "only a parked instance offers it")
+	page := get(t, h, "/confirm?action=resume&id=busy", http.StatusOK)
+	assert.Contains(t, page, `<h1>resume parked instance <code class="id">busy</code> now?</h1>`)
+	assert.Contains(t, page, `<form class="confirm" method="post" action="/act/resume">`)
+	assert.Contains(t, page, `<button type="submit" class="danger">resume busy</button>`)
+
+	w := serve(h, uiRequest(http.MethodGet, "/act/resume?id=busy&csrf="+csrfOf(t, page), nil))
+	assert.Equal(t, http.StatusMethodNotAllowed, w.Code, "a GET never acts")
+	w = serve(h, uiRequest(http.MethodPost, "/act/resume", url.Values{"id": {"busy"}}))
+	assert.Equal(t, http.StatusForbidden, w.Code, "no CSRF token")
+	assertNothingQueued(t, fx.p) // still parked: its turn is not due
+
+	w = confirmAndPost(t, h, "resume", "busy", nil)
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	assert.Regexp(t, `<p class="done">resumed parked instance busy: 1 message\(s\) due now instead of at \S+ \(parked 1 time\(s\): schedule mismatch at event 2\)</p>`, w.Body.String())
+	item, _, _, err := fx.p.FetchOrchestrationItem(context.Background(), time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "the parked turn is due now, not in an hour")
+	assert.Equal(t, []cdb.WorkItem{cdb.ExternalRaisedMessage{Instance: "busy", Name: "approve", Data: "{}"}}, item.Messages)
+
+	w = confirmAndPost(t, h, "resume", "done", nil)
+	assert.Equal(t, http.StatusConflict, w.Code, "the instance's state refused it")
+	assert.Contains(t, w.Body.String(), `instance &#34;done&#34; is not parked: nothing resumed`)
+	w = confirmAndPost(t, h, "resume", "busy", nil)
+	assert.Equal(t, http.StatusConflict, w.Code)
+	assert.Contains(t, w.Body.String(), `instance &#34;busy&#34; is locked by a runtime, which is running its turn now: nothing resumed`)
+}
+
+func TestUIReadOnlyOffersNoResume(t *testing.T) {
+	fx := newUIFixture(t)
+	parkBusy(t, fx.p)
+	h := fx.handler(t, uiOptions{readOnly: true})
+	page := get(t, h, "/instance?id=busy", http.StatusOK)
+	assert.Contains(t, page, `<dd class="parked">`, "the park is shown")
+	assert.NotContains(t, page, "resume")
+	get(t, h, "/confirm?action=resume&id=busy", http.StatusNotFound)
+	w := serve(h, uiRequest(http.MethodPost, "/act/resume", url.Values{"id": {"busy"}}))
+	assert.Equal(t, http.StatusNotFound, w.Code)
+	assertNothingQueued(t, fx.p)
 }

@@ -57,6 +57,32 @@ func TestUIInABrowser(t *testing.T) {
 	saveTimelineScreenshot(t, ctx)
 
 	checkHostileIDStaysText(t, ctx, base)
+	checkLiveCharts(t, ctx, base)
+}
+
+// checkLiveCharts opens the live page and waits for its script to draw a
+// second sample: the latency charts draw p50 and p99 as two lines.
+func checkLiveCharts(t *testing.T, ctx context.Context, base string) {
+	t.Helper()
+	do(t, ctx, "open the live page", chromedp.Navigate(base+"/live"))
+	eventually(t, "the live page draws a second sample", func() (bool, string) {
+		status := read(t, ctx, "the live status", chromedp.TextContent(chromedp.CSS("#live-status")))
+		return strings.HasPrefix(status, "sample 2 "), status
+	})
+	captions := read(t, ctx, "the charts' captions", chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll("#charts figcaption")].map(c => c.textContent)`))
+	lines := read(t, ctx, "the charts' lines", chromedp.Evaluate[[]int](
+		`[...document.querySelectorAll("#charts figure")].map(f => f.querySelectorAll("polyline").length)`))
+	require.Len(t, lines, len(captions))
+	for i, c := range captions {
+		want := 1
+		if strings.Contains(c, "latency") {
+			want = 2
+		}
+		assert.Equal(t, want, lines[i], "lines of the chart %q", c)
+	}
+	assert.Contains(t, strings.Join(captions, "\n"), "activity latency ms (p50 / p99): ")
+	assert.Contains(t, strings.Join(captions, "\n"), "RU per orchestration (application): ")
 }
 
 // do runs the browser's actions as one step, failing the test with what

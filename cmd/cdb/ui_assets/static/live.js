@@ -1,5 +1,6 @@
-// cdb ui's live page: polls /live.json and draws each series the page's
-// #charts names as a small SVG line chart. No inline script (the CSP
+// cdb ui's live page: polls /live.json and draws each chart the page's
+// #charts names as a small SVG line chart: "a.b+c.d:label" draws the
+// values at paths a.b and c.d as two lines. No inline script (the CSP
 // forbids it), no library, no other origin.
 (function () {
   "use strict";
@@ -9,7 +10,10 @@
   var status = document.getElementById("live-status");
   var series = root.getAttribute("data-series").split("|").map(function (s) {
     var parts = s.split(":");
-    return { path: parts[0].split("."), label: parts[1] };
+    return {
+      paths: parts[0].split("+").map(function (p) { return p.split("."); }),
+      label: parts[1]
+    };
   });
 
   function value(sample, path) {
@@ -27,25 +31,34 @@
     return e;
   }
 
+  function round(v) { return v === null ? "n/a" : String(Math.round(v * 100) / 100); }
+
   function chart(s, samples) {
-    var values = samples.map(function (x) { return value(x, s.path); });
-    var known = values.filter(function (v) { return v !== null; });
+    var lines = s.paths.map(function (path) {
+      return samples.map(function (x) { return value(x, path); });
+    });
+    var known = [].concat.apply([], lines).filter(function (v) { return v !== null; });
     var top = Math.max.apply(null, known.concat([1]));
-    var last = known.length ? known[known.length - 1] : null;
+    var lasts = lines.map(function (values) {
+      var k = values.filter(function (v) { return v !== null; });
+      return k.length ? k[k.length - 1] : null;
+    });
     var fig = document.createElement("figure");
     var cap = document.createElement("figcaption");
-    cap.textContent = s.label + ": " + (last === null ? "n/a" : (Math.round(last * 100) / 100));
+    cap.textContent = s.label + ": " + lasts.map(round).join(" / ");
     var svg = el("svg", { width: W, height: H, viewBox: "0 0 " + W + " " + H, "class": "chart" });
     svg.appendChild(el("line", { x1: 0, y1: H - PAD, x2: W, y2: H - PAD, "class": "axis" }));
-    svg.appendChild(el("text", { x: 2, y: 12, "class": "tick" }, String(Math.round(top * 100) / 100)));
-    var points = [];
-    values.forEach(function (v, i) {
-      if (v === null) { return; }
-      var x = values.length < 2 ? W / 2 : PAD + i * (W - 2 * PAD) / (values.length - 1);
-      var y = H - PAD - v / top * (H - 2 * PAD - 12);
-      points.push(x.toFixed(1) + "," + y.toFixed(1));
+    svg.appendChild(el("text", { x: 2, y: 12, "class": "tick" }, round(top)));
+    lines.forEach(function (values, n) {
+      var points = [];
+      values.forEach(function (v, i) {
+        if (v === null) { return; }
+        var x = values.length < 2 ? W / 2 : PAD + i * (W - 2 * PAD) / (values.length - 1);
+        var y = H - PAD - v / top * (H - 2 * PAD - 12);
+        points.push(x.toFixed(1) + "," + y.toFixed(1));
+      });
+      svg.appendChild(el("polyline", { points: points.join(" "), "class": n === 0 ? "series" : "series second" }));
     });
-    svg.appendChild(el("polyline", { points: points.join(" "), "class": "series" }));
     fig.appendChild(cap);
     fig.appendChild(svg);
     return fig;

@@ -233,6 +233,11 @@
 // range or partition key, and a part of a range (x-ms-start-epk); a split
 // range answers 410/1002.
 //
+// Priority-based execution: x-ms-cosmos-priority-level is High or Low (any
+// case), else 400; the level is passed to faults (RequestInfo), which is
+// how a test throttles Low requests first. There is no RU/s budget that
+// throttles by itself.
+//
 // Not implemented (refused with 400 "not supported by this fake", or simply
 // absent): stored procedures, triggers, UDFs, users and permissions,
 // offers/throughput, hierarchical (MultiHash) partition keys, and addressing

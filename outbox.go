@@ -734,19 +734,12 @@ func (r *relay) remove(ctx context.Context, o *pendingOutbox) error {
 	return nil
 }
 
-// run retries stopped chains, deletes delivered outboxes and reconciles,
-// until ctx ends. Reconciling has a loop of its own: its looks are
+// run retries stopped chains and deletes delivered outboxes until ctx
+// ends. Reconciling has a loop of its own (reconcileEvery): its looks are
 // background work, which waits while the account throttles
 // (backgroundbudget.go), and the retries of this process's deliveries
 // must not wait behind them.
 func (r *relay) run(ctx context.Context) {
-	var reconciling sync.WaitGroup
-	defer reconciling.Wait()
-	reconciling.Add(1)
-	go func() {
-		defer reconciling.Done()
-		r.reconcileEvery(ctx)
-	}()
 	retry := time.NewTicker(r.retryDelay())
 	defer retry.Stop()
 	for {

@@ -434,6 +434,11 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		defer p.done.Done()
 		p.outbox.run(bg)
 	}()
+	p.done.Add(1)
+	go func() {
+		defer p.done.Done()
+		p.outbox.reconcileEvery(bg)
+	}()
 	if waiting {
 		p.done.Add(1)
 		go func() {

@@ -60,6 +60,10 @@ type ClientOptions struct {
 	// Timeouts bounds each attempt and, on the built-in transport, dialing
 	// and silent HTTP/2 connections.
 	Timeouts TimeoutOptions
+	// Background says how requests of low priority (ContextWithPriorityLevel)
+	// wait after the account throttled any request (a 429), so that its
+	// RU/s go to the others first.
+	Background BackgroundOptions
 	// Logger receives one debug record per HTTP attempt. Nil logs nothing.
 	Logger *slog.Logger
 	// PreferredRegions lists, most preferred first, the regions reads go
@@ -143,6 +147,7 @@ type Client struct {
 	builtin    bool      // the transport is ours, so httptrace tells us whether a request left
 	retry      RetryOptions
 	timeouts   TimeoutOptions
+	background *backgroundBudget // low-priority requests wait after 429s (backgroundbudget.go)
 	logger     *slog.Logger
 	apiVersion string
 	userAgent  string
@@ -189,6 +194,7 @@ func NewClient(endpoint string, opts ClientOptions) (*Client, error) {
 		builtin:    builtin,
 		retry:      opts.Retry.withDefaults(),
 		timeouts:   opts.Timeouts.withDefaults(),
+		background: newBackgroundBudget(opts.Background),
 		logger:     opts.Logger,
 		apiVersion: opts.APIVersion,
 		userAgent:  opts.UserAgent,
@@ -438,8 +444,12 @@ func (c *Client) send(ctx context.Context, r *request) (*response, error) {
 
 // sendWithRetries returns the last attempt's answer or the operation's
 // error, and the request charge of all its attempts (a failed operation's
-// too).
+// too). A low-priority request first waits out the background budget's
+// pause, outside its retry budget.
 func (c *Client) sendWithRetries(ctx context.Context, r *request) (_ *response, charge float64, _ error) {
+	if err := c.background.yield(ctx); err != nil {
+		return nil, 0, fmt.Errorf("cdb: %s: %w (while yielding to requests of higher priority)", r.operation, err)
+	}
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
@@ -509,6 +519,9 @@ func (c *Client) decide(ctx context.Context, r *request, attempt int, resp *resp
 	}
 	if resp.StatusCode >= 300 {
 		ce := newCosmosError(r.operation, resp)
+		if ce.StatusCode == http.StatusTooManyRequests {
+			c.background.throttled()
+		}
 		switch {
 		case r.routing:
 		case isWriteRegionMoved(ce):
@@ -521,6 +534,7 @@ func (c *Client) decide(ctx context.Context, r *request, attempt int, resp *resp
 	}
 	if r.retryOK != nil {
 		if retry, hint := r.retryOK(resp); retry {
+			c.background.throttled() // an operation inside was throttled (429) or asked for a retry (449)
 			return decision{retry: true, wait: c.backoff(attempt, hint), throttled: hint > 0, resp: resp}
 		}
 	}
@@ -736,6 +750,9 @@ func (c *Client) newHTTPRequest(ctx context.Context, r *request) (*http.Request,
 	}
 	if token := c.sessionHeader(r); token != "" {
 		h.Set(headerSessionToken, token) // per attempt: a retry sends the latest
+	}
+	if level := priorityLevel(ctx); level != "" {
+		h.Set(headerPriorityLevel, string(level))
 	}
 	h.Set("Authorization", authz)
 	h.Set("x-ms-date", date)

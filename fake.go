@@ -187,7 +187,11 @@ type FakeRequest struct {
 	ItemID              string
 	PartitionKey        string // the raw x-ms-documentdb-partitionkey header, e.g. ["order-1"]
 	PartitionKeyRangeID string
-	Body                []byte
+	// PriorityLevel is "High" or "Low" (x-ms-cosmos-priority-level, High
+	// when not sent): match "Low" to throttle low-priority requests first,
+	// as an account with priority-based execution on does.
+	PriorityLevel string
+	Body          []byte
 }
 
 // FakeFaultKind says what a FakeFault does.
@@ -225,7 +229,7 @@ func (a *FakeAccount) InjectFault(f FakeFault) (remove func()) {
 		match = func(ri fakecosmos.RequestInfo) bool {
 			return f.Match(FakeRequest{
 				Operation: string(ri.Op), Method: ri.Method, Path: ri.Path, ItemID: ri.ItemID,
-				PartitionKey: ri.PartitionKey, PartitionKeyRangeID: ri.PartitionKeyRangeID, Body: ri.Body,
+				PartitionKey: ri.PartitionKey, PartitionKeyRangeID: ri.PartitionKeyRangeID, PriorityLevel: ri.PriorityLevel, Body: ri.Body,
 			})
 		}
 	}

@@ -734,22 +734,18 @@ func (r *relay) remove(ctx context.Context, o *pendingOutbox) error {
 	return nil
 }
 
-// run retries stopped chains, deletes delivered outboxes and reconciles,
-// until ctx ends.
+// run retries stopped chains and deletes delivered outboxes until ctx
+// ends. Reconciling has a loop of its own (reconcileEvery): its looks are
+// background work, which waits while the account throttles
+// (backgroundbudget.go), and the retries of this process's deliveries
+// must not wait behind them.
 func (r *relay) run(ctx context.Context) {
-	reconcile := time.NewTicker(r.p.cfg.ReconcileInterval)
-	defer reconcile.Stop()
 	retry := time.NewTicker(r.retryDelay())
 	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-reconcile.C:
-			if err := r.reconcile(ctx); err != nil && ctx.Err() == nil {
-				r.p.log.Warn("cdb: outbox reconciliation left work undone", "error", err)
-			}
-			continue
 		case <-r.kick:
 		case <-retry.C:
 		}
@@ -757,6 +753,15 @@ func (r *relay) run(ctx context.Context) {
 			r.p.log.Debug("cdb: outbox delivery stopped; the relay will retry", "error", err)
 		}
 	}
+}
+
+// reconcileEvery reconciles every ReconcileInterval until ctx ends.
+func (r *relay) reconcileEvery(ctx context.Context) {
+	runEvery(ctx, r.p.cfg.ReconcileInterval, func() {
+		if err := r.reconcile(ctx); err != nil && ctx.Err() == nil {
+			r.p.log.Warn("cdb: outbox reconciliation left work undone", "error", err)
+		}
+	})
 }
 
 // drain deletes delivered outboxes and works every chain nobody works
@@ -797,37 +802,42 @@ func (r *relay) reconcile(ctx context.Context) error {
 	if !r.p.leadsChores() {
 		return errors.Join(errs...) // another process looks across the container
 	}
+	// The looks across the container, the cleanup, the deletions and the
+	// retention are background work; the delivery of what the look finds
+	// is not: a turn of its instance waits for it (awaitOrClaim).
+	look := r.p.background(ctx)
 	// Behind a quiet bell, after a look that found nothing, nothing was
 	// written since that this look would find (bell.go, quietChores).
-	quiet, record := r.p.bell.quietChores(ctx, r.p.cfg.ReconcileInterval)
+	quiet, record := r.p.bell.quietChores(look, r.p.cfg.ReconcileInterval)
 	var outboxes, intents int
 	var lookErr error
 	if !quiet {
-		outboxes, lookErr = r.reconcileOutboxes(ctx)
+		outboxes, lookErr = r.reconcileOutboxes(ctx, look)
 		errs = append(errs, lookErr)
 	}
-	errs = append(errs, r.flushCleanup(ctx))
+	errs = append(errs, r.flushCleanup(look))
 	if !quiet {
 		var err error
-		if intents, err = r.p.finishPendingDeletions(ctx); err != nil {
+		if intents, err = r.p.finishPendingDeletions(look); err != nil {
 			errs = append(errs, fmt.Errorf("finish pending deletions: %w", err))
 		} else if lookErr == nil {
 			record(outboxes+intents > 0)
 		}
 	}
 	if r.p.retainer != nil && r.p.retainer.lookDue(r.p.now()) {
-		if err := r.p.reconcileRetention(ctx); err != nil {
+		if err := r.p.reconcileRetention(look); err != nil {
 			errs = append(errs, fmt.Errorf("retention: %w", err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// reconcileOutboxes reads every outbox's header across the container and
-// delivers the stale ones, going on past one it cannot deliver; it says
-// how many outboxes there were.
-func (r *relay) reconcileOutboxes(ctx context.Context) (int, error) {
-	res, err := r.p.container.QueryItems(ctx,
+// reconcileOutboxes reads every outbox's header across the container
+// (with look: background work) and delivers the stale ones (with ctx),
+// going on past one it cannot deliver; it says how many outboxes there
+// were.
+func (r *relay) reconcileOutboxes(ctx, look context.Context) (int, error) {
+	res, err := r.p.container.QueryItems(look,
 		"SELECT c.id, c.pk, c.rev, c.createdAt, c.owner, c.beatAt, c._etag FROM c WHERE c.type = @type",
 		[]QueryParameter{{Name: "@type", Value: docOutbox}}, nil)
 	if err != nil {

@@ -104,6 +104,16 @@ type Config struct {
 	// Telemetry). Nothing is sampled, and nothing sent, unless the
 	// client's Telemetry has a Meter.
 	GaugeInterval time.Duration
+	// BackgroundPriority is the priority level of the provider's
+	// background work: the reconciler's looks across the container (stale
+	// outboxes, abandoned deletions, retention), the retention sweep, the
+	// gauges and the index check. Default PriorityLevelLow: an account with
+	// priority-based execution on throttles them before turns, fetches,
+	// acks and renewals (which stay High), any other account ignores the
+	// header, and the client holds them back while the account throttles
+	// (ClientOptions.Background). PriorityLevelHigh sends them as every
+	// other request.
+	BackgroundPriority PriorityLevel
 
 	Logger *slog.Logger
 	// Now is this machine's clock (default time.Now), the one its client
@@ -207,6 +217,9 @@ func (c Config) withDefaults() Config {
 	if c.GaugeInterval == 0 {
 		c.GaugeInterval = defaultGaugeInterval
 	}
+	if c.BackgroundPriority == "" {
+		c.BackgroundPriority = PriorityLevelLow
+	}
 	if c.Leases == nil && c.ProcessLeases == nil {
 		c.Leases = NewInMemoryLeaseProvider()
 	}
@@ -301,6 +314,9 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	}
 	if err := checkRetention(cfg.Retention); err != nil {
 		return nil, fmt.Errorf("cdb: new provider: %w", err)
+	}
+	if p := cfg.BackgroundPriority; p != "" && p != PriorityLevelHigh && p != PriorityLevelLow {
+		return nil, fmt.Errorf("cdb: new provider: Config.BackgroundPriority %q: want %q or %q: %w", p, PriorityLevelHigh, PriorityLevelLow, ErrInvalidInput)
 	}
 	cfg = cfg.withDefaults()
 	var leaseOpts ProcessLeaseOptions
@@ -410,7 +426,7 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		p.done.Add(1)
 		go func() {
 			defer p.done.Done()
-			p.retainer.run(bg)
+			p.retainer.run(p.background(bg))
 		}()
 	}
 	p.done.Add(1)
@@ -418,11 +434,16 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		defer p.done.Done()
 		p.outbox.run(bg)
 	}()
+	p.done.Add(1)
+	go func() {
+		defer p.done.Done()
+		p.outbox.reconcileEvery(bg)
+	}()
 	if waiting {
 		p.done.Add(1)
 		go func() {
 			defer p.done.Done()
-			p.watchIndexUpgrade(bg)
+			p.watchIndexUpgrade(p.background(bg))
 		}()
 	}
 	if p.readyItems != nil {
@@ -442,10 +463,22 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 		p.done.Add(1)
 		go func() {
 			defer p.done.Done()
-			p.runGauges(bg, cfg.GaugeInterval)
+			p.runGauges(p.background(bg), cfg.GaugeInterval)
 		}()
 	}
 	return p, nil
+}
+
+// background marks ctx as the provider's background work, whose requests
+// go at Config.BackgroundPriority: Low by default, throttled before the
+// turns' requests and held back while the account throttles
+// (backgroundbudget.go). Turns, fetches, acks, renewals and deliveries
+// right after a commit never run under it.
+func (p *CosmosProvider) background(ctx context.Context) context.Context {
+	if p.cfg.BackgroundPriority == PriorityLevelHigh {
+		return ctx
+	}
+	return ContextWithPriorityLevel(ctx, p.cfg.BackgroundPriority)
 }
 
 // runEvery calls fn every interval until ctx ends: a background loop of

@@ -71,6 +71,10 @@ type QueryItemsPager struct {
 
 // NewQueryItemsPager prepares query with params. Input is checked now;
 // problems come back from the first NextPage, before anything is sent.
+// Each page is one request: across partitions it carries the session
+// token of every range the client knows, which on a container of hundreds
+// of ranges the gateway refuses as too large (400); QueryItems and
+// QueryItemsPerRange query such a container range by range.
 func (cc *ContainerClient) NewQueryItemsPager(query string, params []QueryParameter, o *QueryOptions) *QueryItemsPager {
 	var opts QueryOptions
 	if o != nil {
@@ -125,8 +129,19 @@ func (p *QueryItemsPager) NextPage(ctx context.Context) (QueryItemsResponse, err
 }
 
 // QueryItems runs query to the end, following every continuation (empty
-// pages included).
+// pages included). A query across partitions whose session token would
+// not fit in a request's headers (the client keeps a token per range, and
+// a container has thousands) runs range by range, as QueryItemsPerRange
+// does, each request carrying its range's token only; its items come
+// range by range, in range id order.
 func (cc *ContainerClient) QueryItems(ctx context.Context, query string, params []QueryParameter, o *QueryOptions) (QueryResult, error) {
+	var opts QueryOptions
+	if o != nil {
+		opts = *o
+	}
+	if cc.queriesRangeByRange(opts) {
+		return cc.queryEveryRange(ctx, query, params, opts)
+	}
 	var out QueryResult
 	pager := cc.NewQueryItemsPager(query, params, o)
 	for pager.More() {
@@ -421,6 +436,53 @@ func (cc *ContainerClient) QueryItemsPerRange(ctx context.Context, query string,
 	return cc.queryRangesReplanned(ctx, op, query, params, opts, ranges)
 }
 
+// maxCompoundSessionToken is the largest session token a query across
+// partitions sends in one request. The gateway refuses a request whose
+// line and headers pass 16 KB (400, or 431 on some front ends), and an
+// Entra ID token or a continuation takes several of them; a token per
+// range is 15 to 40 bytes, so this is a hundred ranges or more.
+const maxCompoundSessionToken = 4 << 10
+
+// queriesRangeByRange reports whether a query with options o is one across
+// partitions whose compound session token passes maxCompoundSessionToken:
+// the SDKs send such a query to each range with that range's token. A
+// caller's own token or continuation keeps the query as it is.
+func (cc *ContainerClient) queriesRangeByRange(o QueryOptions) bool {
+	if o.PartitionKey != nil || o.PartitionKeyRangeID != "" || o.ContinuationToken != "" || o.SessionToken != "" {
+		return false
+	}
+	return !cc.client.sessions.compoundFits(cc.sessionLink(), maxCompoundSessionToken)
+}
+
+// queryEveryRange runs a query across partitions on every range, with its
+// items in range id order.
+func (cc *ContainerClient) queryEveryRange(ctx context.Context, query string, params []QueryParameter, opts QueryOptions) (QueryResult, error) {
+	if _, err := newQueryRequest(cc, query, params, opts); err != nil {
+		return QueryResult{}, err // refuse bad input before reading the ranges
+	}
+	ranges, err := cc.ReadPartitionKeyRanges(ctx, false)
+	if err != nil {
+		return QueryResult{}, fmt.Errorf("cdb: %s: %w", queryItemsOp, err)
+	}
+	byRange, err := cc.queryRangesReplanned(ctx, queryItemsOp, query, params, opts, ranges)
+	if err != nil {
+		return QueryResult{}, err
+	}
+	return concatByRangeID(byRange), nil
+}
+
+// concatByRangeID is every range's result, in range id order.
+func concatByRangeID(byRange map[string]QueryResult) QueryResult {
+	var out QueryResult
+	for _, id := range slices.Sorted(maps.Keys(byRange)) {
+		r := byRange[id]
+		out.Items = append(out.Items, r.Items...)
+		out.RequestCharge += r.RequestCharge
+		out.Pages += r.Pages
+	}
+	return out
+}
+
 // QueryItemsForPartitionKeys runs query on the partition key ranges that
 // hold keys, one request a range (concurrently), where a cross-partition
 // query sends one to every range: a look at a few logical partitions costs
@@ -456,15 +518,7 @@ func (cc *ContainerClient) QueryItemsForPartitionKeys(ctx context.Context, query
 	if err != nil {
 		return QueryResult{}, err
 	}
-	ids := slices.Sorted(maps.Keys(byRange))
-	var out QueryResult
-	for _, id := range ids {
-		r := byRange[id]
-		out.Items = append(out.Items, r.Items...)
-		out.RequestCharge += r.RequestCharge
-		out.Pages += r.Pages
-	}
-	return out, nil
+	return concatByRangeID(byRange), nil
 }
 
 // rangesHolding is the live ranges that hold keys, each once; false when a

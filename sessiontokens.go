@@ -15,7 +15,8 @@ import (
 // SDKs do, the client keeps the highest session token it has seen per
 // container and partition key range, from writes and reads alike, and sends
 // on a read the token of the range it reads (routing.go finds it), on a query
-// across partitions those of every range.
+// across partitions those of every range, or, when they would not fit in
+// a request's headers, the query range by range (QueryItems).
 //
 // A token is "<range id>:<version>#<global lsn>[#<region>=<local lsn>...]"
 // (older servers send "<range id>:<lsn>"); several, comma-separated, make a
@@ -239,6 +240,24 @@ func (s *sessionStore) compound(container string) string {
 		segs[i] = id + ":" + ranges[id].token.String()
 	}
 	return strings.Join(segs, ",")
+}
+
+// compoundFits reports whether the compound token of the container is at
+// most limit bytes long, without building it.
+func (s *sessionStore) compoundFits(container string, limit int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.disabled {
+		return true
+	}
+	n := -1 // no comma before the first segment
+	for id, kept := range s.tokens[container] {
+		n += len(id) + 2 + len(kept.token.String()) // "," id ":" token
+		if n > limit {
+			return false
+		}
+	}
+	return true
 }
 
 // forRange is the token for a request that targets one range: its own, or,

@@ -423,3 +423,12 @@ func TestDatabaseDeletionForgetsItsContainersTokens(t *testing.T) {
 	sort.Strings(left)
 	assert.Equal(t, []string{"dbs/ab/colls/x"}, left)
 }
+
+func TestCompoundFitsMeasuresTheCompoundToken(t *testing.T) {
+	s := newSessionStore()
+	assert.True(t, s.compoundFits("c", 0), "no token fits anywhere")
+	s.capture("c", "0:-1#1,12:-1#40")
+	n := len(s.compound("c"))
+	assert.True(t, s.compoundFits("c", n))
+	assert.False(t, s.compoundFits("c", n-1))
+}

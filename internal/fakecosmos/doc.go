@@ -250,6 +250,11 @@
 // message ("Reading or replacing offers is not supported for serverless
 // accounts."). Throughput is not enforced: no request is throttled for it.
 //
+// Priority-based execution: x-ms-cosmos-priority-level is High or Low (any
+// case), else 400; the level is passed to faults (RequestInfo), which is
+// how a test throttles Low requests first. There is no RU/s budget that
+// throttles by itself.
+//
 // Not implemented (refused with 400 "not supported by this fake", or simply
 // absent): stored procedures, triggers, UDFs, users and permissions,
 // replacing an offer (changing throughput), hierarchical (MultiHash)

@@ -19,7 +19,11 @@ type RequestInfo struct {
 	// PartitionKey is the raw x-ms-documentdb-partitionkey header.
 	PartitionKey        string
 	PartitionKeyRangeID string
-	Body                []byte
+	// PriorityLevel is "High" or "Low" (x-ms-cosmos-priority-level; High
+	// when the request names none): match Low to throttle background work
+	// first, as an account with priority-based execution does.
+	PriorityLevel string
+	Body          []byte
 }
 
 // FaultKind says what an injected fault does.

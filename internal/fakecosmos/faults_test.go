@@ -67,7 +67,7 @@ func TestFaultMatchSeesTheRequest(t *testing.T) {
 	c.do("GET", docPath("my id"), nil, pkHeader("p"))
 	c.query("SELECT * FROM c", nil, hdr{"x-ms-documentdb-partitionkeyrangeid": "1"})
 	require.Len(t, seen, 2)
-	assert.Equal(t, RequestInfo{Op: OpReadItem, Method: "GET", Path: "/dbs/db/colls/coll/docs/my id", Database: "db", Container: "coll", ItemID: "my id", PartitionKey: `["p"]`, Body: []byte{}}, seen[0])
+	assert.Equal(t, RequestInfo{Op: OpReadItem, Method: "GET", Path: "/dbs/db/colls/coll/docs/my id", Database: "db", Container: "coll", ItemID: "my id", PartitionKey: `["p"]`, PriorityLevel: "High", Body: []byte{}}, seen[0])
 	assert.Equal(t, OpQuery, seen[1].Op)
 	assert.Equal(t, "1", seen[1].PartitionKeyRangeID)
 	assert.Contains(t, string(seen[1].Body), "SELECT")

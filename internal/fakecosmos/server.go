@@ -252,9 +252,14 @@ func (s *Server) handle(r *http.Request) *response {
 	if err := s.refuseWriteElsewhere(r, op); err != nil {
 		return s.errorResponse(r, op, err, activityID)
 	}
+	priority, err := priorityLevel(r)
+	if err != nil {
+		return s.errorResponse(r, op, err, activityID)
+	}
 
 	info := RequestInfo{
-		Op: op, Method: r.Method, Path: r.URL.Path,
+		PriorityLevel: priority,
+		Op:            op, Method: r.Method, Path: r.URL.Path,
 		Database: rt.database, Container: rt.container, ItemID: rt.item,
 		PartitionKey:        r.Header.Get(hdrPartitionKey),
 		PartitionKeyRangeID: r.Header.Get(hdrPartitionKeyRangeID),

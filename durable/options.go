@@ -29,6 +29,14 @@ type Options struct {
 	// OrchestrationConcurrency is the number of orchestration turns run at
 	// once (default 2).
 	OrchestrationConcurrency int
+	// OrchestrationAcksInFlight is how many commits of a dispatcher's
+	// turns may be on their way to the store while it fetches and runs the
+	// next turn (default 4; 1 keeps one commit under way a dispatcher),
+	// as WorkerAcksInFlight is for activities. A turn waiting for its
+	// commit keeps its instance locked (its lock renewed), so the next
+	// turn of the same instance waits for it as before; a dispatcher whose
+	// commits are all under way waits for one before it runs the next.
+	OrchestrationAcksInFlight int
 	// WorkerOnly runs no orchestration turns: a process that only runs
 	// activities.
 	WorkerOnly bool
@@ -190,6 +198,7 @@ func (o Options) withDefaults() Options {
 	setInt(&o.OrchestrationConcurrency, 2)
 	setInt(&o.WorkerConcurrency, 2)
 	setInt(&o.WorkerAcksInFlight, 4)
+	setInt(&o.OrchestrationAcksInFlight, 4)
 	setDuration(&o.MinPollInterval, 100*time.Millisecond)
 	setDuration(&o.LongPollTimeout, 30*time.Second)
 	setDuration(&o.OrchestratorLockTimeout, 5*time.Second)

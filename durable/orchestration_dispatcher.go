@@ -12,32 +12,60 @@ import (
 	"github.com/duroxide-go/cdb"
 )
 
-// orchestrationLoop is one orchestration dispatcher.
+// orchestrationLoop is one orchestration dispatcher. It runs one turn at a
+// time; the commit of a turn that ran goes on in the background while the
+// dispatcher fetches and runs the next (at most
+// Options.OrchestrationAcksInFlight such commits a dispatcher), as a
+// worker slot's acks do: a commit is a round trip, most of a turn's time,
+// and with a backlog a dispatcher that waited for each ran one turn per
+// round trip. The loop ends once its last commit did.
 func (r *Runtime) orchestrationLoop(slot int) {
 	workerID := fmt.Sprintf("orch-%d-%s", slot, r.id)
+	acking := newAcksUnderWay(r.opts.OrchestrationAcksInFlight)
+	defer acking.wait()
 	r.pollLoop(workerID, func() (bool, error) {
 		item, token, attempt, err := r.provider.FetchOrchestrationItem(r.fetchCtx,
 			r.opts.OrchestratorLockTimeout, r.opts.LongPollTimeout, &r.filter)
 		if err != nil || item == nil {
 			return false, err
 		}
-		r.handleOrchestrationItem(item, token, attempt)
+		r.handleOrchestrationItem(item, token, attempt, acking)
 		return true, nil
 	})
 }
 
-// handleOrchestrationItem processes a locked item and measures its turn.
-// Once an item is locked its turn runs to completion, shutdown or not, so
-// it can be acked.
-func (r *Runtime) handleOrchestrationItem(item *cdb.OrchestrationItem, token string, attempt uint32) {
+// handleOrchestrationItem processes a locked item and measures its turn,
+// once its commit ended (which may be after it returns: acking). Once an
+// item is locked its turn runs to completion, shutdown or not, so it can
+// be acked.
+func (r *Runtime) handleOrchestrationItem(item *cdb.OrchestrationItem, token string, attempt uint32, acking acksUnderWay) {
 	fetched := time.Now()
 	name := orchestrationNameOf(item)
 	turnCtx := r.turnContext(name)
 	r.metrics.turnFetched(turnCtx, name, r.opts.Now(), item.VisibleAt)
 	ctx, span := r.startTurnSpan(turnCtx, item, name)
-	outcome := r.lockAndProcess(ctx, item, token, attempt)
-	endTurnSpan(span, outcome)
-	r.metrics.turnEnded(ctx, name, outcome, time.Since(fetched))
+	r.lockAndProcess(ctx, item, token, attempt, turnEnd{acking: acking, ended: func(outcome turnOutcome) {
+		endTurnSpan(span, outcome)
+		r.metrics.turnEnded(ctx, name, outcome, time.Since(fetched))
+	}})
+}
+
+// turnEnd is how a turn ends: ended is called once with its outcome, when
+// its commit ended, which goes on in the background with a place among
+// acking's.
+type turnEnd struct {
+	acking acksUnderWay
+	ended  func(turnOutcome)
+}
+
+// then is end with more done first when the turn ends.
+func (end turnEnd) then(first func()) turnEnd {
+	ended := end.ended
+	end.ended = func(o turnOutcome) {
+		first()
+		ended(o)
+	}
+	return end
 }
 
 // turnContext is the context a turn's provider calls and measurements run
@@ -61,8 +89,8 @@ func (r *Runtime) turnLog(item *cdb.OrchestrationItem) *slog.Logger {
 }
 
 // lockAndProcess runs the turn of an item whose version this runtime
-// replays, renewing the instance lock meanwhile.
-func (r *Runtime) lockAndProcess(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32) turnOutcome {
+// replays, renewing the instance lock until the turn ended.
+func (r *Runtime) lockAndProcess(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32, end turnEnd) {
 	if pinned, ok := pinnedVersion(item.History); ok && !replaysPinned(r.opts.replayRange(), pinned) && !startsSuccessor(item.Messages) {
 		// Defence in depth: the provider's filter should have skipped it.
 		// A batch that starts the successor of an execution that continued
@@ -70,11 +98,13 @@ func (r *Runtime) lockAndProcess(ctx context.Context, item *cdb.OrchestrationIte
 		// version, whatever its predecessor's was.
 		r.turnLog(item).Warn("execution pinned at an incompatible duroxide version; abandoning", "pinned", pinned.String())
 		r.abandonOrchestration(token, time.Second, false)
-		return turnAbandoned
+		end.ended(turnAbandoned)
+		return
 	}
-	stop := r.renewOrchestrationLock(token)
-	defer stop()
-	return r.processOrchestrationItem(ctx, item, token, attempt)
+	end = end.then(r.renewOrchestrationLock(token))
+	if outcome, underWay := r.processOrchestrationItem(ctx, item, token, attempt, end); !underWay {
+		end.ended(outcome)
+	}
 }
 
 // startsSuccessor reports a batch with a ContinueAsNew message: it starts
@@ -183,9 +213,9 @@ func renewalRetryDelay(interval time.Duration, retries int) time.Duration {
 }
 
 // processOrchestrationItem runs one turn and commits it.
-func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32) turnOutcome {
+func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32, end turnEnd) (outcome turnOutcome, underWay bool) {
 	if attempt > r.opts.MaxAttempts {
-		return r.poisonOrchestration(ctx, item, token, attempt)
+		return r.poisonOrchestration(ctx, item, token, attempt), false
 	}
 	if item.HistoryError != nil {
 		// Another node (a newer duroxide) may read it; the attempt count
@@ -193,7 +223,7 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 		r.turnLog(item).Warn("history could not be decoded; abandoning",
 			"error", *item.HistoryError, "attempt", attempt, "max_attempts", r.opts.MaxAttempts)
 		r.abandonOrchestration(token, time.Second, false)
-		return turnAbandoned
+		return turnAbandoned, false
 	}
 	if attempt > 1 {
 		r.turnLog(item).Info("taking over a turn: an earlier fetch of its messages ended without a commit (a process stopped, lost its lock or gave them back)",
@@ -208,11 +238,11 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 		backoff := r.opts.unregisteredBackoff(attempt)
 		r.turnLog(item).Debug("messages before their instance's start; abandoning with backoff", "backoff", backoff)
 		r.abandonOrchestration(token, backoff, true)
-		return turnAbandoned
+		return turnAbandoned, false
 	}
 	if b.awaitsSuccessor(h) && holdsInstanceInputs(item.Messages, item.ExecutionID) {
 		r.holdForSuccessor(item, token, attempt)
-		return turnAbandoned
+		return turnAbandoned, false
 	}
 	r.admission.forget(item.Instance)
 	collisions := r.collisionNotices(ctx, item, h, b)
@@ -221,7 +251,7 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 		// started: consume the batch without a turn, telling the parents
 		// of child starts it drops.
 		r.turnLog(item).Debug("acking a batch without a turn", "terminal", b.isTerminal(h))
-		return r.commit(ctx, item, token, attempt, turn{executionID: item.ExecutionID, orchestratorItems: collisions})
+		return r.commit(ctx, item, token, attempt, turn{executionID: item.ExecutionID, orchestratorItems: collisions}), false
 	}
 	executionID, persisted := item.ExecutionID, item.History
 	if b.continueAsNew {
@@ -231,7 +261,7 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 		persisted: persisted, batch: b, kvSnapshot: item.KVSnapshot}
 	fn, version, ok := r.registry.resolveOrchestration(b.name, b.version)
 	if !ok {
-		return r.handleUnregisteredOrchestration(ctx, item, token, attempt, plan)
+		return r.handleUnregisteredOrchestration(ctx, item, token, attempt, plan), false
 	}
 	plan.fn, plan.version = fn, version
 	turnResolved(ctx, executionID, version)
@@ -239,13 +269,24 @@ func (r *Runtime) processOrchestrationItem(ctx context.Context, item *cdb.Orches
 	if err != nil {
 		r.turnLog(item).Warn("turn interrupted; abandoning", "error", err)
 		r.abandonOrchestration(token, 0, true)
-		return turnAbandoned
+		return turnAbandoned, false
 	}
 	if r.parkOnDivergence(ctx, item, token, plan, t) {
-		return turnParked
+		return turnParked, false
 	}
 	t.orchestratorItems = append(t.orchestratorItems, collisions...)
-	return r.commit(ctx, item, token, attempt, t)
+	r.commitUnderWay(ctx, item, token, attempt, t, end)
+	return "", true
+}
+
+// commitUnderWay commits t in the background once a place among
+// end.acking's is free, and ends the turn with the commit's outcome.
+func (r *Runtime) commitUnderWay(ctx context.Context, item *cdb.OrchestrationItem, token string, attempt uint32, t turn, end turnEnd) {
+	end.acking.begin()
+	go func() {
+		defer end.acking.end()
+		end.ended(r.commit(ctx, item, token, attempt, t))
+	}()
 }
 
 // startHidden says a batch has neither its instance's start nor history,

@@ -92,3 +92,84 @@ func receive(t *testing.T, ch <-chan string, what string) string {
 		return ""
 	}
 }
+
+// heldCommits holds every orchestration ack until released, and says the
+// instance of each one as it arrives.
+type heldCommits struct {
+	cdb.Provider
+	arrived chan string
+	release chan struct{}
+	tokens  map[string]string // lock token → instance
+	mu      chan struct{}
+}
+
+func (p *heldCommits) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *cdb.DispatcherCapabilityFilter) (*cdb.OrchestrationItem, string, uint32, error) {
+	item, token, attempt, err := p.Provider.FetchOrchestrationItem(ctx, lockTimeout, pollTimeout, filter)
+	if item != nil {
+		p.mu <- struct{}{}
+		p.tokens[token] = item.Instance
+		<-p.mu
+	}
+	return item, token, attempt, err
+}
+
+func (p *heldCommits) AckOrchestrationItem(ctx context.Context, token string, executionID uint64, history []cdb.Event,
+	workerItems, orchestratorItems []cdb.WorkItem, md cdb.ExecutionMetadata, cancelled []cdb.ScheduledActivityIdentifier) error {
+	p.mu <- struct{}{}
+	instance := p.tokens[token]
+	<-p.mu
+	p.arrived <- instance
+	<-p.release
+	return p.Provider.AckOrchestrationItem(ctx, token, executionID, history, workerItems, orchestratorItems, md, cancelled)
+}
+
+// An orchestration dispatcher runs its next turns while the commits of
+// those before are under way, up to Options.OrchestrationAcksInFlight of
+// them: with one dispatcher, two commits in flight and every commit held,
+// three instances' first turns run, two commits have begun, and the third
+// waits for a place.
+func TestAnOrchestrationDispatcherRunsTheNextTurnsWhileTheirCommitsAreUnderWay(t *testing.T) {
+	mem := memprovider.New(memprovider.Options{LongPolling: true})
+	t.Cleanup(func() { _ = mem.Close() })
+	p := &heldCommits{Provider: mem, arrived: make(chan string, 3), release: make(chan struct{}),
+		tokens: map[string]string{}, mu: make(chan struct{}, 1)}
+	h := newHarness(t, p)
+	ran := make(chan string, 3)
+	h.orchestration("Once", func(ctx *OrchestrationContext, in string) (string, error) {
+		if !ctx.IsReplaying() {
+			ran <- in
+		}
+		return in, nil
+	})
+	h.run(func(o *Options) { o.OrchestrationConcurrency, o.OrchestrationAcksInFlight = 1, 2 })
+	released := false
+	t.Cleanup(func() { // before the runtime's shutdown, which waits for the commits
+		if !released {
+			close(p.release) // a failed check: let the runtime stop
+		}
+	})
+	for _, id := range []string{"a", "b", "c"} {
+		h.start(id, "Once", id)
+	}
+
+	var held, done []string
+	for range 2 {
+		held = append(held, receive(t, p.arrived, "a commit"))
+	}
+	for range 3 {
+		done = append(done, receive(t, ran, "a turn, while two commits are held"))
+	}
+	assert.ElementsMatch(t, []string{"a", "b", "c"}, done, "the dispatcher ran every turn meanwhile")
+	assert.ElementsMatch(t, done[:2], held, "the first two turns' commits are the ones under way")
+	select {
+	case third := <-p.arrived:
+		t.Fatalf("a third commit (%s) began while two were under way", third)
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	close(p.release)
+	released = true
+	for _, id := range []string{"a", "b", "c"} {
+		assert.Equal(t, id, h.completed(id))
+	}
+}

@@ -142,7 +142,15 @@ func (p *CosmosProvider) listInstances(ctx context.Context, op string, queued bo
 			rows = append(rows, r)
 		}
 	}
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].CreatedAt > rows[j].CreatedAt })
+	// Newest first, and among instances created in the same millisecond by
+	// id, as QueryInstances orders them (newerRow): the ranges answer in no
+	// set order.
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].CreatedAt != rows[j].CreatedAt {
+			return rows[i].CreatedAt > rows[j].CreatedAt
+		}
+		return rows[i].Instance > rows[j].Instance
+	})
 	ids := []string{}
 	for _, r := range rows {
 		if keep(r) {

@@ -480,12 +480,12 @@ func TestBinaryBenchReportsIssue10Metrics(t *testing.T) {
 			OrchestrationsPerSecond   float64  `json:"orchestrations_per_second"`
 			P50Ms                     float64  `json:"p50_ms"`
 			RequestsPerOrchestration  float64  `json:"requests_per_orchestration"`
-			HarnessRequestsPerOrch    float64  `json:"harness_requests_per_orchestration"`
+			HarnessRequestsPerOrch    *float64 `json:"harness_requests_per_orchestration"`
 			TurnsPerOrchestration     float64  `json:"turns_per_orchestration"`
 			RUPerOrchestration        float64  `json:"ru_per_orchestration"`
 			PreconditionFailedPerItem *float64 `json:"precondition_failed_per_item"`
 			Provider                  usage    `json:"provider"`
-			Harness                   usage    `json:"harness"`
+			Harness                   *usage   `json:"harness"`
 		} `json:"runs"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(stdout), &out), stdout)
@@ -499,12 +499,16 @@ func TestBinaryBenchReportsIssue10Metrics(t *testing.T) {
 	assert.Positive(t, r.OrchestrationsPerSecond)
 	assert.Positive(t, r.P50Ms)
 	assert.Positive(t, r.RequestsPerOrchestration)
-	assert.Positive(t, r.HarnessRequestsPerOrch)
+	// The harness's reads are counted apart, and may be none: it learns an
+	// end the runtime's provider commits without a read, and skips its
+	// polls while that provider holds the instance.
+	require.NotNil(t, r.HarnessRequestsPerOrch)
+	require.NotNil(t, r.Harness)
+	assert.InDelta(t, float64(r.Harness.Requests)/float64(r.Completed), *r.HarnessRequestsPerOrch, 1e-9)
 	assert.GreaterOrEqual(t, r.TurnsPerOrchestration, 2.0)
 	assert.Positive(t, r.RUPerOrchestration)
 	assert.NotNil(t, r.PreconditionFailedPerItem)
 	assert.Positive(t, r.Provider.Requests)
-	assert.Positive(t, r.Harness.Requests)
 	assert.Positive(t, r.Provider.ByOperation["ExecuteTransactionalBatch"].RequestsPerOrchestration)
 
 	code, stdout, stderr = cli(append(quick, "-o", "yaml")...).run(t)

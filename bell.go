@@ -156,11 +156,15 @@ type queueBell struct {
 // both, so one query after a ring might run on a replica behind the
 // writer's; the query that follows, a poll interval later, does not.
 type bellLook struct {
-	count   int64
-	at      time.Time
-	settled bool
-	own     int64 // this process's writes that rang the counter, then
-	found   bool  // the look found work (a chores look skips only after an empty one)
+	count int64
+	// at is the look's time on the provider's clock, atReal on the
+	// machine's: a skip needs the last look recent on both, so that a
+	// provider's clock that stands still or goes back does not skip for
+	// good.
+	at, atReal time.Time
+	settled    bool
+	own        int64 // this process's writes that rang the counter, then
+	found      bool  // the look found work (a chores look skips only after an empty one)
 }
 
 func newQueueBell(container *ContainerClient, id string, listens bool, now func() time.Time, poll time.Duration, log *slog.Logger) *queueBell {
@@ -398,14 +402,14 @@ func (b *queueBell) judge(key string, count, own int64, bound time.Duration) (sk
 	b.mu.Lock()
 	last, ok := b.looked[key]
 	b.mu.Unlock()
-	if ok && last.settled && !last.found && last.count == count && last.own == own && now.Sub(last.at) < bound {
+	if ok && last.settled && !last.found && last.count == count && last.own == own && now.Sub(last.at) < bound && time.Since(last.atReal) < bound {
 		return true, func(bool) {}
 	}
 	settled := ok && last.count == count
 	return false, func(found bool) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		b.looked[key] = bellLook{count: count, at: now, settled: settled, own: own, found: found}
+		b.looked[key] = bellLook{count: count, at: now, atReal: time.Now(), settled: settled, own: own, found: found}
 	}
 }
 

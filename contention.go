@@ -13,14 +13,26 @@ import (
 // fighting over them.
 type contention struct {
 	mu    sync.Mutex
-	until map[contentionKey]time.Time
+	until map[contentionKey]contentionEnd
+}
+
+// contentionEnd is when a note ends: on the provider's clock, or as long
+// after on the machine's monotonic clock, whichever comes first, so that a
+// provider's clock that stands still (a test's, between its steps) or goes
+// back does not leave an instance out of every look for good.
+type contentionEnd struct {
+	at, atReal time.Time
+}
+
+func (e contentionEnd) passed(now time.Time) bool {
+	return !now.Before(e.at) || !time.Now().Before(e.atReal)
 }
 
 // contentionKey names what was contended (a partition, or a session) within
 // a scope (a capability filter, or a session owner).
 type contentionKey struct{ scope, id string }
 
-func newContention() *contention { return &contention{until: map[contentionKey]time.Time{}} }
+func newContention() *contention { return &contention{until: map[contentionKey]contentionEnd{}} }
 
 const contentionBackoff = 200 * time.Millisecond
 
@@ -28,19 +40,19 @@ const contentionBackoff = 200 * time.Millisecond
 const maxSkipped = 256
 
 func (c *contention) note(scope, id string, now time.Time) {
-	c.noteUntil(scope, id, now.Add(contentionBackoff))
+	c.noteUntil(scope, id, now, now.Add(contentionBackoff))
 }
 
-// noteUntil leaves id out of scope's queries until the given time: for
-// what a fetch learned it cannot take before then (a lock held by another
-// process, a pinned version outside the filter). A later note never
-// shortens an earlier one.
-func (c *contention) noteUntil(scope, id string, until time.Time) {
+// noteUntil leaves id out of scope's queries until the given time (now
+// is the provider's clock's): for what a fetch learned it cannot take
+// before then (a lock held by another process, a pinned version outside
+// the filter). A later note never shortens an earlier one.
+func (c *contention) noteUntil(scope, id string, now, until time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := contentionKey{scope, id}
-	if until.After(c.until[key]) {
-		c.until[key] = until
+	if until.After(c.until[key].at) {
+		c.until[key] = contentionEnd{at: until, atReal: time.Now().Add(until.Sub(now))}
 	}
 }
 
@@ -49,8 +61,8 @@ func (c *contention) active(scope string, now time.Time) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
-	for key, until := range c.until {
-		if !now.Before(until) {
+	for key, end := range c.until {
+		if end.passed(now) {
 			delete(c.until, key)
 			continue
 		}

@@ -302,7 +302,7 @@ func (p *CosmosProvider) lockFirstFree(ctx context.Context, groups []instanceGro
 			continue
 		case errors.As(err, &skip):
 			skipped++
-			p.contended.noteUntil(fk, g.pk, skip.until)
+			p.contended.noteUntil(fk, g.pk, p.now(), skip.until)
 			contended = true
 			continue
 		case errors.Is(err, errContended):
@@ -314,7 +314,8 @@ func (p *CosmosProvider) lockFirstFree(ctx context.Context, groups []instanceGro
 			// One instance's permanent trouble must not stop the queue.
 			skipped++
 			p.log.Error("cdb: cannot fetch an instance; passing it over", "partitionKey", g.pk, "error", err)
-			p.contended.noteUntil(fk, g.pk, p.now().Add(brokenInstanceBackoff))
+			now := p.now()
+			p.contended.noteUntil(fk, g.pk, now, now.Add(brokenInstanceBackoff))
 			contended = true
 			continue
 		case err != nil:

@@ -109,7 +109,7 @@ func poll[T any](ctx context.Context, p *CosmosProvider, w queueWatch, pollTimeo
 			return zero, false, nil
 		}
 		wakeAt := deadline
-		if next := sig.nextPoll(w.view); next.After(now) && next.Before(wakeAt) {
+		if next := sig.nextPoll(w.view, now); next.After(now) && next.Before(wakeAt) {
 			wakeAt = next
 		} else if outcome == outcomeBusy {
 			// Candidates exist but are held; look again soon.

@@ -1,6 +1,7 @@
 package cdb_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -191,4 +192,59 @@ func TestAProcessWhoseCorrectedClockIsAheadDoesNotTakeALiveLock(t *testing.T) {
 	work, _, _, err = ahead.FetchWorkItem(ctx, time.Second, 0, nil, cdb.DefaultOnlyFilter())
 	require.NoError(t, err)
 	assert.NotNil(t, work, "and is taken once it ended")
+}
+
+// A look that finds the queue empty keeps it unqueried for a poll interval
+// of the provider's clock or of the machine's, whichever ends first: on a
+// clock that stands still (a test's, between its steps) work another
+// process writes after that look is still found a poll interval later,
+// rather than never.
+func TestAnIdleQueueIsLookedAtAgainWhileTheProvidersClockStandsStill(t *testing.T) {
+	ctx := rulesContext(t)
+	clock := newTestClock()
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: 10 * time.Millisecond, Now: clock.Now})
+	other := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour, Now: clock.Now}) // nothing it writes is announced to p
+
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, item, "the queue is empty: the look closes it for a poll interval")
+	require.NoError(t, other.EnqueueForOrchestrator(ctx, providertest.StartItem("written-elsewhere"), 0))
+
+	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	item, _, _, err = p.FetchOrchestrationItem(waitCtx, time.Minute, time.Hour, nil)
+	require.NoError(t, err, "the clock stands still: only the machine's time ends the idle window")
+	require.NotNil(t, item)
+	assert.Equal(t, "written-elsewhere", item.Instance)
+}
+
+// An instance a look found locked by another process is left out of the
+// next looks until that lock would expire, on the provider's clock or, for
+// as long, on the machine's: on a clock that stands still, the instance is
+// taken once the other process lets it go and that time has passed,
+// rather than never.
+func TestAnInstanceLeftOutWhileLockedElsewhereComesBackWhileTheProvidersClockStandsStill(t *testing.T) {
+	ctx := rulesContext(t)
+	clock := newTestClock()
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: 10 * time.Millisecond, Now: clock.Now})
+	other := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour, Now: clock.Now}) // nothing it writes is announced to p
+	require.NoError(t, other.EnqueueForOrchestrator(ctx, providertest.StartItem("held-elsewhere"), 0))
+	held, token, _, err := other.FetchOrchestrationItem(ctx, 300*time.Millisecond, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, held)
+	require.NoError(t, other.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "held-elsewhere", Name: "go", Data: `"now"`}, 0))
+
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, item, "the event's instance is locked by the other process: left out while its lock lasts")
+	require.NoError(t, other.AbandonOrchestrationItem(ctx, token, 0, true))
+
+	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	item, _, _, err = p.FetchOrchestrationItem(waitCtx, time.Minute, time.Hour, nil)
+	require.NoError(t, err, "the clock stands still: only the machine's time ends the note")
+	require.NotNil(t, item)
+	assert.Equal(t, "held-elsewhere", item.Instance)
 }

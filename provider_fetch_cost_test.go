@@ -261,10 +261,9 @@ func TestGetStatusIsOneRead(t *testing.T) {
 
 // An instance's first turn is fetched without a load: no ack has named the
 // instance, so it has no history, execution, KV or outbox documents to read.
-// A start announced here costs the lock batch, at any number of ranges:
-// what the start wrote stands in for its partition's query (a sighting);
-// a start a waiting fetch of this process takes is written by its first
-// turn's commit (Eager starts), and costs nothing more.
+// A start announced here costs its partition's query and the lock batch, at
+// any number of ranges; a start a waiting fetch of this process takes is
+// written locked to it (Eager starts), and costs its batch alone.
 func TestAStartIsFetchedWithoutALoad(t *testing.T) {
 	for _, c := range []struct {
 		ranges  int
@@ -272,8 +271,8 @@ func TestAStartIsFetchedWithoutALoad(t *testing.T) {
 		want    []string
 		why     string
 	}{
-		{1, true, []string{"Batch", "Batch"}, "the start's batch, the lock of what it wrote"},
-		{4, true, []string{"Batch", "Batch"}, "the start's batch, the lock of what it wrote"},
+		{1, true, []string{"Batch", "Query", "Batch"}, "the start's batch, the partition's candidates, the lock"},
+		{4, true, []string{"Batch", "Query", "Batch"}, "the start's batch, the partition's candidates, the lock"},
 		{1, false, nil, "nothing: the start is handed to the waiting fetch unwritten, and its first turn's commit writes it"},
 		{4, false, nil, "nothing: the start is handed to the waiting fetch unwritten, and its first turn's commit writes it"},
 	} {

@@ -132,9 +132,6 @@ func (p *CosmosProvider) createStart(ctx context.Context, w startWrite) (taken, 
 		case err != nil:
 			return false, unknown, err
 		case resp.Success:
-			if withSequencer {
-				p.sightStart(w)
-			}
 			return false, unknown, nil
 		case withSequencer && failedWithConflict(resp, 1):
 			continue

@@ -239,9 +239,15 @@ func (p toldEnds) EndedStatus(ended <-chan struct{}) (cdb.OrchestrationStatus, b
 type countingProvider struct {
 	cdb.Provider
 	turns, workerItems atomic.Int64
+	// acking counts the acks under way: an ending turn's commit tells its
+	// end before it returns, so the last ones may still be under way when
+	// the run sees its orchestrations end (settled waits for them).
+	acking atomic.Int64
 }
 
 func (p *countingProvider) AckOrchestrationItem(ctx context.Context, lockToken string, executionID uint64, historyDelta []cdb.Event, workerItems, orchestratorItems []cdb.WorkItem, metadata cdb.ExecutionMetadata, cancelled []cdb.ScheduledActivityIdentifier) error {
+	p.acking.Add(1)
+	defer p.acking.Add(-1)
 	err := p.Provider.AckOrchestrationItem(ctx, lockToken, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelled)
 	if err == nil {
 		p.turns.Add(1)
@@ -250,6 +256,8 @@ func (p *countingProvider) AckOrchestrationItem(ctx context.Context, lockToken s
 }
 
 func (p *countingProvider) AckWorkItem(ctx context.Context, lockToken string, completion cdb.WorkItem) error {
+	p.acking.Add(1)
+	defer p.acking.Add(-1)
 	err := p.Provider.AckWorkItem(ctx, lockToken, completion)
 	if err == nil {
 		p.workerItems.Add(1)
@@ -308,6 +316,7 @@ func Run(ctx context.Context, cfg Config, target Target) (Result, error) {
 	start := time.Now()
 	runs, err := pump(ctx, cfg, rt.Client(), durable.NewClient(harness))
 	elapsed := time.Since(start)
+	counted.settled(ctx)
 	after := snapshotOf(target, counted)
 	if err != nil {
 		return Result{}, err
@@ -467,4 +476,16 @@ func Percentile(sorted []time.Duration, q float64) time.Duration {
 	}
 	i := int(q*float64(len(sorted)-1) + 0.5)
 	return sorted[i]
+}
+
+// settledWait bounds how long a run waits for the acks still under way
+// when its last orchestration is seen to end.
+const settledWait = 5 * time.Second
+
+// settled waits until no ack is under way, at most settledWait.
+func (p *countingProvider) settled(ctx context.Context) {
+	deadline := time.Now().Add(settledWait)
+	for p.acking.Load() > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
 }

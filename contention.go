@@ -13,26 +13,14 @@ import (
 // fighting over them.
 type contention struct {
 	mu    sync.Mutex
-	until map[contentionKey]contentionEnd
-}
-
-// contentionEnd is when a note ends: on the provider's clock, or as long
-// after on the machine's monotonic clock, whichever comes first, so that a
-// provider's clock that stands still (a test's, between its steps) or goes
-// back does not leave an instance out of every look for good.
-type contentionEnd struct {
-	at, atReal time.Time
-}
-
-func (e contentionEnd) passed(now time.Time) bool {
-	return !now.Before(e.at) || !time.Now().Before(e.atReal)
+	until map[contentionKey]pause
 }
 
 // contentionKey names what was contended (a partition, or a session) within
 // a scope (a capability filter, or a session owner).
 type contentionKey struct{ scope, id string }
 
-func newContention() *contention { return &contention{until: map[contentionKey]contentionEnd{}} }
+func newContention() *contention { return &contention{until: map[contentionKey]pause{}} }
 
 const contentionBackoff = 200 * time.Millisecond
 
@@ -51,8 +39,8 @@ func (c *contention) noteUntil(scope, id string, now, until time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := contentionKey{scope, id}
-	if until.After(c.until[key].at) {
-		c.until[key] = contentionEnd{at: until, atReal: time.Now().Add(until.Sub(now))}
+	if until.After(c.until[key].until) {
+		c.until[key] = pauseUntil(now, until, 0) // as long on the machine's clock (pacing.go)
 	}
 }
 
@@ -62,7 +50,7 @@ func (c *contention) active(scope string, now time.Time) []string {
 	defer c.mu.Unlock()
 	var out []string
 	for key, end := range c.until {
-		if end.passed(now) {
+		if end.over(now) {
 			delete(c.until, key)
 			continue
 		}

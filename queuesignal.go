@@ -15,12 +15,12 @@ import (
 // nothing, only the fetch that claims the next poll queries again.
 type queueSignal struct {
 	mu         sync.Mutex
-	changed    chan struct{}         // closed by notify
-	generation uint64                // counts notifies
-	unseen     bool                  // a notify no short-polling fetch has acted on
-	looked     uint64                // generation at the last look at the queue, plus one (0: never)
-	idleUntil  map[string]idleWindow // per view (filter): no poll before it ends unless notified
-	wake       *time.Timer           // pending notify for work that becomes visible later
+	changed    chan struct{}    // closed by notify
+	generation uint64           // counts notifies
+	unseen     bool             // a notify no short-polling fetch has acted on
+	looked     uint64           // generation at the last look at the queue, plus one (0: never)
+	idleUntil  map[string]pause // per view (filter): no poll before it ends unless notified
+	wake       *time.Timer      // pending notify for work that becomes visible later
 	wakeAt     time.Time
 	waiters    []chan handoff.Wake // waiting long-polling fetches, oldest first
 	// tokens are the partitions announced while no fetch waited, the
@@ -66,7 +66,7 @@ type queueSignal struct {
 }
 
 func newQueueSignal(shortPolling bool, pollInterval time.Duration, now func() time.Time) *queueSignal {
-	return &queueSignal{changed: make(chan struct{}), idleUntil: map[string]idleWindow{}, shortPolling: shortPolling, pollInterval: pollInterval, now: now}
+	return &queueSignal{changed: make(chan struct{}), idleUntil: map[string]pause{}, shortPolling: shortPolling, pollInterval: pollInterval, now: now}
 }
 
 // newCoalescingQueueSignal is a signal whose announcements for one partition
@@ -488,34 +488,18 @@ func (q *queueSignal) claimPoll(view string, now time.Time, interval time.Durati
 	if q.spills > q.spillsSeen || q.aged {
 		return true
 	}
-	if q.idleUntil[view].open(now) {
+	if q.idleUntil[view].over(now) {
 		q.idleUntil[view] = newIdleWindow(now, interval)
 		return true
 	}
 	return false
 }
 
-// idleWindow is a view's time without a poll: it ends once an interval
-// has passed on the provider's clock, or unrungLookEvery intervals on the
-// machine's. The provider's clock says when work comes due, and a test's
-// clock that jumps ends the window at once; the machine's bounds it when
-// the provider's stands still (a test's clock between its steps) or goes
-// back, so that a look that found the queue empty just before work came
-// due is followed by another within the bound the bell keeps for work
-// written without a ring. While both clocks run together, the provider's
-// always ends it first.
-type idleWindow struct {
-	until     time.Time // on the provider's clock
-	untilReal time.Time // on the machine's monotonic clock
-}
-
-func newIdleWindow(now time.Time, interval time.Duration) idleWindow {
-	return idleWindow{until: now.Add(interval), untilReal: time.Now().Add(unrungLookEvery * interval)}
-}
-
-// open says the window has ended (a zero one has).
-func (w idleWindow) open(now time.Time) bool {
-	return !now.Before(w.until) || !time.Now().Before(w.untilReal)
+// newIdleWindow is a view's time without a poll: an interval on the
+// provider's clock, bounded by unrungLookEvery intervals on the machine's
+// (pacing.go), the bound the bell keeps for work written without a ring.
+func newIdleWindow(now time.Time, interval time.Duration) pause {
+	return pauseUntil(now, now.Add(interval), unrungLookEvery*interval)
 }
 
 // spilled says announcements were dropped since the last look at the
@@ -531,7 +515,7 @@ func (q *queueSignal) spilled() bool {
 func (q *queueSignal) isOpen(view string, now time.Time) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.idleUntil[view].open(now)
+	return q.idleUntil[view].over(now)
 }
 
 // spillMark is the announcements dropped so far, taken before a look, so

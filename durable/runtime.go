@@ -25,6 +25,9 @@ type Runtime struct {
 	id       string
 	filter   cdb.DispatcherCapabilityFilter
 	sessions *sessionTracker
+	// startedAt is when Start began, on the runtime's clock and on the
+	// machine's.
+	startedAt, startedAtReal time.Time
 
 	// fetchCtx ends when shutdown begins: no new work is fetched. workCtx
 	// ends when shutdown runs out of time (or Start's context ends): turns
@@ -90,7 +93,8 @@ func Start(ctx context.Context, provider cdb.Provider, registry *Registry, opts 
 	r := &Runtime{
 		provider: provider, registry: registry, opts: opts, log: opts.Logger.With("runtime", id),
 		client: NewClient(provider), id: id, filter: opts.capabilityFilter(),
-		sessions: newSessionTracker(), executions: map[string]uint64{}, admission: newAdmissionHolds(),
+		sessions: newSessionTracker(), startedAt: opts.Now(), startedAtReal: time.Now(),
+		executions: map[string]uint64{}, admission: newAdmissionHolds(),
 		parked: newParkedTurns(), metrics: newRuntimeMetrics(opts.Telemetry.Meter),
 	}
 	r.client.parked = r.parked.lookup

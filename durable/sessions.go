@@ -8,13 +8,31 @@ import (
 
 // sessionTracker counts the activities in flight per session across this
 // runtime's worker slots, so the runtime holds at most
-// MaxSessionsPerRuntime distinct sessions.
+// MaxSessionsPerRuntime distinct sessions, and says when its slots last
+// took or ended one (on the runtime's clock and on the machine's).
 type sessionTracker struct {
-	mu       sync.Mutex
-	inFlight map[string]int
+	mu                   sync.Mutex
+	inFlight             map[string]int
+	lastSeen, lastSeenAt time.Time
 }
 
 func newSessionTracker() *sessionTracker { return &sessionTracker{inFlight: map[string]int{}} }
+
+// touch notes session work taken or ended now; called with t.mu held.
+func (t *sessionTracker) touch(now time.Time) {
+	t.lastSeen, t.lastSeenAt = now, time.Now()
+}
+
+// quietFor says no session work is in flight and none was taken or ended
+// within d before now, on the runtime's clock and on the machine's.
+func (t *sessionTracker) quietFor(now time.Time, d time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.inFlight) > 0 {
+		return false
+	}
+	return t.lastSeen.IsZero() || (now.Sub(t.lastSeen) >= d && time.Since(t.lastSeenAt) >= d)
+}
 
 // distinct is the number of sessions with work in flight.
 func (t *sessionTracker) distinct() int {
@@ -23,14 +41,17 @@ func (t *sessionTracker) distinct() int {
 	return len(t.inFlight)
 }
 
-// acquire counts an activity of the session until release is called.
-func (t *sessionTracker) acquire(session string) (release func()) {
+// acquire counts an activity of the session until release is called; now
+// is the runtime's clock.
+func (t *sessionTracker) acquire(session string, now func() time.Time) (release func()) {
 	t.mu.Lock()
 	t.inFlight[session]++
+	t.touch(now())
 	t.mu.Unlock()
 	return func() {
 		t.mu.Lock()
 		defer t.mu.Unlock()
+		t.touch(now())
 		if t.inFlight[session]--; t.inFlight[session] <= 0 {
 			delete(t.inFlight, session)
 		}
@@ -97,11 +118,32 @@ func (r *Runtime) sessionManager(owners []string, workersDone <-chan struct{}) {
 	}
 }
 
+// sessionsMayBeBusy says a session of owners may be busy (not idle), so a
+// renewal may have one to renew: sessions are claimed by this runtime's
+// slots, and a session no activity of which was taken or ended for an
+// idle timeout is idle, so with owners of its own (no WorkerNodeID) the
+// runtime knows every one. A stable WorkerNodeID may hold sessions an
+// earlier run of the process claimed, busy for an idle timeout after they
+// last ran. A lock's length is added to each for the claim's own time.
+// Without this, a runtime that never ran a session queried every
+// partition key range every renewal interval.
+func (r *Runtime) sessionsMayBeBusy() bool {
+	window := r.opts.SessionIdleTimeout + r.opts.SessionLockTimeout
+	now := r.opts.Now()
+	if r.opts.WorkerNodeID != "" && (now.Sub(r.startedAt) < window || time.Since(r.startedAtReal) < window) {
+		return true
+	}
+	return !r.sessions.quietFor(now, window)
+}
+
 // renewSessions renews the busy sessions of owners once. The call may take
 // as long as a session lock lasts: a slow store that answers after the
 // renewal interval has still kept the sessions, and cutting the call at the
 // interval would give them up while their locks stand.
 func (r *Runtime) renewSessions(live context.Context, owners []string) error {
+	if !r.sessionsMayBeBusy() {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(live, r.opts.SessionLockTimeout)
 	defer cancel()
 	_, err := r.provider.RenewSessionLock(ctx, owners, r.opts.SessionLockTimeout, r.opts.SessionIdleTimeout)

@@ -265,3 +265,34 @@ func TestASessionsActivitiesDoNotWaitForThePollInterval(t *testing.T) {
 	defer mu.Unlock()
 	assert.Len(t, workers, 1, "the session's activities ran on its owner's slot")
 }
+
+// A runtime whose slots never ran a session's activity holds no session:
+// its owners are its own, so a renewal would query every partition key
+// range of the container to find none. The manager's tick passes without
+// one. With a stable WorkerNodeID, sessions an earlier run of the process
+// claimed may still be busy, so it renews for an idle timeout after its
+// start.
+func TestARuntimeThatRanNoSessionSendsNoSessionRenewals(t *testing.T) {
+	for _, tc := range []struct {
+		name, nodeID string
+		renewals     int
+	}{
+		{name: "own owners", renewals: 0},
+		{name: "stable WorkerNodeID", nodeID: "node-a", renewals: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newSessionRenewals(t)
+			timers := newRenewalTimers()
+			h := newHarness(t, p)
+			h.run(func(o *Options) {
+				o.sessionRenewalAfter = timers.after
+				o.WorkerNodeID = tc.nodeID
+			})
+			timers.next(t).fire <- time.Now()
+			timers.next(t) // the manager handled the tick and waits again
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			assert.Equal(t, tc.renewals, p.calls)
+		})
+	}
+}

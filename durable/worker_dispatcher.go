@@ -99,7 +99,7 @@ func (r *Runtime) processNextWorkItem(workerID, sessionOwner string, acking acks
 	}()
 	w := lockedActivity{ActivityExecuteMessage: act, token: token, attempt: attempt, workerID: workerID}
 	if act.SessionID != nil {
-		release = r.sessions.acquire(*act.SessionID)
+		release = r.sessions.acquire(*act.SessionID, r.opts.Now)
 		if r.sessions.distinct() > r.opts.MaxSessionsPerRuntime {
 			// Another slot claimed a new session meanwhile: give it back.
 			r.abandonWork(token, 100*time.Millisecond, true)

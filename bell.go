@@ -10,7 +10,8 @@ package cdb
 // A long-polling process listens: it lists itself in the document, until
 // a time it renews (listenerLease), and once it has been listed for
 // bellViewMaxAge without a gap, its idle looks read the counters (one
-// point read per poll interval for both queues) and query a queue only
+// point read per poll interval for both queues, every half interval while
+// they skip: bellwatch.go) and query a queue only
 // when its counter moved since their last query, or unrungLookEvery poll
 // intervals passed since then. A process that writes work another process
 // may take (an enqueue, a commit's messages and activities, a give-back, a
@@ -131,9 +132,15 @@ type queueBell struct {
 	wake      chan struct{}
 
 	mu sync.Mutex
-	// The document as last read or written, and when.
-	view   bellDoc
-	viewAt time.Time
+	// The document as last read or written, and when, on the provider's
+	// clock and on the machine's.
+	view               bellDoc
+	viewAt, viewAtReal time.Time
+	// skippedAt is when an idle look last skipped its query (the
+	// machine's clock), and watched the counters as the watcher last read
+	// them (bellwatch.go).
+	skippedAt time.Time
+	watched   map[string]int64
 	// This process's listing: until when, and since when without a gap
 	// (zero: not listed).
 	listedUntil, listedSince time.Time
@@ -169,7 +176,7 @@ type bellLook struct {
 
 func newQueueBell(container *ContainerClient, id string, listens bool, now func() time.Time, poll time.Duration, log *slog.Logger) *queueBell {
 	return &queueBell{container: container, pk: bellPartitionKey(), id: id, listens: listens, now: now, poll: poll, log: log,
-		wake: make(chan struct{}, 1), looked: map[string]bellLook{}, owed: map[string]bool{},
+		wake: make(chan struct{}, 1), looked: map[string]bellLook{}, watched: map[string]int64{}, owed: map[string]bool{},
 		due: map[string][]time.Time{}, rungAt: map[string]time.Time{}, written: map[string]int64{}}
 }
 
@@ -328,18 +335,20 @@ func (b *queueBell) adopt(body []byte) (bellDoc, error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.view, b.viewAt = doc, b.now()
+	b.view, b.viewAt, b.viewAtReal = doc, b.now(), time.Now()
 	return doc, nil
 }
 
 // viewFresh says the view may decide a ring at now; called with b.mu held.
 func (b *queueBell) viewFresh(now time.Time) bool { return b.viewYoungerThan(now, bellViewMaxAge) }
 
-// viewYoungerThan says the view was read less than maxAge before now; one
-// read after now (the clock went back) is of unknown age, so not.
+// viewYoungerThan says the view was read less than maxAge before now, on
+// the provider's clock and on the machine's (pacing.go: a provider's clock
+// that stands still must not keep a view for good); one read after now
+// (the clock went back) is of unknown age, so not.
 func (b *queueBell) viewYoungerThan(now time.Time, maxAge time.Duration) bool {
 	age := now.Sub(b.viewAt)
-	return !b.viewAt.IsZero() && age >= 0 && age < maxAge
+	return !b.viewAt.IsZero() && age >= 0 && age < maxAge && time.Since(b.viewAtReal) < maxAge
 }
 
 // freshView is the document as read at most maxAge ago, read again if
@@ -355,7 +364,7 @@ func (b *queueBell) freshView(ctx context.Context, maxAge time.Duration) (bellDo
 	if IsNotFound(err) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		b.view, b.viewAt = bellDoc{}, b.now() // never rung, nobody listens
+		b.view, b.viewAt, b.viewAtReal = bellDoc{}, b.now(), time.Now() // never rung, nobody listens
 		return b.view, nil
 	}
 	if err != nil {
@@ -382,12 +391,17 @@ func (b *queueBell) quiet(ctx context.Context, queue, view string) (quiet bool, 
 		b.forget()
 		return false, noRecord
 	}
-	doc, err := b.freshView(ctx, b.poll/2)
+	doc, err := b.freshView(ctx, b.poll)
 	if err != nil {
 		b.log.Debug("cdb: could not read the queue bell; the idle look queries the queue", "error", err)
 		return false, noRecord
 	}
 	skip, rec := b.judge(queue+" "+view, doc.count(queue), 0, unrungLookEvery*b.poll)
+	if skip {
+		b.mu.Lock()
+		b.skippedAt = time.Now()
+		b.mu.Unlock()
+	}
 	return skip, func() { rec(false) }
 }
 
@@ -436,7 +450,7 @@ func (b *queueBell) quietChores(ctx context.Context, every time.Duration) (quiet
 		b.forget()
 		return false, noRecord
 	}
-	doc, err := b.freshView(ctx, b.poll/2)
+	doc, err := b.freshView(ctx, b.poll)
 	if err != nil {
 		b.log.Debug("cdb: could not read the queue bell; the reconciler looks across the container", "error", err)
 		return false, noRecord

@@ -271,3 +271,45 @@ func TestTheReconcilerSkipsItsLooksBehindAQuietBell(t *testing.T) {
 	heard(t, clock, leader) // the listing, renewed as the idle looks would
 	assert.Positive(t, queries(), "the unrung look, for a write no ring announced")
 }
+
+// A fetch of an idle, heard process waits between its looks, each of which
+// skips its query while the bell is quiet. Another process's ring wakes it
+// through the watcher: the look comes at once and queries, not at the
+// view's next idle look (here, with the provider's clock standing still,
+// the machine's bound on an idle window: unrungLookEvery poll intervals).
+func TestARingWakesAnIdleFetchBeforeItsNextLook(t *testing.T) {
+	ctx := context.Background()
+	acct := NewFakeAccount(FakeAccountOptions{PartitionKeyRanges: 4})
+	clock := &bellClock{now: time.Now()}
+	const poll = time.Second
+	listener, err := NewProvider(ctx, Config{Client: acct.Client(), Now: clock.Now, PollInterval: poll})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = listener.Close() })
+	writer := bellProcess(t, acct, clock)
+	heard(t, clock, listener)
+	for range 3 { // a fresh look, then the two that settle the count
+		item, _, _, err := listener.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		require.NoError(t, err)
+		require.Nil(t, item)
+		clock.Advance(poll)
+	}
+
+	fetched := make(chan *OrchestrationItem, 1)
+	go func() {
+		item, _, _, err := listener.FetchOrchestrationItem(ctx, time.Minute, time.Minute, nil)
+		assert.NoError(t, err)
+		fetched <- item
+	}()
+	require.Eventually(t, func() bool { return listener.bell.skipping(time.Now()) }, 10*time.Second, 5*time.Millisecond,
+		"the fetch's look skipped its query: the bell is quiet")
+	require.NoError(t, writer.EnqueueForOrchestrator(ctx, StartOrchestrationMessage{Instance: "rung", Orchestration: "O", Input: "{}"}, 0))
+
+	idleBound := unrungLookEvery * poll
+	select {
+	case item := <-fetched:
+		require.NotNil(t, item)
+		assert.Equal(t, "rung", item.Instance)
+	case <-time.After(idleBound / 2):
+		t.Fatalf("the fetch did not take the rung work within %s; its next look was due %s after the last", idleBound/2, idleBound)
+	}
+}

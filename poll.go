@@ -228,6 +228,17 @@ func (p *CosmosProvider) quietBell(ctx context.Context, w queueWatch) (quiet boo
 	return p.bell.quiet(ctx, w.queue, w.view)
 }
 
+// rouse ends the idle windows of queue's views and wakes their fetches:
+// another process rang its bell (bellwatch.go).
+func (p *CosmosProvider) rouse(queue string) {
+	switch queue {
+	case queueOrchestrator:
+		p.orchSignal.rouse()
+	case queueWorker:
+		p.workSignal.rouse()
+	}
+}
+
 // idleScope is what an idle look queries: every slot, unless process
 // leases narrow it to this process's share.
 func (p *CosmosProvider) idleScope(leaseKey string) []int {

@@ -415,10 +415,14 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	if _, err := p.bell.freshView(ctx, bellViewMaxAge); err != nil {
 		cfg.Logger.Debug("cdb: could not read the queue bell yet; the first write that may ring reads it", "error", err)
 	}
-	p.done.Add(1)
+	p.done.Add(2)
 	go func() {
 		defer p.done.Done()
 		p.bell.run(bg)
+	}()
+	go func() {
+		defer p.done.Done()
+		p.bell.watch(bg, p.rouse)
 	}()
 	p.outbox = newRelay(p)
 	if cfg.Retention > 0 {

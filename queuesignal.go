@@ -15,7 +15,7 @@ import (
 // nothing, only the fetch that claims the next poll queries again.
 type queueSignal struct {
 	mu         sync.Mutex
-	changed    chan struct{}    // closed by notify
+	changed    chan struct{}    // closed by notify and rouse
 	generation uint64           // counts notifies
 	unseen     bool             // a notify no short-polling fetch has acted on
 	looked     uint64           // generation at the last look at the queue, plus one (0: never)
@@ -414,6 +414,19 @@ func (q *queueSignal) notifyLocked() {
 	q.changed = make(chan struct{})
 	q.generation++
 	q.unseen = true
+	clear(q.idleUntil)
+}
+
+// rouse ends every view's idle window and wakes the waiting fetches
+// without counting as a change: another process wrote work somewhere in
+// the queue, so each view's next look is an idle look at the whole queue
+// (claimPoll), by one of its fetches, not a look at its own slots by each
+// (what a notify's change makes every fetch take).
+func (q *queueSignal) rouse() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	close(q.changed)
+	q.changed = make(chan struct{})
 	clear(q.idleUntil)
 }
 

@@ -68,9 +68,10 @@ type IdleResult struct {
 
 // idleSettle is how long the processes run before the measurement: their
 // startup (bootstrap, leases, the first looks, the listing at the queue
-// bell until every writer's view has it, and the two looks that settle
-// its counts) is not idling.
-const idleSettle = 8 * time.Second
+// bell until every writer's view has it, the two looks that settle its
+// counts, and the chore leader's two looks across the container, a
+// reconcile interval apart, that settle the chores' count) is not idling.
+const idleSettle = 16 * time.Second
 
 // MeasureIdle runs cfg's processes with nothing to do and measures what
 // they spend.

@@ -54,7 +54,7 @@ func (p *CosmosProvider) EnqueueStartIfAbsent(ctx context.Context, start StartOr
 	if err != nil {
 		return asOperation(op, err)
 	}
-	p.announceMessage(instancePartitionKey(w.instance), w.visibleAt)
+	p.announceStart(w)
 	return nil
 }
 

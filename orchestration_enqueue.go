@@ -47,7 +47,7 @@ func (p *CosmosProvider) EnqueueForOrchestrator(ctx context.Context, item WorkIt
 	if err := p.enqueueStart(ctx, w); err != nil {
 		return asOperation(op, err)
 	}
-	p.announceMessage(instancePartitionKey(instance), w.visibleAt)
+	p.announceStart(w)
 	return nil
 }
 
@@ -132,6 +132,9 @@ func (p *CosmosProvider) createStart(ctx context.Context, w startWrite) (taken, 
 		case err != nil:
 			return false, unknown, err
 		case resp.Success:
+			if withSequencer {
+				p.sightStart(w)
+			}
 			return false, unknown, nil
 		case withSequencer && failedWithConflict(resp, 1):
 			continue
@@ -279,8 +282,22 @@ func traceOfDoc(msg []byte) TraceContext {
 }
 
 // announceMessage wakes a fetch of this process for a message in pk
-// visible at t (a later one through the signal's timer, which wakes all).
+// visible at t (a later one through the signal's timer, which wakes all),
+// and forgets what a look or a start saw of pk, which lacks the message.
 func (p *CosmosProvider) announceMessage(pk string, visibleAt time.Time) {
+	p.sightings.forget(pk)
+	p.announceWritten(pk, visibleAt)
+}
+
+// announceStart is announceMessage for a start just written, whose own
+// sighting (sightStart) stands.
+func (p *CosmosProvider) announceStart(w startWrite) {
+	p.announceWritten(instancePartitionKey(w.instance), w.visibleAt)
+}
+
+// announceWritten rings the bell for a message in pk visible at t and wakes
+// a fetch of this process for it.
+func (p *CosmosProvider) announceWritten(pk string, visibleAt time.Time) {
 	p.bell.ring(queueOrchestrator, visibleAt)
 	if visibleAt.After(p.now()) {
 		p.orchSignal.notifyAt(visibleAt)

@@ -531,6 +531,65 @@ func TestAnInstanceALookSawIsLockedWithoutAQueryOfItsPartition(t *testing.T) {
 	assert.Equal(t, []string{"Batch"}, log.ops(), "the lock batch of what the first look saw")
 }
 
+// A start this process queued into a new partition (no fetch of its own
+// waited for it) is locked by the fetch woken for it with what the start
+// wrote: the lock batch alone, no query of its partition (sightings.go).
+func TestAStartQueuedHereIsLockedWithoutAQueryOfItsPartition(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("queued-here"), 0))
+
+	log := logRequests(acct)
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	assert.Equal(t, "queued-here", item.Instance)
+	require.Len(t, item.Messages, 1)
+	assert.IsType(t, cdb.StartOrchestrationMessage{}, item.Messages[0])
+	assert.Equal(t, []string{"Batch"}, log.ops(), "the lock batch of what the start wrote")
+}
+
+// A start written beside messages that came before it (an event raised
+// first) is no sighting: the partition held more than the start, so the
+// fetch queries it and its batch holds them all.
+func TestAStartWrittenAfterItsEventsIsLockedWithThem(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	other := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour}) // nothing it writes is announced to p
+	require.NoError(t, other.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "early", Name: "go", Data: `"now"`}, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("early"), 0))
+
+	log := logRequests(acct)
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	assert.Equal(t, "early", item.Instance)
+	assert.Len(t, item.Messages, 2, "the event and the start")
+	ops := log.ops()
+	require.NotEmpty(t, ops)
+	assert.Equal(t, "Query", ops[0], "its partition is queried first")
+}
+
+// A message this process writes to an instance after its start (an event
+// raised at once) makes the start's sighting stale: the fetch queries the
+// partition, and the first turn holds both, as it did before starts were
+// sighted.
+func TestAnEventWrittenHereAfterAStartIsInItsFirstTurn(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, providertest.StartItem("raised-at-once"), 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "raised-at-once", Name: "go", Data: `"now"`}, 0))
+
+	item, _, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	assert.Equal(t, "raised-at-once", item.Instance)
+	assert.Len(t, item.Messages, 2, "the start and the event")
+}
+
 // A sighting gone stale (another process took the instance since) takes
 // nothing: its lock batch fails, and the fetch queries the partition as
 // it would have.

@@ -24,6 +24,16 @@ import (
 // before; a message that came after the look waits for the next turn, as
 // it would have behind the look's own lock.
 
+// A start this process wrote into a new partition (its batch created the
+// instance document and the sequencer, so nothing came before it) is a
+// sighting too: a look at its partition right after the batch would have
+// seen the start alone and the instance free, which is what the write
+// knows already. So the fetch woken for it locks it without a query. A
+// message this process writes to a partition afterwards (an event raised
+// at once, a completion) forgets the partition's sighting, whatever made
+// it: the fetch then queries, and the turn holds the message too rather
+// than leaving it to the next.
+
 // sighting is what a look saw of one instance: its candidates, and the
 // look's time (ms).
 type sighting struct {
@@ -78,4 +88,21 @@ func (s *sightings) dropOldest() {
 		}
 	}
 	delete(s.by, oldest)
+}
+
+// forget drops pk's sighting: a message was written there since.
+func (s *sightings) forget(pk string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.by, pk)
+}
+
+// sightStart keeps, as a look's sighting, the start w just wrote into a
+// new partition, when it is due now.
+func (p *CosmosProvider) sightStart(w startWrite) {
+	now := p.nowMs()
+	if w.visibleAt.UnixMilli() > now {
+		return
+	}
+	p.sightings.keep(instanceGroup{pk: instancePartitionKey(w.instance), docs: []queueDoc{w.doc}}, now, p.sightingsFrom())
 }

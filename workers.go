@@ -619,8 +619,7 @@ func (p *CosmosProvider) AckWorkItem(ctx context.Context, lockToken string, comp
 		return nil // its chained turn takes it
 	}
 	if completion != nil {
-		p.bell.ring(queueOrchestrator, p.now())
-		p.orchSignal.announcePartitions(lock.pk)
+		p.announceMessage(lock.pk, p.now())
 	}
 	return nil
 }

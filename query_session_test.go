@@ -21,7 +21,7 @@ type headerLog struct {
 
 type sentQuery struct {
 	rangeID, token string
-	query          bool
+	query, plan    bool
 	headerBytes    int
 }
 
@@ -38,6 +38,7 @@ func (h *headerLog) RoundTrip(r *http.Request) (*http.Response, error) {
 			rangeID:     r.Header.Get("x-ms-documentdb-partitionkeyrangeid"),
 			token:       r.Header.Get(headerSessionToken),
 			query:       r.Header.Get("x-ms-documentdb-isquery") != "",
+			plan:        r.Header.Get("x-ms-cosmos-is-query-plan-request") != "",
 			headerBytes: n,
 		})
 		h.mu.Unlock()

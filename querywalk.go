@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +32,9 @@ const walkTokenPrefix = "cdbwalk1."
 type rangeWalk struct {
 	Query string     `json:"q"` // the fingerprint of the query the token belongs to
 	Parts []walkPart `json:"p"`
+	// planned: the gateway's plan showed the query mergeable range by
+	// range (refuseUnmergeable). A walk that a token resumes was.
+	planned bool
 }
 
 // walkPart is one range of the walk and the service's continuation in it.
@@ -86,6 +90,7 @@ func decodeWalk(token, fingerprint string) (*rangeWalk, error) {
 	if w.Query != fingerprint {
 		return nil, invalid(queryItemsOp, field, ErrInvalidQueryOptions, "ContinuationToken belongs to another query, container or parameters")
 	}
+	w.planned = true
 	return &w, nil
 }
 
@@ -93,6 +98,12 @@ func decodeWalk(token, fingerprint string) (*rangeWalk, error) {
 // the walk is in. A range found gone is replaced by the ranges now holding
 // its keys, and the page asked of them, within the client's retry budget.
 func (p *QueryItemsPager) nextWalkPage(ctx context.Context) (QueryItemsResponse, error) {
+	if !p.walk.planned {
+		if err := p.cc.refuseUnmergeable(ctx, p.base.body); err != nil {
+			return QueryItemsResponse{}, err
+		}
+		p.walk.planned = true
+	}
 	start := time.Now()
 	for round := 1; ; round++ {
 		part, err := p.cc.resolveWalkPart(ctx, p.walk.Parts[0])
@@ -215,5 +226,73 @@ func (p *QueryItemsPager) replaceGonePart(ctx context.Context, round int, start 
 		return fmt.Errorf("cdb: %s: range %s is gone and no range replaces it", queryItemsOp, gone.ID)
 	}
 	p.walk.Parts = append(children, p.walk.Parts[1:]...)
+	return nil
+}
+
+// supportedQueryFeatures is what a query plan request declares, as the
+// SDKs do, so that the gateway plans any query instead of refusing it.
+const supportedQueryFeatures = "Aggregate, CompositeAggregate, Distinct, GroupBy, MultipleAggregates, MultipleOrderBy, NonValueAggregate, OffsetAndLimit, OrderBy, Top"
+
+// queryInfoWire is what refuseUnmergeable reads of the gateway's query plan
+// (PartitionedQueryExecutionInfo).
+type queryInfoWire struct {
+	QueryInfo struct {
+		DistinctType       string   `json:"distinctType"`
+		Top                *int     `json:"top"`
+		Offset             *int     `json:"offset"`
+		Limit              *int     `json:"limit"`
+		OrderBy            []string `json:"orderBy"`
+		Aggregates         []string `json:"aggregates"`
+		GroupByExpressions []string `json:"groupByExpressions"`
+	} `json:"queryInfo"`
+}
+
+// unmergeable names what in the plan needs the ranges' answers merged.
+func (q queryInfoWire) unmergeable() string {
+	i := q.QueryInfo
+	switch {
+	case len(i.OrderBy) > 0:
+		return "ORDER BY"
+	case i.Top != nil:
+		return "TOP"
+	case i.Offset != nil || i.Limit != nil:
+		return "OFFSET LIMIT"
+	case len(i.Aggregates) > 0:
+		return "an aggregate"
+	case len(i.GroupByExpressions) > 0:
+		return "GROUP BY"
+	case i.DistinctType != "" && i.DistinctType != "None":
+		return "DISTINCT"
+	}
+	return ""
+}
+
+// refuseUnmergeable asks the gateway for the query's plan before a walk's
+// first page. Each range serves ORDER BY, TOP, aggregates and DISTINCT of
+// its own documents, so a walk would return per-range answers where one
+// request across partitions is refused (400/1004); the walk is refused the
+// same way. The plan request reads no range and carries no session token.
+func (cc *ContainerClient) refuseUnmergeable(ctx context.Context, body []byte) error {
+	h := http.Header{}
+	h.Set("x-ms-documentdb-isquery", "True")
+	h.Set("x-ms-documentdb-query", "True")
+	h.Set("x-ms-documentdb-query-enablecrosspartition", "True")
+	h.Set("x-ms-cosmos-is-query-plan-request", "True")
+	h.Set("x-ms-cosmos-supported-query-features", supportedQueryFeatures)
+	resp, err := cc.client.send(ctx, &request{
+		operation: queryItemsOp, method: http.MethodPost, ref: documentsFeedRef(cc.databaseID, cc.id),
+		header: h, body: body, contentType: "application/query+json", idempotent: true, long: true,
+	})
+	if err != nil {
+		return fmt.Errorf("cdb: %s: reading the query plan: %w", queryItemsOp, err)
+	}
+	var plan queryInfoWire
+	if err := decodeJSON(queryItemsOp, resp.Body, &plan); err != nil {
+		return err
+	}
+	if feature := plan.unmergeable(); feature != "" {
+		return &CosmosError{Operation: queryItemsOp, StatusCode: http.StatusBadRequest, SubStatusCode: SubStatusCrossPartitionQueryNotServable,
+			Message: fmt.Sprintf("the query has %s, which a query across partitions cannot serve (the gateway refuses it, and it is run range by range here): query each range (QueryItemsPerRange) and merge, or query one partition key", feature)}
+	}
 	return nil
 }

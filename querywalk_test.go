@@ -60,6 +60,10 @@ func assertEachRequestSendsItsRangesTokenOnly(t *testing.T, sent []sentQuery) {
 	require.NotEmpty(t, sent)
 	largest := 0
 	for _, s := range sent {
+		if s.plan {
+			require.Empty(t, s.token, "the query plan reads no range: no session token")
+			continue
+		}
 		require.NotEmpty(t, s.rangeID, "every page is one request to one range")
 		if s.token != "" {
 			require.Equal(t, []string{s.rangeID}, tokenRanges(s.token), "a request to range %q sends its range's token only", s.rangeID)
@@ -125,7 +129,15 @@ func TestAPagerAcrossThousandsOfRangesSendsEachRangeItsTokenOnly(t *testing.T) {
 	}
 	assert.ElementsMatch(t, want, itemIDs(t, items), "every item, once")
 	assert.Equal(t, 2, versionsByID(t, items)["one-7"], "the query reads the write before it")
-	assertEachRequestSendsItsRangesTokenOnly(t, log.take())
+	sent := log.take()
+	assertEachRequestSendsItsRangesTokenOnly(t, sent)
+	plans := 0
+	for _, s := range sent {
+		if s.plan {
+			plans++
+		}
+	}
+	assert.Equal(t, 1, plans, "the query plan is asked for once, before the first page")
 }
 
 // TestAPagersTokenResumesTheWalkInANewPager: a token handed out inside a
@@ -213,4 +225,29 @@ func TestAPagerRefusesATokenItDidNotHandOutForThisQuery(t *testing.T) {
 	sent := log.take()
 	assert.GreaterOrEqual(t, len(sent), 4, "a page per range at least")
 	assertEachRequestSendsItsRangesTokenOnly(t, sent)
+}
+
+// TestAPagerThatWouldWalkRefusesWhatOnlyAMergeCanAnswer: ORDER BY, TOP,
+// DISTINCT and aggregates across partitions are refused as the gateway
+// refuses them (400/1004), not answered range by range (each range would
+// give its own order, top or count); only the query plan is asked for.
+func TestAPagerThatWouldWalkRefusesWhatOnlyAMergeCanAnswer(t *testing.T) {
+	_, cc, log, _ := walkedContainer(t, 1000, 5)
+	ctx := testCtx(t)
+	for _, query := range []string{
+		"SELECT * FROM c ORDER BY c.id",
+		"SELECT TOP 3 * FROM c",
+		"SELECT VALUE COUNT(1) FROM c",
+		"SELECT DISTINCT c.pk FROM c",
+	} {
+		p := cc.NewQueryItemsPager(query, nil, nil)
+		_, err := p.NextPage(ctx)
+		var ce *CosmosError
+		require.ErrorAs(t, err, &ce, query)
+		assert.Equal(t, 400, ce.StatusCode, query)
+		assert.Equal(t, SubStatusCrossPartitionQueryNotServable, ce.SubStatusCode, query)
+		sent := log.take()
+		require.Len(t, sent, 1, query)
+		assert.True(t, sent[0].plan, "%s: only the plan is asked for", query)
+	}
 }

@@ -94,6 +94,9 @@ func (cc *ContainerClient) NewQueryItemsPager(query string, params []QueryParame
 	if p.base, p.err = newQueryRequest(cc, query, params, opts); p.err == nil {
 		p.walk, p.err = cc.walkFor(p.base, opts, token)
 	}
+	if p.err == nil && p.walk == nil && opts.PartitionKey == nil && opts.PartitionKeyRangeID == "" {
+		p.base.session.knownRanges = cc.client.sessions.knownRanges(cc.sessionLink())
+	}
 	return p
 }
 

@@ -495,10 +495,15 @@ func (cc *ContainerClient) queriesRangeByRange(o QueryOptions) bool {
 }
 
 // queryEveryRange runs a query across partitions on every range, with its
-// items in range id order.
+// items in range id order. What only a merge of the ranges' answers could
+// serve (ORDER BY, TOP, aggregates...) is refused, as across partitions.
 func (cc *ContainerClient) queryEveryRange(ctx context.Context, query string, params []QueryParameter, opts QueryOptions) (QueryResult, error) {
-	if _, err := newQueryRequest(cc, query, params, opts); err != nil {
+	first, err := newQueryRequest(cc, query, params, opts)
+	if err != nil {
 		return QueryResult{}, err // refuse bad input before reading the ranges
+	}
+	if err := cc.refuseUnmergeable(ctx, first.body); err != nil {
+		return QueryResult{}, err
 	}
 	ranges, err := cc.ReadPartitionKeyRanges(ctx, false)
 	if err != nil {

@@ -230,7 +230,8 @@ func TestAPagerRefusesATokenItDidNotHandOutForThisQuery(t *testing.T) {
 // TestAPagerThatWouldWalkRefusesWhatOnlyAMergeCanAnswer: ORDER BY, TOP,
 // DISTINCT and aggregates across partitions are refused as the gateway
 // refuses them (400/1004), not answered range by range (each range would
-// give its own order, top or count); only the query plan is asked for.
+// give its own order, top or count), by the pager and by QueryItems; only
+// the query plan is asked for.
 func TestAPagerThatWouldWalkRefusesWhatOnlyAMergeCanAnswer(t *testing.T) {
 	_, cc, log, _ := walkedContainer(t, 1000, 5)
 	ctx := testCtx(t)
@@ -249,5 +250,10 @@ func TestAPagerThatWouldWalkRefusesWhatOnlyAMergeCanAnswer(t *testing.T) {
 		sent := log.take()
 		require.Len(t, sent, 1, query)
 		assert.True(t, sent[0].plan, "%s: only the plan is asked for", query)
+
+		_, err = cc.QueryItems(ctx, query, nil, nil)
+		require.ErrorAs(t, err, &ce, "QueryItems, range by range too: %s", query)
+		assert.Equal(t, SubStatusCrossPartitionQueryNotServable, ce.SubStatusCode, query)
+		assert.Len(t, log.take(), 1, query)
 	}
 }

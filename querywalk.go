@@ -230,7 +230,9 @@ func (p *QueryItemsPager) replaceGonePart(ctx context.Context, round int, start 
 }
 
 // supportedQueryFeatures is what a query plan request declares, as the
-// SDKs do, so that the gateway plans any query instead of refusing it.
+// SDKs do (azcosmos's getQueryPlanFromGateway, the .NET QueryPlanRetriever),
+// so that the gateway plans the query instead of refusing it; the plan
+// says what the query needs.
 const supportedQueryFeatures = "Aggregate, CompositeAggregate, Distinct, GroupBy, MultipleAggregates, MultipleOrderBy, NonValueAggregate, OffsetAndLimit, OrderBy, Top"
 
 // queryInfoWire is what refuseUnmergeable reads of the gateway's query plan
@@ -279,6 +281,7 @@ func (cc *ContainerClient) refuseUnmergeable(ctx context.Context, body []byte) e
 	h.Set("x-ms-documentdb-query-enablecrosspartition", "True")
 	h.Set("x-ms-cosmos-is-query-plan-request", "True")
 	h.Set("x-ms-cosmos-supported-query-features", supportedQueryFeatures)
+	h.Set("x-ms-cosmos-query-version", "1.0") // as the .NET and Python SDKs send it
 	resp, err := cc.client.send(ctx, &request{
 		operation: queryItemsOp, method: http.MethodPost, ref: documentsFeedRef(cc.databaseID, cc.id),
 		header: h, body: body, contentType: "application/query+json", idempotent: true, long: true,

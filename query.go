@@ -72,15 +72,19 @@ type QueryItemsPager struct {
 
 // NewQueryItemsPager prepares query with params. Input is checked now;
 // problems come back from the first NextPage, before anything is sent.
-// Each page is one request. Across partitions it carries the session token
-// of every range the client knows while they fit in 4 KB; past that (a
-// container of a hundred ranges or more) the pager reads the ranges one
-// after the other, in key order, each page one request to one range with
-// that range's token only, as QueryItems does. Such a pager's
-// ContinuationToken is the client's own (the range and the service's
-// continuation in it): pass it back in QueryOptions.ContinuationToken, with
-// the same query and parameters, to resume there; a split of the range
-// being read is followed. A token the service gave is passed on as before.
+// Each page is one request. Across partitions it carries the session
+// tokens of the ranges the client knew of when the pager was made, while
+// they fit in 4 KB; past that (a container of some hundreds of ranges) the
+// pager reads the ranges one after the other, in key order, each page one
+// request to one range with that range's token only, as QueryItems does.
+// Such a pager's ContinuationToken is the client's own (the range and the
+// service's continuation in it): pass it back in
+// QueryOptions.ContinuationToken, with the same query and parameters, to
+// resume there; a split of the range being read is followed. A token the
+// service gave is passed on as before. A pager that reads range by range
+// asks the gateway for the query plan first and refuses, as the gateway
+// does across partitions (400/1004), ORDER BY, TOP, DISTINCT and
+// aggregates, which each range would answer for itself.
 func (cc *ContainerClient) NewQueryItemsPager(query string, params []QueryParameter, o *QueryOptions) *QueryItemsPager {
 	var opts QueryOptions
 	if o != nil {
@@ -95,6 +99,8 @@ func (cc *ContainerClient) NewQueryItemsPager(query string, params []QueryParame
 		p.walk, p.err = cc.walkFor(p.base, opts, token)
 	}
 	if p.err == nil && p.walk == nil && opts.PartitionKey == nil && opts.PartitionKeyRangeID == "" {
+		// Its pages teach it the tokens of the ranges it reads, which it
+		// does not need again; sent, they would outgrow the headers.
 		p.base.session.knownRanges = cc.client.sessions.knownRanges(cc.sessionLink())
 	}
 	return p
@@ -168,7 +174,9 @@ func (p *QueryItemsPager) NextPage(ctx context.Context) (QueryItemsResponse, err
 // not fit in a request's headers (the client keeps a token per range, and
 // a container has thousands) runs range by range, as QueryItemsPerRange
 // does, each request carrying its range's token only; its items come
-// range by range, in range id order.
+// range by range, in range id order. ORDER BY, TOP, DISTINCT and
+// aggregates, which each range would answer for itself, are then refused
+// as across partitions (400/1004), from the gateway's query plan.
 func (cc *ContainerClient) QueryItems(ctx context.Context, query string, params []QueryParameter, o *QueryOptions) (QueryResult, error) {
 	var opts QueryOptions
 	if o != nil {

@@ -23,7 +23,7 @@ import (
 func clientFiles() []string {
 	return []string{
 		"auth.go", "batch.go", "client.go", "client_telemetry.go", "connections.go", "containers.go", "errors.go", "failover.go", "fake.go",
-		"items.go", "partitionkey.go", "patch.go", "query.go", "routing.go", "serviceclock.go",
+		"items.go", "partitionkey.go", "patch.go", "query.go", "querywalk.go", "routing.go", "serviceclock.go",
 		"sessiontokens.go", "throughput.go", "timeouts.go", "priority.go", "backgroundbudget.go",
 	}
 }

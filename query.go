@@ -65,24 +65,62 @@ type QueryItemsPager struct {
 	base         *request // the first page's request, without continuation
 	continuation string
 	partitionKey *PartitionKey // a single-partition query reads this key's range
+	walk         *rangeWalk    // a query across partitions paged range by range (querywalk.go)
 	done         bool
 	err          error // invalid input, reported by the first NextPage
 }
 
 // NewQueryItemsPager prepares query with params. Input is checked now;
 // problems come back from the first NextPage, before anything is sent.
-// Each page is one request: across partitions it carries the session
-// token of every range the client knows, which on a container of hundreds
-// of ranges the gateway refuses as too large (400); QueryItems and
-// QueryItemsPerRange query such a container range by range.
+// Each page is one request. Across partitions it carries the session
+// tokens of the ranges the client knew of when the pager was made, while
+// they fit in 4 KB; past that (a container of some hundreds of ranges) the
+// pager reads the ranges one after the other, in key order, each page one
+// request to one range with that range's token only, as QueryItems does.
+// Such a pager's ContinuationToken is the client's own (the range and the
+// service's continuation in it): pass it back in
+// QueryOptions.ContinuationToken, with the same query and parameters, to
+// resume there; a split of the range being read is followed. A token the
+// service gave is passed on as before. A pager that reads range by range
+// asks the gateway for the query plan first and refuses, as the gateway
+// does across partitions (400/1004), ORDER BY, TOP, DISTINCT and
+// aggregates, which each range would answer for itself.
 func (cc *ContainerClient) NewQueryItemsPager(query string, params []QueryParameter, o *QueryOptions) *QueryItemsPager {
 	var opts QueryOptions
 	if o != nil {
 		opts = *o
 	}
+	token := opts.ContinuationToken
+	if isWalkToken(token) {
+		opts.ContinuationToken = "" // the walk sends its own, per range
+	}
 	p := &QueryItemsPager{cc: cc, continuation: opts.ContinuationToken, partitionKey: opts.PartitionKey}
-	p.base, p.err = newQueryRequest(cc, query, params, opts)
+	if p.base, p.err = newQueryRequest(cc, query, params, opts); p.err == nil {
+		p.walk, p.err = cc.walkFor(p.base, opts, token)
+	}
+	if p.err == nil && p.walk == nil && opts.PartitionKey == nil && opts.PartitionKeyRangeID == "" {
+		// Its pages teach it the tokens of the ranges it reads, which it
+		// does not need again; sent, they would outgrow the headers.
+		p.base.session.knownRanges = cc.client.sessions.knownRanges(cc.sessionLink())
+	}
 	return p
+}
+
+// walkFor is the range walk a pager follows, if any: the one a token of
+// the client's own resumes, or a new one for a query across partitions
+// whose compound session token would not fit (queriesRangeByRange).
+func (cc *ContainerClient) walkFor(first *request, o QueryOptions, token string) (*rangeWalk, error) {
+	fingerprint := queryFingerprint(cc.sessionLink(), first.body)
+	if isWalkToken(token) {
+		if o.PartitionKey != nil || o.PartitionKeyRangeID != "" {
+			return nil, invalid(queryItemsOp, "options", ErrInvalidQueryOptions, "the ContinuationToken is of a query across partitions: it resumes no query of a partition key or range")
+		}
+		return decodeWalk(token, fingerprint)
+	}
+	if !cc.queriesRangeByRange(o) {
+		return nil, nil
+	}
+	return startWalk(fingerprint), nil
 }
 
 // More reports whether NextPage has a page to fetch.
@@ -97,6 +135,9 @@ func (p *QueryItemsPager) NextPage(ctx context.Context) (QueryItemsResponse, err
 	}
 	if p.done {
 		return QueryItemsResponse{}, fmt.Errorf("cdb: %s: no more pages", queryItemsOp)
+	}
+	if p.walk != nil {
+		return p.nextWalkPage(ctx)
 	}
 	r := *p.base
 	r.header = p.base.header.Clone()
@@ -133,7 +174,9 @@ func (p *QueryItemsPager) NextPage(ctx context.Context) (QueryItemsResponse, err
 // not fit in a request's headers (the client keeps a token per range, and
 // a container has thousands) runs range by range, as QueryItemsPerRange
 // does, each request carrying its range's token only; its items come
-// range by range, in range id order.
+// range by range, in range id order. ORDER BY, TOP, DISTINCT and
+// aggregates, which each range would answer for itself, are then refused
+// as across partitions (400/1004), from the gateway's query plan.
 func (cc *ContainerClient) QueryItems(ctx context.Context, query string, params []QueryParameter, o *QueryOptions) (QueryResult, error) {
 	var opts QueryOptions
 	if o != nil {
@@ -335,12 +378,8 @@ func liveRanges(all []PartitionKeyRange) ([]PartitionKeyRange, error) {
 // checkCoverage says whether ranges tile the key space: sorted by their
 // lower bound, each starts where the one before ends, from "" to "FF".
 func checkCoverage(ranges []PartitionKeyRange) error {
-	sorted := slices.Clone(ranges)
-	slices.SortFunc(sorted, func(a, b PartitionKeyRange) int {
-		return strings.Compare(strings.ToUpper(a.MinInclusive), strings.ToUpper(b.MinInclusive))
-	})
 	at := ""
-	for _, r := range sorted {
+	for _, r := range sortedByMin(ranges) {
 		if !strings.EqualFold(r.MinInclusive, at) {
 			return fmt.Errorf("the partition key ranges listed leave a gap or overlap at %q (range %s starts at %q)", at, r.ID, r.MinInclusive)
 		}
@@ -350,6 +389,15 @@ func checkCoverage(ranges []PartitionKeyRange) error {
 		return fmt.Errorf("the partition key ranges listed end at %q, not at the end of the key space", at)
 	}
 	return nil
+}
+
+// sortedByMin is ranges in key order.
+func sortedByMin(ranges []PartitionKeyRange) []PartitionKeyRange {
+	sorted := slices.Clone(ranges)
+	slices.SortFunc(sorted, func(a, b PartitionKeyRange) int {
+		return strings.Compare(strings.ToUpper(a.MinInclusive), strings.ToUpper(b.MinInclusive))
+	})
+	return sorted
 }
 
 func (cc *ContainerClient) fetchPartitionKeyRanges(ctx context.Context, ref resourceRef) ([]PartitionKeyRange, error) {
@@ -455,10 +503,15 @@ func (cc *ContainerClient) queriesRangeByRange(o QueryOptions) bool {
 }
 
 // queryEveryRange runs a query across partitions on every range, with its
-// items in range id order.
+// items in range id order. What only a merge of the ranges' answers could
+// serve (ORDER BY, TOP, aggregates...) is refused, as across partitions.
 func (cc *ContainerClient) queryEveryRange(ctx context.Context, query string, params []QueryParameter, opts QueryOptions) (QueryResult, error) {
-	if _, err := newQueryRequest(cc, query, params, opts); err != nil {
+	first, err := newQueryRequest(cc, query, params, opts)
+	if err != nil {
 		return QueryResult{}, err // refuse bad input before reading the ranges
+	}
+	if err := cc.refuseUnmergeable(ctx, first.body); err != nil {
+		return QueryResult{}, err
 	}
 	ranges, err := cc.ReadPartitionKeyRanges(ctx, false)
 	if err != nil {

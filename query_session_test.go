@@ -21,7 +21,7 @@ type headerLog struct {
 
 type sentQuery struct {
 	rangeID, token string
-	query          bool
+	query, plan    bool
 	headerBytes    int
 }
 
@@ -38,6 +38,7 @@ func (h *headerLog) RoundTrip(r *http.Request) (*http.Response, error) {
 			rangeID:     r.Header.Get("x-ms-documentdb-partitionkeyrangeid"),
 			token:       r.Header.Get(headerSessionToken),
 			query:       r.Header.Get("x-ms-documentdb-isquery") != "",
+			plan:        r.Header.Get("x-ms-cosmos-is-query-plan-request") != "",
 			headerBytes: n,
 		})
 		h.mu.Unlock()
@@ -156,4 +157,47 @@ func TestAQueryAcrossPartitionsOfThousandsOfRangesStaysUnderTheHeaderLimit(t *te
 		}
 	}
 	assert.Less(t, largest, 4*1024, "every request's headers stay far under the gateway's 16 KB")
+}
+
+// TestAQueryAcrossPartitionsSendsTheTokensItStartedWith: a client that
+// knows the token of one range of 2,000 sends one request across
+// partitions per range; each answer teaches it that range's token, and
+// with them the compound token passed the gateway's 16 KB at about the
+// 1,700th request (400). A query sends the tokens of the ranges it knew of
+// when it started, so its headers stay as small as they began, and it
+// still reads this process's write; the next query, knowing them all,
+// walks the ranges with each one's own.
+func TestAQueryAcrossPartitionsSendsTheTokensItStartedWith(t *testing.T) {
+	acct := NewFakeAccount(FakeAccountOptions{PartitionKeyRanges: 2000, StaleReadsWithoutSessionToken: true})
+	cc, log := newLoggedFakeContainer(t, acct)
+	ctx := testCtx(t)
+	pk := NewPartitionKeyString("p")
+	_, err := cc.CreateItem(ctx, pk, itemJSON("a", "p", 1), nil)
+	require.NoError(t, err)
+	require.Len(t, tokenRanges(cc.client.sessions.compound(cc.sessionLink())), 1)
+	log.take()
+
+	res, err := cc.QueryItems(ctx, "SELECT * FROM c WHERE c.v >= 1", nil, nil)
+	require.NoError(t, err)
+	require.Len(t, res.Items, 1, "the query reads the write before it")
+	sent := log.take()
+	require.Greater(t, len(sent), 1000, "a page per range")
+	for _, s := range sent {
+		require.LessOrEqual(t, len(tokenRanges(s.token)), 1, "the request sends the one token the query started with")
+	}
+	require.False(t, cc.client.sessions.compoundFits(cc.sessionLink(), maxCompoundSessionToken), "the walk taught the client every range's token")
+
+	p := cc.NewQueryItemsPager("SELECT * FROM c WHERE c.v >= 1", nil, nil)
+	items := 0
+	for p.More() {
+		page, err := p.NextPage(ctx)
+		require.NoError(t, err)
+		items += len(page.Items)
+	}
+	assert.Equal(t, 1, items)
+	for _, s := range log.take() {
+		if s.token != "" {
+			require.Equal(t, []string{s.rangeID}, tokenRanges(s.token), "the next query walks the ranges, each with its own token")
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package cdb
 
 import (
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -224,22 +225,46 @@ func nearestKept(ranges map[string]keptToken, parents []string) (string, bool) {
 // segment of the range it reads. "" when none is known. It grows with the
 // container's ranges; prune keeps it from growing with its history too.
 func (s *sessionStore) compound(container string) string {
+	return s.compoundOf(container, nil)
+}
+
+// compoundOf is the compound token of the ranges named in ids that the
+// client holds a token of (every range when ids is nil). A query across
+// partitions sends the ranges it knew of when it started: those its own
+// pages teach it, the ones it has read, it needs no more, and with them
+// the token would grow past the header limit as it walks a large container.
+func (s *sessionStore) compoundOf(container string, ids []string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ranges := s.tokens[container]
 	if s.disabled || len(ranges) == 0 {
 		return ""
 	}
-	ids := make([]string, 0, len(ranges))
-	for id := range ranges {
-		ids = append(ids, id)
+	if ids == nil {
+		ids = slices.Collect(maps.Keys(ranges))
 	}
-	slices.Sort(ids)
-	segs := make([]string, len(ids))
-	for i, id := range ids {
-		segs[i] = id + ":" + ranges[id].token.String()
+	ids = slices.Sorted(slices.Values(ids))
+	segs := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if kept, ok := ranges[id]; ok {
+			segs = append(segs, id+":"+kept.token.String())
+		}
 	}
 	return strings.Join(segs, ",")
+}
+
+// knownRanges is the ids of the container's ranges the client holds a
+// token of; never nil (nil asks compoundOf for every range).
+func (s *sessionStore) knownRanges(container string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.tokens[container]))
+	if !s.disabled {
+		for id := range s.tokens[container] {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // compoundFits reports whether the compound token of the container is at
@@ -316,6 +341,9 @@ type sessionUse struct {
 	send      bool   // a read or query: send the session token
 	rangeID   string // the range read (targeted, or resolved from the partition key): send its token only
 	parents   []string
+	// knownRanges, for a query across partitions, are the ranges whose
+	// tokens it sends: those known when it started (nil: every range).
+	knownRanges []string
 }
 
 // capturesSession reports the answers whose token is a position of the
@@ -345,5 +373,5 @@ func (c *Client) sessionHeader(r *request) string {
 	if r.session.rangeID != "" {
 		return c.sessions.forRange(r.session.container, r.session.rangeID, r.session.parents)
 	}
-	return c.sessions.compound(r.session.container)
+	return c.sessions.compoundOf(r.session.container, r.session.knownRanges)
 }

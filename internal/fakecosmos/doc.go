@@ -129,7 +129,9 @@
 // for V2, the 32-bit hash for V1), so keys spread over every range, and
 // bounds are EPKs: 32 hex digits for V2, the number encoding of a hash for
 // V1. SplitPartitionKeyRanges halves every range; queries that still name a
-// split range answer 410 with substatus 1002.
+// split range answer 410 with substatus 1002. A filter-and-project query's
+// continuation from a split range resumes in each of its children, as the
+// service reads a parent's continuation there; another range refuses it.
 //
 // # Session consistency
 //

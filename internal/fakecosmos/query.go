@@ -214,6 +214,34 @@ func fingerprint(text string, params map[string]any, scope queryScope) string {
 	return strconv.FormatUint(h.Sum64(), 16)
 }
 
+// continuationScope is the scope a query's continuation is tied to. A
+// filter-and-project query of one range resumes by position (the creation
+// order of the last document evaluated), which holds in any range inside
+// the one it was read from: after a split the service reads a parent
+// range's continuation in each of its children, which is how the SDKs go
+// on (the Java SDK hands each replacing range the last continuation). So
+// its token names the span read, not the range id; checkResumesInRange
+// keeps it to that span. Whole-result pages (an offset into one range's
+// answer) stay tied to their range.
+func continuationScope(scope queryScope, qr *queryRequest) queryScope {
+	if scope.kind == scopeRange && !needsWholeResult(qr.query.Features()) {
+		scope.label = "range"
+	}
+	return scope
+}
+
+// checkResumesInRange refuses a range query's continuation read from a
+// span that does not hold the range: another range's, not its parent's.
+func checkResumesInRange(scope queryScope, tok continuation, resumed bool) error {
+	if !resumed || scope.kind != scopeRange || tok.Offset != 0 {
+		return nil
+	}
+	if tok.Lo > scope.rng.lo || tok.Hi < scope.rng.hi {
+		return badRequest("The continuation token was read from another partition key range than %s or its parent.", scope.rng.id)
+	}
+	return nil
+}
+
 func parseContinuation(raw, fp string) (continuation, bool, error) {
 	if raw == "" {
 		return continuation{}, false, nil
@@ -291,9 +319,12 @@ func (s *Server) queryItems(q *request) (*result, error) {
 	if err := checkServable(q, c, scope, qr); err != nil {
 		return nil, err
 	}
-	fp := fingerprint(qr.text, qr.params, scope)
+	fp := fingerprint(qr.text, qr.params, continuationScope(scope, qr))
 	tok, resumed, err := parseContinuation(q.header(hdrContinuation), fp)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkResumesInRange(scope, tok, resumed); err != nil {
 		return nil, err
 	}
 	s.unindexed.record(c.unindexedFilters(qr.query), qr.text)

@@ -306,6 +306,40 @@ func TestCrossPartitionPagingSurvivesASplitBetweenPages(t *testing.T) {
 	assert.Equal(t, all, got, "no document skipped or repeated")
 }
 
+// TestARangesContinuationResumesInItsChildrenAfterASplit: a range query's
+// continuation, sent to each child of the range after it split, reads in
+// each the documents the parent had not reached, every one once; another
+// range refuses it.
+func TestARangesContinuationResumesInItsChildrenAfterASplit(t *testing.T) {
+	srv, c := newTestServer(t, Options{PartitionKeyRanges: 2})
+	c.standardContainer()
+	seed(c, 60, 11)
+	parents := rangeIDs(t, c)
+	_, whole := c.queryAll("SELECT * FROM c", hdr{"x-ms-documentdb-partitionkeyrangeid": parents[0]})
+	require.Greater(t, len(whole), 8)
+	first := c.query("SELECT * FROM c", nil, hdr{"x-ms-documentdb-partitionkeyrangeid": parents[0], "x-ms-max-item-count": "5"})
+	require.Equal(t, http.StatusOK, first.status)
+	token := first.header.Get("x-ms-continuation")
+	require.NotEmpty(t, token)
+	r := c.query("SELECT * FROM c", nil, hdr{"x-ms-documentdb-partitionkeyrangeid": parents[1], "x-ms-continuation": token})
+	assert.Equal(t, http.StatusBadRequest, r.status, "another range refuses the token: %s", r.body)
+
+	require.NoError(t, srv.SplitPartitionKeyRanges("db", "coll"))
+	got := ids(toMaps(first.object(t)["Documents"].([]any)))
+	for _, x := range c.do("GET", collPath+"/pkranges", nil, nil).object(t)["PartitionKeyRanges"].([]any) {
+		pr := x.(map[string]any)
+		if pr["parents"].([]any)[0] != parents[0] {
+			continue
+		}
+		_, docs := c.queryAll("SELECT * FROM c", hdr{"x-ms-documentdb-partitionkeyrangeid": pr["id"].(string), "x-ms-continuation": token})
+		got = append(got, ids(docs)...)
+	}
+	want := ids(whole)
+	sort.Strings(want)
+	sort.Strings(got)
+	assert.Equal(t, want, got, "the parent's first page and the children's rest: every document once")
+}
+
 func toMaps(list []any) []map[string]any {
 	out := make([]map[string]any, len(list))
 	for i, x := range list {

@@ -134,6 +134,34 @@ func TestResumeParkedMakesTheParkedTurnDueNow(t *testing.T) {
 	assert.Nil(t, storedPark(t, p, "parked"), "the turn committed")
 }
 
+// A resume whose batch applied but whose answer was lost (R8) loses
+// nothing and doubles nothing: whatever the first call answers, the parked
+// turn is due now, and a second call (an operator's retry) succeeds,
+// bringing nothing more forward; the turn's messages come once.
+func TestAResumeWhoseAnswerWasLostCanBeCalledAgain(t *testing.T) {
+	ctx := rulesContext(t)
+	p, clock, acct := parkedAccount(t, "lost-resume")
+	token, _ := fetchPoke(t, p)
+	require.NoError(t, p.ParkOrchestrationItem(ctx, token, time.Hour, "diverged"))
+	clock.Advance(time.Second)
+
+	remove := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultLoseResponse, Times: 1,
+		Match: func(r cdb.FakeRequest) bool { return r.Operation == "Batch" }})
+	_, firstErr := p.ResumeParked(ctx, "lost-resume")
+	t.Logf("first resume: %v", firstErr)
+	remove()
+	n, err := p.ResumeParked(ctx, "lost-resume")
+	require.NoError(t, err, "the retry of a resume (the first answered %v)", firstErr)
+	assert.Equal(t, 0, n, "the lost answer's batch applied: nothing is left to bring forward")
+
+	item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "due now, long before the park's RetryAt")
+	assert.Equal(t, []cdb.WorkItem{pokeItem("lost-resume")}, item.Messages, "the parked turn's message, once")
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, 1, nil, nil, nil, providertest.TestOrchMetadata(), nil))
+	assert.Nil(t, storedPark(t, p, "lost-resume"), "the turn committed")
+}
+
 // A park of the first turn holds the start too (startHeldUntil): resuming
 // brings it forward with the batch.
 func TestResumeParkedBringsAParkedStartForward(t *testing.T) {

@@ -52,7 +52,9 @@ import (
 //     poll interval of the hold's last read (the first chain's commit, for
 //     the fetch read before it), give or take a turn (readSlack). A pause
 //     of the writer, or a fault on one of its requests to the partition,
-//     during the turn excuses a late one, and so does a large turn.
+//     during the turn excuses a late one, and so does a large turn; a host
+//     measured slower than at the run's start stretches the bound by as
+//     much (slowerThanMeasured).
 //
 // The nodes' transports report concurrently, so a give-back and the lock
 // batch that followed it may be reported in either order. The account
@@ -140,6 +142,9 @@ type chainNodes struct {
 	paused       func(node string, from, to time.Time) bool
 	jumped       func(from, to time.Time) bool   // the account's clock jumped in between
 	poll         func(node string) time.Duration // its provider's PollInterval
+	// slower is what a bound d lacks for from..to on a host measured
+	// slower then than at the run's start (slowerThanMeasured); nil: 0.
+	slower func(from, to time.Time, d time.Duration) time.Duration
 }
 
 // chainRead is a query of a chained instance's partition under the
@@ -543,15 +548,26 @@ func (p *partitionChains) readOthers(o *chainRecord, w chainWrite) {
 	p.out.unread++
 	poll := p.c.nodes.poll(o.writer)
 	gap := w.at.Sub(o.lastRead)
-	if gap <= poll+p.c.readSlack(poll) {
+	bound := poll + p.c.readSlack(poll)
+	if gap <= bound {
 		return
 	}
-	if o.staged || p.c.nodes.stalled(o.writer, p.pk, turnBegan(o), w.at) {
+	if o.staged || p.c.nodes.stalled(o.writer, p.pk, turnBegan(o), w.at) || gap <= bound+p.c.nodes.slowerBy(o.lastRead, w.at, bound) {
 		p.out.unreadExcused++
 		return
 	}
 	p.violate(invChainReadsOthers, o, fmt.Sprintf("%s acked the chained turn of chain %s (lsn %d) without reading the partition %s after the hold's last read; its poll interval is %s",
 		o.writer, o.token, w.lsn, gap.Round(time.Millisecond), poll))
+}
+
+// slowerBy is what bound d lacks for from..to on a host that was measured
+// slower then than at the run's start: the bound's timers and the turn's
+// replay alike stretch with the host.
+func (n chainNodes) slowerBy(from, to time.Time, d time.Duration) time.Duration {
+	if n.slower == nil {
+		return 0
+	}
+	return n.slower(from, to, d)
 }
 
 // turnBegan is the earliest o's chained turn may have been handed over: a

@@ -278,3 +278,31 @@ func TestChainsFlagAHoldWhoseChainedTurnDidNotReadWithinAPollInterval(t *testing
 	assert.Contains(t, s.c.summary(), "by-writer=6 released=1")
 	assert.Contains(t, s.c.summary(), "read=1 unread=5 unread-excused=2")
 }
+
+// A chained turn acked late without a read is excused while the host was
+// measured slower than at the run's start: the bound stretches by what the
+// slowness adds to it; a turn acked later still is flagged.
+func TestChainsStretchTheReadBoundWhileTheHostIsSlow(t *testing.T) {
+	s := newChainScript(t)
+	s.c.nodes.slower = func(from, to time.Time, d time.Duration) time.Duration {
+		if to.After(time.UnixMilli(1000)) {
+			return 0 // the host was back to its speed
+		}
+		return d / 2 // measured half again as slow
+	}
+	s.at(0)
+	s.batch("a", "i1", 1, true, chainCommit("i1", "lock_1", "lock_chain.1"))
+	s.at(290)
+	s.batch("a", "i1", 2, true, chainCommit("i1", "lock_chain.1", "lock_chain.2")) // 290 ms: within 200 + 100
+	s.at(1000)
+	s.batch("a", "i1", 3, true, chainCommit("i1", "lock_chain.2", "lock_chain.3")) // 1,000 ms: past 300
+	s.at(1300)
+	s.batch("a", "i1", 4, true, chainCommit("i1", "lock_chain.3", "lock_chain.4")) // 1,300 ms, the host at its speed
+
+	v := &violations{}
+	s.c.check(v, func(string) string { return "" })
+	require.Len(t, v.all(), 2)
+	assert.Contains(t, v.all()[0].Detail, "without reading the partition 1s after the hold's last read")
+	assert.Contains(t, v.all()[1].Detail, "without reading the partition 1.3s after the hold's last read")
+	assert.Contains(t, s.c.summary(), "read=0 unread=3 unread-excused=1")
+}

@@ -131,6 +131,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	stats.Eager = rec.eager.summary() + "; " + rec.eager.hiddenSummary()
 	rec.eagerStarts.check(viol, describe)
 	stats.EagerStarts = rec.eagerStarts.summary()
+	rec.chains.nodes.slower = func(from, to time.Time, d time.Duration) time.Duration {
+		return slowerThanMeasured(cfg, h.waits.host, from, to, d)
+	}
 	rec.chains.check(viol, describe)
 	stats.Chains = rec.chains.summary()
 	rec.names.check(viol)

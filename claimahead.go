@@ -49,9 +49,12 @@ var errAheadRefused = errors.New("an item claimed ahead was taken meanwhile")
 // claimWorkAhead claims c for this fetch and, when this process's other
 // fetches will take more (the ready list's depth), the candidates after c
 // in its partition (rest, in the query's order) for them; a session's
-// items are claimed alone (their session's claim comes first).
-func (p *CosmosProvider) claimWorkAhead(ctx context.Context, c queueDoc, rest []queueDoc, lockTimeout time.Duration, session *SessionFetchConfig, tags TagFilter) (fetchedWork, error) {
-	if session != nil || c.Session != nil {
+// items are claimed alone (their session's claim comes first). Whether the
+// fetch itself has a session config does not matter: the items ahead are
+// sessionless, and the ready list hands them to any fetch their tag
+// admits (durable's worker dispatchers all fetch with one).
+func (p *CosmosProvider) claimWorkAhead(ctx context.Context, c queueDoc, rest []queueDoc, lockTimeout time.Duration, tags TagFilter) (fetchedWork, error) {
+	if c.Session != nil {
 		return p.claimWork(ctx, c, lockTimeout, tags)
 	}
 	r := p.readyItems.Reserve()

@@ -47,6 +47,40 @@ func TestAWorkerLookClaimsThePartitionsNextItemsAheadForTheFetchesThatFollow(t *
 	ackActivity(ctx, t, p, second)
 }
 
+// durable's worker dispatchers fetch with a session config (each its own
+// owner) whenever sessions are allowed; their looks claim sessionless items
+// ahead as a fetch without one does. Before, a session config turned claims
+// ahead off, so under the runtime every queued activity cost its fetch a
+// query and a claim.
+func TestAWorkerLookWithASessionConfigClaimsSessionlessItemsAhead(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour, ReconcileInterval: time.Hour})
+	token := lockedStart(ctx, t, p, "ahead-session")
+	require.NoError(t, ackScheduling(ctx, t, p, token, "ahead-session", activities("ahead-session", 3)...))
+	fetch := func(owner string) fetchedWork {
+		var got fetchedWork
+		session := &cdb.SessionFetchConfig{OwnerID: owner, LockTimeout: time.Minute}
+		require.Eventually(t, func() bool {
+			got.item, got.token, got.attempts, got.err = p.FetchWorkItem(ctx, time.Minute, 0, session, cdb.DefaultOnlyFilter())
+			return got.err != nil || got.item != nil
+		}, 10*time.Second, 20*time.Millisecond)
+		require.NoError(t, got.err)
+		return got
+	}
+
+	acct.ResetCounts()
+	first := fetch("worker-1")
+	assert.Equal(t, map[string]int64{"Query": 1, "Batch": 1}, acct.Counts().ByOperation, "a query, and one batch claiming the item and the next ones ahead")
+
+	acct.ResetCounts()
+	second := fetch("worker-2")
+	assert.Empty(t, acct.Counts().ByOperation, "taken from the ready list, without a request")
+	assert.NotEqual(t, first.item.(cdb.ActivityExecuteMessage).ID, second.item.(cdb.ActivityExecuteMessage).ID)
+	ackActivity(ctx, t, p, first)
+	ackActivity(ctx, t, p, second)
+}
+
 // A claim batch whose item ahead another process took since the query
 // fails whole: the look claims its own item alone, and nothing is left
 // claimed for nobody.

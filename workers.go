@@ -251,7 +251,7 @@ func (p *CosmosProvider) queryAndClaimWork(ctx context.Context, scope lookScope,
 			continue // another fetch of this process has it: not a lock attempt
 		}
 		tried++
-		res, err := p.claimWorkAhead(ctx, c, cands[i+1:], lockTimeout, session, tags)
+		res, err := p.claimWorkAhead(ctx, c, cands[i+1:], lockTimeout, tags)
 		if err != nil {
 			p.workClaims.forget(itemKey(c.PK, c.ID))
 		}

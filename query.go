@@ -151,21 +151,31 @@ func (p *QueryItemsPager) NextPage(ctx context.Context) (QueryItemsResponse, err
 	if err != nil {
 		return QueryItemsResponse{}, err
 	}
+	page, err := queryPage(resp)
+	if err != nil {
+		return QueryItemsResponse{}, err
+	}
+	p.continuation = resp.Header.Get("x-ms-continuation")
+	p.done = p.continuation == ""
+	page.ContinuationToken = p.continuation
+	return page, nil
+}
+
+// queryPage decodes one page's answer: its documents and what the
+// response says of the request; the continuation token is the caller's.
+func queryPage(resp *response) (QueryItemsResponse, error) {
 	var body struct {
 		Documents []json.RawMessage `json:"Documents"`
 	}
 	if err := decodeJSON(queryItemsOp, resp.Body, &body); err != nil {
 		return QueryItemsResponse{}, err
 	}
-	p.continuation = resp.Header.Get("x-ms-continuation")
-	p.done = p.continuation == ""
 	return QueryItemsResponse{
-		Items:             body.Documents,
-		ContinuationToken: p.continuation,
-		RequestCharge:     resp.RequestCharge,
-		ActivityID:        resp.ActivityID,
-		SessionToken:      resp.SessionToken,
-		Attempts:          resp.Attempts,
+		Items:         body.Documents,
+		RequestCharge: resp.RequestCharge,
+		ActivityID:    resp.ActivityID,
+		SessionToken:  resp.SessionToken,
+		Attempts:      resp.Attempts,
 	}, nil
 }
 

@@ -121,20 +121,11 @@ func (p *QueryItemsPager) nextWalkPage(ctx context.Context) (QueryItemsResponse,
 		if err != nil {
 			return QueryItemsResponse{}, err
 		}
-		var body struct {
-			Documents []json.RawMessage `json:"Documents"`
-		}
-		if err := decodeJSON(queryItemsOp, resp.Body, &body); err != nil {
+		page, err := queryPage(resp)
+		if err != nil {
 			return QueryItemsResponse{}, err
 		}
 		p.walk.advance(resp.Header.Get("x-ms-continuation"))
-		page := QueryItemsResponse{
-			Items:         body.Documents,
-			RequestCharge: resp.RequestCharge,
-			ActivityID:    resp.ActivityID,
-			SessionToken:  resp.SessionToken,
-			Attempts:      resp.Attempts,
-		}
 		if p.done = len(p.walk.Parts) == 0; !p.done {
 			page.ContinuationToken = p.walk.encode()
 		}

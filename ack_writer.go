@@ -415,8 +415,10 @@ func (w *ackWriter) entries() ([]sizedEntry, error) {
 // relayedBody marks an encoded queue document as delivered by an outbox
 // (queueDoc.Relayed), without decoding it again.
 func relayedBody(body []byte) []byte {
-	return append([]byte(`{"relayed":true,`), body[1:]...)
+	return append([]byte(relayedPrefix), body[1:]...)
 }
+
+const relayedPrefix = `{"relayed":true,`
 
 // partSlack is what a staged part leaves free of the document limit: the
 // service stores system properties beside the bytes sent (_rid, _self,

@@ -235,7 +235,8 @@ type queueDoc struct {
 	// will take it itself: other processes leave it to the writer for a
 	// poll interval, so they do not race it for its own work (ownwrites.go).
 	Writer string `json:"writer,omitempty"`
-	// Relayed marks an item an outbox delivered: whoever consumes it leaves
+	// Relayed marks an item an outbox delivered on its own (not in a relay
+	// batch, which applies once: relaybatch.go): whoever consumes it leaves
 	// a consumedMarker in its place, so a relay that delivers it again gets
 	// a 409 (outbox.go).
 	Relayed bool `json:"relayed,omitempty"`

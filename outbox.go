@@ -17,7 +17,9 @@ import (
 // left behind, from the reconciler. The guarantees (ARCHITECTURE.md, Outbox):
 //
 //   - Exactly once. Every delivered document has a deterministic id, so
-//     delivering it again is a 409. A queue item an outbox delivered carries
+//     delivering it again is a 409. A batch of entries into the outbox's
+//     own partition applies once with the progress past it
+//     (relaybatch.go). A queue item an outbox delivered on its own carries
 //     `relayed`; whoever consumes it (a worker's ack, a turn's ack) replaces
 //     it with a consumedMarker of the same id instead of deleting it, so a
 //     relay that delivers it again after it was consumed also gets a 409.
@@ -485,16 +487,29 @@ func (r *relay) read(ctx context.Context, o *pendingOutbox) (*outboxDoc, error) 
 	return &doc, nil
 }
 
-// deliver writes o's entries from its recorded progress on, renewing its
-// beat (and recording progress) every third of OutboxMinAge; it stops when
-// another relay took o over meanwhile.
+// deliver writes o's entries from its recorded progress on: those into its
+// own partition a batch at a time with the progress (relaybatch.go), the
+// others one at a time, renewing its beat (and recording progress) every
+// third of OutboxMinAge; it stops when another relay took o over
+// meanwhile.
 func (r *relay) deliver(ctx context.Context, o *pendingOutbox) (deliveryResult, error) {
 	doc := o.doc
 	entries := outboxEntries{r: r, doc: doc}
 	total := doc.total()
 	renewEvery := max(r.p.cfg.OutboxMinAge.Milliseconds()/3, 1)
 	shells := map[string]bool{}
-	for i := doc.Delivered; i < total; i++ {
+	for i := doc.Delivered; i < total; i = doc.Delivered {
+		run, err := r.nextRun(ctx, &entries, o.pk, i, total)
+		if err != nil {
+			r.record(ctx, o, i)
+			return resultFailed, fmt.Errorf("deliver outbox %s entry %d: %w", o.id, i, err)
+		}
+		if len(run) > 0 {
+			if res, err := r.deliverRun(ctx, o, i, run, shells); res != resultHeld {
+				return res, err
+			}
+			continue
+		}
 		if r.p.nowMs()-o.beat >= renewEvery {
 			if res, err := r.renew(ctx, o, i); res != resultHeld {
 				return res, err

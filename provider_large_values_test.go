@@ -46,9 +46,9 @@ func continueAsNewThroughTheOutbox(ctx context.Context, t *testing.T, p *cdb.Cos
 // of a ContinueAsNew message into pk (a relayed create), and nothing else.
 func refuseContinueAsNewDelivery(acct *cdb.FakeAccount, pk string) func() {
 	return acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: http.StatusForbidden, Match: func(r cdb.FakeRequest) bool {
-		return r.Operation == "CreateItem" && r.PartitionKey == pk &&
-			bytes.Contains(r.Body, []byte(`"relayed":true`)) && bytes.Contains(r.Body, []byte(`"type":"msg"`)) &&
-			bytes.Contains(r.Body, []byte("ContinueAsNew")) && !bytes.HasPrefix(r.Body, []byte(`{"id":"op|`))
+		relayed := r.Operation == "CreateItem" && !bytes.HasPrefix(r.Body, []byte(`{"id":"op|`)) && bytes.Contains(r.Body, []byte(`"relayed":true`)) ||
+			isRelayBatch(r)
+		return relayed && r.PartitionKey == pk && bytes.Contains(r.Body, []byte(`"type":"msg"`)) && bytes.Contains(r.Body, []byte("ContinueAsNew"))
 	}})
 }
 
@@ -111,8 +111,9 @@ func TestAFetchNeverHandsOverMessagesWhileTheirInstancesOutboxIsPending(t *testi
 		ctx, acct, clock := rulesContext(t), cdb.NewFakeAccount(cdb.FakeAccountOptions{}), newTestClock()
 		a := newRulesProvider(t, acct, config(clock))
 		refuse := acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultStatus, Status: http.StatusForbidden, Match: func(r cdb.FakeRequest) bool {
-			return r.Operation == "CreateItem" && bytes.Contains(r.Body, []byte(`"relayed":true`)) &&
-				bytes.Contains(r.Body, []byte("first:")) && !bytes.HasPrefix(r.Body, []byte(`{"id":"op|`))
+			relayed := r.Operation == "CreateItem" && !bytes.HasPrefix(r.Body, []byte(`{"id":"op|`)) && bytes.Contains(r.Body, []byte(`"relayed":true`)) ||
+				isRelayBatch(r)
+			return relayed && bytes.Contains(r.Body, []byte("first:"))
 		}})
 		providertest.CreateInstance(ctx, t, a, "self")
 		require.NoError(t, a.EnqueueForOrchestrator(ctx, pokeItem("self"), 0))

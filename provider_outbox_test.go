@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -53,6 +54,18 @@ func isItemCreate(r *http.Request, pk string) bool {
 	return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/docs") &&
 		r.Header.Get("x-ms-documentdb-isquery") == "" && r.Header.Get("x-ms-cosmos-is-batch-request") == "" &&
 		r.Header.Get("x-ms-documentdb-is-upsert") == "" && r.Header.Get("x-ms-documentdb-partitionkey") == pk
+}
+
+// isHTTPRelayBatch says r is a transactional batch of a relay into the
+// partition whose key header is pk: entries with their outbox's progress.
+func isHTTPRelayBatch(t *testing.T, r *http.Request, pk string) bool {
+	if r.Header.Get("x-ms-cosmos-is-batch-request") == "" || r.Header.Get("x-ms-documentdb-partitionkey") != pk {
+		return false
+	}
+	body, err := io.ReadAll(r.Body)
+	require.NoError(t, err)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return bytes.Contains(body, []byte(`"operationType":"Patch","id":"o|`)) && bytes.Contains(body, []byte(`/delivered`))
 }
 
 // isOutboxDelete matches the deletion of an outbox document, alone or in a
@@ -220,7 +233,7 @@ func TestOutboxRedeliveryDoesNotRecreateConsumedWork(t *testing.T) {
 	assert.Zero(t, countDocs(t, b, "fan", "outbox"), "the redelivered outbox is gone")
 }
 
-// A relay delivering a large outbox at 20 ms per request is still at it when
+// A relay delivering a large outbox at 700 ms per batch is still at it when
 // the outbox is older than OutboxMinAge; another process's reconciler leaves
 // it alone, and every activity runs once.
 func TestOutboxReconcilerLeavesALiveRelayAlone(t *testing.T) {
@@ -229,17 +242,15 @@ func TestOutboxReconcilerLeavesALiveRelayAlone(t *testing.T) {
 	clock := newTestClock()
 	cfg := cdb.Config{ShortPolling: true, ReconcileInterval: time.Hour, Now: clock.Now}
 	var armed atomic.Bool
-	var creates, beats atomic.Int32
+	var batches, beats atomic.Int32
 	reached, resume := make(chan struct{}), make(chan struct{})
 	a := newHookedProvider(t, acct, cfg, func(r *http.Request) {
-		if r.Method == http.MethodPatch && strings.Contains(r.URL.Path, "/docs/o|") {
-			beats.Add(1)
-		}
-		if !armed.Load() || !isItemCreate(r, `["fan"]`) {
+		if !armed.Load() || !isHTTPRelayBatch(t, r, `["fan"]`) {
 			return
 		}
-		clock.Advance(20 * time.Millisecond) // each request takes 20 ms
-		if creates.Add(1) == 200 {
+		beats.Add(1)                          // each batch records the relay's beat with its progress
+		clock.Advance(700 * time.Millisecond) // each batch takes 700 ms
+		if batches.Add(1) == 4 {
 			close(reached)
 			<-resume
 		}
@@ -248,7 +259,7 @@ func TestOutboxReconcilerLeavesALiveRelayAlone(t *testing.T) {
 	t.Cleanup(func() { resumeOnce.Do(func() { close(resume) }) })
 	var foreignCreates atomic.Int32
 	b := newHookedProvider(t, acct, cfg, func(r *http.Request) {
-		if isItemCreate(r, `["fan"]`) {
+		if isItemCreate(r, `["fan"]`) || isHTTPRelayBatch(t, r, `["fan"]`) {
 			foreignCreates.Add(1)
 		}
 	})
@@ -265,11 +276,11 @@ func TestOutboxReconcilerLeavesALiveRelayAlone(t *testing.T) {
 	select {
 	case <-reached:
 	case err := <-acked:
-		t.Fatalf("the ack returned before its relay delivered 200 documents: %v", err)
+		t.Fatalf("the ack returned before its relay sent its fourth batch: %v", err)
 	}
 
-	// 4 s of delivery since the commit: the outbox is older than
-	// OutboxMinAge, but its relay is alive.
+	// 2.8 s of delivery since the commit: the outbox is older than
+	// OutboxMinAge, but its relay is alive (its third batch beat 1.4 s ago).
 	require.NoError(t, b.ReconcileOutbox(ctx))
 	assert.Zero(t, foreignCreates.Load(), "the reconciler does not deliver an outbox a live relay is delivering")
 	assert.Positive(t, beats.Load(), "the relay shows it is alive while it delivers")

@@ -162,8 +162,12 @@ func (p *CosmosProvider) afterCommit(lock *orchestrationLock, plan *ackPlan, rea
 	} else {
 		p.cache.drop(lock.pk)
 	}
-	// Messages announced during the turn waited for the lock to go.
+	// Messages announced during the turn waited for the lock to go; those
+	// its batch left behind were announced before it.
 	p.announceDeferred(lock.pk)
+	if lock.leftBehind {
+		p.orchSignal.announcePartitions(lock.pk)
+	}
 	for _, t := range plan.newMessages {
 		p.announceMessage(lock.pk, t)
 	}

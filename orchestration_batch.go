@@ -265,8 +265,22 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 		batchItems = append(batchItems, items[i])
 		attempts = max(attempts, m.Attempts)
 	}
-	for id := range held {
-		b.PatchItem(id, unlockOps(), nil) // taken by the lock, left for the next turn
+	// Taken by the lock, left for the next turn: a chain may have claimed
+	// more than one batch holds beside the claims.
+	var left []queueDoc
+	for _, m := range lock.messages {
+		if held[m.ID] {
+			left = append(left, m)
+		}
+	}
+	if ahead := len(left) - (MaxBatchOperations - b.Len()); ahead > 0 {
+		if err := p.releaseMessagesAhead(ctx, lock, left[:ahead], func(queueDoc) PatchOperations { return unlockOps() }); err != nil {
+			return nil, 0, err
+		}
+		left = left[ahead:]
+	}
+	for _, m := range left {
+		b.PatchItem(m.ID, unlockOps(), nil)
 	}
 	parkedLeft := false
 	for i, m := range visible {
@@ -297,6 +311,7 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 	inSendOrder(batch, batchItems)
 	lock.messages = batch
 	lock.queriedAt = now
+	lock.leftBehind = lock.leftBehind || len(batch) < len(visible)
 	if len(held) > 0 {
 		// Left for the next turn, which no write announces: this
 		// process's fetches are told once the lock is let go, as of a

@@ -449,7 +449,8 @@ func (p *CosmosProvider) takeInstanceLock(ctx context.Context, g instanceGroup, 
 		return nil, err
 	}
 	p.observeSeq(inst.Seq) // what this turn sends goes after what the last one sent
-	lock := &orchestrationLock{token: token, pk: g.pk, timeout: lockTimeout, inst: inst, messages: locked, queriedAt: seen}
+	lock := &orchestrationLock{token: token, pk: g.pk, timeout: lockTimeout, inst: inst, messages: locked, queriedAt: seen,
+		leftBehind: len(g.docs) > len(msgs) || len(g.docs) >= p.cfg.CandidatesPerRange}
 	lock.lockedUntil.Store(until)
 	return &lockedTurn{lock: lock, inst: inst, seen: seen, until: until}, nil
 }

@@ -32,6 +32,11 @@ type orchestrationLock struct {
 	inst        instanceDoc   // as last written by us; its ETag guards the next write
 	lockedUntil atomic.Int64
 	messages    []queueDoc // the locked batch
+	// leftBehind says the batch may have left messages of the instance in
+	// the queue (its candidates filled a query page, or the batch was cut
+	// at MaxMessagesPerTurn): the commit announces the partition again, so
+	// they are taken at once, not at the next idle look (afterCommit).
+	leftBehind bool
 	// queriedAt (ms) is as of when a query of this process last read the
 	// instance's visible messages while it held the instance: a chained
 	// turn that comes within a poll interval of it need not read them
@@ -750,18 +755,27 @@ func (p *CosmosProvider) releaseBatch(ctx context.Context, op string, lock *orch
 	}
 	now := p.now()
 	instanceOps.AppendSet("/releasedAt", now.UnixMilli())
+	// One time for the whole batch: its messages come back together, or a
+	// fetch between two of their times would take them apart (a
+	// cancellation after the input it was sent with).
+	messageOps := func(m queueDoc) PatchOperations {
+		mops := heldUntilOps(now, delay)
+		if ignoreAttempt {
+			mops.AppendSet("/attempts", max(m.Attempts, 1)-1)
+		}
+		return mops
+	}
+	if over := len(lock.messages) - (MaxBatchOperations - 1); over > 0 {
+		if err := p.releaseMessagesAhead(ctx, lock, lock.messages[:over], messageOps); err != nil {
+			return asOperation(op, err)
+		}
+		lock.messages = lock.messages[over:]
+	}
 	resp, err := p.sendGiveBack(ctx, op, lock, func(etag ETag) *TransactionalBatch {
 		b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
 		b.PatchItem(instanceDocID, instanceOps, &TransactionalBatchItemOptions{IfMatch: &etag})
 		for _, m := range lock.messages {
-			// One time for the whole batch: its messages come back
-			// together, or a fetch between two of their times would take
-			// them apart (a cancellation after the input it was sent with).
-			mops := heldUntilOps(now, delay)
-			if ignoreAttempt {
-				mops.AppendSet("/attempts", max(m.Attempts, 1)-1)
-			}
-			b.PatchItem(m.ID, mops, nil)
+			b.PatchItem(m.ID, messageOps(m), nil)
 		}
 		return b
 	})
@@ -780,6 +794,39 @@ func (p *CosmosProvider) releaseBatch(ctx context.Context, op string, lock *orch
 }
 
 // heldUntilOps release a lock, leaving the document unavailable for delay.
+// releaseMessagesAhead frees msgs, messages lock holds past what one batch
+// holds beside the instance document (a chain may claim more completions
+// than a turn takes), a batch at a time before the batch that frees the
+// instance: no fetch takes a message of an instance locked meanwhile, so
+// they come back with the rest. Each is conditioned on still carrying the
+// lock's token; one that does not (it went, or the lock was lost) is passed
+// over.
+func (p *CosmosProvider) releaseMessagesAhead(ctx context.Context, lock *orchestrationLock, msgs []queueDoc, ops func(queueDoc) PatchOperations) error {
+	for len(msgs) > 0 {
+		chunk := msgs[:min(len(msgs), MaxBatchOperations)]
+		b := p.container.NewTransactionalBatch(NewPartitionKeyString(lock.pk))
+		for _, m := range chunk {
+			mops := ops(m)
+			mops.SetCondition("from c where c.lockToken = " + sqlString(lock.token))
+			b.PatchItem(m.ID, mops, nil)
+		}
+		resp, err := p.container.ExecuteTransactionalBatch(ctx, b, nil)
+		if err != nil {
+			return fmt.Errorf("release the messages of %s past a batch: %w", lock.inst.Instance, err)
+		}
+		if resp.Success {
+			msgs = msgs[len(chunk):]
+			continue
+		}
+		i, failed := resp.FailedOperation()
+		if i < 0 || !missingOrChanged(failed) {
+			return fmt.Errorf("release the messages of %s past a batch: %w", lock.inst.Instance, failed)
+		}
+		msgs = slices.Delete(slices.Clone(msgs), i, i+1) // not this lock's any more
+	}
+	return nil
+}
+
 func heldUntilOps(now time.Time, delay time.Duration) PatchOperations {
 	if delay <= 0 {
 		return unlockOps()

@@ -743,3 +743,36 @@ func TestALongHistoryLoadsInOnePage(t *testing.T) {
 	assert.Equal(t, []string{"Query", "Batch", "Query"}, ops, "the candidates, the lock, and the history in one page")
 	t.Logf("a cold fetch of a %d-event history: %d requests, %.1f RU", turns+1, len(ops), acct.Counts().RequestCharge-costBefore)
 }
+
+// A turn holds at most a candidate page's (or MaxMessagesPerTurn's)
+// messages. When a fan-in's completions are all in the queue before its
+// turns run, the turn that takes the first of them leaves the rest behind,
+// and nothing announces them again: before, the next turn waited for the
+// next idle look (a poll interval each, a second per 32 completions). Its
+// ack now announces its partition again, so a waiting fetch takes the rest
+// at once.
+func TestATurnThatLeftMessagesBehindHasThemFetchedAfterItsAck(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	providertest.CreateInstance(ctx, t, p, "many")
+	for i := 0; i < 50; i++ {
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, cdb.ExternalRaisedMessage{Instance: "many", Name: "e", Data: fmt.Sprint(i)}, 0))
+	}
+	first, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, first)
+	require.Less(t, len(first.Messages), 50, "one turn holds a page of them")
+
+	results := make(chan fetchResult, 1)
+	go func() {
+		item, token, _, err := p.FetchOrchestrationItem(ctx, time.Minute, 30*time.Second, nil)
+		results <- fetchResult{item, token, err}
+	}()
+	waitForWaiters(t, p, "orchestrator", 1)
+	require.NoError(t, p.AckOrchestrationItem(ctx, token, cdb.InitialExecutionID, nil, nil, nil, providertest.TestOrchMetadata(), nil))
+	r := <-results // with a poll interval of an hour, only an announcement wakes it
+	require.NoError(t, r.err)
+	require.NotNil(t, r.item, "the waiting fetch takes the rest once the turn is acked, not at the next idle look")
+	assert.Len(t, r.item.(*cdb.OrchestrationItem).Messages, 50-len(first.Messages))
+}

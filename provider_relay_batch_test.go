@@ -3,6 +3,7 @@ package cdb_test
 import (
 	"bytes"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,4 +148,91 @@ func TestARelayTakingOverGoesOnWhereTheLastBatchEnded(t *testing.T) {
 		assert.Equal(t, 1, n, "activity %d ran %d times", id, n)
 	}
 	assert.Zero(t, countDocs(t, b, "taken", "outbox"))
+}
+
+// A wide fan-out whose first activities (those its commit holds) are for
+// another kind of worker, in a process whose worker fetches have just been
+// taking items: its relay batches write the rest locked for those fetches,
+// as many as they take in half a poll interval, and the fetches take them
+// without a query or a claim (the lock is the relay's).
+func TestAWideFanOutsRelayedItemsAreLockedForThisProcessesFetches(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	warm := lockedStart(ctx, t, p, "warm")
+	require.NoError(t, ackScheduling(ctx, t, p, warm, "warm", activities("warm", 16)...))
+	require.Len(t, runActivities(ctx, t, p), 16, "the workers' recent pace")
+	consume(ctx, t, p, "warm") // its completions
+
+	token := lockedStart(ctx, t, p, "relayed")
+	gpu := "gpu"
+	acts := make([]cdb.ActivityExecuteMessage, 300)
+	for i := range acts {
+		acts[i] = activity("relayed", uint64(i+2), "")
+		if i < 150 {
+			acts[i].Tag = &gpu // more than the commit holds
+		}
+	}
+	require.NoError(t, ackScheduling(ctx, t, p, token, "relayed", acts...))
+	log := logRequests(acct)
+	for i := 0; i < 4; i++ {
+		w, token, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+		require.NoError(t, err)
+		require.NotNil(t, w)
+		assert.Nil(t, w.(cdb.ActivityExecuteMessage).Tag)
+		assert.True(t, strings.HasPrefix(token, "work_relay."), "the fetch took an item its relay locked for it: %s", token)
+	}
+	for _, r := range log.take() {
+		assert.NotEqual(t, "Query", r.Operation, "a fetch queried for an item its relay could have locked for it")
+	}
+}
+
+// The answer to a relay batch that locked items for this process's fetches
+// is lost after it applied: the fetches read each lock back before they take
+// it (its token is the batch's on every try), and every activity runs once.
+func TestARelayBatchWhoseAnswerWasLostIsReadBackBeforeHandOut(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	clock := newTestClock()
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour, ReconcileInterval: time.Hour, Now: clock.Now})
+	token := lockedStart(ctx, t, p, "unsure")
+	gpu := "gpu"
+	acts := make([]cdb.ActivityExecuteMessage, 300)
+	for i := range acts {
+		acts[i] = activity("unsure", uint64(i+2), "")
+		if i < 150 {
+			acts[i].Tag = &gpu
+		}
+	}
+	results := make([]func() fetchedWork, 8)
+	for i := range results {
+		results[i], _ = waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	}
+	acct.InjectFault(cdb.FakeFault{Kind: cdb.FaultLoseResponse, Times: 1, Match: isRelayBatch})
+	require.NoError(t, ackScheduling(ctx, t, p, token, "unsure", acts...))
+	ran := map[uint64]int{}
+	for _, result := range results {
+		got := result()
+		require.NoError(t, got.err)
+		require.NotNil(t, got.item)
+		act := got.item.(cdb.ActivityExecuteMessage)
+		ran[act.ID]++
+		require.NoError(t, p.AckWorkItem(ctx, got.token, cdb.ActivityCompletedMessage{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Result: "ok"}))
+	}
+	clock.Advance(time.Hour) // the relay's retry, and what no fetch took given back
+	require.NoError(t, p.ReconcileOutbox(ctx))
+	for {
+		w, token, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
+		require.NoError(t, err)
+		if w == nil {
+			break
+		}
+		act := w.(cdb.ActivityExecuteMessage)
+		ran[act.ID]++
+		require.NoError(t, p.AckWorkItem(ctx, token, cdb.ActivityCompletedMessage{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Result: "ok"}))
+	}
+	assert.Len(t, ran, 150, "every default activity ran")
+	for id, n := range ran {
+		assert.Equal(t, 1, n, "activity %d ran %d times", id, n)
+	}
 }

@@ -21,8 +21,13 @@ package cdb
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strconv"
+
+	"github.com/duroxide-go/cdb/internal/handoff"
 )
 
 // relayBatchOps is how many entries one relay batch writes: a transactional
@@ -67,8 +72,21 @@ func (r *relay) nextRun(ctx context.Context, entries *outboxEntries, pk string, 
 // account) is settled by writeRunSingly.
 func (r *relay) deliverRun(ctx context.Context, o *pendingOutbox, first int, run []outboxEntry, shells map[string]bool) (deliveryResult, error) {
 	now := r.p.nowMs()
+	// What the batch locks for this process's fetches is settled by what
+	// applied, or released here whatever else happens (H7).
+	reservation := r.p.readyItems.Reserve()
+	defer reservation.Release()
 	b := r.p.container.NewTransactionalBatch(NewPartitionKeyString(o.pk))
+	var locked []eagerWrite
 	for _, e := range run {
+		if lock := r.lockForFetches(o, e, reservation, now); lock != nil {
+			body, err := json.Marshal(lock.doc)
+			if err == nil {
+				locked = append(locked, eagerWrite{op: b.Len(), lock: lock})
+				b.CreateItem(body, nil)
+				continue
+			}
+		}
 		b.CreateItem(unrelayedBody(e.Doc), nil)
 	}
 	var ops PatchOperations
@@ -80,14 +98,25 @@ func (r *relay) deliverRun(ctx context.Context, o *pendingOutbox, first int, run
 	switch {
 	case err != nil && IsRetryable(err):
 		// It may have applied: the next try finds its entries stored and
-		// reads the progress back (settleRun).
+		// reads the progress back (settleRun); what it locked is read back
+		// before it is handed out (H2).
+		reservation.Settle(unconfirmedLocks(locked))
+		r.p.giveBackIfClosing(ctx) // Keeps: H5
+		r.p.workSignal.announce(handoff.Repeated(handoff.ItemReady(), len(locked))...)
 		return resultFailed, fmt.Errorf("deliver outbox %s entries %d-%d: %w", o.id, first, first+len(run)-1, err)
 	case err != nil:
 		return r.writeRunSingly(ctx, o, first, run, shells)
 	case resp.Success:
 		o.beat = now
 		o.doc.Delivered = first + len(run)
-		r.rang()
+		ready := make([]*workLock, len(locked))
+		for i, w := range locked {
+			w.lock.doc.ETag = resp.OperationResults[w.op].ETag
+			ready[i] = w.lock
+		}
+		reservation.Settle(ready)  // Keeps: H7
+		r.p.giveBackIfClosing(ctx) // Keeps: H5
+		r.landed(o.pk, run, len(ready))
 		return resultHeld, nil
 	}
 	i, failed := resp.FailedOperation()
@@ -121,7 +150,7 @@ func (r *relay) settleRun(ctx context.Context, o *pendingOutbox, first int, run 
 	case stored.Delivered > first:
 		o.beat = stored.BeatAt
 		o.doc.Delivered = stored.Delivered
-		r.rang()
+		r.landed(o.pk, run, 0) // what an earlier try locked was read back (H2)
 		return resultHeld, nil
 	}
 	return r.writeRunSingly(ctx, o, first, run, shells)
@@ -162,9 +191,74 @@ func (r *relay) writeRunSingly(ctx context.Context, o *pendingOutbox, first int,
 	return resultHeld, nil
 }
 
-// rang rings the bell for a batch of entries that landed.
-func (r *relay) rang() {
+// lockForFetches is the lock of e, when it is a worker item the
+// reservation promises to this process's fetches: written locked to them,
+// as a commit writes the activities its fetches will take (handover.go),
+// until the fetches' lock timeout and the item's patience from now. Nil
+// for anything else (a message, a session's item, which its session's
+// owner takes, or no fetch to take it).
+func (r *relay) lockForFetches(o *pendingOutbox, e outboxEntry, reservation *handoff.Reservation[*workLock], now int64) *workLock {
+	var doc queueDoc
+	if json.Unmarshal(e.Doc, &doc) != nil || doc.Type != docWork || doc.Session != nil {
+		return nil
+	}
+	timeout, ok := reservation.Take(doc.Tag)
+	if !ok {
+		return nil
+	}
+	until := r.p.lockUntil(timeout)
+	doc.Relayed = false // a batch delivers it once
+	doc.LockToken, doc.LockedUntil, doc.Attempts = relayedWorkToken(o.id, doc), until, 1
+	return &workLock{token: doc.LockToken, pk: doc.PK, doc: doc, lockedUntil: until, lockedAt: now, activity: activityKey{doc.Exec, doc.Activity}} // Keeps: H1
+}
+
+// relayedWorkToken is the lock token a relay batch writes into a worker
+// item it locks for its process's fetches: the same for every try of the
+// batch, so one whose answer was lost is found ours by its token (H2),
+// and of a fixed length, as a completion's id is derived from it (R18).
+func relayedWorkToken(outboxID string, doc queueDoc) string {
+	digest := sha256.Sum256([]byte(outboxID + "|" + doc.ID))
+	return "work_relay." + hex.EncodeToString(digest[:12])
+}
+
+// unconfirmedLocks are the locks of a batch whose answer was lost, to be
+// read back before they are handed out (their ETag unknown).
+func unconfirmedLocks(locked []eagerWrite) []*workLock {
+	locks := make([]*workLock, len(locked))
+	for i, w := range locked {
+		w.lock.doc.ETag = ""
+		locks[i] = w.lock
+	}
+	return locks
+}
+
+// landed tells the fetches of a batch of entries that landed in pk, ready
+// of whose worker items are locked for this process's fetches: the bell
+// rings once for the batch (other processes), and this process's fetches
+// are told of the rest as a commit tells of what it queued, so its workers
+// take them now rather than at their next idle look.
+func (r *relay) landed(pk string, run []outboxEntry, ready int) {
 	now := r.p.now()
 	r.p.bell.ring(queueOrchestrator, now)
 	r.p.bell.ring(queueWorker, now)
+	work, messages := 0, false
+	for _, e := range run {
+		var head struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(e.Doc, &head) != nil {
+			continue
+		}
+		switch head.Type {
+		case docWork:
+			work++
+		case docMessage:
+			messages = true
+		}
+	}
+	r.p.workSignal.announce(handoff.Repeated(handoff.ItemReady(), ready)...)
+	r.p.workSignal.announce(handoff.Repeated(handoff.InPartition(pk), work-ready)...)
+	if messages {
+		r.p.orchSignal.announcePartitions(pk)
+	}
 }

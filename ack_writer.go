@@ -339,10 +339,12 @@ func (w *ackWriter) write(b *TransactionalBatch, pl placement, instance string, 
 		w.inline(b, w.docs, true)
 		return nil, nil, nil
 	}
-	// A commit with an outbox is a large one, whose request may outlast a
-	// short lock counted from its plan: its items wait in the queue,
-	// unlocked.
-	w.inline(b, w.docs[:pl.inline], false)
+	// A commit whose outbox is staged in parts is a large one, whose
+	// requests (the staging, then the commit) may outlast a short lock
+	// counted from its plan: its items wait in the queue, unlocked. One
+	// whose outbox is a single document (a fan-out wider than the batch)
+	// locks what it holds of them, as a commit without an outbox does.
+	w.inline(b, w.docs[:pl.inline], len(pl.layout.parts) == 0)
 	return w.writeOutbox(b, instance, rev, pl.layout, pl.self)
 }
 

@@ -173,9 +173,16 @@ func TestAWideFanOutsRelayedItemsAreLockedForThisProcessesFetches(t *testing.T) 
 			acts[i].Tag = &gpu // more than the commit holds
 		}
 	}
-	require.NoError(t, ackScheduling(ctx, t, p, token, "relayed", acts...))
 	log := logRequests(acct)
-	for i := 0; i < 4; i++ {
+	require.NoError(t, ackScheduling(ctx, t, p, token, "relayed", acts...))
+	locked := 0
+	for _, r := range log.take() {
+		if isRelayBatch(r) {
+			locked += bytes.Count(r.Body, []byte(`"lockToken":"work_relay.`))
+		}
+	}
+	require.Positive(t, locked, "the relay batches locked items for the fetches")
+	for i := 0; i < min(locked, 2); i++ {
 		w, token, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
 		require.NoError(t, err)
 		require.NotNil(t, w)
@@ -183,7 +190,7 @@ func TestAWideFanOutsRelayedItemsAreLockedForThisProcessesFetches(t *testing.T) 
 		assert.True(t, strings.HasPrefix(token, "work_relay."), "the fetch took an item its relay locked for it: %s", token)
 	}
 	for _, r := range log.take() {
-		assert.NotEqual(t, "Query", r.Operation, "a fetch queried for an item its relay could have locked for it")
+		assert.NotEqual(t, "Query", r.Operation, "a fetch queried for an item its relay locked for it")
 	}
 }
 
@@ -234,5 +241,34 @@ func TestARelayBatchWhoseAnswerWasLostIsReadBackBeforeHandOut(t *testing.T) {
 	assert.Len(t, ran, 150, "every default activity ran")
 	for id, n := range ran {
 		assert.Equal(t, 1, n, "activity %d ran %d times", id, n)
+	}
+}
+
+// A fan-out wider than its commit batch (its outbox one document) locks,
+// in the commit, the items the batch holds for this process's waiting
+// fetches, as a narrower one does; before, an outbox made the commit write
+// all of them unlocked, to be queried and claimed.
+func TestAFanOutWiderThanItsBatchLocksWhatTheBatchHoldsForWaitingFetches(t *testing.T) {
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	token := lockedStart(ctx, t, p, "wider")
+	results := make([]func() fetchedWork, 4)
+	for i := range results {
+		results[i], _ = waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	}
+	log := logRequests(acct)
+	require.NoError(t, ackScheduling(ctx, t, p, token, "wider", activities("wider", 150)...))
+	lockedInCommit := 0
+	for _, r := range log.take() {
+		if r.Operation == "Batch" && bytes.Contains(r.Body, []byte(`"operationType":"Replace","id":"inst"`)) {
+			lockedInCommit += bytes.Count(r.Body, []byte(`"lockToken":"work_`))
+		}
+	}
+	assert.Equal(t, len(results), lockedInCommit, "the commit locks an item for each waiting fetch")
+	for _, result := range results {
+		got := result()
+		require.NoError(t, got.err)
+		require.NotNil(t, got.item)
 	}
 }

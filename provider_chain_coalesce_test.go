@@ -115,3 +115,33 @@ func TestAChainWhoseCompletionsKeepTricklingIsHandedOverByTheMaximumHold(t *test
 	assert.Len(t, turn.item.Messages, acked, "the completions that came within the hold")
 	assert.Less(t, acked, len(got), "while others still run")
 }
+
+// An activity of a chained instance that a worker of this process takes
+// after the chain began is waited for too: the fan-in ends when no
+// activity of the instance runs here, not when those the commit locked
+// for this process's workers are done (a turn started then would be one
+// a completion while more are in flight here).
+func TestAChainAwaitsAnActivityAWorkerHereTookAfterItBegan(t *testing.T) {
+	clock := newTestClock()
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour, Now: clock.Now})
+	token := lockedStart(ctx, t, p, "later")
+	first, _ := waitingWorker(ctx, t, p, time.Minute, cdb.DefaultOnlyFilter())
+	require.NoError(t, ackScheduling(ctx, t, p, token, "later", activities("later", 2)...))
+	early := first()
+	require.NoError(t, early.err)
+	require.NotNil(t, early.item)
+	require.True(t, p.HoldsOrchestration("later"), "chained for the activity locked for the waiting worker")
+	late := eventuallyWork(ctx, t, p, "the other activity, taken by a worker of this process after the chain began")
+	require.NotNil(t, late.item)
+
+	ackActivity(ctx, t, p, early)
+	noTurnYet(ctx, t, p, "the other activity still runs here")
+	turn, _ := waitingOrchestrator(ctx, t, p, time.Minute)
+	ackActivity(ctx, t, p, late)
+	next := turn()
+	require.NoError(t, next.err)
+	require.NotNil(t, next.item)
+	assert.Len(t, next.item.Messages, 2, "both completions, handed over as the last came")
+}

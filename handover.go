@@ -179,6 +179,7 @@ func (p *CosmosProvider) handOutEager(ctx context.Context, lock *workLock, lockT
 		return fetchedWork{}, false, false
 	}
 	p.workLocks.Put(lock.token, lock)
+	p.chains.Await(lock.pk, lock.activity) // its completion comes here
 	item, err := lock.doc.workItem()
 	if err != nil {
 		p.setAsideUndecodableWork(ctx, lock, err)
@@ -252,7 +253,7 @@ func (p *CosmosProvider) giveBackTurn(ctx context.Context, t *lockedTurn) {
 	p.orchLocks.Remove(t.lock.token)
 	if err != nil && IsRetryable(err) {
 		t.lock.inst.ETag = "" // it may have applied: read back first
-		c := newChain(t.lock, 0, 0, nil)
+		c := newChain(t.lock, 0, handoff.Patience{}, nil)
 		c.Claimed = t.lock.messages // the completions claimed with it go back with it
 		p.keepUnconfirmed(c)
 		return

@@ -15,9 +15,18 @@ package cdb
 // instance whose activities this process runs writes a chain; its token is
 // a fixed-length digest of the ack's lock token, so every try of one ack
 // writes the same one, however many chains came before (H6, R18). A chain
-// is handed to a fetch once every activity of it that this process runs
-// completed here, or completionCoalescing after the first one did, or as
-// soon as anything else is announced for the instance in this process; it
+// awaits the activities of its instance this process's workers held or
+// were locked for at its start, and those they take while it waits. It is
+// handed to a fetch at once when the completion that ends the fan-in
+// comes (every awaited activity completed here) or when its turn is full
+// (chainTurnMessages: as many as its commit batch has room for); at a gap,
+// completionCoalescing after the last completion; at the latest
+// chainMaxHold after the first; and as soon as anything else is announced
+// for the instance in this process (runChains looks every coalescing
+// interval, and none is ended while a worker ack writes into it, H8).
+// Invariant: a chain holds a completion no longer than chainMaxHold (and
+// the loop's next look), and the one that ends its fan-in not at all; it
+// is handed over with at least five eighths of its lock left. It
 // is given back (an abandon that counts no attempt, the claimed
 // completions with it) when nothing completed within the chain's window,
 // when the ready turn waited a poll interval for a fetch, and at Close
@@ -36,12 +45,43 @@ import (
 	"github.com/duroxide-go/cdb/internal/handoff"
 )
 
-// completionCoalescing is how long a chained turn waits, after the first
+// completionCoalescing is how long a chained turn waits, after the latest
 // completion of its activities, for the others: activities a turn
 // scheduled together finish together, and their acks land within a few
 // milliseconds of each other; waiting a little longer than that saves a
 // turn per activity and costs a race of activities at most this.
 const completionCoalescing = 25 * time.Millisecond
+
+// chainHoldWindows is how many coalescing intervals a chain holds its
+// first completion at most while others keep coming within the gap.
+const chainHoldWindows = 4
+
+// chainMaxHold is how long a chain of a lock of timeout holds its first
+// completion at most, waiting for others: a few coalescing intervals, so
+// that a fan-in whose completions keep trickling in is taken a few turns
+// rather than one a completion, and at most an eighth of the lock, which
+// a chain's window (a quarter at most) and this leave far from its expiry,
+// and within what a lock may have used and still go to the runtime
+// unrenewed (leftToHandOut) for a lock of 4 s or more.
+func chainMaxHold(timeout time.Duration) time.Duration {
+	return min(chainHoldWindows*completionCoalescing, timeout/8)
+}
+
+// chainTurnReserve is the operations of a chained turn's commit batch
+// kept for the turn's own documents: the instance, its execution, its
+// history and the history's staged parts (a turn of 80 completions of
+// 64 KB, the most a chain claims, stages six), KV chunks, an output's
+// staged part, an outbox document; what the turn sends beyond that goes
+// through the outbox, as it would for any large turn.
+const chainTurnReserve = 20
+
+// chainTurnMessages is how many completions a chained turn takes: as many
+// as its commit batch, which consumes each, has room for. Not
+// MaxMessagesPerTurn, which bounds what a fetch's lock batch claims (one
+// operation each, beside the instance's): a chain's completions come
+// claimed by their worker acks, and a fan-in of 50 took two turns under
+// it.
+const chainTurnMessages = MaxBatchOperations - chainTurnReserve
 
 // chainToken is the lock token an ack writes on the instance it keeps: the
 // same for every try of the ack, and of one length however many chains
@@ -66,6 +106,12 @@ type activityKey struct{ exec, id uint64 }
 // before it is given back.
 func (p *CosmosProvider) chainWindow(lockTimeout time.Duration) time.Duration {
 	return min(p.cfg.PollInterval, lockTimeout/4)
+}
+
+// chainPatience is how long a chain of a lock of lockTimeout waits, and
+// for how many completions (handoff.Patience).
+func (p *CosmosProvider) chainPatience(lockTimeout time.Duration) handoff.Patience {
+	return handoff.Patience{Window: p.chainWindow(lockTimeout), Hold: chainMaxHold(lockTimeout), Room: p.chainRoom}
 }
 
 // mayChain says a commit of lock that releases inst may keep it locked to
@@ -114,7 +160,7 @@ func (p *CosmosProvider) startChain(ctx context.Context, held *orchestrationLock
 	for _, l := range ready {
 		awaiting = append(awaiting, l.activity)
 	}
-	hi := newChain(held, since, p.chainWindow(held.timeout), awaiting)
+	hi := newChain(held, since, p.chainPatience(held.timeout), awaiting)
 	if held.inst.ETag == "" {
 		p.giveBackChain(ctx, hi) // an earlier try committed it: its ETag is read
 		return
@@ -130,8 +176,8 @@ func (p *CosmosProvider) startChain(ctx context.Context, held *orchestrationLock
 
 // newChain is the chain of held, kept since (ms), waiting for the
 // completions of awaiting.
-func newChain(held *orchestrationLock, since int64, window time.Duration, awaiting []activityKey) *chain {
-	return handoff.NewChain[*orchestrationLock, activityKey, queueDoc](held, held.pk, held.token, held.lockedUntil.Load, since, window, awaiting)
+func newChain(held *orchestrationLock, since int64, patience handoff.Patience, awaiting []activityKey) *chain {
+	return handoff.NewChain[*orchestrationLock, activityKey, queueDoc](held, held.pk, held.token, held.lockedUntil.Load, since, patience, awaiting)
 }
 
 // activitiesRunningHere are the activities of pk's instance this
@@ -171,13 +217,14 @@ func (p *CosmosProvider) handOverChain(ctx context.Context, hi *chain) {
 // chainRequeries says a chained turn's batch is completed from a query of
 // its partition rather than made of the completions the chain claimed:
 // something else was announced for the instance, an ack could not tell
-// whether it wrote its completion, the completions exceed a turn, or this
-// process last read the instance's messages a poll interval ago or more.
+// whether it wrote its completion, or this process last read the
+// instance's messages a poll interval ago or more. (A chain claims no
+// more completions than its turn has room for.)
 // The last keeps what others send a held instance from waiting on a chain
 // of chains: while this process holds an instance, its messages are read
 // at least once a poll interval, as its polling would.
 func (p *CosmosProvider) chainRequeries(hi *chain) bool {
-	return hi.Announced || hi.Unsure || len(hi.Claimed) > p.cfg.MaxMessagesPerTurn || p.readLongAgo(hi.Lock)
+	return hi.Announced || hi.Unsure || p.readLongAgo(hi.Lock)
 }
 
 // readLongAgo says this process last read the messages of lock's instance
@@ -226,7 +273,7 @@ func (p *CosmosProvider) keepUnconfirmed(hi *chain) {
 	if lock.lockedUntil.Load() <= now {
 		return // expired: anyone may take the instance
 	}
-	kept := newChain(lock, now, p.chainWindow(lock.timeout), nil)
+	kept := newChain(lock, now, handoff.Patience{Window: p.chainWindow(lock.timeout)}, nil)
 	kept.Claimed = hi.Claimed // Keeps: H8: released with the instance when it is given back
 	instance := lock.inst.Instance
 	// Once in the table the lock is the chain's next giver's (a fetch
@@ -256,7 +303,7 @@ func (p *CosmosProvider) giveBackUnseenChain(ctx context.Context, lock *orchestr
 	held := &orchestrationLock{token: chainToken(lock.token), pk: lock.pk, timeout: lock.timeout, inst: lock.inst}
 	held.inst.ETag = ""
 	held.lockedUntil.Store(p.lockUntil(lock.timeout))
-	p.giveBackChain(ctx, newChain(held, 0, 0, nil))
+	p.giveBackChain(ctx, newChain(held, 0, handoff.Patience{}, nil))
 }
 
 // runChains hands over or gives back the chained instances that are due, every
@@ -334,7 +381,7 @@ func (p *CosmosProvider) ackChain(lock *workLock, now int64) *chain {
 	}
 	held := &orchestrationLock{token: chainToken(lock.token), pk: lock.pk, timeout: timeout, queriedAt: now}
 	held.lockedUntil.Store(p.lockUntil(timeout))
-	return newChain(held, now, p.chainWindow(timeout), awaiting)
+	return newChain(held, now, p.chainPatience(timeout), awaiting)
 }
 
 // openChainOps lock the instance document for a chain its worker ack

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/duroxide-go/cdb/internal/handoff"
 )
 
 // A chain kept unconfirmed is the next giver's from the moment it is in
@@ -45,7 +47,7 @@ func TestAChainKeptUnconfirmedIsNotTouchedOnceItIsInTheTable(t *testing.T) {
 				time.Sleep(time.Microsecond)
 			}
 		}()
-		p.keepUnconfirmed(newChain(held, 0, 0, nil))
+		p.keepUnconfirmed(newChain(held, 0, handoff.Patience{}, nil))
 		<-given
 		// Lock it again for the next round.
 		var ops PatchOperations

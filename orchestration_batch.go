@@ -200,13 +200,14 @@ func hasContinueAsNew(items []WorkItem) bool {
 // or delivered by another relay after the candidate query); or a holder
 // gave the lock back after the candidate query saw its messages locked
 // (releasedSince). The batch becomes the ContinueAsNew message (or start),
-// if any, and the oldest other messages up to MaxMessagesPerTurn; the
-// messages the lock took that no longer fit are released in the same
-// request, so none waits for the lock to expire. With unpark it takes the
+// if any, and the oldest other messages up to limit (MaxMessagesPerTurn,
+// or a chained turn's room), as many of those as one batch can claim
+// beside releasing the messages the lock took that no longer fit, which
+// it releases in the same request, so none waits for the lock to expire. With unpark it takes the
 // instance's parked messages too (parking.go), at their place: those that
 // do not fit go back to the queue unparked, as many as the batch has room
 // for; the instance document keeps saying parkedUntil until none is left.
-func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationLock, now, until int64, unpark bool) ([]WorkItem, uint32, error) {
+func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationLock, now, until int64, unpark bool, limit int) ([]WorkItem, uint32, error) {
 	key := NewPartitionKeyString(lock.pk)
 	visibleNow := visibleCondition
 	if unpark {
@@ -237,11 +238,11 @@ func (p *CosmosProvider) completeBatch(ctx context.Context, lock *orchestrationL
 	if unpark {
 		sortInOrder(visible, items)
 	}
-	keep := continueAsNewFirst(items, p.cfg.MaxMessagesPerTurn)
 	held := map[string]bool{}
 	for _, m := range lock.messages {
 		held[m.ID] = true
 	}
+	keep := claimableInOneBatch(continueAsNewFirst(items, limit), visible, items, held)
 	b := p.container.NewTransactionalBatch(key)
 	var batch, claimed []queueDoc
 	var batchItems []WorkItem
@@ -401,6 +402,28 @@ func (p *CosmosProvider) queuedMessage(ctx context.Context, pk, tag string) (ite
 		item, _ = UnmarshalWorkItem([]byte(raw))
 	}
 	return item, true, nil
+}
+
+// claimableInOneBatch is keep less its newest messages the lock does not
+// hold, as many as it takes for one batch to claim the rest and release
+// the held ones it leaves out: a chained turn holds up to its room, and
+// messages that came unclaimed meanwhile come first.
+func claimableInOneBatch(keep []int, visible []queueDoc, items []WorkItem, held map[string]bool) []int {
+	ops := len(held) // each held message left out is released
+	for _, i := range keep {
+		if held[visible[i].ID] {
+			ops--
+		} else {
+			ops++
+		}
+	}
+	for j := len(keep) - 1; j >= 0 && ops > MaxBatchOperations; j-- {
+		if i := keep[j]; !held[visible[i].ID] && !startsAnExecution(items[i]) {
+			keep = slices.Delete(keep, j, j+1)
+			ops--
+		}
+	}
+	return keep
 }
 
 // continueAsNewFirst picks up to limit messages, oldest first, always

@@ -495,7 +495,11 @@ func (p *CosmosProvider) completeTurnBatch(ctx context.Context, t *lockedTurn, d
 	lock, inst := t.lock, &t.inst
 	unpark := p.releasesParked(inst, t.items)
 	if t.requery || unpark || delivered || inst.Status == StatusContinuedAsNew && !hasContinueAsNew(t.items) || releasedSince(inst, t.seen) {
-		if t.items, t.attempts, err = p.completeBatch(ctx, lock, t.seen, t.until, unpark); err != nil {
+		limit := p.cfg.MaxMessagesPerTurn
+		if t.chained {
+			limit = p.chainRoom
+		}
+		if t.items, t.attempts, err = p.completeBatch(ctx, lock, t.seen, t.until, unpark, limit); err != nil {
 			p.releaseQuietly(ctx, lock)
 			return true, err
 		}

@@ -63,7 +63,10 @@ type Config struct {
 	// per partition key range (default 32).
 	CandidatesPerRange int
 	// MaxMessagesPerTurn bounds the messages one orchestration fetch locks
-	// (default 40), so the ack's batch keeps room for the turn's writes.
+	// (default 40), so the ack's batch keeps room for the turn's writes. A
+	// chained turn (a turn whose activities this process ran, made of
+	// their completions as its workers wrote them) is not bounded by it:
+	// it takes as many completions as its commit batch has room for (80).
 	MaxMessagesPerTurn int
 	// ReconcileInterval is how often the outbox reconciler looks for
 	// undelivered effects (default 5s); OutboxMinAge is how long the relay
@@ -247,6 +250,7 @@ type CosmosProvider struct {
 	readyTurns *handoff.Ready[*lockedTurn] // turns made ready for them (starts, chained turns); nil: none
 	ended      *handoff.Ended              // what this process's writes ended (deletions, cancellations), for the hand-outs (H4)
 	chains     *chainTable                 // nil: no chained turns
+	chainRoom  int                         // completions a chained turn takes (chainTurnMessages; tests set fewer)
 
 	orchLocks  handoff.LockTable[*orchestrationLock]
 	contended  *contention
@@ -392,6 +396,7 @@ func NewProvider(ctx context.Context, cfg Config) (*CosmosProvider, error) {
 	p.readyTurns = newReadyTurns(cfg.ShortPolling || cfg.DisableEagerDispatch, p.cfg.PollInterval, p.nowMs)
 	p.ended = handoff.NewEnded(endedKeep)
 	p.chains = handoff.NewChains[*orchestrationLock, activityKey, queueDoc](cfg.ShortPolling || cfg.DisableEagerDispatch)
+	p.chainRoom = chainTurnMessages
 	bg, stop := context.WithCancel(context.Background())
 	p.stop = stop
 	if cfg.Leases == nil {

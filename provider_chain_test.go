@@ -533,15 +533,16 @@ func TestAChainedTurnIsNotHandedToADispatcherThatCannotReplayIt(t *testing.T) {
 	assert.Len(t, item.Messages, 1, "with the completion")
 }
 
-// A chained turn whose completions exceed MaxMessagesPerTurn takes a turn's
-// worth and lets the rest go back to the queue; this process's own fetches
-// are told, so the rest wait for the instance's release, not for an idle
-// look (a poll interval here, up to fifteen of them behind a quiet queue
-// bell: the fan-out-50 bench saw 10 of 50 completions wait 26-41 s).
+// A chain takes a turn's worth of completions (as many as its commit batch
+// has room for: two here) and the rest go to the queue; this process's own
+// fetches are told, so the rest wait for the instance's release, not for
+// an idle look (a poll interval here, up to fifteen of them behind a quiet
+// queue bell: the fan-out-50 bench saw 10 of 50 completions wait 26-41 s).
 func TestACompletionAChainedTurnHadNoRoomForReachesTheNextTurnAtOnce(t *testing.T) {
 	ctx := rulesContext(t)
 	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{})
-	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour, MaxMessagesPerTurn: 2})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: time.Hour})
+	cdb.SetChainTurnRoomForTest(p, 2)
 	got := chainedFanOut(ctx, t, p, "wide", 3)
 	for _, w := range got {
 		ackActivity(ctx, t, p, w)

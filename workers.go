@@ -357,6 +357,7 @@ func (p *CosmosProvider) claimedWork(ctx context.Context, doc queueDoc, token st
 		return fetchedWork{}, errContended
 	}
 	p.workLocks.Put(token, lock)
+	p.chains.Await(lock.pk, lock.activity) // its completion comes here
 	item, err := doc.workItem()
 	if err != nil {
 		p.setAsideUndecodableWork(ctx, lock, err)

@@ -10,11 +10,11 @@ import (
 // already claimed with the chain's lock. L is the chain's lock, A names an
 // activity, M is a completion as written.
 type Chain[L any, A comparable, M any] struct {
-	Lock   L
-	PK     string
-	Token  string        // the chain's lock token, which completions are claimed with
-	Since  int64         // ms: when the commit was planned
-	Window time.Duration // how long it waits for a first completion
+	Lock  L
+	PK    string
+	Token string // the chain's lock token, which completions are claimed with
+	Since int64  // ms: when the commit was planned
+	Patience
 	// Claimed are the completions written claimed so far, in order.
 	Claimed []M
 	// Announced says something else was sent to the instance in this
@@ -34,14 +34,30 @@ type Chain[L any, A comparable, M any] struct {
 	awaiting map[A]bool   // activities whose completions come here
 	writing  int          // worker acks under way that write a completion claimed
 	opening  bool         // the worker ack that locks the instance (Open) is under way
+	filled   int          // completions settled that may be written claimed
 	firstAt  int64        // ms: when the first completion came; 0 before
+	lastAt   int64        // ms: when the latest completion came
 	done     bool         // handed over or given back
+}
+
+// Patience is how long a chain waits, and for how much.
+type Patience struct {
+	// Window is how long it waits for a first completion before it is
+	// given back.
+	Window time.Duration
+	// Hold is how long it holds its first completion at most while others
+	// keep coming (Due); 0 for no limit but the gap.
+	Hold time.Duration
+	// Room is how many completions one turn of it takes: once it has
+	// them, it is handed over and no other is claimed into it; 0 for no
+	// limit.
+	Room int
 }
 
 // NewChain is a chain of pk under token, its lock expiring at until()
 // (ms), waiting for the completions of awaiting.
-func NewChain[L any, A comparable, M any](lock L, pk, token string, until func() int64, since int64, window time.Duration, awaiting []A) *Chain[L, A, M] {
-	c := &Chain[L, A, M]{Lock: lock, PK: pk, Token: token, Since: since, Window: window, until: until, awaiting: map[A]bool{}}
+func NewChain[L any, A comparable, M any](lock L, pk, token string, until func() int64, since int64, patience Patience, awaiting []A) *Chain[L, A, M] {
+	c := &Chain[L, A, M]{Lock: lock, PK: pk, Token: token, Since: since, Patience: patience, until: until, awaiting: map[A]bool{}}
 	for _, a := range awaiting {
 		c.awaiting[a] = true
 	}
@@ -90,11 +106,17 @@ func (h *Chains[L, A, M]) ClaimFor(pk string, activity A, nowMs int64) (Claim[A]
 
 // claimLocked is ClaimFor's claim on c. Called with h.mu held.
 func (h *Chains[L, A, M]) claimLocked(c *Chain[L, A, M], activity A, nowMs int64) (Claim[A], bool) {
-	if c == nil || c.done || c.Unconfirmed || c.Refused || c.until() <= nowMs {
+	if c == nil || c.done || c.Unconfirmed || c.Refused || c.until() <= nowMs || c.full(c.writing) {
 		return Claim[A]{}, false
 	}
 	c.writing++
 	return Claim[A]{PK: c.PK, Token: c.Token, Until: c.until(), Activity: activity}, true
+}
+
+// full says c has room for no more completions than it has, with under
+// way worker acks writing into it.
+func (c *Chain[L, A, M]) full(underWay int) bool {
+	return c.Room > 0 && c.filled+underWay >= c.Room
 }
 
 // Open is ClaimFor for a worker ack that may lock its instance itself: when
@@ -144,8 +166,9 @@ func (h *Chains[L, A, M]) Opened(claim Claim[A], locked, refused bool) {
 
 // Completed settles a claim: msg is the completion as written (nil when
 // the ack did not commit, or cannot tell: unsure). ready is the chain when
-// its turn should be handed over now: every awaited completion came, or
-// something else was announced for the instance.
+// its turn should be handed over now: every awaited completion came (the
+// one that ends the fan-in waits for no gap after it), its turn has no
+// room for more, or something else was announced for the instance.
 func (h *Chains[L, A, M]) Completed(claim Claim[A], msg *M, unsure bool, nowMs int64) (ready *Chain[L, A, M]) {
 	if h == nil {
 		return nil
@@ -165,11 +188,13 @@ func (h *Chains[L, A, M]) Completed(claim Claim[A], msg *M, unsure bool, nowMs i
 			c.Claimed = append(c.Claimed, *msg)
 		}
 		delete(c.awaiting, claim.Activity)
+		c.filled++
 		if c.firstAt == 0 {
 			c.firstAt = nowMs
 		}
+		c.lastAt = nowMs
 	}
-	if c.Announced || c.Refused || c.Unconfirmed || len(c.awaiting) == 0 && c.firstAt != 0 {
+	if c.Announced || c.Refused || c.Unconfirmed || c.firstAt != 0 && (len(c.awaiting) == 0 || c.full(0)) {
 		return h.takeLocked(c)
 	}
 	return nil
@@ -192,12 +217,30 @@ func (h *Chains[L, A, M]) Want(pk string) (held bool, ready *Chain[L, A, M]) {
 	return true, h.takeLocked(c)
 }
 
-// Due ends the chains whose time came: those whose first completion came
-// coalescing ago, and those past their window without any.
-func (h *Chains[L, A, M]) Due(nowMs int64, coalescing time.Duration) []*Chain[L, A, M] {
+// Await adds activity, which a worker of this process took just now, to
+// the completions pk's chain waits for: the fan-in ends when no activity
+// of the instance runs here any more, not when those that ran at the
+// chain's start are done.
+func (h *Chains[L, A, M]) Await(pk string, activity A) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c := h.byPK[pk]; c != nil && !c.done {
+		c.awaiting[activity] = true
+	}
+}
+
+// Due ends the chains whose time came: those whose completions paused for
+// gap since the last one, or that held their first one their Hold, and
+// those past their window without any.
+func (h *Chains[L, A, M]) Due(nowMs int64, gap time.Duration) []*Chain[L, A, M] {
 	return h.End(func(c *Chain[L, A, M]) bool {
 		switch {
-		case c.firstAt != 0 && nowMs-c.firstAt >= coalescing.Milliseconds():
+		case c.firstAt != 0 && nowMs-c.lastAt >= gap.Milliseconds():
+			return true
+		case c.firstAt != 0 && c.Hold > 0 && nowMs-c.firstAt >= c.Hold.Milliseconds():
 			return true
 		case c.firstAt == 0 && nowMs-c.Since >= c.Window.Milliseconds():
 			return true

@@ -11,7 +11,7 @@ import (
 type testChains = Chains[string, int, string]
 
 func keep(h *testChains, pk string, until, since int64, awaiting ...int) *Chain[string, int, string] {
-	c := NewChain[string, int, string]("lock", pk, "tok-"+pk, func() int64 { return until }, since, time.Second, awaiting)
+	c := NewChain[string, int, string]("lock", pk, "tok-"+pk, func() int64 { return until }, since, Patience{Window: time.Second}, awaiting)
 	h.Add(c)
 	return c
 }
@@ -68,11 +68,73 @@ func TestChainsComeDue(t *testing.T) {
 	assert.False(t, held)
 }
 
+// complete claims and settles activity's completion into pk's chain at
+// nowMs: the chain when it is to be handed over at once.
+func complete(t *testing.T, h *testChains, pk string, activity int, nowMs int64) *Chain[string, int, string] {
+	t.Helper()
+	c, ok := h.ClaimFor(pk, activity, nowMs)
+	require.True(t, ok, "activity %d claims", activity)
+	msg := "m"
+	return h.Completed(c, &msg, false, nowMs)
+}
+
+// A chain is due at a gap in its completions, counted from the last one,
+// or once it held its first one its Hold, whichever comes first.
+func TestAChainIsDueAtAGapOrItsHold(t *testing.T) {
+	const gap = 25 * time.Millisecond
+	h := NewChains[string, int, string](false)
+	c := NewChain[string, int, string]("lock", "a", "tok-a", func() int64 { return 10_000 }, 0, Patience{Window: time.Second, Hold: 100 * time.Millisecond}, []int{1, 2, 3, 4, 5, 6, 7})
+	h.Add(c)
+	for i, at := range []int64{100, 120, 140, 160, 180} {
+		require.Nil(t, complete(t, h, "a", i+1, at))
+		assert.Empty(t, h.Due(at+19, gap), "within the gap of the last, and the hold")
+	}
+	assert.Equal(t, []*Chain[string, int, string]{c}, h.Due(200, gap), "held its first completion 100 ms")
+
+	paused := NewChain[string, int, string]("lock", "b", "tok-b", func() int64 { return 10_000 }, 0, Patience{Window: time.Second, Hold: 100 * time.Millisecond}, []int{1, 2, 3})
+	h.Add(paused)
+	require.Nil(t, complete(t, h, "b", 1, 100))
+	require.Nil(t, complete(t, h, "b", 2, 120))
+	assert.Empty(t, h.Due(144, gap), "24 ms since the last")
+	assert.Equal(t, []*Chain[string, int, string]{paused}, h.Due(145, gap), "a gap since the last")
+}
+
+// A chain whose turn has room for no more completions is handed over as
+// the last that fits settles, and takes no claim beyond its room, counting
+// the acks under way.
+func TestAChainIsHandedOverWhenItsTurnIsFull(t *testing.T) {
+	h := NewChains[string, int, string](false)
+	h.Add(NewChain[string, int, string]("lock", "a", "tok-a", func() int64 { return 10_000 }, 0, Patience{Window: time.Second, Room: 2}, []int{1, 2, 3}))
+	require.Nil(t, complete(t, h, "a", 1, 100))
+	c2, ok := h.ClaimFor("a", 2, 110)
+	require.True(t, ok)
+	_, ok = h.ClaimFor("a", 3, 110)
+	assert.False(t, ok, "no room with the second under way: the third goes to the queue")
+	two := "two"
+	ready := h.Completed(c2, &two, false, 120)
+	require.NotNil(t, ready, "full, while activity 3 still runs")
+	assert.Len(t, ready.Claimed, 2)
+}
+
+// An activity a worker of this process takes while its instance's chain
+// waits is waited for too: the fan-in ends when none runs here.
+func TestAChainAwaitsTheActivitiesTakenHereMeanwhile(t *testing.T) {
+	h := NewChains[string, int, string](false)
+	keep(h, "a", 10_000, 0, 1)
+	h.Await("a", 2)
+	h.Await("none", 2) // no chain: nothing to do
+	assert.Nil(t, complete(t, h, "a", 1, 100), "activity 2 runs here")
+	ready := complete(t, h, "a", 2, 150)
+	require.NotNil(t, ready, "the fan-in ended")
+	assert.Len(t, ready.Claimed, 2)
+}
+
 // A nil table (eager dispatch off) keeps nothing.
 func TestANilChainTableDoesNothing(t *testing.T) {
 	var h *testChains
 	_, ok := h.ClaimFor("a", 1, 0)
 	assert.False(t, ok)
+	h.Await("a", 1)
 	assert.True(t, h.Empty())
 	assert.Nil(t, h.All())
 }
@@ -83,13 +145,13 @@ func TestANilChainTableDoesNothing(t *testing.T) {
 func TestAnUnconfirmedChainIsOnlyGivenBack(t *testing.T) {
 	h := NewChains[string, int, string](false)
 	live := keep(h, "held", 10_000, 0, 1)
-	assert.False(t, h.AddUnconfirmed(NewChain[string, int, string]("lock", "held", "tok-other", func() int64 { return 10_000 }, 0, time.Second, nil)),
+	assert.False(t, h.AddUnconfirmed(NewChain[string, int, string]("lock", "held", "tok-other", func() int64 { return 10_000 }, 0, Patience{Window: time.Second}, nil)),
 		"this process's chain on the instance stays")
 	claim, ok := h.ClaimFor("held", 1, 100)
 	require.True(t, ok)
 	assert.Equal(t, live.Token, claim.Token)
 
-	unsure := NewChain[string, int, string]("lock", "unsure", "tok-unsure", func() int64 { return 10_000 }, 100, time.Second, nil)
+	unsure := NewChain[string, int, string]("lock", "unsure", "tok-unsure", func() int64 { return 10_000 }, 100, Patience{Window: time.Second}, nil)
 	require.True(t, h.AddUnconfirmed(unsure))
 	assert.True(t, unsure.Unconfirmed)
 	_, ok = h.ClaimFor("unsure", 1, 200)
@@ -104,7 +166,7 @@ func TestAnUnconfirmedChainIsOnlyGivenBack(t *testing.T) {
 func TestAChainAnAckOpensTakesClaimsAndEndsOnlyOnceOpened(t *testing.T) {
 	h := NewChains[string, int, string](false)
 	open := func() *Chain[string, int, string] {
-		return NewChain[string, int, string]("lock", "a", "tok-a", func() int64 { return 10_000 }, 100, time.Second, []int{2})
+		return NewChain[string, int, string]("lock", "a", "tok-a", func() int64 { return 10_000 }, 100, Patience{Window: time.Second}, []int{2})
 	}
 	c1, opening, ok := h.Open("a", 1, 100, open)
 	require.True(t, ok)
@@ -132,7 +194,7 @@ func TestAChainAnAckOpensTakesClaimsAndEndsOnlyOnceOpened(t *testing.T) {
 func TestAChainThatCouldNotOpenEndsRefused(t *testing.T) {
 	h := NewChains[string, int, string](false)
 	open := func() *Chain[string, int, string] {
-		return NewChain[string, int, string]("lock", "a", "tok-a", func() int64 { return 10_000 }, 100, time.Second, []int{2, 3})
+		return NewChain[string, int, string]("lock", "a", "tok-a", func() int64 { return 10_000 }, 100, Patience{Window: time.Second}, []int{2, 3})
 	}
 	c1, _, _ := h.Open("a", 1, 100, open)
 	c2, _, _ := h.Open("a", 2, 100, open)
@@ -148,7 +210,7 @@ func TestAChainThatCouldNotOpenEndsRefused(t *testing.T) {
 	assert.True(t, h.Empty())
 
 	c1, _, _ = h.Open("b", 1, 200, func() *Chain[string, int, string] {
-		return NewChain[string, int, string]("lock", "b", "tok-b", func() int64 { return 10_000 }, 200, time.Second, []int{2})
+		return NewChain[string, int, string]("lock", "b", "tok-b", func() int64 { return 10_000 }, 200, Patience{Window: time.Second}, []int{2})
 	})
 	h.Opened(c1, false, false)
 	one := "one"

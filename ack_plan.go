@@ -172,7 +172,7 @@ func (p *CosmosProvider) planAck(lock *orchestrationLock, req *ackRequest, squee
 
 	kept, chains := inst, len(staged) == 0 && p.mayChain(lock, inst, w)
 	if chains {
-		kept = chainedInstance(inst, lock, p.lockUntil(lock.timeout))
+		kept = chainedInstance(inst, lock, p.lockUntil(p.chainLockFor(lock.timeout)))
 	}
 	instBody, err := json.Marshal(withoutETag(kept))
 	if err != nil {

@@ -108,6 +108,19 @@ func (p *CosmosProvider) chainWindow(lockTimeout time.Duration) time.Duration {
 	return min(p.cfg.PollInterval, lockTimeout/4)
 }
 
+// chainLockFor is how long a chain keeps its instance locked: its turn's
+// lock timeout beyond the longest the chain may wait before the turn is
+// handed out (its window for a first completion, its hold after the last,
+// and a poll interval ready for a fetch, after which it is given back), so
+// that the turn goes to the runtime with a whole lock (H3) and no renewal
+// first, however long a busy runtime's dispatchers took to fetch it. The
+// wait counted is at most half the timeout: a chain whose process died
+// leaves its instance locked at most half a timeout longer than a lock.
+func (p *CosmosProvider) chainLockFor(lockTimeout time.Duration) time.Duration {
+	wait := p.chainWindow(lockTimeout) + chainMaxHold(lockTimeout) + p.cfg.PollInterval
+	return lockTimeout + min(wait, lockTimeout/2)
+}
+
 // chainPatience is how long a chain of a lock of lockTimeout waits, and
 // for how many completions (handoff.Patience).
 func (p *CosmosProvider) chainPatience(lockTimeout time.Duration) handoff.Patience {
@@ -155,7 +168,7 @@ func chainLock(lock *orchestrationLock, kept instanceDoc) *orchestrationLock {
 // chain awaits.
 func (p *CosmosProvider) startChain(ctx context.Context, held *orchestrationLock, plan *ackPlan, ready []*workLock) {
 	held.inst.ETag = plan.inst.ETag
-	since := held.lockedUntil.Load() - held.timeout.Milliseconds()
+	since := held.lockedUntil.Load() - p.chainLockFor(held.timeout).Milliseconds() // the plan's time
 	awaiting := p.activitiesRunningHere(held.pk)
 	for _, l := range ready {
 		awaiting = append(awaiting, l.activity)
@@ -293,7 +306,7 @@ func (p *CosmosProvider) giveBackAllChains(ctx context.Context) {
 // giveBackUnseenChain gives back the chain a try of lock's ack may have
 // committed unseen: the try that answered found the instance changed, or
 // no try could be told, and the plan that committed may have held it. Its
-// lock holds a lock's length from now at most. giveBackChain reads on a
+// lock holds a chain's lock (chainLockFor) from now at most. giveBackChain reads on a
 // context of its own: the ack's caller may have gone (a stopping runtime),
 // and the chain is this process's to give back all the same.
 func (p *CosmosProvider) giveBackUnseenChain(ctx context.Context, lock *orchestrationLock) {
@@ -302,7 +315,7 @@ func (p *CosmosProvider) giveBackUnseenChain(ctx context.Context, lock *orchestr
 	}
 	held := &orchestrationLock{token: chainToken(lock.token), pk: lock.pk, timeout: lock.timeout, inst: lock.inst}
 	held.inst.ETag = ""
-	held.lockedUntil.Store(p.lockUntil(lock.timeout))
+	held.lockedUntil.Store(p.lockUntil(p.chainLockFor(lock.timeout)))
 	p.giveBackChain(ctx, newChain(held, 0, handoff.Patience{}, nil))
 }
 
@@ -380,7 +393,7 @@ func (p *CosmosProvider) ackChain(lock *workLock, now int64) *chain {
 		return nil // the last running here: its completion takes the queue, as others may be on their way there
 	}
 	held := &orchestrationLock{token: chainToken(lock.token), pk: lock.pk, timeout: timeout, queriedAt: now}
-	held.lockedUntil.Store(p.lockUntil(timeout))
+	held.lockedUntil.Store(p.lockUntil(p.chainLockFor(timeout)))
 	return newChain(held, now, p.chainPatience(timeout), awaiting)
 }
 

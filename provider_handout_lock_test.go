@@ -1,6 +1,7 @@
 package cdb_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -46,14 +47,15 @@ func TestAReadyItemIsHandedOutWithItsWholeLock(t *testing.T) {
 	assert.False(t, ok, "a token this provider does not hold")
 }
 
-// A chained turn whose activities took longer than the hand-out slack is
-// renewed before it goes out.
+// A chained turn whose activities took longer than its lock's margin
+// (half a timeout, chainLockFor) and the hand-out slack is renewed before
+// it goes out.
 func TestAChainedTurnIsHandedOutWithItsWholeLock(t *testing.T) {
 	clock := newTestClock()
 	ctx := rulesContext(t)
 	p := newRulesProvider(t, cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now}), cdb.Config{PollInterval: time.Hour, Now: clock.Now})
 	got := chainedFanOut(ctx, t, p, "kept", 1)
-	clock.Advance(5 * time.Second) // the activity ran for five seconds
+	clock.Advance(35 * time.Second) // the activity ran for 35 seconds of the lock's minute
 	ackActivity(ctx, t, p, got[0])
 	turn := eventuallyTurn(ctx, t, p, "the chained turn")
 	left, ok := p.OrchestrationLockRemaining(turn.token)
@@ -72,4 +74,26 @@ func TestALockJustTakenIsHandedOutAsItIs(t *testing.T) {
 	left, _ := p.WorkItemLockRemaining(token)
 	assert.Equal(t, time.Minute+time.Hour-500*time.Millisecond, left, "its lock timeout and its patience (a poll interval here), less its wait")
 	assert.Equal(t, before, workDocs(t, p, "fresh")[0]["_etag"], "no renewal: it went out with all but the slack")
+}
+
+// A chained turn that waited for a busy runtime's dispatchers goes out
+// with a whole lock and no renewal: the chain keeps its instance for the
+// lock timeout beyond the longest it may wait ready (chainLockFor).
+func TestAChainedTurnThatWaitedForAFetchGoesOutWithoutARenewal(t *testing.T) {
+	clock := newTestClock()
+	ctx := rulesContext(t)
+	acct := cdb.NewFakeAccount(cdb.FakeAccountOptions{Now: clock.Now})
+	p := newRulesProvider(t, acct, cdb.Config{PollInterval: 5 * time.Second, Now: clock.Now})
+	got := chainedFanOut(ctx, t, p, "waited", 1)
+	acct.ResetCounts()
+	ackActivity(ctx, t, p, got[0]) // the turn is made ready with no fetch waiting
+	// A busy runtime takes it half a poll interval later: past the
+	// hand-out slack, within what the chain's lock allows for.
+	clock.Advance(2500 * time.Millisecond)
+	turn := eventuallyTurn(ctx, t, p, "the chained turn")
+	assert.True(t, strings.HasPrefix(turn.token, "lock_chain."), "the chained turn: %q", turn.token)
+	assert.Equal(t, map[string]int64{"Batch": 1}, acct.Counts().ByOperation, "the worker ack, and no renewal of the chain's lock")
+	left, ok := p.OrchestrationLockRemaining(turn.token)
+	require.True(t, ok)
+	assert.GreaterOrEqual(t, left, time.Minute-time.Second, "with a whole lock, less the hand-out slack")
 }

@@ -228,15 +228,8 @@ func TestARelayBatchWhoseAnswerWasLostIsReadBackBeforeHandOut(t *testing.T) {
 	}
 	clock.Advance(time.Hour) // the relay's retry, and what no fetch took given back
 	require.NoError(t, p.ReconcileOutbox(ctx))
-	for {
-		w, token, _, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, cdb.DefaultOnlyFilter())
-		require.NoError(t, err)
-		if w == nil {
-			break
-		}
-		act := w.(cdb.ActivityExecuteMessage)
-		ran[act.ID]++
-		require.NoError(t, p.AckWorkItem(ctx, token, cdb.ActivityCompletedMessage{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Result: "ok"}))
+	for id, n := range runActivities(ctx, t, p) {
+		ran[id] += n
 	}
 	assert.Len(t, ran, 150, "every default activity ran")
 	for id, n := range ran {

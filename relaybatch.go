@@ -78,8 +78,11 @@ func (r *relay) deliverRun(ctx context.Context, o *pendingOutbox, first int, run
 	defer reservation.Release()
 	b := r.p.container.NewTransactionalBatch(NewPartitionKeyString(o.pk))
 	var locked []eagerWrite
+	var kinds runKinds
 	for _, e := range run {
-		if lock := r.lockForFetches(o, e, reservation, now); lock != nil {
+		doc, decoded := decodeEntry(e)
+		kinds.count(doc, decoded)
+		if lock := r.lockForFetches(o, doc, decoded, reservation, now); lock != nil {
 			body, err := json.Marshal(lock.doc)
 			if err == nil {
 				locked = append(locked, eagerWrite{op: b.Len(), lock: lock})
@@ -116,7 +119,7 @@ func (r *relay) deliverRun(ctx context.Context, o *pendingOutbox, first int, run
 		}
 		reservation.Settle(ready)  // Keeps: H7
 		r.p.giveBackIfClosing(ctx) // Keeps: H5
-		r.landed(o.pk, run, len(ready))
+		r.landed(o.pk, kinds, len(ready))
 		return resultHeld, nil
 	}
 	i, failed := resp.FailedOperation()
@@ -124,7 +127,7 @@ func (r *relay) deliverRun(ctx context.Context, o *pendingOutbox, first int, run
 	case i == len(run) && IsNotFound(failed):
 		return resultDelivered, nil // another relay finished it and deleted it
 	case i == len(run) && IsPreconditionFailed(failed), IsConflict(failed):
-		return r.settleRun(ctx, o, first, run, shells)
+		return r.settleRun(ctx, o, first, run, kinds, shells)
 	}
 	return r.writeRunSingly(ctx, o, first, run, shells)
 }
@@ -137,7 +140,7 @@ func (r *relay) deliverRun(ctx context.Context, o *pendingOutbox, first int, run
 // behind the stored entries means a relay wrote them one at a time (a relay
 // before batches, or one that fell back), so the run is written so too,
 // each stored entry counting as delivered.
-func (r *relay) settleRun(ctx context.Context, o *pendingOutbox, first int, run []outboxEntry, shells map[string]bool) (deliveryResult, error) {
+func (r *relay) settleRun(ctx context.Context, o *pendingOutbox, first int, run []outboxEntry, kinds runKinds, shells map[string]bool) (deliveryResult, error) {
 	stored, err := r.read(ctx, o)
 	switch {
 	case IsNotFound(err):
@@ -150,7 +153,7 @@ func (r *relay) settleRun(ctx context.Context, o *pendingOutbox, first int, run 
 	case stored.Delivered > first:
 		o.beat = stored.BeatAt
 		o.doc.Delivered = stored.Delivered
-		r.landed(o.pk, run, 0) // what an earlier try locked was read back (H2)
+		r.landed(o.pk, kinds, 0) // what an earlier try locked was read back (H2)
 		return resultHeld, nil
 	}
 	return r.writeRunSingly(ctx, o, first, run, shells)
@@ -197,9 +200,8 @@ func (r *relay) writeRunSingly(ctx context.Context, o *pendingOutbox, first int,
 // until the fetches' lock timeout and the item's patience from now. Nil
 // for anything else (a message, a session's item, which its session's
 // owner takes, or no fetch to take it).
-func (r *relay) lockForFetches(o *pendingOutbox, e outboxEntry, reservation *handoff.Reservation[*workLock], now int64) *workLock {
-	var doc queueDoc
-	if json.Unmarshal(e.Doc, &doc) != nil || doc.Type != docWork || doc.Session != nil {
+func (r *relay) lockForFetches(o *pendingOutbox, doc queueDoc, decoded bool, reservation *handoff.Reservation[*workLock], now int64) *workLock {
+	if !decoded || doc.Type != docWork || doc.Session != nil {
 		return nil
 	}
 	timeout, ok := reservation.Take(doc.Tag)
@@ -232,33 +234,42 @@ func unconfirmedLocks(locked []eagerWrite) []*workLock {
 	return locks
 }
 
+// decodeEntry is an entry's queue document, decoded once for the batch
+// (false when it is not one).
+func decodeEntry(e outboxEntry) (queueDoc, bool) {
+	var doc queueDoc
+	return doc, json.Unmarshal(e.Doc, &doc) == nil
+}
+
+// runKinds is what a batch of entries holds for the fetches: worker items,
+// and whether any orchestrator message.
+type runKinds struct {
+	work     int
+	messages bool
+}
+
+func (k *runKinds) count(doc queueDoc, decoded bool) {
+	switch {
+	case !decoded:
+	case doc.Type == docWork:
+		k.work++
+	case doc.Type == docMessage:
+		k.messages = true
+	}
+}
+
 // landed tells the fetches of a batch of entries that landed in pk, ready
 // of whose worker items are locked for this process's fetches: the bell
 // rings once for the batch (other processes), and this process's fetches
 // are told of the rest as a commit tells of what it queued, so its workers
 // take them now rather than at their next idle look.
-func (r *relay) landed(pk string, run []outboxEntry, ready int) {
+func (r *relay) landed(pk string, kinds runKinds, ready int) {
 	now := r.p.now()
 	r.p.bell.ring(queueOrchestrator, now)
 	r.p.bell.ring(queueWorker, now)
-	work, messages := 0, false
-	for _, e := range run {
-		var head struct {
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(e.Doc, &head) != nil {
-			continue
-		}
-		switch head.Type {
-		case docWork:
-			work++
-		case docMessage:
-			messages = true
-		}
-	}
 	r.p.workSignal.announce(handoff.Repeated(handoff.ItemReady(), ready)...)
-	r.p.workSignal.announce(handoff.Repeated(handoff.InPartition(pk), work-ready)...)
-	if messages {
+	r.p.workSignal.announce(handoff.Repeated(handoff.InPartition(pk), kinds.work-ready)...)
+	if kinds.messages {
 		r.p.orchSignal.announcePartitions(pk)
 	}
 }
